@@ -1,0 +1,104 @@
+#include "scheduler/baselines.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::sched {
+namespace {
+
+absl::Status NeedOneChunk(const Problem& problem, const char* name) {
+  if (problem.chunks != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
+  }
+  return problem.Validate();
+}
+
+Schedule Empty(const Problem& problem, const char* name) {
+  Schedule schedule;
+  schedule.name = name;
+  schedule.workers = problem.workers;
+  schedule.chunks = problem.chunks;
+  schedule.microbatches = problem.microbatches;
+  schedule.worker_of_stage =
+      PlaceStages(Placement::kLoop, problem.workers, problem.chunks);
+  schedule.actions.resize(problem.workers);
+  return schedule;
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> GenerateGPipe(const Problem& problem) {
+  if (absl::Status st = NeedOneChunk(problem, "gpipe"); !st.ok()) return st;
+  Schedule schedule = Empty(problem, "gpipe");
+  for (int r = 0; r < problem.workers; ++r) {
+    auto& list = schedule.actions[r];
+    for (int mb = 0; mb < problem.microbatches; ++mb) {
+      list.push_back({PassKind::kF, r, mb});
+    }
+    for (int mb = 0; mb < problem.microbatches; ++mb) {
+      list.push_back({PassKind::kBW, r, mb});
+    }
+  }
+  return schedule;
+}
+
+absl::StatusOr<Schedule> Generate1F1B(const Problem& problem) {
+  if (absl::Status st = NeedOneChunk(problem, "1f1b"); !st.ok()) return st;
+  Schedule schedule = Empty(problem, "1f1b");
+  const int p = problem.workers, m = problem.microbatches;
+  for (int r = 0; r < p; ++r) {
+    auto& list = schedule.actions[r];
+    const int warmup = std::min(p - r, m);
+    int next_f = 0;
+    while (next_f < warmup) list.push_back({PassKind::kF, r, next_f++});
+    for (int mb = 0; mb < m; ++mb) {
+      list.push_back({PassKind::kBW, r, mb});
+      if (next_f < m) list.push_back({PassKind::kF, r, next_f++});
+    }
+  }
+  return schedule;
+}
+
+absl::StatusOr<Schedule> GenerateInterleaved1F1B(const Problem& problem) {
+  if (absl::Status st = problem.Validate(); !st.ok()) return st;
+  const int p = problem.workers, v = problem.chunks, m = problem.microbatches;
+  if (v < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "1f1b-interleaved needs chunks >= 2, got ", v, " (use 1f1b)"));
+  }
+  if (m % p != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "1f1b-interleaved needs microbatches to be a multiple of stages (",
+        p, "), got ", m));
+  }
+  Schedule schedule = Empty(problem, "1f1b-interleaved");
+  // The k-th forward (or backward) of a worker: microbatches advance in
+  // groups of p through chunk 0, then chunk 1, ...; backwards visit the
+  // chunks in reverse.
+  const int total = m * v;
+  auto forward = [&](int r, int k) {
+    const int group = k / (p * v);
+    const int chunk = (k / p) % v;
+    return Action{PassKind::kF, chunk * p + r, group * p + k % p};
+  };
+  auto backward = [&](int r, int k) {
+    const int group = k / (p * v);
+    const int chunk = v - 1 - (k / p) % v;
+    return Action{PassKind::kBW, chunk * p + r, group * p + k % p};
+  };
+  for (int r = 0; r < p; ++r) {
+    auto& list = schedule.actions[r];
+    const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+    int next_f = 0, next_b = 0;
+    while (next_f < warmup) list.push_back(forward(r, next_f++));
+    while (next_b < total) {
+      if (next_f < total) list.push_back(forward(r, next_f++));
+      list.push_back(backward(r, next_b++));
+    }
+  }
+  return schedule;
+}
+
+}  // namespace zbpp::sched

@@ -1,0 +1,19 @@
+#ifndef ZBPP_SCHEDULER_EXPORT_SVG_H_
+#define ZBPP_SCHEDULER_EXPORT_SVG_H_
+
+#include <string>
+
+#include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched {
+
+/// A self-contained SVG Gantt chart of a simulated schedule: one row per
+/// worker, time to the right, one box per action labelled with its
+/// microbatch and coloured by pass as in the paper's figures, idle time
+/// left blank; a title with the schedule name, makespan and bubble rate.
+std::string ToSvg(const Schedule& schedule, const SimulationResult& result);
+
+}  // namespace zbpp::sched
+
+#endif  // ZBPP_SCHEDULER_EXPORT_SVG_H_

@@ -1,0 +1,95 @@
+#include "scheduler/problem.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::sched {
+namespace {
+
+absl::Status CheckNonNegative(double value, const std::string& field) {
+  if (!std::isfinite(value) || value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be a finite number >= 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Problem::Validate() const {
+  if (workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workers must be >= 1, got ", workers));
+  }
+  if (chunks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunks must be >= 1, got ", chunks));
+  }
+  if (microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatches must be >= 1, got ", microbatches));
+  }
+  if (static_cast<int>(stages.size()) != num_stages()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stages must hold workers*chunks = ", num_stages(),
+                     " entries, got ", stages.size()));
+  }
+  for (int s = 0; s < num_stages(); ++s) {
+    const StageCost& c = stages[s];
+    const std::string at = absl::StrCat("stages[", s, "].");
+    for (auto [value, name] : {std::pair{c.f_seconds, "f_seconds"},
+                               std::pair{c.b_seconds, "b_seconds"},
+                               std::pair{c.w_seconds, "w_seconds"},
+                               std::pair{c.m_b_bytes, "m_b_bytes"},
+                               std::pair{c.m_w_bytes, "m_w_bytes"}}) {
+      if (absl::Status st = CheckNonNegative(value, at + name); !st.ok()) {
+        return st;
+      }
+    }
+    if (c.m_w_bytes > c.m_b_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "m_w_bytes (", c.m_w_bytes, ") must not exceed m_b_bytes (",
+          c.m_b_bytes, ")"));
+    }
+  }
+  if (absl::Status st = CheckNonNegative(comm_seconds, "comm_seconds");
+      !st.ok()) {
+    return st;
+  }
+  if (!memory_limit_bytes.empty()) {
+    if (static_cast<int>(memory_limit_bytes.size()) != workers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "memory_limit_bytes must be empty or hold one entry per worker (",
+          workers, "), got ", memory_limit_bytes.size()));
+    }
+    for (int w = 0; w < workers; ++w) {
+      if (std::isnan(memory_limit_bytes[w]) || memory_limit_bytes[w] <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("memory_limit_bytes[", w, "] must be > 0, got ",
+                         memory_limit_bytes[w]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Problem Problem::Uniform(int workers, int chunks, int microbatches,
+                         const StageCost& cost, double comm_seconds,
+                         double limit_bytes) {
+  Problem problem;
+  problem.workers = workers;
+  problem.chunks = chunks;
+  problem.microbatches = microbatches;
+  problem.stages.assign(static_cast<size_t>(std::max(0, workers * chunks)),
+                        cost);
+  problem.comm_seconds = comm_seconds;
+  if (!std::isinf(limit_bytes)) {
+    problem.memory_limit_bytes.assign(static_cast<size_t>(std::max(0, workers)),
+                                      limit_bytes);
+  }
+  return problem;
+}
+
+}  // namespace zbpp::sched

@@ -1,0 +1,72 @@
+#ifndef ZBPP_SCHEDULER_PROBLEM_H_
+#define ZBPP_SCHEDULER_PROBLEM_H_
+
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zbpp::sched {
+
+/// Cost of one virtual stage (one model chunk) for one microbatch.
+///
+/// Times are wall-clock seconds of one pass on the worker that holds the
+/// stage; memories are activation bytes (Zero Bubble paper §2, "memory"):
+/// an F pass allocates `m_b_bytes` that stay alive until the stage's B pass,
+/// which frees all but `m_w_bytes`, freed by the W pass.
+struct StageCost {
+  double f_seconds = 1.0;  ///< T_F: forward pass.
+  double b_seconds = 1.0;  ///< T_B: gradient w.r.t. the stage input.
+  double w_seconds = 1.0;  ///< T_W: gradient w.r.t. the stage weights.
+  double m_b_bytes = 1.0;  ///< M_B: held from the end of F until B.
+  double m_w_bytes = 0.5;  ///< M_W: part of M_B still held from B until W.
+};
+
+/// A pipeline scheduling problem: the input of every generator and of the
+/// simulator.
+///
+/// The model is cut into `workers * chunks` virtual stages, indexed in model
+/// order (virtual stage 0 holds the embedding, the last one the loss). Which
+/// worker holds which virtual stage is decided by the schedule (see
+/// `Schedule::worker_of_stage`), not by the problem. Costs are per virtual
+/// stage and never assumed uniform.
+///
+/// Plain value type; thread-compatible.
+struct Problem {
+  int workers = 1;       ///< p: pipeline ranks (one per device).
+  int chunks = 1;        ///< v: virtual stages per worker.
+  int microbatches = 1;  ///< m: microbatches per optimizer step.
+  /// Per virtual stage, size `workers * chunks`, in model order.
+  std::vector<StageCost> stages;
+  /// Latency of one point-to-point hop between two different workers, in
+  /// seconds (T_comm). A hand-off between two chunks on one worker is free.
+  double comm_seconds = 0.0;
+  /// Activation memory limit of each worker, in bytes. Empty means no
+  /// limit; otherwise size `workers`.
+  std::vector<double> memory_limit_bytes;
+
+  /// Number of virtual stages, `workers * chunks`.
+  int num_stages() const { return workers * chunks; }
+
+  /// Limit of `worker` in bytes; +infinity when there is none.
+  double limit_of(int worker) const {
+    return memory_limit_bytes.empty()
+               ? std::numeric_limits<double>::infinity()
+               : memory_limit_bytes[worker];
+  }
+
+  /// Checks sizes and signs. Returns InvalidArgument naming the field and the
+  /// reason, e.g. "stages[3].f_seconds must be > 0, got -1".
+  absl::Status Validate() const;
+
+  /// A problem whose virtual stages all cost `cost`, with every worker
+  /// limited to `limit_bytes` (+infinity for none).
+  static Problem Uniform(int workers, int chunks, int microbatches,
+                         const StageCost& cost, double comm_seconds,
+                         double limit_bytes =
+                             std::numeric_limits<double>::infinity());
+};
+
+}  // namespace zbpp::sched
+
+#endif  // ZBPP_SCHEDULER_PROBLEM_H_

@@ -1,0 +1,121 @@
+#include "scheduler/registry.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/baselines.h"
+#include "scheduler/simulator.h"
+#include "scheduler/zb_auto.h"
+#include "scheduler/zb_handcrafted.h"
+#include "scheduler/zb_v.h"
+
+namespace zbpp::sched {
+namespace {
+
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+
+double NoLimit(int, int) { return kNoLimit; }
+double OneP(int p, int) { return p; }
+double TwoP(int p, int) { return 2.0 * p; }
+double ZbVLimit(int p, int) { return VShapeLimitMb(VShape::kZbV, p); }
+double VHalfLimit(int p, int) { return VShapeLimitMb(VShape::kHalf, p); }
+double VMinLimit(int p, int) { return VShapeLimitMb(VShape::kMin, p); }
+
+absl::StatusOr<Schedule> Build(std::string_view name, const Problem& problem) {
+  if (name == "gpipe") return GenerateGPipe(problem);
+  if (name == "1f1b") return Generate1F1B(problem);
+  if (name == "1f1b-interleaved") return GenerateInterleaved1F1B(problem);
+  if (name == "zb-h1") return GenerateZbH1(problem);
+  if (name == "zb-h2") return GenerateZbH2(problem);
+  if (name == "zb-v") return GenerateVSchedule(problem, VShape::kZbV);
+  if (name == "v-half") return GenerateVSchedule(problem, VShape::kHalf);
+  if (name == "v-min") return GenerateVSchedule(problem, VShape::kMin);
+  // zb-1p, zb-2p and zb-auto are one solver with different limits.
+  absl::StatusOr<Schedule> schedule =
+      SolveZeroBubble(problem, AutoSolverOptions{});
+  if (schedule.ok()) schedule->name = std::string(name);
+  return schedule;
+}
+
+}  // namespace
+
+const std::vector<ScheduleTraits>& AllSchedules() {
+  static const auto* const kAll = new std::vector<ScheduleTraits>{
+      {"gpipe", 1, true, Placement::kLoop, false, NoLimit},
+      {"1f1b", 1, true, Placement::kLoop, false, NoLimit},
+      {"1f1b-interleaved", 2, false, Placement::kLoop, false, NoLimit},
+      {"zb-h1", 1, true, Placement::kLoop, false, NoLimit},
+      {"zb-h2", 1, true, Placement::kLoop, false, NoLimit},
+      {"zb-1p", 1, true, Placement::kLoop, true, OneP},
+      {"zb-2p", 1, true, Placement::kLoop, true, TwoP},
+      {"zb-auto", 1, true, Placement::kLoop, true, NoLimit},
+      {"zb-v", 2, true, Placement::kV, true, ZbVLimit},
+      {"v-half", 2, true, Placement::kV, true, VHalfLimit},
+      {"v-min", 2, true, Placement::kV, true, VMinLimit},
+  };
+  return *kAll;
+}
+
+absl::StatusOr<ScheduleTraits> FindSchedule(std::string_view name) {
+  std::vector<std::string> names;
+  for (const ScheduleTraits& traits : AllSchedules()) {
+    if (traits.name == name) return traits;
+    names.push_back(traits.name);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown schedule \"", std::string(name),
+                                          "\"; known: ",
+                                          absl::StrJoin(names, " ")));
+}
+
+std::vector<double> MbUnitBytes(const Problem& problem, Placement placement) {
+  std::vector<double> unit(static_cast<size_t>(std::max(0, problem.workers)),
+                           0.0);
+  const std::vector<int> owner =
+      PlaceStages(placement, problem.workers, problem.chunks);
+  for (size_t s = 0; s < owner.size() && s < problem.stages.size(); ++s) {
+    unit[owner[s]] += problem.stages[s].m_b_bytes;
+  }
+  return unit;
+}
+
+absl::StatusOr<Schedule> Generate(std::string_view name,
+                                  const Problem& problem) {
+  absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
+  if (!traits.ok()) return traits.status();
+  if (absl::Status st = problem.Validate(); !st.ok()) return st;
+  if (traits->chunks_fixed && problem.chunks != traits->default_chunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(name), " needs chunks = ", traits->default_chunks,
+                     ", got ", problem.chunks));
+  }
+  if (traits->limit_is_input) {
+    const double limit_m_b =
+        traits->default_limit_m_b(problem.workers, problem.microbatches);
+    if (!problem.memory_limit_bytes.empty() || std::isinf(limit_m_b)) {
+      return Build(name, problem);
+    }
+    Problem limited = problem;
+    limited.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
+    for (double& bytes : limited.memory_limit_bytes) bytes *= limit_m_b;
+    return Build(name, limited);
+  }
+  absl::StatusOr<Schedule> schedule = Build(name, problem);
+  if (!schedule.ok() || problem.memory_limit_bytes.empty()) return schedule;
+  // A fixed shape cannot adapt to the limit: check that it fits.
+  absl::StatusOr<SimulationResult> sim = Simulate(problem, *schedule);
+  if (!sim.ok()) return sim.status();
+  for (int w = 0; w < problem.workers; ++w) {
+    if (sim->peak_memory_bytes[w] > problem.memory_limit_bytes[w] * (1 + 1e-9)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          std::string(name), " needs ", sim->peak_memory_bytes[w],
+          " bytes of activations on worker ", w, " (",
+          sim->peak_memory_m_b[w], " M_B); the limit is ",
+          problem.memory_limit_bytes[w], " bytes"));
+    }
+  }
+  return schedule;
+}
+
+}  // namespace zbpp::sched

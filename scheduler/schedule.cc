@@ -1,0 +1,94 @@
+#include "scheduler/schedule.h"
+
+#include <cctype>
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::sched {
+namespace {
+
+char PassLetter(PassKind kind) {
+  switch (kind) {
+    case PassKind::kF:
+      return 'F';
+    case PassKind::kB:
+      return 'I';
+    case PassKind::kW:
+      return 'W';
+    case PassKind::kBW:
+      return 'B';
+  }
+  return '?';
+}
+
+}  // namespace
+
+std::string ActionToString(const Action& action) {
+  return absl::StrCat(action.stage, std::string(1, PassLetter(action.kind)),
+                      action.microbatch);
+}
+
+absl::StatusOr<Action> ParseAction(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad action \"", std::string(text), "\": ", std::string(why)));
+  };
+  size_t letter = 0;
+  while (letter < text.size() &&
+         std::isdigit(static_cast<unsigned char>(text[letter]))) {
+    ++letter;
+  }
+  if (letter == 0) return bad("must start with the stage number");
+  if (letter + 1 >= text.size()) return bad("must end with the microbatch");
+  Action action;
+  switch (text[letter]) {
+    case 'F':
+      action.kind = PassKind::kF;
+      break;
+    case 'I':
+      action.kind = PassKind::kB;
+      break;
+    case 'W':
+      action.kind = PassKind::kW;
+      break;
+    case 'B':
+      action.kind = PassKind::kBW;
+      break;
+    default:
+      return bad("pass must be one of F, I, W, B");
+  }
+  // Both numbers are plain non-negative decimals that must fit in an int.
+  auto parse = [](std::string_view digits, int* out) {
+    const char* end = digits.data() + digits.size();
+    auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
+    return ec == std::errc() && ptr == end;
+  };
+  if (!parse(text.substr(0, letter), &action.stage)) {
+    return bad("stage is not a number");
+  }
+  const std::string_view mb = text.substr(letter + 1);
+  if (!std::isdigit(static_cast<unsigned char>(mb[0])) ||
+      !parse(mb, &action.microbatch)) {
+    return bad("microbatch is not a number");
+  }
+  return action;
+}
+
+std::vector<int> PlaceStages(Placement placement, int workers, int chunks) {
+  std::vector<int> worker_of_stage;
+  if (workers < 1 || chunks < 1) return worker_of_stage;
+  if (placement == Placement::kV) {
+    if (chunks != 2) return worker_of_stage;
+    for (int s = 0; s < 2 * workers; ++s) {
+      worker_of_stage.push_back(s < workers ? s : 2 * workers - 1 - s);
+    }
+    return worker_of_stage;
+  }
+  for (int s = 0; s < workers * chunks; ++s) {
+    worker_of_stage.push_back(s % workers);
+  }
+  return worker_of_stage;
+}
+
+}  // namespace zbpp::sched

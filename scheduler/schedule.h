@@ -1,0 +1,72 @@
+#ifndef ZBPP_SCHEDULER_SCHEDULE_H_
+#define ZBPP_SCHEDULER_SCHEDULE_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zbpp::sched {
+
+/// The passes of the Zero Bubble paper (§2): F, B (input gradient only),
+/// W (weight gradient only), and BW (B and W fused, as 1F1B and GPipe run).
+enum class PassKind { kF, kB, kW, kBW };
+
+/// One pass of one virtual stage on one microbatch.
+struct Action {
+  PassKind kind = PassKind::kF;
+  int stage = 0;       ///< Virtual stage, in model order.
+  int microbatch = 0;  ///< Microbatch index in [0, m).
+
+  friend bool operator==(const Action& a, const Action& b) {
+    return a.kind == b.kind && a.stage == b.stage &&
+           a.microbatch == b.microbatch;
+  }
+  friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
+};
+
+/// Text form of one action, as PyTorch pipelining writes it:
+/// `{stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
+/// and B the fused backward (our BW). Examples: `2F0`, `1I3`, `1W3`, `0B1`.
+std::string ActionToString(const Action& action);
+
+/// Parses the text form. Returns InvalidArgument quoting the text and saying
+/// what is wrong, e.g. `bad action "3X1": pass must be one of F, I, W, B`.
+absl::StatusOr<Action> ParseAction(std::string_view text);
+
+/// How virtual stages map to workers.
+enum class Placement {
+  /// Virtual stage s on worker s mod p (1F1B, interleaved 1F1B, ZB-H1/H2).
+  kLoop,
+  /// Two chunks in a "V" (ZB-V paper §6): worker d holds virtual stages d
+  /// and 2p-1-d, so the forward and the backward both start and end on
+  /// worker 0.
+  kV,
+};
+
+/// `worker_of_stage` for `placement` with p workers and v chunks. kV requires
+/// v == 2 (checked by callers; returns an empty vector otherwise).
+std::vector<int> PlaceStages(Placement placement, int workers, int chunks);
+
+/// A pipeline schedule: per worker, the ordered list of actions it runs in
+/// one optimizer step. Communication is not part of the IR: it follows from
+/// the dependencies between actions on different workers.
+///
+/// Plain value type; thread-compatible.
+struct Schedule {
+  std::string name;      ///< Generator name, e.g. "zb-h1".
+  int workers = 0;       ///< p.
+  int chunks = 1;        ///< v.
+  int microbatches = 0;  ///< m.
+  /// Size p*v: the worker that holds each virtual stage.
+  std::vector<int> worker_of_stage;
+  /// Size p: each worker's actions in execution order.
+  std::vector<std::vector<Action>> actions;
+
+  int num_stages() const { return workers * chunks; }
+};
+
+}  // namespace zbpp::sched
+
+#endif  // ZBPP_SCHEDULER_SCHEDULE_H_

@@ -1,0 +1,57 @@
+#include "scheduler/schedule.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zbpp::sched {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(Schedule, TextFormMatchesPyTorchPipelining) {
+  EXPECT_EQ(ActionToString({PassKind::kF, 2, 0}), "2F0");
+  EXPECT_EQ(ActionToString({PassKind::kB, 1, 3}), "1I3");
+  EXPECT_EQ(ActionToString({PassKind::kW, 1, 3}), "1W3");
+  EXPECT_EQ(ActionToString({PassKind::kBW, 0, 1}), "0B1");
+  EXPECT_EQ(ActionToString({PassKind::kF, 12, 345}), "12F345");
+}
+
+TEST(Schedule, ParseRoundTrips) {
+  for (PassKind kind :
+       {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
+    for (int stage : {0, 7, 63}) {
+      for (int mb : {0, 9, 511}) {
+        const Action action{kind, stage, mb};
+        absl::StatusOr<Action> parsed = ParseAction(ActionToString(action));
+        ASSERT_TRUE(parsed.ok()) << parsed.status();
+        EXPECT_EQ(*parsed, action);
+      }
+    }
+  }
+}
+
+TEST(Schedule, ParseRejectsMalformedText) {
+  for (const char* text : {"", "F0", "3X1", "3F", "3Fx", "-1F0", "1F-2",
+                           "99999999999F0", "1F 2"}) {
+    absl::StatusOr<Action> parsed = ParseAction(text);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << text;
+    EXPECT_THAT(std::string(parsed.status().message()),
+                HasSubstr(std::string("\"") + text + "\""));
+  }
+}
+
+TEST(Schedule, LoopPlacementIsRoundRobin) {
+  EXPECT_THAT(PlaceStages(Placement::kLoop, 3, 2),
+              ElementsAre(0, 1, 2, 0, 1, 2));
+}
+
+TEST(Schedule, VPlacementFoldsBack) {
+  EXPECT_THAT(PlaceStages(Placement::kV, 3, 2),
+              ElementsAre(0, 1, 2, 2, 1, 0));
+  EXPECT_TRUE(PlaceStages(Placement::kV, 3, 3).empty());
+}
+
+}  // namespace
+}  // namespace zbpp::sched

@@ -1,0 +1,187 @@
+#include "scheduler/simulator.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zbpp::sched {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Builds a schedule from text actions, one list per worker.
+Schedule Make(int workers, int chunks, int microbatches, Placement placement,
+              const std::vector<std::vector<std::string>>& rows) {
+  Schedule schedule;
+  schedule.name = "hand";
+  schedule.workers = workers;
+  schedule.chunks = chunks;
+  schedule.microbatches = microbatches;
+  schedule.worker_of_stage = PlaceStages(placement, workers, chunks);
+  for (const auto& row : rows) {
+    std::vector<Action> list;
+    for (const std::string& text : row) list.push_back(*ParseAction(text));
+    schedule.actions.push_back(list);
+  }
+  return schedule;
+}
+
+std::vector<double> Starts(const std::vector<ActionTiming>& timings) {
+  std::vector<double> starts;
+  for (const ActionTiming& t : timings) starts.push_back(t.start_seconds);
+  return starts;
+}
+
+TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
+  // F=1, B=2, W=3, one hop = 0.5: 0F0 [0,1], 1F0 [1.5,2.5], 1B0 [2.5,7.5],
+  // 0B0 [8,13].
+  Problem problem =
+      Problem::Uniform(2, 1, 1, StageCost{1, 2, 3, 1, 0.5}, 0.5);
+  Schedule schedule = Make(2, 1, 1, Placement::kLoop, {{"0F0", "0B0"},
+                                                       {"1F0", "1B0"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 8));
+  EXPECT_THAT(Starts(result->timings[1]), ElementsAre(1.5, 2.5));
+  EXPECT_DOUBLE_EQ(result->timings[0][1].end_seconds, 13);
+  EXPECT_DOUBLE_EQ(result->makespan_seconds, 13);  // worker 0's span
+  EXPECT_DOUBLE_EQ(result->step_seconds, 13);
+  EXPECT_THAT(result->busy_seconds, ElementsAre(6, 6));
+  EXPECT_THAT(result->idle_seconds, ElementsAre(7, 7));
+  EXPECT_DOUBLE_EQ(result->bubble_rate, 1 - 12.0 / 26.0);
+  EXPECT_THAT(result->peak_memory_bytes, ElementsAre(1, 1));
+}
+
+TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
+  // Stages 0..3 on workers 0,1,1,0; every pass 1 s, one hop 0.5 s. The
+  // hand-offs 1->2 (worker 1) and 3->... (worker 0) cost nothing.
+  Problem problem =
+      Problem::Uniform(2, 2, 1, StageCost{1, 1, 1, 1, 0.5}, 0.5);
+  Schedule schedule =
+      Make(2, 2, 1, Placement::kV,
+           {{"0F0", "3F0", "3I0", "3W0", "0I0", "0W0"},
+            {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 4, 5, 6, 9, 10));
+  EXPECT_THAT(Starts(result->timings[1]),
+              ElementsAre(1.5, 2.5, 6.5, 7.5, 8.5, 9.5));
+  EXPECT_DOUBLE_EQ(result->makespan_seconds, 11);
+  // Worker 0 holds both chunks' M_B (2 bytes) after 3F0: one unit of M_B.
+  EXPECT_THAT(result->peak_memory_bytes, ElementsAre(2, 2));
+  EXPECT_THAT(result->peak_memory_m_b, ElementsAre(1, 1));
+  EXPECT_DOUBLE_EQ(result->max_peak_memory_m_b, 1);
+}
+
+TEST(Simulator, SplitBackwardReleasesMemoryInTwoSteps) {
+  // One worker, two microbatches: F F B W B W with M_B = 4, M_W = 1.
+  Problem problem = Problem::Uniform(1, 1, 2, StageCost{1, 1, 1, 4, 1}, 0);
+  Schedule a = Make(1, 1, 2, Placement::kLoop,
+                    {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}});
+  Schedule b = Make(1, 1, 2, Placement::kLoop,
+                    {{"0F0", "0I0", "0F1", "0I1", "0W0", "0W1"}});
+  EXPECT_DOUBLE_EQ(Simulate(problem, a)->peak_memory_bytes[0], 8);
+  // After 0I0 only M_W = 1 stays: 1 + 4 = 5.
+  EXPECT_DOUBLE_EQ(Simulate(problem, b)->peak_memory_bytes[0], 5);
+  EXPECT_DOUBLE_EQ(Simulate(problem, b)->bubble_rate, 0);
+}
+
+struct Malformed {
+  const char* what;
+  std::vector<std::vector<std::string>> rows;
+  const char* message;
+};
+
+TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
+  const Malformed cases[] = {
+      {"missing W", {{"0F0", "0I0"}, {"1F0", "1B0"}}, "missing W of stage 0"},
+      {"missing F", {{"0F0", "0B0"}, {"1B0"}}, "missing F of stage 1"},
+      {"duplicate", {{"0F0", "0F0", "0B0"}, {"1F0", "1B0"}},
+       "worker 0, action #1 (0F0): duplicate pass"},
+      {"fused and split",
+       {{"0F0", "0B0", "0W0"}, {"1F0", "1B0"}},
+       "(0W0): duplicate pass"},
+      {"W before B",
+       {{"0F0", "0W0", "0I0"}, {"1F0", "1B0"}},
+       "worker 0, action #1 (0W0): W before its B (0I0)"},
+      {"B before F", {{"0B0", "0F0"}, {"1F0", "1B0"}},
+       "worker 0, action #0 (0B0): B before its F (0F0)"},
+      {"wrong worker", {{"0F0", "1F0", "0B0"}, {"1B0"}},
+       "(1F0): stage 1 is held by worker 1"},
+      {"stage range", {{"0F0", "5F0", "0B0"}, {"1F0", "1B0"}},
+       "stage out of range"},
+      {"microbatch range", {{"0F0", "0F3", "0B0"}, {"1F0", "1B0"}},
+       "microbatch out of range"},
+      {"row count", {{"0F0", "0B0"}}, "one list per worker"},
+  };
+  Problem problem = Problem::Uniform(2, 1, 1, StageCost{}, 0);
+  for (const Malformed& c : cases) {
+    absl::StatusOr<SimulationResult> result =
+        Simulate(problem, Make(2, 1, 1, Placement::kLoop, c.rows));
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.what;
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr(c.message))
+        << c.what;
+  }
+}
+
+TEST(Simulator, RejectsScheduleForAnotherProblem) {
+  Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
+  Schedule schedule =
+      Make(2, 1, 1, Placement::kLoop, {{"0F0", "0B0"}, {"1F0", "1B0"}});
+  EXPECT_EQ(Simulate(problem, schedule).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Simulator, DetectsCrossWorkerDeadlock) {
+  // Worker 1 wants microbatch 1 first, but worker 0 sends it only after
+  // microbatch 0's backward, which needs worker 1's.
+  Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
+  Schedule schedule = Make(2, 1, 2, Placement::kLoop,
+                           {{"0F0", "0B0", "0F1", "0B1"},
+                            {"1F1", "1F0", "1B0", "1B1"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("worker 0, action #1 (0B0) waits for 1I0 on worker 1"));
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("worker 1, action #0 (1F1) waits for 0F1 on worker 0"));
+}
+
+TEST(Simulator, DetectsBBeforeNextStagesBOnOneWorker) {
+  // V placement: worker 0 runs stage 0's B before stage 3's, whose
+  // gradient it needs (through workers 1 and back).
+  Problem problem = Problem::Uniform(2, 2, 1, StageCost{}, 0);
+  Schedule schedule =
+      Make(2, 2, 1, Placement::kV,
+           {{"0F0", "3F0", "0I0", "3I0", "3W0", "0W0"},
+            {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(result.status().message()),
+              HasSubstr("(0I0) waits for 1I0"));
+}
+
+TEST(Simulator, HeterogeneousStagesUseTheirOwnCosts) {
+  // Stage 1 is three times slower: the step is bound by it.
+  Problem problem = Problem::Uniform(2, 1, 2, StageCost{1, 1, 1, 1, .5}, 0);
+  problem.stages[1] = StageCost{3, 3, 3, 1, .5};
+  Schedule schedule =
+      Make(2, 1, 2, Placement::kLoop,
+           {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1B0", "1F1", "1B1"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // 1F0 [1,4], 1B0 [4,10], 1F1 [10,13], 1B1 [13,19]; 0B0 [10,12],
+  // 0B1 [19,21].
+  EXPECT_THAT(Starts(result->timings[1]), ElementsAre(1, 4, 10, 13));
+  EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 1, 10, 19));
+  EXPECT_DOUBLE_EQ(result->makespan_seconds, 21);
+  EXPECT_THAT(result->busy_seconds, ElementsAre(6, 18));
+  EXPECT_DOUBLE_EQ(result->bubble_rate, 1 - 24.0 / 42.0);
+}
+
+}  // namespace
+}  // namespace zbpp::sched

@@ -1,0 +1,220 @@
+#include "scheduler/export_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::sched {
+namespace {
+
+// Layout in pixels.
+constexpr double kLeft = 90;        // worker labels
+constexpr double kRight = 20;
+constexpr double kTop = 56;         // title and legend
+constexpr double kRowHeight = 26;
+constexpr double kRowGap = 4;
+constexpr double kBottom = 44;      // time axis
+constexpr double kMinPassPx = 18;   // the shortest pass is at least this wide
+constexpr double kMinPlotPx = 600;
+constexpr double kMaxPlotPx = 2400;
+
+struct PassStyle {
+  const char* label;
+  const char* fill;       // chunk 0
+  const char* fill_dark;  // later chunks, as the ZB-V figures shade them
+};
+
+// The paper's palette: F blue, B green, W teal; fused BW olive so it never
+// reads as a split pass. Same hues as the Chrome trace.
+PassStyle StyleOf(PassKind kind) {
+  switch (kind) {
+    case PassKind::kF:
+      return {"F", "#4387fd", "#2a5cb3"};
+    case PassKind::kB:
+      return {"B", "#7ec894", "#4f9466"};
+    case PassKind::kW:
+      return {"W", "#00b4b4", "#007a7a"};
+    case PassKind::kBW:
+      return {"BW", "#b5b35c", "#7d7b2e"};
+  }
+  return {"?", "#999999", "#666666"};
+}
+
+// Fixed-point so that the output does not depend on float printing modes.
+std::string Px(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2f", value);
+  return buffer;
+}
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// 1, 2 or 5 times a power of ten, near span/8: about eight ticks.
+double TickStep(double span) {
+  const double raw = span / 8;
+  const double base = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double factor : {1.0, 2.0, 5.0}) {
+    if (base * factor >= raw) return base * factor;
+  }
+  return base * 10;
+}
+
+// Chunk of each virtual stage on its worker: how many stages of the same
+// worker come before it in model order.
+std::vector<int> ChunkOfStage(const Schedule& schedule) {
+  std::vector<int> chunk(schedule.worker_of_stage.size(), 0);
+  std::vector<int> seen(static_cast<size_t>(std::max(0, schedule.workers)), 0);
+  for (size_t s = 0; s < chunk.size(); ++s) {
+    const int w = schedule.worker_of_stage[s];
+    if (w >= 0 && w < schedule.workers) chunk[s] = seen[w]++;
+  }
+  return chunk;
+}
+
+}  // namespace
+
+std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
+  const int rows = static_cast<int>(
+      std::min(schedule.actions.size(), result.timings.size()));
+  double t0 = 0, t1 = 0, shortest = 0;
+  bool any = false;
+  bool used[4] = {false, false, false, false};
+  for (int w = 0; w < rows; ++w) {
+    const size_t n = std::min(schedule.actions[w].size(), result.timings[w].size());
+    for (size_t i = 0; i < n; ++i) {
+      const ActionTiming& t = result.timings[w][i];
+      const double d = t.end_seconds - t.start_seconds;
+      t0 = any ? std::min(t0, t.start_seconds) : t.start_seconds;
+      t1 = any ? std::max(t1, t.end_seconds) : t.end_seconds;
+      if (d > 0) shortest = shortest > 0 ? std::min(shortest, d) : d;
+      used[static_cast<int>(schedule.actions[w][i].kind)] = true;
+      any = true;
+    }
+  }
+  const double span = t1 > t0 ? t1 - t0 : 1.0;
+  const double plot = std::clamp(
+      shortest > 0 ? span / shortest * kMinPassPx : kMinPlotPx, kMinPlotPx,
+      kMaxPlotPx);
+  const double scale = plot / span;  // px per second
+  const double width = kLeft + plot + kRight;
+  const double rows_bottom = kTop + rows * (kRowHeight + kRowGap);
+  const double height = rows_bottom + kBottom;
+
+  std::string svg = absl::StrCat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", Px(width),
+      "\" height=\"", Px(height), "\" viewBox=\"0 0 ", Px(width), " ",
+      Px(height), "\" font-family=\"sans-serif\" font-size=\"12\">\n",
+      "<rect class=\"background\" x=\"0\" y=\"0\" width=\"", Px(width),
+      "\" height=\"", Px(height), "\" fill=\"white\"/>\n");
+
+  absl::StrAppend(
+      &svg, "<text class=\"title\" x=\"", Px(kLeft), "\" y=\"20\" font-size=\"15\" "
+      "font-weight=\"bold\">",
+      Escape(absl::StrCat(schedule.name, ": p=", schedule.workers,
+                          " v=", schedule.chunks, " m=", schedule.microbatches,
+                          ", makespan ", result.makespan_seconds,
+                          " s, bubble rate ",
+                          std::round(result.bubble_rate * 10000) / 100, "%")),
+      "</text>\n");
+
+  // Legend: one swatch per pass kind present.
+  double x = kLeft;
+  for (PassKind kind :
+       {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
+    if (!used[static_cast<int>(kind)]) continue;
+    const PassStyle style = StyleOf(kind);
+    absl::StrAppend(&svg, "<rect class=\"legend\" x=\"", Px(x),
+                    "\" y=\"30\" width=\"14\" height=\"14\" fill=\"",
+                    style.fill, "\"/><text x=\"", Px(x + 18),
+                    "\" y=\"41\">", style.label, "</text>\n");
+    x += 54;
+  }
+  if (schedule.chunks > 1) {
+    absl::StrAppend(&svg, "<text x=\"", Px(x),
+                    "\" y=\"41\">darker: chunk 1 and later</text>\n");
+  }
+
+  const std::vector<int> chunk_of = ChunkOfStage(schedule);
+  for (int w = 0; w < rows; ++w) {
+    const double y = kTop + w * (kRowHeight + kRowGap);
+    absl::StrAppend(&svg, "<text class=\"worker\" x=\"", Px(kLeft - 8),
+                    "\" y=\"", Px(y + kRowHeight / 2 + 4),
+                    "\" text-anchor=\"end\">worker ", w, "</text>\n");
+    absl::StrAppend(&svg, "<rect class=\"row\" x=\"", Px(kLeft), "\" y=\"",
+                    Px(y), "\" width=\"", Px(plot), "\" height=\"",
+                    Px(kRowHeight), "\" fill=\"none\" stroke=\"#dddddd\"/>\n");
+    const size_t n = std::min(schedule.actions[w].size(), result.timings[w].size());
+    for (size_t i = 0; i < n; ++i) {
+      const Action& a = schedule.actions[w][i];
+      const ActionTiming& t = result.timings[w][i];
+      const PassStyle style = StyleOf(a.kind);
+      const bool later_chunk =
+          a.stage >= 0 && a.stage < static_cast<int>(chunk_of.size()) &&
+          chunk_of[a.stage] > 0;
+      const double left = kLeft + (t.start_seconds - t0) * scale;
+      const double box = (t.end_seconds - t.start_seconds) * scale;
+      absl::StrAppend(
+          &svg, "<rect class=\"action ", style.label, "\" x=\"", Px(left),
+          "\" y=\"", Px(y), "\" width=\"", Px(box), "\" height=\"",
+          Px(kRowHeight), "\" fill=\"", later_chunk ? style.fill_dark : style.fill,
+          "\" stroke=\"white\" stroke-width=\"0.5\"><title>",
+          ActionToString(a), ": ", style.label, " of stage ", a.stage,
+          ", microbatch ", a.microbatch, ", ", t.start_seconds, " to ",
+          t.end_seconds, " s</title></rect>\n");
+      const std::string label = std::to_string(a.microbatch);
+      if (box >= 6.0 + 7.0 * label.size()) {
+        absl::StrAppend(&svg, "<text x=\"", Px(left + box / 2), "\" y=\"",
+                        Px(y + kRowHeight / 2 + 4),
+                        "\" text-anchor=\"middle\" fill=\"white\">", label,
+                        "</text>\n");
+      }
+    }
+  }
+
+  // Time axis with 1-2-5 ticks.
+  absl::StrAppend(&svg, "<line class=\"axis\" x1=\"", Px(kLeft), "\" y1=\"",
+                  Px(rows_bottom), "\" x2=\"", Px(kLeft + plot), "\" y2=\"",
+                  Px(rows_bottom), "\" stroke=\"black\"/>\n");
+  const double step = TickStep(span);
+  const int ticks = static_cast<int>(std::floor(span / step + 1e-9));
+  for (int k = 0; k <= ticks; ++k) {
+    const double tx = kLeft + k * step * scale;
+    absl::StrAppend(&svg, "<line x1=\"", Px(tx), "\" y1=\"", Px(rows_bottom),
+                    "\" x2=\"", Px(tx), "\" y2=\"", Px(rows_bottom + 5),
+                    "\" stroke=\"black\"/><text x=\"", Px(tx), "\" y=\"",
+                    Px(rows_bottom + 18), "\" text-anchor=\"middle\">",
+                    t0 + k * step, "</text>\n");
+  }
+  absl::StrAppend(&svg, "<text x=\"", Px(kLeft + plot), "\" y=\"",
+                  Px(rows_bottom + 36),
+                  "\" text-anchor=\"end\">time (s)</text>\n</svg>\n");
+  return svg;
+}
+
+}  // namespace zbpp::sched

@@ -1,0 +1,180 @@
+#include "scheduler/schedule_io.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "tests/scheduler/schedule_builder.h"
+
+namespace zbpp::sched {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Schedule FromText(int workers, int chunks, int microbatches,
+                  Placement placement,
+                  const std::vector<std::vector<std::string>>& rows) {
+  return testing::ScheduleFromRows("hand", workers, chunks, microbatches,
+                                   placement, rows);
+}
+
+// ZB-H1-like order for p=2, m=2 with split B and W.
+Schedule TwoWorkers() {
+  return FromText(2, 1, 2, Placement::kLoop,
+                  {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"},
+                   {"1F0", "1I0", "1F1", "1I1", "1W0", "1W1"}});
+}
+
+void ExpectSameShape(const Schedule& got, const Schedule& want) {
+  EXPECT_EQ(got.workers, want.workers);
+  EXPECT_EQ(got.chunks, want.chunks);
+  EXPECT_EQ(got.microbatches, want.microbatches);
+  EXPECT_EQ(got.worker_of_stage, want.worker_of_stage);
+  EXPECT_EQ(got.actions, want.actions);
+}
+
+TEST(ScheduleIoCsv, WritesOneRowPerWorkerInPyTorchActionForm) {
+  EXPECT_EQ(ScheduleToCsv(TwoWorkers()),
+            "0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n");
+}
+
+TEST(ScheduleIoCsv, RoundTripsLoopPlacement) {
+  const Schedule want = TwoWorkers();
+  absl::StatusOr<Schedule> got =
+      ScheduleFromCsv(ScheduleToCsv(want), Placement::kLoop);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameShape(*got, want);
+}
+
+TEST(ScheduleIoCsv, RoundTripsVPlacementAndInfersChunks) {
+  // p=2, v=2 in a V: worker 0 holds stages 0 and 3, worker 1 stages 1, 2.
+  const Schedule want = FromText(
+      2, 2, 1, Placement::kV,
+      {{"0F0", "3F0", "3B0", "0B0"}, {"1F0", "2F0", "2I0", "1I0", "2W0",
+                                      "1W0"}});
+  absl::StatusOr<Schedule> got =
+      ScheduleFromCsv(ScheduleToCsv(want), Placement::kV);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameShape(*got, want);
+  EXPECT_THAT(got->worker_of_stage, ElementsAre(0, 1, 1, 0));
+}
+
+TEST(ScheduleIoCsv, RoundTripsGeneratedZbH1) {
+  absl::StatusOr<Schedule> want =
+      Generate("zb-h1", Problem::Uniform(4, 1, 8, StageCost{}, 0));
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<Schedule> got =
+      ScheduleFromCsv(ScheduleToCsv(*want), Placement::kLoop);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameShape(*got, *want);
+}
+
+TEST(ScheduleIoCsv, AcceptsCrLfSpacesAndEmptyIdleCells) {
+  absl::StatusOr<Schedule> got = ScheduleFromCsv(
+      " 0F0 ,,0B0\r\n1F0, 1B0\r\n", Placement::kLoop);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->workers, 2);
+  EXPECT_EQ(got->microbatches, 1);
+  EXPECT_EQ(ScheduleToCsv(*got), "0F0,0B0\n1F0,1B0\n");
+}
+
+TEST(ScheduleIoCsv, BadCellNamesRowAndCell) {
+  absl::StatusOr<Schedule> got =
+      ScheduleFromCsv("0F0,0B0\n1F0,1X0\n", Placement::kLoop);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(),
+              AllOf(HasSubstr("row 2"), HasSubstr("cell 2"), HasSubstr("1X0")));
+}
+
+TEST(ScheduleIoCsv, StageOnTheWrongWorkerNamesRowAndCell) {
+  // Stage 1 belongs to worker 1 under loop placement, not to row 1.
+  absl::StatusOr<Schedule> got =
+      ScheduleFromCsv("0F0,1F0,1B0,0B0\n\n", Placement::kLoop);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(),
+              AllOf(HasSubstr("row 1"), HasSubstr("cell 2"),
+                    HasSubstr("held by worker 1")));
+}
+
+TEST(ScheduleIoCsv, RefusesEmptyInputAndUnevenStageCount) {
+  EXPECT_THAT(ScheduleFromCsv("", Placement::kLoop).status().message(),
+              HasSubstr("no rows"));
+  // 3 stages over 2 rows cannot be v whole chunks.
+  EXPECT_THAT(
+      ScheduleFromCsv("0F0,2F0\n1F0\n", Placement::kLoop).status().message(),
+      HasSubstr("not a multiple"));
+  // V placement needs exactly 2 chunks; this CSV has 1.
+  EXPECT_THAT(
+      ScheduleFromCsv("0F0,0B0\n1F0,1B0\n", Placement::kV).status().message(),
+      HasSubstr("2 chunks"));
+}
+
+TEST(ScheduleIoJson, RoundTripsNameAndShape) {
+  const Schedule want = TwoWorkers();
+  absl::StatusOr<Schedule> got = ScheduleFromJson(ScheduleToJson(want));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name, "hand");
+  ExpectSameShape(*got, want);
+}
+
+TEST(ScheduleIoJson, RoundTripsGenerated1F1B) {
+  absl::StatusOr<Schedule> want =
+      Generate("1f1b", Problem::Uniform(3, 1, 5, StageCost{}, 0));
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<Schedule> got = ScheduleFromJson(ScheduleToJson(*want));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name, want->name);
+  ExpectSameShape(*got, *want);
+}
+
+TEST(ScheduleIoJson, WritesTheDocumentedFields) {
+  EXPECT_EQ(ScheduleToJson(FromText(1, 1, 1, Placement::kLoop,
+                                    {{"0F0", "0B0"}})),
+            R"({"name":"hand","workers":1,"chunks":1,"microbatches":1,)"
+            R"("worker_of_stage":[0],"actions":[["0F0","0B0"]]})");
+}
+
+TEST(ScheduleIoJson, ErrorsNameTheField) {
+  const std::string head =
+      R"({"name":"x","workers":2,"chunks":1,"microbatches":1,)";
+  struct Case {
+    std::string json;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", "does not parse"},
+      {"[1,2]", "must be an object"},
+      {R"({"chunks":1,"microbatches":1})", "\"workers\""},
+      {R"({"workers":0,"chunks":1,"microbatches":1})", "\"workers\""},
+      {R"({"workers":2,"chunks":"1","microbatches":1})", "\"chunks\""},
+      {head + R"("worker_of_stage":[0],"actions":[[],[]]})",
+       "\"worker_of_stage\""},
+      {head + R"("worker_of_stage":[0,5],"actions":[[],[]]})",
+       "worker_of_stage[1]"},
+      {head + R"("worker_of_stage":[0,1],"actions":[[]]})", "\"actions\""},
+      {head + R"("worker_of_stage":[0,1],"actions":[["0F0"],["1F0",7]]})",
+       "actions[1][1]"},
+      {head + R"("worker_of_stage":[0,1],"actions":[["0F0"],["1Q0"]]})",
+       "actions[1][0]"},
+      {head + R"("worker_of_stage":[0,1],"actions":[["0F0"],["1F3"]]})",
+       "actions[1][0]"},
+      {head + R"("worker_of_stage":[0,1],"actions":[["1F0"],[]]})",
+       "actions[0][0]"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<Schedule> got = ScheduleFromJson(c.json);
+    ASSERT_FALSE(got.ok()) << c.json;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.json;
+    EXPECT_THAT(got.status().message(), HasSubstr(c.field)) << c.json;
+  }
+}
+
+}  // namespace
+}  // namespace zbpp::sched

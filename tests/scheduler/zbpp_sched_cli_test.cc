@@ -1,0 +1,379 @@
+// Runs the zbpp-sched binary as other tools do and checks exit codes,
+// stdout and stderr.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "scheduler/schedule_io.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string Quote(const std::string& arg) {
+  std::string quoted = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+RunResult RunCli(const std::vector<std::string>& args) {
+  // ctest may run these tests as parallel processes: one file per process.
+  const std::string err_path = ::testing::TempDir() + "zbpp_sched_cli_stderr_" +
+                               std::to_string(getpid());
+  std::string command = ZBPP_SCHED_BINARY;
+  for (const std::string& arg : args) command += " " + Quote(arg);
+  command += " 2>" + Quote(err_path);
+  RunResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
+    result.out.append(buffer, n);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.err = ReadFile(err_path);
+  return result;
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a,
+                                const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// simulate with the flags every caller passes.
+std::vector<std::string> SimulateArgs(const std::string& schedule, int p,
+                                      int m) {
+  return {"simulate",       "--schedule",     schedule, "--stages",
+          std::to_string(p), "--microbatches", std::to_string(m),
+          "--cost-f",       "1",              "--cost-b", "1",
+          "--cost-w",       "1"};
+}
+
+// Runs a command that should succeed and print JSON; null JSON otherwise.
+nlohmann::json RunJson(const std::vector<std::string>& args) {
+  const RunResult run = RunCli(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  return nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+}
+
+SimulationResult Direct(const std::string& name, const Problem& problem) {
+  absl::StatusOr<Schedule> schedule = Generate(name, problem);
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  if (!schedule.ok()) return {};
+  absl::StatusOr<SimulationResult> result = Simulate(problem, *schedule);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : SimulationResult{};
+}
+
+TEST(ZbppSchedCli, JsonMatchesDirectSimulationFor1F1B) {
+  const nlohmann::json j =
+      RunJson({"simulate", "--schedule", "1f1b", "--stages", "4",
+               "--microbatches", "8", "--cost-f", "1", "--cost-b", "2",
+               "--cost-w", "1.5", "--cost-comm", "0.1", "--format", "json"});
+  ASSERT_TRUE(j.is_object());
+  for (const char* field :
+       {"schedule", "stages", "microbatches", "chunks", "makespan",
+        "bubble_rate", "peak_memory_m_b", "mem_limit", "solve_seconds",
+        "cost_f", "cost_b", "cost_w", "cost_comm", "step_seconds",
+        "per_worker"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  const SimulationResult want = Direct(
+      "1f1b", Problem::Uniform(4, 1, 8, StageCost{1, 2, 1.5, 1, 0.5}, 0.1));
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["stages"], 4);
+  EXPECT_EQ(j["microbatches"], 8);
+  EXPECT_EQ(j["chunks"], 1);
+  EXPECT_DOUBLE_EQ(j["bubble_rate"].get<double>(), want.bubble_rate);
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), want.makespan_seconds);
+  EXPECT_DOUBLE_EQ(j["step_seconds"].get<double>(), want.step_seconds);
+  EXPECT_DOUBLE_EQ(j["peak_memory_m_b"].get<double>(), 4.0);
+  EXPECT_TRUE(j["mem_limit"].is_null());
+  EXPECT_GE(j["solve_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(j["per_worker"]["idle_seconds"].get<std::vector<double>>(),
+            want.idle_seconds);
+  EXPECT_EQ(j["per_worker"]["peak_memory_m_b"].get<std::vector<double>>(),
+            want.peak_memory_m_b);
+}
+
+TEST(ZbppSchedCli, SplitsStageCostsAndMemoryOverChunks) {
+  // Per stage T=2 and M_B=1 over 2 chunks: each chunk costs 1 and holds 1/2.
+  const nlohmann::json j =
+      RunJson({"simulate", "--schedule", "1f1b-interleaved", "--stages", "4",
+               "--microbatches", "8", "--chunks", "2", "--cost-f", "2",
+               "--cost-b", "2", "--cost-w", "2", "--format", "json"});
+  ASSERT_TRUE(j.is_object());
+  const SimulationResult want =
+      Direct("1f1b-interleaved",
+             Problem::Uniform(4, 2, 8, StageCost{1, 1, 1, 0.5, 0.25}, 0));
+  EXPECT_EQ(j["chunks"], 2);
+  EXPECT_DOUBLE_EQ(j["cost_f"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), want.makespan_seconds);
+  EXPECT_DOUBLE_EQ(j["bubble_rate"].get<double>(), want.bubble_rate);
+  EXPECT_DOUBLE_EQ(j["peak_memory_m_b"].get<double>(), want.max_peak_memory_m_b);
+}
+
+TEST(ZbppSchedCli, MemLimitIsReportedAndEnforced) {
+  const nlohmann::json j = RunJson(Concat(SimulateArgs("1f1b", 4, 8),
+                                          {"--mem-limit", "4", "--format", "json"}));
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["mem_limit"], 4.0);
+  // 1F1B needs p = 4 M_B on worker 0: a limit of 3 is refused.
+  const RunResult run = RunCli(Concat(SimulateArgs("1f1b", 4, 8), {"--mem-limit", "3"}));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, StartsWith("zbpp-sched: "));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.out, "");
+}
+
+TEST(ZbppSchedCli, EachUsageErrorExitsTwoWithOneLineNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<std::string> base = SimulateArgs("1f1b", 4, 8);
+  auto without = [&](const std::string& flag) {
+    std::vector<std::string> args = base;
+    auto it = std::find(args.begin(), args.end(), flag);
+    args.erase(it, it + 2);
+    return args;
+  };
+  auto with = [&](const std::string& flag, const std::string& value) {
+    std::vector<std::string> args = without(flag);
+    args.push_back(flag);
+    args.push_back(value);
+    return args;
+  };
+  const std::vector<Case> cases = {
+      {{}, "missing command"},
+      {{"frobnicate"}, "\"frobnicate\""},
+      {Concat(base, {"--bogus", "1"}), "--bogus"},
+      {Concat(base, {"extra"}), "\"extra\""},
+      {without("--stages"), "missing required flag --stages"},
+      {without("--schedule"), "--schedule"},
+      {without("--cost-w"), "--cost-w"},
+      {with("--stages", "x"), "--stages must be an integer >= 1, got \"x\""},
+      {with("--stages", "0"), "--stages"},
+      {with("--stages", "2.5"), "--stages"},
+      {with("--microbatches", "-3"), "--microbatches"},
+      {with("--cost-f", "-1"), "--cost-f"},
+      {with("--cost-b", "abc"), "--cost-b"},
+      {with("--cost-w", "nan"), "--cost-w"},
+      {Concat(base, {"--cost-comm", "-0.5"}), "--cost-comm"},
+      {Concat(base, {"--mem-limit", "0"}), "--mem-limit"},
+      {Concat(base, {"--weight-memory-fraction", "1.5"}),
+       "--weight-memory-fraction"},
+      {Concat(base, {"--weight-memory-fraction", "-0.1"}),
+       "--weight-memory-fraction"},
+      {Concat(base, {"--format", "xml"}), "--format"},
+      {Concat(base, {"--stages", "5"}), "--stages is given more than once"},
+      {Concat(base, {"--output"}), "--output needs a value"},
+      {Concat(SimulateArgs("nope", 4, 8), {}), "\"nope\""},
+      {Concat(SimulateArgs("zb-h1", 4, 8), {"--chunks", "3"}), "--chunks"},
+      {SimulateArgs("zb-h2", 4, 4), "zb-h2"},
+      {{"compare", "--stages", "4", "--microbatches", "8", "--format", "svg"},
+       "--format"},
+      {{"compare", "--microbatches", "8"}, "--stages"},
+      {{"show", "--schedule", "1f1b", "--stages", "2", "--microbatches", "2",
+        "--width", "0"},
+       "--width"},
+  };
+  for (const Case& c : cases) {
+    const RunResult run = RunCli(c.args);
+    const std::string what = ::testing::PrintToString(c.args);
+    EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
+    EXPECT_THAT(run.err, StartsWith("zbpp-sched: ")) << what;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << what << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.says)) << what;
+    EXPECT_EQ(run.out, "") << what;
+  }
+}
+
+TEST(ZbppSchedCli, UnknownScheduleListsKnownNames) {
+  const RunResult run = RunCli(SimulateArgs("zb-h3", 4, 8));
+  EXPECT_EQ(run.exit_code, 2);
+  for (const ScheduleTraits& traits : AllSchedules()) {
+    EXPECT_THAT(run.err, HasSubstr(traits.name));
+  }
+}
+
+TEST(ZbppSchedCli, OutputFlagWritesTheFile) {
+  const std::string path = ::testing::TempDir() + "zbpp_sched_cli_out_" +
+                           std::to_string(getpid()) + ".json";
+  std::remove(path.c_str());
+  const RunResult run = RunCli(Concat(SimulateArgs("zb-h1", 4, 8),
+                                   {"--format", "json", "--output", path}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "");
+  const nlohmann::json j = nlohmann::json::parse(ReadFile(path));
+  EXPECT_EQ(j["schedule"], "zb-h1");
+  // ZB-H1, uniform costs, no communication: bubble (p-1)(T_F+T_B-T_W) = 3
+  // over a makespan of 8*3 + 3 = 27.
+  EXPECT_DOUBLE_EQ(j["bubble_rate"].get<double>(), 3.0 / 27.0);
+}
+
+TEST(ZbppSchedCli, UnwritableOutputExitsOne) {
+  const RunResult run =
+      RunCli(Concat(SimulateArgs("1f1b", 2, 2),
+                 {"--output", "/nonexistent-dir/zbpp/out.json"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("--output"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1);
+}
+
+TEST(ZbppSchedCli, HelpPrintsUsage) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"help"}, {"simulate", "--help"}}) {
+    const RunResult run = RunCli(args);
+    EXPECT_EQ(run.exit_code, 0);
+    EXPECT_THAT(run.out, HasSubstr("usage: zbpp-sched"));
+    EXPECT_THAT(run.out, HasSubstr("--mem-limit"));
+    EXPECT_THAT(run.out, HasSubstr("compare"));
+  }
+}
+
+TEST(ZbppSchedCli, CsvFormatIsTheGeneratedSchedule) {
+  const RunResult run =
+      RunCli(Concat(SimulateArgs("zb-h1", 3, 6), {"--format", "csv"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  absl::StatusOr<Schedule> got = ScheduleFromCsv(run.out, Placement::kLoop);
+  ASSERT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<Schedule> want =
+      Generate("zb-h1", Problem::Uniform(3, 1, 6, StageCost{}, 0));
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(got->actions, want->actions);
+}
+
+TEST(ZbppSchedCli, ChromeTraceAndSvgFormats) {
+  RunResult run =
+      RunCli(Concat(SimulateArgs("1f1b", 3, 4), {"--format", "chrome-trace"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json trace = nlohmann::json::parse(run.out);
+  int complete = 0;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    complete += event.at("ph") == "X";
+  }
+  EXPECT_EQ(complete, 3 * 4 * 2);  // F and fused BW per stage and microbatch
+  run = RunCli(Concat(SimulateArgs("1f1b", 3, 4), {"--format", "svg"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("<?xml"));
+  EXPECT_THAT(run.out, HasSubstr("</svg>"));
+}
+
+TEST(ZbppSchedCli, TableIsTheDefaultFormat) {
+  const RunResult run = RunCli(SimulateArgs("1f1b", 4, 8));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // 1F1B: bubble (p-1)*3 over makespan 8*3 + 3*3 = 33.
+  EXPECT_THAT(run.out, HasSubstr("bubble rate       0.272727 (27.27%)"));
+  EXPECT_THAT(run.out, HasSubstr("makespan          33 s"));
+  EXPECT_THAT(run.out, HasSubstr("\n3       24      9"));  // worker 3's row
+}
+
+TEST(ZbppSchedCli, ShowDrawsOneLinePerWorker) {
+  // 1F1B, p=2, m=2, every pass 1 s (fused BW 2 s); the shortest pass is
+  // three columns, "F0 " or "BW0   ".
+  const RunResult run = RunCli({"show", "--schedule", "1f1b", "--stages", "2",
+                             "--microbatches", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("worker 0 |F0 F1 ......BW0   ...BW1   |\n"));
+  EXPECT_THAT(run.out, HasSubstr("worker 1 |...F0 BW0   F1 BW1   ......|\n"));
+  EXPECT_THAT(run.out, HasSubstr("bubble rate"));
+  EXPECT_THAT(run.out, HasSubstr("legend:"));
+}
+
+TEST(ZbppSchedCli, ShowWidthSetsTheColumns) {
+  const RunResult run = RunCli({"show", "--schedule", "1f1b", "--stages", "2",
+                             "--microbatches", "2", "--width", "9"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // 9 s over 9 columns: one column per second.
+  EXPECT_THAT(run.out, HasSubstr("worker 0 |FF..BW.BW|\n"));
+}
+
+TEST(ZbppSchedCli, CompareListsEverySchedule) {
+  // m < 2p: zb-h2 cannot serve it, and says so in its row.
+  const RunResult run = RunCli({"compare", "--stages", "4", "--microbatches", "6"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> names;
+  std::istringstream lines(run.out);
+  std::string line;
+  std::getline(lines, line);  // header
+  EXPECT_THAT(line, HasSubstr("bubble_rate"));
+  while (std::getline(lines, line)) names.push_back(line.substr(0, line.find(' ')));
+  std::vector<std::string> want;
+  for (const ScheduleTraits& traits : AllSchedules()) want.push_back(traits.name);
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(want.size(), 11u);
+  EXPECT_THAT(run.out, HasSubstr("n/a: "));
+  std::istringstream again(run.out);
+  while (std::getline(again, line)) {
+    if (line.rfind("zb-h2 ", 0) == 0) {
+      EXPECT_THAT(line, HasSubstr("n/a: "));
+    }
+  }
+}
+
+TEST(ZbppSchedCli, CompareJsonMatchesDirectSimulation) {
+  const nlohmann::json j = RunJson(
+      {"compare", "--stages", "4", "--microbatches", "8", "--format", "json"});
+  ASSERT_EQ(j["schedules"].size(), AllSchedules().size());
+  for (size_t k = 0; k < AllSchedules().size(); ++k) {
+    const nlohmann::json& row = j["schedules"][k];
+    EXPECT_EQ(row["schedule"], AllSchedules()[k].name);
+    EXPECT_TRUE(row.contains("bubble_rate") != row.contains("error"))
+        << row.dump();
+  }
+  const SimulationResult want =
+      Direct("zb-h1", Problem::Uniform(4, 1, 8, StageCost{}, 0));
+  EXPECT_DOUBLE_EQ(j["schedules"][3]["bubble_rate"].get<double>(),
+                   want.bubble_rate);
+}
+
+TEST(ZbppSchedCli, CompareCsvHasOneRowPerSchedule) {
+  const RunResult run = RunCli({"compare", "--stages", "2", "--microbatches",
+                             "4", "--format", "csv"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("schedule,chunks,makespan_s,bubble_rate,"));
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'),
+            1 + static_cast<long>(AllSchedules().size()));
+}
+
+}  // namespace
+}  // namespace zbpp::sched

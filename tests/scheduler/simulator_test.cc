@@ -5,29 +5,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/scheduler/schedule_builder.h"
 
 namespace zbpp::sched {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// Builds a schedule from text actions, one list per worker.
-Schedule Make(int workers, int chunks, int microbatches, Placement placement,
-              const std::vector<std::vector<std::string>>& rows) {
-  Schedule schedule;
-  schedule.name = "hand";
-  schedule.workers = workers;
-  schedule.chunks = chunks;
-  schedule.microbatches = microbatches;
-  schedule.worker_of_stage = PlaceStages(placement, workers, chunks);
-  for (const auto& row : rows) {
-    std::vector<Action> list;
-    for (const std::string& text : row) list.push_back(*ParseAction(text));
-    schedule.actions.push_back(list);
-  }
-  return schedule;
-}
+using ::zbpp::sched::testing::ScheduleFromRows;
 
 std::vector<double> Starts(const std::vector<ActionTiming>& timings) {
   std::vector<double> starts;
@@ -38,10 +23,9 @@ std::vector<double> Starts(const std::vector<ActionTiming>& timings) {
 TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
   // F=1, B=2, W=3, one hop = 0.5: 0F0 [0,1], 1F0 [1.5,2.5], 1B0 [2.5,7.5],
   // 0B0 [8,13].
-  Problem problem =
-      Problem::Uniform(2, 1, 1, StageCost{1, 2, 3, 1, 0.5}, 0.5);
-  Schedule schedule = Make(2, 1, 1, Placement::kLoop, {{"0F0", "0B0"},
-                                                       {"1F0", "1B0"}});
+  Problem problem = Problem::Uniform(2, 1, 1, StageCost{1, 2, 3, 1, 0.5}, 0.5);
+  Schedule schedule = ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
+                                       {{"0F0", "0B0"}, {"1F0", "1B0"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 8));
@@ -58,12 +42,11 @@ TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
 TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
   // Stages 0..3 on workers 0,1,1,0; every pass 1 s, one hop 0.5 s. The
   // hand-offs 1->2 (worker 1) and 3->... (worker 0) cost nothing.
-  Problem problem =
-      Problem::Uniform(2, 2, 1, StageCost{1, 1, 1, 1, 0.5}, 0.5);
+  Problem problem = Problem::Uniform(2, 2, 1, StageCost{1, 1, 1, 1, 0.5}, 0.5);
   Schedule schedule =
-      Make(2, 2, 1, Placement::kV,
-           {{"0F0", "3F0", "3I0", "3W0", "0I0", "0W0"},
-            {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
+      ScheduleFromRows("hand", 2, 2, 1, Placement::kV,
+                       {{"0F0", "3F0", "3I0", "3W0", "0I0", "0W0"},
+                        {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 4, 5, 6, 9, 10));
@@ -79,10 +62,10 @@ TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
 TEST(Simulator, SplitBackwardReleasesMemoryInTwoSteps) {
   // One worker, two microbatches: F F B W B W with M_B = 4, M_W = 1.
   Problem problem = Problem::Uniform(1, 1, 2, StageCost{1, 1, 1, 4, 1}, 0);
-  Schedule a = Make(1, 1, 2, Placement::kLoop,
-                    {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}});
-  Schedule b = Make(1, 1, 2, Placement::kLoop,
-                    {{"0F0", "0I0", "0F1", "0I1", "0W0", "0W1"}});
+  Schedule a = ScheduleFromRows("hand", 1, 1, 2, Placement::kLoop,
+                                {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}});
+  Schedule b = ScheduleFromRows("hand", 1, 1, 2, Placement::kLoop,
+                                {{"0F0", "0I0", "0F1", "0I1", "0W0", "0W1"}});
   EXPECT_DOUBLE_EQ(Simulate(problem, a)->peak_memory_bytes[0], 8);
   // After 0I0 only M_W = 1 stays: 1 + 4 = 5.
   EXPECT_DOUBLE_EQ(Simulate(problem, b)->peak_memory_bytes[0], 5);
@@ -99,7 +82,8 @@ TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
   const Malformed cases[] = {
       {"missing W", {{"0F0", "0I0"}, {"1F0", "1B0"}}, "missing W of stage 0"},
       {"missing F", {{"0F0", "0B0"}, {"1B0"}}, "missing F of stage 1"},
-      {"duplicate", {{"0F0", "0F0", "0B0"}, {"1F0", "1B0"}},
+      {"duplicate",
+       {{"0F0", "0F0", "0B0"}, {"1F0", "1B0"}},
        "worker 0, action #1 (0F0): duplicate pass"},
       {"fused and split",
        {{"0F0", "0B0", "0W0"}, {"1F0", "1B0"}},
@@ -107,20 +91,24 @@ TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
       {"W before B",
        {{"0F0", "0W0", "0I0"}, {"1F0", "1B0"}},
        "worker 0, action #1 (0W0): W before its B (0I0)"},
-      {"B before F", {{"0B0", "0F0"}, {"1F0", "1B0"}},
+      {"B before F",
+       {{"0B0", "0F0"}, {"1F0", "1B0"}},
        "worker 0, action #0 (0B0): B before its F (0F0)"},
-      {"wrong worker", {{"0F0", "1F0", "0B0"}, {"1B0"}},
+      {"wrong worker",
+       {{"0F0", "1F0", "0B0"}, {"1B0"}},
        "(1F0): stage 1 is held by worker 1"},
-      {"stage range", {{"0F0", "5F0", "0B0"}, {"1F0", "1B0"}},
+      {"stage range",
+       {{"0F0", "5F0", "0B0"}, {"1F0", "1B0"}},
        "stage out of range"},
-      {"microbatch range", {{"0F0", "0F3", "0B0"}, {"1F0", "1B0"}},
+      {"microbatch range",
+       {{"0F0", "0F3", "0B0"}, {"1F0", "1B0"}},
        "microbatch out of range"},
       {"row count", {{"0F0", "0B0"}}, "one list per worker"},
   };
   Problem problem = Problem::Uniform(2, 1, 1, StageCost{}, 0);
   for (const Malformed& c : cases) {
-    absl::StatusOr<SimulationResult> result =
-        Simulate(problem, Make(2, 1, 1, Placement::kLoop, c.rows));
+    absl::StatusOr<SimulationResult> result = Simulate(
+        problem, ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop, c.rows));
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument)
         << c.what;
     EXPECT_THAT(std::string(result.status().message()), HasSubstr(c.message))
@@ -130,8 +118,8 @@ TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
 
 TEST(Simulator, RejectsScheduleForAnotherProblem) {
   Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
-  Schedule schedule =
-      Make(2, 1, 1, Placement::kLoop, {{"0F0", "0B0"}, {"1F0", "1B0"}});
+  Schedule schedule = ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
+                                       {{"0F0", "0B0"}, {"1F0", "1B0"}});
   EXPECT_EQ(Simulate(problem, schedule).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -140,9 +128,9 @@ TEST(Simulator, DetectsCrossWorkerDeadlock) {
   // Worker 1 wants microbatch 1 first, but worker 0 sends it only after
   // microbatch 0's backward, which needs worker 1's.
   Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
-  Schedule schedule = Make(2, 1, 2, Placement::kLoop,
-                           {{"0F0", "0B0", "0F1", "0B1"},
-                            {"1F1", "1F0", "1B0", "1B1"}});
+  Schedule schedule = ScheduleFromRows(
+      "hand", 2, 1, 2, Placement::kLoop,
+      {{"0F0", "0B0", "0F1", "0B1"}, {"1F1", "1F0", "1B0", "1B1"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(result.status().message()),
@@ -156,9 +144,9 @@ TEST(Simulator, DetectsBBeforeNextStagesBOnOneWorker) {
   // gradient it needs (through workers 1 and back).
   Problem problem = Problem::Uniform(2, 2, 1, StageCost{}, 0);
   Schedule schedule =
-      Make(2, 2, 1, Placement::kV,
-           {{"0F0", "3F0", "0I0", "3I0", "3W0", "0W0"},
-            {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
+      ScheduleFromRows("hand", 2, 2, 1, Placement::kV,
+                       {{"0F0", "3F0", "0I0", "3I0", "3W0", "0W0"},
+                        {"1F0", "2F0", "2I0", "1I0", "2W0", "1W0"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(result.status().message()),
@@ -169,9 +157,9 @@ TEST(Simulator, HeterogeneousStagesUseTheirOwnCosts) {
   // Stage 1 is three times slower: the step is bound by it.
   Problem problem = Problem::Uniform(2, 1, 2, StageCost{1, 1, 1, 1, .5}, 0);
   problem.stages[1] = StageCost{3, 3, 3, 1, .5};
-  Schedule schedule =
-      Make(2, 1, 2, Placement::kLoop,
-           {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1B0", "1F1", "1B1"}});
+  Schedule schedule = ScheduleFromRows(
+      "hand", 2, 1, 2, Placement::kLoop,
+      {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1B0", "1F1", "1B1"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   ASSERT_TRUE(result.ok()) << result.status();
   // 1F0 [1,4], 1B0 [4,10], 1F1 [10,13], 1B1 [13,19]; 0B0 [10,12],

@@ -1,6 +1,8 @@
 #ifndef ZBPP_SCHEDULER_ZB_AUTO_H_
 #define ZBPP_SCHEDULER_ZB_AUTO_H_
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
@@ -9,25 +11,41 @@ namespace zbpp::sched {
 
 /// Options of the automatic zero-bubble solver.
 struct AutoSolverOptions {
-  /// Where virtual stages live. kLoop with v == 1 gives ZB-1p/ZB-2p; kV
-  /// (needs v == 2) gives ZB-V-style schedules.
+  /// Where virtual stages live. kLoop with v == 1 gives ZB-1p/ZB-2p (kLoop
+  /// with v >= 2 is accepted too); kV (needs v == 2) gives ZB-V-style
+  /// schedules, and V-Half / V-Min under their smaller limits.
   Placement placement = Placement::kLoop;
   /// Run the refinement after the greedy search. The refinement only keeps
-  /// changes that the simulator says shorten the makespan, so the result is
-  /// never worse than the greedy one.
+  /// changes that the simulator's semantics say shorten the makespan (or,
+  /// at equal makespan, the other workers' spans), so the result is never
+  /// worse than the greedy one.
   bool refine = true;
+  /// Work bound of the refinement, in candidate evaluations (each costs one
+  /// pass over all 3·p·v·m passes). 0 chooses it from the problem size:
+  /// about 5·10^5 / (3·p·v·m), at least 16 and at most 20000, which keeps
+  /// the whole solve near 10 ms at p = 32, m = 128. Deterministic: the
+  /// result never depends on the machine's speed.
+  int64_t refine_evaluations = 0;
 };
 
 /// The automatic scheduler of the Zero Bubble paper (§3.1): a greedy list
 /// scheduler over per-stage heterogeneous costs with the activation memory
 /// limit of `problem.memory_limit_bytes` (none when empty), searched over
 /// the paper's binary choices, then refined (see AutoSolverOptions::refine).
-/// The result respects the limit on every worker, is deadlock-free and
-/// complete.
 ///
-/// Errors: InvalidArgument for a bad problem or placement/chunks mismatch;
-/// ResourceExhausted when a worker's limit is below what one microbatch
-/// needs. Thread-safe (pure).
+/// Candidates: the paper's round-based greedy under its 8 binary choices
+/// (kLoop, v == 1), an event-driven list scheduler under 8 choices (every
+/// placement; with kV it yields ZB-V), ZB-H1 and ZB-H2 when they fit the
+/// limit (kLoop, v == 1), and the V building blocks of Qi et al. (arXiv
+/// 2405.15362) that fit it (kV). The shortest is refined by local search
+/// over W placement and pass order and, for kLoop with v == 1, by a search
+/// over each stage's warm-up depth. The result respects the limit on every
+/// worker, is deadlock-free and complete; any m >= 1 is served.
+///
+/// Errors: InvalidArgument for a bad problem or a placement/chunks
+/// mismatch (kV needs v == 2); ResourceExhausted, naming the worker, when
+/// a worker's limit is below one microbatch's activations on it (for kV:
+/// the M_B of both of its chunks). Thread-safe (pure).
 absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
                                          const AutoSolverOptions& options);
 

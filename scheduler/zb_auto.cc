@@ -1,0 +1,257 @@
+#include "scheduler/zb_auto.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/zb_greedy.h"
+#include "scheduler/zb_handcrafted.h"
+#include "scheduler/zb_orders.h"
+#include "scheduler/zb_refine.h"
+#include "scheduler/zb_vblocks.h"
+
+namespace zbpp::sched {
+namespace {
+
+using internal::Evaluator;
+using internal::GreedyChoices;
+using internal::Leximax;
+using internal::ListChoices;
+using internal::Orders;
+using internal::PassModel;
+
+// Refinement work per solve, in pass evaluations (one candidate evaluation
+// costs 3·p·v·m of them, about 5 ns each at -O2).
+constexpr int64_t kRefineWork = 500'000;
+constexpr int64_t kMinEvaluations = 16;
+constexpr int64_t kMaxEvaluations = 20'000;
+// The V building blocks tried per pace: the few smallest turn delays.
+constexpr int kBlockDelayOptions = 4;
+
+struct Candidate {
+  Orders orders;
+  Leximax value = Leximax::Worst();
+  // Set when the paper's greedy produced it: its choices decode warm-up
+  // depths during the refinement.
+  bool from_loop_greedy = false;
+  GreedyChoices choices;
+};
+
+// A worker must hold at least one microbatch's activations of all of its
+// virtual stages, or no schedule exists (the list scheduler keeps that much
+// room so that a microbatch can always reach the loss).
+absl::Status CheckLimits(const Problem& problem, const std::vector<int>& owner) {
+  std::vector<double> need(problem.workers, 0.0);
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    need[owner[s]] += problem.stages[s].m_b_bytes;
+  }
+  for (int w = 0; w < problem.workers; ++w) {
+    if (need[w] > problem.limit_of(w) * (1 + 1e-9)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "worker ", w, "'s activation memory limit (",
+          problem.limit_of(w), " bytes) is below one microbatch's activations "
+          "on it (", need[w], " bytes, the M_B of its virtual stages); no "
+          "schedule fits"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Evaluates `orders` and, when complete and within memory, adds them.
+void Offer(Evaluator& evaluator, Orders orders, std::vector<Candidate>* out,
+           const GreedyChoices* loop_choices = nullptr) {
+  Candidate candidate;
+  candidate.value = Leximax::Of(evaluator, evaluator.Run(orders));
+  if (!candidate.value.BetterThan(Leximax::Worst())) return;
+  candidate.orders = std::move(orders);
+  if (loop_choices != nullptr) {
+    candidate.from_loop_greedy = true;
+    candidate.choices = *loop_choices;
+  }
+  out->push_back(std::move(candidate));
+}
+
+std::vector<Candidate> Candidates(const Problem& problem,
+                                  const AutoSolverOptions& options,
+                                  const PassModel& model,
+                                  Evaluator& evaluator) {
+  std::vector<Candidate> candidates;
+  const bool one_chunk_loop =
+      options.placement == Placement::kLoop && problem.chunks == 1;
+  // later_stage_first only matters where a worker holds several stages.
+  const bool several_stages = problem.chunks > 1;
+  for (int bits = 0; bits < 8; ++bits) {
+    Orders orders;
+    if (one_chunk_loop) {
+      const GreedyChoices choices{(bits & 1) != 0, (bits & 2) != 0,
+                                  (bits & 4) != 0, {}};
+      if (internal::LoopGreedy(model, choices, &orders)) {
+        Offer(evaluator, std::move(orders), &candidates, &choices);
+      }
+    }
+    const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+    if ((several_stages || !list.later_stage_first) &&
+        internal::ListGreedy(model, list, &orders)) {
+      Offer(evaluator, std::move(orders), &candidates);
+    }
+  }
+  if (one_chunk_loop) {
+    // The handcrafted schedules are cheap seeds; with them the solver is
+    // never worse than ZB-H1 (or ZB-H2) wherever they fit the limit.
+    for (auto* generate : {&GenerateZbH1, &GenerateZbH2}) {
+      absl::StatusOr<Schedule> seed = generate(problem);
+      Orders orders;
+      if (seed.ok() && internal::FromSchedule(model, *seed, &orders)) {
+        Offer(evaluator, std::move(orders), &candidates);
+      }
+    }
+  }
+  if (options.placement == Placement::kV) {
+    Offer(evaluator, internal::ZbVOrders(model), &candidates);
+    for (int pace = 1; pace <= 3; ++pace) {
+      std::vector<internal::VTurnDelays> delays =
+          internal::VTurnDelayOptions(problem.workers, pace, 2);
+      if (delays.size() > kBlockDelayOptions) delays.resize(kBlockDelayOptions);
+      for (const internal::VTurnDelays& d : delays) {
+        Offer(evaluator, internal::VBlockOrders(model, pace, d), &candidates);
+      }
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     return a.value.BetterThan(b.value);
+                   });
+  return candidates;
+}
+
+// Number of F's each worker runs before its first B (one chunk per worker).
+std::vector<int> WarmupDepths(const PassModel& model, const Orders& orders) {
+  std::vector<int> depth(model.workers(), 0);
+  for (int w = 0; w < model.workers(); ++w) {
+    for (int32_t id : orders[w]) {
+      if (model.PassOf(id) == internal::kB) break;
+      if (model.PassOf(id) == internal::kF) ++depth[w];
+    }
+  }
+  return depth;
+}
+
+// Warm-up depth vectors next to `depth`: one stage, a prefix of stages or a
+// suffix of stages one F deeper or shallower. A prefix moves the whole
+// upper pipe together, which the 1F-1B steady state needs to stay aligned.
+std::vector<std::vector<int>> WarmupNeighbours(const std::vector<int>& depth,
+                                               int m) {
+  const int p = static_cast<int>(depth.size());
+  std::vector<std::vector<int>> out;
+  auto add = [&](int lo, int hi, int delta) {
+    std::vector<int> next = depth;
+    for (int s = lo; s <= hi; ++s) next[s] = std::clamp(next[s] + delta, 1, m);
+    if (next != depth &&
+        std::find(out.begin(), out.end(), next) == out.end()) {
+      out.push_back(std::move(next));
+    }
+  };
+  for (int delta : {+1, -1}) {
+    for (int s = 0; s < p; ++s) add(0, s, delta);
+    for (int s = 0; s < p; ++s) add(s, s, delta);
+    for (int s = 1; s < p; ++s) add(s, p - 1, delta);
+  }
+  return out;
+}
+
+// The refinement: polish the best candidate, then (one chunk per worker)
+// search warm-up depths, each decoded by the paper's greedy and polished.
+Orders Refine(const PassModel& model, Evaluator& evaluator,
+              std::vector<Candidate>& candidates, int64_t budget) {
+  Candidate& start = candidates.front();
+  Orders best = start.orders;
+  Leximax best_value = internal::Polish(model, evaluator, &best, &budget);
+
+  const Candidate* decoder = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.from_loop_greedy) {
+      decoder = &c;
+      break;
+    }
+  }
+  const int m = model.microbatches();
+  // Each warm-up candidate may spend at most this much on its polish, so
+  // that one deep polish does not starve the rest of the neighbourhood.
+  const int64_t polish_cap = std::max<int64_t>(budget / 8, 32);
+  bool improved = decoder != nullptr;
+  while (improved && budget > 0) {
+    improved = false;
+    for (const std::vector<int>& depth :
+         WarmupNeighbours(WarmupDepths(model, best), m)) {
+      if (budget <= 0) break;
+      GreedyChoices choices = decoder->choices;
+      choices.warmup = depth;
+      Orders orders;
+      budget -= 3;  // a greedy run costs about as much as 3 evaluations
+      if (!internal::LoopGreedy(model, choices, &orders)) continue;
+      int64_t share = std::min(budget, polish_cap);
+      const int64_t granted = share;
+      const Leximax value =
+          internal::Polish(model, evaluator, &orders, &share);
+      budget -= granted - share;
+      if (value.BetterThan(best_value)) {
+        best = std::move(orders);
+        best_value = value;
+        improved = true;
+        break;
+      }
+    }
+  }
+  // Budget left (small problems): polish the runners-up too; a different
+  // start often ends in a different local optimum.
+  for (size_t i = 1; i < candidates.size() && i < 4 && budget > 0; ++i) {
+    Orders orders = candidates[i].orders;
+    const Leximax value =
+        internal::Polish(model, evaluator, &orders, &budget);
+    if (value.BetterThan(best_value)) {
+      best = std::move(orders);
+      best_value = value;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
+                                         const AutoSolverOptions& options) {
+  if (absl::Status st = problem.Validate(); !st.ok()) return st;
+  if (options.placement == Placement::kV && problem.chunks != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the V placement needs chunks = 2, got ", problem.chunks));
+  }
+  std::vector<int> owner =
+      PlaceStages(options.placement, problem.workers, problem.chunks);
+  if (absl::Status st = CheckLimits(problem, owner); !st.ok()) return st;
+
+  const PassModel model(problem, std::move(owner));
+  Evaluator evaluator(model);
+  std::vector<Candidate> candidates =
+      Candidates(problem, options, model, evaluator);
+  if (candidates.empty()) {
+    // CheckLimits guarantees the list scheduler a feasible move; reaching
+    // here is a bug, reported rather than hidden.
+    return absl::InternalError(
+        "zero-bubble solver: no candidate schedule fits the memory limit");
+  }
+  Orders orders = candidates.front().orders;
+  if (options.refine) {
+    const int64_t size = model.num_ids();
+    const int64_t budget =
+        options.refine_evaluations > 0
+            ? options.refine_evaluations
+            : std::clamp(kRefineWork / std::max<int64_t>(size, 1),
+                         kMinEvaluations, kMaxEvaluations);
+    orders = Refine(model, evaluator, candidates, budget);
+  }
+  return internal::ToSchedule(model, orders, "zb-auto", problem.chunks);
+}
+
+}  // namespace zbpp::sched

@@ -1,0 +1,400 @@
+#include "scheduler/zb_greedy.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace zbpp::sched::internal {
+namespace {
+
+constexpr double kNotPlaced = -1.0;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Appends passes to per-worker orders and times each one as it goes: a pass
+// starts when its worker is free and its input has arrived (simulator.h).
+// Also keeps the state the paper's rules read: per-worker memory, pending
+// W's and the bubble accumulated since the worker's first pass (§3.1: idle
+// before the first F does not count, the span starts there).
+class Builder {
+ public:
+  Builder(const PassModel& model, bool fill_partial_gaps)
+      : model_(model),
+        fill_partial_gaps_(fill_partial_gaps),
+        end_(model.num_ids(), kNotPlaced),
+        next_(3 * model.stages(), 0),
+        orders_(model.workers()),
+        free_at_(model.workers(), 0.0),
+        memory_(model.workers(), 0.0),
+        bubble_(model.workers(), 0.0),
+        pending_w_(model.workers()),
+        pending_head_(model.workers(), 0),
+        pending_w_bytes_(model.workers(), 0.0) {
+    for (auto& order : orders_) order.reserve(3 * model.microbatches() * 2);
+  }
+
+  // Microbatch of the next `pass` of `stage` (== m when all are placed).
+  int Next(Pass pass, int stage) const {
+    return next_[pass * model_.stages() + stage];
+  }
+  bool Done(Pass pass, int stage) const {
+    return Next(pass, stage) >= model_.microbatches();
+  }
+  double FreeAt(int worker) const { return free_at_[worker]; }
+  double Memory(int worker) const { return memory_[worker]; }
+  double Bubble(int worker) const { return bubble_[worker]; }
+  double MaxBubble() const { return max_bubble_; }
+  double End(int32_t id) const { return end_[id]; }
+  bool HasPendingW(int worker) const {
+    return pending_head_[worker] < pending_w_[worker].size();
+  }
+  // Bytes that running every pending W of `worker` would release.
+  double PendingWBytes(int worker) const { return pending_w_bytes_[worker]; }
+  double NextWSeconds(int worker) const {
+    return model_.Duration(pending_w_[worker][pending_head_[worker]]);
+  }
+  const std::vector<int32_t>& Order(int worker) const {
+    return orders_[worker];
+  }
+
+  // True when the input of the next `pass` of `stage` has been placed.
+  bool InputPlaced(Pass pass, int stage) const {
+    const int32_t dep = model_.CrossDependency(
+        model_.Id(pass, stage, Next(pass, stage)));
+    return dep < 0 || end_[dep] != kNotPlaced;
+  }
+
+  // When the input of the next `pass` of `stage` is there (it must be
+  // placed): the previous stage's F or the next stage's B plus one hop;
+  // 0 for passes without a cross-stage input.
+  double InputReady(Pass pass, int stage) const {
+    return InputReadyOf(model_.Id(pass, stage, Next(pass, stage)));
+  }
+
+  // Places the next `pass` of `stage`. B's own F and W's own B are placed
+  // before by construction; the caller checks memory for F.
+  void Put(Pass pass, int stage) {
+    const int32_t id = model_.Id(pass, stage, Next(pass, stage));
+    ++next_[pass * model_.stages() + stage];
+    const int worker = model_.owner()[stage];
+    double start = std::max(free_at_[worker], InputReadyOf(id));
+    if (pass == kB) start = std::max(start, end_[model_.Id(kF, stage, model_.MicrobatchOf(id))]);
+    Append(worker, id, start);
+    if (pass == kB) {
+      const int32_t w = model_.Id(kW, stage, model_.MicrobatchOf(id));
+      pending_w_[worker].push_back(w);
+      pending_w_bytes_[worker] -= model_.MemoryDelta(w);
+    }
+  }
+
+  // Places the oldest pending W of `worker` (W's run in the order of their
+  // B's, so that M_W is released first-in first-out).
+  void PutW(int worker) {
+    const int32_t id = pending_w_[worker][pending_head_[worker]++];
+    pending_w_bytes_[worker] += model_.MemoryDelta(id);
+    ++next_[kW * model_.stages() + model_.StageOf(id)];
+    Append(worker, id, free_at_[worker]);
+  }
+
+  void FlushW(int worker) {
+    while (HasPendingW(worker)) PutW(worker);
+  }
+
+  // Runs pending W's until `bytes` more fit under the worker's limit
+  // (§3.1: "when memory must be released before the next F"). False when
+  // the pending W's cannot release enough.
+  bool MakeRoom(int worker, double bytes) {
+    while (memory_[worker] + bytes > model_.Limit(worker)) {
+      if (!HasPendingW(worker)) return false;
+      PutW(worker);
+    }
+    return true;
+  }
+
+  // Seconds of the W's that MakeRoom(worker, bytes) would run; infinity
+  // when even all pending W's are not enough.
+  double RoomCost(int worker, double bytes) const {
+    double memory = memory_[worker], seconds = 0;
+    for (size_t i = pending_head_[worker];
+         memory + bytes > model_.Limit(worker); ++i) {
+      if (i >= pending_w_[worker].size()) {
+        return std::numeric_limits<double>::infinity();
+      }
+      memory += model_.MemoryDelta(pending_w_[worker][i]);
+      seconds += model_.Duration(pending_w_[worker][i]);
+    }
+    return seconds;
+  }
+
+  // The paper's W insertion before a pass whose input arrives at `ready`
+  // (§3.1): W's that fit whole into the gap run; then a W goes into the
+  // remaining shorter gap when idling through it would make this worker's
+  // bubble the largest (or always, with fill_partial_gaps).
+  void FillGap(int worker, double ready) {
+    while (HasPendingW(worker) &&
+           free_at_[worker] + NextWSeconds(worker) <= ready) {
+      PutW(worker);
+    }
+    if (!HasPendingW(worker) || free_at_[worker] >= ready) return;
+    const double gap = ready - free_at_[worker];
+    if (gap > max_bubble_ - bubble_[worker] || fill_partial_gaps_) {
+      PutW(worker);
+    }
+  }
+
+  Orders Take() { return std::move(orders_); }
+
+ private:
+  double InputReadyOf(int32_t id) const {
+    const int32_t dep = model_.CrossDependency(id);
+    return dep < 0 ? 0.0 : end_[dep] + model_.CrossHop(id);
+  }
+
+  void Append(int worker, int32_t id, double start) {
+    if (!orders_[worker].empty()) {
+      bubble_[worker] += start - free_at_[worker];
+      max_bubble_ = std::max(max_bubble_, bubble_[worker]);
+    }
+    end_[id] = start + model_.Duration(id);
+    free_at_[worker] = end_[id];
+    memory_[worker] += model_.MemoryDelta(id);
+    orders_[worker].push_back(id);
+  }
+
+  const PassModel& model_;
+  const bool fill_partial_gaps_;
+  std::vector<double> end_;
+  std::vector<int> next_;
+  Orders orders_;
+  std::vector<double> free_at_, memory_, bubble_;
+  double max_bubble_ = 0;
+  std::vector<std::vector<int32_t>> pending_w_;
+  std::vector<size_t> pending_head_;
+  std::vector<double> pending_w_bytes_;
+};
+
+// Next decision time per worker. A linear scan finds the earliest: with
+// p <= a few hundred it beats a heap, whose updates cost more than the
+// scan saves (two updates per placed pass).
+class WakeTimes {
+ public:
+  explicit WakeTimes(int workers) : time_(workers, kInf) {}
+  double Get(int worker) const { return time_[worker]; }
+  void Set(int worker, double time) { time_[worker] = time; }
+  // The worker with the earliest finite time (lowest index on ties), -1
+  // when all are infinite.
+  int Earliest() const {
+    int best = -1;
+    double earliest = kInf;
+    for (size_t w = 0; w < time_.size(); ++w) {
+      if (time_[w] < earliest) {
+        earliest = time_[w];
+        best = static_cast<int>(w);
+      }
+    }
+    return best;
+  }
+
+ private:
+  std::vector<double> time_;
+};
+
+}  // namespace
+
+bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
+                Orders* orders) {
+  const int p = model.workers(), m = model.microbatches();
+  Builder g(model, choices.fill_partial_gaps);
+  auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
+  auto f_seconds = [&](int s) { return model.Duration(kF, s); };
+  auto b_seconds = [&](int s) { return model.Duration(kB, s); };
+
+  // Warm-up. Microbatch 0 goes down the pipe; then, from the last stage
+  // up, each stage gets the extra F's that fit before its first B can
+  // arrive (estimated from the stage below) and under its limit.
+  for (int s = 0; s < p; ++s) {
+    if (!g.MakeRoom(s, f_bytes(s))) return false;
+    g.Put(kF, s);
+  }
+  std::vector<int> extra(p, 0);
+  double b_end = g.End(model.Id(kF, p - 1, 0)) + b_seconds(p - 1);
+  for (int s = p - 2; s >= 0; --s) {
+    const double b_arrives = b_end + model.Hop(s + 1, s);
+    double t = g.FreeAt(s), memory = g.Memory(s);
+    while (1 + extra[s] < m && memory + f_bytes(s) <= model.Limit(s)) {
+      const bool fits = choices.bubble_before_first_b
+                            ? t + f_seconds(s) <= b_arrives
+                            : t < b_arrives;
+      if (!fits) break;
+      t += f_seconds(s);
+      memory += f_bytes(s);
+      ++extra[s];
+    }
+    b_end = std::max(t, b_arrives) + b_seconds(s);
+  }
+  // Each stage keeps at least one more F in flight than the next (so that
+  // the 1F-1B steady state never starves it), unless the stage above has
+  // already run all of its F's.
+  if (!choices.warmup.empty()) {
+    for (int s = 0; s < p; ++s) {
+      extra[s] = std::clamp(choices.warmup[s] - 1, 0, m - 1);
+      const double room = model.Limit(s) - g.Memory(s);
+      while (extra[s] > 0 && extra[s] * f_bytes(s) > room) --extra[s];
+    }
+  }
+  for (int s = 1; s < p; ++s) {
+    const int cap = 1 + extra[s - 1] == m ? extra[s - 1]
+                                          : std::max(0, extra[s - 1] - 1);
+    extra[s] = std::min(extra[s], cap);
+  }
+  for (int s = 0; s < p; ++s) {
+    for (int k = 0; k < extra[s]; ++k) g.Put(kF, s);
+  }
+  for (int s = p - 1; s >= 0; --s) g.Put(kB, s);
+
+  // Steady state: one round per microbatch, F's down the pipe then B's up.
+  std::vector<char> want(p);
+  for (int round = 1; round < m; ++round) {
+    for (int s = 0; s < p; ++s) {
+      want[s] = !g.Done(kF, s);
+      if (!want[s] || !choices.favour_b || s + 1 == p ||
+          g.Next(kF, s) < g.Next(kF, s + 1) + 2) {
+        continue;
+      }
+      // This stage is well ahead of the next: skip the F if the next B
+      // (estimated from the next stage's F and B) would otherwise wait,
+      // unless skipping makes this stage's bubble the largest.
+      const double b_arrives = g.FreeAt(s + 1) + f_seconds(s + 1) +
+                               b_seconds(s + 1) + model.Hop(s + 1, s);
+      if (g.FreeAt(s) >= b_arrives) {
+        want[s] = 0;
+      } else if (g.FreeAt(s) + f_seconds(s) + g.RoomCost(s, f_bytes(s)) >
+                 b_arrives) {
+        want[s] = b_arrives - g.FreeAt(s) > g.MaxBubble() - g.Bubble(s);
+      }
+    }
+    // A stage never runs more F's than the one above it has.
+    for (int s = p - 2; s >= 0; --s) want[s] = want[s] && want[s + 1];
+    for (int s = 0; s < p; ++s) {
+      if (!want[s]) continue;
+      if (!g.MakeRoom(s, f_bytes(s))) return false;
+      if (s > 0) g.FillGap(s, g.InputReady(kF, s));
+      g.Put(kF, s);
+    }
+    for (int s = p - 1; s >= 0; --s) {
+      if (s + 1 < p) g.FillGap(s, g.InputReady(kB, s));
+      // Stage 0's B feeds no one: once its F's are done, W's first.
+      if (s == 0 && g.Done(kF, 0)) g.FlushW(0);
+      g.Put(kB, s);
+    }
+  }
+  for (int s = 0; s < p; ++s) g.FlushW(s);
+  *orders = g.Take();
+  return true;
+}
+
+bool ListGreedy(const PassModel& model, const ListChoices& choices,
+                Orders* orders) {
+  const int p = model.workers(), m = model.microbatches();
+  Builder g(model, choices.fill_partial_gaps);
+  // Room an F of `stage` must leave for one activation of each later
+  // virtual stage of its worker, whose F's are still to come.
+  auto reserve = [&](int stage) {
+    double bytes = 0;
+    for (int later : model.StagesOf(model.owner()[stage])) {
+      if (later > stage && !g.Done(kF, later)) {
+        bytes += model.MemoryDelta(kF, later);
+      }
+    }
+    return bytes;
+  };
+  for (int w = 0; w < p; ++w) {
+    for (int s : model.StagesOf(w)) {
+      if (model.MemoryDelta(kF, s) + reserve(s) > model.Limit(w)) return false;
+    }
+  }
+
+  // Each worker's next decision time: when it is free, or when the next
+  // of its inputs arrives; infinity while it waits for a pass that is not
+  // placed yet. Decisions are taken in time order, so at time t every pass
+  // that can be ready by t has been placed.
+  WakeTimes wake(p);
+  for (int w = 0; w < p; ++w) wake.Set(w, 0.0);
+  std::vector<int> left(p, 0);  // F's and B's still to place per worker
+  for (int w = 0; w < p; ++w) {
+    left[w] = 2 * m * static_cast<int>(model.StagesOf(w).size());
+  }
+  constexpr double kEps = 1e-12;
+
+  auto place = [&](int w, Pass pass, int stage, double ready) {
+    g.MakeRoom(w, model.MemoryDelta(kF, stage) * (pass == kF));
+    g.FillGap(w, ready);
+    const int32_t id = model.Id(pass, stage, g.Next(pass, stage));
+    g.Put(pass, stage);
+    --left[w];
+    if (left[w] == 0) g.FlushW(w);
+    wake.Set(w, left[w] > 0 ? g.FreeAt(w) : kInf);
+    const int consumer = model.Consumer(id);
+    if (consumer >= 0 && left[consumer] > 0) {
+      const double arrives =
+          std::max(g.End(id) + model.comm_seconds(), g.FreeAt(consumer));
+      if (arrives < wake.Get(consumer)) wake.Set(consumer, arrives);
+    }
+  };
+
+  for (int w = wake.Earliest(); w >= 0; w = wake.Earliest()) {
+    const double t = wake.Get(w);
+    // Candidates: the next B and F of each virtual stage of this worker
+    // whose input is placed, with the time that input is there.
+    int best_b = -1, best_f = -1;
+    double b_ready = 0, f_ready = 0, next_b = kInf, next_any = kInf;
+    for (int s : model.StagesOf(w)) {
+      if (!g.Done(kB, s) && g.Next(kF, s) > g.Next(kB, s) &&
+          g.InputPlaced(kB, s)) {
+        const double r = std::max(g.InputReady(kB, s),
+                                  g.End(model.Id(kF, s, g.Next(kB, s))));
+        if (r > t + kEps) {
+          next_b = std::min(next_b, r);
+        } else if (best_b < 0 || r < b_ready - kEps ||
+                   (r <= b_ready + kEps && (s > best_b) ==
+                                               choices.later_stage_first)) {
+          best_b = s;
+          b_ready = r;
+        }
+      }
+      if (!g.Done(kF, s) && g.InputPlaced(kF, s)) {
+        const double r = g.InputReady(kF, s);
+        const double bytes = model.MemoryDelta(kF, s) + reserve(s);
+        // Closest to the loss first: it finishes a microbatch in flight
+        // instead of starting a new one.
+        if (g.Memory(w) - g.PendingWBytes(w) + bytes > model.Limit(w)) {
+          // Waits for its own B's to release memory.
+        } else if (r > t + kEps) {
+          next_any = std::min(next_any, r);
+        } else if (s > best_f) {
+          best_f = s;
+          f_ready = r;
+        }
+      }
+    }
+    next_any = std::min(next_any, next_b);
+    if (best_b >= 0) {
+      place(w, kB, best_b, b_ready);
+    } else if (best_f >= 0 &&
+               !(choices.favour_b &&
+                 next_b < std::max(g.FreeAt(w), f_ready) +
+                              model.Duration(kF, best_f))) {
+      place(w, kF, best_f, f_ready);
+    } else {
+      wake.Set(w, next_any);  // infinity: until a producer places an input
+    }
+  }
+  for (int w = 0; w < p; ++w) {
+    if (left[w] > 0) return false;
+  }
+  *orders = g.Take();
+  return true;
+}
+
+}  // namespace zbpp::sched::internal

@@ -1,0 +1,69 @@
+#ifndef ZBPP_SCHEDULER_ZB_GREEDY_H_
+#define ZBPP_SCHEDULER_ZB_GREEDY_H_
+
+// Internal to the automatic solvers: the greedy list schedulers of the Zero
+// Bubble paper (§3.1 for one chunk per worker, §6 for the V placement). Each
+// builds per-worker orders pass by pass, timing every pass as it is appended,
+// so the times it reasons with are those the simulator will compute.
+
+#include <vector>
+
+#include "scheduler/zb_orders.h"
+
+namespace zbpp::sched::internal {
+
+/// The binary choices the paper searches exhaustively (§3.1). Every
+/// combination is a different greedy; the shortest result is kept.
+struct GreedyChoices {
+  /// Warm-up: count only the F's that end before the first B can arrive
+  /// (true), or also the one that overruns it (false).
+  bool bubble_before_first_b = false;
+  /// Steady state: a stage two or more F's ahead of the next one may skip
+  /// its F so that the next B is not delayed.
+  bool favour_b = false;
+  /// A W goes into a gap shorter than T_W even when idling through the gap
+  /// would not make this worker the one with the largest bubble.
+  bool fill_partial_gaps = false;
+  /// When not empty (size p): the number of F's each stage runs before its
+  /// first B, instead of the warm-up rule's estimate. Clamped to [1, m] and
+  /// to memory. Used by the refinement to search over warm-up depth.
+  std::vector<int> warmup;
+};
+
+/// The paper's greedy for one chunk per worker (Placement::kLoop, v == 1):
+/// warm-up F's bounded by memory and by the first B's arrival, steady
+/// 1F-1B with W's in the gaps, leftover W's at the end. Respects
+/// model.Limit on every worker. Returns false when the limit leaves no
+/// feasible move (e.g. it cannot hold one F's activations).
+bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
+                Orders* orders);
+
+/// Choices of the event-driven list scheduler (ListGreedy).
+struct ListChoices {
+  /// Do not start an F when a B is known to arrive before the F would end:
+  /// wait for the B (filling the wait with W's).
+  bool favour_b = true;
+  /// As GreedyChoices::fill_partial_gaps.
+  bool fill_partial_gaps = false;
+  /// When two B's are ready, run the one of the later virtual stage (the
+  /// backward that has further to go) instead of the one that arrived
+  /// first.
+  bool later_stage_first = false;
+};
+
+/// An event-driven list scheduler for any placement (used for the V
+/// placement, §6, and as extra candidates for kLoop): each worker, when it
+/// is free or an input arrives, runs a ready B (the backward is what
+/// upstream stages wait for), else a ready F of the virtual stage closest
+/// to the loss, else waits; W's fill the gaps by the §3.1 rules and run
+/// whenever memory must be released. An F that starts a microbatch on a
+/// worker holding several virtual stages keeps room for one activation of
+/// its later stage, so the forward can always reach the loss (no memory
+/// deadlock). Respects model.Limit; returns false when a worker cannot
+/// hold one microbatch's activations.
+bool ListGreedy(const PassModel& model, const ListChoices& choices,
+                Orders* orders);
+
+}  // namespace zbpp::sched::internal
+
+#endif  // ZBPP_SCHEDULER_ZB_GREEDY_H_

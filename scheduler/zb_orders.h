@@ -1,0 +1,151 @@
+#ifndef ZBPP_SCHEDULER_ZB_ORDERS_H_
+#define ZBPP_SCHEDULER_ZB_ORDERS_H_
+
+// Internal to the automatic solvers (zb_auto.cc, zb_v.cc): a compact form of
+// per-worker pass orders and a fast evaluator for them. The evaluator follows
+// the simulator's semantics exactly (simulator.h) but skips its checks and
+// allocations, because the solvers evaluate thousands of candidate orders.
+// Final results are still checked by Simulate() in the tests.
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+
+namespace zbpp::sched::internal {
+
+/// A pass of the split backward: F, B (input gradient) or W (weight
+/// gradient). The solvers never fuse B and W.
+enum Pass : int { kF = 0, kB = 1, kW = 2 };
+
+/// Per worker, the pass ids it runs, in order. A pass id packs
+/// (pass, virtual stage, microbatch); see PassModel::Id.
+using Orders = std::vector<std::vector<int32_t>>;
+
+/// The problem flattened for the solvers: durations and memory deltas per
+/// (pass, virtual stage), the owner of every virtual stage, one limit per
+/// worker. Plain value; thread-compatible.
+class PassModel {
+ public:
+  /// `owner[s]` is the worker of virtual stage s (Schedule::worker_of_stage).
+  PassModel(const Problem& problem, std::vector<int> owner);
+
+  int workers() const { return workers_; }
+  int stages() const { return stages_; }
+  int microbatches() const { return microbatches_; }
+  /// Number of pass ids, 3 * stages * microbatches.
+  int num_ids() const { return 3 * stages_ * microbatches_; }
+
+  int32_t Id(Pass pass, int stage, int microbatch) const {
+    return (pass * stages_ + stage) * microbatches_ + microbatch;
+  }
+  Pass PassOf(int32_t id) const {
+    return static_cast<Pass>(id / (stages_ * microbatches_));
+  }
+  int StageOf(int32_t id) const { return (id / microbatches_) % stages_; }
+  int MicrobatchOf(int32_t id) const { return id % microbatches_; }
+  int WorkerOf(int32_t id) const { return owner_[StageOf(id)]; }
+
+  /// Seconds of one pass.
+  double Duration(Pass pass, int stage) const {
+    return duration_[pass * stages_ + stage];
+  }
+  double Duration(int32_t id) const { return id_duration_[id]; }
+  /// Change of the worker's activation bytes when the pass runs: +M_B for
+  /// F, -(M_B - M_W) for B, -M_W for W (paper §2 memory model).
+  double MemoryDelta(Pass pass, int stage) const {
+    return memory_delta_[pass * stages_ + stage];
+  }
+  double MemoryDelta(int32_t id) const { return id_memory_[id]; }
+  /// The worker's limit in bytes, relaxed by a relative 1e-9 so that limits
+  /// written as exact multiples of M_B are not refused by rounding.
+  double Limit(int worker) const { return limit_[worker]; }
+  /// One-hop latency between stages `from` and `to`: comm_seconds across
+  /// workers, 0 between chunks of one worker.
+  double Hop(int from, int to) const {
+    return owner_[from] == owner_[to] ? 0.0 : comm_;
+  }
+  double comm_seconds() const { return comm_; }
+  const std::vector<int>& owner() const { return owner_; }
+  /// Virtual stages held by `worker`, in model order.
+  const std::vector<int>& StagesOf(int worker) const {
+    return stages_of_[worker];
+  }
+
+  /// The id of the pass that `id` waits for on another stage (F of the
+  /// previous stage, B of the next one), or -1. For B of the last stage and
+  /// for W the dependency is on the same stage and always earlier in the
+  /// worker's order, so it is not reported.
+  int32_t CrossDependency(int32_t id) const { return cross_dep_[id]; }
+  /// Hop() from the stage of CrossDependency(id) to the stage of `id`.
+  double CrossHop(int32_t id) const { return cross_hop_[id]; }
+  /// The worker whose next pass may wait for `id` (the owner of the next
+  /// stage for F, of the previous one for B), or -1.
+  int Consumer(int32_t id) const { return consumer_[id]; }
+
+ private:
+  int workers_, stages_, microbatches_;
+  double comm_;
+  std::vector<int> owner_;
+  std::vector<std::vector<int>> stages_of_;
+  std::vector<double> duration_, memory_delta_, limit_;
+  // Per pass id, precomputed because the evaluator reads them for every
+  // pass of every candidate.
+  std::vector<int32_t> cross_dep_, consumer_;
+  std::vector<double> cross_hop_, id_duration_, id_memory_;
+};
+
+/// What the evaluator computes for one candidate.
+struct OrderCost {
+  bool complete = false;  ///< Every pass ran (no deadlock).
+  double makespan = 0;    ///< Max per-worker span, seconds (paper's cost).
+  double span_sum = 0;    ///< Sum of per-worker spans: the tie-breaker.
+  bool fits_memory = false;  ///< Peak <= limit on every worker.
+
+  /// Strictly better: shorter makespan, then smaller span sum (1e-9 slack).
+  bool BetterThan(const OrderCost& other) const;
+};
+
+/// Times `Orders` against a PassModel. Keeps its buffers between calls, so
+/// one evaluator per search. Not thread-safe.
+class Evaluator {
+ public:
+  explicit Evaluator(const PassModel& model);
+
+  /// Computes start/end of every pass, per-worker spans and peaks. The
+  /// orders must hold each pass once, F before B before W of the same
+  /// (stage, microbatch) on each worker; a deadlock gives complete = false.
+  OrderCost Run(const Orders& orders);
+
+  /// Of the last Run: start and end of pass `id`, seconds.
+  double Start(int32_t id) const { return start_[id]; }
+  double End(int32_t id) const { return end_[id]; }
+  /// Of the last Run: per-worker span and peak activation bytes.
+  const std::vector<double>& Span() const { return span_; }
+  const std::vector<double>& Peak() const { return peak_; }
+
+ private:
+  const PassModel& model_;
+  std::vector<double> start_, end_, span_, peak_;
+  std::vector<double> free_at_;
+  std::vector<size_t> next_;
+  std::vector<int> ready_;
+  std::vector<char> queued_;
+};
+
+/// Peak activation bytes of `order` (one worker), counted in order: F adds
+/// M_B, B frees M_B - M_W, W frees M_W (as Simulate counts it).
+double PeakMemory(const PassModel& model, const std::vector<int32_t>& order);
+
+/// Converts to the schedule IR (B as PassKind::kB, never fused).
+Schedule ToSchedule(const PassModel& model, const Orders& orders,
+                    const char* name, int chunks);
+
+/// Converts a schedule IR without fused passes; false if it has a BW.
+bool FromSchedule(const PassModel& model, const Schedule& schedule,
+                  Orders* orders);
+
+}  // namespace zbpp::sched::internal
+
+#endif  // ZBPP_SCHEDULER_ZB_ORDERS_H_

@@ -1,0 +1,188 @@
+#include "scheduler/zb_refine.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace zbpp::sched::internal {
+namespace {
+
+constexpr double kRelativeSlack = 1e-9;
+// How far a pass may travel in one move. Gaps in good schedules are short
+// and local; a longer reach mostly adds candidates that deadlock or break
+// the memory limit.
+constexpr int kReach = 8;
+
+// A move: the pass at `from` in worker `worker`'s order goes to `to`.
+struct Move {
+  int worker;
+  int from;
+  int to;
+};
+
+class Search {
+ public:
+  Search(const PassModel& model, Evaluator& evaluator, Orders* orders,
+         int64_t* evaluations)
+      : model_(model),
+        evaluator_(evaluator),
+        orders_(*orders),
+        evaluations_(*evaluations),
+        position_(model.num_ids()) {}
+
+  Leximax Run() {
+    best_ = Leximax::Of(evaluator_, evaluator_.Run(orders_));
+    if (best_.BetterThan(Leximax::Worst()) == false) return best_;
+    bool exhaustive = false;
+    while (evaluations_ > 0) {
+      // The evaluator holds the timing of the current orders here: after
+      // the initial Run or after the accepted candidate's Run.
+      Candidates(exhaustive);
+      bool improved = false;
+      for (const Move& move : moves_) {
+        if (evaluations_ <= 0) break;
+        if (Try(move)) {
+          improved = true;
+          break;
+        }
+      }
+      if (improved) {
+        exhaustive = false;
+      } else if (!exhaustive) {
+        exhaustive = true;
+        // The exhaustive sweep needs the current timing again only to
+        // order workers; re-run once (cheap next to the sweep itself).
+        evaluator_.Run(orders_);
+        --evaluations_;
+      } else {
+        break;
+      }
+    }
+    return best_;
+  }
+
+ private:
+  // Passes of one (stage, microbatch) keep F < B < W; passes of one kind
+  // and stage keep first-in first-out order.
+  bool MustKeepOrder(int32_t a, int32_t b) const {
+    if (model_.StageOf(a) != model_.StageOf(b)) return false;
+    return model_.MicrobatchOf(a) == model_.MicrobatchOf(b) ||
+           model_.PassOf(a) == model_.PassOf(b);
+  }
+
+  bool Legal(const Move& move) const {
+    const std::vector<int32_t>& order = orders_[move.worker];
+    const int32_t moving = order[move.from];
+    const int lo = std::min(move.from, move.to);
+    const int hi = std::max(move.from, move.to);
+    for (int k = lo; k <= hi; ++k) {
+      if (k != move.from && MustKeepOrder(moving, order[k])) return false;
+    }
+    return true;
+  }
+
+  // Applies `move`, evaluates, keeps it if better. One evaluation.
+  bool Try(const Move& move) {
+    if (!Legal(move)) return false;
+    std::vector<int32_t>& order = orders_[move.worker];
+    auto rotate = [&](int from, int to) {
+      if (from > to) {
+        std::rotate(order.begin() + to, order.begin() + from,
+                    order.begin() + from + 1);
+      } else {
+        std::rotate(order.begin() + from, order.begin() + from + 1,
+                    order.begin() + to + 1);
+      }
+    };
+    rotate(move.from, move.to);
+    --evaluations_;
+    const OrderCost cost = evaluator_.Run(orders_);
+    const Leximax value = Leximax::Of(evaluator_, cost);
+    if (value.BetterThan(best_)) {
+      best_ = value;
+      return true;
+    }
+    rotate(move.to, move.from);
+    return false;
+  }
+
+  // Moves worth trying from the current timing, most promising first: the
+  // gaps of the workers with the longest spans.
+  void Candidates(bool exhaustive) {
+    moves_.clear();
+    const int p = model_.workers();
+    for (int w = 0; w < p; ++w) {
+      for (size_t i = 0; i < orders_[w].size(); ++i) {
+        position_[orders_[w][i]] = static_cast<int>(i);
+      }
+    }
+    std::vector<int> workers(p);
+    std::iota(workers.begin(), workers.end(), 0);
+    std::stable_sort(workers.begin(), workers.end(), [&](int a, int b) {
+      return evaluator_.Span()[a] > evaluator_.Span()[b];
+    });
+    for (int w : workers) {
+      const std::vector<int32_t>& order = orders_[w];
+      const int n = static_cast<int>(order.size());
+      if (exhaustive) {
+        for (int i = 0; i + 1 < n; ++i) moves_.push_back({w, i + 1, i});
+        continue;
+      }
+      const double slack = kRelativeSlack * (1 + evaluator_.Span()[w]);
+      for (int i = 1; i < n; ++i) {
+        const double gap =
+            evaluator_.Start(order[i]) - evaluator_.End(order[i - 1]);
+        if (gap <= slack) continue;
+        // Fill the gap with one of the next passes of this worker.
+        for (int j = i + 1; j < std::min(n, i + 1 + kReach); ++j) {
+          moves_.push_back({w, j, i});
+        }
+        // Or make the input of the waiting pass arrive sooner.
+        const int32_t input = model_.CrossDependency(order[i]);
+        if (input < 0) continue;
+        const int producer = model_.WorkerOf(input);
+        const int at = position_[input];
+        for (int d = 1; d <= kReach && at - d >= 0; ++d) {
+          moves_.push_back({producer, at, at - d});
+        }
+      }
+    }
+  }
+
+  const PassModel& model_;
+  Evaluator& evaluator_;
+  Orders& orders_;
+  int64_t& evaluations_;
+  std::vector<int> position_;
+  std::vector<Move> moves_;
+  Leximax best_ = Leximax::Worst();
+};
+
+}  // namespace
+
+Leximax Leximax::Worst() { return Leximax(); }
+
+Leximax Leximax::Of(const Evaluator& evaluator, const OrderCost& cost) {
+  Leximax value;
+  if (!cost.complete || !cost.fits_memory) return value;
+  value.spans_ = evaluator.Span();
+  std::sort(value.spans_.begin(), value.spans_.end(), std::greater<>());
+  return value;
+}
+
+bool Leximax::BetterThan(const Leximax& other) const {
+  if (spans_.empty()) return false;
+  if (other.spans_.empty()) return true;
+  for (size_t i = 0; i < spans_.size(); ++i) {
+    const double slack = kRelativeSlack * (1 + other.spans_[i]);
+    if (spans_[i] < other.spans_[i] - slack) return true;
+    if (spans_[i] > other.spans_[i] + slack) return false;
+  }
+  return false;
+}
+
+Leximax Polish(const PassModel& model, Evaluator& evaluator, Orders* orders,
+               int64_t* evaluations) {
+  return Search(model, evaluator, orders, evaluations).Run();
+}
+
+}  // namespace zbpp::sched::internal

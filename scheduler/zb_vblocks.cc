@@ -1,0 +1,154 @@
+#include "scheduler/zb_vblocks.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+namespace zbpp::sched::internal {
+namespace {
+
+constexpr int kPeriod = 6;  // six unit passes per microbatch and worker
+
+// Slot offsets of microbatch 0 on worker w: first-chunk F, second-chunk F,
+// second-chunk B, first-chunk B.
+struct Offsets {
+  int fa, fb, bb, ba;
+};
+
+Offsets OffsetsOf(int p, int w, int pace, const VTurnDelays& delays) {
+  Offsets o;
+  o.fa = pace * w;
+  // The forward turns on worker p-1 (first chunk to second), climbs back
+  // to worker 0 one slot per worker, turns into the backward there (the
+  // loss), goes down at `pace`, turns on worker p-1 and climbs back.
+  const int fb_last = pace * (p - 1) + 1 + delays.top;
+  o.fb = fb_last + (p - 1 - w);
+  const int bb_first = fb_last + (p - 1) + 1 + delays.bottom;
+  o.bb = bb_first + pace * w;
+  const int ba_last = bb_first + pace * (p - 1) + 1 + delays.back;
+  o.ba = ba_last + (p - 1 - w);
+  return o;
+}
+
+bool Distinct(const Offsets& o) {
+  const std::array<int, 4> r = {o.fa % kPeriod, o.fb % kPeriod,
+                                o.bb % kPeriod, o.ba % kPeriod};
+  for (int i = 0; i < 4; ++i) {
+    for (int k = i + 1; k < 4; ++k) {
+      if (r[i] == r[k]) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<VTurnDelays> VTurnDelayOptions(int workers, int pace,
+                                           int max_extra) {
+  std::vector<VTurnDelays> options;
+  int smallest = -1;
+  for (int total = 0; total < 3 * kPeriod; ++total) {
+    if (smallest >= 0 && total > smallest + max_extra) break;
+    for (int top = 0; top <= total; ++top) {
+      for (int bottom = 0; top + bottom <= total; ++bottom) {
+        const VTurnDelays delays{top, bottom, total - top - bottom};
+        bool ok = true;
+        for (int w = 0; w < workers && ok; ++w) {
+          ok = Distinct(OffsetsOf(workers, w, pace, delays));
+        }
+        if (!ok) continue;
+        if (smallest < 0) smallest = total;
+        options.push_back(delays);
+      }
+    }
+  }
+  return options;
+}
+
+Orders VBlockOrders(const PassModel& model, int pace,
+                    const VTurnDelays& delays) {
+  const int p = model.workers(), m = model.microbatches();
+  Orders orders(p);
+  std::vector<std::pair<long, int32_t>> slots;
+  std::vector<char> taken;
+  for (int w = 0; w < p; ++w) {
+    const Offsets o = OffsetsOf(p, w, pace, delays);
+    const int a = w, b = 2 * p - 1 - w;
+    slots.clear();
+    for (int j = 0; j < m; ++j) {
+      const long base = static_cast<long>(kPeriod) * j;
+      slots.push_back({base + o.fa, model.Id(kF, a, j)});
+      slots.push_back({base + o.fb, model.Id(kF, b, j)});
+      slots.push_back({base + o.bb, model.Id(kB, b, j)});
+      slots.push_back({base + o.ba, model.Id(kB, a, j)});
+    }
+    std::sort(slots.begin(), slots.end());
+    // Each W takes the first slot after its B that no pass holds, in the
+    // order of the B's (so W's stay first-in first-out).
+    const long horizon = slots.back().first + 2L * kPeriod * (m + 1);
+    taken.assign(static_cast<size_t>(horizon) + 1, 0);
+    for (const auto& [slot, id] : slots) taken[slot] = 1;
+    const size_t fb_count = slots.size();
+    for (size_t i = 0; i < fb_count; ++i) {
+      const auto [slot, id] = slots[i];
+      if (model.PassOf(id) != kB) continue;
+      long y = slot + 1;
+      while (taken[y]) ++y;
+      taken[y] = 1;
+      slots.push_back(
+          {y, model.Id(kW, model.StageOf(id), model.MicrobatchOf(id))});
+    }
+    std::sort(slots.begin(), slots.end());
+    for (const auto& entry : slots) orders[w].push_back(entry.second);
+  }
+  return orders;
+}
+
+Orders ZbVOrders(const PassModel& model) {
+  const int p = model.workers(), m = model.microbatches();
+  // The pattern needs 2p-1 microbatches in flight to close its warm-up;
+  // with fewer, build it for 2p-1 and drop the ones that do not exist.
+  const int n = std::max(m, 2 * p - 1);
+  Orders orders(p);
+  for (int r = 0; r < p; ++r) {
+    const int a = r, b = 2 * p - 1 - r;
+    int next[3][2] = {};  // [pass][chunk]: next microbatch
+    std::vector<int32_t>& order = orders[r];
+    auto run = [&](Pass pass, int chunk) {
+      const int mb = next[pass][chunk]++;
+      if (mb < m) order.push_back(model.Id(pass, chunk == 0 ? a : b, mb));
+    };
+    for (int k = 0; k < 2 * (p - r) - 1; ++k) run(kF, 0);
+    for (int k = 0; k < r; ++k) {
+      run(kF, 1);
+      run(kF, 0);
+    }
+    for (int k = 0; k < p - r; ++k) {
+      run(kF, 1);
+      run(kB, 1);
+      run(kW, 1);
+    }
+    while (next[kF][1] < n) {
+      if (next[kF][0] < n) run(kF, 0);
+      run(kB, 0);
+      run(kW, 0);
+      run(kF, 1);
+      run(kB, 1);
+      run(kW, 1);
+    }
+    for (int k = 0; k < r; ++k) {
+      run(kB, 0);
+      run(kB, 1);
+    }
+    for (int k = 0; k < p - r; ++k) {
+      run(kB, 0);
+      run(kW, 0);
+    }
+    while (next[kW][1] < n) run(kW, 1);
+    while (next[kW][0] < n) run(kW, 0);
+  }
+  return orders;
+}
+
+}  // namespace zbpp::sched::internal

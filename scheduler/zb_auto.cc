@@ -24,7 +24,7 @@ using internal::PassModel;
 
 // Refinement work per solve, in pass evaluations (one candidate evaluation
 // costs 3·p·v·m of them, about 5 ns each at -O2).
-constexpr int64_t kRefineWork = 500'000;
+constexpr int64_t kRefineWork = 400'000;
 constexpr int64_t kMinEvaluations = 16;
 constexpr int64_t kMaxEvaluations = 20'000;
 // The V building blocks tried per pace: the few smallest turn delays.
@@ -59,42 +59,81 @@ absl::Status CheckLimits(const Problem& problem, const std::vector<int>& owner) 
   return absl::OkStatus();
 }
 
-// Evaluates `orders` and, when complete and within memory, adds them.
-void Offer(Evaluator& evaluator, Orders orders, std::vector<Candidate>* out,
-           const GreedyChoices* loop_choices = nullptr) {
-  Candidate candidate;
-  candidate.value = Leximax::Of(evaluator, evaluator.Run(orders));
-  if (!candidate.value.BetterThan(Leximax::Worst())) return;
-  candidate.orders = std::move(orders);
-  if (loop_choices != nullptr) {
-    candidate.from_loop_greedy = true;
-    candidate.choices = *loop_choices;
+// The candidates of one solve, best first once sorted.
+class Pool {
+ public:
+  Pool(const PassModel& model, Evaluator& evaluator)
+      : model_(model), evaluator_(evaluator) {}
+
+  // A greedy's result: complete and within memory by construction, timed
+  // by the greedy itself (`spans`).
+  void AddTimed(Orders orders, std::vector<double> spans,
+                const GreedyChoices* loop_choices = nullptr) {
+    Candidate candidate;
+    candidate.orders = std::move(orders);
+    candidate.value = Leximax::OfSpans(std::move(spans));
+    if (loop_choices != nullptr) {
+      candidate.from_loop_greedy = true;
+      candidate.choices = *loop_choices;
+    }
+    candidates_.push_back(std::move(candidate));
   }
-  out->push_back(std::move(candidate));
-}
+
+  // A pattern built for unit pass times: kept when it fits the limit, and
+  // also with its W's placed anew for the real costs (which never needs
+  // more memory than the pattern).
+  void AddPattern(Orders orders) {
+    Candidate candidate;
+    candidate.value = Leximax::Of(evaluator_, evaluator_.Run(orders));
+    if (!candidate.value.BetterThan(Leximax::Worst())) return;
+    for (bool fill_partial : {false, true}) {
+      Orders retimed;
+      std::vector<double> spans;
+      if (internal::RetimeW(model_, orders, fill_partial, &retimed, &spans)) {
+        AddTimed(std::move(retimed), std::move(spans));
+      }
+    }
+    candidate.orders = std::move(orders);
+    candidates_.push_back(std::move(candidate));
+  }
+
+  std::vector<Candidate> Sorted() && {
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.value.BetterThan(b.value);
+                     });
+    return std::move(candidates_);
+  }
+
+ private:
+  const PassModel& model_;
+  Evaluator& evaluator_;
+  std::vector<Candidate> candidates_;
+};
 
 std::vector<Candidate> Candidates(const Problem& problem,
                                   const AutoSolverOptions& options,
                                   const PassModel& model,
                                   Evaluator& evaluator) {
-  std::vector<Candidate> candidates;
+  Pool pool(model, evaluator);
   const bool one_chunk_loop =
       options.placement == Placement::kLoop && problem.chunks == 1;
   // later_stage_first only matters where a worker holds several stages.
   const bool several_stages = problem.chunks > 1;
   for (int bits = 0; bits < 8; ++bits) {
     Orders orders;
+    std::vector<double> spans;
     if (one_chunk_loop) {
       const GreedyChoices choices{(bits & 1) != 0, (bits & 2) != 0,
                                   (bits & 4) != 0, {}};
-      if (internal::LoopGreedy(model, choices, &orders)) {
-        Offer(evaluator, std::move(orders), &candidates, &choices);
+      if (internal::LoopGreedy(model, choices, &orders, &spans)) {
+        pool.AddTimed(std::move(orders), std::move(spans), &choices);
       }
     }
     const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
     if ((several_stages || !list.later_stage_first) &&
-        internal::ListGreedy(model, list, &orders)) {
-      Offer(evaluator, std::move(orders), &candidates);
+        internal::ListGreedy(model, list, &orders, &spans)) {
+      pool.AddTimed(std::move(orders), std::move(spans));
     }
   }
   if (one_chunk_loop) {
@@ -104,26 +143,22 @@ std::vector<Candidate> Candidates(const Problem& problem,
       absl::StatusOr<Schedule> seed = generate(problem);
       Orders orders;
       if (seed.ok() && internal::FromSchedule(model, *seed, &orders)) {
-        Offer(evaluator, std::move(orders), &candidates);
+        pool.AddPattern(std::move(orders));
       }
     }
   }
   if (options.placement == Placement::kV) {
-    Offer(evaluator, internal::ZbVOrders(model), &candidates);
+    pool.AddPattern(internal::ZbVOrders(model));
     for (int pace = 1; pace <= 3; ++pace) {
       std::vector<internal::VTurnDelays> delays =
           internal::VTurnDelayOptions(problem.workers, pace, 2);
       if (delays.size() > kBlockDelayOptions) delays.resize(kBlockDelayOptions);
       for (const internal::VTurnDelays& d : delays) {
-        Offer(evaluator, internal::VBlockOrders(model, pace, d), &candidates);
+        pool.AddPattern(internal::VBlockOrders(model, pace, d));
       }
     }
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     return a.value.BetterThan(b.value);
-                   });
-  return candidates;
+  return std::move(pool).Sorted();
 }
 
 // Number of F's each worker runs before its first B (one chunk per worker).

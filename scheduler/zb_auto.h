@@ -22,7 +22,7 @@ struct AutoSolverOptions {
   bool refine = true;
   /// Work bound of the refinement, in candidate evaluations (each costs one
   /// pass over all 3·p·v·m passes). 0 chooses it from the problem size:
-  /// about 5·10^5 / (3·p·v·m), at least 16 and at most 20000, which keeps
+  /// about 4·10^5 / (3·p·v·m), at least 16 and at most 20000, which keeps
   /// the whole solve near 10 ms at p = 32, m = 128. Deterministic: the
   /// result never depends on the machine's speed.
   int64_t refine_evaluations = 0;

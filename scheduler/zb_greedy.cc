@@ -26,6 +26,7 @@ class Builder {
         next_(3 * model.stages(), 0),
         orders_(model.workers()),
         free_at_(model.workers(), 0.0),
+        first_start_(model.workers(), 0.0),
         memory_(model.workers(), 0.0),
         bubble_(model.workers(), 0.0),
         pending_w_(model.workers()),
@@ -58,18 +59,32 @@ class Builder {
     return orders_[worker];
   }
 
-  // True when the input of the next `pass` of `stage` has been placed.
-  bool InputPlaced(Pass pass, int stage) const {
-    const int32_t dep = model_.CrossDependency(
-        model_.Id(pass, stage, Next(pass, stage)));
-    return dep < 0 || end_[dep] != kNotPlaced;
-  }
-
   // When the input of the next `pass` of `stage` is there (it must be
   // placed): the previous stage's F or the next stage's B plus one hop;
   // 0 for passes without a cross-stage input.
   double InputReady(Pass pass, int stage) const {
     return InputReadyOf(model_.Id(pass, stage, Next(pass, stage)));
+  }
+
+  // When the next `pass` of `stage` could start as far as its inputs go:
+  // its cross-stage input's arrival and, for B, its own F's end. Infinity
+  // while an input is not placed or when no such pass remains.
+  double Ready(Pass pass, int stage) const {
+    const int mb = Next(pass, stage);
+    if (mb >= model_.microbatches()) return kInf;
+    const PassModel::PassInfo& info = model_.Info(model_.Id(pass, stage, mb));
+    double ready = 0;
+    if (info.dependency >= 0) {
+      const double end = end_[info.dependency];
+      if (end == kNotPlaced) return kInf;
+      ready = end + info.hop;
+    }
+    if (pass == kB) {
+      const double own_f = end_[model_.Id(kF, stage, mb)];
+      if (own_f == kNotPlaced) return kInf;
+      ready = std::max(ready, own_f);
+    }
+    return ready;
   }
 
   // Places the next `pass` of `stage`. B's own F and W's own B are placed
@@ -143,7 +158,17 @@ class Builder {
     }
   }
 
-  Orders Take() { return std::move(orders_); }
+  // Hands over the orders and, when `spans` is set, each worker's span
+  // (first start to last end), as the evaluator would compute them.
+  Orders Take(std::vector<double>* spans) {
+    if (spans != nullptr) {
+      spans->assign(model_.workers(), 0.0);
+      for (int w = 0; w < model_.workers(); ++w) {
+        if (!orders_[w].empty()) (*spans)[w] = free_at_[w] - first_start_[w];
+      }
+    }
+    return std::move(orders_);
+  }
 
  private:
   double InputReadyOf(int32_t id) const {
@@ -152,7 +177,9 @@ class Builder {
   }
 
   void Append(int worker, int32_t id, double start) {
-    if (!orders_[worker].empty()) {
+    if (orders_[worker].empty()) {
+      first_start_[worker] = start;
+    } else {
       bubble_[worker] += start - free_at_[worker];
       max_bubble_ = std::max(max_bubble_, bubble_[worker]);
     }
@@ -167,7 +194,7 @@ class Builder {
   std::vector<double> end_;
   std::vector<int> next_;
   Orders orders_;
-  std::vector<double> free_at_, memory_, bubble_;
+  std::vector<double> free_at_, first_start_, memory_, bubble_;
   double max_bubble_ = 0;
   std::vector<std::vector<int32_t>> pending_w_;
   std::vector<size_t> pending_head_;
@@ -203,7 +230,7 @@ class WakeTimes {
 }  // namespace
 
 bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
-                Orders* orders) {
+                Orders* orders, std::vector<double>* spans) {
   const int p = model.workers(), m = model.microbatches();
   Builder g(model, choices.fill_partial_gaps);
   auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
@@ -290,12 +317,12 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     }
   }
   for (int s = 0; s < p; ++s) g.FlushW(s);
-  *orders = g.Take();
+  *orders = g.Take(spans);
   return true;
 }
 
 bool ListGreedy(const PassModel& model, const ListChoices& choices,
-                Orders* orders) {
+                Orders* orders, std::vector<double>* spans) {
   const int p = model.workers(), m = model.microbatches();
   Builder g(model, choices.fill_partial_gaps);
   // Room an F of `stage` must leave for one activation of each later
@@ -350,32 +377,29 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
     int best_b = -1, best_f = -1;
     double b_ready = 0, f_ready = 0, next_b = kInf, next_any = kInf;
     for (int s : model.StagesOf(w)) {
-      if (!g.Done(kB, s) && g.Next(kF, s) > g.Next(kB, s) &&
-          g.InputPlaced(kB, s)) {
-        const double r = std::max(g.InputReady(kB, s),
-                                  g.End(model.Id(kF, s, g.Next(kB, s))));
-        if (r > t + kEps) {
-          next_b = std::min(next_b, r);
-        } else if (best_b < 0 || r < b_ready - kEps ||
-                   (r <= b_ready + kEps && (s > best_b) ==
-                                               choices.later_stage_first)) {
-          best_b = s;
-          b_ready = r;
-        }
+      const double rb = g.Ready(kB, s);
+      if (rb == kInf) {
+        // Its input is not placed yet: a producer's placement wakes us.
+      } else if (rb > t + kEps) {
+        next_b = std::min(next_b, rb);
+      } else if (best_b < 0 || rb < b_ready - kEps ||
+                 (rb <= b_ready + kEps &&
+                  (s > best_b) == choices.later_stage_first)) {
+        best_b = s;
+        b_ready = rb;
       }
-      if (!g.Done(kF, s) && g.InputPlaced(kF, s)) {
-        const double r = g.InputReady(kF, s);
-        const double bytes = model.MemoryDelta(kF, s) + reserve(s);
-        // Closest to the loss first: it finishes a microbatch in flight
-        // instead of starting a new one.
-        if (g.Memory(w) - g.PendingWBytes(w) + bytes > model.Limit(w)) {
-          // Waits for its own B's to release memory.
-        } else if (r > t + kEps) {
-          next_any = std::min(next_any, r);
-        } else if (s > best_f) {
-          best_f = s;
-          f_ready = r;
-        }
+      const double rf = g.Ready(kF, s);
+      if (rf == kInf) continue;
+      // Closest to the loss first: it finishes a microbatch in flight
+      // instead of starting a new one.
+      const double bytes = model.MemoryDelta(kF, s) + reserve(s);
+      if (g.Memory(w) - g.PendingWBytes(w) + bytes > model.Limit(w)) {
+        // Waits for its own B's to release memory.
+      } else if (rf > t + kEps) {
+        next_any = std::min(next_any, rf);
+      } else if (s > best_f) {
+        best_f = s;
+        f_ready = rf;
       }
     }
     next_any = std::min(next_any, next_b);
@@ -393,7 +417,50 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
   for (int w = 0; w < p; ++w) {
     if (left[w] > 0) return false;
   }
-  *orders = g.Take();
+  *orders = g.Take(spans);
+  return true;
+}
+
+bool RetimeW(const PassModel& model, const Orders& orders,
+             bool fill_partial_gaps, Orders* retimed,
+             std::vector<double>* spans) {
+  const int p = model.workers();
+  Builder g(model, fill_partial_gaps);
+  std::vector<size_t> next(p, 0);
+  // Workers are advanced like the evaluator does: as far as the inputs of
+  // their next F or B are placed; a blocked one is retried when another
+  // worker has placed something.
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int w = 0; w < p; ++w) {
+      const std::vector<int32_t>& order = orders[w];
+      while (next[w] < order.size()) {
+        const int32_t id = order[next[w]];
+        const Pass pass = model.PassOf(id);
+        if (pass == kW) {
+          ++next[w];
+          continue;
+        }
+        const int stage = model.StageOf(id);
+        if (model.MicrobatchOf(id) != g.Next(pass, stage)) return false;
+        const double ready = g.Ready(pass, stage);
+        if (ready == kInf) break;
+        if (pass == kF && !g.MakeRoom(w, model.MemoryDelta(kF, stage))) {
+          return false;
+        }
+        g.FillGap(w, ready);
+        g.Put(pass, stage);
+        ++next[w];
+        progress = true;
+      }
+    }
+  }
+  for (int w = 0; w < p; ++w) {
+    if (next[w] < orders[w].size()) return false;
+    g.FlushW(w);
+  }
+  *retimed = g.Take(spans);
   return true;
 }
 

@@ -4,7 +4,10 @@
 // Internal to the automatic solvers: the greedy list schedulers of the Zero
 // Bubble paper (§3.1 for one chunk per worker, §6 for the V placement). Each
 // builds per-worker orders pass by pass, timing every pass as it is appended,
-// so the times it reasons with are those the simulator will compute.
+// so the times it reasons with are those the simulator will compute. Each
+// respects model.Limit on every worker by construction and, when `spans` is
+// set, also returns every worker's span (first start to last end, seconds)
+// exactly as Evaluator::Run would, sparing the caller an evaluation.
 
 #include <vector>
 
@@ -36,7 +39,7 @@ struct GreedyChoices {
 /// model.Limit on every worker. Returns false when the limit leaves no
 /// feasible move (e.g. it cannot hold one F's activations).
 bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
-                Orders* orders);
+                Orders* orders, std::vector<double>* spans = nullptr);
 
 /// Choices of the event-driven list scheduler (ListGreedy).
 struct ListChoices {
@@ -62,7 +65,19 @@ struct ListChoices {
 /// deadlock). Respects model.Limit; returns false when a worker cannot
 /// hold one microbatch's activations.
 bool ListGreedy(const PassModel& model, const ListChoices& choices,
-                Orders* orders);
+                Orders* orders, std::vector<double>* spans = nullptr);
+
+/// Keeps the order of the F's and B's of `orders` on every worker and
+/// places the W's anew by the §3.1 rules (into the gaps the real costs leave,
+/// and when memory must be released before an F), with the leftovers at the
+/// end. Adapts a pattern built for unit pass times (ZB-H1, the V building
+/// blocks) to heterogeneous costs. Memory never exceeds that of `orders`
+/// on any worker, so a candidate within the limit stays within it. Returns
+/// false when `orders` is not first-in first-out per (pass, stage) or
+/// deadlocks.
+bool RetimeW(const PassModel& model, const Orders& orders,
+             bool fill_partial_gaps, Orders* retimed,
+             std::vector<double>* spans = nullptr);
 
 }  // namespace zbpp::sched::internal
 

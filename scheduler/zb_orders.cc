@@ -37,37 +37,27 @@ PassModel::PassModel(const Problem& problem, std::vector<int> owner)
     const double limit = problem.limit_of(w);
     limit_[w] = std::isinf(limit) ? limit : limit * (1 + kSlack);
   }
-  cross_dep_.assign(num_ids(), -1);
-  cross_hop_.assign(num_ids(), 0.0);
-  id_duration_.assign(num_ids(), 0.0);
-  id_memory_.assign(num_ids(), 0.0);
-  consumer_.assign(num_ids(), -1);
+  info_.assign(num_ids(), PassInfo{});
   for (int32_t id = 0; id < num_ids(); ++id) {
     const Pass pass = PassOf(id);
     const int stage = StageOf(id);
     const int mb = MicrobatchOf(id);
-    id_duration_[id] = Duration(pass, stage);
-    id_memory_[id] = MemoryDelta(pass, stage);
+    PassInfo& info = info_[id];
+    info.duration = Duration(pass, stage);
+    info.memory = MemoryDelta(pass, stage);
     const int to = pass == kF ? stage + 1 : pass == kB ? stage - 1 : -1;
     if (to >= 0 && to < stages_ && owner_[to] != owner_[stage]) {
-      consumer_[id] = owner_[to];
+      info.consumer = owner_[to];
     }
     int from = -1;
     if (pass == kF && stage > 0) from = stage - 1;
     if (pass == kB && stage + 1 < stages_) from = stage + 1;
     if (from < 0) continue;
-    cross_dep_[id] = Id(pass, from, mb);
-    cross_hop_[id] = Hop(from, stage);
+    info.dependency = Id(pass, from, mb);
+    info.hop = Hop(from, stage);
   }
 }
 
-
-bool OrderCost::BetterThan(const OrderCost& other) const {
-  if (complete != other.complete) return complete;
-  if (makespan < other.makespan - kSlack * (1 + other.makespan)) return true;
-  if (makespan > other.makespan + kSlack * (1 + other.makespan)) return false;
-  return span_sum < other.span_sum - kSlack * (1 + other.span_sum);
-}
 
 Evaluator::Evaluator(const PassModel& model)
     : model_(model),
@@ -76,6 +66,7 @@ Evaluator::Evaluator(const PassModel& model)
       span_(model.workers()),
       peak_(model.workers()),
       free_at_(model.workers()),
+      memory_(model.workers()),
       next_(model.workers()),
       queued_(model.workers()) {}
 
@@ -92,32 +83,41 @@ OrderCost Evaluator::Run(const Orders& orders) {
     ready_.push_back(w);
     queued_[w] = 1;
   }
+  std::fill(peak_.begin(), peak_.end(), 0.0);
+  std::fill(memory_.begin(), memory_.end(), 0.0);
   size_t head = 0;
   while (head < ready_.size()) {
     const int w = ready_[head++];
     queued_[w] = 0;
     const std::vector<int32_t>& list = orders[w];
-    while (next_[w] < list.size()) {
-      const int32_t id = list[next_[w]];
-      double begin = free_at_[w];
-      const int32_t dep = model_.CrossDependency(id);
-      if (dep >= 0) {
-        const double dep_end = end_[dep];
+    // The worker's state lives in locals while it advances.
+    size_t next = next_[w];
+    double free_at = free_at_[w], memory = memory_[w], peak = peak_[w];
+    while (next < list.size()) {
+      const int32_t id = list[next];
+      const PassModel::PassInfo& info = model_.Info(id);
+      double begin = free_at;
+      if (info.dependency >= 0) {
+        const double dep_end = end_[info.dependency];
         if (dep_end == kNotDone) break;
-        begin = std::max(begin, dep_end + model_.CrossHop(id));
+        begin = std::max(begin, dep_end + info.hop);
       }
       // The same-stage dependencies (own F for B, own B for W) precede this
-      // pass in the worker's order, so free_at_ already covers them.
+      // pass in the worker's order, so free_at already covers them.
       start_[id] = begin;
-      end_[id] = begin + model_.Duration(id);
-      free_at_[w] = end_[id];
-      ++next_[w];
-      const int other = model_.Consumer(id);
-      if (other >= 0 && !queued_[other]) {
-        queued_[other] = 1;
-        ready_.push_back(other);
+      free_at = end_[id] = begin + info.duration;
+      memory += info.memory;
+      peak = std::max(peak, memory);
+      ++next;
+      if (info.consumer >= 0 && !queued_[info.consumer]) {
+        queued_[info.consumer] = 1;
+        ready_.push_back(info.consumer);
       }
     }
+    next_[w] = next;
+    free_at_[w] = free_at;
+    memory_[w] = memory;
+    peak_[w] = peak;
     // Keep the queue from growing without bound: compact the consumed head.
     if (head > 4096 && head * 2 > ready_.size()) {
       ready_.erase(ready_.begin(), ready_.begin() + head);
@@ -131,31 +131,15 @@ OrderCost Evaluator::Run(const Orders& orders) {
     const std::vector<int32_t>& list = orders[w];
     if (next_[w] != list.size()) cost.complete = false;
     span_[w] = 0;
-    peak_[w] = 0;
     if (list.empty() || !cost.complete) continue;
     span_[w] = end_[list.back()] - start_[list.front()];
-    double memory = 0;
-    for (int32_t id : list) {
-      memory += model_.MemoryDelta(id);
-      peak_[w] = std::max(peak_[w], memory);
-    }
     if (peak_[w] > model_.Limit(w)) cost.fits_memory = false;
     cost.makespan = std::max(cost.makespan, span_[w]);
-    cost.span_sum += span_[w];
   }
   if (!cost.complete) {
-    cost.makespan = cost.span_sum = std::numeric_limits<double>::infinity();
+    cost.makespan = std::numeric_limits<double>::infinity();
   }
   return cost;
-}
-
-double PeakMemory(const PassModel& model, const std::vector<int32_t>& order) {
-  double memory = 0, peak = 0;
-  for (int32_t id : order) {
-    memory += model.MemoryDelta(id);
-    peak = std::max(peak, memory);
-  }
-  return peak;
 }
 
 Schedule ToSchedule(const PassModel& model, const Orders& orders,

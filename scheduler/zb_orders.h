@@ -51,13 +51,13 @@ class PassModel {
   double Duration(Pass pass, int stage) const {
     return duration_[pass * stages_ + stage];
   }
-  double Duration(int32_t id) const { return id_duration_[id]; }
+  double Duration(int32_t id) const { return info_[id].duration; }
   /// Change of the worker's activation bytes when the pass runs: +M_B for
   /// F, -(M_B - M_W) for B, -M_W for W (paper §2 memory model).
   double MemoryDelta(Pass pass, int stage) const {
     return memory_delta_[pass * stages_ + stage];
   }
-  double MemoryDelta(int32_t id) const { return id_memory_[id]; }
+  double MemoryDelta(int32_t id) const { return info_[id].memory; }
   /// The worker's limit in bytes, relaxed by a relative 1e-9 so that limits
   /// written as exact multiples of M_B are not refused by rounding.
   double Limit(int worker) const { return limit_[worker]; }
@@ -77,12 +77,22 @@ class PassModel {
   /// previous stage, B of the next one), or -1. For B of the last stage and
   /// for W the dependency is on the same stage and always earlier in the
   /// worker's order, so it is not reported.
-  int32_t CrossDependency(int32_t id) const { return cross_dep_[id]; }
+  int32_t CrossDependency(int32_t id) const { return info_[id].dependency; }
+  /// Everything the evaluator reads about a pass, packed together (32
+  /// bytes) because it reads all of it for every pass of every candidate.
+  struct PassInfo {
+    int32_t dependency = -1;  ///< CrossDependency
+    int32_t consumer = -1;    ///< Consumer
+    double hop = 0;           ///< CrossHop
+    double duration = 0;      ///< Duration
+    double memory = 0;        ///< MemoryDelta
+  };
+  const PassInfo& Info(int32_t id) const { return info_[id]; }
   /// Hop() from the stage of CrossDependency(id) to the stage of `id`.
-  double CrossHop(int32_t id) const { return cross_hop_[id]; }
+  double CrossHop(int32_t id) const { return info_[id].hop; }
   /// The worker whose next pass may wait for `id` (the owner of the next
   /// stage for F, of the previous one for B), or -1.
-  int Consumer(int32_t id) const { return consumer_[id]; }
+  int Consumer(int32_t id) const { return info_[id].consumer; }
 
  private:
   int workers_, stages_, microbatches_;
@@ -90,21 +100,14 @@ class PassModel {
   std::vector<int> owner_;
   std::vector<std::vector<int>> stages_of_;
   std::vector<double> duration_, memory_delta_, limit_;
-  // Per pass id, precomputed because the evaluator reads them for every
-  // pass of every candidate.
-  std::vector<int32_t> cross_dep_, consumer_;
-  std::vector<double> cross_hop_, id_duration_, id_memory_;
+  std::vector<PassInfo> info_;
 };
 
 /// What the evaluator computes for one candidate.
 struct OrderCost {
   bool complete = false;  ///< Every pass ran (no deadlock).
   double makespan = 0;    ///< Max per-worker span, seconds (paper's cost).
-  double span_sum = 0;    ///< Sum of per-worker spans: the tie-breaker.
   bool fits_memory = false;  ///< Peak <= limit on every worker.
-
-  /// Strictly better: shorter makespan, then smaller span sum (1e-9 slack).
-  bool BetterThan(const OrderCost& other) const;
 };
 
 /// Times `Orders` against a PassModel. Keeps its buffers between calls, so
@@ -128,15 +131,11 @@ class Evaluator {
  private:
   const PassModel& model_;
   std::vector<double> start_, end_, span_, peak_;
-  std::vector<double> free_at_;
+  std::vector<double> free_at_, memory_;
   std::vector<size_t> next_;
   std::vector<int> ready_;
   std::vector<char> queued_;
 };
-
-/// Peak activation bytes of `order` (one worker), counted in order: F adds
-/// M_B, B frees M_B - M_W, W frees M_W (as Simulate counts it).
-double PeakMemory(const PassModel& model, const std::vector<int32_t>& order);
 
 /// Converts to the schedule IR (B as PassKind::kB, never fused).
 Schedule ToSchedule(const PassModel& model, const Orders& orders,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 namespace zbpp::sched::internal {
 namespace {
@@ -162,9 +163,13 @@ class Search {
 Leximax Leximax::Worst() { return Leximax(); }
 
 Leximax Leximax::Of(const Evaluator& evaluator, const OrderCost& cost) {
+  if (!cost.complete || !cost.fits_memory) return Leximax();
+  return OfSpans(evaluator.Span());
+}
+
+Leximax Leximax::OfSpans(std::vector<double> spans) {
   Leximax value;
-  if (!cost.complete || !cost.fits_memory) return value;
-  value.spans_ = evaluator.Span();
+  value.spans_ = std::move(spans);
   std::sort(value.spans_.begin(), value.spans_.end(), std::greater<>());
   return value;
 }

@@ -25,6 +25,8 @@ class Leximax {
   static Leximax Worst();
   /// From the last Run of `evaluator` that returned `cost`.
   static Leximax Of(const Evaluator& evaluator, const OrderCost& cost);
+  /// From the per-worker spans of a complete candidate within memory.
+  static Leximax OfSpans(std::vector<double> spans);
 
   double makespan() const { return spans_.empty() ? 0 : spans_.front(); }
   /// Strictly better, with a relative slack of 1e-9 per entry.

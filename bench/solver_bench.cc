@@ -1,0 +1,126 @@
+// Solve time of the automatic zero-bubble solver (ZB-2p, ZB-1p) and of the
+// V schedules (ZB-V, V-Half, V-Min), refinement included, over pipeline
+// sizes; after the benchmarks, a table of solve time against p·m shows how
+// it grows. Costs are the 28.3B model's of the Zero Bubble paper's Table 5
+// with a little per-stage spread, so the solver sees heterogeneous stages.
+//
+// Targets (issue): ZB-2p at p=32, m=128 under 10 ms and at p=64, m=512
+// under 200 ms; V-Half / V-Min at p=32, m=128 under 100 ms.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched {
+namespace {
+
+// Table 5's 28.3B costs (ms as seconds), ±5% deterministic per-stage
+// spread, M_W / M_B = 32h / (34h + 5as) with h = 6144, a = 48, s = 1024.
+Problem BenchProblem(int p, int chunks, int m) {
+  Problem problem = Problem::Uniform(p, chunks, m, StageCost{}, 0.408);
+  const double m_w_share = 32.0 * 6144 / (34.0 * 6144 + 5.0 * 48 * 1024);
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    const double spread = 1.0 + 0.05 * ((s * 7919) % 21 - 10) / 10.0;
+    StageCost& c = problem.stages[s];
+    c.f_seconds = 10.408 * spread / chunks;
+    c.b_seconds = 10.204 * spread / chunks;
+    c.w_seconds = 7.703 * spread / chunks;
+    c.m_b_bytes = 1.0 / chunks;
+    c.m_w_bytes = c.m_b_bytes * m_w_share;
+  }
+  return problem;
+}
+
+void Solve(benchmark::State& state, const std::string& name, int chunks) {
+  const int p = static_cast<int>(state.range(0));
+  const int m = static_cast<int>(state.range(1));
+  const Problem problem = BenchProblem(p, chunks, m);
+  absl::StatusOr<Schedule> schedule;
+  for (auto _ : state) {
+    schedule = Generate(name, problem);
+    benchmark::DoNotOptimize(schedule);
+  }
+  if (!schedule.ok()) {
+    state.SkipWithError(std::string(schedule.status().message()).c_str());
+    return;
+  }
+  const absl::StatusOr<SimulationResult> result = Simulate(problem, *schedule);
+  state.counters["p"] = p;
+  state.counters["m"] = m;
+  state.counters["bubble"] = result.ok() ? result->bubble_rate : -1;
+  state.counters["peak_MB"] = result.ok() ? result->max_peak_memory_m_b : -1;
+}
+
+void BM_Zb2p(benchmark::State& state) { Solve(state, "zb-2p", 1); }
+void BM_Zb1p(benchmark::State& state) { Solve(state, "zb-1p", 1); }
+void BM_ZbV(benchmark::State& state) { Solve(state, "zb-v", 2); }
+void BM_VHalf(benchmark::State& state) { Solve(state, "v-half", 2); }
+void BM_VMin(benchmark::State& state) { Solve(state, "v-min", 2); }
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (auto [p, m] : std::vector<std::pair<int, int>>{
+           {4, 8}, {8, 32}, {16, 64}, {32, 128}, {32, 256}, {64, 256},
+           {64, 512}}) {
+    b->Args({p, m});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
+void VSizes(benchmark::internal::Benchmark* b) {
+  for (auto [p, m] : std::vector<std::pair<int, int>>{
+           {4, 8}, {8, 32}, {16, 64}, {32, 128}}) {
+    b->Args({p, m});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_Zb2p)->Apply(Sizes);
+BENCHMARK(BM_Zb1p)->Args({32, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ZbV)->Apply(VSizes);
+BENCHMARK(BM_VHalf)->Apply(VSizes);
+BENCHMARK(BM_VMin)->Apply(VSizes);
+
+// Shows the usual console output and keeps each run for the summary.
+class TableReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (!run.error_occurred) runs_.push_back(run);
+    }
+  }
+
+  // Solve time against p·m: per size, milliseconds and microseconds per
+  // (stage, microbatch) pair, which stays flat when growth is linear.
+  void PrintTable() const {
+    std::printf("\n%-10s %4s %5s %7s %10s %12s %8s\n", "solver", "p", "m",
+                "p*m", "time [ms]", "us per p*m", "bubble");
+    for (const Run& run : runs_) {
+      const std::string name = run.run_name.function_name.substr(3);
+      const double p = run.counters.at("p"), m = run.counters.at("m");
+      const double ms = run.GetAdjustedRealTime();  // unit: ms
+      std::printf("%-10s %4.0f %5.0f %7.0f %10.3f %12.3f %8.4f\n",
+                  name.c_str(), p, m, p * m, ms, 1000.0 * ms / (p * m),
+                  static_cast<double>(run.counters.at("bubble")));
+    }
+  }
+
+ private:
+  std::vector<Run> runs_;
+};
+
+}  // namespace
+}  // namespace zbpp::sched
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  zbpp::sched::TableReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintTable();
+  benchmark::Shutdown();
+  return 0;
+}

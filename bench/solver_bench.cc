@@ -61,17 +61,21 @@ void BM_VHalf(benchmark::State& state) { Solve(state, "v-half", 2); }
 void BM_VMin(benchmark::State& state) { Solve(state, "v-min", 2); }
 
 void Sizes(benchmark::internal::Benchmark* b) {
-  for (auto [p, m] : std::vector<std::pair<int, int>>{
-           {4, 8}, {8, 32}, {16, 64}, {32, 128}, {32, 256}, {64, 256},
-           {64, 512}}) {
+  for (auto [p, m] : std::vector<std::pair<int, int>>{{4, 8},
+                                                      {8, 32},
+                                                      {16, 64},
+                                                      {32, 128},
+                                                      {32, 256},
+                                                      {64, 256},
+                                                      {64, 512}}) {
     b->Args({p, m});
   }
   b->Unit(benchmark::kMillisecond);
 }
 
 void VSizes(benchmark::internal::Benchmark* b) {
-  for (auto [p, m] : std::vector<std::pair<int, int>>{
-           {4, 8}, {8, 32}, {16, 64}, {32, 128}}) {
+  for (auto [p, m] :
+       std::vector<std::pair<int, int>>{{4, 8}, {8, 32}, {16, 64}, {32, 128}}) {
     b->Args({p, m});
   }
   b->Unit(benchmark::kMillisecond);
@@ -102,8 +106,8 @@ class TableReporter : public benchmark::ConsoleReporter {
       const std::string name = run.run_name.function_name.substr(3);
       const double p = run.counters.at("p"), m = run.counters.at("m");
       const double ms = run.GetAdjustedRealTime();  // unit: ms
-      std::printf("%-10s %4.0f %5.0f %7.0f %10.3f %12.3f %8.4f\n",
-                  name.c_str(), p, m, p * m, ms, 1000.0 * ms / (p * m),
+      std::printf("%-10s %4.0f %5.0f %7.0f %10.3f %12.3f %8.4f\n", name.c_str(),
+                  p, m, p * m, ms, 1000.0 * ms / (p * m),
                   static_cast<double>(run.counters.at("bubble")));
     }
   }

@@ -42,7 +42,8 @@ struct Candidate {
 // A worker must hold at least one microbatch's activations of all of its
 // virtual stages, or no schedule exists (the list scheduler keeps that much
 // room so that a microbatch can always reach the loss).
-absl::Status CheckLimits(const Problem& problem, const std::vector<int>& owner) {
+absl::Status CheckLimits(const Problem& problem,
+                         const std::vector<int>& owner) {
   std::vector<double> need(problem.workers, 0.0);
   for (int s = 0; s < problem.num_stages(); ++s) {
     need[owner[s]] += problem.stages[s].m_b_bytes;
@@ -50,10 +51,9 @@ absl::Status CheckLimits(const Problem& problem, const std::vector<int>& owner) 
   for (int w = 0; w < problem.workers; ++w) {
     if (need[w] > problem.limit_of(w) * (1 + 1e-9)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "worker ", w, "'s activation memory limit (",
-          problem.limit_of(w), " bytes) is below one microbatch's activations "
-          "on it (", need[w], " bytes, the M_B of its virtual stages); no "
-          "schedule fits"));
+          "worker ", w, "'s activation memory limit (", problem.limit_of(w),
+          " bytes) is below one microbatch's activations on it (", need[w],
+          " bytes, the M_B of its virtual stages); no schedule fits"));
     }
   }
   return absl::OkStatus();
@@ -124,8 +124,8 @@ std::vector<Candidate> Candidates(const Problem& problem,
     Orders orders;
     std::vector<double> spans;
     if (one_chunk_loop) {
-      const GreedyChoices choices{(bits & 1) != 0, (bits & 2) != 0,
-                                  (bits & 4) != 0, {}};
+      const GreedyChoices choices{
+          (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, {}};
       if (internal::LoopGreedy(model, choices, &orders, &spans)) {
         pool.AddTimed(std::move(orders), std::move(spans), &choices);
       }
@@ -183,8 +183,7 @@ std::vector<std::vector<int>> WarmupNeighbours(const std::vector<int>& depth,
   auto add = [&](int lo, int hi, int delta) {
     std::vector<int> next = depth;
     for (int s = lo; s <= hi; ++s) next[s] = std::clamp(next[s] + delta, 1, m);
-    if (next != depth &&
-        std::find(out.begin(), out.end(), next) == out.end()) {
+    if (next != depth && std::find(out.begin(), out.end(), next) == out.end()) {
       out.push_back(std::move(next));
     }
   };
@@ -228,8 +227,7 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
       if (!internal::LoopGreedy(model, choices, &orders)) continue;
       int64_t share = std::min(budget, polish_cap);
       const int64_t granted = share;
-      const Leximax value =
-          internal::Polish(model, evaluator, &orders, &share);
+      const Leximax value = internal::Polish(model, evaluator, &orders, &share);
       budget -= granted - share;
       if (value.BetterThan(best_value)) {
         best = std::move(orders);
@@ -243,8 +241,7 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
   // start often ends in a different local optimum.
   for (size_t i = 1; i < candidates.size() && i < 4 && budget > 0; ++i) {
     Orders orders = candidates[i].orders;
-    const Leximax value =
-        internal::Polish(model, evaluator, &orders, &budget);
+    const Leximax value = internal::Polish(model, evaluator, &orders, &budget);
     if (value.BetterThan(best_value)) {
       best = std::move(orders);
       best_value = value;
@@ -259,8 +256,8 @@ absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
                                          const AutoSolverOptions& options) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (options.placement == Placement::kV && problem.chunks != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the V placement needs chunks = 2, got ", problem.chunks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the V placement needs chunks = 2, got ", problem.chunks));
   }
   std::vector<int> owner =
       PlaceStages(options.placement, problem.workers, problem.chunks);

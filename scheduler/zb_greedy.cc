@@ -1,7 +1,6 @@
 #include "scheduler/zb_greedy.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -55,9 +54,6 @@ class Builder {
   double NextWSeconds(int worker) const {
     return model_.Duration(pending_w_[worker][pending_head_[worker]]);
   }
-  const std::vector<int32_t>& Order(int worker) const {
-    return orders_[worker];
-  }
 
   // When the input of the next `pass` of `stage` is there (it must be
   // placed): the previous stage's F or the next stage's B plus one hop;
@@ -94,7 +90,9 @@ class Builder {
     ++next_[pass * model_.stages() + stage];
     const int worker = model_.owner()[stage];
     double start = std::max(free_at_[worker], InputReadyOf(id));
-    if (pass == kB) start = std::max(start, end_[model_.Id(kF, stage, model_.MicrobatchOf(id))]);
+    if (pass == kB)
+      start =
+          std::max(start, end_[model_.Id(kF, stage, model_.MicrobatchOf(id))]);
     Append(worker, id, start);
     if (pass == kB) {
       const int32_t w = model_.Id(kW, stage, model_.MicrobatchOf(id));
@@ -271,8 +269,8 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     }
   }
   for (int s = 1; s < p; ++s) {
-    const int cap = 1 + extra[s - 1] == m ? extra[s - 1]
-                                          : std::max(0, extra[s - 1] - 1);
+    const int cap =
+        1 + extra[s - 1] == m ? extra[s - 1] : std::max(0, extra[s - 1] - 1);
     extra[s] = std::min(extra[s], cap);
   }
   for (int s = 0; s < p; ++s) {
@@ -406,9 +404,8 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
     if (best_b >= 0) {
       place(w, kB, best_b, b_ready);
     } else if (best_f >= 0 &&
-               !(choices.favour_b &&
-                 next_b < std::max(g.FreeAt(w), f_ready) +
-                              model.Duration(kF, best_f))) {
+               !(choices.favour_b && next_b < std::max(g.FreeAt(w), f_ready) +
+                                                  model.Duration(kF, best_f))) {
       place(w, kF, best_f, f_ready);
     } else {
       wake.Set(w, next_any);  // infinity: until a producer places an input

@@ -58,7 +58,6 @@ PassModel::PassModel(const Problem& problem, std::vector<int> owner)
   }
 }
 
-
 Evaluator::Evaluator(const PassModel& model)
     : model_(model),
       start_(model.num_ids()),
@@ -156,8 +155,9 @@ Schedule ToSchedule(const PassModel& model, const Orders& orders,
   for (int w = 0; w < model.workers(); ++w) {
     schedule.actions[w].reserve(orders[w].size());
     for (int32_t id : orders[w]) {
-      schedule.actions[w].push_back(
-          {kKinds[model.PassOf(id)], model.StageOf(id), model.MicrobatchOf(id)});
+      schedule.actions[w].push_back({kKinds[model.PassOf(id)],
+                                     model.StageOf(id),
+                                     model.MicrobatchOf(id)});
     }
   }
   return schedule;

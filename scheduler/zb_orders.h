@@ -105,8 +105,8 @@ class PassModel {
 
 /// What the evaluator computes for one candidate.
 struct OrderCost {
-  bool complete = false;  ///< Every pass ran (no deadlock).
-  double makespan = 0;    ///< Max per-worker span, seconds (paper's cost).
+  bool complete = false;     ///< Every pass ran (no deadlock).
+  double makespan = 0;       ///< Max per-worker span, seconds (paper's cost).
   bool fits_memory = false;  ///< Peak <= limit on every worker.
 };
 

@@ -32,7 +32,7 @@ class Search {
 
   Leximax Run() {
     best_ = Leximax::Of(evaluator_, evaluator_.Run(orders_));
-    if (best_.BetterThan(Leximax::Worst()) == false) return best_;
+    if (!best_.BetterThan(Leximax::Worst())) return best_;
     bool exhaustive = false;
     while (evaluations_ > 0) {
       // The evaluator holds the timing of the current orders here: after

@@ -40,9 +40,9 @@ absl::StatusOr<Schedule> GenerateVSchedule(const Problem& problem,
                                            VShape shape) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (problem.chunks != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        NameOf(shape), " needs chunks = 2 (the V placement), got ",
-        problem.chunks));
+    return absl::InvalidArgumentError(
+        absl::StrCat(NameOf(shape), " needs chunks = 2 (the V placement), got ",
+                     problem.chunks));
   }
   // One machinery for the three shapes: the solver with the V placement,
   // under the shape's limit. Which schedule comes out (the list

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -32,8 +33,8 @@ Offsets OffsetsOf(int p, int w, int pace, const VTurnDelays& delays) {
 }
 
 bool Distinct(const Offsets& o) {
-  const std::array<int, 4> r = {o.fa % kPeriod, o.fb % kPeriod,
-                                o.bb % kPeriod, o.ba % kPeriod};
+  const std::array<int, 4> r = {o.fa % kPeriod, o.fb % kPeriod, o.bb % kPeriod,
+                                o.ba % kPeriod};
   for (int i = 0; i < 4; ++i) {
     for (int k = i + 1; k < 4; ++k) {
       if (r[i] == r[k]) return false;
@@ -119,32 +120,22 @@ Orders ZbVOrders(const PassModel& model) {
       const int mb = next[pass][chunk]++;
       if (mb < m) order.push_back(model.Id(pass, chunk == 0 ? a : b, mb));
     };
-    for (int k = 0; k < 2 * (p - r) - 1; ++k) run(kF, 0);
-    for (int k = 0; k < r; ++k) {
-      run(kF, 1);
-      run(kF, 0);
-    }
-    for (int k = 0; k < p - r; ++k) {
-      run(kF, 1);
-      run(kB, 1);
-      run(kW, 1);
-    }
+    // `times` repetitions of a group of (pass, chunk).
+    auto repeat = [&](int times,
+                      std::initializer_list<std::pair<Pass, int>> group) {
+      for (int k = 0; k < times; ++k) {
+        for (const auto& [pass, chunk] : group) run(pass, chunk);
+      }
+    };
+    repeat(2 * (p - r) - 1, {{kF, 0}});
+    repeat(r, {{kF, 1}, {kF, 0}});
+    repeat(p - r, {{kF, 1}, {kB, 1}, {kW, 1}});
     while (next[kF][1] < n) {
       if (next[kF][0] < n) run(kF, 0);
-      run(kB, 0);
-      run(kW, 0);
-      run(kF, 1);
-      run(kB, 1);
-      run(kW, 1);
+      repeat(1, {{kB, 0}, {kW, 0}, {kF, 1}, {kB, 1}, {kW, 1}});
     }
-    for (int k = 0; k < r; ++k) {
-      run(kB, 0);
-      run(kB, 1);
-    }
-    for (int k = 0; k < p - r; ++k) {
-      run(kB, 0);
-      run(kW, 0);
-    }
+    repeat(r, {{kB, 0}, {kB, 1}});
+    repeat(p - r, {{kB, 0}, {kW, 0}});
     while (next[kW][1] < n) run(kW, 1);
     while (next[kW][0] < n) run(kW, 0);
   }

@@ -64,8 +64,7 @@ SimulationResult Checked(const Problem& problem,
   EXPECT_GE(result->bubble_rate, 0.0);
   EXPECT_LT(result->bubble_rate, 1.0);
   for (int w = 0; w < problem.workers; ++w) {
-    EXPECT_LE(result->peak_memory_bytes[w],
-              problem.limit_of(w) * (1 + 1e-9))
+    EXPECT_LE(result->peak_memory_bytes[w], problem.limit_of(w) * (1 + 1e-9))
         << "worker " << w;
   }
   return *result;
@@ -85,9 +84,9 @@ std::vector<int> MicrobatchesFor(int p, std::mt19937& rng) {
 TEST(ZbAuto, RefinementBeatsTheGreedyWhereAnIlpDoes) {
   // The case: T_F = T_B = T_W = 1, T_comm = 0.1, p = 4, m = 8,
   // limit 2p·M_B. The paper's greedy reaches 0.0244, an ILP 0.0083.
-  const Problem problem = Limited(
-      Problem::Uniform(4, 1, 8, StageCost{1, 1, 1, 1, 0.5}, 0.1),
-      Placement::kLoop, 8);
+  const Problem problem =
+      Limited(Problem::Uniform(4, 1, 8, StageCost{1, 1, 1, 1, 0.5}, 0.1),
+              Placement::kLoop, 8);
   const SimulationResult greedy =
       Checked(problem, SolveZeroBubble(problem, GreedyOnly()));
   const SimulationResult refined =
@@ -136,8 +135,8 @@ TEST(ZbAuto, VPlacementPropertiesOverRandomHeterogeneousProblems) {
       SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
       Checked(base, SolveZeroBubble(base, GreedyOnly(Placement::kV)));
       for (VShape shape : {VShape::kZbV, VShape::kHalf, VShape::kMin}) {
-        const Problem problem = Limited(base, Placement::kV,
-                                        VShapeLimitMb(shape, p));
+        const Problem problem =
+            Limited(base, Placement::kV, VShapeLimitMb(shape, p));
         // GenerateVSchedule applies the same limit by itself.
         Checked(problem, GenerateVSchedule(base, shape));
       }
@@ -179,7 +178,8 @@ TEST(ZbAuto, ExplicitRefinementBudgetIsHonoured) {
   large.refine_evaluations = 5000;
   const SimulationResult greedy =
       Checked(problem, SolveZeroBubble(problem, GreedyOnly()));
-  const SimulationResult one = Checked(problem, SolveZeroBubble(problem, small));
+  const SimulationResult one =
+      Checked(problem, SolveZeroBubble(problem, small));
   const SimulationResult many =
       Checked(problem, SolveZeroBubble(problem, large));
   EXPECT_LE(one.makespan_seconds, greedy.makespan_seconds * (1 + 1e-12));

@@ -17,8 +17,7 @@ using ::testing::HasSubstr;
 
 // Two chunks per worker, each with half of a stage's uniform cost.
 Problem UniformV(int p, int m, double m_w_share) {
-  return Problem::Uniform(p, 2, m,
-                          StageCost{1, 1, 1, 0.5, 0.5 * m_w_share}, 0);
+  return Problem::Uniform(p, 2, m, StageCost{1, 1, 1, 0.5, 0.5 * m_w_share}, 0);
 }
 
 SimulationResult Simulated(const Problem& problem, VShape shape) {
@@ -32,8 +31,8 @@ SimulationResult Simulated(const Problem& problem, VShape shape) {
 
 TEST(VShapeLimit, FollowsTheControllableMemoryPaper) {
   // p, ZB-V, V-Half floor((p+2)/2), V-Min floor((p+4)/3).
-  const int kExpected[][4] = {{1, 1, 1, 1},   {2, 2, 2, 2},   {4, 4, 3, 2},
-                              {6, 6, 4, 3},   {8, 8, 5, 4},   {16, 16, 9, 6},
+  const int kExpected[][4] = {{1, 1, 1, 1},     {2, 2, 2, 2},    {4, 4, 3, 2},
+                              {6, 6, 4, 3},     {8, 8, 5, 4},    {16, 16, 9, 6},
                               {32, 32, 17, 12}, {64, 64, 33, 22}};
   for (const auto& row : kExpected) {
     EXPECT_EQ(VShapeLimitMb(VShape::kZbV, row[0]), row[1]) << "p=" << row[0];
@@ -47,7 +46,8 @@ TEST(ZbV, ZeroBubbleAtOneF1BMemoryForEqualPasses) {
   for (int p : {2, 3, 4, 5, 8, 16}) {
     for (int m : {2 * p, 3 * p, 4 * p}) {
       SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
-      const SimulationResult result = Simulated(UniformV(p, m, 0.5), VShape::kZbV);
+      const SimulationResult result =
+          Simulated(UniformV(p, m, 0.5), VShape::kZbV);
       EXPECT_LT(result.bubble_rate, 1e-9);
       EXPECT_LE(result.max_peak_memory_m_b, p + 1e-9);
     }
@@ -69,10 +69,8 @@ TEST(VHalfAndVMin, FitTheirLimitsBelowZbVAndBeat1F1B) {
             Simulate(loop, *Generate1F1B(loop))->bubble_rate;
         for (VShape shape : {VShape::kHalf, VShape::kMin}) {
           const SimulationResult result = Simulated(problem, shape);
-          EXPECT_LE(result.max_peak_memory_m_b,
-                    VShapeLimitMb(shape, p) + 1e-9);
-          EXPECT_LT(result.max_peak_memory_m_b,
-                    zb_v.max_peak_memory_m_b - 0.5);
+          EXPECT_LE(result.max_peak_memory_m_b, VShapeLimitMb(shape, p) + 1e-9);
+          EXPECT_LT(result.max_peak_memory_m_b, zb_v.max_peak_memory_m_b - 0.5);
           EXPECT_LT(result.bubble_rate, one_f_one_b);
         }
       }

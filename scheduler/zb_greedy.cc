@@ -425,31 +425,32 @@ bool RetimeW(const PassModel& model, const Orders& orders,
   Builder g(model, fill_partial_gaps);
   std::vector<size_t> next(p, 0);
   // Workers are advanced like the evaluator does: as far as the inputs of
-  // their next F or B are placed; a blocked one is retried when another
-  // worker has placed something.
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int w = 0; w < p; ++w) {
-      const std::vector<int32_t>& order = orders[w];
-      while (next[w] < order.size()) {
-        const int32_t id = order[next[w]];
-        const Pass pass = model.PassOf(id);
-        if (pass == kW) {
-          ++next[w];
-          continue;
-        }
-        const int stage = model.StageOf(id);
-        if (model.MicrobatchOf(id) != g.Next(pass, stage)) return false;
-        const double ready = g.Ready(pass, stage);
-        if (ready == kInf) break;
-        if (pass == kF && !g.MakeRoom(w, model.MemoryDelta(kF, stage))) {
-          return false;
-        }
-        g.FillGap(w, ready);
-        g.Put(pass, stage);
-        ++next[w];
-        progress = true;
+  // their next F or B are placed; a blocked one is retried when the worker
+  // it waits for has placed something.
+  std::vector<int> queue(p);
+  std::vector<char> queued(p, 1);
+  for (int w = 0; w < p; ++w) queue[w] = w;
+  for (size_t head = 0; head < queue.size(); ++head) {
+    const int w = queue[head];
+    queued[w] = 0;
+    const std::vector<int32_t>& order = orders[w];
+    for (; next[w] < order.size(); ++next[w]) {
+      const int32_t id = order[next[w]];
+      const Pass pass = model.PassOf(id);
+      if (pass == kW) continue;
+      const int stage = model.StageOf(id);
+      if (model.MicrobatchOf(id) != g.Next(pass, stage)) return false;
+      const double ready = g.Ready(pass, stage);
+      if (ready == kInf) break;
+      if (pass == kF && !g.MakeRoom(w, model.MemoryDelta(kF, stage))) {
+        return false;
+      }
+      g.FillGap(w, ready);
+      g.Put(pass, stage);
+      const int consumer = model.Consumer(id);
+      if (consumer >= 0 && !queued[consumer]) {
+        queued[consumer] = 1;
+        queue.push_back(consumer);
       }
     }
   }

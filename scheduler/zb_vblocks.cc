@@ -71,37 +71,39 @@ Orders VBlockOrders(const PassModel& model, int pace,
                     const VTurnDelays& delays) {
   const int p = model.workers(), m = model.microbatches();
   Orders orders(p);
-  std::vector<std::pair<long, int32_t>> slots;
-  std::vector<char> taken;
+  // Slots are small integers, distinct per worker for F and B: lay the
+  // passes out in a slot array instead of sorting them.
+  std::vector<int32_t> at_slot;
+  std::vector<int32_t> pending_w;
   for (int w = 0; w < p; ++w) {
     const Offsets o = OffsetsOf(p, w, pace, delays);
     const int a = w, b = 2 * p - 1 - w;
-    slots.clear();
+    const int last = std::max({o.fa, o.fb, o.bb, o.ba}) + kPeriod * (m - 1);
+    at_slot.assign(last + 1, -1);
     for (int j = 0; j < m; ++j) {
-      const long base = static_cast<long>(kPeriod) * j;
-      slots.push_back({base + o.fa, model.Id(kF, a, j)});
-      slots.push_back({base + o.fb, model.Id(kF, b, j)});
-      slots.push_back({base + o.bb, model.Id(kB, b, j)});
-      slots.push_back({base + o.ba, model.Id(kB, a, j)});
+      const int base = kPeriod * j;
+      at_slot[base + o.fa] = model.Id(kF, a, j);
+      at_slot[base + o.fb] = model.Id(kF, b, j);
+      at_slot[base + o.bb] = model.Id(kB, b, j);
+      at_slot[base + o.ba] = model.Id(kB, a, j);
     }
-    std::sort(slots.begin(), slots.end());
-    // Each W takes the first slot after its B that no pass holds, in the
-    // order of the B's (so W's stay first-in first-out).
-    const long horizon = slots.back().first + 2L * kPeriod * (m + 1);
-    taken.assign(static_cast<size_t>(horizon) + 1, 0);
-    for (const auto& [slot, id] : slots) taken[slot] = 1;
-    const size_t fb_count = slots.size();
-    for (size_t i = 0; i < fb_count; ++i) {
-      const auto [slot, id] = slots[i];
-      if (model.PassOf(id) != kB) continue;
-      long y = slot + 1;
-      while (taken[y]) ++y;
-      taken[y] = 1;
-      slots.push_back(
-          {y, model.Id(kW, model.StageOf(id), model.MicrobatchOf(id))});
+    // Each W takes the first free slot after its B, in the order of the
+    // B's (so W's stay first-in first-out); the rest run at the end.
+    pending_w.clear();
+    size_t head = 0;
+    std::vector<int32_t>& order = orders[w];
+    for (int32_t id : at_slot) {
+      if (id < 0) {
+        if (head < pending_w.size()) order.push_back(pending_w[head++]);
+        continue;
+      }
+      order.push_back(id);
+      if (model.PassOf(id) == kB) {
+        pending_w.push_back(
+            model.Id(kW, model.StageOf(id), model.MicrobatchOf(id)));
+      }
     }
-    std::sort(slots.begin(), slots.end());
-    for (const auto& entry : slots) orders[w].push_back(entry.second);
+    order.insert(order.end(), pending_w.begin() + head, pending_w.end());
   }
   return orders;
 }

@@ -1,6 +1,7 @@
 #include "scheduler/zb_auto.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +23,12 @@ using internal::ListChoices;
 using internal::Orders;
 using internal::PassModel;
 
-// Refinement work per solve, in pass evaluations (one candidate evaluation
-// costs 3·p·v·m of them, about 5 ns each at -O2).
-constexpr int64_t kRefineWork = 400'000;
+// Refinement budget: kRefineScale / N^1.5 candidate evaluations for N =
+// 3·p·v·m passes. One evaluation costs about 3.5·N ns at -O2, so the
+// refinement takes time shrinking like 1/sqrt(N): a few ms for small
+// pipelines, where search pays off most, about 1.5 ms at p = 32, m = 128,
+// and the floor of 16 evaluations for the largest ones.
+constexpr double kRefineScale = 4.4e7;
 constexpr int64_t kMinEvaluations = 16;
 constexpr int64_t kMaxEvaluations = 20'000;
 // The V building blocks tried per pace: the few smallest turn delays.
@@ -275,12 +279,13 @@ absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
   }
   Orders orders = candidates.front().orders;
   if (options.refine) {
-    const int64_t size = model.num_ids();
+    const double size = std::max(model.num_ids(), 1);
     const int64_t budget =
         options.refine_evaluations > 0
             ? options.refine_evaluations
-            : std::clamp(kRefineWork / std::max<int64_t>(size, 1),
-                         kMinEvaluations, kMaxEvaluations);
+            : std::clamp(
+                  static_cast<int64_t>(kRefineScale / (size * std::sqrt(size))),
+                  kMinEvaluations, kMaxEvaluations);
     orders = Refine(model, evaluator, candidates, budget);
   }
   return internal::ToSchedule(model, orders, "zb-auto", problem.chunks);

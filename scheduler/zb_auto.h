@@ -21,10 +21,12 @@ struct AutoSolverOptions {
   /// worse than the greedy one.
   bool refine = true;
   /// Work bound of the refinement, in candidate evaluations (each costs one
-  /// pass over all 3·p·v·m passes). 0 chooses it from the problem size:
-  /// about 4·10^5 / (3·p·v·m), at least 16 and at most 20000, which keeps
-  /// the whole solve near 10 ms at p = 32, m = 128. Deterministic: the
-  /// result never depends on the machine's speed.
+  /// pass over all N = 3·p·v·m passes). 0 chooses it from the problem
+  /// size: about 4.4·10^7 / N^1.5, at least 16 and at most 20000, so the
+  /// refinement's time shrinks like 1/sqrt(N) (a few ms for small
+  /// pipelines, where search pays off most; about 1.5 ms at p = 32,
+  /// m = 128). Deterministic: the result never depends on the machine's
+  /// speed.
   int64_t refine_evaluations = 0;
 };
 

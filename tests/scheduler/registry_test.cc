@@ -8,19 +8,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/simulator.h"
+#include "tests/scheduler/random_problem.h"
 
 namespace zbpp::sched {
 namespace {
+
+using ::zbpp::sched::testing::RandomHeterogeneousProblem;
 
 using ::testing::HasSubstr;
 
 TEST(Registry, ListsEveryScheduleOfTheContract) {
   std::vector<std::string> names;
-  for (const ScheduleTraits& traits : AllSchedules()) names.push_back(traits.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("gpipe", "1f1b", "1f1b-interleaved",
-                                            "zb-h1", "zb-h2", "zb-1p", "zb-2p",
-                                            "zb-auto", "zb-v", "v-half",
-                                            "v-min"));
+  for (const ScheduleTraits& traits : AllSchedules())
+    names.push_back(traits.name);
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("gpipe", "1f1b", "1f1b-interleaved",
+                                     "zb-h1", "zb-h2", "zb-1p", "zb-2p",
+                                     "zb-auto", "zb-v", "v-half", "v-min"));
 }
 
 TEST(Registry, UnknownNameListsTheKnownOnes) {
@@ -61,21 +65,6 @@ TEST(Registry, MbUnitFollowsPlacement) {
               ::testing::ElementsAre(1 + 8, 2 + 4));
 }
 
-// Random heterogeneous per-stage costs, chunk costs scaled by 1/v.
-Problem RandomProblem(int p, int v, int m, std::mt19937& rng) {
-  std::uniform_real_distribution<double> time(0.3, 2.0), frac(0.1, 0.9),
-      comm(0.0, 0.3);
-  Problem problem = Problem::Uniform(p, v, m, StageCost{}, comm(rng));
-  for (StageCost& c : problem.stages) {
-    c.f_seconds = time(rng) / v;
-    c.b_seconds = time(rng) / v;
-    c.w_seconds = time(rng) / v;
-    c.m_b_bytes = time(rng) / v;
-    c.m_w_bytes = c.m_b_bytes * frac(rng);
-  }
-  return problem;
-}
-
 // Why a generator may refuse a problem; anything else is a failure.
 bool RefusalIsDocumented(const std::string& name, int p, int m) {
   if (name == "zb-h2") return m < 2 * p;
@@ -92,7 +81,7 @@ TEST(RegistryProperty, EveryScheduleIsCompleteDeadlockFreeAndWithinItsLimit) {
       if (m < 1) continue;
       for (const ScheduleTraits& traits : AllSchedules()) {
         const Problem problem =
-            RandomProblem(p, traits.default_chunks, m, rng);
+            RandomHeterogeneousProblem(p, traits.default_chunks, m, rng);
         SCOPED_TRACE(traits.name + " p=" + std::to_string(p) +
                      " m=" + std::to_string(m));
         absl::StatusOr<Schedule> schedule = Generate(traits.name, problem);

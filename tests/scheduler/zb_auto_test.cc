@@ -17,9 +17,12 @@
 #include "scheduler/simulator.h"
 #include "scheduler/zb_handcrafted.h"
 #include "scheduler/zb_v.h"
+#include "tests/scheduler/random_problem.h"
 
 namespace zbpp::sched {
 namespace {
+
+using ::zbpp::sched::testing::RandomHeterogeneousProblem;
 
 using ::testing::HasSubstr;
 
@@ -30,21 +33,6 @@ AutoSolverOptions GreedyOnly(Placement placement = Placement::kLoop) {
   options.placement = placement;
   options.refine = false;
   return options;
-}
-
-// Random per-stage costs (chunk costs scaled by 1/v) and M_W / M_B.
-Problem Heterogeneous(int p, int v, int m, std::mt19937& rng) {
-  std::uniform_real_distribution<double> seconds(0.3, 2.0), bytes(0.5, 2.0),
-      w_share(0.1, 0.9), comm(0.0, 0.3);
-  Problem problem = Problem::Uniform(p, v, m, StageCost{}, comm(rng));
-  for (StageCost& c : problem.stages) {
-    c.f_seconds = seconds(rng) / v;
-    c.b_seconds = seconds(rng) / v;
-    c.w_seconds = seconds(rng) / v;
-    c.m_b_bytes = bytes(rng) / v;
-    c.m_w_bytes = c.m_b_bytes * w_share(rng);
-  }
-  return problem;
 }
 
 // `problem` with every worker limited to `m_b` of its own M_B units.
@@ -101,7 +89,7 @@ TEST(ZbAuto, PropertiesOverRandomHeterogeneousProblems) {
   int solved = 0;
   for (int p = 2; p <= 32; ++p) {
     for (int m : MicrobatchesFor(p, rng)) {
-      const Problem base = Heterogeneous(p, 1, m, rng);
+      const Problem base = RandomHeterogeneousProblem(p, 1, m, rng);
       const absl::StatusOr<Schedule> h1 = GenerateZbH1(base);
       ASSERT_TRUE(h1.ok());
       const double h1_makespan = Simulate(base, *h1)->makespan_seconds;
@@ -131,7 +119,7 @@ TEST(ZbAuto, VPlacementPropertiesOverRandomHeterogeneousProblems) {
   std::mt19937 rng(20240402);
   for (int p = 2; p <= 32; p += (p < 8 ? 1 : 5)) {
     for (int m : MicrobatchesFor(p, rng)) {
-      const Problem base = Heterogeneous(p, 2, m, rng);
+      const Problem base = RandomHeterogeneousProblem(p, 2, m, rng);
       SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
       Checked(base, SolveZeroBubble(base, GreedyOnly(Placement::kV)));
       for (VShape shape : {VShape::kZbV, VShape::kHalf, VShape::kMin}) {
@@ -148,7 +136,7 @@ TEST(ZbAuto, ServesInterleavedLoopPlacement) {
   std::mt19937 rng(7);
   for (int m : {1, 3, 8, 13}) {
     const Problem problem =
-        Limited(Heterogeneous(4, 3, m, rng), Placement::kLoop, 4);
+        Limited(RandomHeterogeneousProblem(4, 3, m, rng), Placement::kLoop, 4);
     const absl::StatusOr<Schedule> schedule =
         SolveZeroBubble(problem, AutoSolverOptions{});
     Checked(problem, schedule);
@@ -159,7 +147,7 @@ TEST(ZbAuto, ServesInterleavedLoopPlacement) {
 TEST(ZbAuto, IsDeterministic) {
   std::mt19937 rng(11);
   const Problem problem =
-      Limited(Heterogeneous(6, 1, 20, rng), Placement::kLoop, 12);
+      Limited(RandomHeterogeneousProblem(6, 1, 20, rng), Placement::kLoop, 12);
   const absl::StatusOr<Schedule> a =
       SolveZeroBubble(problem, AutoSolverOptions{});
   const absl::StatusOr<Schedule> b =
@@ -171,7 +159,7 @@ TEST(ZbAuto, IsDeterministic) {
 TEST(ZbAuto, ExplicitRefinementBudgetIsHonoured) {
   std::mt19937 rng(3);
   const Problem problem =
-      Limited(Heterogeneous(8, 1, 24, rng), Placement::kLoop, 16);
+      Limited(RandomHeterogeneousProblem(8, 1, 24, rng), Placement::kLoop, 16);
   AutoSolverOptions small;
   small.refine_evaluations = 1;
   AutoSolverOptions large;

@@ -107,12 +107,14 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   absl::StatusOr<SimulationResult> sim = Simulate(problem, *schedule);
   if (!sim.ok()) return sim.status();
   for (int w = 0; w < problem.workers; ++w) {
-    if (sim->peak_memory_bytes[w] > problem.memory_limit_bytes[w] * (1 + 1e-9)) {
+    const double limit = problem.memory_limit_bytes[w];
+    if (sim->peak_memory_bytes[w] > limit * (1 + 1e-9)) {
+      const double m_b = sim->peak_memory_bytes[w] / sim->peak_memory_m_b[w];
       return absl::ResourceExhaustedError(absl::StrCat(
           std::string(name), " needs ", sim->peak_memory_bytes[w],
           " bytes of activations on worker ", w, " (",
-          sim->peak_memory_m_b[w], " M_B); the limit is ",
-          problem.memory_limit_bytes[w], " bytes"));
+          sim->peak_memory_m_b[w], " M_B); the limit is ", limit, " bytes (",
+          limit / m_b, " M_B)"));
     }
   }
   return schedule;

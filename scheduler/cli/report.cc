@@ -1,0 +1,267 @@
+#include "scheduler/cli/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/export_svg.h"
+#include "scheduler/export_trace.h"
+#include "scheduler/schedule_io.h"
+
+namespace zbpp::sched::cli {
+namespace {
+
+// Ordered, so that fields print in the order they are listed.
+using Json = nlohmann::ordered_json;
+
+// absl::StrCat prints a double with six significant digits, as "%.6g".
+std::string Percent(double ratio) {
+  return absl::StrCat(std::round(ratio * 10000) / 100, "%");
+}
+
+// "none" or the limit in M_B, followed by `unit`.
+std::string LimitText(const std::optional<double>& limit,
+                      const char* unit = "") {
+  return limit ? absl::StrCat(*limit, unit) : "none";
+}
+
+Json LimitJson(const std::optional<double>& limit) {
+  return limit ? Json(*limit) : Json(nullptr);
+}
+
+// Left-aligned columns separated by two spaces.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  return "\"" + absl::StrReplaceAll(text, {{"\"", "\"\""}}) + "\"";
+}
+
+// The Problem holds per-chunk costs; the report gives them per stage, as the
+// flags did.
+Json OutcomeJson(const Outcome& o) {
+  const SimulationResult& sim = o.sim;
+  const StageCost& c = o.problem.stages.front();
+  const int v = o.problem.chunks;
+  return {{"schedule", o.traits.name},
+          {"stages", o.problem.workers},
+          {"microbatches", o.problem.microbatches},
+          {"chunks", v},
+          {"placement", o.traits.placement == Placement::kV ? "v" : "loop"},
+          {"cost_f", c.f_seconds * v},
+          {"cost_b", c.b_seconds * v},
+          {"cost_w", c.w_seconds * v},
+          {"cost_comm", o.problem.comm_seconds},
+          {"weight_memory_fraction", c.m_b_bytes > 0 ? c.m_w_bytes / c.m_b_bytes : 0},
+          {"mem_limit", LimitJson(o.mem_limit_m_b)},
+          {"makespan", sim.makespan_seconds},
+          {"step_seconds", sim.step_seconds},
+          {"bubble_rate", sim.bubble_rate},
+          {"peak_memory_m_b", sim.max_peak_memory_m_b},
+          {"solve_seconds", o.solve_seconds},
+          {"per_worker",
+           {{"busy_seconds", sim.busy_seconds},
+            {"idle_seconds", sim.idle_seconds},
+            {"peak_memory_m_b", sim.peak_memory_m_b}}}};
+}
+
+std::string OutcomeTable(const Outcome& o) {
+  const SimulationResult& sim = o.sim;
+  const StageCost& c = o.problem.stages.front();
+  const int v = o.problem.chunks;
+  std::vector<std::vector<std::string>> head = {
+      {"schedule", o.traits.name},
+      {"stages (p)", std::to_string(o.problem.workers)},
+      {"microbatches (m)", std::to_string(o.problem.microbatches)},
+      {"chunks (v)", std::to_string(o.problem.chunks)},
+      {"costs per stage",
+       absl::StrCat("T_F=", absl::StrCat(c.f_seconds * v), " T_B=",
+                    absl::StrCat(c.b_seconds * v), " T_W=", absl::StrCat(c.w_seconds * v),
+                    " T_comm=",
+                    absl::StrCat(o.problem.comm_seconds), " s")},
+      {"memory limit", LimitText(o.mem_limit_m_b, " M_B")},
+      {"makespan", absl::StrCat(sim.makespan_seconds, " s")},
+      {"step", absl::StrCat(sim.step_seconds, " s")},
+      {"bubble rate", absl::StrCat(sim.bubble_rate, " (",
+                                   Percent(sim.bubble_rate), ")")},
+      {"peak memory", absl::StrCat(sim.max_peak_memory_m_b, " M_B")},
+      {"solve time", absl::StrCat(o.solve_seconds, " s")}};
+  std::vector<std::vector<std::string>> workers = {
+      {"worker", "busy_s", "idle_s", "idle", "peak_M_B"}};
+  for (int w = 0; w < o.problem.workers; ++w) {
+    const double idle_ratio = sim.makespan_seconds > 0
+                                  ? sim.idle_seconds[w] / sim.makespan_seconds
+                                  : 0;
+    workers.push_back({std::to_string(w), absl::StrCat(sim.busy_seconds[w]),
+                       absl::StrCat(sim.idle_seconds[w]), Percent(idle_ratio),
+                       absl::StrCat(sim.peak_memory_m_b[w])});
+  }
+  return FormatTable(head) + "\n" + FormatTable(workers);
+}
+
+}  // namespace
+
+std::string OutcomeReport(const Outcome& o, const std::string& format) {
+  if (format == "json") return OutcomeJson(o).dump(2) + "\n";
+  if (format == "csv") return ScheduleToCsv(o.schedule);
+  if (format == "chrome-trace") return ToChromeTrace(o.schedule, o.sim) + "\n";
+  if (format == "svg") return ToSvg(o.schedule, o.sim);
+  return OutcomeTable(o);
+}
+
+std::string TextGrid(const Outcome& o, std::optional<int> width) {
+  const Schedule& s = o.schedule;
+  const SimulationResult& sim = o.sim;
+  std::vector<int> chunk_of(s.worker_of_stage.size(), 0);
+  std::vector<int> seen(s.workers, 0);
+  for (size_t st = 0; st < chunk_of.size(); ++st) {
+    chunk_of[st] = seen[s.worker_of_stage[st]]++;
+  }
+  auto label = [&](const Action& a) {
+    std::string pass = a.kind == PassKind::kF   ? "F"
+                       : a.kind == PassKind::kB ? "B"
+                       : a.kind == PassKind::kW ? "W"
+                                                : "BW";
+    if (chunk_of[a.stage] % 2 == 1) {
+      for (char& ch : pass) ch = static_cast<char>(ch - 'A' + 'a');
+    }
+    return pass + std::to_string(a.microbatch);
+  };
+  double t0 = 0, t1 = 0, shortest = 0;
+  bool any = false;
+  for (int w = 0; w < s.workers; ++w) {
+    for (const ActionTiming& t : sim.timings[w]) {
+      const double d = t.end_seconds - t.start_seconds;
+      t0 = any ? std::min(t0, t.start_seconds) : t.start_seconds;
+      t1 = std::max(t1, t.end_seconds);
+      if (d > 0) shortest = shortest > 0 ? std::min(shortest, d) : d;
+      any = true;
+    }
+  }
+  // Columns per second: either the asked width over the step, or enough
+  // that every label plus one space fits in its own duration.
+  double per_second = 1;
+  if (width && t1 > t0) {
+    per_second = *width / (t1 - t0);
+  } else if (shortest > 0) {
+    double cells = 1;  // columns per `shortest` seconds
+    for (int w = 0; w < s.workers; ++w) {
+      for (size_t i = 0; i < s.actions[w].size(); ++i) {
+        const ActionTiming& t = sim.timings[w][i];
+        const double d = t.end_seconds - t.start_seconds;
+        if (d <= 0) continue;
+        const double need = (label(s.actions[w][i]).size() + 1) * shortest / d;
+        cells = std::max(cells, std::ceil(need - 1e-9));
+      }
+    }
+    per_second = cells / shortest;
+  }
+  auto column = [&](double t) {
+    return static_cast<size_t>(std::llround((t - t0) * per_second));
+  };
+  const size_t total = column(t1);
+  std::string out = absl::StrCat(
+      o.traits.name, ": p=", s.workers, " v=", s.chunks, " m=", s.microbatches,
+      ", makespan ", absl::StrCat(sim.makespan_seconds), " s, bubble rate ",
+      Percent(sim.bubble_rate), ", peak memory ",
+      absl::StrCat(sim.max_peak_memory_m_b), " M_B, memory limit ",
+      LimitText(o.mem_limit_m_b, " M_B"), "\n");
+  const std::string prefix_width = absl::StrCat("worker ", s.workers - 1);
+  for (int w = 0; w < s.workers; ++w) {
+    std::string line(total, '.');
+    for (size_t i = 0; i < s.actions[w].size(); ++i) {
+      const ActionTiming& t = sim.timings[w][i];
+      const size_t begin = column(t.start_seconds);
+      const size_t end = std::min(total, column(t.end_seconds));
+      if (end <= begin) continue;
+      std::string cell = label(s.actions[w][i]);
+      cell.resize(end - begin, ' ');
+      line.replace(begin, end - begin, cell);
+    }
+    std::string name = absl::StrCat("worker ", w);
+    name.resize(prefix_width.size(), ' ');
+    absl::StrAppend(&out, name, " |", line, "|\n");
+  }
+  absl::StrAppend(&out, "legend: F forward, B input gradient, W weight "
+                        "gradient, BW fused backward; number = microbatch; "
+                        "'.' idle",
+                  s.chunks > 1 ? "; lower case = odd chunk" : "",
+                  "; 1 column = ", absl::StrCat(per_second > 0 ? 1 / per_second : 0),
+                  " s\n");
+  return out;
+}
+
+std::string ComparisonReport(const ProblemFlags& problem,
+                             const std::vector<ComparisonEntry>& entries,
+                             const std::string& format) {
+  std::vector<std::vector<std::string>> rows = {
+      {"schedule", "chunks", "makespan_s", "bubble_rate", "peak_M_B",
+       "mem_limit_M_B", "solve_s", "status"}};
+  Json list = Json::array();
+  for (const ComparisonEntry& entry : entries) {
+    if (!entry.outcome.ok()) {
+      // One line per schedule, whatever the error says.
+      const std::string reason = absl::StrReplaceAll(
+          std::string(entry.outcome.status().message()), {{"\n", " "}});
+      rows.push_back({entry.schedule, std::to_string(entry.chunks), "-", "-",
+                      "-", "-", "-", "n/a: " + reason});
+      list.push_back({{"schedule", entry.schedule},
+                      {"chunks", entry.chunks},
+                      {"error", reason}});
+      continue;
+    }
+    const Outcome& o = *entry.outcome;
+    rows.push_back({o.traits.name, std::to_string(o.problem.chunks),
+                    absl::StrCat(o.sim.makespan_seconds), absl::StrCat(o.sim.bubble_rate),
+                    absl::StrCat(o.sim.max_peak_memory_m_b),
+                    LimitText(o.mem_limit_m_b), absl::StrCat(o.solve_seconds), "ok"});
+    Json row = OutcomeJson(o);
+    row.erase("per_worker");
+    list.push_back(std::move(row));
+  }
+  if (format == "json") {
+    Json out = {{"stages", problem.stages},
+                {"microbatches", problem.microbatches},
+                {"cost_f", problem.cost_f},
+                {"cost_b", problem.cost_b},
+                {"cost_w", problem.cost_w},
+                {"cost_comm", problem.cost_comm},
+                {"weight_memory_fraction", problem.weight_memory_fraction},
+                {"schedules", std::move(list)}};
+    return out.dump(2) + "\n";
+  }
+  if (format == "csv") {
+    std::string text;
+    for (const auto& row : rows) {
+      std::vector<std::string> fields;
+      for (const std::string& f : row) fields.push_back(CsvField(f));
+      absl::StrAppend(&text, absl::StrJoin(fields, ","), "\n");
+    }
+    return text;
+  }
+  return FormatTable(rows);
+}
+
+}  // namespace zbpp::sched::cli

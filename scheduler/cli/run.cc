@@ -1,0 +1,119 @@
+#include "scheduler/cli/run.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::sched::cli {
+
+absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
+  ProblemFlags out;
+  auto non_negative = [](double x) { return x >= 0; };
+  auto positive = [](double x) { return x > 0; };
+  auto fraction = [](double x) { return x >= 0 && x <= 1; };
+  for (auto [name, field] : {std::pair{"stages", &out.stages},
+                             std::pair{"microbatches", &out.microbatches}}) {
+    absl::StatusOr<int> value = IntFlag(flags, name, 1);
+    if (!value.ok()) return value.status();
+    *field = *value;
+  }
+  for (auto [name, field] : {std::pair{"cost-f", &out.cost_f},
+                             std::pair{"cost-b", &out.cost_b},
+                             std::pair{"cost-w", &out.cost_w},
+                             std::pair{"cost-comm", &out.cost_comm}}) {
+    absl::StatusOr<double> value =
+        NumberFlag(flags, name, *field, non_negative, ">= 0");
+    if (!value.ok()) return value.status();
+    *field = *value;
+  }
+  absl::StatusOr<double> fraction_value =
+      NumberFlag(flags, "weight-memory-fraction", 0.5, fraction, "in [0, 1]");
+  if (!fraction_value.ok()) return fraction_value.status();
+  out.weight_memory_fraction = *fraction_value;
+  if (flags.count("mem-limit")) {
+    absl::StatusOr<double> limit =
+        NumberFlag(flags, "mem-limit", 0, positive, "> 0");
+    if (!limit.ok()) return limit.status();
+    out.mem_limit_m_b = *limit;
+  }
+  if (flags.count("chunks")) {
+    absl::StatusOr<int> chunks = IntFlag(flags, "chunks", 1);
+    if (!chunks.ok()) return chunks.status();
+    out.chunks = *chunks;
+  }
+  return out;
+}
+
+int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags) {
+  return flags.chunks && !traits.chunks_fixed ? *flags.chunks
+                                              : traits.default_chunks;
+}
+
+absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
+                                    const ProblemFlags& flags,
+                                    bool strict_chunks) {
+  if (strict_chunks && flags.chunks && traits.chunks_fixed &&
+      *flags.chunks != traits.default_chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--chunks: ", traits.name, " runs with exactly ",
+        traits.default_chunks, " chunk(s) per worker, got ", *flags.chunks));
+  }
+  const int chunks = ChunksFor(traits, flags);
+  // A stage's costs and M_B (one byte-unit) are split evenly over the chunks
+  // that the worker holds, so that totals per worker match the flags.
+  StageCost cost;
+  cost.f_seconds = flags.cost_f / chunks;
+  cost.b_seconds = flags.cost_b / chunks;
+  cost.w_seconds = flags.cost_w / chunks;
+  cost.m_b_bytes = 1.0 / chunks;
+  cost.m_w_bytes = flags.weight_memory_fraction / chunks;
+  Outcome out;
+  out.traits = traits;
+  out.problem = Problem::Uniform(flags.stages, chunks, flags.microbatches,
+                                 cost, flags.cost_comm);
+  if (flags.mem_limit_m_b) {
+    out.problem.memory_limit_bytes =
+        MbUnitBytes(out.problem, traits.placement);
+    for (double& bytes : out.problem.memory_limit_bytes) {
+      bytes *= *flags.mem_limit_m_b;
+    }
+    out.mem_limit_m_b = flags.mem_limit_m_b;
+  } else {
+    const double own = traits.default_limit_m_b(flags.stages, flags.microbatches);
+    if (std::isfinite(own)) out.mem_limit_m_b = own;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Schedule> schedule = Generate(traits.name, out.problem);
+  out.solve_seconds = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  if (!schedule.ok()) return schedule.status();
+  out.schedule = *std::move(schedule);
+  absl::StatusOr<SimulationResult> sim = Simulate(out.problem, out.schedule);
+  if (!sim.ok()) {
+    // A generated schedule that does not simulate is a generator bug, not a
+    // user error: keep it out of exit code 2.
+    return absl::InternalError(absl::StrCat(
+        traits.name, " produced a schedule that does not simulate: ",
+        sim.status().message()));
+  }
+  out.sim = *std::move(sim);
+  return out;
+}
+
+absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags) {
+  absl::StatusOr<ProblemFlags> problem = ParseProblemFlags(flags);
+  if (!problem.ok()) return problem.status();
+  absl::StatusOr<ScheduleTraits> traits = FindSchedule(flags.at("schedule"));
+  if (!traits.ok()) {
+    // FindSchedule says NotFound; to the user it is a bad flag value.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--schedule: ", traits.status().message()));
+  }
+  return RunSchedule(*traits, *problem, /*strict_chunks=*/true);
+}
+
+}  // namespace zbpp::sched::cli

@@ -1,0 +1,68 @@
+// One zbpp-sched run: problem flags -> Problem -> Generate -> Simulate.
+
+#ifndef ZBPP_SCHEDULER_CLI_RUN_H_
+#define ZBPP_SCHEDULER_CLI_RUN_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "scheduler/cli/flags.h"
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched::cli {
+
+/// The problem as the flags give it: costs per pipeline stage (per worker),
+/// before they are split over the chunks a schedule puts on each worker.
+struct ProblemFlags {
+  int stages = 1;        ///< --stages: p, pipeline stages (workers), >= 1.
+  int microbatches = 1;  ///< --microbatches: m, per step, >= 1.
+  /// --cost-f/-b/-w/-comm: seconds of F, B (input gradient) and W (weight
+  /// gradient) per stage, and seconds per point-to-point hop; all >= 0.
+  double cost_f = 1, cost_b = 1, cost_w = 1, cost_comm = 0;
+  /// --mem-limit: activation limit per worker in units of M_B (> 0); none =
+  /// the schedule's own.
+  std::optional<double> mem_limit_m_b;
+  double weight_memory_fraction = 0.5;  ///< --weight-memory-fraction: M_W / M_B in [0, 1].
+  std::optional<int> chunks;            ///< --chunks: v per worker; none = the schedule's.
+};
+
+/// Reads the problem flags in `flags`, with the defaults above where one is
+/// absent. Errors: InvalidArgument naming the first flag out of its range.
+absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags);
+
+/// Everything one schedule run produced.
+struct Outcome {
+  ScheduleTraits traits;                ///< The schedule that ran.
+  Problem problem;                      ///< Per-chunk costs, as generated for.
+  Schedule schedule;                    ///< What Generate returned.
+  SimulationResult sim;                 ///< Simulate(problem, schedule).
+  std::optional<double> mem_limit_m_b;  ///< The limit in force in M_B; none = no limit.
+  double solve_seconds = 0;             ///< Wall time of Generate, seconds.
+};
+
+/// Chunks per worker that `traits` runs with under `flags`: --chunks where
+/// the schedule accepts any, else its own.
+int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags);
+
+/// Builds the problem `traits` needs from per-stage flags (costs, M_B and
+/// M_W split evenly over the chunks), generates and simulates it, timing
+/// Generate. `strict_chunks`: --chunks that a fixed-chunk schedule cannot use
+/// is an error (simulate, show) rather than ignored (compare).
+/// Errors: InvalidArgument for such --chunks; Generate's errors as they are;
+/// Internal when the generated schedule does not simulate (a generator bug).
+absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
+                                    const ProblemFlags& flags,
+                                    bool strict_chunks);
+
+/// Parses the problem flags and --schedule (which `flags` must hold) and runs
+/// that one schedule with strict chunks, as simulate and show do.
+/// Errors: those of ParseProblemFlags and RunSchedule; InvalidArgument
+/// listing the known names for an unknown --schedule.
+absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
+
+}  // namespace zbpp::sched::cli
+
+#endif  // ZBPP_SCHEDULER_CLI_RUN_H_

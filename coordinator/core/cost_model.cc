@@ -1,0 +1,187 @@
+#include "coordinator/core/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+absl::Status CheckSeconds(double seconds, const std::string& what) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a finite number >= 0, got ", seconds));
+  }
+  return absl::OkStatus();
+}
+
+// Appends `value`, dropping the oldest entries beyond `window`.
+template <typename T>
+void PushToWindow(std::deque<T>& samples, T value, int window) {
+  samples.push_back(std::move(value));
+  while (static_cast<int>(samples.size()) > window) samples.pop_front();
+}
+
+}  // namespace
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
+    absl::Span<const MeasuredPass> passes, const sched::Problem& base) {
+  struct Sums {
+    double f = 0, b = 0, w = 0, bw = 0;
+    int nf = 0, nb = 0, nw = 0, nbw = 0;
+  };
+  std::map<int, Sums> per_stage;
+  for (const MeasuredPass& pass : passes) {
+    if (pass.stage < 0 || pass.stage >= base.num_stages()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("measured pass of stage ", pass.stage, " outside [0, ",
+                       base.num_stages(), ")"));
+    }
+    if (absl::Status st = CheckSeconds(
+            pass.seconds, absl::StrCat("stage ", pass.stage, " pass time"));
+        !st.ok()) {
+      return st;
+    }
+    Sums& sums = per_stage[pass.stage];
+    switch (pass.kind) {
+      case sched::PassKind::kF:
+        sums.f += pass.seconds, ++sums.nf;
+        break;
+      case sched::PassKind::kB:
+        sums.b += pass.seconds, ++sums.nb;
+        break;
+      case sched::PassKind::kW:
+        sums.w += pass.seconds, ++sums.nw;
+        break;
+      case sched::PassKind::kBW:
+        sums.bw += pass.seconds, ++sums.nbw;
+        break;
+    }
+  }
+  std::vector<StageTiming> timings;
+  for (const auto& [stage, sums] : per_stage) {
+    if (sums.nf == 0) continue;
+    StageTiming timing{stage, sums.f / sums.nf, 0, 0};
+    if (sums.nb > 0 && sums.nw > 0) {
+      timing.b_seconds = sums.b / sums.nb;
+      timing.w_seconds = sums.w / sums.nw;
+    } else if (sums.nbw > 0) {
+      const sched::StageCost& prior = base.stages[stage];
+      const double total = prior.b_seconds + prior.w_seconds;
+      const double b_share = total > 0 ? prior.b_seconds / total : 0.5;
+      const double bw = sums.bw / sums.nbw;
+      timing.b_seconds = bw * b_share;
+      timing.w_seconds = bw - timing.b_seconds;
+    } else {
+      continue;  // An incomplete stage would bias the medians.
+    }
+    timings.push_back(timing);
+  }
+  return timings;
+}
+
+absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(Options options) {
+  if (options.num_stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CostModel num_stages must be >= 1, got ", options.num_stages));
+  }
+  if (options.window_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CostModel window_steps must be >= 1, got ", options.window_steps));
+  }
+  return std::unique_ptr<CostModel>(new CostModel(options));
+}
+
+CostModel::CostModel(Options options)
+    : options_(options),
+      stage_samples_(options.num_stages),
+      hop_samples_(std::max(0, options.num_stages - 1)) {}
+
+absl::Status CostModel::AddStageTiming(const StageTiming& timing) {
+  if (timing.stage < 0 || timing.stage >= options_.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stage ", timing.stage, " outside [0, ", options_.num_stages, ")"));
+  }
+  const std::string at = absl::StrCat("stage ", timing.stage, " ");
+  for (auto [value, name] : {std::pair{timing.f_seconds, "f_seconds"},
+                             std::pair{timing.b_seconds, "b_seconds"},
+                             std::pair{timing.w_seconds, "w_seconds"}}) {
+    if (absl::Status st = CheckSeconds(value, at + name); !st.ok()) return st;
+  }
+  absl::MutexLock lock(&mu_);
+  PushToWindow(stage_samples_[timing.stage], timing, options_.window_steps);
+  return absl::OkStatus();
+}
+
+absl::Status CostModel::AddHopTiming(const HopTiming& timing) {
+  if (timing.hop < 0 || timing.hop >= options_.num_stages - 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hop ", timing.hop, " outside [0, ", options_.num_stages - 1, ")"));
+  }
+  if (absl::Status st = CheckSeconds(
+          timing.seconds, absl::StrCat("hop ", timing.hop, " seconds"));
+      !st.ok()) {
+    return st;
+  }
+  absl::MutexLock lock(&mu_);
+  PushToWindow(hop_samples_[timing.hop], timing.seconds, options_.window_steps);
+  return absl::OkStatus();
+}
+
+int CostModel::SampleCount(int stage) const {
+  if (stage < 0 || stage >= options_.num_stages) return 0;
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(stage_samples_[stage].size());
+}
+
+absl::StatusOr<sched::Problem> CostModel::ToProblem(
+    const sched::Problem& base) const {
+  if (static_cast<int>(base.stages.size()) != options_.num_stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("base problem has ", base.stages.size(),
+                     " stages; the cost model measures ", options_.num_stages));
+  }
+  sched::Problem measured = base;
+  absl::MutexLock lock(&mu_);
+  for (int s = 0; s < options_.num_stages; ++s) {
+    const std::deque<StageTiming>& window = stage_samples_[s];
+    if (window.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no timing reported yet for stage ", s, " of ", options_.num_stages));
+    }
+    std::vector<double> f, b, w;
+    for (const StageTiming& sample : window) {
+      f.push_back(sample.f_seconds);
+      b.push_back(sample.b_seconds);
+      w.push_back(sample.w_seconds);
+    }
+    measured.stages[s].f_seconds = Median(std::move(f));
+    measured.stages[s].b_seconds = Median(std::move(b));
+    measured.stages[s].w_seconds = Median(std::move(w));
+  }
+  double hop_sum = 0;
+  int hops = 0;
+  for (const std::deque<double>& window : hop_samples_) {
+    if (window.empty()) continue;
+    hop_sum += Median(std::vector<double>(window.begin(), window.end()));
+    ++hops;
+  }
+  if (hops > 0) measured.comm_seconds = hop_sum / hops;
+  return measured;
+}
+
+}  // namespace zbpp::coordinator

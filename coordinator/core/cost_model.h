@@ -1,0 +1,112 @@
+#ifndef ZBPP_COORDINATOR_CORE_COST_MODEL_H_
+#define ZBPP_COORDINATOR_CORE_COST_MODEL_H_
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+
+namespace zbpp::coordinator {
+
+/// Measured pass times of one virtual stage in one step, each averaged over
+/// that step's microbatches (see `AverageStepPasses`).
+struct StageTiming {
+  int stage = 0;         ///< Virtual stage, in model order.
+  double f_seconds = 0;  ///< Mean F pass, seconds.
+  double b_seconds = 0;  ///< Mean B (input-gradient) pass, seconds.
+  double w_seconds = 0;  ///< Mean W (weight-gradient) pass, seconds.
+};
+
+/// Measured latency of one hop in one step: hop h carries activations from
+/// virtual stage h to h+1 (and gradients back), h in [0, stages - 1). Only
+/// hops that cross workers are reported: a hand-off between two chunks on
+/// one worker is free and has no latency to measure.
+struct HopTiming {
+  int hop = 0;
+  double seconds = 0;  ///< Mean one-way transfer, seconds.
+};
+
+/// One pass as a worker measured it (from ReportStep's per-action start and
+/// end).
+struct MeasuredPass {
+  sched::PassKind kind = sched::PassKind::kF;
+  int stage = 0;       ///< Virtual stage.
+  double seconds = 0;  ///< end - start.
+};
+
+/// Averages one step's passes into one StageTiming per virtual stage that
+/// has an F, a B and a W (or a BW) measured, sorted by stage. A fused BW
+/// (1F1B, GPipe) is split between B and W in the proportion
+/// `base.stages[s].b_seconds : w_seconds` (the only information there is
+/// about the split). InvalidArgument for a stage outside `base`, a negative
+/// or non-finite time.
+absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
+    absl::Span<const MeasuredPass> passes, const sched::Problem& base);
+
+/// Measured cost model of one job: for every virtual stage the last
+/// `window_steps` samples of F/B/W seconds and for every hop the last
+/// `window_steps` latencies, summarised by their medians so that one slow
+/// step (a GC pause, a page fault) does not move the schedule (issue 3,
+/// "Cost model and adaptive re-solve").
+///
+/// Thread-safe.
+class CostModel {
+ public:
+  struct Options {
+    /// Virtual stages of the job, workers * chunks. Must be >= 1.
+    int num_stages = 1;
+    /// Samples kept per stage and per hop (a sliding window over the most
+    /// recent steps). Must be >= 1.
+    int window_steps = 8;
+  };
+
+  /// InvalidArgument for num_stages < 1 or window_steps < 1.
+  static absl::StatusOr<std::unique_ptr<CostModel>> Create(Options options);
+
+  /// Adds one step's sample of one stage, dropping the stage's oldest
+  /// sample beyond the window. InvalidArgument for a stage outside
+  /// [0, num_stages) or a time that is negative or not finite (nothing is
+  /// added then).
+  absl::Status AddStageTiming(const StageTiming& timing)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// As AddStageTiming for one hop, h in [0, num_stages - 1).
+  absl::Status AddHopTiming(const HopTiming& timing) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Samples currently in `stage`'s window (0 for a stage out of range).
+  int SampleCount(int stage) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// `base` with every stage's f/b/w_seconds replaced by the medians of its
+  /// window (the mean of the two middle samples for an even count), and
+  /// comm_seconds by the mean of the per-hop medians when any hop has been
+  /// measured (the simulator has one T_comm; the mean keeps the sum over
+  /// the pipeline's hops, which is what the critical path pays). Memory
+  /// fields and limits are kept. InvalidArgument when `base` does not have
+  /// num_stages stages; FailedPrecondition naming the first stage without a
+  /// sample.
+  absl::StatusOr<sched::Problem> ToProblem(const sched::Problem& base) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  explicit CostModel(Options options);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::vector<std::deque<StageTiming>> stage_samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
+};
+
+/// Median of `values` (mean of the two middle ones for an even count); 0
+/// for none. Exposed for tests and metrics.
+double Median(std::vector<double> values);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_COST_MODEL_H_

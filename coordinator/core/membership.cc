@@ -1,0 +1,183 @@
+#include "coordinator/core/membership.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::coordinator {
+
+std::string WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kRegistered:
+      return "REGISTERED";
+    case WorkerState::kAssigned:
+      return "ASSIGNED";
+    case WorkerState::kLost:
+      return "LOST";
+  }
+  return absl::StrCat("WorkerState(", static_cast<int>(state), ")");
+}
+
+absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
+    Options options) {
+  if (options.clock == nullptr) {
+    return absl::InvalidArgumentError("Membership::Options.clock is null");
+  }
+  if (!std::isfinite(options.heartbeat_timeout_seconds) ||
+      options.heartbeat_timeout_seconds <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat_timeout_seconds must be > 0, got ",
+                     options.heartbeat_timeout_seconds));
+  }
+  return std::unique_ptr<Membership>(new Membership(options));
+}
+
+absl::StatusOr<Registration> Membership::Register(const WorkerInfo& info) {
+  if (info.address.empty()) {
+    return absl::InvalidArgumentError("worker address must not be empty");
+  }
+  if (info.memory_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker memory_bytes must be >= 0, got ", info.memory_bytes));
+  }
+  const absl::Time now = options_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  Registration registration;
+  // One live worker per address: a process that restarts faster than its
+  // lease expires must not leave a ghost holding a pipeline rank.
+  for (auto& [seq, record] : workers_) {
+    if (IsLive(record) && record.info.address == info.address) {
+      record.state = WorkerState::kLost;
+      registration.superseded = record;
+    }
+  }
+  const int64_t seq = next_seq_++;
+  WorkerRecord record;
+  record.id = absl::StrCat("worker-", seq);
+  record.info = info;
+  record.registered_at = now;
+  record.last_heartbeat = now;
+  registration.worker_id = record.id;
+  seq_of_id_[record.id] = seq;
+  workers_.emplace(seq, std::move(record));
+  return registration;
+}
+
+absl::Status Membership::Heartbeat(const std::string& worker_id) {
+  const absl::Time now = options_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  auto it = seq_of_id_.find(worker_id);
+  if (it == seq_of_id_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+  }
+  WorkerRecord& record = workers_.at(it->second);
+  if (!IsLive(record)) {
+    return absl::NotFoundError(
+        absl::StrCat("worker ", worker_id,
+                     " is lost (lease expired or superseded); register again"));
+  }
+  record.last_heartbeat = now;
+  return absl::OkStatus();
+}
+
+std::vector<WorkerRecord> Membership::ExpireLeases() {
+  const absl::Time deadline =
+      options_.clock->Now() - absl::Seconds(options_.heartbeat_timeout_seconds);
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerRecord> lost;
+  for (auto& [seq, record] : workers_) {
+    if (IsLive(record) && record.last_heartbeat < deadline) {
+      record.state = WorkerState::kLost;
+      lost.push_back(record);
+    }
+  }
+  return lost;
+}
+
+absl::StatusOr<WorkerRecord> Membership::Get(
+    const std::string& worker_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = seq_of_id_.find(worker_id);
+  if (it == seq_of_id_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+  }
+  return workers_.at(it->second);
+}
+
+std::vector<WorkerRecord> Membership::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerRecord> all;
+  for (const auto& [seq, record] : workers_) all.push_back(record);
+  return all;
+}
+
+std::vector<WorkerRecord> Membership::List(WorkerState state) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerRecord> matching;
+  for (const auto& [seq, record] : workers_) {
+    if (record.state == state) matching.push_back(record);
+  }
+  return matching;
+}
+
+int Membership::Count(WorkerState state) const {
+  absl::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [seq, record] : workers_) count += record.state == state;
+  return count;
+}
+
+absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
+                                              int stages) {
+  if (job_id.empty()) {
+    return absl::InvalidArgumentError("job id must not be empty");
+  }
+  if (stages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", job_id, ": stages must be >= 1, got ", stages));
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerRecord*> chosen;
+  for (auto& [seq, record] : workers_) {
+    if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " already holds workers (", record.id,
+                       " has rank ", record.rank, "); release them first"));
+    }
+    if (record.state == WorkerState::kRegistered &&
+        static_cast<int>(chosen.size()) < stages) {
+      chosen.push_back(&record);
+    }
+  }
+  if (static_cast<int>(chosen.size()) < stages) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", job_id, " needs ", stages, " workers; ",
+                     chosen.size(), " registered and free"));
+  }
+  Assignment assignment;
+  assignment.job_id = job_id;
+  for (int rank = 0; rank < stages; ++rank) {
+    chosen[rank]->state = WorkerState::kAssigned;
+    chosen[rank]->job_id = job_id;
+    chosen[rank]->rank = rank;
+    assignment.worker_ids.push_back(chosen[rank]->id);
+  }
+  return assignment;
+}
+
+int Membership::Release(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  int released = 0;
+  for (auto& [seq, record] : workers_) {
+    if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
+      record.state = WorkerState::kRegistered;
+      record.job_id.clear();
+      record.rank = -1;
+      ++released;
+    }
+  }
+  return released;
+}
+
+}  // namespace zbpp::coordinator

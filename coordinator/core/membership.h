@@ -1,0 +1,148 @@
+#ifndef ZBPP_COORDINATOR_CORE_MEMBERSHIP_H_
+#define ZBPP_COORDINATOR_CORE_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace zbpp::coordinator {
+
+/// What a worker says about itself when it registers.
+struct WorkerInfo {
+  std::string address;       ///< "host:port" the worker serves on; unique
+                             ///< among live workers.
+  std::string host;          ///< Node name (pods of one node share NVLink).
+  std::string device_kind;   ///< e.g. "cpu", "cuda:NVIDIA H100".
+  int64_t memory_bytes = 0;  ///< Device memory available for the job.
+};
+
+/// Where a worker is in its life at the coordinator.
+enum class WorkerState {
+  kRegistered,  ///< Live and free.
+  kAssigned,    ///< Live and holding a pipeline rank of a job.
+  kLost,        ///< Missed its heartbeats (or superseded); never comes back
+                ///< under this id.
+};
+
+/// Upper-case name for the API, the store and metric labels: "REGISTERED",
+/// "ASSIGNED", "LOST".
+std::string WorkerStateName(WorkerState state);
+
+/// One worker as the coordinator sees it. Plain value (a copy).
+struct WorkerRecord {
+  std::string id;  ///< "worker-<n>", n = registration order from 1.
+  WorkerInfo info;
+  WorkerState state = WorkerState::kRegistered;
+  absl::Time registered_at;
+  absl::Time last_heartbeat;
+  /// The job and pipeline rank while ASSIGNED; kept when the worker is LOST
+  /// so that the caller knows which job to recover. Empty / -1 otherwise.
+  std::string job_id;
+  int rank = -1;
+};
+
+/// Result of `Membership::Register`.
+struct Registration {
+  std::string worker_id;  ///< The new worker's id.
+  /// A live worker that had the same address (a restarted process) and is
+  /// now LOST; its job, if any, needs recovery.
+  std::optional<WorkerRecord> superseded;
+};
+
+/// Workers chosen for one job: `worker_ids[r]` runs pipeline rank r.
+struct Assignment {
+  std::string job_id;
+  std::vector<std::string> worker_ids;
+};
+
+/// Worker membership with leases (issue 3, "Core"): a worker registers,
+/// renews its lease by heartbeating, and is LOST when its last heartbeat is
+/// older than `heartbeat_timeout_seconds`. Jobs take free workers in
+/// registration order, so assignments are deterministic.
+///
+/// Thread-safe: every method may be called from any gRPC thread.
+class Membership {
+ public:
+  struct Options {
+    // --- Time ---
+    /// Source of time; not owned, must outlive the Membership. Tests pass a
+    /// FakeClock.
+    Clock* clock = RealClock();
+    // --- Leases ---
+    /// A worker whose last heartbeat is more than this many seconds old is
+    /// lost at the next `ExpireLeases`. Must be > 0.
+    double heartbeat_timeout_seconds = 10.0;
+  };
+
+  /// InvalidArgument for a null clock or a timeout that is not > 0.
+  static absl::StatusOr<std::unique_ptr<Membership>> Create(Options options);
+
+  /// Adds a worker (REGISTERED, lease starting now). A live worker with the
+  /// same address is taken to be the same process restarted: it becomes
+  /// LOST and is returned in `superseded`. InvalidArgument for an empty
+  /// address or negative memory.
+  absl::StatusOr<Registration> Register(const WorkerInfo& info)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Renews the lease of `worker_id`. NotFound for an unknown id and for a
+  /// LOST worker (it must register again: its job has moved on).
+  absl::Status Heartbeat(const std::string& worker_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Marks LOST every live worker whose last heartbeat is more than
+  /// `heartbeat_timeout_seconds` old and returns them (as they are now,
+  /// with their job and rank), in registration order. Call periodically.
+  std::vector<WorkerRecord> ExpireLeases() ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// The worker `worker_id`; NotFound otherwise.
+  absl::StatusOr<WorkerRecord> Get(const std::string& worker_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Every worker ever registered, in registration order.
+  std::vector<WorkerRecord> List() const ABSL_LOCKS_EXCLUDED(mu_);
+  /// The workers in `state`, in registration order.
+  std::vector<WorkerRecord> List(WorkerState state) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// Number of workers in `state` (for the workers-by-state gauge).
+  int Count(WorkerState state) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Gives `job_id` the first `stages` REGISTERED workers in registration
+  /// order; the i-th becomes pipeline rank i and ASSIGNED. InvalidArgument
+  /// for stages < 1 or an empty job id; FailedPrecondition when the job
+  /// already holds workers; ResourceExhausted saying how many are needed
+  /// and free when there are too few (nothing changes then).
+  absl::StatusOr<Assignment> Assign(const std::string& job_id, int stages)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Returns the live workers of `job_id` to REGISTERED (job ended, or
+  /// recovery re-assigns). Returns how many were released (0 is fine).
+  int Release(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  explicit Membership(Options options) : options_(options) {}
+  bool IsLive(const WorkerRecord& record) const {
+    return record.state != WorkerState::kLost;
+  }
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  /// Keyed by registration sequence number, so iteration is in
+  /// registration order.
+  std::map<int64_t, WorkerRecord> workers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> seq_of_id_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_MEMBERSHIP_H_

@@ -1,0 +1,110 @@
+#include "coordinator/core/resolve_policy.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+// The job spec's "auto" is the registry's automatic solver.
+std::string RegistryName(std::string_view policy) {
+  return policy == "auto" ? std::string("zb-auto") : std::string(policy);
+}
+
+std::string Seconds(double seconds) {
+  return absl::StrFormat("%.6g s", seconds);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ResolvePolicy>> ResolvePolicy::Create(
+    Options options) {
+  if (options.clock == nullptr) {
+    return absl::InvalidArgumentError("ResolvePolicy::Options.clock is null");
+  }
+  if (!(options.min_improvement_fraction >= 0 &&
+        options.min_improvement_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_improvement_fraction must be in [0, 1), got ",
+                     options.min_improvement_fraction));
+  }
+  return std::unique_ptr<ResolvePolicy>(new ResolvePolicy(options));
+}
+
+absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
+    std::string_view policy, const sched::Schedule& current,
+    int64_t current_version, const sched::Problem& measured) const {
+  const std::string name = RegistryName(policy);
+  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(name);
+  if (!traits.ok()) return traits.status();
+  absl::StatusOr<sched::SimulationResult> old_sim =
+      sched::Simulate(measured, current);
+  if (!old_sim.ok()) return old_sim.status();
+
+  ResolveDecision decision;
+  decision.policy = std::string(policy);
+  decision.current_version = current_version;
+  decision.old_predicted = Summarize(*old_sim);
+  decision.new_predicted = decision.old_predicted;
+  decision.old_makespan_seconds = old_sim->makespan_seconds;
+  decision.new_makespan_seconds = old_sim->makespan_seconds;
+
+  if (!traits->limit_is_input) {
+    decision.reason = absl::StrCat(
+        "fixed schedule ", name,
+        " does not depend on costs; predicted makespan ",
+        Seconds(decision.old_makespan_seconds), " under the measured costs");
+    return decision;
+  }
+
+  const absl::Time start = options_.clock->Now();
+  absl::StatusOr<sched::Schedule> candidate = sched::Generate(name, measured);
+  decision.solve_seconds = absl::ToDoubleSeconds(options_.clock->Now() - start);
+  if (!candidate.ok()) {
+    // The job can go on with what it has; the log says why nothing changed.
+    decision.reason =
+        absl::StrCat("re-solve failed, keeping version ", current_version, ": ",
+                     candidate.status().ToString());
+    return decision;
+  }
+  if (candidate->worker_of_stage != current.worker_of_stage) {
+    decision.reason = absl::StrCat(
+        "candidate ", name,
+        " places virtual stages on other workers; keeping version ",
+        current_version);
+    return decision;
+  }
+  absl::StatusOr<sched::SimulationResult> new_sim =
+      sched::Simulate(measured, *candidate);
+  if (!new_sim.ok()) {
+    decision.reason =
+        absl::StrCat("candidate does not simulate, keeping version ",
+                     current_version, ": ", new_sim.status().ToString());
+    return decision;
+  }
+  decision.new_predicted = Summarize(*new_sim);
+  decision.new_makespan_seconds = new_sim->makespan_seconds;
+  decision.improvement_fraction =
+      decision.old_makespan_seconds > 0
+          ? (decision.old_makespan_seconds - decision.new_makespan_seconds) /
+                decision.old_makespan_seconds
+          : 0;
+  decision.publish =
+      decision.improvement_fraction > options_.min_improvement_fraction;
+  decision.reason = absl::StrFormat(
+      "predicted makespan %s -> %s (%.3g%% shorter, threshold %.3g%%): %s",
+      Seconds(decision.old_makespan_seconds),
+      Seconds(decision.new_makespan_seconds),
+      100 * decision.improvement_fraction,
+      100 * options_.min_improvement_fraction,
+      decision.publish ? "publish" : "keep");
+  decision.candidate = *std::move(candidate);
+  return decision;
+}
+
+}  // namespace zbpp::coordinator

@@ -1,0 +1,166 @@
+#include "coordinator/core/cost_model.h"
+
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using sched::PassKind;
+using ::testing::HasSubstr;
+
+std::unique_ptr<CostModel> MustCreate(int stages, int window) {
+  absl::StatusOr<std::unique_ptr<CostModel>> model =
+      CostModel::Create({.num_stages = stages, .window_steps = window});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+sched::Problem Base(int stages) {
+  return sched::Problem::Uniform(stages, 1, 8, sched::StageCost{}, 0.25);
+}
+
+TEST(Median, OddEvenAndEmpty) {
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(Median({7}), 7);
+  EXPECT_DOUBLE_EQ(Median({}), 0);
+}
+
+TEST(CostModel, BadOptionsAreRefused) {
+  EXPECT_EQ(CostModel::Create({.num_stages = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CostModel::Create({.num_stages = 2, .window_steps = 0}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CostModel, MedianIgnoresOneOutlierThatTheMeanWouldNot) {
+  std::unique_ptr<CostModel> model = MustCreate(1, 8);
+  const std::vector<double> f = {1.0, 1.1, 0.9, 100.0, 1.0, 1.05, 0.95};
+  for (double seconds : f) {
+    ASSERT_TRUE(model->AddStageTiming({0, seconds, 2 * seconds, 0.5}).ok());
+  }
+  absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(1));
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const double mean = std::accumulate(f.begin(), f.end(), 0.0) / f.size();
+  EXPECT_DOUBLE_EQ(problem->stages[0].f_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(problem->stages[0].b_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(problem->stages[0].w_seconds, 0.5);
+  EXPECT_GT(mean, 10 * problem->stages[0].f_seconds);
+}
+
+TEST(CostModel, WindowSlidesOverTheLastSteps) {
+  std::unique_ptr<CostModel> model = MustCreate(2, 3);
+  for (double seconds : {1.0, 1.0, 1.0}) {
+    ASSERT_TRUE(model->AddStageTiming({0, seconds, seconds, seconds}).ok());
+    ASSERT_TRUE(model->AddStageTiming({1, 2, 2, 2}).ok());
+  }
+  // Stage 0 slows down: one slow step is an outlier, two are the new median,
+  // three fill the window.
+  std::vector<double> expected = {1.0, 3.0, 3.0};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(model->AddStageTiming({0, 3, 3, 3}).ok());
+    absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(2));
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    EXPECT_DOUBLE_EQ(problem->stages[0].f_seconds, expected[i]) << i;
+    EXPECT_DOUBLE_EQ(problem->stages[1].f_seconds, 2.0);
+  }
+  EXPECT_EQ(model->SampleCount(0), 3);
+  // Back to fast: the slow samples leave the window after two steps.
+  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->stages[0].f_seconds, 3.0);
+  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->stages[0].f_seconds, 1.0);
+}
+
+TEST(CostModel, ToProblemNeedsEveryStageAndTheRightShape) {
+  std::unique_ptr<CostModel> model = MustCreate(3, 4);
+  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddStageTiming({2, 1, 1, 1}).ok());
+  absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(3));
+  EXPECT_EQ(problem.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(problem.status().message()),
+              HasSubstr("no timing reported yet for stage 1 of 3"));
+  ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1}).ok());
+  EXPECT_TRUE(model->ToProblem(Base(3)).ok());
+  EXPECT_EQ(model->ToProblem(Base(2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CostModel, KeepsMemoryAndAveragesHopMedians) {
+  std::unique_ptr<CostModel> model = MustCreate(3, 4);
+  for (int s = 0; s < 3; ++s)
+    ASSERT_TRUE(model->AddStageTiming({s, 1, 1, 1}).ok());
+  sched::Problem base = Base(3);
+  base.stages[1].m_b_bytes = 7;
+  base.memory_limit_bytes = {10, 11, 12};
+  // No hop measured: the base's T_comm stays.
+  EXPECT_DOUBLE_EQ(model->ToProblem(base)->comm_seconds, 0.25);
+  for (double seconds : {0.1, 0.1, 5.0}) {
+    ASSERT_TRUE(model->AddHopTiming({0, seconds}).ok());
+  }
+  ASSERT_TRUE(model->AddHopTiming({1, 0.3}).ok());
+  absl::StatusOr<sched::Problem> problem = model->ToProblem(base);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_DOUBLE_EQ(problem->comm_seconds, (0.1 + 0.3) / 2);
+  EXPECT_DOUBLE_EQ(problem->stages[1].m_b_bytes, 7);
+  EXPECT_EQ(problem->memory_limit_bytes, base.memory_limit_bytes);
+}
+
+TEST(CostModel, BadSamplesAreRefusedAndNotAdded) {
+  std::unique_ptr<CostModel> model = MustCreate(2, 4);
+  EXPECT_EQ(model->AddStageTiming({2, 1, 1, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddStageTiming({-1, 1, 1, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status negative = model->AddStageTiming({0, 1, -1, 1});
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(negative.message()), HasSubstr("stage 0 b_seconds"));
+  EXPECT_EQ(model->AddStageTiming({0, 1, 1, std::nan("")}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SampleCount(0), 0);
+  EXPECT_EQ(model->AddHopTiming({1, 0.1}).code(),
+            absl::StatusCode::kInvalidArgument);  // 2 stages: one hop
+  EXPECT_TRUE(model->AddHopTiming({0, 0.1}).ok());
+}
+
+TEST(AverageStepPasses, AveragesPerStageAndSplitsFusedBackward) {
+  sched::Problem base = Base(3);
+  base.stages[1].b_seconds = 1;
+  base.stages[1].w_seconds = 3;  // prior: W is 3/4 of BW
+  const std::vector<MeasuredPass> passes = {
+      {PassKind::kF, 0, 1.0}, {PassKind::kF, 0, 3.0},
+      {PassKind::kB, 0, 2.0}, {PassKind::kB, 0, 2.0},
+      {PassKind::kW, 0, 0.5}, {PassKind::kW, 0, 1.5},
+      {PassKind::kF, 1, 1.0}, {PassKind::kBW, 1, 8.0},
+      {PassKind::kF, 2, 1.0},  // no backward yet: left out
+  };
+  absl::StatusOr<std::vector<StageTiming>> timings =
+      AverageStepPasses(passes, base);
+  ASSERT_TRUE(timings.ok()) << timings.status();
+  ASSERT_EQ(timings->size(), 2u);
+  EXPECT_EQ((*timings)[0].stage, 0);
+  EXPECT_DOUBLE_EQ((*timings)[0].f_seconds, 2.0);
+  EXPECT_DOUBLE_EQ((*timings)[0].b_seconds, 2.0);
+  EXPECT_DOUBLE_EQ((*timings)[0].w_seconds, 1.0);
+  EXPECT_EQ((*timings)[1].stage, 1);
+  EXPECT_DOUBLE_EQ((*timings)[1].b_seconds, 2.0);
+  EXPECT_DOUBLE_EQ((*timings)[1].w_seconds, 6.0);
+
+  const std::vector<MeasuredPass> bad = {{PassKind::kF, 3, 1.0}};
+  EXPECT_EQ(AverageStepPasses(bad, base).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<MeasuredPass> negative = {{PassKind::kF, 0, -1.0}};
+  EXPECT_EQ(AverageStepPasses(negative, base).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

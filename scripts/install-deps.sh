@@ -9,6 +9,10 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   # libraries
   libabsl-dev nlohmann-json3-dev
+  # RPC: the public API (proto/) and its C++ code generators
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # coordinator: store, job specs in YAML, metrics
+  libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
 )

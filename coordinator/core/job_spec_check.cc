@@ -1,0 +1,451 @@
+#include "coordinator/core/job_spec_check.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "scheduler/registry.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using zbpp::v1::JobSpec;
+
+// The corpora the worker can read from Debian packages (job_spec.proto,
+// DatasetSpec.builtin). All datasets except `synthetic` are byte-level.
+constexpr const char* kBuiltinCorpora[] = {"bible-kjv", "fortunes",
+                                           "jargon-text"};
+constexpr int kByteVocab = 256;
+constexpr size_t kMaxNameBytes = 128;
+
+// Nominal device speed that turns FLOPs into the scheduler's seconds. Only
+// ratios between passes and stages matter until real timings arrive.
+constexpr double kNominalFlopsPerSecond = 1e12;
+// T_W / T_F (see InitialProblem's comment in the header for the source).
+constexpr double kWOverF = 2.0 / 3.0;
+
+// Every error of this file: the field path first, so that a user (and the
+// table-driven test) can tell at a glance what to change.
+template <typename... Args>
+absl::Status Invalid(const std::string& field, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", args...));
+}
+
+absl::Status AtLeast(int64_t value, int64_t min, const std::string& field) {
+  if (value < min) return Invalid(field, "must be >= ", min, ", got ", value);
+  return absl::OkStatus();
+}
+
+absl::Status InRange(int64_t value, int64_t min, int64_t max,
+                     const std::string& field) {
+  if (absl::Status st = AtLeast(value, min, field); !st.ok()) return st;
+  if (value > max) return Invalid(field, "must be <= ", max, ", got ", value);
+  return absl::OkStatus();
+}
+
+// `!(value > 0)` also catches NaN.
+absl::Status Positive(double value, const std::string& field) {
+  if (!(value > 0) || std::isinf(value)) {
+    return Invalid(field, "must be > 0, got ", value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NonNegative(double value, const std::string& field) {
+  if (!(value >= 0) || std::isinf(value)) {
+    return Invalid(field, "must be >= 0, got ", value);
+  }
+  return absl::OkStatus();
+}
+
+// [0, 1): betas and the re-solve threshold.
+absl::Status Fraction(double value, const std::string& field) {
+  if (!(value >= 0 && value < 1)) {
+    return Invalid(field, "must be in [0, 1), got ", value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckModel(const JobSpec& spec) {
+  if (!spec.has_model()) return Invalid("model", "required");
+  const zbpp::v1::ModelSpec& model = spec.model();
+  if (model.architecture() != "gpt") {
+    return model.architecture().empty()
+               ? Invalid("model.architecture", "required; known: gpt")
+               : Invalid("model.architecture", "unknown architecture \"",
+                         model.architecture(), "\"; known: gpt");
+  }
+  for (auto [value, field] : {std::pair{model.layers(), "model.layers"},
+                              std::pair{model.hidden(), "model.hidden"},
+                              std::pair{model.heads(), "model.heads"},
+                              std::pair{model.vocab(), "model.vocab"},
+                              std::pair{model.seq_len(), "model.seq_len"}}) {
+    if (absl::Status st = AtLeast(value, 1, field); !st.ok()) return st;
+  }
+  if (model.hidden() % model.heads() != 0) {
+    return Invalid("model.hidden", model.hidden(),
+                   " is not divisible by model.heads = ", model.heads());
+  }
+  if (model.has_ffn_hidden()) {
+    return AtLeast(model.ffn_hidden(), 1, "model.ffn_hidden");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDataset(const JobSpec& spec) {
+  const zbpp::v1::DatasetSpec& dataset = spec.dataset();
+  switch (dataset.source_case()) {
+    case zbpp::v1::DatasetSpec::SOURCE_NOT_SET:
+      return Invalid("dataset",
+                     "required (one of builtin, text_file, synthetic)");
+    case zbpp::v1::DatasetSpec::kBuiltin: {
+      bool known = false;
+      for (const char* corpus : kBuiltinCorpora) {
+        known = known || dataset.builtin() == corpus;
+      }
+      if (!known) {
+        return Invalid("dataset.builtin", "unknown corpus \"",
+                       dataset.builtin(), "\"; known: ",
+                       absl::StrJoin(kBuiltinCorpora, " "));
+      }
+      break;
+    }
+    case zbpp::v1::DatasetSpec::kTextFile:
+      if (dataset.text_file().empty()) {
+        return Invalid("dataset.text_file", "must not be empty");
+      }
+      break;
+    case zbpp::v1::DatasetSpec::kSynthetic:
+      if (dataset.synthetic().has_sequences()) {
+        return AtLeast(dataset.synthetic().sequences(), 1,
+                       "dataset.synthetic.sequences");
+      }
+      return absl::OkStatus();
+  }
+  // Text is tokenized byte-level: every byte value needs an embedding row.
+  if (spec.model().vocab() < kByteVocab) {
+    return Invalid("model.vocab", "a byte-level dataset needs >= ",
+                   kByteVocab, ", got ", spec.model().vocab());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPipeline(const JobSpec& spec) {
+  if (!spec.has_pipeline()) return Invalid("pipeline", "required");
+  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
+  if (absl::Status st =
+          InRange(pipeline.stages(), 1, kMaxStages, "pipeline.stages");
+      !st.ok()) {
+    return st;
+  }
+  if (pipeline.has_chunks()) {
+    if (absl::Status st = AtLeast(pipeline.chunks(), 1, "pipeline.chunks");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (absl::Status st = InRange(pipeline.microbatches(), 1, kMaxMicrobatches,
+                                "pipeline.microbatches");
+      !st.ok()) {
+    return st;
+  }
+  return AtLeast(pipeline.microbatch_size(), 1, "pipeline.microbatch_size");
+}
+
+// The field that holds the memory limit, for messages; "schedule.name" when
+// none is set (the limit is then the schedule's own).
+std::string LimitField(const zbpp::v1::SchedulePolicy& schedule) {
+  switch (schedule.memory_limit_case()) {
+    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
+      return "schedule.memory_limit_bytes";
+    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
+      return "schedule.memory_limit_m_b";
+    case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET:
+      break;
+  }
+  return "schedule.name";
+}
+
+// Field values of `schedule` alone; how they fit the pipeline is checked
+// with the problem (InitialProblem, CheckRunnable).
+absl::Status CheckSchedulePolicy(const JobSpec& spec) {
+  if (!spec.has_schedule()) return Invalid("schedule", "required");
+  const zbpp::v1::SchedulePolicy& schedule = spec.schedule();
+  const bool is_auto = schedule.name() == kAutoScheduleName;
+  if (!is_auto && !sched::FindSchedule(schedule.name()).ok()) {
+    std::vector<std::string> known = {kAutoScheduleName};
+    for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+      known.push_back(traits.name);
+    }
+    return schedule.name().empty()
+               ? Invalid("schedule.name", "required; known: ",
+                         absl::StrJoin(known, " "))
+               : Invalid("schedule.name", "unknown schedule \"",
+                         schedule.name(), "\"; known: ",
+                         absl::StrJoin(known, " "));
+  }
+  switch (schedule.memory_limit_case()) {
+    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
+      if (schedule.memory_limit_bytes() < 1) {
+        return Invalid("schedule.memory_limit_bytes", "must be >= 1, got 0");
+      }
+      break;
+    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
+      // Below one microbatch no schedule can run even one F pass.
+      if (!std::isfinite(schedule.memory_limit_m_b())) {
+        return Invalid("schedule.memory_limit_m_b",
+                       "must be a finite number >= 1, got ",
+                       schedule.memory_limit_m_b());
+      }
+      if (schedule.memory_limit_m_b() < 1) {
+        return Invalid("schedule.memory_limit_m_b", schedule.memory_limit_m_b(),
+                       " is below one microbatch (1 M_B)");
+      }
+      break;
+    case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET:
+      if (is_auto) {
+        return Invalid("schedule.memory_limit",
+                       "required by schedule \"auto\" (memory_limit_bytes or "
+                       "memory_limit_m_b)");
+      }
+      break;
+  }
+  if (schedule.has_resolve()) {
+    const zbpp::v1::ResolvePolicy& resolve = schedule.resolve();
+    if (resolve.has_min_improvement()) {
+      if (absl::Status st = Fraction(resolve.min_improvement(),
+                                     "schedule.resolve.min_improvement");
+          !st.ok()) {
+        return st;
+      }
+    }
+    if (resolve.has_window_steps()) {
+      return AtLeast(resolve.window_steps(), 1,
+                     "schedule.resolve.window_steps");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOptimizer(const JobSpec& spec) {
+  if (!spec.has_optimizer()) return Invalid("optimizer", "required");
+  const zbpp::v1::OptimizerSpec& opt = spec.optimizer();
+  if (absl::Status st = Positive(opt.learning_rate(), "optimizer.learning_rate");
+      !st.ok()) {
+    return st;
+  }
+  if (opt.has_beta1()) {
+    if (absl::Status st = Fraction(opt.beta1(), "optimizer.beta1"); !st.ok()) {
+      return st;
+    }
+  }
+  if (opt.has_beta2()) {
+    if (absl::Status st = Fraction(opt.beta2(), "optimizer.beta2"); !st.ok()) {
+      return st;
+    }
+  }
+  if (opt.has_epsilon()) {
+    if (absl::Status st = Positive(opt.epsilon(), "optimizer.epsilon");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (opt.has_weight_decay()) {
+    if (absl::Status st =
+            NonNegative(opt.weight_decay(), "optimizer.weight_decay");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (opt.has_max_grad_norm()) {
+    if (absl::Status st =
+            Positive(opt.max_grad_norm(), "optimizer.max_grad_norm");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (opt.has_warmup_steps()) {
+    return AtLeast(opt.warmup_steps(), 0, "optimizer.warmup_steps");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCheckpoint(const JobSpec& spec) {
+  const zbpp::v1::CheckpointSpec& checkpoint = spec.checkpoint();
+  if (absl::Status st =
+          AtLeast(checkpoint.interval_steps(), 0, "checkpoint.interval_steps");
+      !st.ok()) {
+    return st;
+  }
+  if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
+    return Invalid("checkpoint.directory",
+                   "required when checkpoint.interval_steps > 0");
+  }
+  return absl::OkStatus();
+}
+
+// Which field a user changes when the scheduler refuses the problem: the
+// limit for a memory refusal; otherwise the shape the message talks about
+// (ZB-H2's m >= 2p, 1F1B-interleaved's m % p and v >= 2).
+std::string FieldOfRefusal(const JobSpec& spec, const absl::Status& refusal) {
+  if (refusal.code() == absl::StatusCode::kResourceExhausted) {
+    return LimitField(spec.schedule());
+  }
+  if (absl::StrContains(refusal.message(), "microbatches")) {
+    return "pipeline.microbatches";
+  }
+  if (absl::StrContains(refusal.message(), "chunks")) return "pipeline.chunks";
+  return "schedule.name";
+}
+
+// Asks the scheduler whether it can run the job: a named schedule must
+// accept `problem`; "auto" needs one registry schedule that accepts the
+// job's problem under that schedule's chunks and placement.
+absl::Status CheckRunnable(const JobSpec& spec, const sched::Problem& problem) {
+  const std::string& name = spec.schedule().name();
+  if (name != kAutoScheduleName) {
+    absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
+    if (schedule.ok()) return absl::OkStatus();
+    return Invalid(FieldOfRefusal(spec, schedule.status()),
+                   schedule.status().message());
+  }
+  std::vector<std::string> refusals;
+  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+    JobSpec candidate = spec;
+    candidate.mutable_schedule()->set_name(traits.name);
+    if (!spec.pipeline().has_chunks()) {
+      candidate.mutable_pipeline()->set_chunks(traits.default_chunks);
+    }
+    absl::StatusOr<sched::Problem> candidate_problem =
+        InitialProblem(candidate);
+    absl::Status refusal = candidate_problem.status();
+    if (candidate_problem.ok()) {
+      refusal = sched::Generate(traits.name, *candidate_problem).status();
+      if (refusal.ok()) return absl::OkStatus();
+    }
+    refusals.push_back(absl::StrCat(traits.name, ": ", refusal.message()));
+  }
+  return Invalid(LimitField(spec.schedule()),
+                 "schedule \"auto\" found no schedule that runs this job (",
+                 absl::StrJoin(refusals, "; "), ")");
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const JobSpec& spec) {
+  // Proto field order, so that the first broken rule is the one reported.
+  if (spec.name().size() > kMaxNameBytes) {
+    return Invalid("name", "must be at most ", kMaxNameBytes, " bytes, got ",
+                   spec.name().size());
+  }
+  for (absl::Status (*check)(const JobSpec&) :
+       {CheckModel, CheckDataset, CheckPipeline, CheckSchedulePolicy,
+        CheckOptimizer}) {
+    if (absl::Status st = check(spec); !st.ok()) return st;
+  }
+  if (!zbpp::v1::ValidationMode_IsValid(spec.validation())) {
+    return Invalid("validation", "unknown mode ", spec.validation());
+  }
+  if (absl::Status st = AtLeast(spec.steps(), 1, "steps"); !st.ok()) return st;
+  if (absl::Status st = CheckCheckpoint(spec); !st.ok()) return st;
+  // How the fields fit together: chunks, layers, the limit in bytes, and
+  // what the schedule itself accepts.
+  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
+  if (!problem.ok()) return problem.status();
+  return CheckRunnable(spec, *problem);
+}
+
+absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
+  for (absl::Status (*check)(const JobSpec&) :
+       {CheckModel, CheckPipeline, CheckSchedulePolicy}) {
+    if (absl::Status st = check(spec); !st.ok()) return st;
+  }
+  const zbpp::v1::ModelSpec& model = spec.model();
+  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
+  const zbpp::v1::SchedulePolicy& policy = spec.schedule();
+  const bool is_auto = policy.name() == kAutoScheduleName;
+
+  // "auto" plans for the loop placement with one chunk unless told more;
+  // the coordinator plans each V candidate on a copy with chunks = 2.
+  sched::ScheduleTraits traits{"auto", 1, false, sched::Placement::kLoop,
+                               true, nullptr};
+  if (!is_auto) traits = *sched::FindSchedule(policy.name());
+  const int p = pipeline.stages();
+  const int v = pipeline.has_chunks() ? pipeline.chunks()
+                                      : traits.default_chunks;
+  if (traits.chunks_fixed && v != traits.default_chunks) {
+    return Invalid("pipeline.chunks", policy.name(), " needs chunks = ",
+                   traits.default_chunks, ", got ", v);
+  }
+  const int64_t virtual_stages = int64_t{p} * v;
+  if (virtual_stages > kMaxVirtualStages) {
+    return Invalid("pipeline.chunks", "pipeline.stages*chunks = ",
+                   virtual_stages, " virtual stages; at most ",
+                   kMaxVirtualStages);
+  }
+  if (model.layers() % virtual_stages != 0) {
+    return Invalid("model.layers", model.layers(),
+                   " layers do not divide into pipeline.stages*chunks = ",
+                   virtual_stages, " virtual stages");
+  }
+
+  // Paper §2 and Megatron-LM's FLOP count; see the header for the formulas.
+  const double layers = model.layers() / virtual_stages;
+  const double s = model.seq_len();
+  const double b = pipeline.microbatch_size();
+  const double h = model.hidden();
+  const double a = model.heads();
+  const double f = model.has_ffn_hidden() ? model.ffn_hidden() : 4 * h;
+  const double forward_flops =
+      layers * (2 * s * b * (4 * h * h + 2 * h * f) + 4 * s * s * b * h);
+  sched::StageCost cost;
+  cost.f_seconds = forward_flops / kNominalFlopsPerSecond;
+  cost.b_seconds = cost.f_seconds;
+  cost.w_seconds = cost.f_seconds * kWOverF;
+  cost.m_b_bytes = s * b * (34 * h + 5 * a * s) * layers;
+  cost.m_w_bytes = 32 * s * b * h * layers;
+  sched::Problem problem = sched::Problem::Uniform(
+      p, v, pipeline.microbatches(), cost, /*comm_seconds=*/0.0);
+
+  const std::vector<double> unit =
+      sched::MbUnitBytes(problem, traits.placement);
+  switch (policy.memory_limit_case()) {
+    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes: {
+      const double limit = static_cast<double>(policy.memory_limit_bytes());
+      for (int w = 0; w < p; ++w) {
+        if (limit < unit[w]) {
+          return Invalid("schedule.memory_limit_bytes",
+                         policy.memory_limit_bytes(),
+                         " is below one microbatch (1 M_B = ",
+                         std::llround(std::ceil(unit[w])), " bytes on worker ",
+                         w, ")");
+        }
+      }
+      problem.memory_limit_bytes.assign(p, limit);
+      break;
+    }
+    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
+      for (int w = 0; w < p; ++w) {
+        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() *
+                                             unit[w]);
+      }
+      break;
+    case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET: {
+      // "auto" never gets here: CheckSchedulePolicy requires its limit.
+      const double limit_m_b = traits.default_limit_m_b(p, problem.microbatches);
+      if (!std::isinf(limit_m_b)) {
+        for (int w = 0; w < p; ++w) {
+          problem.memory_limit_bytes.push_back(limit_m_b * unit[w]);
+        }
+      }
+      break;
+    }
+  }
+  return problem;
+}
+
+}  // namespace zbpp::coordinator

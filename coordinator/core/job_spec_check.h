@@ -1,0 +1,82 @@
+#ifndef ZBPP_COORDINATOR_CORE_JOB_SPEC_CHECK_H_
+#define ZBPP_COORDINATOR_CORE_JOB_SPEC_CHECK_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "scheduler/problem.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::coordinator {
+
+/// The name of the policy that lets the coordinator pick the schedule
+/// (`schedule.name: auto`); every other name is a scheduler registry name.
+inline constexpr char kAutoScheduleName[] = "auto";
+
+/// Upper bounds on the pipeline's shape. Not in the paper: they keep one
+/// submitted spec from asking the solver (run here and at every re-solve)
+/// for minutes of work. Measured on 2 cores: ZB-V at p = 128, m = 1024
+/// takes about 4 s, at p = 256, m = 4096 about 40 s and 1.5 GB.
+inline constexpr int kMaxStages = 128;         ///< pipeline.stages.
+inline constexpr int kMaxVirtualStages = 512;  ///< stages * chunks.
+inline constexpr int kMaxMicrobatches = 1024;  ///< pipeline.microbatches.
+
+/// Checks every rule of `spec` that a user can break (the comments of
+/// proto/zbpp/v1/job_spec.proto), before anything is stored (issue 3 §2).
+///
+/// Returns OK or InvalidArgument whose message starts with the path of the
+/// offending field, then ": " and the reason, e.g.
+///   "pipeline.microbatches: must be >= 1, got 0"
+///   "model.layers: 10 layers do not divide into pipeline.stages*chunks = 4
+///    virtual stages"
+///   "schedule.name: unknown schedule \"zb-h3\"; known: auto gpipe ..."
+///   "schedule.memory_limit_m_b: 0.5 is below one microbatch (1 M_B)"
+///   "dataset: required"
+/// The first broken rule is reported (fields in proto order).
+///
+/// Whether the schedule can run this shape (ZB-H2's m >= 2p,
+/// 1F1B-interleaved's m % p == 0, a fixed schedule's peak memory above the
+/// limit) is asked of the scheduler itself: the registry's `Generate` runs on
+/// `InitialProblem(spec)` and its refusal is reported under the field the
+/// user can change. For "auto" the spec passes when at least one registry
+/// schedule accepts it. This costs one solver run per candidate (well under
+/// a second at p = 32, m = 128).
+///
+/// Thread-safe (pure).
+absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
+
+/// The scheduling problem of `spec` before anything is measured.
+///
+/// * p = pipeline.stages; v = pipeline.chunks, or when unset the schedule's
+///   `default_chunks` (registry), or 1 for "auto" (to plan a V candidate,
+///   set `pipeline.chunks = 2` on a copy of the spec and call again);
+///   m = pipeline.microbatches.
+/// * Every virtual stage holds L = model.layers / (p*v) transformer blocks
+///   and gets the same costs (embedding and LM head are not counted; the
+///   measured costs replace all of this after the first steps):
+///   - T_F = FLOPs of L blocks' forward / 1e12 seconds (a nominal 1 TFLOP/s
+///     device: only ratios matter to the scheduler), with the forward FLOPs
+///     of one block = 2sb(4h^2 + 2h*f) + 4s^2*b*h (QKV + output projection,
+///     the MLP with inner size f = ffn_hidden or 4h, QK^T and AV; the
+///     causal mask's savings are ignored) — Megatron-LM's 24sbh^2 + 4s^2bh
+///     for f = 4h (Narayanan et al. 2021, §5.1).
+///   - T_B = T_F and T_W = (2/3) T_F: by FLOPs B and W each match F, but the
+///     Zero Bubble paper's profiled Table 5 (scheduler/paper_table5.h) has
+///     T_B/T_F = 0.98 and T_W/T_F between 0.50 and 0.74 (W is a few large
+///     GEMMs with nothing else in it); 2/3 is their middle.
+///   - T_comm = 0 (unknown until measured).
+///   - M_B = s*b*(34h + 5as)*L bytes and M_W = 32*s*b*h*L bytes (the paper's
+///     §2 per-layer activation memory, 16-bit activations).
+/// * memory_limit_bytes, the same for every worker: schedule.memory_limit_bytes
+///   as given; or schedule.memory_limit_m_b times the worker's M_B unit
+///   (`sched::MbUnitBytes`: M_B summed over its virtual stages); or, unset,
+///   the schedule's own `default_limit_m_b(p, m)` in the same units; empty
+///   when that is +infinity (no limit).
+///
+/// Errors: InvalidArgument as ValidateJobSpec would report for the fields it
+/// reads (pipeline, model shape, schedule name, chunks); it does not run the
+/// scheduler. Thread-safe (pure).
+absl::StatusOr<sched::Problem> InitialProblem(const zbpp::v1::JobSpec& spec);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_JOB_SPEC_CHECK_H_

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "scheduler/registry.h"
 
 namespace zbpp::coordinator {
@@ -109,8 +109,8 @@ absl::Status CheckDataset(const JobSpec& spec) {
       }
       if (!known) {
         return Invalid("dataset.builtin", "unknown corpus \"",
-                       dataset.builtin(), "\"; known: ",
-                       absl::StrJoin(kBuiltinCorpora, " "));
+                       dataset.builtin(),
+                       "\"; known: ", absl::StrJoin(kBuiltinCorpora, " "));
       }
       break;
     }
@@ -128,8 +128,8 @@ absl::Status CheckDataset(const JobSpec& spec) {
   }
   // Text is tokenized byte-level: every byte value needs an embedding row.
   if (spec.model().vocab() < kByteVocab) {
-    return Invalid("model.vocab", "a byte-level dataset needs >= ",
-                   kByteVocab, ", got ", spec.model().vocab());
+    return Invalid("model.vocab", "a byte-level dataset needs >= ", kByteVocab,
+                   ", got ", spec.model().vocab());
   }
   return absl::OkStatus();
 }
@@ -182,11 +182,11 @@ absl::Status CheckSchedulePolicy(const JobSpec& spec) {
       known.push_back(traits.name);
     }
     return schedule.name().empty()
-               ? Invalid("schedule.name", "required; known: ",
-                         absl::StrJoin(known, " "))
+               ? Invalid("schedule.name",
+                         "required; known: ", absl::StrJoin(known, " "))
                : Invalid("schedule.name", "unknown schedule \"",
-                         schedule.name(), "\"; known: ",
-                         absl::StrJoin(known, " "));
+                         schedule.name(),
+                         "\"; known: ", absl::StrJoin(known, " "));
   }
   switch (schedule.memory_limit_case()) {
     case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
@@ -234,7 +234,8 @@ absl::Status CheckSchedulePolicy(const JobSpec& spec) {
 absl::Status CheckOptimizer(const JobSpec& spec) {
   if (!spec.has_optimizer()) return Invalid("optimizer", "required");
   const zbpp::v1::OptimizerSpec& opt = spec.optimizer();
-  if (absl::Status st = Positive(opt.learning_rate(), "optimizer.learning_rate");
+  if (absl::Status st =
+          Positive(opt.learning_rate(), "optimizer.learning_rate");
       !st.ok()) {
     return st;
   }
@@ -371,21 +372,21 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
 
   // "auto" plans for the loop placement with one chunk unless told more;
   // the coordinator plans each V candidate on a copy with chunks = 2.
-  sched::ScheduleTraits traits{"auto", 1, false, sched::Placement::kLoop,
-                               true, nullptr};
+  sched::ScheduleTraits traits{"auto", 1,      false, sched::Placement::kLoop,
+                               true,   nullptr};
   if (!is_auto) traits = *sched::FindSchedule(policy.name());
   const int p = pipeline.stages();
-  const int v = pipeline.has_chunks() ? pipeline.chunks()
-                                      : traits.default_chunks;
+  const int v =
+      pipeline.has_chunks() ? pipeline.chunks() : traits.default_chunks;
   if (traits.chunks_fixed && v != traits.default_chunks) {
-    return Invalid("pipeline.chunks", policy.name(), " needs chunks = ",
-                   traits.default_chunks, ", got ", v);
+    return Invalid("pipeline.chunks", policy.name(),
+                   " needs chunks = ", traits.default_chunks, ", got ", v);
   }
   const int64_t virtual_stages = int64_t{p} * v;
   if (virtual_stages > kMaxVirtualStages) {
-    return Invalid("pipeline.chunks", "pipeline.stages*chunks = ",
-                   virtual_stages, " virtual stages; at most ",
-                   kMaxVirtualStages);
+    return Invalid("pipeline.chunks",
+                   "pipeline.stages*chunks = ", virtual_stages,
+                   " virtual stages; at most ", kMaxVirtualStages);
   }
   if (model.layers() % virtual_stages != 0) {
     return Invalid("model.layers", model.layers(),
@@ -418,11 +419,10 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
       const double limit = static_cast<double>(policy.memory_limit_bytes());
       for (int w = 0; w < p; ++w) {
         if (limit < unit[w]) {
-          return Invalid("schedule.memory_limit_bytes",
-                         policy.memory_limit_bytes(),
-                         " is below one microbatch (1 M_B = ",
-                         std::llround(std::ceil(unit[w])), " bytes on worker ",
-                         w, ")");
+          return Invalid(
+              "schedule.memory_limit_bytes", policy.memory_limit_bytes(),
+              " is below one microbatch (1 M_B = ",
+              std::llround(std::ceil(unit[w])), " bytes on worker ", w, ")");
         }
       }
       problem.memory_limit_bytes.assign(p, limit);
@@ -436,7 +436,8 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
       break;
     case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET: {
       // "auto" never gets here: CheckSchedulePolicy requires its limit.
-      const double limit_m_b = traits.default_limit_m_b(p, problem.microbatches);
+      const double limit_m_b =
+          traits.default_limit_m_b(p, problem.microbatches);
       if (!std::isinf(limit_m_b)) {
         for (int w = 0; w < p; ++w) {
           problem.memory_limit_bytes.push_back(limit_m_b * unit[w]);

@@ -40,7 +40,8 @@ JobSpec ValidSpec() {
 }
 
 TEST(ValidateJobSpec, ValidSpecPasses) {
-  EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok()) << ValidateJobSpec(ValidSpec());
+  EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok())
+      << ValidateJobSpec(ValidSpec());
 }
 
 TEST(ValidateJobSpec, EveryRegistryScheduleAcceptsASuitableSpec) {
@@ -116,8 +117,7 @@ std::vector<BadCase> BadCases() {
       {"missing dataset", [](JobSpec& s) { s.clear_dataset(); },
        "dataset: required"},
       // Model.
-      {"missing model", [](JobSpec& s) { s.clear_model(); },
-       "model: required"},
+      {"missing model", [](JobSpec& s) { s.clear_model(); }, "model: required"},
       {"unknown architecture",
        [](JobSpec& s) { s.mutable_model()->set_architecture("rnn"); },
        "model.architecture: unknown architecture \"rnn\"; known: gpt"},

@@ -13,8 +13,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # coordinator: store, job specs in YAML, metrics
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks; prometheus brings promtool (lint of /metrics)
+  libgtest-dev libgmock-dev libbenchmark-dev prometheus
 )
 
 missing=()

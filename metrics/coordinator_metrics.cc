@@ -1,0 +1,359 @@
+#include "metrics/coordinator_metrics.h"
+
+#include <cmath>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::metrics {
+
+struct CoordinatorMetrics::Families {
+  prometheus::Family<prometheus::Gauge>& stage_measured_bubble;
+  prometheus::Family<prometheus::Gauge>& stage_predicted_bubble;
+  prometheus::Family<prometheus::Gauge>& stage_idle;
+  prometheus::Family<prometheus::Gauge>& stage_pass;
+  prometheus::Family<prometheus::Histogram>& step_duration;
+  prometheus::Family<prometheus::Gauge>& tokens_per_second;
+  prometheus::Family<prometheus::Gauge>& last_step;
+  prometheus::Family<prometheus::Gauge>& schedule_version;
+  prometheus::Family<prometheus::Counter>& resolves;
+  prometheus::Family<prometheus::Counter>& rollbacks;
+  prometheus::Family<prometheus::Counter>& skipped_steps;
+  prometheus::Family<prometheus::Gauge>& workers;
+  prometheus::Family<prometheus::Gauge>& jobs;
+  prometheus::Family<prometheus::Histogram>& rpc_duration;
+};
+
+namespace {
+
+constexpr const char* kPassNames[] = {"F", "B", "W"};
+
+absl::Status CheckBuckets(const std::vector<double>& buckets,
+                          const char* field) {
+  if (buckets.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+  }
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (!std::isfinite(buckets[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] is not finite"));
+    }
+    if (i > 0 && !(buckets[i - 1] < buckets[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " is not strictly increasing at [", i, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStates(const std::vector<std::string>& states,
+                         const char* field) {
+  absl::flat_hash_set<std::string> seen;
+  for (const std::string& state : states) {
+    // An empty label value is the same as no label to Prometheus.
+    if (state.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " holds \"\""));
+    }
+    if (!seen.insert(state).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " holds \"", state, "\" twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Returns `*slot`, adding the series to `family` first when it is null.
+// prometheus-cpp's Add returns the existing series for known labels, so a
+// stale slot cannot duplicate one.
+template <typename T, typename... Args>
+T& Ensure(prometheus::Family<T>& family, T*& slot,
+          const prometheus::Labels& labels, Args&&... args) {
+  if (slot == nullptr) slot = &family.Add(labels, std::forward<Args>(args)...);
+  return *slot;
+}
+
+template <typename T>
+void Drop(prometheus::Family<T>& family, T*& slot) {
+  if (slot != nullptr) family.Remove(slot);
+  slot = nullptr;
+}
+
+// Sets the series of `state` in a by-state gauge family (zbpp_workers,
+// zbpp_jobs), whose series are cached in `series`.
+void SetByState(prometheus::Family<prometheus::Gauge>& family,
+                absl::flat_hash_map<std::string, prometheus::Gauge*>& series,
+                std::string_view state, int64_t n) {
+  if (state.empty()) return;
+  const std::string key(state);
+  Ensure(family, series[key], {{"state", key}}).Set(static_cast<double>(n));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
+    Options options, std::shared_ptr<prometheus::Registry> registry) {
+  if (registry == nullptr) {
+    return absl::InvalidArgumentError("registry is null");
+  }
+  for (absl::Status status :
+       {CheckStates(options.job_states, "job_states"),
+        CheckStates(options.worker_states, "worker_states"),
+        CheckBuckets(options.step_duration_buckets_seconds,
+                     "step_duration_buckets_seconds"),
+        CheckBuckets(options.rpc_duration_buckets_seconds,
+                     "rpc_duration_buckets_seconds")}) {
+    if (!status.ok()) return status;
+  }
+
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  prometheus::Registry& r = *registry;
+  std::unique_ptr<Families> families;
+  // prometheus-cpp reports a name held by another metric type (or an
+  // invalid name) by throwing std::invalid_argument; the names here are
+  // valid constants, so only the first can happen.
+  try {
+    families.reset(new Families{
+        BuildGauge()
+            .Name("zbpp_stage_measured_bubble_ratio")
+            .Help("Idle fraction of the pipeline rank in the last recorded "
+                  "step, against the step's measured makespan, in [0,1].")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_predicted_bubble_ratio")
+            .Help("Idle fraction of the pipeline rank that the simulator "
+                  "predicts for the current schedule version under the "
+                  "current cost model, in [0,1].")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_idle_seconds")
+            .Help("Seconds the pipeline rank waited for inputs in the last "
+                  "recorded step.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_pass_seconds")
+            .Help("Mean measured seconds of one F, B or W pass of the "
+                  "pipeline rank in the last recorded step; 0 where the pass "
+                  "did not run (a fused BW counts as B).")
+            .Register(r),
+        BuildHistogram()
+            .Name("zbpp_step_duration_seconds")
+            .Help("Measured wall time of each optimizer step, earliest start "
+                  "to latest end over all pipeline ranks, in seconds.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_job_tokens_per_second")
+            .Help("Trained tokens per second in the last recorded step.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_job_last_step")
+            .Help("0-based index of the job's last recorded step.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_job_schedule_version")
+            .Help("Version of the job's current schedule; 0 before the first.")
+            .Register(r),
+        BuildCounter()
+            .Name("zbpp_resolves_total")
+            .Help("Adaptive re-solves of the job's schedule, by outcome: "
+                  "published (a new version) or kept (the current one).")
+            .Register(r),
+        BuildCounter()
+            .Name("zbpp_rollbacks_total")
+            .Help("Optimistic steps of the job rolled back by "
+                  "post-validation.")
+            .Register(r),
+        BuildCounter()
+            .Name("zbpp_skipped_steps_total")
+            .Help("Steps of the job skipped because a gradient held inf or "
+                  "nan.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_workers")
+            .Help("Workers known to the coordinator, by state.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_jobs")
+            .Help("Jobs known to the coordinator, by state.")
+            .Register(r),
+        BuildHistogram()
+            .Name("zbpp_rpc_duration_seconds")
+            .Help("Server-side latency of gRPC calls to the coordinator, by "
+                  "full method name and status code, in seconds.")
+            .Register(r),
+    });
+  } catch (const std::exception& e) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "cannot register the coordinator's metric families: ", e.what()));
+  }
+  return std::unique_ptr<CoordinatorMetrics>(new CoordinatorMetrics(
+      std::move(options), std::move(registry), std::move(families)));
+}
+
+CoordinatorMetrics::CoordinatorMetrics(
+    Options options, std::shared_ptr<prometheus::Registry> registry,
+    std::unique_ptr<Families> families)
+    : options_(std::move(options)),
+      registry_(std::move(registry)),
+      families_(std::move(families)) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& state : options_.job_states) {
+    job_counts_[state] = &families_->jobs.Add({{"state", state}});
+  }
+  for (const std::string& state : options_.worker_states) {
+    workers_[state] = &families_->workers.Add({{"state", state}});
+  }
+}
+
+CoordinatorMetrics::~CoordinatorMetrics() = default;
+
+CoordinatorMetrics::JobSeries& CoordinatorMetrics::Job(
+    std::string_view job_id) {
+  auto [it, inserted] = jobs_.try_emplace(std::string(job_id));
+  JobSeries& job = it->second;
+  if (inserted) {
+    // Counters and the histogram start at 0 so that the first event is an
+    // increase that rate() sees, not the appearance of a series.
+    const std::string id(job_id);
+    job.step_duration = &families_->step_duration.Add(
+        {{"job_id", id}}, options_.step_duration_buckets_seconds);
+    job.resolves_published = &families_->resolves.Add(
+        {{"job_id", id}, {"outcome", "published"}});
+    job.resolves_kept =
+        &families_->resolves.Add({{"job_id", id}, {"outcome", "kept"}});
+    job.rollbacks = &families_->rollbacks.Add({{"job_id", id}});
+    job.skipped_steps = &families_->skipped_steps.Add({{"job_id", id}});
+  }
+  return job;
+}
+
+void CoordinatorMetrics::RecordStep(std::string_view job_id,
+                                    const zbpp::v1::StepSummary& summary) {
+  if (job_id.empty()) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = Job(id);
+  if (std::isfinite(summary.step_seconds()) && summary.step_seconds() >= 0) {
+    job.step_duration->Observe(summary.step_seconds());
+  }
+  const prometheus::Labels job_labels = {{"job_id", id}};
+  Ensure(families_->tokens_per_second, job.tokens_per_second, job_labels)
+      .Set(summary.tokens_per_second());
+  Ensure(families_->last_step, job.last_step, job_labels)
+      .Set(static_cast<double>(summary.step()));
+  Ensure(families_->schedule_version, job.schedule_version, job_labels)
+      .Set(static_cast<double>(summary.schedule_version()));
+
+  for (const zbpp::v1::StageStepStats& stats : summary.stages()) {
+    if (stats.stage() < 0) continue;
+    StageSeries& stage = job.stages[stats.stage()];
+    const prometheus::Labels labels = {{"job_id", id},
+                                       {"stage", std::to_string(stats.stage())}};
+    Ensure(families_->stage_measured_bubble, stage.measured_bubble, labels)
+        .Set(stats.measured_bubble_rate());
+    Ensure(families_->stage_predicted_bubble, stage.predicted_bubble, labels)
+        .Set(stats.predicted_bubble_rate());
+    Ensure(families_->stage_idle, stage.idle, labels)
+        .Set(stats.idle_seconds());
+    const double pass_seconds[] = {stats.f_seconds(), stats.b_seconds(),
+                                   stats.w_seconds()};
+    for (int p = 0; p < 3; ++p) {
+      prometheus::Labels pass_labels = labels;
+      pass_labels.emplace("pass", kPassNames[p]);
+      Ensure(families_->stage_pass, stage.pass[p], pass_labels)
+          .Set(pass_seconds[p]);
+    }
+  }
+}
+
+void CoordinatorMetrics::SetPredicted(std::string_view job_id, int stage,
+                                      double ratio) {
+  if (job_id.empty() || stage < 0) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  StageSeries& series = Job(id).stages[stage];
+  Ensure(families_->stage_predicted_bubble, series.predicted_bubble,
+         {{"job_id", id}, {"stage", std::to_string(stage)}})
+      .Set(ratio);
+}
+
+void CoordinatorMetrics::SetScheduleVersion(std::string_view job_id,
+                                            int64_t version) {
+  if (job_id.empty()) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  Ensure(families_->schedule_version, Job(id).schedule_version,
+         {{"job_id", id}})
+      .Set(static_cast<double>(version));
+}
+
+void CoordinatorMetrics::RecordResolve(std::string_view job_id,
+                                       bool published) {
+  if (job_id.empty()) return;
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = Job(job_id);
+  (published ? job.resolves_published : job.resolves_kept)->Increment();
+}
+
+void CoordinatorMetrics::AddRollbacks(std::string_view job_id, int64_t n) {
+  if (job_id.empty() || n < 0) return;
+  absl::MutexLock lock(&mu_);
+  Job(job_id).rollbacks->Increment(static_cast<double>(n));
+}
+
+void CoordinatorMetrics::AddSkippedSteps(std::string_view job_id, int64_t n) {
+  if (job_id.empty() || n < 0) return;
+  absl::MutexLock lock(&mu_);
+  Job(job_id).skipped_steps->Increment(static_cast<double>(n));
+}
+
+void CoordinatorMetrics::SetWorkers(std::string_view state, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  SetByState(families_->workers, workers_, state, n);
+}
+
+void CoordinatorMetrics::SetJobs(std::string_view state, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  SetByState(families_->jobs, job_counts_, state, n);
+}
+
+void CoordinatorMetrics::ObserveRpc(std::string_view method,
+                                    absl::StatusCode code, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return;
+  std::pair<std::string, absl::StatusCode> key(std::string(method), code);
+  absl::MutexLock lock(&rpc_mu_);
+  prometheus::Histogram*& slot = rpcs_[key];
+  Ensure(families_->rpc_duration, slot,
+         {{"method", key.first}, {"code", absl::StatusCodeToString(code)}},
+         options_.rpc_duration_buckets_seconds)
+      .Observe(seconds);
+}
+
+void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(std::string(job_id));
+  if (it == jobs_.end()) return;
+  JobSeries& job = it->second;
+  Families& f = *families_;
+  for (auto& [unused, stage] : job.stages) {
+    Drop(f.stage_measured_bubble, stage.measured_bubble);
+    Drop(f.stage_predicted_bubble, stage.predicted_bubble);
+    Drop(f.stage_idle, stage.idle);
+    for (prometheus::Gauge*& pass : stage.pass) Drop(f.stage_pass, pass);
+  }
+  Drop(f.step_duration, job.step_duration);
+  Drop(f.resolves, job.resolves_published);
+  Drop(f.resolves, job.resolves_kept);
+  Drop(f.rollbacks, job.rollbacks);
+  Drop(f.skipped_steps, job.skipped_steps);
+  Drop(f.tokens_per_second, job.tokens_per_second);
+  Drop(f.last_step, job.last_step);
+  Drop(f.schedule_version, job.schedule_version);
+  jobs_.erase(it);
+}
+
+}  // namespace zbpp::metrics

@@ -1,0 +1,205 @@
+#ifndef ZBPP_METRICS_COORDINATOR_METRICS_H_
+#define ZBPP_METRICS_COORDINATOR_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "zbpp/v1/job.pb.h"
+
+namespace zbpp::metrics {
+
+/// The coordinator's Prometheus metrics (issue 3 §2 "Metrics"), registered on
+/// a caller-owned `prometheus::Registry` that a `MetricsServer` exposes.
+///
+/// Families (all names prefixed `zbpp_`; every family has HELP text; label
+/// values are bounded — `job_id` by the jobs the coordinator holds, which
+/// `RemoveJob` drops when they finish; never a step or microbatch label):
+///
+/// | name | type | labels | unit | meaning |
+/// | --- | --- | --- | --- | --- |
+/// | `zbpp_stage_measured_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | Idle fraction of the pipeline rank in the last recorded step, against the step's measured makespan. |
+/// | `zbpp_stage_predicted_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | The simulator's idle fraction of the rank for the current schedule version under the current cost model. |
+/// | `zbpp_stage_idle_seconds` | gauge | job_id, stage | seconds | Time the rank waited for inputs in the last recorded step. |
+/// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the rank in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
+/// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured wall time of each optimizer step (earliest start to latest end over all ranks). |
+/// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
+/// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
+/// | `zbpp_job_schedule_version` | gauge | job_id | version number | Version of the job's current schedule; 0 before the first. |
+/// | `zbpp_resolves_total` | counter | job_id, outcome=published\|kept | re-solves | Adaptive re-solves: `published` when a new schedule version was published, `kept` when the current one stayed. |
+/// | `zbpp_rollbacks_total` | counter | job_id | steps | Optimistic steps rolled back by post-validation. |
+/// | `zbpp_skipped_steps_total` | counter | job_id | steps | Steps skipped because a gradient held inf or nan. |
+/// | `zbpp_workers` | gauge | state | workers | Workers known to the coordinator, by state. |
+/// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
+/// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
+///
+/// The label is `job_id`, not `job`: Prometheus gives every scraped series a
+/// `job` label of its own (the scrape job) and would rename ours to
+/// `exported_job`.
+///
+/// Per-job counters and the step histogram appear at 0 the first time a
+/// method names the job, so `rate()` and `increase()` see the first event;
+/// per-job and per-stage gauges appear on their first value. Series of the
+/// states listed in `Options` appear at 0 at creation.
+///
+/// Thread-safety: every method may be called from any thread. One
+/// CoordinatorMetrics per registry: a second one on the same registry would
+/// share (and fight over) the same families.
+class CoordinatorMetrics {
+ public:
+  struct Options {
+    // --- Series that exist before the first event ---
+    /// `state` label values of `zbpp_jobs` created at 0 (e.g. "PENDING",
+    /// "RUNNING", ...), so a dashboard shows 0 rather than no data.
+    std::vector<std::string> job_states;
+    /// `state` label values of `zbpp_workers` created at 0.
+    std::vector<std::string> worker_states;
+
+    // --- Histogram buckets (upper bounds, strictly increasing) ---
+    /// Buckets of `zbpp_step_duration_seconds`, seconds: 5 ms .. 10 min.
+    std::vector<double> step_duration_buckets_seconds = {
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+        2.5,   5,    10,    25,   60,  120,  300, 600};
+    /// Buckets of `zbpp_rpc_duration_seconds`, seconds: 100 µs .. 10 s.
+    std::vector<double> rpc_duration_buckets_seconds = {
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+  };
+
+  /// Registers every family above on `registry`.
+  /// InvalidArgument for a null registry, empty or duplicate state names, or
+  /// buckets that are empty, not finite or not strictly increasing;
+  /// AlreadyExists when `registry` already holds one of the names with
+  /// another metric type.
+  static absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> Create(
+      Options options, std::shared_ptr<prometheus::Registry> registry);
+
+  /// Leaves the families and their series in the registry.
+  ~CoordinatorMetrics();
+
+  CoordinatorMetrics(const CoordinatorMetrics&) = delete;
+  CoordinatorMetrics& operator=(const CoordinatorMetrics&) = delete;
+
+  /// Records one completed step of `job_id`: observes `step_seconds` in the
+  /// step histogram (skipped when negative or not finite), sets tokens per
+  /// second, the last step, the schedule version, and for each entry of
+  /// `summary.stages` the stage's measured and predicted bubble ratio, idle
+  /// seconds and F/B/W seconds. Values are exposed as given (the proto
+  /// promises ratios in [0,1]). Entries with a negative stage are ignored;
+  /// an empty `job_id` ignores the call.
+  void RecordStep(std::string_view job_id, const zbpp::v1::StepSummary& summary)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Sets the predicted bubble ratio ([0,1]) of one stage of the job's
+  /// current schedule, e.g. when a schedule version is published before any
+  /// step ran on it. Ignored for an empty `job_id` or a negative stage.
+  void SetPredicted(std::string_view job_id, int stage, double ratio)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Sets the job's current schedule version (e.g. at publication).
+  void SetScheduleVersion(std::string_view job_id, int64_t version)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Counts one adaptive re-solve: outcome "published" when it published a
+  /// new schedule version, "kept" otherwise.
+  void RecordResolve(std::string_view job_id, bool published)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Adds `n` (>= 0; negative is ignored) rolled-back steps to the job.
+  void AddRollbacks(std::string_view job_id, int64_t n = 1)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Adds `n` (>= 0; negative is ignored) skipped (inf/nan) steps to the job.
+  void AddSkippedSteps(std::string_view job_id, int64_t n = 1)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Sets the number of workers in `state` (a bounded set of names, e.g.
+  /// the coordinator's "REGISTERED", "ASSIGNED", "LOST"). The caller sets
+  /// every state it knows, including those that fell to 0.
+  void SetWorkers(std::string_view state, int64_t n) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Sets the number of jobs in `state` ("PENDING", "RUNNING", ...).
+  void SetJobs(std::string_view state, int64_t n) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Observes one RPC's server-side latency in seconds. `method` is the full
+  /// gRPC method name ("/zbpp.v1.JobService/SubmitJob"), a bounded set;
+  /// `code` is exposed as absl's name for it ("OK", "NOT_FOUND", ...; gRPC
+  /// codes have the same numbers). Negative or non-finite seconds are
+  /// ignored.
+  void ObserveRpc(std::string_view method, absl::StatusCode code,
+                  double seconds) ABSL_LOCKS_EXCLUDED(rpc_mu_);
+
+  /// Drops every series labelled with `job_id` (call when a job reaches a
+  /// terminal state, after its last update) so the number of series stays
+  /// bounded. Unknown ids are a no-op. A later call naming the job creates
+  /// its series afresh (counters restart at 0, which Prometheus reads as a
+  /// counter reset).
+  void RemoveJob(std::string_view job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Series of one pipeline rank of one job; created on first use.
+  struct StageSeries {
+    prometheus::Gauge* measured_bubble = nullptr;
+    prometheus::Gauge* predicted_bubble = nullptr;
+    prometheus::Gauge* idle = nullptr;
+    std::array<prometheus::Gauge*, 3> pass = {};  // F, B, W
+  };
+  // Series of one job. Counters and the histogram exist from the first
+  // mention; gauges from their first value.
+  struct JobSeries {
+    prometheus::Histogram* step_duration = nullptr;
+    prometheus::Counter* resolves_published = nullptr;
+    prometheus::Counter* resolves_kept = nullptr;
+    prometheus::Counter* rollbacks = nullptr;
+    prometheus::Counter* skipped_steps = nullptr;
+    prometheus::Gauge* tokens_per_second = nullptr;
+    prometheus::Gauge* last_step = nullptr;
+    prometheus::Gauge* schedule_version = nullptr;
+    std::map<int, StageSeries> stages;
+  };
+
+  struct Families;  // the registered families; defined in the .cc
+
+  CoordinatorMetrics(Options options,
+                     std::shared_ptr<prometheus::Registry> registry,
+                     std::unique_ptr<Families> families);
+
+  JobSeries& Job(std::string_view job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  // Keeps the families (owned by the registry) alive.
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::unique_ptr<Families> families_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, JobSeries> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Gauge*> workers_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Gauge*> job_counts_
+      ABSL_GUARDED_BY(mu_);
+
+  // Separate from mu_: RPCs are observed on every call, from gRPC threads.
+  absl::Mutex rpc_mu_;
+  absl::flat_hash_map<std::pair<std::string, absl::StatusCode>,
+                      prometheus::Histogram*>
+      rpcs_ ABSL_GUARDED_BY(rpc_mu_);
+};
+
+}  // namespace zbpp::metrics
+
+#endif  // ZBPP_METRICS_COORDINATOR_METRICS_H_

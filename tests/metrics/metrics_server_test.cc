@@ -1,0 +1,98 @@
+#include "metrics/metrics_server.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "metrics/coordinator_metrics.h"
+#include "tests/metrics/exposition.h"
+
+namespace zbpp::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Optional;
+using ::testing::StartsWith;
+using testing::FindSample;
+using testing::HttpGet;
+
+MetricsServer::Options Listen(std::string address, int num_threads = 2) {
+  MetricsServer::Options options;
+  options.listen_address = std::move(address);
+  options.num_threads = num_threads;
+  return options;
+}
+
+TEST(MetricsServerTest, ServesTheRegistryOnAFreePort) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = CoordinatorMetrics::Create({}, registry);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  (*metrics)->SetJobs("RUNNING", 1);
+
+  auto server = MetricsServer::Create(Listen("127.0.0.1:0"),
+                                      registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_GT((*server)->port(), 0);
+  EXPECT_EQ((*server)->address(), absl::StrCat("127.0.0.1:", (*server)->port()));
+
+  auto reply = HttpGet((*server)->port(), MetricsServer::kPath);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_THAT(reply->status_line, StartsWith("HTTP/1."));
+  EXPECT_THAT(reply->status_line, HasSubstr(" 200"));
+  EXPECT_THAT(reply->body, HasSubstr("# TYPE zbpp_jobs gauge"));
+  EXPECT_THAT(FindSample(reply->body, "zbpp_jobs", {{"state", "RUNNING"}}),
+              Optional(1.0));
+
+  // Later updates show in the next scrape.
+  (*metrics)->SetJobs("RUNNING", 0);
+  reply = HttpGet((*server)->port(), MetricsServer::kPath);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_THAT(FindSample(reply->body, "zbpp_jobs", {{"state", "RUNNING"}}),
+              Optional(0.0));
+}
+
+TEST(MetricsServerTest, OtherPathsAreNotFound) {
+  auto server = MetricsServer::Create({}, std::make_shared<prometheus::Registry>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto reply = HttpGet((*server)->port(), "/nothing-here");
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_THAT(reply->status_line, HasSubstr(" 404"));
+}
+
+TEST(MetricsServerTest, StopsServingWhenDestroyed) {
+  auto server = MetricsServer::Create({}, std::make_shared<prometheus::Registry>());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  server->reset();
+  EXPECT_FALSE(HttpGet(port, MetricsServer::kPath).ok());
+}
+
+TEST(MetricsServerTest, PortInUseIsUnavailableNamingTheAddress) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto first = MetricsServer::Create({}, registry);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string taken = (*first)->address();
+  auto second = MetricsServer::Create(Listen(taken), registry);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(taken));
+}
+
+TEST(MetricsServerTest, RejectsMalformedOptions) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  for (const char* address :
+       {"", "127.0.0.1", ":0", "127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:65536",
+        "127.0.0.1:80s", "127.0.0.1:http"}) {
+    auto server = MetricsServer::Create(Listen(address), registry);
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument)
+        << address << ": " << server.status();
+  }
+  EXPECT_EQ(MetricsServer::Create({}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer::Create(Listen("127.0.0.1:0", 0), registry).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zbpp::metrics

@@ -1,0 +1,165 @@
+#ifndef ZBPP_COORDINATOR_STORE_SQLITE_STORE_H_
+#define ZBPP_COORDINATOR_STORE_SQLITE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/store/store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace zbpp::coordinator {
+
+/// The coordinator's default Store: one SQLite database (DESIGN.md §3
+/// "State"), a file or `:memory:`.
+///
+/// Records are kept as serialized protobuf BLOBs, with the columns needed to
+/// look them up or order them (job id, state, create time, version, step)
+/// beside them. The schema carries its version in `schema_version` and is
+/// migrated forward by `Create`. File databases run in WAL mode, so readers
+/// in other processes (e.g. `sqlite3 FILE` while the coordinator runs) do not
+/// block the writer.
+///
+/// Every public call is one `BEGIN IMMEDIATE … COMMIT` transaction, rolled
+/// back on any error, so a failed call changes nothing. Errors follow
+/// `Store`'s contract, with the SQLite message (and the database path)
+/// included: AlreadyExists, NotFound, InvalidArgument naming the field;
+/// Unavailable when the database stays busy/locked past
+/// `busy_timeout_milliseconds` or on I/O errors and a full disk; Internal for
+/// a corrupt database or record, and anything else.
+///
+/// Thread-safety: thread-safe; calls are serialized on one connection. Two
+/// SqliteStores (or processes) on one file are safe too: SQLite's file locks
+/// order them, each waiting up to `busy_timeout_milliseconds`.
+class SqliteStore final : public Store {
+ public:
+  /// How to open the database.
+  struct Options {
+    // Where.
+    /// A file path (created, with its schema, when missing; its directory
+    /// must exist), or ":memory:" for a private in-memory database that
+    /// lives as long as the store (tests).
+    std::string path = ":memory:";
+
+    // Concurrency and durability.
+    /// How long a call waits for a lock held by another connection before
+    /// it fails with Unavailable, milliseconds; >= 0.
+    int busy_timeout_milliseconds = 5000;
+    /// true: fsync on every commit (`synchronous=FULL`), so a committed call
+    /// survives power loss; false: `synchronous=NORMAL`, which in WAL mode
+    /// survives a crash of the process but may lose the last commits on
+    /// power loss, for less latency per call.
+    bool fsync_every_commit = true;
+  };
+
+  /// The newest schema version this binary writes; `Create` migrates older
+  /// databases up to it and refuses newer ones (FailedPrecondition).
+  static constexpr int kSchemaVersion = 1;
+
+  /// Opens (creating or migrating as needed) the database at
+  /// `options.path`. Errors name the path: InvalidArgument for a bad option;
+  /// Internal when the file cannot be opened or is not a SQLite database
+  /// (e.g. its directory is missing or unwritable, or the file is corrupt);
+  /// FailedPrecondition when its schema is newer than `kSchemaVersion`.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Create(Options options);
+
+  /// Closes the database (pending statements are finalized first).
+  ~SqliteStore() override;
+
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  /// See Store. InvalidArgument for an empty `id`.
+  absl::Status CreateJob(const zbpp::v1::Job& job) override;
+  /// See Store. Also updates the `state` and `create_time` columns.
+  absl::Status UpdateJob(const zbpp::v1::Job& job) override;
+  /// See Store.
+  absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id) override;
+
+  /// See Store. NotFound for an unknown job; InvalidArgument for an empty
+  /// `job_id` or `version` < 1; AlreadyExists for a stored (job, version).
+  absl::Status AddScheduleVersion(
+      const zbpp::v1::ScheduleVersion& version) override;
+  /// See Store. NotFound for an unknown job; InvalidArgument for `step` < 0;
+  /// AlreadyExists when (job, step) already has a snapshot.
+  absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+                               const zbpp::v1::CostModel& costs) override;
+  /// See Store. NotFound for an unknown job; InvalidArgument for a negative
+  /// step; AlreadyExists for a stored (job, step).
+  absl::Status AddStepSummary(const std::string& job_id,
+                              const zbpp::v1::StepSummary& step) override;
+  /// See Store. NotFound for an unknown job; InvalidArgument for `limit` <
+  /// 0 (0 returns nothing).
+  absl::StatusOr<std::vector<zbpp::v1::StepSummary>> ListStepSummaries(
+      const std::string& job_id, int64_t from_step, int limit) override;
+  /// See Store. NotFound for an unknown job; InvalidArgument for a negative
+  /// step; AlreadyExists for a stored (job, step).
+  absl::Status AddValidationOutcome(
+      const std::string& job_id,
+      const zbpp::v1::ValidationOutcome& outcome) override;
+  /// See Store. NotFound for an unknown job.
+  absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
+  ListValidationOutcomes(const std::string& job_id) override;
+  /// See Store. NotFound for an unknown job; InvalidArgument for a negative
+  /// step or stage. `stages_written` is stored sorted and deduplicated.
+  absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
+  /// See Store. NotFound for an unknown job.
+  absl::Status AddResolveRecord(const ResolveRecord& record) override;
+  /// See Store. NotFound for an unknown job.
+  absl::StatusOr<std::vector<ResolveRecord>> ListResolveRecords(
+      const std::string& job_id) override;
+  /// See Store. NotFound for an unknown job.
+  absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
+  ListCostSnapshots(const std::string& job_id) override;
+
+  /// See Store: jobs in creation (insertion) order, schedule versions by
+  /// (job id, version), checkpoints by (job id, step). One read
+  /// transaction, so the three lists are consistent with each other.
+  absl::StatusOr<StoredState> LoadAll() override;
+
+  /// The database path this store was opened with (for messages).
+  const std::string& path() const { return options_.path; }
+
+ private:
+  class Statement;
+  struct Statements;
+
+  explicit SqliteStore(Options options);
+
+  absl::Status Open() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Prepare() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// What a transaction does: kWrite takes the write lock at BEGIN.
+  enum class Access { kRead, kWrite };
+  /// Runs `body` inside BEGIN … COMMIT (IMMEDIATE for kWrite), rolling back
+  /// when it (or the COMMIT) fails.
+  template <typename Body>
+  absl::Status InTransaction(Access access, Body body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// OK when `job_id` is stored, NotFound otherwise.
+  absl::Status CheckJobExists(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Runs `sql` (no results) on the connection.
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// A status for SQLite result code `rc` of operation `what`, with the
+  /// connection's message and the path.
+  absl::Status Error(int rc, const std::string& what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_STORE_SQLITE_STORE_H_

@@ -1,0 +1,103 @@
+#ifndef ZBPP_COORDINATOR_STORE_STORE_H_
+#define ZBPP_COORDINATOR_STORE_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/schedule.pb.h"
+
+namespace zbpp::coordinator {
+
+/// One re-solve of the adaptive policy, published or not (issue 3: "every
+/// re-solve is logged with predicted old/new makespan").
+struct ResolveRecord {
+  std::string job_id;
+  int64_t step = 0;                        ///< Step at which it was decided.
+  bool published = false;                  ///< A new version came out of it.
+  int64_t version = 0;                     ///< The version published, or 0.
+  double old_makespan_seconds = 0;         ///< Current schedule, measured costs.
+  double new_makespan_seconds = 0;         ///< Candidate, same costs.
+  double solve_seconds = 0;                ///< Wall time of the solver.
+  std::string reason;                      ///< One line, for humans.
+};
+
+/// A checkpoint of one job at one step: complete once every pipeline rank
+/// has written its shard.
+struct CheckpointRecord {
+  std::string job_id;
+  int64_t step = 0;
+  std::string directory;
+  std::vector<int32_t> stages_written;  ///< Pipeline ranks done, ascending.
+  bool complete = false;                ///< All `pipeline.stages` written.
+};
+
+/// Everything the coordinator persists, read back in full after a restart
+/// (STYLE.md 10: restore state, then serve).
+struct StoredState {
+  std::vector<zbpp::v1::Job> jobs;  ///< Ordered by creation.
+  /// Every published version of every job, by (job, version).
+  std::vector<zbpp::v1::ScheduleVersion> schedule_versions;
+  std::vector<CheckpointRecord> checkpoints;  ///< By (job, step).
+};
+
+/// Durable state of the coordinator. Each call is one transaction: it
+/// happens entirely or not at all, and a failed call leaves what was stored
+/// unchanged. Implementations are thread-safe.
+///
+/// Errors: AlreadyExists (a job id or (job, version) or (job, step) key
+/// stored twice where the call forbids it), NotFound (unknown job),
+/// InvalidArgument (a record that cannot be stored, naming the field),
+/// Internal / Unavailable for storage failures (with the SQLite message).
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// Stores a new job (AlreadyExists when `job.id()` is taken).
+  virtual absl::Status CreateJob(const zbpp::v1::Job& job) = 0;
+  /// Replaces a stored job (NotFound when absent).
+  virtual absl::Status UpdateJob(const zbpp::v1::Job& job) = 0;
+  /// The job `job_id` (NotFound when absent).
+  virtual absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id) = 0;
+
+  /// Appends a published schedule version; (job, version) must be new.
+  virtual absl::Status AddScheduleVersion(
+      const zbpp::v1::ScheduleVersion& version) = 0;
+  /// Records a cost-model snapshot of `job_id` taken at `step`.
+  virtual absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+                                       const zbpp::v1::CostModel& costs) = 0;
+  /// Appends one step summary (its step must be new for the job).
+  virtual absl::Status AddStepSummary(const std::string& job_id,
+                                      const zbpp::v1::StepSummary& step) = 0;
+  /// Step summaries of `job_id` with step >= `from_step`, ascending, at most
+  /// `limit` of them.
+  virtual absl::StatusOr<std::vector<zbpp::v1::StepSummary>> ListStepSummaries(
+      const std::string& job_id, int64_t from_step, int limit) = 0;
+  /// Appends the validation outcome of one step (step must be new).
+  virtual absl::Status AddValidationOutcome(
+      const std::string& job_id, const zbpp::v1::ValidationOutcome& outcome) = 0;
+  /// Validation outcomes of `job_id`, ascending by step.
+  virtual absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
+  ListValidationOutcomes(const std::string& job_id) = 0;
+  /// Inserts or replaces the checkpoint record (job, step).
+  virtual absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) = 0;
+  /// Logs one re-solve decision.
+  virtual absl::Status AddResolveRecord(const ResolveRecord& record) = 0;
+  /// Re-solve decisions of `job_id`, in the order they were logged.
+  virtual absl::StatusOr<std::vector<ResolveRecord>> ListResolveRecords(
+      const std::string& job_id) = 0;
+  /// Cost-model snapshots of `job_id` as (step, costs), ascending by step.
+  virtual absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
+  ListCostSnapshots(const std::string& job_id) = 0;
+
+  /// Everything needed to resume serving after a restart.
+  virtual absl::StatusOr<StoredState> LoadAll() = 0;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_STORE_STORE_H_

@@ -1,0 +1,165 @@
+#include "client/zbppctl_commands.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "client/job_spec_yaml.h"
+#include "client/zbppctl_json.h"
+#include "client/zbppctl_schedule.h"
+#include "client/zbppctl_tables.h"
+#include "client/zbppctl_watch.h"
+
+namespace zbpp::ctl {
+namespace {
+
+// Prints `status` as the one stderr line every error gets. Connection
+// failures already name the coordinator; other errors get `context`
+// ("status JOB") and the code so that NOT_FOUND and friends are plain.
+int Fail(const CommandIo& io, const std::string& context,
+         const absl::Status& status) {
+  std::string line;
+  if (status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kDeadlineExceeded) {
+    line = std::string(status.message());
+  } else {
+    line = absl::StrCat(context, ": ", absl::StatusCodeToString(status.code()),
+                        ": ", status.message());
+  }
+  io.err << "zbppctl: " << absl::StrReplaceAll(line, {{"\n", " "}}) << "\n";
+  return kExitError;
+}
+
+std::string Context(const CtlOptions& options) {
+  std::string context = CommandName(options.command);
+  if (!options.argument.empty())
+    absl::StrAppend(&context, " ", options.argument);
+  return context;
+}
+
+int Submit(const CtlOptions& options, CoordinatorClient& client,
+           const CommandIo& io) {
+  std::ifstream file(options.argument, std::ios::binary);
+  if (!file) {
+    return Fail(
+        io, Context(options),
+        absl::NotFoundError(absl::StrCat("cannot read ", options.argument, ": ",
+                                         std::strerror(errno))));
+  }
+  std::stringstream yaml;
+  yaml << file.rdbuf();
+  absl::StatusOr<v1::JobSpec> spec = client::JobSpecFromYaml(yaml.str());
+  if (!spec.ok()) return Fail(io, Context(options), spec.status());
+  absl::StatusOr<v1::Job> job = client.SubmitJob(*spec);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
+  io.out << job->id() << "\n";
+  return kExitOk;
+}
+
+int Status(const CtlOptions& options, CoordinatorClient& client,
+           const CommandIo& io) {
+  absl::StatusOr<v1::Job> job =
+      client.GetJob(options.argument, v1::JOB_VIEW_FULL);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
+  if (options.format == "json") {
+    absl::StatusOr<std::string> json = JobStatusJson(*job);
+    if (!json.ok()) return Fail(io, Context(options), json.status());
+    io.out << *json;
+  } else {
+    io.out << JobStatusTable(*job, io.now);
+  }
+  return kExitOk;
+}
+
+int Watch(const CtlOptions& options, CoordinatorClient& client,
+          const CommandIo& io) {
+  WatchPrinter printer(io.out, io.out_is_terminal);
+  absl::Status streamed = client.WatchJob(
+      options.argument,
+      [&printer](const v1::JobEvent& event) { return printer.OnEvent(event); });
+  printer.Finish();
+  if (!streamed.ok()) return Fail(io, Context(options), streamed);
+  const v1::JobState state = printer.progress().state;
+  std::string why = printer.state_message();
+  why = why.empty() ? "" : ": " + why;
+  switch (state) {
+    case v1::JOB_STATE_SUCCEEDED:
+      return kExitOk;
+    case v1::JOB_STATE_FAILED:
+      io.err << "zbppctl: job " << options.argument << " FAILED" << why << "\n";
+      return kExitJobFailed;
+    case v1::JOB_STATE_CANCELLED:
+      io.err << "zbppctl: job " << options.argument << " CANCELLED" << why
+             << "\n";
+      return kExitJobCancelled;
+    default:
+      return Fail(
+          io, Context(options),
+          absl::UnknownError(absl::StrCat("the stream ended while the job was ",
+                                          JobStateName(state))));
+  }
+}
+
+int Schedule(const CtlOptions& options, CoordinatorClient& client,
+             const CommandIo& io) {
+  absl::StatusOr<v1::Job> job =
+      client.GetJob(options.argument, v1::JOB_VIEW_FULL);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
+  if (!job->has_schedule() || job->schedule().version() == 0) {
+    return Fail(io, Context(options),
+                absl::FailedPreconditionError(
+                    absl::StrCat("job has no schedule yet (state ",
+                                 JobStateName(job->state()), ")")));
+  }
+  absl::StatusOr<std::string> text =
+      RenderSchedule(job->schedule(), options.format);
+  if (!text.ok()) return Fail(io, Context(options), text.status());
+  io.out << *text;
+  if (!text->empty() && text->back() != '\n') io.out << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCommand(const CtlOptions& options, CoordinatorClient& client,
+               const CommandIo& io) {
+  switch (options.command) {
+    case Command::kSubmit:
+      return Submit(options, client, io);
+    case Command::kStatus:
+      return Status(options, client, io);
+    case Command::kWatch:
+      return Watch(options, client, io);
+    case Command::kSchedule:
+      return Schedule(options, client, io);
+    case Command::kList: {
+      absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
+      if (!jobs.ok()) return Fail(io, Context(options), jobs.status());
+      io.out << JobsTable(*jobs, io.now);
+      return kExitOk;
+    }
+    case Command::kCancel: {
+      absl::StatusOr<v1::Job> job = client.CancelJob(options.argument);
+      if (!job.ok()) return Fail(io, Context(options), job.status());
+      io.out << job->id() << " " << JobStateName(job->state()) << "\n";
+      return kExitOk;
+    }
+    case Command::kWorkers: {
+      absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+      if (!workers.ok()) return Fail(io, Context(options), workers.status());
+      io.out << WorkersTable(*workers, io.now);
+      return kExitOk;
+    }
+    case Command::kHelp:
+      break;
+  }
+  io.out << UsageText();
+  return kExitOk;
+}
+
+}  // namespace zbpp::ctl

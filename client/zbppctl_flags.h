@@ -1,0 +1,73 @@
+// zbppctl's command line: global flags, one command, its argument and
+// --format, parsed into a plain value (no I/O).
+
+#ifndef ZBPP_CLIENT_ZBPPCTL_FLAGS_H_
+#define ZBPP_CLIENT_ZBPPCTL_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zbpp::ctl {
+
+/// The commands of issue 3 §3, plus the help request.
+enum class Command {
+  kHelp,      ///< --help / -h / help: print the usage, exit 0.
+  kSubmit,    ///< submit FILE: convert the YAML spec, SubmitJob, print the id.
+  kList,      ///< list: ListJobs, one row per job.
+  kStatus,    ///< status JOB [--format table|json]: GetJob (FULL).
+  kWatch,     ///< watch JOB: WatchJob until the job ends.
+  kCancel,    ///< cancel JOB: CancelJob.
+  kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace].
+  kWorkers,   ///< workers: ListWorkers, one row per worker.
+};
+
+/// Address used when neither --coordinator nor $ZBPP_COORDINATOR is given.
+inline constexpr char kDefaultCoordinator[] = "127.0.0.1:50051";
+
+/// Deadline of every unary call (and watch's connect), seconds.
+inline constexpr double kDefaultTimeoutSeconds = 10.0;
+
+/// One parsed invocation.
+struct CtlOptions {
+  /// Coordinator gRPC address, host:port.
+  std::string coordinator = kDefaultCoordinator;
+  /// File holding the bearer token (surrounding whitespace ignored); empty
+  /// when no token is sent.
+  std::string token_file;
+  /// Deadline of each unary RPC and of watch's connection, seconds; > 0.
+  double timeout_seconds = kDefaultTimeoutSeconds;
+  Command command = Command::kHelp;
+  /// FILE for submit, JOB for status, watch, cancel and schedule; empty for
+  /// the others.
+  std::string argument;
+  /// Output format: "table" (default), "json" (status), "svg" or
+  /// "chrome-trace" (schedule).
+  std::string format = "table";
+};
+
+/// The command's name as typed ("submit", ...).
+const char* CommandName(Command command);
+
+/// The usage text printed by --help and named by usage errors.
+const char* UsageText();
+
+/// Parses `args` (argv without the program name). Global flags
+/// (--coordinator, --token-file, --timeout) may appear before or after the
+/// command; --format only with status and schedule. Flags take their value
+/// as `--flag value` or `--flag=value`. `default_coordinator` (from
+/// $ZBPP_COORDINATOR; empty means kDefaultCoordinator) applies when
+/// --coordinator is absent.
+///
+/// Errors: InvalidArgument (the caller exits 2) for a missing or unknown
+/// command, a missing or extra positional argument, an unknown or repeated
+/// flag, a flag without a value, a --timeout that is not a positive finite
+/// number, or a --format the command does not offer. Thread-safe (pure).
+absl::StatusOr<CtlOptions> ParseCommandLine(
+    const std::vector<std::string>& args,
+    const std::string& default_coordinator);
+
+}  // namespace zbpp::ctl
+
+#endif  // ZBPP_CLIENT_ZBPPCTL_FLAGS_H_

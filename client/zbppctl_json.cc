@@ -1,0 +1,83 @@
+#include "client/zbppctl_json.h"
+
+#include <cmath>
+
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace zbpp::ctl {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// nan and inf are not JSON numbers: null instead.
+Json NumberOrNull(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
+}
+
+Json StageRates(const v1::Job& job) {
+  Json stages = Json::array();
+  if (job.last_step().stages_size() > 0) {
+    for (const v1::StageStepStats& s : job.last_step().stages()) {
+      stages.push_back(
+          {{"stage", s.stage()},
+           {"worker_id", s.worker_id()},
+           {"measured_bubble_rate", NumberOrNull(s.measured_bubble_rate())},
+           {"predicted_bubble_rate", NumberOrNull(s.predicted_bubble_rate())}});
+    }
+    return stages;
+  }
+  // Before the first step: only the simulator's view of the schedule.
+  const auto& predicted = job.schedule().predicted().worker_bubble_rate();
+  for (int w = 0; w < predicted.size(); ++w) {
+    std::string worker_id;
+    for (const v1::StageAssignment& a : job.assignments()) {
+      if (a.stage() == w) worker_id = a.worker_id();
+    }
+    stages.push_back({{"stage", w},
+                      {"worker_id", worker_id},
+                      {"measured_bubble_rate", nullptr},
+                      {"predicted_bubble_rate", NumberOrNull(predicted[w])}});
+  }
+  return stages;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JobStatusJson(const v1::Job& job) {
+  v1::Job slim = job;
+  slim.mutable_schedule()->clear_schedule();
+  slim.mutable_schedule()->clear_cost_model();
+  if (!job.has_schedule()) slim.clear_schedule();
+
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string text;
+  auto printed =
+      google::protobuf::util::MessageToJsonString(slim, &text, options);
+  if (!printed.ok()) {
+    return absl::InternalError("cannot print job as JSON: " +
+                               printed.ToString());
+  }
+  Json out = Json::parse(text);
+  const bool stepped = job.has_last_step();
+  const v1::StepSummary& step = job.last_step();
+  const double none = std::nan("");
+  out["step"] = job.steps_completed();
+  out["steps"] = job.spec().steps();
+  out["schedule_version"] = job.schedule_version();
+  out["loss"] = NumberOrNull(stepped ? step.loss() : none);
+  out["tokens_per_second"] =
+      NumberOrNull(stepped ? step.tokens_per_second() : none);
+  out["measured_bubble_rate"] =
+      NumberOrNull(stepped ? step.measured_bubble_rate() : none);
+  out["predicted_bubble_rate"] = NumberOrNull(
+      stepped ? step.predicted_bubble_rate()
+              : (job.has_schedule() ? job.schedule().predicted().bubble_rate()
+                                    : none));
+  out["stages"] = StageRates(job);
+  return out.dump(2) + "\n";
+}
+
+}  // namespace zbpp::ctl

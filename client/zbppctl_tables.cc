@@ -1,0 +1,182 @@
+#include "client/zbppctl_tables.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace zbpp::ctl {
+namespace {
+
+// Columns padded to their widest cell, two spaces apart, no trailing blanks.
+std::string AlignedRows(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size())
+        line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    text += line + "\n";
+  }
+  return text;
+}
+
+// A number for a table cell; "-" for nan (e.g. a loss not yet reported).
+std::string Number(const char* format, double value) {
+  if (std::isnan(value)) return "-";
+  return absl::StrFormat(format, value);
+}
+
+std::string Steps(const v1::Job& job) {
+  return absl::StrCat(job.steps_completed(), "/", job.spec().steps());
+}
+
+std::string ScheduleCell(const v1::Job& job) {
+  const std::string& name = job.schedule().schedule().name().empty()
+                                ? job.spec().schedule().name()
+                                : job.schedule().schedule().name();
+  if (job.schedule_version() == 0) return name.empty() ? "-" : name;
+  return absl::StrCat(name, " v", job.schedule_version());
+}
+
+}  // namespace
+
+std::string ShortEnumName(const std::string& name, const std::string& prefix) {
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+std::string JobStateName(v1::JobState state) {
+  return ShortEnumName(v1::JobState_Name(state), "JOB_STATE_");
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+absl::Time ToTime(const google::protobuf::Timestamp& timestamp) {
+  if (timestamp.seconds() == 0 && timestamp.nanos() == 0) {
+    return absl::InfinitePast();
+  }
+  return absl::FromUnixSeconds(timestamp.seconds()) +
+         absl::Nanoseconds(timestamp.nanos());
+}
+
+std::string Age(absl::Time then, absl::Time now) {
+  if (then == absl::InfinitePast()) return "-";
+  const int64_t seconds =
+      std::max<int64_t>(0, absl::ToInt64Seconds(now - then));
+  if (seconds < 120) return absl::StrCat(seconds, "s");
+  if (seconds < 2 * 3600) return absl::StrCat(seconds / 60, "m");
+  if (seconds < 2 * 86400) return absl::StrCat(seconds / 3600, "h");
+  return absl::StrCat(seconds / 86400, "d");
+}
+
+std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "STEP", "SCHEDULE", "LOSS", "BUBBLE", "AGE"}};
+  for (const v1::Job& job : jobs) {
+    const bool stepped = job.has_last_step();
+    rows.push_back(
+        {job.id(), job.spec().name().empty() ? "-" : job.spec().name(),
+         JobStateName(job.state()), Steps(job), ScheduleCell(job),
+         stepped ? Number("%.4f", job.last_step().loss()) : "-",
+         stepped ? Number("%.3f", job.last_step().measured_bubble_rate()) : "-",
+         Age(ToTime(job.create_time()), now)});
+  }
+  return AlignedRows(rows);
+}
+
+std::string JobStatusTable(const v1::Job& job, absl::Time now) {
+  std::vector<std::vector<std::string>> rows;
+  auto add = [&rows](const std::string& key, const std::string& value) {
+    rows.push_back({key + ":", value});
+  };
+  add("id", job.id());
+  if (!job.spec().name().empty()) add("name", job.spec().name());
+  add("state", JobStateName(job.state()));
+  if (!job.state_message().empty()) add("message", job.state_message());
+  add("step", Steps(job));
+  if (job.has_last_step()) {
+    const v1::StepSummary& step = job.last_step();
+    add("loss", Number("%.4f", step.loss()));
+    add("tokens/s", Number("%.1f", step.tokens_per_second()));
+    add("step time", Number("%.3f s", step.step_seconds()));
+    add("bubble rate",
+        absl::StrCat(Number("%.3f", step.measured_bubble_rate()), " measured, ",
+                     Number("%.3f", step.predicted_bubble_rate()),
+                     " predicted"));
+  }
+  std::string schedule = ScheduleCell(job);
+  if (job.has_schedule()) {
+    const v1::ScheduleVersion& version = job.schedule();
+    absl::StrAppend(
+        &schedule, " (from step ", version.effective_step(), ", ",
+        ShortEnumName(v1::ScheduleChangeReason_Name(version.reason()),
+                      "SCHEDULE_CHANGE_REASON_"),
+        "); predicted step ",
+        Number("%.3f s", version.predicted().step_seconds()), ", bubble rate ",
+        Number("%.3f", version.predicted().bubble_rate()));
+  }
+  add("schedule", schedule);
+  add("rollbacks", absl::StrCat(job.rollbacks_total()));
+  add("skipped steps", absl::StrCat(job.skipped_steps_total()));
+  add("recoveries", absl::StrCat(job.recoveries_total()));
+  add("checkpoint", job.last_checkpoint_step() < 0
+                        ? std::string("none")
+                        : absl::StrCat("step ", job.last_checkpoint_step()));
+  add("age", Age(ToTime(job.create_time()), now));
+  std::string text = AlignedRows(rows);
+
+  if (job.last_step().stages_size() > 0) {
+    std::vector<std::vector<std::string>> stages = {
+        {"STAGE", "WORKER", "BUBBLE", "PREDICTED", "IDLE_S", "COMM_S", "F_S",
+         "B_S", "W_S"}};
+    for (const v1::StageStepStats& s : job.last_step().stages()) {
+      stages.push_back(
+          {absl::StrCat(s.stage()), s.worker_id(),
+           Number("%.3f", s.measured_bubble_rate()),
+           Number("%.3f", s.predicted_bubble_rate()),
+           Number("%.4f", s.idle_seconds()), Number("%.4f", s.comm_seconds()),
+           Number("%.4f", s.f_seconds()), Number("%.4f", s.b_seconds()),
+           Number("%.4f", s.w_seconds())});
+    }
+    text += "\n" + AlignedRows(stages);
+  }
+  return text;
+}
+
+std::string WorkersTable(const std::vector<v1::Worker>& workers,
+                         absl::Time now) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "HOST", "DEVICE", "MEMORY", "STATE", "JOB", "STAGE",
+       "PHASE", "HEARTBEAT"}};
+  for (const v1::Worker& w : workers) {
+    const v1::WorkerDescription& d = w.description();
+    const bool has_job = !w.job_id().empty();
+    rows.push_back(
+        {w.worker_id(), d.name().empty() ? "-" : d.name(), d.host(),
+         absl::StrCat(ShortEnumName(v1::DeviceKind_Name(d.device_kind()),
+                                    "DEVICE_KIND_"),
+                      ":", d.device_index()),
+         absl::StrFormat("%.1fGiB", d.memory_bytes() / double(1ull << 30)),
+         ShortEnumName(v1::WorkerState_Name(w.state()), "WORKER_STATE_"),
+         has_job ? w.job_id() : "-", has_job ? absl::StrCat(w.stage()) : "-",
+         ShortEnumName(v1::WorkerPhase_Name(w.phase()), "WORKER_PHASE_"),
+         Age(ToTime(w.last_heartbeat_time()), now)});
+  }
+  return AlignedRows(rows);
+}
+
+}  // namespace zbpp::ctl

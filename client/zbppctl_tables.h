@@ -1,0 +1,51 @@
+// Human-readable output of zbppctl: job and worker tables and the one-job
+// status page. Pure functions of the protos (and of "now", for ages).
+
+#ifndef ZBPP_CLIENT_ZBPPCTL_TABLES_H_
+#define ZBPP_CLIENT_ZBPPCTL_TABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::ctl {
+
+/// `name` without `prefix` when it starts with it: ShortEnumName(
+/// "WORKER_STATE_IDLE", "WORKER_STATE_") is "IDLE".
+std::string ShortEnumName(const std::string& name, const std::string& prefix);
+
+/// `state` without its prefix: "RUNNING" for JOB_STATE_RUNNING.
+std::string JobStateName(v1::JobState state);
+
+/// Whether `state` is SUCCEEDED, FAILED or CANCELLED.
+bool IsTerminal(v1::JobState state);
+
+/// `timestamp` as absl::Time; absl::InfinitePast() when unset (zero).
+absl::Time ToTime(const google::protobuf::Timestamp& timestamp);
+
+/// `now - then` rounded down to one unit: "42s", "5m", "3h", "2d"; "-" when
+/// `then` is absl::InfinitePast().
+std::string Age(absl::Time then, absl::Time now);
+
+/// `zbppctl list`: a header and one aligned row per job (ID, NAME, STATE,
+/// STEP as completed/steps, SCHEDULE as name and version, LOSS, BUBBLE as
+/// the last step's measured bubble rate, AGE), in the given order.
+std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now);
+
+/// `zbppctl status JOB`: one "key: value" line per field (state, step, loss,
+/// tokens/s, bubble rates, schedule, counters, times), then a table of the
+/// last step's per-stage measurements when the job has any.
+std::string JobStatusTable(const v1::Job& job, absl::Time now);
+
+/// `zbppctl workers`: one aligned row per worker (ID, NAME, HOST, DEVICE,
+/// MEMORY in GiB, STATE, JOB, STAGE, PHASE, HEARTBEAT age).
+std::string WorkersTable(const std::vector<v1::Worker>& workers,
+                         absl::Time now);
+
+}  // namespace zbpp::ctl
+
+#endif  // ZBPP_CLIENT_ZBPPCTL_TABLES_H_

@@ -1,0 +1,333 @@
+// Runs the zbppctl binary as users and scripts do: usage errors and an
+// unreachable coordinator without any server, then every command against an
+// in-process fake coordinator (fake_coordinator.h).
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/client/fake_coordinator.h"
+#include "tests/client/subprocess.h"
+#include "tests/client/test_jobs.h"
+
+namespace zbpp::ctltest {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+ProcessResult Zbppctl(const std::vector<std::string>& args,
+                      const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {ZBPPCTL_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, env);
+}
+
+// Every error is exactly one line "zbppctl: ..." on stderr.
+void ExpectOneErrorLine(const ProcessResult& result) {
+  EXPECT_THAT(result.err, StartsWith("zbppctl: "));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+      << result.err;
+  EXPECT_THAT(result.err, EndsWith("\n"));
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const std::string path =
+      ::testing::TempDir() + name + "_" + std::to_string(getpid());
+  std::ofstream(path) << text;
+  return path;
+}
+
+// ---------------------------------------------------------- no server needed
+
+TEST(ZbppctlCli, UsageErrorsExitTwo) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {},
+           {"launch"},
+           {"list", "--bogus"},
+           {"status"},
+           {"--timeout", "-1", "list"},
+           {"status", "j", "--format", "xml"}}) {
+    const ProcessResult result = Zbppctl(args);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    ExpectOneErrorLine(result);
+    EXPECT_EQ(result.out, "");
+  }
+}
+
+TEST(ZbppctlCli, HelpPrintsUsage) {
+  const ProcessResult result = Zbppctl({"--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, StartsWith("usage: zbppctl"));
+  EXPECT_EQ(result.err, "");
+}
+
+TEST(ZbppctlCli, UnreachableCoordinatorIsOneLineExitOne) {
+  const std::string address = absl::StrCat("127.0.0.1:", ClosedLocalPort());
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{
+           {"list"},
+           {"status", "job-1"},
+           {"status", "job-1", "--format", "json"},
+           {"watch", "job-1"},
+           {"cancel", "job-1"},
+           {"schedule", "job-1"},
+           {"workers"}}) {
+    std::vector<std::string> args = {"--coordinator", address, "--timeout",
+                                     "5"};
+    args.insert(args.end(), command.begin(), command.end());
+    const ProcessResult result = Zbppctl(args);
+    EXPECT_EQ(result.exit_code, 1) << command[0];
+    ExpectOneErrorLine(result);
+    EXPECT_THAT(result.err, StartsWith("zbppctl: cannot reach coordinator at " +
+                                       address + ": "))
+        << command[0];
+    EXPECT_EQ(result.out, "");
+  }
+}
+
+TEST(ZbppctlCli, CoordinatorComesFromTheEnvironment) {
+  const std::string address = absl::StrCat("127.0.0.1:", ClosedLocalPort());
+  const ProcessResult result =
+      Zbppctl({"workers"}, {"ZBPP_COORDINATOR=" + address});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("cannot reach coordinator at " + address));
+}
+
+TEST(ZbppctlCli, MissingTokenFileIsAnError) {
+  const ProcessResult result =
+      Zbppctl({"--token-file", "/nonexistent/token", "list"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err,
+              HasSubstr("cannot read token file /nonexistent/token"));
+}
+
+// ------------------------------------------------------ against a fake server
+
+class ZbppctlFakeServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_ = FakeCoordinator::Start();
+    ASSERT_NE(fake_, nullptr);
+    fake_->state().PutJob(RunningJob("job-1"));
+  }
+  ProcessResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--coordinator", fake_->address()});
+    return Zbppctl(args);
+  }
+  FakeState& state() { return fake_->state(); }
+
+  std::unique_ptr<FakeCoordinator> fake_;
+};
+
+TEST_F(ZbppctlFakeServer, SubmitPrintsTheNewIdAlone) {
+  const ProcessResult result =
+      Run({"submit", ZBPP_EXAMPLES_DIR "/gpt-bible-cpu.yaml"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "sub-1\n");
+  EXPECT_EQ(result.err, "");
+  EXPECT_EQ(state().GetJob("sub-1").spec().model().architecture(), "gpt");
+  EXPECT_TRUE(state().last_call_had_deadline());
+}
+
+TEST_F(ZbppctlFakeServer, SubmitRefusedByTheServerNamesTheField) {
+  const std::string path = WriteTempFile(
+      "zero_microbatches.yaml", "pipeline: {stages: 2, microbatches: 0}\n");
+  const ProcessResult result = Run({"submit", path});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.out, "");
+  ExpectOneErrorLine(result);
+  EXPECT_EQ(result.err, "zbppctl: submit " + path +
+                            ": INVALID_ARGUMENT: pipeline.microbatches must "
+                            "be >= 1, got 0\n");
+}
+
+TEST_F(ZbppctlFakeServer, SubmitOfBadYamlOrNoFileFailsBeforeTheServer) {
+  const std::string path = WriteTempFile("bad.yaml", "model: [1,\n");
+  ProcessResult result = Run({"submit", path});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("INVALID_ARGUMENT: yaml: "));
+  result = Run({"submit", "/nonexistent/job.yaml"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("cannot read /nonexistent/job.yaml"));
+  EXPECT_EQ(state().GetJob("sub-1").id(), "") << "nothing was submitted";
+}
+
+TEST_F(ZbppctlFakeServer, StatusJsonShowsTheJob) {
+  const ProcessResult result = Run({"status", "job-1", "--format", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["id"], "job-1");
+  EXPECT_EQ(json["state"], "JOB_STATE_RUNNING");
+  EXPECT_EQ(json["step"], 50);
+  EXPECT_EQ(json["schedule_version"], 2);
+  EXPECT_DOUBLE_EQ(json["loss"].get<double>(), 2.5);
+  ASSERT_EQ(json["stages"].size(), 4u);
+  EXPECT_TRUE(json["stages"][2].contains("predicted_bubble_rate"));
+  EXPECT_TRUE(state().last_call_had_deadline());
+}
+
+TEST_F(ZbppctlFakeServer, StatusTable) {
+  const ProcessResult result = Run({"status", "job-1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("RUNNING"));
+  EXPECT_THAT(result.out, HasSubstr("50/100"));
+}
+
+TEST_F(ZbppctlFakeServer, UnknownJobIsNotFound) {
+  for (const std::string command : {"status", "cancel", "watch", "schedule"}) {
+    const ProcessResult result = Run({command, "job-404"});
+    EXPECT_EQ(result.exit_code, 1) << command;
+    ExpectOneErrorLine(result);
+    EXPECT_THAT(result.err,
+                StartsWith("zbppctl: " + command + " job-404: NOT_FOUND: "));
+    EXPECT_THAT(result.err, HasSubstr("job \"job-404\" not found"));
+  }
+}
+
+TEST_F(ZbppctlFakeServer, ListShowsEveryJobNewestFirst) {
+  v1::Job pending;
+  pending.set_id("job-2");
+  pending.set_state(v1::JOB_STATE_PENDING);
+  state().PutJob(pending);
+  const ProcessResult result = Run({"list"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::string> lines = Lines(result.out);
+  ASSERT_EQ(lines.size(), 3u) << result.out;
+  EXPECT_THAT(lines[0], StartsWith("ID"));
+  EXPECT_THAT(lines[1], StartsWith("job-2"));
+  EXPECT_THAT(lines[2], StartsWith("job-1"));
+}
+
+TEST_F(ZbppctlFakeServer, CancelThenCancelAgain) {
+  ProcessResult result = Run({"cancel", "job-1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "job-1 CANCELLED\n");
+  EXPECT_EQ(state().GetJob("job-1").state(), v1::JOB_STATE_CANCELLED);
+  result = Run({"cancel", "job-1"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("FAILED_PRECONDITION"));
+}
+
+TEST_F(ZbppctlFakeServer, BearerTokenFromTheTokenFile) {
+  state().RequireToken("s3cret");
+  ProcessResult result = Run({"cancel", "job-1"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("UNAUTHENTICATED"));
+  const std::string token = WriteTempFile("token", "s3cret\n");
+  result = Run({"--token-file", token, "cancel", "job-1"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(state().last_authorization(), "Bearer s3cret");
+}
+
+TEST_F(ZbppctlFakeServer, WatchPrintsOneLinePerEventAndSucceeds) {
+  state().ScriptWatch(
+      "job-1", {StepEvent(50, 2.4), StepEvent(51, 2.3),
+                StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)});
+  const ProcessResult result = Run({"watch", "job-1"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const std::vector<std::string> lines = Lines(result.out);
+  ASSERT_EQ(lines.size(), 4u) << result.out;
+  EXPECT_EQ(lines[0],
+            "snapshot job=job-1 state=RUNNING step=50/100 schedule_version=2");
+  EXPECT_THAT(lines[1], StartsWith("step job=job-1 step=51/100 loss=2.4000 "));
+  EXPECT_THAT(lines[2], StartsWith("step job=job-1 step=52/100 loss=2.3000 "));
+  EXPECT_EQ(lines[3], "state job=job-1 state=SUCCEEDED previous=RUNNING");
+}
+
+TEST_F(ZbppctlFakeServer, WatchOnATerminalDrawsAProgressBar) {
+  state().ScriptWatch(
+      "job-1", {StepEvent(50, 2.4),
+                StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)});
+  const ProcessResult result = RunInTerminal(
+      {ZBPPCTL_BINARY, "--coordinator", fake_->address(), "watch", "job-1"});
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out,
+              StartsWith("RUNNING [###############...............] 50/100"));
+  EXPECT_THAT(result.out,
+              HasSubstr("\r\x1b[KRUNNING [###############...............] "
+                        "51/100  loss 2.4000  1234 tok/s  bubble 12.5%"));
+  EXPECT_THAT(result.out,
+              HasSubstr("state job=job-1 state=SUCCEEDED previous=RUNNING\r\n"
+                        "SUCCEEDED ["));
+  EXPECT_THAT(result.out, Not(HasSubstr("snapshot job=")));
+}
+
+TEST_F(ZbppctlFakeServer, WatchExitCodeFollowsTheFinalState) {
+  state().ScriptWatch("job-1",
+                      {StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED,
+                                  "worker w-3 lost")});
+  ProcessResult result = Run({"watch", "job-1"});
+  EXPECT_EQ(result.exit_code, 3);
+  ExpectOneErrorLine(result);
+  EXPECT_EQ(result.err, "zbppctl: job job-1 FAILED: worker w-3 lost\n");
+
+  state().ScriptWatch(
+      "job-1", {StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED)});
+  result = Run({"watch", "job-1"});
+  EXPECT_EQ(result.exit_code, 4);
+  ExpectOneErrorLine(result);
+
+  // A stream that ends while the job still runs is an error too.
+  state().ScriptWatch("job-1", {StepEvent(50, 2.0)});
+  result = Run({"watch", "job-1"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+}
+
+TEST_F(ZbppctlFakeServer, ScheduleInEveryFormat) {
+  ProcessResult result = Run({"schedule", "job-1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("worker 3: "));
+  result = Run({"schedule", "job-1", "--format", "svg"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("<svg"));
+  result = Run({"schedule", "job-1", "--format", "chrome-trace"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NO_THROW(nlohmann::json::parse(result.out));
+
+  v1::Job pending;
+  pending.set_id("job-2");
+  pending.set_state(v1::JOB_STATE_PENDING);
+  state().PutJob(pending);
+  result = Run({"schedule", "job-2"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("no schedule yet (state PENDING)"));
+}
+
+TEST_F(ZbppctlFakeServer, Workers) {
+  v1::Worker worker;
+  worker.set_worker_id("w-0");
+  worker.mutable_description()->set_host("node-a");
+  worker.set_state(v1::WORKER_STATE_IDLE);
+  state().SetWorkers({worker});
+  const ProcessResult result = Run({"workers"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::string> lines = Lines(result.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[1], StartsWith("w-0  -     node-a"));
+}
+
+}  // namespace
+}  // namespace zbpp::ctltest

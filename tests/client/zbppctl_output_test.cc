@@ -1,0 +1,296 @@
+// What zbppctl prints, without a server: status JSON, tables, watch lines
+// and progress bar, and schedules converted back and rendered.
+
+#include <sstream>
+
+#include "client/zbppctl_json.h"
+#include "client/zbppctl_schedule.h"
+#include "client/zbppctl_tables.h"
+#include "client/zbppctl_watch.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/simulator.h"
+#include "tests/client/test_jobs.h"
+
+namespace zbpp::ctl {
+namespace {
+
+using ctltest::RunningJob;
+using ctltest::StateEvent;
+using ctltest::StepEvent;
+using ctltest::ZbVScheduleVersion;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+TEST(ZbppctlJson, StatusHoldsStateStepLossStagesAndVersion) {
+  absl::StatusOr<std::string> text = JobStatusJson(RunningJob("job-7"));
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json json = nlohmann::json::parse(*text);
+  EXPECT_EQ(json["id"], "job-7");
+  EXPECT_EQ(json["state"], "JOB_STATE_RUNNING");
+  EXPECT_EQ(json["step"], 50);
+  EXPECT_EQ(json["steps"], 100);
+  EXPECT_EQ(json["schedule_version"], 2);
+  EXPECT_DOUBLE_EQ(json["loss"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(json["measured_bubble_rate"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(json["predicted_bubble_rate"].get<double>(), 0.1);
+  ASSERT_EQ(json["stages"].size(), 4u);
+  EXPECT_EQ(json["stages"][3]["stage"], 3);
+  EXPECT_EQ(json["stages"][3]["worker_id"], "w-3");
+  EXPECT_DOUBLE_EQ(json["stages"][3]["measured_bubble_rate"].get<double>(),
+                   0.25);
+  EXPECT_DOUBLE_EQ(json["stages"][3]["predicted_bubble_rate"].get<double>(),
+                   0.1);
+  // The schedule's version and prediction stay; its action lists do not.
+  EXPECT_EQ(json["schedule"]["effective_step"], "40");
+  EXPECT_TRUE(json["schedule"].contains("predicted"));
+  EXPECT_FALSE(json["schedule"].contains("schedule"));
+  EXPECT_THAT(*text, Not(HasSubstr("0F0")));
+}
+
+TEST(ZbppctlJson, StillParsesAsAJob) {
+  absl::StatusOr<std::string> text = JobStatusJson(RunningJob("job-7"));
+  ASSERT_TRUE(text.ok());
+  v1::Job job;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(*text, &job, options).ok());
+  EXPECT_EQ(job.steps_completed(), 50);
+  EXPECT_EQ(job.schedule_version(), 2);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST(ZbppctlJson, BeforeTheFirstStepStagesComeFromThePrediction) {
+  v1::Job job = RunningJob("job-8");
+  job.clear_last_step();
+  job.set_steps_completed(0);
+  absl::StatusOr<std::string> text = JobStatusJson(job);
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json json = nlohmann::json::parse(*text);
+  EXPECT_TRUE(json["loss"].is_null());
+  EXPECT_TRUE(json["measured_bubble_rate"].is_null());
+  EXPECT_DOUBLE_EQ(json["predicted_bubble_rate"].get<double>(),
+                   job.schedule().predicted().bubble_rate());
+  ASSERT_EQ(json["stages"].size(), 4u);
+  EXPECT_TRUE(json["stages"][0]["measured_bubble_rate"].is_null());
+  EXPECT_EQ(json["stages"][1]["worker_id"], "w-1");
+}
+
+TEST(ZbppctlJson, PendingJobPrintsZerosAndNoStages) {
+  v1::Job job;
+  job.set_id("job-1");
+  job.set_state(v1::JOB_STATE_PENDING);
+  absl::StatusOr<std::string> text = JobStatusJson(job);
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json json = nlohmann::json::parse(*text);
+  EXPECT_EQ(json["state"], "JOB_STATE_PENDING");
+  EXPECT_EQ(json["step"], 0);
+  EXPECT_EQ(json["schedule_version"], 0);
+  EXPECT_TRUE(json["stages"].empty());
+  EXPECT_FALSE(json.contains("schedule"));
+}
+
+TEST(ZbppctlTables, JobsTableHasAHeaderAndOneRowPerJob) {
+  v1::Job pending;
+  pending.set_id("job-2");
+  pending.set_state(v1::JOB_STATE_PENDING);
+  const std::string table = JobsTable({RunningJob("job-1"), pending},
+                                      absl::FromUnixSeconds(1000000000 + 300));
+  EXPECT_THAT(table, StartsWith("ID     NAME     STATE    STEP"));
+  EXPECT_THAT(table, HasSubstr("job-1  gpt-kjv  RUNNING  50/100  zb-v v2"));
+  EXPECT_THAT(table, HasSubstr("2.5000"));
+  EXPECT_THAT(table, HasSubstr("5m"));
+  EXPECT_THAT(table, HasSubstr("job-2  -        PENDING  0/0"));
+}
+
+TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {
+  const std::string table =
+      JobStatusTable(RunningJob("job-1"), absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(table, HasSubstr("state:"));
+  EXPECT_THAT(table, HasSubstr("RUNNING"));
+  EXPECT_THAT(table, HasSubstr("50/100"));
+  EXPECT_THAT(table, HasSubstr("0.200 measured, 0.100 predicted"));
+  EXPECT_THAT(table, HasSubstr("zb-v v2 (from step 40, RESOLVE)"));
+  EXPECT_THAT(table, HasSubstr("STAGE  WORKER  BUBBLE"));
+  EXPECT_THAT(table, HasSubstr("3      w-3     0.250"));
+}
+
+TEST(ZbppctlTables, WorkersTable) {
+  v1::Worker w;
+  w.set_worker_id("w-1");
+  w.mutable_description()->set_host("node-a");
+  w.mutable_description()->set_device_kind(v1::DEVICE_KIND_CUDA);
+  w.mutable_description()->set_device_index(3);
+  w.mutable_description()->set_memory_bytes(80ull << 30);
+  w.set_state(v1::WORKER_STATE_RUNNING);
+  w.set_job_id("job-1");
+  w.set_stage(2);
+  w.set_phase(v1::WORKER_PHASE_RUNNING);
+  w.mutable_last_heartbeat_time()->set_seconds(100);
+  const std::string table = WorkersTable({w}, absl::FromUnixSeconds(103));
+  EXPECT_THAT(
+      table,
+      HasSubstr("w-1  -     node-a  CUDA:3  80.0GiB  RUNNING  job-1  2"));
+  EXPECT_THAT(table, HasSubstr("3s"));
+}
+
+TEST(ZbppctlTables, Ages) {
+  const absl::Time now = absl::FromUnixSeconds(1000000);
+  EXPECT_EQ(Age(absl::InfinitePast(), now), "-");
+  EXPECT_EQ(Age(now - absl::Seconds(59), now), "59s");
+  EXPECT_EQ(Age(now - absl::Minutes(90), now), "90m");
+  EXPECT_EQ(Age(now - absl::Hours(5), now), "5h");
+  EXPECT_EQ(Age(now - absl::Hours(72), now), "3d");
+}
+
+TEST(ZbppctlWatch, PlainLinesOnePerEvent) {
+  v1::JobEvent snapshot;
+  *snapshot.mutable_snapshot() = RunningJob("job-1");
+  snapshot.set_job_id("job-1");
+  EXPECT_EQ(EventLine(snapshot, 100),
+            "snapshot job=job-1 state=RUNNING step=50/100 schedule_version=2");
+  v1::JobEvent step = StepEvent(50, 2.25);
+  step.set_job_id("job-1");
+  EXPECT_EQ(EventLine(step, 100),
+            "step job=job-1 step=51/100 loss=2.2500 tokens_per_second=1234.5 "
+            "bubble_rate=0.1250 predicted_bubble_rate=0.1000 "
+            "step_seconds=0.5320 schedule_version=2");
+  v1::JobEvent failed = StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED,
+                                   "worker \"w-3\" lost");
+  failed.set_job_id("job-1");
+  EXPECT_EQ(EventLine(failed, 100),
+            "state job=job-1 state=FAILED previous=RUNNING "
+            "message=\"worker \\\"w-3\\\" lost\"");
+  v1::JobEvent schedule;
+  schedule.set_job_id("job-1");
+  *schedule.mutable_schedule_change() = ZbVScheduleVersion("job-1");
+  EXPECT_THAT(EventLine(schedule, 100),
+              StartsWith("schedule job=job-1 schedule_version=2 "
+                         "effective_step=40 reason=RESOLVE name=zb-v "));
+  v1::JobEvent validation;
+  validation.set_job_id("job-1");
+  validation.mutable_validation()->set_step(7);
+  validation.mutable_validation()->set_decision(
+      v1::VALIDATION_DECISION_CLIPPED);
+  validation.mutable_validation()->set_global_grad_norm(1.5);
+  validation.mutable_validation()->add_rolled_back_stages(1);
+  validation.mutable_validation()->add_rolled_back_stages(2);
+  EXPECT_EQ(EventLine(validation, 100),
+            "validation job=job-1 step=7 decision=CLIPPED "
+            "global_grad_norm=1.5000 rolled_back_stages=1,2");
+}
+
+TEST(ZbppctlWatch, PrinterStopsAtATerminalState) {
+  std::ostringstream out;
+  WatchPrinter printer(out, /*terminal=*/false);
+  v1::JobEvent snapshot;
+  *snapshot.mutable_snapshot() = RunningJob("job-1");
+  EXPECT_TRUE(printer.OnEvent(snapshot));
+  EXPECT_TRUE(printer.OnEvent(StepEvent(50, 2.0)));
+  EXPECT_FALSE(printer.OnEvent(
+      StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)));
+  printer.Finish();
+  EXPECT_EQ(printer.progress().state, v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(printer.progress().steps_completed, 51);
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
+  EXPECT_THAT(text, Not(HasSubstr("\r")));
+}
+
+TEST(ZbppctlWatch, TerminalModeRedrawsOneBar) {
+  std::ostringstream out;
+  WatchPrinter printer(out, /*terminal=*/true);
+  v1::JobEvent snapshot;
+  *snapshot.mutable_snapshot() = RunningJob("job-1");
+  printer.OnEvent(snapshot);
+  printer.OnEvent(StepEvent(50, 2.0));
+  printer.OnEvent(StateEvent(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED));
+  printer.Finish();
+  const std::string text = out.str();
+  // Steps only redraw; the state change is a line above the bar.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_THAT(text, HasSubstr("\r\x1b[K"));
+  EXPECT_THAT(text, HasSubstr("state=SUCCEEDED previous=RUNNING\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "51/100  loss 2.0000  1234 tok/s  bubble 12.5% (pred 10.0%)  v2"));
+}
+
+TEST(ZbppctlWatch, ProgressBarFillsWithSteps) {
+  WatchProgress progress;
+  progress.state = v1::JOB_STATE_RUNNING;
+  progress.steps = 100;
+  progress.steps_completed = 50;
+  EXPECT_EQ(ProgressLine(progress),
+            "RUNNING [###############...............] 50/100");
+  progress.steps_completed = 100;
+  progress.schedule_version = 3;
+  EXPECT_EQ(ProgressLine(progress),
+            "RUNNING [##############################] 100/100  v3");
+}
+
+TEST(ZbppctlSchedule, ProtoConvertsBackAndSimulatesToThePrediction) {
+  const v1::ScheduleVersion version = ZbVScheduleVersion("job-1");
+  absl::StatusOr<sched::Schedule> schedule =
+      ScheduleFromProto(version.schedule());
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  EXPECT_EQ(schedule->workers, 4);
+  EXPECT_EQ(schedule->chunks, 2);
+  absl::StatusOr<sched::Problem> problem =
+      ProblemFromProto(version.schedule(), version.cost_model());
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  absl::StatusOr<sched::SimulationResult> result =
+      sched::Simulate(*problem, *schedule);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_DOUBLE_EQ(result->makespan_seconds,
+                   version.predicted().makespan_seconds());
+}
+
+TEST(ZbppctlSchedule, BadProtoIsInvalidArgument) {
+  v1::ScheduleVersion version = ZbVScheduleVersion("job-1");
+  version.mutable_schedule()->mutable_worker_actions(1)->set_actions(0, "3X1");
+  absl::StatusOr<sched::Schedule> schedule =
+      ScheduleFromProto(version.schedule());
+  ASSERT_FALSE(schedule.ok());
+  EXPECT_THAT(std::string(schedule.status().message()),
+              StartsWith("worker 1: "));
+  version = ZbVScheduleVersion("job-1");
+  version.mutable_schedule()->add_worker_of_stage(0);
+  EXPECT_FALSE(ScheduleFromProto(version.schedule()).ok());
+  version = ZbVScheduleVersion("job-1");
+  version.mutable_cost_model()->add_stages();
+  EXPECT_THAT(
+      std::string(ProblemFromProto(version.schedule(), version.cost_model())
+                      .status()
+                      .message()),
+      HasSubstr("cost model has 9 stages; the schedule has 8"));
+}
+
+TEST(ZbppctlSchedule, RendersEveryFormat) {
+  v1::ScheduleVersion version = ZbVScheduleVersion("job-1");
+  absl::StatusOr<std::string> table = RenderSchedule(version, "table");
+  ASSERT_TRUE(table.ok());
+  EXPECT_THAT(
+      *table,
+      HasSubstr("job job-1 schedule v2 from step 40 (RESOLVE: stage 2"));
+  EXPECT_THAT(*table, HasSubstr("zb-v: 4 workers x 2 chunks, 8 microbatches"));
+  EXPECT_THAT(*table, HasSubstr("worker 0: 0F0 "));
+  absl::StatusOr<std::string> svg = RenderSchedule(version, "svg");
+  ASSERT_TRUE(svg.ok()) << svg.status();
+  EXPECT_THAT(*svg, HasSubstr("<svg"));
+  absl::StatusOr<std::string> trace = RenderSchedule(version, "chrome-trace");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_NO_THROW(nlohmann::json::parse(*trace));
+  // Without costs the order is still drawn, with unit costs.
+  version.clear_cost_model();
+  EXPECT_TRUE(RenderSchedule(version, "svg").ok());
+  EXPECT_FALSE(RenderSchedule(version, "png").ok());
+}
+
+}  // namespace
+}  // namespace zbpp::ctl

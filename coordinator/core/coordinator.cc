@@ -1,0 +1,1296 @@
+#include "coordinator/core/coordinator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/core/job_state.h"
+#include "coordinator/core/schedule_proto.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using zbpp::v1::JobEvent;
+using zbpp::v1::SessionResponse;
+
+google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  google::protobuf::Timestamp ts;
+  const int64_t nanos = absl::ToUnixNanos(t);
+  ts.set_seconds(nanos / 1000000000);
+  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  return ts;
+}
+
+JobState ToCore(zbpp::v1::JobState state) {
+  switch (state) {
+    case zbpp::v1::JOB_STATE_ASSIGNING:
+      return JobState::kAssigning;
+    case zbpp::v1::JOB_STATE_RUNNING:
+      return JobState::kRunning;
+    case zbpp::v1::JOB_STATE_RECOVERING:
+      return JobState::kRecovering;
+    case zbpp::v1::JOB_STATE_SUCCEEDED:
+      return JobState::kSucceeded;
+    case zbpp::v1::JOB_STATE_FAILED:
+      return JobState::kFailed;
+    case zbpp::v1::JOB_STATE_CANCELLED:
+      return JobState::kCancelled;
+    default:
+      return JobState::kPending;
+  }
+}
+
+bool Terminal(zbpp::v1::JobState state) { return IsTerminal(ToCore(state)); }
+
+// The daemon has no logging library (Debian's Abseil predates absl/log);
+// store failures after the in-memory change are reported on stderr.
+void LogError(const absl::Status& status, const std::string& context) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "zbpp-coordinator: %s: %s\n", context.c_str(),
+                 status.ToString().c_str());
+  }
+}
+
+std::string RegistryName(const std::string& policy) {
+  return policy == "auto" ? std::string("zb-auto") : policy;
+}
+
+double Clamp01(double x) {
+  if (!(x >= 0)) return 0;
+  return x > 1 ? 1 : x;
+}
+
+}  // namespace
+
+/// What one rank reported for one step, reduced to what the summary needs.
+struct Coordinator::StageReport {
+  std::string worker_id;
+  double step_seconds = 0;
+  double idle_seconds = 0;
+  double comm_seconds = 0;
+  double busy_seconds = 0;
+  double f_seconds = 0;
+  double b_seconds = 0;
+  double w_seconds = 0;
+  std::optional<double> loss;
+};
+
+/// The ranks' reports of one step, until every rank has reported.
+struct Coordinator::PendingStep {
+  int64_t step = 0;
+  int64_t version = 0;
+  std::map<int, StageReport> stages;
+};
+
+/// One job: its API view (persisted) and what the core needs to run it.
+struct Coordinator::JobRuntime {
+  int64_t seq = 0;
+  zbpp::v1::Job job;  ///< `schedule` is left empty; views fill it.
+  std::vector<zbpp::v1::ScheduleVersion> versions;  ///< versions[i] = i+1.
+  std::map<int64_t, sched::Schedule> parsed;         ///< By version number.
+  std::optional<sched::Problem> base;  ///< initial_problem(spec), lazily.
+  std::unique_ptr<CostModel> costs;
+  std::unique_ptr<ResolvePolicy> policy;
+  // --- The current attempt (empty workers: none) ---
+  int64_t attempt = 0;
+  int64_t start_step = 0;
+  std::vector<std::string> workers;     ///< By rank.
+  std::set<std::string> acknowledged;   ///< Ranks that hold the attempt.
+  std::vector<int64_t> last_completed;  ///< By rank.
+  int64_t granted = -1;                 ///< Highest grant sent.
+  std::map<int64_t, PendingStep> pending;
+  std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
+  // --- Watchers ---
+  int64_t event_sequence = 0;
+  std::vector<std::shared_ptr<WatchOutbox>> watchers;
+
+  std::string scope() const {
+    return absl::StrCat(job.id(), "/attempt-", attempt);
+  }
+};
+
+Coordinator::Coordinator(Options options) : options_(std::move(options)) {}
+
+Coordinator::~Coordinator() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, slot] : sessions_) {
+    slot.outbox->Close(absl::UnavailableError("coordinator shutting down"));
+  }
+  for (auto& [seq, job] : jobs_) {
+    for (auto& watcher : job->watchers) {
+      watcher->Close(absl::UnavailableError("coordinator shutting down"));
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    Options options) {
+  if (options.clock == nullptr) {
+    return absl::InvalidArgumentError("Coordinator::Options.clock is null");
+  }
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError("Coordinator::Options.store is null");
+  }
+  if (!options.validate_spec || !options.initial_problem) {
+    return absl::InvalidArgumentError(
+        "Coordinator::Options.validate_spec and initial_problem are required");
+  }
+  if (!(options.heartbeat_interval_seconds > 0) ||
+      !(options.heartbeat_timeout_seconds >
+        options.heartbeat_interval_seconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 0 < heartbeat_interval_seconds < heartbeat_timeout_seconds, got ",
+        options.heartbeat_interval_seconds, " and ",
+        options.heartbeat_timeout_seconds));
+  }
+  if (options.grant_lookahead_steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grant_lookahead_steps must be >= 1, got ",
+                     options.grant_lookahead_steps));
+  }
+  std::unique_ptr<Coordinator> coordinator(new Coordinator(options));
+  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Create(
+      {options.clock, options.heartbeat_timeout_seconds});
+  if (!membership.ok()) return membership.status();
+  coordinator->membership_ = *std::move(membership);
+  absl::StatusOr<std::unique_ptr<RendezvousStore>> rendezvous =
+      RendezvousStore::Create({});
+  if (!rendezvous.ok()) return rendezvous.status();
+  coordinator->rendezvous_ = *std::move(rendezvous);
+  return coordinator;
+}
+
+// ------------------------------------------------------------- helpers
+
+Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) const {
+  auto it = seq_of_job_.find(job_id);
+  if (it == seq_of_job_.end()) return nullptr;
+  return jobs_.at(it->second).get();
+}
+
+void Coordinator::PersistJob(JobRuntime& job) {
+  LogError(options_.store->UpdateJob(job.job),
+           absl::StrCat("storing job ", job.job.id()));
+}
+
+void Coordinator::Emit(JobRuntime& job, JobEvent event, bool droppable) {
+  event.set_job_id(job.job.id());
+  event.set_sequence(++job.event_sequence);
+  *event.mutable_time() = ToTimestamp(options_.clock->Now());
+  for (auto& watcher : job.watchers) watcher->Push(event, droppable);
+}
+
+void Coordinator::SetState(JobRuntime& job, zbpp::v1::JobState state,
+                           const std::string& message) {
+  const zbpp::v1::JobState old = job.job.state();
+  if (absl::Status legal = Transition(ToCore(old), ToCore(state));
+      !legal.ok()) {
+    LogError(legal, absl::StrCat("job ", job.job.id()));
+    return;
+  }
+  job.job.set_state(state);
+  job.job.set_state_message(message);
+  const absl::Time now = options_.clock->Now();
+  if (state == zbpp::v1::JOB_STATE_RUNNING && !job.job.has_start_time()) {
+    *job.job.mutable_start_time() = ToTimestamp(now);
+  }
+  if (state == zbpp::v1::JOB_STATE_RECOVERING) {
+    job.job.set_recoveries_total(job.job.recoveries_total() + 1);
+  }
+  JobEvent event;
+  zbpp::v1::JobStateChange* change = event.mutable_state_change();
+  change->set_old_state(old);
+  change->set_new_state(state);
+  change->set_message(message);
+  Emit(job, std::move(event), /*droppable=*/false);
+  if (Terminal(state)) {
+    *job.job.mutable_end_time() = ToTimestamp(now);
+    job.job.clear_assignments();
+    for (auto& watcher : job.watchers) watcher->Close(absl::OkStatus());
+    job.watchers.clear();
+    if (options_.observer != nullptr) {
+      options_.observer->OnJobFinished(job.job.id());
+    }
+  }
+}
+
+void Coordinator::SendToWorker(const std::string& worker_id,
+                               SessionResponse message) {
+  auto it = sessions_.find(worker_id);
+  if (it == sessions_.end()) return;  // Replayed when the Session reopens.
+  message.set_sequence(it->second.next_sequence++);
+  it->second.outbox->Push(std::move(message));
+}
+
+void Coordinator::SendToJobWorkers(JobRuntime& job,
+                                   const SessionResponse& message) {
+  for (const std::string& worker_id : job.workers) {
+    SendToWorker(worker_id, message);
+  }
+}
+
+const zbpp::v1::ScheduleVersion* Coordinator::VersionForStep(
+    const JobRuntime& job, int64_t step) const {
+  const zbpp::v1::ScheduleVersion* found = nullptr;
+  for (const auto& version : job.versions) {
+    if (version.effective_step() <= step) found = &version;
+  }
+  return found;
+}
+
+zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
+                                                  int rank) const {
+  zbpp::v1::Assignment assignment;
+  assignment.set_job_id(job.job.id());
+  assignment.set_attempt(job.attempt);
+  *assignment.mutable_spec() = job.job.spec();
+  assignment.set_stage(rank);
+  const zbpp::v1::ScheduleVersion* version =
+      VersionForStep(job, job.start_step);
+  if (version != nullptr) {
+    const auto& owners = version->schedule().worker_of_stage();
+    for (int s = 0; s < owners.size(); ++s) {
+      if (owners[s] == rank) assignment.add_virtual_stages(s);
+    }
+    *assignment.mutable_schedule() = *version;
+  }
+  for (int r = 0; r < static_cast<int>(job.workers.size()); ++r) {
+    zbpp::v1::Peer* peer = assignment.add_peers();
+    peer->set_stage(r);
+    peer->set_worker_id(job.workers[r]);
+    auto it = descriptions_.find(job.workers[r]);
+    if (it != descriptions_.end()) *peer->mutable_description() = it->second;
+  }
+  assignment.set_rendezvous_scope(job.scope());
+  assignment.set_start_step(job.start_step);
+  if (job.job.last_checkpoint_step() >= 0) {
+    assignment.mutable_restore()->set_step(job.job.last_checkpoint_step());
+    assignment.mutable_restore()->set_directory(
+        job.job.spec().checkpoint().directory());
+  }
+  return assignment;
+}
+
+absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::PublishVersion(
+    JobRuntime& job, const sched::Schedule& schedule,
+    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
+    const std::string& detail, const zbpp::v1::SchedulePrediction* previous) {
+  absl::StatusOr<sched::SimulationResult> simulated =
+      sched::Simulate(costs, schedule);
+  if (!simulated.ok()) return simulated.status();
+  zbpp::v1::ScheduleVersion version;
+  version.set_job_id(job.job.id());
+  version.set_version(static_cast<int64_t>(job.versions.size()) + 1);
+  // Strictly after every step already granted and after the previous
+  // version's first step: no worker can have started the new version's
+  // first step under the old one (worker.proto StepGrant).
+  int64_t effective = job.start_step;
+  if (!job.versions.empty()) {
+    effective = std::max({job.granted + 1,
+                          job.versions.back().effective_step() + 1,
+                          job.start_step});
+  }
+  version.set_effective_step(effective);
+  *version.mutable_schedule() = ScheduleToProto(schedule);
+  *version.mutable_cost_model() = CostModelToProto(costs);
+  *version.mutable_predicted() = PredictionToProto(*simulated);
+  if (previous != nullptr) *version.mutable_previous_predicted() = *previous;
+  version.set_reason(reason);
+  version.set_reason_detail(detail);
+  *version.mutable_publish_time() = ToTimestamp(options_.clock->Now());
+  if (absl::Status stored = options_.store->AddScheduleVersion(version);
+      !stored.ok()) {
+    return stored;
+  }
+  job.versions.push_back(version);
+  job.parsed[version.version()] = schedule;
+  job.job.set_schedule_version(version.version());
+  if (options_.observer != nullptr) {
+    options_.observer->OnScheduleVersion(job.job.id(), version.version());
+  }
+  JobEvent event;
+  *event.mutable_schedule_change() = version;
+  Emit(job, std::move(event), /*droppable=*/false);
+  if (!job.workers.empty()) {
+    SessionResponse message;
+    *message.mutable_schedule() = version;
+    SendToJobWorkers(job, message);
+  }
+  return version;
+}
+
+void Coordinator::UpdateGrant(JobRuntime& job) {
+  if (job.workers.empty()) return;
+  int64_t slowest = std::numeric_limits<int64_t>::max();
+  for (int64_t done : job.last_completed) slowest = std::min(slowest, done);
+  const int64_t through =
+      std::min(slowest + options_.grant_lookahead_steps,
+               job.job.spec().steps() - 1);
+  if (through <= job.granted) return;
+  job.granted = through;
+  SessionResponse message;
+  zbpp::v1::StepGrant* grant = message.mutable_grant();
+  grant->set_job_id(job.job.id());
+  grant->set_attempt(job.attempt);
+  grant->set_through_step(through);
+  SendToJobWorkers(job, message);
+}
+
+absl::Status Coordinator::StartAttempt(JobRuntime& job) {
+  const zbpp::v1::JobSpec& spec = job.job.spec();
+  const int stages = spec.pipeline().stages();
+  if (membership_->Count(WorkerState::kRegistered) < stages) {
+    return absl::ResourceExhaustedError("too few free workers");
+  }
+  if (!job.base.has_value()) {
+    absl::StatusOr<sched::Problem> problem = options_.initial_problem(spec);
+    if (!problem.ok()) {
+      SetState(job, zbpp::v1::JOB_STATE_FAILED,
+               absl::StrCat("cost model: ", problem.status().message()));
+      PersistJob(job);
+      return absl::OkStatus();
+    }
+    job.base = *std::move(problem);
+  }
+  if (job.costs == nullptr) {
+    const auto& resolve = spec.schedule().resolve();
+    absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModel::Create(
+        {job.base->num_stages(),
+         resolve.has_window_steps() ? resolve.window_steps() : 8});
+    absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
+        ResolvePolicy::Create(
+            {options_.clock, resolve.has_min_improvement()
+                                 ? resolve.min_improvement()
+                                 : 0.02});
+    if (!costs.ok() || !policy.ok()) {
+      SetState(job, zbpp::v1::JOB_STATE_FAILED,
+               absl::StrCat("resolve policy: ",
+                            (costs.ok() ? policy.status() : costs.status())
+                                .message()));
+      PersistJob(job);
+      return absl::OkStatus();
+    }
+    job.costs = *std::move(costs);
+    job.policy = *std::move(policy);
+  }
+  job.start_step = std::max<int64_t>(0, job.job.last_checkpoint_step() + 1);
+  if (job.versions.empty()) {
+    // Version 1 from the analytic cost model.
+    const std::string& name = spec.schedule().name();
+    absl::StatusOr<sched::Schedule> schedule =
+        absl::InternalError("no schedule");
+    if (name == "auto") {
+      // The shortest predicted step among the schedules that fit.
+      double best = std::numeric_limits<double>::infinity();
+      for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+        absl::StatusOr<sched::Schedule> candidate =
+            sched::Generate(traits.name, *job.base);
+        if (!candidate.ok()) continue;
+        absl::StatusOr<sched::SimulationResult> sim =
+            sched::Simulate(*job.base, *candidate);
+        if (sim.ok() && sim->step_seconds < best) {
+          best = sim->step_seconds;
+          schedule = *std::move(candidate);
+        }
+      }
+    } else {
+      schedule = sched::Generate(name, *job.base);
+    }
+    if (!schedule.ok()) {
+      SetState(job, zbpp::v1::JOB_STATE_FAILED,
+               absl::StrCat("schedule ", name, ": ",
+                            schedule.status().message()));
+      PersistJob(job);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<zbpp::v1::ScheduleVersion> version = PublishVersion(
+        job, *schedule, *job.base, zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL,
+        "", nullptr);
+    if (!version.ok()) {
+      SetState(job, zbpp::v1::JOB_STATE_FAILED,
+               absl::StrCat("schedule ", name, ": ",
+                            version.status().message()));
+      PersistJob(job);
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<Assignment> assigned =
+      membership_->Assign(job.job.id(), stages);
+  if (!assigned.ok()) return assigned.status();
+
+  ++job.attempt;
+  job.workers = assigned->worker_ids;
+  job.acknowledged.clear();
+  job.last_completed.assign(stages, job.start_step - 1);
+  job.granted = job.start_step - 1;
+  job.pending.clear();
+  job.validations.clear();
+  job.job.set_steps_completed(
+      std::min(job.job.steps_completed(), job.start_step));
+  job.job.clear_assignments();
+  for (int r = 0; r < stages; ++r) {
+    zbpp::v1::StageAssignment* a = job.job.add_assignments();
+    a->set_stage(r);
+    a->set_worker_id(job.workers[r]);
+  }
+  if (job.job.state() == zbpp::v1::JOB_STATE_PENDING) {
+    SetState(job, zbpp::v1::JOB_STATE_ASSIGNING, "");
+  } else {
+    job.job.set_state_message(
+        absl::StrCat(job.job.state_message(), "; attempt ", job.attempt,
+                     " assigned, restarting at step ", job.start_step));
+  }
+  const zbpp::v1::ScheduleVersion* in_force =
+      VersionForStep(job, job.start_step);
+  for (int r = 0; r < stages; ++r) {
+    SessionResponse message;
+    *message.mutable_assignment() = BuildAssignment(job, r);
+    SendToWorker(job.workers[r], std::move(message));
+    for (const auto& version : job.versions) {
+      if (in_force != nullptr &&
+          version.effective_step() > in_force->effective_step()) {
+        SessionResponse later;
+        *later.mutable_schedule() = version;
+        SendToWorker(job.workers[r], std::move(later));
+      }
+    }
+  }
+  UpdateGrant(job);
+  PersistJob(job);
+  return absl::OkStatus();
+}
+
+void Coordinator::EndAttempt(JobRuntime& job, const std::string& abort_reason) {
+  if (job.workers.empty()) return;
+  SessionResponse message;
+  zbpp::v1::Command* command = message.mutable_command();
+  command->set_job_id(job.job.id());
+  command->set_attempt(job.attempt);
+  command->mutable_abort()->set_reason(abort_reason);
+  SendToJobWorkers(job, message);
+  membership_->Release(job.job.id());
+  rendezvous_->DeleteScope(job.scope());
+  job.workers.clear();
+  job.acknowledged.clear();
+  job.last_completed.clear();
+  job.pending.clear();
+  job.validations.clear();
+  job.granted = -1;
+  job.job.clear_assignments();
+}
+
+void Coordinator::AssignWaitingJobs() {
+  for (auto& [seq, job] : jobs_) {
+    const zbpp::v1::JobState state = job->job.state();
+    const bool waiting =
+        state == zbpp::v1::JOB_STATE_PENDING ||
+        (state == zbpp::v1::JOB_STATE_RECOVERING && job->workers.empty());
+    if (!waiting) continue;
+    if (membership_->Count(WorkerState::kRegistered) <
+        job->job.spec().pipeline().stages()) {
+      // Oldest first: a later, smaller job does not overtake it.
+      return;
+    }
+    absl::Status started = StartAttempt(*job);
+    if (!started.ok() && !absl::IsResourceExhausted(started)) {
+      LogError(started, absl::StrCat("assigning job ", job->job.id()));
+    }
+  }
+}
+
+void Coordinator::LoseWorker(const WorkerRecord& record,
+                             const std::string& why) {
+  auto session = sessions_.find(record.id);
+  if (session != sessions_.end()) {
+    session->second.outbox->Close(absl::NotFoundError(why));
+    sessions_.erase(session);
+  }
+  if (record.job_id.empty()) return;
+  JobRuntime* job = FindJob(record.job_id);
+  if (job == nullptr) return;
+  const bool holds = std::find(job->workers.begin(), job->workers.end(),
+                               record.id) != job->workers.end();
+  if (!holds) return;
+  const std::string abort = absl::StrCat("attempt ended: ", why);
+  switch (job->job.state()) {
+    case zbpp::v1::JOB_STATE_ASSIGNING:
+      EndAttempt(*job, abort);
+      SetState(*job, zbpp::v1::JOB_STATE_PENDING, why);
+      break;
+    case zbpp::v1::JOB_STATE_RUNNING:
+      EndAttempt(*job, abort);
+      SetState(*job, zbpp::v1::JOB_STATE_RECOVERING, why);
+      break;
+    case zbpp::v1::JOB_STATE_RECOVERING:
+      EndAttempt(*job, abort);
+      job->job.set_state_message(why);
+      break;
+    default:
+      break;
+  }
+  PersistJob(*job);
+}
+
+// ---------------------------------------------------------------- jobs
+
+absl::Status Coordinator::Recover() {
+  absl::StatusOr<StoredState> state = options_.store->LoadAll();
+  if (!state.ok()) return state.status();
+  absl::MutexLock lock(&mu_);
+  for (zbpp::v1::Job& stored : state->jobs) {
+    auto job = std::make_unique<JobRuntime>();
+    int64_t seq = 0;
+    const std::string& id = stored.id();
+    if (id.rfind("job-", 0) == 0 && absl::SimpleAtoi(id.substr(4), &seq) &&
+        seq > 0 && !jobs_.count(seq)) {
+      // Keep the number of the id.
+    } else {
+      seq = next_job_seq_;
+    }
+    next_job_seq_ = std::max(next_job_seq_, seq + 1);
+    job->seq = seq;
+    job->job = std::move(stored);
+    job->job.clear_schedule();
+    seq_of_job_[job->job.id()] = seq;
+    jobs_[seq] = std::move(job);
+  }
+  for (zbpp::v1::ScheduleVersion& version : state->schedule_versions) {
+    JobRuntime* job = FindJob(version.job_id());
+    if (job == nullptr) continue;
+    absl::StatusOr<sched::Schedule> parsed =
+        ScheduleFromProto(version.schedule());
+    if (!parsed.ok()) return parsed.status();
+    job->parsed[version.version()] = *std::move(parsed);
+    job->versions.push_back(std::move(version));
+  }
+  for (auto& [seq, job] : jobs_) {
+    std::sort(job->versions.begin(), job->versions.end(),
+              [](const auto& a, const auto& b) {
+                return a.version() < b.version();
+              });
+    job->job.clear_assignments();
+    switch (job->job.state()) {
+      case zbpp::v1::JOB_STATE_ASSIGNING:
+        SetState(*job, zbpp::v1::JOB_STATE_PENDING,
+                 "coordinator restarted while assigning");
+        break;
+      case zbpp::v1::JOB_STATE_RUNNING:
+        SetState(*job, zbpp::v1::JOB_STATE_RECOVERING,
+                 "coordinator restarted");
+        break;
+      default:
+        continue;
+    }
+    if (absl::Status s = options_.store->UpdateJob(job->job); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
+    const zbpp::v1::JobSpec& spec) {
+  if (absl::Status valid = options_.validate_spec(spec); !valid.ok()) {
+    return valid;
+  }
+  absl::MutexLock lock(&mu_);
+  auto job = std::make_unique<JobRuntime>();
+  job->seq = next_job_seq_;
+  zbpp::v1::Job& proto = job->job;
+  proto.set_id(absl::StrCat("job-", job->seq));
+  *proto.mutable_spec() = spec;
+  proto.set_state(zbpp::v1::JOB_STATE_PENDING);
+  proto.set_last_checkpoint_step(-1);
+  *proto.mutable_create_time() = ToTimestamp(options_.clock->Now());
+  if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
+    return stored;
+  }
+  ++next_job_seq_;
+  JobRuntime* raw = job.get();
+  seq_of_job_[proto.id()] = job->seq;
+  jobs_[job->seq] = std::move(job);
+  AssignWaitingJobs();
+  zbpp::v1::Job result = raw->job;
+  return result;
+}
+
+absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(
+    const std::string& job_id, zbpp::v1::JobView view) const {
+  absl::MutexLock lock(&mu_);
+  const JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  }
+  zbpp::v1::Job result = job->job;
+  if (view == zbpp::v1::JOB_VIEW_BASIC) {
+    result.mutable_last_step()->clear_stages();
+    if (!job->job.has_last_step()) result.clear_last_step();
+  } else if (!job->versions.empty()) {
+    *result.mutable_schedule() = job->versions.back();
+  }
+  return result;
+}
+
+absl::StatusOr<zbpp::v1::ListJobsResponse> Coordinator::ListJobs(
+    const zbpp::v1::ListJobsRequest& request) const {
+  int64_t before = std::numeric_limits<int64_t>::max();
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &before) || before < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: malformed \"", request.page_token(), "\""));
+  }
+  int limit = request.page_size() <= 0 ? 100 : request.page_size();
+  limit = std::min(limit, 1000);
+  std::set<int> states(request.states().begin(), request.states().end());
+  absl::MutexLock lock(&mu_);
+  zbpp::v1::ListJobsResponse response;
+  int64_t last_seq = 0;
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    const JobRuntime& job = *it->second;
+    if (job.seq >= before) continue;
+    if (!states.empty() && !states.count(job.job.state())) continue;
+    if (response.jobs_size() == limit) {
+      // The token is the creation number of the last job returned.
+      response.set_next_page_token(absl::StrCat(last_seq));
+      break;
+    }
+    zbpp::v1::Job* out = response.add_jobs();
+    *out = job.job;
+    last_seq = job.seq;
+    if (request.view() == zbpp::v1::JOB_VIEW_FULL) {
+      if (!job.versions.empty()) *out->mutable_schedule() = job.versions.back();
+    } else if (out->has_last_step()) {
+      out->mutable_last_step()->clear_stages();
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<zbpp::v1::Job> Coordinator::CancelJob(
+    const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  }
+  if (Terminal(job->job.state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is already ",
+                     JobStateName(ToCore(job->job.state()))));
+  }
+  const std::string message =
+      reason.empty() ? std::string("cancelled by user") : reason;
+  EndAttempt(*job, absl::StrCat("job cancelled: ", message));
+  SetState(*job, zbpp::v1::JOB_STATE_CANCELLED, message);
+  PersistJob(*job);
+  zbpp::v1::Job result = job->job;
+  AssignWaitingJobs();
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<WatchOutbox>> Coordinator::WatchJob(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  }
+  auto outbox = std::make_shared<WatchOutbox>(options_.watch_queue_capacity);
+  JobEvent snapshot;
+  snapshot.set_job_id(job_id);
+  snapshot.set_sequence(++job->event_sequence);
+  *snapshot.mutable_time() = ToTimestamp(options_.clock->Now());
+  *snapshot.mutable_snapshot() = job->job;
+  snapshot.mutable_snapshot()->mutable_last_step()->clear_stages();
+  if (!job->job.has_last_step()) snapshot.mutable_snapshot()->clear_last_step();
+  outbox->Push(std::move(snapshot));
+  if (Terminal(job->job.state())) {
+    outbox->Close(absl::OkStatus());
+  } else {
+    job->watchers.push_back(outbox);
+  }
+  return outbox;
+}
+
+void Coordinator::Unwatch(const std::string& job_id,
+                          const std::shared_ptr<WatchOutbox>& outbox) {
+  absl::MutexLock lock(&mu_);
+  outbox->Close(absl::CancelledError("watch ended"));
+  JobRuntime* job = FindJob(job_id);
+  if (job == nullptr) return;
+  auto& w = job->watchers;
+  w.erase(std::remove(w.begin(), w.end(), outbox), w.end());
+}
+
+// ------------------------------------------------------------- workers
+
+absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
+    const zbpp::v1::WorkerDescription& worker) {
+  if (worker.address().empty()) {
+    return absl::InvalidArgumentError("worker.address is required");
+  }
+  if (worker.host().empty()) {
+    return absl::InvalidArgumentError("worker.host is required");
+  }
+  if (worker.device_kind() == zbpp::v1::DEVICE_KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError("worker.device_kind is required");
+  }
+  if (worker.memory_bytes() == 0) {
+    return absl::InvalidArgumentError("worker.memory_bytes must be >= 1");
+  }
+  WorkerInfo info;
+  info.address = worker.address();
+  info.host = worker.host();
+  info.device_kind = worker.device_kind() == zbpp::v1::DEVICE_KIND_CUDA
+                         ? absl::StrCat("cuda:", worker.device_name())
+                         : "cpu";
+  info.memory_bytes = static_cast<int64_t>(std::min<uint64_t>(
+      worker.memory_bytes(),
+      static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Registration> registration = membership_->Register(info);
+  if (!registration.ok()) return registration.status();
+  descriptions_[registration->worker_id] = worker;
+  if (registration->superseded.has_value()) {
+    LoseWorker(*registration->superseded,
+               absl::StrCat("worker ", registration->superseded->id,
+                            " replaced by ", registration->worker_id,
+                            " at the same address"));
+  }
+  AssignWaitingJobs();
+  zbpp::v1::RegisterWorkerResponse response;
+  response.set_worker_id(registration->worker_id);
+  response.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+  response.set_heartbeat_timeout_seconds(options_.heartbeat_timeout_seconds);
+  return response;
+}
+
+absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
+    const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status renewed = membership_->Heartbeat(worker_id);
+      !renewed.ok()) {
+    return renewed;
+  }
+  absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
+  if (!record.ok()) return record.status();
+  auto previous = sessions_.find(worker_id);
+  if (previous != sessions_.end()) {
+    previous->second.outbox->Close(
+        absl::AbortedError("replaced by a newer Session of the same worker"));
+  }
+  SessionSlot& slot = sessions_[worker_id];
+  slot.outbox = std::make_shared<SessionOutbox>();
+  slot.next_sequence = 1;
+  // Replay the worker's current state (worker.proto SessionResponse).
+  JobRuntime* job =
+      record->job_id.empty() ? nullptr : FindJob(record->job_id);
+  if (job != nullptr && record->rank >= 0 &&
+      record->rank < static_cast<int>(job->workers.size()) &&
+      job->workers[record->rank] == worker_id) {
+    SessionResponse assignment;
+    *assignment.mutable_assignment() = BuildAssignment(*job, record->rank);
+    SendToWorker(worker_id, std::move(assignment));
+    const zbpp::v1::ScheduleVersion* in_force =
+        VersionForStep(*job, job->start_step);
+    for (const auto& version : job->versions) {
+      if (in_force != nullptr &&
+          version.effective_step() > in_force->effective_step()) {
+        SessionResponse later;
+        *later.mutable_schedule() = version;
+        SendToWorker(worker_id, std::move(later));
+      }
+    }
+    if (job->granted >= job->start_step) {
+      SessionResponse grant;
+      grant.mutable_grant()->set_job_id(job->job.id());
+      grant.mutable_grant()->set_attempt(job->attempt);
+      grant.mutable_grant()->set_through_step(job->granted);
+      SendToWorker(worker_id, std::move(grant));
+    }
+  }
+  return slot.outbox;
+}
+
+void Coordinator::CloseSession(const std::string& worker_id,
+                               const std::shared_ptr<SessionOutbox>& outbox) {
+  absl::MutexLock lock(&mu_);
+  outbox->Close(absl::CancelledError("session closed"));
+  auto it = sessions_.find(worker_id);
+  if (it != sessions_.end() && it->second.outbox == outbox) {
+    sessions_.erase(it);
+  }
+}
+
+absl::Status Coordinator::Heartbeat(const std::string& worker_id,
+                                    const zbpp::v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status renewed = membership_->Heartbeat(worker_id);
+      !renewed.ok()) {
+    return renewed;
+  }
+  last_heartbeat_[worker_id] = heartbeat;
+  absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
+  if (!record.ok() || record->job_id.empty()) return absl::OkStatus();
+  JobRuntime* job = FindJob(record->job_id);
+  if (job == nullptr || heartbeat.job_id() != job->job.id() ||
+      heartbeat.attempt() != job->attempt) {
+    return absl::OkStatus();
+  }
+  if (heartbeat.phase() == zbpp::v1::WORKER_PHASE_FAILED) {
+    const std::string why = absl::StrCat("worker ", worker_id, " (stage ",
+                                         record->rank,
+                                         ") failed: ", heartbeat.error());
+    if (job->job.state() == zbpp::v1::JOB_STATE_RUNNING) {
+      EndAttempt(*job, why);
+      SetState(*job, zbpp::v1::JOB_STATE_RECOVERING, why);
+      AssignWaitingJobs();
+    } else if (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING) {
+      EndAttempt(*job, why);
+      SetState(*job, zbpp::v1::JOB_STATE_FAILED, why);
+      AssignWaitingJobs();
+    }
+    PersistJob(*job);
+    return absl::OkStatus();
+  }
+  if (heartbeat.phase() == zbpp::v1::WORKER_PHASE_PREPARING ||
+      heartbeat.phase() == zbpp::v1::WORKER_PHASE_RUNNING ||
+      heartbeat.phase() == zbpp::v1::WORKER_PHASE_WAITING) {
+    job->acknowledged.insert(worker_id);
+    if (job->acknowledged.size() == job->workers.size() &&
+        (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING ||
+         job->job.state() == zbpp::v1::JOB_STATE_RECOVERING)) {
+      SetState(*job, zbpp::v1::JOB_STATE_RUNNING, "");
+      PersistJob(*job);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Tick() {
+  absl::MutexLock lock(&mu_);
+  for (const WorkerRecord& lost : membership_->ExpireLeases()) {
+    LoseWorker(lost, absl::StrFormat("worker %s lost: no heartbeat for %gs",
+                                     lost.id,
+                                     options_.heartbeat_timeout_seconds));
+  }
+  AssignWaitingJobs();
+}
+
+zbpp::v1::ListWorkersResponse Coordinator::ListWorkers(
+    const zbpp::v1::ListWorkersRequest& request) const {
+  std::set<int> states(request.states().begin(), request.states().end());
+  absl::MutexLock lock(&mu_);
+  std::vector<zbpp::v1::Worker> workers;
+  for (const WorkerRecord& record : membership_->List()) {
+    zbpp::v1::Worker worker;
+    worker.set_worker_id(record.id);
+    auto desc = descriptions_.find(record.id);
+    if (desc != descriptions_.end()) {
+      *worker.mutable_description() = desc->second;
+    }
+    zbpp::v1::WorkerState state = zbpp::v1::WORKER_STATE_IDLE;
+    if (record.state == WorkerState::kLost) {
+      state = zbpp::v1::WORKER_STATE_LOST;
+    } else if (record.state == WorkerState::kAssigned) {
+      const JobRuntime* job = FindJob(record.job_id);
+      state = job != nullptr &&
+                      job->job.state() == zbpp::v1::JOB_STATE_RUNNING
+                  ? zbpp::v1::WORKER_STATE_RUNNING
+                  : zbpp::v1::WORKER_STATE_ASSIGNED;
+    }
+    if (states.empty() ? state == zbpp::v1::WORKER_STATE_LOST
+                       : !states.count(state)) {
+      continue;
+    }
+    worker.set_state(state);
+    const bool holds = record.state == WorkerState::kAssigned;
+    worker.set_job_id(holds ? record.job_id : "");
+    worker.set_stage(holds ? record.rank : -1);
+    *worker.mutable_register_time() = ToTimestamp(record.registered_at);
+    *worker.mutable_last_heartbeat_time() = ToTimestamp(record.last_heartbeat);
+    auto hb = last_heartbeat_.find(record.id);
+    if (hb != last_heartbeat_.end()) worker.set_phase(hb->second.phase());
+    workers.push_back(std::move(worker));
+  }
+  std::sort(workers.begin(), workers.end(), [](const auto& a, const auto& b) {
+    return a.worker_id() < b.worker_id();
+  });
+  zbpp::v1::ListWorkersResponse response;
+  for (auto& w : workers) *response.add_workers() = std::move(w);
+  return response;
+}
+
+absl::Status Coordinator::CheckRendezvousAccess(
+    const std::string& worker_id, const std::string& scope) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
+  if (!record.ok()) return record.status();
+  const JobRuntime* job =
+      record->state == WorkerState::kAssigned ? FindJob(record->job_id)
+                                              : nullptr;
+  if (job == nullptr || job->workers.empty() || job->scope() != scope) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker ", worker_id, " does not hold the attempt of scope \"", scope,
+        "\""));
+  }
+  return absl::OkStatus();
+}
+
+std::map<std::string, int> Coordinator::JobCounts() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, int> counts;
+  for (JobState state : kAllJobStates) counts[JobStateName(state)] = 0;
+  for (const auto& [seq, job] : jobs_) {
+    ++counts[JobStateName(ToCore(job->job.state()))];
+  }
+  return counts;
+}
+
+std::map<std::string, int> Coordinator::WorkerCounts() const {
+  zbpp::v1::ListWorkersRequest all;
+  for (auto s : {zbpp::v1::WORKER_STATE_IDLE, zbpp::v1::WORKER_STATE_ASSIGNED,
+                 zbpp::v1::WORKER_STATE_RUNNING, zbpp::v1::WORKER_STATE_LOST}) {
+    all.add_states(s);
+  }
+  std::map<std::string, int> counts = {
+      {"IDLE", 0}, {"ASSIGNED", 0}, {"RUNNING", 0}, {"LOST", 0}};
+  const zbpp::v1::ListWorkersResponse listed = ListWorkers(all);
+  for (const zbpp::v1::Worker& worker : listed.workers()) {
+    std::string name = zbpp::v1::WorkerState_Name(worker.state());
+    ++counts[name.substr(std::string("WORKER_STATE_").size())];
+  }
+  return counts;
+}
+
+// --------------------------------------------------------------- steps
+
+absl::Status Coordinator::ReportStep(
+    const zbpp::v1::ReportStepRequest& report) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRecord> record = membership_->Get(report.worker_id());
+  if (!record.ok()) return record.status();
+  JobRuntime* job = FindJob(report.job_id());
+  if (job == nullptr || record->state != WorkerState::kAssigned ||
+      record->job_id != report.job_id() || job->attempt != report.attempt() ||
+      job->workers.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", report.worker_id(), " does not hold job ", report.job_id(),
+        " attempt ", report.attempt()));
+  }
+  if (report.stage() != record->rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage: worker ", report.worker_id(), " runs stage ",
+                     record->rank, ", not ", report.stage()));
+  }
+  if (report.step() < job->start_step || report.step() > job->granted) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step: ", report.step(), " was not granted (attempt runs steps ",
+        job->start_step, "..", job->granted, ")"));
+  }
+  const zbpp::v1::ScheduleVersion* version = VersionForStep(*job, report.step());
+  if (version == nullptr || version->version() != report.schedule_version()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule_version: step ", report.step(), " runs version ",
+        version == nullptr ? 0 : version->version(), ", not ",
+        report.schedule_version()));
+  }
+  const sched::Schedule& schedule = job->parsed.at(version->version());
+  const std::vector<sched::Action>& actions = schedule.actions[report.stage()];
+  if (report.action_start_seconds_size() != static_cast<int>(actions.size()) ||
+      report.action_end_seconds_size() != static_cast<int>(actions.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "action_start_seconds/action_end_seconds: ",
+        report.action_start_seconds_size(), "/",
+        report.action_end_seconds_size(), " timings for ", actions.size(),
+        " actions of stage ", report.stage(), " in version ",
+        version->version()));
+  }
+  std::vector<MeasuredPass> passes;
+  passes.reserve(actions.size());
+  StageReport stage;
+  stage.worker_id = report.worker_id();
+  double sums[3] = {0, 0, 0};
+  int counts[3] = {0, 0, 0};
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const double seconds =
+        report.action_end_seconds(i) - report.action_start_seconds(i);
+    if (!(seconds >= 0) || !std::isfinite(seconds)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "action_end_seconds[", i, "]: action ",
+          sched::ActionToString(actions[i]), " has duration ", seconds));
+    }
+    passes.push_back({actions[i].kind, actions[i].stage, seconds});
+    stage.busy_seconds += seconds;
+    const int slot = actions[i].kind == sched::PassKind::kF   ? 0
+                     : actions[i].kind == sched::PassKind::kW ? 2
+                                                              : 1;
+    sums[slot] += seconds;
+    ++counts[slot];
+  }
+  absl::StatusOr<std::vector<StageTiming>> timings =
+      AverageStepPasses(passes, *job->base);
+  if (!timings.ok()) return timings.status();
+  for (const StageTiming& timing : *timings) {
+    LogError(job->costs->AddStageTiming(timing), "cost model");
+  }
+  stage.f_seconds = counts[0] ? sums[0] / counts[0] : 0;
+  stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;
+  stage.w_seconds = counts[2] ? sums[2] / counts[2] : 0;
+  stage.step_seconds = report.step_seconds();
+  stage.idle_seconds = report.idle_seconds();
+  stage.comm_seconds = report.comm_seconds();
+  if (report.has_loss()) stage.loss = report.loss();
+
+  job->acknowledged.insert(report.worker_id());
+  if (job->acknowledged.size() == job->workers.size() &&
+      (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING ||
+       job->job.state() == zbpp::v1::JOB_STATE_RECOVERING)) {
+    SetState(*job, zbpp::v1::JOB_STATE_RUNNING, "");
+  }
+  PendingStep& pending = job->pending[report.step()];
+  pending.step = report.step();
+  pending.version = version->version();
+  pending.stages[report.stage()] = std::move(stage);
+  int64_t& done = job->last_completed[report.stage()];
+  done = std::max(done, report.step());
+  if (report.has_validation()) {
+    job->validations[report.validation().step()][report.stage()] =
+        report.validation();
+    GatherValidation(*job, report.validation().step());
+  }
+  if (static_cast<int>(pending.stages.size()) ==
+      static_cast<int>(job->workers.size())) {
+    PendingStep complete = std::move(pending);
+    job->pending.erase(report.step());
+    CompleteStep(*job, complete);
+  }
+  if (!job->workers.empty()) UpdateGrant(*job);
+  PersistJob(*job);
+  return absl::OkStatus();
+}
+
+void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
+  auto it = job.validations.find(step);
+  if (it == job.validations.end() ||
+      it->second.size() != job.workers.size()) {
+    return;
+  }
+  zbpp::v1::ValidationOutcome outcome;
+  outcome.set_step(step);
+  double clip = 1;
+  for (const auto& [rank, result] : it->second) {
+    outcome.set_mode(result.mode());
+    outcome.set_found_inf_nan(outcome.found_inf_nan() ||
+                              result.found_inf_nan());
+    outcome.set_global_grad_norm(std::sqrt(result.global_grad_norm_sq()));
+    if (result.decision() > outcome.decision()) {
+      outcome.set_decision(result.decision());
+    }
+    clip = std::min(clip, result.clip_coefficient());
+    if (result.rolled_back()) outcome.add_rolled_back_stages(rank);
+    outcome.set_rollback_seconds(outcome.rollback_seconds() +
+                                 result.rollback_seconds());
+  }
+  outcome.set_clip_coefficient(clip);
+  job.validations.erase(it);
+  const absl::Status stored =
+      options_.store->AddValidationOutcome(job.job.id(), outcome);
+  if (absl::IsAlreadyExists(stored)) return;  // Replayed after a restart.
+  LogError(stored, "storing a validation outcome");
+  const bool rolled_back = outcome.rolled_back_stages_size() > 0;
+  const bool skipped =
+      outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
+  if (rolled_back) job.job.set_rollbacks_total(job.job.rollbacks_total() + 1);
+  if (skipped) {
+    job.job.set_skipped_steps_total(job.job.skipped_steps_total() + 1);
+  }
+  if (options_.observer != nullptr) {
+    options_.observer->OnValidation(job.job.id(), rolled_back, skipped);
+  }
+  JobEvent event;
+  *event.mutable_validation() = outcome;
+  Emit(job, std::move(event), /*droppable=*/false);
+}
+
+void Coordinator::CompleteStep(JobRuntime& job, PendingStep& pending) {
+  const zbpp::v1::JobSpec& spec = job.job.spec();
+  const int p = static_cast<int>(pending.stages.size());
+  zbpp::v1::StepSummary summary;
+  summary.set_step(pending.step);
+  summary.set_schedule_version(pending.version);
+  summary.set_loss(std::numeric_limits<double>::quiet_NaN());
+  double step_seconds = 0;
+  double busy = 0;
+  for (const auto& [rank, stage] : pending.stages) {
+    step_seconds = std::max(step_seconds, stage.step_seconds);
+    busy += stage.busy_seconds;
+    if (stage.loss.has_value() && std::isfinite(*stage.loss)) {
+      summary.set_loss(*stage.loss);
+    }
+  }
+  summary.set_step_seconds(step_seconds);
+  if (step_seconds > 0) {
+    summary.set_tokens_per_second(
+        static_cast<double>(spec.pipeline().microbatches()) *
+        spec.pipeline().microbatch_size() * spec.model().seq_len() /
+        step_seconds);
+    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * step_seconds)));
+  }
+  // Predicted: the version's order simulated under the current measured
+  // costs (the analytic ones until every stage has a sample).
+  std::vector<double> predicted_rank;
+  const zbpp::v1::ScheduleVersion& version = job.versions[pending.version - 1];
+  double predicted = version.predicted().bubble_rate();
+  predicted_rank.assign(version.predicted().worker_bubble_rate().begin(),
+                        version.predicted().worker_bubble_rate().end());
+  absl::StatusOr<sched::Problem> measured = job.costs->ToProblem(*job.base);
+  if (measured.ok()) {
+    absl::StatusOr<sched::SimulationResult> sim =
+        sched::Simulate(*measured, job.parsed.at(pending.version));
+    if (sim.ok()) {
+      const zbpp::v1::SchedulePrediction prediction = PredictionToProto(*sim);
+      predicted = prediction.bubble_rate();
+      predicted_rank.assign(prediction.worker_bubble_rate().begin(),
+                            prediction.worker_bubble_rate().end());
+    }
+  }
+  summary.set_predicted_bubble_rate(predicted);
+  for (const auto& [rank, stage] : pending.stages) {
+    zbpp::v1::StageStepStats* out = summary.add_stages();
+    out->set_stage(rank);
+    out->set_worker_id(stage.worker_id);
+    out->set_measured_bubble_rate(
+        step_seconds > 0 ? Clamp01(1 - stage.busy_seconds / step_seconds) : 0);
+    out->set_predicted_bubble_rate(
+        rank < static_cast<int>(predicted_rank.size()) ? predicted_rank[rank]
+                                                       : 0);
+    out->set_idle_seconds(stage.idle_seconds);
+    out->set_comm_seconds(stage.comm_seconds);
+    out->set_f_seconds(stage.f_seconds);
+    out->set_b_seconds(stage.b_seconds);
+    out->set_w_seconds(stage.w_seconds);
+  }
+  const absl::Status stored =
+      options_.store->AddStepSummary(job.job.id(), summary);
+  if (!absl::IsAlreadyExists(stored)) {
+    LogError(stored, "storing a step summary");
+  }
+  job.job.set_steps_completed(
+      std::max(job.job.steps_completed(), pending.step + 1));
+  *job.job.mutable_last_step() = summary;
+  if (options_.observer != nullptr) {
+    options_.observer->OnStep(job.job.id(), summary);
+  }
+  JobEvent event;
+  *event.mutable_step() = summary;
+  Emit(job, std::move(event), /*droppable=*/true);
+
+  // Workers write a checkpoint after every step s with
+  // (s + 1) % interval_steps == 0; it is complete once the step is.
+  const int64_t interval = spec.checkpoint().interval_steps();
+  if (interval > 0 && (pending.step + 1) % interval == 0 &&
+      pending.step > job.job.last_checkpoint_step()) {
+    CheckpointRecord checkpoint;
+    checkpoint.job_id = job.job.id();
+    checkpoint.step = pending.step;
+    checkpoint.directory = spec.checkpoint().directory();
+    for (int r = 0; r < p; ++r) checkpoint.stages_written.push_back(r);
+    checkpoint.complete = true;
+    LogError(options_.store->PutCheckpoint(checkpoint),
+             "storing a checkpoint record");
+    job.job.set_last_checkpoint_step(pending.step);
+  }
+
+  if (job.job.steps_completed() >= spec.steps()) {
+    EndAttempt(job, "job succeeded");
+    SetState(job, zbpp::v1::JOB_STATE_SUCCEEDED, "");
+    AssignWaitingJobs();
+    return;
+  }
+  MaybeResolve(job, pending.step);
+}
+
+void Coordinator::MaybeResolve(JobRuntime& job, int64_t step) {
+  const zbpp::v1::ResolvePolicy& resolve = job.job.spec().schedule().resolve();
+  if (resolve.disabled() || job.versions.empty()) return;
+  const int64_t window = resolve.has_window_steps() ? resolve.window_steps() : 8;
+  const zbpp::v1::ScheduleVersion& latest = job.versions.back();
+  const int64_t under_latest = step - latest.effective_step() + 1;
+  if (under_latest <= 0 || under_latest % window != 0) return;
+  absl::StatusOr<sched::Problem> measured = job.costs->ToProblem(*job.base);
+  if (!measured.ok()) return;  // Some stage has no sample yet.
+
+  const std::string& spec_name = job.job.spec().schedule().name();
+  const std::string policy =
+      spec_name == "auto" ? latest.schedule().name() : spec_name;
+  ResolveRecord record;
+  record.job_id = job.job.id();
+  record.step = step;
+  absl::StatusOr<ResolveDecision> decision = job.policy->Decide(
+      RegistryName(policy), job.parsed.at(latest.version()), latest.version(),
+      *measured);
+  if (!decision.ok()) {
+    record.reason = absl::StrCat("re-solve failed: ",
+                                 decision.status().ToString());
+  } else {
+    record.old_makespan_seconds = decision->old_makespan_seconds;
+    record.new_makespan_seconds = decision->new_makespan_seconds;
+    record.solve_seconds = decision->solve_seconds;
+    record.reason = decision->reason;
+    if (decision->publish) {
+      // Which rank moved most against the analytic model, for people.
+      const sched::Schedule& current = job.parsed.at(latest.version());
+      std::vector<double> ratio(current.workers, 0);
+      std::vector<double> model(current.workers, 0);
+      for (int s = 0; s < measured->num_stages(); ++s) {
+        const int w = current.worker_of_stage[s];
+        const auto& m = measured->stages[s];
+        const auto& b = job.base->stages[s];
+        ratio[w] += m.f_seconds + m.b_seconds + m.w_seconds;
+        model[w] += b.f_seconds + b.b_seconds + b.w_seconds;
+      }
+      double mean = 0;
+      for (int w = 0; w < current.workers; ++w) {
+        ratio[w] = model[w] > 0 ? ratio[w] / model[w] : 1;
+        mean += ratio[w] / current.workers;
+      }
+      const int slowest = static_cast<int>(
+          std::max_element(ratio.begin(), ratio.end()) - ratio.begin());
+      const std::string detail = absl::StrFormat(
+          "stage %d %.2fx the pipeline's mean cost ratio; %s", slowest,
+          mean > 0 ? ratio[slowest] / mean : 1.0, decision->reason);
+      zbpp::v1::SchedulePrediction previous;
+      absl::StatusOr<sched::SimulationResult> old_sim =
+          sched::Simulate(*measured, current);
+      if (old_sim.ok()) previous = PredictionToProto(*old_sim);
+      absl::StatusOr<zbpp::v1::ScheduleVersion> published = PublishVersion(
+          job, decision->candidate, *measured,
+          zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE, detail, &previous);
+      if (published.ok()) {
+        record.published = true;
+        record.version = published->version();
+      } else {
+        record.reason = absl::StrCat(record.reason, "; publishing failed: ",
+                                     published.status().ToString());
+      }
+    }
+  }
+  LogError(options_.store->AddCostSnapshot(job.job.id(), step,
+                                           CostModelToProto(*measured)),
+           "storing a cost snapshot");
+  LogError(options_.store->AddResolveRecord(record), "storing a re-solve");
+  if (options_.observer != nullptr) {
+    options_.observer->OnResolve(job.job.id(), record.published);
+  }
+}
+
+}  // namespace zbpp::coordinator

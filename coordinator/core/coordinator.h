@@ -1,0 +1,366 @@
+#ifndef ZBPP_COORDINATOR_CORE_COORDINATOR_H_
+#define ZBPP_COORDINATOR_CORE_COORDINATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/core/cost_model.h"
+#include "coordinator/core/membership.h"
+#include "coordinator/core/rendezvous_store.h"
+#include "coordinator/core/resolve_policy.h"
+#include "coordinator/store/store.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+
+/// Hooks through which the core reports what metrics need (the daemon
+/// adapts them to CoordinatorMetrics; tests may count them). Called with
+/// the coordinator's lock held: implementations must be quick and must not
+/// call back into the Coordinator. Default: no-ops.
+class CoordinatorObserver {
+ public:
+  virtual ~CoordinatorObserver() = default;
+  /// A step of `job_id` completed on every stage.
+  virtual void OnStep(const std::string& job_id,
+                      const zbpp::v1::StepSummary& step) {}
+  /// A schedule version was published (the first one included).
+  virtual void OnScheduleVersion(const std::string& job_id, int64_t version) {}
+  /// A re-solve was decided (published or not).
+  virtual void OnResolve(const std::string& job_id, bool published) {}
+  /// A step's validation was gathered; `rolled_back` when any stage undid
+  /// its optimistic step, `skipped` when the step was skipped (inf/nan).
+  virtual void OnValidation(const std::string& job_id, bool rolled_back,
+                            bool skipped) {}
+  /// `job_id` reached a terminal state (its per-job series may go).
+  virtual void OnJobFinished(const std::string& job_id) {}
+};
+
+/// A bounded queue of messages handed from the core to one consumer thread
+/// (a Session stream's writer, a WatchJob stream). The core pushes; the
+/// consumer pops with a deadline. Thread-safe.
+template <typename Message>
+class Outbox {
+ public:
+  /// `capacity`: messages held before `droppable` ones are dropped
+  /// (0: unbounded).
+  explicit Outbox(size_t capacity = 0) : capacity_(capacity) {}
+
+  /// Appends `message` unless the outbox is closed, or full and the message
+  /// `droppable`. Returns false when it was not queued.
+  bool Push(Message message, bool droppable = false) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok() || finished_) return false;
+    if (droppable && capacity_ > 0 && queue_.size() >= capacity_) return false;
+    queue_.push_back(std::move(message));
+    return true;
+  }
+
+  /// Ends the stream with `status` (OK: a normal end, after what is
+  /// queued; an error: at once). The first call wins.
+  void Close(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!status_.ok() || finished_) return;
+    if (status.ok()) {
+      finished_ = true;
+    } else {
+      status_ = std::move(status);
+    }
+  }
+
+  /// Waits until a message is queued, the outbox is closed or `deadline`
+  /// (real time) passes; moves every queued message to `out`. Returns OK
+  /// (with 0 or more messages), OutOfRange once closed with OK and drained,
+  /// or the error it was closed with.
+  absl::Status Pop(absl::Time deadline, std::vector<Message>* out)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() || finished_ || !status_.ok();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    if (!status_.ok()) return status_;
+    while (!queue_.empty()) {
+      out->push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    if (out->empty() && finished_) {
+      return absl::OutOfRangeError("stream ended");
+    }
+    return absl::OkStatus();
+  }
+
+  /// Messages queued now.
+  size_t Size() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return queue_.size();
+  }
+
+ private:
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+/// The messages of one worker's Session stream, in the order the
+/// coordinator decided them (SessionResponse.sequence numbered from 1 per
+/// stream). Closed with Aborted when a newer Session replaces it and with
+/// NotFound when the worker is lost.
+using SessionOutbox = Outbox<zbpp::v1::SessionResponse>;
+
+/// The events of one WatchJob stream: a snapshot first, then live events;
+/// closed OK after the terminal state change. Step events are dropped when
+/// the reader lags by `watch_queue_capacity` events.
+using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
+
+/// The coordinator's core (issue 3 §2): jobs and their state machine,
+/// worker membership and Session outboxes, assignment of workers to
+/// pipeline ranks, versioned schedules with step grants, step reports
+/// (cost model, step summaries, validation outcomes), adaptive re-solve,
+/// lease expiry and recovery from the Store. No gRPC types: the services in
+/// coordinator/service/ translate requests to these calls.
+///
+/// Versioning protocol (worker.proto StepGrant, schedule.proto
+/// ScheduleVersion): a job's attempt is granted steps up to
+/// min-over-ranks(last completed step) + `grant_lookahead_steps`; a new
+/// version takes effect one step after the highest grant already sent, and
+/// is queued on every worker's outbox before any grant that reaches it, so
+/// every worker switches at the same step.
+///
+/// Everything that changes a job is written to the Store before the call
+/// returns. Time comes from `Options.clock` (leases, timestamps); only the
+/// blocking waits of outboxes and the rendezvous store use real time.
+///
+/// Thread-safe: one mutex guards the jobs; Membership, CostModel and the
+/// outboxes have their own.
+class Coordinator {
+ public:
+  struct Options {
+    // --- Dependencies (not owned; must outlive the Coordinator) ---
+    /// Source of time. Tests pass a FakeClock.
+    Clock* clock = RealClock();
+    /// Durable state; required.
+    Store* store = nullptr;
+    /// Metrics hooks; null for none.
+    CoordinatorObserver* observer = nullptr;
+
+    // --- Job specs (coordinator/core/job_spec_check.h in the daemon) ---
+    /// Checks a spec at SubmitJob: InvalidArgument naming the field.
+    /// Required.
+    std::function<absl::Status(const zbpp::v1::JobSpec&)> validate_spec;
+    /// The analytic cost model of a spec: the problem version 1 is solved
+    /// for, and the base (memory, limits) of the measured cost model.
+    /// Required.
+    std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>
+        initial_problem;
+
+    // --- Workers ---
+    /// How often workers are told to heartbeat, seconds; > 0.
+    double heartbeat_interval_seconds = 2.0;
+    /// A worker silent for this long is lost, seconds;
+    /// > heartbeat_interval_seconds.
+    double heartbeat_timeout_seconds = 10.0;
+
+    // --- Steps ---
+    /// Steps granted beyond the slowest rank's last completed step; >= 1.
+    int64_t grant_lookahead_steps = 2;
+
+    // --- Watchers ---
+    /// Events a WatchJob reader may lag before step events are dropped.
+    size_t watch_queue_capacity = 256;
+  };
+
+  /// InvalidArgument for a missing dependency or a bad option.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(Options options);
+
+  ~Coordinator();
+
+  /// Loads every job and schedule version from the store (call once,
+  /// before serving; STYLE.md 10). Jobs that were ASSIGNING go back to
+  /// PENDING and RUNNING ones to RECOVERING ("coordinator restarted"): the
+  /// workers of the old process must register again. Errors from the store.
+  absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ------------------------------------------------------------- Jobs
+
+  /// Validates and stores a new job in PENDING, then assigns workers if
+  /// enough are free. InvalidArgument naming the field for a bad spec
+  /// (nothing is stored then); store errors.
+  absl::StatusOr<zbpp::v1::Job> SubmitJob(const zbpp::v1::JobSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// One job in `view` (UNSPECIFIED = FULL). NotFound for an unknown id.
+  absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id,
+                                       zbpp::v1::JobView view) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Jobs newest first, paged (job.proto ListJobsRequest). InvalidArgument
+  /// for a malformed page token.
+  absl::StatusOr<zbpp::v1::ListJobsResponse> ListJobs(
+      const zbpp::v1::ListJobsRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Moves a non-terminal job to CANCELLED (state_message = `reason`),
+  /// aborting its workers. NotFound; FailedPrecondition when terminal.
+  absl::StatusOr<zbpp::v1::Job> CancelJob(const std::string& job_id,
+                                          const std::string& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Opens a watch on `job_id`: the outbox holds a snapshot (BASIC view)
+  /// first, then live events; it is closed OK after the terminal state
+  /// change (at once for a job already terminal). NotFound.
+  absl::StatusOr<std::shared_ptr<WatchOutbox>> WatchJob(
+      const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Ends a watch early (the client went away).
+  void Unwatch(const std::string& job_id,
+               const std::shared_ptr<WatchOutbox>& outbox)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---------------------------------------------------------- Workers
+
+  /// Adds a worker. InvalidArgument for a missing address, host or device
+  /// kind, or memory_bytes == 0. May assign it to a waiting job at once.
+  absl::StatusOr<zbpp::v1::RegisterWorkerResponse> RegisterWorker(
+      const zbpp::v1::WorkerDescription& worker) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Opens the worker's Session: renews its lease and returns its outbox,
+  /// already holding the worker's current state (Assignment, later
+  /// schedule versions, latest grant). A previous outbox of the worker is
+  /// closed with Aborted. NotFound for an unknown or lost worker.
+  absl::StatusOr<std::shared_ptr<SessionOutbox>> OpenSession(
+      const std::string& worker_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// The Session stream of `outbox` ended (the worker stays registered
+  /// until its lease expires).
+  void CloseSession(const std::string& worker_id,
+                    const std::shared_ptr<SessionOutbox>& outbox)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// A heartbeat: renews the lease and records the worker's phase; when
+  /// every rank of an assigning (or recovering) job reports its attempt,
+  /// the job becomes RUNNING. NotFound for an unknown or lost worker.
+  absl::Status Heartbeat(const std::string& worker_id,
+                         const zbpp::v1::Heartbeat& heartbeat)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// One rank's step report (worker.proto ReportStep). NotFound for an
+  /// unknown worker; FailedPrecondition when it does not hold that job and
+  /// attempt; InvalidArgument when timings and schedule disagree.
+  absl::Status ReportStep(const zbpp::v1::ReportStepRequest& report)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Workers sorted by id; `states` empty means all but LOST.
+  zbpp::v1::ListWorkersResponse ListWorkers(
+      const zbpp::v1::ListWorkersRequest& request) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Expires leases (a lost worker's job goes RECOVERING, or back to
+  /// PENDING while ASSIGNING), then assigns free workers to waiting jobs.
+  /// Call periodically (the daemon: every heartbeat interval).
+  void Tick() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ------------------------------------------------------- Rendezvous
+
+  /// OK when `worker_id` holds the attempt whose scope is `scope`;
+  /// PermissionDenied otherwise (NotFound for an unknown worker).
+  absl::Status CheckRendezvousAccess(const std::string& worker_id,
+                                     const std::string& scope) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// The rendezvous key-value store (scopes are deleted when attempts end).
+  RendezvousStore& rendezvous() { return *rendezvous_; }
+
+  // ------------------------------------------------------ For metrics
+
+  /// Jobs per state name ("PENDING", ...) and workers per state name
+  /// ("IDLE", "ASSIGNED", "RUNNING", "LOST").
+  std::map<std::string, int> JobCounts() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::map<std::string, int> WorkerCounts() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct StageReport;
+  struct PendingStep;
+  struct JobRuntime;
+
+  explicit Coordinator(Options options);
+
+  JobRuntime* FindJob(const std::string& job_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Writes the job to the store (a failure is logged: the in-memory state
+  /// stays authoritative for this process).
+  void PersistJob(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetState(JobRuntime& job, zbpp::v1::JobState state,
+                const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Emit(JobRuntime& job, zbpp::v1::JobEvent event, bool droppable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendToWorker(const std::string& worker_id,
+                    zbpp::v1::SessionResponse message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendToJobWorkers(JobRuntime& job, const zbpp::v1::SessionResponse& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  zbpp::v1::Assignment BuildAssignment(const JobRuntime& job, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status StartAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndAttempt(JobRuntime& job, const std::string& abort_reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<zbpp::v1::ScheduleVersion> PublishVersion(
+      JobRuntime& job, const sched::Schedule& schedule,
+      const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
+      const std::string& detail,
+      const zbpp::v1::SchedulePrediction* previous)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGrant(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteStep(JobRuntime& job, PendingStep& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GatherValidation(JobRuntime& job, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeResolve(JobRuntime& job, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseWorker(const WorkerRecord& record, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const zbpp::v1::ScheduleVersion* VersionForStep(const JobRuntime& job,
+                                                  int64_t step) const;
+
+  const Options options_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<RendezvousStore> rendezvous_;
+
+  mutable absl::Mutex mu_;
+  /// By creation order (sequence number from 1).
+  std::map<int64_t, std::unique_ptr<JobRuntime>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> seq_of_job_ ABSL_GUARDED_BY(mu_);
+  int64_t next_job_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  /// The open Session of a worker and the next sequence number on it.
+  struct SessionSlot {
+    std::shared_ptr<SessionOutbox> outbox;
+    int64_t next_sequence = 1;
+  };
+  std::map<std::string, SessionSlot> sessions_ ABSL_GUARDED_BY(mu_);
+  /// Last heartbeat phase of each worker.
+  std::map<std::string, zbpp::v1::Heartbeat> last_heartbeat_
+      ABSL_GUARDED_BY(mu_);
+  /// Description as registered, by worker id.
+  std::map<std::string, zbpp::v1::WorkerDescription> descriptions_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_COORDINATOR_H_

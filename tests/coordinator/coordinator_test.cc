@@ -1,0 +1,581 @@
+// The coordinator core with a FakeClock and an in-memory SQLite store: no
+// gRPC, no sleeps. Fake workers here call the core directly and drain their
+// Session outboxes without blocking.
+
+#include "coordinator/core/coordinator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/store/sqlite_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/fake_pipeline.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using testing::TrueCosts;
+using testing::TrueTimings;
+
+/// A worker driven by the test: registers, drains its outbox, reports steps
+/// with timings simulated on the true costs.
+struct FakeWorker {
+  std::string id;
+  std::shared_ptr<SessionOutbox> outbox;
+  std::optional<v1::Assignment> assignment;
+  std::vector<v1::ScheduleVersion> versions;
+  int64_t granted = -1;
+  /// For versions[1..]: the highest grant held when the version arrived.
+  std::vector<int64_t> granted_at_version;
+  int64_t next_step = 0;
+  int aborts = 0;
+  absl::Status closed;
+  std::map<int64_t, int64_t> version_of_step;
+
+  void Drain() {
+    std::vector<v1::SessionResponse> messages;
+    absl::Status s = outbox->Pop(absl::InfinitePast(), &messages);
+    if (!s.ok()) closed = s;
+    for (const auto& m : messages) {
+      if (m.has_assignment()) {
+        assignment = m.assignment();
+        versions = {m.assignment().schedule()};
+        granted_at_version.clear();
+        granted = -1;
+        next_step = m.assignment().start_step();
+      } else if (m.has_schedule() && assignment.has_value()) {
+        if (m.schedule().version() > versions.back().version()) {
+          versions.push_back(m.schedule());
+          granted_at_version.push_back(granted);
+        }
+      } else if (m.has_grant() && assignment.has_value() &&
+                 m.grant().attempt() == assignment->attempt()) {
+        granted = std::max(granted, m.grant().through_step());
+      } else if (m.has_command() && m.command().has_abort()) {
+        ++aborts;
+        assignment.reset();
+      }
+    }
+  }
+
+  const v1::ScheduleVersion& VersionFor(int64_t step) const {
+    const v1::ScheduleVersion* found = &versions.front();
+    for (const auto& v : versions) {
+      if (v.effective_step() <= step) found = &v;
+    }
+    return *found;
+  }
+
+  v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {
+    const v1::ScheduleVersion& version = VersionFor(step);
+    const int rank = assignment->stage();
+    v1::ReportStepRequest r;
+    r.set_worker_id(id);
+    r.set_job_id(assignment->job_id());
+    r.set_attempt(assignment->attempt());
+    r.set_step(step);
+    r.set_schedule_version(version.version());
+    r.set_stage(rank);
+    double end = 0;
+    double busy = 0;
+    for (const auto& t : TrueTimings(version, truth, rank)) {
+      r.add_action_start_seconds(t.start_seconds);
+      r.add_action_end_seconds(t.end_seconds);
+      end = std::max(end, t.end_seconds);
+      busy += t.end_seconds - t.start_seconds;
+    }
+    r.set_step_seconds(end);
+    r.set_idle_seconds(end - busy);
+    if (rank == assignment->spec().pipeline().stages() - 1) r.set_loss(2.5);
+    version_of_step[step] = version.version();
+    return r;
+  }
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(":memory:"); }
+
+  void Start(const std::string& path) {
+    coordinator_.reset();
+    store_ = *SqliteStore::Create({path});
+    Coordinator::Options options;
+    options.clock = &clock_;
+    options.store = store_.get();
+    options.validate_spec = ValidateJobSpec;
+    options.initial_problem = InitialProblem;
+    options.heartbeat_interval_seconds = 1;
+    options.heartbeat_timeout_seconds = 5;
+    auto created = Coordinator::Create(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    coordinator_ = *std::move(created);
+    ASSERT_TRUE(coordinator_->Recover().ok());
+  }
+
+  FakeWorker AddWorker(int n) {
+    v1::WorkerDescription d;
+    d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
+    d.set_host("node");
+    d.set_device_kind(v1::DEVICE_KIND_CPU);
+    d.set_memory_bytes(1 << 30);
+    FakeWorker w;
+    w.id = coordinator_->RegisterWorker(d)->worker_id();
+    w.outbox = *coordinator_->OpenSession(w.id);
+    return w;
+  }
+
+  void HeartbeatAll(std::vector<FakeWorker>& workers,
+                    v1::WorkerPhase phase = v1::WORKER_PHASE_PREPARING) {
+    for (auto& w : workers) {
+      w.Drain();
+      v1::Heartbeat hb;
+      hb.set_phase(w.assignment ? phase : v1::WORKER_PHASE_IDLE);
+      if (w.assignment) {
+        hb.set_job_id(w.assignment->job_id());
+        hb.set_attempt(w.assignment->attempt());
+      }
+      ASSERT_TRUE(coordinator_->Heartbeat(w.id, hb).ok());
+    }
+  }
+
+  /// Runs granted steps in rank order until `steps` are done or nothing
+  /// can run. Returns the steps reported per worker.
+  void RunSteps(std::vector<FakeWorker>& workers, const sched::Problem& truth,
+                int64_t until_step) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (auto& w : workers) w.Drain();
+      for (auto& w : workers) {
+        if (!w.assignment) continue;
+        while (w.next_step <= w.granted && w.next_step <= until_step) {
+          absl::Status s =
+              coordinator_->ReportStep(w.Report(w.next_step, truth));
+          ASSERT_TRUE(s.ok()) << s;
+          ++w.next_step;
+          progress = true;
+        }
+      }
+    }
+  }
+
+  std::vector<FakeWorker> AssignedPipeline(const v1::JobSpec& spec,
+                                           std::string* job_id) {
+    *job_id = coordinator_->SubmitJob(spec)->id();
+    std::vector<FakeWorker> workers;
+    for (int i = 0; i < spec.pipeline().stages(); ++i) {
+      workers.push_back(AddWorker(i));
+    }
+    HeartbeatAll(workers);
+    return workers;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, SubmitStoresPendingJob) {
+  auto job = coordinator_->SubmitJob(TestSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(job->last_checkpoint_step(), -1);
+  EXPECT_TRUE(store_->GetJob(job->id()).ok());
+  auto listed = coordinator_->ListJobs({});
+  ASSERT_EQ(listed->jobs_size(), 1);
+  EXPECT_EQ(listed->jobs(0).id(), job->id());
+}
+
+TEST_F(CoordinatorTest, BadSpecsChangeNothing) {
+  ASSERT_TRUE(coordinator_->SubmitJob(TestSpec()).ok());
+  struct Case {
+    std::string field;
+    std::function<void(v1::JobSpec&)> mutate;
+  };
+  std::vector<Case> cases = {
+      {"pipeline.microbatches",
+       [](v1::JobSpec& s) { s.mutable_pipeline()->set_microbatches(0); }},
+      {"pipeline.microbatches",
+       [](v1::JobSpec& s) { s.mutable_pipeline()->set_microbatches(-3); }},
+      {"model.layers", [](v1::JobSpec& s) { s.mutable_model()->set_layers(7); }},
+      {"schedule.name",
+       [](v1::JobSpec& s) { s.mutable_schedule()->set_name("zb-h3"); }},
+      {"schedule.memory_limit_m_b",
+       [](v1::JobSpec& s) { s.mutable_schedule()->set_memory_limit_m_b(0.5); }},
+      {"dataset", [](v1::JobSpec& s) { s.clear_dataset(); }},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec spec = TestSpec();
+    c.mutate(spec);
+    auto job = coordinator_->SubmitJob(spec);
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.field;
+    EXPECT_THAT(std::string(job.status().message()), HasSubstr(c.field));
+    EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 1) << c.field;
+  }
+  EXPECT_EQ(store_->LoadAll()->jobs.size(), 1u);
+}
+
+TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
+  auto job = coordinator_->SubmitJob(TestSpec());
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(AddWorker(i));
+  EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(),
+            v1::JOB_STATE_PENDING);
+  workers.push_back(AddWorker(3));
+  auto assigning = coordinator_->GetJob(job->id(), v1::JOB_VIEW_FULL);
+  EXPECT_EQ(assigning->state(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(assigning->schedule_version(), 1);
+  EXPECT_EQ(assigning->schedule().reason(),
+            v1::SCHEDULE_CHANGE_REASON_INITIAL);
+  EXPECT_EQ(assigning->assignments_size(), 4);
+  for (int r = 0; r < 4; ++r) {
+    workers[r].Drain();
+    ASSERT_TRUE(workers[r].assignment.has_value());
+    EXPECT_EQ(workers[r].assignment->stage(), r);
+    EXPECT_EQ(workers[r].assignment->attempt(), 1);
+    EXPECT_EQ(workers[r].assignment->peers_size(), 4);
+    EXPECT_EQ(workers[r].granted, 1);  // Lookahead 2 from step -1.
+  }
+  HeartbeatAll(workers);
+  EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(),
+            v1::JOB_STATE_RUNNING);
+  auto listed = coordinator_->ListWorkers({});
+  ASSERT_EQ(listed.workers_size(), 4);
+  EXPECT_EQ(listed.workers(0).state(), v1::WORKER_STATE_RUNNING);
+}
+
+TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether) {
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  RunSteps(workers, truth, 19);
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+  EXPECT_EQ(job->steps_completed(), 20);
+  ASSERT_GE(job->schedule_version(), 2);
+
+  const StoredState stored = *store_->LoadAll();
+  const v1::ScheduleVersion* v2 = nullptr;
+  for (const auto& v : stored.schedule_versions) {
+    if (v.version() == 2) v2 = &v;
+  }
+  ASSERT_NE(v2, nullptr);
+  EXPECT_EQ(v2->reason(), v1::SCHEDULE_CHANGE_REASON_RESOLVE);
+  EXPECT_LT(v2->predicted().makespan_seconds(),
+            v2->previous_predicted().makespan_seconds());
+  EXPECT_THAT(v2->reason_detail(), HasSubstr("stage 2"));
+  // Every worker ran every step with the same version, switching at v2's
+  // effective step.
+  for (int64_t step = 0; step < 20; ++step) {
+    const int64_t expected = step < v2->effective_step() ? 1 : 2;
+    for (const auto& w : workers) {
+      if (stored.schedule_versions.size() == 2) {
+        EXPECT_EQ(w.version_of_step.at(step), expected) << "step " << step;
+      }
+      EXPECT_EQ(w.version_of_step.at(step),
+                workers[0].version_of_step.at(step));
+    }
+  }
+  // Every re-solve is logged.
+  auto records = store_->ListResolveRecords(job_id);
+  ASSERT_TRUE(records.ok());
+  ASSERT_GE(records->size(), 2u);
+  EXPECT_TRUE((*records)[0].published);
+  EXPECT_GT((*records)[0].old_makespan_seconds,
+            (*records)[0].new_makespan_seconds);
+  // The step summaries: per-stage measured and predicted bubble rates.
+  auto summaries = store_->ListStepSummaries(job_id, 0, 100);
+  ASSERT_EQ(summaries->size(), 20u);
+  const v1::StepSummary& last = summaries->back();
+  EXPECT_EQ(last.stages_size(), 4);
+  EXPECT_EQ(last.loss(), 2.5);
+  EXPECT_GT(last.tokens_per_second(), 0);
+  EXPECT_NEAR(last.predicted_bubble_rate(), last.measured_bubble_rate(), 0.05);
+  // Workers were aborted (released) at the end and are idle again.
+  for (const auto& w : workers) EXPECT_EQ(w.aborts, 1);
+  EXPECT_EQ(coordinator_->WorkerCounts().at("IDLE"), 4);
+}
+
+TEST_F(CoordinatorTest, NewVersionTakesEffectAfterEveryGrant) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 2);
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.5), 5);
+  for (auto& w : workers) w.Drain();
+  ASSERT_GE(workers[0].versions.size(), 2u);
+  const int64_t effective = workers[0].versions[1].effective_step();
+  for (const auto& w : workers) {
+    // Same step everywhere, and no grant held at arrival reached it.
+    EXPECT_EQ(w.versions[1].effective_step(), effective);
+    EXPECT_LT(w.granted_at_version[0], effective);
+  }
+}
+
+TEST_F(CoordinatorTest, SilentWorkerSendsJobToRecoveringThenReassigns) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.0), 1);
+  // Three keep heartbeating, worker 3 is silent.
+  for (int t = 0; t < 6; ++t) {
+    clock_.Advance(absl::Seconds(1));
+    for (int i = 0; i < 3; ++i) {
+      v1::Heartbeat hb;
+      hb.set_phase(v1::WORKER_PHASE_WAITING);
+      ASSERT_TRUE(coordinator_->Heartbeat(workers[i].id, hb).ok());
+    }
+    coordinator_->Tick();
+  }
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(), HasSubstr(workers[3].id));
+  EXPECT_EQ(job->recoveries_total(), 1);
+  EXPECT_EQ(coordinator_->ListWorkers({}).workers_size(), 3);
+  workers[3].Drain();
+  EXPECT_EQ(workers[3].closed.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->Heartbeat(workers[3].id, {}).code(),
+            absl::StatusCode::kNotFound);
+  for (int i = 0; i < 3; ++i) {
+    workers[i].Drain();
+    EXPECT_EQ(workers[i].aborts, 1);
+  }
+  // A replacement registers: attempt 2 from step 0 (no checkpoint).
+  workers[3] = AddWorker(9);
+  HeartbeatAll(workers);
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  for (auto& w : workers) {
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_EQ(w.assignment->start_step(), 0);
+  }
+  // Reports of the old attempt are refused.
+  v1::ReportStepRequest stale = workers[0].Report(0, TrueCosts(spec, 2, 1.0));
+  stale.set_attempt(1);
+  EXPECT_EQ(coordinator_->ReportStep(stale).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CoordinatorTest, CancelAbortsWorkersAndIsFinal) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);
+  auto watch = coordinator_->WatchJob(job_id);
+  ASSERT_TRUE(watch.ok());
+  auto cancelled = coordinator_->CancelJob(job_id, "enough");
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(cancelled->state_message(), "enough");
+  EXPECT_TRUE(cancelled->has_end_time());
+  for (auto& w : workers) {
+    w.Drain();
+    EXPECT_EQ(w.aborts, 1);
+  }
+  EXPECT_EQ(coordinator_->CancelJob(job_id, "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(coordinator_->CancelJob("job-99", "").status().code(),
+            absl::StatusCode::kNotFound);
+  std::vector<v1::JobEvent> events;
+  ASSERT_TRUE((*watch)->Pop(absl::InfinitePast(), &events).ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].has_snapshot());
+  EXPECT_EQ(events[1].state_change().new_state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(events[1].sequence(), events[0].sequence() + 1);
+  events.clear();
+  EXPECT_EQ((*watch)->Pop(absl::InfinitePast(), &events).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(CoordinatorTest, WatchDropsStepEventsForSlowReaderOnly) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 100);
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  auto watch = coordinator_->WatchJob(job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.0), 39);
+  std::vector<v1::JobEvent> events;
+  ASSERT_TRUE((*watch)->Pop(absl::InfinitePast(), &events).ok());
+  int steps = 0;
+  bool succeeded = false;
+  for (const auto& e : events) {
+    steps += e.has_step();
+    succeeded |= e.has_state_change() &&
+                 e.state_change().new_state() == v1::JOB_STATE_SUCCEEDED;
+  }
+  EXPECT_EQ(steps, 40);  // Capacity 256: nothing dropped.
+  EXPECT_TRUE(succeeded);
+  EXPECT_EQ(coordinator_->WatchJob("nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.0);
+  for (auto& w : workers) w.Drain();
+  for (int64_t step = 0; step < 2; ++step) {
+    for (auto& w : workers) {
+      v1::ReportStepRequest r = w.Report(step, truth);
+      if (step == 1) {
+        v1::ValidationResult* v = r.mutable_validation();
+        v->set_step(0);
+        v->set_mode(v1::VALIDATION_MODE_POST);
+        v->set_found_inf_nan(true);
+        v->set_decision(v1::VALIDATION_DECISION_SKIPPED);
+        v->set_rolled_back(w.assignment->stage() < 2);
+        v->set_rollback_seconds(0.5);
+      }
+      ASSERT_TRUE(coordinator_->ReportStep(r).ok());
+      ++w.next_step;
+    }
+  }
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->rollbacks_total(), 1);
+  EXPECT_EQ(job->skipped_steps_total(), 1);
+  auto outcomes = store_->ListValidationOutcomes(job_id);
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].rolled_back_stages_size(), 2);
+  EXPECT_DOUBLE_EQ((*outcomes)[0].rollback_seconds(), 2.0);
+}
+
+TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.0);
+  workers[0].Drain();
+  v1::ReportStepRequest r = workers[0].Report(0, truth);
+  v1::ReportStepRequest bad = r;
+  bad.add_action_end_seconds(1);
+  EXPECT_EQ(coordinator_->ReportStep(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  bad = r;
+  bad.set_worker_id("worker-77");
+  EXPECT_EQ(coordinator_->ReportStep(bad).code(), absl::StatusCode::kNotFound);
+  bad = r;
+  bad.set_step(5);  // Not granted.
+  EXPECT_EQ(coordinator_->ReportStep(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  bad = r;
+  bad.set_schedule_version(2);
+  EXPECT_EQ(coordinator_->ReportStep(bad).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(coordinator_->ReportStep(r).ok());
+}
+
+TEST_F(CoordinatorTest, NewerSessionReplacesOlder) {
+  FakeWorker w = AddWorker(1);
+  auto second = coordinator_->OpenSession(w.id);
+  ASSERT_TRUE(second.ok());
+  w.Drain();
+  EXPECT_EQ(w.closed.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(coordinator_->OpenSession("worker-99").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, RendezvousOnlyForTheAttemptsWorkers) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);
+  FakeWorker outsider = AddWorker(8);
+  workers[0].Drain();
+  const std::string scope = workers[0].assignment->rendezvous_scope();
+  EXPECT_TRUE(coordinator_->CheckRendezvousAccess(workers[1].id, scope).ok());
+  EXPECT_EQ(coordinator_->CheckRendezvousAccess(outsider.id, scope).code(),
+            absl::StatusCode::kPermissionDenied);
+  RendezvousStore& kv = coordinator_->rendezvous();
+  ASSERT_TRUE(kv.Set(scope, "a", "1").ok());
+  EXPECT_EQ(*kv.Add(scope, "a", 2), 3);
+  EXPECT_EQ(*kv.Get(scope, "a", absl::InfinitePast()), "3");
+  EXPECT_EQ(kv.Get(scope, "b", absl::InfinitePast()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(kv.Wait(scope, {"a", "b"}, absl::Now() + absl::Milliseconds(5))
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(*kv.CompareSet(scope, "c", "", "x"), "x");
+  EXPECT_EQ(*kv.CompareSet(scope, "c", "y", "z"), "x");
+  ASSERT_TRUE(kv.Set(scope, "s", "text").ok());
+  EXPECT_EQ(kv.Add(scope, "s", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // The attempt ends: its keys go.
+  ASSERT_TRUE(coordinator_->CancelJob(job_id, "").ok());
+  EXPECT_EQ(kv.KeyCount(scope), 0);
+}
+
+TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
+  char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = absl::StrCat(dir_template, "/state.db");
+  Start(path);
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 2);
+  {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    RunSteps(workers, TrueCosts(spec, 2, 1.5), 9);
+  }
+  auto before = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_EQ(before->state(), v1::JOB_STATE_RUNNING);
+  ASSERT_GE(before->schedule_version(), 2);
+  std::string pending_id = coordinator_->SubmitJob(spec)->id();
+
+  Start(path);  // Same file, new process state.
+  auto after = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(after->schedule_version(), before->schedule_version());
+  EXPECT_EQ(after->steps_completed(), 10);
+  EXPECT_EQ(after->schedule().version(), before->schedule_version());
+  EXPECT_EQ(coordinator_->GetJob(pending_id, {})->state(),
+            v1::JOB_STATE_PENDING);
+  // New job ids do not collide with recovered ones.
+  auto third = coordinator_->SubmitJob(spec);
+  EXPECT_NE(third->id(), job_id);
+  EXPECT_NE(third->id(), pending_id);
+  // Fresh workers resume the recovering job first, with every version.
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
+  HeartbeatAll(workers);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(workers[0].versions.size(),
+            static_cast<size_t>(before->schedule_version()));
+  RunSteps(workers, TrueCosts(spec, 2, 1.5), 39);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(),
+            v1::JOB_STATE_SUCCEEDED);
+  std::remove(path.c_str());
+}
+
+TEST_F(CoordinatorTest, ListJobsPagesNewestFirst) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(coordinator_->SubmitJob(TestSpec())->id());
+  v1::ListJobsRequest request;
+  request.set_page_size(2);
+  std::vector<std::string> seen;
+  while (true) {
+    auto page = coordinator_->ListJobs(request);
+    ASSERT_TRUE(page.ok());
+    for (const auto& j : page->jobs()) seen.push_back(j.id());
+    if (page->next_page_token().empty()) break;
+    request.set_page_token(page->next_page_token());
+  }
+  EXPECT_EQ(seen, std::vector<std::string>(ids.rbegin(), ids.rend()));
+  request.set_page_token("garbage");
+  EXPECT_EQ(coordinator_->ListJobs(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -23,10 +23,16 @@ using ::testing::StartsWith;
 
 class ZbppctlEndToEnd : public ::testing::Test {
  protected:
-  void SetUp() override {
-    coordinator_ = BackgroundProcess::Start(
-        {ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen",
-         "127.0.0.1:0", "--db", ":memory:"});
+  void SetUp() override { StartCoordinator({}); }
+
+  // Starts the daemon with `flags` added and reads its "listening" line.
+  void StartCoordinator(const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {
+        ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen",
+        "127.0.0.1:0",           "--db",     ":memory:"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    coordinator_.reset();
+    coordinator_ = BackgroundProcess::Start(argv);
     ASSERT_NE(coordinator_, nullptr);
     const std::optional<std::string> line =
         coordinator_->ReadLine(absl::Seconds(30));
@@ -114,6 +120,25 @@ TEST_F(ZbppctlEndToEnd, BadSpecIsRefusedNamingTheField) {
   result = Zbppctl({"list"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out.find('\n'), result.out.size() - 1) << "nothing stored";
+}
+
+TEST_F(ZbppctlEndToEnd, BearerTokenFromTheTokenFile) {
+  const std::string token_path =
+      ::testing::TempDir() + "token_" + std::to_string(getpid());
+  std::ofstream(token_path) << "e2e-secret\n";
+  StartCoordinator({"--token-file", token_path});
+  const std::string spec = ZBPP_EXAMPLES_DIR "/zb-2p-4-stages.yaml";
+
+  ProcessResult result = Zbppctl({"submit", spec});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("UNAUTHENTICATED"));
+  result = Zbppctl({"--token-file", token_path, "submit", spec});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string id = result.out.substr(0, result.out.size() - 1);
+  result = Zbppctl({"cancel", id});
+  EXPECT_EQ(result.exit_code, 1);
+  result = Zbppctl({"--token-file", token_path, "cancel", id});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
 }
 
 TEST_F(ZbppctlEndToEnd, UnknownJobAndEmptyWorkers) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -172,15 +173,13 @@ struct SqliteStore::Statements {
   Statement insert_resolve_record, list_resolve_records;
 };
 
-namespace {
-
 // One use of a prepared statement: binds, steps, and resets it (and clears
 // its bindings) when it goes out of scope, so a statement never holds a read
 // lock or a stale binding between calls. A failed bind is remembered and
 // returned by the first Step, so call sites bind without checking each one.
-class Run {
+class SqliteStore::Run {
  public:
-  explicit Run(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  explicit Run(const Statement& statement) : stmt_(statement.get()) {}
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
   ~Run() {
@@ -248,8 +247,6 @@ class Run {
   sqlite3_stmt* stmt_;
   int bind_rc_ = SQLITE_OK;
 };
-
-}  // namespace
 
 SqliteStore::SqliteStore(Options options) : options_(std::move(options)) {}
 
@@ -487,6 +484,7 @@ absl::Status SqliteStore::Error(int rc, const std::string& what) const {
   return absl::InternalError(std::move(text));
 }
 
+
 template <typename Body>
 absl::Status SqliteStore::InTransaction(Access access, Body body) {
   // Writes take the write lock up front (IMMEDIATE): a deferred transaction
@@ -496,28 +494,28 @@ absl::Status SqliteStore::InTransaction(Access access, Body body) {
   // writers in other processes.
   {
     const bool write = access == Access::kWrite;
-    Run begin(write ? statements_->begin_immediate.get()
-                    : statements_->begin_deferred.get());
+    Run begin(write ? statements_->begin_immediate
+                    : statements_->begin_deferred);
     if (int rc = begin.Step(); rc != SQLITE_DONE) {
       return Error(rc, write ? "BEGIN IMMEDIATE" : "BEGIN");
     }
   }
   absl::Status status = body();
   if (status.ok()) {
-    Run commit(statements_->commit.get());
+    Run commit(statements_->commit);
     if (int rc = commit.Step(); rc != SQLITE_DONE) {
       status = Error(rc, "COMMIT");
     }
   }
   if (!status.ok() && !sqlite3_get_autocommit(db_)) {
-    Run rollback(statements_->rollback.get());
+    Run rollback(statements_->rollback);
     (void)rollback.Step();  // Nothing more to do if even this fails.
   }
   return status;
 }
 
 absl::Status SqliteStore::CheckJobExists(const std::string& job_id) {
-  Run run(statements_->job_exists.get());
+  Run run(statements_->job_exists);
   run.Text(1, job_id);
   int rc = run.Step();
   if (rc == SQLITE_ROW) return absl::OkStatus();
@@ -528,6 +526,58 @@ absl::Status SqliteStore::CheckJobExists(const std::string& job_id) {
   return Error(rc, absl::StrCat("looking up job ", Quote(job_id)));
 }
 
+template <typename Bind>
+absl::Status SqliteStore::WriteForJob(const std::string& job_id,
+                                      const Statement& statement,
+                                      const std::string& what, Bind bind) {
+  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                           mu_) {
+    // Checked here rather than left to the foreign key, for a NotFound that
+    // names the job instead of "FOREIGN KEY constraint failed".
+    if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
+    Run run(statement);
+    bind(run);
+    if (int rc = run.Step(); rc != SQLITE_DONE) {
+      return Error(rc, absl::StrCat("storing ", what));
+    }
+    return absl::OkStatus();
+  });
+}
+
+template <typename Read>
+absl::Status SqliteStore::ReadRows(Run& run, const std::string& what,
+                                   Read read) {
+  int rc;
+  while ((rc = run.Step()) == SQLITE_ROW) {
+    if (absl::Status s = read(run); !s.ok()) return s;
+  }
+  if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("reading ", what));
+  return absl::OkStatus();
+}
+
+template <typename Read>
+absl::Status SqliteStore::ReadForJob(const std::string& job_id,
+                                     const Statement& statement,
+                                     const std::string& what, Read read) {
+  return InTransaction(Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                          mu_) {
+    if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
+    Run run(statement);
+    run.Text(1, job_id);
+    return ReadRows(run, what, read);
+  });
+}
+
+absl::Status SqliteStore::ParseColumn(
+    const Run& run, int column, const std::string& what,
+    google::protobuf::MessageLite* message) const {
+  if (run.ColumnMessage(column, message)) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("SQLite database ", options_.path,
+                                          ": ", what, " holds a row that is "
+                                          "not a valid ",
+                                          message->GetTypeName()));
+}
+
 // ---------------------------------------------------------------------------
 // Jobs.
 
@@ -536,8 +586,9 @@ absl::Status SqliteStore::CreateJob(const zbpp::v1::Job& job) {
   std::string blob;
   if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Run run(statements_->insert_job.get());
+  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                           mu_) {
+    Run run(statements_->insert_job);
     run.Text(1, job.id())
         .Int(2, job.state())
         .Int(3, job.create_time().seconds())
@@ -555,48 +606,31 @@ absl::Status SqliteStore::UpdateJob(const zbpp::v1::Job& job) {
   std::string blob;
   if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Run run(statements_->update_job.get());
-    run.Text(1, job.id())
-        .Int(2, job.state())
-        .Int(3, job.create_time().seconds())
-        .Int(4, job.create_time().nanos())
-        .Blob(5, blob);
-    if (int rc = run.Step(); rc != SQLITE_DONE) {
-      return Error(rc, absl::StrCat("updating job ", Quote(job.id())));
-    }
-    if (sqlite3_changes(db_) == 0) {
-      return absl::NotFoundError(
-          absl::StrCat("job ", Quote(job.id()), " not found"));
-    }
-    return absl::OkStatus();
-  });
+  return WriteForJob(job.id(), statements_->update_job,
+                     absl::StrCat("job ", Quote(job.id())), [&](Run& run) {
+                       run.Text(1, job.id())
+                           .Int(2, job.state())
+                           .Int(3, job.create_time().seconds())
+                           .Int(4, job.create_time().nanos())
+                           .Blob(5, blob);
+                     });
 }
 
 absl::StatusOr<zbpp::v1::Job> SqliteStore::GetJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  zbpp::v1::Job job;
-  absl::Status status =
-      InTransaction(Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        Run run(statements_->get_job.get());
+  const std::string what = absl::StrCat("job ", Quote(job_id));
+  std::optional<zbpp::v1::Job> job;
+  absl::Status status = InTransaction(
+      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        Run run(statements_->get_job);
         run.Text(1, job_id);
-        int rc = run.Step();
-        if (rc == SQLITE_DONE) {
-          return absl::NotFoundError(
-              absl::StrCat("job ", Quote(job_id), " not found"));
-        }
-        if (rc != SQLITE_ROW) {
-          return Error(rc, absl::StrCat("reading job ", Quote(job_id)));
-        }
-        if (!run.ColumnMessage(0, &job)) {
-          return absl::InternalError(
-              absl::StrCat("SQLite database ", options_.path, ": job ",
-                           Quote(job_id), " is not a valid zbpp.v1.Job"));
-        }
-        return absl::OkStatus();
+        return ReadRows(run, what, [&](Run& row) {
+          return ParseColumn(row, 0, what, &job.emplace());
+        });
       });
   if (!status.ok()) return status;
-  return job;
+  if (!job.has_value()) return absl::NotFoundError(what + " not found");
+  return *std::move(job);
 }
 
 // ---------------------------------------------------------------------------
@@ -617,23 +651,15 @@ absl::Status SqliteStore::AddScheduleVersion(
     return s;
   }
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(version.job_id()); !s.ok()) {
-          return s;
-        }
-        Run run(statements_->insert_schedule_version.get());
-        run.Text(1, version.job_id())
-            .Int(2, version.version())
-            .Int(3, version.effective_step())
-            .Blob(4, blob);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing schedule version ",
-                                        version.version(), " of job ",
-                                        Quote(version.job_id())));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(version.job_id(), statements_->insert_schedule_version,
+                     absl::StrCat("schedule version ", version.version(),
+                                  " of job ", Quote(version.job_id())),
+                     [&](Run& run) {
+                       run.Text(1, version.job_id())
+                           .Int(2, version.version())
+                           .Int(3, version.effective_step())
+                           .Blob(4, blob);
+                     });
 }
 
 absl::Status SqliteStore::AddCostSnapshot(const std::string& job_id,
@@ -646,44 +672,24 @@ absl::Status SqliteStore::AddCostSnapshot(const std::string& job_id,
   std::string blob;
   if (absl::Status s = Serialize(costs, "costs", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->insert_cost_snapshot.get());
-        run.Text(1, job_id).Int(2, step).Blob(3, blob);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing the cost snapshot of job ",
-                                        Quote(job_id), " at step ", step));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(job_id, statements_->insert_cost_snapshot,
+                     absl::StrCat("the cost snapshot of job ", Quote(job_id),
+                                  " at step ", step),
+                     [&](Run& run) {
+                       run.Text(1, job_id).Int(2, step).Blob(3, blob);
+                     });
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
 SqliteStore::ListCostSnapshots(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat("cost snapshots of job ", Quote(job_id));
   std::vector<std::pair<int64_t, zbpp::v1::CostModel>> snapshots;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->list_cost_snapshots.get());
-        run.Text(1, job_id);
-        int rc;
-        while ((rc = run.Step()) == SQLITE_ROW) {
-          auto& [step, costs] = snapshots.emplace_back();
-          step = run.ColumnInt(0);
-          if (!run.ColumnMessage(1, &costs)) {
-            return absl::InternalError(absl::StrCat(
-                "SQLite database ", options_.path, ": cost snapshot of job ",
-                Quote(job_id), " at step ", step,
-                " is not a valid zbpp.v1.CostModel"));
-          }
-        }
-        if (rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("reading cost snapshots of job ",
-                                        Quote(job_id)));
-        }
-        return absl::OkStatus();
+  absl::Status status = ReadForJob(
+      job_id, statements_->list_cost_snapshots, what, [&](Run& row) {
+        auto& [step, costs] = snapshots.emplace_back();
+        step = row.ColumnInt(0);
+        return ParseColumn(row, 1, what, &costs);
       });
   if (!status.ok()) return status;
   return snapshots;
@@ -698,17 +704,10 @@ absl::Status SqliteStore::AddStepSummary(const std::string& job_id,
   std::string blob;
   if (absl::Status s = Serialize(step, "step", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->insert_step_summary.get());
-        run.Text(1, job_id).Int(2, step.step()).Blob(3, blob);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing step ", step.step(),
-                                        " of job ", Quote(job_id)));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(
+      job_id, statements_->insert_step_summary,
+      absl::StrCat("step ", step.step(), " of job ", Quote(job_id)),
+      [&](Run& run) { run.Text(1, job_id).Int(2, step.step()).Blob(3, blob); });
 }
 
 absl::StatusOr<std::vector<zbpp::v1::StepSummary>>
@@ -719,25 +718,16 @@ SqliteStore::ListStepSummaries(const std::string& job_id, int64_t from_step,
         absl::StrCat("limit: ", limit, " is negative"));
   }
   absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat("step summaries of job ", Quote(job_id));
   std::vector<zbpp::v1::StepSummary> steps;
   absl::Status status = InTransaction(
       Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->list_step_summaries.get());
+        Run run(statements_->list_step_summaries);
         run.Text(1, job_id).Int(2, from_step).Int(3, limit);
-        int rc;
-        while ((rc = run.Step()) == SQLITE_ROW) {
-          if (!run.ColumnMessage(0, &steps.emplace_back())) {
-            return absl::InternalError(absl::StrCat(
-                "SQLite database ", options_.path, ": a step summary of job ",
-                Quote(job_id), " is not a valid zbpp.v1.StepSummary"));
-          }
-        }
-        if (rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("reading step summaries of job ",
-                                        Quote(job_id)));
-        }
-        return absl::OkStatus();
+        return ReadRows(run, what, [&](Run& row) {
+          return ParseColumn(row, 0, what, &steps.emplace_back());
+        });
       });
   if (!status.ok()) return status;
   return steps;
@@ -754,47 +744,26 @@ absl::Status SqliteStore::AddValidationOutcome(
     return s;
   }
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->insert_validation_outcome.get());
-        run.Text(1, job_id)
-            .Int(2, outcome.step())
-            .Int(3, outcome.decision())
-            .Blob(4, blob);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing the validation outcome of "
-                                        "step ",
-                                        outcome.step(), " of job ",
-                                        Quote(job_id)));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(job_id, statements_->insert_validation_outcome,
+                     absl::StrCat("the validation outcome of step ",
+                                  outcome.step(), " of job ", Quote(job_id)),
+                     [&](Run& run) {
+                       run.Text(1, job_id)
+                           .Int(2, outcome.step())
+                           .Int(3, outcome.decision())
+                           .Blob(4, blob);
+                     });
 }
 
 absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
 SqliteStore::ListValidationOutcomes(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
+  const std::string what =
+      absl::StrCat("validation outcomes of job ", Quote(job_id));
   std::vector<zbpp::v1::ValidationOutcome> outcomes;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->list_validation_outcomes.get());
-        run.Text(1, job_id);
-        int rc;
-        while ((rc = run.Step()) == SQLITE_ROW) {
-          if (!run.ColumnMessage(0, &outcomes.emplace_back())) {
-            return absl::InternalError(absl::StrCat(
-                "SQLite database ", options_.path,
-                ": a validation outcome of job ", Quote(job_id),
-                " is not a valid zbpp.v1.ValidationOutcome"));
-          }
-        }
-        if (rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("reading validation outcomes of job ",
-                                        Quote(job_id)));
-        }
-        return absl::OkStatus();
+  absl::Status status = ReadForJob(
+      job_id, statements_->list_validation_outcomes, what, [&](Run& row) {
+        return ParseColumn(row, 0, what, &outcomes.emplace_back());
       });
   if (!status.ok()) return status;
   return outcomes;
@@ -816,24 +785,17 @@ absl::Status SqliteStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
   }
   const std::string stages = StagesToText(checkpoint.stages_written);
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(checkpoint.job_id); !s.ok()) {
-          return s;
-        }
-        Run run(statements_->put_checkpoint.get());
-        run.Text(1, checkpoint.job_id)
-            .Int(2, checkpoint.step)
-            .Text(3, checkpoint.directory)
-            .Text(4, stages)
-            .Int(5, checkpoint.complete ? 1 : 0);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing the checkpoint of job ",
-                                        Quote(checkpoint.job_id), " at step ",
-                                        checkpoint.step));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(checkpoint.job_id, statements_->put_checkpoint,
+                     absl::StrCat("the checkpoint of job ",
+                                  Quote(checkpoint.job_id), " at step ",
+                                  checkpoint.step),
+                     [&](Run& run) {
+                       run.Text(1, checkpoint.job_id)
+                           .Int(2, checkpoint.step)
+                           .Text(3, checkpoint.directory)
+                           .Text(4, stages)
+                           .Int(5, checkpoint.complete ? 1 : 0);
+                     });
 }
 
 absl::Status SqliteStore::AddResolveRecord(const ResolveRecord& record) {
@@ -841,51 +803,37 @@ absl::Status SqliteStore::AddResolveRecord(const ResolveRecord& record) {
     return absl::InvalidArgumentError("record.job_id: empty");
   }
   absl::MutexLock lock(&mu_);
-  return InTransaction(
-      Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(record.job_id); !s.ok()) return s;
-        Run run(statements_->insert_resolve_record.get());
-        run.Text(1, record.job_id)
-            .Int(2, record.step)
-            .Int(3, record.published ? 1 : 0)
-            .Int(4, record.version)
-            .Real(5, record.old_makespan_seconds)
-            .Real(6, record.new_makespan_seconds)
-            .Real(7, record.solve_seconds)
-            .Text(8, record.reason);
-        if (int rc = run.Step(); rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("storing a re-solve record of job ",
-                                        Quote(record.job_id)));
-        }
-        return absl::OkStatus();
-      });
+  return WriteForJob(record.job_id, statements_->insert_resolve_record,
+                     absl::StrCat("a re-solve record of job ",
+                                  Quote(record.job_id)),
+                     [&](Run& run) {
+                       run.Text(1, record.job_id)
+                           .Int(2, record.step)
+                           .Int(3, record.published ? 1 : 0)
+                           .Int(4, record.version)
+                           .Real(5, record.old_makespan_seconds)
+                           .Real(6, record.new_makespan_seconds)
+                           .Real(7, record.solve_seconds)
+                           .Text(8, record.reason);
+                     });
 }
 
 absl::StatusOr<std::vector<ResolveRecord>> SqliteStore::ListResolveRecords(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   std::vector<ResolveRecord> records;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->list_resolve_records.get());
-        run.Text(1, job_id);
-        int rc;
-        while ((rc = run.Step()) == SQLITE_ROW) {
-          ResolveRecord& record = records.emplace_back();
-          record.job_id = job_id;
-          record.step = run.ColumnInt(0);
-          record.published = run.ColumnInt(1) != 0;
-          record.version = run.ColumnInt(2);
-          record.old_makespan_seconds = run.ColumnReal(3);
-          record.new_makespan_seconds = run.ColumnReal(4);
-          record.solve_seconds = run.ColumnReal(5);
-          record.reason = run.ColumnText(6);
-        }
-        if (rc != SQLITE_DONE) {
-          return Error(rc, absl::StrCat("reading re-solve records of job ",
-                                        Quote(job_id)));
-        }
+  absl::Status status = ReadForJob(
+      job_id, statements_->list_resolve_records,
+      absl::StrCat("re-solve records of job ", Quote(job_id)), [&](Run& row) {
+        ResolveRecord& record = records.emplace_back();
+        record.job_id = job_id;
+        record.step = row.ColumnInt(0);
+        record.published = row.ColumnInt(1) != 0;
+        record.version = row.ColumnInt(2);
+        record.old_makespan_seconds = row.ColumnReal(3);
+        record.new_makespan_seconds = row.ColumnReal(4);
+        record.solve_seconds = row.ColumnReal(5);
+        record.reason = row.ColumnText(6);
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
@@ -898,55 +846,47 @@ absl::StatusOr<std::vector<ResolveRecord>> SqliteStore::ListResolveRecords(
 absl::StatusOr<StoredState> SqliteStore::LoadAll() {
   absl::MutexLock lock(&mu_);
   StoredState state;
-  absl::Status status =
-      InTransaction(Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        int rc;
+  absl::Status status = InTransaction(
+      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         {
-          Run run(statements_->load_jobs.get());
-          while ((rc = run.Step()) == SQLITE_ROW) {
-            if (!run.ColumnMessage(0, &state.jobs.emplace_back())) {
-              return absl::InternalError(
-                  absl::StrCat("SQLite database ", options_.path,
-                               ": a row of jobs is not a valid zbpp.v1.Job"));
-            }
+          Run run(statements_->load_jobs);
+          if (absl::Status s = ReadRows(run, "jobs", [&](Run& row) {
+                return ParseColumn(row, 0, "jobs", &state.jobs.emplace_back());
+              });
+              !s.ok()) {
+            return s;
           }
-          if (rc != SQLITE_DONE) return Error(rc, "reading jobs");
         }
         {
-          Run run(statements_->load_schedule_versions.get());
-          while ((rc = run.Step()) == SQLITE_ROW) {
-            if (!run.ColumnMessage(0, &state.schedule_versions.emplace_back())) {
+          Run run(statements_->load_schedule_versions);
+          if (absl::Status s = ReadRows(run, "schedule_versions", [&](Run& row) {
+                return ParseColumn(row, 0, "schedule_versions",
+                                   &state.schedule_versions.emplace_back());
+              });
+              !s.ok()) {
+            return s;
+          }
+        }
+        Run run(statements_->load_checkpoints);
+        return ReadRows(run, "checkpoints", [&](Run& row) {
+          CheckpointRecord& checkpoint = state.checkpoints.emplace_back();
+          checkpoint.job_id = row.ColumnText(0);
+          checkpoint.step = row.ColumnInt(1);
+          checkpoint.directory = row.ColumnText(2);
+          for (absl::string_view part :
+               absl::StrSplit(row.ColumnText(3), ',', absl::SkipEmpty())) {
+            int32_t stage;
+            if (!absl::SimpleAtoi(part, &stage)) {
               return absl::InternalError(absl::StrCat(
-                  "SQLite database ", options_.path,
-                  ": a row of schedule_versions is not a valid "
-                  "zbpp.v1.ScheduleVersion"));
+                  "SQLite database ", options_.path, ": checkpoint of job ",
+                  Quote(checkpoint.job_id), " at step ", checkpoint.step,
+                  ": stages_written holds \"", part, "\""));
             }
+            checkpoint.stages_written.push_back(stage);
           }
-          if (rc != SQLITE_DONE) return Error(rc, "reading schedule_versions");
-        }
-        {
-          Run run(statements_->load_checkpoints.get());
-          while ((rc = run.Step()) == SQLITE_ROW) {
-            CheckpointRecord& checkpoint = state.checkpoints.emplace_back();
-            checkpoint.job_id = run.ColumnText(0);
-            checkpoint.step = run.ColumnInt(1);
-            checkpoint.directory = run.ColumnText(2);
-            for (absl::string_view part :
-                 absl::StrSplit(run.ColumnText(3), ',', absl::SkipEmpty())) {
-              int32_t stage;
-              if (!absl::SimpleAtoi(part, &stage)) {
-                return absl::InternalError(absl::StrCat(
-                    "SQLite database ", options_.path, ": checkpoint of job ",
-                    Quote(checkpoint.job_id), " at step ", checkpoint.step,
-                    ": stages_written holds \"", part, "\""));
-              }
-              checkpoint.stages_written.push_back(stage);
-            }
-            checkpoint.complete = run.ColumnInt(4) != 0;
-          }
-          if (rc != SQLITE_DONE) return Error(rc, "reading checkpoints");
-        }
-        return absl::OkStatus();
+          checkpoint.complete = row.ColumnInt(4) != 0;
+          return absl::OkStatus();
+        });
       });
   if (!status.ok()) return status;
   return state;

@@ -131,6 +131,7 @@ class SqliteStore final : public Store {
  private:
   class Statement;
   struct Statements;
+  class Run;
 
   explicit SqliteStore(Options options);
 
@@ -147,6 +148,31 @@ class SqliteStore final : public Store {
   /// OK when `job_id` is stored, NotFound otherwise.
   absl::Status CheckJobExists(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// One write transaction that checks `job_id` is stored (NotFound) and
+  /// runs `statement` once, its parameters bound by `bind(Run&)`; `what`
+  /// names the record in errors.
+  template <typename Bind>
+  absl::Status WriteForJob(const std::string& job_id,
+                           const Statement& statement,
+                           const std::string& what, Bind bind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// One read transaction that checks `job_id` is stored (NotFound), binds
+  /// it to ?1 of `statement` and passes each row to `read(Run&)`.
+  template <typename Read>
+  absl::Status ReadForJob(const std::string& job_id,
+                          const Statement& statement,
+                          const std::string& what, Read read)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Steps `run` to its end, passing each row to `read(Run&)`, which
+  /// returns a Status; `what` names the rows in errors.
+  template <typename Read>
+  absl::Status ReadRows(Run& run, const std::string& what, Read read)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Parses BLOB column `column` of the current row into `message`;
+  /// Internal naming `what` and the path when it is not one.
+  absl::Status ParseColumn(const Run& run, int column,
+                           const std::string& what,
+                           google::protobuf::MessageLite* message) const;
   /// Runs `sql` (no results) on the connection.
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// A status for SQLite result code `rc` of operation `what`, with the

@@ -611,6 +611,32 @@ TEST(SqliteStoreTest, RefusesNewerSchema) {
   EXPECT_THAT(status.message(), HasSubstr("99"));
 }
 
+TEST(SqliteStoreTest, CorruptRecordIsInternalNamingTheTable) {
+  const std::string path = TestDir() + "/bad-row.db";
+  {
+    std::unique_ptr<SqliteStore> store = Open(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE jobs SET job = x'ffffffff'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  absl::Status load = store->LoadAll().status();
+  EXPECT_EQ(load.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(load.message(), HasSubstr(path));
+  EXPECT_THAT(load.message(), HasSubstr("jobs"));
+  EXPECT_THAT(load.message(), HasSubstr("zbpp.v1.Job"));
+  absl::Status get = store->GetJob("j").status();
+  EXPECT_EQ(get.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(get.message(), HasSubstr("\"j\""));
+}
+
 TEST(SqliteStoreTest, NewFileGetsTheCurrentSchemaVersion) {
   const std::string path = TestDir() + "/version.db";
   { ASSERT_NE(Open(path), nullptr); }

@@ -1,0 +1,259 @@
+// zbpp-coordinator: the daemon. The construction order lives here and only
+// here (STYLE.md 10): flags, store, core recovery, metrics, services, gRPC
+// server (health + reflection), then the "listening" line, then SIGTERM.
+//
+//   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
+//                    --db FILE|:memory: [--token-file F]
+//                    [--tls-cert F --tls-key F [--tls-client-ca F]]
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/service/job_service.h"
+#include "coordinator/service/metrics_observer.h"
+#include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/worker_service.h"
+#include "coordinator/store/sqlite_store.h"
+#include "metrics/coordinator_metrics.h"
+#include "metrics/metrics_server.h"
+#include "prometheus/registry.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT "
+    "--db FILE|:memory: [--token-file F] [--tls-cert F --tls-key F "
+    "[--tls-client-ca F]]";
+
+struct Flags {
+  std::string listen;
+  std::string metrics_listen;
+  std::string db;
+  std::string token_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+};
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags flags;
+  std::map<std::string, std::string*> known = {
+      {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
+      {"--db", &flags.db},                 {"--token-file", &flags.token_file},
+      {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
+      {"--tls-client-ca", &flags.tls_client_ca}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto it = known.find(arg);
+    if (it == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      }
+      value = argv[++i];
+    }
+    *it->second = value;
+  }
+  if (flags.listen.empty()) return absl::InvalidArgumentError("--listen is required");
+  if (flags.metrics_listen.empty()) {
+    return absl::InvalidArgumentError("--metrics-listen is required");
+  }
+  if (flags.db.empty()) return absl::InvalidArgumentError("--db is required");
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key go together");
+  }
+  if (!flags.tls_client_ca.empty() && flags.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  return flags;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+int Fail(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "zbpp-coordinator: %s: %s\n", what.c_str(),
+               status.ToString().c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "zbpp-coordinator: %s; %s\n",
+                 std::string(flags.status().message()).c_str(), kUsage);
+    return 2;
+  }
+  // SIGTERM/SIGINT are taken by a sigwait thread: block them before any
+  // thread starts so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::string token;
+  if (!flags->token_file.empty()) {
+    absl::StatusOr<std::string> contents = ReadFile(flags->token_file);
+    if (!contents.ok()) return Fail("--token-file", contents.status());
+    token = std::string(absl::StripAsciiWhitespace(*contents));
+    if (token.empty()) {
+      return Fail("--token-file",
+                  absl::InvalidArgumentError("the token file is empty"));
+    }
+  }
+
+  // 1. The store, 2. the core recovered from it (before serving).
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+      SqliteStore::Create({flags->db});
+  if (!store.ok()) return Fail("--db", store.status());
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::CoordinatorMetrics::Options metrics_options;
+  metrics_options.job_states = {"PENDING",   "ASSIGNING", "RUNNING",
+                                "RECOVERING", "SUCCEEDED", "FAILED",
+                                "CANCELLED"};
+  metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
+  absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =
+      metrics::CoordinatorMetrics::Create(metrics_options, registry);
+  if (!job_metrics.ok()) return Fail("metrics", job_metrics.status());
+  MetricsObserver observer(job_metrics->get());
+
+  Coordinator::Options core_options;
+  core_options.store = store->get();
+  core_options.observer = &observer;
+  core_options.validate_spec = ValidateJobSpec;
+  core_options.initial_problem = InitialProblem;
+  absl::StatusOr<std::unique_ptr<Coordinator>> core =
+      Coordinator::Create(core_options);
+  if (!core.ok()) return Fail("coordinator", core.status());
+  if (absl::Status recovered = (*core)->Recover(); !recovered.ok()) {
+    return Fail("recovering from --db", recovered);
+  }
+
+  // 3. Metrics exposition.
+  absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
+      metrics::MetricsServer::Create({flags->metrics_listen}, registry);
+  if (!metrics_server.ok()) {
+    return Fail("--metrics-listen", metrics_server.status());
+  }
+
+  // 4. Services and the server.
+  JobServiceImpl job_service({core->get(), job_metrics->get(), token});
+  WorkerServiceImpl worker_service({core->get(), job_metrics->get()});
+  RendezvousServiceImpl rendezvous_service({core->get(), job_metrics->get()});
+
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (!flags->tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(flags->tls_cert);
+    if (!cert.ok()) return Fail("--tls-cert", cert.status());
+    absl::StatusOr<std::string> key = ReadFile(flags->tls_key);
+    if (!key.ok()) return Fail("--tls-key", key.status());
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!flags->tls_client_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(flags->tls_client_ca);
+      if (!ca.ok()) return Fail("--tls-client-ca", ca.status());
+      ssl.pem_root_certs = *ca;
+      ssl.client_certificate_request =
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags->listen, credentials, &port);
+  builder.RegisterService(&job_service);
+  builder.RegisterService(&worker_service);
+  builder.RegisterService(&rendezvous_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail("--listen", absl::UnavailableError(absl::StrCat(
+                                "cannot listen on ", flags->listen)));
+  }
+  // Ready: the state was recovered before the server started.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  for (const char* name : {"zbpp.v1.JobService", "zbpp.v1.WorkerService",
+                           "zbpp.v1.RendezvousService"}) {
+    health->SetServingStatus(name, true);
+  }
+
+  // Leases and gauges: the core's Tick every half heartbeat interval.
+  absl::Notification stop;
+  std::thread ticker([&] {
+    const absl::Duration period = absl::Seconds(core_options.heartbeat_interval_seconds / 2);
+    while (!stop.WaitForNotificationWithTimeout(period)) {
+      (*core)->Tick();
+      UpdateStateGauges(**core, **job_metrics);
+    }
+  });
+
+  std::printf("zbpp-coordinator listening grpc=%s:%d metrics=%s\n",
+              HostOf(flags->listen).c_str(), port,
+              (*metrics_server)->address().c_str());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  health->Shutdown();
+  // Drain: in-flight unary calls finish; streams are cancelled at the
+  // deadline.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  stop.Notify();
+  ticker.join();
+  server->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator
+
+int main(int argc, char** argv) { return zbpp::coordinator::Main(argc, argv); }

@@ -1,0 +1,43 @@
+#include "coordinator/service/metrics_observer.h"
+
+namespace zbpp::coordinator {
+
+void MetricsObserver::OnStep(const std::string& job_id,
+                             const zbpp::v1::StepSummary& step) {
+  metrics_->RecordStep(job_id, step);
+  for (const auto& stage : step.stages()) {
+    metrics_->SetPredicted(job_id, stage.stage(),
+                           stage.predicted_bubble_rate());
+  }
+}
+
+void MetricsObserver::OnScheduleVersion(const std::string& job_id,
+                                        int64_t version) {
+  metrics_->SetScheduleVersion(job_id, version);
+}
+
+void MetricsObserver::OnResolve(const std::string& job_id, bool published) {
+  metrics_->RecordResolve(job_id, published);
+}
+
+void MetricsObserver::OnValidation(const std::string& job_id, bool rolled_back,
+                                   bool skipped) {
+  if (rolled_back) metrics_->AddRollbacks(job_id, 1);
+  if (skipped) metrics_->AddSkippedSteps(job_id, 1);
+}
+
+void MetricsObserver::OnJobFinished(const std::string& job_id) {
+  metrics_->RemoveJob(job_id);
+}
+
+void UpdateStateGauges(const Coordinator& coordinator,
+                       metrics::CoordinatorMetrics& metrics) {
+  for (const auto& [state, n] : coordinator.JobCounts()) {
+    metrics.SetJobs(state, n);
+  }
+  for (const auto& [state, n] : coordinator.WorkerCounts()) {
+    metrics.SetWorkers(state, n);
+  }
+}
+
+}  // namespace zbpp::coordinator

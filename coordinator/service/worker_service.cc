@@ -1,0 +1,101 @@
+#include "coordinator/service/worker_service.h"
+
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "coordinator/service/rpc_scope.h"
+
+namespace zbpp::coordinator {
+
+grpc::Status WorkerServiceImpl::RegisterWorker(
+    grpc::ServerContext* context, const zbpp::v1::RegisterWorkerRequest* request,
+    zbpp::v1::RegisterWorkerResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/RegisterWorker");
+  absl::StatusOr<zbpp::v1::RegisterWorkerResponse> registered =
+      options_.coordinator->RegisterWorker(request->worker());
+  if (registered.ok()) *response = *std::move(registered);
+  return rpc.Finish(registered.status());
+}
+
+grpc::Status WorkerServiceImpl::Session(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<zbpp::v1::SessionResponse,
+                             zbpp::v1::SessionRequest>* stream) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/Session");
+  zbpp::v1::SessionRequest first;
+  if (!stream->Read(&first)) {
+    return rpc.Finish(absl::CancelledError("stream closed before SessionOpen"));
+  }
+  if (!first.has_open() || first.open().worker_id().empty()) {
+    return rpc.Finish(absl::InvalidArgumentError(
+        "the first Session message must be SessionOpen with a worker_id"));
+  }
+  const std::string worker_id = first.open().worker_id();
+  absl::StatusOr<std::shared_ptr<SessionOutbox>> opened =
+      options_.coordinator->OpenSession(worker_id);
+  if (!opened.ok()) return rpc.Finish(opened.status());
+  std::shared_ptr<SessionOutbox> outbox = *std::move(opened);
+
+  // The writer: the only thread that writes to the stream.
+  absl::Mutex mu;
+  absl::Status ended;  // Why the core closed the outbox (guarded by mu).
+  std::thread writer([&] {
+    while (true) {
+      std::vector<zbpp::v1::SessionResponse> messages;
+      absl::Status popped = outbox->Pop(
+          absl::Now() + absl::Seconds(options_.session_poll_seconds),
+          &messages);
+      bool written = true;
+      for (const auto& message : messages) {
+        if (!stream->Write(message)) {
+          written = false;
+          break;
+        }
+      }
+      if (!popped.ok()) {
+        absl::MutexLock lock(&mu);
+        ended = popped;
+        if (!absl::IsCancelled(popped)) context->TryCancel();
+        return;
+      }
+      if (!written || context->IsCancelled()) return;
+    }
+  });
+  zbpp::v1::SessionRequest request;
+  while (stream->Read(&request)) {
+    if (request.has_heartbeat()) {
+      // NotFound here means the lease expired: the outbox is closed and
+      // the writer cancels the call.
+      options_.coordinator->Heartbeat(worker_id, request.heartbeat())
+          .IgnoreError();
+    }
+  }
+  options_.coordinator->CloseSession(worker_id, outbox);
+  writer.join();
+  absl::MutexLock lock(&mu);
+  if (!ended.ok() && !absl::IsCancelled(ended)) return rpc.Finish(ended);
+  return rpc.Finish(absl::OkStatus());
+}
+
+grpc::Status WorkerServiceImpl::ReportStep(
+    grpc::ServerContext* context, const zbpp::v1::ReportStepRequest* request,
+    zbpp::v1::ReportStepResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportStep");
+  if (request->worker_id().empty() || request->job_id().empty()) {
+    return rpc.Finish(
+        absl::InvalidArgumentError("worker_id and job_id: required"));
+  }
+  return rpc.Finish(options_.coordinator->ReportStep(*request));
+}
+
+grpc::Status WorkerServiceImpl::ListWorkers(
+    grpc::ServerContext* context, const zbpp::v1::ListWorkersRequest* request,
+    zbpp::v1::ListWorkersResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ListWorkers");
+  *response = options_.coordinator->ListWorkers(*request);
+  return rpc.Finish(absl::OkStatus());
+}
+
+}  // namespace zbpp::coordinator

@@ -1,0 +1,50 @@
+#ifndef ZBPP_COORDINATOR_SERVICE_WORKER_SERVICE_H_
+#define ZBPP_COORDINATOR_SERVICE_WORKER_SERVICE_H_
+
+#include "coordinator/core/coordinator.h"
+#include "metrics/coordinator_metrics.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::coordinator {
+
+/// zbpp.v1.WorkerService over the Coordinator. The Session stream uses the
+/// sync API: this handler's thread reads (SessionOpen, then heartbeats into
+/// Coordinator::Heartbeat) while a writer thread drains the worker's
+/// SessionOutbox into the stream. When the core closes the outbox (lease
+/// expired, replaced by a newer Session) the call is cancelled so the
+/// worker reconnects and learns why from OpenSession. Thread-safe.
+class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
+ public:
+  struct Options {
+    /// The core; not owned, required.
+    Coordinator* coordinator = nullptr;
+    /// RPC metrics; not owned; null for none.
+    metrics::CoordinatorMetrics* metrics = nullptr;
+    /// How often the Session writer checks for a cancelled call, seconds.
+    double session_poll_seconds = 0.2;
+  };
+
+  explicit WorkerServiceImpl(Options options) : options_(options) {}
+
+  grpc::Status RegisterWorker(
+      grpc::ServerContext* context,
+      const zbpp::v1::RegisterWorkerRequest* request,
+      zbpp::v1::RegisterWorkerResponse* response) override;
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<zbpp::v1::SessionResponse,
+                               zbpp::v1::SessionRequest>* stream) override;
+  grpc::Status ReportStep(grpc::ServerContext* context,
+                          const zbpp::v1::ReportStepRequest* request,
+                          zbpp::v1::ReportStepResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context,
+                           const zbpp::v1::ListWorkersRequest* request,
+                           zbpp::v1::ListWorkersResponse* response) override;
+
+ private:
+  const Options options_;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_SERVICE_WORKER_SERVICE_H_

@@ -1,0 +1,442 @@
+// The coordinator's gRPC services in process on 127.0.0.1:0, with fake
+// workers (threads speaking the real protocol), and the zbpp-coordinator
+// binary itself (listening line, health, SIGTERM).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/service/job_service.h"
+#include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/worker_service.h"
+#include "coordinator/store/sqlite_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/fake_pipeline.h"
+#include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/rendezvous.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestSpec;
+using testing::TrueCosts;
+using testing::TrueTimings;
+
+constexpr char kToken[] = "s3cret";
+
+std::unique_ptr<grpc::ClientContext> Context(bool with_token = false) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(20));
+  if (with_token) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+  }
+  return context;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = *SqliteStore::Create({":memory:"});
+    Coordinator::Options options;
+    options.store = store_.get();
+    options.validate_spec = ValidateJobSpec;
+    options.initial_problem = InitialProblem;
+    options.heartbeat_interval_seconds = 1;
+    options.heartbeat_timeout_seconds = 60;
+    core_ = *Coordinator::Create(options);
+    ASSERT_TRUE(core_->Recover().ok());
+    jobs_ = std::make_unique<JobServiceImpl>(
+        JobServiceImpl::Options{core_.get(), nullptr, kToken, 0.05});
+    workers_ = std::make_unique<WorkerServiceImpl>(
+        WorkerServiceImpl::Options{core_.get(), nullptr, 0.05});
+    rendezvous_ = std::make_unique<RendezvousServiceImpl>(
+        RendezvousServiceImpl::Options{core_.get(), nullptr});
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(jobs_.get());
+    builder.RegisterService(workers_.get());
+    builder.RegisterService(rendezvous_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                       grpc::InsecureChannelCredentials());
+    job_stub_ = zbpp::v1::JobService::NewStub(channel);
+    worker_stub_ = zbpp::v1::WorkerService::NewStub(channel);
+    rendezvous_stub_ = zbpp::v1::RendezvousService::NewStub(channel);
+  }
+
+  void TearDown() override {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(2));
+    server_->Wait();
+  }
+
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<JobServiceImpl> jobs_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<RendezvousServiceImpl> rendezvous_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<zbpp::v1::JobService::Stub> job_stub_;
+  std::unique_ptr<zbpp::v1::WorkerService::Stub> worker_stub_;
+  std::unique_ptr<zbpp::v1::RendezvousService::Stub> rendezvous_stub_;
+};
+
+/// What one fake worker saw and did.
+struct WorkerLog {
+  std::string id;
+  int stage = -1;
+  std::map<int64_t, int64_t> version_of_step;
+  std::vector<zbpp::v1::ScheduleVersion> versions;
+  std::string error;
+  bool rendezvous_ok = false;
+};
+
+/// One fake worker: register, Session, heartbeat on assignment, run every
+/// granted step (timings simulated on `truth`), stop at the Abort that
+/// ends the job.
+void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
+                   zbpp::v1::RendezvousService::Stub* kv, int n,
+                   const sched::Problem& truth, WorkerLog* log) {
+  zbpp::v1::RegisterWorkerRequest reg;
+  reg.mutable_worker()->set_address(absl::StrCat("127.0.0.1:", 9000 + n));
+  reg.mutable_worker()->set_host("localhost");
+  reg.mutable_worker()->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+  reg.mutable_worker()->set_memory_bytes(1 << 30);
+  zbpp::v1::RegisterWorkerResponse registered;
+  grpc::Status s = stub->RegisterWorker(Context().get(), reg, &registered);
+  if (!s.ok()) {
+    log->error = s.error_message();
+    return;
+  }
+  log->id = registered.worker_id();
+  grpc::ClientContext session;
+  auto stream = stub->Session(&session);
+  zbpp::v1::SessionRequest open;
+  open.mutable_open()->set_worker_id(log->id);
+  stream->Write(open);
+  zbpp::v1::Assignment assignment;
+  int64_t next_step = 0;
+  zbpp::v1::SessionResponse message;
+  while (stream->Read(&message)) {
+    if (message.has_assignment()) {
+      assignment = message.assignment();
+      log->stage = assignment.stage();
+      log->versions = {assignment.schedule()};
+      next_step = assignment.start_step();
+      zbpp::v1::SessionRequest hb;
+      hb.mutable_heartbeat()->set_phase(zbpp::v1::WORKER_PHASE_PREPARING);
+      hb.mutable_heartbeat()->set_job_id(assignment.job_id());
+      hb.mutable_heartbeat()->set_attempt(assignment.attempt());
+      stream->Write(hb);
+      // The communicator bootstrap: every rank adds 1 and waits for all.
+      zbpp::v1::AddRequest add;
+      add.mutable_context()->set_worker_id(log->id);
+      add.mutable_context()->set_scope(assignment.rendezvous_scope());
+      add.set_key("joined");
+      add.set_delta(1);
+      zbpp::v1::AddResponse added;
+      zbpp::v1::SetRequest set;
+      *set.mutable_context() = add.context();
+      set.set_key(absl::StrCat("rank-", assignment.stage()));
+      set.set_value("addr");
+      zbpp::v1::SetResponse set_response;
+      zbpp::v1::WaitRequest wait;
+      *wait.mutable_context() = add.context();
+      for (int r = 0; r < assignment.peers_size(); ++r) {
+        wait.add_keys(absl::StrCat("rank-", r));
+      }
+      wait.set_timeout_seconds(10);
+      zbpp::v1::WaitResponse waited;
+      log->rendezvous_ok =
+          kv->Add(Context().get(), add, &added).ok() &&
+          kv->Set(Context().get(), set, &set_response).ok() &&
+          kv->Wait(Context().get(), wait, &waited).ok();
+    } else if (message.has_schedule()) {
+      log->versions.push_back(message.schedule());
+    } else if (message.has_grant()) {
+      while (next_step <= message.grant().through_step()) {
+        const zbpp::v1::ScheduleVersion* version = &log->versions.front();
+        for (const auto& v : log->versions) {
+          if (v.effective_step() <= next_step) version = &v;
+        }
+        zbpp::v1::ReportStepRequest report;
+        report.set_worker_id(log->id);
+        report.set_job_id(assignment.job_id());
+        report.set_attempt(assignment.attempt());
+        report.set_step(next_step);
+        report.set_schedule_version(version->version());
+        report.set_stage(assignment.stage());
+        double end = 0;
+        for (const auto& t : TrueTimings(*version, truth, assignment.stage())) {
+          report.add_action_start_seconds(t.start_seconds);
+          report.add_action_end_seconds(t.end_seconds);
+          end = std::max(end, t.end_seconds);
+        }
+        report.set_step_seconds(end);
+        zbpp::v1::ReportStepResponse reported;
+        grpc::Status r = stub->ReportStep(Context().get(), report, &reported);
+        if (!r.ok()) {
+          log->error = r.error_message();
+          session.TryCancel();
+          break;
+        }
+        log->version_of_step[next_step] = version->version();
+        ++next_step;
+      }
+    } else if (message.has_command() && message.command().has_abort()) {
+      break;
+    }
+  }
+  stream->WritesDone();
+  session.TryCancel();
+  stream->Finish().ok();
+}
+
+TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
+  const zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 12, 2);
+  zbpp::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = spec;
+  zbpp::v1::Job job;
+  ASSERT_TRUE(job_stub_->SubmitJob(Context(true).get(), submit, &job).ok());
+
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  std::vector<WorkerLog> logs(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back(RunFakeWorker, worker_stub_.get(),
+                         rendezvous_stub_.get(), i, std::cref(truth),
+                         &logs[i]);
+  }
+  for (auto& t : threads) t.join();
+
+  zbpp::v1::GetJobRequest get;
+  get.set_job_id(job.id());
+  zbpp::v1::Job done;
+  ASSERT_TRUE(job_stub_->GetJob(Context().get(), get, &done).ok());
+  EXPECT_EQ(done.state(), zbpp::v1::JOB_STATE_SUCCEEDED)
+      << done.state_message();
+  ASSERT_GE(done.schedule_version(), 2);
+  for (const auto& log : logs) {
+    EXPECT_EQ(log.error, "");
+    EXPECT_TRUE(log.rendezvous_ok);
+    ASSERT_GE(log.versions.size(), 2u);
+  }
+  const zbpp::v1::ScheduleVersion& v2 = logs[0].versions[1];
+  EXPECT_EQ(v2.reason(), zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE);
+  // Shorter than the old schedule under the same measured costs.
+  EXPECT_LT(v2.predicted().makespan_seconds(),
+            v2.previous_predicted().makespan_seconds());
+  // Every worker ran each step with the same version; the switch to v2
+  // happened at its effective step on all of them.
+  for (int64_t step = 0; step < 12; ++step) {
+    for (const auto& log : logs) {
+      ASSERT_TRUE(log.version_of_step.count(step)) << step;
+      EXPECT_EQ(log.version_of_step.at(step),
+                logs[0].version_of_step.at(step));
+    }
+  }
+  EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step() - 1), 1);
+  EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step()), 2);
+}
+
+TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {
+  zbpp::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = TestSpec();
+  zbpp::v1::Job job;
+  ASSERT_TRUE(job_stub_->SubmitJob(Context(true).get(), submit, &job).ok());
+  submit.mutable_spec()->mutable_pipeline()->set_microbatches(0);
+  grpc::Status s = job_stub_->SubmitJob(Context(true).get(), submit, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("pipeline.microbatches"));
+  zbpp::v1::ListJobsResponse listed;
+  ASSERT_TRUE(job_stub_->ListJobs(Context().get(), {}, &listed).ok());
+  EXPECT_EQ(listed.jobs_size(), 1);
+}
+
+TEST_F(ServiceTest, TokenRequiredForSubmitAndCancel) {
+  zbpp::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = TestSpec();
+  zbpp::v1::Job job;
+  EXPECT_EQ(job_stub_->SubmitJob(Context(false).get(), submit, &job)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  auto wrong = Context(false);
+  wrong->AddMetadata("authorization", "Bearer nope");
+  EXPECT_EQ(job_stub_->SubmitJob(wrong.get(), submit, &job).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(job_stub_->SubmitJob(Context(true).get(), submit, &job).ok());
+  zbpp::v1::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  zbpp::v1::Job cancelled;
+  EXPECT_EQ(job_stub_->CancelJob(Context(false).get(), cancel, &cancelled)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(
+      job_stub_->CancelJob(Context(true).get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), zbpp::v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job_stub_->CancelJob(Context(true).get(), cancel, &cancelled)
+                .error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  zbpp::v1::GetJobRequest get;
+  get.set_job_id("job-404");
+  EXPECT_EQ(job_stub_->GetJob(Context().get(), get, &job).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, WatchStreamsUntilTerminal) {
+  zbpp::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = TestSpec();
+  zbpp::v1::Job job;
+  ASSERT_TRUE(job_stub_->SubmitJob(Context(true).get(), submit, &job).ok());
+  auto watch_context = Context();
+  zbpp::v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  auto reader = job_stub_->WatchJob(watch_context.get(), watch);
+  zbpp::v1::JobEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_TRUE(event.has_snapshot());
+  zbpp::v1::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  ASSERT_TRUE(job_stub_->CancelJob(Context(true).get(), cancel, &job).ok());
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.state_change().new_state(), zbpp::v1::JOB_STATE_CANCELLED);
+  EXPECT_FALSE(reader->Read(&event));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST_F(ServiceTest, SessionMustStartWithOpenAndKnownWorker) {
+  grpc::ClientContext context;
+  auto stream = worker_stub_->Session(&context);
+  zbpp::v1::SessionRequest hb;
+  hb.mutable_heartbeat();
+  stream->Write(hb);
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext context2;
+  auto stream2 = worker_stub_->Session(&context2);
+  zbpp::v1::SessionRequest open;
+  open.mutable_open()->set_worker_id("worker-404");
+  stream2->Write(open);
+  stream2->WritesDone();
+  EXPECT_EQ(stream2->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+#ifdef ZBPP_COORDINATOR_BINARY
+TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    execl(ZBPP_COORDINATOR_BINARY, "zbpp-coordinator", "--listen",
+          "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--db", ":memory:",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  // One line, read with a bounded wait.
+  std::string line;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (line.find('\n') == std::string::npos && absl::Now() < give_up) {
+    fd_set fds;
+    FD_ZERO(&fds);
+    FD_SET(out[0], &fds);
+    timeval tv{1, 0};
+    if (select(out[0] + 1, &fds, nullptr, nullptr, &tv) <= 0) continue;
+    char buffer[256];
+    ssize_t n = read(out[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    line.append(buffer, n);
+  }
+  close(out[0]);
+  ASSERT_THAT(line, HasSubstr("zbpp-coordinator listening grpc=127.0.0.1:"));
+  const size_t grpc_at = line.find("grpc=") + 5;
+  const std::string address =
+      line.substr(grpc_at, line.find(' ', grpc_at) - grpc_at);
+  EXPECT_THAT(line, HasSubstr(" metrics=127.0.0.1:"));
+
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto jobs = zbpp::v1::JobService::NewStub(channel);
+  zbpp::v1::GetJobRequest get;
+  get.set_job_id("job-1");
+  zbpp::v1::Job job;
+  EXPECT_EQ(jobs->GetJob(Context().get(), get, &job).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // grpc.health.v1.Health/Check with an empty service name, by hand (the
+  // request is an empty message; SERVING is field 1 = 1).
+  grpc::GenericStub generic(channel);
+  grpc::ByteBuffer request;
+  {
+    grpc::Slice empty("", 0);
+    request = grpc::ByteBuffer(&empty, 1);
+  }
+  grpc::ByteBuffer response;
+  absl::Notification answered;
+  grpc::Status health_status;
+  auto health_context = Context();
+  generic.UnaryCall(health_context.get(), "/grpc.health.v1.Health/Check",
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      health_status = s;
+                      answered.Notify();
+                    });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(health_status.ok()) << health_status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+  kill(pid, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (done == 0) kill(pid, SIGKILL);
+  ASSERT_EQ(done, pid) << "did not exit within 20 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+#endif
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -1,0 +1,861 @@
+// Load benchmark of the coordinator (issue 3 §5): 256 fake workers
+// heartbeat and report steps at 10 Hz against one zbpp-coordinator; then the
+// re-solve + publish path of the core for p = 32, m = 128, timed directly.
+//
+//   coordinator_load_bench [--seconds=20] [--jobs=8] [--stages=32]
+//       [--microbatches=128] [--hz=10] [--probe-steps=32]
+//       [--coordinator=PATH] [--db=FILE|:memory:]
+//
+// Phase 1 (load) runs the real daemon as a child process (--db on a temp
+// file by default, as deployed; --db=:memory: to take SQLite's fsyncs out), so its CPU time is its own (/proc/PID/stat) and not
+// mixed with the clients'. The fake workers live in this process: one
+// channel each (a local subchannel pool, so one TCP connection per worker as
+// with real worker processes), the callback API for the Session streams and
+// ReportStep, and one driver thread that ticks every 1/(10·hz) s and serves a
+// tenth of the workers per tick, so 256 workers cost a few threads on a
+// 2-core machine instead of 512. Each job has rank 2 1.5x slower than the
+// analytic model, so the coordinator re-solves (window 8 steps, the default)
+// and publishes a shorter schedule early in the run.
+//
+// Phase 2 (probe) builds a Coordinator in this process over SQLite
+// :memory: with no gRPC, drives one p x m job with direct calls, re-solves
+// every step (window 1) and moves the slow rank every 8 steps so that some
+// re-solves publish. It times the ReportStep call that completes each step:
+// step summary + re-solve (solver + simulator) + publish (version stored,
+// queued on p Session outboxes) + cost snapshot and re-solve record.
+//
+// Heartbeats have no reply on the Session stream: their client-side latency
+// here is Write -> OnWriteDone (handed to the transport), which shows flow
+// control and client threads starving, not the coordinator's handling.
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/client_callback.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/schedule_proto.h"
+#include "coordinator/store/sqlite_store.h"
+#include "scheduler/simulator.h"
+#include "tests/client/subprocess.h"
+#include "tests/coordinator/fake_pipeline.h"
+#include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using testing::TestSpec;
+using testing::TrueCosts;
+
+struct Flags {
+  double seconds = 20;
+  int jobs = 8;
+  int stages = 32;
+  int microbatches = 128;
+  double hz = 10;
+  int probe_steps = 32;
+  std::string coordinator = ZBPP_COORDINATOR_BINARY;
+  /// The daemon's --db; empty: a file in a new temp directory.
+  std::string db;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    bool ok = true;
+    if (kv.first == "--seconds") {
+      ok = absl::SimpleAtod(kv.second, &flags->seconds) && flags->seconds > 0;
+    } else if (kv.first == "--jobs") {
+      ok = absl::SimpleAtoi(kv.second, &flags->jobs) && flags->jobs > 0;
+    } else if (kv.first == "--stages") {
+      ok = absl::SimpleAtoi(kv.second, &flags->stages) && flags->stages > 2;
+    } else if (kv.first == "--microbatches") {
+      ok = absl::SimpleAtoi(kv.second, &flags->microbatches) &&
+           flags->microbatches > 0;
+    } else if (kv.first == "--hz") {
+      ok = absl::SimpleAtod(kv.second, &flags->hz) && flags->hz > 0;
+    } else if (kv.first == "--probe-steps") {
+      ok = absl::SimpleAtoi(kv.second, &flags->probe_steps) &&
+           flags->probe_steps > 0;
+    } else if (kv.first == "--db") {
+      flags->db = kv.second;
+    } else if (kv.first == "--coordinator") {
+      flags->coordinator = kv.second;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "coordinator_load_bench: bad flag %s\n", argv[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Samples in seconds, summarised as count / p50 / p90 / p99 / max in ms.
+class Latencies {
+ public:
+  void Add(double seconds) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    samples_.push_back(seconds);
+  }
+  void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    samples_.clear();
+  }
+  std::string Row(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<double> s;
+    {
+      absl::MutexLock lock(&mu_);
+      s = samples_;
+    }
+    std::sort(s.begin(), s.end());
+    auto at = [&](double q) {
+      if (s.empty()) return 0.0;
+      size_t i = static_cast<size_t>(q * (s.size() - 1) + 0.5);
+      return 1e3 * s[std::min(i, s.size() - 1)];
+    };
+    return absl::StrFormat("%-44s %7zu %9.2f %9.2f %9.2f %9.2f", name,
+                           s.size(), at(0.5), at(0.9), at(0.99), at(1.0));
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<double> samples_ ABSL_GUARDED_BY(mu_);
+};
+
+constexpr char kHeader[] =
+    "%-44s %7s %9s %9s %9s %9s\n";
+
+void PrintHeader() {
+  std::printf(kHeader, "what", "n", "p50 ms", "p90 ms", "p99 ms", "max ms");
+}
+
+/// Per-action start/end of every rank of one schedule version under
+/// `truth`, simulated once and shared by the job's workers.
+struct VersionTimings {
+  std::vector<std::vector<double>> start, end;  // [rank][action], seconds
+  std::vector<double> busy;                     // [rank], seconds
+};
+
+std::shared_ptr<const VersionTimings> Simulate(
+    const zbpp::v1::ScheduleVersion& version, const sched::Problem& truth) {
+  auto out = std::make_shared<VersionTimings>();
+  absl::StatusOr<sched::Schedule> schedule =
+      ScheduleFromProto(version.schedule());
+  if (!schedule.ok()) return out;
+  absl::StatusOr<sched::SimulationResult> sim =
+      sched::Simulate(truth, *schedule);
+  if (!sim.ok()) return out;
+  for (const auto& rank : sim->timings) {
+    out->start.emplace_back();
+    out->end.emplace_back();
+    out->busy.push_back(0);
+    for (const auto& t : rank) {
+      out->start.back().push_back(t.start_seconds);
+      out->end.back().push_back(t.end_seconds);
+      out->busy.back() += t.end_seconds - t.start_seconds;
+    }
+  }
+  return out;
+}
+
+/// A step report of `rank` for `step` under `version`.
+zbpp::v1::ReportStepRequest BuildReport(const std::string& worker_id,
+                                        const zbpp::v1::Assignment& a,
+                                        int64_t step, int64_t version,
+                                        const VersionTimings& t) {
+  const int rank = a.stage();
+  zbpp::v1::ReportStepRequest r;
+  r.set_worker_id(worker_id);
+  r.set_job_id(a.job_id());
+  r.set_attempt(a.attempt());
+  r.set_step(step);
+  r.set_schedule_version(version);
+  r.set_stage(rank);
+  if (rank >= static_cast<int>(t.start.size())) return r;
+  r.mutable_action_start_seconds()->Add(t.start[rank].begin(),
+                                        t.start[rank].end());
+  r.mutable_action_end_seconds()->Add(t.end[rank].begin(), t.end[rank].end());
+  const double end =
+      t.end[rank].empty()
+          ? 0
+          : *std::max_element(t.end[rank].begin(), t.end[rank].end());
+  r.set_step_seconds(end);
+  r.set_idle_seconds(std::max(0.0, end - t.busy[rank]));
+  r.set_comm_seconds(0.1 * r.idle_seconds());
+  r.set_local_grad_norm_sq(1.0 + 0.01 * rank);
+  r.set_peak_memory_bytes(uint64_t{1} << 30);
+  if (rank == a.spec().pipeline().stages() - 1) r.set_loss(2.5);
+  return r;
+}
+
+// ------------------------------------------------------------ Phase 1: load
+
+/// What the load phase measures (shared by every fake worker).
+struct LoadStats {
+  std::atomic<bool> measuring{false};
+  Latencies report;           // ReportStep, client side
+  Latencies heartbeat_write;  // Session heartbeat Write -> OnWriteDone
+  Latencies register_worker;  // RegisterWorker, client side (setup)
+  Latencies version_delivery; // ScheduleVersion.publish_time -> received
+  std::atomic<int64_t> reports_ok{0}, reports_failed{0};
+  std::atomic<int64_t> heartbeats{0}, heartbeats_skipped{0};
+  std::atomic<int64_t> reports_in_flight{0};
+  absl::Mutex mu;
+  std::map<std::string, int64_t> failures ABSL_GUARDED_BY(mu);
+};
+
+/// Simulated timings per (job, version), computed on first use.
+class TimingCache {
+ public:
+  explicit TimingCache(sched::Problem truth) : truth_(std::move(truth)) {}
+  std::shared_ptr<const VersionTimings> Get(
+      const zbpp::v1::ScheduleVersion& version) ABSL_LOCKS_EXCLUDED(mu_) {
+    const auto key = std::make_pair(version.job_id(), version.version());
+    absl::MutexLock lock(&mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    return cache_[key] = Simulate(version, truth_);
+  }
+
+ private:
+  const sched::Problem truth_;
+  absl::Mutex mu_;
+  std::map<std::pair<std::string, int64_t>,
+           std::shared_ptr<const VersionTimings>>
+      cache_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeWorker;
+
+/// The worker's Session stream (callback API): reads on gRPC's threads,
+/// heartbeat writes from the driver thread, one write in flight at a time.
+class SessionReactor final
+    : public grpc::ClientBidiReactor<zbpp::v1::SessionRequest,
+                                     zbpp::v1::SessionResponse> {
+ public:
+  SessionReactor(FakeWorker* worker, LoadStats* stats)
+      : worker_(worker), stats_(stats) {}
+
+  void Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id);
+  /// Sends a heartbeat unless the previous write is still in flight.
+  void Heartbeat(const zbpp::v1::Heartbeat& heartbeat);
+  void Stop() {
+    context_.TryCancel();
+    RemoveHold();
+  }
+  void WaitDone() { done_.WaitForNotificationWithTimeout(absl::Seconds(10)); }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override {
+    if (counted_write_ && stats_->measuring) {
+      stats_->heartbeat_write.Add(absl::ToDoubleSeconds(absl::Now() - sent_));
+    }
+    writing_ = false;
+  }
+  void OnDone(const grpc::Status& status) override { done_.Notify(); }
+
+ private:
+  FakeWorker* const worker_;
+  LoadStats* const stats_;
+  grpc::ClientContext context_;
+  zbpp::v1::SessionRequest out_;
+  zbpp::v1::SessionResponse in_;
+  std::atomic<bool> writing_{false};
+  bool counted_write_ = false;
+  absl::Time sent_;
+  absl::Notification done_;
+};
+
+/// One fake worker: registration, its Session, and the steps it is
+/// granted, reported one at a time.
+class FakeWorker {
+ public:
+  FakeWorker(int index, std::shared_ptr<grpc::Channel> channel,
+             LoadStats* stats, TimingCache* timings)
+      : index_(index),
+        stub_(zbpp::v1::WorkerService::NewStub(std::move(channel))),
+        stats_(stats),
+        timings_(timings),
+        session_(this, stats) {}
+
+  absl::Status Register() {
+    zbpp::v1::RegisterWorkerRequest request;
+    auto* d = request.mutable_worker();
+    d->set_address(absl::StrCat("127.0.0.1:", 20000 + index_));
+    d->set_host(absl::StrCat("node-", index_ / 8));
+    d->set_device_kind(zbpp::v1::DEVICE_KIND_CUDA);
+    d->set_device_index(index_ % 8);
+    d->set_memory_bytes(uint64_t{80} << 30);
+    zbpp::v1::RegisterWorkerResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    const absl::Time start = absl::Now();
+    grpc::Status s = stub_->RegisterWorker(&context, request, &response);
+    stats_->register_worker.Add(absl::ToDoubleSeconds(absl::Now() - start));
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    id_ = response.worker_id();
+    session_.Start(stub_.get(), id_);
+    return absl::OkStatus();
+  }
+
+  /// A Session message (called on a gRPC thread).
+  void Receive(const zbpp::v1::SessionResponse& m) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (m.has_assignment()) {
+      assignment_ = m.assignment();
+      versions_ = {m.assignment().schedule()};
+      granted_ = -1;
+      next_step_ = m.assignment().start_step();
+    } else if (m.has_schedule() && assignment_.has_value()) {
+      if (m.schedule().version() > versions_.back().version()) {
+        versions_.push_back(m.schedule());
+        if (stats_->measuring) {
+          const absl::Time published = absl::FromUnixNanos(
+              m.schedule().publish_time().seconds() * 1000000000 +
+              m.schedule().publish_time().nanos());
+          stats_->version_delivery.Add(
+              absl::ToDoubleSeconds(absl::Now() - published));
+        }
+      }
+    } else if (m.has_grant() && assignment_.has_value() &&
+               m.grant().attempt() == assignment_->attempt()) {
+      granted_ = std::max(granted_, m.grant().through_step());
+    } else if (m.has_command() && m.command().has_abort()) {
+      assignment_.reset();
+    }
+  }
+
+  /// One tick of the driver: a heartbeat, and the next granted step.
+  void Tick() ABSL_LOCKS_EXCLUDED(mu_) {
+    zbpp::v1::Heartbeat hb;
+    std::optional<zbpp::v1::ReportStepRequest> report;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!assignment_.has_value()) {
+        hb.set_phase(zbpp::v1::WORKER_PHASE_IDLE);
+      } else {
+        hb.set_job_id(assignment_->job_id());
+        hb.set_attempt(assignment_->attempt());
+        hb.set_last_completed_step(next_step_ - 1);
+        hb.set_memory_used_bytes(uint64_t{40} << 30);
+        const bool runnable = next_step_ <= granted_;
+        hb.set_phase(next_step_ == assignment_->start_step() && !runnable
+                         ? zbpp::v1::WORKER_PHASE_PREPARING
+                     : runnable ? zbpp::v1::WORKER_PHASE_RUNNING
+                                : zbpp::v1::WORKER_PHASE_WAITING);
+        const zbpp::v1::ScheduleVersion* version = &versions_.front();
+        for (const auto& v : versions_) {
+          if (v.effective_step() <= next_step_) version = &v;
+        }
+        hb.set_schedule_version(version->version());
+        if (runnable && !report_in_flight_) {
+          report_in_flight_ = true;
+          report = BuildReport(id_, *assignment_, next_step_,
+                               version->version(), *timings_->Get(*version));
+        }
+      }
+    }
+    session_.Heartbeat(hb);
+    if (report.has_value()) Send(*std::move(report));
+  }
+
+  void Stop() { session_.Stop(); }
+  void WaitDone() { session_.WaitDone(); }
+  bool running() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return assignment_.has_value() && next_step_ > 0;
+  }
+
+ private:
+  struct Call {
+    grpc::ClientContext context;
+    zbpp::v1::ReportStepRequest request;
+    zbpp::v1::ReportStepResponse response;
+    absl::Time start;
+  };
+
+  void Send(zbpp::v1::ReportStepRequest request) {
+    auto* call = new Call;
+    call->request = std::move(request);
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::seconds(20));
+    ++stats_->reports_in_flight;
+    call->start = absl::Now();
+    stub_->async()->ReportStep(
+        &call->context, &call->request, &call->response,
+        [this, call](grpc::Status s) {
+          const double seconds =
+              absl::ToDoubleSeconds(absl::Now() - call->start);
+          if (stats_->measuring) stats_->report.Add(seconds);
+          {
+            absl::MutexLock lock(&mu_);
+            report_in_flight_ = false;
+            if (s.ok()) ++next_step_;
+          }
+          if (s.ok()) {
+            ++stats_->reports_ok;
+          } else {
+            ++stats_->reports_failed;
+            absl::MutexLock lock(&stats_->mu);
+            ++stats_->failures[absl::StrCat(s.error_code(), " ",
+                                            s.error_message())];
+          }
+          delete call;
+          --stats_->reports_in_flight;
+        });
+  }
+
+  const int index_;
+  std::unique_ptr<zbpp::v1::WorkerService::Stub> stub_;
+  LoadStats* const stats_;
+  TimingCache* const timings_;
+  std::string id_;
+  SessionReactor session_;
+
+  absl::Mutex mu_;
+  std::optional<zbpp::v1::Assignment> assignment_ ABSL_GUARDED_BY(mu_);
+  std::vector<zbpp::v1::ScheduleVersion> versions_ ABSL_GUARDED_BY(mu_);
+  int64_t granted_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t next_step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool report_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+void SessionReactor::Start(zbpp::v1::WorkerService::Stub* stub,
+                           const std::string& id) {
+  stub->async()->Session(&context_, this);
+  out_.mutable_open()->set_worker_id(id);
+  writing_ = true;
+  counted_write_ = false;
+  StartWrite(&out_);
+  StartRead(&in_);
+  AddHold();
+  StartCall();
+}
+
+void SessionReactor::Heartbeat(const zbpp::v1::Heartbeat& heartbeat) {
+  bool expected = false;
+  if (!writing_.compare_exchange_strong(expected, true)) {
+    ++stats_->heartbeats_skipped;
+    return;
+  }
+  *out_.mutable_heartbeat() = heartbeat;
+  counted_write_ = true;
+  sent_ = absl::Now();
+  ++stats_->heartbeats;
+  StartWrite(&out_);
+}
+
+void SessionReactor::OnReadDone(bool ok) {
+  if (!ok) return;
+  worker_->Receive(in_);
+  StartRead(&in_);
+}
+
+/// utime + stime of `pid` from /proc, seconds; -1 when unreadable.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::vector<std::string> fields =
+      absl::StrSplit(stat.substr(close + 2), ' ');
+  // Fields after "(comm) ": state is [0], utime [11], stime [12].
+  int64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+double SelfCpuSeconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+int RunLoad(const Flags& flags) {
+  char dir_template[] = "/tmp/zbpp-load-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::string db =
+      flags.db.empty() ? absl::StrCat(dir, "/coordinator.db") : flags.db;
+  auto daemon = ctltest::BackgroundProcess::Start(
+      {flags.coordinator, "--listen", "127.0.0.1:0", "--metrics-listen",
+       "127.0.0.1:0", "--db", db});
+  if (daemon == nullptr) {
+    std::fprintf(stderr, "cannot start %s\n", flags.coordinator.c_str());
+    return 1;
+  }
+  std::optional<std::string> line = daemon->ReadLine(absl::Seconds(30));
+  if (!line.has_value() || !absl::StrContains(*line, "grpc=")) {
+    std::fprintf(stderr, "no listening line from %s\n",
+                 flags.coordinator.c_str());
+    return 1;
+  }
+  const size_t at = line->find("grpc=") + 5;
+  const std::string address = line->substr(at, line->find(' ', at) - at);
+  const pid_t pid = daemon->pid();
+
+  const int workers_total = flags.jobs * flags.stages;
+  const zbpp::v1::JobSpec spec = TestSpec(flags.stages, flags.microbatches,
+                                          "zb-1p", 1000000, /*window=*/8);
+  TimingCache timings(TrueCosts(spec, 2, 1.5));
+  LoadStats stats;
+
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto jobs = zbpp::v1::JobService::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+  std::vector<std::string> job_ids;
+  for (int j = 0; j < flags.jobs; ++j) {
+    zbpp::v1::SubmitJobRequest submit;
+    *submit.mutable_spec() = spec;
+    submit.mutable_spec()->set_name(absl::StrCat("load-", j));
+    zbpp::v1::Job job;
+    grpc::ClientContext context;
+    grpc::Status s = jobs->SubmitJob(&context, submit, &job);
+    if (!s.ok()) {
+      std::fprintf(stderr, "SubmitJob: %s\n", s.error_message().c_str());
+      return 1;
+    }
+    job_ids.push_back(job.id());
+  }
+
+  std::vector<std::unique_ptr<FakeWorker>> workers;
+  for (int i = 0; i < workers_total; ++i) {
+    workers.push_back(std::make_unique<FakeWorker>(
+        i,
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                  args),
+        &stats, &timings));
+  }
+  const absl::Time setup_start = absl::Now();
+  for (auto& w : workers) {
+    if (absl::Status s = w->Register(); !s.ok()) {
+      std::fprintf(stderr, "RegisterWorker: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+
+  // The driver: every tick serves workers with index % slots == tick %
+  // slots, so each worker ticks at `hz`.
+  constexpr int kSlots = 10;
+  const absl::Duration tick = absl::Seconds(1.0 / (flags.hz * kSlots));
+  absl::Notification stop;
+  std::atomic<int64_t> late_ticks{0};
+  std::thread driver([&] {
+    absl::Time next = absl::Now();
+    for (int64_t n = 0; !stop.HasBeenNotified(); ++n) {
+      for (size_t i = n % kSlots; i < workers.size(); i += kSlots) {
+        workers[i]->Tick();
+      }
+      next += tick;
+      const absl::Time now = absl::Now();
+      if (now > next) {
+        ++late_ticks;
+        next = now;
+      } else {
+        absl::SleepFor(next - now);
+      }
+    }
+  });
+
+  // Warm-up: every worker assigned and past its first step.
+  const absl::Time warm_deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < warm_deadline &&
+         !std::all_of(workers.begin(), workers.end(),
+                      [](auto& w) { return w->running(); })) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const double setup_seconds = absl::ToDoubleSeconds(absl::Now() - setup_start);
+  absl::SleepFor(absl::Seconds(1));
+
+  const int64_t ok0 = stats.reports_ok, hb0 = stats.heartbeats;
+  const double cpu0 = ProcessCpuSeconds(pid), self0 = SelfCpuSeconds();
+  late_ticks = 0;
+  const absl::Time t0 = absl::Now();
+  stats.measuring = true;
+  absl::SleepFor(absl::Seconds(flags.seconds));
+  stats.measuring = false;
+  const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
+  const double cpu = ProcessCpuSeconds(pid) - cpu0;
+  const double self = SelfCpuSeconds() - self0;
+  const int64_t reports = stats.reports_ok - ok0;
+  const int64_t heartbeats = stats.heartbeats - hb0;
+
+  stop.Notify();
+  driver.join();
+  for (auto& w : workers) w->Stop();
+  for (auto& w : workers) w->WaitDone();
+  const absl::Time drain = absl::Now() + absl::Seconds(20);
+  while (stats.reports_in_flight > 0 && absl::Now() < drain) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  daemon.reset();  // SIGTERM; waits for the exit
+
+  std::printf(
+      "== Load: %d workers (%d jobs x p=%d, m=%d, ZB-1p, rank 2 1.5x slow), "
+      "heartbeat + step report at %.0f Hz each, %.1f s measured ==\n",
+      workers_total, flags.jobs, flags.stages, flags.microbatches, flags.hz,
+      wall);
+  std::printf(
+      "coordinator: %s, --db %s; setup (register -> all "
+      "running) %.2f s\n",
+      flags.coordinator.c_str(), db.c_str(), setup_seconds);
+  PrintHeader();
+  std::printf("%s\n", stats.report.Row("ReportStep RPC (client)").c_str());
+  std::printf("%s\n", stats.heartbeat_write
+                          .Row("Session heartbeat write (client, to transport)")
+                          .c_str());
+  std::printf("%s\n",
+              stats.register_worker.Row("RegisterWorker RPC (setup, serial)")
+                  .c_str());
+  std::printf("%s\n",
+              stats.version_delivery
+                  .Row("new version: publish_time -> worker has it")
+                  .c_str());
+  std::printf(
+      "step reports: %lld ok (%.0f/s, target %.0f/s), %lld failed; "
+      "heartbeats %lld (%.0f/s), %lld skipped (write in flight); driver late "
+      "ticks %lld\n",
+      static_cast<long long>(reports), reports / wall, workers_total * flags.hz,
+      static_cast<long long>(stats.reports_failed.load()),
+      static_cast<long long>(heartbeats), heartbeats / wall,
+      static_cast<long long>(stats.heartbeats_skipped.load()),
+      static_cast<long long>(late_ticks.load()));
+  {
+    absl::MutexLock lock(&stats.mu);
+    for (const auto& [what, n] : stats.failures) {
+      std::printf("  failure x%lld: %s\n", static_cast<long long>(n),
+                  what.c_str());
+    }
+  }
+  std::printf(
+      "CPU over the measured window: coordinator %.2f s (%.0f%% of one core), "
+      "fake workers (this process) %.2f s (%.0f%%), of %ld cores\n",
+      cpu, 100 * cpu / wall, self, 100 * self / wall,
+      sysconf(_SC_NPROCESSORS_ONLN));
+
+  // The coordinator's own re-solve log, from its database.
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+      absl::FailedPreconditionError("--db=:memory: left no log to read");
+  if (db != ":memory:") store = SqliteStore::Create({db});
+  if (!store.ok()) {
+    std::printf("re-solve log: %s\n", store.status().ToString().c_str());
+  } else {
+    Latencies solve_all, solve_published;
+    int records = 0, published = 0;
+    for (const std::string& id : job_ids) {
+      auto list = (*store)->ListResolveRecords(id);
+      if (!list.ok()) continue;
+      for (const ResolveRecord& r : *list) {
+        ++records;
+        solve_all.Add(r.solve_seconds);
+        if (r.published) {
+          ++published;
+          solve_published.Add(r.solve_seconds);
+        }
+      }
+    }
+    std::printf("re-solves logged by the coordinator (whole run): %d, %d "
+                "published\n",
+                records, published);
+    PrintHeader();
+    std::printf("%s\n",
+                solve_all.Row("ResolveRecord.solve_seconds (all)").c_str());
+    std::printf("%s\n", solve_published
+                            .Row("ResolveRecord.solve_seconds (published)")
+                            .c_str());
+  }
+  std::printf("\n");
+  return 0;
+}
+
+// ----------------------------------------------------------- Phase 2: probe
+
+/// One rank driven by direct calls to the core (no gRPC).
+struct ProbeRank {
+  std::string id;
+  std::shared_ptr<SessionOutbox> outbox;
+  std::optional<zbpp::v1::Assignment> assignment;
+  std::vector<zbpp::v1::ScheduleVersion> versions;
+  int64_t granted = -1;
+
+  void Drain() {
+    std::vector<zbpp::v1::SessionResponse> messages;
+    outbox->Pop(absl::InfinitePast(), &messages).IgnoreError();
+    for (const auto& m : messages) {
+      if (m.has_assignment()) {
+        assignment = m.assignment();
+        versions = {m.assignment().schedule()};
+      } else if (m.has_schedule() &&
+                 m.schedule().version() > versions.back().version()) {
+        versions.push_back(m.schedule());
+      } else if (m.has_grant()) {
+        granted = std::max(granted, m.grant().through_step());
+      }
+    }
+  }
+  const zbpp::v1::ScheduleVersion& VersionFor(int64_t step) const {
+    const zbpp::v1::ScheduleVersion* found = &versions.front();
+    for (const auto& v : versions) {
+      if (v.effective_step() <= step) found = &v;
+    }
+    return *found;
+  }
+};
+
+int RunProbe(const Flags& flags) {
+  auto store = SqliteStore::Create({":memory:"});
+  if (!store.ok()) return 1;
+  Coordinator::Options options;
+  options.store = store->get();
+  options.validate_spec = ValidateJobSpec;
+  options.initial_problem = InitialProblem;
+  options.heartbeat_timeout_seconds = 3600;
+  auto core = Coordinator::Create(options);
+  if (!core.ok() || !(*core)->Recover().ok()) return 1;
+
+  const zbpp::v1::JobSpec spec = TestSpec(
+      flags.stages, flags.microbatches, "zb-1p", 1000000, /*window=*/1);
+  auto job = (*core)->SubmitJob(spec);
+  if (!job.ok()) {
+    std::fprintf(stderr, "SubmitJob: %s\n", job.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<ProbeRank> ranks(flags.stages);
+  for (int i = 0; i < flags.stages; ++i) {
+    zbpp::v1::WorkerDescription d;
+    d.set_address(absl::StrCat("10.0.0.", i, ":7000"));
+    d.set_host("node");
+    d.set_device_kind(zbpp::v1::DEVICE_KIND_CUDA);
+    d.set_memory_bytes(uint64_t{80} << 30);
+    ranks[i].id = (*core)->RegisterWorker(d)->worker_id();
+    ranks[i].outbox = *(*core)->OpenSession(ranks[i].id);
+  }
+  for (auto& r : ranks) {
+    r.Drain();
+    zbpp::v1::Heartbeat hb;
+    hb.set_phase(zbpp::v1::WORKER_PHASE_PREPARING);
+    hb.set_job_id(r.assignment->job_id());
+    hb.set_attempt(r.assignment->attempt());
+    if (!(*core)->Heartbeat(r.id, hb).ok()) return 1;
+  }
+  // Ranks sorted by pipeline rank, so the last reporter of each step is
+  // the same (the one whose ReportStep completes the step).
+  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
+    return a.assignment->stage() < b.assignment->stage();
+  });
+
+  std::map<int64_t, double> completing_seconds;  // step -> seconds
+  Latencies other;  // a ReportStep that does not complete its step
+  std::map<std::pair<int64_t, int>, std::shared_ptr<const VersionTimings>>
+      cache;
+  for (int64_t step = 0; step < flags.probe_steps; ++step) {
+    // The straggler moves every 8 steps, so the measured costs change and
+    // some re-solves find a shorter schedule.
+    const int slow = static_cast<int>((2 + 5 * (step / 8)) % flags.stages);
+    for (auto& r : ranks) r.Drain();
+    const zbpp::v1::ScheduleVersion& version = ranks[0].VersionFor(step);
+    auto& t = cache[{version.version(), slow}];
+    if (t == nullptr) t = Simulate(version, TrueCosts(spec, slow, 1.5));
+    for (auto& r : ranks) {
+      if (r.granted < step) {
+        std::fprintf(stderr, "probe: step %lld not granted\n",
+                     static_cast<long long>(step));
+        return 1;
+      }
+      zbpp::v1::ReportStepRequest report =
+          BuildReport(r.id, *r.assignment, step, version.version(), *t);
+      const absl::Time start = absl::Now();
+      absl::Status s = (*core)->ReportStep(report);
+      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      if (!s.ok()) {
+        std::fprintf(stderr, "probe ReportStep: %s\n", s.ToString().c_str());
+        return 1;
+      }
+      if (&r == &ranks.back()) {
+        completing_seconds[step] = seconds;
+      } else {
+        other.Add(seconds);
+      }
+    }
+  }
+
+  Latencies published, not_published, solver;
+  int n_published = 0;
+  auto records = (*store)->ListResolveRecords(job->id());
+  if (!records.ok()) return 1;
+  for (const ResolveRecord& r : *records) {
+    auto it = completing_seconds.find(r.step);
+    if (it == completing_seconds.end()) continue;
+    solver.Add(r.solve_seconds);
+    if (r.published) {
+      ++n_published;
+      published.Add(it->second);
+    } else {
+      not_published.Add(it->second);
+    }
+  }
+  std::printf(
+      "== Re-solve + publish in the core: p=%d, m=%d, ZB-1p, window 1, %d "
+      "steps, SQLite :memory:, no load ==\n",
+      flags.stages, flags.microbatches, flags.probe_steps);
+  std::printf("re-solves: %zu, published: %d\n", records->size(), n_published);
+  PrintHeader();
+  std::printf("%s\n",
+              published.Row("step-completing ReportStep, published").c_str());
+  std::printf(
+      "%s\n",
+      not_published.Row("step-completing ReportStep, not published").c_str());
+  std::printf("%s\n", solver.Row("  of which solver (solve_seconds)").c_str());
+  std::printf("%s\n", other.Row("any other ReportStep").c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator
+
+int main(int argc, char** argv) {
+  zbpp::coordinator::Flags flags;
+  if (!zbpp::coordinator::ParseFlags(argc, argv, &flags)) return 2;
+  std::printf("machine: %ld online cores\n\n", sysconf(_SC_NPROCESSORS_ONLN));
+  if (int rc = zbpp::coordinator::RunLoad(flags); rc != 0) return rc;
+  return zbpp::coordinator::RunProbe(flags);
+}

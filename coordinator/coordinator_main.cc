@@ -3,7 +3,8 @@
 // server (health + reflection), then the "listening" line, then SIGTERM.
 //
 //   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
-//                    --db FILE|:memory: [--token-file F]
+//                    --db FILE|:memory: [--db-sync full|normal]
+//                    [--token-file F]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
 
 #include <pthread.h>
@@ -44,13 +45,18 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT "
-    "--db FILE|:memory: [--token-file F] [--tls-cert F --tls-key F "
+    "--db FILE|:memory: [--db-sync full|normal] [--token-file F] "
+    "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
 struct Flags {
   std::string listen;
   std::string metrics_listen;
   std::string db;
+  /// "normal" (default): SQLite WAL + synchronous=NORMAL — a committed write
+  /// survives a crash of the process; a power loss may lose the last
+  /// commits but never corrupts the database. "full": fsync every commit.
+  std::string db_sync = "normal";
   std::string token_file;
   std::string tls_cert;
   std::string tls_key;
@@ -61,7 +67,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
-      {"--db", &flags.db},                 {"--token-file", &flags.token_file},
+      {"--db", &flags.db},                 {"--db-sync", &flags.db_sync},
+      {"--token-file", &flags.token_file},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
   for (int i = 1; i < argc; ++i) {
@@ -90,6 +97,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError("--metrics-listen is required");
   }
   if (flags.db.empty()) return absl::InvalidArgumentError("--db is required");
+  if (flags.db_sync != "full" && flags.db_sync != "normal") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--db-sync must be full or normal, got \"", flags.db_sync, "\""));
+  }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key go together");
@@ -147,8 +158,11 @@ int Main(int argc, char** argv) {
   }
 
   // 1. The store, 2. the core recovered from it (before serving).
+  SqliteStore::Options store_options;
+  store_options.path = flags->db;
+  store_options.fsync_every_commit = flags->db_sync == "full";
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
-      SqliteStore::Create({flags->db});
+      SqliteStore::Create(store_options);
   if (!store.ok()) return Fail("--db", store.status());
 
   auto registry = std::make_shared<prometheus::Registry>();

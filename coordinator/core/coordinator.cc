@@ -68,7 +68,46 @@ double Clamp01(double x) {
   return x > 1 ? 1 : x;
 }
 
+// A version's content — schedule, cost model, predictions — without its
+// number, effective step or publish time (PublishVersion sets those under
+// the mutex). Pure: re-solves build it outside the mutex.
+absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
+    const std::string& job_id, const sched::Schedule& schedule,
+    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
+    const std::string& detail, const zbpp::v1::SchedulePrediction* previous) {
+  absl::StatusOr<sched::SimulationResult> simulated =
+      sched::Simulate(costs, schedule);
+  if (!simulated.ok()) return simulated.status();
+  zbpp::v1::ScheduleVersion version;
+  version.set_job_id(job_id);
+  *version.mutable_schedule() = ScheduleToProto(schedule);
+  *version.mutable_cost_model() = CostModelToProto(costs);
+  *version.mutable_predicted() = PredictionToProto(*simulated);
+  if (previous != nullptr) *version.mutable_previous_predicted() = *previous;
+  version.set_reason(reason);
+  version.set_reason_detail(detail);
+  return version;
+}
+
 }  // namespace
+
+/// A re-solve decided under the mutex and run outside it: copies of what it
+/// needs, then its outcome.
+struct Coordinator::ResolveTask {
+  // --- Inputs (copied under the mutex) ---
+  std::string job_id;
+  int64_t attempt = 0;
+  int64_t current_version = 0;  ///< The job's latest version at the copy.
+  std::string policy_name;      ///< Registry name.
+  const ResolvePolicy* policy = nullptr;
+  sched::Schedule current;
+  sched::Problem measured;
+  sched::Problem base;
+  // --- Outcome (computed outside the mutex) ---
+  ResolveRecord record;
+  std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
+  std::optional<sched::Schedule> candidate_schedule;
+};
 
 /// What one rank reported for one step, reduced to what the summary needs.
 struct Coordinator::StageReport {
@@ -98,7 +137,10 @@ struct Coordinator::JobRuntime {
   std::map<int64_t, sched::Schedule> parsed;         ///< By version number.
   std::optional<sched::Problem> base;  ///< initial_problem(spec), lazily.
   std::unique_ptr<CostModel> costs;
+  /// Created once per job and never replaced (jobs are never erased), so a
+  /// re-solve may use it without the mutex.
   std::unique_ptr<ResolvePolicy> policy;
+  bool resolving = false;  ///< A re-solve runs outside the mutex.
   // --- The current attempt (empty workers: none) ---
   int64_t attempt = 0;
   int64_t start_step = 0;
@@ -120,6 +162,7 @@ struct Coordinator::JobRuntime {
 Coordinator::Coordinator(Options options) : options_(std::move(options)) {}
 
 Coordinator::~Coordinator() {
+  FlushStore();
   absl::MutexLock lock(&mu_);
   for (auto& [id, slot] : sessions_) {
     slot.outbox->Close(absl::UnavailableError("coordinator shutting down"));
@@ -165,6 +208,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
       RendezvousStore::Create({});
   if (!rendezvous.ok()) return rendezvous.status();
   coordinator->rendezvous_ = *std::move(rendezvous);
+  absl::StatusOr<std::unique_ptr<StoreWriter>> writer =
+      StoreWriter::Create({options.store});
+  if (!writer.ok()) return writer.status();
+  coordinator->writer_ = *std::move(writer);
   return coordinator;
 }
 
@@ -177,8 +224,13 @@ Coordinator::JobRuntime* Coordinator::FindJob(const std::string& job_id) const {
 }
 
 void Coordinator::PersistJob(JobRuntime& job) {
-  LogError(options_.store->UpdateJob(job.job),
-           absl::StrCat("storing job ", job.job.id()));
+  writer_->Enqueue([snapshot = job.job](Store& store) {
+    return store.UpdateJob(snapshot);
+  }, absl::StrCat("storing job ", job.job.id()));
+}
+
+void Coordinator::FlushStore() {
+  if (writer_ != nullptr) writer_->Flush();
 }
 
 void Coordinator::Emit(JobRuntime& job, JobEvent event, bool droppable) {
@@ -280,14 +332,8 @@ zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
 }
 
 absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::PublishVersion(
-    JobRuntime& job, const sched::Schedule& schedule,
-    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
-    const std::string& detail, const zbpp::v1::SchedulePrediction* previous) {
-  absl::StatusOr<sched::SimulationResult> simulated =
-      sched::Simulate(costs, schedule);
-  if (!simulated.ok()) return simulated.status();
-  zbpp::v1::ScheduleVersion version;
-  version.set_job_id(job.job.id());
+    JobRuntime& job, zbpp::v1::ScheduleVersion version,
+    const sched::Schedule& schedule) {
   version.set_version(static_cast<int64_t>(job.versions.size()) + 1);
   // Strictly after every step already granted and after the previous
   // version's first step: no worker can have started the new version's
@@ -299,12 +345,6 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::PublishVersion(
                           job.start_step});
   }
   version.set_effective_step(effective);
-  *version.mutable_schedule() = ScheduleToProto(schedule);
-  *version.mutable_cost_model() = CostModelToProto(costs);
-  *version.mutable_predicted() = PredictionToProto(*simulated);
-  if (previous != nullptr) *version.mutable_previous_predicted() = *previous;
-  version.set_reason(reason);
-  version.set_reason_detail(detail);
   *version.mutable_publish_time() = ToTimestamp(options_.clock->Now());
   if (absl::Status stored = options_.store->AddScheduleVersion(version);
       !stored.ok()) {
@@ -411,9 +451,10 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       PersistJob(job);
       return absl::OkStatus();
     }
-    absl::StatusOr<zbpp::v1::ScheduleVersion> version = PublishVersion(
-        job, *schedule, *job.base, zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL,
-        "", nullptr);
+    absl::StatusOr<zbpp::v1::ScheduleVersion> version = BuildVersion(
+        job.job.id(), *schedule, *job.base,
+        zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
+    if (version.ok()) version = PublishVersion(job, *version, *schedule);
     if (!version.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
                absl::StrCat("schedule ", name, ": ",
@@ -975,7 +1016,19 @@ std::map<std::string, int> Coordinator::WorkerCounts() const {
 
 absl::Status Coordinator::ReportStep(
     const zbpp::v1::ReportStepRequest& report) {
-  absl::MutexLock lock(&mu_);
+  std::unique_ptr<ResolveTask> resolve;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = ReportStepLocked(report, &resolve); !s.ok()) return s;
+  }
+  // The solver runs here, without the mutex: other RPCs go on meanwhile.
+  if (resolve != nullptr) RunResolve(*resolve);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::ReportStepLocked(
+    const zbpp::v1::ReportStepRequest& report,
+    std::unique_ptr<ResolveTask>* resolve) {
   absl::StatusOr<WorkerRecord> record = membership_->Get(report.worker_id());
   if (!record.ok()) return record.status();
   JobRuntime* job = FindJob(report.job_id());
@@ -1071,7 +1124,7 @@ absl::Status Coordinator::ReportStep(
       static_cast<int>(job->workers.size())) {
     PendingStep complete = std::move(pending);
     job->pending.erase(report.step());
-    CompleteStep(*job, complete);
+    *resolve = CompleteStep(*job, complete);
   }
   if (!job->workers.empty()) UpdateGrant(*job);
   PersistJob(*job);
@@ -1121,7 +1174,8 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
   Emit(job, std::move(event), /*droppable=*/false);
 }
 
-void Coordinator::CompleteStep(JobRuntime& job, PendingStep& pending) {
+std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
+    JobRuntime& job, PendingStep& pending) {
   const zbpp::v1::JobSpec& spec = job.job.spec();
   const int p = static_cast<int>(pending.stages.size());
   zbpp::v1::StepSummary summary;
@@ -1179,11 +1233,11 @@ void Coordinator::CompleteStep(JobRuntime& job, PendingStep& pending) {
     out->set_b_seconds(stage.b_seconds);
     out->set_w_seconds(stage.w_seconds);
   }
-  const absl::Status stored =
-      options_.store->AddStepSummary(job.job.id(), summary);
-  if (!absl::IsAlreadyExists(stored)) {
-    LogError(stored, "storing a step summary");
-  }
+  writer_->Enqueue(
+      [id = job.job.id(), summary](Store& store) {
+        return store.AddStepSummary(id, summary);
+      },
+      "storing a step summary", /*ignore_already_exists=*/true);
   job.job.set_steps_completed(
       std::max(job.job.steps_completed(), pending.step + 1));
   *job.job.mutable_last_step() = summary;
@@ -1205,8 +1259,9 @@ void Coordinator::CompleteStep(JobRuntime& job, PendingStep& pending) {
     checkpoint.directory = spec.checkpoint().directory();
     for (int r = 0; r < p; ++r) checkpoint.stages_written.push_back(r);
     checkpoint.complete = true;
-    LogError(options_.store->PutCheckpoint(checkpoint),
-             "storing a checkpoint record");
+    writer_->Enqueue(
+        [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },
+        "storing a checkpoint record");
     job.job.set_last_checkpoint_step(pending.step);
   }
 
@@ -1214,30 +1269,46 @@ void Coordinator::CompleteStep(JobRuntime& job, PendingStep& pending) {
     EndAttempt(job, "job succeeded");
     SetState(job, zbpp::v1::JOB_STATE_SUCCEEDED, "");
     AssignWaitingJobs();
-    return;
+    return nullptr;
   }
-  MaybeResolve(job, pending.step);
+  return MaybeResolve(job, pending.step);
 }
 
-void Coordinator::MaybeResolve(JobRuntime& job, int64_t step) {
+std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
+    JobRuntime& job, int64_t step) {
   const zbpp::v1::ResolvePolicy& resolve = job.job.spec().schedule().resolve();
-  if (resolve.disabled() || job.versions.empty()) return;
+  if (resolve.disabled() || job.versions.empty()) return nullptr;
+  // One re-solve per job at a time; a window that ends while one runs is
+  // covered by the next window.
+  if (job.resolving) return nullptr;
   const int64_t window = resolve.has_window_steps() ? resolve.window_steps() : 8;
   const zbpp::v1::ScheduleVersion& latest = job.versions.back();
   const int64_t under_latest = step - latest.effective_step() + 1;
-  if (under_latest <= 0 || under_latest % window != 0) return;
+  if (under_latest <= 0 || under_latest % window != 0) return nullptr;
   absl::StatusOr<sched::Problem> measured = job.costs->ToProblem(*job.base);
-  if (!measured.ok()) return;  // Some stage has no sample yet.
+  if (!measured.ok()) return nullptr;  // Some stage has no sample yet.
 
   const std::string& spec_name = job.job.spec().schedule().name();
-  const std::string policy =
-      spec_name == "auto" ? latest.schedule().name() : spec_name;
-  ResolveRecord record;
-  record.job_id = job.job.id();
-  record.step = step;
-  absl::StatusOr<ResolveDecision> decision = job.policy->Decide(
-      RegistryName(policy), job.parsed.at(latest.version()), latest.version(),
-      *measured);
+  auto task = std::make_unique<ResolveTask>();
+  task->job_id = job.job.id();
+  task->attempt = job.attempt;
+  task->current_version = latest.version();
+  task->policy_name = RegistryName(
+      spec_name == "auto" ? latest.schedule().name() : spec_name);
+  task->policy = job.policy.get();
+  task->current = job.parsed.at(latest.version());
+  task->measured = *std::move(measured);
+  task->base = *job.base;
+  task->record.job_id = job.job.id();
+  task->record.step = step;
+  job.resolving = true;
+  return task;
+}
+
+void Coordinator::RunResolve(ResolveTask& task) {
+  ResolveRecord& record = task.record;
+  absl::StatusOr<ResolveDecision> decision = task.policy->Decide(
+      task.policy_name, task.current, task.current_version, task.measured);
   if (!decision.ok()) {
     record.reason = absl::StrCat("re-solve failed: ",
                                  decision.status().ToString());
@@ -1248,13 +1319,13 @@ void Coordinator::MaybeResolve(JobRuntime& job, int64_t step) {
     record.reason = decision->reason;
     if (decision->publish) {
       // Which rank moved most against the analytic model, for people.
-      const sched::Schedule& current = job.parsed.at(latest.version());
+      const sched::Schedule& current = task.current;
       std::vector<double> ratio(current.workers, 0);
       std::vector<double> model(current.workers, 0);
-      for (int s = 0; s < measured->num_stages(); ++s) {
+      for (int s = 0; s < task.measured.num_stages(); ++s) {
         const int w = current.worker_of_stage[s];
-        const auto& m = measured->stages[s];
-        const auto& b = job.base->stages[s];
+        const auto& m = task.measured.stages[s];
+        const auto& b = task.base.stages[s];
         ratio[w] += m.f_seconds + m.b_seconds + m.w_seconds;
         model[w] += b.f_seconds + b.b_seconds + b.w_seconds;
       }
@@ -1270,26 +1341,69 @@ void Coordinator::MaybeResolve(JobRuntime& job, int64_t step) {
           mean > 0 ? ratio[slowest] / mean : 1.0, decision->reason);
       zbpp::v1::SchedulePrediction previous;
       absl::StatusOr<sched::SimulationResult> old_sim =
-          sched::Simulate(*measured, current);
+          sched::Simulate(task.measured, current);
       if (old_sim.ok()) previous = PredictionToProto(*old_sim);
-      absl::StatusOr<zbpp::v1::ScheduleVersion> published = PublishVersion(
-          job, decision->candidate, *measured,
+      absl::StatusOr<zbpp::v1::ScheduleVersion> built = BuildVersion(
+          task.job_id, decision->candidate, task.measured,
           zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE, detail, &previous);
+      if (built.ok()) {
+        task.candidate = *std::move(built);
+        task.candidate_schedule = std::move(decision->candidate);
+      } else {
+        record.reason = absl::StrCat(record.reason, "; publishing failed: ",
+                                     built.status().ToString());
+      }
+    }
+  }
+  if (options_.before_resolve_publish_for_testing) {
+    options_.before_resolve_publish_for_testing(task.job_id);
+  }
+  absl::MutexLock lock(&mu_);
+  FinishResolve(task);
+}
+
+void Coordinator::FinishResolve(ResolveTask& task) {
+  ResolveRecord& record = task.record;
+  JobRuntime* job = FindJob(task.job_id);
+  if (job != nullptr) job->resolving = false;
+  if (task.candidate.has_value()) {
+    // Publish only onto what was solved for: the same attempt, still
+    // running, and no version published meanwhile. PublishVersion then
+    // takes the effective step from the grants sent by now, so every
+    // worker still switches at the same step.
+    if (job == nullptr || job->attempt != task.attempt ||
+        job->workers.empty() || Terminal(job->job.state()) ||
+        job->versions.empty() ||
+        job->versions.back().version() != task.current_version) {
+      record.reason = absl::StrCat(
+          record.reason,
+          "; not published: the job's attempt or version changed while "
+          "solving");
+    } else {
+      absl::StatusOr<zbpp::v1::ScheduleVersion> published =
+          PublishVersion(*job, *std::move(task.candidate),
+                         *task.candidate_schedule);
       if (published.ok()) {
         record.published = true;
         record.version = published->version();
+        PersistJob(*job);
       } else {
         record.reason = absl::StrCat(record.reason, "; publishing failed: ",
                                      published.status().ToString());
       }
     }
   }
-  LogError(options_.store->AddCostSnapshot(job.job.id(), step,
-                                           CostModelToProto(*measured)),
-           "storing a cost snapshot");
-  LogError(options_.store->AddResolveRecord(record), "storing a re-solve");
+  writer_->Enqueue(
+      [id = task.job_id, step = record.step,
+       costs = CostModelToProto(task.measured)](Store& store) {
+        return store.AddCostSnapshot(id, step, costs);
+      },
+      "storing a cost snapshot");
+  writer_->Enqueue(
+      [record](Store& store) { return store.AddResolveRecord(record); },
+      "storing a re-solve");
   if (options_.observer != nullptr) {
-    options_.observer->OnResolve(job.job.id(), record.published);
+    options_.observer->OnResolve(task.job_id, record.published);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "coordinator/core/membership.h"
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/resolve_policy.h"
+#include "coordinator/core/store_writer.h"
 #include "coordinator/store/store.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
@@ -143,8 +144,18 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 /// is queued on every worker's outbox before any grant that reaches it, so
 /// every worker switches at the same step.
 ///
-/// Everything that changes a job is written to the Store before the call
-/// returns. Time comes from `Options.clock` (leases, timestamps); only the
+/// Persistence: records other state depends on (a new job, a schedule
+/// version, a validation outcome) are written to the Store before the call
+/// returns; the per-step history (job updates, step summaries, checkpoint
+/// records, cost snapshots, re-solve records) is queued under the mutex and
+/// written, in that order, by one StoreWriter thread, so no RPC waits on a
+/// commit. A crash loses at most the queued suffix; a version is stored
+/// before anything that names it, and Recover() resumes from the last
+/// checkpoint record as before (replayed step summaries are ignored).
+///
+/// Re-solves run outside the mutex on a copy of the measured costs; the
+/// result is published under the mutex only if the job's attempt and latest
+/// version are unchanged (else it is logged as not published). Time comes from `Options.clock` (leases, timestamps); only the
 /// blocking waits of outboxes and the rendezvous store use real time.
 ///
 /// Thread-safe: one mutex guards the jobs; Membership, CostModel and the
@@ -184,6 +195,11 @@ class Coordinator {
     // --- Watchers ---
     /// Events a WatchJob reader may lag before step events are dropped.
     size_t watch_queue_capacity = 256;
+
+    // --- Tests ---
+    /// Called with the job id outside the mutex after a re-solve has run
+    /// and before its result is published (may call into the Coordinator).
+    std::function<void(const std::string&)> before_resolve_publish_for_testing;
   };
 
   /// InvalidArgument for a missing dependency or a bad option.
@@ -286,6 +302,10 @@ class Coordinator {
   /// The rendezvous key-value store (scopes are deleted when attempts end).
   RendezvousStore& rendezvous() { return *rendezvous_; }
 
+  /// Waits until every store write decided so far has been applied (tests;
+  /// the destructor does it too).
+  void FlushStore();
+
   // ------------------------------------------------------ For metrics
 
   /// Jobs per state name ("PENDING", ...) and workers per state name
@@ -297,6 +317,7 @@ class Coordinator {
   struct StageReport;
   struct PendingStep;
   struct JobRuntime;
+  struct ResolveTask;
 
   explicit Coordinator(Options options);
 
@@ -320,19 +341,26 @@ class Coordinator {
   absl::Status StartAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndAttempt(JobRuntime& job, const std::string& abort_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Numbers `version` (built by BuildVersion), sets its effective step and
+  /// publish time, stores it and sends it to the job's workers.
   absl::StatusOr<zbpp::v1::ScheduleVersion> PublishVersion(
-      JobRuntime& job, const sched::Schedule& schedule,
-      const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
-      const std::string& detail,
-      const zbpp::v1::SchedulePrediction* previous)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      JobRuntime& job, zbpp::v1::ScheduleVersion version,
+      const sched::Schedule& schedule) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGrant(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CompleteStep(JobRuntime& job, PendingStep& pending)
+  absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
+                                std::unique_ptr<ResolveTask>* resolve)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Returns the re-solve to run after the mutex is released, or null.
+  std::unique_ptr<ResolveTask> CompleteStep(JobRuntime& job,
+                                            PendingStep& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GatherValidation(JobRuntime& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeResolve(JobRuntime& job, int64_t step)
+  std::unique_ptr<ResolveTask> MaybeResolve(JobRuntime& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Solves `task` without the mutex, then publishes or logs it under it.
+  void RunResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishResolve(ResolveTask& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorker(const WorkerRecord& record, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const zbpp::v1::ScheduleVersion* VersionForStep(const JobRuntime& job,
@@ -341,6 +369,9 @@ class Coordinator {
   const Options options_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<RendezvousStore> rendezvous_;
+  /// Per-step history writes, in decision order (declared before mu_'s
+  /// state so it is destroyed after the destructor body, draining them).
+  std::unique_ptr<StoreWriter> writer_;
 
   mutable absl::Mutex mu_;
   /// By creation order (sequence number from 1).

@@ -119,6 +119,9 @@ class CoordinatorTest : public ::testing::Test {
     options.initial_problem = InitialProblem;
     options.heartbeat_interval_seconds = 1;
     options.heartbeat_timeout_seconds = 5;
+    options.before_resolve_publish_for_testing = [this](const std::string& id) {
+      if (resolve_hook_) resolve_hook_(id);
+    };
     auto created = Coordinator::Create(options);
     ASSERT_TRUE(created.ok()) << created.status();
     coordinator_ = *std::move(created);
@@ -186,6 +189,8 @@ class CoordinatorTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<Coordinator> coordinator_;
+  /// Runs between a re-solve and its publication (Options hook).
+  std::function<void(const std::string&)> resolve_hook_;
 };
 
 TEST_F(CoordinatorTest, SubmitStoresPendingJob) {
@@ -258,6 +263,39 @@ TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
   EXPECT_EQ(listed.workers(0).state(), v1::WORKER_STATE_RUNNING);
 }
 
+TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) {
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  // The first re-solve (which would publish: see the test below) runs
+  // outside the mutex; the job is cancelled before its result is applied.
+  int resolves = 0;
+  resolve_hook_ = [&](const std::string& id) {
+    if (resolves++ == 0) {
+      ASSERT_TRUE(coordinator_->CancelJob(id, "cancelled mid-solve").ok());
+    }
+  };
+  for (int64_t step = 0; step < 20 && resolves == 0; ++step) {
+    for (auto& w : workers) {
+      w.Drain();
+      ASSERT_LE(step, w.granted);
+      ASSERT_TRUE(coordinator_->ReportStep(w.Report(step, truth)).ok());
+    }
+  }
+  ASSERT_EQ(resolves, 1);
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(job->schedule_version(), 1);
+  coordinator_->FlushStore();
+  EXPECT_EQ(store_->LoadAll()->schedule_versions.size(), 1u);
+  auto records = store_->ListResolveRecords(job_id);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_FALSE((*records)[0].published);
+  EXPECT_THAT((*records)[0].reason, HasSubstr("not published"));
+}
+
 TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether) {
   const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
   std::string job_id;
@@ -270,6 +308,7 @@ TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether
   EXPECT_EQ(job->steps_completed(), 20);
   ASSERT_GE(job->schedule_version(), 2);
 
+  coordinator_->FlushStore();
   const StoredState stored = *store_->LoadAll();
   const v1::ScheduleVersion* v2 = nullptr;
   for (const auto& v : stored.schedule_versions) {

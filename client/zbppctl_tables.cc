@@ -6,31 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/text_table.h"
 
 namespace zbpp::ctl {
 namespace {
-
-// Columns padded to their widest cell, two spaces apart, no trailing blanks.
-std::string AlignedRows(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (size_t c = 0; c < row.size(); ++c) {
-      widths[c] = std::max(widths[c], row[c].size());
-    }
-  }
-  std::string text;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size())
-        line += std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    text += line + "\n";
-  }
-  return text;
-}
 
 // A number for a table cell; "-" for nan (e.g. a loss not yet reported).
 std::string Number(const char* format, double value) {
@@ -95,7 +74,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now) {
          stepped ? Number("%.3f", job.last_step().measured_bubble_rate()) : "-",
          Age(ToTime(job.create_time()), now)});
   }
-  return AlignedRows(rows);
+  return FormatTable(rows);
 }
 
 std::string JobStatusTable(const v1::Job& job, absl::Time now) {
@@ -137,7 +116,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
                         ? std::string("none")
                         : absl::StrCat("step ", job.last_checkpoint_step()));
   add("age", Age(ToTime(job.create_time()), now));
-  std::string text = AlignedRows(rows);
+  std::string text = FormatTable(rows);
 
   if (job.last_step().stages_size() > 0) {
     std::vector<std::vector<std::string>> stages = {
@@ -152,7 +131,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
            Number("%.4f", s.f_seconds()), Number("%.4f", s.b_seconds()),
            Number("%.4f", s.w_seconds())});
     }
-    text += "\n" + AlignedRows(stages);
+    text += "\n" + FormatTable(stages);
   }
   return text;
 }
@@ -176,7 +155,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers,
          ShortEnumName(v1::WorkerPhase_Name(w.phase()), "WORKER_PHASE_"),
          Age(ToTime(w.last_heartbeat_time()), now)});
   }
-  return AlignedRows(rows);
+  return FormatTable(rows);
 }
 
 }  // namespace zbpp::ctl

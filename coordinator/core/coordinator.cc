@@ -10,8 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/schedule_proto.h"
 #include "coordinator/core/job_state.h"
-#include "coordinator/core/schedule_proto.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/text_table.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/export_svg.h"
 #include "scheduler/export_trace.h"
@@ -31,27 +32,6 @@ std::string LimitText(const std::optional<double>& limit,
 
 Json LimitJson(const std::optional<double>& limit) {
   return limit ? Json(*limit) : Json(nullptr);
-}
-
-// Left-aligned columns separated by two spaces.
-std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()), 0);
-    for (size_t c = 0; c < row.size(); ++c) {
-      widths[c] = std::max(widths[c], row[c].size());
-    }
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    out += line + "\n";
-  }
-  return out;
 }
 
 std::string CsvField(const std::string& text) {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/schedule_proto.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -24,35 +25,9 @@ v1::ScheduleVersion ZbVScheduleVersion(const std::string& job_id) {
   version.set_effective_step(40);
   version.set_reason(v1::SCHEDULE_CHANGE_REASON_RESOLVE);
   version.set_reason_detail("stage 2 1.48x slower than modeled");
-  v1::Schedule* s = version.mutable_schedule();
-  s->set_name(schedule->name);
-  s->set_workers(schedule->workers);
-  s->set_chunks(schedule->chunks);
-  s->set_microbatches(schedule->microbatches);
-  for (int w : schedule->worker_of_stage) s->add_worker_of_stage(w);
-  for (const auto& actions : schedule->actions) {
-    v1::WorkerActions* out = s->add_worker_actions();
-    for (const sched::Action& a : actions)
-      out->add_actions(sched::ActionToString(a));
-  }
-  for (const sched::StageCost& c : problem.stages) {
-    v1::StageCost* cost = version.mutable_cost_model()->add_stages();
-    cost->set_f_seconds(c.f_seconds);
-    cost->set_b_seconds(c.b_seconds);
-    cost->set_w_seconds(c.w_seconds);
-    cost->set_m_b_bytes(c.m_b_bytes);
-    cost->set_m_w_bytes(c.m_w_bytes);
-  }
-  v1::SchedulePrediction* p = version.mutable_predicted();
-  p->set_makespan_seconds(result->makespan_seconds);
-  p->set_step_seconds(result->step_seconds);
-  p->set_bubble_rate(result->bubble_rate);
-  for (int w = 0; w < problem.workers; ++w) {
-    p->add_worker_bubble_rate(result->idle_seconds[w] /
-                              result->makespan_seconds);
-    p->add_peak_memory_bytes(result->peak_memory_bytes[w]);
-  }
-  p->set_max_peak_memory_m_b(result->max_peak_memory_m_b);
+  *version.mutable_schedule() = ScheduleToProto(*schedule);
+  *version.mutable_cost_model() = CostModelToProto(problem);
+  *version.mutable_predicted() = PredictionToProto(*result);
   return version;
 }
 

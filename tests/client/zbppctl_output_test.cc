@@ -1,5 +1,5 @@
 // What zbppctl prints, without a server: status JSON, tables, watch lines
-// and progress bar, and schedules converted back and rendered.
+// and progress bar, and schedules rendered.
 
 #include <sstream>
 
@@ -11,7 +11,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/simulator.h"
 #include "tests/client/test_jobs.h"
 
 namespace zbpp::ctl {
@@ -232,43 +231,6 @@ TEST(ZbppctlWatch, ProgressBarFillsWithSteps) {
   progress.schedule_version = 3;
   EXPECT_EQ(ProgressLine(progress),
             "RUNNING [##############################] 100/100  v3");
-}
-
-TEST(ZbppctlSchedule, ProtoConvertsBackAndSimulatesToThePrediction) {
-  const v1::ScheduleVersion version = ZbVScheduleVersion("job-1");
-  absl::StatusOr<sched::Schedule> schedule =
-      ScheduleFromProto(version.schedule());
-  ASSERT_TRUE(schedule.ok()) << schedule.status();
-  EXPECT_EQ(schedule->workers, 4);
-  EXPECT_EQ(schedule->chunks, 2);
-  absl::StatusOr<sched::Problem> problem =
-      ProblemFromProto(version.schedule(), version.cost_model());
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  absl::StatusOr<sched::SimulationResult> result =
-      sched::Simulate(*problem, *schedule);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_DOUBLE_EQ(result->makespan_seconds,
-                   version.predicted().makespan_seconds());
-}
-
-TEST(ZbppctlSchedule, BadProtoIsInvalidArgument) {
-  v1::ScheduleVersion version = ZbVScheduleVersion("job-1");
-  version.mutable_schedule()->mutable_worker_actions(1)->set_actions(0, "3X1");
-  absl::StatusOr<sched::Schedule> schedule =
-      ScheduleFromProto(version.schedule());
-  ASSERT_FALSE(schedule.ok());
-  EXPECT_THAT(std::string(schedule.status().message()),
-              StartsWith("worker 1: "));
-  version = ZbVScheduleVersion("job-1");
-  version.mutable_schedule()->add_worker_of_stage(0);
-  EXPECT_FALSE(ScheduleFromProto(version.schedule()).ok());
-  version = ZbVScheduleVersion("job-1");
-  version.mutable_cost_model()->add_stages();
-  EXPECT_THAT(
-      std::string(ProblemFromProto(version.schedule(), version.cost_model())
-                      .status()
-                      .message()),
-      HasSubstr("cost model has 9 stages; the schedule has 8"));
 }
 
 TEST(ZbppctlSchedule, RendersEveryFormat) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/schedule_proto.h"
 #include "coordinator/core/job_spec_check.h"
-#include "coordinator/core/schedule_proto.h"
 #include "scheduler/problem.h"
 #include "scheduler/simulator.h"
 #include "zbpp/v1/job_spec.pb.h"

@@ -1,0 +1,133 @@
+#include "common/schedule_proto.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp {
+
+v1::Schedule ScheduleToProto(const sched::Schedule& schedule) {
+  v1::Schedule proto;
+  proto.set_name(schedule.name);
+  proto.set_workers(schedule.workers);
+  proto.set_chunks(schedule.chunks);
+  proto.set_microbatches(schedule.microbatches);
+  for (int w : schedule.worker_of_stage) proto.add_worker_of_stage(w);
+  for (const auto& actions : schedule.actions) {
+    v1::WorkerActions* out = proto.add_worker_actions();
+    for (const sched::Action& a : actions) {
+      out->add_actions(sched::ActionToString(a));
+    }
+  }
+  return proto;
+}
+
+absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto) {
+  sched::Schedule schedule;
+  schedule.name = proto.name();
+  schedule.workers = proto.workers();
+  schedule.chunks = proto.chunks();
+  schedule.microbatches = proto.microbatches();
+  // The message comes off the wire or out of the store: check every size the
+  // simulator will index by before trusting it.
+  if (schedule.workers < 1 || schedule.chunks < 1 ||
+      schedule.microbatches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule.workers, schedule.chunks and schedule.microbatches must "
+        "each be >= 1, got ",
+        schedule.workers, ", ", schedule.chunks, " and ",
+        schedule.microbatches));
+  }
+  if (proto.worker_of_stage_size() != schedule.num_stages()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule.worker_of_stage has ", proto.worker_of_stage_size(),
+        " entries, schedule.workers * schedule.chunks is ",
+        schedule.num_stages()));
+  }
+  if (proto.worker_actions_size() != schedule.workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule.worker_actions has ", proto.worker_actions_size(),
+                     " entries, schedule.workers is ", schedule.workers));
+  }
+  schedule.worker_of_stage.assign(proto.worker_of_stage().begin(),
+                                  proto.worker_of_stage().end());
+  schedule.actions.resize(schedule.workers);
+  for (int w = 0; w < schedule.workers; ++w) {
+    for (const std::string& text : proto.worker_actions(w).actions()) {
+      absl::StatusOr<sched::Action> action = sched::ParseAction(text);
+      if (!action.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("schedule.worker_actions[", w,
+                         "]: ", action.status().message()));
+      }
+      schedule.actions[w].push_back(*action);
+    }
+  }
+  return schedule;
+}
+
+v1::CostModel CostModelToProto(const sched::Problem& problem) {
+  v1::CostModel proto;
+  for (const sched::StageCost& cost : problem.stages) {
+    v1::StageCost* out = proto.add_stages();
+    out->set_f_seconds(cost.f_seconds);
+    out->set_b_seconds(cost.b_seconds);
+    out->set_w_seconds(cost.w_seconds);
+    out->set_m_b_bytes(cost.m_b_bytes);
+    out->set_m_w_bytes(cost.m_w_bytes);
+  }
+  proto.set_comm_seconds(problem.comm_seconds);
+  for (double limit : problem.memory_limit_bytes) {
+    proto.add_memory_limit_bytes(limit);
+  }
+  return proto;
+}
+
+absl::StatusOr<sched::Problem> ProblemFromCostModel(
+    const v1::Schedule& schedule, const v1::CostModel& cost_model) {
+  sched::Problem problem;
+  problem.workers = schedule.workers();
+  problem.chunks = schedule.chunks();
+  problem.microbatches = schedule.microbatches();
+  problem.comm_seconds = cost_model.comm_seconds();
+  const int stages = problem.num_stages();
+  if (cost_model.stages_size() == 0) {
+    problem.stages.assign(stages, sched::StageCost{});
+  } else if (cost_model.stages_size() != stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cost model has ", cost_model.stages_size(),
+                     " stages; the schedule has ", stages));
+  }
+  for (const v1::StageCost& c : cost_model.stages()) {
+    problem.stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
+                              c.m_b_bytes(), c.m_w_bytes()});
+  }
+  if (cost_model.memory_limit_bytes_size() != 0 &&
+      cost_model.memory_limit_bytes_size() != problem.workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cost model has ", cost_model.memory_limit_bytes_size(),
+        " memory limits; the schedule has ", problem.workers, " workers"));
+  }
+  problem.memory_limit_bytes.assign(cost_model.memory_limit_bytes().begin(),
+                                    cost_model.memory_limit_bytes().end());
+  return problem;
+}
+
+v1::SchedulePrediction PredictionToProto(
+    const sched::SimulationResult& result) {
+  v1::SchedulePrediction proto;
+  proto.set_makespan_seconds(result.makespan_seconds);
+  proto.set_step_seconds(result.step_seconds);
+  proto.set_bubble_rate(result.bubble_rate);
+  for (double idle : result.idle_seconds) {
+    proto.add_worker_bubble_rate(
+        result.makespan_seconds > 0 ? idle / result.makespan_seconds : 0);
+  }
+  for (double peak : result.peak_memory_bytes) {
+    proto.add_peak_memory_bytes(peak);
+  }
+  proto.set_max_peak_memory_m_b(result.max_peak_memory_m_b);
+  return proto;
+}
+
+}  // namespace zbpp

@@ -59,7 +59,7 @@
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
-#include "coordinator/core/schedule_proto.h"
+#include "common/schedule_proto.h"
 #include "coordinator/store/sqlite_store.h"
 #include "scheduler/simulator.h"
 #include "tests/client/subprocess.h"

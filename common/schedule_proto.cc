@@ -49,6 +49,14 @@ absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto) {
         absl::StrCat("schedule.worker_actions has ", proto.worker_actions_size(),
                      " entries, schedule.workers is ", schedule.workers));
   }
+  for (int s = 0; s < proto.worker_of_stage_size(); ++s) {
+    const int w = proto.worker_of_stage(s);
+    if (w < 0 || w >= schedule.workers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule.worker_of_stage[", s, "]: ", w,
+                       " is not a worker in [0, ", schedule.workers, ")"));
+    }
+  }
   schedule.worker_of_stage.assign(proto.worker_of_stage().begin(),
                                   proto.worker_of_stage().end());
   schedule.actions.resize(schedule.workers);

@@ -122,6 +122,12 @@ TEST(ScheduleProto, BadScheduleIsInvalidArgumentNamingTheField) {
               HasSubstr("schedule.worker_of_stage has 9 entries"));
 
   proto = ScheduleToProto(ZbV());
+  proto.set_worker_of_stage(5, 4);
+  EXPECT_THAT(MessageOf(ScheduleFromProto(proto).status()),
+              HasSubstr("schedule.worker_of_stage[5]: 4 is not a worker in "
+                        "[0, 4)"));
+
+  proto = ScheduleToProto(ZbV());
   proto.mutable_worker_actions()->RemoveLast();
   EXPECT_THAT(MessageOf(ScheduleFromProto(proto).status()),
               HasSubstr("schedule.worker_actions has 3 entries, "

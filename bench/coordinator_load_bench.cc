@@ -718,9 +718,10 @@ struct ProbeRank {
   int64_t granted = -1;
 
   void Drain() {
-    std::vector<zbpp::v1::SessionResponse> messages;
+    std::vector<SessionMessage> messages;
     outbox->Pop(absl::InfinitePast(), &messages).IgnoreError();
-    for (const auto& m : messages) {
+    for (const SessionMessage& message : messages) {
+      const auto& m = *message;
       if (m.has_assignment()) {
         assignment = m.assignment();
         versions = {m.assignment().schedule()};

@@ -181,6 +181,8 @@ int Main(int argc, char** argv) {
   core_options.observer = &observer;
   core_options.validate_spec = ValidateJobSpec;
   core_options.initial_problem = InitialProblem;
+  // ReportStep returns without waiting for a re-solve (issue 3 §5).
+  core_options.resolve_on_background_thread = true;
   absl::StatusOr<std::unique_ptr<Coordinator>> core =
       Coordinator::Create(core_options);
   if (!core.ok()) return Fail("coordinator", core.status());

@@ -162,6 +162,7 @@ struct Coordinator::JobRuntime {
 Coordinator::Coordinator(Options options) : options_(std::move(options)) {}
 
 Coordinator::~Coordinator() {
+  StopResolveThread();
   FlushStore();
   absl::MutexLock lock(&mu_);
   for (auto& [id, slot] : sessions_) {
@@ -212,6 +213,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
       StoreWriter::Create({options.store});
   if (!writer.ok()) return writer.status();
   coordinator->writer_ = *std::move(writer);
+  if (options.resolve_on_background_thread) {
+    Coordinator* self = coordinator.get();
+    coordinator->resolve_thread_ = std::thread([self] { self->ResolveLoop(); });
+  }
   return coordinator;
 }
 
@@ -275,15 +280,14 @@ void Coordinator::SetState(JobRuntime& job, zbpp::v1::JobState state,
 }
 
 void Coordinator::SendToWorker(const std::string& worker_id,
-                               SessionResponse message) {
+                               SessionMessage message) {
   auto it = sessions_.find(worker_id);
   if (it == sessions_.end()) return;  // Replayed when the Session reopens.
-  message.set_sequence(it->second.next_sequence++);
   it->second.outbox->Push(std::move(message));
 }
 
 void Coordinator::SendToJobWorkers(JobRuntime& job,
-                                   const SessionResponse& message) {
+                                   const SessionMessage& message) {
   for (const std::string& worker_id : job.workers) {
     SendToWorker(worker_id, message);
   }
@@ -331,7 +335,7 @@ zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
   return assignment;
 }
 
-absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::PublishVersion(
+absl::StatusOr<int64_t> Coordinator::PublishVersion(
     JobRuntime& job, zbpp::v1::ScheduleVersion version,
     const sched::Schedule& schedule) {
   version.set_version(static_cast<int64_t>(job.versions.size()) + 1);
@@ -356,15 +360,21 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::PublishVersion(
   if (options_.observer != nullptr) {
     options_.observer->OnScheduleVersion(job.job.id(), version.version());
   }
-  JobEvent event;
-  *event.mutable_schedule_change() = version;
-  Emit(job, std::move(event), /*droppable=*/false);
+  if (job.watchers.empty()) {
+    ++job.event_sequence;  // The event nobody watches: no copy of it.
+  } else {
+    JobEvent event;
+    *event.mutable_schedule_change() = version;
+    Emit(job, std::move(event), /*droppable=*/false);
+  }
+  const int64_t number = version.version();
   if (!job.workers.empty()) {
-    SessionResponse message;
-    *message.mutable_schedule() = version;
+    // One message for all p workers: the version is moved in, not copied.
+    auto message = std::make_shared<SessionResponse>();
+    *message->mutable_schedule() = std::move(version);
     SendToJobWorkers(job, message);
   }
-  return version;
+  return number;
 }
 
 void Coordinator::UpdateGrant(JobRuntime& job) {
@@ -376,8 +386,8 @@ void Coordinator::UpdateGrant(JobRuntime& job) {
                job.job.spec().steps() - 1);
   if (through <= job.granted) return;
   job.granted = through;
-  SessionResponse message;
-  zbpp::v1::StepGrant* grant = message.mutable_grant();
+  auto message = std::make_shared<SessionResponse>();
+  zbpp::v1::StepGrant* grant = message->mutable_grant();
   grant->set_job_id(job.job.id());
   grant->set_attempt(job.attempt);
   grant->set_through_step(through);
@@ -454,11 +464,13 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     absl::StatusOr<zbpp::v1::ScheduleVersion> version = BuildVersion(
         job.job.id(), *schedule, *job.base,
         zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
-    if (version.ok()) version = PublishVersion(job, *version, *schedule);
-    if (!version.ok()) {
+    absl::StatusOr<int64_t> published =
+        version.ok() ? PublishVersion(job, *std::move(version), *schedule)
+                     : absl::StatusOr<int64_t>(version.status());
+    if (!published.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
                absl::StrCat("schedule ", name, ": ",
-                            version.status().message()));
+                            published.status().message()));
       PersistJob(job);
       return absl::OkStatus();
     }
@@ -491,17 +503,22 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   }
   const zbpp::v1::ScheduleVersion* in_force =
       VersionForStep(job, job.start_step);
+  // Versions after the one in force, one shared message each.
+  std::vector<SessionMessage> later;
+  for (const auto& version : job.versions) {
+    if (in_force != nullptr &&
+        version.effective_step() > in_force->effective_step()) {
+      auto message = std::make_shared<SessionResponse>();
+      *message->mutable_schedule() = version;
+      later.push_back(std::move(message));
+    }
+  }
   for (int r = 0; r < stages; ++r) {
-    SessionResponse message;
-    *message.mutable_assignment() = BuildAssignment(job, r);
+    auto message = std::make_shared<SessionResponse>();
+    *message->mutable_assignment() = BuildAssignment(job, r);
     SendToWorker(job.workers[r], std::move(message));
-    for (const auto& version : job.versions) {
-      if (in_force != nullptr &&
-          version.effective_step() > in_force->effective_step()) {
-        SessionResponse later;
-        *later.mutable_schedule() = version;
-        SendToWorker(job.workers[r], std::move(later));
-      }
+    for (const SessionMessage& version : later) {
+      SendToWorker(job.workers[r], version);
     }
   }
   UpdateGrant(job);
@@ -511,8 +528,8 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
 
 void Coordinator::EndAttempt(JobRuntime& job, const std::string& abort_reason) {
   if (job.workers.empty()) return;
-  SessionResponse message;
-  zbpp::v1::Command* command = message.mutable_command();
+  auto message = std::make_shared<SessionResponse>();
+  zbpp::v1::Command* command = message->mutable_command();
   command->set_job_id(job.job.id());
   command->set_attempt(job.attempt);
   command->mutable_abort()->set_reason(abort_reason);
@@ -830,31 +847,30 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
   }
   SessionSlot& slot = sessions_[worker_id];
   slot.outbox = std::make_shared<SessionOutbox>();
-  slot.next_sequence = 1;
   // Replay the worker's current state (worker.proto SessionResponse).
   JobRuntime* job =
       record->job_id.empty() ? nullptr : FindJob(record->job_id);
   if (job != nullptr && record->rank >= 0 &&
       record->rank < static_cast<int>(job->workers.size()) &&
       job->workers[record->rank] == worker_id) {
-    SessionResponse assignment;
-    *assignment.mutable_assignment() = BuildAssignment(*job, record->rank);
+    auto assignment = std::make_shared<SessionResponse>();
+    *assignment->mutable_assignment() = BuildAssignment(*job, record->rank);
     SendToWorker(worker_id, std::move(assignment));
     const zbpp::v1::ScheduleVersion* in_force =
         VersionForStep(*job, job->start_step);
     for (const auto& version : job->versions) {
       if (in_force != nullptr &&
           version.effective_step() > in_force->effective_step()) {
-        SessionResponse later;
-        *later.mutable_schedule() = version;
+        auto later = std::make_shared<SessionResponse>();
+        *later->mutable_schedule() = version;
         SendToWorker(worker_id, std::move(later));
       }
     }
     if (job->granted >= job->start_step) {
-      SessionResponse grant;
-      grant.mutable_grant()->set_job_id(job->job.id());
-      grant.mutable_grant()->set_attempt(job->attempt);
-      grant.mutable_grant()->set_through_step(job->granted);
+      auto grant = std::make_shared<SessionResponse>();
+      grant->mutable_grant()->set_job_id(job->job.id());
+      grant->mutable_grant()->set_attempt(job->attempt);
+      grant->mutable_grant()->set_through_step(job->granted);
       SendToWorker(worker_id, std::move(grant));
     }
   }
@@ -1021,8 +1037,14 @@ absl::Status Coordinator::ReportStep(
     absl::MutexLock lock(&mu_);
     if (absl::Status s = ReportStepLocked(report, &resolve); !s.ok()) return s;
   }
+  if (resolve == nullptr) return absl::OkStatus();
+  if (resolve_thread_.joinable()) {
+    absl::MutexLock lock(&resolve_mu_);
+    resolve_queue_.push_back(std::move(resolve));
+    return absl::OkStatus();
+  }
   // The solver runs here, without the mutex: other RPCs go on meanwhile.
-  if (resolve != nullptr) RunResolve(*resolve);
+  RunResolve(*resolve);
   return absl::OkStatus();
 }
 
@@ -1380,12 +1402,12 @@ void Coordinator::FinishResolve(ResolveTask& task) {
           "; not published: the job's attempt or version changed while "
           "solving");
     } else {
-      absl::StatusOr<zbpp::v1::ScheduleVersion> published =
+      absl::StatusOr<int64_t> published =
           PublishVersion(*job, *std::move(task.candidate),
                          *task.candidate_schedule);
       if (published.ok()) {
         record.published = true;
-        record.version = published->version();
+        record.version = *published;
         PersistJob(*job);
       } else {
         record.reason = absl::StrCat(record.reason, "; publishing failed: ",
@@ -1405,6 +1427,44 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   if (options_.observer != nullptr) {
     options_.observer->OnResolve(task.job_id, record.published);
   }
+}
+
+void Coordinator::ResolveLoop() {
+  while (true) {
+    std::unique_ptr<ResolveTask> task;
+    {
+      absl::MutexLock lock(&resolve_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(resolve_mu_) {
+        return resolve_stop_ || !resolve_queue_.empty();
+      };
+      resolve_mu_.Await(absl::Condition(&ready));
+      if (resolve_stop_) return;
+      task = std::move(resolve_queue_.front());
+      resolve_queue_.pop_front();
+      resolve_busy_ = true;
+    }
+    RunResolve(*task);
+    absl::MutexLock lock(&resolve_mu_);
+    resolve_busy_ = false;
+  }
+}
+
+void Coordinator::WaitForResolves() {
+  absl::MutexLock lock(&resolve_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(resolve_mu_) {
+    return resolve_stop_ || (resolve_queue_.empty() && !resolve_busy_);
+  };
+  resolve_mu_.Await(absl::Condition(&idle));
+}
+
+void Coordinator::StopResolveThread() {
+  if (!resolve_thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&resolve_mu_);
+    resolve_stop_ = true;
+    resolve_queue_.clear();
+  }
+  resolve_thread_.join();
 }
 
 }  // namespace zbpp::coordinator

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -119,11 +120,17 @@ class Outbox {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+/// One message of a Session stream. Immutable and shared: a schedule
+/// version published to a job's p workers is one message held by p
+/// outboxes (publishing copies pointers, not the ~p·m·3-action version).
+/// Its `sequence` is left 0: the stream's writer numbers the messages from
+/// 1 in the order it pops them, which is the order they were pushed.
+using SessionMessage = std::shared_ptr<const zbpp::v1::SessionResponse>;
+
 /// The messages of one worker's Session stream, in the order the
-/// coordinator decided them (SessionResponse.sequence numbered from 1 per
-/// stream). Closed with Aborted when a newer Session replaces it and with
-/// NotFound when the worker is lost.
-using SessionOutbox = Outbox<zbpp::v1::SessionResponse>;
+/// coordinator decided them. Closed with Aborted when a newer Session
+/// replaces it and with NotFound when the worker is lost.
+using SessionOutbox = Outbox<SessionMessage>;
 
 /// The events of one WatchJob stream: a snapshot first, then live events;
 /// closed OK after the terminal state change. Step events are dropped when
@@ -153,10 +160,13 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 /// before anything that names it, and Recover() resumes from the last
 /// checkpoint record as before (replayed step summaries are ignored).
 ///
-/// Re-solves run outside the mutex on a copy of the measured costs; the
-/// result is published under the mutex only if the job's attempt and latest
-/// version are unchanged (else it is logged as not published). Time comes from `Options.clock` (leases, timestamps); only the
-/// blocking waits of outboxes and the rendezvous store use real time.
+/// Re-solves run outside the mutex on a copy of the measured costs (on the
+/// reporting caller's thread, or on one background thread per coordinator
+/// with `Options.resolve_on_background_thread`); the result is published
+/// under the mutex only if the job's attempt and latest version are
+/// unchanged (else it is logged as not published). Time comes from
+/// `Options.clock` (leases, timestamps); only the blocking waits of
+/// outboxes and the rendezvous store use real time.
 ///
 /// Thread-safe: one mutex guards the jobs; Membership, CostModel and the
 /// outboxes have their own.
@@ -195,6 +205,13 @@ class Coordinator {
     // --- Watchers ---
     /// Events a WatchJob reader may lag before step events are dropped.
     size_t watch_queue_capacity = 256;
+
+    // --- Re-solves ---
+    /// Run re-solves on one background thread (FIFO, one per job at a
+    /// time) so the ReportStep that completes a window returns without
+    /// waiting for the solver; false: on the reporting caller's thread,
+    /// before ReportStep returns (deterministic, for tests and the probe).
+    bool resolve_on_background_thread = false;
 
     // --- Tests ---
     /// Called with the job id outside the mutex after a re-solve has run
@@ -306,6 +323,10 @@ class Coordinator {
   /// the destructor does it too).
   void FlushStore();
 
+  /// Waits until every re-solve queued so far for the background thread
+  /// has been published or logged (tests; returns at once without one).
+  void WaitForResolves() ABSL_LOCKS_EXCLUDED(resolve_mu_);
+
   // ------------------------------------------------------ For metrics
 
   /// Jobs per state name ("PENDING", ...) and workers per state name
@@ -330,10 +351,10 @@ class Coordinator {
                 const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Emit(JobRuntime& job, zbpp::v1::JobEvent event, bool droppable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendToWorker(const std::string& worker_id,
-                    zbpp::v1::SessionResponse message)
+  void SendToWorker(const std::string& worker_id, SessionMessage message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendToJobWorkers(JobRuntime& job, const zbpp::v1::SessionResponse& msg)
+  /// Queues the one `message` on every worker of the job's attempt.
+  void SendToJobWorkers(JobRuntime& job, const SessionMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   zbpp::v1::Assignment BuildAssignment(const JobRuntime& job, int rank) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -342,8 +363,9 @@ class Coordinator {
   void EndAttempt(JobRuntime& job, const std::string& abort_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Numbers `version` (built by BuildVersion), sets its effective step and
-  /// publish time, stores it and sends it to the job's workers.
-  absl::StatusOr<zbpp::v1::ScheduleVersion> PublishVersion(
+  /// publish time, stores it and sends it to the job's workers; returns
+  /// its number.
+  absl::StatusOr<int64_t> PublishVersion(
       JobRuntime& job, zbpp::v1::ScheduleVersion version,
       const sched::Schedule& schedule) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGrant(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -361,6 +383,10 @@ class Coordinator {
   /// Solves `task` without the mutex, then publishes or logs it under it.
   void RunResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
   void FinishResolve(ResolveTask& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The background thread: runs queued re-solves until stopped.
+  void ResolveLoop() ABSL_LOCKS_EXCLUDED(resolve_mu_);
+  /// Stops the background thread; queued re-solves are dropped.
+  void StopResolveThread() ABSL_LOCKS_EXCLUDED(resolve_mu_);
   void LoseWorker(const WorkerRecord& record, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const zbpp::v1::ScheduleVersion* VersionForStep(const JobRuntime& job,
@@ -373,15 +399,23 @@ class Coordinator {
   /// state so it is destroyed after the destructor body, draining them).
   std::unique_ptr<StoreWriter> writer_;
 
+  /// Re-solves waiting for the background thread. Never held together
+  /// with mu_.
+  absl::Mutex resolve_mu_;
+  std::deque<std::unique_ptr<ResolveTask>> resolve_queue_
+      ABSL_GUARDED_BY(resolve_mu_);
+  bool resolve_busy_ ABSL_GUARDED_BY(resolve_mu_) = false;
+  bool resolve_stop_ ABSL_GUARDED_BY(resolve_mu_) = false;
+  std::thread resolve_thread_;  ///< Joinable only with the option set.
+
   mutable absl::Mutex mu_;
   /// By creation order (sequence number from 1).
   std::map<int64_t, std::unique_ptr<JobRuntime>> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> seq_of_job_ ABSL_GUARDED_BY(mu_);
   int64_t next_job_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  /// The open Session of a worker and the next sequence number on it.
+  /// The open Session of a worker.
   struct SessionSlot {
     std::shared_ptr<SessionOutbox> outbox;
-    int64_t next_sequence = 1;
   };
   std::map<std::string, SessionSlot> sessions_ ABSL_GUARDED_BY(mu_);
   /// Last heartbeat phase of each worker.

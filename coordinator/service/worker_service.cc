@@ -42,13 +42,19 @@ grpc::Status WorkerServiceImpl::Session(
   absl::Mutex mu;
   absl::Status ended;  // Why the core closed the outbox (guarded by mu).
   std::thread writer([&] {
+    int64_t sequence = 0;  // SessionResponse.sequence, from 1 per stream.
     while (true) {
-      std::vector<zbpp::v1::SessionResponse> messages;
+      std::vector<SessionMessage> messages;
       absl::Status popped = outbox->Pop(
           absl::Now() + absl::Seconds(options_.session_poll_seconds),
           &messages);
       bool written = true;
-      for (const auto& message : messages) {
+      for (const SessionMessage& shared : messages) {
+        // The core's message is shared by every worker of the job; the
+        // copy that carries this stream's sequence is made here, on this
+        // stream's thread, not under the core's mutex.
+        zbpp::v1::SessionResponse message = *shared;
+        message.set_sequence(++sequence);
         if (!stream->Write(message)) {
           written = false;
           break;

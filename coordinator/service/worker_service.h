@@ -10,7 +10,9 @@ namespace zbpp::coordinator {
 /// zbpp.v1.WorkerService over the Coordinator. The Session stream uses the
 /// sync API: this handler's thread reads (SessionOpen, then heartbeats into
 /// Coordinator::Heartbeat) while a writer thread drains the worker's
-/// SessionOutbox into the stream. When the core closes the outbox (lease
+/// SessionOutbox into the stream, numbering the shared messages
+/// (SessionResponse.sequence from 1) as it writes them. When the core
+/// closes the outbox (lease
 /// expired, replaced by a newer Session) the call is cancelled so the
 /// worker reconnects and learns why from OpenSession. Thread-safe.
 class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {

@@ -4,6 +4,7 @@
 
 #include "coordinator/core/coordinator.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -11,9 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "coordinator/core/job_spec_check.h"
@@ -44,12 +47,15 @@ struct FakeWorker {
   int aborts = 0;
   absl::Status closed;
   std::map<int64_t, int64_t> version_of_step;
+  /// Every schedule message popped, as the outbox held it.
+  std::vector<SessionMessage> schedule_messages;
 
   void Drain() {
-    std::vector<v1::SessionResponse> messages;
+    std::vector<SessionMessage> messages;
     absl::Status s = outbox->Pop(absl::InfinitePast(), &messages);
     if (!s.ok()) closed = s;
-    for (const auto& m : messages) {
+    for (const SessionMessage& message : messages) {
+      const auto& m = *message;
       if (m.has_assignment()) {
         assignment = m.assignment();
         versions = {m.assignment().schedule()};
@@ -57,6 +63,7 @@ struct FakeWorker {
         granted = -1;
         next_step = m.assignment().start_step();
       } else if (m.has_schedule() && assignment.has_value()) {
+        schedule_messages.push_back(message);
         if (m.schedule().version() > versions.back().version()) {
           versions.push_back(m.schedule());
           granted_at_version.push_back(granted);
@@ -119,6 +126,7 @@ class CoordinatorTest : public ::testing::Test {
     options.initial_problem = InitialProblem;
     options.heartbeat_interval_seconds = 1;
     options.heartbeat_timeout_seconds = 5;
+    options.resolve_on_background_thread = background_resolves_;
     options.before_resolve_publish_for_testing = [this](const std::string& id) {
       if (resolve_hook_) resolve_hook_(id);
     };
@@ -191,6 +199,8 @@ class CoordinatorTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
   /// Runs between a re-solve and its publication (Options hook).
   std::function<void(const std::string&)> resolve_hook_;
+  /// Options.resolve_on_background_thread for the next Start().
+  bool background_resolves_ = false;
 };
 
 TEST_F(CoordinatorTest, SubmitStoresPendingJob) {
@@ -349,6 +359,76 @@ TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether
   // Workers were aborted (released) at the end and are idle again.
   for (const auto& w : workers) EXPECT_EQ(w.aborts, 1);
   EXPECT_EQ(coordinator_->WorkerCounts().at("IDLE"), 4);
+}
+
+TEST_F(CoordinatorTest, PublishedVersionIsOneMessageSharedByEveryOutbox) {
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.5), 19);
+  ASSERT_FALSE(workers[0].schedule_messages.empty());
+  const SessionMessage& first = workers[0].schedule_messages[0];
+  EXPECT_EQ(first->schedule().version(), 2);
+  EXPECT_EQ(first->sequence(), 0);  // The stream's writer numbers it.
+  for (const auto& w : workers) {
+    ASSERT_FALSE(w.schedule_messages.empty());
+    // The same object, not an equal copy.
+    EXPECT_EQ(w.schedule_messages[0].get(), first.get());
+  }
+}
+
+TEST_F(CoordinatorTest, BackgroundResolveLetsReportStepReturnFirst) {
+  background_resolves_ = true;
+  Start(":memory:");
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  // The first re-solve blocks in the hook until this thread has made (and
+  // got back from) every report it can; with the solver on the reporting
+  // thread the hook would run inside a ReportStep below instead.
+  absl::Notification started;
+  absl::Notification release;
+  std::atomic<int> reports_returned{0};
+  int reports_made = 0;
+  int returned_when_released = -1;
+  std::thread::id hook_thread;
+  int hooks = 0;
+  resolve_hook_ = [&](const std::string&) {
+    if (hooks++ > 0) return;
+    hook_thread = std::this_thread::get_id();
+    started.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    returned_when_released = reports_returned.load();
+  };
+  for (int64_t step = 0; step < 6; ++step) {
+    for (auto& w : workers) {
+      w.Drain();
+      ASSERT_LE(step, w.granted);
+      ++reports_made;
+      ASSERT_TRUE(coordinator_->ReportStep(w.Report(step, truth)).ok());
+      ++reports_returned;
+    }
+  }
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  release.Notify();
+  coordinator_->WaitForResolves();
+  EXPECT_NE(hook_thread, std::this_thread::get_id());
+  EXPECT_EQ(returned_when_released, reports_made);
+  // The queued re-solve still publishes, and every worker switches at the
+  // same step.
+  RunSteps(workers, truth, 19);
+  coordinator_->WaitForResolves();
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+  EXPECT_GE(job->schedule_version(), 2);
+  for (int64_t step = 0; step < 20; ++step) {
+    for (const auto& w : workers) {
+      EXPECT_EQ(w.version_of_step.at(step),
+                workers[0].version_of_step.at(step));
+    }
+  }
 }
 
 TEST_F(CoordinatorTest, NewVersionTakesEffectAfterEveryGrant) {

@@ -68,6 +68,42 @@ double Clamp01(double x) {
   return x > 1 ? 1 : x;
 }
 
+// The hop samples of `report.hop_latencies`: a latency between ranks a and
+// b is a sample of every hop h whose stages h and h+1 sit on a and b (with
+// two chunks, one link carries two hops; the link is the same both ways).
+// InvalidArgument naming the entry for a negative or non-finite latency or a
+// peer that no hop links to the reporting rank.
+absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
+    const zbpp::v1::ReportStepRequest& report,
+    const sched::Schedule& schedule) {
+  std::vector<HopTiming> hops;
+  for (int i = 0; i < report.hop_latencies_size(); ++i) {
+    const zbpp::v1::HopLatency& latency = report.hop_latencies(i);
+    const double seconds = latency.one_way_seconds();
+    if (!(seconds >= 0) || !std::isfinite(seconds)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hop_latencies[", i, "].one_way_seconds: ", seconds,
+                       " is not a finite time >= 0"));
+    }
+    const size_t before = hops.size();
+    const int from = report.stage();
+    const int to = latency.to_stage();
+    for (int h = 0; from != to && h + 1 < schedule.num_stages(); ++h) {
+      const int a = schedule.worker_of_stage[h];
+      const int b = schedule.worker_of_stage[h + 1];
+      if ((a == from && b == to) || (a == to && b == from)) {
+        hops.push_back({h, seconds});
+      }
+    }
+    if (hops.size() == before) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hop_latencies[", i, "].to_stage: stage ", to,
+                       " is not a pipeline neighbour of stage ", from));
+    }
+  }
+  return hops;
+}
+
 // A version's content — schedule, cost model, predictions — without its
 // number, effective step or publish time (PublishVersion sets those under
 // the mutex). Pure: re-solves build it outside the mutex.
@@ -1089,6 +1125,10 @@ absl::Status Coordinator::ReportStepLocked(
         " actions of stage ", report.stage(), " in version ",
         version->version()));
   }
+  // Checked before anything is stored, so a bad entry rejects the whole
+  // report.
+  absl::StatusOr<std::vector<HopTiming>> hops = HopTimingsOf(report, schedule);
+  if (!hops.ok()) return hops.status();
   std::vector<MeasuredPass> passes;
   passes.reserve(actions.size());
   StageReport stage;
@@ -1116,6 +1156,9 @@ absl::Status Coordinator::ReportStepLocked(
   if (!timings.ok()) return timings.status();
   for (const StageTiming& timing : *timings) {
     LogError(job->costs->AddStageTiming(timing), "cost model");
+  }
+  for (const HopTiming& hop : *hops) {
+    LogError(job->costs->AddHopTiming(hop), "cost model");
   }
   stage.f_seconds = counts[0] ? sums[0] / counts[0] : 0;
   stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,8 +20,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/schedule_proto.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
+#include "scheduler/simulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/fake_pipeline.h"
@@ -49,6 +52,9 @@ struct FakeWorker {
   std::map<int64_t, int64_t> version_of_step;
   /// Every schedule message popped, as the outbox held it.
   std::vector<SessionMessage> schedule_messages;
+  /// When set, every report carries this one-way latency to the next rank
+  /// (the last rank has none).
+  std::optional<double> one_way_seconds;
 
   void Drain() {
     std::vector<SessionMessage> messages;
@@ -107,6 +113,12 @@ struct FakeWorker {
     r.set_step_seconds(end);
     r.set_idle_seconds(end - busy);
     if (rank == assignment->spec().pipeline().stages() - 1) r.set_loss(2.5);
+    if (one_way_seconds.has_value() &&
+        rank + 1 < assignment->spec().pipeline().stages()) {
+      v1::HopLatency* hop = r.add_hop_latencies();
+      hop->set_to_stage(rank + 1);
+      hop->set_one_way_seconds(*one_way_seconds);
+    }
     version_of_step[step] = version.version();
     return r;
   }
@@ -595,6 +607,79 @@ TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
   EXPECT_EQ(coordinator_->ReportStep(bad).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(coordinator_->ReportStep(r).ok());
+}
+
+TEST_F(CoordinatorTest, HopLatenciesBecomeTheCostModelsCommSeconds) {
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  const double one_way = truth.stages[0].f_seconds / 2;
+  for (auto& w : workers) w.one_way_seconds = one_way;
+  RunSteps(workers, truth, 19);
+  coordinator_->FlushStore();
+  const StoredState stored = *store_->LoadAll();
+  ASSERT_GE(stored.schedule_versions.size(), 2u);
+  const v1::ScheduleVersion& first = stored.schedule_versions[0];
+  EXPECT_EQ(first.cost_model().comm_seconds(), 0);
+  // The re-solve ran on the measured T_comm.
+  EXPECT_DOUBLE_EQ(stored.schedule_versions[1].cost_model().comm_seconds(),
+                   one_way);
+  // Step 0's prediction: version 1 simulated on the true costs plus the
+  // reported T_comm, not on the true costs alone.
+  sched::Problem with_comm = truth;
+  with_comm.comm_seconds = one_way;
+  const sched::Schedule schedule = *ScheduleFromProto(first.schedule());
+  const double expected =
+      PredictionToProto(*sched::Simulate(with_comm, schedule)).bubble_rate();
+  const double without =
+      PredictionToProto(*sched::Simulate(truth, schedule)).bubble_rate();
+  ASSERT_GT(expected, without + 0.01);
+  auto summaries = store_->ListStepSummaries(job_id, 0, 1);
+  ASSERT_EQ(summaries->size(), 1u);
+  EXPECT_NEAR((*summaries)[0].predicted_bubble_rate(), expected, 1e-6);
+}
+
+TEST_F(CoordinatorTest, BadHopLatencyIsRejectedAndNothingStored) {
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  workers[1].Drain();
+  workers[1].one_way_seconds = 1.0;  // A valid first entry, to rank 2.
+  const v1::ReportStepRequest good = workers[1].Report(0, truth);
+  workers[1].one_way_seconds.reset();
+  struct Case {
+    int to_stage;
+    double seconds;
+    const char* field;
+  };
+  for (const Case& c :
+       {Case{0, -1e-3, "hop_latencies[1].one_way_seconds"},
+        Case{0, std::numeric_limits<double>::quiet_NaN(),
+             "hop_latencies[1].one_way_seconds"},
+        Case{0, std::numeric_limits<double>::infinity(),
+             "hop_latencies[1].one_way_seconds"},
+        Case{3, 1e-3, "hop_latencies[1].to_stage"},
+        Case{1, 1e-3, "hop_latencies[1].to_stage"},
+        Case{7, 1e-3, "hop_latencies[1].to_stage"}}) {
+    v1::ReportStepRequest bad = good;
+    v1::HopLatency* hop = bad.add_hop_latencies();
+    hop->set_to_stage(c.to_stage);
+    hop->set_one_way_seconds(c.seconds);
+    const absl::Status s = coordinator_->ReportStep(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(s.message(), HasSubstr(c.field));
+  }
+  // Nothing of the rejected reports reached the cost model: the re-solve
+  // of a run without hop latencies sees T_comm = 0, as before.
+  RunSteps(workers, truth, 19);
+  coordinator_->FlushStore();
+  const StoredState stored = *store_->LoadAll();
+  ASSERT_GE(stored.schedule_versions.size(), 2u);
+  for (const v1::ScheduleVersion& v : stored.schedule_versions) {
+    EXPECT_EQ(v.cost_model().comm_seconds(), 0) << "version " << v.version();
+  }
 }
 
 TEST_F(CoordinatorTest, NewerSessionReplacesOlder) {

@@ -231,8 +231,17 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&rendezvous_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return Fail("--listen", absl::UnavailableError(absl::StrCat(
-                                "cannot listen on ", flags->listen)));
+    // gRPC parses the PEM only here, so a bad certificate or key shows up as
+    // a failed listen: name those files too.
+    return Fail("--listen",
+                absl::UnavailableError(absl::StrCat(
+                    "cannot listen on ", flags->listen,
+                    flags->tls_cert.empty()
+                        ? ""
+                        : absl::StrCat(" with --tls-cert ", flags->tls_cert,
+                                       " --tls-key ", flags->tls_key,
+                                       " (are they a PEM certificate and its "
+                                       "key?)"))));
   }
   // Ready: the state was recovered before the server started.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();

@@ -15,6 +15,8 @@ packages=(
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev
   # tests and benchmarks; prometheus brings promtool (lint of /metrics)
   libgtest-dev libgmock-dev libbenchmark-dev prometheus
+  # coordinator TLS tests make their certificates with the openssl CLI
+  openssl
 )
 
 missing=()

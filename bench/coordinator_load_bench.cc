@@ -515,22 +515,14 @@ int RunLoad(const Flags& flags) {
   }
   const std::string db =
       flags.db.empty() ? absl::StrCat(dir, "/coordinator.db") : flags.db;
-  auto daemon = ctltest::BackgroundProcess::Start(
-      {flags.coordinator, "--listen", "127.0.0.1:0", "--metrics-listen",
-       "127.0.0.1:0", "--db", db});
-  if (daemon == nullptr) {
-    std::fprintf(stderr, "cannot start %s\n", flags.coordinator.c_str());
+  absl::StatusOr<ctltest::RunningCoordinator> daemon =
+      ctltest::StartCoordinator(flags.coordinator, {"--db", db});
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "%s\n", daemon.status().ToString().c_str());
     return 1;
   }
-  std::optional<std::string> line = daemon->ReadLine(absl::Seconds(30));
-  if (!line.has_value() || !absl::StrContains(*line, "grpc=")) {
-    std::fprintf(stderr, "no listening line from %s\n",
-                 flags.coordinator.c_str());
-    return 1;
-  }
-  const size_t at = line->find("grpc=") + 5;
-  const std::string address = line->substr(at, line->find(' ', at) - at);
-  const pid_t pid = daemon->pid();
+  const std::string address = daemon->grpc_address;
+  const pid_t pid = daemon->process->pid();
 
   const int workers_total = flags.jobs * flags.stages;
   const zbpp::v1::JobSpec spec = TestSpec(flags.stages, flags.microbatches,
@@ -627,7 +619,7 @@ int RunLoad(const Flags& flags) {
   while (stats.reports_in_flight > 0 && absl::Now() < drain) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  daemon.reset();  // SIGTERM; waits for the exit
+  daemon->process.reset();  // SIGTERM; waits for the exit
 
   std::printf(
       "== Load: %d workers (%d jobs x p=%d, m=%d, ZB-1p, rank 2 1.5x slow), "

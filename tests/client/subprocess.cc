@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <regex>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -207,6 +209,35 @@ int ClosedLocalPort() {
   }
   close(fd);
   return port;
+}
+
+absl::StatusOr<RunningCoordinator> StartCoordinator(
+    const std::string& binary, const std::vector<std::string>& flags,
+    absl::Duration timeout) {
+  std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  RunningCoordinator coordinator;
+  coordinator.process = BackgroundProcess::Start(argv);
+  if (coordinator.process == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot start ", binary));
+  }
+  const std::optional<std::string> line =
+      coordinator.process->ReadLine(timeout);
+  if (!line.has_value()) {
+    return absl::UnavailableError(
+        absl::StrCat(binary, " printed no listening line"));
+  }
+  std::smatch match;
+  if (!std::regex_search(
+          *line, match,
+          std::regex("^zbpp-coordinator listening grpc=(\\S+) metrics=(\\S+)$"))) {
+    return absl::UnavailableError(
+        absl::StrCat(binary, " printed \"", *line, "\""));
+  }
+  coordinator.grpc_address = match[1];
+  coordinator.metrics_address = match[2];
+  return coordinator;
 }
 
 }  // namespace zbpp::ctltest

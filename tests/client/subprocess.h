@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace zbpp::ctltest {
@@ -63,6 +64,23 @@ class BackgroundProcess {
 /// closed again (another process could take it meanwhile, but that is rare
 /// enough for tests). 0 when no socket could be bound.
 int ClosedLocalPort();
+
+/// A `zbpp-coordinator` running in the background and the addresses its
+/// "listening" line reported.
+struct RunningCoordinator {
+  std::unique_ptr<BackgroundProcess> process;
+  std::string grpc_address;     ///< HOST:PORT of the gRPC services.
+  std::string metrics_address;  ///< HOST:PORT of /metrics.
+};
+
+/// Starts `binary --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0` with
+/// `flags` appended (they must include --db) and waits up to `timeout` for
+/// its `zbpp-coordinator listening grpc=... metrics=...` line. Errors:
+/// Unavailable when it cannot start, prints no line in time, or prints
+/// another line (quoted).
+absl::StatusOr<RunningCoordinator> StartCoordinator(
+    const std::string& binary, const std::vector<std::string>& flags,
+    absl::Duration timeout = absl::Seconds(30));
 
 }  // namespace zbpp::ctltest
 

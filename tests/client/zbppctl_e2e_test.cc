@@ -23,26 +23,18 @@ using ::testing::StartsWith;
 
 class ZbppctlEndToEnd : public ::testing::Test {
  protected:
-  void SetUp() override { StartCoordinator({}); }
+  void SetUp() override { StartDaemon({}); }
 
   // Starts the daemon with `flags` added and reads its "listening" line.
-  void StartCoordinator(const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {
-        ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen",
-        "127.0.0.1:0",           "--db",     ":memory:"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
+  void StartDaemon(const std::vector<std::string>& flags) {
+    std::vector<std::string> all = {"--db", ":memory:"};
+    all.insert(all.end(), flags.begin(), flags.end());
     coordinator_.reset();
-    coordinator_ = BackgroundProcess::Start(argv);
-    ASSERT_NE(coordinator_, nullptr);
-    const std::optional<std::string> line =
-        coordinator_->ReadLine(absl::Seconds(30));
-    ASSERT_TRUE(line.has_value()) << "zbpp-coordinator printed no line";
-    std::smatch match;
-    ASSERT_TRUE(std::regex_search(
-        *line, match,
-        std::regex("^zbpp-coordinator listening grpc=(\\S+) metrics=(\\S+)$")))
-        << *line;
-    address_ = match[1];
+    absl::StatusOr<RunningCoordinator> started =
+        StartCoordinator(ZBPP_COORDINATOR_BINARY, all);
+    ASSERT_TRUE(started.ok()) << started.status();
+    coordinator_ = std::move(started->process);
+    address_ = started->grpc_address;
   }
 
   ProcessResult Zbppctl(std::vector<std::string> args) {
@@ -126,7 +118,7 @@ TEST_F(ZbppctlEndToEnd, BearerTokenFromTheTokenFile) {
   const std::string token_path =
       ::testing::TempDir() + "token_" + std::to_string(getpid());
   std::ofstream(token_path) << "e2e-secret\n";
-  StartCoordinator({"--token-file", token_path});
+  StartDaemon({"--token-file", token_path});
   const std::string spec = ZBPP_EXAMPLES_DIR "/zb-2p-4-stages.yaml";
 
   ProcessResult result = Zbppctl({"submit", spec});

@@ -39,7 +39,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::zbpp::ctltest::BackgroundProcess;
 using ::zbpp::ctltest::ProcessResult;
+using ::zbpp::ctltest::RunningCoordinator;
 using ::zbpp::ctltest::RunProcess;
+using ::zbpp::ctltest::StartCoordinator;
 
 constexpr char kOpenssl[] = "/usr/bin/openssl";
 
@@ -111,22 +113,15 @@ class CoordinatorTlsTest : public ::testing::Test {
 
   // Starts the daemon with `flags` added and reads its "listening" line
   // (bounded wait; no fixed sleeps).
-  void StartCoordinator(const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {
-        ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen",
-        "127.0.0.1:0",           "--db",     ":memory:"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    coordinator_ = BackgroundProcess::Start(argv);
-    ASSERT_NE(coordinator_, nullptr);
-    const std::optional<std::string> line =
-        coordinator_->ReadLine(absl::Seconds(30));
-    ASSERT_TRUE(line.has_value()) << "zbpp-coordinator printed no line";
-    std::smatch match;
-    ASSERT_TRUE(std::regex_search(
-        *line, match,
-        std::regex("^zbpp-coordinator listening grpc=(\\S+) metrics=(\\S+)$")))
-        << *line;
-    address_ = match[1];
+  void StartDaemon(const std::vector<std::string>& flags) {
+    std::vector<std::string> all = {"--db", ":memory:"};
+    all.insert(all.end(), flags.begin(), flags.end());
+    coordinator_.reset();
+    absl::StatusOr<RunningCoordinator> started =
+        StartCoordinator(ZBPP_COORDINATOR_BINARY, all);
+    ASSERT_TRUE(started.ok()) << started.status();
+    coordinator_ = std::move(started->process);
+    address_ = started->grpc_address;
   }
 
   std::vector<std::string> ServerTlsFlags() const {
@@ -206,7 +201,7 @@ class CoordinatorTlsTest : public ::testing::Test {
 Pki CoordinatorTlsTest::pki_;
 
 TEST_F(CoordinatorTlsTest, TlsClientTrustingTheCaIsServed) {
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator(ServerTlsFlags()));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(ServerTlsFlags()));
   const grpc::Status listed = ListJobs(Tls(/*client_cert=*/false));
   EXPECT_TRUE(listed.ok()) << listed.error_code() << " "
                            << listed.error_message();
@@ -217,7 +212,7 @@ TEST_F(CoordinatorTlsTest, TlsClientTrustingTheCaIsServed) {
 }
 
 TEST_F(CoordinatorTlsTest, PlaintextClientIsRefused) {
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator(ServerTlsFlags()));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(ServerTlsFlags()));
   const grpc::Status listed = ListJobs(grpc::InsecureChannelCredentials());
   EXPECT_EQ(listed.error_code(), grpc::StatusCode::UNAVAILABLE)
       << listed.error_message();
@@ -231,7 +226,7 @@ TEST_F(CoordinatorTlsTest, PlaintextClientIsRefused) {
 TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
   std::vector<std::string> flags = ServerTlsFlags();
   flags.insert(flags.end(), {"--tls-client-ca", pki_.ca_cert});
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator(flags));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
 
   const grpc::Status without = ListJobs(Tls(/*client_cert=*/false));
   EXPECT_EQ(without.error_code(), grpc::StatusCode::UNAVAILABLE)

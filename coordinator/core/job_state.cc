@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace zbpp::coordinator {
 
@@ -25,17 +24,6 @@ std::string JobStateName(JobState state) {
       return "CANCELLED";
   }
   return absl::StrCat("JobState(", static_cast<int>(state), ")");
-}
-
-absl::StatusOr<JobState> ParseJobState(std::string_view name) {
-  std::vector<std::string> known;
-  for (JobState state : kAllJobStates) {
-    if (JobStateName(state) == name) return state;
-    known.push_back(JobStateName(state));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown job state \"", std::string(name),
-                   "\"; known: ", absl::StrJoin(known, " ")));
 }
 
 bool IsTerminal(JobState state) {

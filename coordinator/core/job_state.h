@@ -38,10 +38,6 @@ inline constexpr JobState kAllJobStates[] = {
 /// Upper-case name, as the API and the store spell it: "PENDING", ...
 std::string JobStateName(JobState state);
 
-/// Inverse of JobStateName. InvalidArgument quoting `name` and listing the
-/// known names otherwise.
-absl::StatusOr<JobState> ParseJobState(std::string_view name);
-
 /// True for SUCCEEDED, FAILED and CANCELLED: no transition leaves them.
 bool IsTerminal(JobState state);
 

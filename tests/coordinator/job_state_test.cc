@@ -63,20 +63,11 @@ TEST(JobState, TerminalStatesAreFinal) {
   }
 }
 
-TEST(JobState, NamesRoundTrip) {
+TEST(JobState, NamesAreDistinct) {
   std::set<std::string> names;
-  for (S state : kAllJobStates) {
-    names.insert(JobStateName(state));
-    absl::StatusOr<S> parsed = ParseJobState(JobStateName(state));
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(*parsed, state);
-  }
+  for (S state : kAllJobStates) names.insert(JobStateName(state));
   EXPECT_EQ(names.size(), 7u);
   EXPECT_EQ(JobStateName(S::kRecovering), "RECOVERING");
-  absl::StatusOr<S> bad = ParseJobState("running");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()),
-              HasSubstr("known: PENDING ASSIGNING"));
 }
 
 }  // namespace

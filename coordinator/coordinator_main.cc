@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -29,6 +30,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/flags.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/service/job_service.h"
@@ -65,33 +67,17 @@ struct Flags {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
-  std::map<std::string, std::string*> known = {
+  const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &flags.db_sync},
       {"--token-file", &flags.token_file},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto it = known.find(arg);
-    if (it == known.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
-      }
-      value = argv[++i];
-    }
-    *it->second = value;
-  }
+  std::set<std::string> names;
+  for (const auto& [name, target] : known) names.insert(name);
+  absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(argc, argv, names);
+  if (!values.ok()) return values.status();
+  for (const auto& [name, value] : *values) *known.at(name) = value;
   if (flags.listen.empty()) return absl::InvalidArgumentError("--listen is required");
   if (flags.metrics_listen.empty()) {
     return absl::InvalidArgumentError("--metrics-listen is required");
@@ -138,13 +124,7 @@ int Main(int argc, char** argv) {
                  std::string(flags.status().message()).c_str(), kUsage);
     return 2;
   }
-  // SIGTERM/SIGINT are taken by a sigwait thread: block them before any
-  // thread starts so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockTerminationSignals();
 
   std::string token;
   if (!flags->token_file.empty()) {

@@ -17,6 +17,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus
   # coordinator TLS tests make their certificates with the openssl CLI
   openssl
+  # worker: LibTorch (CPU, c10d + Gloo), the headers c10d includes, a fast
+  # single-threaded BLAS (one worker per core), the main job's corpus
+  libtorch-dev libgloo-dev libopenblas0-serial bible-kjv
 )
 
 missing=()

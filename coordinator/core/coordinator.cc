@@ -156,6 +156,8 @@ struct Coordinator::StageReport {
   double b_seconds = 0;
   double w_seconds = 0;
   std::optional<double> loss;
+  std::optional<double> eval_loss;
+  bool checkpoint_written = false;
 };
 
 /// The ranks' reports of one step, until every rank has reported.
@@ -727,6 +729,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(
   if (view == zbpp::v1::JOB_VIEW_BASIC) {
     result.mutable_last_step()->clear_stages();
     if (!job->job.has_last_step()) result.clear_last_step();
+    if (result.has_first_step()) result.mutable_first_step()->clear_stages();
   } else if (!job->versions.empty()) {
     *result.mutable_schedule() = job->versions.back();
   }
@@ -763,6 +766,7 @@ absl::StatusOr<zbpp::v1::ListJobsResponse> Coordinator::ListJobs(
       if (!job.versions.empty()) *out->mutable_schedule() = job.versions.back();
     } else if (out->has_last_step()) {
       out->mutable_last_step()->clear_stages();
+      out->mutable_first_step()->clear_stages();
     }
   }
   return response;
@@ -804,6 +808,9 @@ absl::StatusOr<std::shared_ptr<WatchOutbox>> Coordinator::WatchJob(
   *snapshot.mutable_time() = ToTimestamp(options_.clock->Now());
   *snapshot.mutable_snapshot() = job->job;
   snapshot.mutable_snapshot()->mutable_last_step()->clear_stages();
+  if (snapshot.snapshot().has_first_step()) {
+    snapshot.mutable_snapshot()->mutable_first_step()->clear_stages();
+  }
   if (!job->job.has_last_step()) snapshot.mutable_snapshot()->clear_last_step();
   outbox->Push(std::move(snapshot));
   if (Terminal(job->job.state())) {
@@ -1167,6 +1174,8 @@ absl::Status Coordinator::ReportStepLocked(
   stage.idle_seconds = report.idle_seconds();
   stage.comm_seconds = report.comm_seconds();
   if (report.has_loss()) stage.loss = report.loss();
+  if (report.has_eval_loss()) stage.eval_loss = report.eval_loss();
+  stage.checkpoint_written = report.checkpoint_written();
 
   job->acknowledged.insert(report.worker_id());
   if (job->acknowledged.size() == job->workers.size() &&
@@ -1255,7 +1264,9 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     if (stage.loss.has_value() && std::isfinite(*stage.loss)) {
       summary.set_loss(*stage.loss);
     }
+    if (stage.eval_loss.has_value()) summary.set_eval_loss(*stage.eval_loss);
   }
+  *summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
   summary.set_step_seconds(step_seconds);
   if (step_seconds > 0) {
     summary.set_tokens_per_second(
@@ -1306,6 +1317,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   job.job.set_steps_completed(
       std::max(job.job.steps_completed(), pending.step + 1));
   *job.job.mutable_last_step() = summary;
+  if (!job.job.has_first_step()) *job.job.mutable_first_step() = summary;
   if (options_.observer != nullptr) {
     options_.observer->OnStep(job.job.id(), summary);
   }
@@ -1314,15 +1326,18 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   Emit(job, std::move(event), /*droppable=*/true);
 
   // Workers write a checkpoint after every step s with
-  // (s + 1) % interval_steps == 0; it is complete once the step is.
+  // (s + 1) % interval_steps == 0 and say so in their report; it is complete
+  // once every rank has.
   const int64_t interval = spec.checkpoint().interval_steps();
-  if (interval > 0 && (pending.step + 1) % interval == 0 &&
+  CheckpointRecord checkpoint;
+  for (const auto& [rank, stage] : pending.stages) {
+    if (stage.checkpoint_written) checkpoint.stages_written.push_back(rank);
+  }
+  if (interval > 0 && static_cast<int>(checkpoint.stages_written.size()) == p &&
       pending.step > job.job.last_checkpoint_step()) {
-    CheckpointRecord checkpoint;
     checkpoint.job_id = job.job.id();
     checkpoint.step = pending.step;
     checkpoint.directory = spec.checkpoint().directory();
-    for (int r = 0; r < p; ++r) checkpoint.stages_written.push_back(r);
     checkpoint.complete = true;
     writer_->Enqueue(
         [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },

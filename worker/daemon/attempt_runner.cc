@@ -1,0 +1,258 @@
+#include "worker/daemon/attempt_runner.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/schedule_proto.h"
+#include "common/status_grpc.h"
+#include "worker/comm/gloo_communicator.h"
+#include "worker/comm/latency_probe.h"
+#include "worker/comm/rendezvous_store.h"
+#include "worker/data/corpus.h"
+#include "worker/data/sampler.h"
+#include "worker/runtime/rank_trainer.h"
+
+namespace zbpp::worker {
+namespace {
+
+// Held-out microbatches per evaluation.
+constexpr int kEvalMicrobatches = 8;
+// Ping-pong rounds of the link-latency probe.
+constexpr int kLatencyRounds = 20;
+
+absl::Status WithContext(const absl::Status& st, const std::string& what) {
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
+}
+
+uint64_t PeakResidentBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+bool EvaluatesAfter(int64_t step, int64_t start_step, int64_t steps) {
+  const int64_t every = std::max<int64_t>(1, steps / 10);
+  return step == start_step || step == steps - 1 || (step + 1) % every == 0;
+}
+
+// A BatchFn over the corpus; the corpus was checked against seq_len at load,
+// so sampling cannot fail (a failure is a bug and aborts loudly).
+BatchFn Sampler(std::shared_ptr<const Corpus> corpus, Split split, const v1::JobSpec& spec) {
+  const uint64_t seed = spec.seed();
+  const int b = spec.pipeline().microbatch_size();
+  const int s = spec.model().seq_len();
+  return [corpus, split, seed, b, s](int64_t step, int microbatch) {
+    absl::StatusOr<Batch> batch = SampleBatch(*corpus, split, seed, step, microbatch, b, s);
+    TORCH_CHECK(batch.ok(), "sampling: ", std::string(batch.status().message()));
+    return MicrobatchData{batch->inputs, batch->targets};
+  };
+}
+
+class AttemptRun {
+ public:
+  AttemptRun(const v1::Assignment& assignment, const AttemptEnvironment& env)
+      : a_(assignment), env_(env), spec_(assignment.spec()) {}
+
+  absl::Status Run() {
+    if (absl::Status st = Prepare(); !st.ok()) return st;
+    for (int64_t step = a_.start_step(); step < spec_.steps(); ++step) {
+      switch (env_.state->WaitForGrant(a_.job_id(), a_.attempt(), step, env_.comm_timeout)) {
+        case ControlState::GrantWait::kAborted:
+          return absl::OkStatus();
+        case ControlState::GrantWait::kTimedOut:
+          return absl::DeadlineExceededError(absl::StrCat(
+              "no grant for step ", step, " within ", absl::FormatDuration(env_.comm_timeout)));
+        case ControlState::GrantWait::kGranted:
+          break;
+      }
+      if (absl::Status st = RunOneStep(step); !st.ok()) {
+        if (env_.state->Aborted(a_.job_id(), a_.attempt())) return absl::OkStatus();
+        return st;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Prepare() {
+    env_.state->SetPhase(v1::WORKER_PHASE_PREPARING);
+    CorpusOptions corpus_options;
+    corpus_options.cache_dir = env_.cache_dir;
+    corpus_options.seq_len = spec_.model().seq_len();
+    absl::StatusOr<std::shared_ptr<const Corpus>> corpus =
+        LoadCorpus(spec_.dataset(), corpus_options);
+    if (!corpus.ok()) return corpus.status();
+
+    const int p = spec_.pipeline().stages();
+    GlooOptions gloo;
+    gloo.store = CreateRendezvousStore(env_.channel, env_.session->worker_id(),
+                                       a_.rendezvous_scope(), env_.comm_timeout);
+    gloo.rank = a_.stage();
+    gloo.size = p;
+    gloo.timeout = env_.comm_timeout;
+    gloo.hostname = env_.gloo_hostname;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(gloo);
+    if (!comm.ok()) return WithContext(comm.status(), "joining the Gloo group");
+    comm_ = *std::move(comm);
+
+    RankTrainerOptions options;
+    options.spec = spec_;
+    options.rank = a_.stage();
+    options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
+    options.communicator = comm_.get();
+    options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
+    options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
+    options.timeout = env_.comm_timeout;
+    absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
+    if (!trainer.ok()) return trainer.status();
+    trainer_ = *std::move(trainer);
+    if (a_.has_restore()) {
+      if (absl::Status st =
+              trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());
+          !st.ok()) {
+        return WithContext(st, "restoring the checkpoint");
+      }
+    }
+    // T_comm of the link to the next rank (paper §5: profiled, not
+    // assumed): each rank answers the previous one, then asks the next.
+    if (a_.stage() > 0) {
+      absl::StatusOr<double> answered = MeasureOneWayLatency(
+          *comm_, a_.stage() - 1, /*initiator=*/false, kLatencyRounds, env_.comm_timeout);
+      if (!answered.ok()) return WithContext(answered.status(), "latency probe");
+    }
+    if (a_.stage() + 1 < p) {
+      absl::StatusOr<double> latency = MeasureOneWayLatency(
+          *comm_, a_.stage() + 1, /*initiator=*/true, kLatencyRounds, env_.comm_timeout);
+      if (!latency.ok()) return WithContext(latency.status(), "latency probe");
+      next_hop_latency_ = *latency;
+    }
+    env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
+    return absl::OkStatus();
+  }
+
+  // The parsed and validated schedule in force at `step`.
+  absl::StatusOr<const sched::Schedule*> ScheduleFor(int64_t step) {
+    std::optional<v1::ScheduleVersion> version =
+        env_.state->VersionFor(a_.job_id(), a_.attempt(), step);
+    if (!version.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat("no schedule version for step ", step));
+    }
+    if (version->version() != version_number_) {
+      absl::StatusOr<sched::Schedule> parsed = ScheduleFromProto(version->schedule());
+      if (!parsed.ok()) return parsed.status();
+      if (absl::Status st = trainer_->ValidateSchedule(*parsed); !st.ok()) {
+        return WithContext(st, absl::StrCat("schedule version ", version->version()));
+      }
+      schedule_ = *std::move(parsed);
+      version_number_ = version->version();
+    }
+    return &schedule_;
+  }
+
+  absl::Status RunOneStep(int64_t step) {
+    absl::StatusOr<const sched::Schedule*> schedule = ScheduleFor(step);
+    if (!schedule.ok()) return schedule.status();
+    env_.state->SetPhase(v1::WORKER_PHASE_RUNNING);
+    absl::StatusOr<StepResult> result = trainer_->RunStep(step, **schedule);
+    if (!result.ok()) return result.status();
+
+    v1::ReportStepRequest report;
+    if (EvaluatesAfter(step, a_.start_step(), spec_.steps())) {
+      absl::StatusOr<std::optional<double>> eval =
+          trainer_->Evaluate(step, **schedule, kEvalMicrobatches);
+      if (!eval.ok()) return WithContext(eval.status(), "evaluation");
+      if (eval->has_value()) report.set_eval_loss(**eval);
+    }
+    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
+    if (ckpt.interval_steps() > 0 && (step + 1) % ckpt.interval_steps() == 0) {
+      if (absl::Status st = trainer_->SaveCheckpoint(ckpt.directory(), step); !st.ok()) {
+        return WithContext(st, "writing the checkpoint");
+      }
+      report.set_checkpoint_written(true);
+    }
+    Fill(step, *result, report);
+    if (absl::Status st = Report(report); !st.ok()) return st;
+    env_.state->SetProgress(step, version_number_);
+    env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
+    return absl::OkStatus();
+  }
+
+  void Fill(int64_t step, const StepResult& result, v1::ReportStepRequest& report) {
+    const StepTimeline& t = result.timeline;
+    report.set_worker_id(env_.session->worker_id());
+    report.set_job_id(a_.job_id());
+    report.set_attempt(a_.attempt());
+    report.set_step(step);
+    report.set_schedule_version(version_number_);
+    report.set_stage(a_.stage());
+    double busy = 0;
+    for (size_t i = 0; i < t.action_start_seconds.size(); ++i) {
+      report.add_action_start_seconds(t.action_start_seconds[i]);
+      report.add_action_end_seconds(t.action_end_seconds[i]);
+      busy += t.action_end_seconds[i] - t.action_start_seconds[i];
+    }
+    report.set_step_seconds(t.step_seconds);
+    report.set_idle_seconds(std::max(0.0, t.step_seconds - busy));
+    report.set_comm_seconds(std::min(t.comm_seconds, report.idle_seconds()));
+    if (result.loss.has_value()) report.set_loss(*result.loss);
+    report.set_local_grad_norm_sq(result.local_grad_norm_sq);
+    report.set_found_inf_nan(result.found_inf_nan);
+    v1::ValidationResult* v = report.mutable_validation();
+    v->set_step(step);
+    v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+    v->set_found_inf_nan(result.global_found_inf_nan);
+    v->set_global_grad_norm_sq(result.global_grad_norm_sq);
+    v->set_decision(result.clip_coefficient == 0   ? v1::VALIDATION_DECISION_SKIPPED
+                    : result.clip_coefficient < 1 ? v1::VALIDATION_DECISION_CLIPPED
+                                                  : v1::VALIDATION_DECISION_COMMITTED);
+    v->set_clip_coefficient(result.clip_coefficient);
+    report.set_peak_memory_bytes(PeakResidentBytes());
+    if (next_hop_latency_.has_value()) {
+      v1::HopLatency* hop = report.add_hop_latencies();
+      hop->set_to_stage(a_.stage() + 1);
+      hop->set_one_way_seconds(*next_hop_latency_);
+      next_hop_latency_.reset();  // One sample per attempt.
+    }
+  }
+
+  absl::Status Report(const v1::ReportStepRequest& report) {
+    v1::ReportStepResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status st = env_.session->stub().ReportStep(&context, report, &response);
+    if (st.ok()) return absl::OkStatus();
+    return WithContext(FromGrpcStatus(st), absl::StrCat("reporting step ", report.step()));
+  }
+
+  const v1::Assignment& a_;
+  const AttemptEnvironment& env_;
+  const v1::JobSpec& spec_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<RankTrainer> trainer_;
+  sched::Schedule schedule_;
+  int64_t version_number_ = 0;
+  std::optional<double> next_hop_latency_;
+};
+
+}  // namespace
+
+absl::Status RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {
+  AttemptRun run(assignment, env);
+  try {
+    return run.Run();
+  } catch (const std::exception& e) {
+    // LibTorch reports misuse by exception; none should escape a daemon.
+    return absl::InternalError(absl::StrCat("job ", assignment.job_id(), ": ", e.what()));
+  }
+}
+
+}  // namespace zbpp::worker

@@ -1,0 +1,90 @@
+#ifndef ZBPP_WORKER_DAEMON_CONTROL_STATE_H_
+#define ZBPP_WORKER_DAEMON_CONTROL_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::worker {
+
+/// What the coordinator told this worker on its Session stream, and what the
+/// worker reports back in heartbeats: the meeting point of the session
+/// thread (which applies SessionResponses) and the training thread (which
+/// waits on them).
+///
+/// Follows the protocol of proto/zbpp/v1/worker.proto: repeats are no-ops,
+/// messages for another job or an older attempt are ignored, grants are
+/// monotone, a RestartFromCheckpointCommand replaces the attempt.
+///
+/// Thread-safe.
+class ControlState {
+ public:
+  /// Applies one coordinator message.
+  void Apply(const v1::SessionResponse& message);
+
+  /// Waits up to `timeout` for an assignment to start; nullopt if none came.
+  /// An assignment is "started" once: the training thread runs it until it
+  /// ends (Finish) or is aborted.
+  std::optional<v1::Assignment> WaitForAssignment(absl::Duration timeout);
+
+  enum class GrantWait { kGranted, kAborted, kTimedOut };
+  /// Waits until `step` of the held attempt is granted, the attempt is
+  /// aborted or replaced, or `timeout` passes.
+  GrantWait WaitForGrant(const std::string& job_id, int64_t attempt, int64_t step,
+                         absl::Duration timeout);
+
+  /// The newest schedule version of the attempt with effective_step <= step
+  /// (the assignment's version included); nullopt when none applies.
+  std::optional<v1::ScheduleVersion> VersionFor(const std::string& job_id, int64_t attempt,
+                                                int64_t step) const;
+
+  /// True when the attempt was aborted or replaced (restart); the reason in
+  /// `reason` when not null.
+  bool Aborted(const std::string& job_id, int64_t attempt, std::string* reason = nullptr) const;
+
+  /// The training thread is done with the attempt (finished, failed or
+  /// aborted): forget it; the worker is idle unless a restart already queued
+  /// a new assignment.
+  void Finish(const std::string& job_id, int64_t attempt);
+
+  /// Forgets everything (a new registration: the coordinator knows a new
+  /// worker).
+  void Reset();
+
+  /// Heartbeat contents: phase, held attempt, progress, error.
+  v1::Heartbeat Heartbeat() const;
+  void SetPhase(v1::WorkerPhase phase, const std::string& error = "");
+  void SetProgress(int64_t last_completed_step, int64_t schedule_version);
+
+ private:
+  struct Attempt {
+    v1::Assignment assignment;
+    std::map<int64_t, v1::ScheduleVersion> versions;  // By version number.
+    int64_t granted = -1;
+    bool started = false;
+    bool aborted = false;
+    std::string abort_reason;
+  };
+  bool Holds(const std::string& job_id, int64_t attempt) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Assign(const v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::optional<Attempt> current_ ABSL_GUARDED_BY(mu_);
+  // A restart's assignment, started when the training thread finishes the
+  // current attempt.
+  std::optional<v1::Assignment> queued_ ABSL_GUARDED_BY(mu_);
+  v1::WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = v1::WORKER_PHASE_IDLE;
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  int64_t last_completed_step_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t schedule_version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_DAEMON_CONTROL_STATE_H_

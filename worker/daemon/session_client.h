@@ -1,0 +1,76 @@
+#ifndef ZBPP_WORKER_DAEMON_SESSION_CLIENT_H_
+#define ZBPP_WORKER_DAEMON_SESSION_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "worker/daemon/control_state.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::worker {
+
+/// Options of SessionClient.
+struct SessionClientOptions {
+  /// Channel to the coordinator's WorkerService.
+  std::shared_ptr<grpc::Channel> channel;
+  /// Address as the user gave it, for error messages.
+  std::string coordinator_address;
+  /// What this worker is (RegisterWorkerRequest.worker).
+  v1::WorkerDescription description;
+  /// Where coordinator messages go and heartbeats come from; not owned.
+  ControlState* state = nullptr;
+  /// Deadline of RegisterWorker (and of the first connection).
+  absl::Duration rpc_timeout = absl::Seconds(10);
+};
+
+/// The worker's side of the WorkerService protocol (worker.proto): registers,
+/// keeps the Session stream open (reopening it after a break, registering
+/// again when the coordinator forgot the worker), sends a heartbeat every
+/// heartbeat_interval_seconds with ControlState's contents and applies every
+/// SessionResponse to ControlState. Runs one background thread per open
+/// stream pair (reader, heartbeat writer).
+///
+/// Thread-safe.
+class SessionClient {
+ public:
+  /// Registers and opens the stream. Unavailable naming the address when the
+  /// coordinator cannot be reached within rpc_timeout; the coordinator's
+  /// error (e.g. InvalidArgument) when it refuses the registration.
+  static absl::StatusOr<std::unique_ptr<SessionClient>> Create(SessionClientOptions options);
+  ~SessionClient();
+
+  /// The id of the current registration.
+  std::string worker_id() const;
+  /// A stub for unary calls (ReportStep).
+  v1::WorkerService::Stub& stub() { return *stub_; }
+  /// Closes the stream and stops the threads.
+  void Shutdown();
+
+ private:
+  explicit SessionClient(SessionClientOptions options);
+  absl::Status Register();
+  void Loop();
+  // One stream's life; returns its final status.
+  grpc::Status RunStream();
+
+  SessionClientOptions options_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  mutable absl::Mutex mu_;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread loop_;
+};
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_DAEMON_SESSION_CLIENT_H_

@@ -1,0 +1,220 @@
+// zbpp-worker: the worker daemon, one per GPU (or per CPU core). The
+// construction order lives here (STYLE.md 10): flags, LibTorch threads, the
+// worker's own gRPC server (health), registration and Session with the
+// coordinator, then the training loop over assignments until SIGTERM.
+//
+//   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
+//               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
+//               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/flags.h"
+#include "worker/daemon/attempt_runner.h"
+#include "worker/daemon/control_state.h"
+#include "worker/daemon/session_client.h"
+
+namespace zbpp::worker {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
+    "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
+    "[--memory-bytes N] [--comm-timeout SECONDS]";
+
+struct Flags {
+  std::string coordinator;
+  std::string device = "cpu";
+  int threads = 1;
+  std::string listen = "127.0.0.1:0";
+  std::string cache_dir;
+  std::string gloo_hostname;
+  std::string name;
+  uint64_t memory_bytes = 0;
+  double comm_timeout_seconds = 120;
+};
+
+std::string DefaultCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/zbpp");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return absl::StrCat(home, "/.cache/zbpp");
+  }
+  return "/tmp/zbpp-cache";
+}
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(
+      argc, argv,
+      {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
+       "--name", "--memory-bytes", "--comm-timeout"});
+  if (!values.ok()) return values.status();
+  Flags flags;
+  auto get = [&](const std::string& name, std::string* out) {
+    if (auto it = values->find(name); it != values->end()) *out = it->second;
+  };
+  get("--coordinator", &flags.coordinator);
+  get("--device", &flags.device);
+  get("--listen", &flags.listen);
+  get("--cache-dir", &flags.cache_dir);
+  get("--gloo-hostname", &flags.gloo_hostname);
+  get("--name", &flags.name);
+  if (flags.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
+  if (flags.device != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device ", flags.device, ": this build has no CUDA support; use --device cpu"));
+  }
+  if (auto it = values->find("--threads"); it != values->end()) {
+    if (!absl::SimpleAtoi(it->second, &flags.threads) || flags.threads < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--threads must be an integer >= 1, got \"", it->second, "\""));
+    }
+  }
+  if (auto it = values->find("--memory-bytes"); it != values->end()) {
+    if (!absl::SimpleAtoi(it->second, &flags.memory_bytes) || flags.memory_bytes < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory-bytes must be an integer >= 1, got \"", it->second, "\""));
+    }
+  }
+  if (auto it = values->find("--comm-timeout"); it != values->end()) {
+    if (!absl::SimpleAtod(it->second, &flags.comm_timeout_seconds) ||
+        !(flags.comm_timeout_seconds > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--comm-timeout must be seconds > 0, got \"", it->second, "\""));
+    }
+  }
+  if (flags.cache_dir.empty()) flags.cache_dir = DefaultCacheDir();
+  return flags;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+uint64_t MemoryShare() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / cores;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "zbpp-worker: %s\n", message.c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "zbpp-worker: %s\n%s\n", std::string(flags.status().message()).c_str(),
+                 kUsage);
+    return 2;
+  }
+  const sigset_t signals = BlockTerminationSignals();
+
+  // One worker per core: intra-op parallelism is a deliberate choice.
+  at::set_num_threads(flags->threads);
+  at::set_num_interop_threads(1);
+
+  // Health and reflection: a server needs at least one service of its own,
+  // and these two are what operators probe and list.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags->listen, grpc::InsecureServerCredentials(), &port);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(absl::StrCat("--listen: cannot listen on ", flags->listen));
+  }
+  std::string listen_host = flags->listen.substr(0, flags->listen.rfind(':'));
+  if (listen_host == "0.0.0.0" || listen_host == "[::]") listen_host = HostName();
+
+  ControlState state;
+  SessionClientOptions session_options;
+  session_options.channel =
+      grpc::CreateChannel(flags->coordinator, grpc::InsecureChannelCredentials());
+  session_options.coordinator_address = flags->coordinator;
+  session_options.state = &state;
+  v1::WorkerDescription& d = session_options.description;
+  d.set_address(absl::StrCat(listen_host, ":", port));
+  d.set_host(HostName());
+  d.set_device_kind(v1::DEVICE_KIND_CPU);
+  d.set_device_name("cpu");
+  d.set_device_index(sched_getcpu() >= 0 ? sched_getcpu() : 0);
+  d.set_memory_bytes(flags->memory_bytes > 0 ? flags->memory_bytes : MemoryShare());
+  d.set_name(flags->name);
+  absl::StatusOr<std::unique_ptr<SessionClient>> session =
+      SessionClient::Create(session_options);
+  if (!session.ok()) return Fail(std::string(session.status().message()));
+  server->GetHealthCheckService()->SetServingStatus(true);
+  std::printf("zbpp-worker registered worker_id=%s coordinator=%s address=%s\n",
+              (*session)->worker_id().c_str(), flags->coordinator.c_str(),
+              d.address().c_str());
+  std::fflush(stdout);
+
+  std::thread signal_waiter([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::fprintf(stderr, "zbpp-worker: signal %d, leaving\n", signal_number);
+    (*session)->Shutdown();
+    server->Shutdown();
+    // The training thread may be inside a step, blocked on peers: do not
+    // wait for it. Checkpoints are written atomically, so nothing is torn.
+    std::_Exit(0);
+  });
+  signal_waiter.detach();
+
+  AttemptEnvironment env;
+  env.session = session->get();
+  env.state = &state;
+  env.channel = session_options.channel;
+  env.cache_dir = flags->cache_dir;
+  env.gloo_hostname = flags->gloo_hostname;
+  env.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
+  while (true) {
+    std::optional<v1::Assignment> assignment = state.WaitForAssignment(absl::Seconds(1));
+    if (!assignment.has_value()) continue;
+    std::fprintf(stderr, "zbpp-worker: job %s attempt %lld: rank %d of %d, steps %lld..%lld\n",
+                 assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
+                 assignment->stage(), assignment->spec().pipeline().stages(),
+                 static_cast<long long>(assignment->start_step()),
+                 static_cast<long long>(assignment->spec().steps() - 1));
+    absl::Status result = RunAttempt(*assignment, env);
+    if (!result.ok()) {
+      std::fprintf(stderr, "zbpp-worker: job %s failed on this worker: %s\n",
+                   assignment->job_id().c_str(), result.ToString().c_str());
+      state.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.message()));
+      // The coordinator decides what follows (abort or restart).
+      while (!state.Aborted(assignment->job_id(), assignment->attempt())) {
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    }
+    state.Finish(assignment->job_id(), assignment->attempt());
+    state.SetPhase(v1::WORKER_PHASE_IDLE);
+  }
+}
+
+}  // namespace
+}  // namespace zbpp::worker
+
+int main(int argc, char** argv) { return zbpp::worker::Main(argc, argv); }

@@ -1,0 +1,87 @@
+#ifndef ZBPP_WORKER_MODEL_GPT_H_
+#define ZBPP_WORKER_MODEL_GPT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::worker {
+
+/// Sizes of the GPT-style decoder (zbpp.v1.ModelSpec after defaults).
+struct GptConfig {
+  int layers = 1;      ///< Transformer blocks in the whole model.
+  int hidden = 64;     ///< h.
+  int heads = 4;       ///< a; divides h.
+  int vocab = 256;     ///< Tokens; byte-level data needs 256.
+  int seq_len = 64;    ///< s: positions of the position embedding.
+  int ffn_hidden = 256;  ///< MLP inner size (4h by default).
+};
+
+/// The config of `spec`; InvalidArgument naming the field for an unknown
+/// architecture or sizes out of range (the coordinator checks the same at
+/// submission; a worker checks again because it trusts nobody's bytes).
+absl::StatusOr<GptConfig> GptConfigFromSpec(const v1::ModelSpec& spec);
+
+/// A named parameter: the name is global to the model (e.g.
+/// "block3.attn.qkv.weight", "embed.token"), the same in every partition.
+using NamedTensor = std::pair<std::string, at::Tensor>;
+
+/// One virtual stage (chunk) of the decoder: the blocks
+/// [stage·L/S, (stage+1)·L/S) of S virtual stages, plus the embeddings on
+/// the first stage and the final LayerNorm and LM head on the last.
+///
+/// Every linear layer runs through SplitLinear, so inside a WeightGradScope
+/// backward is the B pass and the W pass is the scope's store. LayerNorm and
+/// embedding gradients are computed in B (DESIGN.md §3).
+///
+/// Parameters are initialised from (seed, parameter name) alone, as GPT-2
+/// does (normal(0, 0.02), residual projections scaled by 1/√(2L), zero
+/// biases, unit LayerNorm gains): every partition of a model starts from the
+/// same weights. Float32, CPU. Thread-compatible.
+class GptChunk {
+ public:
+  /// InvalidArgument when stage is not in [0, num_stages) or layers is not
+  /// divisible by num_stages.
+  static absl::StatusOr<std::unique_ptr<GptChunk>> Create(const GptConfig& config, int stage,
+                                                          int num_stages, uint64_t seed);
+
+  /// First stage: tokens int64 [b, s] -> hidden [b, s, h]. Other stages:
+  /// hidden [b, s, h] -> hidden [b, s, h]; the last stage returns logits
+  /// [b, s, vocab] instead. s <= seq_len.
+  at::Tensor Forward(const at::Tensor& input) const;
+
+  bool is_first() const { return stage_ == 0; }
+  bool is_last() const { return stage_ == num_stages_ - 1; }
+  int stage() const { return stage_; }
+
+  /// Every parameter, in a fixed order (leaves with requires_grad).
+  const std::vector<NamedTensor>& parameters() const { return parameters_; }
+
+ private:
+  GptChunk(const GptConfig& config, int stage, int num_stages)
+      : config_(config), stage_(stage), num_stages_(num_stages) {}
+  const at::Tensor& Param(const std::string& name) const;
+  at::Tensor Block(int layer, const at::Tensor& x) const;
+
+  GptConfig config_;
+  int stage_;
+  int num_stages_;
+  int first_layer_ = 0;
+  int end_layer_ = 0;
+  std::vector<NamedTensor> parameters_;
+};
+
+/// Mean next-token cross-entropy in nats: logits [b, s, vocab], targets
+/// int64 [b, s]; returns a scalar.
+at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_MODEL_GPT_H_

@@ -1,0 +1,70 @@
+#include "worker/model/weight_grad_store.h"
+
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::worker {
+namespace {
+
+void Accumulate(const at::Tensor& param, const at::Tensor& grad) {
+  // `param` is a leaf; W writes its gradient outside the autograd engine,
+  // exactly where AccumulateGrad would.
+  at::Tensor& slot = const_cast<at::Tensor&>(param).mutable_grad();
+  if (slot.defined()) {
+    slot.add_(grad);
+  } else {
+    slot = grad;
+  }
+}
+
+}  // namespace
+
+void WeightGradStore::Push(int microbatch, Entry entry) {
+  absl::MutexLock lock(&mu_);
+  pending_[microbatch].push_back(std::move(entry));
+}
+
+absl::Status WeightGradStore::RunW(int microbatch) {
+  std::vector<Entry> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(microbatch);
+    if (it == pending_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("W of microbatch ", microbatch,
+                       " has no queued weight-gradient work (W before its B, or twice)"));
+    }
+    entries = std::move(it->second);
+    pending_.erase(it);
+  }
+  at::NoGradGuard no_grad;
+  for (const Entry& e : entries) {
+    const int64_t out = e.weight.size(0);
+    const int64_t in = e.weight.size(1);
+    at::Tensor gy = e.grad_output.reshape({-1, out});
+    Accumulate(e.weight, gy.t().mm(e.input.reshape({-1, in})));
+    if (e.bias.defined()) Accumulate(e.bias, gy.sum(0));
+  }
+  return absl::OkStatus();
+}
+
+int64_t WeightGradStore::pending_bytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = 0;
+  for (const auto& [mb, entries] : pending_) {
+    for (const Entry& e : entries) {
+      bytes += e.input.nbytes() + e.grad_output.nbytes();
+    }
+  }
+  return bytes;
+}
+
+void WeightGradStore::Clear() {
+  absl::MutexLock lock(&mu_);
+  pending_.clear();
+}
+
+}  // namespace zbpp::worker

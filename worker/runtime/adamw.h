@@ -1,0 +1,83 @@
+#ifndef ZBPP_WORKER_RUNTIME_ADAMW_H_
+#define ZBPP_WORKER_RUNTIME_ADAMW_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/model/gpt.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::worker {
+
+/// AdamW hyper-parameters (zbpp.v1.OptimizerSpec after defaults).
+struct AdamWOptions {
+  double learning_rate = 1e-3;  ///< Peak learning rate.
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double epsilon = 1e-8;
+  double weight_decay = 0.1;  ///< Decoupled; applied to matrices only.
+  int64_t warmup_steps = 0;   ///< Linear warm-up from 0 over these steps.
+  double max_grad_norm = 0;   ///< Global-norm clipping threshold; 0: none.
+
+  static AdamWOptions FromSpec(const v1::OptimizerSpec& spec);
+  /// Learning rate of optimizer step `step` (0-based): peak·(step+1)/warmup
+  /// during warm-up, then the peak.
+  double LearningRateAt(int64_t step) const;
+};
+
+/// AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization",
+/// Algorithm 2) over one worker's parameters, with bias correction. Weight
+/// decay applies to 2-D parameters (linear weights, embeddings), not to
+/// biases and LayerNorm gains, as GPT training does.
+///
+/// zbpp owns this optimizer rather than using torch::optim::AdamW because the
+/// pipeline runtime needs its state in the open: checkpoints save it by
+/// parameter name, and post-update validation (paper §4) must undo a step.
+///
+/// Thread-compatible.
+class AdamW {
+ public:
+  AdamW(std::vector<NamedTensor> parameters, AdamWOptions options);
+
+  /// One update with the parameters' current `.grad` multiplied by
+  /// `grad_scale` (the clipping coefficient), at learning rate
+  /// LearningRateAt(step). Parameters without a gradient are left alone.
+  void Step(int64_t step, double grad_scale);
+
+  /// Sets every `.grad` to zero (keeps the buffers).
+  void ZeroGrad();
+
+  /// Σ over parameters of ‖grad‖² (float64), and whether some entry is inf
+  /// or nan. Missing gradients count as zero.
+  double LocalGradNormSquared(bool* found_inf_nan) const;
+
+  /// Parameters and moments by name ("<param>", "<param>.exp_avg",
+  /// "<param>.exp_avg_sq") plus "optimizer.step" (int64 scalar): what a
+  /// checkpoint holds.
+  std::vector<NamedTensor> StateForCheckpoint() const;
+  /// Expected names and shapes of StateForCheckpoint.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> CheckpointLayout() const;
+  /// Copies a checkpoint's tensors in. InvalidArgument naming a tensor that is
+  /// missing or of another shape (nothing is changed then).
+  absl::Status RestoreFromCheckpoint(const std::vector<NamedTensor>& state);
+
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  struct Slot {
+    std::string name;
+    at::Tensor param;
+    at::Tensor exp_avg;
+    at::Tensor exp_avg_sq;
+    bool decay;
+  };
+  std::vector<Slot> slots_;
+  AdamWOptions options_;
+  int64_t updates_ = 0;  // Bias-correction counter (steps taken).
+};
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_RUNTIME_ADAMW_H_

@@ -1,0 +1,362 @@
+#include "worker/runtime/executor.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/problem.h"
+#include "scheduler/simulator.h"
+#include "worker/model/split_linear.h"
+
+namespace zbpp::worker {
+namespace {
+
+using sched::Action;
+using sched::PassKind;
+using SteadyClock = std::chrono::steady_clock;
+
+// A message this rank receives for one of its actions.
+struct RecvPlan {
+  int peer = -1;  // -1: the input is local (data or a chunk on this rank).
+  uint32_t tag = 0;
+};
+
+// A receive posted ahead of its action.
+struct PostedRecv {
+  at::Tensor buffer;
+  std::unique_ptr<PendingOp> op;
+};
+
+// What an F pass leaves for its B: the stage input (a leaf whose .grad B
+// reads) and the output to differentiate (the scaled loss on the last
+// stage).
+struct ForwardState {
+  at::Tensor input;
+  at::Tensor output;
+};
+
+// Holds the options' compute mutex, if any, for one pass.
+class ComputeLock {
+ public:
+  explicit ComputeLock(std::mutex* mu) : mu_(mu) {
+    if (mu_ != nullptr) mu_->lock();
+  }
+  ~ComputeLock() {
+    if (mu_ != nullptr) mu_->unlock();
+  }
+  ComputeLock(const ComputeLock&) = delete;
+  ComputeLock& operator=(const ComputeLock&) = delete;
+
+ private:
+  std::mutex* mu_;
+};
+
+// One rank's execution of one step. Lives for the step only.
+class StepRun {
+ public:
+  // `forward_only`: evaluation (no graph, losses not scaled), with `batches`
+  // instead of the options' training data.
+  StepRun(const ExecutorOptions& options, int64_t step, const sched::Schedule& schedule,
+          bool forward_only, const BatchFn& batches)
+      : o_(options), step_(step), schedule_(schedule),
+        actions_(schedule.actions[options.rank]), forward_only_(forward_only),
+        batches_(batches), start_(SteadyClock::now()) {}
+
+  absl::StatusOr<StepTimeline> Run() {
+    plans_.reserve(actions_.size());
+    for (const Action& a : actions_) plans_.push_back(PlanRecv(a));
+    timeline_.action_start_seconds.resize(actions_.size());
+    timeline_.action_end_seconds.resize(actions_.size());
+    for (size_t j = 0; j < actions_.size(); ++j) {
+      if (absl::Status st = PostRecvsThrough(j + o_.recv_lookahead_actions); !st.ok()) return st;
+      if (absl::Status st = RunAction(j); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " (",
+                                                    sched::ActionToString(actions_[j]),
+                                                    "): ", std::string(st.message())));
+      }
+      timeline_.action_end_seconds[j] = Seconds();
+      for (const auto& [stage, chunk] : o_.chunks) {
+        timeline_.peak_weight_grad_bytes =
+            std::max(timeline_.peak_weight_grad_bytes, chunk.store->pending_bytes());
+      }
+    }
+    timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
+    // Every receive was consumed; drain the sends so their buffers can go.
+    for (auto& [op, what] : sends_) {
+      if (absl::Status st = Timed(*op); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("step ", step_, ", sending ", what, ": ",
+                                                    std::string(st.message())));
+      }
+    }
+    return std::move(timeline_);
+  }
+
+ private:
+  double Seconds() const {
+    return std::chrono::duration<double>(SteadyClock::now() - start_).count();
+  }
+
+  int num_stages() const { return schedule_.num_stages(); }
+  int WorkerOf(int stage) const { return schedule_.worker_of_stage[stage]; }
+
+  RecvPlan PlanRecv(const Action& a) const {
+    RecvPlan plan;
+    if (a.kind == PassKind::kF && a.stage > 0 && WorkerOf(a.stage - 1) != o_.rank) {
+      plan.peer = WorkerOf(a.stage - 1);
+      plan.tag = MakeTag(step_, MessageKind::kActivation, a.stage, a.microbatch);
+    } else if ((a.kind == PassKind::kB || a.kind == PassKind::kBW) &&
+               a.stage < num_stages() - 1 && WorkerOf(a.stage + 1) != o_.rank) {
+      plan.peer = WorkerOf(a.stage + 1);
+      plan.tag = MakeTag(step_, MessageKind::kGradient, a.stage, a.microbatch);
+    }
+    return plan;
+  }
+
+  absl::Status PostRecvsThrough(size_t last) {
+    for (; next_post_ < actions_.size() && next_post_ <= last; ++next_post_) {
+      const RecvPlan& plan = plans_[next_post_];
+      if (plan.peer < 0) continue;
+      PostedRecv posted;
+      posted.buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
+      absl::StatusOr<std::unique_ptr<PendingOp>> op =
+          o_.communicator->Recv(posted.buffer, plan.peer, plan.tag);
+      if (!op.ok()) return op.status();
+      posted.op = *std::move(op);
+      posted_.emplace(next_post_, std::move(posted));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Timed(PendingOp& op) {
+    const double before = Seconds();
+    absl::Status st = op.Wait(o_.recv_timeout);
+    timeline_.comm_seconds += Seconds() - before;
+    return st;
+  }
+
+  // The tensor action j consumes from another stage: a posted receive or a
+  // local hand-off.
+  absl::StatusOr<at::Tensor> TakeInput(size_t j, MessageKind kind, int stage, int microbatch) {
+    if (plans_[j].peer >= 0) {
+      auto it = posted_.find(j);
+      PostedRecv posted = std::move(it->second);
+      posted_.erase(it);
+      if (absl::Status st = Timed(*posted.op); !st.ok()) return st;
+      return posted.buffer;
+    }
+    auto it = local_.find({kind, stage, microbatch});
+    if (it == local_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no local ", kind == MessageKind::kActivation ? "activation" : "gradient",
+                       " for virtual stage ", stage, " microbatch ", microbatch,
+                       " (the producing pass has not run on this rank)"));
+    }
+    at::Tensor t = std::move(it->second);
+    local_.erase(it);
+    return t;
+  }
+
+  // Hands `tensor` to virtual stage `to_stage`: locally or over the network.
+  absl::Status Deliver(at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
+    const int peer = WorkerOf(to_stage);
+    if (peer == o_.rank) {
+      local_[{kind, to_stage, microbatch}] = std::move(tensor);
+      return absl::OkStatus();
+    }
+    tensor = tensor.contiguous();
+    absl::StatusOr<std::unique_ptr<PendingOp>> op =
+        o_.communicator->Send(tensor, peer, MakeTag(step_, kind, to_stage, microbatch));
+    if (!op.ok()) return op.status();
+    // The tensor must outlive the send: keep it with the op.
+    sends_.emplace_back(*std::move(op), absl::StrCat(kind == MessageKind::kActivation
+                                                         ? "activation"
+                                                         : "gradient",
+                                                     " to virtual stage ", to_stage,
+                                                     " microbatch ", microbatch));
+    send_buffers_.push_back(std::move(tensor));
+    return absl::OkStatus();
+  }
+
+  const LocalChunk* Chunk(int stage) const {
+    auto it = o_.chunks.find(stage);
+    return it == o_.chunks.end() ? nullptr : &it->second;
+  }
+
+  absl::Status RunAction(size_t j) {
+    const Action& a = actions_[j];
+    const LocalChunk* chunk = Chunk(a.stage);
+    if (chunk == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("virtual stage ", a.stage, " is not held by rank ", o_.rank));
+    }
+    switch (a.kind) {
+      case PassKind::kF:
+        return Forward(j, a, *chunk);
+      case PassKind::kB:
+        return Backward(j, a, *chunk);
+      case PassKind::kW: {
+        timeline_.action_start_seconds[j] = Seconds();
+        ComputeLock lock(o_.compute_mutex);
+        return chunk->store->RunW(a.microbatch);
+      }
+      case PassKind::kBW: {
+        if (absl::Status st = Backward(j, a, *chunk); !st.ok()) return st;
+        ComputeLock lock(o_.compute_mutex);
+        return chunk->store->RunW(a.microbatch);
+      }
+    }
+    return absl::InternalError("unknown pass kind");
+  }
+
+  absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
+    const bool first = a.stage == 0;
+    const bool last = a.stage == num_stages() - 1;
+    MicrobatchData data;
+    if (first || last) data = batches_(step_, a.microbatch);
+    ForwardState state;
+    if (first) {
+      state.input = data.inputs;
+    } else {
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.stage,
+                                                a.microbatch);
+      if (!in.ok()) return in.status();
+      state.input = in->detach().requires_grad_(true);
+    }
+    timeline_.action_start_seconds[j] = Seconds();
+    ComputeLock lock(o_.compute_mutex);
+    if (forward_only_) {
+      at::NoGradGuard no_grad;
+      at::Tensor out = chunk.model->Forward(state.input);
+      if (last) {
+        timeline_.loss_sum += LanguageModelLoss(out, data.targets).item<double>();
+        ++timeline_.loss_count;
+        return absl::OkStatus();
+      }
+      return Deliver(out, MessageKind::kActivation, a.stage + 1, a.microbatch);
+    }
+    {
+      WeightGradScope scope(chunk.store, a.microbatch);
+      at::Tensor out = chunk.model->Forward(state.input);
+      if (last) {
+        at::Tensor loss = LanguageModelLoss(out, data.targets);
+        timeline_.loss_sum += loss.item<double>();
+        ++timeline_.loss_count;
+        state.output = loss / double(schedule_.microbatches);
+      } else {
+        state.output = out;
+      }
+    }
+    if (!last) {
+      if (absl::Status st = Deliver(state.output.detach(), MessageKind::kActivation,
+                                    a.stage + 1, a.microbatch);
+          !st.ok()) {
+        return st;
+      }
+    }
+    forward_.emplace(std::make_pair(a.stage, a.microbatch), std::move(state));
+    return absl::OkStatus();
+  }
+
+  absl::Status Backward(size_t j, const Action& a, const LocalChunk& chunk) {
+    auto it = forward_.find({a.stage, a.microbatch});
+    if (it == forward_.end()) {
+      return absl::FailedPreconditionError("B before its F on this rank");
+    }
+    ForwardState state = std::move(it->second);
+    forward_.erase(it);
+    at::Tensor grad_output;
+    if (a.stage < num_stages() - 1) {
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.stage,
+                                               a.microbatch);
+      if (!g.ok()) return g.status();
+      grad_output = *std::move(g);
+    }
+    timeline_.action_start_seconds[j] = Seconds();
+    ComputeLock lock(o_.compute_mutex);
+    state.output.backward(grad_output);
+    if (a.stage > 0) {
+      return Deliver(state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);
+    }
+    return absl::OkStatus();
+  }
+
+  const ExecutorOptions& o_;
+  const int64_t step_;
+  const sched::Schedule& schedule_;
+  const std::vector<Action>& actions_;
+  const bool forward_only_;
+  const BatchFn& batches_;
+  const SteadyClock::time_point start_;
+
+  StepTimeline timeline_;
+  std::vector<RecvPlan> plans_;
+  size_t next_post_ = 0;
+  std::map<size_t, PostedRecv> posted_;
+  std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
+  std::map<std::pair<int, int>, ForwardState> forward_;
+  std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
+  std::vector<at::Tensor> send_buffers_;
+};
+
+}  // namespace
+
+absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
+  const int p = options_.communicator->size();
+  if (schedule.workers != p) {
+    return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.workers,
+                                                   " workers, the job has ", p, " ranks"));
+  }
+  sched::Problem problem = sched::Problem::Uniform(schedule.workers, schedule.chunks,
+                                                   schedule.microbatches, sched::StageCost{},
+                                                   0.0);
+  if (absl::Status st = sched::CheckSchedule(problem, schedule); !st.ok()) return st;
+  if (absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(problem, schedule);
+      !sim.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("schedule refused: ", std::string(sim.status().message())));
+  }
+  for (int s = 0; s < schedule.num_stages(); ++s) {
+    const bool mine = schedule.worker_of_stage[s] == options_.rank;
+    if (mine != (options_.chunks.count(s) == 1)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "schedule places virtual stage ", s, mine ? " on" : " off", " rank ", options_.rank,
+          ", but this rank ", mine ? "does not hold" : "holds", " that chunk"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepTimeline> PipelineExecutor::RunStep(int64_t step,
+                                                       const sched::Schedule& schedule) {
+  StepRun run(options_, step, schedule, /*forward_only=*/false, options_.batches);
+  absl::StatusOr<StepTimeline> timeline = run.Run();
+  if (!timeline.ok()) {
+    for (auto& [stage, chunk] : options_.chunks) chunk.store->Clear();
+  }
+  return timeline;
+}
+
+absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
+                                                              const sched::Schedule& schedule,
+                                                              int microbatches,
+                                                              const BatchFn& batches) {
+  sched::Schedule forward = schedule;
+  forward.microbatches = microbatches;
+  for (std::vector<Action>& actions : forward.actions) actions.clear();
+  for (int mb = 0; mb < microbatches; ++mb) {
+    for (int s = 0; s < forward.num_stages(); ++s) {
+      forward.actions[forward.worker_of_stage[s]].push_back({PassKind::kF, s, mb});
+    }
+  }
+  StepRun run(options_, tag_step, forward, /*forward_only=*/true, batches);
+  return run.Run();
+}
+
+}  // namespace zbpp::worker

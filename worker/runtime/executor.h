@@ -1,0 +1,130 @@
+#ifndef ZBPP_WORKER_RUNTIME_EXECUTOR_H_
+#define ZBPP_WORKER_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scheduler/schedule.h"
+#include "worker/comm/communicator.h"
+#include "worker/model/gpt.h"
+#include "worker/model/weight_grad_store.h"
+
+namespace zbpp::worker {
+
+/// The tokens of one microbatch: inputs (needed by virtual stage 0) and
+/// next-token targets (needed by the last virtual stage); int64 [b, s].
+struct MicrobatchData {
+  at::Tensor inputs;
+  at::Tensor targets;
+};
+
+/// Data of (step, microbatch); must return the same tokens on every worker
+/// for the same arguments (see worker/data/sampler.h).
+using BatchFn = std::function<MicrobatchData(int64_t step, int microbatch)>;
+
+/// A model chunk this worker holds and the W work its B passes leave.
+struct LocalChunk {
+  GptChunk* model = nullptr;         ///< Not owned.
+  WeightGradStore* store = nullptr;  ///< Not owned.
+};
+
+/// What the executor needs about its worker.
+struct ExecutorOptions {
+  /// Pipeline rank: the index of this worker's list in Schedule::actions.
+  int rank = 0;
+  /// Transport to the other ranks; not owned; size() == schedule.workers.
+  Communicator* communicator = nullptr;
+  /// The chunks this rank holds, by virtual stage.
+  std::map<int, LocalChunk> chunks;
+  /// Shape of the tensors between virtual stages: [b, s, h], float32.
+  int64_t microbatch_size = 1;
+  int64_t seq_len = 1;
+  int64_t hidden = 1;
+  BatchFn batches;
+  /// Longest wait for one message; a peer that stays silent longer fails
+  /// the step with DeadlineExceeded.
+  absl::Duration recv_timeout = absl::Seconds(60);
+  /// When set, every pass holds this mutex while it computes (never while it
+  /// waits for a message). For several ranks in one process (thread-per-rank
+  /// tests): Debian's single-threaded OpenBLAS (libopenblas0-serial) is not
+  /// safe for concurrent calls and silently returns wrong GEMM results.
+  /// Daemons run one rank per process and leave it null.
+  std::mutex* compute_mutex = nullptr;
+  /// Receives are posted this many actions ahead of the action consuming
+  /// them (more overlap, more receive buffers alive).
+  int recv_lookahead_actions = 4;
+};
+
+/// What one rank measured running one step's actions. Times are seconds
+/// since the step start (the call of RunStep).
+struct StepTimeline {
+  /// Parallel to the rank's actions: when each started (its inputs there)
+  /// and ended.
+  std::vector<double> action_start_seconds;
+  std::vector<double> action_end_seconds;
+  /// End of the last action.
+  double step_seconds = 0;
+  /// Seconds blocked waiting for messages (receives, and sends drained at
+  /// the end of the step).
+  double comm_seconds = 0;
+  /// Sum of per-microbatch losses (mean cross-entropy, nats) and how many
+  /// there were; 0 / 0 on ranks without the last virtual stage.
+  double loss_sum = 0;
+  int loss_count = 0;
+  /// Bytes of deferred W work at its highest during the step (M_W held).
+  int64_t peak_weight_grad_bytes = 0;
+};
+
+/// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,
+/// W and fused BW passes in the schedule's order (Zero Bubble paper §2–3),
+/// moving activations forward and input gradients backward.
+///
+/// Receives are posted `recv_lookahead_actions` ahead; sends are never waited
+/// for until the step's end, so an action blocks only on its own inputs and
+/// every schedule whose dependencies are acyclic runs without deadlock.
+/// Chunks on the same rank hand tensors over without the network (V
+/// schedules). Gradients are accumulated into the parameters' `.grad`
+/// (the caller zeroes them); the loss of each microbatch is scaled by 1/m.
+///
+/// Thread-compatible: one thread per rank.
+class PipelineExecutor {
+ public:
+  explicit PipelineExecutor(ExecutorOptions options) : options_(std::move(options)) {}
+
+  /// Checks that `schedule` can run on this rank before any pass does:
+  /// well-formed (CheckSchedule), deadlock-free (a simulation), as many
+  /// workers as the communicator has ranks, and this rank's virtual stages
+  /// equal to the chunks it holds. FailedPrecondition / InvalidArgument with
+  /// the reason, e.g. the deadlock's stuck actions.
+  absl::Status Validate(const sched::Schedule& schedule) const;
+
+  /// Runs this rank's actions of `schedule` for `step`. Errors: those of the
+  /// communicator (DeadlineExceeded when a peer is silent), FailedPrecondition
+  /// for an inconsistent schedule. After an error the step's partial state is
+  /// dropped and the gradients are unspecified.
+  absl::StatusOr<StepTimeline> RunStep(int64_t step, const sched::Schedule& schedule);
+
+  /// Evaluation: forward passes only (no graph, no gradients) of
+  /// `microbatches` microbatches drawn from `batches`, each rank running its
+  /// chunks in model order for microbatch 0, 1, ... (acyclic for every
+  /// placement). Message tags use `tag_step`: call it between steps, when no
+  /// step's messages are in flight. The timeline's loss fields hold the
+  /// summed losses on the last stage's rank.
+  absl::StatusOr<StepTimeline> RunForwardOnly(int64_t tag_step, const sched::Schedule& schedule,
+                                              int microbatches, const BatchFn& batches);
+
+ private:
+  ExecutorOptions options_;
+};
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_RUNTIME_EXECUTOR_H_

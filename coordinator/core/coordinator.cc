@@ -705,6 +705,11 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
   *proto.mutable_spec() = spec;
   proto.set_state(zbpp::v1::JOB_STATE_PENDING);
   proto.set_last_checkpoint_step(-1);
+  if (spec.checkpoint().has_resume_step()) {
+    // The first attempt restores it like a recovery would.
+    proto.set_last_checkpoint_step(spec.checkpoint().resume_step());
+    proto.set_steps_completed(spec.checkpoint().resume_step() + 1);
+  }
   *proto.mutable_create_time() = ToTimestamp(options_.clock->Now());
   if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
     return stored;

@@ -286,6 +286,15 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
     return Invalid("checkpoint.directory",
                    "required when checkpoint.interval_steps > 0");
   }
+  if (checkpoint.has_resume_step()) {
+    if (checkpoint.directory().empty()) {
+      return Invalid("checkpoint.directory", "required with checkpoint.resume_step");
+    }
+    if (checkpoint.resume_step() < 0 || checkpoint.resume_step() >= spec.steps() - 1) {
+      return Invalid("checkpoint.resume_step", "must be in [0, steps - 1) = [0, ",
+                     spec.steps() - 1, "), got ", checkpoint.resume_step());
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -273,6 +273,16 @@ std::vector<BadCase> BadCases() {
       {"checkpoints without a directory",
        [](JobSpec& s) { s.mutable_checkpoint()->set_interval_steps(10); },
        "checkpoint.directory: required when checkpoint.interval_steps > 0"},
+      {"resume without a directory",
+       [](JobSpec& s) { s.mutable_checkpoint()->set_resume_step(3); },
+       "checkpoint.directory: required with checkpoint.resume_step"},
+      {"resume beyond the last step",
+       [](JobSpec& s) {
+         s.set_steps(10);
+         s.mutable_checkpoint()->set_directory("/tmp/ckpt");
+         s.mutable_checkpoint()->set_resume_step(9);
+       },
+       "checkpoint.resume_step: must be in [0, steps - 1) = [0, 9), got 9"},
       {"long name", [](JobSpec& s) { s.set_name(std::string(129, 'x')); },
        "name: must be at most 128 bytes, got 129"},
   };

@@ -131,6 +131,24 @@ absl::StatusOr<std::vector<v1::Worker>> CoordinatorClient::ListWorkers() {
                                  response.workers().end());
 }
 
+absl::StatusOr<std::vector<v1::StepSummary>> CoordinatorClient::ListSteps(
+    const std::string& job_id) {
+  std::vector<v1::StepSummary> steps;
+  v1::ListStepsRequest request;
+  request.set_job_id(job_id);
+  do {
+    v1::ListStepsResponse response;
+    auto context = NewContext(true);
+    grpc::Status status = jobs_->ListSteps(context.get(), request, &response);
+    if (!status.ok()) return Convert(status);
+    steps.insert(steps.end(), response.steps().begin(), response.steps().end());
+    // A server handing back the same page would loop forever.
+    if (response.next_from_step() >= 0 && response.next_from_step() <= request.from_step()) break;
+    request.set_from_step(response.next_from_step());
+  } while (request.from_step() >= 0);
+  return steps;
+}
+
 absl::Status CoordinatorClient::WatchJob(
     const std::string& job_id,
     const std::function<bool(const v1::JobEvent&)>& on_event) {

@@ -49,6 +49,8 @@ class CoordinatorClient {
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
   /// Workers in any state but LOST, sorted by id.
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
+  /// Every completed step of a job, oldest first (all ListSteps pages).
+  absl::StatusOr<std::vector<v1::StepSummary>> ListSteps(const std::string& job_id);
 
   /// Streams WatchJob, calling `on_event` for each event in order, until the
   /// server ends the stream (OK) or `on_event` returns false (the call is

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/job_spec_yaml.h"
 #include "client/zbppctl_json.h"
+#include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
 #include "client/zbppctl_tables.h"
 #include "client/zbppctl_watch.h"
@@ -116,11 +117,23 @@ int Schedule(const CtlOptions& options, CoordinatorClient& client,
                     absl::StrCat("job has no schedule yet (state ",
                                  JobStateName(job->state()), ")")));
   }
-  absl::StatusOr<std::string> text =
-      RenderSchedule(job->schedule(), options.format);
+  absl::StatusOr<std::string> text = options.format == "measured-trace"
+                                          ? RenderMeasuredTrace(*job)
+                                          : RenderSchedule(job->schedule(), options.format);
   if (!text.ok()) return Fail(io, Context(options), text.status());
   io.out << *text;
   if (!text->empty() && text->back() != '\n') io.out << "\n";
+  return kExitOk;
+}
+
+int Report(const CtlOptions& options, CoordinatorClient& client, const CommandIo& io) {
+  absl::StatusOr<v1::Job> job = client.GetJob(options.argument, v1::JOB_VIEW_BASIC);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
+  absl::StatusOr<std::vector<v1::StepSummary>> steps = client.ListSteps(options.argument);
+  if (!steps.ok()) return Fail(io, Context(options), steps.status());
+  absl::StatusOr<TrainingReport> report = BuildReport(*job, *steps);
+  if (!report.ok()) return Fail(io, Context(options), report.status());
+  io.out << (options.format == "json" ? ReportJson(*report) : ReportTable(*report));
   return kExitOk;
 }
 
@@ -135,6 +148,8 @@ int RunCommand(const CtlOptions& options, CoordinatorClient& client,
       return Status(options, client, io);
     case Command::kWatch:
       return Watch(options, client, io);
+    case Command::kReport:
+      return Report(options, client, io);
     case Command::kSchedule:
       return Schedule(options, client, io);
     case Command::kList: {

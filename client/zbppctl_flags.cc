@@ -23,7 +23,10 @@ Commands:
                     4 CANCELLED)
   cancel JOB        cancel a job
   schedule JOB      show a job's current schedule
-                    [--format table|svg|chrome-trace]
+                    [--format table|svg|chrome-trace|measured-trace]
+                    (measured-trace: the last step as the workers ran it)
+  report JOB        what a job achieved: losses, tokens/s, bubble rate
+                    measured vs predicted per stage [--format table|json]
   workers           list registered workers
 
 Flags:
@@ -49,7 +52,8 @@ const std::map<std::string, CommandInfo>& Commands() {
       {"watch", {Command::kWatch, true, {}}},
       {"cancel", {Command::kCancel, true, {}}},
       {"schedule",
-       {Command::kSchedule, true, {"table", "svg", "chrome-trace"}}},
+       {Command::kSchedule, true, {"table", "svg", "chrome-trace", "measured-trace"}}},
+      {"report", {Command::kReport, true, {"table", "json"}}},
       {"workers", {Command::kWorkers, false, {}}},
   };
   return *commands;

@@ -19,8 +19,9 @@ enum class Command {
   kStatus,    ///< status JOB [--format table|json]: GetJob (FULL).
   kWatch,     ///< watch JOB: WatchJob until the job ends.
   kCancel,    ///< cancel JOB: CancelJob.
-  kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace].
+  kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace|measured-trace].
   kWorkers,   ///< workers: ListWorkers, one row per worker.
+  kReport,    ///< report JOB [--format table|json]: GetJob + ListSteps.
 };
 
 /// Address used when neither --coordinator nor $ZBPP_COORDINATOR is given.
@@ -55,7 +56,7 @@ const char* UsageText();
 
 /// Parses `args` (argv without the program name). Global flags
 /// (--coordinator, --token-file, --timeout) may appear before or after the
-/// command; --format only with status and schedule. Flags take their value
+/// command; --format only with status, schedule and report. Flags take their value
 /// as `--flag value` or `--flag=value`. `default_coordinator` (from
 /// $ZBPP_COORDINATOR; empty means kDefaultCoordinator) applies when
 /// --coordinator is absent.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/schedule.pb.h"
 
 namespace zbpp::ctl {
@@ -23,6 +24,12 @@ namespace zbpp::ctl {
 /// format.
 absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
                                            const std::string& format);
+
+/// Chrome trace of the job's last completed step as the workers measured it
+/// (Job.last_step_timeline, FULL view): one row per rank, each rank's clock
+/// from its own step start. FailedPrecondition before the first step or when
+/// the last step ran an older schedule version than the job's current one.
+absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job);
 
 }  // namespace zbpp::ctl
 

@@ -158,6 +158,7 @@ struct Coordinator::StageReport {
   std::optional<double> loss;
   std::optional<double> eval_loss;
   bool checkpoint_written = false;
+  zbpp::v1::RankTimeline timeline;
 };
 
 /// The ranks' reports of one step, until every rank has reported.
@@ -723,6 +724,41 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
   return result;
 }
 
+absl::StatusOr<zbpp::v1::ListStepsResponse> Coordinator::ListSteps(
+    const zbpp::v1::ListStepsRequest& request) {
+  if (request.from_step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from_step: must be >= 0, got ", request.from_step()));
+  }
+  if (request.page_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be >= 0, got ", request.page_size()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (FindJob(request.job_id()) == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("job \"", request.job_id(), "\" not found"));
+    }
+  }
+  FlushStore();
+  const int limit = request.page_size() == 0 ? 1000 : std::min(request.page_size(), 10000);
+  // One more than asked tells whether another page follows.
+  absl::StatusOr<std::vector<zbpp::v1::StepSummary>> steps =
+      options_.store->ListStepSummaries(request.job_id(), request.from_step(), limit + 1);
+  if (!steps.ok()) return steps.status();
+  zbpp::v1::ListStepsResponse response;
+  response.set_next_from_step(-1);
+  for (size_t i = 0; i < steps->size(); ++i) {
+    if (static_cast<int>(i) == limit) {
+      response.set_next_from_step((*steps)[i].step());
+      break;
+    }
+    *response.add_steps() = std::move((*steps)[i]);
+  }
+  return response;
+}
+
 absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(
     const std::string& job_id, zbpp::v1::JobView view) const {
   absl::MutexLock lock(&mu_);
@@ -735,6 +771,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(
     result.mutable_last_step()->clear_stages();
     if (!job->job.has_last_step()) result.clear_last_step();
     if (result.has_first_step()) result.mutable_first_step()->clear_stages();
+    result.clear_last_step_timeline();
   } else if (!job->versions.empty()) {
     *result.mutable_schedule() = job->versions.back();
   }
@@ -772,6 +809,7 @@ absl::StatusOr<zbpp::v1::ListJobsResponse> Coordinator::ListJobs(
     } else if (out->has_last_step()) {
       out->mutable_last_step()->clear_stages();
       out->mutable_first_step()->clear_stages();
+      out->clear_last_step_timeline();
     }
   }
   return response;
@@ -813,6 +851,7 @@ absl::StatusOr<std::shared_ptr<WatchOutbox>> Coordinator::WatchJob(
   *snapshot.mutable_time() = ToTimestamp(options_.clock->Now());
   *snapshot.mutable_snapshot() = job->job;
   snapshot.mutable_snapshot()->mutable_last_step()->clear_stages();
+  snapshot.mutable_snapshot()->clear_last_step_timeline();
   if (snapshot.snapshot().has_first_step()) {
     snapshot.mutable_snapshot()->mutable_first_step()->clear_stages();
   }
@@ -1181,6 +1220,8 @@ absl::Status Coordinator::ReportStepLocked(
   if (report.has_loss()) stage.loss = report.loss();
   if (report.has_eval_loss()) stage.eval_loss = report.eval_loss();
   stage.checkpoint_written = report.checkpoint_written();
+  *stage.timeline.mutable_action_start_seconds() = report.action_start_seconds();
+  *stage.timeline.mutable_action_end_seconds() = report.action_end_seconds();
 
   job->acknowledged.insert(report.worker_id());
   if (job->acknowledged.size() == job->workers.size() &&
@@ -1323,6 +1364,13 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
       std::max(job.job.steps_completed(), pending.step + 1));
   *job.job.mutable_last_step() = summary;
   if (!job.job.has_first_step()) *job.job.mutable_first_step() = summary;
+  zbpp::v1::StepTimeline* timeline = job.job.mutable_last_step_timeline();
+  timeline->Clear();
+  timeline->set_step(pending.step);
+  timeline->set_schedule_version(pending.version);
+  for (auto& [rank, stage] : pending.stages) {
+    *timeline->add_ranks() = std::move(stage.timeline);
+  }
   if (options_.observer != nullptr) {
     options_.observer->OnStep(job.job.id(), summary);
   }

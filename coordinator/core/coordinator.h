@@ -248,6 +248,13 @@ class Coordinator {
   absl::StatusOr<zbpp::v1::ListJobsResponse> ListJobs(
       const zbpp::v1::ListJobsRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// A page of the job's step summaries from the store, oldest first
+  /// (job.proto ListStepsRequest); waits for queued store writes first so
+  /// that every completed step is there. NotFound for an unknown id;
+  /// InvalidArgument for a negative from_step or page_size.
+  absl::StatusOr<zbpp::v1::ListStepsResponse> ListSteps(
+      const zbpp::v1::ListStepsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Moves a non-terminal job to CANCELLED (state_message = `reason`),
   /// aborting its workers. NotFound; FailedPrecondition when terminal.
   absl::StatusOr<zbpp::v1::Job> CancelJob(const std::string& job_id,

@@ -50,6 +50,19 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   return rpc.Finish(jobs.status());
 }
 
+grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
+                                       const zbpp::v1::ListStepsRequest* request,
+                                       zbpp::v1::ListStepsResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/ListSteps");
+  if (request->job_id().empty()) {
+    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
+  }
+  absl::StatusOr<zbpp::v1::ListStepsResponse> steps =
+      options_.coordinator->ListSteps(*request);
+  if (steps.ok()) *response = *std::move(steps);
+  return rpc.Finish(steps.status());
+}
+
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const zbpp::v1::CancelJobRequest* request,
                                        zbpp::v1::Job* response) {

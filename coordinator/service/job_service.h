@@ -37,6 +37,9 @@ class JobServiceImpl final : public zbpp::v1::JobService::Service {
   grpc::Status ListJobs(grpc::ServerContext* context,
                         const zbpp::v1::ListJobsRequest* request,
                         zbpp::v1::ListJobsResponse* response) override;
+  grpc::Status ListSteps(grpc::ServerContext* context,
+                         const zbpp::v1::ListStepsRequest* request,
+                         zbpp::v1::ListStepsResponse* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const zbpp::v1::CancelJobRequest* request,
                          zbpp::v1::Job* response) override;

@@ -267,6 +267,45 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   }
   EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step() - 1), 1);
   EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step()), 2);
+
+  // The measured timeline of the last step: every rank, one start and end
+  // per action of the version it ran.
+  const zbpp::v1::StepTimeline& timeline = done.last_step_timeline();
+  EXPECT_EQ(timeline.step(), 11);
+  ASSERT_EQ(timeline.ranks_size(), 4);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(timeline.ranks(r).action_start_seconds_size(),
+              done.schedule().schedule().worker_actions(r).actions_size());
+  }
+
+  // The training curve, paged: every step once, ascending, with its stages.
+  std::vector<int64_t> seen;
+  zbpp::v1::ListStepsRequest list;
+  list.set_job_id(job.id());
+  list.set_page_size(5);
+  int pages = 0;
+  do {
+    zbpp::v1::ListStepsResponse page;
+    ASSERT_TRUE(job_stub_->ListSteps(Context().get(), list, &page).ok());
+    ++pages;
+    for (const auto& step : page.steps()) {
+      seen.push_back(step.step());
+      EXPECT_EQ(step.stages_size(), 4);
+    }
+    list.set_from_step(page.next_from_step());
+  } while (list.from_step() >= 0);
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(seen.size(), 12u);
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(seen[i], i);
+
+  zbpp::v1::ListStepsResponse none;
+  list.set_from_step(-1);
+  EXPECT_EQ(job_stub_->ListSteps(Context().get(), list, &none).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  list.set_from_step(0);
+  list.set_job_id("job-unknown");
+  EXPECT_EQ(job_stub_->ListSteps(Context().get(), list, &none).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {

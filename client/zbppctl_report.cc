@@ -1,0 +1,129 @@
+#include "client/zbppctl_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/zbppctl_tables.h"
+#include "common/text_table.h"
+#include "nlohmann/json.hpp"
+
+namespace zbpp::ctl {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double Seconds(const google::protobuf::Timestamp& t) {
+  return double(t.seconds()) + t.nanos() * 1e-9;
+}
+
+Json NumberOrNull(std::optional<double> value) {
+  return value.has_value() && std::isfinite(*value) ? Json(*value) : Json(nullptr);
+}
+
+std::string Loss(std::optional<double> value) {
+  return value.has_value() ? absl::StrFormat("%.4f", *value) : "-";
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
+                                           const std::vector<v1::StepSummary>& steps) {
+  if (steps.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " has no completed step yet (state ", JobStateName(job.state()), ")"));
+  }
+  TrainingReport r;
+  r.job_id = job.id();
+  r.state = JobStateName(job.state());
+  r.schedule = job.spec().schedule().name();
+  r.workers = job.spec().pipeline().stages();
+  r.microbatches = job.spec().pipeline().microbatches();
+  r.steps = job.steps_completed();
+  r.loss_start = steps.front().loss();
+  r.loss_end = steps.back().loss();
+  for (const v1::StepSummary& s : steps) {
+    if (!s.has_eval_loss()) continue;
+    if (!r.eval_loss_start.has_value()) r.eval_loss_start = s.eval_loss();
+    r.eval_loss = s.eval_loss();
+  }
+
+  const size_t skip = std::min(steps.size() - 1, steps.size() / 10);
+  const std::vector<v1::StepSummary> window(steps.begin() + skip, steps.end());
+  r.window_steps = static_cast<int64_t>(window.size());
+  const double tokens_per_step = double(job.spec().pipeline().microbatches()) *
+                                 job.spec().pipeline().microbatch_size() *
+                                 job.spec().model().seq_len();
+  const double wall = Seconds(window.back().complete_time()) -
+                      Seconds(window.front().complete_time());
+  if (window.size() >= 2 && wall > 0) {
+    r.tokens_per_second = tokens_per_step * double(window.size() - 1) / wall;
+  } else {
+    r.tokens_per_second = window.back().tokens_per_second();
+  }
+  std::vector<double> times;
+  for (const v1::StepSummary& s : window) times.push_back(s.step_seconds());
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  r.step_seconds = times[times.size() / 2];
+
+  r.bubble_rate_measured.assign(r.workers, 0.0);
+  r.bubble_rate_predicted.assign(r.workers, 0.0);
+  std::vector<int> counts(r.workers, 0);
+  for (const v1::StepSummary& s : window) {
+    for (const v1::StageStepStats& stage : s.stages()) {
+      if (stage.stage() < 0 || stage.stage() >= r.workers) continue;
+      r.bubble_rate_measured[stage.stage()] += stage.measured_bubble_rate();
+      r.bubble_rate_predicted[stage.stage()] += stage.predicted_bubble_rate();
+      ++counts[stage.stage()];
+    }
+  }
+  for (int w = 0; w < r.workers; ++w) {
+    if (counts[w] == 0) continue;
+    r.bubble_rate_measured[w] /= counts[w];
+    r.bubble_rate_predicted[w] /= counts[w];
+  }
+  return r;
+}
+
+std::string ReportTable(const TrainingReport& r) {
+  std::string text = absl::StrCat(
+      "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ", r.workers,
+      " workers, ", r.microbatches, " microbatches per step\n");
+  absl::StrAppendFormat(&text, "train loss:   %.4f -> %.4f\n", r.loss_start, r.loss_end);
+  absl::StrAppend(&text, "eval loss:    ", Loss(r.eval_loss_start), " -> ", Loss(r.eval_loss),
+                  "\n");
+  absl::StrAppendFormat(&text, "throughput:   %.0f tokens/s (wall clock over the last %d steps)\n",
+                        r.tokens_per_second, r.window_steps);
+  absl::StrAppendFormat(&text, "step time:    %.4f s (median)\n", r.step_seconds);
+  std::vector<std::vector<std::string>> rows = {
+      {"STAGE", "BUBBLE_MEASURED", "BUBBLE_PREDICTED", "DIFFERENCE"}};
+  for (int w = 0; w < r.workers; ++w) {
+    rows.push_back({absl::StrCat(w), absl::StrFormat("%.4f", r.bubble_rate_measured[w]),
+                    absl::StrFormat("%.4f", r.bubble_rate_predicted[w]),
+                    absl::StrFormat("%+.4f", r.bubble_rate_measured[w] -
+                                                 r.bubble_rate_predicted[w])});
+  }
+  return text + FormatTable(rows);
+}
+
+std::string ReportJson(const TrainingReport& r) {
+  Json json = {{"job_id", r.job_id},
+               {"state", r.state},
+               {"steps", r.steps},
+               {"schedule", r.schedule},
+               {"workers", r.workers},
+               {"microbatches", r.microbatches},
+               {"loss_start", NumberOrNull(r.loss_start)},
+               {"loss_end", NumberOrNull(r.loss_end)},
+               {"eval_loss_start", NumberOrNull(r.eval_loss_start)},
+               {"eval_loss", NumberOrNull(r.eval_loss)},
+               {"tokens_per_second", r.tokens_per_second},
+               {"step_seconds", r.step_seconds},
+               {"window_steps", r.window_steps},
+               {"bubble_rate_measured", r.bubble_rate_measured},
+               {"bubble_rate_predicted", r.bubble_rate_predicted}};
+  return json.dump() + "\n";
+}
+
+}  // namespace zbpp::ctl

@@ -1,0 +1,132 @@
+// zbppctl report: the training report built from a job and its steps, and
+// the measured trace of the last step.
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "client/zbppctl_report.h"
+#include "client/zbppctl_schedule.h"
+#include "nlohmann/json.hpp"
+
+namespace zbpp::ctl {
+namespace {
+
+v1::Job TwoStageJob() {
+  v1::Job job;
+  job.set_id("job-7");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.set_steps_completed(20);
+  v1::JobSpec* spec = job.mutable_spec();
+  spec->mutable_schedule()->set_name("zb-h1");
+  spec->mutable_pipeline()->set_stages(2);
+  spec->mutable_pipeline()->set_microbatches(8);
+  spec->mutable_pipeline()->set_microbatch_size(4);
+  spec->mutable_model()->set_seq_len(128);
+  return job;
+}
+
+// Step i completes at t = 10 + 0.5 i seconds; losses fall 5 -> 3; rank 0's
+// measured bubble is 0.9 on step 0 (warm-up) and 0.1 after, rank 1's 0.2.
+std::vector<v1::StepSummary> Steps() {
+  std::vector<v1::StepSummary> steps;
+  for (int i = 0; i < 20; ++i) {
+    v1::StepSummary s;
+    s.set_step(i);
+    s.set_loss(5.0 - 2.0 * i / 19);
+    s.set_step_seconds(i == 0 ? 2.0 : 0.4);
+    s.mutable_complete_time()->set_seconds(10 + i / 2);
+    s.mutable_complete_time()->set_nanos(i % 2 ? 500000000 : 0);
+    if (i % 5 == 0 || i == 19) s.set_eval_loss(6.0 - 0.1 * i);
+    for (int r = 0; r < 2; ++r) {
+      v1::StageStepStats* st = s.add_stages();
+      st->set_stage(r);
+      st->set_measured_bubble_rate(r == 0 ? (i < 2 ? 0.9 : 0.1) : 0.2);
+      st->set_predicted_bubble_rate(r == 0 ? 0.12 : 0.18);
+    }
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+TEST(Report, SummarisesTheRunOverTheWindowAfterWarmUp) {
+  absl::StatusOr<TrainingReport> r = BuildReport(TwoStageJob(), Steps());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 20);
+  EXPECT_DOUBLE_EQ(r->loss_start, 5.0);
+  EXPECT_DOUBLE_EQ(r->loss_end, 3.0);
+  EXPECT_DOUBLE_EQ(*r->eval_loss_start, 6.0);
+  EXPECT_DOUBLE_EQ(*r->eval_loss, 6.0 - 1.9);
+  // The first tenth (2 steps) is warm-up: not averaged.
+  EXPECT_EQ(r->window_steps, 18);
+  EXPECT_NEAR(r->bubble_rate_measured[0], 0.1, 1e-12);
+  EXPECT_NEAR(r->bubble_rate_measured[1], 0.2, 1e-12);
+  EXPECT_NEAR(r->bubble_rate_predicted[0], 0.12, 1e-12);
+  // 17 step intervals of 0.5 s, 4096 tokens each.
+  EXPECT_NEAR(r->tokens_per_second, 4096 / 0.5, 1e-6);
+  EXPECT_DOUBLE_EQ(r->step_seconds, 0.4);
+}
+
+TEST(Report, JsonHasTheDemoContractKeys) {
+  TrainingReport r = *BuildReport(TwoStageJob(), Steps());
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  for (const char* key : {"steps", "schedule", "workers", "loss_start", "loss_end", "eval_loss",
+                          "tokens_per_second", "bubble_rate_measured",
+                          "bubble_rate_predicted"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  EXPECT_EQ(json["schedule"], "zb-h1");
+  EXPECT_EQ(json["bubble_rate_measured"].size(), 2u);
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
+}
+
+TEST(Report, NoStepYetIsFailedPrecondition) {
+  absl::StatusOr<TrainingReport> r = BuildReport(TwoStageJob(), {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), testing::HasSubstr("no completed step"));
+}
+
+TEST(MeasuredTrace, DrawsEveryRanksActionsAndRefusesAStaleVersion) {
+  v1::Job job = TwoStageJob();
+  v1::ScheduleVersion* version = job.mutable_schedule();
+  version->set_version(3);
+  v1::Schedule* s = version->mutable_schedule();
+  s->set_name("gpipe");
+  s->set_workers(2);
+  s->set_chunks(1);
+  s->set_microbatches(1);
+  s->add_worker_of_stage(0);
+  s->add_worker_of_stage(1);
+  s->add_worker_actions()->add_actions("0F0");
+  s->mutable_worker_actions(0)->add_actions("0B0");
+  s->add_worker_actions()->add_actions("1F0");
+  s->mutable_worker_actions(1)->add_actions("1B0");
+  EXPECT_EQ(RenderMeasuredTrace(job).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  v1::StepTimeline* timeline = job.mutable_last_step_timeline();
+  timeline->set_step(19);
+  timeline->set_schedule_version(3);
+  for (int r = 0; r < 2; ++r) {
+    v1::RankTimeline* rank = timeline->add_ranks();
+    rank->add_action_start_seconds(0.001 * r);
+    rank->add_action_end_seconds(0.002 + 0.001 * r);
+    rank->add_action_start_seconds(0.004);
+    rank->add_action_end_seconds(0.006 + 0.001 * r);
+  }
+  absl::StatusOr<std::string> trace = RenderMeasuredTrace(job);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  nlohmann::json json = nlohmann::json::parse(*trace);
+  int actions = 0;
+  for (const auto& event : json["traceEvents"]) actions += event["ph"] == "X";
+  EXPECT_EQ(actions, 4);
+  EXPECT_THAT(*trace, testing::HasSubstr("step 19 (measured)"));
+
+  timeline->set_schedule_version(2);
+  EXPECT_THAT(std::string(RenderMeasuredTrace(job).status().message()),
+              testing::HasSubstr("ran schedule version 2"));
+}
+
+}  // namespace
+}  // namespace zbpp::ctl

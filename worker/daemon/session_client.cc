@@ -1,6 +1,9 @@
 #include "worker/daemon/session_client.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <utility>
 
@@ -8,6 +11,17 @@
 #include "common/status_grpc.h"
 
 namespace zbpp::worker {
+namespace {
+
+// Resident memory of this process now, bytes (CPU workers: their RAM use).
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
 
 SessionClient::SessionClient(SessionClientOptions options)
     : options_(std::move(options)), stub_(v1::WorkerService::NewStub(options_.channel)) {}
@@ -78,6 +92,7 @@ grpc::Status SessionClient::RunStream() {
     while (!reader_done.WaitForNotificationWithTimeout(interval)) {
       v1::SessionRequest beat;
       *beat.mutable_heartbeat() = options_.state->Heartbeat();
+      beat.mutable_heartbeat()->set_memory_used_bytes(ResidentBytes());
       if (!stream->Write(beat)) break;
     }
   });

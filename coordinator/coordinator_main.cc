@@ -36,6 +36,7 @@
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/metrics_observer.h"
 #include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/schedule_page.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "metrics/coordinator_metrics.h"
@@ -170,9 +171,14 @@ int Main(int argc, char** argv) {
     return Fail("recovering from --db", recovered);
   }
 
-  // 3. Metrics exposition.
+  // 3. Metrics exposition, and the schedule page on the same port.
+  metrics::MetricsServer::Options http_options;
+  http_options.listen_address = flags->metrics_listen;
+  http_options.page_handler = [&core](const std::string& path) {
+    return ServeSchedulePage(**core, path);
+  };
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
-      metrics::MetricsServer::Create({flags->metrics_listen}, registry);
+      metrics::MetricsServer::Create(std::move(http_options), registry);
   if (!metrics_server.ok()) {
     return Fail("--metrics-listen", metrics_server.status());
   }

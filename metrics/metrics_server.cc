@@ -1,5 +1,8 @@
 #include "metrics/metrics_server.h"
 
+#include <CivetServer.h>
+#include <civetweb.h>
+
 #include <exception>
 #include <string>
 #include <utility>
@@ -7,9 +10,56 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
 
 namespace zbpp::metrics {
+
+// One handler for every path: civetweb gives a handler registered at "/"
+// every URI that no longer registration matches, so /metrics and the pages
+// are told apart here, in one place.
+class MetricsServer::Handler : public CivetHandler {
+ public:
+  explicit Handler(const MetricsServer* server) : server_(server) {}
+
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    const mg_request_info* request = mg_get_request_info(conn);
+    const std::string path = request->local_uri != nullptr ? request->local_uri : "/";
+    HttpResponse response;
+    if (path == kPath) {
+      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.body = prometheus::TextSerializer().Serialize(server_->registry_->Collect());
+    } else if (server_->page_handler_) {
+      try {
+        response = server_->page_handler_(path);
+      } catch (const std::exception& e) {
+        response = {500, "text/plain; charset=utf-8", absl::StrCat("error: ", e.what(), "\n")};
+      }
+    } else {
+      response = {404, "text/plain; charset=utf-8", absl::StrCat("no page at ", path, "\n")};
+    }
+    Send(conn, response);
+    return true;
+  }
+
+  bool handleHead(CivetServer* server, mg_connection* conn) override {
+    return handleGet(server, conn);
+  }
+
+ private:
+  static void Send(mg_connection* conn, const HttpResponse& response) {
+    const std::string head = absl::StrCat(
+        "HTTP/1.1 ", response.status, " ",
+        mg_get_response_code_text(conn, response.status), "\r\nContent-Type: ",
+        response.content_type, "\r\nContent-Length: ", response.body.size(),
+        "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+    mg_write(conn, head.data(), head.size());
+    if (std::string(mg_get_request_info(conn)->request_method) != "HEAD") {
+      mg_write(conn, response.body.data(), response.body.size());
+    }
+  }
+
+  const MetricsServer* const server_;
+};
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     Options options, std::shared_ptr<prometheus::Registry> registry) {
@@ -28,8 +78,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   int requested_port = -1;
   if (colon == std::string::npos || colon == 0 ||
       listen.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
-      !absl::SimpleAtoi(listen.substr(colon + 1),
-                        &requested_port) ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &requested_port) ||
       requested_port < 0 || requested_port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics listen address \"", listen,
@@ -37,13 +86,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   }
   const std::string host = listen.substr(0, colon);
 
-  std::unique_ptr<prometheus::Exposer> exposer;
+  auto server = std::unique_ptr<MetricsServer>(
+      new MetricsServer(std::move(registry), std::move(options.page_handler)));
+  server->handler_ = std::make_unique<Handler>(server.get());
   std::vector<int> ports;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(
-        listen, static_cast<size_t>(options.num_threads));
-    exposer->RegisterCollectable(registry, kPath);
-    ports = exposer->GetListeningPorts();
+    server->server_ = std::make_unique<CivetServer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads", std::to_string(options.num_threads)});
+    server->server_->addHandler("/", server->handler_.get());
+    ports = server->server_->getListeningPorts();
   } catch (const std::exception& e) {
     // CivetException ("null context when constructing CivetServer") says
     // little; the address is what the operator needs.
@@ -54,20 +105,19 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", listen, ": no listening port reported"));
   }
-  const int port = ports.front();
-  return std::unique_ptr<MetricsServer>(
-      new MetricsServer(std::move(exposer), std::move(registry),
-                        absl::StrCat(host, ":", port), port));
+  server->port_ = ports.front();
+  server->address_ = absl::StrCat(host, ":", server->port_);
+  return server;
 }
 
-MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
-                             std::shared_ptr<prometheus::Registry> registry,
-                             std::string address, int port)
-    : registry_(std::move(registry)),
-      exposer_(std::move(exposer)),
-      address_(std::move(address)),
-      port_(port) {}
+MetricsServer::MetricsServer(
+    std::shared_ptr<prometheus::Registry> registry,
+    std::function<HttpResponse(const std::string&)> page_handler)
+    : registry_(std::move(registry)), page_handler_(std::move(page_handler)) {}
 
-MetricsServer::~MetricsServer() = default;
+MetricsServer::~MetricsServer() {
+  // Stop the server (joining its threads) before the handler goes.
+  server_.reset();
+}
 
 }  // namespace zbpp::metrics

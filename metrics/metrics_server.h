@@ -1,28 +1,41 @@
 #ifndef ZBPP_METRICS_METRICS_SERVER_H_
 #define ZBPP_METRICS_METRICS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
 
-namespace prometheus {
-class Exposer;
-}  // namespace prometheus
+class CivetServer;
 
 namespace zbpp::metrics {
 
-/// The coordinator's HTTP scrape target: serves a `prometheus::Registry` in
-/// Prometheus' text format at `kPath` (`/metrics`), together with
-/// prometheus-cpp's own `exposer_*` families, on its own port (issue 3 §2).
+/// One HTTP reply of a `MetricsServer::Options::page_handler`.
+struct HttpResponse {
+  /// HTTP status code: 200, 404, ...
+  int status = 200;
+  /// The Content-Type header.
+  std::string content_type = "text/html; charset=utf-8";
+  /// The body, sent as is.
+  std::string body;
+};
+
+/// The coordinator's HTTP port: serves a `prometheus::Registry` in
+/// Prometheus' text format (0.0.4) at `kPath` (`/metrics`), and every other
+/// GET path through an optional page handler (the coordinator's schedule
+/// page, issue 6 §4), so that the HTTP code stays out of the core
+/// (STYLE.md 1).
 ///
-/// Wraps prometheus-cpp's `Exposer` (civetweb). Keep it out of processes that
-/// load LibTorch: civetweb's fixed thread stack cannot hold their static TLS
-/// (shared/TOOLCHAIN.md).
+/// Built on civetweb (Debian's libcivetweb, the server prometheus-cpp's own
+/// `Exposer` wraps): the Exposer cannot serve other paths. Keep it out of
+/// processes that load LibTorch: civetweb's fixed thread stack cannot hold
+/// their static TLS (shared/TOOLCHAIN.md).
 ///
-/// Thread-safety: const methods may be called from any thread; scrapes are
-/// served by the server's own threads until it is destroyed.
+/// Thread-safety: const methods may be called from any thread; requests are
+/// served by the server's own threads (the page handler may be called from
+/// several at once) until it is destroyed.
 class MetricsServer {
  public:
   struct Options {
@@ -30,8 +43,11 @@ class MetricsServer {
     /// ("127.0.0.1", "0.0.0.0", "localhost"); PORT 0 picks a free port
     /// (see `address()`).
     std::string listen_address = "127.0.0.1:0";
-    /// HTTP threads that serve scrapes; >= 1.
+    /// HTTP threads that serve requests; >= 1.
     int num_threads = 2;
+    /// Answers a GET of any path other than `kPath` (the path without the
+    /// query string); thread-safe. Null: 404 for every other path.
+    std::function<HttpResponse(const std::string& path)> page_handler;
   };
 
   /// The path the registry is served at.
@@ -45,9 +61,9 @@ class MetricsServer {
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
       Options options, std::shared_ptr<prometheus::Registry> registry);
 
-  /// Stops serving; waits for scrapes in progress. Once a scrape has been
-  /// served this takes about 2 s (measured: civetweb's shutdown waits for
-  /// its listener thread's poll to time out).
+  /// Stops serving; waits for requests in progress. Once a request has
+  /// been served this takes about 2 s (measured: civetweb's shutdown waits
+  /// for its listener thread's poll to time out).
   ~MetricsServer();
 
   MetricsServer(const MetricsServer&) = delete;
@@ -60,16 +76,19 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer,
-                std::shared_ptr<prometheus::Registry> registry,
-                std::string address, int port);
+  class Handler;  // civetweb's callback; defined in the .cc
 
-  // Declared before the exposer, so destroyed after it: no scrape outlives
-  // the registry it reads.
-  std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  MetricsServer(std::shared_ptr<prometheus::Registry> registry,
+                std::function<HttpResponse(const std::string&)> page_handler);
+
+  // Declared before the server, so destroyed after it: no request outlives
+  // what it reads.
+  const std::shared_ptr<prometheus::Registry> registry_;
+  const std::function<HttpResponse(const std::string&)> page_handler_;
+  std::unique_ptr<Handler> handler_;
+  std::unique_ptr<CivetServer> server_;
   std::string address_;
-  int port_;
+  int port_ = 0;
 };
 
 }  // namespace zbpp::metrics

@@ -61,6 +61,37 @@ TEST(MetricsServerTest, OtherPathsAreNotFound) {
   EXPECT_THAT(reply->status_line, HasSubstr(" 404"));
 }
 
+// The schedule page (issue 6 §4) shares the port: every path but /metrics
+// goes to the page handler, with the path it asked for (no query string).
+TEST(MetricsServerTest, OtherPathsGoToThePageHandler) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto metrics = CoordinatorMetrics::Create({}, registry);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  (*metrics)->SetJobs("RUNNING", 2);
+  MetricsServer::Options options;
+  options.page_handler = [](const std::string& path) {
+    if (path == "/") return HttpResponse{200, "text/html; charset=utf-8", "<h1>jobs</h1>"};
+    return HttpResponse{404, "text/plain", absl::StrCat("nothing at ", path)};
+  };
+  auto server = MetricsServer::Create(std::move(options), registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  auto page = HttpGet((*server)->port(), "/");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(page->status_line, HasSubstr(" 200"));
+  EXPECT_EQ(page->body, "<h1>jobs</h1>");
+
+  auto other = HttpGet((*server)->port(), "/jobs/job-1?x=1");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(other->status_line, HasSubstr(" 404"));
+  EXPECT_EQ(other->body, "nothing at /jobs/job-1");
+
+  // /metrics is still the registry, not the handler.
+  auto scrape = HttpGet((*server)->port(), MetricsServer::kPath);
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_THAT(FindSample(scrape->body, "zbpp_jobs", {{"state", "RUNNING"}}), Optional(2.0));
+}
+
 TEST(MetricsServerTest, StopsServingWhenDestroyed) {
   auto server = MetricsServer::Create({}, std::make_shared<prometheus::Registry>());
   ASSERT_TRUE(server.ok()) << server.status();

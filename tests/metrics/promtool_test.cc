@@ -104,7 +104,7 @@ TEST(PromtoolTest, ExpositionIsLintCleanInEveryJobState) {
   ASSERT_TRUE(server.ok()) << server.status();
 
   // Checks both what the registry serializes to and what a scrape returns
-  // (which adds prometheus-cpp's exposer_* families).
+  // (the server's own serialization and headers).
   auto check = [&](const std::string& state) {
     SCOPED_TRACE(state);
     auto reply = testing::HttpGet((*server)->port(), MetricsServer::kPath);

@@ -1,0 +1,54 @@
+// The coordinator's schedule page (issue 6 §4): HTML over the core's jobs,
+// served on the metrics HTTP port by metrics::MetricsServer. It lives beside
+// the gRPC services, not in the core, so that the core stays free of HTTP
+// (STYLE.md 1).
+
+#ifndef ZBPP_COORDINATOR_SERVICE_SCHEDULE_PAGE_H_
+#define ZBPP_COORDINATOR_SERVICE_SCHEDULE_PAGE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/core/coordinator.h"
+#include "metrics/metrics_server.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/schedule.pb.h"
+
+namespace zbpp::coordinator {
+
+/// The last completed step of `job` (FULL view) as the workers measured it,
+/// drawn by sched::ToSvg: one row per worker (pipeline rank), each rank's
+/// clock from its own step start, F/B/W coloured, idle left blank.
+/// FailedPrecondition before the first measured step or when that step ran
+/// another schedule version than the job's current one (the actions could
+/// not be named). Pure.
+absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job);
+
+/// The schedule `version` as planned: simulated under its own cost model
+/// and drawn by sched::ToSvg — the picture `zbppctl schedule JOB --format
+/// svg` writes. Errors of ScheduleFromProto, ProblemFromCostModel and
+/// sched::Simulate. Pure.
+absl::StatusOr<std::string> PlannedScheduleSvg(const v1::ScheduleVersion& version);
+
+/// The page at "/": a table of `jobs` (newest first, each linking to its
+/// own page) followed by the first job's charts. Refreshes itself every
+/// `refresh_seconds` while any job is not terminal. Pure.
+std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds = 2);
+
+/// The page of one job (FULL view) at "/jobs/ID": state and progress, the
+/// last step as measured above the planned schedule, and the bubble rate
+/// per stage (measured and predicted). Refreshes itself every
+/// `refresh_seconds` while the job is not terminal. Pure.
+std::string JobPageHtml(const v1::Job& job, int refresh_seconds = 2);
+
+/// Answers a GET of `path` from `core`: "/" (JobsPageHtml), "/jobs/ID"
+/// (JobPageHtml), "/jobs/ID/measured.svg" and "/jobs/ID/planned.svg" (the
+/// two pictures alone); 404 naming the path for anything else or an unknown
+/// job. Thread-safe (the core is); `core` must outlive the server that
+/// calls this.
+metrics::HttpResponse ServeSchedulePage(const Coordinator& core, const std::string& path);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_SERVICE_SCHEDULE_PAGE_H_

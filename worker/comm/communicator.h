@@ -65,6 +65,15 @@ class Communicator {
 
   /// Returns when every rank called Barrier; DeadlineExceeded after `timeout`.
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
+
+  /// Gives the attempt up: every point-to-point op in flight returns Aborted
+  /// from its Wait at once (a thread blocked there is released), and later
+  /// Send/Recv calls fail with Aborted. Collectives already started still
+  /// end only when they complete or time out. The communicator is then only
+  /// good for destruction. Thread-safe: meant to be called from another
+  /// thread than the one running the step (e.g. on the coordinator's
+  /// AbortCommand). Idempotent.
+  virtual void Abort() = 0;
 };
 
 /// The pass a point-to-point message belongs to: activations flow forward

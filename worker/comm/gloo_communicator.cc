@@ -5,6 +5,8 @@
 #include <chrono>
 #include <climits>
 #include <exception>
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,8 +14,10 @@
 #include <gloo/common/error.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "worker/comm/op_checks.h"
 
 namespace zbpp::worker {
@@ -76,10 +80,45 @@ absl::Status WaitForWork(c10d::Work& work, absl::Duration timeout,
   }
 }
 
+/// The point-to-point ops in flight, so that Abort can release their
+/// waiters (c10d's Send/RecvWork::abort cancels Gloo's wait).
+class InFlight {
+ public:
+  /// False when already aborted (the op is then aborted at once).
+  bool Add(const c10::intrusive_ptr<c10d::Work>& work) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (aborted_) return false;
+    works_.insert(work.get());
+    return true;
+  }
+  void Remove(const c10::intrusive_ptr<c10d::Work>& work) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    works_.erase(work.get());
+  }
+  bool aborted() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  }
+  /// Aborts every op in flight. The ops stay alive meanwhile: each is owned
+  /// by its GlooOp, which removes it (under this lock) before releasing it.
+  void AbortAll() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+    for (c10d::Work* work : works_) work->abort();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<c10d::Work*> works_ ABSL_GUARDED_BY(mu_);
+};
+
 class GlooOp final : public PendingOp {
  public:
-  GlooOp(c10::intrusive_ptr<c10d::Work> work, std::string what)
-      : work_(std::move(work)), what_(std::move(what)) {}
+  GlooOp(c10::intrusive_ptr<c10d::Work> work, std::string what,
+         std::shared_ptr<InFlight> in_flight)
+      : work_(std::move(work)), what_(std::move(what)), in_flight_(std::move(in_flight)) {}
+  ~GlooOp() override { in_flight_->Remove(work_); }
 
   absl::Status Wait(absl::Duration timeout) override {
     return WaitForWork(*work_, timeout, what_);
@@ -89,6 +128,7 @@ class GlooOp final : public PendingOp {
   // Holds the tensor (c10d's SendWork/RecvWork keep a reference).
   const c10::intrusive_ptr<c10d::Work> work_;
   const std::string what_;
+  const std::shared_ptr<InFlight> in_flight_;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -134,6 +174,8 @@ class GlooCommunicator final : public Communicator {
                       absl::StrCat("rank ", rank_, " barrier"));
   }
 
+  void Abort() override { in_flight_->AbortAll(); }
+
  private:
   absl::StatusOr<std::unique_ptr<PendingOp>> PointToPoint(
       bool send, at::Tensor tensor, int peer, uint32_t tag) {
@@ -145,12 +187,16 @@ class GlooCommunicator final : public Communicator {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": Gloo tags are int, the tag is too large"));
     }
+    if (in_flight_->aborted()) {
+      return absl::AbortedError(absl::StrCat(what, ": the communicator was aborted"));
+    }
     try {
       std::vector<at::Tensor> tensors{std::move(tensor)};
       c10::intrusive_ptr<c10d::Work> work =
           send ? group_->send(tensors, peer, static_cast<int>(tag))
                : group_->recv(tensors, peer, static_cast<int>(tag));
-      return std::make_unique<GlooOp>(std::move(work), std::move(what));
+      if (!in_flight_->Add(work)) work->abort();
+      return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_);
     } catch (...) {
       return CurrentExceptionToStatus(what);
     }
@@ -174,6 +220,7 @@ class GlooCommunicator final : public Communicator {
   const c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   const int rank_;
   const int size_;
+  const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -34,12 +35,29 @@ class Group {
     changed_.SignalAll();
   }
 
-  /// The oldest message for (src, dst, tag), waiting until `deadline`.
+  /// Rank `rank` gave up: its pending and later receives fail at once.
+  void Abort(int rank) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    aborted_.insert(rank);
+    changed_.SignalAll();
+  }
+
+  bool Aborted(int rank) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return aborted_.count(rank) > 0;
+  }
+
+  /// The oldest message for (src, dst, tag), waiting until `deadline`;
+  /// Aborted once `dst` aborted.
   absl::StatusOr<at::Tensor> Take(int src, int dst, uint32_t tag,
                                   absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     std::deque<at::Tensor>& box = mailboxes_[{src, dst, tag}];
     while (box.empty()) {
+      if (aborted_.count(dst) > 0) {
+        return absl::AbortedError(
+            absl::StrCat(DescribeOp(false, dst, src, tag), ": aborted"));
+      }
       if (changed_.WaitWithDeadline(&mu_, deadline) && box.empty()) {
         return absl::DeadlineExceededError(absl::StrCat(
             DescribeOp(false, dst, src, tag), ": no message arrived in time"));
@@ -115,6 +133,7 @@ class Group {
   std::map<std::tuple<int, int, uint32_t>, std::deque<at::Tensor>> mailboxes_
       ABSL_GUARDED_BY(mu_);
   /// The open collective: its number, how many ranks are in, their tensors.
+  std::set<int> aborted_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<at::Tensor> contributions_ ABSL_GUARDED_BY(mu_);
@@ -163,6 +182,11 @@ class RecvOp final : public PendingOp {
   at::Tensor tensor_;
 };
 
+absl::Status AbortedOp(bool send, int self, int peer, uint32_t tag) {
+  return absl::AbortedError(
+      absl::StrCat(DescribeOp(send, self, peer, tag), ": the communicator was aborted"));
+}
+
 class InProcessCommunicator final : public Communicator {
  public:
   InProcessCommunicator(std::shared_ptr<Group> group, int rank)
@@ -177,6 +201,7 @@ class InProcessCommunicator final : public Communicator {
     absl::Status valid =
         CheckPointToPoint(true, rank_, size(), peer, tag, tensor);
     if (!valid.ok()) return valid;
+    if (group_->Aborted(rank_)) return AbortedOp(true, rank_, peer, tag);
     group_->Post(rank_, peer, tag, tensor.clone());
     return std::make_unique<DoneOp>();
   }
@@ -186,6 +211,7 @@ class InProcessCommunicator final : public Communicator {
     absl::Status valid =
         CheckPointToPoint(false, rank_, size(), peer, tag, tensor);
     if (!valid.ok()) return valid;
+    if (group_->Aborted(rank_)) return AbortedOp(false, rank_, peer, tag);
     return std::make_unique<RecvOp>(group_, peer, rank_, tag,
                                     std::move(tensor));
   }
@@ -198,6 +224,8 @@ class InProcessCommunicator final : public Communicator {
     }
     return group_->Collective(rank_, std::move(tensor), timeout);
   }
+
+  void Abort() override { group_->Abort(rank_); }
 
   absl::Status Barrier(absl::Duration timeout) override {
     return group_->Collective(rank_, at::Tensor(), timeout);

@@ -61,6 +61,7 @@ class AttemptRun {
  public:
   AttemptRun(const v1::Assignment& assignment, const AttemptEnvironment& env)
       : a_(assignment), env_(env), spec_(assignment.spec()) {}
+  ~AttemptRun() { env_.state->ClearAbortHook(); }
 
   absl::Status Run() {
     if (absl::Status st = Prepare(); !st.ok()) return st;
@@ -103,6 +104,9 @@ class AttemptRun {
     absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(gloo);
     if (!comm.ok()) return WithContext(comm.status(), "joining the Gloo group");
     comm_ = *std::move(comm);
+    // An AbortCommand releases a step blocked on a peer at once (the peer may
+    // be dead) instead of after comm_timeout.
+    env_.state->SetAbortHook(a_.job_id(), a_.attempt(), [c = comm_.get()] { c->Abort(); });
 
     RankTrainerOptions options;
     options.spec = spec_;

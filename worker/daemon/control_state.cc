@@ -48,6 +48,7 @@ void ControlState::Apply(const v1::SessionResponse& message) {
       const v1::Command& c = message.command();
       if (!Holds(c.job_id(), c.attempt())) return;
       current_->aborted = true;
+      if (abort_hook_) abort_hook_();
       if (c.has_abort()) {
         current_->abort_reason = c.abort().reason();
       } else if (c.has_restart()) {
@@ -128,9 +129,25 @@ void ControlState::Reset() {
   if (current_.has_value()) {
     current_->aborted = true;
     current_->abort_reason = "registered again: the coordinator lost this worker";
+    if (abort_hook_) abort_hook_();
     if (!current_->started) current_.reset();
   }
   queued_.reset();
+}
+
+void ControlState::SetAbortHook(const std::string& job_id, int64_t attempt,
+                                std::function<void()> hook) {
+  absl::MutexLock lock(&mu_);
+  if (!Holds(job_id, attempt) || current_->aborted) {
+    hook();
+    return;
+  }
+  abort_hook_ = std::move(hook);
+}
+
+void ControlState::ClearAbortHook() {
+  absl::MutexLock lock(&mu_);
+  abort_hook_ = nullptr;
 }
 
 v1::Heartbeat ControlState::Heartbeat() const {

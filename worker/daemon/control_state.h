@@ -2,6 +2,7 @@
 #define ZBPP_WORKER_DAEMON_CONTROL_STATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,6 +58,14 @@ class ControlState {
   /// worker).
   void Reset();
 
+  /// While the training thread runs the attempt: `hook` runs (under this
+  /// object's lock: it must be quick and must not call back) the moment the
+  /// attempt is aborted or replaced, or at once if it already was; it
+  /// releases the step blocked in communication (Communicator::Abort).
+  void SetAbortHook(const std::string& job_id, int64_t attempt, std::function<void()> hook);
+  /// Removes the hook (before what it refers to is destroyed).
+  void ClearAbortHook();
+
   /// Heartbeat contents: phase, held attempt, progress, error.
   v1::Heartbeat Heartbeat() const;
   void SetPhase(v1::WorkerPhase phase, const std::string& error = "");
@@ -79,6 +88,7 @@ class ControlState {
   // A restart's assignment, started when the training thread finishes the
   // current attempt.
   std::optional<v1::Assignment> queued_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> abort_hook_ ABSL_GUARDED_BY(mu_);
   v1::WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = v1::WORKER_PHASE_IDLE;
   std::string error_ ABSL_GUARDED_BY(mu_);
   int64_t last_completed_step_ ABSL_GUARDED_BY(mu_) = -1;

@@ -253,6 +253,27 @@ TEST_P(CommunicatorTest, RecvTimesOutNamingPeerAndTag) {
   EXPECT_LT(waited, absl::Seconds(2));
 }
 
+TEST_P(CommunicatorTest, AbortReleasesAWaitingRecvAndRefusesLaterOps) {
+  const uint32_t tag = MakeTag(3, MessageKind::kActivation, 1, 0);
+  at::Tensor t = at::zeros({3});
+  auto op = group_[1]->Recv(t, 0, tag);
+  ASSERT_TRUE(op.ok()) << op.status();
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    group_[1]->Abort();
+  });
+  const absl::Time start = absl::Now();
+  // Without Abort this would wait the whole (long) timeout.
+  absl::Status s = (*op)->Wait(kPatience);
+  const absl::Duration waited = absl::Now() - start;
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_LT(waited, absl::Seconds(5));
+  auto later = group_[1]->Send(at::ones({2}), 0, tag);
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kAborted) << later.status();
+  group_[1]->Abort();  // Idempotent.
+}
+
 TEST_P(CommunicatorTest, AllReduceSumsDistinctValuesRepeatedly) {
   const int p = size();
   OnEveryRank(p, [&](int r) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
@@ -46,8 +47,23 @@ bool Stepped(const v1::Job& job) { return job.steps_completed() > 0 && job.has_l
 std::string Percent(double ratio) { return absl::StrFormat("%.1f%%", 100 * ratio); }
 
 // ToSvg writes a standalone file; inside HTML the XML declaration must go.
+// The chart fills the page's width but is never drawn larger than ToSvg
+// made it, nor smaller than 1200 px (a long measured step is wide: ToSvg
+// gives its shortest pass 18 px), so that its labels stay readable; the
+// container scrolls sideways instead.
 std::string Inline(std::string svg) {
   if (absl::StartsWith(svg, "<?xml")) svg.erase(0, svg.find('\n') + 1);
+  const size_t width_at = svg.find(" width=\"");
+  double width = 0;
+  if (width_at != std::string::npos) {
+    const size_t begin = width_at + 8;
+    const size_t end = svg.find('"', begin);
+    if (end != std::string::npos && absl::SimpleAtod(svg.substr(begin, end - begin), &width) &&
+        width > 0) {
+      svg.insert(width_at, absl::StrFormat(" style=\"max-width:%.0fpx;min-width:%.0fpx\"",
+                                           width, std::min(width, 1200.0)));
+    }
+  }
   return svg;
 }
 
@@ -68,7 +84,7 @@ th{color:#5a6478;font-weight:600}td.num{text-align:right;font-variant-numeric:ta
 .cards{display:flex;gap:12px;flex-wrap:wrap;margin:8px 0}
 .card{background:#f4f5f7;border-radius:6px;padding:8px 14px;min-width:120px}
 .card b{display:block;font-size:20px}.card span{font-size:12px;color:#5a6478}
-.chart svg{width:100%;height:auto;display:block}
+.chart{overflow-x:auto}.chart svg{width:100%;height:auto;display:block}
 .chart rect.row{fill:url(#idle)}
 .note{color:#5a6478;font-size:13px}
 .bar{display:inline-block;height:10px;border-radius:2px;vertical-align:middle}

@@ -436,7 +436,7 @@ void Coordinator::UpdateGrant(JobRuntime& job) {
 absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   const zbpp::v1::JobSpec& spec = job.job.spec();
   const int stages = spec.pipeline().stages();
-  if (membership_->Count(WorkerState::kRegistered) < stages) {
+  if (membership_->CountAssignable() < stages) {
     return absl::ResourceExhaustedError("too few free workers");
   }
   if (!job.base.has_value()) {
@@ -591,7 +591,7 @@ void Coordinator::AssignWaitingJobs() {
         state == zbpp::v1::JOB_STATE_PENDING ||
         (state == zbpp::v1::JOB_STATE_RECOVERING && job->workers.empty());
     if (!waiting) continue;
-    if (membership_->Count(WorkerState::kRegistered) <
+    if (membership_->CountAssignable() <
         job->job.spec().pipeline().stages()) {
       // Oldest first: a later, smaller job does not overtake it.
       return;
@@ -982,6 +982,9 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     return renewed;
   }
   last_heartbeat_[worker_id] = heartbeat;
+  if (heartbeat.job_id().empty() && membership_->ConfirmIdle(worker_id)) {
+    AssignWaitingJobs();
+  }
   absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
   if (!record.ok() || record->job_id.empty()) return absl::OkStatus();
   JobRuntime* job = FindJob(record->job_id);

@@ -145,7 +145,7 @@ absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
           absl::StrCat("job ", job_id, " already holds workers (", record.id,
                        " has rank ", record.rank, "); release them first"));
     }
-    if (record.state == WorkerState::kRegistered &&
+    if (record.state == WorkerState::kRegistered && !record.draining &&
         static_cast<int>(chosen.size()) < stages) {
       chosen.push_back(&record);
     }
@@ -174,10 +174,30 @@ int Membership::Release(const std::string& job_id) {
       record.state = WorkerState::kRegistered;
       record.job_id.clear();
       record.rank = -1;
+      record.draining = true;
       ++released;
     }
   }
   return released;
+}
+
+bool Membership::ConfirmIdle(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = seq_of_id_.find(worker_id);
+  if (it == seq_of_id_.end()) return false;
+  WorkerRecord& record = workers_.at(it->second);
+  const bool changed = record.draining;
+  record.draining = false;
+  return changed;
+}
+
+int Membership::CountAssignable() const {
+  absl::MutexLock lock(&mu_);
+  int count = 0;
+  for (const auto& [seq, record] : workers_) {
+    count += record.state == WorkerState::kRegistered && !record.draining;
+  }
+  return count;
 }
 
 }  // namespace zbpp::coordinator

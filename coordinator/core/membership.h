@@ -50,6 +50,11 @@ struct WorkerRecord {
   /// so that the caller knows which job to recover. Empty / -1 otherwise.
   std::string job_id;
   int rank = -1;
+  /// Released from an attempt (which was aborted, or ended) and not heard
+  /// idle since: not assignable yet. A worker whose process died keeps its
+  /// lease until it expires; without this a recovery could re-assign the
+  /// dead process and wait for it. Cleared by ConfirmIdle.
+  bool draining = false;
 };
 
 /// Result of `Membership::Register`.
@@ -116,8 +121,8 @@ class Membership {
   /// Number of workers in `state` (for the workers-by-state gauge).
   int Count(WorkerState state) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Gives `job_id` the first `stages` REGISTERED workers in registration
-  /// order; the i-th becomes pipeline rank i and ASSIGNED. InvalidArgument
+  /// Gives `job_id` the first `stages` REGISTERED, non-draining workers in
+  /// registration order; the i-th becomes pipeline rank i and ASSIGNED. InvalidArgument
   /// for stages < 1 or an empty job id; FailedPrecondition when the job
   /// already holds workers; ResourceExhausted saying how many are needed
   /// and free when there are too few (nothing changes then).
@@ -125,8 +130,16 @@ class Membership {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Returns the live workers of `job_id` to REGISTERED (job ended, or
-  /// recovery re-assigns). Returns how many were released (0 is fine).
+  /// recovery re-assigns), draining until ConfirmIdle. Returns how many were
+  /// released (0 is fine).
   int Release(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// The worker said it holds no attempt (a heartbeat without a job): a
+  /// draining worker becomes assignable. Returns true when that changed it.
+  bool ConfirmIdle(const std::string& worker_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// REGISTERED workers that are not draining: those Assign may choose.
+  int CountAssignable() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   explicit Membership(Options options) : options_(options) {}

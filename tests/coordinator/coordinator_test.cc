@@ -486,8 +486,11 @@ TEST_F(CoordinatorTest, SilentWorkerSendsJobToRecoveringThenReassigns) {
     workers[i].Drain();
     EXPECT_EQ(workers[i].aborts, 1);
   }
-  // A replacement registers: attempt 2 from step 0 (no checkpoint).
+  // A replacement registers: attempt 2 from step 0 (no checkpoint). The
+  // survivors are assignable again once a heartbeat says they dropped the
+  // aborted attempt; a second round takes the assignment and acknowledges.
   workers[3] = AddWorker(9);
+  HeartbeatAll(workers);
   HeartbeatAll(workers);
   job = coordinator_->GetJob(job_id, {});
   EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);

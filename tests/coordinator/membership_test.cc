@@ -159,6 +159,16 @@ TEST_F(MembershipTest, AssignTakesFreeWorkersInRegistrationOrder) {
 
   EXPECT_EQ(membership_->Release("job-a"), 3);
   EXPECT_EQ(membership_->Get("worker-1")->rank, -1);
+  // Released workers drain until they say they are idle: a dead process
+  // keeps its lease for a while and must not be handed the next job.
+  EXPECT_TRUE(membership_->Get("worker-1")->draining);
+  EXPECT_EQ(membership_->CountAssignable(), 2);
+  EXPECT_EQ(membership_->Assign("job-b", 5).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  for (const char* id : {"worker-1", "worker-3", "worker-4"}) {
+    EXPECT_TRUE(membership_->ConfirmIdle(id));
+  }
+  EXPECT_FALSE(membership_->ConfirmIdle("worker-1"));  // Already idle.
   absl::StatusOr<Assignment> again = membership_->Assign("job-b", 5);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_THAT(again->worker_ids, ElementsAre("worker-1", "worker-3", "worker-4",

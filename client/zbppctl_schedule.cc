@@ -1,7 +1,5 @@
 #include "client/zbppctl_schedule.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -48,47 +46,16 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
     return absl::InvalidArgumentError("unknown schedule format \"" + format +
                                       "\"");
   }
-  absl::StatusOr<sched::Schedule> schedule =
-      ScheduleFromProto(version.schedule());
-  if (!schedule.ok()) return schedule.status();
-  absl::StatusOr<sched::Problem> problem =
-      ProblemFromCostModel(version.schedule(), version.cost_model());
-  if (!problem.ok()) return problem.status();
-  absl::StatusOr<sched::SimulationResult> result =
-      sched::Simulate(*problem, *schedule);
-  if (!result.ok()) return result.status();
-  return format == "svg" ? sched::ToSvg(*schedule, *result)
-                         : sched::ToChromeTrace(*schedule, *result);
+  absl::StatusOr<TimedSchedule> planned = SimulatedVersion(version);
+  if (!planned.ok()) return planned.status();
+  return format == "svg" ? sched::ToSvg(planned->schedule, planned->timing)
+                         : sched::ToChromeTrace(planned->schedule, planned->timing);
 }
 
 absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job) {
-  const v1::StepTimeline& timeline = job.last_step_timeline();
-  if (timeline.ranks_size() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job.id(), " has no measured step yet (state ", JobStateName(job.state()), ")"));
-  }
-  if (timeline.schedule_version() != job.schedule().version()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the last step (", timeline.step(), ") ran schedule version ",
-        timeline.schedule_version(), ", the job now holds version ", job.schedule().version()));
-  }
-  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(job.schedule().schedule());
-  if (!schedule.ok()) return schedule.status();
-  schedule->name = absl::StrCat(schedule->name, " step ", timeline.step(), " (measured)");
-  sched::SimulationResult measured;
-  measured.timings.resize(timeline.ranks_size());
-  double makespan = 0;
-  for (int r = 0; r < timeline.ranks_size(); ++r) {
-    const v1::RankTimeline& rank = timeline.ranks(r);
-    for (int i = 0; i < rank.action_start_seconds_size() && i < rank.action_end_seconds_size();
-         ++i) {
-      measured.timings[r].push_back({rank.action_start_seconds(i), rank.action_end_seconds(i)});
-      makespan = std::max(makespan, rank.action_end_seconds(i));
-    }
-  }
-  measured.makespan_seconds = makespan;
-  measured.bubble_rate = job.last_step().measured_bubble_rate();
-  return sched::ToChromeTrace(*schedule, measured);
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job);
+  if (!measured.ok()) return measured.status();
+  return sched::ToChromeTrace(measured->schedule, measured->timing);
 }
 
 }  // namespace zbpp::ctl

@@ -1,6 +1,8 @@
 #include "common/schedule_proto.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -136,6 +138,46 @@ v1::SchedulePrediction PredictionToProto(
   }
   proto.set_max_peak_memory_m_b(result.max_peak_memory_m_b);
   return proto;
+}
+
+absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& version) {
+  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(version.schedule());
+  if (!schedule.ok()) return schedule.status();
+  absl::StatusOr<sched::Problem> problem =
+      ProblemFromCostModel(version.schedule(), version.cost_model());
+  if (!problem.ok()) return problem.status();
+  absl::StatusOr<sched::SimulationResult> timing = sched::Simulate(*problem, *schedule);
+  if (!timing.ok()) return timing.status();
+  return TimedSchedule{*std::move(schedule), *std::move(timing)};
+}
+
+absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
+  const v1::StepTimeline& timeline = job.last_step_timeline();
+  if (timeline.ranks_size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " has no measured step yet (state ", v1::JobState_Name(job.state()),
+        ")"));
+  }
+  if (timeline.schedule_version() != job.schedule().version()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the last step (", timeline.step(), ") ran schedule version ",
+        timeline.schedule_version(), ", the job now holds version ", job.schedule().version()));
+  }
+  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(job.schedule().schedule());
+  if (!schedule.ok()) return schedule.status();
+  schedule->name = absl::StrCat(schedule->name, " step ", timeline.step(), " (measured)");
+  sched::SimulationResult measured;
+  measured.timings.resize(timeline.ranks_size());
+  for (int r = 0; r < timeline.ranks_size(); ++r) {
+    const v1::RankTimeline& rank = timeline.ranks(r);
+    const int n = std::min(rank.action_start_seconds_size(), rank.action_end_seconds_size());
+    for (int i = 0; i < n; ++i) {
+      measured.timings[r].push_back({rank.action_start_seconds(i), rank.action_end_seconds(i)});
+      measured.makespan_seconds = std::max(measured.makespan_seconds, rank.action_end_seconds(i));
+    }
+  }
+  measured.bubble_rate = job.last_step().measured_bubble_rate();
+  return TimedSchedule{*std::move(schedule), std::move(measured)};
 }
 
 }  // namespace zbpp

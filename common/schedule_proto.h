@@ -7,6 +7,8 @@
 #define ZBPP_COMMON_SCHEDULE_PROTO_H_
 
 #include "absl/status/statusor.h"
+#include "scheduler/simulator.h"
+#include "zbpp/v1/job.pb.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
@@ -43,6 +45,24 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
 /// per-rank bubble rate (idle / makespan; 0 for a zero makespan) and peak
 /// memory in bytes. Pure.
 v1::SchedulePrediction PredictionToProto(const sched::SimulationResult& result);
+
+/// A schedule with the time of every action: what the SVG and Chrome-trace
+/// exporters draw.
+struct TimedSchedule {
+  sched::Schedule schedule;
+  sched::SimulationResult timing;
+};
+
+/// `version`'s schedule simulated under its own cost model (the plan).
+/// Errors: those of ScheduleFromProto, ProblemFromCostModel and Simulate.
+absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& version);
+
+/// The job's last completed step as its ranks measured it
+/// (Job.last_step_timeline, FULL view; seconds from each rank's own step
+/// start), named "<schedule> step N (measured)". FailedPrecondition before
+/// the first step, or when the step ran another schedule version than the
+/// job's current one (`Job.schedule`).
+absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job);
 
 }  // namespace zbpp
 

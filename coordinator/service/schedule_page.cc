@@ -197,44 +197,15 @@ metrics::HttpResponse NotFound(const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job) {
-  const v1::StepTimeline& timeline = job.last_step_timeline();
-  if (timeline.ranks_size() == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job.id(), " has no measured step yet (state ",
-                     StateName(job.state()), ")"));
-  }
-  if (timeline.schedule_version() != job.schedule().version()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the last measured step (", timeline.step(), ") ran schedule version ",
-        timeline.schedule_version(), "; the job now holds version ",
-        job.schedule().version()));
-  }
-  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(job.schedule().schedule());
-  if (!schedule.ok()) return schedule.status();
-  schedule->name = absl::StrCat(schedule->name, " step ", timeline.step(), " (measured)");
-  sched::SimulationResult measured;
-  measured.timings.resize(timeline.ranks_size());
-  for (int r = 0; r < timeline.ranks_size(); ++r) {
-    const v1::RankTimeline& rank = timeline.ranks(r);
-    const int n = std::min(rank.action_start_seconds_size(), rank.action_end_seconds_size());
-    for (int i = 0; i < n; ++i) {
-      measured.timings[r].push_back({rank.action_start_seconds(i), rank.action_end_seconds(i)});
-      measured.makespan_seconds = std::max(measured.makespan_seconds, rank.action_end_seconds(i));
-    }
-  }
-  measured.bubble_rate = job.last_step().measured_bubble_rate();
-  return sched::ToSvg(*schedule, measured);
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job);
+  if (!measured.ok()) return measured.status();
+  return sched::ToSvg(measured->schedule, measured->timing);
 }
 
 absl::StatusOr<std::string> PlannedScheduleSvg(const v1::ScheduleVersion& version) {
-  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(version.schedule());
-  if (!schedule.ok()) return schedule.status();
-  absl::StatusOr<sched::Problem> problem =
-      ProblemFromCostModel(version.schedule(), version.cost_model());
-  if (!problem.ok()) return problem.status();
-  absl::StatusOr<sched::SimulationResult> result = sched::Simulate(*problem, *schedule);
-  if (!result.ok()) return result.status();
-  return sched::ToSvg(*schedule, *result);
+  absl::StatusOr<TimedSchedule> planned = SimulatedVersion(version);
+  if (!planned.ok()) return planned.status();
+  return sched::ToSvg(planned->schedule, planned->timing);
 }
 
 std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) {

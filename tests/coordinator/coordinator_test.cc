@@ -587,6 +587,40 @@ TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
   EXPECT_DOUBLE_EQ((*outcomes)[0].rollback_seconds(), 2.0);
 }
 
+TEST_F(CoordinatorTest, CheckpointRecordedOnlyWhenEveryRankWroteIt) {
+  v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 10);
+  spec.mutable_checkpoint()->set_interval_steps(2);
+  spec.mutable_checkpoint()->set_directory("/ckpt");
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 1, 1.0);
+  // Step 1: both ranks wrote it; step 3: only rank 0 did.
+  auto written = [](int64_t step, int rank) {
+    return step == 1 || (step == 3 && rank == 0);
+  };
+  std::vector<int64_t> recorded;
+  for (int64_t step = 0; step < 4; ++step) {
+    for (auto& w : workers) {
+      w.Drain();
+      ASSERT_GE(w.granted, step);
+      v1::ReportStepRequest r = w.Report(step, truth);
+      r.set_checkpoint_written(written(step, w.assignment->stage()));
+      ASSERT_TRUE(coordinator_->ReportStep(r).ok());
+      ++w.next_step;
+    }
+    recorded.push_back(
+        coordinator_->GetJob(job_id, {})->last_checkpoint_step());
+  }
+  EXPECT_EQ(recorded, (std::vector<int64_t>{-1, 1, 1, 1}));
+  coordinator_->FlushStore();
+  auto stored = store_->LoadAll();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->checkpoints.size(), 1u);
+  EXPECT_EQ(stored->checkpoints[0].step, 1);
+  EXPECT_EQ(stored->checkpoints[0].directory, "/ckpt");
+  EXPECT_TRUE(stored->checkpoints[0].complete);
+}
+
 TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
   std::string job_id;
   const v1::JobSpec spec = TestSpec();

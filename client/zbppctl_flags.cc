@@ -34,6 +34,9 @@ Flags:
                        else 127.0.0.1:50051)
   --token-file F       send the bearer token in F (authorization metadata)
   --timeout SECONDS    deadline of each call and of watch's connect (default 10)
+  --tls-ca F           TLS: trust the coordinator certificate signed by the CA in F
+  --tls-cert F --tls-key F
+                       TLS client certificate and key (mutual TLS)
 
 Exit codes: 0 done, 1 error (one line on stderr), 2 usage error.
 )";
@@ -73,8 +76,8 @@ struct SplitArgs {
 };
 
 absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
-  static const std::set<std::string> kKnown = {"coordinator", "token-file",
-                                               "timeout", "format"};
+  static const std::set<std::string> kKnown = {
+      "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key"};
   SplitArgs split;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -152,6 +155,14 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
   if (auto f = flags.find("token-file"); f != flags.end()) {
     if (f->second.empty()) return UsageError("--token-file must not be empty");
     options.token_file = f->second;
+  }
+  for (auto [flag, target] :
+       {std::pair{"tls-ca", &options.tls.ca}, std::pair{"tls-cert", &options.tls.cert},
+        std::pair{"tls-key", &options.tls.key}}) {
+    if (auto f = flags.find(flag); f != flags.end()) {
+      if (f->second.empty()) return UsageError(absl::StrCat("--", flag, " must not be empty"));
+      *target = f->second;
+    }
   }
   if (auto f = flags.find("timeout"); f != flags.end()) {
     double seconds = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/channel_credentials.h"
 
 namespace zbpp::ctl {
 
@@ -37,6 +38,8 @@ struct CtlOptions {
   /// File holding the bearer token (surrounding whitespace ignored); empty
   /// when no token is sent.
   std::string token_file;
+  /// TLS files (--tls-ca, --tls-cert, --tls-key); all empty: plaintext.
+  ClientTlsFiles tls;
   /// Deadline of each unary RPC and of watch's connection, seconds; > 0.
   double timeout_seconds = kDefaultTimeoutSeconds;
   Command command = Command::kHelp;

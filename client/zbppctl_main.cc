@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/channel_credentials.h"
 #include "client/zbppctl_client.h"
 #include "client/zbppctl_commands.h"
 #include "client/zbppctl_flags.h"
@@ -50,6 +51,13 @@ int main(int argc, char** argv) {
     }
     client_options.bearer_token = *token;
   }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      zbpp::ClientCredentials(options->tls);
+  if (!credentials.ok()) {
+    std::cerr << "zbppctl: " << credentials.status().message() << "\n";
+    return absl::IsInvalidArgument(credentials.status()) ? kExitUsage : kExitError;
+  }
+  client_options.credentials = *credentials;
   gpr_set_log_function(DropGrpcLog);
   std::unique_ptr<CoordinatorClient> client =
       CoordinatorClient::Create(std::move(client_options));

@@ -245,6 +245,52 @@ TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
             grpc::StatusCode::UNAVAILABLE);
 }
 
+// The clients' side: zbppctl and zbpp-worker dial TLS with --tls-ca (and a
+// client certificate with --tls-cert/--tls-key).
+TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
+  std::vector<std::string> flags = ServerTlsFlags();
+  flags.insert(flags.end(), {"--tls-client-ca", pki_.ca_cert});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
+  const std::vector<std::string> client_tls = {"--tls-ca", pki_.ca_cert, "--tls-cert",
+                                               pki_.client_cert, "--tls-key", pki_.client_key};
+
+  std::vector<std::string> ctl = {ZBPPCTL_BINARY, "--coordinator", address_, "--timeout", "5"};
+  ctl.insert(ctl.end(), client_tls.begin(), client_tls.end());
+  ctl.push_back("list");
+  const ProcessResult listed = RunProcess(ctl);
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+
+  const ProcessResult plaintext = RunProcess(
+      {ZBPPCTL_BINARY, "--coordinator", address_, "--timeout", "5", "list"});
+  EXPECT_EQ(plaintext.exit_code, 1);
+  EXPECT_THAT(plaintext.err, HasSubstr(address_));
+
+  const ProcessResult half = RunProcess(
+      {ZBPPCTL_BINARY, "--coordinator", address_, "--tls-cert", pki_.client_cert, "list"});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_THAT(half.err, HasSubstr("--tls-ca"));
+
+  std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator", address_};
+  worker.insert(worker.end(), client_tls.begin(), client_tls.end());
+  std::unique_ptr<BackgroundProcess> registered = BackgroundProcess::Start(worker);
+  ASSERT_NE(registered, nullptr);
+  std::optional<std::string> line = registered->ReadLine(absl::Seconds(30));
+  ASSERT_TRUE(line.has_value());
+  EXPECT_THAT(*line, HasSubstr("registered worker_id=worker-"));
+
+  // Without its client certificate the coordinator refuses the worker.
+  const ProcessResult refused = RunProcess(
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.ca_cert},
+      {}, absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr(address_));
+
+  const ProcessResult unreadable = RunProcess(
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.dir + "/missing.crt"});
+  EXPECT_EQ(unreadable.exit_code, 1);
+  EXPECT_THAT(unreadable.err, HasSubstr("--tls-ca: cannot read"));
+}
+
 // Usage errors exit 2 with one line on stderr naming the flags.
 TEST_F(CoordinatorTlsTest, KeyWithoutCertIsAUsageError) {
   const ProcessResult result = RunCoordinator({"--tls-key", pki_.server_key});

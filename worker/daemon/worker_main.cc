@@ -6,6 +6,7 @@
 //   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
 //               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
+//               [--tls-ca F [--tls-cert F --tls-key F]]
 
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/channel_credentials.h"
 #include "common/flags.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/control_state.h"
@@ -36,7 +38,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
     "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
-    "[--memory-bytes N] [--comm-timeout SECONDS]";
+    "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]]";
 
 struct Flags {
   std::string coordinator;
@@ -48,6 +50,7 @@ struct Flags {
   std::string name;
   uint64_t memory_bytes = 0;
   double comm_timeout_seconds = 120;
+  ClientTlsFiles tls;  // To the coordinator; all empty: plaintext.
 };
 
 std::string DefaultCacheDir() {
@@ -64,7 +67,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(
       argc, argv,
       {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
-       "--name", "--memory-bytes", "--comm-timeout"});
+       "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key"});
   if (!values.ok()) return values.status();
   Flags flags;
   auto get = [&](const std::string& name, std::string* out) {
@@ -76,6 +79,9 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   get("--cache-dir", &flags.cache_dir);
   get("--gloo-hostname", &flags.gloo_hostname);
   get("--name", &flags.name);
+  get("--tls-ca", &flags.tls.ca);
+  get("--tls-cert", &flags.tls.cert);
+  get("--tls-key", &flags.tls.key);
   if (flags.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
   if (flags.device != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -149,10 +155,15 @@ int Main(int argc, char** argv) {
   std::string listen_host = flags->listen.substr(0, flags->listen.rfind(':'));
   if (listen_host == "0.0.0.0" || listen_host == "[::]") listen_host = HostName();
 
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials(flags->tls);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "zbpp-worker: %s\n", std::string(credentials.status().message()).c_str());
+    return absl::IsInvalidArgument(credentials.status()) ? 2 : 1;
+  }
   ControlState state;
   SessionClientOptions session_options;
-  session_options.channel =
-      grpc::CreateChannel(flags->coordinator, grpc::InsecureChannelCredentials());
+  session_options.channel = grpc::CreateChannel(flags->coordinator, *credentials);
   session_options.coordinator_address = flags->coordinator;
   session_options.state = &state;
   v1::WorkerDescription& d = session_options.description;

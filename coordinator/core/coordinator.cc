@@ -187,6 +187,10 @@ struct Coordinator::JobRuntime {
   std::set<std::string> acknowledged;   ///< Ranks that hold the attempt.
   std::vector<int64_t> last_completed;  ///< By rank.
   int64_t granted = -1;                 ///< Highest grant sent.
+  /// Consecutive recoveries after a worker failure with no step completed
+  /// in between, and steps_completed at the last of them.
+  int failed_recoveries = 0;
+  int64_t steps_at_failed_recovery = -1;
   std::map<int64_t, PendingStep> pending;
   std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
   // --- Watchers ---
@@ -233,6 +237,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "need 0 < heartbeat_interval_seconds < heartbeat_timeout_seconds, got ",
         options.heartbeat_interval_seconds, " and ",
         options.heartbeat_timeout_seconds));
+  }
+  if (options.max_recoveries_without_progress < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_recoveries_without_progress must be >= 1, got ",
+                     options.max_recoveries_without_progress));
   }
   if (options.grant_lookahead_steps < 1) {
     return absl::InvalidArgumentError(
@@ -997,8 +1006,18 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
                                          record->rank,
                                          ") failed: ", heartbeat.error());
     if (job->job.state() == zbpp::v1::JOB_STATE_RUNNING) {
+      if (job->job.steps_completed() != job->steps_at_failed_recovery) {
+        job->failed_recoveries = 0;
+        job->steps_at_failed_recovery = job->job.steps_completed();
+      }
       EndAttempt(*job, why);
-      SetState(*job, zbpp::v1::JOB_STATE_RECOVERING, why);
+      if (++job->failed_recoveries > options_.max_recoveries_without_progress) {
+        SetState(*job, zbpp::v1::JOB_STATE_FAILED,
+                 absl::StrCat(why, " (", options_.max_recoveries_without_progress,
+                              " recoveries made no progress)"));
+      } else {
+        SetState(*job, zbpp::v1::JOB_STATE_RECOVERING, why);
+      }
       AssignWaitingJobs();
     } else if (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING) {
       EndAttempt(*job, why);

@@ -201,6 +201,11 @@ class Coordinator {
     // --- Steps ---
     /// Steps granted beyond the slowest rank's last completed step; >= 1.
     int64_t grant_lookahead_steps = 2;
+    /// A job whose workers keep failing (a FAILED heartbeat) this many times
+    /// in a row without completing a step in between goes FAILED instead of
+    /// RECOVERING again: the error is in the job (a corpus, a checkpoint),
+    /// not in a worker. >= 1.
+    int max_recoveries_without_progress = 3;
 
     // --- Watchers ---
     /// Events a WatchJob reader may lag before step events are dropped.

@@ -506,6 +506,36 @@ TEST_F(CoordinatorTest, SilentWorkerSendsJobToRecoveringThenReassigns) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// An error in the job itself (a checkpoint that does not match, a corpus
+// that is missing) fails every attempt the same way: after
+// max_recoveries_without_progress (3) recoveries the job FAILS instead of
+// recovering forever.
+TEST_F(CoordinatorTest, RepeatedFailuresWithoutProgressFailTheJob) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    HeartbeatAll(workers);  // Drops an aborted attempt, takes the new one.
+    HeartbeatAll(workers);  // Acknowledges it: RUNNING.
+    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING)
+        << "attempt " << attempt;
+    v1::Heartbeat failed;
+    failed.set_phase(v1::WORKER_PHASE_FAILED);
+    failed.set_job_id(job_id);
+    failed.set_attempt(attempt);
+    failed.set_error("checkpoint /c/step-00000004/rank-001.pt does not match the model");
+    ASSERT_TRUE(coordinator_->Heartbeat(workers[1].id, failed).ok());
+    const auto job = coordinator_->GetJob(job_id, {});
+    if (attempt <= 3) {
+      EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING) << "attempt " << attempt;
+    } else {
+      EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+      EXPECT_THAT(job->state_message(), HasSubstr("does not match the model"));
+      EXPECT_THAT(job->state_message(), HasSubstr("3 recoveries made no progress"));
+    }
+  }
+}
+
 TEST_F(CoordinatorTest, CancelAbortsWorkersAndIsFinal) {
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);

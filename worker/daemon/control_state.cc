@@ -9,10 +9,24 @@ bool ControlState::Holds(const std::string& job_id, int64_t attempt) const {
          current_->assignment.attempt() == attempt;
 }
 
-void ControlState::Assign(const v1::Assignment& assignment) {
-  current_.emplace();
-  current_->assignment = assignment;
-  current_->versions[assignment.schedule().version()] = assignment.schedule();
+ControlState::Attempt* ControlState::Find(const std::string& job_id, int64_t attempt) {
+  if (Holds(job_id, attempt)) return &*current_;
+  if (queued_.has_value() && queued_->assignment.job_id() == job_id &&
+      queued_->assignment.attempt() == attempt) {
+    return &*queued_;
+  }
+  return nullptr;
+}
+
+void ControlState::Queue(const v1::Assignment& assignment) {
+  queued_.emplace();
+  queued_->assignment = assignment;
+  queued_->versions[assignment.schedule().version()] = assignment.schedule();
+}
+
+void ControlState::Promote() {
+  current_ = std::move(queued_);
+  queued_.reset();
   last_completed_step_ = -1;
   schedule_version_ = 0;
   error_.clear();
@@ -23,25 +37,28 @@ void ControlState::Apply(const v1::SessionResponse& message) {
   switch (message.message_case()) {
     case v1::SessionResponse::kAssignment: {
       const v1::Assignment& a = message.assignment();
-      if (Holds(a.job_id(), a.attempt())) return;  // A repeat on a reopened stream.
+      if (Find(a.job_id(), a.attempt()) != nullptr) return;  // A repeat.
       if (current_.has_value() && !current_->aborted) return;  // Only idle workers start jobs.
-      if (current_.has_value()) {
-        queued_ = a;  // Starts when the aborted attempt is finished.
-      } else {
-        Assign(a);
-      }
+      Queue(a);
+      // Starts now, or when the aborted attempt is finished.
+      if (!current_.has_value()) Promote();
       return;
     }
     case v1::SessionResponse::kSchedule: {
+      // Versions belong to the job; the newest attempt of it holds them.
       const v1::ScheduleVersion& v = message.schedule();
-      if (!current_.has_value() || current_->assignment.job_id() != v.job_id()) return;
-      current_->versions[v.version()] = v;
+      if (queued_.has_value() && queued_->assignment.job_id() == v.job_id()) {
+        queued_->versions[v.version()] = v;
+      } else if (current_.has_value() && current_->assignment.job_id() == v.job_id()) {
+        current_->versions[v.version()] = v;
+      }
       return;
     }
     case v1::SessionResponse::kGrant: {
       const v1::StepGrant& g = message.grant();
-      if (!Holds(g.job_id(), g.attempt())) return;
-      current_->granted = std::max(current_->granted, g.through_step());
+      if (Attempt* attempt = Find(g.job_id(), g.attempt())) {
+        attempt->granted = std::max(attempt->granted, g.through_step());
+      }
       return;
     }
     case v1::SessionResponse::kCommand: {
@@ -53,16 +70,10 @@ void ControlState::Apply(const v1::SessionResponse& message) {
         current_->abort_reason = c.abort().reason();
       } else if (c.has_restart()) {
         current_->abort_reason = "restarted from a checkpoint";
-        queued_ = c.restart().assignment();
+        Queue(c.restart().assignment());
       }
-      if (!current_->started) {
-        // Never started: nothing to wind down.
-        current_.reset();
-        if (queued_.has_value()) {
-          Assign(*queued_);
-          queued_.reset();
-        }
-      }
+      // Never started: nothing to wind down.
+      if (!current_->started) Promote();
       return;
     }
     case v1::SessionResponse::MESSAGE_NOT_SET:
@@ -117,11 +128,7 @@ bool ControlState::Aborted(const std::string& job_id, int64_t attempt,
 void ControlState::Finish(const std::string& job_id, int64_t attempt) {
   absl::MutexLock lock(&mu_);
   if (!Holds(job_id, attempt)) return;
-  current_.reset();
-  if (queued_.has_value()) {
-    Assign(*queued_);
-    queued_.reset();
-  }
+  Promote();
 }
 
 void ControlState::Reset() {

@@ -81,13 +81,19 @@ class ControlState {
     std::string abort_reason;
   };
   bool Holds(const std::string& job_id, int64_t attempt) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void Assign(const v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempt a message for (job, attempt) is about: current, queued, or
+  // none (ignored).
+  Attempt* Find(const std::string& job_id, int64_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Queue(const v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queued attempt (if any) becomes current.
+  void Promote() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::optional<Attempt> current_ ABSL_GUARDED_BY(mu_);
-  // A restart's assignment, started when the training thread finishes the
-  // current attempt.
-  std::optional<v1::Assignment> queued_ ABSL_GUARDED_BY(mu_);
+  // The next attempt (a restart's, or a new job's sent while the aborted one
+  // winds down), with the versions and grants that came for it meanwhile;
+  // it becomes current when the training thread finishes the current one.
+  std::optional<Attempt> queued_ ABSL_GUARDED_BY(mu_);
   std::function<void()> abort_hook_ ABSL_GUARDED_BY(mu_);
   v1::WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = v1::WORKER_PHASE_IDLE;
   std::string error_ ABSL_GUARDED_BY(mu_);

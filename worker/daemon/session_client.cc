@@ -53,9 +53,12 @@ absl::Status SessionClient::Register() {
   grpc::Status st = stub_->RegisterWorker(&context, request, &response);
   if (!st.ok()) {
     absl::Status status = FromGrpcStatus(st);
+    // The code matters: UNIMPLEMENTED (not a coordinator) has no message.
     return absl::Status(status.code(),
                         absl::StrCat("registering with the coordinator at ",
                                      options_.coordinator_address, ": ",
+                                     absl::StatusCodeToString(status.code()),
+                                     status.message().empty() ? "" : ": ",
                                      std::string(status.message())));
   }
   absl::MutexLock lock(&mu_);

@@ -131,7 +131,7 @@ int Fail(const std::string& message) {
 int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr, "zbpp-worker: %s\n%s\n", std::string(flags.status().message()).c_str(),
+    std::fprintf(stderr, "zbpp-worker: %s (%s)\n", std::string(flags.status().message()).c_str(),
                  kUsage);
     return 2;
   }

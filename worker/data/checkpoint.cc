@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -122,11 +121,8 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
   struct stat file_status;
   if (::stat(path.c_str(), &file_status) != 0) {
     const int error_number = errno;
-    return absl::ErrnoToStatus(
-        error_number,
-        absl::StrCat("checkpoint ", path, ": ",
-                     error_number == ENOENT ? "not found"
-                                            : std::strerror(error_number)));
+    // ErrnoToStatus appends ": <strerror>" ("No such file or directory").
+    return absl::ErrnoToStatus(error_number, absl::StrCat("checkpoint ", path));
   }
   const std::string mismatch =
       absl::StrCat("checkpoint ", path, " does not match the model: ");

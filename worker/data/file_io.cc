@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -16,9 +15,8 @@ namespace {
 
 absl::Status ErrnoError(int error_number, const std::string& what,
                         const std::string& path) {
-  return absl::ErrnoToStatus(error_number,
-                             absl::StrCat("cannot ", what, " ", path, ": ",
-                                          std::strerror(error_number)));
+  // ErrnoToStatus appends ": <strerror>" itself.
+  return absl::ErrnoToStatus(error_number, absl::StrCat("cannot ", what, " ", path));
 }
 
 // The rename is durable only once the directory entry is: fsync the parent.

@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,8 +21,8 @@ namespace {
 constexpr size_t kStderrTailBytes = 400;
 
 absl::Status ErrnoError(int error_number, const std::string& what) {
-  return absl::ErrnoToStatus(
-      error_number, absl::StrCat(what, ": ", std::strerror(error_number)));
+  // ErrnoToStatus appends ": <strerror>" itself.
+  return absl::ErrnoToStatus(error_number, what);
 }
 
 // Closes the descriptors it holds when the scope ends, on every error path.

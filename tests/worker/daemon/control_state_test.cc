@@ -1,0 +1,96 @@
+// The worker's view of the Session protocol (worker.proto): assignments,
+// versions, grants and commands, and what the training thread waits on.
+
+#include "worker/daemon/control_state.h"
+
+#include <gtest/gtest.h>
+
+namespace zbpp::worker {
+namespace {
+
+v1::SessionResponse AssignmentOf(const std::string& job, int64_t attempt) {
+  v1::SessionResponse m;
+  v1::Assignment* a = m.mutable_assignment();
+  a->set_job_id(job);
+  a->set_attempt(attempt);
+  a->mutable_schedule()->set_job_id(job);
+  a->mutable_schedule()->set_version(1);
+  return m;
+}
+
+v1::SessionResponse GrantOf(const std::string& job, int64_t attempt, int64_t through) {
+  v1::SessionResponse m;
+  m.mutable_grant()->set_job_id(job);
+  m.mutable_grant()->set_attempt(attempt);
+  m.mutable_grant()->set_through_step(through);
+  return m;
+}
+
+v1::SessionResponse AbortOf(const std::string& job, int64_t attempt) {
+  v1::SessionResponse m;
+  m.mutable_command()->set_job_id(job);
+  m.mutable_command()->set_attempt(attempt);
+  m.mutable_command()->mutable_abort()->set_reason("job cancelled by user");
+  return m;
+}
+
+TEST(ControlState, GrantsAreMonotoneAndRepeatsAreNoOps) {
+  ControlState state;
+  state.Apply(AssignmentOf("job-1", 1));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  state.Apply(AssignmentOf("job-1", 1));  // Repeat on a reopened stream.
+  EXPECT_FALSE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  state.Apply(GrantOf("job-1", 1, 3));
+  state.Apply(GrantOf("job-1", 1, 1));  // Smaller: ignored.
+  EXPECT_EQ(state.WaitForGrant("job-1", 1, 3, absl::ZeroDuration()),
+            ControlState::GrantWait::kGranted);
+  EXPECT_EQ(state.WaitForGrant("job-1", 1, 4, absl::Milliseconds(10)),
+            ControlState::GrantWait::kTimedOut);
+  state.Apply(GrantOf("job-2", 1, 9));  // Another job: ignored.
+  EXPECT_EQ(state.WaitForGrant("job-1", 1, 4, absl::ZeroDuration()),
+            ControlState::GrantWait::kTimedOut);
+}
+
+TEST(ControlState, AbortRunsTheHookAndEndsTheGrantWait) {
+  ControlState state;
+  state.Apply(AssignmentOf("job-1", 1));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  int hooked = 0;
+  state.SetAbortHook("job-1", 1, [&] { ++hooked; });
+  state.Apply(AbortOf("job-1", 2));  // Another attempt: ignored.
+  EXPECT_EQ(hooked, 0);
+  state.Apply(AbortOf("job-1", 1));
+  EXPECT_EQ(hooked, 1);
+  std::string reason;
+  EXPECT_TRUE(state.Aborted("job-1", 1, &reason));
+  EXPECT_EQ(reason, "job cancelled by user");
+  EXPECT_EQ(state.WaitForGrant("job-1", 1, 0, absl::Seconds(5)),
+            ControlState::GrantWait::kAborted);
+  // A hook set after the abort runs at once.
+  state.SetAbortHook("job-1", 1, [&] { ++hooked; });
+  EXPECT_EQ(hooked, 2);
+  state.ClearAbortHook();
+}
+
+// The next job's assignment and grant can arrive while the aborted attempt
+// still winds down: both must survive until it is finished.
+TEST(ControlState, NextAssignmentKeepsItsGrantWhileTheOldAttemptWindsDown) {
+  ControlState state;
+  state.Apply(AssignmentOf("job-1", 1));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  state.Apply(AbortOf("job-1", 1));
+  state.Apply(AssignmentOf("job-2", 1));
+  state.Apply(GrantOf("job-2", 1, 5));
+  EXPECT_FALSE(state.WaitForAssignment(absl::ZeroDuration()).has_value())
+      << "job-2 must wait until job-1 is finished";
+  state.Finish("job-1", 1);
+  std::optional<v1::Assignment> next = state.WaitForAssignment(absl::ZeroDuration());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->job_id(), "job-2");
+  EXPECT_EQ(state.WaitForGrant("job-2", 1, 5, absl::ZeroDuration()),
+            ControlState::GrantWait::kGranted);
+  EXPECT_EQ(state.VersionFor("job-2", 1, 0)->version(), 1);
+}
+
+}  // namespace
+}  // namespace zbpp::worker

@@ -1005,7 +1005,14 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     const std::string why = absl::StrCat("worker ", worker_id, " (stage ",
                                          record->rank,
                                          ") failed: ", heartbeat.error());
-    if (job->job.state() == zbpp::v1::JOB_STATE_RUNNING) {
+    const zbpp::v1::JobState state = job->job.state();
+    if (heartbeat.job_error() || state == zbpp::v1::JOB_STATE_ASSIGNING) {
+      // The job cannot run (or never started): retrying would fail again.
+      EndAttempt(*job, why);
+      SetState(*job, zbpp::v1::JOB_STATE_FAILED, why);
+      AssignWaitingJobs();
+    } else if (state == zbpp::v1::JOB_STATE_RUNNING ||
+               state == zbpp::v1::JOB_STATE_RECOVERING) {
       if (job->job.steps_completed() != job->steps_at_failed_recovery) {
         job->failed_recoveries = 0;
         job->steps_at_failed_recovery = job->job.steps_completed();
@@ -1018,10 +1025,6 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
       } else {
         SetState(*job, zbpp::v1::JOB_STATE_RECOVERING, why);
       }
-      AssignWaitingJobs();
-    } else if (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING) {
-      EndAttempt(*job, why);
-      SetState(*job, zbpp::v1::JOB_STATE_FAILED, why);
       AssignWaitingJobs();
     }
     PersistJob(*job);

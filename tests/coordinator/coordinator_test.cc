@@ -536,6 +536,24 @@ TEST_F(CoordinatorTest, RepeatedFailuresWithoutProgressFailTheJob) {
   }
 }
 
+TEST_F(CoordinatorTest, JobErrorFailsTheJobWithoutRecovering) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  v1::Heartbeat failed;
+  failed.set_phase(v1::WORKER_PHASE_FAILED);
+  failed.set_job_id(job_id);
+  failed.set_attempt(1);
+  failed.set_error("dataset.text_file /no/such: No such file or directory");
+  failed.set_job_error(true);
+  ASSERT_TRUE(coordinator_->Heartbeat(workers[0].id, failed).ok());
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job->recoveries_total(), 0);
+  EXPECT_THAT(job->state_message(), HasSubstr("/no/such"));
+}
+
 TEST_F(CoordinatorTest, CancelAbortsWorkersAndIsFinal) {
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);

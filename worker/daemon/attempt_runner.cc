@@ -63,6 +63,10 @@ class AttemptRun {
       : a_(assignment), env_(env), spec_(assignment.spec()) {}
   ~AttemptRun() { env_.state->ClearAbortHook(); }
 
+  /// Whether the error Run returned is in the job itself (see
+  /// AttemptOutcome).
+  bool job_error() const { return job_error_; }
+
   absl::Status Run() {
     if (absl::Status st = Prepare(); !st.ok()) return st;
     for (int64_t step = a_.start_step(); step < spec_.steps(); ++step) {
@@ -84,6 +88,13 @@ class AttemptRun {
   }
 
  private:
+  // Marks `st` as an error of the job (the corpus, the model, the
+  // checkpoint, the schedule): another attempt would meet it again.
+  absl::Status JobError(absl::Status st) {
+    job_error_ = true;
+    return st;
+  }
+
   absl::Status Prepare() {
     env_.state->SetPhase(v1::WORKER_PHASE_PREPARING);
     CorpusOptions corpus_options;
@@ -91,7 +102,7 @@ class AttemptRun {
     corpus_options.seq_len = spec_.model().seq_len();
     absl::StatusOr<std::shared_ptr<const Corpus>> corpus =
         LoadCorpus(spec_.dataset(), corpus_options);
-    if (!corpus.ok()) return corpus.status();
+    if (!corpus.ok()) return JobError(corpus.status());
 
     const int p = spec_.pipeline().stages();
     GlooOptions gloo;
@@ -117,13 +128,13 @@ class AttemptRun {
     options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
     options.timeout = env_.comm_timeout;
     absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
-    if (!trainer.ok()) return trainer.status();
+    if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);
     if (a_.has_restore()) {
       if (absl::Status st =
               trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());
           !st.ok()) {
-        return WithContext(st, "restoring the checkpoint");
+        return JobError(WithContext(st, "restoring the checkpoint"));
       }
     }
     // T_comm of the link to the next rank (paper §5: profiled, not
@@ -154,7 +165,7 @@ class AttemptRun {
       absl::StatusOr<sched::Schedule> parsed = ScheduleFromProto(version->schedule());
       if (!parsed.ok()) return parsed.status();
       if (absl::Status st = trainer_->ValidateSchedule(*parsed); !st.ok()) {
-        return WithContext(st, absl::StrCat("schedule version ", version->version()));
+        return JobError(WithContext(st, absl::StrCat("schedule version ", version->version())));
       }
       schedule_ = *std::move(parsed);
       version_number_ = version->version();
@@ -245,17 +256,20 @@ class AttemptRun {
   sched::Schedule schedule_;
   int64_t version_number_ = 0;
   std::optional<double> next_hop_latency_;
+  bool job_error_ = false;
 };
 
 }  // namespace
 
-absl::Status RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {
+AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {
   AttemptRun run(assignment, env);
   try {
-    return run.Run();
+    absl::Status status = run.Run();
+    return {status, !status.ok() && run.job_error()};
   } catch (const std::exception& e) {
     // LibTorch reports misuse by exception; none should escape a daemon.
-    return absl::InternalError(absl::StrCat("job ", assignment.job_id(), ": ", e.what()));
+    return {absl::InternalError(absl::StrCat("job ", assignment.job_id(), ": ", e.what())),
+            false};
   }
 }
 

@@ -28,6 +28,16 @@ struct AttemptEnvironment {
   absl::Duration comm_timeout = absl::Seconds(120);
 };
 
+/// How an attempt ended.
+struct AttemptOutcome {
+  /// OK: all steps ran, or the coordinator aborted the attempt.
+  absl::Status status;
+  /// The error is in the job itself (a missing corpus, a checkpoint that
+  /// does not match the model, a schedule this worker refuses): another
+  /// attempt would fail the same way (Heartbeat.job_error).
+  bool job_error = false;
+};
+
 /// Runs one job attempt on this worker from its Assignment to the end:
 /// loads the corpus, joins the Gloo group through the coordinator's
 /// rendezvous store, builds the rank's chunks (or restores the assigned
@@ -36,11 +46,11 @@ struct AttemptEnvironment {
 /// evaluates (first step, last step and every tenth of the run), writes
 /// checkpoints every `checkpoint.interval_steps`, and reports the step.
 ///
-/// Returns OK when the attempt ran all steps or was aborted by the
-/// coordinator; an error naming what failed otherwise (a bad corpus, a
+/// The outcome's status is OK when the attempt ran all steps or was aborted
+/// by the coordinator, else an error naming what failed (a bad corpus, a
 /// checkpoint that does not match the model, a silent peer, a refused
 /// schedule). Blocks; runs on the daemon's training thread.
-absl::Status RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env);
+AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env);
 
 }  // namespace zbpp::worker
 

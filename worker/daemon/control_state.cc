@@ -25,6 +25,7 @@ void ControlState::Queue(const v1::Assignment& assignment) {
 }
 
 void ControlState::Promote() {
+  ++revision_;
   current_ = std::move(queued_);
   queued_.reset();
   last_completed_step_ = -1;
@@ -157,6 +158,19 @@ void ControlState::ClearAbortHook() {
   abort_hook_ = nullptr;
 }
 
+void ControlState::WaitForChange(int64_t* revision, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const int64_t seen = *revision;
+  auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return revision_ != seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  *revision = revision_;
+}
+
+void ControlState::Poke() {
+  absl::MutexLock lock(&mu_);
+  ++revision_;
+}
+
 v1::Heartbeat ControlState::Heartbeat() const {
   absl::MutexLock lock(&mu_);
   v1::Heartbeat hb;
@@ -168,13 +182,21 @@ v1::Heartbeat ControlState::Heartbeat() const {
   hb.set_last_completed_step(last_completed_step_);
   hb.set_schedule_version(schedule_version_);
   hb.set_error(error_);
+  hb.set_job_error(job_error_);
   return hb;
 }
 
-void ControlState::SetPhase(v1::WorkerPhase phase, const std::string& error) {
+void ControlState::SetPhase(v1::WorkerPhase phase, const std::string& error, bool job_error) {
   absl::MutexLock lock(&mu_);
+  // Worth a heartbeat at once: anything but the RUNNING <-> WAITING flip
+  // of every step (the interval reports progress).
+  auto stepping = [](v1::WorkerPhase p) {
+    return p == v1::WORKER_PHASE_RUNNING || p == v1::WORKER_PHASE_WAITING;
+  };
+  if (phase != phase_ && !(stepping(phase) && stepping(phase_))) ++revision_;
   phase_ = phase;
   error_ = error;
+  job_error_ = job_error;
 }
 
 void ControlState::SetProgress(int64_t last_completed_step, int64_t schedule_version) {

@@ -66,9 +66,19 @@ class ControlState {
   /// Removes the hook (before what it refers to is destroyed).
   void ClearAbortHook();
 
+  /// Waits until the heartbeat's contents changed since `*revision` (an
+  /// attempt started or ended, a phase other than the per-step RUNNING <->
+  /// WAITING flip), Poke is called, or `timeout` passes; updates
+  /// `*revision`. The heartbeat writer uses it to report a change at once
+  /// instead of at the next interval.
+  void WaitForChange(int64_t* revision, absl::Duration timeout);
+  /// Wakes WaitForChange callers (e.g. a stream that ended).
+  void Poke();
+
   /// Heartbeat contents: phase, held attempt, progress, error.
   v1::Heartbeat Heartbeat() const;
-  void SetPhase(v1::WorkerPhase phase, const std::string& error = "");
+  /// `error` and `job_error` for WORKER_PHASE_FAILED (Heartbeat fields).
+  void SetPhase(v1::WorkerPhase phase, const std::string& error = "", bool job_error = false);
   void SetProgress(int64_t last_completed_step, int64_t schedule_version);
 
  private:
@@ -97,8 +107,11 @@ class ControlState {
   std::function<void()> abort_hook_ ABSL_GUARDED_BY(mu_);
   v1::WorkerPhase phase_ ABSL_GUARDED_BY(mu_) = v1::WORKER_PHASE_IDLE;
   std::string error_ ABSL_GUARDED_BY(mu_);
+  bool job_error_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_completed_step_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t schedule_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bumped by every change a heartbeat reports, and by Poke.
+  int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace zbpp::worker

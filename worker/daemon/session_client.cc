@@ -89,10 +89,15 @@ grpc::Status SessionClient::RunStream() {
   stream->Write(open);
 
   // The heartbeat writer: one Write at a time from this thread only; the
-  // reader below runs concurrently, which gRPC allows.
+  // reader below runs concurrently, which gRPC allows. It writes every
+  // interval, and at once when the state changes (an attempt finished, a
+  // phase changed), so that the coordinator learns it without waiting.
   absl::Notification reader_done;
   std::thread writer([&] {
-    while (!reader_done.WaitForNotificationWithTimeout(interval)) {
+    int64_t revision = -1;
+    while (true) {
+      options_.state->WaitForChange(&revision, interval);
+      if (reader_done.HasBeenNotified()) break;
       v1::SessionRequest beat;
       *beat.mutable_heartbeat() = options_.state->Heartbeat();
       beat.mutable_heartbeat()->set_memory_used_bytes(ResidentBytes());
@@ -102,6 +107,7 @@ grpc::Status SessionClient::RunStream() {
   v1::SessionResponse response;
   while (stream->Read(&response)) options_.state->Apply(response);
   reader_done.Notify();
+  options_.state->Poke();
   context.TryCancel();
   writer.join();
   grpc::Status status = stream->Finish();

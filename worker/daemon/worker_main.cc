@@ -210,11 +210,12 @@ int Main(int argc, char** argv) {
                  assignment->stage(), assignment->spec().pipeline().stages(),
                  static_cast<long long>(assignment->start_step()),
                  static_cast<long long>(assignment->spec().steps() - 1));
-    absl::Status result = RunAttempt(*assignment, env);
-    if (!result.ok()) {
+    const AttemptOutcome result = RunAttempt(*assignment, env);
+    if (!result.status.ok()) {
       std::fprintf(stderr, "zbpp-worker: job %s failed on this worker: %s\n",
-                   assignment->job_id().c_str(), result.ToString().c_str());
-      state.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.message()));
+                   assignment->job_id().c_str(), result.status.ToString().c_str());
+      state.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.status.message()),
+                     result.job_error);
       // The coordinator decides what follows (abort or restart).
       while (!state.Aborted(assignment->job_id(), assignment->attempt())) {
         absl::SleepFor(absl::Milliseconds(100));

@@ -92,5 +92,24 @@ TEST(ControlState, NextAssignmentKeepsItsGrantWhileTheOldAttemptWindsDown) {
   EXPECT_EQ(state.VersionFor("job-2", 1, 0)->version(), 1);
 }
 
+TEST(ControlState, ChangesWorthAHeartbeatWakeTheWriter) {
+  ControlState state;
+  int64_t revision = -1;
+  state.WaitForChange(&revision, absl::ZeroDuration());  // Catch up.
+  const absl::Time start = absl::Now();
+  state.Apply(AssignmentOf("job-1", 1));  // An attempt starts: report it.
+  state.WaitForChange(&revision, absl::Seconds(10));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  state.SetPhase(v1::WORKER_PHASE_RUNNING);  // PREPARING... -> RUNNING: yes.
+  const int64_t before = revision;
+  state.WaitForChange(&revision, absl::Seconds(10));
+  EXPECT_NE(revision, before);
+  // The per-step RUNNING <-> WAITING flip waits for the interval.
+  state.SetPhase(v1::WORKER_PHASE_WAITING);
+  const int64_t steady = revision;
+  state.WaitForChange(&revision, absl::Milliseconds(20));
+  EXPECT_EQ(revision, steady);
+}
+
 }  // namespace
 }  // namespace zbpp::worker

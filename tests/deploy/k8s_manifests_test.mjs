@@ -71,7 +71,19 @@ for (const overlay of names) {
   }
   const coordinator = kinds.Deployment?.spec.template.spec.containers[0];
   expect(kinds.Deployment?.spec.replicas === 1, "coordinator Deployment must have 1 replica");
-  expect(coordinator?.readinessProbe?.grpc && coordinator?.livenessProbe?.grpc, "coordinator needs gRPC probes");
+  const args = coordinator?.args || [];
+  if (overlay.endsWith("-tls")) {
+    // Mutual TLS: the kubelet's gRPC probe has no TLS, so TCP probes.
+    for (const flag of ["--tls-cert=", "--tls-key=", "--tls-client-ca="]) {
+      expect(args.some((a) => a.startsWith(flag)), `coordinator ${flag} under TLS`);
+    }
+    expect(coordinator?.readinessProbe?.tcpSocket && coordinator?.livenessProbe?.tcpSocket,
+           "coordinator needs TCP probes under TLS");
+    expect(kinds.StatefulSet?.spec.template.spec.containers[0]?.env?.some((e) => e.name === "ZBPP_TLS_DIR"),
+           "workers dial TLS (ZBPP_TLS_DIR)");
+  } else {
+    expect(coordinator?.readinessProbe?.grpc && coordinator?.livenessProbe?.grpc, "coordinator needs gRPC probes");
+  }
   const workerPod = kinds.StatefulSet?.spec.template.spec;
   const worker = workerPod?.containers[0];
   expect(worker?.readinessProbe?.grpc && worker?.livenessProbe?.grpc, "workers need gRPC probes");

@@ -13,28 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(chromium chromium-driver nodejs npm kubectl)
-missing=()
-for pkg in "${packages[@]}"; do
-  # kubectl and node may come from outside Debian (they do on the build
-  # machine): a command on the PATH is enough.
-  case "$pkg" in
-    kubectl|nodejs|npm) command -v "${pkg/nodejs/node}" >/dev/null && continue ;;
-  esac
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "deploy-test-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo="sudo"
-  fi
-  echo "deploy-test-deps: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# kubectl and node may come from outside Debian (they do on the build
+# machine): a command on the PATH is enough for those.
+packages=(chromium chromium-driver)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+command -v kubectl >/dev/null || packages+=(kubectl)
+bash scripts/apt-install.sh deploy-test-deps "${packages[@]}"
 
 dir=${ZBPP_DEPLOY_NODE_DIR:-$HOME/.cache/zbpp/deploy-node}
 mkdir -p "$dir"

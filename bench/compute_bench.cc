@@ -1,0 +1,321 @@
+// Compute efficiency of one rank's passes (one process, one thread): F, B and
+// W of each GptChunk of a p-stage cut, per microbatch, against the physical
+// ceiling of this core — plain at::mm / at::bmm calls of the very GEMM
+// shapes those passes contain.
+//
+//   compute_bench [--layers=4] [--hidden=256] [--heads=4] [--seq-len=128]
+//       [--microbatch-size=4] [--vocab=256] [--ffn=4h] [--stages=2]
+//       [--reps=15] [--warmup=3]
+//
+// Passes run as worker/runtime/executor.cc runs them: F inside a
+// WeightGradScope (the SplitLinear layers queue (x, dY) for W), the last
+// chunk's loss scaled by 1/m, B = autograd backward from the received
+// gradient (or the loss), W = WeightGradStore::RunW. Every row is the median
+// over --reps repetitions after --warmup, in this thread's CPU time (robust to
+// other processes on a shared core).
+//
+// FLOPs (T = b·s tokens, h hidden, f ffn, V vocab, per transformer layer):
+//   F: linears 2·T·(4h² + 2h·f)  (qkv 3h², proj h², fc h·f, fc2 f·h)
+//      + attention 4·b·s²·h      (QKᵀ and A·V, causal mask not exploited)
+//   B: linears' dX 2·T·(4h² + 2h·f) + attention backward 8·b·s²·h
+//   W: linears' dW 2·T·(4h² + 2h·f)
+//   last chunk: + LM head 2·T·h·V in each of F, B and W.
+// LayerNorm, GELU, softmax, embeddings and the loss are not counted (they
+// are O(T·h) and O(b·a·s²) element-wise work), so they lower the achieved
+// rate: that is the point of the comparison.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "worker/model/gpt.h"
+#include "worker/model/split_linear.h"
+#include "worker/model/weight_grad_store.h"
+
+namespace zbpp::worker {
+namespace {
+
+struct Flags {
+  GptConfig model{/*layers=*/4, /*hidden=*/256, /*heads=*/4, /*vocab=*/256,
+                  /*seq_len=*/128, /*ffn_hidden=*/0};
+  int microbatch_size = 4;
+  int stages = 2;
+  int reps = 15;
+  int warmup = 3;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    int* target = nullptr;
+    if (kv.first == "--layers") target = &flags->model.layers;
+    if (kv.first == "--hidden") target = &flags->model.hidden;
+    if (kv.first == "--heads") target = &flags->model.heads;
+    if (kv.first == "--seq-len") target = &flags->model.seq_len;
+    if (kv.first == "--vocab") target = &flags->model.vocab;
+    if (kv.first == "--ffn") target = &flags->model.ffn_hidden;
+    if (kv.first == "--microbatch-size") target = &flags->microbatch_size;
+    if (kv.first == "--stages") target = &flags->stages;
+    if (kv.first == "--reps") target = &flags->reps;
+    if (kv.first == "--warmup") target = &flags->warmup;
+    if (target == nullptr || !absl::SimpleAtoi(kv.second, target) ||
+        *target < (target == &flags->warmup ? 0 : 1)) {
+      std::fprintf(stderr, "compute_bench: bad flag %s\n", argv[i]);
+      return false;
+    }
+  }
+  if (flags->model.ffn_hidden == 0) flags->model.ffn_hidden = 4 * flags->model.hidden;
+  if (flags->model.hidden % flags->model.heads != 0 ||
+      flags->model.layers % flags->stages != 0) {
+    std::fprintf(stderr, "compute_bench: heads must divide hidden, stages layers\n");
+    return false;
+  }
+  return true;
+}
+
+/// CPU seconds of this thread: the passes run on it alone (one intra-op
+/// thread, serial OpenBLAS), and unlike wall time this does not grow when
+/// other processes share the core.
+double Now() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Median seconds of `fn` over `reps` calls after `warmup` untimed ones.
+double TimeMedian(int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> samples;
+  for (int i = 0; i < reps; ++i) {
+    const double start = Now();
+    fn();
+    samples.push_back(Now() - start);
+  }
+  return Median(std::move(samples));
+}
+
+/// One GEMM of a pass: `count` calls of [m, k] x [k, n] (batched `batch`
+/// times), laid out as the model code lays it out.
+struct Gemm {
+  const char* what;
+  int64_t batch, m, k, n;
+  bool a_transposed;  ///< A is the transposed view of a [k, m] tensor (W's dYᵀ).
+  bool b_transposed;  ///< B is the transposed view of an [n, k] tensor (Wᵀ, Kᵀ).
+  int count;
+  double flops() const { return 2.0 * count * batch * m * k * n; }
+};
+
+/// The GEMMs of F, B and W of one chunk (index 0, 1, 2).
+std::vector<Gemm> PassGemms(const GptConfig& c, int64_t b, int blocks, bool last,
+                            int pass) {
+  const int64_t t = b * c.seq_len, h = c.hidden, f = c.ffn_hidden, s = c.seq_len;
+  const int64_t ba = b * c.heads, d = h / c.heads;
+  // The four linears as (out, in).
+  const std::vector<std::pair<int64_t, int64_t>> linears = {
+      {3 * h, h}, {h, h}, {f, h}, {h, f}};
+  std::vector<Gemm> out;
+  auto add_linear = [&](int64_t o, int64_t i, int count) {
+    if (pass == 0) out.push_back({"F x·Wᵀ", 1, t, i, o, false, true, count});
+    if (pass == 1) out.push_back({"B dY·W", 1, t, o, i, false, false, count});
+    if (pass == 2) out.push_back({"W dYᵀ·x", 1, o, t, i, true, false, count});
+  };
+  for (const auto& [o, i] : linears) add_linear(o, i, blocks);
+  if (pass == 0) {
+    out.push_back({"F Q·Kᵀ", ba, s, d, s, false, true, blocks});
+    out.push_back({"F A·V", ba, s, s, d, false, false, blocks});
+  } else if (pass == 1) {
+    out.push_back({"B dS·K, dSᵀ·Q", ba, s, s, d, false, false, 2 * blocks});
+    out.push_back({"B dY·Vᵀ", ba, s, d, s, false, true, blocks});
+    out.push_back({"B Aᵀ·dY", ba, s, s, d, true, false, blocks});
+  }
+  if (last) add_linear(c.vocab, h, 1);
+  return out;
+}
+
+/// Median seconds of one call of `g` (all its `count` calls).
+double TimeGemm(const Gemm& g, const Flags& flags) {
+  at::Tensor a = g.a_transposed ? at::randn({g.batch, g.k, g.m}).transpose(1, 2)
+                                : at::randn({g.batch, g.m, g.k});
+  at::Tensor bm = g.b_transposed ? at::randn({g.batch, g.n, g.k}).transpose(1, 2)
+                                 : at::randn({g.batch, g.k, g.n});
+  if (g.batch == 1) {
+    a = a.select(0, 0);
+    bm = bm.select(0, 0);
+  }
+  at::Tensor c;
+  const double one = TimeMedian(flags.warmup, flags.reps, [&] {
+    c = g.batch == 1 ? at::mm(a, bm) : at::bmm(a, bm);
+  });
+  return one * g.count;
+}
+
+/// Measured passes of one chunk, seconds per microbatch.
+struct PassTimes {
+  double f = 0, b = 0, w = 0;
+  double fused_bw = 0;  ///< Backward with no scope: plain autograd, B and W fused.
+  double clone = 0;     ///< Cloning every SplitLinear's dY (split_linear.cc B).
+};
+
+PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
+  const GptConfig& c = flags.model;
+  const int64_t b = flags.microbatch_size, s = c.seq_len, h = c.hidden;
+  const int m = 8;  // Loss scale only, as the executor's 1/m.
+  at::Tensor tokens = at::randint(c.vocab, {b, s}, at::kLong);
+  at::Tensor targets = at::randint(c.vocab, {b, s}, at::kLong);
+  at::Tensor grad = at::randn({b, s, h}) * 1e-3;
+  const at::Tensor hidden = at::randn({b, s, h});
+  WeightGradStore store;
+  auto zero_grads = [&] {
+    for (const auto& [name, p] : chunk.parameters()) {
+      const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+    }
+  };
+  // One F with its state, as the executor's ForwardState.
+  auto forward = [&](bool split) {
+    // A fresh leaf each time, as the executor's received activation.
+    at::Tensor input = chunk.is_first() ? tokens : hidden.detach().requires_grad_(true);
+    std::optional<WeightGradScope> scope;
+    if (split) scope.emplace(&store, 0);
+    at::Tensor out = chunk.Forward(input);
+    if (chunk.is_last()) out = LanguageModelLoss(out, targets) / double(m);
+    return out;
+  };
+  auto backward = [&](at::Tensor& out) {
+    if (chunk.is_last()) {
+      out.backward();
+    } else {
+      out.backward(grad);
+    }
+  };
+
+  std::vector<double> fs, bs, ws, fused;
+  for (int i = 0; i < flags.warmup + flags.reps; ++i) {
+    zero_grads();
+    const double f_start = Now();
+    at::Tensor out = forward(/*split=*/true);
+    const double f_end = Now();
+    backward(out);
+    const double b_end = Now();
+    if (!store.RunW(0).ok()) std::abort();
+    const double w_end = Now();
+    at::Tensor plain = forward(/*split=*/false);
+    const double fused_start = Now();
+    backward(plain);
+    const double fused_end = Now();
+    if (i < flags.warmup) continue;
+    fs.push_back(f_end - f_start);
+    bs.push_back(b_end - f_end);
+    ws.push_back(w_end - b_end);
+    fused.push_back(fused_end - fused_start);
+  }
+  PassTimes t;
+  t.f = Median(fs);
+  t.b = Median(bs);
+  t.w = Median(ws);
+  t.fused_bw = Median(fused);
+  // The clone B makes of each SplitLinear's dY: [b, s, out] per linear.
+  int64_t floats = 0;
+  for (const Gemm& g : PassGemms(c, b, c.layers / flags.stages, chunk.is_last(), 2)) {
+    if (g.batch == 1) floats += g.count * g.m * g.k;
+  }
+  at::Tensor dy = at::randn({floats});
+  t.clone = TimeMedian(flags.warmup, flags.reps, [&] { at::Tensor copy = dy.clone(); });
+  zero_grads();
+  return t;
+}
+
+void Report(const Flags& flags) {
+  const GptConfig& c = flags.model;
+  const int blocks = c.layers / flags.stages;
+  std::printf(
+      "model: layers %d (%d per chunk), hidden %d, heads %d, ffn %d, vocab %d, "
+      "seq_len %d, microbatch_size %d; float32, 1 thread (at::get_num_threads() = %d)\n\n",
+      c.layers, blocks, c.hidden, c.heads, c.ffn_hidden, c.vocab, c.seq_len,
+      flags.microbatch_size, at::get_num_threads());
+  std::printf(
+      "| chunk | pass | ms / microbatch | GFLOP | GFLOP/s | GEMM-only ms | GEMM GFLOP/s "
+      "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+  const int last_stage = flags.stages - 1;
+  std::vector<std::string> notes, gemm_rows;
+  for (int stage : {0, last_stage}) {
+    absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
+        GptChunk::Create(c, stage, flags.stages, /*seed=*/1234);
+    if (!chunk.ok()) std::abort();
+    const PassTimes t = TimeChunk(**chunk, flags);
+    const double measured[3] = {t.f, t.b, t.w};
+    const char* names[3] = {"F", "B", "W"};
+    double total_flops = 0, total_gemm = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+      double flops = 0, gemm = 0;
+      for (const Gemm& g : PassGemms(c, flags.microbatch_size, blocks, (*chunk)->is_last(), pass)) {
+        const double seconds = TimeGemm(g, flags);
+        flops += g.flops();
+        gemm += seconds;
+        if (stage == last_stage) {
+          gemm_rows.push_back(absl::StrFormat(
+              "| %s | %d x [%d, %d] x [%d, %d] | %d | %.3f | %.1f |", g.what, g.batch, g.m, g.k,
+              g.k, g.n, g.count, 1e3 * seconds / g.count, 1e-9 * g.flops() / seconds));
+        }
+      }
+      total_flops += flops;
+      total_gemm += gemm;
+      std::printf("| %d | %s | %.2f | %.3f | %.1f | %.2f | %.1f | %.0f%% |\n", stage,
+                  names[pass], 1e3 * measured[pass], 1e-9 * flops, 1e-9 * flops / measured[pass],
+                  1e3 * gemm, 1e-9 * flops / gemm, 100 * gemm / measured[pass]);
+    }
+    const double sum = t.f + t.b + t.w;
+    std::printf("| %d | **F+B+W** | %.2f | %.3f | %.1f | %.2f | %.1f | **%.0f%%** |\n", stage,
+                1e3 * sum, 1e-9 * total_flops, 1e-9 * total_flops / sum, 1e3 * total_gemm,
+                1e-9 * total_flops / total_gemm, 100 * total_gemm / sum);
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "| %d | %.2f | %.0f%% | %.2f | %.2f (%+.0f%%) | %.3f | %.1f%% |", stage,
+                  1e3 * (t.b + t.w), 100 * t.w / (t.b + t.w), 1e3 * t.fused_bw,
+                  1e3 * (t.b + t.w - t.fused_bw), 100 * (t.b + t.w - t.fused_bw) / t.fused_bw,
+                  1e3 * t.clone, 100 * t.clone / t.b);
+    notes.emplace_back(line);
+  }
+  std::printf(
+      "\n| chunk | B+W ms | W share of B+W | fused BW ms (no scope) | split cost ms | "
+      "dY clones ms | clones / B |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  std::printf("\nGEMMs of chunk %d (the ceiling's parts):\n\n| GEMM | batch x [m, k] x [k, n] | "
+              "calls | ms / call | GFLOP/s |\n|---|---|---:|---:|---:|\n",
+              last_stage);
+  for (const std::string& line : gemm_rows) std::printf("%s\n", line.c_str());
+  std::printf("\ntarget: F+B+W at >= 60%% of the GEMM ceiling; W ~ half of B+W\n");
+}
+
+}  // namespace
+}  // namespace zbpp::worker
+
+int main(int argc, char** argv) {
+  zbpp::worker::Flags flags;
+  if (!zbpp::worker::ParseFlags(argc, argv, &flags)) return 2;
+  at::set_num_threads(1);
+  at::set_num_interop_threads(1);
+  at::manual_seed(1);
+  std::printf("compute_bench: %ld online cores, reps %d (median), warmup %d\n", sysconf(_SC_NPROCESSORS_ONLN), flags.reps, flags.warmup);
+  zbpp::worker::Report(flags);
+  return 0;
+}

@@ -1,0 +1,453 @@
+// Schedules side by side on real processes: one zbpp-coordinator and two
+// zbpp-worker daemons (one LibTorch thread each) on this machine, the same
+// GPT and m for every schedule, jobs submitted one after another to the same
+// processes. Per schedule it reads every StepSummary from WatchJob, drops the
+// warm-up steps and prints medians: step time, wall time per step, tokens/s,
+// measured and predicted bubble per stage, and the executor's overhead.
+//
+//   pipeline_bench [--steps=12] [--warmup=3] [--rounds=1]
+//       [--schedules=1f1b,zb-h1,zb-h2,zb-2p,zb-auto] [--json=FILE]
+//       [--layers=4] [--hidden=256] [--heads=4] [--seq-len=128]
+//       [--microbatch-size=4] [--microbatches=8] [--db=:memory:]
+//       [--cache-dir=/tmp/zbpp-pipeline-bench-cache]
+//       [--coordinator=PATH] [--worker=PATH]
+//
+// --rounds=N runs the schedule list N times, interleaved, and pools the
+// samples: slow drift of a shared machine's load then hits every schedule.
+//
+// What the columns are (see worker/daemon/attempt_runner.cc Fill and
+// coordinator/core/coordinator.cc CompleteStep):
+//   step s       StepSummary.step_seconds: the max over ranks of a rank's
+//                RunStep start to its last action's end (actions only).
+//   wall s       complete_time[k] - complete_time[k-1]: the whole step as
+//                the coordinator sees it, including the optimizer, its
+//                all-reduce, ReportStep and the grant round trip.
+//   bubble       per stage 1 - busy / step_seconds (measured) against the
+//                simulator's idle / makespan under the measured costs
+//                (predicted); |Δ| is on the medians.
+//   overhead     (idle - comm) / step_seconds, idle = step - Σ action
+//                durations, comm = time blocked in receives plus the sends
+//                drained after the last action: the time a rank neither
+//                computed nor waited for a peer (data sampling, posting
+//                receives, bookkeeping between actions).
+//   CPU / wall   both workers' CPU seconds (/proc) over a job's wall time,
+//                setup included: 2.00 would be two free cores never idle. On
+//                a shared machine it shows whether the ranks really ran in
+//                parallel; when they share one core, a rank's bubble is the
+//                other's compute time and every schedule takes the same time.
+// The job asks for 1000 steps and is cancelled once enough summaries are in,
+// so no evaluation pass (every steps/10 steps) falls inside the window.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/client/subprocess.h"
+#include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::bench {
+namespace {
+
+using v1::StepSummary;
+
+struct Flags {
+  int steps = 12;
+  int warmup = 3;
+  int rounds = 1;
+  std::vector<std::string> schedules = {"1f1b", "zb-h1", "zb-h2", "zb-2p", "zb-auto"};
+  std::string json;
+  int layers = 4, hidden = 256, heads = 4, seq_len = 128;
+  int microbatch_size = 4, microbatches = 8;
+  std::string db = ":memory:";
+  /// The workers' --cache-dir (the tokenized corpus, kept between runs).
+  std::string cache_dir = "/tmp/zbpp-pipeline-bench-cache";
+  std::string coordinator = ZBPP_COORDINATOR_BINARY;
+  std::string worker = ZBPP_WORKER_BINARY;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  const std::map<std::string, int*> ints = {
+      {"--steps", &flags->steps},
+      {"--warmup", &flags->warmup},
+      {"--rounds", &flags->rounds},
+      {"--layers", &flags->layers},
+      {"--hidden", &flags->hidden},
+      {"--heads", &flags->heads},
+      {"--seq-len", &flags->seq_len},
+      {"--microbatch-size", &flags->microbatch_size},
+      {"--microbatches", &flags->microbatches}};
+  const std::map<std::string, std::string*> strings = {
+      {"--json", &flags->json},
+      {"--db", &flags->db},
+      {"--cache-dir", &flags->cache_dir},
+      {"--coordinator", &flags->coordinator},
+      {"--worker", &flags->worker}};
+  for (int i = 1; i < argc; ++i) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    bool ok = true;
+    if (auto it = ints.find(kv.first); it != ints.end()) {
+      ok = absl::SimpleAtoi(kv.second, it->second) && *it->second >= (kv.first == "--warmup" ? 0 : 1);
+    } else if (auto it = strings.find(kv.first); it != strings.end()) {
+      *it->second = kv.second;
+    } else if (kv.first == "--schedules") {
+      flags->schedules = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
+      ok = !flags->schedules.empty();
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "pipeline_bench: bad flag %s\n", argv[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The job every schedule runs: only schedule.name differs.
+v1::JobSpec Spec(const Flags& flags, const std::string& schedule) {
+  v1::JobSpec spec;
+  spec.set_name(absl::StrCat("pipeline-bench-", schedule));
+  v1::ModelSpec* m = spec.mutable_model();
+  m->set_architecture("gpt");
+  m->set_layers(flags.layers);
+  m->set_hidden(flags.hidden);
+  m->set_heads(flags.heads);
+  m->set_vocab(256);
+  m->set_seq_len(flags.seq_len);
+  spec.mutable_dataset()->set_builtin("bible-kjv");
+  v1::PipelineSpec* p = spec.mutable_pipeline();
+  p->set_stages(2);
+  p->set_microbatches(flags.microbatches);
+  p->set_microbatch_size(flags.microbatch_size);
+  spec.mutable_schedule()->set_name(schedule);
+  spec.mutable_schedule()->mutable_resolve()->set_disabled(true);
+  spec.mutable_optimizer()->set_learning_rate(1e-3);
+  spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);
+  spec.set_steps(1000);
+  spec.set_seed(1234);
+  return spec;
+}
+
+double Seconds(const google::protobuf::Timestamp& t) { return t.seconds() + 1e-9 * t.nanos(); }
+
+/// Submits `spec`, watches it until `wanted` step summaries arrived, then
+/// cancels it and waits for the end. Returns the summaries by step.
+absl::StatusOr<std::map<int64_t, StepSummary>> RunJob(v1::JobService::Stub& stub,
+                                                      const v1::JobSpec& spec, int wanted) {
+  v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = spec;
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status st = stub.SubmitJob(&context, submit, &job);
+    if (!st.ok()) return absl::UnavailableError(absl::StrCat("SubmitJob: ", st.error_message()));
+  }
+  std::map<int64_t, StepSummary> steps;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
+  v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub.WatchJob(&context, watch);
+  v1::JobEvent event;
+  bool cancelled = false;
+  std::string ended;
+  while (reader->Read(&event)) {
+    if (event.has_step()) steps[event.step().step()] = event.step();
+    if (event.has_state_change()) {
+      const v1::JobState s = event.state_change().new_state();
+      if (s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_SUCCEEDED ||
+          s == v1::JOB_STATE_CANCELLED) {
+        ended = absl::StrCat(v1::JobState_Name(s), " ", event.state_change().message());
+      }
+    }
+    if (!cancelled && static_cast<int>(steps.size()) >= wanted) {
+      cancelled = true;
+      v1::CancelJobRequest cancel;
+      cancel.set_job_id(job.id());
+      cancel.set_reason("pipeline_bench: enough steps");
+      v1::Job out;
+      grpc::ClientContext cancel_context;
+      cancel_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      stub.CancelJob(&cancel_context, cancel, &out);
+    }
+  }
+  reader->Finish();
+  if (static_cast<int>(steps.size()) < wanted) {
+    return absl::InternalError(absl::StrCat(spec.schedule().name(), ": ", steps.size(), " of ",
+                                            wanted, " steps, job ended ", ended));
+  }
+  return steps;
+}
+
+/// Waits until every registered worker heartbeats IDLE. A job submitted
+/// while the workers still wind down the cancelled one stalls: the worker
+/// queues the new assignment but drops its StepGrant (control_state.cc
+/// Apply), and the coordinator never repeats it.
+absl::Status WaitIdle(v1::WorkerService::Stub& stub, int workers) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    v1::ListWorkersRequest request;
+    v1::ListWorkersResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (stub.ListWorkers(&context, request, &response).ok()) {
+      int idle = 0;
+      for (const v1::Worker& w : response.workers()) {
+        idle += w.phase() == v1::WORKER_PHASE_IDLE && w.job_id().empty();
+      }
+      if (idle >= workers) return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return absl::DeadlineExceededError("workers not idle after 60 s");
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// CPU seconds (user + system) of process `pid` so far, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command's closing parenthesis; utime and stime are the
+  // 14th and 15th of the line, the 12th and 13th after it.
+  std::vector<std::string> f = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  double utime = 0, stime = 0;
+  if (f.size() < 13 || !absl::SimpleAtod(f[11], &utime) || !absl::SimpleAtod(f[12], &stime)) {
+    return 0;
+  }
+  return (utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+/// Per-stage medians over the measured steps of one schedule.
+struct StageRow {
+  double f = 0, b = 0, w = 0, measured = 0, predicted = 0, idle = 0, comm = 0, overhead = 0;
+  double worst_step_diff = 0;  ///< Max over steps of |measured - predicted|.
+};
+
+/// Samples of one schedule, pooled over rounds.
+struct Samples {
+  std::vector<double> step, wall, measured, predicted;
+  /// Per job: both workers' CPU seconds over the job's wall seconds (2 when
+  /// each had a free core and never idled; ~1 when they shared one core).
+  std::vector<double> worker_cores;
+  std::map<int, std::map<std::string, std::vector<double>>> by_stage;
+  std::vector<StepSummary> raw;
+
+  /// Adds the steps >= warmup; a wall sample needs the previous step too.
+  void Add(const std::map<int64_t, StepSummary>& steps, int warmup) {
+    for (const auto& [k, s] : steps) {
+      if (k < warmup) continue;
+      raw.push_back(s);
+      step.push_back(s.step_seconds());
+      measured.push_back(s.measured_bubble_rate());
+      predicted.push_back(s.predicted_bubble_rate());
+      if (auto prev = steps.find(k - 1); prev != steps.end()) {
+        wall.push_back(Seconds(s.complete_time()) - Seconds(prev->second.complete_time()));
+      }
+      for (const v1::StageStepStats& st : s.stages()) {
+        auto& m = by_stage[st.stage()];
+        m["f"].push_back(st.f_seconds());
+        m["b"].push_back(st.b_seconds());
+        m["w"].push_back(st.w_seconds());
+        m["measured"].push_back(st.measured_bubble_rate());
+        m["predicted"].push_back(st.predicted_bubble_rate());
+        m["diff"].push_back(std::abs(st.measured_bubble_rate() - st.predicted_bubble_rate()));
+        m["idle"].push_back(st.idle_seconds());
+        m["comm"].push_back(st.comm_seconds());
+        m["overhead"].push_back((st.idle_seconds() - st.comm_seconds()) / s.step_seconds());
+      }
+    }
+  }
+
+  StageRow Row(int stage) const {
+    const auto& m = by_stage.at(stage);
+    StageRow r;
+    r.f = Median(m.at("f"));
+    r.b = Median(m.at("b"));
+    r.w = Median(m.at("w"));
+    r.measured = Median(m.at("measured"));
+    r.predicted = Median(m.at("predicted"));
+    r.idle = Median(m.at("idle"));
+    r.comm = Median(m.at("comm"));
+    r.overhead = Median(m.at("overhead"));
+    r.worst_step_diff = *std::max_element(m.at("diff").begin(), m.at("diff").end());
+    return r;
+  }
+};
+
+const char* Verdict(bool ok) { return ok ? "meets" : "**misses**"; }
+
+void Print(const Flags& flags, const std::vector<std::string>& order,
+           const std::map<std::string, Samples>& all) {
+  const double tokens =
+      double(flags.microbatches) * flags.microbatch_size * flags.seq_len;
+  std::printf(
+      "\nmodel: layers %d, hidden %d, heads %d, seq_len %d, vocab 256; p=2, m=%d, b=%d "
+      "(%.0f tokens/step); %d measured steps x %d round(s) after %d warm-up\n\n",
+      flags.layers, flags.hidden, flags.heads, flags.seq_len, flags.microbatches,
+      flags.microbatch_size, tokens, flags.steps, flags.rounds, flags.warmup);
+  const double base_step = all.count("1f1b") ? Median(all.at("1f1b").step) : 0;
+  const double base_wall = all.count("1f1b") ? Median(all.at("1f1b").wall) : 0;
+  std::printf(
+      "| schedule | step s | wall s | tokens/s (step) | tokens/s (wall) | vs 1F1B (step) | "
+      "vs 1F1B (wall) | bubble measured | bubble predicted | workers' CPU / wall |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::string& name : order) {
+    const Samples& s = all.at(name);
+    const double step = Median(s.step), wall = Median(s.wall);
+    std::printf("| %s | %.3f | %.3f | %.0f | %.0f | %s | %s | %.3f | %.3f | %.2f |\n",
+                name.c_str(),
+                step, wall, tokens / step, tokens / wall,
+                base_step > 0 ? absl::StrFormat("%+.1f%%", 100 * (base_step / step - 1)).c_str()
+                              : "-",
+                base_wall > 0 ? absl::StrFormat("%+.1f%%", 100 * (base_wall / wall - 1)).c_str()
+                              : "-",
+                Median(s.measured), Median(s.predicted), Median(s.worker_cores));
+  }
+  std::printf(
+      "\n| schedule | stage | F ms | B ms | W ms | bubble measured | bubble predicted | |Δ| "
+      "(medians) | max |Δ| (any step) | idle ms | comm ms | overhead (idle-comm)/step |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::vector<std::string> verdicts;
+  double worst_overhead = 0;
+  for (const std::string& name : order) {
+    const Samples& s = all.at(name);
+    double worst = 0;
+    for (const auto& [stage, unused] : s.by_stage) {
+      const StageRow r = s.Row(stage);
+      worst = std::max(worst, std::abs(r.measured - r.predicted));
+      worst_overhead = std::max(worst_overhead, r.overhead);
+      std::printf("| %s | %d | %.1f | %.1f | %.1f | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f | "
+                  "%.2f%% |\n",
+                  name.c_str(), stage, 1e3 * r.f, 1e3 * r.b, 1e3 * r.w, r.measured, r.predicted,
+                  std::abs(r.measured - r.predicted), r.worst_step_diff, 1e3 * r.idle,
+                  1e3 * r.comm, 100 * r.overhead);
+    }
+    verdicts.push_back(absl::StrFormat("%s max |Δ| %.3f %s", name, worst, Verdict(worst <= 0.03)));
+  }
+  std::printf("\ntargets:\n");
+  std::printf("- measured bubble within 0.03 of predicted (per stage, medians): %s\n",
+              absl::StrJoin(verdicts, "; ").c_str());
+  if (all.count("zb-2p") && base_step > 0) {
+    const double by_step = base_step / Median(all.at("zb-2p").step) - 1;
+    const double by_wall = base_wall / Median(all.at("zb-2p").wall) - 1;
+    std::printf("- ZB-2p >= 8%% faster than 1F1B (theoretical 1F1B bubble 1/9 = 11.1%%): "
+                "%+.1f%% by step_seconds (%s), %+.1f%% by wall (%s)\n",
+                100 * by_step, Verdict(by_step >= 0.08), 100 * by_wall,
+                Verdict(by_wall >= 0.08));
+  }
+  std::printf("- executor overhead < 2%% of the step: worst stage median %.2f%% (%s)\n",
+              100 * worst_overhead, Verdict(worst_overhead < 0.02));
+}
+
+/// Writes every measured StepSummary, by schedule, as JSON.
+void WriteJson(const std::string& path, const std::vector<std::string>& order,
+               const std::map<std::string, Samples>& all) {
+  std::ofstream out(path);
+  out << "{\n";
+  for (size_t i = 0; i < order.size(); ++i) {
+    out << "  \"" << order[i] << "\": [";
+    const std::vector<StepSummary>& raw = all.at(order[i]).raw;
+    for (size_t k = 0; k < raw.size(); ++k) {
+      std::string json;
+      (void)google::protobuf::util::MessageToJsonString(raw[k], &json);
+      out << (k ? ",\n    " : "\n    ") << json;
+    }
+    out << "\n  ]" << (i + 1 < order.size() ? "," : "") << "\n";
+  }
+  out << "}\n";
+}
+
+int Run(const Flags& flags) {
+  absl::StatusOr<ctltest::RunningCoordinator> coordinator =
+      ctltest::StartCoordinator(flags.coordinator, {"--db", flags.db});
+  if (!coordinator.ok()) {
+    std::fprintf(stderr, "%s\n", coordinator.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<std::unique_ptr<ctltest::BackgroundProcess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(ctltest::BackgroundProcess::Start(
+        {flags.worker, "--coordinator", coordinator->grpc_address, "--cache-dir",
+         flags.cache_dir, "--threads", "1", "--name", absl::StrCat("bench-", i)}));
+    std::optional<std::string> line =
+        workers.back() ? workers.back()->ReadLine(absl::Seconds(60)) : std::nullopt;
+    if (!line.has_value() || line->find("registered") == std::string::npos) {
+      std::fprintf(stderr, "pipeline_bench: worker %d did not register\n", i);
+      return 1;
+    }
+  }
+  std::printf("coordinator %s (--db %s), 2 workers (--threads 1), %ld online cores\n",
+              coordinator->grpc_address.c_str(), flags.db.c_str(),
+              sysconf(_SC_NPROCESSORS_ONLN));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(coordinator->grpc_address, grpc::InsecureChannelCredentials());
+  auto stub = v1::JobService::NewStub(channel);
+  auto worker_stub = v1::WorkerService::NewStub(channel);
+  std::map<std::string, Samples> all;
+  for (int round = 0; round < flags.rounds; ++round) {
+    for (const std::string& name : flags.schedules) {
+      if (absl::Status st = WaitIdle(*worker_stub, 2); !st.ok()) {
+        std::fprintf(stderr, "pipeline_bench: %s\n", st.ToString().c_str());
+        return 1;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      double cpu = 0;
+      for (const auto& w : workers) cpu -= ProcessCpuSeconds(w->pid());
+      absl::StatusOr<std::map<int64_t, StepSummary>> steps =
+          RunJob(*stub, Spec(flags, name), flags.warmup + flags.steps);
+      if (!steps.ok()) {
+        std::fprintf(stderr, "pipeline_bench: %s\n", steps.status().ToString().c_str());
+        return 1;
+      }
+      for (const auto& w : workers) cpu += ProcessCpuSeconds(w->pid());
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      all[name].Add(*steps, flags.warmup);
+      all[name].worker_cores.push_back(cpu / seconds);
+      std::fprintf(stderr, "round %d %s: %zu steps in %.1f s, workers' CPU %.1f s\n", round,
+                   name.c_str(), steps->size(), seconds, cpu);
+    }
+  }
+  Print(flags, flags.schedules, all);
+  if (!flags.json.empty()) WriteJson(flags.json, flags.schedules, all);
+  return 0;
+}
+
+}  // namespace
+}  // namespace zbpp::bench
+
+int main(int argc, char** argv) {
+  zbpp::bench::Flags flags;
+  if (!zbpp::bench::ParseFlags(argc, argv, &flags)) return 2;
+  return zbpp::bench::Run(flags);
+}

@@ -152,6 +152,8 @@ struct Coordinator::StageReport {
   double idle_seconds = 0;
   double comm_seconds = 0;
   double busy_seconds = 0;
+  /// From the rank's first action start to its last action end, seconds.
+  double span_seconds = 0;
   double f_seconds = 0;
   double b_seconds = 0;
   double w_seconds = 0;
@@ -1240,6 +1242,12 @@ absl::Status Coordinator::ReportStepLocked(
   stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;
   stage.w_seconds = counts[2] ? sums[2] / counts[2] : 0;
   stage.step_seconds = report.step_seconds();
+  if (!actions.empty()) {
+    const auto& starts = report.action_start_seconds();
+    const auto& ends = report.action_end_seconds();
+    stage.span_seconds = *std::max_element(ends.begin(), ends.end()) -
+                         *std::min_element(starts.begin(), starts.end());
+  }
   stage.idle_seconds = report.idle_seconds();
   stage.comm_seconds = report.comm_seconds();
   if (report.has_loss()) stage.loss = report.loss();
@@ -1329,8 +1337,14 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   summary.set_loss(std::numeric_limits<double>::quiet_NaN());
   double step_seconds = 0;
   double busy = 0;
+  // The paper's cost (§5.3), as the simulator defines it: the largest
+  // per-rank span. A rank's wait before its first action (the pipeline's
+  // staggered start) is not in it, on both the measured and the predicted
+  // side.
+  double cost = 0;
   for (const auto& [rank, stage] : pending.stages) {
     step_seconds = std::max(step_seconds, stage.step_seconds);
+    cost = std::max(cost, stage.span_seconds);
     busy += stage.busy_seconds;
     if (stage.loss.has_value() && std::isfinite(*stage.loss)) {
       summary.set_loss(*stage.loss);
@@ -1344,7 +1358,9 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
         static_cast<double>(spec.pipeline().microbatches()) *
         spec.pipeline().microbatch_size() * spec.model().seq_len() /
         step_seconds);
-    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * step_seconds)));
+  }
+  if (cost > 0) {
+    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * cost)));
   }
   // Predicted: the version's order simulated under the current measured
   // costs (the analytic ones until every stage has a sample).
@@ -1370,7 +1386,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     out->set_stage(rank);
     out->set_worker_id(stage.worker_id);
     out->set_measured_bubble_rate(
-        step_seconds > 0 ? Clamp01(1 - stage.busy_seconds / step_seconds) : 0);
+        cost > 0 ? Clamp01(1 - stage.busy_seconds / cost) : 0);
     out->set_predicted_bubble_rate(
         rank < static_cast<int>(predicted_rank.size()) ? predicted_rank[rank]
                                                        : 0);

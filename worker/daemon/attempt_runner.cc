@@ -40,7 +40,9 @@ uint64_t PeakResidentBytes() {
 }
 
 bool EvaluatesAfter(int64_t step, int64_t start_step, int64_t steps) {
-  const int64_t every = std::max<int64_t>(1, steps / 10);
+  // A tenth of the run, but not more often than every 10 steps: short jobs
+  // (tests, benchmarks) are not mostly evaluation.
+  const int64_t every = std::max<int64_t>(10, steps / 10);
   return step == start_step || step == steps - 1 || (step + 1) % every == 0;
 }
 

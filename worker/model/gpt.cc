@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& conf
     at::Tensor t = at::empty(shape, at::kFloat);
     init(t, gen);
     t.set_requires_grad(true);
+    chunk->index_[name] = chunk->parameters_.size();
     chunk->parameters_.emplace_back(name, t);
   };
   auto normal = [](double std) {
@@ -115,14 +116,13 @@ absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& conf
 }
 
 const at::Tensor& GptChunk::Param(const std::string& name) const {
-  for (const auto& [n, t] : parameters_) {
-    if (n == name) return t;
-  }
+  auto it = index_.find(name);
   // Names are built by Create from the same strings; a miss is a bug here.
-  TORCH_CHECK(false, "GptChunk: no parameter ", name);
+  TORCH_CHECK(it != index_.end(), "GptChunk: no parameter ", name);
+  return parameters_[it->second].second;
 }
 
-at::Tensor GptChunk::Block(int layer, const at::Tensor& x) const {
+at::Tensor GptChunk::Block(int layer, const at::Tensor& x, const at::Tensor& future) const {
   const std::string p = absl::StrCat("block", layer);
   const int64_t b = x.size(0), s = x.size(1), h = config_.hidden, a = config_.heads;
   const int64_t d = h / a;
@@ -139,7 +139,6 @@ at::Tensor GptChunk::Block(int layer, const at::Tensor& x) const {
   auto heads = [&](const at::Tensor& t) { return t.view({b, s, a, d}).transpose(1, 2); };
   at::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
-  at::Tensor future = at::ones({s, s}, at::kBool).triu(1);
   at::Tensor attention = at::softmax(scores.masked_fill(future, -INFINITY), -1);
   at::Tensor y = at::matmul(attention, v).transpose(1, 2).reshape({b, s, h});
   at::Tensor out = x + lin(p + ".attn.proj", y);
@@ -151,13 +150,15 @@ at::Tensor GptChunk::Block(int layer, const at::Tensor& x) const {
 at::Tensor GptChunk::Forward(const at::Tensor& input) const {
   at::Tensor x;
   if (is_first()) {
-    const int64_t s = input.size(1);
     x = at::embedding(Param("embed.token"), input) +
-        Param("embed.position").narrow(0, 0, s).unsqueeze(0);
+        Param("embed.position").narrow(0, 0, input.size(1)).unsqueeze(0);
   } else {
     x = input;
   }
-  for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
+  // Positions a query must not see (its future), shared by the blocks.
+  const int64_t s = x.size(1);
+  const at::Tensor future = at::ones({s, s}, at::kBool).triu(1);
+  for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x, future);
   if (!is_last()) return x;
   x = at::layer_norm(x, {config_.hidden}, Param("final_ln.weight"), Param("final_ln.bias"),
                      1e-5);

@@ -2,6 +2,7 @@
 #define ZBPP_WORKER_MODEL_GPT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -68,7 +69,9 @@ class GptChunk {
   GptChunk(const GptConfig& config, int stage, int num_stages)
       : config_(config), stage_(stage), num_stages_(num_stages) {}
   const at::Tensor& Param(const std::string& name) const;
-  at::Tensor Block(int layer, const at::Tensor& x) const;
+  // One transformer block; `future` is the [s, s] causal mask (true above
+  // the diagonal).
+  at::Tensor Block(int layer, const at::Tensor& x, const at::Tensor& future) const;
 
   GptConfig config_;
   int stage_;
@@ -76,6 +79,7 @@ class GptChunk {
   int first_layer_ = 0;
   int end_layer_ = 0;
   std::vector<NamedTensor> parameters_;
+  std::map<std::string, size_t> index_;  // Name -> position in parameters_.
 };
 
 /// Mean next-token cross-entropy in nats: logits [b, s, vocab], targets

@@ -89,12 +89,15 @@ class StepRun {
     }
     timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
     // Every receive was consumed; drain the sends so their buffers can go.
+    // After the last action: not part of the step's communication time.
+    const double drain_start = Seconds();
     for (auto& [op, what] : sends_) {
-      if (absl::Status st = Timed(*op); !st.ok()) {
+      if (absl::Status st = op->Wait(o_.recv_timeout); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", sending ", what, ": ",
                                                     std::string(st.message())));
       }
     }
+    timeline_.drain_seconds = Seconds() - drain_start;
     return std::move(timeline_);
   }
 

@@ -72,9 +72,11 @@ struct StepTimeline {
   std::vector<double> action_end_seconds;
   /// End of the last action.
   double step_seconds = 0;
-  /// Seconds blocked waiting for messages (receives, and sends drained at
-  /// the end of the step).
+  /// Seconds blocked in receives before actions (within step_seconds).
   double comm_seconds = 0;
+  /// Seconds spent after the last action waiting for this step's sends to
+  /// complete (outside step_seconds).
+  double drain_seconds = 0;
   /// Sum of per-microbatch losses (mean cross-entropy, nats) and how many
   /// there were; 0 / 0 on ranks without the last virtual stage.
   double loss_sum = 0;

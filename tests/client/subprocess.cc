@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -42,6 +43,10 @@ pid_t Spawn(const std::vector<std::string>& argv,
   envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
+    // Die with the test: a test binary killed by CTest's timeout must not
+    // leave daemons running (they would hold the cores for the rest of CI).
+    // The signal follows the forking thread; tests spawn from their main one.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (stdin_fd >= 0) dup2(stdin_fd, 0);
     if (stdout_fd >= 0) dup2(stdout_fd, 1);
     if (stderr_fd >= 0) dup2(stderr_fd, 2);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace zbpp::client {
@@ -24,6 +27,23 @@ namespace pb = google::protobuf;
 // The YAML is walked alongside the message's descriptor, so every field of
 // the proto (today's and tomorrow's) is read the same way and the key names
 // can never drift from the field names.
+
+// Receives the events of a document and drops them (counting documents).
+class NullEventHandler final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
 std::string Where(const YAML::Mark& mark) {
   if (mark.is_null()) return "";
@@ -292,17 +312,31 @@ absl::Status FillMessage(const YAML::Node& node, const std::string& path,
 }  // namespace
 
 absl::StatusOr<zbpp::v1::JobSpec> JobSpecFromYaml(const std::string& text) {
-  std::vector<YAML::Node> documents;
+  // Documents are counted before any is built: Debian's yaml-cpp 0.7 never
+  // gets past a stray ',' at the top level (",a"), reporting an empty
+  // document at the same place forever, so YAML::LoadAll would loop,
+  // allocating, until memory runs out (found by
+  // tests/fuzz/job_spec_yaml_fuzz). Only the first document is built.
+  constexpr int kMaxDocuments = 1000;
+  int count = 0;
+  YAML::Node first;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    NullEventHandler ignore;
+    while (count < kMaxDocuments && parser.HandleNextDocument(ignore)) ++count;
+    if (count == 1) first = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("yaml: not YAML", Where(e.mark), ": ", e.msg));
   }
-  if (documents.size() > 1) {
+  if (count > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "yaml: ", documents.size(), " YAML documents; a job spec is one"));
+        "yaml: ", count == kMaxDocuments ? "at least " : "", count,
+        " YAML documents; a job spec is one"));
   }
+  const std::vector<YAML::Node> documents =
+      count == 0 ? std::vector<YAML::Node>{} : std::vector<YAML::Node>{first};
   if (documents.empty() || documents[0].IsNull()) {
     return absl::InvalidArgumentError(
         "yaml: empty; expected a mapping of job spec fields (model, dataset, "

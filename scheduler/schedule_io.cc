@@ -1,6 +1,7 @@
 #include "scheduler/schedule_io.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,21 @@ absl::StatusOr<Schedule> ScheduleFromCsv(std::string_view csv,
   schedule.workers = static_cast<int>(schedule.actions.size());
   const int p = schedule.workers;
   if (max_stage < 0) return absl::InvalidArgumentError("CSV has no actions");
+  // Every (stage, microbatch) pair needs at least one action, so one cell
+  // naming a huge stage or microbatch ("0F399999992") is refused here
+  // instead of sizing tables by it downstream (found by
+  // tests/fuzz/schedule_io_fuzz). 64-bit: max_stage + 1 may not fit an int.
+  size_t total_actions = 0;
+  for (const std::vector<Action>& row : schedule.actions) {
+    total_actions += row.size();
+  }
+  const int64_t pairs = (int64_t{max_stage} + 1) * (int64_t{max_microbatch} + 1);
+  if (pairs > static_cast<int64_t>(total_actions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CSV has ", total_actions, " actions, too few for its ",
+        int64_t{max_stage} + 1, " virtual stages x ",
+        int64_t{max_microbatch} + 1, " microbatches"));
+  }
   if ((max_stage + 1) % p != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CSV names ", max_stage + 1, " virtual stages, not a multiple of its ",
@@ -178,7 +194,9 @@ absl::StatusOr<Schedule> ScheduleFromJson(std::string_view text) {
   Json json;
   try {
     json = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1e9999") is
+    // out_of_range (found by tests/fuzz/schedule_io_fuzz).
     return absl::InvalidArgumentError(
         absl::StrCat("schedule JSON does not parse: ", e.what()));
   }
@@ -198,6 +216,12 @@ absl::StatusOr<Schedule> ScheduleFromJson(std::string_view text) {
     absl::StatusOr<int> parsed = IntField(json, field, 1);
     if (!parsed.ok()) return parsed.status();
     *value = *parsed;
+  }
+  // workers * chunks must fit an int (Schedule::num_stages).
+  if (int64_t{schedule.workers} * schedule.chunks > 1'000'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workers * chunks = ", int64_t{schedule.workers} * schedule.chunks,
+        " is too large"));
   }
 
   auto owners = json.find("worker_of_stage");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <string>
 
@@ -70,6 +71,19 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
     return absl::InvalidArgumentError(
         absl::StrCat("actions must have one list per worker (",
                      problem.workers, "), got ", schedule.actions.size()));
+  }
+  // Every (stage, microbatch) needs an F and a B or BW, so a schedule with
+  // fewer actions than pairs is incomplete. Checked before the tables of
+  // num_stages * m entries below, so that one huge microbatch number (an
+  // imported "0F399999992") is refused instead of allocating gigabytes
+  // (found by tests/fuzz/schedule_io_fuzz).
+  size_t total_actions = 0;
+  for (const auto& list : schedule.actions) total_actions += list.size();
+  const int64_t pairs = int64_t{num_stages} * m;
+  if (pairs > static_cast<int64_t>(total_actions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule has ", total_actions, " actions, too few for its ", pairs,
+        " (stage, microbatch) pairs"));
   }
   // Position of each pass in its worker's list, -1 when absent.
   const Index at{m};

@@ -20,6 +20,7 @@ packages=(
   # worker: LibTorch (CPU, c10d + Gloo), the headers c10d includes, a fast
   # single-threaded BLAS (one worker per core), the main job's corpus
   libtorch-dev libgloo-dev libopenblas0-serial bible-kjv
+  clang libclang-rt-14-dev  # libFuzzer targets (scripts/fuzz.sh, tests/fuzz/)
 )
 
 bash "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"

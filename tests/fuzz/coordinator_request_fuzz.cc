@@ -1,0 +1,221 @@
+// libFuzzer target (issue 5 §4): the coordinator's request validation.
+//
+// One Coordinator core per process (FakeClock, in-memory SQLite store, the
+// daemon's ValidateJobSpec and InitialProblem) holding a RUNNING 2-stage job
+// on two registered workers, so that a ReportStep gets past the worker and
+// job lookups to the checks of its content. Input: one selector byte, then a
+// serialized protobuf (ParseFromArray; bytes that do not parse are skipped).
+//
+// Selector bits:
+//   bit 0   0: SubmitJobRequest -> Coordinator::SubmitJob
+//           1: ReportStepRequest -> Coordinator::ReportStep, where
+//   bit 1   fills worker_id, job_id, attempt and stage left empty/zero with
+//           those of worker (bit 2) of the running job,
+//   bit 3   fills both timing lists, when empty, with valid timings for the
+//           stage's actions in the version of the report's step,
+//   bit 4   sets step and schedule_version, when both are 0, to the worker's
+//           next granted step and its version.
+// The fill-ins let mutations reach deep checks (hop latencies, validation
+// results, step completion and re-solves) without guessing ids.
+//
+// The state carries over between inputs (steps complete, jobs pile up), as
+// in a live coordinator; when the job leaves RUNNING, the core is rebuilt.
+// No sleeps: the clock never moves, so no lease expires.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/store/sqlite_store.h"
+#include "tests/coordinator/fake_pipeline.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+// What a worker knows from its Session outbox.
+struct Worker {
+  std::string id;
+  std::shared_ptr<SessionOutbox> outbox;
+  std::string job_id;
+  int64_t attempt = 0;
+  int32_t stage = 0;
+  int64_t start_step = 0;
+  int64_t granted = -1;
+  int64_t next_step = 0;
+  std::vector<v1::ScheduleVersion> versions;
+
+  void Drain() {
+    std::vector<SessionMessage> messages;
+    (void)outbox->Pop(absl::InfinitePast(), &messages);
+    for (const SessionMessage& message : messages) {
+      const v1::SessionResponse& m = *message;
+      if (m.has_assignment()) {
+        job_id = m.assignment().job_id();
+        attempt = m.assignment().attempt();
+        stage = m.assignment().stage();
+        start_step = next_step = m.assignment().start_step();
+        granted = start_step - 1;
+        versions = {m.assignment().schedule()};
+      } else if (m.has_schedule()) {
+        versions.push_back(m.schedule());
+      } else if (m.has_grant() && m.grant().attempt() == attempt) {
+        granted = std::max(granted, m.grant().through_step());
+      }
+    }
+  }
+
+  const v1::ScheduleVersion* VersionFor(int64_t step) const {
+    const v1::ScheduleVersion* found = nullptr;
+    for (const v1::ScheduleVersion& v : versions) {
+      if (v.effective_step() <= step) found = &v;
+    }
+    return found;
+  }
+};
+
+// The coordinator tests' spec (2 stages, 4 microbatches, ZB-1p, a re-solve
+// every 2 steps) with steps enough never to finish.
+v1::JobSpec RunningSpec() {
+  return testing::TestSpec(/*stages=*/2, /*microbatches=*/4, "zb-1p",
+                           /*steps=*/1'000'000'000, /*window=*/2);
+}
+
+[[noreturn]] void Fail(const absl::Status& status, const char* what) {
+  std::cerr << "coordinator_request_fuzz: " << what << ": " << status << "\n";
+  std::abort();
+}
+
+class Fixture {
+ public:
+  Fixture() { Build(); }
+
+  void Run(uint8_t selector, const uint8_t* data, size_t size) {
+    if ((selector & 1) == 0) {
+      v1::SubmitJobRequest request;
+      if (!request.ParseFromArray(data, static_cast<int>(size))) return;
+      (void)coordinator_->SubmitJob(request.spec());
+    } else {
+      v1::ReportStepRequest report;
+      if (!report.ParseFromArray(data, static_cast<int>(size))) return;
+      FillIn(selector, report);
+      (void)coordinator_->ReportStep(report);
+    }
+    for (Worker& w : workers_) w.Drain();
+    absl::StatusOr<v1::Job> job =
+        coordinator_->GetJob(job_id_, v1::JOB_VIEW_BASIC);
+    if (!job.ok() || job->state() != v1::JOB_STATE_RUNNING) Build();
+  }
+
+ private:
+  void Build() {
+    workers_.clear();
+    coordinator_.reset();
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+        SqliteStore::Create({":memory:"});
+    if (!store.ok()) Fail(store.status(), "store");
+    store_ = *std::move(store);
+    Coordinator::Options options;
+    options.clock = &clock_;
+    options.store = store_.get();
+    options.validate_spec = ValidateJobSpec;
+    options.initial_problem = InitialProblem;
+    absl::StatusOr<std::unique_ptr<Coordinator>> created =
+        Coordinator::Create(options);
+    if (!created.ok()) Fail(created.status(), "create");
+    coordinator_ = *std::move(created);
+    if (absl::Status st = coordinator_->Recover(); !st.ok()) Fail(st, "recover");
+    absl::StatusOr<v1::Job> job = coordinator_->SubmitJob(RunningSpec());
+    if (!job.ok()) Fail(job.status(), "submit");
+    job_id_ = job->id();
+    for (int i = 0; i < 2; ++i) {
+      v1::WorkerDescription d;
+      d.set_address(absl::StrCat("10.0.0.", i, ":7000"));
+      d.set_host("node");
+      d.set_device_kind(v1::DEVICE_KIND_CPU);
+      d.set_memory_bytes(1 << 30);
+      Worker w;
+      absl::StatusOr<v1::RegisterWorkerResponse> registered =
+          coordinator_->RegisterWorker(d);
+      if (!registered.ok()) Fail(registered.status(), "register");
+      w.id = registered->worker_id();
+      absl::StatusOr<std::shared_ptr<SessionOutbox>> outbox =
+          coordinator_->OpenSession(w.id);
+      if (!outbox.ok()) Fail(outbox.status(), "session");
+      w.outbox = *outbox;
+      workers_.push_back(std::move(w));
+    }
+    for (Worker& w : workers_) {
+      w.Drain();
+      v1::Heartbeat hb;
+      hb.set_phase(v1::WORKER_PHASE_PREPARING);
+      hb.set_job_id(w.job_id);
+      hb.set_attempt(w.attempt);
+      if (absl::Status st = coordinator_->Heartbeat(w.id, hb); !st.ok()) {
+        Fail(st, "heartbeat");
+      }
+    }
+    for (Worker& w : workers_) w.Drain();
+  }
+
+  void FillIn(uint8_t selector, v1::ReportStepRequest& report) {
+    Worker& w = workers_[(selector >> 2) & 1];
+    if (selector & 2) {
+      if (report.worker_id().empty()) report.set_worker_id(w.id);
+      if (report.job_id().empty()) report.set_job_id(w.job_id);
+      if (report.attempt() == 0) report.set_attempt(w.attempt);
+      if (report.stage() == 0) report.set_stage(w.stage);
+    }
+    if ((selector & 16) && report.step() == 0 &&
+        report.schedule_version() == 0) {
+      report.set_step(w.next_step);
+      if (const v1::ScheduleVersion* v = w.VersionFor(w.next_step)) {
+        report.set_schedule_version(v->version());
+      }
+      if (w.next_step <= w.granted) ++w.next_step;
+    }
+    if ((selector & 8) && report.action_start_seconds_size() == 0 &&
+        report.action_end_seconds_size() == 0) {
+      const v1::ScheduleVersion* v = w.VersionFor(report.step());
+      const int stage = report.stage();
+      if (v != nullptr && stage >= 0 &&
+          stage < v->schedule().worker_actions_size()) {
+        const int n = v->schedule().worker_actions(stage).actions_size();
+        for (int i = 0; i < n; ++i) {
+          report.add_action_start_seconds(0.01 * i);
+          report.add_action_end_seconds(0.01 * i + 0.008);
+        }
+        report.set_step_seconds(0.01 * n);
+        report.set_idle_seconds(0.002 * n);
+      }
+    }
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::vector<Worker> workers_;
+  std::string job_id_;
+};
+
+}  // namespace
+}  // namespace zbpp::coordinator
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static auto* fixture = new zbpp::coordinator::Fixture();
+  if (size == 0) return 0;
+  fixture->Run(data[0], data + 1, size - 1);
+  return 0;
+}

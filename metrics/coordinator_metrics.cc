@@ -121,7 +121,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
         BuildGauge()
             .Name("zbpp_stage_measured_bubble_ratio")
             .Help("Idle fraction of the pipeline rank in the last recorded "
-                  "step, against the step's measured makespan, in [0,1].")
+                  "step, 1 - busy / the step's largest per-rank span (the "
+                  "simulator's definition), in [0,1].")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_predicted_bubble_ratio")
@@ -142,8 +143,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
             .Register(r),
         BuildHistogram()
             .Name("zbpp_step_duration_seconds")
-            .Help("Measured wall time of each optimizer step, earliest start "
-                  "to latest end over all pipeline ranks, in seconds.")
+            .Help("Measured time of each optimizer step: the longest rank's "
+                  "span from its step start to its last action, in seconds.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_job_tokens_per_second")

@@ -33,11 +33,11 @@ namespace zbpp::metrics {
 ///
 /// | name | type | labels | unit | meaning |
 /// | --- | --- | --- | --- | --- |
-/// | `zbpp_stage_measured_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | Idle fraction of the pipeline rank in the last recorded step, against the step's measured makespan. |
+/// | `zbpp_stage_measured_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | Idle fraction of the pipeline rank in the last recorded step: 1 − busy / the step's largest per-rank span (the simulator's definition). |
 /// | `zbpp_stage_predicted_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | The simulator's idle fraction of the rank for the current schedule version under the current cost model. |
 /// | `zbpp_stage_idle_seconds` | gauge | job_id, stage | seconds | Time the rank waited for inputs in the last recorded step. |
 /// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the rank in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
-/// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured wall time of each optimizer step (earliest start to latest end over all ranks). |
+/// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest rank's span from its step start to its last action. |
 /// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
 /// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
 /// | `zbpp_job_schedule_version` | gauge | job_id | version number | Version of the job's current schedule; 0 before the first. |

@@ -1,6 +1,7 @@
 #include "client/zbppctl_json.h"
 
 #include <cmath>
+#include <optional>
 
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -11,8 +12,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // nan and inf are not JSON numbers: null instead.
-Json NumberOrNull(double value) {
-  return std::isfinite(value) ? Json(value) : Json(nullptr);
+Json NumberOrNull(std::optional<double> value) {
+  return value.has_value() && std::isfinite(*value) ? Json(*value) : Json(nullptr);
 }
 
 Json StageRates(const v1::Job& job) {
@@ -78,6 +79,25 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job) {
                                     : none));
   out["stages"] = StageRates(job);
   return out.dump(2) + "\n";
+}
+
+std::string ReportJson(const TrainingReport& r) {
+  Json json = {{"job_id", r.job_id},
+               {"state", r.state},
+               {"steps", r.steps},
+               {"schedule", r.schedule},
+               {"workers", r.workers},
+               {"microbatches", r.microbatches},
+               {"loss_start", NumberOrNull(r.loss_start)},
+               {"loss_end", NumberOrNull(r.loss_end)},
+               {"eval_loss_start", NumberOrNull(r.eval_loss_start)},
+               {"eval_loss", NumberOrNull(r.eval_loss)},
+               {"tokens_per_second", r.tokens_per_second},
+               {"step_seconds", r.step_seconds},
+               {"window_steps", r.window_steps},
+               {"bubble_rate_measured", r.bubble_rate_measured},
+               {"bubble_rate_predicted", r.bubble_rate_predicted}};
+  return json.dump() + "\n";
 }
 
 }  // namespace zbpp::ctl

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/zbppctl_report.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::ctl {
@@ -32,6 +33,11 @@ namespace zbpp::ctl {
 /// The result still parses as a Job (JsonStringToMessage with
 /// ignore_unknown_fields). Errors: Internal if protobuf cannot print it.
 absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
+
+/// `zbppctl report --format json` (the demo's last line): the report as one
+/// JSON object on one line, keys as TrainingReport's field names; missing
+/// eval losses and non-finite numbers are null.
+std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl
 

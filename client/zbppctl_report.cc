@@ -1,25 +1,17 @@
 #include "client/zbppctl_report.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/zbppctl_tables.h"
 #include "common/text_table.h"
-#include "nlohmann/json.hpp"
 
 namespace zbpp::ctl {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 double Seconds(const google::protobuf::Timestamp& t) {
   return double(t.seconds()) + t.nanos() * 1e-9;
-}
-
-Json NumberOrNull(std::optional<double> value) {
-  return value.has_value() && std::isfinite(*value) ? Json(*value) : Json(nullptr);
 }
 
 std::string Loss(std::optional<double> value) {
@@ -105,25 +97,6 @@ std::string ReportTable(const TrainingReport& r) {
                                                  r.bubble_rate_predicted[w])});
   }
   return text + FormatTable(rows);
-}
-
-std::string ReportJson(const TrainingReport& r) {
-  Json json = {{"job_id", r.job_id},
-               {"state", r.state},
-               {"steps", r.steps},
-               {"schedule", r.schedule},
-               {"workers", r.workers},
-               {"microbatches", r.microbatches},
-               {"loss_start", NumberOrNull(r.loss_start)},
-               {"loss_end", NumberOrNull(r.loss_end)},
-               {"eval_loss_start", NumberOrNull(r.eval_loss_start)},
-               {"eval_loss", NumberOrNull(r.eval_loss)},
-               {"tokens_per_second", r.tokens_per_second},
-               {"step_seconds", r.step_seconds},
-               {"window_steps", r.window_steps},
-               {"bubble_rate_measured", r.bubble_rate_measured},
-               {"bubble_rate_predicted", r.bubble_rate_predicted}};
-  return json.dump() + "\n";
 }
 
 }  // namespace zbpp::ctl

@@ -46,10 +46,6 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 /// Human-readable form: a summary and a per-stage bubble table.
 std::string ReportTable(const TrainingReport& report);
 
-/// One JSON object on one line (keys as the field names above; missing eval
-/// losses are null).
-std::string ReportJson(const TrainingReport& report);
-
 }  // namespace zbpp::ctl
 
 #endif  // ZBPP_CLIENT_ZBPPCTL_REPORT_H_

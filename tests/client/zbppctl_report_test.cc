@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
 #include "nlohmann/json.hpp"

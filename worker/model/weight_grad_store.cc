@@ -51,17 +51,6 @@ absl::Status WeightGradStore::RunW(int microbatch) {
   return absl::OkStatus();
 }
 
-int64_t WeightGradStore::pending_bytes() const {
-  absl::MutexLock lock(&mu_);
-  int64_t bytes = 0;
-  for (const auto& [mb, entries] : pending_) {
-    for (const Entry& e : entries) {
-      bytes += e.input.nbytes() + e.grad_output.nbytes();
-    }
-  }
-  return bytes;
-}
-
 void WeightGradStore::Clear() {
   absl::MutexLock lock(&mu_);
   pending_.clear();

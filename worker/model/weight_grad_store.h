@@ -42,9 +42,6 @@ class WeightGradStore {
   /// twice).
   absl::Status RunW(int microbatch);
 
-  /// Bytes of tensors queued over all microbatches (M_W held now).
-  int64_t pending_bytes() const;
-
   /// Drops everything queued (an aborted step).
   void Clear();
 

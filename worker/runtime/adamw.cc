@@ -66,7 +66,8 @@ double AdamW::LocalGradNormSquared(bool* found_inf_nan) const {
   for (const Slot& s : slots_) {
     const at::Tensor& grad = s.param.grad();
     if (!grad.defined()) continue;
-    const double sq = grad.to(at::kDouble).square().sum().item<double>();
+    // Squares summed in double without a double copy of the gradient.
+    const double sq = at::sum(grad.square(), at::kDouble).item<double>();
     if (!std::isfinite(sq)) bad = true;
     sum += sq;
   }

@@ -82,22 +82,16 @@ class StepRun {
                                                     "): ", std::string(st.message())));
       }
       timeline_.action_end_seconds[j] = Seconds();
-      for (const auto& [stage, chunk] : o_.chunks) {
-        timeline_.peak_weight_grad_bytes =
-            std::max(timeline_.peak_weight_grad_bytes, chunk.store->pending_bytes());
-      }
     }
     timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
     // Every receive was consumed; drain the sends so their buffers can go.
     // After the last action: not part of the step's communication time.
-    const double drain_start = Seconds();
     for (auto& [op, what] : sends_) {
       if (absl::Status st = op->Wait(o_.recv_timeout); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", sending ", what, ": ",
                                                     std::string(st.message())));
       }
     }
-    timeline_.drain_seconds = Seconds() - drain_start;
     return std::move(timeline_);
   }
 
@@ -319,11 +313,11 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   sched::Problem problem = sched::Problem::Uniform(schedule.workers, schedule.chunks,
                                                    schedule.microbatches, sched::StageCost{},
                                                    0.0);
-  if (absl::Status st = sched::CheckSchedule(problem, schedule); !st.ok()) return st;
+  // Simulate checks the form (CheckSchedule) and finds deadlocks.
   if (absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(problem, schedule);
       !sim.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("schedule refused: ", std::string(sim.status().message())));
+    return absl::Status(sim.status().code(),
+                        absl::StrCat("schedule refused: ", std::string(sim.status().message())));
   }
   for (int s = 0; s < schedule.num_stages(); ++s) {
     const bool mine = schedule.worker_of_stage[s] == options_.rank;

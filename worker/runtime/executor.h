@@ -72,17 +72,13 @@ struct StepTimeline {
   std::vector<double> action_end_seconds;
   /// End of the last action.
   double step_seconds = 0;
-  /// Seconds blocked in receives before actions (within step_seconds).
+  /// Seconds blocked in receives before actions (within step_seconds; the
+  /// sends drained after the last action are not counted).
   double comm_seconds = 0;
-  /// Seconds spent after the last action waiting for this step's sends to
-  /// complete (outside step_seconds).
-  double drain_seconds = 0;
   /// Sum of per-microbatch losses (mean cross-entropy, nats) and how many
   /// there were; 0 / 0 on ranks without the last virtual stage.
   double loss_sum = 0;
   int loss_count = 0;
-  /// Bytes of deferred W work at its highest during the step (M_W held).
-  int64_t peak_weight_grad_bytes = 0;
 };
 
 /// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,

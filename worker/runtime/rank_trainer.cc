@@ -1,6 +1,5 @@
 #include "worker/runtime/rank_trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -59,18 +58,10 @@ absl::Status RankTrainer::ValidateSchedule(const sched::Schedule& schedule) cons
   return executor_->Validate(schedule);
 }
 
-bool RankTrainer::holds_last_stage() const {
-  for (const auto& chunk : chunks_) {
-    if (chunk->is_last()) return true;
-  }
-  return false;
-}
-
 absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule) {
   optimizer_->ZeroGrad();
   absl::StatusOr<StepTimeline> timeline = executor_->RunStep(step, schedule);
   if (!timeline.ok()) return timeline.status();
-  const auto start = std::chrono::steady_clock::now();
   StepResult result;
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {
@@ -96,8 +87,6 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     if (max_norm > 0 && norm > max_norm) result.clip_coefficient = max_norm / (norm + 1e-6);
     optimizer_->Step(step, result.clip_coefficient);
   }
-  result.optimizer_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

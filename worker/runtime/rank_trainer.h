@@ -55,8 +55,6 @@ struct StepResult {
   /// Factor applied to the gradients: 1 not clipped, in (0, 1) clipped, 0
   /// the step was skipped (inf/nan somewhere).
   double clip_coefficient = 1;
-  /// Seconds of the validation all-reduce and the AdamW update.
-  double optimizer_seconds = 0;
 };
 
 /// One pipeline rank of a training job: its model chunks, their W stores,
@@ -99,8 +97,6 @@ class RankTrainer {
   /// Every parameter of this rank's chunks, by global name.
   std::vector<NamedTensor> Parameters() const;
   int rank() const { return options_.rank; }
-  /// True when this rank holds the last virtual stage (it reports the loss).
-  bool holds_last_stage() const;
 
  private:
   explicit RankTrainer(RankTrainerOptions options) : options_(std::move(options)) {}

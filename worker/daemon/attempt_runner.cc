@@ -129,6 +129,7 @@ class AttemptRun {
     options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
     options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
     options.timeout = env_.comm_timeout;
+    options.faults = env_.faults;
     absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
+#include "worker/runtime/rank_trainer.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::worker {
@@ -26,6 +27,8 @@ struct AttemptEnvironment {
   std::string gloo_hostname;
   /// Longest wait for a peer's message, the rendezvous or a grant.
   absl::Duration comm_timeout = absl::Seconds(120);
+  /// Faults to inject in every attempt (--slow-stage, --inject-nan-step).
+  FaultInjection faults;
 };
 
 /// How an attempt ended.

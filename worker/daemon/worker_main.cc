@@ -7,6 +7,12 @@
 //               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
 //               [--tls-ca F [--tls-cert F --tls-key F]]
+//               [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]
+//
+// The last two inject faults on purpose (demo, end-to-end tests): the
+// worker holding pipeline rank S runs its passes FACTOR times slower from
+// step STEP (default 0) on; the worker holding the last rank turns a
+// gradient entry into NaN at step K.
 
 #include <pthread.h>
 #include <signal.h>
@@ -38,7 +44,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
     "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
-    "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]]";
+    "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
+    "[--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]";
 
 struct Flags {
   std::string coordinator;
@@ -51,7 +58,33 @@ struct Flags {
   uint64_t memory_bytes = 0;
   double comm_timeout_seconds = 120;
   ClientTlsFiles tls;  // To the coordinator; all empty: plaintext.
+  FaultInjection faults;
 };
+
+// --slow-stage S:FACTOR[@STEP].
+absl::Status ParseSlowStage(const std::string& value, FaultInjection& faults) {
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slow-stage must be S:FACTOR[@STEP] (", why, "), got \"", value, "\""));
+  };
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos) return bad("no ':'");
+  const size_t at = value.find('@', colon);
+  const std::string factor = value.substr(colon + 1, at == std::string::npos ? at : at - colon - 1);
+  if (!absl::SimpleAtoi(value.substr(0, colon), &faults.slow_stage) || faults.slow_stage < 0) {
+    return bad("S is a pipeline rank >= 0");
+  }
+  if (!absl::SimpleAtod(factor, &faults.slow_factor) || !(faults.slow_factor >= 1) ||
+      faults.slow_factor > 1000) {
+    return bad("FACTOR is a number in [1, 1000]");
+  }
+  if (at != std::string::npos &&
+      (!absl::SimpleAtoi(value.substr(at + 1), &faults.slow_from_step) ||
+       faults.slow_from_step < 0)) {
+    return bad("STEP is a step >= 0");
+  }
+  return absl::OkStatus();
+}
 
 std::string DefaultCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
@@ -67,7 +100,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(
       argc, argv,
       {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
-       "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key"});
+       "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key",
+       "--slow-stage", "--inject-nan-step"});
   if (!values.ok()) return values.status();
   Flags flags;
   auto get = [&](const std::string& name, std::string* out) {
@@ -104,6 +138,15 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
         !(flags.comm_timeout_seconds > 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--comm-timeout must be seconds > 0, got \"", it->second, "\""));
+    }
+  }
+  if (auto it = values->find("--slow-stage"); it != values->end()) {
+    if (absl::Status st = ParseSlowStage(it->second, flags.faults); !st.ok()) return st;
+  }
+  if (auto it = values->find("--inject-nan-step"); it != values->end()) {
+    if (!absl::SimpleAtoi(it->second, &flags.faults.nan_step) || flags.faults.nan_step < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--inject-nan-step must be a step >= 0, got \"", it->second, "\""));
     }
   }
   if (flags.cache_dir.empty()) flags.cache_dir = DefaultCacheDir();
@@ -202,6 +245,7 @@ int Main(int argc, char** argv) {
   env.cache_dir = flags->cache_dir;
   env.gloo_hostname = flags->gloo_hostname;
   env.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
+  env.faults = flags->faults;
   while (true) {
     std::optional<v1::Assignment> assignment = state.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;

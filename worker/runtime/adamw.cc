@@ -1,6 +1,7 @@
 #include "worker/runtime/adamw.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -57,6 +58,15 @@ void AdamW::ZeroGrad() {
   for (Slot& s : slots_) {
     at::Tensor& grad = s.param.mutable_grad();
     if (grad.defined()) grad.zero_();
+  }
+}
+
+void AdamW::PoisonGradient() {
+  for (Slot& s : slots_) {
+    at::Tensor& grad = s.param.mutable_grad();
+    if (!grad.defined()) continue;
+    grad.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+    return;
   }
 }
 

@@ -49,6 +49,10 @@ class AdamW {
   /// Sets every `.grad` to zero (keeps the buffers).
   void ZeroGrad();
 
+  /// Fault injection: sets the first entry of the first parameter's
+  /// gradient to NaN (FaultInjection::nan_step).
+  void PoisonGradient();
+
   /// Σ over parameters of ‖grad‖² (float64), and whether some entry is inf
   /// or nan. Missing gradients count as zero.
   double LocalGradNormSquared(bool* found_inf_nan) const;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -82,6 +83,13 @@ class StepRun {
                                                     "): ", std::string(st.message())));
       }
       timeline_.action_end_seconds[j] = Seconds();
+      if (o_.pass_slowdown > 1) {
+        const double compute =
+            timeline_.action_end_seconds[j] - timeline_.action_start_seconds[j];
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>((o_.pass_slowdown - 1) * compute));
+        timeline_.action_end_seconds[j] = Seconds();
+      }
     }
     timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
     // Every receive was consumed; drain the sends so their buffers can go.

@@ -61,6 +61,10 @@ struct ExecutorOptions {
   /// Receives are posted this many actions ahead of the action consuming
   /// them (more overlap, more receive buffers alive).
   int recv_lookahead_actions = 4;
+  /// Fault injection (demo, end-to-end tests): every pass is stretched to
+  /// this multiple of its compute time by sleeping after it, as a slower
+  /// device would; >= 1, 1 for none.
+  double pass_slowdown = 1;
 };
 
 /// What one rank measured running one step's actions. Times are seconds
@@ -118,6 +122,9 @@ class PipelineExecutor {
   /// summed losses on the last stage's rank.
   absl::StatusOr<StepTimeline> RunForwardOnly(int64_t tag_step, const sched::Schedule& schedule,
                                               int microbatches, const BatchFn& batches);
+
+  /// ExecutorOptions::pass_slowdown for the following steps; >= 1.
+  void set_pass_slowdown(double factor) { options_.pass_slowdown = factor; }
 
  private:
   ExecutorOptions options_;

@@ -59,9 +59,16 @@ absl::Status RankTrainer::ValidateSchedule(const sched::Schedule& schedule) cons
 }
 
 absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule) {
+  const FaultInjection& faults = options_.faults;
+  executor_->set_pass_slowdown(
+      faults.slow_stage == options_.rank && step >= faults.slow_from_step ? faults.slow_factor
+                                                                          : 1.0);
   optimizer_->ZeroGrad();
   absl::StatusOr<StepTimeline> timeline = executor_->RunStep(step, schedule);
   if (!timeline.ok()) return timeline.status();
+  if (step == faults.nan_step && options_.rank == options_.spec.pipeline().stages() - 1) {
+    optimizer_->PoisonGradient();
+  }
   StepResult result;
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {

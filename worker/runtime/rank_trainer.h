@@ -20,6 +20,21 @@
 
 namespace zbpp::worker {
 
+/// Faults injected on purpose, so that the demo and the end-to-end tests can
+/// show the mechanisms that handle them (never set in production).
+struct FaultInjection {
+  /// The worker holding pipeline rank `slow_stage` runs every pass
+  /// `slow_factor` times slower (ExecutorOptions::pass_slowdown) from step
+  /// `slow_from_step` on; -1: no slow stage.
+  int slow_stage = -1;
+  double slow_factor = 1;
+  int64_t slow_from_step = 0;
+  /// At this step the worker holding the last pipeline rank turns one of its
+  /// gradient entries into NaN after its passes (before validation); -1:
+  /// none.
+  int64_t nan_step = -1;
+};
+
 /// What a rank needs to train its part of a job.
 struct RankTrainerOptions {
   v1::JobSpec spec;
@@ -37,6 +52,7 @@ struct RankTrainerOptions {
   std::mutex* compute_mutex = nullptr;
   /// Longest wait for a peer's message or a collective.
   absl::Duration timeout = absl::Seconds(60);
+  FaultInjection faults;
 };
 
 /// The outcome of one optimizer step on one rank.

@@ -96,7 +96,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"step_seconds", r.step_seconds},
                {"window_steps", r.window_steps},
                {"bubble_rate_measured", r.bubble_rate_measured},
-               {"bubble_rate_predicted", r.bubble_rate_predicted}};
+               {"bubble_rate_predicted", r.bubble_rate_predicted},
+               {"recoveries", r.recoveries}};
   return json.dump() + "\n";
 }
 

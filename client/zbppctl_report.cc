@@ -33,6 +33,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.workers = job.spec().pipeline().stages();
   r.microbatches = job.spec().pipeline().microbatches();
   r.steps = job.steps_completed();
+  r.recoveries = job.recoveries_total();
   r.loss_start = steps.front().loss();
   r.loss_end = steps.back().loss();
   for (const v1::StepSummary& s : steps) {

@@ -36,6 +36,9 @@ struct TrainingReport {
   /// of the simulator's prediction from the measured pass costs; in [0, 1].
   std::vector<double> bubble_rate_measured;
   std::vector<double> bubble_rate_predicted;
+  /// Times the job went RECOVERING (a worker lost, the coordinator
+  /// restarted): Job.recoveries_total.
+  int64_t recoveries = 0;
 };
 
 /// Builds the report. FailedPrecondition when the job has no completed step

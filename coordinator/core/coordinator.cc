@@ -930,13 +930,20 @@ absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
 }
 
 absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
-    const std::string& worker_id) {
+    const std::string& worker_id, const std::string& address) {
   absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
+  if (record.ok() && !address.empty() && record->info.address != address) {
+    // Checked before the lease is renewed: the caller is another process.
+    return absl::NotFoundError(absl::StrCat(
+        "worker ", worker_id, " is registered for ", record->info.address,
+        ", not ", address, " (the coordinator restarted?); register again"));
+  }
   if (absl::Status renewed = membership_->Heartbeat(worker_id);
       !renewed.ok()) {
     return renewed;
   }
-  absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
+  record = membership_->Get(worker_id);
   if (!record.ok()) return record.status();
   auto previous = sessions_.find(worker_id);
   if (previous != sessions_.end()) {

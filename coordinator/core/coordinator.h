@@ -287,9 +287,12 @@ class Coordinator {
   /// Opens the worker's Session: renews its lease and returns its outbox,
   /// already holding the worker's current state (Assignment, later
   /// schedule versions, latest grant). A previous outbox of the worker is
-  /// closed with Aborted. NotFound for an unknown or lost worker.
+  /// closed with Aborted. NotFound for an unknown or lost worker, and for
+  /// a non-empty `address` other than the one `worker_id` registered with
+  /// (SessionOpen.address: a worker holding an id from before a restart).
   absl::StatusOr<std::shared_ptr<SessionOutbox>> OpenSession(
-      const std::string& worker_id) ABSL_LOCKS_EXCLUDED(mu_);
+      const std::string& worker_id, const std::string& address = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   /// The Session stream of `outbox` ended (the worker stays registered
   /// until its lease expires).

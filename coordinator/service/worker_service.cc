@@ -34,7 +34,7 @@ grpc::Status WorkerServiceImpl::Session(
   }
   const std::string worker_id = first.open().worker_id();
   absl::StatusOr<std::shared_ptr<SessionOutbox>> opened =
-      options_.coordinator->OpenSession(worker_id);
+      options_.coordinator->OpenSession(worker_id, first.open().address());
   if (!opened.ok()) return rpc.Finish(opened.status());
   std::shared_ptr<SessionOutbox> outbox = *std::move(opened);
 

@@ -20,6 +20,7 @@ v1::Job TwoStageJob() {
   job.set_id("job-7");
   job.set_state(v1::JOB_STATE_SUCCEEDED);
   job.set_steps_completed(20);
+  job.set_recoveries_total(1);
   v1::JobSpec* spec = job.mutable_spec();
   spec->mutable_schedule()->set_name("zb-h1");
   spec->mutable_pipeline()->set_stages(2);
@@ -75,10 +76,11 @@ TEST(Report, JsonHasTheDemoContractKeys) {
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
   for (const char* key : {"steps", "schedule", "workers", "loss_start", "loss_end", "eval_loss",
                           "tokens_per_second", "bubble_rate_measured",
-                          "bubble_rate_predicted"}) {
+                          "bubble_rate_predicted", "recoveries"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["schedule"], "zb-h1");
+  EXPECT_EQ(json["recoveries"], 1);
   EXPECT_EQ(json["bubble_rate_measured"].size(), 2u);
   EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
 }

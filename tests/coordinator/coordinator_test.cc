@@ -853,6 +853,25 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   std::remove(path.c_str());
 }
 
+// After a restart the coordinator numbers workers from 1 again: a worker
+// reconnecting with the id the old process gave it must not take over the
+// session of the new worker that now holds that id (seen end to end: two
+// workers ping-ponged one id and the job never got its second worker).
+TEST_F(CoordinatorTest, SessionOpenWithAnIdFromBeforeARestartIsRefused) {
+  FakeWorker before = AddWorker(1);  // 10.0.0.1:7000 as worker-1.
+  Start(":memory:");                 // Restart: no workers.
+  FakeWorker other = AddWorker(2);   // 10.0.0.2:7000, now worker-1.
+  ASSERT_EQ(other.id, before.id);
+  auto stale = coordinator_->OpenSession(before.id, "10.0.0.1:7000");
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(stale.status().message(),
+              ::testing::HasSubstr("registered for 10.0.0.2:7000"));
+  other.Drain();
+  EXPECT_TRUE(other.closed.ok()) << "the rightful session was closed: "
+                                 << other.closed;
+  EXPECT_TRUE(coordinator_->OpenSession(other.id, "10.0.0.2:7000").ok());
+}
+
 TEST_F(CoordinatorTest, ListJobsPagesNewestFirst) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(coordinator_->SubmitJob(TestSpec())->id());

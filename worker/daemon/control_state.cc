@@ -9,8 +9,12 @@ bool ControlState::Holds(const std::string& job_id, int64_t attempt) const {
          current_->assignment.attempt() == attempt;
 }
 
+bool ControlState::HoldsForCoordinator(const std::string& job_id, int64_t attempt) const {
+  return Holds(job_id, attempt) && !current_->orphaned;
+}
+
 ControlState::Attempt* ControlState::Find(const std::string& job_id, int64_t attempt) {
-  if (Holds(job_id, attempt)) return &*current_;
+  if (HoldsForCoordinator(job_id, attempt)) return &*current_;
   if (queued_.has_value() && queued_->assignment.job_id() == job_id &&
       queued_->assignment.attempt() == attempt) {
     return &*queued_;
@@ -30,7 +34,10 @@ void ControlState::Promote() {
   queued_.reset();
   last_completed_step_ = -1;
   schedule_version_ = 0;
+  // Whatever the previous attempt ended in is not the new one's phase.
+  phase_ = v1::WORKER_PHASE_IDLE;
   error_.clear();
+  job_error_ = false;
 }
 
 void ControlState::Apply(const v1::SessionResponse& message) {
@@ -50,7 +57,8 @@ void ControlState::Apply(const v1::SessionResponse& message) {
       const v1::ScheduleVersion& v = message.schedule();
       if (queued_.has_value() && queued_->assignment.job_id() == v.job_id()) {
         queued_->versions[v.version()] = v;
-      } else if (current_.has_value() && current_->assignment.job_id() == v.job_id()) {
+      } else if (current_.has_value() && !current_->orphaned &&
+                 current_->assignment.job_id() == v.job_id()) {
         current_->versions[v.version()] = v;
       }
       return;
@@ -64,7 +72,7 @@ void ControlState::Apply(const v1::SessionResponse& message) {
     }
     case v1::SessionResponse::kCommand: {
       const v1::Command& c = message.command();
-      if (!Holds(c.job_id(), c.attempt())) return;
+      if (!HoldsForCoordinator(c.job_id(), c.attempt())) return;
       current_->aborted = true;
       if (abort_hook_) abort_hook_();
       if (c.has_abort()) {
@@ -137,8 +145,10 @@ void ControlState::Reset() {
   if (current_.has_value()) {
     current_->aborted = true;
     current_->abort_reason = "registered again: the coordinator lost this worker";
+    current_->orphaned = true;
     if (abort_hook_) abort_hook_();
     if (!current_->started) current_.reset();
+    ++revision_;
   }
   queued_.reset();
 }
@@ -174,6 +184,13 @@ void ControlState::Poke() {
 v1::Heartbeat ControlState::Heartbeat() const {
   absl::MutexLock lock(&mu_);
   v1::Heartbeat hb;
+  if (current_.has_value() && current_->orphaned) {
+    // Winding down an attempt of the coordinator's previous life: to this
+    // one the worker is idle until that ends (and then takes assignments).
+    hb.set_phase(v1::WORKER_PHASE_IDLE);
+    hb.set_last_completed_step(-1);
+    return hb;
+  }
   hb.set_phase(phase_);
   if (current_.has_value()) {
     hb.set_job_id(current_->assignment.job_id());

@@ -55,7 +55,11 @@ class ControlState {
   void Finish(const std::string& job_id, int64_t attempt);
 
   /// Forgets everything (a new registration: the coordinator knows a new
-  /// worker).
+  /// worker). An attempt the training thread still runs is aborted and
+  /// orphaned: messages, heartbeats and the next assignment no longer refer
+  /// to it (a restarted coordinator numbers attempts afresh, so its first
+  /// attempt of the same job may carry the same number), while the training
+  /// thread's calls (Aborted, Finish, ...) still find it.
   void Reset();
 
   /// While the training thread runs the attempt: `hook` runs (under this
@@ -89,8 +93,15 @@ class ControlState {
     bool started = false;
     bool aborted = false;
     std::string abort_reason;
+    // Held from before a new registration (Reset): only the training thread
+    // still knows it.
+    bool orphaned = false;
   };
+  // The training thread's view: the current attempt is (job, attempt).
   bool Holds(const std::string& job_id, int64_t attempt) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The coordinator's view: the current attempt, unless orphaned.
+  bool HoldsForCoordinator(const std::string& job_id, int64_t attempt) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The attempt a message for (job, attempt) is about: current, queued, or
   // none (ignored).
   Attempt* Find(const std::string& job_id, int64_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

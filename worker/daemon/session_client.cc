@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <utility>
 
+#include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_grpc.h"
 
@@ -86,6 +88,9 @@ grpc::Status SessionClient::RunStream() {
   auto stream = stub_->Session(&context);
   v1::SessionRequest open;
   open.mutable_open()->set_worker_id(id);
+  // A coordinator that restarted numbers workers from 1 again and may have
+  // given our old id to another worker: the address lets it tell us apart.
+  open.mutable_open()->set_address(options_.description.address());
   stream->Write(open);
 
   // The heartbeat writer: one Write at a time from this thread only; the
@@ -108,7 +113,9 @@ grpc::Status SessionClient::RunStream() {
   while (stream->Read(&response)) options_.state->Apply(response);
   reader_done.Notify();
   options_.state->Poke();
-  context.TryCancel();
+  // No TryCancel here: the call is over once Read fails (a Write fails at
+  // once too), and cancelling would replace the coordinator's status with
+  // CANCELLED, hiding the NOT_FOUND that says "register again".
   writer.join();
   grpc::Status status = stream->Finish();
   absl::MutexLock lock(&mu_);
@@ -116,27 +123,62 @@ grpc::Status SessionClient::RunStream() {
   return status;
 }
 
+absl::Duration SessionClient::NextBackoff(absl::Duration* backoff) {
+  // "Equal jitter", a wait in [backoff/2, backoff]: workers that lost the same
+  // coordinator do not all come back in the same instant.
+  const absl::Duration wait =
+      *backoff / 2 + absl::Uniform(jitter_, 0.0, 0.5) * *backoff;
+  *backoff = std::min(*backoff * 2, options_.max_reconnect_backoff);
+  return wait;
+}
+
+bool SessionClient::SleepUnlessShutdown(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return shutdown_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+  return !shutdown_;
+}
+
 void SessionClient::Loop() {
+  absl::Duration backoff = options_.min_reconnect_backoff;
   while (true) {
+    const absl::Time opened = absl::Now();
     grpc::Status st = RunStream();
     {
       absl::MutexLock lock(&mu_);
       if (shutdown_) return;
     }
+    // A stream that lasted was a working connection (one to a coordinator
+    // that is down fails at once): the next break starts the back-off
+    // afresh.
+    if (absl::Now() - opened >= absl::Seconds(1)) {
+      backoff = options_.min_reconnect_backoff;
+    }
     if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
-      // The coordinator forgot us (lease expired, or it lost its state):
-      // whatever we ran is void; become a new worker.
+      // The coordinator forgot us (lease expired, or it restarted and lost
+      // its workers): whatever we ran is void; become a new worker.
       std::cerr << "zbpp-worker: session ended (" << st.error_message()
                 << "); registering again\n";
       options_.state->Reset();
-      while (!Register().ok()) {
-        absl::SleepFor(absl::Seconds(1));
-        absl::MutexLock lock(&mu_);
-        if (shutdown_) return;
+      while (true) {
+        absl::Status registered = Register();
+        if (registered.ok()) break;
+        const absl::Duration wait = NextBackoff(&backoff);
+        std::cerr << "zbpp-worker: " << registered.message() << "; retrying in "
+                  << absl::FormatDuration(wait) << "\n";
+        if (!SleepUnlessShutdown(wait)) return;
       }
+      std::cerr << "zbpp-worker: registered again as " << worker_id() << "\n";
+      backoff = options_.min_reconnect_backoff;
     } else {
-      // A broken stream: reconnect within the lease.
-      absl::SleepFor(absl::Milliseconds(200));
+      // A broken stream (the coordinator is down or restarting, the
+      // network failed): reconnect with back-off, within the lease if the
+      // coordinator is still there.
+      const absl::Duration wait = NextBackoff(&backoff);
+      std::cerr << "zbpp-worker: session stream ended (" << st.error_code() << ": "
+                << st.error_message() << "); reconnecting in " << absl::FormatDuration(wait)
+                << "\n";
+      if (!SleepUnlessShutdown(wait)) return;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -29,11 +30,18 @@ struct SessionClientOptions {
   ControlState* state = nullptr;
   /// Deadline of RegisterWorker (and of the first connection).
   absl::Duration rpc_timeout = absl::Seconds(10);
+  /// Wait before reopening a broken stream or retrying a failed
+  /// registration, doubled after each failure up to the maximum (with
+  /// jitter: each wait is drawn from [backoff/2, backoff]); reset once a
+  /// stream stays open or a registration succeeds.
+  absl::Duration min_reconnect_backoff = absl::Milliseconds(200);
+  absl::Duration max_reconnect_backoff = absl::Seconds(5);
 };
 
 /// The worker's side of the WorkerService protocol (worker.proto): registers,
-/// keeps the Session stream open (reopening it after a break, registering
-/// again when the coordinator forgot the worker), sends a heartbeat every
+/// keeps the Session stream open (reopening it after a break with
+/// exponential back-off, registering again when the coordinator forgot the
+/// worker, e.g. after a coordinator restart), sends a heartbeat every
 /// heartbeat_interval_seconds with ControlState's contents and applies every
 /// SessionResponse to ControlState. Runs one background thread per open
 /// stream pair (reader, heartbeat writer).
@@ -60,6 +68,10 @@ class SessionClient {
   void Loop();
   // One stream's life; returns its final status.
   grpc::Status RunStream();
+  // The wait before the next reconnection attempt; doubles `*backoff`.
+  absl::Duration NextBackoff(absl::Duration* backoff);
+  // Sleeps `wait` or until Shutdown; false when shutting down.
+  bool SleepUnlessShutdown(absl::Duration wait);
 
   SessionClientOptions options_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
@@ -68,6 +80,7 @@ class SessionClient {
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::BitGen jitter_;  // Used by the loop thread only.
   std::thread loop_;
 };
 

@@ -43,6 +43,17 @@ struct ForwardState {
   at::Tensor output;
 };
 
+// "1F0 (pass F, virtual stage 1, microbatch 0)": an error names the pass
+// and the microbatch in words, not only in the schedule's compact form.
+std::string DescribeAction(const Action& a) {
+  const char* pass = a.kind == PassKind::kF   ? "F"
+                     : a.kind == PassKind::kB ? "B"
+                     : a.kind == PassKind::kW ? "W"
+                                              : "BW";
+  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.stage,
+                      ", microbatch ", a.microbatch, ")");
+}
+
 // Holds the options' compute mutex, if any, for one pass.
 class ComputeLock {
  public:
@@ -78,9 +89,9 @@ class StepRun {
     for (size_t j = 0; j < actions_.size(); ++j) {
       if (absl::Status st = PostRecvsThrough(j + o_.recv_lookahead_actions); !st.ok()) return st;
       if (absl::Status st = RunAction(j); !st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " (",
-                                                    sched::ActionToString(actions_[j]),
-                                                    "): ", std::string(st.message())));
+        return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " ",
+                                                    DescribeAction(actions_[j]), ": ",
+                                                    std::string(st.message())));
       }
       timeline_.action_end_seconds[j] = Seconds();
       if (o_.pass_slowdown > 1) {

@@ -92,6 +92,40 @@ TEST(ControlState, NextAssignmentKeepsItsGrantWhileTheOldAttemptWindsDown) {
   EXPECT_EQ(state.VersionFor("job-2", 1, 0)->version(), 1);
 }
 
+// A restarted coordinator forgot the worker, which registers again while its
+// training thread still winds down the old attempt; the new process numbers
+// attempts afresh, so its first assignment may repeat the old (job,
+// attempt). It must start, not be dropped as a repeat, and the old attempt's
+// failure must not be reported as the new one's.
+TEST(ControlState, AfterResetTheSameJobAndAttemptNumberIsANewAttempt) {
+  ControlState state;
+  state.Apply(AssignmentOf("job-2", 1));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  int hooked = 0;
+  state.SetAbortHook("job-2", 1, [&] { ++hooked; });
+  state.Reset();
+  EXPECT_EQ(hooked, 1);
+  EXPECT_TRUE(state.Aborted("job-2", 1));
+  // The old attempt failed (its coordinator vanished mid-report).
+  state.SetPhase(v1::WORKER_PHASE_FAILED, "reporting step 5: UNAVAILABLE");
+  v1::Heartbeat hb = state.Heartbeat();
+  EXPECT_EQ(hb.phase(), v1::WORKER_PHASE_IDLE);
+  EXPECT_EQ(hb.job_id(), "");
+
+  state.Apply(AssignmentOf("job-2", 1));  // From the new coordinator.
+  state.Apply(GrantOf("job-2", 1, 4));
+  EXPECT_FALSE(state.WaitForAssignment(absl::ZeroDuration()).has_value())
+      << "the old attempt still winds down";
+  state.Finish("job-2", 1);  // The training thread is done with the old one.
+  hb = state.Heartbeat();
+  EXPECT_EQ(hb.job_id(), "job-2");
+  EXPECT_EQ(hb.phase(), v1::WORKER_PHASE_IDLE) << "not the old attempt's FAILED";
+  EXPECT_EQ(hb.error(), "");
+  EXPECT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  EXPECT_EQ(state.WaitForGrant("job-2", 1, 4, absl::ZeroDuration()),
+            ControlState::GrantWait::kGranted);
+}
+
 TEST(ControlState, ChangesWorthAHeartbeatWakeTheWriter) {
   ControlState state;
   int64_t revision = -1;

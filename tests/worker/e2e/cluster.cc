@@ -1,5 +1,7 @@
 #include "tests/worker/e2e/cluster.h"
 
+#include <signal.h>
+
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -46,13 +48,14 @@ std::string StateNames(const std::vector<v1::JobState>& states) {
 
 }  // namespace
 
-absl::StatusOr<RunningWorker> StartWorker(const std::string& coordinator,
-                                          const std::string& cache_dir,
-                                          absl::Duration timeout) {
+absl::StatusOr<RunningWorker> StartWorker(
+    const std::string& coordinator, const std::string& cache_dir,
+    absl::Duration timeout, const std::vector<std::string>& flags) {
   RunningWorker worker;
-  worker.process = ctltest::BackgroundProcess::Start(
-      {ZBPP_WORKER_BINARY, "--coordinator", coordinator, "--cache-dir",
-       cache_dir});
+  std::vector<std::string> argv = {ZBPP_WORKER_BINARY, "--coordinator",
+                                   coordinator, "--cache-dir", cache_dir};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  worker.process = ctltest::BackgroundProcess::Start(argv);
   if (worker.process == nullptr) {
     return absl::UnavailableError("cannot start " ZBPP_WORKER_BINARY);
   }
@@ -73,27 +76,89 @@ absl::StatusOr<RunningWorker> StartWorker(const std::string& coordinator,
 }
 
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
-    const std::string& directory, int workers) {
-  std::unique_ptr<Cluster> cluster(new Cluster());
-  absl::StatusOr<ctltest::RunningCoordinator> coordinator =
-      ctltest::StartCoordinator(ZBPP_COORDINATOR_BINARY, {"--db", ":memory:"});
-  if (!coordinator.ok()) return coordinator.status();
-  cluster->coordinator_ = *std::move(coordinator);
-  cluster->jobs_ = v1::JobService::NewStub(grpc::CreateChannel(
-      cluster->address(), grpc::InsecureChannelCredentials()));
-  for (int i = 0; i < workers; ++i) {
-    absl::StatusOr<RunningWorker> worker =
-        StartWorker(cluster->address(), absl::StrCat(directory, "/cache-", i));
+    ClusterOptions options) {
+  std::unique_ptr<Cluster> cluster(new Cluster(std::move(options)));
+  if (absl::Status st = cluster->StartCoordinator({}); !st.ok()) return st;
+  for (int i = 0; i < cluster->options_.workers; ++i) {
+    absl::StatusOr<RunningWorker*> worker = cluster->AddWorker();
     if (!worker.ok()) return worker.status();
-    cluster->workers_.push_back(*std::move(worker));
   }
   return cluster;
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
+    const std::string& directory, int workers) {
+  ClusterOptions options;
+  options.directory = directory;
+  options.workers = workers;
+  return Start(std::move(options));
 }
 
 Cluster::~Cluster() {
   // Workers first: a worker outliving its coordinator only retries.
   workers_.clear();
   coordinator_.process.reset();
+}
+
+absl::Status Cluster::StartCoordinator(const std::vector<std::string>& flags) {
+  std::vector<std::string> all = {"--db", options_.db};
+  all.insert(all.end(), flags.begin(), flags.end());
+  absl::StatusOr<ctltest::RunningCoordinator> coordinator =
+      ctltest::StartCoordinator(ZBPP_COORDINATOR_BINARY, all);
+  if (!coordinator.ok()) return coordinator.status();
+  coordinator_ = *std::move(coordinator);
+  // A new channel: the old one may be backing off from the killed process.
+  jobs_ = v1::JobService::NewStub(grpc::CreateChannel(
+      address(), grpc::InsecureChannelCredentials()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunningWorker*> Cluster::AddWorker() {
+  absl::StatusOr<RunningWorker> worker = StartWorker(
+      address(),
+      absl::StrCat(options_.directory, "/cache-", workers_.size()),
+      absl::Seconds(30), options_.worker_flags);
+  if (!worker.ok()) return worker.status();
+  workers_.push_back(*std::move(worker));
+  return &workers_.back();
+}
+
+void Cluster::KillWorker(size_t index) {
+  RunningWorker& worker = workers_.at(index);
+  if (worker.process == nullptr) return;
+  kill(worker.process->pid(), SIGKILL);
+  worker.process.reset();  // Reaps it.
+}
+
+void Cluster::KillCoordinator() {
+  if (coordinator_.process == nullptr) return;
+  kill(coordinator_.process->pid(), SIGKILL);
+  coordinator_.process.reset();
+}
+
+absl::Status Cluster::RestartCoordinator() {
+  // The same port: the workers know only this address. The last --listen
+  // wins over StartCoordinator's 127.0.0.1:0.
+  return StartCoordinator({"--listen", coordinator_.grpc_address});
+}
+
+absl::StatusOr<v1::Job> Cluster::WaitForSteps(const std::string& job_id,
+                                              int64_t steps,
+                                              absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    absl::StatusOr<v1::Job> job = Get(job_id);
+    if (!job.ok()) return job.status();
+    if (job->steps_completed() >= steps || Terminal(job->state())) return job;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "job ", job_id, " completed ", job->steps_completed(), " steps of ",
+          steps, " within ", absl::FormatDuration(timeout), "; now ",
+          v1::JobState_Name(job->state()), " \"", job->state_message(),
+          "\""));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 absl::StatusOr<v1::Job> Cluster::Submit(const v1::JobSpec& spec) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,12 +29,14 @@ struct RunningWorker {
   std::string address;  ///< HOST:PORT of the worker's own gRPC server.
 };
 
-/// Starts `zbpp-worker --coordinator coordinator --cache-dir cache_dir` and
-/// waits up to `timeout` for its registered line. Errors: Unavailable when
-/// it does not start, prints nothing in time, or prints another line.
+/// Starts `zbpp-worker --coordinator coordinator --cache-dir cache_dir`
+/// with `flags` appended and waits up to `timeout` for its registered line.
+/// Errors: Unavailable when it does not start, prints nothing in time, or
+/// prints another line.
 absl::StatusOr<RunningWorker> StartWorker(
     const std::string& coordinator, const std::string& cache_dir,
-    absl::Duration timeout = absl::Seconds(30));
+    absl::Duration timeout = absl::Seconds(30),
+    const std::vector<std::string>& flags = {});
 
 /// How a job ended.
 struct JobOutcome {
@@ -44,17 +47,52 @@ struct JobOutcome {
   std::vector<zbpp::v1::JobState> states;
 };
 
-/// A coordinator (in-memory store) and `workers` workers, each with its own
-/// cache directory `directory/cache-<i>`.
+/// What Cluster::Start starts.
+struct ClusterOptions {
+  /// Scratch directory: worker i caches the corpus in `directory/cache-<i>`.
+  std::string directory;
+  /// Workers started at once.
+  int workers = 2;
+  /// The coordinator's --db: ":memory:", or a file, which its restart
+  /// (RestartCoordinator) recovers from.
+  std::string db = ":memory:";
+  /// Appended to every zbpp-worker's flags (e.g. --comm-timeout 5).
+  std::vector<std::string> worker_flags;
+};
+
+/// A coordinator and zbpp-worker processes, for the end-to-end tests; the
+/// faults of the fault-tolerance tests (a worker or the coordinator killed)
+/// are injected through it.
 class Cluster {
  public:
+  static absl::StatusOr<std::unique_ptr<Cluster>> Start(ClusterOptions options);
+  /// A coordinator (in-memory store) and `workers` workers.
   static absl::StatusOr<std::unique_ptr<Cluster>> Start(
       const std::string& directory, int workers);
   /// Kills the workers first, then the coordinator.
   ~Cluster();
 
   const std::string& address() const { return coordinator_.grpc_address; }
+  /// Every worker started, by start order; a killed one has a null process.
   const std::vector<RunningWorker>& workers() const { return workers_; }
+
+  /// Starts one more worker (a replacement), with its own cache directory.
+  absl::StatusOr<RunningWorker*> AddWorker();
+  /// SIGKILLs worker `index` (of workers()) and reaps it.
+  void KillWorker(size_t index);
+  /// SIGKILLs the coordinator and reaps it; the workers keep running.
+  void KillCoordinator();
+  /// Starts a coordinator on the killed one's address and --db (a file, for
+  /// it to recover the jobs from) and waits for its listening line.
+  absl::Status RestartCoordinator();
+
+  /// GetJob in the FULL view.
+  absl::StatusOr<zbpp::v1::Job> Get(const std::string& job_id);
+  /// Polls `job_id` until steps_completed >= `steps` (or it ended), at most
+  /// `timeout`; the job then. DeadlineExceeded naming its state otherwise.
+  absl::StatusOr<zbpp::v1::Job> WaitForSteps(
+      const std::string& job_id, int64_t steps,
+      absl::Duration timeout = absl::Seconds(60));
 
   /// SubmitJob; the stored job (with its id) or the RPC's error.
   absl::StatusOr<zbpp::v1::Job> Submit(const zbpp::v1::JobSpec& spec);
@@ -69,9 +107,10 @@ class Cluster {
   absl::StatusOr<JobOutcome> Run(const zbpp::v1::JobSpec& spec);
 
  private:
-  Cluster() = default;
-  absl::StatusOr<zbpp::v1::Job> Get(const std::string& job_id);
+  explicit Cluster(ClusterOptions options) : options_(std::move(options)) {}
+  absl::Status StartCoordinator(const std::vector<std::string>& flags);
 
+  ClusterOptions options_;
   ctltest::RunningCoordinator coordinator_;
   std::vector<RunningWorker> workers_;
   std::unique_ptr<zbpp::v1::JobService::Stub> jobs_;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -36,6 +37,7 @@
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/metrics_observer.h"
 #include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/rpc_scope.h"
 #include "coordinator/service/schedule_page.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
@@ -146,12 +148,19 @@ int Main(int argc, char** argv) {
       SqliteStore::Create(store_options);
   if (!store.ok()) return Fail("--db", store.status());
 
+  // The services this daemon serves: their health status, and the
+  // `service` label of zbpp_rpc_refusals_total.
+  const std::vector<std::string> services = {
+      "zbpp.v1.JobService", "zbpp.v1.WorkerService",
+      "zbpp.v1.RendezvousService"};
+
   auto registry = std::make_shared<prometheus::Registry>();
   metrics::CoordinatorMetrics::Options metrics_options;
   metrics_options.job_states = {"PENDING",   "ASSIGNING", "RUNNING",
                                 "RECOVERING", "SUCCEEDED", "FAILED",
                                 "CANCELLED"};
   metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
+  metrics_options.rpc_services = services;
   absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =
       metrics::CoordinatorMetrics::Create(metrics_options, registry);
   if (!job_metrics.ok()) return Fail("metrics", job_metrics.status());
@@ -201,10 +210,20 @@ int Main(int argc, char** argv) {
       absl::StatusOr<std::string> ca = ReadFile(flags->tls_client_ca);
       if (!ca.ok()) return Fail("--tls-client-ca", ca.status());
       ssl.pem_root_certs = *ca;
+      // Requested and verified, not required: a certificate the CA did not
+      // sign fails the handshake, while a client without one connects and
+      // every call it makes is refused (and counted) by
+      // ClientCertificateCheck instead of failing as an unexplained
+      // UNAVAILABLE that nothing on this side could count.
       ssl.client_certificate_request =
-          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+          GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
     }
     credentials = grpc::SslServerCredentials(ssl);
+    if (!flags->tls_client_ca.empty()) {
+      credentials->SetAuthMetadataProcessor(
+          std::make_shared<ClientCertificateCheck>(
+              ClientCertificateCheck::Options{job_metrics->get(), services}));
+    }
   }
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -232,8 +251,7 @@ int Main(int argc, char** argv) {
   // Ready: the state was recovered before the server started.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(true);
-  for (const char* name : {"zbpp.v1.JobService", "zbpp.v1.WorkerService",
-                           "zbpp.v1.RendezvousService"}) {
+  for (const std::string& name : services) {
     health->SetServingStatus(name, true);
   }
 

@@ -25,11 +25,16 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Gauge>& workers;
   prometheus::Family<prometheus::Gauge>& jobs;
   prometheus::Family<prometheus::Histogram>& rpc_duration;
+  prometheus::Family<prometheus::Counter>& rpc_refusals;
 };
 
 namespace {
 
 constexpr const char* kPassNames[] = {"F", "B", "W"};
+
+constexpr RefusalReason kRefusalReasons[] = {
+    RefusalReason::kMissingToken, RefusalReason::kWrongToken,
+    RefusalReason::kMissingClientCertificate};
 
 absl::Status CheckBuckets(const std::vector<double>& buckets,
                           const char* field) {
@@ -93,6 +98,18 @@ void SetByState(prometheus::Family<prometheus::Gauge>& family,
 
 }  // namespace
 
+std::string_view RefusalReasonName(RefusalReason reason) {
+  switch (reason) {
+    case RefusalReason::kMissingToken:
+      return "missing_token";
+    case RefusalReason::kWrongToken:
+      return "wrong_token";
+    case RefusalReason::kMissingClientCertificate:
+      return "missing_client_certificate";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
     Options options, std::shared_ptr<prometheus::Registry> registry) {
   if (registry == nullptr) {
@@ -101,6 +118,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
   for (absl::Status status :
        {CheckStates(options.job_states, "job_states"),
         CheckStates(options.worker_states, "worker_states"),
+        CheckStates(options.rpc_services, "rpc_services"),
         CheckBuckets(options.step_duration_buckets_seconds,
                      "step_duration_buckets_seconds"),
         CheckBuckets(options.rpc_duration_buckets_seconds,
@@ -186,6 +204,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
             .Help("Server-side latency of gRPC calls to the coordinator, by "
                   "full method name and status code, in seconds.")
             .Register(r),
+        BuildCounter()
+            .Name("zbpp_rpc_refusals_total")
+            .Help("Calls to the coordinator refused as UNAUTHENTICATED, by "
+                  "gRPC service and reason: missing_token, wrong_token or "
+                  "missing_client_certificate.")
+            .Register(r),
     });
   } catch (const std::exception& e) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -207,6 +231,14 @@ CoordinatorMetrics::CoordinatorMetrics(
   }
   for (const std::string& state : options_.worker_states) {
     workers_[state] = &families_->workers.Add({{"state", state}});
+  }
+  absl::MutexLock rpc_lock(&rpc_mu_);
+  for (const std::string& service : options_.rpc_services) {
+    for (RefusalReason reason : kRefusalReasons) {
+      refusals_[{service, reason}] = &families_->rpc_refusals.Add(
+          {{"service", service},
+           {"reason", std::string(RefusalReasonName(reason))}});
+    }
   }
 }
 
@@ -332,6 +364,18 @@ void CoordinatorMetrics::ObserveRpc(std::string_view method,
          {{"method", key.first}, {"code", absl::StatusCodeToString(code)}},
          options_.rpc_duration_buckets_seconds)
       .Observe(seconds);
+}
+
+void CoordinatorMetrics::CountRefusal(std::string_view service,
+                                      RefusalReason reason) {
+  if (service.empty()) return;
+  std::pair<std::string, RefusalReason> key(std::string(service), reason);
+  absl::MutexLock lock(&rpc_mu_);
+  prometheus::Counter*& slot = refusals_[key];
+  Ensure(families_->rpc_refusals, slot,
+         {{"service", key.first},
+          {"reason", std::string(RefusalReasonName(reason))}})
+      .Increment();
 }
 
 void CoordinatorMetrics::RemoveJob(std::string_view job_id) {

@@ -24,6 +24,22 @@
 
 namespace zbpp::metrics {
 
+/// Why the coordinator refused a call: the `reason` label of
+/// `zbpp_rpc_refusals_total`.
+enum class RefusalReason {
+  /// A token is configured and the call carries no "authorization" metadata.
+  kMissingToken,
+  /// The call's "authorization" metadata is not "Bearer <the token>".
+  kWrongToken,
+  /// Client certificates are required (--tls-client-ca) and the TLS
+  /// connection presented none.
+  kMissingClientCertificate,
+};
+
+/// The label value of `reason`: "missing_token", "wrong_token" or
+/// "missing_client_certificate".
+std::string_view RefusalReasonName(RefusalReason reason);
+
 /// The coordinator's Prometheus metrics (issue 3 §2 "Metrics"), registered on
 /// a caller-owned `prometheus::Registry` that a `MetricsServer` exposes.
 ///
@@ -47,6 +63,7 @@ namespace zbpp::metrics {
 /// | `zbpp_workers` | gauge | state | workers | Workers known to the coordinator, by state. |
 /// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
 /// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
+/// | `zbpp_rpc_refusals_total` | counter | service, reason=missing_token\|wrong_token\|missing_client_certificate | calls | Calls refused as UNAUTHENTICATED, by gRPC service ("zbpp.v1.JobService", ...) and reason. |
 ///
 /// The label is `job_id`, not `job`: Prometheus gives every scraped series a
 /// `job` label of its own (the scrape job) and would rename ours to
@@ -55,7 +72,8 @@ namespace zbpp::metrics {
 /// Per-job counters and the step histogram appear at 0 the first time a
 /// method names the job, so `rate()` and `increase()` see the first event;
 /// per-job and per-stage gauges appear on their first value. Series of the
-/// states listed in `Options` appear at 0 at creation.
+/// states listed in `Options` appear at 0 at creation, and so do those of
+/// every reason for each service in `Options::rpc_services`.
 ///
 /// Thread-safety: every method may be called from any thread. One
 /// CoordinatorMetrics per registry: a second one on the same registry would
@@ -69,6 +87,10 @@ class CoordinatorMetrics {
     std::vector<std::string> job_states;
     /// `state` label values of `zbpp_workers` created at 0.
     std::vector<std::string> worker_states;
+    /// `service` label values of `zbpp_rpc_refusals_total` (full gRPC
+    /// service names, e.g. "zbpp.v1.JobService") whose series of every
+    /// reason are created at 0, so the first refusal is an increase.
+    std::vector<std::string> rpc_services;
 
     // --- Histogram buckets (upper bounds, strictly increasing) ---
     /// Buckets of `zbpp_step_duration_seconds`, seconds: 5 ms .. 10 min.
@@ -82,8 +104,9 @@ class CoordinatorMetrics {
   };
 
   /// Registers every family above on `registry`.
-  /// InvalidArgument for a null registry, empty or duplicate state names, or
-  /// buckets that are empty, not finite or not strictly increasing;
+  /// InvalidArgument for a null registry, empty or duplicate state or
+  /// service names, or buckets that are empty, not finite or not strictly
+  /// increasing;
   /// AlreadyExists when `registry` already holds one of the names with
   /// another metric type.
   static absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> Create(
@@ -144,6 +167,13 @@ class CoordinatorMetrics {
   void ObserveRpc(std::string_view method, absl::StatusCode code,
                   double seconds) ABSL_LOCKS_EXCLUDED(rpc_mu_);
 
+  /// Counts one call refused as UNAUTHENTICATED. `service` is the full gRPC
+  /// service name ("zbpp.v1.WorkerService"); the caller keeps it to a
+  /// bounded set (never a name taken unchecked from a request). An empty
+  /// `service` ignores the call.
+  void CountRefusal(std::string_view service, RefusalReason reason)
+      ABSL_LOCKS_EXCLUDED(rpc_mu_);
+
   /// Drops every series labelled with `job_id` (call when a job reaches a
   /// terminal state, after its last update) so the number of series stays
   /// bounded. Unknown ids are a no-op. A later call naming the job creates
@@ -198,6 +228,9 @@ class CoordinatorMetrics {
   absl::flat_hash_map<std::pair<std::string, absl::StatusCode>,
                       prometheus::Histogram*>
       rpcs_ ABSL_GUARDED_BY(rpc_mu_);
+  absl::flat_hash_map<std::pair<std::string, RefusalReason>,
+                      prometheus::Counter*>
+      refusals_ ABSL_GUARDED_BY(rpc_mu_);
 };
 
 }  // namespace zbpp::metrics

@@ -11,7 +11,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const zbpp::v1::SubmitJobRequest* request,
                                        zbpp::v1::Job* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/SubmitJob");
-  if (absl::Status auth = CheckBearerToken(*context, options_.bearer_token);
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
       !auth.ok()) {
     return rpc.Finish(auth);
   }
@@ -67,7 +67,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const zbpp::v1::CancelJobRequest* request,
                                        zbpp::v1::Job* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/CancelJob");
-  if (absl::Status auth = CheckBearerToken(*context, options_.bearer_token);
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
       !auth.ok()) {
     return rpc.Finish(auth);
   }

@@ -11,7 +11,8 @@ namespace zbpp::coordinator {
 
 /// zbpp.v1.JobService over the Coordinator (STYLE.md 1: check the request,
 /// call the core, convert the Status, record the RPC). SubmitJob and
-/// CancelJob require "authorization: Bearer <token>" when a token is set.
+/// CancelJob require "authorization: Bearer <token>" when a token is set
+/// (UNAUTHENTICATED otherwise, counted in zbpp_rpc_refusals_total).
 /// Thread-safe.
 class JobServiceImpl final : public zbpp::v1::JobService::Service {
  public:

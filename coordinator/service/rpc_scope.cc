@@ -1,18 +1,32 @@
 #include "coordinator/service/rpc_scope.h"
 
+#include <grpc/grpc_security_constants.h>
+
 #include <algorithm>
 #include <chrono>
 
 namespace zbpp::coordinator {
 
-absl::Status CheckBearerToken(const grpc::ServerContext& context,
-                              const std::string& token) {
+std::string_view ServiceOf(std::string_view method) {
+  if (method.size() < 2 || method[0] != '/') return "";
+  const size_t slash = method.find('/', 1);
+  if (slash == std::string_view::npos) return "";
+  return method.substr(1, slash - 1);
+}
+
+absl::Status RpcScope::CheckBearerToken(const grpc::ServerContext& context,
+                                        const std::string& token) {
   if (token.empty()) return absl::OkStatus();
+  const auto refuse = [this](metrics::RefusalReason reason,
+                             const char* message) {
+    if (metrics_ != nullptr) metrics_->CountRefusal(ServiceOf(method_), reason);
+    return absl::UnauthenticatedError(message);
+  };
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        "missing \"authorization: Bearer <token>\" metadata");
+    return refuse(metrics::RefusalReason::kMissingToken,
+                  "missing \"authorization: Bearer <token>\" metadata");
   }
   const std::string expected = "Bearer " + token;
   const std::string given(it->second.data(), it->second.size());
@@ -23,9 +37,35 @@ absl::Status CheckBearerToken(const grpc::ServerContext& context,
     diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
   }
   if (!same || diff != 0) {
-    return absl::UnauthenticatedError("wrong bearer token");
+    return refuse(metrics::RefusalReason::kWrongToken, "wrong bearer token");
   }
   return absl::OkStatus();
+}
+
+grpc::Status ClientCertificateCheck::Process(
+    const InputMetadata& auth_metadata, grpc::AuthContext* context,
+    OutputMetadata* /*consumed_auth_metadata*/,
+    OutputMetadata* /*response_metadata*/) {
+  // With REQUEST_..._AND_VERIFY a certificate that failed verification
+  // ended the handshake, so any certificate here is a verified one.
+  if (!context->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME).empty()) {
+    return grpc::Status::OK;
+  }
+  if (options_.metrics != nullptr) {
+    std::string_view service = "other";
+    if (auto path = auth_metadata.find(":path"); path != auth_metadata.end()) {
+      const std::string_view named =
+          ServiceOf(std::string_view(path->second.data(), path->second.size()));
+      if (std::find(options_.services.begin(), options_.services.end(),
+                    named) != options_.services.end()) {
+        service = named;
+      }
+    }
+    options_.metrics->CountRefusal(
+        service, metrics::RefusalReason::kMissingClientCertificate);
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "client certificate required");
 }
 
 absl::Time WaitDeadline(const grpc::ServerContext& context,

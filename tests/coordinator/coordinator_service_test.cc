@@ -35,7 +35,10 @@
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "metrics/coordinator_metrics.h"
+#include "prometheus/registry.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
@@ -72,8 +75,12 @@ class ServiceTest : public ::testing::Test {
     options.heartbeat_timeout_seconds = 60;
     core_ = *Coordinator::Create(options);
     ASSERT_TRUE(core_->Recover().ok());
+    registry_ = std::make_shared<prometheus::Registry>();
+    metrics::CoordinatorMetrics::Options metrics_options;
+    metrics_options.rpc_services = {"zbpp.v1.JobService"};
+    metrics_ = *metrics::CoordinatorMetrics::Create(metrics_options, registry_);
     jobs_ = std::make_unique<JobServiceImpl>(
-        JobServiceImpl::Options{core_.get(), nullptr, kToken, 0.05});
+        JobServiceImpl::Options{core_.get(), metrics_.get(), kToken, 0.05});
     workers_ = std::make_unique<WorkerServiceImpl>(
         WorkerServiceImpl::Options{core_.get(), nullptr, 0.05});
     rendezvous_ = std::make_unique<RendezvousServiceImpl>(
@@ -102,6 +109,8 @@ class ServiceTest : public ::testing::Test {
 
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<Coordinator> core_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<metrics::CoordinatorMetrics> metrics_;
   std::unique_ptr<JobServiceImpl> jobs_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_;
@@ -322,17 +331,39 @@ TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {
   EXPECT_EQ(listed.jobs_size(), 1);
 }
 
+// zbpp_rpc_refusals_total{service="zbpp.v1.JobService",reason=`reason`};
+// -1 when the series does not exist.
+double JobServiceRefusals(const prometheus::Registry& registry,
+                          const std::string& reason) {
+  return metrics::testing::FindSample(
+             metrics::testing::Serialize(registry), "zbpp_rpc_refusals_total",
+             {{"service", "zbpp.v1.JobService"}, {"reason", reason}})
+      .value_or(-1);
+}
+
+// Each refusal is UNAUTHENTICATED and counted once under its reason; calls
+// with the token, and calls that need none, are not refusals.
 TEST_F(ServiceTest, TokenRequiredForSubmitAndCancel) {
+  // Created at 0 for the service listed in the metrics' options.
+  for (const char* reason :
+       {"missing_token", "wrong_token", "missing_client_certificate"}) {
+    EXPECT_EQ(JobServiceRefusals(*registry_, reason), 0) << reason;
+  }
   zbpp::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = TestSpec();
   zbpp::v1::Job job;
-  EXPECT_EQ(job_stub_->SubmitJob(Context(false).get(), submit, &job)
-                .error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status missing =
+      job_stub_->SubmitJob(Context(false).get(), submit, &job);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(missing.error_message(), HasSubstr("authorization"));
+  EXPECT_EQ(JobServiceRefusals(*registry_, "missing_token"), 1);
+  EXPECT_EQ(JobServiceRefusals(*registry_, "wrong_token"), 0);
   auto wrong = Context(false);
   wrong->AddMetadata("authorization", "Bearer nope");
-  EXPECT_EQ(job_stub_->SubmitJob(wrong.get(), submit, &job).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status refused = job_stub_->SubmitJob(wrong.get(), submit, &job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(refused.error_message(), "wrong bearer token");
+  EXPECT_EQ(JobServiceRefusals(*registry_, "wrong_token"), 1);
   ASSERT_TRUE(job_stub_->SubmitJob(Context(true).get(), submit, &job).ok());
   zbpp::v1::CancelJobRequest cancel;
   cancel.set_job_id(job.id());
@@ -340,6 +371,7 @@ TEST_F(ServiceTest, TokenRequiredForSubmitAndCancel) {
   EXPECT_EQ(job_stub_->CancelJob(Context(false).get(), cancel, &cancelled)
                 .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(JobServiceRefusals(*registry_, "missing_token"), 2);
   ASSERT_TRUE(
       job_stub_->CancelJob(Context(true).get(), cancel, &cancelled).ok());
   EXPECT_EQ(cancelled.state(), zbpp::v1::JOB_STATE_CANCELLED);
@@ -350,6 +382,9 @@ TEST_F(ServiceTest, TokenRequiredForSubmitAndCancel) {
   get.set_job_id("job-404");
   EXPECT_EQ(job_stub_->GetJob(Context().get(), get, &job).error_code(),
             grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(JobServiceRefusals(*registry_, "missing_token"), 2);
+  EXPECT_EQ(JobServiceRefusals(*registry_, "wrong_token"), 1);
+  EXPECT_EQ(JobServiceRefusals(*registry_, "missing_client_certificate"), 0);
 }
 
 TEST_F(ServiceTest, WatchStreamsUntilTerminal) {

@@ -1,8 +1,10 @@
 // The zbpp-coordinator binary with --tls-cert/--tls-key [--tls-client-ca]
-// (issue 3 §2 Security), end to end: a CA, a server certificate for
-// 127.0.0.1/localhost and a client certificate are made at test time with
-// the openssl CLI; the daemon runs on 127.0.0.1:0 and real gRPC clients
-// call it with and without TLS and client certificates.
+// (issue 3 §2 Security, issue 5 §4), end to end: a CA, a server certificate
+// for 127.0.0.1/localhost and a client certificate (and a second CA with a
+// client certificate of its own) are made at test time with the openssl
+// CLI; the daemon runs on 127.0.0.1:0 and real gRPC clients call it with
+// and without TLS and client certificates, reading the refusals it counts
+// from its /metrics.
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,7 +33,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
+#include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -88,8 +92,11 @@ void IssueLeaf(const Pki& pki, const std::string& name,
            "-days", "2", "-out", base + ".crt", "-extfile", base + ".ext"});
 }
 
-void MakePki(Pki* pki) {
-  pki->dir = absl::StrCat(::testing::TempDir(), "/coordinator_tls_", getpid());
+// Makes a CA and its server and client leaves under a directory named after
+// `name`.
+void MakePki(const std::string& name, Pki* pki) {
+  pki->dir = absl::StrCat(::testing::TempDir(), "/coordinator_tls_", getpid(),
+                          "_", name);
   ASSERT_TRUE(mkdir(pki->dir.c_str(), 0700) == 0 || errno == EEXIST)
       << pki->dir;
   pki->ca_cert = pki->dir + "/ca.crt";
@@ -109,7 +116,10 @@ void MakePki(Pki* pki) {
 
 class CoordinatorTlsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { MakePki(&pki_); }
+  static void SetUpTestSuite() {
+    MakePki("main", &pki_);
+    MakePki("other", &other_pki_);
+  }
 
   // Starts the daemon with `flags` added and reads its "listening" line
   // (bounded wait; no fixed sleeps).
@@ -122,21 +132,41 @@ class CoordinatorTlsTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     coordinator_ = std::move(started->process);
     address_ = started->grpc_address;
+    const std::string& metrics = started->metrics_address;
+    metrics_port_ = std::stoi(metrics.substr(metrics.rfind(':') + 1));
   }
 
   std::vector<std::string> ServerTlsFlags() const {
     return {"--tls-cert", pki_.server_cert, "--tls-key", pki_.server_key};
   }
 
-  // Credentials trusting the test CA, with the client certificate or not.
-  static std::shared_ptr<grpc::ChannelCredentials> Tls(bool client_cert) {
+  // ServerTlsFlags() with --tls-client-ca: mutual TLS.
+  std::vector<std::string> MutualTlsFlags() const {
+    std::vector<std::string> flags = ServerTlsFlags();
+    flags.insert(flags.end(), {"--tls-client-ca", pki_.ca_cert});
+    return flags;
+  }
+
+  // Credentials trusting the test CA, presenting the client certificate of
+  // `client` (pki_ or other_pki_) or none (null).
+  static std::shared_ptr<grpc::ChannelCredentials> Tls(const Pki* client) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = ReadFile(pki_.ca_cert);
-    if (client_cert) {
-      ssl.pem_private_key = ReadFile(pki_.client_key);
-      ssl.pem_cert_chain = ReadFile(pki_.client_cert);
+    if (client != nullptr) {
+      ssl.pem_private_key = ReadFile(client->client_key);
+      ssl.pem_cert_chain = ReadFile(client->client_cert);
     }
     return grpc::SslCredentials(ssl);
+  }
+
+  // A client context with a 20 s deadline, and "authorization: Bearer
+  // `token`" unless `token` is empty.
+  static std::unique_ptr<grpc::ClientContext> Context(
+      const std::string& token = "") {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+    return context;
   }
 
   // JobService/ListJobs on a new channel with `credentials`.
@@ -144,11 +174,36 @@ class CoordinatorTlsTest : public ::testing::Test {
       const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
     auto stub = zbpp::v1::JobService::NewStub(
         grpc::CreateChannel(address_, credentials));
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-    zbpp::v1::ListJobsRequest request;
     zbpp::v1::ListJobsResponse response;
-    return stub->ListJobs(&context, request, &response);
+    return stub->ListJobs(Context().get(), {}, &response);
+  }
+
+  // WorkerService/RegisterWorker of a CPU worker on a new channel with
+  // `credentials`.
+  grpc::Status RegisterWorker(
+      const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+    auto stub = zbpp::v1::WorkerService::NewStub(
+        grpc::CreateChannel(address_, credentials));
+    zbpp::v1::RegisterWorkerRequest request;
+    request.mutable_worker()->set_address("127.0.0.1:9000");
+    request.mutable_worker()->set_host("localhost");
+    request.mutable_worker()->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+    request.mutable_worker()->set_memory_bytes(int64_t{1} << 30);
+    zbpp::v1::RegisterWorkerResponse response;
+    return stub->RegisterWorker(Context().get(), request, &response);
+  }
+
+  // zbpp_rpc_refusals_total{service=`service`,reason=`reason`} from the
+  // daemon's /metrics; -1 when the series is missing.
+  double Refusals(const std::string& service, const std::string& reason) {
+    absl::StatusOr<metrics::testing::HttpReply> scraped =
+        metrics::testing::HttpGet(metrics_port_, "/metrics");
+    EXPECT_TRUE(scraped.ok()) << scraped.status();
+    if (!scraped.ok()) return -1;
+    return metrics::testing::FindSample(
+               scraped->body, "zbpp_rpc_refusals_total",
+               {{"service", service}, {"reason", reason}})
+        .value_or(-1);
   }
 
   // grpc.health.v1.Health/Check with an empty service name, by hand (the
@@ -194,19 +249,22 @@ class CoordinatorTlsTest : public ::testing::Test {
   }
 
   static Pki pki_;
+  static Pki other_pki_;  // Another CA, which the daemon does not trust.
   std::unique_ptr<BackgroundProcess> coordinator_;
   std::string address_;
+  int metrics_port_ = 0;
 };
 
 Pki CoordinatorTlsTest::pki_;
+Pki CoordinatorTlsTest::other_pki_;
 
 TEST_F(CoordinatorTlsTest, TlsClientTrustingTheCaIsServed) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon(ServerTlsFlags()));
-  const grpc::Status listed = ListJobs(Tls(/*client_cert=*/false));
+  const grpc::Status listed = ListJobs(Tls(/*client=*/nullptr));
   EXPECT_TRUE(listed.ok()) << listed.error_code() << " "
                            << listed.error_message();
   bool serving = false;
-  const grpc::Status health = HealthCheck(Tls(false), &serving);
+  const grpc::Status health = HealthCheck(Tls(nullptr), &serving);
   EXPECT_TRUE(health.ok()) << health.error_message();
   EXPECT_TRUE(serving);
 }
@@ -223,34 +281,97 @@ TEST_F(CoordinatorTlsTest, PlaintextClientIsRefused) {
   EXPECT_FALSE(serving);
 }
 
+// With --tls-client-ca every call, on every service, needs a client
+// certificate that the CA signed. A client without one connects and is
+// refused per call (UNAUTHENTICATED, counted by service); one whose
+// certificate another CA signed fails the handshake (UNAVAILABLE).
 TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
-  std::vector<std::string> flags = ServerTlsFlags();
-  flags.insert(flags.end(), {"--tls-client-ca", pki_.ca_cert});
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(MutualTlsFlags()));
+  constexpr char kWorkers[] = "zbpp.v1.WorkerService";
+  constexpr char kJobs[] = "zbpp.v1.JobService";
+  constexpr char kMissing[] = "missing_client_certificate";
+  EXPECT_EQ(Refusals(kWorkers, kMissing), 0);
+  EXPECT_EQ(Refusals(kJobs, kMissing), 0);
 
-  const grpc::Status without = ListJobs(Tls(/*client_cert=*/false));
-  EXPECT_EQ(without.error_code(), grpc::StatusCode::UNAVAILABLE)
-      << without.error_message();
-  bool serving = true;
-  EXPECT_FALSE(HealthCheck(Tls(false), &serving).ok());
-  EXPECT_FALSE(serving);
+  const grpc::Status refused = RegisterWorker(Tls(/*client=*/nullptr));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << refused.error_message();
+  EXPECT_EQ(refused.error_message(), "client certificate required");
+  EXPECT_EQ(Refusals(kWorkers, kMissing), 1);
+  EXPECT_EQ(Refusals(kWorkers, "missing_token"), 0);
+  EXPECT_EQ(Refusals(kJobs, kMissing), 0);
 
-  const grpc::Status with = ListJobs(Tls(/*client_cert=*/true));
+  const grpc::Status registered = RegisterWorker(Tls(&pki_));
+  EXPECT_TRUE(registered.ok()) << registered.error_code() << " "
+                               << registered.error_message();
+  EXPECT_EQ(Refusals(kWorkers, kMissing), 1);
+
+  const grpc::Status foreign = RegisterWorker(Tls(&other_pki_));
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << foreign.error_message();
+  EXPECT_EQ(Refusals(kWorkers, kMissing), 1);
+
+  EXPECT_EQ(ListJobs(Tls(nullptr)).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Refusals(kJobs, kMissing), 1);
+  const grpc::Status with = ListJobs(Tls(&pki_));
   EXPECT_TRUE(with.ok()) << with.error_code() << " " << with.error_message();
-  const grpc::Status health = HealthCheck(Tls(true), &serving);
+
+  // Health and reflection are behind the same check, counted as "other".
+  bool serving = true;
+  EXPECT_EQ(HealthCheck(Tls(nullptr), &serving).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_FALSE(serving);
+  EXPECT_EQ(Refusals("other", kMissing), 1);
+  const grpc::Status health = HealthCheck(Tls(&pki_), &serving);
   EXPECT_TRUE(health.ok()) << health.error_message();
   EXPECT_TRUE(serving);
 
   EXPECT_EQ(ListJobs(grpc::InsecureChannelCredentials()).error_code(),
             grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Refusals(kWorkers, kMissing), 1);
+  EXPECT_EQ(Refusals(kJobs, kMissing), 1);
+}
+
+// Issue 5 §4: with TLS and a token, SubmitJob without the token is refused
+// even with a client certificate, and without a certificate before the
+// token is looked at; each refusal is counted once, under its reason.
+TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {
+  const std::string token_file = pki_.dir + "/token";
+  WriteFile(token_file, "s3cret\n");
+  std::vector<std::string> flags = MutualTlsFlags();
+  flags.insert(flags.end(), {"--token-file", token_file});
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
+  auto jobs = zbpp::v1::JobService::NewStub(
+      grpc::CreateChannel(address_, Tls(&pki_)));
+  zbpp::v1::Job job;
+  const grpc::Status no_token = jobs->SubmitJob(Context().get(), {}, &job);
+  EXPECT_EQ(no_token.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
+  EXPECT_EQ(jobs->SubmitJob(Context("nope").get(), {}, &job).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "wrong_token"), 1);
+
+  auto anonymous = zbpp::v1::JobService::NewStub(
+      grpc::CreateChannel(address_, Tls(nullptr)));
+  const grpc::Status no_cert =
+      anonymous->SubmitJob(Context("s3cret").get(), {}, &job);
+  EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(no_cert.error_message(), "client certificate required");
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_client_certificate"), 1);
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
+
+  // Both: past authentication, the empty request is the caller's mistake.
+  EXPECT_EQ(jobs->SubmitJob(Context("s3cret").get(), {}, &job).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
+  EXPECT_EQ(Refusals("zbpp.v1.JobService", "wrong_token"), 1);
 }
 
 // The clients' side: zbppctl and zbpp-worker dial TLS with --tls-ca (and a
 // client certificate with --tls-cert/--tls-key).
 TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
-  std::vector<std::string> flags = ServerTlsFlags();
-  flags.insert(flags.end(), {"--tls-client-ca", pki_.ca_cert});
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(MutualTlsFlags()));
   const std::vector<std::string> client_tls = {"--tls-ca", pki_.ca_cert, "--tls-cert",
                                                pki_.client_cert, "--tls-key", pki_.client_key};
 
@@ -284,6 +405,7 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
       {}, absl::Seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr(address_));
+  EXPECT_THAT(refused.err, HasSubstr("client certificate required"));
 
   const ProcessResult unreadable = RunProcess(
       {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.dir + "/missing.crt"});

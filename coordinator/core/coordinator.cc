@@ -138,6 +138,7 @@ struct Coordinator::ResolveTask {
   const ResolvePolicy* policy = nullptr;
   sched::Schedule current;
   sched::Problem measured;
+  double cost_drift = 0;  ///< CostModel::Drift() when `measured` was taken.
   sched::Problem base;
   // --- Outcome (computed outside the mutex) ---
   ResolveRecord record;
@@ -1479,6 +1480,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
   task->policy = job.policy.get();
   task->current = job.parsed.at(latest.version());
   task->measured = *std::move(measured);
+  task->cost_drift = job.costs->Drift();
   task->base = *job.base;
   task->record.job_id = job.job.id();
   task->record.step = step;
@@ -1489,7 +1491,8 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
 void Coordinator::RunResolve(ResolveTask& task) {
   ResolveRecord& record = task.record;
   absl::StatusOr<ResolveDecision> decision = task.policy->Decide(
-      task.policy_name, task.current, task.current_version, task.measured);
+      task.policy_name, task.current, task.current_version, task.measured,
+      task.cost_drift);
   if (!decision.ok()) {
     record.reason = absl::StrCat("re-solve failed: ",
                                  decision.status().ToString());

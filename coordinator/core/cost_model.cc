@@ -148,6 +148,29 @@ int CostModel::SampleCount(int stage) const {
   return static_cast<int>(stage_samples_[stage].size());
 }
 
+double CostModel::Drift() const {
+  absl::MutexLock lock(&mu_);
+  double drift = 0;
+  for (const std::deque<StageTiming>& window : stage_samples_) {
+    if (window.size() < 2) continue;
+    // The oldest half and the newest half (the middle sample of an odd
+    // count goes to neither).
+    const size_t half = window.size() / 2;
+    std::vector<double> oldest, newest;
+    for (size_t i = 0; i < half; ++i) {
+      const StageTiming& o = window[i];
+      const StageTiming& n = window[window.size() - 1 - i];
+      oldest.push_back(o.f_seconds + o.b_seconds + o.w_seconds);
+      newest.push_back(n.f_seconds + n.b_seconds + n.w_seconds);
+    }
+    const double a = Median(std::move(oldest));
+    const double b = Median(std::move(newest));
+    const double low = std::min(a, b);
+    if (low > 0) drift = std::max(drift, std::max(a, b) / low - 1);
+  }
+  return drift;
+}
+
 absl::StatusOr<sched::Problem> CostModel::ToProblem(
     const sched::Problem& base) const {
   if (static_cast<int>(base.stages.size()) != options_.num_stages) {

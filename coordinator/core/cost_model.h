@@ -83,6 +83,14 @@ class CostModel {
   /// Samples currently in `stage`'s window (0 for a stage out of range).
   int SampleCount(int stage) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// How far the costs moved within the window, as a fraction: for every
+  /// stage, the median of F+B+W over the newest half of its samples against
+  /// the median over the oldest half, as max/min - 1; the largest over the
+  /// stages. 0 while a stage has fewer than 2 samples. A straggler that
+  /// appeared (or recovered) inside the window shows here as long as both
+  /// halves do not yet agree: the medians then describe neither regime.
+  double Drift() const ABSL_LOCKS_EXCLUDED(mu_);
+
   /// `base` with every stage's f/b/w_seconds replaced by the medians of its
   /// window (the mean of the two middle samples for an even count), and
   /// comm_seconds by the mean of the per-hop medians when any hop has been

@@ -33,12 +33,18 @@ absl::StatusOr<std::unique_ptr<ResolvePolicy>> ResolvePolicy::Create(
         absl::StrCat("min_improvement_fraction must be in [0, 1), got ",
                      options.min_improvement_fraction));
   }
+  if (!(options.max_cost_drift_fraction >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_cost_drift_fraction must be >= 0, got ",
+                     options.max_cost_drift_fraction));
+  }
   return std::unique_ptr<ResolvePolicy>(new ResolvePolicy(options));
 }
 
 absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
     std::string_view policy, const sched::Schedule& current,
-    int64_t current_version, const sched::Problem& measured) const {
+    int64_t current_version, const sched::Problem& measured,
+    double cost_drift) const {
   const std::string name = RegistryName(policy);
   absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(name);
   if (!traits.ok()) return traits.status();
@@ -59,6 +65,15 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
         "fixed schedule ", name,
         " does not depend on costs; predicted makespan ",
         Seconds(decision.old_makespan_seconds), " under the measured costs");
+    return decision;
+  }
+
+  if (cost_drift > options_.max_cost_drift_fraction) {
+    decision.reason = absl::StrFormat(
+        "measured costs still moving (%.3g%% within the window, limit "
+        "%.3g%%); keeping version %d until they settle",
+        100 * cost_drift, 100 * options_.max_cost_drift_fraction,
+        current_version);
     return decision;
   }
 

@@ -67,6 +67,12 @@ class ResolvePolicy {
     Clock* clock = RealClock();
     /// Publish only when (old - new) / old is larger than this. In [0, 1).
     double min_improvement_fraction = 0.02;
+    /// Hysteresis: do not re-solve while the measured costs still move by
+    /// more than this fraction within the window (CostModel::Drift), e.g.
+    /// a straggler that appeared a few steps ago. Its medians would mix the
+    /// two regimes and the candidate would suit neither; the next window,
+    /// once settled, decides. >= 0; +infinity turns the check off.
+    double max_cost_drift_fraction = 0.5;
   };
 
   /// InvalidArgument for a null clock or a fraction outside [0, 1).
@@ -78,6 +84,10 @@ class ResolvePolicy {
   /// limit, e.g. p·M_B for zb-1p). A candidate that moves virtual stages to
   /// other workers is never published (that would move weights).
   ///
+  /// `cost_drift` is the cost model's Drift() over the window `measured`
+  /// summarises; above `max_cost_drift_fraction` nothing is solved and the
+  /// decision keeps the current version, saying why.
+  ///
   /// Errors: NotFound for an unknown policy; InvalidArgument when
   /// `measured` is invalid or `current` does not fit it (CheckSchedule),
   /// FailedPrecondition when `current` deadlocks under it. A solver that
@@ -86,7 +96,8 @@ class ResolvePolicy {
   absl::StatusOr<ResolveDecision> Decide(std::string_view policy,
                                          const sched::Schedule& current,
                                          int64_t current_version,
-                                         const sched::Problem& measured) const;
+                                         const sched::Problem& measured,
+                                         double cost_drift = 0) const;
 
  private:
   explicit ResolvePolicy(Options options) : options_(options) {}

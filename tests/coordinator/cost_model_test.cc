@@ -80,6 +80,28 @@ TEST(CostModel, WindowSlidesOverTheLastSteps) {
   EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->stages[0].f_seconds, 1.0);
 }
 
+TEST(CostModel, DriftComparesTheNewestHalfOfTheWindowWithTheOldest) {
+  std::unique_ptr<CostModel> model = MustCreate(2, 8);
+  ASSERT_NE(model, nullptr);
+  EXPECT_DOUBLE_EQ(model->Drift(), 0);  // No samples.
+  // Stage 1 steady at 3 s per F+B+W, stage 0 too until it slows down 2x.
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1}).ok());
+    ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  }
+  EXPECT_DOUBLE_EQ(model->Drift(), 0);
+  // Four slow steps: the newest half is all slow, the oldest all fast.
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(model->AddStageTiming({0, 2, 2, 2}).ok());
+  }
+  EXPECT_DOUBLE_EQ(model->Drift(), 1);
+  // Seven of eight slow: both halves' medians are slow again.
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(model->AddStageTiming({0, 2, 2, 2}).ok());
+  }
+  EXPECT_DOUBLE_EQ(model->Drift(), 0);
+}
+
 TEST(CostModel, ToProblemNeedsEveryStageAndTheRightShape) {
   std::unique_ptr<CostModel> model = MustCreate(3, 4);
   ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());

@@ -88,6 +88,31 @@ TEST_F(ResolvePolicyTest, BadOptionsAreRefused) {
               absl::StatusCode::kInvalidArgument)
         << fraction;
   }
+  EXPECT_EQ(ResolvePolicy::Create(
+                {.clock = &clock_, .max_cost_drift_fraction = -0.1})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Hysteresis: a straggler that appeared inside the window leaves medians
+// that mix both regimes; the policy waits for the window to settle.
+TEST_F(ResolvePolicyTest, CostsStillMovingKeepTheVersionUntilTheySettle) {
+  std::unique_ptr<ResolvePolicy> policy = MakePolicy();
+  const sched::Schedule current = MustGenerate("zb-1p", Uniform());
+  absl::StatusOr<ResolveDecision> moving =
+      policy->Decide("zb-1p", current, 3, Straggler(), /*cost_drift=*/0.8);
+  ASSERT_TRUE(moving.ok()) << moving.status();
+  EXPECT_FALSE(moving->publish);
+  EXPECT_THAT(moving->reason, HasSubstr("still moving"));
+  EXPECT_THAT(moving->reason, HasSubstr("keeping version 3"));
+  EXPECT_EQ(moving->solve_seconds, 0);
+  EXPECT_GT(moving->old_makespan_seconds, 0);
+
+  absl::StatusOr<ResolveDecision> settled =
+      policy->Decide("zb-1p", current, 3, Straggler(), /*cost_drift=*/0.1);
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  EXPECT_TRUE(settled->publish) << settled->reason;
 }
 
 TEST_F(ResolvePolicyTest, StragglerIsReSolvedIntoAShorterSchedule) {

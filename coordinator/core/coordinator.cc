@@ -161,6 +161,7 @@ struct Coordinator::StageReport {
   std::optional<double> loss;
   std::optional<double> eval_loss;
   bool checkpoint_written = false;
+  std::optional<double> parameter_sum;
   zbpp::v1::RankTimeline timeline;
 };
 
@@ -182,6 +183,9 @@ struct Coordinator::JobRuntime {
   /// Created once per job and never replaced (jobs are never erased), so a
   /// re-solve may use it without the mutex.
   std::unique_ptr<ResolvePolicy> policy;
+  /// The validation mode new versions get (JobSpec.validation AUTO: it
+  /// switches on the gathered outcomes).
+  std::unique_ptr<ValidationPolicy> validation;
   bool resolving = false;  ///< A re-solve runs outside the mutex.
   // --- The current attempt (empty workers: none) ---
   int64_t attempt = 0;
@@ -401,6 +405,9 @@ absl::StatusOr<int64_t> Coordinator::PublishVersion(
   }
   version.set_effective_step(effective);
   *version.mutable_publish_time() = ToTimestamp(options_.clock->Now());
+  if (version.validation() == zbpp::v1::VALIDATION_MODE_UNSPECIFIED) {
+    version.set_validation(job.validation->mode());
+  }
   if (absl::Status stored = options_.store->AddScheduleVersion(version);
       !stored.ok()) {
     return stored;
@@ -408,6 +415,7 @@ absl::StatusOr<int64_t> Coordinator::PublishVersion(
   job.versions.push_back(version);
   job.parsed[version.version()] = schedule;
   job.job.set_schedule_version(version.version());
+  job.job.set_validation_mode(version.validation());
   if (options_.observer != nullptr) {
     options_.observer->OnScheduleVersion(job.job.id(), version.version());
   }
@@ -481,6 +489,8 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     }
     job.costs = *std::move(costs);
     job.policy = *std::move(policy);
+    job.validation = std::make_unique<ValidationPolicy>(
+        spec.validation(), job.job.validation_mode(), ValidationPolicy::Options{});
   }
   job.start_step = std::max<int64_t>(0, job.job.last_checkpoint_step() + 1);
   if (job.versions.empty()) {
@@ -1215,6 +1225,14 @@ absl::Status Coordinator::ReportStepLocked(
   // report.
   absl::StatusOr<std::vector<HopTiming>> hops = HopTimingsOf(report, schedule);
   if (!hops.ok()) return hops.status();
+  for (int i = 0; i < report.validations_size(); ++i) {
+    const int64_t step = report.validations(i).step();
+    if (step < job->start_step || step > report.step()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validations[", i, "].step: ", step, " is not a step of this attempt up to ",
+          report.step()));
+    }
+  }
   std::vector<MeasuredPass> passes;
   passes.reserve(actions.size());
   StageReport stage;
@@ -1261,6 +1279,7 @@ absl::Status Coordinator::ReportStepLocked(
   if (report.has_loss()) stage.loss = report.loss();
   if (report.has_eval_loss()) stage.eval_loss = report.eval_loss();
   stage.checkpoint_written = report.checkpoint_written();
+  if (report.has_parameter_sum()) stage.parameter_sum = report.parameter_sum();
   *stage.timeline.mutable_action_start_seconds() = report.action_start_seconds();
   *stage.timeline.mutable_action_end_seconds() = report.action_end_seconds();
 
@@ -1276,10 +1295,9 @@ absl::Status Coordinator::ReportStepLocked(
   pending.stages[report.stage()] = std::move(stage);
   int64_t& done = job->last_completed[report.stage()];
   done = std::max(done, report.step());
-  if (report.has_validation()) {
-    job->validations[report.validation().step()][report.stage()] =
-        report.validation();
-    GatherValidation(*job, report.validation().step());
+  for (const zbpp::v1::ValidationResult& validation : report.validations()) {
+    job->validations[validation.step()][report.stage()] = validation;
+    GatherValidation(*job, validation.step());
   }
   if (static_cast<int>(pending.stages.size()) ==
       static_cast<int>(job->workers.size())) {
@@ -1327,12 +1345,39 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
   if (skipped) {
     job.job.set_skipped_steps_total(job.job.skipped_steps_total() + 1);
   }
+  if (outcome.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED) {
+    job.job.set_clipped_steps_total(job.job.clipped_steps_total() + 1);
+  }
   if (options_.observer != nullptr) {
     options_.observer->OnValidation(job.job.id(), rolled_back, skipped);
   }
   JobEvent event;
   *event.mutable_validation() = outcome;
   Emit(job, std::move(event), /*droppable=*/false);
+  if (std::optional<zbpp::v1::ValidationMode> mode = job.validation->Record(outcome);
+      mode.has_value()) {
+    SwitchValidationMode(job, *mode, outcome);
+  }
+}
+
+void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode mode,
+                                       const zbpp::v1::ValidationOutcome& last) {
+  if (job.versions.empty() || job.workers.empty() || Terminal(job.job.state())) return;
+  // Same schedule and predictions, the other mode, from the next step no
+  // worker has been granted: every worker switches at the same step.
+  zbpp::v1::ScheduleVersion version = job.versions.back();
+  const sched::Schedule schedule = job.parsed.at(version.version());
+  version.clear_previous_predicted();
+  version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  version.set_reason_detail(
+      mode == zbpp::v1::VALIDATION_MODE_POST
+          ? absl::StrCat("post-update validation: no clipping or inf/nan up to step ",
+                         last.step())
+          : absl::StrCat("synchronous validation: step ", last.step(),
+                         " was the latest of several steps clipped or skipped"));
+  version.set_validation(mode);
+  absl::StatusOr<int64_t> published = PublishVersion(job, std::move(version), schedule);
+  LogError(published.status(), "publishing a validation-mode switch");
 }
 
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
@@ -1360,6 +1405,12 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     if (stage.eval_loss.has_value()) summary.set_eval_loss(*stage.eval_loss);
   }
   *summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
+  if (std::all_of(pending.stages.begin(), pending.stages.end(),
+                  [](const auto& entry) { return entry.second.parameter_sum.has_value(); })) {
+    double checksum = 0;
+    for (const auto& [rank, stage] : pending.stages) checksum += *stage.parameter_sum;
+    job.job.set_param_checksum(checksum);
+  }
   summary.set_step_seconds(step_seconds);
   if (step_seconds > 0) {
     summary.set_tokens_per_second(

@@ -22,6 +22,7 @@
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/resolve_policy.h"
 #include "coordinator/core/store_writer.h"
+#include "coordinator/core/validation_policy.h"
 #include "coordinator/store/store.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
@@ -392,6 +393,11 @@ class Coordinator {
                                             PendingStep& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GatherValidation(JobRuntime& job, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Publishes the latest schedule again with validation `mode`
+  /// (ValidationPolicy decided a switch after outcome `last`).
+  void SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode mode,
+                            const zbpp::v1::ValidationOutcome& last)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<ResolveTask> MaybeResolve(JobRuntime& job, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

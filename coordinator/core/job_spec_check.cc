@@ -270,7 +270,18 @@ absl::Status CheckOptimizer(const JobSpec& spec) {
     }
   }
   if (opt.has_warmup_steps()) {
-    return AtLeast(opt.warmup_steps(), 0, "optimizer.warmup_steps");
+    if (absl::Status st = AtLeast(opt.warmup_steps(), 0, "optimizer.warmup_steps");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (!zbpp::v1::RollbackMode_IsValid(opt.rollback())) {
+    return Invalid("optimizer.rollback", "unknown mode ", opt.rollback());
+  }
+  if (opt.rollback() == zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE &&
+      ((opt.has_beta1() && opt.beta1() == 0) || (opt.has_beta2() && opt.beta2() == 0))) {
+    return Invalid("optimizer.rollback",
+                   "IN_PLACE_INVERSE divides by beta1 and beta2: both must be > 0");
   }
   return absl::OkStatus();
 }

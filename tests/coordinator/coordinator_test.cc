@@ -620,7 +620,7 @@ TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
     for (auto& w : workers) {
       v1::ReportStepRequest r = w.Report(step, truth);
       if (step == 1) {
-        v1::ValidationResult* v = r.mutable_validation();
+        v1::ValidationResult* v = r.add_validations();
         v->set_step(0);
         v->set_mode(v1::VALIDATION_MODE_POST);
         v->set_found_inf_nan(true);
@@ -639,6 +639,84 @@ TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
   ASSERT_EQ(outcomes->size(), 1u);
   EXPECT_EQ((*outcomes)[0].rolled_back_stages_size(), 2);
   EXPECT_DOUBLE_EQ((*outcomes)[0].rollback_seconds(), 2.0);
+}
+
+// JobSpec.validation AUTO: synchronous first, POST after 10 steps that
+// needed nothing (announced as a version at a step no worker was granted),
+// back to SYNCHRONOUS after 3 clipped steps (and POST again after 10 clean
+// ones); every worker sees the switch
+// at the same step, and the last step's parameter sums add up to the job's
+// param_checksum.
+TEST_F(CoordinatorTest, AutoValidationSwitchesModeLikeAScheduleVersion) {
+  v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 40);
+  spec.mutable_schedule()->mutable_resolve()->set_min_improvement(0.9);  // No re-solves.
+  spec.set_validation(v1::VALIDATION_MODE_AUTO);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 1, 1.0);
+  // Clipped outcomes for steps 20..22, committed otherwise.
+  auto decision = [](int64_t step) {
+    return step >= 20 && step <= 22 ? v1::VALIDATION_DECISION_CLIPPED
+                                     : v1::VALIDATION_DECISION_COMMITTED;
+  };
+  for (int64_t step = 0; step < 40; ++step) {
+    for (auto& w : workers) {
+      w.Drain();
+      ASSERT_GE(w.granted, step);
+      v1::ReportStepRequest r = w.Report(step, truth);
+      const v1::ScheduleVersion& version = w.VersionFor(step);
+      v1::ValidationResult* v = r.add_validations();
+      v->set_step(step);
+      v->set_mode(version.validation());
+      v->set_decision(decision(step));
+      v->set_clip_coefficient(decision(step) == v1::VALIDATION_DECISION_CLIPPED ? 0.5 : 1);
+      if (step == 39) r.set_parameter_sum(w.assignment->stage() == 0 ? 1.25 : -0.5);
+      ASSERT_TRUE(coordinator_->ReportStep(r).ok()) << step;
+    }
+  }
+  auto job = coordinator_->GetJob(job_id, {});
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job->clipped_steps_total(), 3);
+  EXPECT_DOUBLE_EQ(job->param_checksum(), 0.75);
+  // Versions: 1 synchronous, 2 POST (after step 9's outcome), 3 synchronous
+  // (after step 22's, the third clipped step), 4 POST again (after step 32's,
+  // ten clean steps later).
+  const std::vector<v1::ScheduleVersion>& versions = workers[0].versions;
+  ASSERT_EQ(versions.size(), 4u);
+  EXPECT_EQ(versions[0].validation(), v1::VALIDATION_MODE_SYNCHRONOUS);
+  EXPECT_EQ(versions[1].validation(), v1::VALIDATION_MODE_POST);
+  EXPECT_EQ(versions[1].reason(), v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  EXPECT_GT(versions[1].effective_step(), 9);
+  EXPECT_EQ(versions[2].validation(), v1::VALIDATION_MODE_SYNCHRONOUS);
+  EXPECT_GT(versions[2].effective_step(), 22);
+  EXPECT_EQ(versions[3].validation(), v1::VALIDATION_MODE_POST);
+  EXPECT_GT(versions[3].effective_step(), 32);
+  EXPECT_EQ(job->validation_mode(), v1::VALIDATION_MODE_POST);
+  for (size_t i = 1; i < versions.size(); ++i) {
+    EXPECT_EQ(versions[i].schedule().SerializeAsString(),
+              versions[0].schedule().SerializeAsString())
+        << "a mode switch keeps the schedule";
+    for (const FakeWorker& w : workers) {
+      // Announced before any grant reached the version's first step.
+      EXPECT_LT(w.granted_at_version[i - 1], versions[i].effective_step());
+      EXPECT_EQ(w.versions[i].effective_step(), versions[i].effective_step());
+    }
+  }
+  auto outcomes = store_->ListValidationOutcomes(job_id);
+  ASSERT_TRUE(outcomes.ok());
+  EXPECT_EQ(outcomes->size(), 40u);
+}
+
+TEST_F(CoordinatorTest, ValidationOfAStepNotRunIsRefused) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);
+  workers[0].Drain();
+  v1::ReportStepRequest r = workers[0].Report(0, TrueCosts(TestSpec(), 2, 1.0));
+  r.add_validations()->set_step(1);
+  const absl::Status refused = coordinator_->ReportStep(r);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("validations[0].step"), std::string::npos) << refused;
 }
 
 TEST_F(CoordinatorTest, CheckpointRecordedOnlyWhenEveryRankWroteIt) {

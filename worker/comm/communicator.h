@@ -77,17 +77,27 @@ class Communicator {
 };
 
 /// The pass a point-to-point message belongs to: activations flow forward
-/// (F), input gradients flow backward (B), and control messages (latency
-/// probes) use kControl.
-enum class MessageKind : uint32_t { kActivation = 0, kGradient = 1, kControl = 2 };
+/// (F), input gradients flow backward (B), control messages (latency
+/// probes) use kControl and the post-update validation states (paper §4)
+/// kValidation.
+enum class MessageKind : uint32_t {
+  kActivation = 0,
+  kGradient = 1,
+  kControl = 2,
+  kValidation = 3
+};
 
 /// A tag unique among the messages of a window of 16 consecutive steps:
 /// bits [0,9] microbatch, [10,18] receiving virtual stage, [19,20] kind,
-/// [21,24] step mod 16. Requires microbatch < 1024 and stage < 512, the
+/// [21,24] step mod 16, [25] generation mod 2 (a step replayed after a
+/// rollback runs as generation 1, so its messages never match the discarded
+/// speculative ones). Requires microbatch < 1024 and stage < 512, the
 /// job-spec caps (coordinator/core/job_spec_check.h); Gloo takes tags as
-/// int, and the result stays below 2^25.
-inline uint32_t MakeTag(int64_t step, MessageKind kind, int stage, int microbatch) {
-  return (static_cast<uint32_t>(step & 0xF) << 21) |
+/// int, and the result stays below 2^26.
+inline uint32_t MakeTag(int64_t step, MessageKind kind, int stage, int microbatch,
+                        int generation = 0) {
+  return (static_cast<uint32_t>(generation & 1) << 25) |
+         (static_cast<uint32_t>(step & 0xF) << 21) |
          (static_cast<uint32_t>(kind) << 19) |
          (static_cast<uint32_t>(stage & 0x1FF) << 10) |
          static_cast<uint32_t>(microbatch & 0x3FF);

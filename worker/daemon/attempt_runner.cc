@@ -172,6 +172,9 @@ class AttemptRun {
       }
       schedule_ = *std::move(parsed);
       version_number_ = version->version();
+      validation_mode_ = version->validation() == v1::VALIDATION_MODE_POST
+                             ? v1::VALIDATION_MODE_POST
+                             : v1::VALIDATION_MODE_SYNCHRONOUS;
     }
     return &schedule_;
   }
@@ -180,22 +183,36 @@ class AttemptRun {
     absl::StatusOr<const sched::Schedule*> schedule = ScheduleFor(step);
     if (!schedule.ok()) return schedule.status();
     env_.state->SetPhase(v1::WORKER_PHASE_RUNNING);
-    absl::StatusOr<StepResult> result = trainer_->RunStep(step, **schedule);
+    absl::StatusOr<StepResult> result = trainer_->RunStep(step, **schedule, validation_mode_);
     if (!result.ok()) return result.status();
 
     v1::ReportStepRequest report;
-    if (EvaluatesAfter(step, a_.start_step(), spec_.steps())) {
+    const bool evaluates = EvaluatesAfter(step, a_.start_step(), spec_.steps());
+    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
+    const bool checkpoints = ckpt.interval_steps() > 0 && (step + 1) % ckpt.interval_steps() == 0;
+    const bool last = step == spec_.steps() - 1;
+    if (evaluates || checkpoints || last) {
+      // The parameters are read: this step's update must be validated first.
+      absl::StatusOr<std::optional<StepValidation>> settled = trainer_->Settle();
+      if (!settled.ok()) return WithContext(settled.status(), "validating the step");
+      if (settled->has_value()) result->validations.push_back(**settled);
+    }
+    if (evaluates) {
       absl::StatusOr<std::optional<double>> eval =
           trainer_->Evaluate(step, **schedule, kEvalMicrobatches);
       if (!eval.ok()) return WithContext(eval.status(), "evaluation");
       if (eval->has_value()) report.set_eval_loss(**eval);
     }
-    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
-    if (ckpt.interval_steps() > 0 && (step + 1) % ckpt.interval_steps() == 0) {
+    if (checkpoints) {
       if (absl::Status st = trainer_->SaveCheckpoint(ckpt.directory(), step); !st.ok()) {
         return WithContext(st, "writing the checkpoint");
       }
       report.set_checkpoint_written(true);
+    }
+    if (last) {
+      double sum = 0;
+      for (const NamedTensor& t : trainer_->Parameters()) sum += t.second.sum().item<double>();
+      report.set_parameter_sum(sum);
     }
     Fill(step, *result, report);
     if (absl::Status st = Report(report); !st.ok()) return st;
@@ -224,15 +241,20 @@ class AttemptRun {
     if (result.loss.has_value()) report.set_loss(*result.loss);
     report.set_local_grad_norm_sq(result.local_grad_norm_sq);
     report.set_found_inf_nan(result.found_inf_nan);
-    v1::ValidationResult* v = report.mutable_validation();
-    v->set_step(step);
-    v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
-    v->set_found_inf_nan(result.global_found_inf_nan);
-    v->set_global_grad_norm_sq(result.global_grad_norm_sq);
-    v->set_decision(result.clip_coefficient == 0   ? v1::VALIDATION_DECISION_SKIPPED
-                    : result.clip_coefficient < 1 ? v1::VALIDATION_DECISION_CLIPPED
-                                                  : v1::VALIDATION_DECISION_COMMITTED);
-    v->set_clip_coefficient(result.clip_coefficient);
+    for (const StepValidation& validation : result.validations) {
+      v1::ValidationResult* v = report.add_validations();
+      v->set_step(validation.step);
+      v->set_mode(validation.mode);
+      v->set_found_inf_nan(validation.global_found_inf_nan);
+      v->set_global_grad_norm_sq(validation.global_grad_norm_sq);
+      v->set_decision(validation.clip_coefficient == 0  ? v1::VALIDATION_DECISION_SKIPPED
+                      : validation.clip_coefficient < 1 ? v1::VALIDATION_DECISION_CLIPPED
+                                                        : v1::VALIDATION_DECISION_COMMITTED);
+      v->set_clip_coefficient(validation.clip_coefficient);
+      v->set_rolled_back(validation.rolled_back);
+      v->set_rollback_seconds(validation.rollback_seconds);
+      v->set_replayed_forwards(validation.replayed_forwards);
+    }
     report.set_peak_memory_bytes(PeakResidentBytes());
     if (next_hop_latency_.has_value()) {
       v1::HopLatency* hop = report.add_hop_latencies();
@@ -258,6 +280,7 @@ class AttemptRun {
   std::unique_ptr<RankTrainer> trainer_;
   sched::Schedule schedule_;
   int64_t version_number_ = 0;
+  v1::ValidationMode validation_mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;
   std::optional<double> next_hop_latency_;
   bool job_error_ = false;
 };

@@ -36,22 +36,78 @@ AdamW::AdamW(std::vector<NamedTensor> parameters, AdamWOptions options)
   }
 }
 
-void AdamW::Step(int64_t step, double grad_scale) {
-  at::NoGradGuard no_grad;
-  ++updates_;
-  const double lr = options_.LearningRateAt(step);
-  const double correction1 = 1.0 - std::pow(options_.beta1, double(updates_));
+at::Tensor AdamW::Denominator(const Slot& s) const {
   const double correction2 = 1.0 - std::pow(options_.beta2, double(updates_));
+  return (s.exp_avg_sq / correction2).sqrt_().add_(options_.epsilon);
+}
+
+double AdamW::StepSize(int64_t step) const {
+  return options_.LearningRateAt(step) / (1.0 - std::pow(options_.beta1, double(updates_)));
+}
+
+template <typename Update>
+void AdamW::ForEachGradient(double grad_scale, Update update) {
+  at::NoGradGuard no_grad;
   for (Slot& s : slots_) {
     const at::Tensor& grad = s.param.grad();
     if (!grad.defined()) continue;
-    at::Tensor g = grad_scale == 1.0 ? grad : grad * grad_scale;
-    if (s.decay) s.param.mul_(1.0 - lr * options_.weight_decay);
+    update(s, grad_scale == 1.0 ? grad : grad * grad_scale);
+  }
+}
+
+void AdamW::Step(int64_t step, double grad_scale) {
+  ++updates_;
+  const double decay = 1.0 - options_.LearningRateAt(step) * options_.weight_decay;
+  const double step_size = StepSize(step);
+  ForEachGradient(grad_scale, [&](Slot& s, const at::Tensor& g) {
+    if (s.decay) s.param.mul_(decay);
     s.exp_avg.mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
     s.exp_avg_sq.mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
-    at::Tensor denom = (s.exp_avg_sq / correction2).sqrt_().add_(options_.epsilon);
-    s.param.addcdiv_(s.exp_avg, denom, -lr / correction1);
+    s.param.addcdiv_(s.exp_avg, Denominator(s), -step_size);
+  });
+}
+
+void AdamW::Snapshot() {
+  snapshot_.resize(slots_.size());
+  snapshot_updates_ = updates_;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    std::array<at::Tensor, 3>& saved = snapshot_[i];
+    if (!s.param.grad().defined()) {
+      saved = {};
+      continue;
+    }
+    const at::Tensor* from[3] = {&s.param, &s.exp_avg, &s.exp_avg_sq};
+    for (int k = 0; k < 3; ++k) {
+      if (!saved[k].defined()) saved[k] = at::empty_like(*from[k]);
+      saved[k].copy_(*from[k]);
+    }
   }
+}
+
+void AdamW::RestoreSnapshot() {
+  at::NoGradGuard no_grad;
+  updates_ = snapshot_updates_;
+  for (size_t i = 0; i < snapshot_.size(); ++i) {
+    Slot& s = slots_[i];
+    const std::array<at::Tensor, 3>& saved = snapshot_[i];
+    if (!saved[0].defined()) continue;
+    s.param.copy_(saved[0]);
+    s.exp_avg.copy_(saved[1]);
+    s.exp_avg_sq.copy_(saved[2]);
+  }
+}
+
+void AdamW::InvertStep(int64_t step, double grad_scale) {
+  const double decay = 1.0 - options_.LearningRateAt(step) * options_.weight_decay;
+  const double step_size = StepSize(step);
+  ForEachGradient(grad_scale, [&](Slot& s, const at::Tensor& g) {
+    s.param.addcdiv_(s.exp_avg, Denominator(s), step_size);
+    if (s.decay) s.param.div_(decay);
+    s.exp_avg.sub_(g, 1.0 - options_.beta1).div_(options_.beta1);
+    s.exp_avg_sq.addcmul_(g, g, -(1.0 - options_.beta2)).div_(options_.beta2).clamp_min_(0);
+  });
+  --updates_;
 }
 
 void AdamW::ZeroGrad() {

@@ -1,6 +1,7 @@
 #ifndef ZBPP_WORKER_RUNTIME_ADAMW_H_
 #define ZBPP_WORKER_RUNTIME_ADAMW_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +47,20 @@ class AdamW {
   /// LearningRateAt(step). Parameters without a gradient are left alone.
   void Step(int64_t step, double grad_scale);
 
+  /// Copies what the next Step touches (parameters with a gradient, their
+  /// moments, the update counter) into buffers kept between calls, so that
+  /// RestoreSnapshot can undo that Step bit for bit (exact rollback, paper
+  /// §4). Memory: 3 float32 copies of those parameters.
+  void Snapshot();
+  /// Puts back what Snapshot copied. Only after a Snapshot.
+  void RestoreSnapshot();
+  /// Undoes the last Step(step, grad_scale) arithmetically, in place: the
+  /// moments and the decoupled decay are inverted from the same gradients
+  /// (which must still be those that Step used) with no copy kept. Exact up
+  /// to rounding: a few float32 ulps per entry (measured in
+  /// worker_runtime_tests). Needs beta1 > 0 and beta2 > 0.
+  void InvertStep(int64_t step, double grad_scale);
+
   /// Sets every `.grad` to zero (keeps the buffers).
   void ZeroGrad();
 
@@ -77,7 +92,20 @@ class AdamW {
     at::Tensor exp_avg_sq;
     bool decay;
   };
+  // With the step count t = updates_: sqrt(v / (1 - beta2^t)) + epsilon,
+  // and lr(step) / (1 - beta1^t).
+  at::Tensor Denominator(const Slot& s) const;
+  double StepSize(int64_t step) const;
+  // Calls update(slot, gradient * grad_scale) for every parameter with a
+  // gradient, without autograd.
+  template <typename Update>
+  void ForEachGradient(double grad_scale, Update update);
+
   std::vector<Slot> slots_;
+  // Snapshot: parameter, exp_avg, exp_avg_sq per slot (undefined for slots
+  // without a gradient at the time), and the update counter.
+  std::vector<std::array<at::Tensor, 3>> snapshot_;
+  int64_t snapshot_updates_ = 0;
   AdamWOptions options_;
   int64_t updates_ = 0;  // Bias-correction counter (steps taken).
 };

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -75,11 +76,14 @@ class StepRun {
  public:
   // `forward_only`: evaluation (no graph, losses not scaled), with `batches`
   // instead of the options' training data.
-  StepRun(const ExecutorOptions& options, int64_t step, const sched::Schedule& schedule,
-          bool forward_only, const BatchFn& batches)
-      : o_(options), step_(step), schedule_(schedule),
+  // `check` (may be null) runs before the first B; see BeforeFirstBackward.
+  StepRun(const ExecutorOptions& options, int64_t step, int generation,
+          const sched::Schedule& schedule, bool forward_only, const BatchFn& batches,
+          const BeforeFirstBackward* check)
+      : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
-        batches_(batches), start_(SteadyClock::now()) {}
+        batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
+        start_(SteadyClock::now()) {}
 
   absl::StatusOr<StepTimeline> Run() {
     plans_.reserve(actions_.size());
@@ -87,6 +91,12 @@ class StepRun {
     timeline_.action_start_seconds.resize(actions_.size());
     timeline_.action_end_seconds.resize(actions_.size());
     for (size_t j = 0; j < actions_.size(); ++j) {
+      if (j == first_backward_ && check_ != nullptr) {
+        absl::StatusOr<bool> replay = (*check_)();
+        check_ = nullptr;
+        if (!replay.ok()) return replay.status();
+        if (*replay) return Discard(j);
+      }
       if (absl::Status st = PostRecvsThrough(j + o_.recv_lookahead_actions); !st.ok()) return st;
       if (absl::Status st = RunAction(j); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " ",
@@ -105,16 +115,79 @@ class StepRun {
     timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
     // Every receive was consumed; drain the sends so their buffers can go.
     // After the last action: not part of the step's communication time.
+    if (absl::Status st = WaitSends(); !st.ok()) return st;
+    return std::move(timeline_);
+  }
+
+ private:
+  static size_t FirstBackward(const std::vector<Action>& actions) {
+    for (size_t j = 0; j < actions.size(); ++j) {
+      if (actions[j].kind == PassKind::kB || actions[j].kind == PassKind::kBW) return j;
+    }
+    return actions.size();
+  }
+
+  absl::Status WaitSends() {
     for (auto& [op, what] : sends_) {
       if (absl::Status st = op->Wait(o_.recv_timeout); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", sending ", what, ": ",
                                                     std::string(st.message())));
       }
     }
+    sends_.clear();
+    return absl::OkStatus();
+  }
+
+  // The step is given up before action `first_backward` (only forwards ran):
+  // receive every activation the other ranks' speculative forwards (those
+  // before their first B) address to this rank, so that no sender is left
+  // waiting, and complete this rank's own sends.
+  absl::StatusOr<StepTimeline> Discard(size_t first_backward) {
+    for (int peer = 0; peer < schedule_.workers; ++peer) {
+      if (peer == o_.rank) continue;
+      for (const Action& a : schedule_.actions[peer]) {
+        if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+        if (a.kind != PassKind::kF || a.stage + 1 >= num_stages() ||
+            WorkerOf(a.stage + 1) != o_.rank) {
+          continue;
+        }
+        const uint32_t tag = Tag(MessageKind::kActivation, a.stage + 1, a.microbatch);
+        if (received_.count({peer, tag}) == 1) continue;
+        PostedRecv drain;
+        for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+          if (plans_[it->first].peer == peer && plans_[it->first].tag == tag) {
+            drain = std::move(it->second);
+            posted_.erase(it);
+            break;
+          }
+        }
+        if (drain.op == nullptr) {
+          drain.buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
+          absl::StatusOr<std::unique_ptr<PendingOp>> op =
+              o_.communicator->Recv(drain.buffer, peer, tag);
+          if (!op.ok()) return op.status();
+          drain.op = *std::move(op);
+        }
+        if (absl::Status st = drain.op->Wait(o_.recv_timeout); !st.ok()) {
+          return absl::Status(st.code(),
+                              absl::StrCat("step ", step_, ", draining the discarded ",
+                                           sched::ActionToString(a), " of rank ", peer, ": ",
+                                           std::string(st.message())));
+        }
+      }
+    }
+    if (absl::Status st = WaitSends(); !st.ok()) return st;
+    timeline_.discarded = true;
+    timeline_.discarded_forwards = static_cast<int>(first_backward);
+    timeline_.action_start_seconds.resize(first_backward);
+    timeline_.action_end_seconds.resize(first_backward);
+    timeline_.step_seconds = Seconds();
     return std::move(timeline_);
   }
 
- private:
+  uint32_t Tag(MessageKind kind, int stage, int microbatch) const {
+    return MakeTag(step_, kind, stage, microbatch, generation_);
+  }
   double Seconds() const {
     return std::chrono::duration<double>(SteadyClock::now() - start_).count();
   }
@@ -126,17 +199,20 @@ class StepRun {
     RecvPlan plan;
     if (a.kind == PassKind::kF && a.stage > 0 && WorkerOf(a.stage - 1) != o_.rank) {
       plan.peer = WorkerOf(a.stage - 1);
-      plan.tag = MakeTag(step_, MessageKind::kActivation, a.stage, a.microbatch);
+      plan.tag = Tag(MessageKind::kActivation, a.stage, a.microbatch);
     } else if ((a.kind == PassKind::kB || a.kind == PassKind::kBW) &&
                a.stage < num_stages() - 1 && WorkerOf(a.stage + 1) != o_.rank) {
       plan.peer = WorkerOf(a.stage + 1);
-      plan.tag = MakeTag(step_, MessageKind::kGradient, a.stage, a.microbatch);
+      plan.tag = Tag(MessageKind::kGradient, a.stage, a.microbatch);
     }
     return plan;
   }
 
   absl::Status PostRecvsThrough(size_t last) {
-    for (; next_post_ < actions_.size() && next_post_ <= last; ++next_post_) {
+    // Before the check, nothing past the first B: a discarded step must not
+    // leave receives posted for messages that will never come.
+    const size_t end = check_ != nullptr ? first_backward_ : actions_.size();
+    for (; next_post_ < end && next_post_ <= last; ++next_post_) {
       const RecvPlan& plan = plans_[next_post_];
       if (plan.peer < 0) continue;
       PostedRecv posted;
@@ -165,6 +241,7 @@ class StepRun {
       PostedRecv posted = std::move(it->second);
       posted_.erase(it);
       if (absl::Status st = Timed(*posted.op); !st.ok()) return st;
+      received_.insert({plans_[j].peer, plans_[j].tag});
       return posted.buffer;
     }
     auto it = local_.find({kind, stage, microbatch});
@@ -188,7 +265,7 @@ class StepRun {
     }
     tensor = tensor.contiguous();
     absl::StatusOr<std::unique_ptr<PendingOp>> op =
-        o_.communicator->Send(tensor, peer, MakeTag(step_, kind, to_stage, microbatch));
+        o_.communicator->Send(tensor, peer, Tag(kind, to_stage, microbatch));
     if (!op.ok()) return op.status();
     // The tensor must outlive the send: keep it with the op.
     sends_.emplace_back(*std::move(op), absl::StrCat(kind == MessageKind::kActivation
@@ -305,16 +382,20 @@ class StepRun {
 
   const ExecutorOptions& o_;
   const int64_t step_;
+  const int generation_;
   const sched::Schedule& schedule_;
   const std::vector<Action>& actions_;
   const bool forward_only_;
   const BatchFn& batches_;
+  const BeforeFirstBackward* check_;  // Null once run (or when none).
+  const size_t first_backward_;
   const SteadyClock::time_point start_;
 
   StepTimeline timeline_;
   std::vector<RecvPlan> plans_;
   size_t next_post_ = 0;
   std::map<size_t, PostedRecv> posted_;
+  std::set<std::pair<int, uint32_t>> received_;  // {peer, tag} consumed.
   std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
   std::map<std::pair<int, int>, ForwardState> forward_;
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
@@ -322,6 +403,29 @@ class StepRun {
 };
 
 }  // namespace
+
+absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule) {
+  // The forwards before each rank's first B: {virtual stage, microbatch}.
+  std::set<std::pair<int, int>> speculative;
+  for (const std::vector<Action>& actions : schedule.actions) {
+    for (const Action& a : actions) {
+      if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+      if (a.kind == PassKind::kF) speculative.insert({a.stage, a.microbatch});
+    }
+  }
+  for (size_t rank = 0; rank < schedule.actions.size(); ++rank) {
+    for (const Action& a : schedule.actions[rank]) {
+      if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+      if (a.kind == PassKind::kF && a.stage > 0 &&
+          speculative.count({a.stage - 1, a.microbatch}) == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank, " runs ", sched::ActionToString(a),
+            " before its first B, but its input comes from a forward that follows a B"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   const int p = options_.communicator->size();
@@ -350,8 +454,11 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
 }
 
 absl::StatusOr<StepTimeline> PipelineExecutor::RunStep(int64_t step,
-                                                       const sched::Schedule& schedule) {
-  StepRun run(options_, step, schedule, /*forward_only=*/false, options_.batches);
+                                                       const sched::Schedule& schedule,
+                                                       int generation,
+                                                       const BeforeFirstBackward& check) {
+  StepRun run(options_, step, generation, schedule, /*forward_only=*/false, options_.batches,
+              check ? &check : nullptr);
   absl::StatusOr<StepTimeline> timeline = run.Run();
   if (!timeline.ok()) {
     for (auto& [stage, chunk] : options_.chunks) chunk.store->Clear();
@@ -371,7 +478,8 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
       forward.actions[forward.worker_of_stage[s]].push_back({PassKind::kF, s, mb});
     }
   }
-  StepRun run(options_, tag_step, forward, /*forward_only=*/true, batches);
+  StepRun run(options_, tag_step, /*generation=*/0, forward, /*forward_only=*/true, batches,
+              /*check=*/nullptr);
   return run.Run();
 }
 

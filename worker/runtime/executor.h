@@ -83,7 +83,30 @@ struct StepTimeline {
   /// there were; 0 / 0 on ranks without the last virtual stage.
   double loss_sum = 0;
   int loss_count = 0;
+  /// The BeforeFirstBackward check asked for a replay: the step stopped
+  /// before this rank's first B after receiving every speculative message
+  /// addressed to it and completing its own sends; the action times are
+  /// those of the discarded forwards (`discarded_forwards` of them).
+  bool discarded = false;
+  int discarded_forwards = 0;
 };
+
+/// Called once per step, just before this rank's first B (or BW) pass, when
+/// only forward passes have run: the point where post-update validation
+/// (paper §4) must know whether the previous optimizer step stands. Returns
+/// true when the forwards run so far used parameters that were rolled back
+/// (they are discarded and the step must be replayed), false to go on; an
+/// error fails the step.
+using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
+
+/// OK when every rank of `schedule` can run the forwards before its first B
+/// without any pass that follows another rank's first B: then every rank
+/// reaches its BeforeFirstBackward point whatever the others decide, and a
+/// discarded step's speculative messages are exactly the activations sent
+/// by those forwards. FailedPrecondition naming the first forward that
+/// depends on a later pass otherwise (post-update validation then settles
+/// each step before the next, as synchronous validation does).
+absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule);
 
 /// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,
 /// W and fused BW passes in the schedule's order (Zero Bubble paper §2–3),
@@ -108,11 +131,18 @@ class PipelineExecutor {
   /// the reason, e.g. the deadlock's stuck actions.
   absl::Status Validate(const sched::Schedule& schedule) const;
 
-  /// Runs this rank's actions of `schedule` for `step`. Errors: those of the
-  /// communicator (DeadlineExceeded when a peer is silent), FailedPrecondition
-  /// for an inconsistent schedule. After an error the step's partial state is
-  /// dropped and the gradients are unspecified.
-  absl::StatusOr<StepTimeline> RunStep(int64_t step, const sched::Schedule& schedule);
+  /// Runs this rank's actions of `schedule` for `step`. Messages carry
+  /// `generation` in their tags (MakeTag): a step replayed after a discarded
+  /// speculative run uses the next generation. `check`, when set, runs
+  /// before the first B (see BeforeFirstBackward; the schedule must pass
+  /// CheckSpeculativeForwards, and receives for passes after that point are
+  /// not posted before it). Errors: those of the communicator
+  /// (DeadlineExceeded when a peer is silent), FailedPrecondition for an
+  /// inconsistent schedule, the check's. After an error the step's partial
+  /// state is dropped and the gradients are unspecified.
+  absl::StatusOr<StepTimeline> RunStep(int64_t step, const sched::Schedule& schedule,
+                                       int generation = 0,
+                                       const BeforeFirstBackward& check = nullptr);
 
   /// Evaluation: forward passes only (no graph, no gradients) of
   /// `microbatches` microbatches drawn from `batches`, each rank running its

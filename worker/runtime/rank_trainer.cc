@@ -1,5 +1,6 @@
 #include "worker/runtime/rank_trainer.h"
 
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -58,25 +59,98 @@ absl::Status RankTrainer::ValidateSchedule(const sched::Schedule& schedule) cons
   return executor_->Validate(schedule);
 }
 
-absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule) {
+// A POST step whose full state this rank has not acted on yet.
+struct RankTrainer::Pending {
+  int64_t step = 0;
+  // This rank stepped optimistically (its partial state demanded nothing).
+  bool stepped = false;
+  // The fully reduced state, once known: at once on the last rank (and on a
+  // rank that had to wait for it), else after `full_recv` completed.
+  std::optional<ValidationState> full;
+  at::Tensor full_buffer;
+  std::unique_ptr<PendingOp> full_recv;
+};
+
+namespace {
+
+// Tags of the validation states of `step`: partial (rank r-1 -> r) and full
+// (last rank -> every rank).
+uint32_t PartialStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 0, 0); }
+uint32_t FullStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 1, 0); }
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+RankTrainer::RankTrainer(RankTrainerOptions options) : options_(std::move(options)) {}
+RankTrainer::~RankTrainer() = default;
+
+double RankTrainer::CoefficientFor(const ValidationState& state) const {
+  if (state.found_inf_nan) return 0;
+  const double max_norm = optimizer_->options().max_grad_norm;
+  const double norm = std::sqrt(state.grad_norm_sq);
+  if (max_norm > 0 && norm > max_norm) return max_norm / (norm + 1e-6);
+  return 1;
+}
+
+absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule,
+                                                v1::ValidationMode mode) {
   const FaultInjection& faults = options_.faults;
   executor_->set_pass_slowdown(
       faults.slow_stage == options_.rank && step >= faults.slow_from_step ? faults.slow_factor
                                                                           : 1.0);
-  optimizer_->ZeroGrad();
-  absl::StatusOr<StepTimeline> timeline = executor_->RunStep(step, schedule);
+  const bool post = mode == v1::VALIDATION_MODE_POST;
+  StepResult result;
+  if (pending_ != nullptr && (!post || !CheckSpeculativeForwards(schedule).ok())) {
+    absl::StatusOr<std::optional<StepValidation>> settled = Settle();
+    if (!settled.ok()) return settled.status();
+    result.validations.push_back(**settled);
+  }
+  absl::StatusOr<StepTimeline> timeline;
+  if (pending_ == nullptr) {
+    optimizer_->ZeroGrad();
+    timeline = executor_->RunStep(step, schedule);
+  } else {
+    // The previous step is validated while this one's warm-up forwards run.
+    BeforeFirstBackward check = [&]() -> absl::StatusOr<bool> {
+      bool replay = false;
+      absl::StatusOr<StepValidation> validation = Resolve(&replay);
+      if (!validation.ok()) return validation.status();
+      result.validations.push_back(*validation);
+      optimizer_->ZeroGrad();
+      return replay;
+    };
+    timeline = executor_->RunStep(step, schedule, /*generation=*/0, check);
+    if (timeline.ok() && pending_ != nullptr) {
+      return absl::InternalError(absl::StrCat("step ", step, ": rank ", options_.rank,
+                                              " has no B pass to validate step ", step - 1,
+                                              " before"));
+    }
+    if (timeline.ok() && timeline->discarded) {
+      StepValidation& validation = result.validations.back();
+      validation.rollback_seconds += timeline->step_seconds;
+      validation.replayed_forwards = timeline->discarded_forwards;
+      timeline = executor_->RunStep(step, schedule, /*generation=*/1);
+    }
+  }
   if (!timeline.ok()) return timeline.status();
   if (step == faults.nan_step && options_.rank == options_.spec.pipeline().stages() - 1) {
     optimizer_->PoisonGradient();
   }
-  StepResult result;
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {
     result.loss = result.timeline.loss_sum / result.timeline.loss_count;
   }
   result.local_grad_norm_sq = optimizer_->LocalGradNormSquared(&result.found_inf_nan);
+  absl::Status validated =
+      post ? StepOptimistically(step, result) : ValidateSynchronously(step, result);
+  if (!validated.ok()) return validated;
+  return result;
+}
 
-  // Synchronous validation: the fully reduced state before the update.
+absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result) {
   at::Tensor state = at::tensor({result.found_inf_nan ? 0.0 : result.local_grad_norm_sq,
                                  result.found_inf_nan ? 1.0 : 0.0},
                                 at::kDouble);
@@ -84,17 +158,163 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     return absl::Status(st.code(), absl::StrCat("step ", step, ", validation all-reduce: ",
                                                 std::string(st.message())));
   }
-  result.global_grad_norm_sq = state[0].item<double>();
-  result.global_found_inf_nan = state[1].item<double>() > 0;
-  const double max_norm = optimizer_->options().max_grad_norm;
-  if (result.global_found_inf_nan) {
-    result.clip_coefficient = 0;
-  } else {
-    const double norm = std::sqrt(result.global_grad_norm_sq);
-    if (max_norm > 0 && norm > max_norm) result.clip_coefficient = max_norm / (norm + 1e-6);
-    optimizer_->Step(step, result.clip_coefficient);
+  StepValidation validation;
+  validation.step = step;
+  validation.mode = v1::VALIDATION_MODE_SYNCHRONOUS;
+  validation.global_grad_norm_sq = state[0].item<double>();
+  validation.global_found_inf_nan = state[1].item<double>() > 0;
+  validation.clip_coefficient = CoefficientFor(
+      {validation.global_grad_norm_sq, validation.global_found_inf_nan, 0});
+  if (validation.clip_coefficient > 0) optimizer_->Step(step, validation.clip_coefficient);
+  result.validations.push_back(validation);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::SendState(const ValidationState& state, int peer, uint32_t tag) {
+  at::Tensor buffer = at::tensor(
+      {state.grad_norm_sq, state.found_inf_nan ? 1.0 : 0.0, double(state.stepped_ranks)},
+      at::kDouble);
+  absl::StatusOr<std::unique_ptr<PendingOp>> op =
+      options_.communicator->Send(buffer, peer, tag);
+  if (!op.ok()) return op.status();
+  state_sends_.emplace_back(std::move(buffer), *std::move(op));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Waits for a validation-state receive and decodes it.
+absl::Status AwaitState(PendingOp& op, const at::Tensor& buffer, absl::Duration timeout,
+                        const std::string& what, double* grad_norm_sq, bool* found_inf_nan,
+                        int* stepped_ranks) {
+  if (absl::Status st = op.Wait(timeout); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
   }
-  return result;
+  *grad_norm_sq = buffer[0].item<double>();
+  *found_inf_nan = buffer[1].item<double>() > 0;
+  *stepped_ranks = static_cast<int>(buffer[2].item<double>());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
+  // The previous step's state messages were received long ago (the next
+  // rank needed them to finish that step): release their buffers.
+  for (auto& [buffer, op] : state_sends_) {
+    if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("step ", step, ", validation state send: ",
+                                                  std::string(st.message())));
+    }
+  }
+  state_sends_.clear();
+  const int p = options_.communicator->size();
+  const int r = options_.rank;
+  ValidationState state;
+  if (r > 0) {
+    at::Tensor buffer = at::empty({3}, at::kDouble);
+    absl::StatusOr<std::unique_ptr<PendingOp>> op =
+        options_.communicator->Recv(buffer, r - 1, PartialStateTag(step));
+    if (!op.ok()) return op.status();
+    if (absl::Status st = AwaitState(
+            **op, buffer, options_.timeout,
+            absl::StrCat("step ", step, ", partial validation state from rank ", r - 1),
+            &state.grad_norm_sq, &state.found_inf_nan, &state.stepped_ranks);
+        !st.ok()) {
+      return st;
+    }
+  }
+  state.grad_norm_sq += result.found_inf_nan ? 0.0 : result.local_grad_norm_sq;
+  state.found_inf_nan = state.found_inf_nan || result.found_inf_nan;
+  auto pending = std::make_unique<Pending>();
+  pending->step = step;
+  pending->stepped = CoefficientFor(state) == 1;
+  if (pending->stepped) ++state.stepped_ranks;
+  if (r + 1 < p) {
+    if (absl::Status st = SendState(state, r + 1, PartialStateTag(step)); !st.ok()) return st;
+    pending->full_buffer = at::empty({3}, at::kDouble);
+    absl::StatusOr<std::unique_ptr<PendingOp>> op =
+        options_.communicator->Recv(pending->full_buffer, p - 1, FullStateTag(step));
+    if (!op.ok()) return op.status();
+    pending->full_recv = *std::move(op);
+  } else {
+    pending->full = state;
+    for (int q = 0; q + 1 < p; ++q) {
+      if (absl::Status st = SendState(state, q, FullStateTag(step)); !st.ok()) return st;
+    }
+  }
+  pending_ = std::move(pending);
+  if (pending_->stepped) {
+    if (options_.spec.optimizer().rollback() != v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
+      optimizer_->Snapshot();
+    }
+    optimizer_->Step(step, 1.0);
+    return absl::OkStatus();
+  }
+  // The partial state already calls for clipping or a skip: no optimistic
+  // update; wait for the full state and take the validated one (Resolve
+  // then has nothing to undo).
+  if (!pending_->full.has_value()) {
+    ValidationState full;
+    if (absl::Status st = AwaitState(
+            *pending_->full_recv, pending_->full_buffer, options_.timeout,
+            absl::StrCat("step ", step, ", full validation state from rank ", p - 1),
+            &full.grad_norm_sq, &full.found_inf_nan, &full.stepped_ranks);
+        !st.ok()) {
+      return st;
+    }
+    pending_->full = full;
+  }
+  const double coefficient = CoefficientFor(*pending_->full);
+  if (coefficient > 0) optimizer_->Step(step, coefficient);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
+  Pending& pending = *pending_;
+  if (!pending.full.has_value()) {
+    ValidationState full;
+    if (absl::Status st = AwaitState(
+            *pending.full_recv, pending.full_buffer, options_.timeout,
+            absl::StrCat("step ", pending.step, ", full validation state from rank ",
+                         options_.communicator->size() - 1),
+            &full.grad_norm_sq, &full.found_inf_nan, &full.stepped_ranks);
+        !st.ok()) {
+      return st;
+    }
+    pending.full = full;
+  }
+  const ValidationState& full = *pending.full;
+  StepValidation validation;
+  validation.step = pending.step;
+  validation.mode = v1::VALIDATION_MODE_POST;
+  validation.global_grad_norm_sq = full.grad_norm_sq;
+  validation.global_found_inf_nan = full.found_inf_nan;
+  validation.clip_coefficient = CoefficientFor(full);
+  if (pending.stepped && validation.clip_coefficient != 1) {
+    const auto start = std::chrono::steady_clock::now();
+    if (options_.spec.optimizer().rollback() == v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
+      optimizer_->InvertStep(pending.step, 1.0);
+    } else {
+      optimizer_->RestoreSnapshot();
+    }
+    if (validation.clip_coefficient > 0) {
+      optimizer_->Step(pending.step, validation.clip_coefficient);
+    }
+    validation.rolled_back = true;
+    validation.rollback_seconds = SecondsSince(start);
+  }
+  *replay = validation.clip_coefficient != 1 && full.stepped_ranks > 0;
+  pending_.reset();
+  return validation;
+}
+
+absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
+  if (pending_ == nullptr) return std::optional<StepValidation>();
+  bool replay = false;  // Nothing speculative ran: nothing to replay.
+  absl::StatusOr<StepValidation> validation = Resolve(&replay);
+  if (!validation.ok()) return validation.status();
+  return std::optional<StepValidation>(*std::move(validation));
 }
 
 absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
@@ -105,6 +325,10 @@ absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
   if (!timeline.ok()) return timeline.status();
   if (timeline->loss_count == 0) return std::optional<double>();
   return std::optional<double>(timeline->loss_sum / timeline->loss_count);
+}
+
+std::vector<NamedTensor> RankTrainer::OptimizerState() const {
+  return optimizer_->StateForCheckpoint();
 }
 
 std::vector<NamedTensor> RankTrainer::Parameters() const {

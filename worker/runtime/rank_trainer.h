@@ -55,8 +55,31 @@ struct RankTrainerOptions {
   FaultInjection faults;
 };
 
+/// One rank's record of the validation of one optimizer step (paper §4):
+/// the fully reduced state and what the rank did with its update.
+struct StepValidation {
+  int64_t step = 0;
+  /// POST (post-update validation) or SYNCHRONOUS.
+  v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS;
+  /// Σ over ranks of the local squared gradient norms, and whether any rank
+  /// saw an inf or nan gradient.
+  double global_grad_norm_sq = 0;
+  bool global_found_inf_nan = false;
+  /// Factor applied to the gradients: 1 not clipped, in (0, 1) clipped, 0
+  /// the step was skipped (inf/nan somewhere).
+  double clip_coefficient = 1;
+  /// This rank had stepped optimistically and undid that step.
+  bool rolled_back = false;
+  /// Seconds spent undoing and redoing the update, plus the speculative
+  /// forwards of the next step that were discarded (and their drain).
+  double rollback_seconds = 0;
+  /// Forward passes of the next step run again after the rollback.
+  int replayed_forwards = 0;
+};
+
 /// The outcome of one optimizer step on one rank.
 struct StepResult {
+  /// The step's passes (after a replay: the replayed run's).
   StepTimeline timeline;
   /// Mean training loss over the step's microbatches (nats per token), on the
   /// rank holding the last virtual stage only.
@@ -65,45 +88,78 @@ struct StepResult {
   /// inf or nan.
   double local_grad_norm_sq = 0;
   bool found_inf_nan = false;
-  /// The same summed over all ranks (synchronous validation).
-  double global_grad_norm_sq = 0;
-  bool global_found_inf_nan = false;
-  /// Factor applied to the gradients: 1 not clipped, in (0, 1) clipped, 0
-  /// the step was skipped (inf/nan somewhere).
-  double clip_coefficient = 1;
+  /// Validations settled during the call, in step order: this step's when
+  /// synchronous; the previous step's (settled before this step's first B)
+  /// with post-update validation, whose own outcome comes with the next
+  /// call or Settle.
+  std::vector<StepValidation> validations;
 };
 
 /// One pipeline rank of a training job: its model chunks, their W stores,
-/// the executor and AdamW with synchronous validation (a global all-reduce
-/// of the squared gradient norm and the inf/nan flag before every update;
-/// paper §4 describes the post-update alternative).
+/// the executor and AdamW with gradient validation (global inf/nan check
+/// and norm clipping) in one of two modes:
 ///
-/// Thread-compatible: one thread drives it.
+/// * SYNCHRONOUS: an all-reduce of [Σ‖g‖², inf/nan] before every update: a
+///   barrier, so the pipeline drains between steps.
+/// * POST (paper §4, post-update validation): after its last pass of step
+///   k, rank r receives the partial state (Σ‖g‖², any inf/nan, how many
+///   ranks stepped) from rank r−1, adds its own and passes it on to r+1;
+///   unless the partial state already demands clipping or a skip, it saves
+///   a copy of what the update touches (exact rollback) and steps at once.
+///   The last rank, which holds the full state, sends it to every rank
+///   directly (one hop each rather than a relay through the single-threaded
+///   executors). Each rank checks it just before its first B of step k+1
+///   (BeforeFirstBackward): if the step must be clipped or skipped, the
+///   ranks that stepped roll back (bit for bit from the copy, or by the
+///   in-place arithmetic inverse: OptimizerSpec.rollback) and redo it
+///   clipped or skip it, and, if any rank had stepped, every rank discards
+///   the speculative forwards of step k+1 and replays them with the same
+///   data (next message generation). Ranks whose partial state demanded a
+///   change never stepped optimistically: they wait for the full state (a
+///   rank with an inf/nan gradient therefore never applies it).
+///   A schedule that fails CheckSpeculativeForwards gets each step settled
+///   before the next (correct, without the overlap).
+///
+/// Every rank must call RunStep for the same steps with the same schedule
+/// and mode, and Settle at the same points. Thread-compatible: one thread
+/// drives it.
 class RankTrainer {
  public:
   /// Builds the chunks (initialised from spec.seed). InvalidArgument for a
   /// bad model spec or virtual stage list.
   static absl::StatusOr<std::unique_ptr<RankTrainer>> Create(RankTrainerOptions options);
+  ~RankTrainer();
 
   /// The checks of PipelineExecutor::Validate; run once per schedule version.
   absl::Status ValidateSchedule(const sched::Schedule& schedule) const;
 
-  /// One optimizer step: zero gradients, run this rank's actions of
-  /// `schedule`, all-reduce the validation state, clip, update. Every rank
-  /// must call it for the same steps with the same schedule. Errors: the
-  /// executor's and the communicator's (the step is then not applied).
-  absl::StatusOr<StepResult> RunStep(int64_t step, const sched::Schedule& schedule);
+  /// One optimizer step: run this rank's actions of `schedule`, validate
+  /// (`mode` SYNCHRONOUS or POST, see the class comment), update. A POST
+  /// step still pending when a SYNCHRONOUS one comes is settled first.
+  /// Errors: the executor's and the communicator's (DeadlineExceeded naming
+  /// the step and what was awaited); the trainer is then unusable (the
+  /// attempt restarts from a checkpoint).
+  absl::StatusOr<StepResult> RunStep(int64_t step, const sched::Schedule& schedule,
+                                     v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS);
+
+  /// Finishes the pending POST step, if any: waits for its full state and
+  /// rolls back / redoes / skips as it says (nothing speculative ran, so
+  /// nothing is replayed). Returns its validation, or nothing when no step
+  /// was pending. Call before reading the parameters (evaluation,
+  /// checkpoint, end of the job) at the same step on every rank.
+  absl::StatusOr<std::optional<StepValidation>> Settle();
 
   /// Mean loss on `microbatches` held-out microbatches (eval batch indices
   /// 0..microbatches-1), forward only; a value on the last stage's rank,
-  /// nullopt on the others. Call between steps, with the same arguments on
-  /// every rank.
+  /// nullopt on the others. Call between steps, after Settle, with the same
+  /// arguments on every rank.
   absl::StatusOr<std::optional<double>> Evaluate(int64_t tag_step,
                                                  const sched::Schedule& schedule,
                                                  int microbatches);
 
   /// Writes this rank's parameters and optimizer state for `step` under
-  /// `directory` (worker/data/checkpoint.h; atomic per file).
+  /// `directory` (worker/data/checkpoint.h; atomic per file). Call after
+  /// Settle.
   absl::Status SaveCheckpoint(const std::string& directory, int64_t step) const;
   /// Restores them; FailedPrecondition naming the tensor when the file does
   /// not match this rank's model (nothing is changed then), NotFound when it
@@ -112,16 +168,39 @@ class RankTrainer {
 
   /// Every parameter of this rank's chunks, by global name.
   std::vector<NamedTensor> Parameters() const;
+  /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
+  std::vector<NamedTensor> OptimizerState() const;
   int rank() const { return options_.rank; }
 
  private:
-  explicit RankTrainer(RankTrainerOptions options) : options_(std::move(options)) {}
+  // The reduced validation state travelling along the ranks.
+  struct ValidationState {
+    double grad_norm_sq = 0;
+    bool found_inf_nan = false;
+    int stepped_ranks = 0;  // Ranks that stepped optimistically.
+  };
+  // A POST step whose full state this rank has not acted on yet.
+  struct Pending;
+
+  explicit RankTrainer(RankTrainerOptions options);
+
+  // Clipping coefficient the state calls for: 0 skip, < 1 clip, 1 none.
+  double CoefficientFor(const ValidationState& state) const;
+  absl::Status ValidateSynchronously(int64_t step, StepResult& result);
+  absl::Status StepOptimistically(int64_t step, StepResult& result);
+  // Waits for the pending step's full state and acts on it; sets *replay
+  // when speculative forwards run since then must be replayed.
+  absl::StatusOr<StepValidation> Resolve(bool* replay);
+  absl::Status SendState(const ValidationState& state, int peer, uint32_t tag);
 
   RankTrainerOptions options_;
   std::vector<std::unique_ptr<GptChunk>> chunks_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Pending> pending_;
+  // Validation-state sends in flight, with their buffers.
+  std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;
 };
 
 }  // namespace zbpp::worker

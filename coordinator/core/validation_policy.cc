@@ -1,0 +1,44 @@
+#include "coordinator/core/validation_policy.h"
+
+namespace zbpp::coordinator {
+
+ValidationPolicy::ValidationPolicy(v1::ValidationMode requested, v1::ValidationMode current,
+                                   Options options)
+    : automatic_(requested == v1::VALIDATION_MODE_AUTO ||
+                 requested == v1::VALIDATION_MODE_UNSPECIFIED),
+      options_(options),
+      mode_(requested == v1::VALIDATION_MODE_POST ? v1::VALIDATION_MODE_POST
+                                                  : v1::VALIDATION_MODE_SYNCHRONOUS) {
+  if (automatic_ && current == v1::VALIDATION_MODE_POST) mode_ = current;
+}
+
+std::optional<v1::ValidationMode> ValidationPolicy::Record(
+    const v1::ValidationOutcome& outcome) {
+  const bool changed = outcome.decision() != v1::VALIDATION_DECISION_COMMITTED;
+  if (changed) {
+    clean_streak_ = 0;
+    changed_steps_.push_back(outcome.step());
+  } else {
+    ++clean_streak_;
+  }
+  while (!changed_steps_.empty() &&
+         changed_steps_.front() <= outcome.step() - options_.window_steps) {
+    changed_steps_.pop_front();
+  }
+  if (!automatic_) return std::nullopt;
+  if (mode_ == v1::VALIDATION_MODE_SYNCHRONOUS &&
+      clean_streak_ >= options_.post_after_clean_steps) {
+    mode_ = v1::VALIDATION_MODE_POST;
+    changed_steps_.clear();  // Only changes met while speculating count.
+    return mode_;
+  }
+  if (mode_ == v1::VALIDATION_MODE_POST &&
+      static_cast<int>(changed_steps_.size()) >= options_.sync_after_changes) {
+    mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;
+    changed_steps_.clear();
+    return mode_;
+  }
+  return std::nullopt;
+}
+
+}  // namespace zbpp::coordinator

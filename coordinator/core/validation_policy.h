@@ -1,0 +1,57 @@
+#ifndef ZBPP_COORDINATOR_CORE_VALIDATION_POLICY_H_
+#define ZBPP_COORDINATOR_CORE_VALIDATION_POLICY_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::coordinator {
+
+/// Chooses the validation mode of a job's optimizer steps (paper §4).
+///
+/// Post-update validation removes the barrier before every optimizer step
+/// but pays a rollback, a redo and a replay of the next step's speculative
+/// forwards for each step that needed clipping or held an inf/nan. Under
+/// JobSpec.validation AUTO the job starts SYNCHRONOUS, switches to POST
+/// after `post_after_clean_steps` consecutive steps that needed no change
+/// (the paper's authors use 10), and back to SYNCHRONOUS when
+/// `sync_after_changes` steps within the last `window_steps` needed one
+/// (a run that clips often gains nothing from speculating). SYNCHRONOUS and
+/// POST jobs keep their mode.
+///
+/// Thread-compatible.
+class ValidationPolicy {
+ public:
+  struct Options {
+    int post_after_clean_steps = 10;  ///< >= 1.
+    int sync_after_changes = 3;       ///< >= 1.
+    int64_t window_steps = 100;       ///< >= 1.
+  };
+
+  /// `requested`: the job spec's mode (UNSPECIFIED means AUTO); `current`:
+  /// the mode already in force (a restarted coordinator reloads it from the
+  /// job), UNSPECIFIED for a new job.
+  ValidationPolicy(v1::ValidationMode requested, v1::ValidationMode current, Options options);
+
+  /// The mode new schedule versions get: SYNCHRONOUS or POST.
+  v1::ValidationMode mode() const { return mode_; }
+
+  /// Records a gathered outcome (in step order). Returns the mode to switch
+  /// to when a switch is due (mode() is then already that mode: the caller
+  /// publishes a version carrying it), nullopt otherwise.
+  std::optional<v1::ValidationMode> Record(const v1::ValidationOutcome& outcome);
+
+ private:
+  const bool automatic_;
+  const Options options_;
+  v1::ValidationMode mode_;
+  int clean_streak_ = 0;
+  std::deque<int64_t> changed_steps_;  // Steps that needed a change, oldest first.
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_VALIDATION_POLICY_H_

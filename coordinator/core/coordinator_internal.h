@@ -1,0 +1,133 @@
+#ifndef ZBPP_COORDINATOR_CORE_COORDINATOR_INTERNAL_H_
+#define ZBPP_COORDINATOR_CORE_COORDINATOR_INTERNAL_H_
+
+// What the translation units of Coordinator share: its private state
+// (coordinator.cc: jobs, sessions, workers; coordinator_steps.cc: step
+// reports, validation, step summaries; coordinator_resolve.cc: adaptive
+// re-solves) and a few helpers. Not for use outside them.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "coordinator/core/coordinator.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+
+namespace zbpp::coordinator {
+namespace internal {
+
+google::protobuf::Timestamp ToTimestamp(absl::Time t);
+
+/// SUCCEEDED, FAILED or CANCELLED.
+bool Terminal(zbpp::v1::JobState state);
+
+/// The daemon has no logging library (Debian's Abseil predates absl/log);
+/// store failures after the in-memory change are reported on stderr.
+void LogError(const absl::Status& status, const std::string& context);
+
+/// The registry name of a schedule policy ("auto" is the zb-auto solver).
+std::string RegistryName(const std::string& policy);
+
+/// A version's content — schedule, cost model, predictions — without its
+/// number, effective step or publish time (PublishVersion sets those under
+/// the mutex). Pure: re-solves build it outside the mutex.
+absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
+    const std::string& job_id, const sched::Schedule& schedule,
+    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
+    const std::string& detail, const zbpp::v1::SchedulePrediction* previous);
+
+}  // namespace internal
+
+/// A re-solve decided under the mutex and run outside it: copies of what it
+/// needs, then its outcome.
+struct Coordinator::ResolveTask {
+  // --- Inputs (copied under the mutex) ---
+  std::string job_id;
+  int64_t attempt = 0;
+  int64_t current_version = 0;  ///< The job's latest version at the copy.
+  std::string policy_name;      ///< Registry name.
+  const ResolvePolicy* policy = nullptr;
+  sched::Schedule current;
+  sched::Problem measured;
+  double cost_drift = 0;  ///< CostModel::Drift() when `measured` was taken.
+  sched::Problem base;
+  // --- Outcome (computed outside the mutex) ---
+  ResolveRecord record;
+  std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
+  std::optional<sched::Schedule> candidate_schedule;
+};
+
+/// What one rank reported for one step, reduced to what the summary needs.
+struct Coordinator::StageReport {
+  std::string worker_id;
+  double step_seconds = 0;
+  double idle_seconds = 0;
+  double comm_seconds = 0;
+  double busy_seconds = 0;
+  /// From the rank's first action start to its last action end, seconds.
+  double span_seconds = 0;
+  double f_seconds = 0;
+  double b_seconds = 0;
+  double w_seconds = 0;
+  std::optional<double> loss;
+  std::optional<double> eval_loss;
+  bool checkpoint_written = false;
+  std::optional<double> parameter_sum;
+  zbpp::v1::RankTimeline timeline;
+};
+
+/// The ranks' reports of one step, until every rank has reported.
+struct Coordinator::PendingStep {
+  int64_t step = 0;
+  int64_t version = 0;
+  std::map<int, StageReport> stages;
+};
+
+/// One job: its API view (persisted) and what the core needs to run it.
+struct Coordinator::JobRuntime {
+  int64_t seq = 0;
+  zbpp::v1::Job job;  ///< `schedule` is left empty; views fill it.
+  std::vector<zbpp::v1::ScheduleVersion> versions;  ///< versions[i] = i+1.
+  std::map<int64_t, sched::Schedule> parsed;         ///< By version number.
+  std::optional<sched::Problem> base;  ///< initial_problem(spec), lazily.
+  std::unique_ptr<CostModel> costs;
+  /// Created once per job and never replaced (jobs are never erased), so a
+  /// re-solve may use it without the mutex.
+  std::unique_ptr<ResolvePolicy> policy;
+  /// The validation mode new versions get (JobSpec.validation AUTO: it
+  /// switches on the gathered outcomes).
+  std::unique_ptr<ValidationPolicy> validation;
+  bool resolving = false;  ///< A re-solve runs outside the mutex.
+  // --- The current attempt (empty workers: none) ---
+  int64_t attempt = 0;
+  int64_t start_step = 0;
+  std::vector<std::string> workers;     ///< By rank.
+  std::set<std::string> acknowledged;   ///< Ranks that hold the attempt.
+  std::vector<int64_t> last_completed;  ///< By rank.
+  int64_t granted = -1;                 ///< Highest grant sent.
+  /// Consecutive recoveries after a worker failure with no step completed
+  /// in between, and steps_completed at the last of them.
+  int failed_recoveries = 0;
+  int64_t steps_at_failed_recovery = -1;
+  std::map<int64_t, PendingStep> pending;
+  std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
+  // --- Watchers ---
+  int64_t event_sequence = 0;
+  std::vector<std::shared_ptr<WatchOutbox>> watchers;
+
+  std::string scope() const {
+    return absl::StrCat(job.id(), "/attempt-", attempt);
+  }
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_COORDINATOR_INTERNAL_H_

@@ -1,0 +1,414 @@
+// Coordinator: step reports, validation outcomes and the step summaries
+// built from them (coordinator_internal.h).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/schedule_proto.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/coordinator_internal.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+double Clamp01(double x) {
+  if (!(x >= 0)) return 0;
+  return x > 1 ? 1 : x;
+}
+
+// The hop samples of `report.hop_latencies`: a latency between ranks a and
+// b is a sample of every hop h whose stages h and h+1 sit on a and b (with
+// two chunks, one link carries two hops; the link is the same both ways).
+// InvalidArgument naming the entry for a negative or non-finite latency or a
+// peer that no hop links to the reporting rank.
+absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
+    const zbpp::v1::ReportStepRequest& report,
+    const sched::Schedule& schedule) {
+  std::vector<HopTiming> hops;
+  for (int i = 0; i < report.hop_latencies_size(); ++i) {
+    const zbpp::v1::HopLatency& latency = report.hop_latencies(i);
+    const double seconds = latency.one_way_seconds();
+    if (!(seconds >= 0) || !std::isfinite(seconds)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hop_latencies[", i, "].one_way_seconds: ", seconds,
+                       " is not a finite time >= 0"));
+    }
+    const size_t before = hops.size();
+    const int from = report.stage();
+    const int to = latency.to_stage();
+    for (int h = 0; from != to && h + 1 < schedule.num_stages(); ++h) {
+      const int a = schedule.worker_of_stage[h];
+      const int b = schedule.worker_of_stage[h + 1];
+      if ((a == from && b == to) || (a == to && b == from)) {
+        hops.push_back({h, seconds});
+      }
+    }
+    if (hops.size() == before) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hop_latencies[", i, "].to_stage: stage ", to,
+                       " is not a pipeline neighbour of stage ", from));
+    }
+  }
+  return hops;
+}
+
+}  // namespace
+
+using internal::LogError;
+using internal::Terminal;
+using internal::ToTimestamp;
+using zbpp::v1::JobEvent;
+
+// --------------------------------------------------------------- steps
+
+absl::Status Coordinator::ReportStep(
+    const zbpp::v1::ReportStepRequest& report) {
+  std::unique_ptr<ResolveTask> resolve;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = ReportStepLocked(report, &resolve); !s.ok()) return s;
+  }
+  if (resolve == nullptr) return absl::OkStatus();
+  if (resolve_thread_.joinable()) {
+    absl::MutexLock lock(&resolve_mu_);
+    resolve_queue_.push_back(std::move(resolve));
+    return absl::OkStatus();
+  }
+  // The solver runs here, without the mutex: other RPCs go on meanwhile.
+  RunResolve(*resolve);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::ReportStepLocked(
+    const zbpp::v1::ReportStepRequest& report,
+    std::unique_ptr<ResolveTask>* resolve) {
+  absl::StatusOr<WorkerRecord> record = membership_->Get(report.worker_id());
+  if (!record.ok()) return record.status();
+  JobRuntime* job = FindJob(report.job_id());
+  if (job == nullptr || record->state != WorkerState::kAssigned ||
+      record->job_id != report.job_id() || job->attempt != report.attempt() ||
+      job->workers.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", report.worker_id(), " does not hold job ", report.job_id(),
+        " attempt ", report.attempt()));
+  }
+  if (report.stage() != record->rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage: worker ", report.worker_id(), " runs stage ",
+                     record->rank, ", not ", report.stage()));
+  }
+  if (report.step() < job->start_step || report.step() > job->granted) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step: ", report.step(), " was not granted (attempt runs steps ",
+        job->start_step, "..", job->granted, ")"));
+  }
+  const zbpp::v1::ScheduleVersion* version = VersionForStep(*job, report.step());
+  if (version == nullptr || version->version() != report.schedule_version()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule_version: step ", report.step(), " runs version ",
+        version == nullptr ? 0 : version->version(), ", not ",
+        report.schedule_version()));
+  }
+  const sched::Schedule& schedule = job->parsed.at(version->version());
+  const std::vector<sched::Action>& actions = schedule.actions[report.stage()];
+  if (report.action_start_seconds_size() != static_cast<int>(actions.size()) ||
+      report.action_end_seconds_size() != static_cast<int>(actions.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "action_start_seconds/action_end_seconds: ",
+        report.action_start_seconds_size(), "/",
+        report.action_end_seconds_size(), " timings for ", actions.size(),
+        " actions of stage ", report.stage(), " in version ",
+        version->version()));
+  }
+  // Checked before anything is stored, so a bad entry rejects the whole
+  // report.
+  absl::StatusOr<std::vector<HopTiming>> hops = HopTimingsOf(report, schedule);
+  if (!hops.ok()) return hops.status();
+  for (int i = 0; i < report.validations_size(); ++i) {
+    const int64_t step = report.validations(i).step();
+    if (step < job->start_step || step > report.step()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validations[", i, "].step: ", step, " is not a step of this attempt up to ",
+          report.step()));
+    }
+  }
+  std::vector<MeasuredPass> passes;
+  passes.reserve(actions.size());
+  StageReport stage;
+  stage.worker_id = report.worker_id();
+  double sums[3] = {0, 0, 0};
+  int counts[3] = {0, 0, 0};
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const double seconds =
+        report.action_end_seconds(i) - report.action_start_seconds(i);
+    if (!(seconds >= 0) || !std::isfinite(seconds)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "action_end_seconds[", i, "]: action ",
+          sched::ActionToString(actions[i]), " has duration ", seconds));
+    }
+    passes.push_back({actions[i].kind, actions[i].stage, seconds});
+    stage.busy_seconds += seconds;
+    const int slot = actions[i].kind == sched::PassKind::kF   ? 0
+                     : actions[i].kind == sched::PassKind::kW ? 2
+                                                              : 1;
+    sums[slot] += seconds;
+    ++counts[slot];
+  }
+  absl::StatusOr<std::vector<StageTiming>> timings =
+      AverageStepPasses(passes, *job->base);
+  if (!timings.ok()) return timings.status();
+  for (const StageTiming& timing : *timings) {
+    LogError(job->costs->AddStageTiming(timing), "cost model");
+  }
+  for (const HopTiming& hop : *hops) {
+    LogError(job->costs->AddHopTiming(hop), "cost model");
+  }
+  stage.f_seconds = counts[0] ? sums[0] / counts[0] : 0;
+  stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;
+  stage.w_seconds = counts[2] ? sums[2] / counts[2] : 0;
+  stage.step_seconds = report.step_seconds();
+  if (!actions.empty()) {
+    const auto& starts = report.action_start_seconds();
+    const auto& ends = report.action_end_seconds();
+    stage.span_seconds = *std::max_element(ends.begin(), ends.end()) -
+                         *std::min_element(starts.begin(), starts.end());
+  }
+  stage.idle_seconds = report.idle_seconds();
+  stage.comm_seconds = report.comm_seconds();
+  if (report.has_loss()) stage.loss = report.loss();
+  if (report.has_eval_loss()) stage.eval_loss = report.eval_loss();
+  stage.checkpoint_written = report.checkpoint_written();
+  if (report.has_parameter_sum()) stage.parameter_sum = report.parameter_sum();
+  *stage.timeline.mutable_action_start_seconds() = report.action_start_seconds();
+  *stage.timeline.mutable_action_end_seconds() = report.action_end_seconds();
+
+  job->acknowledged.insert(report.worker_id());
+  if (job->acknowledged.size() == job->workers.size() &&
+      (job->job.state() == zbpp::v1::JOB_STATE_ASSIGNING ||
+       job->job.state() == zbpp::v1::JOB_STATE_RECOVERING)) {
+    SetState(*job, zbpp::v1::JOB_STATE_RUNNING, "");
+  }
+  PendingStep& pending = job->pending[report.step()];
+  pending.step = report.step();
+  pending.version = version->version();
+  pending.stages[report.stage()] = std::move(stage);
+  int64_t& done = job->last_completed[report.stage()];
+  done = std::max(done, report.step());
+  for (const zbpp::v1::ValidationResult& validation : report.validations()) {
+    job->validations[validation.step()][report.stage()] = validation;
+    GatherValidation(*job, validation.step());
+  }
+  if (static_cast<int>(pending.stages.size()) ==
+      static_cast<int>(job->workers.size())) {
+    PendingStep complete = std::move(pending);
+    job->pending.erase(report.step());
+    *resolve = CompleteStep(*job, complete);
+  }
+  if (!job->workers.empty()) UpdateGrant(*job);
+  PersistJob(*job);
+  return absl::OkStatus();
+}
+
+void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
+  auto it = job.validations.find(step);
+  if (it == job.validations.end() ||
+      it->second.size() != job.workers.size()) {
+    return;
+  }
+  zbpp::v1::ValidationOutcome outcome;
+  outcome.set_step(step);
+  double clip = 1;
+  for (const auto& [rank, result] : it->second) {
+    outcome.set_mode(result.mode());
+    outcome.set_found_inf_nan(outcome.found_inf_nan() ||
+                              result.found_inf_nan());
+    outcome.set_global_grad_norm(std::sqrt(result.global_grad_norm_sq()));
+    if (result.decision() > outcome.decision()) {
+      outcome.set_decision(result.decision());
+    }
+    clip = std::min(clip, result.clip_coefficient());
+    if (result.rolled_back()) outcome.add_rolled_back_stages(rank);
+    outcome.set_rollback_seconds(outcome.rollback_seconds() +
+                                 result.rollback_seconds());
+  }
+  outcome.set_clip_coefficient(clip);
+  job.validations.erase(it);
+  const absl::Status stored =
+      options_.store->AddValidationOutcome(job.job.id(), outcome);
+  if (absl::IsAlreadyExists(stored)) return;  // Replayed after a restart.
+  LogError(stored, "storing a validation outcome");
+  const bool rolled_back = outcome.rolled_back_stages_size() > 0;
+  const bool skipped =
+      outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
+  if (rolled_back) job.job.set_rollbacks_total(job.job.rollbacks_total() + 1);
+  if (skipped) {
+    job.job.set_skipped_steps_total(job.job.skipped_steps_total() + 1);
+  }
+  if (outcome.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED) {
+    job.job.set_clipped_steps_total(job.job.clipped_steps_total() + 1);
+  }
+  if (options_.observer != nullptr) {
+    options_.observer->OnValidation(job.job.id(), rolled_back, skipped);
+  }
+  JobEvent event;
+  *event.mutable_validation() = outcome;
+  Emit(job, std::move(event), /*droppable=*/false);
+  if (std::optional<zbpp::v1::ValidationMode> mode = job.validation->Record(outcome);
+      mode.has_value()) {
+    SwitchValidationMode(job, *mode, outcome);
+  }
+}
+
+void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode mode,
+                                       const zbpp::v1::ValidationOutcome& last) {
+  if (job.versions.empty() || job.workers.empty() || Terminal(job.job.state())) return;
+  // Same schedule and predictions, the other mode, from the next step no
+  // worker has been granted: every worker switches at the same step.
+  zbpp::v1::ScheduleVersion version = job.versions.back();
+  const sched::Schedule schedule = job.parsed.at(version.version());
+  version.clear_previous_predicted();
+  version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  version.set_reason_detail(
+      mode == zbpp::v1::VALIDATION_MODE_POST
+          ? absl::StrCat("post-update validation: no clipping or inf/nan up to step ",
+                         last.step())
+          : absl::StrCat("synchronous validation: step ", last.step(),
+                         " was the latest of several steps clipped or skipped"));
+  version.set_validation(mode);
+  absl::StatusOr<int64_t> published = PublishVersion(job, std::move(version), schedule);
+  LogError(published.status(), "publishing a validation-mode switch");
+}
+
+std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
+    JobRuntime& job, PendingStep& pending) {
+  const zbpp::v1::JobSpec& spec = job.job.spec();
+  const int p = static_cast<int>(pending.stages.size());
+  zbpp::v1::StepSummary summary;
+  summary.set_step(pending.step);
+  summary.set_schedule_version(pending.version);
+  summary.set_loss(std::numeric_limits<double>::quiet_NaN());
+  double step_seconds = 0;
+  double busy = 0;
+  // The paper's cost (§5.3), as the simulator defines it: the largest
+  // per-rank span. A rank's wait before its first action (the pipeline's
+  // staggered start) is not in it, on both the measured and the predicted
+  // side.
+  double cost = 0;
+  for (const auto& [rank, stage] : pending.stages) {
+    step_seconds = std::max(step_seconds, stage.step_seconds);
+    cost = std::max(cost, stage.span_seconds);
+    busy += stage.busy_seconds;
+    if (stage.loss.has_value() && std::isfinite(*stage.loss)) {
+      summary.set_loss(*stage.loss);
+    }
+    if (stage.eval_loss.has_value()) summary.set_eval_loss(*stage.eval_loss);
+  }
+  *summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
+  if (std::all_of(pending.stages.begin(), pending.stages.end(),
+                  [](const auto& entry) { return entry.second.parameter_sum.has_value(); })) {
+    double checksum = 0;
+    for (const auto& [rank, stage] : pending.stages) checksum += *stage.parameter_sum;
+    job.job.set_param_checksum(checksum);
+  }
+  summary.set_step_seconds(step_seconds);
+  if (step_seconds > 0) {
+    summary.set_tokens_per_second(
+        static_cast<double>(spec.pipeline().microbatches()) *
+        spec.pipeline().microbatch_size() * spec.model().seq_len() /
+        step_seconds);
+  }
+  if (cost > 0) {
+    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * cost)));
+  }
+  // Predicted: the version's order simulated under the current measured
+  // costs (the analytic ones until every stage has a sample).
+  std::vector<double> predicted_rank;
+  const zbpp::v1::ScheduleVersion& version = job.versions[pending.version - 1];
+  double predicted = version.predicted().bubble_rate();
+  predicted_rank.assign(version.predicted().worker_bubble_rate().begin(),
+                        version.predicted().worker_bubble_rate().end());
+  absl::StatusOr<sched::Problem> measured = job.costs->ToProblem(*job.base);
+  if (measured.ok()) {
+    absl::StatusOr<sched::SimulationResult> sim =
+        sched::Simulate(*measured, job.parsed.at(pending.version));
+    if (sim.ok()) {
+      const zbpp::v1::SchedulePrediction prediction = PredictionToProto(*sim);
+      predicted = prediction.bubble_rate();
+      predicted_rank.assign(prediction.worker_bubble_rate().begin(),
+                            prediction.worker_bubble_rate().end());
+    }
+  }
+  summary.set_predicted_bubble_rate(predicted);
+  for (const auto& [rank, stage] : pending.stages) {
+    zbpp::v1::StageStepStats* out = summary.add_stages();
+    out->set_stage(rank);
+    out->set_worker_id(stage.worker_id);
+    out->set_measured_bubble_rate(
+        cost > 0 ? Clamp01(1 - stage.busy_seconds / cost) : 0);
+    out->set_predicted_bubble_rate(
+        rank < static_cast<int>(predicted_rank.size()) ? predicted_rank[rank]
+                                                       : 0);
+    out->set_idle_seconds(stage.idle_seconds);
+    out->set_comm_seconds(stage.comm_seconds);
+    out->set_f_seconds(stage.f_seconds);
+    out->set_b_seconds(stage.b_seconds);
+    out->set_w_seconds(stage.w_seconds);
+  }
+  writer_->Enqueue(
+      [id = job.job.id(), summary](Store& store) {
+        return store.AddStepSummary(id, summary);
+      },
+      "storing a step summary", /*ignore_already_exists=*/true);
+  job.job.set_steps_completed(
+      std::max(job.job.steps_completed(), pending.step + 1));
+  *job.job.mutable_last_step() = summary;
+  if (!job.job.has_first_step()) *job.job.mutable_first_step() = summary;
+  zbpp::v1::StepTimeline* timeline = job.job.mutable_last_step_timeline();
+  timeline->Clear();
+  timeline->set_step(pending.step);
+  timeline->set_schedule_version(pending.version);
+  for (auto& [rank, stage] : pending.stages) {
+    *timeline->add_ranks() = std::move(stage.timeline);
+  }
+  if (options_.observer != nullptr) {
+    options_.observer->OnStep(job.job.id(), summary);
+  }
+  JobEvent event;
+  *event.mutable_step() = summary;
+  Emit(job, std::move(event), /*droppable=*/true);
+
+  // Workers write a checkpoint after every step s with
+  // (s + 1) % interval_steps == 0 and say so in their report; it is complete
+  // once every rank has.
+  const int64_t interval = spec.checkpoint().interval_steps();
+  CheckpointRecord checkpoint;
+  for (const auto& [rank, stage] : pending.stages) {
+    if (stage.checkpoint_written) checkpoint.stages_written.push_back(rank);
+  }
+  if (interval > 0 && static_cast<int>(checkpoint.stages_written.size()) == p &&
+      pending.step > job.job.last_checkpoint_step()) {
+    checkpoint.job_id = job.job.id();
+    checkpoint.step = pending.step;
+    checkpoint.directory = spec.checkpoint().directory();
+    checkpoint.complete = true;
+    writer_->Enqueue(
+        [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },
+        "storing a checkpoint record");
+    job.job.set_last_checkpoint_step(pending.step);
+  }
+
+  if (job.job.steps_completed() >= spec.steps()) {
+    EndAttempt(job, "job succeeded");
+    SetState(job, zbpp::v1::JOB_STATE_SUCCEEDED, "");
+    AssignWaitingJobs();
+    return nullptr;
+  }
+  return MaybeResolve(job, pending.step);
+}
+
+}  // namespace zbpp::coordinator

@@ -392,5 +392,39 @@ TEST(AdamWInverseTest, InvertStepUndoesStepUpToRounding) {
   }
 }
 
+// Every schedule of the registry lets the forwards before each rank's first
+// B run speculatively, so post-validation overlaps the check with the
+// warm-up everywhere (a schedule that did not would be settled step by
+// step, correct but without the gain).
+TEST(SpeculativeForwardsTest, EveryRegistryScheduleAllowsThem) {
+  for (const sched::ScheduleTraits& t : sched::AllSchedules()) {
+    for (int p : {2, 4, 8}) {
+      for (int m : {p, 2 * p, 3 * p}) {
+        absl::StatusOr<sched::Schedule> schedule = sched::Generate(
+            t.name, sched::Problem::Uniform(p, t.default_chunks, m, sched::StageCost{}, 0.0));
+        if (!schedule.ok()) continue;  // E.g. ZB-H2 refuses m < 2p.
+        EXPECT_TRUE(CheckSpeculativeForwards(*schedule).ok())
+            << t.name << " p=" << p << " m=" << m << ": "
+            << CheckSpeculativeForwards(*schedule);
+      }
+    }
+  }
+}
+
+// A forward before a rank's first B that needs a forward its producer runs
+// only after its own first B is refused, naming the action.
+TEST(SpeculativeForwardsTest, RefusesAForwardWaitingOnALaterPass) {
+  sched::Schedule schedule = *sched::Generate(
+      "1f1b", sched::Problem::Uniform(2, 1, 4, sched::StageCost{}, 0.0));
+  // Rank 1 runs all its forwards first (GPipe-like), rank 0 stays 1F1B:
+  // rank 1's F of microbatch 2 needs rank 0's, which follows rank 0's B.
+  std::vector<sched::Action>& last = schedule.actions[1];
+  std::stable_partition(last.begin(), last.end(),
+                        [](const sched::Action& a) { return a.kind == sched::PassKind::kF; });
+  const absl::Status refused = CheckSpeculativeForwards(schedule);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("rank 1"), std::string::npos) << refused;
+}
+
 }  // namespace
 }  // namespace zbpp::worker

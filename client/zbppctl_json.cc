@@ -97,7 +97,15 @@ std::string ReportJson(const TrainingReport& r) {
                {"window_steps", r.window_steps},
                {"bubble_rate_measured", r.bubble_rate_measured},
                {"bubble_rate_predicted", r.bubble_rate_predicted},
-               {"recoveries", r.recoveries}};
+               {"recoveries", r.recoveries},
+               {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
+                                                             : Json(r.validation_mode)},
+               {"validation_policy", r.validation_policy},
+               {"rollbacks", r.rollbacks},
+               {"skipped_steps", r.skipped_steps},
+               {"clipped_steps", r.clipped_steps},
+               {"schedule_versions", r.schedule_versions},
+               {"param_checksum", NumberOrNull(r.param_checksum)}};
   return json.dump() + "\n";
 }
 

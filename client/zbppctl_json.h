@@ -35,8 +35,9 @@ namespace zbpp::ctl {
 absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
 
 /// `zbppctl report --format json` (the demo's last line): the report as one
-/// JSON object on one line, keys as TrainingReport's field names; missing
-/// eval losses and non-finite numbers are null.
+/// JSON object on one line, keys as TrainingReport's field names (validation
+/// modes by short name, "POST"); missing eval losses, an unset
+/// validation_mode or param_checksum and non-finite numbers are null.
 std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -1,6 +1,8 @@
 #include "client/zbppctl_report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,8 +16,24 @@ double Seconds(const google::protobuf::Timestamp& t) {
   return double(t.seconds()) + t.nanos() * 1e-9;
 }
 
+// A bubble rate to 4 decimals; a rounding error below zero (the simulator's
+// 1 - busy / span) prints as 0.0000, not -0.0000.
+std::string Rate(double value) {
+  return absl::StrFormat("%.4f", std::abs(value) < 0.00005 ? 0.0 : value);
+}
+
 std::string Loss(std::optional<double> value) {
   return value.has_value() ? absl::StrFormat("%.4f", *value) : "-";
+}
+
+// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped; 0 recoveries; 2
+// schedule versions".
+std::string ValidationLine(const TrainingReport& r) {
+  return absl::StrCat(
+      ValidationSummary(r.validation_mode, r.validation_policy, r.rollbacks, r.skipped_steps,
+                        r.clipped_steps),
+      "; ", r.recoveries, r.recoveries == 1 ? " recovery; " : " recoveries; ",
+      r.schedule_versions, r.schedule_versions == 1 ? " schedule version" : " schedule versions");
 }
 
 }  // namespace
@@ -34,6 +52,15 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.microbatches = job.spec().pipeline().microbatches();
   r.steps = job.steps_completed();
   r.recoveries = job.recoveries_total();
+  r.validation_mode = ValidationModeName(job.validation_mode());
+  r.validation_policy = ValidationPolicyName(job.spec());
+  r.rollbacks = job.rollbacks_total();
+  r.skipped_steps = job.skipped_steps_total();
+  r.clipped_steps = job.clipped_steps_total();
+  if (job.has_param_checksum()) r.param_checksum = job.param_checksum();
+  std::set<int64_t> versions;
+  for (const v1::StepSummary& s : steps) versions.insert(s.schedule_version());
+  r.schedule_versions = static_cast<int64_t>(versions.size());
   r.loss_start = steps.front().loss();
   r.loss_end = steps.back().loss();
   for (const v1::StepSummary& s : steps) {
@@ -89,11 +116,16 @@ std::string ReportTable(const TrainingReport& r) {
   absl::StrAppendFormat(&text, "throughput:   %.0f tokens/s (wall clock over the last %d steps)\n",
                         r.tokens_per_second, r.window_steps);
   absl::StrAppendFormat(&text, "step time:    %.4f s (median)\n", r.step_seconds);
+  absl::StrAppend(&text, "validation:   ", ValidationLine(r), "\n");
+  if (r.param_checksum.has_value()) {
+    absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
+                          *r.param_checksum);
+  }
   std::vector<std::vector<std::string>> rows = {
       {"STAGE", "BUBBLE_MEASURED", "BUBBLE_PREDICTED", "DIFFERENCE"}};
   for (int w = 0; w < r.workers; ++w) {
-    rows.push_back({absl::StrCat(w), absl::StrFormat("%.4f", r.bubble_rate_measured[w]),
-                    absl::StrFormat("%.4f", r.bubble_rate_predicted[w]),
+    rows.push_back({absl::StrCat(w), Rate(r.bubble_rate_measured[w]),
+                    Rate(r.bubble_rate_predicted[w]),
                     absl::StrFormat("%+.4f", r.bubble_rate_measured[w] -
                                                  r.bubble_rate_predicted[w])});
   }

@@ -39,6 +39,30 @@ struct TrainingReport {
   /// Times the job went RECOVERING (a worker lost, the coordinator
   /// restarted): Job.recoveries_total.
   int64_t recoveries = 0;
+
+  /// Validation (paper §4). The mode in force at the end ("POST" or
+  /// "SYNCHRONOUS": Job.validation_mode; empty before the first schedule
+  /// version) and the spec's policy ("AUTO" when left unset).
+  std::string validation_mode;
+  std::string validation_policy;
+  /// Optimistic steps rolled back, steps skipped for inf/nan and steps redone
+  /// (or taken) clipped: Job.rollbacks_total, skipped_steps_total,
+  /// clipped_steps_total.
+  int64_t rollbacks = 0;
+  int64_t skipped_steps = 0;
+  int64_t clipped_steps = 0;
+  /// Schedule versions the job's steps ran: distinct
+  /// StepSummary.schedule_version over `steps`. Versions are numbered 1.. per
+  /// job and the numbering goes on across recoveries and coordinator
+  /// restarts, so Job.schedule_version (the newest number) counts every
+  /// version published; this counts only those in force for a completed
+  /// step. A version published but never reached (the job ended or
+  /// recovered to an earlier step first) does not count, and a step redone
+  /// after a recovery keeps the summary (and version) of its first run.
+  int64_t schedule_versions = 0;
+  /// Sum of every parameter of every stage after the last step
+  /// (Job.param_checksum), to compare two runs; unset until the last step.
+  std::optional<double> param_checksum;
 };
 
 /// Builds the report. FailedPrecondition when the job has no completed step
@@ -46,7 +70,9 @@ struct TrainingReport {
 absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
                                            const std::vector<v1::StepSummary>& steps);
 
-/// Human-readable form: a summary and a per-stage bubble table.
+/// Human-readable form: a summary (with a compact validation line: mode,
+/// rollbacks, skipped and clipped steps, recoveries, schedule versions) and a
+/// per-stage bubble table.
 std::string ReportTable(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -39,6 +39,28 @@ std::string JobStateName(v1::JobState state) {
   return ShortEnumName(v1::JobState_Name(state), "JOB_STATE_");
 }
 
+std::string ValidationModeName(v1::ValidationMode mode) {
+  if (mode == v1::VALIDATION_MODE_UNSPECIFIED) return "";
+  return ShortEnumName(v1::ValidationMode_Name(mode), "VALIDATION_MODE_");
+}
+
+std::string ValidationPolicyName(const v1::JobSpec& spec) {
+  return spec.validation() == v1::VALIDATION_MODE_UNSPECIFIED
+             ? "AUTO"
+             : ValidationModeName(spec.validation());
+}
+
+std::string ValidationSummary(const std::string& mode,
+                              const std::string& policy, int64_t rollbacks,
+                              int64_t skipped_steps, int64_t clipped_steps) {
+  std::string text = mode.empty() ? "-" : mode;
+  if (policy != mode) absl::StrAppend(&text, " (policy ", policy, ")");
+  absl::StrAppend(&text, ": ", rollbacks,
+                  rollbacks == 1 ? " rollback, " : " rollbacks, ",
+                  skipped_steps, " skipped, ", clipped_steps, " clipped");
+  return text;
+}
+
 bool IsTerminal(v1::JobState state) {
   return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
          state == v1::JOB_STATE_CANCELLED;
@@ -109,9 +131,14 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
         Number("%.3f", version.predicted().bubble_rate()));
   }
   add("schedule", schedule);
-  add("rollbacks", absl::StrCat(job.rollbacks_total()));
-  add("skipped steps", absl::StrCat(job.skipped_steps_total()));
+  add("validation",
+      ValidationSummary(ValidationModeName(job.validation_mode()),
+                        ValidationPolicyName(job.spec()), job.rollbacks_total(),
+                        job.skipped_steps_total(), job.clipped_steps_total()));
   add("recoveries", absl::StrCat(job.recoveries_total()));
+  if (job.has_param_checksum()) {
+    add("checksum", absl::StrFormat("%.17g", job.param_checksum()));
+  }
   add("checkpoint", job.last_checkpoint_step() < 0
                         ? std::string("none")
                         : absl::StrCat("step ", job.last_checkpoint_step()));

@@ -21,6 +21,20 @@ std::string ShortEnumName(const std::string& name, const std::string& prefix);
 /// `state` without its prefix: "RUNNING" for JOB_STATE_RUNNING.
 std::string JobStateName(v1::JobState state);
 
+/// `mode` without its prefix: "POST", "SYNCHRONOUS", "AUTO"; empty for
+/// UNSPECIFIED (a job before its first schedule version).
+std::string ValidationModeName(v1::ValidationMode mode);
+
+/// The spec's validation policy by name: "AUTO" when left unset.
+std::string ValidationPolicyName(const v1::JobSpec& spec);
+
+/// Validation in one phrase: the mode in force ("-" when none yet), the
+/// policy where it differs, and the counters:
+/// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped".
+std::string ValidationSummary(const std::string& mode,
+                              const std::string& policy, int64_t rollbacks,
+                              int64_t skipped_steps, int64_t clipped_steps);
+
 /// Whether `state` is SUCCEEDED, FAILED or CANCELLED.
 bool IsTerminal(v1::JobState state);
 
@@ -37,8 +51,11 @@ std::string Age(absl::Time then, absl::Time now);
 std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now);
 
 /// `zbppctl status JOB`: one "key: value" line per field (state, step, loss,
-/// tokens/s, bubble rates, schedule, counters, times), then a table of the
-/// last step's per-stage measurements when the job has any.
+/// tokens/s, bubble rates, schedule, validation as the mode in force, the
+/// spec's policy where it differs and the rollback / skipped / clipped counts
+/// on one line, recoveries, the parameter checksum once set, checkpoint,
+/// age), then a table of the last step's per-stage measurements when the job
+/// has any.
 std::string JobStatusTable(const v1::Job& job, absl::Time now);
 
 /// `zbppctl workers`: one aligned row per worker (ID, NAME, HOST, DEVICE,

@@ -95,11 +95,20 @@ std::string EventLine(const v1::JobEvent& event, int64_t steps) {
       std::string line =
           absl::StrCat("validation ", job, " step=", o.step(), " decision=",
                        ShortEnumName(v1::ValidationDecision_Name(o.decision()),
-                                     "VALIDATION_DECISION_"),
-                       " global_grad_norm=", Fixed(o.global_grad_norm()));
+                                     "VALIDATION_DECISION_"));
+      if (o.mode() != v1::VALIDATION_MODE_UNSPECIFIED) {
+        absl::StrAppend(&line, " mode=", ValidationModeName(o.mode()));
+      }
+      absl::StrAppend(&line, " global_grad_norm=", Fixed(o.global_grad_norm()));
+      if (o.found_inf_nan()) absl::StrAppend(&line, " inf_nan=true");
+      if (o.decision() == v1::VALIDATION_DECISION_CLIPPED) {
+        absl::StrAppend(&line,
+                        " clip_coefficient=", Fixed(o.clip_coefficient()));
+      }
       if (o.rolled_back_stages_size() > 0) {
         absl::StrAppend(&line, " rolled_back_stages=",
-                        absl::StrJoin(o.rolled_back_stages(), ","));
+                        absl::StrJoin(o.rolled_back_stages(), ","),
+                        " rollback_seconds=", Fixed(o.rollback_seconds()));
       }
       return line;
     }

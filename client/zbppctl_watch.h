@@ -36,9 +36,13 @@ struct WatchProgress {
 ///        name=zb-auto predicted_step_seconds=1.2300
 ///        predicted_bubble_rate=0.0500 [previous_step_seconds=1.3000]
 ///        [detail="..."]
-///   validation job=J step=5 decision=CLIPPED global_grad_norm=1.5000
-///        [rolled_back_stages=1,2]
-/// `step=N/M` counts completed steps (a StepSummary's 0-based step + 1).
+///   validation job=J step=5 decision=CLIPPED [mode=POST]
+///        global_grad_norm=1.5000 [inf_nan=true] [clip_coefficient=0.6667]
+///        [rolled_back_stages=1,2 rollback_seconds=0.0120]
+/// `step=N/M` counts completed steps (a StepSummary's 0-based step + 1); a
+/// validation's `step=N` is the 0-based step it decided (so it matches
+/// zbpp-worker --inject-nan-step N), and clip_coefficient appears on CLIPPED
+/// only.
 std::string EventLine(const v1::JobEvent& event, int64_t steps);
 
 /// The progress bar: state, a 30-cell bar, completed/total steps, then the

@@ -1,6 +1,7 @@
 // What zbppctl prints, without a server: status JSON, tables, watch lines
 // and progress bar, and schedules rendered.
 
+#include <cmath>
 #include <sstream>
 
 #include "client/zbppctl_json.h"
@@ -116,6 +117,32 @@ TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {
   EXPECT_THAT(table, HasSubstr("zb-v v2 (from step 40, RESOLVE)"));
   EXPECT_THAT(table, HasSubstr("STAGE  WORKER  BUBBLE"));
   EXPECT_THAT(table, HasSubstr("3      w-3     0.250"));
+  EXPECT_THAT(
+      table,
+      HasSubstr(
+          "validation:   - (policy AUTO): 0 rollbacks, 0 skipped, 0 clipped"));
+  EXPECT_THAT(table, Not(HasSubstr("checksum:")));
+}
+
+TEST(ZbppctlTables, StatusTableShowsValidationOnOneLine) {
+  v1::Job job = RunningJob("job-1");
+  job.mutable_spec()->set_validation(v1::VALIDATION_MODE_POST);
+  job.set_validation_mode(v1::VALIDATION_MODE_POST);
+  job.set_rollbacks_total(1);
+  job.set_skipped_steps_total(1);
+  job.set_clipped_steps_total(3);
+  job.set_param_checksum(42.25);
+  const std::string table =
+      JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  // The policy is left out where it is the mode in force.
+  EXPECT_THAT(
+      table,
+      HasSubstr("validation:   POST: 1 rollback, 1 skipped, 3 clipped\n"));
+  EXPECT_THAT(table, HasSubstr("checksum:     42.25\n"));
+  job.mutable_spec()->set_validation(v1::VALIDATION_MODE_AUTO);
+  job.set_validation_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("validation:   SYNCHRONOUS (policy AUTO): 1 rollback"));
 }
 
 TEST(ZbppctlTables, WorkersTable) {
@@ -178,9 +205,23 @@ TEST(ZbppctlWatch, PlainLinesOnePerEvent) {
   validation.mutable_validation()->set_global_grad_norm(1.5);
   validation.mutable_validation()->add_rolled_back_stages(1);
   validation.mutable_validation()->add_rolled_back_stages(2);
+  validation.mutable_validation()->set_clip_coefficient(2.0 / 3);
+  validation.mutable_validation()->set_rollback_seconds(0.012);
   EXPECT_EQ(EventLine(validation, 100),
             "validation job=job-1 step=7 decision=CLIPPED "
-            "global_grad_norm=1.5000 rolled_back_stages=1,2");
+            "global_grad_norm=1.5000 clip_coefficient=0.6667 "
+            "rolled_back_stages=1,2 rollback_seconds=0.0120");
+  v1::JobEvent skipped;
+  skipped.set_job_id("job-1");
+  v1::ValidationOutcome* o = skipped.mutable_validation();
+  o->set_step(20);
+  o->set_decision(v1::VALIDATION_DECISION_SKIPPED);
+  o->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+  o->set_global_grad_norm(std::nan(""));
+  o->set_found_inf_nan(true);
+  EXPECT_EQ(EventLine(skipped, 100),
+            "validation job=job-1 step=20 decision=SKIPPED mode=SYNCHRONOUS "
+            "global_grad_norm=nan inf_nan=true");
 }
 
 TEST(ZbppctlWatch, PrinterStopsAtATerminalState) {

@@ -76,13 +76,68 @@ TEST(Report, JsonHasTheDemoContractKeys) {
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
   for (const char* key : {"steps", "schedule", "workers", "loss_start", "loss_end", "eval_loss",
                           "tokens_per_second", "bubble_rate_measured",
-                          "bubble_rate_predicted", "recoveries"}) {
+                          "bubble_rate_predicted", "recoveries", "validation_mode",
+                          "rollbacks", "skipped_steps", "clipped_steps", "schedule_versions",
+                          "param_checksum"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["schedule"], "zb-h1");
   EXPECT_EQ(json["recoveries"], 1);
   EXPECT_EQ(json["bubble_rate_measured"].size(), 2u);
   EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
+}
+
+TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
+  v1::Job job = TwoStageJob();
+  job.mutable_spec()->set_validation(v1::VALIDATION_MODE_AUTO);
+  job.set_validation_mode(v1::VALIDATION_MODE_POST);
+  job.set_rollbacks_total(12);
+  job.set_skipped_steps_total(1);
+  job.set_clipped_steps_total(11);
+  // Version 4 was published but no step ran it (a recovery rewound first):
+  // only 1, 2 and 3 count.
+  job.set_schedule_version(4);
+  job.set_param_checksum(-1234.5678901234567);
+  std::vector<v1::StepSummary> steps = Steps();
+  for (v1::StepSummary& s : steps) s.set_schedule_version(s.step() < 5 ? 1 : s.step() < 15 ? 2 : 3);
+  TrainingReport r = *BuildReport(job, steps);
+  EXPECT_EQ(r.schedule_versions, 3);
+
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["validation_mode"], "POST");
+  EXPECT_EQ(json["validation_policy"], "AUTO");
+  EXPECT_EQ(json["rollbacks"], 12);
+  EXPECT_EQ(json["skipped_steps"], 1);
+  EXPECT_EQ(json["clipped_steps"], 11);
+  EXPECT_EQ(json["schedule_versions"], 3);
+  // Every digit survives: two runs compare to ~1e-6 relative.
+  EXPECT_EQ(json["param_checksum"].get<double>(), -1234.5678901234567);
+
+  const std::string table = ReportTable(r);
+  EXPECT_THAT(table, testing::HasSubstr(
+                         "validation:   POST (policy AUTO): 12 rollbacks, 1 skipped, 11 clipped; "
+                         "1 recovery; 3 schedule versions\n"));
+  EXPECT_THAT(table, testing::HasSubstr("checksum:     -1234.5678901234567"));
+}
+
+TEST(Report, ARoundingErrorBelowZeroPrintsAsZero) {
+  TrainingReport r = *BuildReport(TwoStageJob(), Steps());
+  r.bubble_rate_predicted[1] = -1e-17;
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("1      0.2000           0.0000  "));
+}
+
+TEST(Report, UnsetChecksumAndModeAreNull) {
+  TrainingReport r = *BuildReport(TwoStageJob(), Steps());
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_TRUE(json["param_checksum"].is_null());
+  EXPECT_TRUE(json["validation_mode"].is_null());
+  // The spec left validation unset: AUTO.
+  EXPECT_EQ(json["validation_policy"], "AUTO");
+  EXPECT_EQ(json["rollbacks"], 0);
+  // Every step ran version 0 (the fixture sets none): one version.
+  EXPECT_EQ(json["schedule_versions"], 1);
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("validation:   - (policy AUTO): 0 rollbacks"));
+  EXPECT_THAT(ReportTable(r), testing::Not(testing::HasSubstr("checksum:")));
 }
 
 TEST(Report, NoStepYetIsFailedPrecondition) {

@@ -237,6 +237,11 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
                                  result.rollback_seconds());
   }
   outcome.set_clip_coefficient(clip);
+  // The squared norms sum the finite ranks only (a rank with an inf/nan
+  // gradient adds 0): the global norm is not a number then (job.proto).
+  if (outcome.found_inf_nan()) {
+    outcome.set_global_grad_norm(std::numeric_limits<double>::quiet_NaN());
+  }
   job.validations.erase(it);
   const absl::Status stored =
       options_.store->AddValidationOutcome(job.job.id(), outcome);

@@ -133,9 +133,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         absl::StrCat("max_recoveries_without_progress must be >= 1, got ",
                      options.max_recoveries_without_progress));
   }
-  if (options.grant_lookahead_steps < 1) {
+  if (options.grant_lookahead_steps < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("grant_lookahead_steps must be >= 1, got ",
+        absl::StrCat("grant_lookahead_steps must be >= 2 (1 would hold every rank at "
+                     "each step boundary), got ",
                      options.grant_lookahead_steps));
   }
   std::unique_ptr<Coordinator> coordinator(new Coordinator(options));

@@ -200,7 +200,9 @@ class Coordinator {
     double heartbeat_timeout_seconds = 10.0;
 
     // --- Steps ---
-    /// Steps granted beyond the slowest rank's last completed step; >= 1.
+    /// Steps granted beyond the slowest rank's last completed step; >= 2:
+    /// with 1, no rank could start step k+1 before every rank reported step
+    /// k — a barrier between steps, the one post-update validation removes.
     int64_t grant_lookahead_steps = 2;
     /// A job whose workers keep failing (a FAILED heartbeat) this many times
     /// in a row without completing a step in between goes FAILED instead of

@@ -287,6 +287,7 @@ void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode
   version.set_validation(mode);
   absl::StatusOr<int64_t> published = PublishVersion(job, std::move(version), schedule);
   LogError(published.status(), "publishing a validation-mode switch");
+  if (published.ok()) job.validation->SwitchedTo(mode);
 }
 
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(

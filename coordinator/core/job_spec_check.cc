@@ -283,6 +283,13 @@ absl::Status CheckOptimizer(const JobSpec& spec) {
     return Invalid("optimizer.rollback",
                    "IN_PLACE_INVERSE divides by beta1 and beta2: both must be > 0");
   }
+  const double decay = opt.has_weight_decay() ? opt.weight_decay() : 0.1;
+  if (opt.rollback() == zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE &&
+      !(opt.learning_rate() * decay < 1)) {
+    return Invalid("optimizer.rollback",
+                   "IN_PLACE_INVERSE divides by 1 - learning_rate * weight_decay, which is <= 0 "
+                   "here (", opt.learning_rate() * decay, ")");
+  }
   return absl::OkStatus();
 }
 

@@ -14,6 +14,9 @@ ValidationPolicy::ValidationPolicy(v1::ValidationMode requested, v1::ValidationM
 
 std::optional<v1::ValidationMode> ValidationPolicy::Record(
     const v1::ValidationOutcome& outcome) {
+  if (outcome.mode() != v1::VALIDATION_MODE_UNSPECIFIED && outcome.mode() != mode_) {
+    return std::nullopt;
+  }
   const bool changed = outcome.decision() != v1::VALIDATION_DECISION_COMMITTED;
   if (changed) {
     clean_streak_ = 0;
@@ -28,17 +31,19 @@ std::optional<v1::ValidationMode> ValidationPolicy::Record(
   if (!automatic_) return std::nullopt;
   if (mode_ == v1::VALIDATION_MODE_SYNCHRONOUS &&
       clean_streak_ >= options_.post_after_clean_steps) {
-    mode_ = v1::VALIDATION_MODE_POST;
-    changed_steps_.clear();  // Only changes met while speculating count.
-    return mode_;
+    return v1::VALIDATION_MODE_POST;
   }
   if (mode_ == v1::VALIDATION_MODE_POST &&
       static_cast<int>(changed_steps_.size()) >= options_.sync_after_changes) {
-    mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;
-    changed_steps_.clear();
-    return mode_;
+    return v1::VALIDATION_MODE_SYNCHRONOUS;
   }
   return std::nullopt;
+}
+
+void ValidationPolicy::SwitchedTo(v1::ValidationMode mode) {
+  mode_ = mode;
+  clean_streak_ = 0;
+  changed_steps_.clear();  // Only what the new mode meets counts.
 }
 
 }  // namespace zbpp::coordinator

@@ -39,10 +39,15 @@ class ValidationPolicy {
   /// The mode new schedule versions get: SYNCHRONOUS or POST.
   v1::ValidationMode mode() const { return mode_; }
 
-  /// Records a gathered outcome (in step order). Returns the mode to switch
-  /// to when a switch is due (mode() is then already that mode: the caller
-  /// publishes a version carrying it), nullopt otherwise.
+  /// Records a gathered outcome (in step order). Outcomes of steps that ran
+  /// in another mode than mode() (those between a switch and its effective
+  /// step) are ignored. Returns the mode to switch to when a switch is due,
+  /// nullopt otherwise; mode() changes only with SwitchedTo, so a switch
+  /// that could not be published is proposed again with the next outcome.
   std::optional<v1::ValidationMode> Record(const v1::ValidationOutcome& outcome);
+
+  /// A version carrying `mode` was published: new versions get it.
+  void SwitchedTo(v1::ValidationMode mode);
 
  private:
   const bool automatic_;

@@ -253,6 +253,25 @@ std::vector<BadCase> BadCases() {
       {"negative weight decay",
        [](JobSpec& s) { s.mutable_optimizer()->set_weight_decay(-1); },
        "optimizer.weight_decay: must be >= 0, got -1"},
+      {"unknown rollback mode",
+       [](JobSpec& s) {
+         s.mutable_optimizer()->set_rollback(static_cast<zbpp::v1::RollbackMode>(9));
+       },
+       "optimizer.rollback: unknown mode 9"},
+      {"in-place inverse with beta1 0",
+       [](JobSpec& s) {
+         s.mutable_optimizer()->set_rollback(zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE);
+         s.mutable_optimizer()->set_beta1(0);
+       },
+       "optimizer.rollback: IN_PLACE_INVERSE divides by beta1 and beta2: both must be > 0"},
+      {"in-place inverse with lr * weight_decay >= 1",
+       [](JobSpec& s) {
+         s.mutable_optimizer()->set_rollback(zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE);
+         s.mutable_optimizer()->set_learning_rate(2);
+         s.mutable_optimizer()->set_weight_decay(0.5);
+       },
+       "optimizer.rollback: IN_PLACE_INVERSE divides by 1 - learning_rate * weight_decay, "
+       "which is <= 0 here (1)"},
       {"zero clipping norm",
        [](JobSpec& s) { s.mutable_optimizer()->set_max_grad_norm(0); },
        "optimizer.max_grad_norm: must be > 0, got 0"},

@@ -40,13 +40,41 @@ TEST(ValidationPolicyTest, AutoGoesPostAfterACleanStreakAndBackAfterFrequentChan
   EXPECT_FALSE(policy.Record(Outcome(3, kCommitted)).has_value());
   EXPECT_FALSE(policy.Record(Outcome(4, kCommitted)).has_value());
   EXPECT_EQ(policy.Record(Outcome(5, kCommitted)), v1::VALIDATION_MODE_POST);
+  EXPECT_EQ(policy.mode(), v1::VALIDATION_MODE_SYNCHRONOUS) << "until published";
+  policy.SwitchedTo(v1::VALIDATION_MODE_POST);
   EXPECT_EQ(policy.mode(), v1::VALIDATION_MODE_POST);
   // One change in the window, then the next one far later: no switch.
   EXPECT_FALSE(policy.Record(Outcome(6, kClipped)).has_value());
   EXPECT_FALSE(policy.Record(Outcome(17, kClipped)).has_value());
   // A second within 10 steps of step 17: back to synchronous.
   EXPECT_EQ(policy.Record(Outcome(20, kSkipped)), v1::VALIDATION_MODE_SYNCHRONOUS);
+  policy.SwitchedTo(v1::VALIDATION_MODE_SYNCHRONOUS);
   EXPECT_EQ(policy.mode(), v1::VALIDATION_MODE_SYNCHRONOUS);
+}
+
+// Steps between a switch and its effective step still run in the old mode:
+// their outcomes say so and do not count for the new one. A switch that
+// was not published is proposed again.
+TEST(ValidationPolicyTest, OtherModeOutcomesAreIgnoredAndUnpublishedSwitchesRepeat) {
+  ValidationPolicy policy(v1::VALIDATION_MODE_AUTO, v1::VALIDATION_MODE_UNSPECIFIED,
+                          {/*post_after_clean_steps=*/2, /*sync_after_changes=*/1,
+                           /*window_steps=*/10});
+  auto in_mode = [](int64_t step, v1::ValidationDecision decision, v1::ValidationMode mode) {
+    v1::ValidationOutcome o = Outcome(step, decision);
+    o.set_mode(mode);
+    return o;
+  };
+  constexpr auto kSync = v1::VALIDATION_MODE_SYNCHRONOUS;
+  constexpr auto kPost = v1::VALIDATION_MODE_POST;
+  EXPECT_FALSE(policy.Record(in_mode(0, kCommitted, kSync)).has_value());
+  EXPECT_EQ(policy.Record(in_mode(1, kCommitted, kSync)), kPost);
+  // Publishing failed: the next outcome proposes it again.
+  EXPECT_EQ(policy.Record(in_mode(2, kCommitted, kSync)), kPost);
+  policy.SwitchedTo(kPost);
+  // Step 3 still ran synchronously and was clipped: not a rollback of POST.
+  EXPECT_FALSE(policy.Record(in_mode(3, kClipped, kSync)).has_value());
+  EXPECT_EQ(policy.mode(), kPost);
+  EXPECT_EQ(policy.Record(in_mode(4, kClipped, kPost)), kSync);
 }
 
 TEST(ValidationPolicyTest, UnspecifiedMeansAutoAndARestartKeepsPost) {

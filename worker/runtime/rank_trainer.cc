@@ -129,8 +129,10 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
                                               " before"));
     }
     if (timeline.ok() && timeline->discarded) {
+      // The discarded run's time holds the undo and redo (done at its
+      // check), the wait for the full state and the drain.
       StepValidation& validation = result.validations.back();
-      validation.rollback_seconds += timeline->step_seconds;
+      validation.rollback_seconds = timeline->step_seconds;
       validation.replayed_forwards = timeline->discarded_forwards;
       timeline = executor_->RunStep(step, schedule, /*generation=*/1);
     }
@@ -170,6 +172,17 @@ absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result
   return absl::OkStatus();
 }
 
+absl::Status RankTrainer::WaitStateSends(int64_t step) {
+  for (auto& [buffer, op] : state_sends_) {
+    if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("step ", step, ", validation state send: ",
+                                                  std::string(st.message())));
+    }
+  }
+  state_sends_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status RankTrainer::SendState(const ValidationState& state, int peer, uint32_t tag) {
   at::Tensor buffer = at::tensor(
       {state.grad_norm_sq, state.found_inf_nan ? 1.0 : 0.0, double(state.stepped_ranks)},
@@ -201,13 +214,7 @@ absl::Status AwaitState(PendingOp& op, const at::Tensor& buffer, absl::Duration 
 absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
   // The previous step's state messages were received long ago (the next
   // rank needed them to finish that step): release their buffers.
-  for (auto& [buffer, op] : state_sends_) {
-    if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("step ", step, ", validation state send: ",
-                                                  std::string(st.message())));
-    }
-  }
-  state_sends_.clear();
+  if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
   const int p = options_.communicator->size();
   const int r = options_.rank;
   ValidationState state;
@@ -311,9 +318,13 @@ absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
 
 absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
   if (pending_ == nullptr) return std::optional<StepValidation>();
+  const int64_t step = pending_->step;
   bool replay = false;  // Nothing speculative ran: nothing to replay.
   absl::StatusOr<StepValidation> validation = Resolve(&replay);
   if (!validation.ok()) return validation.status();
+  // Every rank settles here and has its receives posted: complete the sends
+  // now, so that nothing is left in flight if the trainer ends after this.
+  if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
   return std::optional<StepValidation>(*std::move(validation));
 }
 

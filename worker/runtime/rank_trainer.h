@@ -70,8 +70,9 @@ struct StepValidation {
   double clip_coefficient = 1;
   /// This rank had stepped optimistically and undid that step.
   bool rolled_back = false;
-  /// Seconds spent undoing and redoing the update, plus the speculative
-  /// forwards of the next step that were discarded (and their drain).
+  /// Seconds spent undoing and redoing the update; after a replay, the
+  /// whole discarded speculative run instead (its forwards, the wait for the
+  /// full state, the undo and redo, the drain).
   double rollback_seconds = 0;
   /// Forward passes of the next step run again after the rollback.
   int replayed_forwards = 0;
@@ -192,6 +193,8 @@ class RankTrainer {
   // when speculative forwards run since then must be replayed.
   absl::StatusOr<StepValidation> Resolve(bool* replay);
   absl::Status SendState(const ValidationState& state, int peer, uint32_t tag);
+  // Completes the validation-state sends in flight (`step` for errors).
+  absl::Status WaitStateSends(int64_t step);
 
   RankTrainerOptions options_;
   std::vector<std::unique_ptr<GptChunk>> chunks_;

@@ -580,6 +580,22 @@ absl::Status Coordinator::Recover() {
                 return a.version() < b.version();
               });
     job->job.clear_assignments();
+    // The outcomes are stored as they are gathered, the job's counters with
+    // the job after them: a crash in between would lose an increment.
+    if (!Terminal(job->job.state())) {
+      absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>> outcomes =
+          options_.store->ListValidationOutcomes(job->job.id());
+      if (!outcomes.ok()) return outcomes.status();
+      int64_t rollbacks = 0, skipped = 0, clipped = 0;
+      for (const zbpp::v1::ValidationOutcome& o : *outcomes) {
+        rollbacks += o.rolled_back_stages_size() > 0;
+        skipped += o.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
+        clipped += o.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED;
+      }
+      job->job.set_rollbacks_total(rollbacks);
+      job->job.set_skipped_steps_total(skipped);
+      job->job.set_clipped_steps_total(clipped);
+    }
     switch (job->job.state()) {
       case zbpp::v1::JOB_STATE_ASSIGNING:
         SetState(*job, zbpp::v1::JOB_STATE_PENDING,

@@ -933,6 +933,41 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   std::remove(path.c_str());
 }
 
+// Validation outcomes are stored when gathered and the job's counters with
+// the job afterwards: a crash in between must not lose a count. The
+// restarted coordinator recounts from the stored outcomes.
+TEST_F(CoordinatorTest, RestartRecountsValidationOutcomes) {
+  char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = absl::StrCat(dir_template, "/state.db");
+  Start(path);
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 20);
+  {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    RunSteps(workers, TrueCosts(spec, 1, 1.0), 4);
+  }
+  // Outcomes the crashed process stored without its job update.
+  v1::ValidationOutcome clipped;
+  clipped.set_step(2);
+  clipped.set_decision(v1::VALIDATION_DECISION_CLIPPED);
+  clipped.add_rolled_back_stages(0);
+  ASSERT_TRUE(store_->AddValidationOutcome(job_id, clipped).ok());
+  v1::ValidationOutcome skipped;
+  skipped.set_step(3);
+  skipped.set_decision(v1::VALIDATION_DECISION_SKIPPED);
+  ASSERT_TRUE(store_->AddValidationOutcome(job_id, skipped).ok());
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->rollbacks_total(), 0);
+
+  Start(path);
+  auto after = coordinator_->GetJob(job_id, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->rollbacks_total(), 1);
+  EXPECT_EQ(after->clipped_steps_total(), 1);
+  EXPECT_EQ(after->skipped_steps_total(), 1);
+  std::remove(path.c_str());
+}
+
 // After a restart the coordinator numbers workers from 1 again: a worker
 // reconnecting with the id the old process gave it must not take over the
 // session of the new worker that now holds that id (seen end to end: two

@@ -149,6 +149,13 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(coordinator_->Recover().ok());
   }
 
+  /// A SQLite file path in a new temporary directory.
+  static std::string NewDatabasePath() {
+    char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
+    EXPECT_NE(mkdtemp(dir_template), nullptr);
+    return absl::StrCat(dir_template, "/state.db");
+  }
+
   FakeWorker AddWorker(int n) {
     v1::WorkerDescription d;
     d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
@@ -892,9 +899,7 @@ TEST_F(CoordinatorTest, RendezvousOnlyForTheAttemptsWorkers) {
 }
 
 TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
-  char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string path = absl::StrCat(dir_template, "/state.db");
+  const std::string path = NewDatabasePath();
   Start(path);
   std::string job_id;
   const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 2);
@@ -937,9 +942,7 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
 // the job afterwards: a crash in between must not lose a count. The
 // restarted coordinator recounts from the stored outcomes.
 TEST_F(CoordinatorTest, RestartRecountsValidationOutcomes) {
-  char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string path = absl::StrCat(dir_template, "/state.db");
+  const std::string path = NewDatabasePath();
   Start(path);
   std::string job_id;
   const v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 20);

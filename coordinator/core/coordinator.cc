@@ -374,7 +374,7 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     job.costs = *std::move(costs);
     job.policy = *std::move(policy);
     job.validation = std::make_unique<ValidationPolicy>(
-        spec.validation(), job.job.validation_mode(), ValidationPolicy::Options{});
+        spec.validation(), job.job.validation_mode(), options_.validation_policy);
   }
   job.start_step = std::max<int64_t>(0, job.job.last_checkpoint_step() + 1);
   if (job.versions.empty()) {

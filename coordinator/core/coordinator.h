@@ -209,6 +209,9 @@ class Coordinator {
     /// RECOVERING again: the error is in the job (a corpus, a checkpoint),
     /// not in a worker. >= 1.
     int max_recoveries_without_progress = 3;
+    /// When jobs with JobSpec.validation AUTO switch between synchronous
+    /// and post-update validation.
+    ValidationPolicy::Options validation_policy;
 
     // --- Watchers ---
     /// Events a WatchJob reader may lag before step events are dropped.

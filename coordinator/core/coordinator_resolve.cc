@@ -114,13 +114,19 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   if (job != nullptr) job->resolving = false;
   if (task.candidate.has_value()) {
     // Publish only onto what was solved for: the same attempt, still
-    // running, and no version published meanwhile. PublishVersion then
-    // takes the effective step from the grants sent by now, so every
-    // worker still switches at the same step.
+    // running, and no other schedule published meanwhile (a validation-mode
+    // switch keeps the schedule: the candidate still applies, and takes the
+    // new mode). PublishVersion then takes the effective step from the
+    // grants sent by now, so every worker still switches at the same step.
+    bool schedule_unchanged = job != nullptr && !job->versions.empty() &&
+                              job->versions.back().version() >= task.current_version;
+    for (size_t i = static_cast<size_t>(task.current_version);
+         schedule_unchanged && i < job->versions.size(); ++i) {
+      schedule_unchanged = job->versions[i].reason() ==
+                           zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE;
+    }
     if (job == nullptr || job->attempt != task.attempt ||
-        job->workers.empty() || Terminal(job->job.state()) ||
-        job->versions.empty() ||
-        job->versions.back().version() != task.current_version) {
+        job->workers.empty() || Terminal(job->job.state()) || !schedule_unchanged) {
       record.reason = absl::StrCat(
           record.reason,
           "; not published: the job's attempt or version changed while "

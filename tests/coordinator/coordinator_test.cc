@@ -140,6 +140,7 @@ class CoordinatorTest : public ::testing::Test {
     options.heartbeat_interval_seconds = 1;
     options.heartbeat_timeout_seconds = 5;
     options.resolve_on_background_thread = background_resolves_;
+    options.validation_policy = validation_policy_;
     options.before_resolve_publish_for_testing = [this](const std::string& id) {
       if (resolve_hook_) resolve_hook_(id);
     };
@@ -221,6 +222,8 @@ class CoordinatorTest : public ::testing::Test {
   std::function<void(const std::string&)> resolve_hook_;
   /// Options.resolve_on_background_thread for the next Start().
   bool background_resolves_ = false;
+  /// Options.validation_policy for the next Start().
+  ValidationPolicy::Options validation_policy_;
 };
 
 TEST_F(CoordinatorTest, SubmitStoresPendingJob) {
@@ -401,6 +404,67 @@ TEST_F(CoordinatorTest, PublishedVersionIsOneMessageSharedByEveryOutbox) {
     // The same object, not an equal copy.
     EXPECT_EQ(w.schedule_messages[0].get(), first.get());
   }
+}
+
+// A validation-mode switch published while a re-solve runs keeps the
+// schedule: the re-solved candidate is still published after it, and takes
+// the new mode.
+TEST_F(CoordinatorTest, ModeSwitchDuringAResolveDoesNotDiscardItsCandidate) {
+  background_resolves_ = true;
+  validation_policy_.post_after_clean_steps = 1;
+  Start(":memory:");
+  v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  spec.set_validation(v1::VALIDATION_MODE_AUTO);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  absl::Notification started;
+  absl::Notification release;
+  int hooks = 0;
+  resolve_hook_ = [&](const std::string&) {
+    if (hooks++ > 0) return;
+    started.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(10));
+  };
+  // Steps without validation results until the first re-solve waits.
+  int64_t step = 0;
+  for (; step < 10 && !started.HasBeenNotified(); ++step) {
+    for (auto& w : workers) {
+      w.Drain();
+      ASSERT_LE(step, w.granted);
+      ASSERT_TRUE(coordinator_->ReportStep(w.Report(step, truth)).ok());
+    }
+    // The re-solve runs on its thread; give it time to reach the hook.
+    started.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+  }
+  ASSERT_TRUE(started.HasBeenNotified());
+  // Meanwhile one clean outcome: AUTO switches to POST (version 2).
+  for (auto& w : workers) {
+    w.Drain();
+    ASSERT_LE(step, w.granted);
+    v1::ReportStepRequest r = w.Report(step, truth);
+    v1::ValidationResult* v = r.add_validations();
+    v->set_step(step);
+    v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+    v->set_decision(v1::VALIDATION_DECISION_COMMITTED);
+    v->set_clip_coefficient(1);
+    ASSERT_TRUE(coordinator_->ReportStep(r).ok());
+  }
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->schedule_version(), 2);
+  release.Notify();
+  coordinator_->WaitForResolves();
+  auto job = coordinator_->GetJob(job_id, {});
+  ASSERT_EQ(job->schedule_version(), 3) << "the re-solve was discarded";
+  workers[0].Drain();
+  const std::vector<v1::ScheduleVersion>& versions = workers[0].versions;
+  ASSERT_EQ(versions.size(), 3u);
+  EXPECT_EQ(versions[1].reason(), v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  EXPECT_EQ(versions[1].validation(), v1::VALIDATION_MODE_POST);
+  EXPECT_EQ(versions[2].reason(), v1::SCHEDULE_CHANGE_REASON_RESOLVE);
+  EXPECT_EQ(versions[2].validation(), v1::VALIDATION_MODE_POST);
+  EXPECT_GT(versions[2].effective_step(), versions[1].effective_step());
+  EXPECT_NE(versions[2].schedule().SerializeAsString(),
+            versions[1].schedule().SerializeAsString());
 }
 
 TEST_F(CoordinatorTest, BackgroundResolveLetsReportStepReturnFirst) {

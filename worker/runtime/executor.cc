@@ -1,5 +1,6 @@
 #include "worker/runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -43,6 +44,9 @@ struct ForwardState {
   at::Tensor input;
   at::Tensor output;
 };
+
+// B or fused BW: a pass that needs the next stage's gradient.
+bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
 
 // "1F0 (pass F, virtual stage 1, microbatch 0)": an error names the pass
 // and the microbatch in words, not only in the schedule's compact form.
@@ -121,10 +125,7 @@ class StepRun {
 
  private:
   static size_t FirstBackward(const std::vector<Action>& actions) {
-    for (size_t j = 0; j < actions.size(); ++j) {
-      if (actions[j].kind == PassKind::kB || actions[j].kind == PassKind::kBW) return j;
-    }
-    return actions.size();
+    return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
   }
 
   absl::Status WaitSends() {
@@ -141,34 +142,29 @@ class StepRun {
   // The step is given up before action `first_backward` (only forwards ran):
   // receive every activation the other ranks' speculative forwards (those
   // before their first B) address to this rank, so that no sender is left
-  // waiting, and complete this rank's own sends.
+  // waiting, and complete this rank's own sends. Receives were posted only
+  // for actions before `first_backward`, all of which ran and consumed
+  // them: what they received is skipped, nothing is left in posted_.
   absl::StatusOr<StepTimeline> Discard(size_t first_backward) {
+    std::set<std::pair<int, uint32_t>> received;
+    for (size_t j = 0; j < first_backward; ++j) {
+      if (plans_[j].peer >= 0) received.insert({plans_[j].peer, plans_[j].tag});
+    }
     for (int peer = 0; peer < schedule_.workers; ++peer) {
       if (peer == o_.rank) continue;
       for (const Action& a : schedule_.actions[peer]) {
-        if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+        if (IsBackward(a)) break;
         if (a.kind != PassKind::kF || a.stage + 1 >= num_stages() ||
             WorkerOf(a.stage + 1) != o_.rank) {
           continue;
         }
         const uint32_t tag = Tag(MessageKind::kActivation, a.stage + 1, a.microbatch);
-        if (received_.count({peer, tag}) == 1) continue;
-        PostedRecv drain;
-        for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-          if (plans_[it->first].peer == peer && plans_[it->first].tag == tag) {
-            drain = std::move(it->second);
-            posted_.erase(it);
-            break;
-          }
-        }
-        if (drain.op == nullptr) {
-          drain.buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
-          absl::StatusOr<std::unique_ptr<PendingOp>> op =
-              o_.communicator->Recv(drain.buffer, peer, tag);
-          if (!op.ok()) return op.status();
-          drain.op = *std::move(op);
-        }
-        if (absl::Status st = drain.op->Wait(o_.recv_timeout); !st.ok()) {
+        if (received.count({peer, tag}) == 1) continue;
+        at::Tensor buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
+        absl::StatusOr<std::unique_ptr<PendingOp>> op =
+            o_.communicator->Recv(buffer, peer, tag);
+        if (!op.ok()) return op.status();
+        if (absl::Status st = (*op)->Wait(o_.recv_timeout); !st.ok()) {
           return absl::Status(st.code(),
                               absl::StrCat("step ", step_, ", draining the discarded ",
                                            sched::ActionToString(a), " of rank ", peer, ": ",
@@ -200,7 +196,7 @@ class StepRun {
     if (a.kind == PassKind::kF && a.stage > 0 && WorkerOf(a.stage - 1) != o_.rank) {
       plan.peer = WorkerOf(a.stage - 1);
       plan.tag = Tag(MessageKind::kActivation, a.stage, a.microbatch);
-    } else if ((a.kind == PassKind::kB || a.kind == PassKind::kBW) &&
+    } else if (IsBackward(a) &&
                a.stage < num_stages() - 1 && WorkerOf(a.stage + 1) != o_.rank) {
       plan.peer = WorkerOf(a.stage + 1);
       plan.tag = Tag(MessageKind::kGradient, a.stage, a.microbatch);
@@ -241,7 +237,6 @@ class StepRun {
       PostedRecv posted = std::move(it->second);
       posted_.erase(it);
       if (absl::Status st = Timed(*posted.op); !st.ok()) return st;
-      received_.insert({plans_[j].peer, plans_[j].tag});
       return posted.buffer;
     }
     auto it = local_.find({kind, stage, microbatch});
@@ -395,7 +390,6 @@ class StepRun {
   std::vector<RecvPlan> plans_;
   size_t next_post_ = 0;
   std::map<size_t, PostedRecv> posted_;
-  std::set<std::pair<int, uint32_t>> received_;  // {peer, tag} consumed.
   std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
   std::map<std::pair<int, int>, ForwardState> forward_;
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
@@ -409,13 +403,13 @@ absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule) {
   std::set<std::pair<int, int>> speculative;
   for (const std::vector<Action>& actions : schedule.actions) {
     for (const Action& a : actions) {
-      if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+      if (IsBackward(a)) break;
       if (a.kind == PassKind::kF) speculative.insert({a.stage, a.microbatch});
     }
   }
   for (size_t rank = 0; rank < schedule.actions.size(); ++rank) {
     for (const Action& a : schedule.actions[rank]) {
-      if (a.kind == PassKind::kB || a.kind == PassKind::kBW) break;
+      if (IsBackward(a)) break;
       if (a.kind == PassKind::kF && a.stage > 0 &&
           speculative.count({a.stage - 1, a.microbatch}) == 0) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -194,22 +194,26 @@ absl::Status RankTrainer::SendState(const ValidationState& state, int peer, uint
   return absl::OkStatus();
 }
 
-namespace {
-
-// Waits for a validation-state receive and decodes it.
-absl::Status AwaitState(PendingOp& op, const at::Tensor& buffer, absl::Duration timeout,
-                        const std::string& what, double* grad_norm_sq, bool* found_inf_nan,
-                        int* stepped_ranks) {
-  if (absl::Status st = op.Wait(timeout); !st.ok()) {
+absl::StatusOr<RankTrainer::ValidationState> RankTrainer::AwaitState(
+    PendingOp& op, const at::Tensor& buffer, const std::string& what) const {
+  if (absl::Status st = op.Wait(options_.timeout); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
   }
-  *grad_norm_sq = buffer[0].item<double>();
-  *found_inf_nan = buffer[1].item<double>() > 0;
-  *stepped_ranks = static_cast<int>(buffer[2].item<double>());
-  return absl::OkStatus();
+  return ValidationState{buffer[0].item<double>(), buffer[1].item<double>() > 0,
+                         static_cast<int>(buffer[2].item<double>())};
 }
 
-}  // namespace
+absl::Status RankTrainer::AwaitFullState() {
+  Pending& pending = *pending_;
+  if (pending.full.has_value()) return absl::OkStatus();
+  absl::StatusOr<ValidationState> full = AwaitState(
+      *pending.full_recv, pending.full_buffer,
+      absl::StrCat("step ", pending.step, ", full validation state from rank ",
+                   options_.communicator->size() - 1));
+  if (!full.ok()) return full.status();
+  pending.full = *full;
+  return absl::OkStatus();
+}
 
 absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
   // The previous step's state messages were received long ago (the next
@@ -223,13 +227,10 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
     absl::StatusOr<std::unique_ptr<PendingOp>> op =
         options_.communicator->Recv(buffer, r - 1, PartialStateTag(step));
     if (!op.ok()) return op.status();
-    if (absl::Status st = AwaitState(
-            **op, buffer, options_.timeout,
-            absl::StrCat("step ", step, ", partial validation state from rank ", r - 1),
-            &state.grad_norm_sq, &state.found_inf_nan, &state.stepped_ranks);
-        !st.ok()) {
-      return st;
-    }
+    absl::StatusOr<ValidationState> partial = AwaitState(
+        **op, buffer, absl::StrCat("step ", step, ", partial validation state from rank ", r - 1));
+    if (!partial.ok()) return partial.status();
+    state = *partial;
   }
   state.grad_norm_sq += result.found_inf_nan ? 0.0 : result.local_grad_norm_sq;
   state.found_inf_nan = state.found_inf_nan || result.found_inf_nan;
@@ -261,36 +262,15 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
   // The partial state already calls for clipping or a skip: no optimistic
   // update; wait for the full state and take the validated one (Resolve
   // then has nothing to undo).
-  if (!pending_->full.has_value()) {
-    ValidationState full;
-    if (absl::Status st = AwaitState(
-            *pending_->full_recv, pending_->full_buffer, options_.timeout,
-            absl::StrCat("step ", step, ", full validation state from rank ", p - 1),
-            &full.grad_norm_sq, &full.found_inf_nan, &full.stepped_ranks);
-        !st.ok()) {
-      return st;
-    }
-    pending_->full = full;
-  }
+  if (absl::Status st = AwaitFullState(); !st.ok()) return st;
   const double coefficient = CoefficientFor(*pending_->full);
   if (coefficient > 0) optimizer_->Step(step, coefficient);
   return absl::OkStatus();
 }
 
 absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
+  if (absl::Status st = AwaitFullState(); !st.ok()) return st;
   Pending& pending = *pending_;
-  if (!pending.full.has_value()) {
-    ValidationState full;
-    if (absl::Status st = AwaitState(
-            *pending.full_recv, pending.full_buffer, options_.timeout,
-            absl::StrCat("step ", pending.step, ", full validation state from rank ",
-                         options_.communicator->size() - 1),
-            &full.grad_norm_sq, &full.found_inf_nan, &full.stepped_ranks);
-        !st.ok()) {
-      return st;
-    }
-    pending.full = full;
-  }
   const ValidationState& full = *pending.full;
   StepValidation validation;
   validation.step = pending.step;

@@ -193,6 +193,12 @@ class RankTrainer {
   // when speculative forwards run since then must be replayed.
   absl::StatusOr<StepValidation> Resolve(bool* replay);
   absl::Status SendState(const ValidationState& state, int peer, uint32_t tag);
+  // Waits for a validation-state receive into `buffer` and decodes it;
+  // `what` names it in errors.
+  absl::StatusOr<ValidationState> AwaitState(PendingOp& op, const at::Tensor& buffer,
+                                             const std::string& what) const;
+  // Fills pending_->full from its receive unless already known.
+  absl::Status AwaitFullState();
   // Completes the validation-state sends in flight (`step` for errors).
   absl::Status WaitStateSends(int64_t step);
 

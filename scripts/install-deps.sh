@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what zbpp needs to build and test, from Debian 12's packages only.
-# Idempotent: packages already present are skipped, and apt is not touched
-# when nothing is missing.
+# Installs what zbpp needs to build and test: Debian 12's packages, and
+# LibTorch from PyTorch 2.11.0's wheel (requirements/libtorch.txt) into the
+# project's virtual environment outside the clone (scripts/python-env.sh).
+# Idempotent: packages already present are skipped, apt is not touched when
+# nothing is missing, and pip not when the same requirements are installed.
 set -euo pipefail
 
 packages=(
@@ -17,16 +19,20 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus
   # coordinator TLS tests make their certificates with the openssl CLI
   openssl
-  # worker: LibTorch (CPU, c10d + Gloo), the headers c10d includes, a fast
-  # single-threaded BLAS (one worker per core), the main job's corpus
-  libtorch-dev libgloo-dev libopenblas0-serial bible-kjv
+  # worker: the gloo headers that c10d's ProcessGroupGloo.hpp includes (the
+  # wheel lacks them; worker/comm/CMakeLists.txt says why Debian's fit), the
+  # main job's corpus; python3 for the virtual environment
+  libgloo-dev bible-kjv python3
   clang libclang-rt-14-dev  # libFuzzer targets (scripts/fuzz.sh, tests/fuzz/)
 )
 
 bash "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"
 
-# --- Deploy tests (issue 6, tests/deploy/): Debian's chromium and
-# chromium-driver, and npm packages into ~/.cache/zbpp/deploy-node.
+# LibTorch: --no-deps, since /usr/local/cuda (CUDA 13.0) already holds the
+# NVIDIA libraries torch pins except the three listed in the file.
+bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt --no-deps
+
+# Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).
 if [ "${ZBPP_DEPLOY_TEST_DEPS:-1}" != 0 ]; then
   bash "$(dirname "$0")/deploy-test-deps.sh"

@@ -31,9 +31,18 @@ class RendezvousStore final : public c10d::Store {
   RendezvousStore(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
                   std::string scope, std::chrono::milliseconds timeout)
       : c10d::Store(timeout),
-        stub_(zbpp::v1::RendezvousService::NewStub(channel)) {
+        channel_(std::move(channel)),
+        stub_(zbpp::v1::RendezvousService::NewStub(channel_)) {
     context_.set_worker_id(std::move(worker_id));
     context_.set_scope(std::move(scope));
+  }
+
+  /// A second store on the same channel, scope and timeout: every key lives
+  /// in the coordinator, so the two see the same keys (c10d clones a store
+  /// for a backend's own threads, e.g. NCCL's watchdog).
+  c10::intrusive_ptr<c10d::Store> clone() override {
+    return c10::make_intrusive<RendezvousStore>(
+        channel_, context_.worker_id(), context_.scope(), timeout_);
   }
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
@@ -187,6 +196,7 @@ class RendezvousStore final : public c10d::Store {
         context_.scope(), "' failed: ", FromGrpcStatus(status).ToString()));
   }
 
+  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<zbpp::v1::RendezvousService::Stub> stub_;
   /// On every request.
   zbpp::v1::RendezvousContext context_;

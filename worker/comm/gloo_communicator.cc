@@ -13,6 +13,7 @@
 
 #include <gloo/common/error.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/exception.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -23,10 +24,11 @@
 namespace zbpp::worker {
 namespace {
 
-/// The exception in flight as a Status: "<context>: <what>". c10d and Gloo
-/// report timeouts only in words ("Timed out waiting 200ms for recv",
-/// "Operation timed out!", HashStore's "Timeout waiting for key", the
-/// RendezvousStore's "DEADLINE_EXCEEDED"), hence the text match, which
+/// The exception in flight as a Status: "<context>: <what>". c10d's
+/// TimeoutError is DeadlineExceeded; other c10d and Gloo timeouts are told
+/// only in words ("Timed out waiting 200ms for recv", "Operation timed out!",
+/// HashStore's "Wait timeout", the RendezvousStore's "DEADLINE_EXCEEDED"),
+/// hence the text match, which
 /// leaves Gloo's "Application timeout caused pair closure" (an earlier
 /// timeout broke the connection) Unavailable with the other I/O errors;
 /// anything else is Internal. Call only inside a catch block.
@@ -35,6 +37,9 @@ absl::Status CurrentExceptionToStatus(const std::string& context) {
   absl::StatusCode code = absl::StatusCode::kInternal;
   try {
     throw;
+  } catch (const c10d::TimeoutError& e) {
+    what = e.what_without_backtrace();
+    code = absl::StatusCode::kDeadlineExceeded;
   } catch (const c10::Error& e) {
     // what() appends a stack trace; the message alone is what helps.
     what = e.what_without_backtrace();
@@ -50,7 +55,7 @@ absl::Status CurrentExceptionToStatus(const std::string& context) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   if (absl::StrContains(lower, "timed out") ||
-      absl::StrContains(lower, "timeout waiting") ||
+      absl::StrContains(lower, "wait timeout") ||
       absl::StrContains(lower, "deadline_exceeded")) {
     code = absl::StatusCode::kDeadlineExceeded;
   }

@@ -1,32 +1,24 @@
 #!/usr/bin/env bash
 # What the deploy tests (tests/deploy/) need beyond scripts/install-deps.sh:
-# Debian's headless Chromium (the schedule page test) and the npm packages
-# that check deploy/ offline (@grafana/schema + typescript for the dashboard
-# JSON, kubernetes-models for the rendered manifests), installed from
-# tests/deploy/package.json into a cache directory outside the tree.
+# Debian's headless Chromium and its chromedriver (the schedule page test),
+# prometheus (promtool and the live stack), kubectl (kustomize) where none is
+# on the PATH, and the Python packages that check deploy/ offline
+# (requirements/deploy-tests.txt: kubernetes-validate, prometheus-operator's
+# CRD models, Grafana's SDK, selenium) in the project's virtual environment
+# (scripts/python-env.sh), whose python tests/deploy/CMakeLists.txt runs.
 # Idempotent: nothing is fetched when everything is there.
 #
-#   scripts/deploy-test-deps.sh        # prints the node_modules directory last
-#
-# ZBPP_DEPLOY_NODE_DIR (default ~/.cache/zbpp/deploy-node) is where the npm
-# packages go; tests/deploy/CMakeLists.txt reads the same variable.
+#   scripts/deploy-test-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# kubectl and node may come from outside Debian (they do on the build
-# machine): a command on the PATH is enough for those.
-packages=(chromium chromium-driver)
-command -v node >/dev/null || packages+=(nodejs)
-command -v npm >/dev/null || packages+=(npm)
+# kubectl may come from outside Debian (it does on the build machine): a
+# command on the PATH is enough.
+packages=(chromium chromium-driver prometheus)
 command -v kubectl >/dev/null || packages+=(kubectl)
 bash scripts/apt-install.sh deploy-test-deps "${packages[@]}"
 
-dir=${ZBPP_DEPLOY_NODE_DIR:-$HOME/.cache/zbpp/deploy-node}
-mkdir -p "$dir"
-if ! cmp -s tests/deploy/package.json "$dir/package.json" || [ ! -d "$dir/node_modules" ]; then
-  cp tests/deploy/package.json "$dir/package.json"
-  echo "deploy-test-deps: npm install into $dir"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
-else
-  echo "deploy-test-deps: npm packages present in $dir"
-fi
+# --no-warn-conflicts: the same environment holds torch installed with
+# --no-deps (requirements/libtorch.txt), whose absent dependencies pip would
+# report as errors; the file pins its own packages' dependencies in full.
+bash scripts/pip-install.sh deploy-test-deps requirements/deploy-tests.txt --no-warn-conflicts

@@ -60,22 +60,6 @@ std::string DescribeAction(const Action& a) {
                       ", microbatch ", a.microbatch, ")");
 }
 
-// Holds the options' compute mutex, if any, for one pass.
-class ComputeLock {
- public:
-  explicit ComputeLock(std::mutex* mu) : mu_(mu) {
-    if (mu_ != nullptr) mu_->lock();
-  }
-  ~ComputeLock() {
-    if (mu_ != nullptr) mu_->unlock();
-  }
-  ComputeLock(const ComputeLock&) = delete;
-  ComputeLock& operator=(const ComputeLock&) = delete;
-
- private:
-  std::mutex* mu_;
-};
-
 // One rank's execution of one step. Lives for the step only.
 class StepRun {
  public:
@@ -292,12 +276,10 @@ class StepRun {
         return Backward(j, a, *chunk);
       case PassKind::kW: {
         timeline_.action_start_seconds[j] = Seconds();
-        ComputeLock lock(o_.compute_mutex);
         return chunk->store->RunW(a.microbatch);
       }
       case PassKind::kBW: {
         if (absl::Status st = Backward(j, a, *chunk); !st.ok()) return st;
-        ComputeLock lock(o_.compute_mutex);
         return chunk->store->RunW(a.microbatch);
       }
     }
@@ -319,7 +301,6 @@ class StepRun {
       state.input = in->detach().requires_grad_(true);
     }
     timeline_.action_start_seconds[j] = Seconds();
-    ComputeLock lock(o_.compute_mutex);
     if (forward_only_) {
       at::NoGradGuard no_grad;
       at::Tensor out = chunk.model->Forward(state.input);
@@ -368,7 +349,6 @@ class StepRun {
       grad_output = *std::move(g);
     }
     timeline_.action_start_seconds[j] = Seconds();
-    ComputeLock lock(o_.compute_mutex);
     state.output.backward(grad_output);
     if (a.stage > 0) {
       return Deliver(state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);

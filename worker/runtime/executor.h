@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -52,12 +51,6 @@ struct ExecutorOptions {
   /// Longest wait for one message; a peer that stays silent longer fails
   /// the step with DeadlineExceeded.
   absl::Duration recv_timeout = absl::Seconds(60);
-  /// When set, every pass holds this mutex while it computes (never while it
-  /// waits for a message). For several ranks in one process (thread-per-rank
-  /// tests): Debian's single-threaded OpenBLAS (libopenblas0-serial) is not
-  /// safe for concurrent calls and silently returns wrong GEMM results.
-  /// Daemons run one rank per process and leave it null.
-  std::mutex* compute_mutex = nullptr;
   /// Receives are posted this many actions ahead of the action consuming
   /// them (more overlap, more receive buffers alive).
   int recv_lookahead_actions = 4;

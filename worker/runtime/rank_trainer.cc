@@ -33,7 +33,6 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   exec.hidden = config->hidden;
   exec.batches = o.train_batches;
   exec.recv_timeout = o.timeout;
-  exec.compute_mutex = o.compute_mutex;
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {
     absl::StatusOr<std::unique_ptr<GptChunk>> chunk =

@@ -48,8 +48,6 @@ struct RankTrainerOptions {
   /// Training and held-out batches (same tokens on every rank).
   BatchFn train_batches;
   BatchFn eval_batches;
-  /// ExecutorOptions::compute_mutex: only for several ranks in one process.
-  std::mutex* compute_mutex = nullptr;
   /// Longest wait for a peer's message or a collective.
   absl::Duration timeout = absl::Seconds(60);
   FaultInjection faults;

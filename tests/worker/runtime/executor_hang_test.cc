@@ -4,7 +4,6 @@
 // shape. Thread-per-rank over the in-process communicator (STYLE.md 7): the
 // failure is the executor's, whatever the transport.
 
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,7 +81,6 @@ struct RankOutcome {
 /// as the communication timeout.
 std::vector<RankOutcome> RunStep(const std::vector<RankPlan>& plans) {
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(2);
-  std::mutex compute;
   std::vector<RankOutcome> outcomes(plans.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < static_cast<int>(plans.size()); ++r) {
@@ -99,7 +97,6 @@ std::vector<RankOutcome> RunStep(const std::vector<RankPlan>& plans) {
       o.train_batches = Batches(plan.spec.model().seq_len());
       o.eval_batches = o.train_batches;
       o.timeout = kTimeout;
-      o.compute_mutex = &compute;
       absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
       ASSERT_TRUE(trainer.ok()) << trainer.status();
       ASSERT_TRUE((*trainer)->ValidateSchedule(plan.schedule).ok());

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -92,8 +91,6 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
   const v1::JobSpec spec = TinySpec(p, v, m);
 
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(p);
-  // Ranks share the process's single-threaded OpenBLAS (ExecutorOptions).
-  std::mutex compute;
   std::vector<std::map<std::string, at::Tensor>> params(p);
   std::vector<absl::Status> errors(p);
   std::vector<int> steps_run(p, 0);
@@ -110,7 +107,6 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
       o.train_batches = Batch;
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(20);
-      o.compute_mutex = &compute;
       absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
       if (!trainer.ok()) {
         errors[r] = trainer.status();

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -87,7 +86,6 @@ std::vector<RankRun> Train(const RunOptions& run) {
   spec.set_seed(7);
 
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(run.p);
-  std::mutex compute;  // Debian's OpenBLAS is not safe for concurrent calls.
   std::vector<RankRun> out(run.p);
   std::vector<absl::Status> errors(run.p);
   std::vector<std::thread> ranks;
@@ -103,7 +101,6 @@ std::vector<RankRun> Train(const RunOptions& run) {
       o.train_batches = Batch;
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(30);
-      o.compute_mutex = &compute;
       o.faults.nan_step = run.nan_step;
       absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
       if (!trainer.ok()) {

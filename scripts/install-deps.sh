@@ -28,9 +28,15 @@ packages=(
 
 bash "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"
 
-# LibTorch: --no-deps, since /usr/local/cuda (CUDA 13.0) already holds the
-# NVIDIA libraries torch pins except the three listed in the file.
-bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt --no-deps
+# LibTorch. Where /usr/local/cuda holds CUDA 13.0 (the build machines), it
+# has every NVIDIA library torch pins but the three in the file: --no-deps
+# (~0.76 GB). Elsewhere (the Docker images) torch's full dependency set
+# (~2.7 GB) brings them all as wheels.
+if [ -e /usr/local/cuda/lib64/libcudart.so.13 ]; then
+  bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt --no-deps
+else
+  bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt
+fi
 
 # Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).

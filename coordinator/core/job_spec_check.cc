@@ -293,6 +293,26 @@ absl::Status CheckOptimizer(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status CheckPrecision(const JobSpec& spec) {
+  if (!zbpp::v1::Precision_IsValid(spec.precision())) {
+    return Invalid("precision", "unknown precision ", spec.precision());
+  }
+  const zbpp::v1::LossScaleSpec& scale = spec.loss_scale();
+  if (scale.has_initial_scale()) {
+    // A power of two keeps the unscaling exact.
+    int exponent = 0;
+    const double mantissa = std::frexp(scale.initial_scale(), &exponent);
+    if (!(scale.initial_scale() >= 1) || mantissa != 0.5 || exponent - 1 > 32) {
+      return Invalid("loss_scale.initial_scale", "must be a power of two in [1, 2^32], got ",
+                     scale.initial_scale());
+    }
+  }
+  if (scale.has_growth_interval_steps()) {
+    return AtLeast(scale.growth_interval_steps(), 1, "loss_scale.growth_interval_steps");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCheckpoint(const JobSpec& spec) {
   const zbpp::v1::CheckpointSpec& checkpoint = spec.checkpoint();
   if (absl::Status st =
@@ -372,7 +392,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   }
   for (absl::Status (*check)(const JobSpec&) :
        {CheckModel, CheckDataset, CheckPipeline, CheckSchedulePolicy,
-        CheckOptimizer}) {
+        CheckOptimizer, CheckPrecision}) {
     if (absl::Status st = check(spec); !st.ok()) return st;
   }
   if (!zbpp::v1::ValidationMode_IsValid(spec.validation())) {

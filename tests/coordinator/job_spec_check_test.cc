@@ -73,6 +73,11 @@ TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
   spec.mutable_checkpoint()->set_interval_steps(10);
   spec.mutable_checkpoint()->set_directory("/tmp/ckpt");
   spec.set_seed(0);
+  spec.set_precision(zbpp::v1::PRECISION_FP16);
+  spec.mutable_loss_scale()->set_initial_scale(1);
+  spec.mutable_loss_scale()->set_growth_interval_steps(1);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_loss_scale()->set_initial_scale(4294967296.0);  // 2^32
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
@@ -278,6 +283,24 @@ std::vector<BadCase> BadCases() {
       {"negative warm-up",
        [](JobSpec& s) { s.mutable_optimizer()->set_warmup_steps(-1); },
        "optimizer.warmup_steps: must be >= 0, got -1"},
+      {"unknown precision",
+       [](JobSpec& s) { s.set_precision(static_cast<zbpp::v1::Precision>(8)); },
+       "precision: unknown precision 8"},
+      {"loss scale not a power of two",
+       [](JobSpec& s) { s.mutable_loss_scale()->set_initial_scale(1000); },
+       "loss_scale.initial_scale: must be a power of two in [1, 2^32], got 1000"},
+      {"loss scale below 1",
+       [](JobSpec& s) { s.mutable_loss_scale()->set_initial_scale(0.5); },
+       "loss_scale.initial_scale: must be a power of two in [1, 2^32], got 0.5"},
+      {"loss scale above 2^32",
+       [](JobSpec& s) { s.mutable_loss_scale()->set_initial_scale(8589934592.0); },
+       "loss_scale.initial_scale: must be a power of two in [1, 2^32], got 8589934592"},
+      {"NaN loss scale",
+       [nan](JobSpec& s) { s.mutable_loss_scale()->set_initial_scale(nan); },
+       "loss_scale.initial_scale: must be a power of two in [1, 2^32], got nan"},
+      {"zero growth interval",
+       [](JobSpec& s) { s.mutable_loss_scale()->set_growth_interval_steps(0); },
+       "loss_scale.growth_interval_steps: must be >= 1, got 0"},
       // The rest.
       {"unknown validation mode",
        [](JobSpec& s) {

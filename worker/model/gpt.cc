@@ -22,6 +22,17 @@ uint64_t NameSeed(uint64_t seed, const std::string& name) {
 
 }  // namespace
 
+at::ScalarType ComputeTypeOf(v1::Precision precision) {
+  switch (precision) {
+    case v1::PRECISION_BF16:
+      return at::kBFloat16;
+    case v1::PRECISION_FP16:
+      return at::kHalf;
+    default:
+      return at::kFloat;
+  }
+}
+
 absl::StatusOr<GptConfig> GptConfigFromSpec(const v1::ModelSpec& spec) {
   if (spec.architecture() != "gpt") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -129,18 +140,23 @@ at::Tensor GptChunk::Block(int layer, const at::Tensor& x, const at::Tensor& fut
   auto ln = [&](const std::string& name, const at::Tensor& in) {
     return at::layer_norm(in, {h}, Param(name + ".weight"), Param(name + ".bias"), 1e-5);
   };
+  const at::ScalarType type = config_.compute_type;
   auto lin = [&](const std::string& name, const at::Tensor& in) {
-    return SplitLinear(in, Param(name + ".weight"), Param(name + ".bias"));
+    return SplitLinear(in, Param(name + ".weight"), Param(name + ".bias"), type);
   };
 
-  // Causal self-attention: [b, s, h] -> q, k, v [b, a, s, d].
+  // Causal self-attention: [b, s, h] -> q, k, v [b, a, s, d] in the compute
+  // type (the linear's output type); the softmax in float32, as autocast
+  // does. Every cast is a no-op in float32.
   at::Tensor qkv = lin(p + ".attn.qkv", ln(p + ".ln1", x));
   std::vector<at::Tensor> parts = qkv.split(h, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({b, s, a, d}).transpose(1, 2); };
   at::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
-  at::Tensor attention = at::softmax(scores.masked_fill(future, -INFINITY), -1);
+  at::Tensor attention =
+      at::softmax(scores.to(at::kFloat).masked_fill(future, -INFINITY), -1).to(type);
   at::Tensor y = at::matmul(attention, v).transpose(1, 2).reshape({b, s, h});
+  // The residual stream stays float32: float32 + compute type promotes.
   at::Tensor out = x + lin(p + ".attn.proj", y);
 
   at::Tensor inner = at::gelu(lin(p + ".mlp.fc", ln(p + ".ln2", out)));
@@ -162,11 +178,12 @@ at::Tensor GptChunk::Forward(const at::Tensor& input) const {
   if (!is_last()) return x;
   x = at::layer_norm(x, {config_.hidden}, Param("final_ln.weight"), Param("final_ln.bias"),
                      1e-5);
-  return SplitLinear(x, Param("head.weight"), at::Tensor());
+  return SplitLinear(x, Param("head.weight"), at::Tensor(), config_.compute_type);
 }
 
 at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& targets) {
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return at::cross_entropy_loss(logits.to(at::kFloat).reshape({-1, logits.size(-1)}),
+                                targets.reshape({-1}));
 }
 
 }  // namespace zbpp::worker

@@ -23,7 +23,15 @@ struct GptConfig {
   int vocab = 256;     ///< Tokens; byte-level data needs 256.
   int seq_len = 64;    ///< s: positions of the position embedding.
   int ffn_hidden = 256;  ///< MLP inner size (4h by default).
+  /// The type of the matrix products (linear layers, attention): float32,
+  /// or bfloat16 / float16 for mixed precision (ComputeTypeOf). Parameters,
+  /// LayerNorm, softmax, the loss and the residual stream stay float32.
+  at::ScalarType compute_type = at::kFloat;
 };
+
+/// The compute type of a job's precision: FP32 (and unset) float32, BF16
+/// bfloat16, FP16 float16 (zbpp.v1.Precision).
+at::ScalarType ComputeTypeOf(v1::Precision precision);
 
 /// The config of `spec`; InvalidArgument naming the field for an unknown
 /// architecture or sizes out of range (the coordinator checks the same at
@@ -45,7 +53,8 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 /// Parameters are initialised from (seed, parameter name) alone, as GPT-2
 /// does (normal(0, 0.02), residual projections scaled by 1/√(2L), zero
 /// biases, unit LayerNorm gains): every partition of a model starts from the
-/// same weights. Float32, CPU. Thread-compatible.
+/// same weights. Parameters are float32 (master weights), on the CPU; the
+/// products run in config.compute_type. Thread-compatible.
 class GptChunk {
  public:
   /// InvalidArgument when stage is not in [0, num_stages) or layers is not
@@ -82,8 +91,9 @@ class GptChunk {
   std::map<std::string, size_t> index_;  // Name -> position in parameters_.
 };
 
-/// Mean next-token cross-entropy in nats: logits [b, s, vocab], targets
-/// int64 [b, s]; returns a scalar.
+/// Mean next-token cross-entropy in nats: logits [b, s, vocab] (any floating
+/// type; computed in float32), targets int64 [b, s]; returns a float32
+/// scalar.
 at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& targets);
 
 }  // namespace zbpp::worker

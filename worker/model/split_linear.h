@@ -29,9 +29,14 @@ class WeightGradScope {
 /// Outside a scope (or with grad mode off) it is at::linear with the usual
 /// fused backward.
 ///
+/// Mixed precision: x, W and b are cast to `compute_type` for the product
+/// (as autocast does; no-ops when they have it already), so y has that type;
+/// ∂L/∂x comes back in x's type and the W pass accumulates ∂L/∂W in W's.
+///
 /// x: [..., in]; weight: [out, in]; bias: [out] or undefined; returns
-/// [..., out]. Thread-safe as at::linear is.
-at::Tensor SplitLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+/// [..., out] of `compute_type`. Thread-safe as at::linear is.
+at::Tensor SplitLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                       at::ScalarType compute_type = at::kFloat);
 
 }  // namespace zbpp::worker
 

@@ -12,12 +12,13 @@ namespace {
 
 void Accumulate(const at::Tensor& param, const at::Tensor& grad) {
   // `param` is a leaf; W writes its gradient outside the autograd engine,
-  // exactly where AccumulateGrad would.
+  // exactly where AccumulateGrad would, in the parameter's own type (mixed
+  // precision computes `grad` in a 16-bit type).
   at::Tensor& slot = const_cast<at::Tensor&>(param).mutable_grad();
   if (slot.defined()) {
     slot.add_(grad);
   } else {
-    slot = grad;
+    slot = grad.to(param.scalar_type());
   }
 }
 
@@ -47,7 +48,9 @@ absl::Status WeightGradStore::RunW(int microbatch) {
     const int64_t in = e.weight.size(1);
     at::Tensor gy = e.grad_output.reshape({-1, out});
     Accumulate(e.weight, gy.t().mm(e.input.reshape({-1, in})));
-    if (e.bias.defined()) Accumulate(e.bias, gy.sum(0));
+    // The bias gradient sums over every token: in float32 also under mixed
+    // precision.
+    if (e.bias.defined()) Accumulate(e.bias, gy.sum(0, /*keepdim=*/false, e.bias.scalar_type()));
   }
   return absl::OkStatus();
 }

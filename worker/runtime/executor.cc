@@ -348,6 +348,9 @@ class StepRun {
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     }
+    if (a.stage == num_stages() - 1 && o_.loss_scale != 1) {
+      grad_output = at::full({}, o_.loss_scale, state.output.options());
+    }
     timeline_.action_start_seconds[j] = Seconds();
     state.output.backward(grad_output);
     if (a.stage > 0) {

@@ -58,6 +58,10 @@ struct ExecutorOptions {
   /// this multiple of its compute time by sleeping after it, as a slower
   /// device would; >= 1, 1 for none.
   double pass_slowdown = 1;
+  /// Mixed precision's loss scale (LossScaler): the B pass of the last
+  /// virtual stage differentiates loss·loss_scale, so every gradient of the
+  /// step comes out multiplied by it; > 0, 1 for none.
+  double loss_scale = 1;
 };
 
 /// What one rank measured running one step's actions. Times are seconds
@@ -110,7 +114,8 @@ absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule);
 /// every schedule whose dependencies are acyclic runs without deadlock.
 /// Chunks on the same rank hand tensors over without the network (V
 /// schedules). Gradients are accumulated into the parameters' `.grad`
-/// (the caller zeroes them); the loss of each microbatch is scaled by 1/m.
+/// (the caller zeroes them); the loss of each microbatch is scaled by 1/m
+/// (and, in B, by ExecutorOptions::loss_scale).
 ///
 /// Thread-compatible: one thread per rank.
 class PipelineExecutor {
@@ -148,6 +153,9 @@ class PipelineExecutor {
 
   /// ExecutorOptions::pass_slowdown for the following steps; >= 1.
   void set_pass_slowdown(double factor) { options_.pass_slowdown = factor; }
+  /// ExecutorOptions::loss_scale for the B passes from now on, including
+  /// those of a step whose BeforeFirstBackward check calls this.
+  void set_loss_scale(double scale) { options_.loss_scale = scale; }
 
  private:
   ExecutorOptions options_;

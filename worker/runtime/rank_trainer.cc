@@ -33,6 +33,8 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   exec.hidden = config->hidden;
   exec.batches = o.train_batches;
   exec.recv_timeout = o.timeout;
+  exec.loss_scale = trainer->loss_scaler_.scale();
+  config->compute_type = ComputeTypeOf(o.spec.precision());
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {
     absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
@@ -83,7 +85,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-RankTrainer::RankTrainer(RankTrainerOptions options) : options_(std::move(options)) {}
+RankTrainer::RankTrainer(RankTrainerOptions options)
+    : options_(std::move(options)), loss_scaler_(LossScaler::FromSpec(options_.spec)) {}
 RankTrainer::~RankTrainer() = default;
 
 double RankTrainer::CoefficientFor(const ValidationState& state) const {
@@ -92,6 +95,11 @@ double RankTrainer::CoefficientFor(const ValidationState& state) const {
   const double norm = std::sqrt(state.grad_norm_sq);
   if (max_norm > 0 && norm > max_norm) return max_norm / (norm + 1e-6);
   return 1;
+}
+
+void RankTrainer::UpdateLossScale(bool found_inf_nan) {
+  loss_scaler_.Update(found_inf_nan);
+  executor_->set_loss_scale(loss_scaler_.scale());
 }
 
 absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule,
@@ -144,7 +152,11 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   if (result.timeline.loss_count > 0) {
     result.loss = result.timeline.loss_sum / result.timeline.loss_count;
   }
-  result.local_grad_norm_sq = optimizer_->LocalGradNormSquared(&result.found_inf_nan);
+  // The gradients carry the loss scale (a power of two: dividing its square
+  // out is exact).
+  const double scale = loss_scaler_.scale();
+  result.local_grad_norm_sq =
+      optimizer_->LocalGradNormSquared(&result.found_inf_nan) / (scale * scale);
   absl::Status validated =
       post ? StepOptimistically(step, result) : ValidateSynchronously(step, result);
   if (!validated.ok()) return validated;
@@ -166,7 +178,11 @@ absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result
   validation.global_found_inf_nan = state[1].item<double>() > 0;
   validation.clip_coefficient = CoefficientFor(
       {validation.global_grad_norm_sq, validation.global_found_inf_nan, 0});
-  if (validation.clip_coefficient > 0) optimizer_->Step(step, validation.clip_coefficient);
+  validation.loss_scale = loss_scaler_.scale();
+  if (validation.clip_coefficient > 0) {
+    optimizer_->Step(step, validation.clip_coefficient / validation.loss_scale);
+  }
+  UpdateLossScale(validation.global_found_inf_nan);
   result.validations.push_back(validation);
   return absl::OkStatus();
 }
@@ -255,7 +271,7 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
     if (options_.spec.optimizer().rollback() != v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
       optimizer_->Snapshot();
     }
-    optimizer_->Step(step, 1.0);
+    optimizer_->Step(step, 1.0 / loss_scaler_.scale());
     return absl::OkStatus();
   }
   // The partial state already calls for clipping or a skip: no optimistic
@@ -263,7 +279,7 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
   // then has nothing to undo).
   if (absl::Status st = AwaitFullState(); !st.ok()) return st;
   const double coefficient = CoefficientFor(*pending_->full);
-  if (coefficient > 0) optimizer_->Step(step, coefficient);
+  if (coefficient > 0) optimizer_->Step(step, coefficient / loss_scaler_.scale());
   return absl::OkStatus();
 }
 
@@ -277,19 +293,23 @@ absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
   validation.global_grad_norm_sq = full.grad_norm_sq;
   validation.global_found_inf_nan = full.found_inf_nan;
   validation.clip_coefficient = CoefficientFor(full);
+  // The pending step's gradients are still in `.grad`, with its loss scale.
+  validation.loss_scale = loss_scaler_.scale();
+  const double unscale = 1.0 / validation.loss_scale;
   if (pending.stepped && validation.clip_coefficient != 1) {
     const auto start = std::chrono::steady_clock::now();
     if (options_.spec.optimizer().rollback() == v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
-      optimizer_->InvertStep(pending.step, 1.0);
+      optimizer_->InvertStep(pending.step, unscale);
     } else {
       optimizer_->RestoreSnapshot();
     }
     if (validation.clip_coefficient > 0) {
-      optimizer_->Step(pending.step, validation.clip_coefficient);
+      optimizer_->Step(pending.step, validation.clip_coefficient * unscale);
     }
     validation.rolled_back = true;
     validation.rollback_seconds = SecondsSince(start);
   }
+  UpdateLossScale(full.found_inf_nan);
   *replay = validation.clip_coefficient != 1 && full.stepped_ranks > 0;
   pending_.reset();
   return validation;

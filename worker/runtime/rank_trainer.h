@@ -16,6 +16,7 @@
 #include "worker/model/weight_grad_store.h"
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
+#include "worker/runtime/loss_scaler.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::worker {
@@ -74,6 +75,8 @@ struct StepValidation {
   double rollback_seconds = 0;
   /// Forward passes of the next step run again after the rollback.
   int replayed_forwards = 0;
+  /// The loss scale the step ran with (LossScaler; 1 unless FP16).
+  double loss_scale = 1;
 };
 
 /// The outcome of one optimizer step on one rank.
@@ -118,6 +121,14 @@ struct StepResult {
 ///   rank with an inf/nan gradient therefore never applies it).
 ///   A schedule that fails CheckSpeculativeForwards gets each step settled
 ///   before the next (correct, without the overlap).
+///
+/// Mixed precision (spec.precision): the chunks compute in bfloat16 or
+/// float16 over float32 master weights. With FP16 the gradients carry the
+/// LossScaler's scale; the norm and the update divide it out (folded into
+/// the clipping coefficient, exact for a power of two), an overflow is the
+/// inf/nan outcome above — the step is skipped on every rank — and the scale
+/// changes when a step's outcome is known: before the next step's first B,
+/// where the last stage applies it.
 ///
 /// Every rank must call RunStep for the same steps with the same schedule
 /// and mode, and Settle at the same points. Thread-compatible: one thread
@@ -170,6 +181,8 @@ class RankTrainer {
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
   std::vector<NamedTensor> OptimizerState() const;
   int rank() const { return options_.rank; }
+  /// The loss scale of the next step's B passes (1 unless FP16).
+  double loss_scale() const { return loss_scaler_.scale(); }
 
  private:
   // The reduced validation state travelling along the ranks.
@@ -185,6 +198,9 @@ class RankTrainer {
 
   // Clipping coefficient the state calls for: 0 skip, < 1 clip, 1 none.
   double CoefficientFor(const ValidationState& state) const;
+  // Records the validated outcome of the step that ran with the current
+  // loss scale and hands the next scale to the executor.
+  void UpdateLossScale(bool found_inf_nan);
   absl::Status ValidateSynchronously(int64_t step, StepResult& result);
   absl::Status StepOptimistically(int64_t step, StepResult& result);
   // Waits for the pending step's full state and acts on it; sets *replay
@@ -205,6 +221,7 @@ class RankTrainer {
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamW> optimizer_;
+  LossScaler loss_scaler_;
   std::unique_ptr<Pending> pending_;
   // Validation-state sends in flight, with their buffers.
   std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;

@@ -4,8 +4,10 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -228,6 +230,14 @@ class GlooCommunicator final : public Communicator {
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
 };
 
+// c10d reads TORCH_FR_BUFFER_SIZE when its flight recorder is first used,
+// i.e. by the first group's first operation; 0 turns it off (see the
+// header). A value the user set is kept.
+void DisableFlightRecorderUnlessSet() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0); });
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
@@ -248,6 +258,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       absl::StrCat("rank ", options.rank, " of ", options.size,
                    " joining the Gloo group (timeout ",
                    absl::FormatDuration(options.timeout), ")");
+  DisableFlightRecorderUnlessSet();
   try {
     auto gloo_options =
         c10d::ProcessGroupGloo::Options::create(ToMilliseconds(options.timeout));

@@ -61,6 +61,11 @@ struct GlooOptions {
 ///  * Send and Recv keep a reference to the tensor until the op is
 ///    destroyed; still, do not modify a sent tensor before its Wait
 ///    returned, nor read a received one before.
+///  * c10d's flight recorder (a process-wide record of every operation, for
+///    post-mortem dumps zbpp never takes) is switched off at the first
+///    group unless TORCH_FR_BUFFER_SIZE is set: with several groups in one
+///    process (the thread-per-rank tests) torch 2.11's recorder corrupts its
+///    own map and crashes.
 ///  * Wait(timeout) rounds the timeout up to whole milliseconds (>= 1 ms);
 ///    absl::InfiniteDuration() waits up to the group's `timeout`. Only the
 ///    wait of a collective is bounded by its `timeout`: Gloo keeps running

@@ -1,4 +1,4 @@
-// Post-update validation (issue 5 §1, paper §4): optimistic optimizer steps
+// Post-update validation (paper §4): optimistic optimizer steps
 // validated during the next step's warm-up, rolled back when the fully
 // reduced state demands clipping or a skip, with the speculative forwards
 // replayed. Ranks run as threads over the in-process communicator.
@@ -36,11 +36,15 @@ struct RunOptions {
   std::optional<double> max_grad_norm;
   int64_t nan_step = -1;
   int steps = 5;
+  v1::Precision precision = v1::PRECISION_FP32;
+  /// LossScaleSpec.initial_scale for FP16; unset: the default.
+  std::optional<double> initial_loss_scale;
   /// Steps after which every rank settles and records its state.
   std::set<int64_t> settle_after;
 };
 
 struct RankRun {
+  TensorMap initial_state;                // Before the first step.
   TensorMap final_state;                  // Parameters, moments, step count.
   std::map<int64_t, TensorMap> settled;   // State after each settle_after step.
   std::vector<StepValidation> validations;
@@ -84,6 +88,10 @@ std::vector<RankRun> Train(const RunOptions& run) {
   if (run.max_grad_norm.has_value()) opt->set_max_grad_norm(*run.max_grad_norm);
   opt->set_rollback(run.rollback);
   spec.set_seed(7);
+  spec.set_precision(run.precision);
+  if (run.initial_loss_scale.has_value()) {
+    spec.mutable_loss_scale()->set_initial_scale(*run.initial_loss_scale);
+  }
 
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(run.p);
   std::vector<RankRun> out(run.p);
@@ -107,6 +115,7 @@ std::vector<RankRun> Train(const RunOptions& run) {
         errors[r] = trainer.status();
         return;
       }
+      out[r].initial_state = Copy((*trainer)->OptimizerState());
       auto settle = [&]() -> absl::Status {
         absl::StatusOr<std::optional<StepValidation>> settled = (*trainer)->Settle();
         if (!settled.ok()) return settled.status();
@@ -386,6 +395,90 @@ TEST(AdamWInverseTest, InvertStepUndoesStepUpToRounding) {
     const double scale = std::max(want.abs().max().item<double>(), 1e-30);
     const double error = (inverted.at(name) - want).abs().max().item<double>() / scale;
     EXPECT_LE(error, 1e-5) << name;
+  }
+}
+
+// (d) FP16's overflow rides post-update validation: with a loss scale of
+// 2^24 the float16 products overflow, the inf reaches every rank's check,
+// each such step is skipped on every rank (the state after it equals the
+// state before it bit for bit), the scale halves until a step fits, and
+// training goes on. Every rank agrees on the scale at every step, and POST
+// ends where SYNCHRONOUS ends.
+TEST(MixedPrecisionTest, Fp16OverflowIsSkippedAndTheScaleHalves) {
+  RunOptions run;
+  run.p = 2;
+  run.schedule = "zb-h1";
+  run.steps = 12;
+  run.precision = v1::PRECISION_FP16;
+  run.initial_loss_scale = 16777216.0;  // 2^24
+  run.settle_after = {0};
+  run.mode = v1::VALIDATION_MODE_SYNCHRONOUS;
+  const std::vector<RankRun> sync = Train(run);
+  run.mode = v1::VALIDATION_MODE_POST;
+  const std::vector<RankRun> post = Train(run);
+  for (const std::vector<RankRun>* runs : {&sync, &post}) {
+    const std::vector<StepValidation>& first = (*runs)[0].validations;
+    ASSERT_EQ(first.size(), static_cast<size_t>(run.steps));
+    EXPECT_EQ(first[0].loss_scale, *run.initial_loss_scale);
+    EXPECT_TRUE(first[0].global_found_inf_nan) << "2^24 must overflow float16";
+    int skipped = 0;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].global_found_inf_nan) {
+        ++skipped;
+        EXPECT_EQ(first[i].clip_coefficient, 0) << "step " << i;
+        if (i + 1 < first.size()) {
+          EXPECT_EQ(first[i + 1].loss_scale, first[i].loss_scale / 2) << "step " << i;
+        }
+      } else if (i + 1 < first.size()) {
+        EXPECT_EQ(first[i + 1].loss_scale, first[i].loss_scale) << "step " << i;
+      }
+    }
+    std::printf("%s: loss scale by step:", v1::ValidationMode_Name(first[0].mode).c_str());
+    for (const StepValidation& v : first) {
+      std::printf(" %g%s", v.loss_scale, v.global_found_inf_nan ? " (skipped)" : "");
+    }
+    std::printf("\n");
+    EXPECT_GE(skipped, 1);
+    EXPECT_LT(skipped, run.steps) << "no step fitted in float16 after halving";
+    for (int r = 0; r < run.p; ++r) {
+      const std::vector<StepValidation>& mine = (*runs)[r].validations;
+      ASSERT_EQ(mine.size(), first.size()) << "rank " << r;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        EXPECT_EQ(mine[i].loss_scale, first[i].loss_scale) << "rank " << r << " step " << i;
+        EXPECT_EQ(mine[i].clip_coefficient == 0, first[i].clip_coefficient == 0);
+      }
+      EXPECT_TRUE(Equal((*runs)[r].settled.at(0), (*runs)[r].initial_state))
+          << "rank " << r << ": the overflowed step 0 changed the state";
+      EXPECT_FALSE(Equal((*runs)[r].final_state, (*runs)[r].initial_state))
+          << "rank " << r << ": nothing trained";
+    }
+    for (double loss : (*runs)[run.p - 1].losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
+  }
+  EXPECT_LE(MaxRelativeError(post, sync), 1e-6);
+}
+
+// (e) bfloat16 and float16 (default loss scale) train like float32: the
+// losses of every step within 2%, while the parameters do differ (the
+// products really ran in 16 bits).
+TEST(MixedPrecisionTest, Bf16AndFp16TrainLikeFp32) {
+  RunOptions run;
+  run.p = 2;
+  run.schedule = "zb-h1";
+  run.mode = v1::VALIDATION_MODE_SYNCHRONOUS;
+  const std::vector<RankRun> fp32 = Train(run);
+  for (v1::Precision precision : {v1::PRECISION_BF16, v1::PRECISION_FP16}) {
+    SCOPED_TRACE(v1::Precision_Name(precision));
+    run.precision = precision;
+    const std::vector<RankRun> mixed = Train(run);
+    const std::vector<double>& want = fp32[run.p - 1].losses;
+    const std::vector<double>& got = mixed[run.p - 1].losses;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 0.02 * want[i]) << "step " << i;
+    }
+    EXPECT_EQ(Count(mixed[0]).skipped, 0) << "the default scale overflowed";
+    EXPECT_GT(MaxRelativeError(mixed, fp32), 1e-6)
+        << "no difference from float32: was the precision used?";
   }
 }
 

@@ -122,13 +122,21 @@ class InFlight {
 
 class GlooOp final : public PendingOp {
  public:
+  // `staged_into`: for a receive of a device tensor through a host buffer,
+  // the device tensor the buffer is copied into once it arrived.
   GlooOp(c10::intrusive_ptr<c10d::Work> work, std::string what,
-         std::shared_ptr<InFlight> in_flight)
-      : work_(std::move(work)), what_(std::move(what)), in_flight_(std::move(in_flight)) {}
+         std::shared_ptr<InFlight> in_flight, at::Tensor host, at::Tensor staged_into)
+      : work_(std::move(work)),
+        what_(std::move(what)),
+        in_flight_(std::move(in_flight)),
+        host_(std::move(host)),
+        staged_into_(std::move(staged_into)) {}
   ~GlooOp() override { in_flight_->Remove(work_); }
 
   absl::Status Wait(absl::Duration timeout) override {
-    return WaitForWork(*work_, timeout, what_);
+    absl::Status status = WaitForWork(*work_, timeout, what_);
+    if (status.ok() && staged_into_.defined()) staged_into_.copy_(host_);
+    return status;
   }
 
  private:
@@ -136,7 +144,16 @@ class GlooOp final : public PendingOp {
   const c10::intrusive_ptr<c10d::Work> work_;
   const std::string what_;
   const std::shared_ptr<InFlight> in_flight_;
+  const at::Tensor host_;
+  const at::Tensor staged_into_;
 };
+
+// Gloo moves host memory: a tensor on another device (a GPU worker on this
+// backend) travels through a host copy. Contiguous, like `tensor`.
+at::Tensor HostCopy(const at::Tensor& tensor, bool with_data) {
+  return with_data ? tensor.to(at::kCPU)
+                   : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+}
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -168,12 +185,15 @@ class GlooCommunicator final : public Communicator {
     }
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
-    return Collective(
+    const at::Tensor host = tensor.is_cpu() ? tensor : HostCopy(tensor, /*with_data=*/true);
+    absl::Status status = Collective(
         [&] {
-          std::vector<at::Tensor> tensors{tensor};
+          std::vector<at::Tensor> tensors{host};
           return group_->allreduce(tensors, options);
         },
         timeout, what);
+    if (status.ok() && !tensor.is_cpu()) tensor.copy_(host);
+    return status;
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
@@ -198,20 +218,28 @@ class GlooCommunicator final : public Communicator {
       return absl::AbortedError(absl::StrCat(what, ": the communicator was aborted"));
     }
     try {
-      std::vector<at::Tensor> tensors{std::move(tensor)};
+      at::Tensor host = tensor;
+      at::Tensor staged_into;
+      if (!tensor.is_cpu()) {
+        host = HostCopy(tensor, /*with_data=*/send);
+        if (!send) staged_into = tensor;
+      }
+      std::vector<at::Tensor> tensors{host};
       c10::intrusive_ptr<c10d::Work> work =
           send ? group_->send(tensors, peer, static_cast<int>(tag))
                : group_->recv(tensors, peer, static_cast<int>(tag));
       if (!in_flight_->Add(work)) work->abort();
-      return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_);
+      return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_,
+                                      std::move(host), std::move(staged_into));
     } catch (...) {
       return CurrentExceptionToStatus(what);
     }
   }
 
-  /// Starts a collective and waits for it. c10d 1.13's Gloo ignores the
-  /// timeout in AllreduceOptions/BarrierOptions: only the wait is bounded
-  /// by `timeout`; the collective itself runs until Gloo's context timeout.
+  /// Starts a collective and waits for it. Only the wait is bounded by
+  /// `timeout` (c10d's Gloo did not honour the timeout in
+  /// AllreduceOptions/BarrierOptions); the collective itself runs until
+  /// Gloo's context timeout.
   template <typename Start>
   absl::Status Collective(Start start, absl::Duration timeout,
                           const std::string& what) {

@@ -61,6 +61,9 @@ struct GlooOptions {
 ///  * Send and Recv keep a reference to the tensor until the op is
 ///    destroyed; still, do not modify a sent tensor before its Wait
 ///    returned, nor read a received one before.
+///  * Gloo moves host memory: tensors on another device (a GPU worker on
+///    this backend) are copied to the host before a send or an all-reduce
+///    and into their device tensor when a receive completes (in Wait).
 ///  * c10d's flight recorder (a process-wide record of every operation, for
 ///    post-mortem dumps zbpp never takes) is switched off at the first
 ///    group unless TORCH_FR_BUFFER_SIZE is set: with several groups in one

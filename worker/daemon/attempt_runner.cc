@@ -126,6 +126,7 @@ class AttemptRun {
     options.rank = a_.stage();
     options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
     options.communicator = comm_.get();
+    options.device = env_.device;
     options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
     options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
     options.timeout = env_.comm_timeout;

@@ -29,6 +29,8 @@ struct AttemptEnvironment {
   absl::Duration comm_timeout = absl::Seconds(120);
   /// Faults to inject in every attempt (--slow-stage, --inject-nan-step).
   FaultInjection faults;
+  /// Where the passes run (--device; RankTrainerOptions::device).
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 /// How an attempt ended.

@@ -37,6 +37,7 @@
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
+#include "worker/runtime/device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -117,10 +118,6 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   get("--tls-cert", &flags.tls.cert);
   get("--tls-key", &flags.tls.key);
   if (flags.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
-  if (flags.device != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device ", flags.device, ": this build has no CUDA support; use --device cpu"));
-  }
   if (auto it = values->find("--threads"); it != values->end()) {
     if (!absl::SimpleAtoi(it->second, &flags.threads) || flags.threads < 1) {
       return absl::InvalidArgumentError(
@@ -173,11 +170,15 @@ int Fail(const std::string& message) {
 
 int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "zbpp-worker: %s (%s)\n", std::string(flags.status().message()).c_str(),
+  absl::StatusOr<c10::Device> device =
+      flags.ok() ? ParseDevice(flags->device) : absl::StatusOr<c10::Device>(flags.status());
+  if (absl::IsInvalidArgument(device.status())) {
+    std::fprintf(stderr, "zbpp-worker: %s (%s)\n", std::string(device.status().message()).c_str(),
                  kUsage);
     return 2;
   }
+  // A well-formed --device that is not there (no GPU here): one line, 1.
+  if (!device.ok()) return Fail(std::string(device.status().message()));
   const sigset_t signals = BlockTerminationSignals();
 
   // One worker per core: intra-op parallelism is a deliberate choice.
@@ -220,9 +221,15 @@ int Main(int argc, char** argv) {
   v1::WorkerDescription& d = session_options.description;
   d.set_address(absl::StrCat(listen_host, ":", port));
   d.set_host(HostName());
-  d.set_device_kind(v1::DEVICE_KIND_CPU);
-  d.set_device_name("cpu");
-  d.set_device_index(sched_getcpu() >= 0 ? sched_getcpu() : 0);
+  if (device->is_cuda()) {
+    d.set_device_kind(v1::DEVICE_KIND_CUDA);
+    d.set_device_name(device->str());
+    d.set_device_index(device->index());
+  } else {
+    d.set_device_kind(v1::DEVICE_KIND_CPU);
+    d.set_device_name("cpu");
+    d.set_device_index(sched_getcpu() >= 0 ? sched_getcpu() : 0);
+  }
   d.set_memory_bytes(flags->memory_bytes > 0 ? flags->memory_bytes : MemoryShare());
   d.set_name(flags->name);
   absl::StatusOr<std::unique_ptr<SessionClient>> session =
@@ -254,6 +261,7 @@ int Main(int argc, char** argv) {
   env.gloo_hostname = flags->gloo_hostname;
   env.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
   env.faults = flags->faults;
+  env.device = *device;
   while (true) {
     std::optional<v1::Assignment> assignment = state.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;

@@ -66,7 +66,8 @@ absl::StatusOr<GptConfig> GptConfigFromSpec(const v1::ModelSpec& spec) {
 }
 
 absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& config, int stage,
-                                                           int num_stages, uint64_t seed) {
+                                                           int num_stages, uint64_t seed,
+                                                           c10::Device device) {
   if (num_stages < 1 || stage < 0 || stage >= num_stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("virtual stage ", stage, " is not in [0, ", num_stages, ")"));
@@ -88,6 +89,7 @@ absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& conf
     at::Generator gen = at::detail::createCPUGenerator(NameSeed(seed, name));
     at::Tensor t = at::empty(shape, at::kFloat);
     init(t, gen);
+    t = t.to(device);
     t.set_requires_grad(true);
     chunk->index_[name] = chunk->parameters_.size();
     chunk->parameters_.emplace_back(name, t);
@@ -173,7 +175,7 @@ at::Tensor GptChunk::Forward(const at::Tensor& input) const {
   }
   // Positions a query must not see (its future), shared by the blocks.
   const int64_t s = x.size(1);
-  const at::Tensor future = at::ones({s, s}, at::kBool).triu(1);
+  const at::Tensor future = at::ones({s, s}, x.options().dtype(at::kBool)).triu(1);
   for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x, future);
   if (!is_last()) return x;
   x = at::layer_norm(x, {config_.hidden}, Param("final_ln.weight"), Param("final_ln.bias"),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
 #include "zbpp/v1/job_spec.pb.h"
@@ -53,14 +54,16 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 /// Parameters are initialised from (seed, parameter name) alone, as GPT-2
 /// does (normal(0, 0.02), residual projections scaled by 1/√(2L), zero
 /// biases, unit LayerNorm gains): every partition of a model starts from the
-/// same weights. Parameters are float32 (master weights), on the CPU; the
-/// products run in config.compute_type. Thread-compatible.
+/// same weights. Parameters are float32 (master weights) on the chunk's
+/// device; the products run in config.compute_type. Thread-compatible.
 class GptChunk {
  public:
-  /// InvalidArgument when stage is not in [0, num_stages) or layers is not
-  /// divisible by num_stages.
-  static absl::StatusOr<std::unique_ptr<GptChunk>> Create(const GptConfig& config, int stage,
-                                                          int num_stages, uint64_t seed);
+  /// Parameters are initialised on the CPU, then moved to `device`, so that
+  /// every device starts from the same weights. InvalidArgument when stage
+  /// is not in [0, num_stages) or layers is not divisible by num_stages.
+  static absl::StatusOr<std::unique_ptr<GptChunk>> Create(
+      const GptConfig& config, int stage, int num_stages, uint64_t seed,
+      c10::Device device = c10::Device(c10::kCPU));
 
   /// First stage: tokens int64 [b, s] -> hidden [b, s, h]. Other stages:
   /// hidden [b, s, h] -> hidden [b, s, h]; the last stage returns logits

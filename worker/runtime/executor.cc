@@ -18,6 +18,7 @@
 #include "scheduler/problem.h"
 #include "scheduler/simulator.h"
 #include "worker/model/split_linear.h"
+#include "worker/runtime/device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -92,6 +93,7 @@ class StepRun {
                                                     DescribeAction(actions_[j]), ": ",
                                                     std::string(st.message())));
       }
+      SynchronizeDevice(o_.device);
       timeline_.action_end_seconds[j] = Seconds();
       if (o_.pass_slowdown > 1) {
         const double compute =
@@ -145,7 +147,7 @@ class StepRun {
         }
         const uint32_t tag = Tag(MessageKind::kActivation, a.stage + 1, a.microbatch);
         if (received.count({peer, tag}) == 1) continue;
-        at::Tensor buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
+        at::Tensor buffer = ActivationBuffer();
         absl::StatusOr<std::unique_ptr<PendingOp>> op =
             o_.communicator->Recv(buffer, peer, tag);
         if (!op.ok()) return op.status();
@@ -173,6 +175,12 @@ class StepRun {
     return std::chrono::duration<double>(SteadyClock::now() - start_).count();
   }
 
+  // A receive buffer for the tensors between virtual stages.
+  at::Tensor ActivationBuffer() const {
+    return at::empty({o_.microbatch_size, o_.seq_len, o_.hidden},
+                     at::TensorOptions().dtype(at::kFloat).device(o_.device));
+  }
+
   int num_stages() const { return schedule_.num_stages(); }
   int WorkerOf(int stage) const { return schedule_.worker_of_stage[stage]; }
 
@@ -197,7 +205,7 @@ class StepRun {
       const RecvPlan& plan = plans_[next_post_];
       if (plan.peer < 0) continue;
       PostedRecv posted;
-      posted.buffer = at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, at::kFloat);
+      posted.buffer = ActivationBuffer();
       absl::StatusOr<std::unique_ptr<PendingOp>> op =
           o_.communicator->Recv(posted.buffer, plan.peer, plan.tag);
       if (!op.ok()) return op.status();
@@ -290,7 +298,11 @@ class StepRun {
     const bool first = a.stage == 0;
     const bool last = a.stage == num_stages() - 1;
     MicrobatchData data;
-    if (first || last) data = batches_(step_, a.microbatch);
+    if (first || last) {
+      data = batches_(step_, a.microbatch);
+      data.inputs = data.inputs.to(o_.device);
+      data.targets = data.targets.to(o_.device);
+    }
     ForwardState state;
     if (first) {
       state.input = data.inputs;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -43,6 +44,10 @@ struct ExecutorOptions {
   Communicator* communicator = nullptr;
   /// The chunks this rank holds, by virtual stage.
   std::map<int, LocalChunk> chunks;
+  /// Where the passes run: parameters, activations, gradients and received
+  /// tensors live there; batches are copied there. Pass times are device
+  /// times (SynchronizeDevice before each pass's end time on a GPU).
+  c10::Device device = c10::Device(c10::kCPU);
   /// Shape of the tensors between virtual stages: [b, s, h], float32.
   int64_t microbatch_size = 1;
   int64_t seq_len = 1;

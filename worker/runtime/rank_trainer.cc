@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   ExecutorOptions exec;
   exec.rank = o.rank;
   exec.communicator = o.communicator;
+  exec.device = o.device;
   exec.microbatch_size = o.spec.pipeline().microbatch_size();
   exec.seq_len = config->seq_len;
   exec.hidden = config->hidden;
@@ -38,7 +39,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {
     absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
-        GptChunk::Create(*config, stage, p * v, o.spec.seed());
+        GptChunk::Create(*config, stage, p * v, o.spec.seed(), o.device);
     if (!chunk.ok()) return chunk.status();
     for (const NamedTensor& t : (*chunk)->parameters()) parameters.push_back(t);
     trainer->stores_.push_back(std::make_unique<WeightGradStore>());

@@ -46,6 +46,9 @@ struct RankTrainerOptions {
   std::vector<int> virtual_stages;
   /// Not owned; must outlive the trainer.
   Communicator* communicator = nullptr;
+  /// Where the chunks, their gradients and the optimizer state live
+  /// (ExecutorOptions::device); checkpoints are device-independent.
+  c10::Device device = c10::Device(c10::kCPU);
   /// Training and held-out batches (same tokens on every rank).
   BatchFn train_batches;
   BatchFn eval_batches;

@@ -113,15 +113,28 @@ INSTANTIATE_TEST_SUITE_P(
                   {"--coordinator", "127.0.0.1:1", "--bogus", "1"},
                   "--bogus"},
         UsageCase{"MissingCoordinator", {}, "--coordinator"},
-        UsageCase{"CudaDevice",
-                  {"--coordinator", "127.0.0.1:1", "--device", "cuda:0"},
-                  "--device cuda:0"},
+        UsageCase{"MisspelledDevice",
+                  {"--coordinator", "127.0.0.1:1", "--device", "gpu0"},
+                  "--device"},
         UsageCase{"ZeroThreads",
                   {"--coordinator", "127.0.0.1:1", "--threads", "0"},
                   "--threads"}),
     [](const ::testing::TestParamInfo<UsageCase>& info) {
       return info.param.name;
     });
+
+// A GPU asked for where there is none: one line and exit 1 at start, before
+// the worker registers anywhere.
+TEST_F(WorkerBadInput, CudaDeviceWithoutAGpuExitsOneInOneLine) {
+  if (std::filesystem::exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  const ctltest::ProcessResult result =
+      RunWorker({"--coordinator", "127.0.0.1:1", "--device", "cuda:0"});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_EQ(result.out, "");
+  const std::vector<std::string> lines = Lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_THAT(lines[0], StartsWith("zbpp-worker: --device cuda:0: no CUDA device here"));
+}
 
 TEST(WorkerJobInput, MissingTextFileFailsTheJobNamingThePath) {
   TestDirectory scratch;

@@ -1,0 +1,42 @@
+// The worker's --device (worker/runtime/device.h).
+
+#include "worker/runtime/device.h"
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace zbpp::worker {
+namespace {
+
+TEST(DeviceTest, CpuIsAlwaysThere) {
+  absl::StatusOr<c10::Device> device = ParseDevice("cpu");
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_TRUE(device->is_cpu());
+  SynchronizeDevice(*device);  // Returns at once.
+}
+
+TEST(DeviceTest, OtherSpellingsAreInvalidNamingTheFlag) {
+  for (const std::string text : {"gpu", "cuda", "cuda:", "cuda:-1", "cuda:x", "cuda:0:1", "CPU",
+                                 "cuda:256"}) {
+    absl::StatusOr<c10::Device> device = ParseDevice(text);
+    EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(device.status().message().find("--device must be cpu or cuda:N"),
+              std::string::npos)
+        << device.status();
+  }
+}
+
+// This binary links LibTorch without its CUDA part, as every test binary
+// does: to it no machine has a GPU, which is what a worker without one sees.
+TEST(DeviceTest, CudaWithoutADeviceIsAFailedPreconditionInOneLine) {
+  absl::StatusOr<c10::Device> device = ParseDevice("cuda:0");
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition) << device.status();
+  const std::string message(device.status().message());
+  EXPECT_EQ(message.rfind("--device cuda:0: no CUDA device here", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace zbpp::worker

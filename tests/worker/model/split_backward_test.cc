@@ -13,6 +13,7 @@
 #include "worker/model/gpt.h"
 #include "worker/model/split_linear.h"
 #include "worker/model/weight_grad_store.h"
+#include "tests/worker/test_device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -30,10 +31,11 @@ Gradients Backward(at::ScalarType compute_type, bool split) {
   config.seq_len = 16;
   config.ffn_hidden = 128;
   config.compute_type = compute_type;
-  auto chunk = GptChunk::Create(config, /*stage=*/0, /*num_stages=*/1, /*seed=*/11);
+  const c10::Device device = TestDevice();
+  auto chunk = GptChunk::Create(config, /*stage=*/0, /*num_stages=*/1, /*seed=*/11, device);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
   at::Generator gen = at::detail::createCPUGenerator(5);
-  const at::Tensor tokens = at::randint(config.vocab, {2, 17}, gen, at::kLong);
+  const at::Tensor tokens = at::randint(config.vocab, {2, 17}, gen, at::kLong).to(device);
   const at::Tensor inputs = tokens.narrow(1, 0, 16).contiguous();
   const at::Tensor targets = tokens.narrow(1, 1, 16).contiguous();
   WeightGradStore store;
@@ -57,6 +59,7 @@ Gradients Backward(at::ScalarType compute_type, bool split) {
   for (const auto& [name, p] : (*chunk)->parameters()) {
     EXPECT_TRUE(p.grad().defined()) << name;
     EXPECT_EQ(p.grad().scalar_type(), at::kFloat) << name << ": master gradients are float32";
+    EXPECT_EQ(p.grad().device(), TestDevice()) << name;
     out[name] = p.grad().clone();
   }
   return out;

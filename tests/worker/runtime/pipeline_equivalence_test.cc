@@ -19,6 +19,7 @@
 #include "worker/model/gpt.h"
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/rank_trainer.h"
+#include "tests/worker/test_device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -57,14 +58,17 @@ MicrobatchData Batch(int64_t step, int microbatch) {
 // Single process, no pipeline, no split: the reference parameters.
 std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec) {
   GptConfig config = *GptConfigFromSpec(spec.model());
-  auto model = *GptChunk::Create(config, 0, 1, spec.seed());
+  auto model = *GptChunk::Create(config, 0, 1, spec.seed(), TestDevice());
   AdamW optimizer(model->parameters(), AdamWOptions::FromSpec(spec.optimizer()));
   const int m = spec.pipeline().microbatches();
   for (int step = 0; step < kSteps; ++step) {
     optimizer.ZeroGrad();
     for (int mb = 0; mb < m; ++mb) {
       MicrobatchData data = Batch(step, mb);
-      (LanguageModelLoss(model->Forward(data.inputs), data.targets) / double(m)).backward();
+      (LanguageModelLoss(model->Forward(data.inputs.to(TestDevice())),
+                         data.targets.to(TestDevice())) /
+       double(m))
+          .backward();
     }
     bool inf_nan = false;
     const double norm = std::sqrt(optimizer.LocalGradNormSquared(&inf_nan));
@@ -104,6 +108,7 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
         if (schedule->worker_of_stage[s] == r) o.virtual_stages.push_back(s);
       }
       o.communicator = comms[r].get();
+      o.device = TestDevice();
       o.train_batches = Batch;
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(20);
@@ -132,7 +137,7 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
 
   std::map<std::string, at::Tensor> reference = Reference(spec);
   GptConfig config = *GptConfigFromSpec(spec.model());
-  auto initial = *GptChunk::Create(config, 0, 1, spec.seed());
+  auto initial = *GptChunk::Create(config, 0, 1, spec.seed(), TestDevice());
   size_t compared = 0;
   double worst = 0;
   for (int r = 0; r < p; ++r) {

@@ -22,6 +22,7 @@
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/rank_trainer.h"
+#include "tests/worker/test_device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -64,11 +65,12 @@ TensorMap Copy(const std::vector<NamedTensor>& tensors) {
   return out;
 }
 
-std::vector<RankRun> Train(const RunOptions& run) {
+// The schedule of `run` and the job it trains.
+std::pair<sched::Schedule, v1::JobSpec> Job(const RunOptions& run) {
   const sched::ScheduleTraits traits = *sched::FindSchedule(run.schedule);
   const int v = traits.default_chunks;
   const int m = 2 * run.p;
-  const sched::Schedule schedule = *sched::Generate(
+  sched::Schedule schedule = *sched::Generate(
       run.schedule, sched::Problem::Uniform(run.p, v, m, sched::StageCost{}, 0.0));
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
@@ -92,7 +94,11 @@ std::vector<RankRun> Train(const RunOptions& run) {
   if (run.initial_loss_scale.has_value()) {
     spec.mutable_loss_scale()->set_initial_scale(*run.initial_loss_scale);
   }
+  return {std::move(schedule), std::move(spec)};
+}
 
+std::vector<RankRun> Train(const RunOptions& run) {
+  const auto [schedule, spec] = Job(run);
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(run.p);
   std::vector<RankRun> out(run.p);
   std::vector<absl::Status> errors(run.p);
@@ -106,6 +112,7 @@ std::vector<RankRun> Train(const RunOptions& run) {
         if (schedule.worker_of_stage[s] == r) o.virtual_stages.push_back(s);
       }
       o.communicator = comms[r].get();
+      o.device = TestDevice();
       o.train_batches = Batch;
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(30);
@@ -480,6 +487,47 @@ TEST(MixedPrecisionTest, Bf16AndFp16TrainLikeFp32) {
     EXPECT_GT(MaxRelativeError(mixed, fp32), 1e-6)
         << "no difference from float32: was the precision used?";
   }
+}
+
+// (f) Checkpoints are device-independent: a rank trained on the test device
+// writes one, a rank on the CPU restores it bit for bit, and a rank on the
+// test device restores that one's checkpoint bit for bit again.
+TEST(CheckpointDeviceTest, ACheckpointMovesBetweenDevices) {
+  RunOptions run;
+  run.p = 1;
+  run.schedule = "1f1b";
+  const auto [schedule, spec] = Job(run);
+  const std::string directory = ::testing::TempDir() + "zbpp-checkpoint-device";
+  std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(1);
+  auto trainer = [&](c10::Device device) {
+    RankTrainerOptions o;
+    o.spec = spec;
+    o.virtual_stages = {0};
+    o.communicator = comms[0].get();
+    o.device = device;
+    o.train_batches = Batch;
+    o.eval_batches = Batch;
+    return *RankTrainer::Create(o);
+  };
+  auto on_cpu = [](const std::vector<NamedTensor>& state) {
+    TensorMap out;
+    for (const auto& [name, t] : state) out[name] = t.detach().cpu();
+    return out;
+  };
+  std::unique_ptr<RankTrainer> trained = trainer(TestDevice());
+  for (int64_t step = 0; step < 2; ++step) {
+    ASSERT_TRUE(trained->RunStep(step, schedule).ok());
+  }
+  ASSERT_TRUE(trained->SaveCheckpoint(directory, 1).ok());
+  std::unique_ptr<RankTrainer> cpu = trainer(c10::Device(c10::kCPU));
+  EXPECT_FALSE(Equal(on_cpu(cpu->OptimizerState()), on_cpu(trained->OptimizerState())));
+  ASSERT_TRUE(cpu->RestoreCheckpoint(directory, 1).ok());
+  EXPECT_TRUE(Equal(on_cpu(cpu->OptimizerState()), on_cpu(trained->OptimizerState())));
+  ASSERT_TRUE(cpu->SaveCheckpoint(directory, 2).ok());
+  std::unique_ptr<RankTrainer> back = trainer(TestDevice());
+  ASSERT_TRUE(back->RestoreCheckpoint(directory, 2).ok());
+  EXPECT_TRUE(Equal(on_cpu(back->OptimizerState()), on_cpu(trained->OptimizerState())));
+  for (const NamedTensor& t : back->Parameters()) EXPECT_EQ(t.second.device(), TestDevice());
 }
 
 // Every schedule of the registry lets the forwards before each rank's first

@@ -22,7 +22,10 @@ inline c10::Device TestDevice() {
   absl::StatusOr<c10::Device> device = ParseDevice(text);
   if (!device.ok()) {
     std::fprintf(stderr, "ZBPP_TEST_DEVICE: %s\n", std::string(device.status().message()).c_str());
-    std::exit(2);
+    std::fflush(stderr);
+    // Not exit(): rank threads may be running, and static destructors under
+    // them crash instead of exiting.
+    std::_Exit(2);
   }
   return *device;
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine (see the device tool), from the repository root,
+# with build-gpu/ carried (scripts/gpu/bundle.sh made it here): the worker's
+# numerical tests on cuda:0 — the split backward in fp32/bf16/fp16, the
+# equivalence of every schedule with ranks as threads on the one GPU,
+# post-update validation and mixed precision, a checkpoint moved between the
+# CPU and the GPU. The test binaries link LibTorch's CPU part only; its CUDA
+# part, from the machine's PyTorch 2.11.0, is preloaded, and
+# ZBPP_TEST_DEVICE=cuda:0 puts every model on the GPU (a run where LibTorch
+# sees no GPU fails instead of passing on the CPU). Results go to $OUT (the
+# device tool fetches them) or out-gpu/.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out-gpu}
+mkdir -p "$out"
+torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
+  echo "run: no PyTorch on this machine" >&2; exit 1; }
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib"
+export LD_PRELOAD="$torch_lib/libtorch_cuda.so"
+export ZBPP_TEST_DEVICE=cuda:0
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__)'
+} >"$out/machine.txt" 2>&1
+status=0
+for t in worker_model_tests worker_post_validation_tests worker_runtime_tests; do
+  if build-gpu/bin/"$t" >"$out/$t.txt" 2>&1; then
+    echo "$t: passed"
+  else
+    echo "$t: FAILED (exit $?), see $out/$t.txt"
+    status=1
+  fi
+  tail -3 "$out/$t.txt"
+done
+exit $status

@@ -5,14 +5,22 @@
 //
 //   compute_bench [--layers=4] [--hidden=256] [--heads=4] [--seq-len=128]
 //       [--microbatch-size=4] [--vocab=256] [--ffn=4h] [--stages=2]
-//       [--reps=15] [--warmup=3]
+//       [--reps=15] [--warmup=3] [--precision=fp32|bf16|fp16]
+//       [--device=cpu|cuda:N] [--pipeline=P:M]
+//
+// --precision sets the model's compute type (worker/model/gpt.h) and the
+// ceiling's GEMMs; --device runs everything there (on a GPU the times are
+// wall-clock between device synchronisations, and the caching allocator's
+// statistics give each chunk's M_B and M_W); --pipeline=P:M simulates 1F1B,
+// ZB-H1, ZB-2p and ZB-V for P stages and M microbatches of this model with
+// the measured per-layer T_F, T_B, T_W (comm 0).
 //
 // Passes run as worker/runtime/executor.cc runs them: F inside a
 // WeightGradScope (the SplitLinear layers queue (x, dY) for W), the last
 // chunk's loss scaled by 1/m, B = autograd backward from the received
 // gradient (or the loss), W = WeightGradStore::RunW. Every row is the median
-// over --reps repetitions after --warmup, in this thread's CPU time (robust to
-// other processes on a shared core).
+// over --reps repetitions after --warmup, on the CPU in this thread's CPU time
+// (robust to other processes on a shared core).
 //
 // FLOPs (T = b·s tokens, h hidden, f ffn, V vocab, per transformer layer):
 //   F: linears 2·T·(4h² + 2h·f)  (qkv 3h², proj h², fc h·f, fc2 f·h)
@@ -27,6 +35,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <cstdio>
 #include <functional>
@@ -38,13 +47,19 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
 #include "worker/model/gpt.h"
 #include "worker/model/split_linear.h"
 #include "worker/model/weight_grad_store.h"
+#include "worker/runtime/device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -56,12 +71,46 @@ struct Flags {
   int stages = 2;
   int reps = 15;
   int warmup = 3;
+  std::string precision = "fp32";
+  c10::Device device = c10::Device(c10::kCPU);
+  int pipeline_stages = 0;  ///< --pipeline=P:M; 0: no simulation.
+  int pipeline_microbatches = 0;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     std::pair<std::string, std::string> kv =
         absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    if (kv.first == "--precision") {
+      flags->precision = kv.second;
+      v1::Precision precision;
+      if (!v1::Precision_Parse("PRECISION_" + absl::AsciiStrToUpper(kv.second), &precision) ||
+          precision == v1::PRECISION_UNSPECIFIED) {
+        std::fprintf(stderr, "compute_bench: --precision must be fp32, bf16 or fp16\n");
+        return false;
+      }
+      flags->model.compute_type = ComputeTypeOf(precision);
+      continue;
+    }
+    if (kv.first == "--device") {
+      absl::StatusOr<c10::Device> device = ParseDevice(kv.second);
+      if (!device.ok()) {
+        std::fprintf(stderr, "compute_bench: %s\n", std::string(device.status().message()).c_str());
+        return false;
+      }
+      flags->device = *device;
+      continue;
+    }
+    if (kv.first == "--pipeline") {
+      std::pair<std::string, std::string> pm = absl::StrSplit(kv.second, absl::MaxSplits(':', 1));
+      if (!absl::SimpleAtoi(pm.first, &flags->pipeline_stages) ||
+          !absl::SimpleAtoi(pm.second, &flags->pipeline_microbatches) ||
+          flags->pipeline_stages < 1 || flags->pipeline_microbatches < 1) {
+        std::fprintf(stderr, "compute_bench: --pipeline must be P:M, got %s\n", argv[i]);
+        return false;
+      }
+      continue;
+    }
     int* target = nullptr;
     if (kv.first == "--layers") target = &flags->model.layers;
     if (kv.first == "--hidden") target = &flags->model.hidden;
@@ -88,13 +137,38 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
-/// CPU seconds of this thread: the passes run on it alone (one intra-op
-/// thread, serial OpenBLAS), and unlike wall time this does not grow when
-/// other processes share the core.
+/// The device the bench runs on (--device); set once in main.
+c10::Device g_device = c10::Device(c10::kCPU);
+
+/// On the CPU, seconds of this thread's CPU time: the passes run on it alone
+/// (one intra-op thread), and unlike wall time this does not grow when other
+/// processes share the core. On a GPU, wall-clock seconds after the work
+/// queued so far has run.
 double Now() {
+  if (!g_device.is_cpu()) {
+    SynchronizeDevice(g_device);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/// Bytes the device's caching allocator holds now; nullopt on the CPU,
+/// which has no such allocator.
+std::optional<double> AllocatedBytes() {
+  if (g_device.is_cpu()) return std::nullopt;
+  const c10::CachingDeviceAllocator::DeviceStats stats =
+      c10::getDeviceAllocator(g_device.type())->getDeviceStats(g_device.index());
+  return static_cast<double>(
+      stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+          .current);
+}
+
+/// Floating-point tensors of the bench: the compute type, on the device.
+at::TensorOptions Floats(const Flags& flags) {
+  return at::TensorOptions().dtype(flags.model.compute_type).device(flags.device);
 }
 
 double Median(std::vector<double> v) {
@@ -154,10 +228,10 @@ std::vector<Gemm> PassGemms(const GptConfig& c, int64_t b, int blocks, bool last
 
 /// Median seconds of one call of `g` (all its `count` calls).
 double TimeGemm(const Gemm& g, const Flags& flags) {
-  at::Tensor a = g.a_transposed ? at::randn({g.batch, g.k, g.m}).transpose(1, 2)
-                                : at::randn({g.batch, g.m, g.k});
-  at::Tensor bm = g.b_transposed ? at::randn({g.batch, g.n, g.k}).transpose(1, 2)
-                                 : at::randn({g.batch, g.k, g.n});
+  at::Tensor a = g.a_transposed ? at::randn({g.batch, g.k, g.m}, Floats(flags)).transpose(1, 2)
+                                : at::randn({g.batch, g.m, g.k}, Floats(flags));
+  at::Tensor bm = g.b_transposed ? at::randn({g.batch, g.n, g.k}, Floats(flags)).transpose(1, 2)
+                                 : at::randn({g.batch, g.k, g.n}, Floats(flags));
   if (g.batch == 1) {
     a = a.select(0, 0);
     bm = bm.select(0, 0);
@@ -174,16 +248,22 @@ struct PassTimes {
   double f = 0, b = 0, w = 0;
   double fused_bw = 0;  ///< Backward with no scope: plain autograd, B and W fused.
   double clone = 0;     ///< Cloning every SplitLinear's dY (split_linear.cc B).
+  /// Device bytes held from the end of F until B (M_B) and from B until W
+  /// (M_W), per microbatch; nullopt on the CPU.
+  std::optional<double> m_b_bytes, m_w_bytes;
 };
 
 PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
   const GptConfig& c = flags.model;
   const int64_t b = flags.microbatch_size, s = c.seq_len, h = c.hidden;
   const int m = 8;  // Loss scale only, as the executor's 1/m.
-  at::Tensor tokens = at::randint(c.vocab, {b, s}, at::kLong);
-  at::Tensor targets = at::randint(c.vocab, {b, s}, at::kLong);
-  at::Tensor grad = at::randn({b, s, h}) * 1e-3;
-  const at::Tensor hidden = at::randn({b, s, h});
+  const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong).device(flags.device);
+  at::Tensor tokens = at::randint(c.vocab, {b, s}, longs);
+  at::Tensor targets = at::randint(c.vocab, {b, s}, longs);
+  // The residual stream between chunks is float32 in every precision.
+  const at::TensorOptions residual = at::TensorOptions().device(flags.device);
+  at::Tensor grad = at::randn({b, s, h}, residual) * 1e-3;
+  const at::Tensor hidden = at::randn({b, s, h}, residual);
   WeightGradStore store;
   auto zero_grads = [&] {
     for (const auto& [name, p] : chunk.parameters()) {
@@ -208,16 +288,23 @@ PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
     }
   };
 
-  std::vector<double> fs, bs, ws, fused;
+  std::vector<double> fs, bs, ws, fused, m_b, m_w;
   for (int i = 0; i < flags.warmup + flags.reps; ++i) {
     zero_grads();
     const double f_start = Now();
+    const std::optional<double> before = AllocatedBytes();
     at::Tensor out = forward(/*split=*/true);
     const double f_end = Now();
+    const std::optional<double> after_f = AllocatedBytes();
     backward(out);
     const double b_end = Now();
+    const std::optional<double> after_b = AllocatedBytes();
     if (!store.RunW(0).ok()) std::abort();
     const double w_end = Now();
+    if (before.has_value() && i >= flags.warmup) {
+      m_b.push_back(*after_f - *before);
+      m_w.push_back(*after_b - *before);
+    }
     at::Tensor plain = forward(/*split=*/false);
     const double fused_start = Now();
     backward(plain);
@@ -233,15 +320,56 @@ PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
   t.b = Median(bs);
   t.w = Median(ws);
   t.fused_bw = Median(fused);
+  if (!m_b.empty()) {
+    t.m_b_bytes = Median(m_b);
+    t.m_w_bytes = Median(m_w);
+  }
   // The clone B makes of each SplitLinear's dY: [b, s, out] per linear.
   int64_t floats = 0;
   for (const Gemm& g : PassGemms(c, b, c.layers / flags.stages, chunk.is_last(), 2)) {
     if (g.batch == 1) floats += g.count * g.m * g.k;
   }
-  at::Tensor dy = at::randn({floats});
+  at::Tensor dy = at::randn({floats}, Floats(flags));
   t.clone = TimeMedian(flags.warmup, flags.reps, [&] { at::Tensor copy = dy.clone(); });
   zero_grads();
   return t;
+}
+
+/// Bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V for --pipeline=P:M of this
+/// model, with chunk 0's measured costs per transformer layer on every
+/// stage and no communication time (the paper's Table 5 setting without
+/// T_comm).
+void Simulate(const Flags& flags, const PassTimes& chunk0) {
+  const GptConfig& c = flags.model;
+  const int p = flags.pipeline_stages, m = flags.pipeline_microbatches;
+  const int blocks_measured = c.layers / flags.stages;
+  const double f = chunk0.f / blocks_measured, b = chunk0.b / blocks_measured,
+               w = chunk0.w / blocks_measured;
+  std::printf("\nSimulated, p = %d, m = %d, %d layers, per layer T_F %.3f ms, T_B %.3f ms, "
+              "T_W %.3f ms (chunk 0 / %d), comm 0:\n\n| schedule | bubble rate | peak memory "
+              "(M_B) |\n|---|---:|---:|\n",
+              p, m, c.layers, 1e3 * f, 1e3 * b, 1e3 * w, blocks_measured);
+  for (const char* name : {"1f1b", "zb-h1", "zb-2p", "zb-v"}) {
+    const int chunks = sched::FindSchedule(name)->default_chunks;
+    const double layers_per_stage = double(c.layers) / (p * chunks);
+    sched::StageCost cost;
+    cost.f_seconds = f * layers_per_stage;
+    cost.b_seconds = b * layers_per_stage;
+    cost.w_seconds = w * layers_per_stage;
+    const double sb = double(c.seq_len) * flags.microbatch_size;
+    cost.m_b_bytes = sb * (34.0 * c.hidden + 5.0 * c.heads * c.seq_len) * layers_per_stage;
+    cost.m_w_bytes = 32.0 * sb * c.hidden * layers_per_stage;
+    const sched::Problem problem = sched::Problem::Uniform(p, chunks, m, cost, 0.0);
+    absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
+    absl::StatusOr<sched::SimulationResult> result =
+        schedule.ok() ? sched::Simulate(problem, *schedule)
+                      : absl::StatusOr<sched::SimulationResult>(schedule.status());
+    if (!result.ok()) {
+      std::printf("| %s | %s | |\n", name, std::string(result.status().message()).c_str());
+      continue;
+    }
+    std::printf("| %s | %.4f | %.1f |\n", name, result->bubble_rate, result->max_peak_memory_m_b);
+  }
 }
 
 void Report(const Flags& flags) {
@@ -249,19 +377,32 @@ void Report(const Flags& flags) {
   const int blocks = c.layers / flags.stages;
   std::printf(
       "model: layers %d (%d per chunk), hidden %d, heads %d, ffn %d, vocab %d, "
-      "seq_len %d, microbatch_size %d; float32, 1 thread (at::get_num_threads() = %d)\n\n",
+      "seq_len %d, microbatch_size %d; %s on %s (at::get_num_threads() = %d)\n\n",
       c.layers, blocks, c.hidden, c.heads, c.ffn_hidden, c.vocab, c.seq_len,
-      flags.microbatch_size, at::get_num_threads());
+      flags.microbatch_size, flags.precision.c_str(), flags.device.str().c_str(),
+      at::get_num_threads());
   std::printf(
       "| chunk | pass | ms / microbatch | GFLOP | GFLOP/s | GEMM-only ms | GEMM GFLOP/s "
       "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
   const int last_stage = flags.stages - 1;
-  std::vector<std::string> notes, gemm_rows;
+  std::vector<std::string> notes, gemm_rows, memory_rows;
+  PassTimes first_chunk;
   for (int stage : {0, last_stage}) {
     absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
-        GptChunk::Create(c, stage, flags.stages, /*seed=*/1234);
+        GptChunk::Create(c, stage, flags.stages, /*seed=*/1234, flags.device);
     if (!chunk.ok()) std::abort();
     const PassTimes t = TimeChunk(**chunk, flags);
+    if (stage == 0) first_chunk = t;
+    // Per transformer layer, analytic (Zero Bubble paper §3.1, for 16-bit
+    // activations): M_B = s·b·(34h + 5as), M_W = 32·s·b·h bytes.
+    const double sb = double(c.seq_len) * flags.microbatch_size;
+    const double analytic_m_b = sb * (34.0 * c.hidden + 5.0 * c.heads * c.seq_len) * blocks;
+    const double analytic_m_w = 32.0 * sb * c.hidden * blocks;
+    if (t.m_b_bytes.has_value()) {
+      memory_rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f |", stage,
+                                            *t.m_b_bytes / 1e6, analytic_m_b / 1e6,
+                                            *t.m_w_bytes / 1e6, analytic_m_w / 1e6));
+    }
     const double measured[3] = {t.f, t.b, t.w};
     const char* names[3] = {"F", "B", "W"};
     double total_flops = 0, total_gemm = 0;
@@ -303,6 +444,14 @@ void Report(const Flags& flags) {
               "calls | ms / call | GFLOP/s |\n|---|---|---:|---:|---:|\n",
               last_stage);
   for (const std::string& line : gemm_rows) std::printf("%s\n", line.c_str());
+  if (!memory_rows.empty()) {
+    std::printf("\nActivation memory per microbatch, from the caching allocator (held after F; "
+                "after B, with B's parameter gradients) against the paper's formulas:\n\n"
+                "| chunk | M_B MB | analytic M_B MB | M_W MB | analytic M_W MB |\n"
+                "|---|---:|---:|---:|---:|\n");
+    for (const std::string& line : memory_rows) std::printf("%s\n", line.c_str());
+  }
+  if (flags.pipeline_stages > 0) Simulate(flags, first_chunk);
   std::printf("\ntarget: F+B+W at >= 60%% of the GEMM ceiling; W ~ half of B+W\n");
 }
 
@@ -312,6 +461,7 @@ void Report(const Flags& flags) {
 int main(int argc, char** argv) {
   zbpp::worker::Flags flags;
   if (!zbpp::worker::ParseFlags(argc, argv, &flags)) return 2;
+  zbpp::worker::g_device = flags.device;
   at::set_num_threads(1);
   at::set_num_interop_threads(1);
   at::manual_seed(1);

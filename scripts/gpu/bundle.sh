@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu/run.sh runs on a lent GPU machine and gathers it
 # in build-gpu/ (ignored by git; the device tool carries it): the worker's
-# numerical test binaries, stripped, and the shared libraries they load
+# numerical test binaries and compute_bench, stripped, and the shared
+# libraries they load
 # that such a machine lacks (Debian's gRPC, protobuf, Abseil, ...). LibTorch
 # is not bundled: the GPU machine's own PyTorch 2.11.0 provides it, CUDA
 # part included. Run here, after scripts/install-deps.sh.
@@ -10,14 +11,14 @@
 #                                     #   command bash scripts/gpu/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tests=(worker_model_tests worker_post_validation_tests worker_runtime_tests)
+tests=(worker_model_tests worker_post_validation_tests worker_runtime_tests compute_bench)
 bash scripts/build.sh >/dev/null
 build=${ZBPP_BUILD_DIR:-build}
 bundle=build-gpu
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib"
 for t in "${tests[@]}"; do
-  path=$(find "$build/tests" -type f -name "$t" | head -1)
+  path=$(find "$build/tests" "$build/bench" -type f -name "$t" | head -1)
   [ -n "$path" ] || { echo "bundle: $t not built" >&2; exit 1; }
   strip -o "$bundle/bin/$t" "$path"
 done

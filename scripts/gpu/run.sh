@@ -4,7 +4,11 @@
 # numerical tests on cuda:0 — the split backward in fp32/bf16/fp16, the
 # equivalence of every schedule with ranks as threads on the one GPU,
 # post-update validation and mixed precision, a checkpoint moved between the
-# CPU and the GPU. The test binaries link LibTorch's CPU part only; its CUDA
+# CPU and the GPU; then compute_bench per transformer layer of the Zero
+# Bubble paper's four model shapes in bf16 (T_F, T_B, T_W against bf16 GEMMs
+# of the same shapes, M_B and M_W from the caching allocator, and the
+# simulated bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m)
+# of each model in the paper's Table 5). The test binaries link LibTorch's CPU part only; its CUDA
 # part, from the machine's PyTorch 2.11.0, is preloaded, and
 # ZBPP_TEST_DEVICE=cuda:0 puts every model on the GPU (a run where LibTorch
 # sees no GPU fails instead of passing on the CPU). Results go to $OUT (the
@@ -31,5 +35,17 @@ for t in worker_model_tests worker_post_validation_tests worker_runtime_tests; d
     status=1
   fi
   tail -3 "$out/$t.txt"
+done
+# model hidden heads p:m
+for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3B 6144 48 32:96"; do
+  set -- $shape
+  if build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 --hidden="$2" --heads="$3" \
+      --seq-len=1024 --layers=4 --stages=2 --microbatch-size=1 --vocab=50304 \
+      --reps=20 --warmup=5 --pipeline="$4" >"$out/compute-$1.md" 2>&1; then
+    echo "compute_bench $1: done"
+  else
+    echo "compute_bench $1: FAILED, see $out/compute-$1.md"
+    status=1
+  fi
 done
 exit $status

@@ -101,6 +101,7 @@ std::string ReportJson(const TrainingReport& r) {
                {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
                                                              : Json(r.validation_mode)},
                {"validation_policy", r.validation_policy},
+               {"precision", r.precision},
                {"rollbacks", r.rollbacks},
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},

@@ -54,6 +54,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.recoveries = job.recoveries_total();
   r.validation_mode = ValidationModeName(job.validation_mode());
   r.validation_policy = ValidationPolicyName(job.spec());
+  r.precision = PrecisionName(job.spec());
   r.rollbacks = job.rollbacks_total();
   r.skipped_steps = job.skipped_steps_total();
   r.clipped_steps = job.clipped_steps_total();
@@ -113,6 +114,7 @@ std::string ReportTable(const TrainingReport& r) {
   absl::StrAppendFormat(&text, "train loss:   %.4f -> %.4f\n", r.loss_start, r.loss_end);
   absl::StrAppend(&text, "eval loss:    ", Loss(r.eval_loss_start), " -> ", Loss(r.eval_loss),
                   "\n");
+  absl::StrAppend(&text, "precision:    ", r.precision, "\n");
   absl::StrAppendFormat(&text, "throughput:   %.0f tokens/s (wall clock over the last %d steps)\n",
                         r.tokens_per_second, r.window_steps);
   absl::StrAppendFormat(&text, "step time:    %.4f s (median)\n", r.step_seconds);

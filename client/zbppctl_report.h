@@ -45,6 +45,8 @@ struct TrainingReport {
   /// version) and the spec's policy ("AUTO" when left unset).
   std::string validation_mode;
   std::string validation_policy;
+  /// The job's precision: "FP32", "BF16" or "FP16" (PrecisionName).
+  std::string precision;
   /// Optimistic steps rolled back, steps skipped for inf/nan and steps redone
   /// (or taken) clipped: Job.rollbacks_total, skipped_steps_total,
   /// clipped_steps_total.

@@ -50,6 +50,12 @@ std::string ValidationPolicyName(const v1::JobSpec& spec) {
              : ValidationModeName(spec.validation());
 }
 
+std::string PrecisionName(const v1::JobSpec& spec) {
+  return spec.precision() == v1::PRECISION_UNSPECIFIED
+             ? "FP32"
+             : ShortEnumName(v1::Precision_Name(spec.precision()), "PRECISION_");
+}
+
 std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps) {
@@ -135,6 +141,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
       ValidationSummary(ValidationModeName(job.validation_mode()),
                         ValidationPolicyName(job.spec()), job.rollbacks_total(),
                         job.skipped_steps_total(), job.clipped_steps_total()));
+  add("precision", PrecisionName(job.spec()));
   add("recoveries", absl::StrCat(job.recoveries_total()));
   if (job.has_param_checksum()) {
     add("checksum", absl::StrFormat("%.17g", job.param_checksum()));

@@ -28,6 +28,10 @@ std::string ValidationModeName(v1::ValidationMode mode);
 /// The spec's validation policy by name: "AUTO" when left unset.
 std::string ValidationPolicyName(const v1::JobSpec& spec);
 
+/// The job's precision in capitals, "FP32" when left unset
+/// (zbpp.v1.Precision): "FP32", "BF16" or "FP16".
+std::string PrecisionName(const v1::JobSpec& spec);
+
 /// Validation in one phrase: the mode in force ("-" when none yet), the
 /// policy where it differs, and the counters:
 /// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped".

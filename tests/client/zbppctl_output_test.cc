@@ -139,6 +139,10 @@ TEST(ZbppctlTables, StatusTableShowsValidationOnOneLine) {
       table,
       HasSubstr("validation:   POST: 1 rollback, 1 skipped, 3 clipped\n"));
   EXPECT_THAT(table, HasSubstr("checksum:     42.25\n"));
+  EXPECT_THAT(table, HasSubstr("precision:    FP32\n"));
+  job.mutable_spec()->set_precision(v1::PRECISION_FP16);
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("precision:    FP16\n"));
   job.mutable_spec()->set_validation(v1::VALIDATION_MODE_AUTO);
   job.set_validation_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
   EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),

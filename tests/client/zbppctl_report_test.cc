@@ -78,10 +78,11 @@ TEST(Report, JsonHasTheDemoContractKeys) {
                           "tokens_per_second", "bubble_rate_measured",
                           "bubble_rate_predicted", "recoveries", "validation_mode",
                           "rollbacks", "skipped_steps", "clipped_steps", "schedule_versions",
-                          "param_checksum"}) {
+                          "param_checksum", "precision"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["schedule"], "zb-h1");
+  EXPECT_EQ(json["precision"], "FP32") << "unset means FP32";
   EXPECT_EQ(json["recoveries"], 1);
   EXPECT_EQ(json["bubble_rate_measured"].size(), 2u);
   EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
@@ -98,6 +99,7 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   // only 1, 2 and 3 count.
   job.set_schedule_version(4);
   job.set_param_checksum(-1234.5678901234567);
+  job.mutable_spec()->set_precision(v1::PRECISION_BF16);
   std::vector<v1::StepSummary> steps = Steps();
   for (v1::StepSummary& s : steps) s.set_schedule_version(s.step() < 5 ? 1 : s.step() < 15 ? 2 : 3);
   TrainingReport r = *BuildReport(job, steps);
@@ -106,6 +108,7 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
   EXPECT_EQ(json["validation_mode"], "POST");
   EXPECT_EQ(json["validation_policy"], "AUTO");
+  EXPECT_EQ(json["precision"], "BF16");
   EXPECT_EQ(json["rollbacks"], 12);
   EXPECT_EQ(json["skipped_steps"], 1);
   EXPECT_EQ(json["clipped_steps"], 11);
@@ -118,6 +121,7 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
                          "validation:   POST (policy AUTO): 12 rollbacks, 1 skipped, 11 clipped; "
                          "1 recovery; 3 schedule versions\n"));
   EXPECT_THAT(table, testing::HasSubstr("checksum:     -1234.5678901234567"));
+  EXPECT_THAT(table, testing::HasSubstr("precision:    BF16\n"));
 }
 
 TEST(Report, ARoundingErrorBelowZeroPrintsAsZero) {

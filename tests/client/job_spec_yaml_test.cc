@@ -51,6 +51,7 @@ TEST(Examples, MainJobIsTheBibleOnTwoStages) {
   EXPECT_EQ(spec->dataset().builtin(), "bible-kjv");
   EXPECT_EQ(spec->model().vocab(), 256);
   EXPECT_EQ(spec->pipeline().stages(), 2);
+  EXPECT_EQ(spec->precision(), zbpp::v1::PRECISION_BF16) << "precision: bf16 read as the enum";
 }
 
 TEST(JobSpecFromYaml, EveryKindOfFieldIsRead) {

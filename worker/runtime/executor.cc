@@ -175,6 +175,14 @@ class StepRun {
     return std::chrono::duration<double>(SteadyClock::now() - start_).count();
   }
 
+  // A batch tensor on the device: through pinned host memory, copied
+  // asynchronously on a GPU (the copy overlaps the work queued before it);
+  // the tensor itself on the CPU.
+  at::Tensor ToDevice(const at::Tensor& host) const {
+    if (o_.device.is_cpu()) return host;
+    return host.pin_memory().to(o_.device, /*non_blocking=*/true);
+  }
+
   // A receive buffer for the tensors between virtual stages.
   at::Tensor ActivationBuffer() const {
     return at::empty({o_.microbatch_size, o_.seq_len, o_.hidden},
@@ -300,8 +308,8 @@ class StepRun {
     MicrobatchData data;
     if (first || last) {
       data = batches_(step_, a.microbatch);
-      data.inputs = data.inputs.to(o_.device);
-      data.targets = data.targets.to(o_.device);
+      data.inputs = ToDevice(data.inputs);
+      data.targets = ToDevice(data.targets);
     }
     ForwardState state;
     if (first) {

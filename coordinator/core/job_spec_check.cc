@@ -3,11 +3,15 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "scheduler/registry.h"
 
 namespace zbpp::coordinator {
@@ -79,19 +83,47 @@ absl::Status CheckModel(const JobSpec& spec) {
                : Invalid("model.architecture", "unknown architecture \"",
                          model.architecture(), "\"; known: gpt");
   }
-  for (auto [value, field] : {std::pair{model.layers(), "model.layers"},
-                              std::pair{model.hidden(), "model.hidden"},
-                              std::pair{model.heads(), "model.heads"},
-                              std::pair{model.vocab(), "model.vocab"},
-                              std::pair{model.seq_len(), "model.seq_len"}}) {
-    if (absl::Status st = AtLeast(value, 1, field); !st.ok()) return st;
+  for (auto [value, max, field] :
+       {std::tuple{model.layers(), kMaxLayers, "model.layers"},
+        std::tuple{model.hidden(), kMaxHidden, "model.hidden"},
+        std::tuple{model.heads(), kMaxHidden, "model.heads"},
+        std::tuple{model.vocab(), kMaxVocab, "model.vocab"},
+        std::tuple{model.seq_len(), kMaxSeqLen, "model.seq_len"}}) {
+    if (absl::Status st = InRange(value, 1, max, field); !st.ok()) return st;
   }
   if (model.hidden() % model.heads() != 0) {
     return Invalid("model.hidden", model.hidden(),
                    " is not divisible by model.heads = ", model.heads());
   }
   if (model.has_ffn_hidden()) {
-    return AtLeast(model.ffn_hidden(), 1, "model.ffn_hidden");
+    return InRange(model.ffn_hidden(), 1, kMaxFfnHidden, "model.ffn_hidden");
+  }
+  return absl::OkStatus();
+}
+
+// A path the workers open: absolute, in normal form (no empty, "." or ".."
+// component: "../../x" cannot climb out of where it seems to point), at most
+// kMaxPathBytes. Which directories a worker may use is its own file
+// permissions' matter.
+absl::Status CheckPath(const std::string& path, const std::string& field) {
+  if (path.size() > kMaxPathBytes) {
+    return Invalid(field, "must be at most ", kMaxPathBytes, " bytes, got ", path.size());
+  }
+  if (path.empty() || path[0] != '/') {
+    return Invalid(field, "must be an absolute path, got \"", path, "\"");
+  }
+  if (path.find('\0') != std::string::npos) {
+    return Invalid(field, "must not contain a NUL byte");
+  }
+  // One trailing slash is fine ("/data/ckpt/").
+  absl::string_view rest = absl::string_view(path).substr(1);
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.empty()) return absl::OkStatus();  // "/"
+  for (absl::string_view part : absl::StrSplit(rest, '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return Invalid(field, "must be a normal path (no empty, \".\" or \"..\" component), got \"",
+                     path, "\"");
+    }
   }
   return absl::OkStatus();
 }
@@ -117,6 +149,9 @@ absl::Status CheckDataset(const JobSpec& spec) {
     case zbpp::v1::DatasetSpec::kTextFile:
       if (dataset.text_file().empty()) {
         return Invalid("dataset.text_file", "must not be empty");
+      }
+      if (absl::Status st = CheckPath(dataset.text_file(), "dataset.text_file"); !st.ok()) {
+        return st;
       }
       break;
     case zbpp::v1::DatasetSpec::kSynthetic:
@@ -153,7 +188,7 @@ absl::Status CheckPipeline(const JobSpec& spec) {
       !st.ok()) {
     return st;
   }
-  return AtLeast(pipeline.microbatch_size(), 1, "pipeline.microbatch_size");
+  return InRange(pipeline.microbatch_size(), 1, kMaxMicrobatchSize, "pipeline.microbatch_size");
 }
 
 // The field that holds the memory limit, for messages; "schedule.name" when
@@ -304,7 +339,7 @@ absl::Status CheckPrecision(const JobSpec& spec) {
     const double mantissa = std::frexp(scale.initial_scale(), &exponent);
     if (!(scale.initial_scale() >= 1) || mantissa != 0.5 || exponent - 1 > 32) {
       return Invalid("loss_scale.initial_scale", "must be a power of two in [1, 2^32], got ",
-                     scale.initial_scale());
+                     absl::StrFormat("%.17g", scale.initial_scale()));
     }
   }
   if (scale.has_growth_interval_steps()) {
@@ -323,6 +358,11 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
   if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
     return Invalid("checkpoint.directory",
                    "required when checkpoint.interval_steps > 0");
+  }
+  if (!checkpoint.directory().empty()) {
+    if (absl::Status st = CheckPath(checkpoint.directory(), "checkpoint.directory"); !st.ok()) {
+      return st;
+    }
   }
   if (checkpoint.has_resume_step()) {
     if (checkpoint.directory().empty()) {
@@ -392,14 +432,15 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   }
   for (absl::Status (*check)(const JobSpec&) :
        {CheckModel, CheckDataset, CheckPipeline, CheckSchedulePolicy,
-        CheckOptimizer, CheckPrecision}) {
+        CheckOptimizer}) {
     if (absl::Status st = check(spec); !st.ok()) return st;
   }
   if (!zbpp::v1::ValidationMode_IsValid(spec.validation())) {
     return Invalid("validation", "unknown mode ", spec.validation());
   }
-  if (absl::Status st = AtLeast(spec.steps(), 1, "steps"); !st.ok()) return st;
+  if (absl::Status st = InRange(spec.steps(), 1, kMaxSteps, "steps"); !st.ok()) return st;
   if (absl::Status st = CheckCheckpoint(spec); !st.ok()) return st;
+  if (absl::Status st = CheckPrecision(spec); !st.ok()) return st;
   // How the fields fit together: chunks, layers, the limit in bytes, and
   // what the schedule itself accepts.
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);

@@ -1,6 +1,9 @@
 #ifndef ZBPP_COORDINATOR_CORE_JOB_SPEC_CHECK_H_
 #define ZBPP_COORDINATOR_CORE_JOB_SPEC_CHECK_H_
 
+#include <cstddef>
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "scheduler/problem.h"
@@ -19,6 +22,22 @@ inline constexpr char kAutoScheduleName[] = "auto";
 inline constexpr int kMaxStages = 128;         ///< pipeline.stages.
 inline constexpr int kMaxVirtualStages = 512;  ///< stages * chunks.
 inline constexpr int kMaxMicrobatches = 1024;  ///< pipeline.microbatches.
+
+/// Upper bounds on the model's sizes, far above any model trained today:
+/// they keep every size a worker derives (4·hidden, vocab·hidden elements,
+/// seq_len² attention scores) within int32 and the allocations it makes
+/// finite, so that a typo fails at submission instead of on every worker.
+inline constexpr int kMaxHidden = 65536;               ///< model.hidden.
+inline constexpr int kMaxFfnHidden = 4 * kMaxHidden;   ///< model.ffn_hidden.
+inline constexpr int kMaxVocab = 1 << 20;              ///< model.vocab.
+inline constexpr int kMaxSeqLen = 131072;              ///< model.seq_len.
+inline constexpr int kMaxLayers = 4096;                ///< model.layers.
+inline constexpr int kMaxMicrobatchSize = 65536;       ///< pipeline.microbatch_size.
+/// steps: a billion optimizer steps (decades at one a second).
+inline constexpr int64_t kMaxSteps = 1000000000;
+/// checkpoint.directory and dataset.text_file: Linux's PATH_MAX less the
+/// terminating zero.
+inline constexpr size_t kMaxPathBytes = 4095;
 
 /// Checks every rule of `spec` that a user can break (the comments of
 /// proto/zbpp/v1/job_spec.proto), before anything is stored (issue 3 §2).

@@ -71,7 +71,7 @@ TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
   opt->set_warmup_steps(0);
   spec.set_validation(zbpp::v1::VALIDATION_MODE_POST);
   spec.mutable_checkpoint()->set_interval_steps(10);
-  spec.mutable_checkpoint()->set_directory("/tmp/ckpt");
+  spec.mutable_checkpoint()->set_directory("/tmp/ckpt/");  // One trailing slash is fine.
   spec.set_seed(0);
   spec.set_precision(zbpp::v1::PRECISION_FP16);
   spec.mutable_loss_scale()->set_initial_scale(1);
@@ -283,6 +283,41 @@ std::vector<BadCase> BadCases() {
       {"negative warm-up",
        [](JobSpec& s) { s.mutable_optimizer()->set_warmup_steps(-1); },
        "optimizer.warmup_steps: must be >= 0, got -1"},
+      {"hidden that would overflow 4·hidden on a worker",
+       [](JobSpec& s) {
+         s.mutable_model()->set_hidden(2147483520);
+         s.mutable_model()->set_heads(1);
+       },
+       "model.hidden: must be <= 65536, got 2147483520"},
+      {"vocab of 2^31 - 1",
+       [](JobSpec& s) { s.mutable_model()->set_vocab(2147483647); },
+       "model.vocab: must be <= 1048576, got 2147483647"},
+      {"huge ffn", [](JobSpec& s) { s.mutable_model()->set_ffn_hidden(1 << 30); },
+       "model.ffn_hidden: must be <= 262144, got 1073741824"},
+      {"huge microbatch size",
+       [](JobSpec& s) { s.mutable_pipeline()->set_microbatch_size(1 << 20); },
+       "pipeline.microbatch_size: must be <= 65536, got 1048576"},
+      {"INT64_MAX steps",
+       [](JobSpec& s) { s.set_steps(std::numeric_limits<int64_t>::max()); },
+       "steps: must be <= 1000000000, got 9223372036854775807"},
+      {"relative corpus path",
+       [](JobSpec& s) { s.mutable_dataset()->set_text_file("corpus.txt"); },
+       "dataset.text_file: must be an absolute path, got \"corpus.txt\""},
+      {"corpus path climbing with ..",
+       [](JobSpec& s) { s.mutable_dataset()->set_text_file("/data/../../etc/passwd"); },
+       "dataset.text_file: must be a normal path"},
+      {"checkpoint directory with an empty component",
+       [](JobSpec& s) {
+         s.mutable_checkpoint()->set_interval_steps(10);
+         s.mutable_checkpoint()->set_directory("/data//ckpt");
+       },
+       "checkpoint.directory: must be a normal path"},
+      {"checkpoint directory of 4 MB",
+       [](JobSpec& s) {
+         s.mutable_checkpoint()->set_interval_steps(10);
+         s.mutable_checkpoint()->set_directory("/" + std::string(4 << 20, 'a'));
+       },
+       "checkpoint.directory: must be at most 4095 bytes, got 4194305"},
       {"unknown precision",
        [](JobSpec& s) { s.set_precision(static_cast<zbpp::v1::Precision>(8)); },
        "precision: unknown precision 8"},

@@ -810,6 +810,14 @@ absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   if (worker.device_kind() == zbpp::v1::DEVICE_KIND_UNSPECIFIED) {
     return absl::InvalidArgumentError("worker.device_kind is required");
   }
+  if (!zbpp::v1::DeviceKind_IsValid(worker.device_kind())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker.device_kind: unknown kind ", worker.device_kind()));
+  }
+  if (worker.device_index() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker.device_index: must be >= 0, got ", worker.device_index()));
+  }
   if (worker.memory_bytes() == 0) {
     return absl::InvalidArgumentError("worker.memory_bytes must be >= 1");
   }

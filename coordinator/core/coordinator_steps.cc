@@ -57,6 +57,98 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
   return hops;
 }
 
+// A time a worker measured: finite and >= 0 (seconds).
+absl::Status CheckTime(double seconds, const std::string& field) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be a finite time >= 0, got ", seconds));
+  }
+  return absl::OkStatus();
+}
+
+// A cross-entropy in nats: >= 0, or NaN / +inf when training diverged (a
+// fact to record, not a malformed report).
+absl::Status CheckLoss(double loss, const std::string& field) {
+  if (loss < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be >= 0, got ", loss));
+  }
+  return absl::OkStatus();
+}
+
+// The measurements of a report within their ranges (worker.proto), before
+// anything reaches the cost model, the metrics or the store: a worker's
+// bug or a forged report is refused naming the field. Times inside the
+// step are bounded by the step (a small slack for rounding).
+absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& r) {
+  if (absl::Status st = CheckTime(r.step_seconds(), "step_seconds"); !st.ok()) return st;
+  const double limit = r.step_seconds() * (1 + 1e-9) + 1e-6;
+  for (auto [value, field] : {std::pair{r.idle_seconds(), "idle_seconds"},
+                              std::pair{r.comm_seconds(), "comm_seconds"}}) {
+    if (absl::Status st = CheckTime(value, field); !st.ok()) return st;
+    if (value > limit) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", value,
+                                                     " is longer than step_seconds (",
+                                                     r.step_seconds(), ")"));
+    }
+  }
+  for (int i = 0; i < r.action_start_seconds_size(); ++i) {
+    const std::string field = absl::StrCat("action_start_seconds[", i, "]");
+    if (absl::Status st = CheckTime(r.action_start_seconds(i), field); !st.ok()) return st;
+  }
+  for (int i = 0; i < r.action_end_seconds_size(); ++i) {
+    if (r.action_end_seconds(i) > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("action_end_seconds[", i, "]: ", r.action_end_seconds(i),
+                       " is after the step's end (step_seconds ", r.step_seconds(), ")"));
+    }
+  }
+  if (r.has_loss()) {
+    if (absl::Status st = CheckLoss(r.loss(), "loss"); !st.ok()) return st;
+  }
+  if (r.has_eval_loss()) {
+    if (absl::Status st = CheckLoss(r.eval_loss(), "eval_loss"); !st.ok()) return st;
+  }
+  if (!(r.local_grad_norm_sq() >= 0) && !r.found_inf_nan()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local_grad_norm_sq: must be >= 0 unless found_inf_nan, got ",
+                     r.local_grad_norm_sq()));
+  }
+  if (r.has_parameter_sum() && !std::isfinite(r.parameter_sum())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter_sum: must be finite, got ", r.parameter_sum()));
+  }
+  for (int i = 0; i < r.validations_size(); ++i) {
+    const zbpp::v1::ValidationResult& v = r.validations(i);
+    const std::string at = absl::StrCat("validations[", i, "].");
+    if (v.mode() != zbpp::v1::VALIDATION_MODE_SYNCHRONOUS &&
+        v.mode() != zbpp::v1::VALIDATION_MODE_POST) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "mode: must be SYNCHRONOUS or POST, got ", v.mode()));
+    }
+    if (!zbpp::v1::ValidationDecision_IsValid(v.decision())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "decision: unknown decision ", v.decision()));
+    }
+    if (!(v.clip_coefficient() >= 0 && v.clip_coefficient() <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "clip_coefficient: must be in [0, 1], got ", v.clip_coefficient()));
+    }
+    if (!(v.global_grad_norm_sq() >= 0) && !v.found_inf_nan()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "global_grad_norm_sq: must be >= 0 unless found_inf_nan, got ",
+                       v.global_grad_norm_sq()));
+    }
+    if (absl::Status st = CheckTime(v.rollback_seconds(), at + "rollback_seconds"); !st.ok()) {
+      return st;
+    }
+    if (v.replayed_forwards() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "replayed_forwards: must be >= 0, got ", v.replayed_forwards()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 using internal::LogError;
@@ -137,6 +229,7 @@ absl::Status Coordinator::ReportStepLocked(
           report.step()));
     }
   }
+  if (absl::Status st = CheckReportRanges(report); !st.ok()) return st;
   std::vector<MeasuredPass> passes;
   passes.reserve(actions.size());
   StageReport stage;

@@ -848,7 +848,54 @@ TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
   bad.set_schedule_version(2);
   EXPECT_EQ(coordinator_->ReportStep(bad).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(coordinator_->ReportStep(r).ok());
+  // Measurements out of range, each refused naming its field.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::function<void(v1::ReportStepRequest&)>, std::string>>
+      out_of_range = {
+          {[&](auto& b) { b.set_step_seconds(nan); }, "step_seconds: must be a finite time"},
+          {[](auto& b) { b.set_idle_seconds(-1); }, "idle_seconds: must be a finite time"},
+          {[](auto& b) { b.set_comm_seconds(1e308); }, "comm_seconds: 1e+308 is longer than"},
+          {[](auto& b) { b.set_action_start_seconds(0, -1); },
+           "action_start_seconds[0]: must be a finite time"},
+          {[](auto& b) { b.set_eval_loss(-std::numeric_limits<double>::infinity()); },
+           "eval_loss: must be >= 0"},
+          {[](auto& b) { b.set_loss(-0.5); }, "loss: must be >= 0"},
+          {[&](auto& b) { b.set_parameter_sum(nan); }, "parameter_sum: must be finite"},
+          {[&](auto& b) { b.set_local_grad_norm_sq(nan); },
+           "local_grad_norm_sq: must be >= 0 unless found_inf_nan"},
+          {[](auto& b) {
+             v1::ValidationResult* v = b.add_validations();
+             v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+             v->set_clip_coefficient(5);
+           },
+           "validations[0].clip_coefficient: must be in [0, 1], got 5"},
+          {[](auto& b) {
+             v1::ValidationResult* v = b.add_validations();
+             v->set_mode(v1::VALIDATION_MODE_POST);
+             v->set_decision(static_cast<v1::ValidationDecision>(42));
+           },
+           "validations[0].decision: unknown decision 42"},
+          {[](auto& b) {
+             v1::ValidationResult* v = b.add_validations();
+             v->set_mode(v1::VALIDATION_MODE_POST);
+             v->set_rollback_seconds(-2);
+           },
+           "validations[0].rollback_seconds: must be a finite time"},
+          {[](auto& b) { b.add_validations()->set_mode(v1::VALIDATION_MODE_AUTO); },
+           "validations[0].mode: must be SYNCHRONOUS or POST"},
+      };
+  for (const auto& [mutate, message] : out_of_range) {
+    bad = r;
+    mutate(bad);
+    const absl::Status status = coordinator_->ReportStep(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(status.message()), ::testing::StartsWith(message));
+  }
+  // A divergent step's loss is a fact to record, not a malformed report.
+  bad = r;
+  bad.set_loss(inf);
+  EXPECT_TRUE(coordinator_->ReportStep(bad).ok());
 }
 
 TEST_F(CoordinatorTest, HopLatenciesBecomeTheCostModelsCommSeconds) {

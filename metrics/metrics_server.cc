@@ -66,6 +66,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   if (registry == nullptr) {
     return absl::InvalidArgumentError("registry is null");
   }
+  if (!(options.request_timeout_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request_timeout_seconds must be > 0, got ", options.request_timeout_seconds));
+  }
   if (options.num_threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads must be >= 1, got ", options.num_threads));
@@ -92,7 +96,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   std::vector<int> ports;
   try {
     server->server_ = std::make_unique<CivetServer>(std::vector<std::string>{
-        "listening_ports", listen, "num_threads", std::to_string(options.num_threads)});
+        "listening_ports", listen, "num_threads", std::to_string(options.num_threads),
+        "request_timeout_ms",
+        std::to_string(static_cast<int64_t>(options.request_timeout_seconds * 1000))});
     server->server_->addHandler("/", server->handler_.get());
     ports = server->server_->getListeningPorts();
   } catch (const std::exception& e) {

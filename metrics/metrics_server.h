@@ -43,8 +43,14 @@ class MetricsServer {
     /// ("127.0.0.1", "0.0.0.0", "localhost"); PORT 0 picks a free port
     /// (see `address()`).
     std::string listen_address = "127.0.0.1:0";
-    /// HTTP threads that serve requests; >= 1.
-    int num_threads = 2;
+    /// HTTP threads that serve requests; >= 1. A thread is held by each open
+    /// connection until its request arrives, and browsers open several
+    /// connections ahead of their requests: one tab on the schedule page
+    /// could hold two threads and stall Prometheus' scrapes.
+    int num_threads = 8;
+    /// A connection that sends no complete request within this time is
+    /// closed, freeing its thread (civetweb's request_timeout_ms); > 0.
+    double request_timeout_seconds = 5;
     /// Answers a GET of any path other than `kPath` (the path without the
     /// query string); thread-safe. Null: 404 for every other path.
     std::function<HttpResponse(const std::string& path)> page_handler;
@@ -55,7 +61,8 @@ class MetricsServer {
 
   /// Starts serving `registry` (shared: the server keeps it alive).
   /// InvalidArgument for a null registry, a listen address that is not
-  /// HOST:PORT with PORT in [0, 65535], or num_threads < 1; Unavailable,
+  /// HOST:PORT with PORT in [0, 65535], num_threads < 1 or
+  /// request_timeout_seconds <= 0; Unavailable,
   /// naming the address, when the server cannot listen there (port in use,
   /// address not local, ...).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(

@@ -31,13 +31,9 @@ inline std::string Serialize(const prometheus::Registry& registry) {
   return out.str();
 }
 
-/// HTTP/1.0 GET of `path` from 127.0.0.1:`port` (the server closes the
-/// connection after the reply). Returns the status line and the body.
-struct HttpReply {
-  std::string status_line;
-  std::string body;
-};
-inline absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path) {
+/// A TCP connection to 127.0.0.1:`port`: its file descriptor, which the
+/// caller closes.
+inline absl::StatusOr<int> Connect(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(std::strerror(errno));
   sockaddr_in addr{};
@@ -49,6 +45,19 @@ inline absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path) {
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("connect: ", error));
   }
+  return fd;
+}
+
+/// HTTP/1.0 GET of `path` from 127.0.0.1:`port` (the server closes the
+/// connection after the reply). Returns the status line and the body.
+struct HttpReply {
+  std::string status_line;
+  std::string body;
+};
+inline absl::StatusOr<HttpReply> HttpGet(int port, const std::string& path) {
+  absl::StatusOr<int> connected = Connect(port);
+  if (!connected.ok()) return connected.status();
+  const int fd = *connected;
   const std::string request = absl::StrCat(
       "GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\n\r\n");
   size_t sent = 0;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -801,6 +803,19 @@ void Coordinator::Unwatch(const std::string& job_id,
 
 absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     const zbpp::v1::WorkerDescription& worker) {
+  // The lengths of worker.proto: DNS names, a port. Descriptions are kept
+  // for every worker and listed by zbppctl: unbounded fields made one
+  // registration cost megabytes and the list fail.
+  for (auto [value, max, field] :
+       {std::tuple{&worker.address(), size_t{261}, "worker.address"},
+        std::tuple{&worker.host(), size_t{253}, "worker.host"},
+        std::tuple{&worker.device_name(), size_t{253}, "worker.device_name"},
+        std::tuple{&worker.name(), size_t{253}, "worker.name"}}) {
+    if (value->size() > max) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": must be at most ", max,
+                                                     " bytes, got ", value->size()));
+    }
+  }
   if (worker.address().empty()) {
     return absl::InvalidArgumentError("worker.address is required");
   }

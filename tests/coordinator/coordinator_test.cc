@@ -826,6 +826,36 @@ TEST_F(CoordinatorTest, CheckpointRecordedOnlyWhenEveryRankWroteIt) {
   EXPECT_TRUE(stored->checkpoints[0].complete);
 }
 
+TEST_F(CoordinatorTest, RegisterWorkerChecksItsInput) {
+  v1::WorkerDescription good;
+  good.set_address("10.0.0.1:7000");
+  good.set_host("node");
+  good.set_device_kind(v1::DEVICE_KIND_CPU);
+  good.set_memory_bytes(1 << 30);
+  good.set_name(std::string(253, 'n'));
+  ASSERT_TRUE(coordinator_->RegisterWorker(good).ok());
+  const std::vector<std::pair<std::function<void(v1::WorkerDescription&)>, std::string>> bad = {
+      {[](auto& d) { d.set_host(std::string(3 << 20, 'h')); },
+       "worker.host: must be at most 253 bytes, got 3145728"},
+      {[](auto& d) { d.set_address(std::string(262, 'a')); },
+       "worker.address: must be at most 261 bytes, got 262"},
+      {[](auto& d) { d.set_name(std::string(254, 'n')); },
+       "worker.name: must be at most 253 bytes, got 254"},
+      {[](auto& d) { d.set_device_name(std::string(1000, 'g')); },
+       "worker.device_name: must be at most 253 bytes, got 1000"},
+      {[](auto& d) { d.set_device_kind(static_cast<v1::DeviceKind>(7)); },
+       "worker.device_kind: unknown kind 7"},
+      {[](auto& d) { d.set_device_index(-1); }, "worker.device_index: must be >= 0, got -1"},
+  };
+  for (const auto& [mutate, message] : bad) {
+    v1::WorkerDescription d = good;
+    mutate(d);
+    const absl::StatusOr<v1::RegisterWorkerResponse> refused = coordinator_->RegisterWorker(d);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_EQ(std::string(refused.status().message()), message);
+  }
+}
+
 TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
   std::string job_id;
   const v1::JobSpec spec = TestSpec();

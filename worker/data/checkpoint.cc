@@ -94,7 +94,7 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
   absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
   if (!writer.ok()) return writer.status();
   // After a failed write the callback still reports every byte as written:
-  // LibTorch 1.13 answers a short write by throwing, and then throws again
+  // LibTorch answers a short write by throwing (seen with 1.13), and then throws again
   // from PyTorchStreamWriter's destructor, which terminates the process. The
   // first error is kept and returned once save_to has finished.
   absl::Status write_status;

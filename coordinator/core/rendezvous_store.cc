@@ -1,5 +1,6 @@
 #include "coordinator/core/rendezvous_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -8,12 +9,22 @@
 #include "absl/time/clock.h"
 
 namespace zbpp::coordinator {
+namespace {
+
+// How often a wait looks at its `cancelled` callback.
+constexpr absl::Duration kCancelPoll = absl::Seconds(1);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Create(
     Options options) {
-  if (options.max_key_bytes == 0 || options.max_value_bytes == 0) {
+  if (options.max_key_bytes == 0 || options.max_value_bytes == 0 ||
+      options.max_keys_per_scope == 0 || options.max_scope_bytes == 0) {
     return absl::InvalidArgumentError(
-        "RendezvousStore limits must be >= 1 byte");
+        "RendezvousStore limits must be >= 1 (byte, key)");
+  }
+  if (options.max_wait <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("RendezvousStore max_wait must be > 0");
   }
   return std::unique_ptr<RendezvousStore>(new RendezvousStore(options));
 }
@@ -27,67 +38,116 @@ absl::Status RendezvousStore::CheckKey(const std::string& key) const {
   return absl::OkStatus();
 }
 
-absl::Status RendezvousStore::Set(const std::string& scope,
-                                  const std::string& key, std::string value) {
-  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+std::shared_ptr<RendezvousStore::Scope> RendezvousStore::FindOrCreate(
+    const std::string& scope) {
+  std::shared_ptr<Scope>& found = scopes_[scope];
+  if (found == nullptr) found = std::make_shared<Scope>();
+  return found;
+}
+
+absl::Status RendezvousStore::Put(Scope& scope, const std::string& key,
+                                  std::string value) {
   if (value.size() > options_.max_value_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("value of \"", key, "\" is ", value.size(),
                      " bytes, limit ", options_.max_value_bytes));
   }
-  absl::MutexLock lock(&mu_);
-  scopes_[scope][key] = std::move(value);
+  auto it = scope.keys.find(key);
+  const size_t old_bytes = it == scope.keys.end() ? 0 : key.size() + it->second.size();
+  if (it == scope.keys.end() && scope.keys.size() >= options_.max_keys_per_scope) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the scope holds ", scope.keys.size(), " keys, limit ",
+        options_.max_keys_per_scope));
+  }
+  const size_t bytes = scope.bytes - old_bytes + key.size() + value.size();
+  if (bytes > options_.max_scope_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the scope would hold ", bytes, " bytes, limit ", options_.max_scope_bytes));
+  }
+  scope.bytes = bytes;
+  scope.keys[key] = std::move(value);
   changed_.SignalAll();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> RendezvousStore::Get(const std::string& scope,
-                                                 const std::string& key,
-                                                 absl::Time deadline) {
+absl::Status RendezvousStore::Set(const std::string& scope,
+                                  const std::string& key, std::string value) {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  bool waited = false;
+  return Put(*FindOrCreate(scope), key, std::move(value));
+}
+
+absl::Status RendezvousStore::Await(
+    const std::string& scope, absl::Time deadline, const CancelledFn& cancelled,
+    const std::function<bool(const Scope&)>& ready,
+    const std::function<absl::Status(const Scope&)>& timeout) {
+  deadline = std::min(deadline, absl::Now() + options_.max_wait);
+  absl::MutexLock lock(&mu_);
+  const std::shared_ptr<Scope> waited = FindOrCreate(scope);
   while (true) {
-    auto it = scopes_.find(scope);
-    if (it != scopes_.end()) {
-      auto kv = it->second.find(key);
-      if (kv != it->second.end()) return kv->second;
+    if (waited->ended) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rendezvous scope \"", scope, "\" ended (its attempt is over)"));
     }
-    if (absl::Now() >= deadline) {
-      if (!waited) {
-        return absl::NotFoundError(absl::StrCat("key \"", key, "\" not set"));
-      }
-      return absl::DeadlineExceededError(
-          absl::StrCat("key \"", key, "\" did not appear in time"));
+    if (ready(*waited)) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return timeout(*waited);
+    if (cancelled != nullptr && cancelled()) {
+      return absl::CancelledError("the caller cancelled the wait");
     }
-    waited = true;
-    changed_.WaitWithDeadline(&mu_, deadline);
+    changed_.WaitWithDeadline(
+        &mu_, cancelled != nullptr ? std::min(deadline, now + kCancelPoll) : deadline);
   }
+}
+
+absl::StatusOr<std::string> RendezvousStore::Get(const std::string& scope,
+                                                 const std::string& key,
+                                                 absl::Time deadline,
+                                                 const CancelledFn& cancelled) {
+  if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  std::string value;
+  auto ready = [&](const Scope& s) {
+    auto kv = s.keys.find(key);
+    if (kv == s.keys.end()) return false;
+    value = kv->second;
+    return true;
+  };
+  if (absl::Now() >= deadline) {
+    absl::MutexLock lock(&mu_);
+    auto it = scopes_.find(scope);
+    if (it != scopes_.end() && ready(*it->second)) return value;
+    return absl::NotFoundError(absl::StrCat("key \"", key, "\" not set"));
+  }
+  absl::Status status = Await(scope, deadline, cancelled, ready, [&](const Scope&) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("key \"", key, "\" did not appear in time"));
+  });
+  if (!status.ok()) return status;
+  return value;
 }
 
 absl::Status RendezvousStore::Wait(const std::string& scope,
                                    const std::vector<std::string>& keys,
-                                   absl::Time deadline) {
+                                   absl::Time deadline,
+                                   const CancelledFn& cancelled) {
   if (keys.empty()) return absl::InvalidArgumentError("keys: none given");
   for (const std::string& key : keys) {
     if (absl::Status s = CheckKey(key); !s.ok()) return s;
   }
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    std::vector<std::string> missing;
-    auto it = scopes_.find(scope);
-    for (const std::string& key : keys) {
-      if (it == scopes_.end() || it->second.count(key) == 0) {
-        missing.push_back(key);
-      }
-    }
-    if (missing.empty()) return absl::OkStatus();
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "keys not set in time: ", absl::StrJoin(missing, ", ")));
-    }
-    changed_.WaitWithDeadline(&mu_, deadline);
-  }
+  return Await(
+      scope, deadline, cancelled,
+      [&](const Scope& s) {
+        return std::all_of(keys.begin(), keys.end(),
+                           [&](const std::string& key) { return s.keys.count(key) == 1; });
+      },
+      [&](const Scope& s) {
+        std::vector<std::string> missing;
+        for (const std::string& key : keys) {
+          if (s.keys.count(key) == 0) missing.push_back(key);
+        }
+        return absl::DeadlineExceededError(
+            absl::StrCat("keys not set in time: ", absl::StrJoin(missing, ", ")));
+      });
 }
 
 absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& scope,
@@ -95,15 +155,15 @@ absl::StatusOr<int64_t> RendezvousStore::Add(const std::string& scope,
                                              int64_t delta) {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  std::string& value = scopes_[scope][key];
+  Scope& keys = *FindOrCreate(scope);
+  auto it = keys.keys.find(key);
   int64_t current = 0;
-  if (!value.empty() && !absl::SimpleAtoi(value, &current)) {
+  if (it != keys.keys.end() && !absl::SimpleAtoi(it->second, &current)) {
     return absl::InvalidArgumentError(
         absl::StrCat("key \"", key, "\" holds a non-integer value"));
   }
   current += delta;
-  value = absl::StrCat(current);
-  changed_.SignalAll();
+  if (absl::Status s = Put(keys, key, absl::StrCat(current)); !s.ok()) return s;
   return current;
 }
 
@@ -111,42 +171,42 @@ absl::StatusOr<std::string> RendezvousStore::CompareSet(
     const std::string& scope, const std::string& key,
     const std::string& expected, std::string desired) {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
-  if (desired.size() > options_.max_value_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("value is ", desired.size(), " bytes, limit ",
-                     options_.max_value_bytes));
-  }
   absl::MutexLock lock(&mu_);
-  auto& keys = scopes_[scope];
-  auto it = keys.find(key);
-  if (it == keys.end()) {
-    if (!expected.empty()) return std::string();
-    keys[key] = desired;
-    changed_.SignalAll();
-    return desired;
+  Scope& keys = *FindOrCreate(scope);
+  auto it = keys.keys.find(key);
+  if (it == keys.keys.end() ? !expected.empty() : it->second != expected) {
+    return it == keys.keys.end() ? std::string() : it->second;
   }
-  if (it->second != expected) return it->second;
-  it->second = std::move(desired);
-  changed_.SignalAll();
-  return it->second;
+  const std::string after = desired;
+  if (absl::Status s = Put(keys, key, std::move(desired)); !s.ok()) return s;
+  return after;
 }
 
 bool RendezvousStore::Delete(const std::string& scope, const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = scopes_.find(scope);
   if (it == scopes_.end()) return false;
-  return it->second.erase(key) > 0;
+  Scope& keys = *it->second;
+  auto kv = keys.keys.find(key);
+  if (kv == keys.keys.end()) return false;
+  keys.bytes -= key.size() + kv->second.size();
+  keys.keys.erase(kv);
+  return true;
 }
 
 void RendezvousStore::DeleteScope(const std::string& scope) {
   absl::MutexLock lock(&mu_);
-  scopes_.erase(scope);
+  auto it = scopes_.find(scope);
+  if (it == scopes_.end()) return;
+  it->second->ended = true;
+  scopes_.erase(it);
+  changed_.SignalAll();
 }
 
 int RendezvousStore::KeyCount(const std::string& scope) const {
   absl::MutexLock lock(&mu_);
   auto it = scopes_.find(scope);
-  return it == scopes_.end() ? 0 : static_cast<int>(it->second.size());
+  return it == scopes_.end() ? 0 : static_cast<int>(it->second->keys.size());
 }
 
 }  // namespace zbpp::coordinator

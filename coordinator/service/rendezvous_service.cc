@@ -33,7 +33,8 @@ grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext* context,
   if (absl::Status s = Check(request->context()); !s.ok()) return rpc.Finish(s);
   absl::StatusOr<std::string> value = options_.coordinator->rendezvous().Get(
       request->context().scope(), request->key(),
-      WaitDeadline(*context, request->timeout_seconds()));
+      WaitDeadline(*context, request->timeout_seconds()),
+      [context] { return context->IsCancelled(); });
   if (value.ok()) response->set_value(*std::move(value));
   return rpc.Finish(value.status());
 }
@@ -46,7 +47,8 @@ grpc::Status RendezvousServiceImpl::Wait(grpc::ServerContext* context,
   std::vector<std::string> keys(request->keys().begin(), request->keys().end());
   return rpc.Finish(options_.coordinator->rendezvous().Wait(
       request->context().scope(), keys,
-      WaitDeadline(*context, request->timeout_seconds())));
+      WaitDeadline(*context, request->timeout_seconds()),
+      [context] { return context->IsCancelled(); }));
 }
 
 grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext* context,

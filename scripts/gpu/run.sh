@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (see the device tool), from the repository root,
-# with build-gpu/ carried (scripts/gpu/bundle.sh made it here): the worker's
-# numerical tests on cuda:0 — the split backward in fp32/bf16/fp16, the
-# equivalence of every schedule with ranks as threads on the one GPU,
-# post-update validation and mixed precision, a checkpoint moved between the
-# CPU and the GPU; then compute_bench per transformer layer of the Zero
-# Bubble paper's four model shapes in bf16 (T_F, T_B, T_W against bf16 GEMMs
-# of the same shapes, M_B and M_W from the caching allocator, and the
-# simulated bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m)
-# of each model in the paper's Table 5). The test binaries link LibTorch's CPU part only; its CUDA
-# part, from the machine's PyTorch 2.11.0, is preloaded, and
-# ZBPP_TEST_DEVICE=cuda:0 puts every model on the GPU (a run where LibTorch
-# sees no GPU fails instead of passing on the CPU). Results go to $OUT (the
-# device tool fetches them) or out-gpu/.
+# with build-gpu/ carried (scripts/gpu/bundle.sh made it here). In one call:
+#  1. the worker's numerical tests on cuda:0: the split backward in
+#     fp32/bf16/fp16, the equivalence of every schedule with ranks as threads
+#     on the one GPU, post-update validation and mixed precision, a
+#     checkpoint moved between the CPU and the GPU. The test binaries link
+#     LibTorch's CPU part only; its CUDA part, from the machine's PyTorch
+#     2.11.0, is preloaded, and ZBPP_TEST_DEVICE=cuda:0 puts every model on
+#     the GPU (a run where LibTorch sees no GPU fails instead of passing on
+#     the CPU);
+#  2. compute_bench per transformer layer of the Zero Bubble paper's four
+#     model shapes in bf16 (T_F, T_B, T_W against bf16 GEMMs of the same
+#     shapes, M_B and M_W from the caching allocator, and the simulated
+#     bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m) of each
+#     model in the paper's Table 5);
+#  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
+#     cuda:0 in bf16. NCCL refuses two ranks on one device, so the ranks
+#     talk through Gloo, which stages the GPU tensors through host memory.
+# Results go to $OUT (the device tool fetches them) or out-gpu/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out-gpu}
@@ -20,32 +25,35 @@ mkdir -p "$out"
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
   echo "run: no PyTorch on this machine" >&2; exit 1; }
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib"
-export LD_PRELOAD="$torch_lib/libtorch_cuda.so"
-export ZBPP_TEST_DEVICE=cuda:0
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__)'
 } >"$out/machine.txt" 2>&1
 status=0
-for t in worker_model_tests worker_post_validation_tests worker_runtime_tests; do
-  if build-gpu/bin/"$t" >"$out/$t.txt" 2>&1; then
-    echo "$t: passed"
+# $1: a name for the result file; the rest: the command.
+step() {
+  local name=$1
+  shift
+  if "$@" >"$out/$name.txt" 2>&1; then
+    echo "$name: passed"
   else
-    echo "$t: FAILED (exit $?), see $out/$t.txt"
+    echo "$name: FAILED (exit $?), see $out/$name.txt"
     status=1
   fi
-  tail -3 "$out/$t.txt"
+  tail -3 "$out/$name.txt"
+}
+on_gpu() { LD_PRELOAD="$torch_lib/libtorch_cuda.so" ZBPP_TEST_DEVICE=cuda:0 "$@"; }
+for t in worker_model_tests worker_post_validation_tests worker_runtime_tests; do
+  step "$t" on_gpu build-gpu/bin/"$t"
 done
 # model hidden heads p:m
 for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3B 6144 48 32:96"; do
   set -- $shape
-  if build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 --hidden="$2" --heads="$3" \
-      --seq-len=1024 --layers=4 --stages=2 --microbatch-size=1 --vocab=50304 \
-      --reps=20 --warmup=5 --pipeline="$4" >"$out/compute-$1.md" 2>&1; then
-    echo "compute_bench $1: done"
-  else
-    echo "compute_bench $1: FAILED, see $out/compute-$1.md"
-    status=1
-  fi
+  step "compute-$1" on_gpu build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 \
+    --hidden="$2" --heads="$3" --seq-len=1024 --layers=4 --stages=2 --microbatch-size=1 \
+    --vocab=50304 --reps=20 --warmup=5 --pipeline="$4"
 done
+# Bounded: a worker that cannot start would leave the job waiting for it.
+step main-job timeout 300 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
+  bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json
 exit $status

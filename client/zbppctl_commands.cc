@@ -8,13 +8,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "client/job_spec_yaml.h"
 #include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
 #include "client/zbppctl_tables.h"
 #include "client/zbppctl_watch.h"
+#include "common/text_table.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -32,7 +32,7 @@ int Fail(const CommandIo& io, const std::string& context,
     line = absl::StrCat(context, ": ", absl::StatusCodeToString(status.code()),
                         ": ", status.message());
   }
-  io.err << "zbppctl: " << absl::StrReplaceAll(line, {{"\n", " "}}) << "\n";
+  io.err << "zbppctl: " << PrintableText(line) << "\n";
   return kExitError;
 }
 
@@ -86,7 +86,7 @@ int Watch(const CtlOptions& options, CoordinatorClient& client,
   printer.Finish();
   if (!streamed.ok()) return Fail(io, Context(options), streamed);
   const v1::JobState state = printer.progress().state;
-  std::string why = printer.state_message();
+  std::string why = PrintableText(printer.state_message());
   why = why.empty() ? "" : ": " + why;
   switch (state) {
     case v1::JOB_STATE_SUCCEEDED:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/zbppctl_tables.h"
+#include "common/text_table.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -17,9 +18,9 @@ constexpr char kClearLine[] = "\r\x1b[K";
 
 std::string Quoted(const std::string& text) {
   std::string quoted = "\"";
-  for (char c : text) {
+  for (char c : PrintableText(text)) {
     if (c == '"' || c == '\\') quoted += '\\';
-    quoted += (c == '\n' || c == '\r') ? ' ' : c;
+    quoted += c;
   }
   return quoted + "\"";
 }

@@ -124,6 +124,22 @@ TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {
   EXPECT_THAT(table, Not(HasSubstr("checksum:")));
 }
 
+// A job name and message are the submitter's and the coordinator's text: no
+// escape sequence of theirs reaches the terminal (one cleared the screen and
+// set the window title).
+TEST(ZbppctlTables, ControlBytesInNamesAndMessagesAreEscaped) {
+  v1::Job job = RunningJob("job-1");
+  job.mutable_spec()->set_name("evil\x1b]0;pwned\x07\x1b[2J");
+  job.set_state_message("line one\nline two \x1b[31mred");
+  const std::string list = JobsTable({job}, absl::FromUnixSeconds(1000000000));
+  const std::string status = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  for (const std::string* text : {&list, &status}) {
+    EXPECT_EQ(text->find('\x1b'), std::string::npos) << *text;
+    EXPECT_EQ(text->find('\x07'), std::string::npos) << *text;
+  }
+  EXPECT_THAT(list, HasSubstr("evil\\x1b]0;pwned\\x07\\x1b[2J"));
+}
+
 TEST(ZbppctlTables, StatusTableShowsValidationOnOneLine) {
   v1::Job job = RunningJob("job-1");
   job.mutable_spec()->set_validation(v1::VALIDATION_MODE_POST);

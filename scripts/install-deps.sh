@@ -32,11 +32,9 @@ bash "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"
 # has every NVIDIA library torch pins but the three in the file: --no-deps
 # (~0.76 GB). Elsewhere (the Docker images) torch's full dependency set
 # (~2.7 GB) brings them all as wheels.
-if [ -e /usr/local/cuda/lib64/libcudart.so.13 ]; then
-  bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt --no-deps
-else
-  bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt
-fi
+torch_options=()
+if [ -e /usr/local/cuda/lib64/libcudart.so.13 ]; then torch_options=(--no-deps); fi
+bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt ${torch_options[@]+"${torch_options[@]}"}
 
 # Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).

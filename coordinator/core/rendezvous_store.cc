@@ -105,6 +105,8 @@ absl::StatusOr<std::string> RendezvousStore::Get(const std::string& scope,
                                                  absl::Time deadline,
                                                  const CancelledFn& cancelled) {
   if (absl::Status s = CheckKey(key); !s.ok()) return s;
+  // A deadline already past makes a lookup: absent is NotFound.
+  const bool lookup = absl::Now() >= deadline;
   std::string value;
   auto ready = [&](const Scope& s) {
     auto kv = s.keys.find(key);
@@ -112,15 +114,10 @@ absl::StatusOr<std::string> RendezvousStore::Get(const std::string& scope,
     value = kv->second;
     return true;
   };
-  if (absl::Now() >= deadline) {
-    absl::MutexLock lock(&mu_);
-    auto it = scopes_.find(scope);
-    if (it != scopes_.end() && ready(*it->second)) return value;
-    return absl::NotFoundError(absl::StrCat("key \"", key, "\" not set"));
-  }
   absl::Status status = Await(scope, deadline, cancelled, ready, [&](const Scope&) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("key \"", key, "\" did not appear in time"));
+    return lookup ? absl::NotFoundError(absl::StrCat("key \"", key, "\" not set"))
+                  : absl::DeadlineExceededError(
+                        absl::StrCat("key \"", key, "\" did not appear in time"));
   });
   if (!status.ok()) return status;
   return value;

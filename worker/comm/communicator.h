@@ -47,9 +47,10 @@ class Communicator {
   virtual int size() const = 0;
 
   /// Starts sending `tensor` (contiguous; on any device: Gloo stages a
-  /// device tensor through host memory) to `peer`. The caller must keep `tensor` alive and unmodified until the
-  /// op's Wait returned. InvalidArgument for a bad peer (self or out of
-  /// range) or a non-contiguous tensor.
+  /// device tensor through host memory) to `peer`. The caller must keep
+  /// `tensor` alive and unmodified until the op's Wait returned.
+  /// InvalidArgument for a bad peer (self or out of range) or a
+  /// non-contiguous tensor.
   virtual absl::StatusOr<std::unique_ptr<PendingOp>> Send(const at::Tensor& tensor,
                                                           int peer, uint32_t tag) = 0;
 

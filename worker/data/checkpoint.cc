@@ -94,9 +94,9 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
   absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
   if (!writer.ok()) return writer.status();
   // After a failed write the callback still reports every byte as written:
-  // LibTorch answers a short write by throwing (seen with 1.13), and then throws again
-  // from PyTorchStreamWriter's destructor, which terminates the process. The
-  // first error is kept and returned once save_to has finished.
+  // LibTorch answers a short write by throwing (seen with 1.13), and then
+  // throws again from PyTorchStreamWriter's destructor, which terminates the
+  // process. The first error is kept and returned once save_to has finished.
   absl::Status write_status;
   try {
     archive.save_to([&](const void* data, size_t size) -> size_t {

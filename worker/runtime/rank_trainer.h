@@ -184,8 +184,6 @@ class RankTrainer {
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
   std::vector<NamedTensor> OptimizerState() const;
   int rank() const { return options_.rank; }
-  /// The loss scale of the next step's B passes (1 unless FP16).
-  double loss_scale() const { return loss_scaler_.scale(); }
 
  private:
   // The reduced validation state travelling along the ranks.

@@ -20,6 +20,9 @@ struct StageCost {
   double w_seconds = 1.0;  ///< T_W: gradient w.r.t. the stage weights.
   double m_b_bytes = 1.0;  ///< M_B: held from the end of F until B.
   double m_w_bytes = 0.5;  ///< M_W: part of M_B still held from B until W.
+  /// Data parallelism: the all-reduce of this stage's weight gradients over
+  /// its d replicas (a kReduce action), in seconds; 0 when d = 1.
+  double reduce_seconds = 0.0;
 };
 
 /// A pipeline scheduling problem: the input of every generator and of the

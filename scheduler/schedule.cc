@@ -18,13 +18,18 @@ char PassLetter(PassKind kind) {
       return 'W';
     case PassKind::kBW:
       return 'B';
+    case PassKind::kReduce:
+      break;
   }
   return '?';
 }
 
+constexpr std::string_view kReduceText = "REDUCE_GRAD";
+
 }  // namespace
 
 std::string ActionToString(const Action& action) {
+  if (action.kind == PassKind::kReduce) return absl::StrCat(action.stage, kReduceText);
   return absl::StrCat(action.stage, std::string(1, PassLetter(action.kind)),
                       action.microbatch);
 }
@@ -40,8 +45,19 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     ++letter;
   }
   if (letter == 0) return bad("must start with the stage number");
-  if (letter + 1 >= text.size()) return bad("must end with the microbatch");
+  // Both numbers are plain non-negative decimals that must fit in an int.
+  auto parse = [](std::string_view digits, int* out) {
+    const char* end = digits.data() + digits.size();
+    auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
+    return ec == std::errc() && ptr == end;
+  };
   Action action;
+  if (text.substr(letter) == kReduceText) {
+    action.kind = PassKind::kReduce;
+    if (!parse(text.substr(0, letter), &action.stage)) return bad("stage is not a number");
+    return action;
+  }
+  if (letter + 1 >= text.size()) return bad("must end with the microbatch");
   switch (text[letter]) {
     case 'F':
       action.kind = PassKind::kF;
@@ -56,14 +72,8 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
       action.kind = PassKind::kBW;
       break;
     default:
-      return bad("pass must be one of F, I, W, B");
+      return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
   }
-  // Both numbers are plain non-negative decimals that must fit in an int.
-  auto parse = [](std::string_view digits, int* out) {
-    const char* end = digits.data() + digits.size();
-    auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
-    return ec == std::errc() && ptr == end;
-  };
   if (!parse(text.substr(0, letter), &action.stage)) {
     return bad("stage is not a number");
   }

@@ -10,14 +10,21 @@
 namespace zbpp::sched {
 
 /// The passes of the Zero Bubble paper (§2): F, B (input gradient only),
-/// W (weight gradient only), and BW (B and W fused, as 1F1B and GPipe run).
-enum class PassKind { kF, kB, kW, kBW };
+/// W (weight gradient only), and BW (B and W fused, as 1F1B and GPipe run);
+/// plus kReduce, the data-parallel gradient reduction of one virtual stage
+/// (an all-reduce of its weight gradients over the stage's d replicas, once
+/// per step, after the stage's last W or BW). A reduction runs on the
+/// worker's communication timeline: it is issued where it stands in the
+/// order, overlaps the passes that follow it, and is waited for only before
+/// the optimizer step.
+enum class PassKind { kF, kB, kW, kBW, kReduce };
 
-/// One pass of one virtual stage on one microbatch.
+/// One pass of one virtual stage on one microbatch (kReduce: on all of them;
+/// its microbatch is 0).
 struct Action {
   PassKind kind = PassKind::kF;
   int stage = 0;       ///< Virtual stage, in model order.
-  int microbatch = 0;  ///< Microbatch index in [0, m).
+  int microbatch = 0;  ///< Microbatch index in [0, m); 0 for kReduce.
 
   friend bool operator==(const Action& a, const Action& b) {
     return a.kind == b.kind && a.stage == b.stage &&
@@ -28,11 +35,13 @@ struct Action {
 
 /// Text form of one action, as PyTorch pipelining writes it:
 /// `{stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
-/// and B the fused backward (our BW). Examples: `2F0`, `1I3`, `1W3`, `0B1`.
+/// and B the fused backward (our BW); a reduction is `{stage}REDUCE_GRAD`.
+/// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`.
 std::string ActionToString(const Action& action);
 
 /// Parses the text form. Returns InvalidArgument quoting the text and saying
-/// what is wrong, e.g. `bad action "3X1": pass must be one of F, I, W, B`.
+/// what is wrong, e.g.
+/// `bad action "3X1": pass must be one of F, I, W, B, REDUCE_GRAD`.
 absl::StatusOr<Action> ParseAction(std::string_view text);
 
 /// How virtual stages map to workers.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/schedule_proto.h"
@@ -107,25 +108,50 @@ class AttemptRun {
     if (!corpus.ok()) return JobError(corpus.status());
 
     const int p = spec_.pipeline().stages();
-    GlooOptions gloo;
-    gloo.store = CreateRendezvousStore(env_.channel, env_.session->worker_id(),
-                                       a_.rendezvous_scope(), env_.comm_timeout);
-    gloo.rank = a_.stage();
-    gloo.size = p;
-    gloo.timeout = env_.comm_timeout;
-    gloo.hostname = env_.gloo_hostname;
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(gloo);
-    if (!comm.ok()) return WithContext(comm.status(), "joining the Gloo group");
+    const int d = std::max(1, spec_.pipeline().data_parallel());
+    // Two groups meet through the attempt's scope, each under its own key
+    // prefix: this replica's pipeline (p ranks) and this stage's replicas
+    // (d ranks, when d > 1).
+    const c10::intrusive_ptr<c10d::Store> store = CreateRendezvousStore(
+        env_.channel, env_.session->worker_id(), a_.rendezvous_scope(), env_.comm_timeout);
+    auto join = [&](const std::string& prefix, int rank, int size,
+                    const char* what) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      GlooOptions gloo;
+      gloo.store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+      gloo.rank = rank;
+      gloo.size = size;
+      gloo.timeout = env_.comm_timeout;
+      gloo.hostname = env_.gloo_hostname;
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(gloo);
+      if (!comm.ok()) return WithContext(comm.status(), absl::StrCat("joining the ", what));
+      return comm;
+    };
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        join(absl::StrCat("pipeline", a_.replica()), a_.stage(), p, "pipeline's Gloo group");
+    if (!comm.ok()) return comm.status();
     comm_ = *std::move(comm);
+    if (d > 1) {
+      absl::StatusOr<std::unique_ptr<Communicator>> replicas =
+          join(absl::StrCat("replicas", a_.stage()), a_.replica(), d,
+               "data-parallel Gloo group");
+      if (!replicas.ok()) return replicas.status();
+      data_parallel_ = *std::move(replicas);
+    }
     // An AbortCommand releases a step blocked on a peer at once (the peer may
     // be dead) instead of after comm_timeout.
-    env_.state->SetAbortHook(a_.job_id(), a_.attempt(), [c = comm_.get()] { c->Abort(); });
+    env_.state->SetAbortHook(a_.job_id(), a_.attempt(),
+                             [c = comm_.get(), r = data_parallel_.get()] {
+                               c->Abort();
+                               if (r != nullptr) r->Abort();
+                             });
 
     RankTrainerOptions options;
     options.spec = spec_;
     options.rank = a_.stage();
     options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
     options.communicator = comm_.get();
+    options.data_parallel = data_parallel_.get();
+    options.replica = a_.replica();
     options.device = env_.device;
     options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
     options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
@@ -204,7 +230,9 @@ class AttemptRun {
       if (!eval.ok()) return WithContext(eval.status(), "evaluation");
       if (eval->has_value()) report.set_eval_loss(**eval);
     }
-    if (checkpoints) {
+    // One copy per stage: replica 0's (the replicas' parameters and
+    // optimizer states are equal).
+    if (checkpoints && a_.replica() == 0) {
       if (absl::Status st = trainer_->SaveCheckpoint(ckpt.directory(), step); !st.ok()) {
         return WithContext(st, "writing the checkpoint");
       }
@@ -215,14 +243,15 @@ class AttemptRun {
       for (const NamedTensor& t : trainer_->Parameters()) sum += t.second.sum().item<double>();
       report.set_parameter_sum(sum);
     }
-    Fill(step, *result, report);
+    Fill(step, **schedule, *result, report);
     if (absl::Status st = Report(report); !st.ok()) return st;
     env_.state->SetProgress(step, version_number_);
     env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
     return absl::OkStatus();
   }
 
-  void Fill(int64_t step, const StepResult& result, v1::ReportStepRequest& report) {
+  void Fill(int64_t step, const sched::Schedule& schedule, const StepResult& result,
+            v1::ReportStepRequest& report) {
     const StepTimeline& t = result.timeline;
     report.set_worker_id(env_.session->worker_id());
     report.set_job_id(a_.job_id());
@@ -230,11 +259,16 @@ class AttemptRun {
     report.set_step(step);
     report.set_schedule_version(version_number_);
     report.set_stage(a_.stage());
+    report.set_replica(a_.replica());
+    const std::vector<sched::Action>& actions = schedule.actions[a_.stage()];
     double busy = 0;
     for (size_t i = 0; i < t.action_start_seconds.size(); ++i) {
       report.add_action_start_seconds(t.action_start_seconds[i]);
       report.add_action_end_seconds(t.action_end_seconds[i]);
-      busy += t.action_end_seconds[i] - t.action_start_seconds[i];
+      // A reduction is communication, not a pass.
+      if (actions[i].kind != sched::PassKind::kReduce) {
+        busy += t.action_end_seconds[i] - t.action_start_seconds[i];
+      }
     }
     report.set_step_seconds(t.step_seconds);
     report.set_idle_seconds(std::max(0.0, t.step_seconds - busy));
@@ -278,6 +312,7 @@ class AttemptRun {
   const AttemptEnvironment& env_;
   const v1::JobSpec& spec_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> data_parallel_;  // Null when d = 1.
   std::unique_ptr<RankTrainer> trainer_;
   sched::Schedule schedule_;
   int64_t version_number_ = 0;

@@ -53,6 +53,10 @@ bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == Pa
 // "1F0 (pass F, virtual stage 1, microbatch 0)": an error names the pass
 // and the microbatch in words, not only in the schedule's compact form.
 std::string DescribeAction(const Action& a) {
+  if (a.kind == PassKind::kReduce) {
+    return absl::StrCat(sched::ActionToString(a), " (data-parallel gradient reduction, virtual stage ",
+                        a.stage, ")");
+  }
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
                      : a.kind == PassKind::kW ? "W"
@@ -93,6 +97,7 @@ class StepRun {
                                                     DescribeAction(actions_[j]), ": ",
                                                     std::string(st.message())));
       }
+      if (actions_[j].kind == PassKind::kReduce) continue;  // Timed by the reducer.
       SynchronizeDevice(o_.device);
       timeline_.action_end_seconds[j] = Seconds();
       if (o_.pass_slowdown > 1) {
@@ -103,7 +108,11 @@ class StepRun {
         timeline_.action_end_seconds[j] = Seconds();
       }
     }
-    timeline_.step_seconds = actions_.empty() ? 0 : timeline_.action_end_seconds.back();
+    if (absl::Status st = AwaitReductions(); !st.ok()) return st;
+    timeline_.step_seconds =
+        actions_.empty() ? 0
+                         : *std::max_element(timeline_.action_end_seconds.begin(),
+                                             timeline_.action_end_seconds.end());
     // Every receive was consumed; drain the sends so their buffers can go.
     // After the last action: not part of the step's communication time.
     if (absl::Status st = WaitSends(); !st.ok()) return st;
@@ -113,6 +122,26 @@ class StepRun {
  private:
   static size_t FirstBackward(const std::vector<Action>& actions) {
     return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
+  }
+
+  // Waits for the step's data-parallel reductions (issued in action order)
+  // and records when each ran.
+  absl::Status AwaitReductions() {
+    if (o_.reducer == nullptr) return absl::OkStatus();
+    absl::StatusOr<std::vector<GradientReducer::Timing>> timings = o_.reducer->WaitAll();
+    if (!timings.ok()) {
+      return absl::Status(timings.status().code(),
+                          absl::StrCat("step ", step_, ", data-parallel gradient reduction: ",
+                                       std::string(timings.status().message())));
+    }
+    size_t next = 0;
+    for (size_t j = 0; j < actions_.size(); ++j) {
+      if (actions_[j].kind != PassKind::kReduce) continue;
+      const GradientReducer::Timing& t = (*timings)[next++];
+      timeline_.action_start_seconds[j] = std::chrono::duration<double>(t.start - start_).count();
+      timeline_.action_end_seconds[j] = std::chrono::duration<double>(t.end - start_).count();
+    }
+    return absl::OkStatus();
   }
 
   absl::Status WaitSends() {
@@ -298,6 +327,12 @@ class StepRun {
         if (absl::Status st = Backward(j, a, *chunk); !st.ok()) return st;
         return chunk->store->RunW(a.microbatch);
       }
+      case PassKind::kReduce: {
+        std::vector<at::Tensor> parameters;
+        for (const NamedTensor& t : chunk->model->parameters()) parameters.push_back(t.second);
+        o_.reducer->Issue(std::move(parameters));
+        return absl::OkStatus();
+      }
     }
     return absl::InternalError("unknown pass kind");
   }
@@ -439,6 +474,21 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
       !sim.ok()) {
     return absl::Status(sim.status().code(),
                         absl::StrCat("schedule refused: ", std::string(sim.status().message())));
+  }
+  int reductions = 0;
+  for (const Action& a : schedule.actions[options_.rank]) {
+    reductions += a.kind == PassKind::kReduce;
+  }
+  if (reductions > 0 && options_.reducer == nullptr) {
+    return absl::FailedPreconditionError(
+        "schedule reduces gradients over data-parallel replicas (REDUCE_GRAD), but the job has "
+        "one replica");
+  }
+  if (options_.reducer != nullptr && reductions != static_cast<int>(options_.chunks.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job has ", options_.reducer->replicas(), " data-parallel replicas: rank ",
+        options_.rank, " needs one REDUCE_GRAD per virtual stage it holds (",
+        options_.chunks.size(), "), the schedule has ", reductions));
   }
   for (int s = 0; s < schedule.num_stages(); ++s) {
     const bool mine = schedule.worker_of_stage[s] == options_.rank;

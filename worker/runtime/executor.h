@@ -16,6 +16,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/model/gpt.h"
 #include "worker/model/weight_grad_store.h"
+#include "worker/runtime/gradient_reducer.h"
 
 namespace zbpp::worker {
 
@@ -42,6 +43,11 @@ struct ExecutorOptions {
   int rank = 0;
   /// Transport to the other ranks; not owned; size() == schedule.workers.
   Communicator* communicator = nullptr;
+  /// Data parallelism (d > 1): runs the schedule's REDUCE_GRAD actions over
+  /// the replicas of this rank's stages; not owned. Null when d = 1, and
+  /// then the schedule must hold no reduction (and with one, one per
+  /// virtual stage: Validate checks both).
+  GradientReducer* reducer = nullptr;
   /// The chunks this rank holds, by virtual stage.
   std::map<int, LocalChunk> chunks;
   /// Where the passes run: parameters, activations, gradients and received
@@ -73,10 +79,11 @@ struct ExecutorOptions {
 /// since the step start (the call of RunStep).
 struct StepTimeline {
   /// Parallel to the rank's actions: when each started (its inputs there)
-  /// and ended.
+  /// and ended. A REDUCE_GRAD action runs on the communication thread: from
+  /// the start of its all-reduce to its completion.
   std::vector<double> action_start_seconds;
   std::vector<double> action_end_seconds;
-  /// End of the last action.
+  /// End of the last action (a reduction may end after the last pass).
   double step_seconds = 0;
   /// Seconds blocked in receives before actions (within step_seconds; the
   /// sends drained after the last action are not counted).
@@ -120,7 +127,11 @@ absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule);
 /// Chunks on the same rank hand tensors over without the network (V
 /// schedules). Gradients are accumulated into the parameters' `.grad`
 /// (the caller zeroes them); the loss of each microbatch is scaled by 1/m
-/// (and, in B, by ExecutorOptions::loss_scale).
+/// (and, in B, by ExecutorOptions::loss_scale). With data parallelism each
+/// REDUCE_GRAD action hands its virtual stage's gradients to the
+/// GradientReducer, and the step ends when every reduction completed: the
+/// gradients are then the average over the d replicas (the global batch's
+/// mean loss, as each replica's loss is already scaled by 1/m).
 ///
 /// Thread-compatible: one thread per rank.
 class PipelineExecutor {

@@ -23,16 +23,29 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of ", p,
                                                    " holding ", v, " virtual stages"));
   }
+  const int d = options.data_parallel == nullptr ? 1 : options.data_parallel->size();
+  if (options.replica < 0 || options.replica >= d ||
+      (options.data_parallel != nullptr && options.data_parallel->rank() != options.replica)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica ", options.replica, " of ", d, " data-parallel replicas (group rank ",
+        options.data_parallel == nullptr ? 0 : options.data_parallel->rank(), ")"));
+  }
   std::unique_ptr<RankTrainer> trainer(new RankTrainer(std::move(options)));
   const RankTrainerOptions& o = trainer->options_;
   ExecutorOptions exec;
   exec.rank = o.rank;
   exec.communicator = o.communicator;
+  if (d > 1) {
+    trainer->reducer_ = std::make_unique<GradientReducer>(o.data_parallel, o.timeout);
+    exec.reducer = trainer->reducer_.get();
+  }
   exec.device = o.device;
   exec.microbatch_size = o.spec.pipeline().microbatch_size();
   exec.seq_len = config->seq_len;
   exec.hidden = config->hidden;
-  exec.batches = o.train_batches;
+  exec.batches = [batches = o.train_batches, first = int64_t{o.replica} *
+                                                      o.spec.pipeline().microbatches()](
+                     int64_t step, int microbatch) { return batches(step, first + microbatch); };
   exec.recv_timeout = o.timeout;
   exec.loss_scale = trainer->loss_scaler_.scale();
   config->compute_type = ComputeTypeOf(o.spec.precision());

@@ -44,12 +44,23 @@ struct RankTrainerOptions {
   /// The virtual stages this rank holds (Assignment.virtual_stages); the
   /// model has stages * virtual_stages.size() virtual stages.
   std::vector<int> virtual_stages;
-  /// Not owned; must outlive the trainer.
+  /// The pipeline group (the p ranks of this replica). Not owned; must
+  /// outlive the trainer.
   Communicator* communicator = nullptr;
+  /// Data parallelism: the group of the d replicas of this pipeline rank
+  /// (rank() == replica), over which the schedule's REDUCE_GRAD actions
+  /// average the gradients; null (or of size 1) when d = 1. Not owned; must
+  /// outlive the trainer.
+  Communicator* data_parallel = nullptr;
+  /// Data-parallel rank in [0, d): this replica trains on the global
+  /// microbatches [replica·m, (replica+1)·m) of each step, i.e.
+  /// train_batches(step, replica·m + i) for its microbatch i.
+  int replica = 0;
   /// Where the chunks, their gradients and the optimizer state live
   /// (ExecutorOptions::device); checkpoints are device-independent.
   c10::Device device = c10::Device(c10::kCPU);
-  /// Training and held-out batches (same tokens on every rank).
+  /// Training and held-out batches (same tokens on every rank for the same
+  /// arguments); train_batches is indexed by global microbatch.
   BatchFn train_batches;
   BatchFn eval_batches;
   /// Longest wait for a peer's message or a collective.
@@ -132,6 +143,12 @@ struct StepResult {
 /// inf/nan outcome above — the step is skipped on every rank — and the scale
 /// changes when a step's outcome is known: before the next step's first B,
 /// where the last stage applies it.
+///
+/// Data parallelism (options.data_parallel): the gradients a step leaves are
+/// the average over the d replicas (the executor's REDUCE_GRAD actions), the
+/// same on every replica, so each replica's validation state, decision and
+/// update are too: the states travel along each replica's pipeline as
+/// above and every replica decides a rollback identically.
 ///
 /// Every rank must call RunStep for the same steps with the same schedule
 /// and mode, and Settle at the same points. Thread-compatible: one thread
@@ -220,6 +237,7 @@ class RankTrainer {
   RankTrainerOptions options_;
   std::vector<std::unique_ptr<GptChunk>> chunks_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
+  std::unique_ptr<GradientReducer> reducer_;  // Null when d = 1.
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ constexpr double kRight = 20;
 constexpr double kTop = 56;         // title and legend
 constexpr double kRowHeight = 26;
 constexpr double kRowGap = 4;
+constexpr double kCommHeight = 12;  // a worker's communication row
+constexpr double kCommGap = 2;      // between it and the compute row
 constexpr double kBottom = 44;      // time axis
 constexpr double kMinPassPx = 18;   // the shortest pass is at least this wide
 constexpr double kMinPlotPx = 600;
@@ -29,7 +32,8 @@ struct PassStyle {
 };
 
 // The paper's palette: F blue, B green, W teal; fused BW olive so it never
-// reads as a split pass. Same hues as the Chrome trace.
+// reads as a split pass; a reduction, communication rather than compute,
+// grey. Same hues as the Chrome trace.
 PassStyle StyleOf(PassKind kind) {
   switch (kind) {
     case PassKind::kF:
@@ -40,6 +44,8 @@ PassStyle StyleOf(PassKind kind) {
       return {"W", "#00b4b4", "#007a7a"};
     case PassKind::kBW:
       return {"BW", "#b5b35c", "#7d7b2e"};
+    case PassKind::kReduce:
+      return {"reduce", "#9e9e9e", "#6e6e6e"};
   }
   return {"?", "#999999", "#666666"};
 }
@@ -101,9 +107,11 @@ std::vector<int> ChunkOfStage(const Schedule& schedule) {
 std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
   const int rows = static_cast<int>(
       std::min(schedule.actions.size(), result.timings.size()));
+  constexpr PassKind kKinds[] = {PassKind::kF, PassKind::kB, PassKind::kW,
+                                 PassKind::kBW, PassKind::kReduce};
   double t0 = 0, t1 = 0, shortest = 0;
   bool any = false;
-  bool used[4] = {false, false, false, false};
+  bool used[std::size(kKinds)] = {};
   for (int w = 0; w < rows; ++w) {
     const size_t n = std::min(schedule.actions[w].size(), result.timings[w].size());
     for (size_t i = 0; i < n; ++i) {
@@ -122,7 +130,11 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       kMaxPlotPx);
   const double scale = plot / span;  // px per second
   const double width = kLeft + plot + kRight;
-  const double rows_bottom = kTop + rows * (kRowHeight + kRowGap);
+  // With reductions, every worker's row gets a communication row under it.
+  const bool comm_rows = used[static_cast<int>(PassKind::kReduce)];
+  const double row_pitch =
+      kRowHeight + kRowGap + (comm_rows ? kCommGap + kCommHeight : 0);
+  const double rows_bottom = kTop + rows * row_pitch;
   const double height = rows_bottom + kBottom;
 
   std::string svg = absl::StrCat(
@@ -140,13 +152,15 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
                           " v=", schedule.chunks, " m=", schedule.microbatches,
                           ", makespan ", result.makespan_seconds,
                           " s, bubble rate ",
-                          std::round(result.bubble_rate * 10000) / 100, "%")),
+                          std::round(result.bubble_rate * 10000) / 100, "%",
+                          comm_rows ? absl::StrCat(", exposed reduction ",
+                                                   result.exposed_reduce_seconds, " s")
+                                    : "")),
       "</text>\n");
 
   // Legend: one swatch per pass kind present.
   double x = kLeft;
-  for (PassKind kind :
-       {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
+  for (PassKind kind : kKinds) {
     if (!used[static_cast<int>(kind)]) continue;
     const PassStyle style = StyleOf(kind);
     absl::StrAppend(&svg, "<rect class=\"legend\" x=\"", Px(x),
@@ -162,13 +176,20 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
 
   const std::vector<int> chunk_of = ChunkOfStage(schedule);
   for (int w = 0; w < rows; ++w) {
-    const double y = kTop + w * (kRowHeight + kRowGap);
+    const double y = kTop + w * row_pitch;
+    const double comm_y = y + kRowHeight + kCommGap;
     absl::StrAppend(&svg, "<text class=\"worker\" x=\"", Px(kLeft - 8),
                     "\" y=\"", Px(y + kRowHeight / 2 + 4),
                     "\" text-anchor=\"end\">worker ", w, "</text>\n");
     absl::StrAppend(&svg, "<rect class=\"row\" x=\"", Px(kLeft), "\" y=\"",
                     Px(y), "\" width=\"", Px(plot), "\" height=\"",
                     Px(kRowHeight), "\" fill=\"none\" stroke=\"#dddddd\"/>\n");
+    if (comm_rows) {
+      absl::StrAppend(&svg, "<rect class=\"comm-row\" x=\"", Px(kLeft),
+                      "\" y=\"", Px(comm_y), "\" width=\"", Px(plot),
+                      "\" height=\"", Px(kCommHeight),
+                      "\" fill=\"none\" stroke=\"#eeeeee\"/>\n");
+    }
     const size_t n = std::min(schedule.actions[w].size(), result.timings[w].size());
     for (size_t i = 0; i < n; ++i) {
       const Action& a = schedule.actions[w][i];
@@ -179,16 +200,19 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
           chunk_of[a.stage] > 0;
       const double left = kLeft + (t.start_seconds - t0) * scale;
       const double box = (t.end_seconds - t.start_seconds) * scale;
+      const bool reduce = a.kind == PassKind::kReduce;
       absl::StrAppend(
           &svg, "<rect class=\"action ", style.label, "\" x=\"", Px(left),
-          "\" y=\"", Px(y), "\" width=\"", Px(box), "\" height=\"",
-          Px(kRowHeight), "\" fill=\"", later_chunk ? style.fill_dark : style.fill,
+          "\" y=\"", Px(reduce ? comm_y : y), "\" width=\"", Px(box),
+          "\" height=\"", Px(reduce ? kCommHeight : kRowHeight), "\" fill=\"",
+          later_chunk ? style.fill_dark : style.fill,
           "\" stroke=\"white\" stroke-width=\"0.5\"><title>",
           ActionToString(a), ": ", style.label, " of stage ", a.stage,
-          ", microbatch ", a.microbatch, ", ", t.start_seconds, " to ",
-          t.end_seconds, " s</title></rect>\n");
+          reduce ? "" : absl::StrCat(", microbatch ", a.microbatch), ", ",
+          t.start_seconds, " to ", t.end_seconds, " s</title></rect>\n");
+      // Reductions are labelled by their title only: the row is too low.
       const std::string label = std::to_string(a.microbatch);
-      if (box >= 6.0 + 7.0 * label.size()) {
+      if (!reduce && box >= 6.0 + 7.0 * label.size()) {
         absl::StrAppend(&svg, "<text x=\"", Px(left + box / 2), "\" y=\"",
                         Px(y + kRowHeight / 2 + 4),
                         "\" text-anchor=\"middle\" fill=\"white\">", label,

@@ -1,6 +1,7 @@
 #include "scheduler/export_trace.h"
 
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -14,7 +15,7 @@ using Json = nlohmann::ordered_json;
 constexpr int kPid = 0;
 
 struct PassLook {
-  const char* name;    // "F", "B", "W" or "BW"
+  const char* name;    // "F", "B", "W", "BW" or "REDUCE"
   const char* colour;  // a chrome://tracing reserved colour name
 };
 
@@ -22,7 +23,8 @@ struct PassLook {
 // (catapult's color_scheme.js). These are the closest to the paper's
 // figures: F rgb(67,135,253) blue, B rgb(126,200,148) green,
 // W rgb(0,180,180) teal, BW rgb(100,100,0) olive (green and teal mixed
-// darker, so that a fused pass never reads as a split one).
+// darker, so that a fused pass never reads as a split one); a reduction,
+// which is communication rather than compute, grey.
 PassLook LookOf(PassKind kind) {
   switch (kind) {
     case PassKind::kF:
@@ -33,6 +35,8 @@ PassLook LookOf(PassKind kind) {
       return {"W", "background_memory_dump"};
     case PassKind::kBW:
       return {"BW", "olive"};
+    case PassKind::kReduce:
+      return {"REDUCE", "grey"};
   }
   return {"?", "generic_work"};
 }
@@ -46,15 +50,31 @@ Json Metadata(const char* what, int tid, const std::string& name) {
 
 std::string ToChromeTrace(const Schedule& schedule,
                           const SimulationResult& result) {
+  const int rows = static_cast<int>(schedule.actions.size());
+  // Reductions overlap the passes, so each worker with any gets a second
+  // thread, its communication row (tid rows + w), sorted under its compute
+  // row.
+  std::vector<char> has_reduce(rows, 0);
+  for (int w = 0; w < rows; ++w) {
+    for (const Action& a : schedule.actions[w]) {
+      if (a.kind == PassKind::kReduce) has_reduce[w] = 1;
+    }
+  }
   Json events = Json::array();
   events.push_back(Metadata("process_name", 0, "zbpp " + schedule.name));
-  for (int w = 0; w < static_cast<int>(schedule.actions.size()); ++w) {
-    events.push_back(Metadata("thread_name", w, "worker " + std::to_string(w)));
+  auto thread = [&](int tid, const std::string& name, int sort_index) {
+    events.push_back(Metadata("thread_name", tid, name));
     events.push_back({{"name", "thread_sort_index"}, {"ph", "M"},
-                      {"pid", kPid}, {"tid", w},
-                      {"args", {{"sort_index", w}}}});
+                      {"pid", kPid}, {"tid", tid},
+                      {"args", {{"sort_index", sort_index}}}});
+  };
+  for (int w = 0; w < rows; ++w) {
+    thread(w, "worker " + std::to_string(w), 2 * w);
+    if (has_reduce[w]) {
+      thread(rows + w, "worker " + std::to_string(w) + " comm", 2 * w + 1);
+    }
   }
-  for (int w = 0; w < static_cast<int>(schedule.actions.size()); ++w) {
+  for (int w = 0; w < rows; ++w) {
     const std::vector<Action>& actions = schedule.actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
@@ -70,7 +90,7 @@ std::string ToChromeTrace(const Schedule& schedule,
                         {"cat", look.name},
                         {"ph", "X"},
                         {"pid", kPid},
-                        {"tid", w},
+                        {"tid", a.kind == PassKind::kReduce ? rows + w : w},
                         {"ts", t.start_seconds * 1e6},
                         {"dur", (t.end_seconds - t.start_seconds) * 1e6},
                         {"cname", look.colour},
@@ -88,7 +108,9 @@ std::string ToChromeTrace(const Schedule& schedule,
                   {"chunks", schedule.chunks},
                   {"microbatches", schedule.microbatches},
                   {"makespan_seconds", result.makespan_seconds},
-                  {"bubble_rate", result.bubble_rate}}}};
+                  {"bubble_rate", result.bubble_rate},
+                  {"exposed_reduce_seconds",
+                   result.exposed_reduce_seconds}}}};
   return trace.dump();
 }
 

@@ -43,7 +43,8 @@ absl::Status Problem::Validate() const {
                                std::pair{c.b_seconds, "b_seconds"},
                                std::pair{c.w_seconds, "w_seconds"},
                                std::pair{c.m_b_bytes, "m_b_bytes"},
-                               std::pair{c.m_w_bytes, "m_w_bytes"}}) {
+                               std::pair{c.m_w_bytes, "m_w_bytes"},
+                               std::pair{c.reduce_seconds, "reduce_seconds"}}) {
       if (absl::Status st = CheckNonNegative(value, at + name); !st.ok()) {
         return st;
       }

@@ -32,10 +32,56 @@ std::string_view ReducePlacementName(ReducePlacement placement);
 absl::StatusOr<ReducePlacement> ParseReducePlacement(std::string_view text);
 
 /// `schedule` with one kReduce per virtual stage added at `placement`,
-/// timed by `problem`'s StageCost::reduce_seconds.
+/// timed by `problem`'s StageCost::reduce_seconds (see Simulate for how a
+/// reduction runs: issued where it stands, on the worker's communication
+/// timeline, one at a time).
+///
+/// kAfterSchedule appends each worker's reductions after its last pass, in
+/// the order of their stages' last W or BW; kAfterLastBackward puts each
+/// right after its stage's last W or BW, the earliest it can be issued.
+///
+/// kSolved. Issuing a reduction as early as possible is best for a given
+/// order of passes (one communication queue, served in issue order), so
+/// the solver only changes the order of W passes, which no other worker
+/// waits for (Zero Bubble paper §2: W has no successor but the optimizer),
+/// and keeps every other pass in its order. Two moves, on a worker holding
+/// two or more virtual stages (ZB-V, interleaved placements), for a stage
+/// s: hold back the last k W passes of the worker's other stages that
+/// precede s's last W, putting them right after it, so that s's W passes
+/// end earlier and its reduction overlaps the held-back work (at the price
+/// of holding their M_W longer); and pull all of s's W passes after an F or
+/// B that follows s's last B to right before it, so that they jump a pass
+/// waiting for another worker. Each worker is solved alone against the
+/// after-last-backward simulation: its passes are re-timed with the
+/// arrivals from other workers fixed, and a move is kept only if no F or B
+/// starts later than it did there (so no other worker is delayed and the
+/// estimate bounds the real step from above) and the worker's peak memory
+/// stays within problem.limit_of(worker), or within the input's peak where
+/// that already exceeds it. Greedy: each round tries every move and applies
+/// the best, up to one round per stage the worker holds; k stops once the
+/// held-back work exceeds the worker's reductions plus one pass. The goal
+/// is the worker's end (its last pass or reduction) measured from its first
+/// start, counted no lower than the makespan the passes alone set (a
+/// reduction that ends within it is hidden already); ties go to the
+/// smallest move. The result is simulated and replaced by
+/// kAfterLastBackward's if its makespan or step would be longer, so it
+/// never is.
+///
+/// What it cannot do: with one stage per worker (1F1B, ZB-H1/H2, ZB-1p/2p)
+/// every W of the stage precedes its reduction, so there is nothing to
+/// reorder and kSolved gives kAfterLastBackward's schedule; on a worker
+/// with several stages the last of its reductions still follows its last
+/// W, so at best kSolved hides all but that one (which is hidden only where
+/// the worker's span has room under the makespan). The search takes one
+/// move at a time, so a reduction can stay partly exposed where hiding it
+/// needs two at once; e.g. ZB-V, p = 4, m = 8, every pass 1 s, 3 s
+/// reductions on stages p..2p-1 only: 1 s stays exposed (2 s after the last
+/// backward). Cost: O(passes * reduce_seconds / T_W) pass timings per
+/// worker; about 5-15 ms for ZB-V at p = 32, m = 128.
 ///
 /// Errors: InvalidArgument when `schedule` already holds reductions; those
-/// of CheckSchedule. Pure; thread-safe.
+/// of Problem::Validate and CheckSchedule; for kSolved, FailedPrecondition
+/// when `schedule` deadlocks (Simulate). Pure; thread-safe.
 absl::StatusOr<Schedule> PlaceReductions(const Problem& problem, const Schedule& schedule,
                                          ReducePlacement placement);
 

@@ -29,7 +29,7 @@ constexpr std::string_view kReduceText = "REDUCE_GRAD";
 }  // namespace
 
 std::string ActionToString(const Action& action) {
-  if (action.kind == PassKind::kReduce) return absl::StrCat(action.stage, kReduceText);
+  if (action.kind == PassKind::kReduce) return absl::StrCat(action.stage, std::string(kReduceText));
   return absl::StrCat(action.stage, std::string(1, PassLetter(action.kind)),
                       action.microbatch);
 }

@@ -27,7 +27,9 @@ std::string Where(int worker, size_t position, const Action& action) {
                       ActionToString(action), ")");
 }
 
-double Duration(const StageCost& c, PassKind kind) {
+}  // namespace
+
+double PassSeconds(const StageCost& c, PassKind kind) {
   switch (kind) {
     case PassKind::kF:
       return c.f_seconds;
@@ -37,11 +39,27 @@ double Duration(const StageCost& c, PassKind kind) {
       return c.w_seconds;
     case PassKind::kBW:
       return c.b_seconds + c.w_seconds;
+    case PassKind::kReduce:
+      return c.reduce_seconds;
   }
   return 0;
 }
 
-}  // namespace
+double PassMemoryBytes(const StageCost& c, PassKind kind) {
+  switch (kind) {
+    case PassKind::kF:
+      return c.m_b_bytes;
+    case PassKind::kB:
+      return -(c.m_b_bytes - c.m_w_bytes);
+    case PassKind::kW:
+      return -c.m_w_bytes;
+    case PassKind::kBW:
+      return -c.m_b_bytes;
+    case PassKind::kReduce:
+      return 0;
+  }
+  return 0;
+}
 
 absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
   if (schedule.workers != problem.workers ||
@@ -90,6 +108,9 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
   std::vector<int> f_pos(num_stages * m, -1), b_pos(num_stages * m, -1),
       w_pos(num_stages * m, -1);
   std::vector<char> fused(num_stages * m, 0);
+  // Position of each stage's reduction, -1 when absent.
+  std::vector<int> reduce_pos(num_stages, -1);
+  bool any_reduce = false;
   for (int w = 0; w < problem.workers; ++w) {
     const auto& list = schedule.actions[w];
     for (size_t i = 0; i < list.size(); ++i) {
@@ -107,6 +128,21 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(w, i, a), ": stage ", a.stage, " is held by worker ",
             schedule.worker_of_stage[a.stage]));
+      }
+      if (a.kind == PassKind::kReduce) {
+        if (a.microbatch != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              Where(w, i, a), ": a reduction covers every microbatch; its "
+                              "microbatch must be 0, got ", a.microbatch));
+        }
+        if (reduce_pos[a.stage] >= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(w, i, a), ": duplicate reduction of stage ",
+                           a.stage));
+        }
+        reduce_pos[a.stage] = static_cast<int>(i);
+        any_reduce = true;
+        continue;
       }
       const int k = at(a.stage, a.microbatch);
       int* slot = a.kind == PassKind::kF   ? &f_pos[k]
@@ -152,6 +188,29 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
       }
     }
   }
+  if (!any_reduce) return absl::OkStatus();
+  for (int s = 0; s < num_stages; ++s) {
+    const int w = schedule.worker_of_stage[s];
+    if (reduce_pos[s] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker ", w, ": missing reduction of stage ", s, " (",
+          ActionToString({PassKind::kReduce, s, 0}),
+          "); a schedule with reductions needs one per virtual stage"));
+    }
+    // The stage's last weight-gradient pass: W, or BW where fused.
+    int last = -1;
+    for (int mb = 0; mb < m; ++mb) {
+      const int k = at(s, mb);
+      last = std::max(last, fused[k] ? b_pos[k] : w_pos[k]);
+    }
+    const auto& list = schedule.actions[w];
+    if (reduce_pos[s] < last) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(w, reduce_pos[s], list[reduce_pos[s]]),
+          ": reduction before the stage's last W or BW (",
+          ActionToString(list[last]), ")"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -174,7 +233,10 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   result.timings.resize(p);
   for (int w = 0; w < p; ++w) result.timings[w].resize(schedule.actions[w].size());
   std::vector<size_t> next(p, 0);
+  // Each worker's compute timeline, and its communication timeline where
+  // reductions run one at a time.
   std::vector<double> free_at(p, 0.0);
+  std::vector<double> comm_free_at(p, 0.0);
   std::vector<char> queued(p, 1);
   std::deque<int> ready;
   for (int w = 0; w < p; ++w) ready.push_back(w);
@@ -231,9 +293,21 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         case PassKind::kW:
           start = std::max(start, b_end[k]);
           break;
+        case PassKind::kReduce: {
+          // Issued now (every W of the stage is done: CheckSchedule), it
+          // waits only for the reductions before it; the passes after it
+          // do not wait for it.
+          const double comm_start = std::max(free_at[w], comm_free_at[w]);
+          const double comm_end =
+              comm_start + PassSeconds(problem.stages[a.stage], a.kind);
+          result.timings[w][next[w]] = {comm_start, comm_end};
+          comm_free_at[w] = comm_end;
+          ++next[w];
+          continue;
+        }
       }
       if (blocked) break;
-      const double end = start + Duration(problem.stages[a.stage], a.kind);
+      const double end = start + PassSeconds(problem.stages[a.stage], a.kind);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];
@@ -267,46 +341,46 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
 
   result.busy_seconds.assign(p, 0.0);
   result.idle_seconds.assign(p, 0.0);
+  result.exposed_reduce_seconds_per_worker.assign(p, 0.0);
   result.peak_memory_bytes.assign(p, 0.0);
   result.peak_memory_m_b.assign(p, 0.0);
   double first_start = 0, last_end = 0, busy_total = 0;
+  // The makespan the passes alone set, against which reductions are exposed.
+  double compute_makespan = 0;
   bool any = false;
   for (int w = 0; w < p; ++w) {
     const auto& list = schedule.actions[w];
     if (list.empty()) continue;
     const auto& t = result.timings[w];
     double memory = 0;
+    // Span of the passes alone, and of everything; a reduction never
+    // starts before the pass it follows, so the first action starts both.
+    const double worker_start = t.front().start_seconds;
+    double compute_end = worker_start, reduce_end = worker_start;
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       const StageCost& c = problem.stages[a.stage];
-      result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
-      switch (a.kind) {
-        case PassKind::kF:
-          memory += c.m_b_bytes;
-          result.peak_memory_bytes[w] =
-              std::max(result.peak_memory_bytes[w], memory);
-          break;
-        case PassKind::kB:
-          memory -= c.m_b_bytes - c.m_w_bytes;
-          break;
-        case PassKind::kW:
-          memory -= c.m_w_bytes;
-          break;
-        case PassKind::kBW:
-          memory -= c.m_b_bytes;
-          break;
+      if (a.kind == PassKind::kReduce) {
+        reduce_end = std::max(reduce_end, t[i].end_seconds);
+        continue;
       }
+      compute_end = std::max(compute_end, t[i].end_seconds);
+      result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
+      memory += PassMemoryBytes(c, a.kind);
+      result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
     }
+    const double worker_end = std::max(compute_end, reduce_end);
+    result.exposed_reduce_seconds_per_worker[w] = worker_end - compute_end;
     result.makespan_seconds =
-        std::max(result.makespan_seconds,
-                 t.back().end_seconds - t.front().start_seconds);
-    first_start = any ? std::min(first_start, t.front().start_seconds)
-                      : t.front().start_seconds;
-    last_end = std::max(last_end, t.back().end_seconds);
+        std::max(result.makespan_seconds, worker_end - worker_start);
+    compute_makespan = std::max(compute_makespan, compute_end - worker_start);
+    first_start = any ? std::min(first_start, worker_start) : worker_start;
+    last_end = std::max(last_end, worker_end);
     any = true;
     busy_total += result.busy_seconds[w];
   }
   result.step_seconds = last_end - first_start;
+  result.exposed_reduce_seconds = result.makespan_seconds - compute_makespan;
   std::vector<double> unit(p, 0.0);
   for (int s = 0; s < num_stages; ++s) unit[owner[s]] += problem.stages[s].m_b_bytes;
   for (int w = 0; w < p; ++w) {

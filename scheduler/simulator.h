@@ -9,7 +9,9 @@
 
 namespace zbpp::sched {
 
-/// Start and end of one action, in seconds from the start of the step.
+/// Start and end of one action, in seconds from the start of the step. For a
+/// reduction (PassKind::kReduce): when the worker's communication timeline
+/// starts it and when it completes.
 struct ActionTiming {
   double start_seconds = 0;
   double end_seconds = 0;
@@ -21,16 +23,28 @@ struct SimulationResult {
   /// Parallel to `Schedule::actions`: timing of every action.
   std::vector<std::vector<ActionTiming>> timings;
   /// The paper's "cost" (§5.3): the largest per-worker span, from a worker's
-  /// first start to its last end, in seconds.
+  /// first start to its last end, in seconds. A worker ends at the later of
+  /// its last pass and its last reduction.
   double makespan_seconds = 0;
   /// From the first start to the last end over all workers, in seconds: the
-  /// wall-clock time of one step.
+  /// wall-clock time of one step (reductions included).
   double step_seconds = 0;
   /// Idle fraction in [0, 1]: 1 - sum_w busy_w / (p * makespan). For equal
   /// work on every worker this is the paper's (cost - m(T_F+T_B+T_W))/cost.
+  /// A reduction is not busy time: where it is exposed it is bubble.
   double bubble_rate = 0;
-  /// Per worker: seconds spent running passes.
+  /// Seconds the reductions add to the step: makespan_seconds minus the
+  /// makespan of the same schedule with its reductions removed (those
+  /// timings do not depend on the reductions). 0 without reductions, and 0
+  /// when every worker's reductions end within the makespan its passes set.
+  double exposed_reduce_seconds = 0;
+  /// Per worker: seconds spent running passes (reductions excluded).
   std::vector<double> busy_seconds;
+  /// Per worker: how long its last reduction ends after its last pass,
+  /// max(0, last reduction end - last pass end), in seconds; 0 without
+  /// reductions. A worker's own exposure: it shows in the makespan only as
+  /// far as that worker's span, so extended, exceeds the others'.
+  std::vector<double> exposed_reduce_seconds_per_worker;
   /// Per worker: makespan - busy, in seconds (the worker's bubble measured
   /// against the common makespan, so that sum_w idle / (p * makespan) is
   /// the bubble rate).
@@ -44,13 +58,27 @@ struct SimulationResult {
   double max_peak_memory_m_b = 0;
 };
 
+/// Seconds that `kind` of a stage costing `cost` lasts: T_F, T_B, T_W,
+/// T_B + T_W for BW, StageCost::reduce_seconds for a reduction.
+double PassSeconds(const StageCost& cost, PassKind kind);
+
+/// Change of the worker's activation memory, in bytes, when it runs `kind`
+/// of a stage costing `cost` (paper §2): F +M_B, B -(M_B - M_W), W -M_W,
+/// BW -M_B, a reduction 0.
+double PassMemoryBytes(const StageCost& cost, PassKind kind);
+
 /// Checks that `schedule` is well formed for `problem`: matching sizes, every
 /// stage on the worker `worker_of_stage` names, every (stage, microbatch)
 /// with exactly one F and either one B and one W or one BW, and on each
-/// worker F before B before W of the same (stage, microbatch).
+/// worker F before B before W of the same (stage, microbatch). Reductions
+/// (PassKind::kReduce, microbatch 0) are optional as a whole: a schedule
+/// without any is one data-parallel replica (d = 1); one with any must hold
+/// exactly one per virtual stage, after that stage's last W or BW.
 ///
 /// Returns InvalidArgument naming the worker, the position and the action,
-/// e.g. `worker 1, action #7 (1W3): W before its B (1I3)`.
+/// e.g. `worker 1, action #7 (1W3): W before its B (1I3)` or
+/// `worker 0, action #9 (0REDUCE_GRAD): reduction before the stage's last
+/// W or BW (0W3)`.
 absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule);
 
 /// Runs `schedule` on `problem`'s cost model, event by event: an action
@@ -60,6 +88,13 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule);
 /// `comm_seconds` after the producer ends, one between chunks of the same
 /// worker at once. Memory: F holds M_B from its start, B frees M_B - M_W,
 /// W frees M_W, BW frees M_B.
+///
+/// Reductions do not occupy the compute timeline: a kReduce is issued when
+/// its worker's passes reach it in the order (at the end of the pass before
+/// it, or at 0 when it comes first), runs on that worker's communication
+/// timeline (one at a time, in list order) for its stage's
+/// StageCost::reduce_seconds, and the worker ends at the later of its last
+/// pass and its last reduction.
 ///
 /// Errors: those of `Problem::Validate` and `CheckSchedule`;
 /// FailedPrecondition for a deadlock, listing each stuck worker's next action

@@ -141,7 +141,8 @@ class Evaluator {
 Schedule ToSchedule(const PassModel& model, const Orders& orders,
                     const char* name, int chunks);
 
-/// Converts a schedule IR without fused passes; false if it has a BW.
+/// Converts a schedule IR without fused passes or reductions; false if it
+/// has a BW or a REDUCE_GRAD.
 bool FromSchedule(const PassModel& model, const Schedule& schedule,
                   Orders* orders);
 

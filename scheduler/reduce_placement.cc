@@ -1,0 +1,400 @@
+#include "scheduler/reduce_placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched {
+namespace {
+
+bool IsWeightPass(PassKind kind) {
+  return kind == PassKind::kW || kind == PassKind::kBW;
+}
+
+// Per virtual stage, the position of its last W or BW in its worker's list.
+std::vector<int> LastWeightPass(const Schedule& schedule) {
+  std::vector<int> last(schedule.num_stages(), -1);
+  for (const std::vector<Action>& list : schedule.actions) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (IsWeightPass(list[i].kind)) last[list[i].stage] = static_cast<int>(i);
+    }
+  }
+  return last;
+}
+
+// `list` (one worker's passes) with each stage's reduction right after its
+// last W or BW.
+std::vector<Action> WithReductionsAfterLastBackward(
+    const std::vector<Action>& list, const std::vector<int>& last) {
+  std::vector<Action> out;
+  out.reserve(list.size() + 2);
+  for (size_t i = 0; i < list.size(); ++i) {
+    out.push_back(list[i]);
+    if (IsWeightPass(list[i].kind) && last[list[i].stage] == static_cast<int>(i)) {
+      out.push_back({PassKind::kReduce, list[i].stage, 0});
+    }
+  }
+  return out;
+}
+
+Schedule AfterLastBackward(const Schedule& schedule) {
+  const std::vector<int> last = LastWeightPass(schedule);
+  Schedule out = schedule;
+  for (std::vector<Action>& list : out.actions) {
+    list = WithReductionsAfterLastBackward(list, last);
+  }
+  return out;
+}
+
+Schedule AfterSchedule(const Schedule& schedule) {
+  const std::vector<int> last = LastWeightPass(schedule);
+  Schedule out = schedule;
+  for (int w = 0; w < schedule.workers; ++w) {
+    std::vector<int> stages;
+    for (int s = 0; s < schedule.num_stages(); ++s) {
+      if (schedule.worker_of_stage[s] == w) stages.push_back(s);
+    }
+    std::sort(stages.begin(), stages.end(),
+              [&](int a, int b) { return last[a] < last[b]; });
+    for (int s : stages) out.actions[w].push_back({PassKind::kReduce, s, 0});
+  }
+  return out;
+}
+
+// The solver's view of one worker: its passes re-timed alone, with the
+// arrivals from other workers fixed at what the after-last-backward
+// simulation gave. Reordering only W passes never delays an F or B here
+// (checked), so every other worker's arrivals can only come earlier, and the
+// real schedule ends no later than this estimate (dependencies are max-plus
+// in the start times).
+class WorkerModel {
+ public:
+  // What one order of the worker's passes gives.
+  struct Eval {
+    double end_seconds = 0;     // later of its last pass and last reduction
+    double peak_bytes = 0;      // activation memory, as the simulator counts it
+    bool no_pass_later = true;  // no F or B starts after its base time
+  };
+
+  WorkerModel(const Problem& problem, const Schedule& base,
+              const SimulationResult& sim, int worker)
+      : problem_(problem), owner_(base.worker_of_stage), worker_(worker),
+        m_(problem.microbatches), local_(problem.num_stages(), -1) {
+    int held = 0;
+    for (int s = 0; s < problem.num_stages(); ++s) {
+      if (owner_[s] == worker) local_[s] = held++;
+    }
+    const int n = problem.num_stages() * m_;
+    f_end_.assign(n, 0);
+    b_end_.assign(n, 0);
+    f_start_.assign(n, 0);
+    b_start_.assign(n, 0);
+    weight_passes_.assign(held, 0);
+    for (int w = 0; w < problem.workers; ++w) {
+      const std::vector<Action>& list = base.actions[w];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        const ActionTiming& t = sim.timings[w][i];
+        const int k = a.stage * m_ + a.microbatch;
+        if (a.kind == PassKind::kF) {
+          f_end_[k] = t.end_seconds;
+          f_start_[k] = t.start_seconds;
+        } else if (a.kind == PassKind::kB || a.kind == PassKind::kBW) {
+          b_end_[k] = t.end_seconds;
+          b_start_[k] = t.start_seconds;
+        }
+        if (w == worker && IsWeightPass(a.kind)) ++weight_passes_[local_[a.stage]];
+      }
+    }
+    // Relative, so that it does not depend on the time unit.
+    slack_ = 1e-9 * std::max(1.0, sim.step_seconds);
+  }
+
+  // Times `order` (the worker's passes, no reductions) with each stage's
+  // reduction issued at the end of its last W or BW.
+  Eval Evaluate(const std::vector<Action>& order) const {
+    Eval e;
+    // End of F and of B or BW of this worker's stages, re-timed.
+    std::vector<double> f_end(weight_passes_.size() * m_, 0);
+    std::vector<double> b_end(weight_passes_.size() * m_, 0);
+    std::vector<int> weight_left = weight_passes_;
+    double free_at = 0, comm_free_at = 0, memory = 0;
+    for (const Action& a : order) {
+      const int own = local_[a.stage] * m_ + a.microbatch;
+      const int k = a.stage * m_ + a.microbatch;
+      const StageCost& c = problem_.stages[a.stage];
+      double start = free_at;
+      if (a.kind == PassKind::kF) {
+        if (a.stage > 0) start = std::max(start, Arrival(f_end, f_end_, a.stage - 1, a.microbatch));
+      } else if (a.kind == PassKind::kW) {
+        start = std::max(start, b_end[own]);
+      } else {  // B or BW: no reduction is in `order`
+        start = std::max(start, f_end[own]);
+        if (a.stage + 1 < problem_.num_stages()) {
+          start = std::max(start, Arrival(b_end, b_end_, a.stage + 1, a.microbatch));
+        }
+      }
+      if (a.kind != PassKind::kW &&
+          start > (a.kind == PassKind::kF ? f_start_[k] : b_start_[k]) + slack_) {
+        e.no_pass_later = false;
+      }
+      free_at = start + PassSeconds(c, a.kind);
+      memory += PassMemoryBytes(c, a.kind);
+      e.peak_bytes = std::max(e.peak_bytes, memory);
+      if (a.kind == PassKind::kF) f_end[own] = free_at;
+      if (a.kind == PassKind::kB || a.kind == PassKind::kBW) b_end[own] = free_at;
+      if (IsWeightPass(a.kind) && --weight_left[local_[a.stage]] == 0) {
+        comm_free_at = std::max(comm_free_at, free_at) + c.reduce_seconds;
+      }
+    }
+    e.end_seconds = std::max(free_at, comm_free_at);
+    return e;
+  }
+
+ private:
+  // When the pass of (`stage`, `microbatch`) that a pass on this worker
+  // needs is there: re-timed (`own`) on this worker, else as simulated
+  // (`base`) plus one hop.
+  double Arrival(const std::vector<double>& own, const std::vector<double>& base,
+                 int stage, int microbatch) const {
+    if (owner_[stage] == worker_) return own[local_[stage] * m_ + microbatch];
+    return base[stage * m_ + microbatch] + problem_.comm_seconds;
+  }
+
+  const Problem& problem_;
+  const std::vector<int>& owner_;
+  const int worker_;
+  const int m_;
+  std::vector<int> local_;  // per stage, its index among the worker's, or -1
+  std::vector<double> f_end_, b_end_, f_start_, b_start_;  // simulated
+  std::vector<int> weight_passes_;  // per own stage: its W and BW passes
+  double slack_ = 0;
+};
+
+// `order` with the last `count` W passes of stages other than `stage` that
+// precede `stage`'s last W moved to right after it (in their order), so that
+// `stage`'s reduction is issued earlier and overlaps them. Moving a W later
+// keeps it after its B.
+std::vector<Action> HoldBack(const std::vector<Action>& order, int stage,
+                             int count) {
+  int last = -1;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i].kind == PassKind::kW && order[i].stage == stage) last = static_cast<int>(i);
+  }
+  std::vector<char> moved(order.size(), 0);
+  for (int i = last - 1, left = count; i >= 0 && left > 0; --i) {
+    if (order[i].kind == PassKind::kW && order[i].stage != stage) {
+      moved[i] = 1;
+      --left;
+    }
+  }
+  std::vector<Action> out, held;
+  out.reserve(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (moved[i]) {
+      held.push_back(order[i]);
+      continue;
+    }
+    out.push_back(order[i]);
+    if (static_cast<int>(i) == last) out.insert(out.end(), held.begin(), held.end());
+  }
+  return out;
+}
+
+// `order` with every W of `stage` after position `at` moved to right before
+// it (in their order): they jump the F or B pass there, which may be
+// waiting for another worker, so that `stage`'s W passes end earlier. The
+// W passes stay after `stage`'s last B, which precedes `at`.
+std::vector<Action> PullForward(const std::vector<Action>& order, int stage,
+                                int at) {
+  std::vector<Action> out(order.begin(), order.begin() + at), rest;
+  for (size_t i = at; i < order.size(); ++i) {
+    const bool pulled = order[i].kind == PassKind::kW && order[i].stage == stage;
+    (pulled ? out : rest).push_back(order[i]);
+  }
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+// The positions PullForward may take for `stage`: every F or B pass after
+// `stage`'s last B and before its last W.
+std::vector<int> PullPoints(const std::vector<Action>& order, int stage) {
+  int last_b = -1, last_w = -1;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i].stage != stage) continue;
+    if (order[i].kind == PassKind::kB) last_b = static_cast<int>(i);
+    if (order[i].kind == PassKind::kW) last_w = static_cast<int>(i);
+  }
+  std::vector<int> points;
+  for (int i = last_b + 1; i < last_w; ++i) {
+    if (order[i].kind != PassKind::kW) points.push_back(i);
+  }
+  return points;
+}
+
+// The seconds of each W pass of other stages that precedes `stage`'s last W
+// in `order`, nearest first: HoldBack's candidates in the order it takes them.
+std::vector<double> HoldableBefore(const Problem& problem,
+                                   const std::vector<Action>& order, int stage) {
+  int last = -1;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i].kind == PassKind::kW && order[i].stage == stage) last = static_cast<int>(i);
+  }
+  std::vector<double> seconds;
+  for (int i = last - 1; i >= 0; --i) {
+    if (order[i].kind == PassKind::kW && order[i].stage != stage) {
+      seconds.push_back(problem.stages[order[i].stage].w_seconds);
+    }
+  }
+  return seconds;
+}
+
+// One worker's W order, improved greedily: each round tries every hold-back
+// (stage, count) and pull-forward (stage, position) and keeps the best,
+// until none helps. `target`: the
+// makespan the passes alone set; ending within it is as good as it gets, so
+// ties there go to the fewest W passes held back (least extra memory).
+// Holding back more W work than all the worker's reductions last (plus one
+// pass, for a gap it may fill) only adds memory: the count stops there,
+// which keeps a worker at O(passes * reduction / T_W) evaluations.
+std::vector<Action> SolveWorker(const Problem& problem, const WorkerModel& model,
+                                const std::vector<Action>& passes,
+                                const std::vector<int>& stages, double start,
+                                double target, double limit_bytes,
+                                double slack) {
+  auto value = [&](const WorkerModel::Eval& e) {
+    return std::max(e.end_seconds - start, target);
+  };
+  double reduce = 0, longest = 0;
+  for (int stage : stages) {
+    const StageCost& c = problem.stages[stage];
+    reduce += c.reduce_seconds;
+    longest = std::max({longest, c.f_seconds, c.b_seconds + c.w_seconds});
+  }
+  const double enough = reduce + longest;
+  std::vector<Action> current = passes;
+  double current_value = value(model.Evaluate(current));
+  for (size_t round = 0; round < stages.size() && current_value > target + slack;
+       ++round) {
+    std::vector<Action> best;
+    double best_value = current_value - slack;
+    auto consider = [&](std::vector<Action> candidate) {
+      const WorkerModel::Eval e = model.Evaluate(candidate);
+      if (!e.no_pass_later || e.peak_bytes > limit_bytes) return;
+      if (value(e) < best_value) {
+        best_value = value(e);
+        best = std::move(candidate);
+      }
+    };
+    for (int stage : stages) {
+      const std::vector<double> holdable = HoldableBefore(problem, current, stage);
+      double held = 0;
+      for (int count = 1; count <= static_cast<int>(holdable.size()) && held <= enough;
+           ++count) {
+        held += holdable[count - 1];
+        consider(HoldBack(current, stage, count));
+      }
+      for (int at : PullPoints(current, stage)) consider(PullForward(current, stage, at));
+    }
+    if (best.empty()) break;
+    current = std::move(best);
+    current_value = best_value;
+  }
+  return current;
+}
+
+absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule) {
+  const Schedule base = AfterLastBackward(schedule);
+  absl::StatusOr<SimulationResult> base_sim = Simulate(problem, base);
+  if (!base_sim.ok()) return base_sim.status();
+  const double target = base_sim->makespan_seconds - base_sim->exposed_reduce_seconds;
+  const double slack = 1e-9 * std::max(1.0, base_sim->step_seconds);
+
+  Schedule solved = schedule;
+  for (int w = 0; w < problem.workers; ++w) {
+    std::vector<int> stages;
+    bool any_reduce = false;
+    for (int s = 0; s < problem.num_stages(); ++s) {
+      if (schedule.worker_of_stage[s] != w) continue;
+      stages.push_back(s);
+      any_reduce |= problem.stages[s].reduce_seconds > 0;
+    }
+    // With one stage its reduction needs every W the worker holds: no order
+    // of them issues it earlier.
+    if (stages.size() < 2 || !any_reduce || schedule.actions[w].empty()) continue;
+    const WorkerModel model(problem, base, *base_sim, w);
+    // The input's peak when it already exceeds the limit: the solver must
+    // not make it worse, but need not repair it.
+    const double limit =
+        std::max(problem.limit_of(w), base_sim->peak_memory_bytes[w]);
+    solved.actions[w] = SolveWorker(problem, model, schedule.actions[w], stages,
+                                    base_sim->timings[w].front().start_seconds,
+                                    target, limit, slack);
+  }
+  solved = AfterLastBackward(solved);
+  absl::StatusOr<SimulationResult> sim = Simulate(problem, solved);
+  // The estimate bounds the simulation from above, so this falls back only
+  // if that reasoning is wrong somewhere; the guarantee holds regardless.
+  if (!sim.ok() || sim->makespan_seconds > base_sim->makespan_seconds + slack ||
+      sim->step_seconds > base_sim->step_seconds + slack) {
+    return base;
+  }
+  return solved;
+}
+
+}  // namespace
+
+std::string_view ReducePlacementName(ReducePlacement placement) {
+  switch (placement) {
+    case ReducePlacement::kAfterSchedule:
+      return "after-schedule";
+    case ReducePlacement::kAfterLastBackward:
+      return "after-last-backward";
+    case ReducePlacement::kSolved:
+      return "solved";
+  }
+  return "?";
+}
+
+absl::StatusOr<ReducePlacement> ParseReducePlacement(std::string_view text) {
+  for (ReducePlacement placement :
+       {ReducePlacement::kAfterSchedule, ReducePlacement::kAfterLastBackward,
+        ReducePlacement::kSolved}) {
+    if (text == ReducePlacementName(placement)) return placement;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown reduce placement \"", std::string(text),
+                   "\"; expected after-schedule, after-last-backward or solved"));
+}
+
+absl::StatusOr<Schedule> PlaceReductions(const Problem& problem,
+                                         const Schedule& schedule,
+                                         ReducePlacement placement) {
+  if (absl::Status st = problem.Validate(); !st.ok()) return st;
+  if (absl::Status st = CheckSchedule(problem, schedule); !st.ok()) return st;
+  for (int w = 0; w < schedule.workers; ++w) {
+    for (const Action& a : schedule.actions[w]) {
+      if (a.kind == PassKind::kReduce) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "worker ", w, " already holds a reduction (", ActionToString(a),
+            "); place reductions in a schedule without any"));
+      }
+    }
+  }
+  switch (placement) {
+    case ReducePlacement::kAfterSchedule:
+      return AfterSchedule(schedule);
+    case ReducePlacement::kAfterLastBackward:
+      return AfterLastBackward(schedule);
+    case ReducePlacement::kSolved:
+      return Solved(problem, schedule);
+  }
+  return absl::InvalidArgumentError("unknown reduce placement");
+}
+
+}  // namespace zbpp::sched

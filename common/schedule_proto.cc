@@ -85,6 +85,7 @@ v1::CostModel CostModelToProto(const sched::Problem& problem) {
     out->set_w_seconds(cost.w_seconds);
     out->set_m_b_bytes(cost.m_b_bytes);
     out->set_m_w_bytes(cost.m_w_bytes);
+    out->set_reduce_seconds(cost.reduce_seconds);
   }
   proto.set_comm_seconds(problem.comm_seconds);
   for (double limit : problem.memory_limit_bytes) {
@@ -110,7 +111,7 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
   }
   for (const v1::StageCost& c : cost_model.stages()) {
     problem.stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
-                              c.m_b_bytes(), c.m_w_bytes()});
+                              c.m_b_bytes(), c.m_w_bytes(), c.reduce_seconds()});
   }
   if (cost_model.memory_limit_bytes_size() != 0 &&
       cost_model.memory_limit_bytes_size() != problem.workers) {
@@ -137,6 +138,7 @@ v1::SchedulePrediction PredictionToProto(
     proto.add_peak_memory_bytes(peak);
   }
   proto.set_max_peak_memory_m_b(result.max_peak_memory_m_b);
+  proto.set_exposed_reduce_seconds(result.exposed_reduce_seconds);
   return proto;
 }
 

@@ -28,8 +28,8 @@ v1::Schedule ScheduleToProto(const sched::Schedule& schedule);
 /// ("schedule.worker_actions[w]: " and ParseAction's message). Pure.
 absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto);
 
-/// The cost part of `problem` (per-stage costs, comm seconds, memory limits)
-/// as the API's message. Pure.
+/// The cost part of `problem` (per-stage costs with their data-parallel
+/// reduce_seconds, comm seconds, memory limits) as the API's message. Pure.
 v1::CostModel CostModelToProto(const sched::Problem& problem);
 
 /// Inverse of CostModelToProto: the simulator's problem for `schedule` under
@@ -41,9 +41,10 @@ v1::CostModel CostModelToProto(const sched::Problem& problem);
 absl::StatusOr<sched::Problem> ProblemFromCostModel(
     const v1::Schedule& schedule, const v1::CostModel& cost_model);
 
-/// The simulator's figures for the API: makespan, step, bubble rate, and
-/// per-rank bubble rate (idle / makespan; 0 for a zero makespan) and peak
-/// memory in bytes. Pure.
+/// The simulator's figures for the API: makespan, step, bubble rate, the
+/// seconds the data-parallel reductions add to the step, and per-rank
+/// bubble rate (idle / makespan; 0 for a zero makespan) and peak memory in
+/// bytes. Pure.
 v1::SchedulePrediction PredictionToProto(const sched::SimulationResult& result);
 
 /// A schedule with the time of every action: what the SVG and Chrome-trace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/schedule_proto.h"
 #include "coordinator/core/coordinator_internal.h"
+#include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -244,12 +245,14 @@ const zbpp::v1::ScheduleVersion* Coordinator::VersionForStep(
 }
 
 zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
-                                                  int rank) const {
+                                                  int index) const {
   zbpp::v1::Assignment assignment;
   assignment.set_job_id(job.job.id());
   assignment.set_attempt(job.attempt);
   *assignment.mutable_spec() = job.job.spec();
+  const int rank = job.stage_of(index);
   assignment.set_stage(rank);
+  assignment.set_replica(job.replica_of(index));
   const zbpp::v1::ScheduleVersion* version =
       VersionForStep(job, job.start_step);
   if (version != nullptr) {
@@ -259,11 +262,12 @@ zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
     }
     *assignment.mutable_schedule() = *version;
   }
-  for (int r = 0; r < static_cast<int>(job.workers.size()); ++r) {
+  for (int i = 0; i < static_cast<int>(job.workers.size()); ++i) {
     zbpp::v1::Peer* peer = assignment.add_peers();
-    peer->set_stage(r);
-    peer->set_worker_id(job.workers[r]);
-    auto it = descriptions_.find(job.workers[r]);
+    peer->set_stage(job.stage_of(i));
+    peer->set_replica(job.replica_of(i));
+    peer->set_worker_id(job.workers[i]);
+    auto it = descriptions_.find(job.workers[i]);
     if (it != descriptions_.end()) *peer->mutable_description() = it->second;
   }
   assignment.set_rendezvous_scope(job.scope());
@@ -341,8 +345,9 @@ void Coordinator::UpdateGrant(JobRuntime& job) {
 
 absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   const zbpp::v1::JobSpec& spec = job.job.spec();
-  const int stages = spec.pipeline().stages();
-  if (membership_->CountAssignable() < stages) {
+  const int replicas = job.replicas();
+  const int needed = job.stages() * replicas;
+  if (membership_->CountAssignable() < needed) {
     return absl::ResourceExhaustedError("too few free workers");
   }
   if (!job.base.has_value()) {
@@ -360,11 +365,13 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModel::Create(
         {job.base->num_stages(),
          resolve.has_window_steps() ? resolve.window_steps() : 8});
+    ResolvePolicy::Options policy_options;
+    policy_options.clock = options_.clock;
+    policy_options.min_improvement_fraction =
+        resolve.has_min_improvement() ? resolve.min_improvement() : 0.02;
+    policy_options.data_parallel = replicas;
     absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
-        ResolvePolicy::Create(
-            {options_.clock, resolve.has_min_improvement()
-                                 ? resolve.min_improvement()
-                                 : 0.02});
+        ResolvePolicy::Create(policy_options);
     if (!costs.ok() || !policy.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
                absl::StrCat("resolve policy: ",
@@ -389,7 +396,7 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       double best = std::numeric_limits<double>::infinity();
       for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
         absl::StatusOr<sched::Schedule> candidate =
-            sched::Generate(traits.name, *job.base);
+            GenerateSchedule(traits.name, *job.base, replicas);
         if (!candidate.ok()) continue;
         absl::StatusOr<sched::SimulationResult> sim =
             sched::Simulate(*job.base, *candidate);
@@ -399,7 +406,7 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
         }
       }
     } else {
-      schedule = sched::Generate(name, *job.base);
+      schedule = GenerateSchedule(name, *job.base, replicas);
     }
     if (!schedule.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
@@ -423,23 +430,24 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     }
   }
   absl::StatusOr<Assignment> assigned =
-      membership_->Assign(job.job.id(), stages);
+      membership_->Assign(job.job.id(), needed);
   if (!assigned.ok()) return assigned.status();
 
   ++job.attempt;
   job.workers = assigned->worker_ids;
   job.acknowledged.clear();
-  job.last_completed.assign(stages, job.start_step - 1);
+  job.last_completed.assign(needed, job.start_step - 1);
   job.granted = job.start_step - 1;
   job.pending.clear();
   job.validations.clear();
   job.job.set_steps_completed(
       std::min(job.job.steps_completed(), job.start_step));
   job.job.clear_assignments();
-  for (int r = 0; r < stages; ++r) {
+  for (int i = 0; i < needed; ++i) {
     zbpp::v1::StageAssignment* a = job.job.add_assignments();
-    a->set_stage(r);
-    a->set_worker_id(job.workers[r]);
+    a->set_stage(job.stage_of(i));
+    a->set_replica(job.replica_of(i));
+    a->set_worker_id(job.workers[i]);
   }
   if (job.job.state() == zbpp::v1::JOB_STATE_PENDING) {
     SetState(job, zbpp::v1::JOB_STATE_ASSIGNING, "");
@@ -460,12 +468,12 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       later.push_back(std::move(message));
     }
   }
-  for (int r = 0; r < stages; ++r) {
+  for (int i = 0; i < needed; ++i) {
     auto message = std::make_shared<SessionResponse>();
-    *message->mutable_assignment() = BuildAssignment(job, r);
-    SendToWorker(job.workers[r], std::move(message));
+    *message->mutable_assignment() = BuildAssignment(job, i);
+    SendToWorker(job.workers[i], std::move(message));
     for (const SessionMessage& version : later) {
-      SendToWorker(job.workers[r], version);
+      SendToWorker(job.workers[i], version);
     }
   }
   UpdateGrant(job);
@@ -499,8 +507,7 @@ void Coordinator::AssignWaitingJobs() {
         state == zbpp::v1::JOB_STATE_PENDING ||
         (state == zbpp::v1::JOB_STATE_RECOVERING && job->workers.empty());
     if (!waiting) continue;
-    if (membership_->CountAssignable() <
-        job->job.spec().pipeline().stages()) {
+    if (membership_->CountAssignable() < job->stages() * job->replicas()) {
       // Oldest first: a later, smaller job does not overtake it.
       return;
     }
@@ -622,6 +629,9 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
   if (absl::Status valid = options_.validate_spec(spec); !valid.ok()) {
     return valid;
   }
+  if (absl::Status resumable = CheckResumable(spec); !resumable.ok()) {
+    return resumable;
+  }
   absl::MutexLock lock(&mu_);
   auto job = std::make_unique<JobRuntime>();
   job->seq = next_job_seq_;
@@ -646,6 +656,25 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
   AssignWaitingJobs();
   zbpp::v1::Job result = raw->job;
   return result;
+}
+
+absl::Status Coordinator::CheckResumable(const zbpp::v1::JobSpec& spec) {
+  const zbpp::v1::CheckpointSpec& checkpoint = spec.checkpoint();
+  if (!checkpoint.has_resume_step()) return absl::OkStatus();
+  FlushStore();  // A checkpoint recorded just now is in the store.
+  absl::StatusOr<std::vector<CheckpointRecord>> records =
+      options_.store->ListCheckpointsAt(checkpoint.directory(), checkpoint.resume_step());
+  if (!records.ok()) return records.status();
+  const int d = DataParallelOf(spec.pipeline());
+  for (const CheckpointRecord& record : *records) {
+    if (record.data_parallel == d) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline.data_parallel: ", d, " cannot resume the checkpoint of step ",
+        record.step, " in ", record.directory, ": job ", record.job_id,
+        " wrote it with data_parallel = ", record.data_parallel,
+        " (another global batch per step); resume with that data_parallel"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<zbpp::v1::ListStepsResponse> Coordinator::ListSteps(
@@ -945,9 +974,12 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     return absl::OkStatus();
   }
   if (heartbeat.phase() == zbpp::v1::WORKER_PHASE_FAILED) {
-    const std::string why = absl::StrCat("worker ", worker_id, " (stage ",
-                                         record->rank,
-                                         ") failed: ", heartbeat.error());
+    const std::string why =
+        absl::StrCat("worker ", worker_id, " (stage ", job->stage_of(record->rank),
+                     job->replicas() > 1
+                         ? absl::StrCat(", replica ", job->replica_of(record->rank))
+                         : std::string(),
+                     ") failed: ", heartbeat.error());
     const zbpp::v1::JobState state = job->job.state();
     if (heartbeat.job_error() || state == zbpp::v1::JOB_STATE_ASSIGNING) {
       // The job cannot run (or never started): retrying would fail again.
@@ -1009,11 +1041,13 @@ zbpp::v1::ListWorkersResponse Coordinator::ListWorkers(
     if (desc != descriptions_.end()) {
       *worker.mutable_description() = desc->second;
     }
+    const JobRuntime* job = record.state == WorkerState::kAssigned
+                                ? FindJob(record.job_id)
+                                : nullptr;
     zbpp::v1::WorkerState state = zbpp::v1::WORKER_STATE_IDLE;
     if (record.state == WorkerState::kLost) {
       state = zbpp::v1::WORKER_STATE_LOST;
     } else if (record.state == WorkerState::kAssigned) {
-      const JobRuntime* job = FindJob(record.job_id);
       state = job != nullptr &&
                       job->job.state() == zbpp::v1::JOB_STATE_RUNNING
                   ? zbpp::v1::WORKER_STATE_RUNNING
@@ -1024,9 +1058,9 @@ zbpp::v1::ListWorkersResponse Coordinator::ListWorkers(
       continue;
     }
     worker.set_state(state);
-    const bool holds = record.state == WorkerState::kAssigned;
-    worker.set_job_id(holds ? record.job_id : "");
-    worker.set_stage(holds ? record.rank : -1);
+    worker.set_job_id(job != nullptr ? record.job_id : "");
+    worker.set_stage(job != nullptr ? job->stage_of(record.rank) : -1);
+    worker.set_replica(job != nullptr ? job->replica_of(record.rank) : -1);
     *worker.mutable_register_time() = ToTimestamp(record.registered_at);
     *worker.mutable_last_heartbeat_time() = ToTimestamp(record.last_heartbeat);
     auto hb = last_heartbeat_.find(record.id);

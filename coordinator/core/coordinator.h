@@ -244,8 +244,10 @@ class Coordinator {
   // ------------------------------------------------------------- Jobs
 
   /// Validates and stores a new job in PENDING, then assigns workers if
-  /// enough are free. InvalidArgument naming the field for a bad spec
-  /// (nothing is stored then); store errors.
+  /// enough are free. InvalidArgument naming the field for a bad spec, and
+  /// naming pipeline.data_parallel when checkpoint.resume_step names a
+  /// checkpoint recorded by a job with another data_parallel (nothing is
+  /// stored then); store errors.
   absl::StatusOr<zbpp::v1::Job> SubmitJob(const zbpp::v1::JobSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -377,10 +379,15 @@ class Coordinator {
   /// Queues the one `message` on every worker of the job's attempt.
   void SendToJobWorkers(JobRuntime& job, const SessionMessage& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  zbpp::v1::Assignment BuildAssignment(const JobRuntime& job, int rank) const
+  /// The Assignment of the worker at `index` (JobRuntime::workers).
+  zbpp::v1::Assignment BuildAssignment(const JobRuntime& job, int index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StartAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// OK unless `spec` resumes a checkpoint that a job with another
+  /// data_parallel recorded (InvalidArgument); store errors.
+  absl::Status CheckResumable(const zbpp::v1::JobSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void EndAttempt(JobRuntime& job, const std::string& abort_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Numbers `version` (built by BuildVersion), sets its effective step and

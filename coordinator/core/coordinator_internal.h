@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/core/cost_model.h"
+#include "coordinator/core/data_parallel.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 
@@ -65,18 +67,31 @@ struct Coordinator::ResolveTask {
   std::optional<sched::Schedule> candidate_schedule;
 };
 
-/// What one rank reported for one step, reduced to what the summary needs.
+/// What one worker reported for one step, reduced to what the summary and
+/// the cost model need.
 struct Coordinator::StageReport {
   std::string worker_id;
+  int stage = 0;    ///< Pipeline rank.
+  int replica = 0;  ///< Data-parallel rank.
+  /// The step's passes averaged per virtual stage (AverageStepPasses); the
+  /// cost model gets them once the step is complete, combined over the
+  /// replicas.
+  std::vector<StageTiming> timings;
   double step_seconds = 0;
   double idle_seconds = 0;
   double comm_seconds = 0;
+  /// Passes only (a reduction overlaps them on the communication timeline).
   double busy_seconds = 0;
-  /// From the rank's first action start to its last action end, seconds.
+  /// From the rank's first action start to its last action end (reductions
+  /// included), seconds.
   double span_seconds = 0;
   double f_seconds = 0;
   double b_seconds = 0;
   double w_seconds = 0;
+  /// Mean REDUCE_GRAD duration; 0 without reductions.
+  double reduce_seconds = 0;
+  /// max(0, last reduction end - last pass end); 0 without reductions.
+  double exposed_reduce_seconds = 0;
   std::optional<double> loss;
   std::optional<double> eval_loss;
   bool checkpoint_written = false;
@@ -84,11 +99,13 @@ struct Coordinator::StageReport {
   zbpp::v1::RankTimeline timeline;
 };
 
-/// The ranks' reports of one step, until every rank has reported.
+/// The workers' reports of one step, until every (stage, replica) has
+/// reported.
 struct Coordinator::PendingStep {
   int64_t step = 0;
   int64_t version = 0;
-  std::map<int, StageReport> stages;
+  /// By worker index (JobRuntime::workers).
+  std::map<int, StageReport> reports;
 };
 
 /// One job: its API view (persisted) and what the core needs to run it.
@@ -109,15 +126,18 @@ struct Coordinator::JobRuntime {
   // --- The current attempt (empty workers: none) ---
   int64_t attempt = 0;
   int64_t start_step = 0;
-  std::vector<std::string> workers;     ///< By rank.
-  std::set<std::string> acknowledged;   ///< Ranks that hold the attempt.
-  std::vector<int64_t> last_completed;  ///< By rank.
+  /// By worker index replica * stages() + stage (Membership's rank): the
+  /// p workers of replica 0, then those of replica 1, ...
+  std::vector<std::string> workers;
+  std::set<std::string> acknowledged;   ///< Workers that hold the attempt.
+  std::vector<int64_t> last_completed;  ///< By worker index.
   int64_t granted = -1;                 ///< Highest grant sent.
   /// Consecutive recoveries after a worker failure with no step completed
   /// in between, and steps_completed at the last of them.
   int failed_recoveries = 0;
   int64_t steps_at_failed_recovery = -1;
   std::map<int64_t, PendingStep> pending;
+  /// By step, then worker index.
   std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
   // --- Watchers ---
   int64_t event_sequence = 0;
@@ -125,6 +145,16 @@ struct Coordinator::JobRuntime {
 
   std::string scope() const {
     return absl::StrCat(job.id(), "/attempt-", attempt);
+  }
+  /// p: pipeline ranks.
+  int stages() const { return job.spec().pipeline().stages(); }
+  /// d: data-parallel replicas (1 when unset).
+  int replicas() const { return DataParallelOf(job.spec().pipeline()); }
+  /// The pipeline rank and replica of worker index `index`.
+  int stage_of(int index) const { return index % stages(); }
+  int replica_of(int index) const { return index / stages(); }
+  int index_of(int stage, int replica) const {
+    return replica * stages() + stage;
   }
 };
 

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -149,6 +151,56 @@ absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& r) {
   return absl::OkStatus();
 }
 
+// Folds one replica's timing of a virtual stage into the step's sample.
+// Replicas run one schedule in lockstep (their reductions meet), so a pass
+// costs what the slowest replica took: the max. A reduction is timed from
+// its issue and so includes waiting for the replicas that issue it later;
+// the replica that issues it last measures the all-reduce alone: the min.
+void CombineReplicaTiming(const StageTiming& replica, StageTiming& combined) {
+  combined.f_seconds = std::max(combined.f_seconds, replica.f_seconds);
+  combined.b_seconds = std::max(combined.b_seconds, replica.b_seconds);
+  combined.w_seconds = std::max(combined.w_seconds, replica.w_seconds);
+  if (replica.reduce_seconds.has_value()) {
+    combined.reduce_seconds =
+        combined.reduce_seconds.has_value()
+            ? std::min(*combined.reduce_seconds, *replica.reduce_seconds)
+            : *replica.reduce_seconds;
+  }
+}
+
+// Why two replicas' validations of one stage and step differ ("" when
+// they agree): everything but the timings (rollback seconds, replays),
+// which are each worker's own.
+std::string ValidationMismatch(const zbpp::v1::ValidationResult& a,
+                               const zbpp::v1::ValidationResult& b) {
+  auto same = [](double x, double y) {
+    return x == y || (std::isnan(x) && std::isnan(y));
+  };
+  if (a.mode() != b.mode()) {
+    return absl::StrCat("mode ", zbpp::v1::ValidationMode_Name(b.mode()), " vs ",
+                        zbpp::v1::ValidationMode_Name(a.mode()));
+  }
+  if (a.decision() != b.decision()) {
+    return absl::StrCat("decision ", zbpp::v1::ValidationDecision_Name(b.decision()),
+                        " vs ", zbpp::v1::ValidationDecision_Name(a.decision()));
+  }
+  if (a.found_inf_nan() != b.found_inf_nan()) {
+    return absl::StrCat("found_inf_nan ", b.found_inf_nan(), " vs ", a.found_inf_nan());
+  }
+  if (!same(a.global_grad_norm_sq(), b.global_grad_norm_sq())) {
+    return absl::StrCat("global_grad_norm_sq ", b.global_grad_norm_sq(), " vs ",
+                        a.global_grad_norm_sq());
+  }
+  if (!same(a.clip_coefficient(), b.clip_coefficient())) {
+    return absl::StrCat("clip_coefficient ", b.clip_coefficient(), " vs ",
+                        a.clip_coefficient());
+  }
+  if (a.rolled_back() != b.rolled_back()) {
+    return absl::StrCat("rolled_back ", b.rolled_back(), " vs ", a.rolled_back());
+  }
+  return "";
+}
+
 }  // namespace
 
 using internal::LogError;
@@ -189,10 +241,21 @@ absl::Status Coordinator::ReportStepLocked(
         "worker ", report.worker_id(), " does not hold job ", report.job_id(),
         " attempt ", report.attempt()));
   }
-  if (report.stage() != record->rank) {
+  const int index = record->rank;
+  if (report.stage() != job->stage_of(index)) {
     return absl::InvalidArgumentError(
         absl::StrCat("stage: worker ", report.worker_id(), " runs stage ",
-                     record->rank, ", not ", report.stage()));
+                     job->stage_of(index), ", not ", report.stage()));
+  }
+  if (report.replica() < 0 || report.replica() >= job->replicas()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica: ", report.replica(), " is not in [0, ", job->replicas(),
+                     ") (pipeline.data_parallel = ", job->replicas(), ")"));
+  }
+  if (report.replica() != job->replica_of(index)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica: worker ", report.worker_id(), " runs replica ",
+                     job->replica_of(index), ", not ", report.replica()));
   }
   if (report.step() < job->start_step || report.step() > job->granted) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -234,8 +297,13 @@ absl::Status Coordinator::ReportStepLocked(
   passes.reserve(actions.size());
   StageReport stage;
   stage.worker_id = report.worker_id();
-  double sums[3] = {0, 0, 0};
-  int counts[3] = {0, 0, 0};
+  stage.stage = report.stage();
+  stage.replica = report.replica();
+  // F, B (or BW), W, REDUCE_GRAD.
+  double sums[4] = {0, 0, 0, 0};
+  int counts[4] = {0, 0, 0, 0};
+  double last_pass_end = 0;
+  double last_reduce_end = 0;
   for (size_t i = 0; i < actions.size(); ++i) {
     const double seconds =
         report.action_end_seconds(i) - report.action_start_seconds(i);
@@ -245,25 +313,36 @@ absl::Status Coordinator::ReportStepLocked(
           sched::ActionToString(actions[i]), " has duration ", seconds));
     }
     passes.push_back({actions[i].kind, actions[i].stage, seconds});
-    stage.busy_seconds += seconds;
-    const int slot = actions[i].kind == sched::PassKind::kF   ? 0
-                     : actions[i].kind == sched::PassKind::kW ? 2
-                                                              : 1;
+    const sched::PassKind kind = actions[i].kind;
+    const int slot = kind == sched::PassKind::kF        ? 0
+                     : kind == sched::PassKind::kW      ? 2
+                     : kind == sched::PassKind::kReduce ? 3
+                                                        : 1;
     sums[slot] += seconds;
     ++counts[slot];
+    // A reduction runs beside the passes on the communication timeline:
+    // not busy time, and exposed only where it ends after the last pass.
+    if (kind == sched::PassKind::kReduce) {
+      last_reduce_end = std::max(last_reduce_end, report.action_end_seconds(i));
+    } else {
+      stage.busy_seconds += seconds;
+      last_pass_end = std::max(last_pass_end, report.action_end_seconds(i));
+    }
   }
   absl::StatusOr<std::vector<StageTiming>> timings =
       AverageStepPasses(passes, *job->base);
   if (!timings.ok()) return timings.status();
-  for (const StageTiming& timing : *timings) {
-    LogError(job->costs->AddStageTiming(timing), "cost model");
-  }
+  stage.timings = *std::move(timings);
   for (const HopTiming& hop : *hops) {
     LogError(job->costs->AddHopTiming(hop), "cost model");
   }
   stage.f_seconds = counts[0] ? sums[0] / counts[0] : 0;
   stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;
   stage.w_seconds = counts[2] ? sums[2] / counts[2] : 0;
+  stage.reduce_seconds = counts[3] ? sums[3] / counts[3] : 0;
+  if (counts[3] > 0) {
+    stage.exposed_reduce_seconds = std::max(0.0, last_reduce_end - last_pass_end);
+  }
   stage.step_seconds = report.step_seconds();
   if (!actions.empty()) {
     const auto& starts = report.action_start_seconds();
@@ -289,14 +368,21 @@ absl::Status Coordinator::ReportStepLocked(
   PendingStep& pending = job->pending[report.step()];
   pending.step = report.step();
   pending.version = version->version();
-  pending.stages[report.stage()] = std::move(stage);
-  int64_t& done = job->last_completed[report.stage()];
+  // A second report of one (stage, replica) for a step replaces the first.
+  pending.reports[index] = std::move(stage);
+  int64_t& done = job->last_completed[index];
   done = std::max(done, report.step());
   for (const zbpp::v1::ValidationResult& validation : report.validations()) {
-    job->validations[validation.step()][report.stage()] = validation;
+    job->validations[validation.step()][index] = validation;
     GatherValidation(*job, validation.step());
+    if (job->workers.empty()) {
+      // The replicas disagreed: the job failed, its attempt (and `pending`)
+      // is gone.
+      PersistJob(*job);
+      return absl::OkStatus();
+    }
   }
-  if (static_cast<int>(pending.stages.size()) ==
+  if (static_cast<int>(pending.reports.size()) ==
       static_cast<int>(job->workers.size())) {
     PendingStep complete = std::move(pending);
     job->pending.erase(report.step());
@@ -313,10 +399,31 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
       it->second.size() != job.workers.size()) {
     return;
   }
+  const std::map<int, zbpp::v1::ValidationResult>& results = it->second;
+  // Every replica validates the same all-reduced gradients: a replica whose
+  // result differs from replica 0's ran on other gradients, and going on
+  // would let the replicas' parameters drift apart.
+  for (const auto& [index, result] : results) {
+    if (job.replica_of(index) == 0) continue;
+    const std::string why =
+        ValidationMismatch(results.at(job.stage_of(index)), result);
+    if (why.empty()) continue;
+    const std::string message = absl::StrCat(
+        "validation of step ", step, ": stage ", job.stage_of(index), " replica ",
+        job.replica_of(index), " disagrees with replica 0 (", why,
+        "); the data-parallel replicas did not validate the same reduced gradients");
+    EndAttempt(job, message);
+    SetState(job, zbpp::v1::JOB_STATE_FAILED, message);
+    AssignWaitingJobs();
+    return;
+  }
   zbpp::v1::ValidationOutcome outcome;
   outcome.set_step(step);
   double clip = 1;
-  for (const auto& [rank, result] : it->second) {
+  // Replica 0's results (worker indexes [0, p)) stand for every replica's.
+  for (const auto& [index, result] : results) {
+    if (job.replica_of(index) != 0) continue;
+    const int rank = job.stage_of(index);
     outcome.set_mode(result.mode());
     outcome.set_found_inf_nan(outcome.found_inf_nan() ||
                               result.found_inf_nan());
@@ -386,7 +493,18 @@ void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     JobRuntime& job, PendingStep& pending) {
   const zbpp::v1::JobSpec& spec = job.job.spec();
-  const int p = static_cast<int>(pending.stages.size());
+  const int p = job.stages();
+  const int d = job.replicas();
+  std::map<int, StageTiming> step_costs;  // By virtual stage.
+  for (const auto& [index, report] : pending.reports) {
+    for (const StageTiming& timing : report.timings) {
+      auto [it, first] = step_costs.emplace(timing.stage, timing);
+      if (!first) CombineReplicaTiming(timing, it->second);
+    }
+  }
+  for (const auto& [stage, timing] : step_costs) {
+    LogError(job.costs->AddStageTiming(timing), "cost model");
+  }
   zbpp::v1::StepSummary summary;
   summary.set_step(pending.step);
   summary.set_schedule_version(pending.version);
@@ -398,31 +516,39 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   // staggered start) is not in it, on both the measured and the predicted
   // side.
   double cost = 0;
-  for (const auto& [rank, stage] : pending.stages) {
-    step_seconds = std::max(step_seconds, stage.step_seconds);
-    cost = std::max(cost, stage.span_seconds);
-    busy += stage.busy_seconds;
-    if (stage.loss.has_value() && std::isfinite(*stage.loss)) {
-      summary.set_loss(*stage.loss);
-    }
-    if (stage.eval_loss.has_value()) summary.set_eval_loss(*stage.eval_loss);
+  // Each replica's last stage reports the mean loss over its microbatches;
+  // the step's loss is the mean over the replicas (they train on equally
+  // many tokens).
+  double loss_sum = 0, eval_loss_sum = 0;
+  int losses = 0, eval_losses = 0;
+  for (const auto& [index, report] : pending.reports) {
+    step_seconds = std::max(step_seconds, report.step_seconds);
+    cost = std::max(cost, report.span_seconds);
+    busy += report.busy_seconds;
+    if (report.loss.has_value()) loss_sum += *report.loss, ++losses;
+    if (report.eval_loss.has_value()) eval_loss_sum += *report.eval_loss, ++eval_losses;
   }
+  if (losses > 0 && std::isfinite(loss_sum / losses)) summary.set_loss(loss_sum / losses);
+  if (eval_losses > 0) summary.set_eval_loss(eval_loss_sum / eval_losses);
   *summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
-  if (std::all_of(pending.stages.begin(), pending.stages.end(),
-                  [](const auto& entry) { return entry.second.parameter_sum.has_value(); })) {
-    double checksum = 0;
-    for (const auto& [rank, stage] : pending.stages) checksum += *stage.parameter_sum;
-    job.job.set_param_checksum(checksum);
+  // Replica 0's ranks (worker indexes [0, p)) hold the model; the other
+  // replicas hold copies of it.
+  auto replica0 = [&](int stage) -> const StageReport& { return pending.reports.at(stage); };
+  bool summed = true;
+  double checksum = 0;
+  for (int stage = 0; stage < p; ++stage) {
+    summed = summed && replica0(stage).parameter_sum.has_value();
+    if (summed) checksum += *replica0(stage).parameter_sum;
   }
+  if (summed) job.job.set_param_checksum(checksum);
   summary.set_step_seconds(step_seconds);
   if (step_seconds > 0) {
     summary.set_tokens_per_second(
-        static_cast<double>(spec.pipeline().microbatches()) *
-        spec.pipeline().microbatch_size() * spec.model().seq_len() /
-        step_seconds);
+        static_cast<double>(d) * spec.pipeline().microbatches() *
+        spec.pipeline().microbatch_size() * spec.model().seq_len() / step_seconds);
   }
   if (cost > 0) {
-    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * cost)));
+    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
   }
   // Predicted: the version's order simulated under the current measured
   // costs (the analytic ones until every stage has a sample).
@@ -443,20 +569,35 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     }
   }
   summary.set_predicted_bubble_rate(predicted);
-  for (const auto& [rank, stage] : pending.stages) {
+  // Per pipeline rank: the mean over its replicas.
+  for (int rank = 0; rank < p; ++rank) {
+    StageReport mean;
+    for (int replica = 0; replica < d; ++replica) {
+      const StageReport& report = pending.reports.at(job.index_of(rank, replica));
+      mean.busy_seconds += report.busy_seconds / d;
+      mean.idle_seconds += report.idle_seconds / d;
+      mean.comm_seconds += report.comm_seconds / d;
+      mean.f_seconds += report.f_seconds / d;
+      mean.b_seconds += report.b_seconds / d;
+      mean.w_seconds += report.w_seconds / d;
+      mean.reduce_seconds += report.reduce_seconds / d;
+      mean.exposed_reduce_seconds += report.exposed_reduce_seconds / d;
+    }
     zbpp::v1::StageStepStats* out = summary.add_stages();
     out->set_stage(rank);
-    out->set_worker_id(stage.worker_id);
+    out->set_worker_id(replica0(rank).worker_id);
     out->set_measured_bubble_rate(
-        cost > 0 ? Clamp01(1 - stage.busy_seconds / cost) : 0);
+        cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
     out->set_predicted_bubble_rate(
         rank < static_cast<int>(predicted_rank.size()) ? predicted_rank[rank]
                                                        : 0);
-    out->set_idle_seconds(stage.idle_seconds);
-    out->set_comm_seconds(stage.comm_seconds);
-    out->set_f_seconds(stage.f_seconds);
-    out->set_b_seconds(stage.b_seconds);
-    out->set_w_seconds(stage.w_seconds);
+    out->set_idle_seconds(mean.idle_seconds);
+    out->set_comm_seconds(mean.comm_seconds);
+    out->set_f_seconds(mean.f_seconds);
+    out->set_b_seconds(mean.b_seconds);
+    out->set_w_seconds(mean.w_seconds);
+    out->set_reduce_seconds(mean.reduce_seconds);
+    out->set_exposed_reduce_seconds(mean.exposed_reduce_seconds);
   }
   writer_->Enqueue(
       [id = job.job.id(), summary](Store& store) {
@@ -471,8 +612,8 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   timeline->Clear();
   timeline->set_step(pending.step);
   timeline->set_schedule_version(pending.version);
-  for (auto& [rank, stage] : pending.stages) {
-    *timeline->add_ranks() = std::move(stage.timeline);
+  for (int rank = 0; rank < p; ++rank) {
+    *timeline->add_ranks() = std::move(pending.reports.at(rank).timeline);
   }
   if (options_.observer != nullptr) {
     options_.observer->OnStep(job.job.id(), summary);
@@ -482,12 +623,13 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   Emit(job, std::move(event), /*droppable=*/true);
 
   // Workers write a checkpoint after every step s with
-  // (s + 1) % interval_steps == 0 and say so in their report; it is complete
-  // once every rank has.
+  // (s + 1) % interval_steps == 0 and say so in their report; only replica
+  // 0's do (the others hold the same parameters), and the checkpoint is
+  // complete once each of its ranks has.
   const int64_t interval = spec.checkpoint().interval_steps();
   CheckpointRecord checkpoint;
-  for (const auto& [rank, stage] : pending.stages) {
-    if (stage.checkpoint_written) checkpoint.stages_written.push_back(rank);
+  for (int rank = 0; rank < p; ++rank) {
+    if (replica0(rank).checkpoint_written) checkpoint.stages_written.push_back(rank);
   }
   if (interval > 0 && static_cast<int>(checkpoint.stages_written.size()) == p &&
       pending.step > job.job.last_checkpoint_step()) {
@@ -495,6 +637,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     checkpoint.step = pending.step;
     checkpoint.directory = spec.checkpoint().directory();
     checkpoint.complete = true;
+    checkpoint.data_parallel = d;
     writer_->Enqueue(
         [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },
         "storing a checkpoint record");

@@ -41,8 +41,8 @@ double Median(std::vector<double> values) {
 absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base) {
   struct Sums {
-    double f = 0, b = 0, w = 0, bw = 0;
-    int nf = 0, nb = 0, nw = 0, nbw = 0;
+    double f = 0, b = 0, w = 0, bw = 0, reduce = 0;
+    int nf = 0, nb = 0, nw = 0, nbw = 0, nreduce = 0;
   };
   std::map<int, Sums> per_stage;
   for (const MeasuredPass& pass : passes) {
@@ -70,12 +70,16 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
       case sched::PassKind::kBW:
         sums.bw += pass.seconds, ++sums.nbw;
         break;
+      case sched::PassKind::kReduce:
+        sums.reduce += pass.seconds, ++sums.nreduce;
+        break;
     }
   }
   std::vector<StageTiming> timings;
   for (const auto& [stage, sums] : per_stage) {
     if (sums.nf == 0) continue;
-    StageTiming timing{stage, sums.f / sums.nf, 0, 0};
+    StageTiming timing{stage, sums.f / sums.nf, 0, 0, std::nullopt};
+    if (sums.nreduce > 0) timing.reduce_seconds = sums.reduce / sums.nreduce;
     if (sums.nb > 0 && sums.nw > 0) {
       timing.b_seconds = sums.b / sums.nb;
       timing.w_seconds = sums.w / sums.nw;
@@ -109,6 +113,7 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(Options options) {
 CostModel::CostModel(Options options)
     : options_(options),
       stage_samples_(options.num_stages),
+      reduce_samples_(options.num_stages),
       hop_samples_(std::max(0, options.num_stages - 1)) {}
 
 absl::Status CostModel::AddStageTiming(const StageTiming& timing) {
@@ -122,8 +127,18 @@ absl::Status CostModel::AddStageTiming(const StageTiming& timing) {
                              std::pair{timing.w_seconds, "w_seconds"}}) {
     if (absl::Status st = CheckSeconds(value, at + name); !st.ok()) return st;
   }
+  if (timing.reduce_seconds.has_value()) {
+    if (absl::Status st = CheckSeconds(*timing.reduce_seconds, at + "reduce_seconds");
+        !st.ok()) {
+      return st;
+    }
+  }
   absl::MutexLock lock(&mu_);
   PushToWindow(stage_samples_[timing.stage], timing, options_.window_steps);
+  if (timing.reduce_seconds.has_value()) {
+    PushToWindow(reduce_samples_[timing.stage], *timing.reduce_seconds,
+                 options_.window_steps);
+  }
   return absl::OkStatus();
 }
 
@@ -195,6 +210,11 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
     measured.stages[s].f_seconds = Median(std::move(f));
     measured.stages[s].b_seconds = Median(std::move(b));
     measured.stages[s].w_seconds = Median(std::move(w));
+    const std::deque<double>& reduce = reduce_samples_[s];
+    if (!reduce.empty()) {
+      measured.stages[s].reduce_seconds =
+          Median(std::vector<double>(reduce.begin(), reduce.end()));
+    }
   }
   double hop_sum = 0;
   int hops = 0;

@@ -3,6 +3,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -22,6 +23,9 @@ struct StageTiming {
   double f_seconds = 0;  ///< Mean F pass, seconds.
   double b_seconds = 0;  ///< Mean B (input-gradient) pass, seconds.
   double w_seconds = 0;  ///< Mean W (weight-gradient) pass, seconds.
+  /// Data parallelism: the stage's REDUCE_GRAD (all-reduce of its weight
+  /// gradients over its replicas), seconds; unset when none was measured.
+  std::optional<double> reduce_seconds = std::nullopt;
 };
 
 /// Measured latency of one hop in one step: hop h carries activations from
@@ -45,16 +49,18 @@ struct MeasuredPass {
 /// has an F, a B and a W (or a BW) measured, sorted by stage. A fused BW
 /// (1F1B, GPipe) is split between B and W in the proportion
 /// `base.stages[s].b_seconds : w_seconds` (the only information there is
-/// about the split). InvalidArgument for a stage outside `base`, a negative
-/// or non-finite time.
+/// about the split). A kReduce sets the stage's reduce_seconds (the mean
+/// when there are several). InvalidArgument for a stage outside `base`, a
+/// negative or non-finite time.
 absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base);
 
 /// Measured cost model of one job: for every virtual stage the last
-/// `window_steps` samples of F/B/W seconds and for every hop the last
-/// `window_steps` latencies, summarised by their medians so that one slow
-/// step (a GC pause, a page fault) does not move the schedule (issue 3,
-/// "Cost model and adaptive re-solve").
+/// `window_steps` samples of F/B/W seconds and of its data-parallel
+/// reduction's seconds, and for every hop the last `window_steps`
+/// latencies, summarised by their medians so that one slow step (a GC
+/// pause, a page fault) does not move the schedule (issue 3, "Cost model and
+/// adaptive re-solve").
 ///
 /// Thread-safe.
 class CostModel {
@@ -71,7 +77,8 @@ class CostModel {
   static absl::StatusOr<std::unique_ptr<CostModel>> Create(Options options);
 
   /// Adds one step's sample of one stage, dropping the stage's oldest
-  /// sample beyond the window. InvalidArgument for a stage outside
+  /// sample beyond the window; a set `reduce_seconds` goes to the stage's
+  /// reduction window likewise. InvalidArgument for a stage outside
   /// [0, num_stages) or a time that is negative or not finite (nothing is
   /// added then).
   absl::Status AddStageTiming(const StageTiming& timing)
@@ -92,7 +99,9 @@ class CostModel {
   double Drift() const ABSL_LOCKS_EXCLUDED(mu_);
 
   /// `base` with every stage's f/b/w_seconds replaced by the medians of its
-  /// window (the mean of the two middle samples for an even count), and
+  /// window (the mean of the two middle samples for an even count), its
+  /// reduce_seconds by the median of its reduction window when that holds
+  /// a sample (else base's estimate stays), and
   /// comm_seconds by the mean of the per-hop medians when any hop has been
   /// measured (the simulator has one T_comm; the mean keeps the sum over
   /// the pipeline's hops, which is what the critical path pays). Memory
@@ -108,6 +117,7 @@ class CostModel {
   const Options options_;
   mutable absl::Mutex mu_;
   std::vector<std::deque<StageTiming>> stage_samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
 };
 

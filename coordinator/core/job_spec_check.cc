@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "coordinator/core/data_parallel.h"
 #include "scheduler/registry.h"
 
 namespace zbpp::coordinator {
@@ -188,7 +189,22 @@ absl::Status CheckPipeline(const JobSpec& spec) {
       !st.ok()) {
     return st;
   }
-  return InRange(pipeline.microbatch_size(), 1, kMaxMicrobatchSize, "pipeline.microbatch_size");
+  if (absl::Status st = InRange(pipeline.microbatch_size(), 1, kMaxMicrobatchSize,
+                                "pipeline.microbatch_size");
+      !st.ok()) {
+    return st;
+  }
+  // 0 (unset) means one replica.
+  if (absl::Status st = AtLeast(pipeline.data_parallel(), 0, "pipeline.data_parallel");
+      !st.ok()) {
+    return st;
+  }
+  const int64_t workers = int64_t{pipeline.stages()} * DataParallelOf(pipeline);
+  if (workers > kMaxWorkersPerJob) {
+    return Invalid("pipeline.data_parallel", "pipeline.stages*data_parallel = ", workers,
+                   " workers; at most ", kMaxWorkersPerJob);
+  }
+  return absl::OkStatus();
 }
 
 // The field that holds the memory limit, for messages; "schedule.name" when
@@ -499,6 +515,11 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
   cost.m_w_bytes = 32 * s * b * h * layers;
   sched::Problem problem = sched::Problem::Uniform(
       p, v, pipeline.microbatches(), cost, /*comm_seconds=*/0.0);
+  const int d = DataParallelOf(pipeline);
+  for (int stage = 0; stage < problem.num_stages() && d > 1; ++stage) {
+    problem.stages[stage].reduce_seconds = RingAllReduceSeconds(
+        4 * StageParameterCount(model, stage, problem.num_stages()), d);
+  }
 
   const std::vector<double> unit =
       sched::MbUnitBytes(problem, traits.placement);

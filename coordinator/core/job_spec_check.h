@@ -22,6 +22,10 @@ inline constexpr char kAutoScheduleName[] = "auto";
 inline constexpr int kMaxStages = 128;         ///< pipeline.stages.
 inline constexpr int kMaxVirtualStages = 512;  ///< stages * chunks.
 inline constexpr int kMaxMicrobatches = 1024;  ///< pipeline.microbatches.
+/// pipeline.stages * pipeline.data_parallel: the workers of one job. Every
+/// step the coordinator aggregates one report from each (a few hundred
+/// bytes per action), and a schedule version goes to each.
+inline constexpr int kMaxWorkersPerJob = 4096;
 
 /// Upper bounds on the model's sizes, far above any model trained today:
 /// they keep every size a worker derives (4·hidden, vocab·hidden elements,
@@ -85,6 +89,12 @@ absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
 ///   - T_comm = 0 (unknown until measured).
 ///   - M_B = s*b*(34h + 5as)*L bytes and M_W = 32*s*b*h*L bytes (the paper's
 ///     §2 per-layer activation memory, 16-bit activations).
+///   - reduce_seconds, with d = pipeline.data_parallel > 1: a ring
+///     all-reduce of the stage's float32 weight gradients,
+///     RingAllReduceSeconds(4 * StageParameterCount(model, stage, p*v), d)
+///     (coordinator/core/data_parallel.h; real seconds at an assumed
+///     bandwidth, while the passes above are nominal until measured); 0
+///     with d = 1.
 /// * memory_limit_bytes, the same for every worker: schedule.memory_limit_bytes
 ///   as given; or schedule.memory_limit_m_b times the worker's M_B unit
 ///   (`sched::MbUnitBytes`: M_B summed over its virtual stages); or, unset,

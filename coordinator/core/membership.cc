@@ -129,13 +129,13 @@ int Membership::Count(WorkerState state) const {
 }
 
 absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
-                                              int stages) {
+                                              int workers) {
   if (job_id.empty()) {
     return absl::InvalidArgumentError("job id must not be empty");
   }
-  if (stages < 1) {
+  if (workers < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job ", job_id, ": stages must be >= 1, got ", stages));
+        absl::StrCat("job ", job_id, ": workers must be >= 1, got ", workers));
   }
   absl::MutexLock lock(&mu_);
   std::vector<WorkerRecord*> chosen;
@@ -146,18 +146,18 @@ absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
                        " has rank ", record.rank, "); release them first"));
     }
     if (record.state == WorkerState::kRegistered && !record.draining &&
-        static_cast<int>(chosen.size()) < stages) {
+        static_cast<int>(chosen.size()) < workers) {
       chosen.push_back(&record);
     }
   }
-  if (static_cast<int>(chosen.size()) < stages) {
+  if (static_cast<int>(chosen.size()) < workers) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("job ", job_id, " needs ", stages, " workers; ",
+        absl::StrCat("job ", job_id, " needs ", workers, " workers; ",
                      chosen.size(), " registered and free"));
   }
   Assignment assignment;
   assignment.job_id = job_id;
-  for (int rank = 0; rank < stages; ++rank) {
+  for (int rank = 0; rank < workers; ++rank) {
     chosen[rank]->state = WorkerState::kAssigned;
     chosen[rank]->job_id = job_id;
     chosen[rank]->rank = rank;

@@ -46,7 +46,8 @@ struct WorkerRecord {
   WorkerState state = WorkerState::kRegistered;
   absl::Time registered_at;
   absl::Time last_heartbeat;
-  /// The job and pipeline rank while ASSIGNED; kept when the worker is LOST
+  /// The job and the worker's rank in it while ASSIGNED (the coordinator's
+  /// worker index replica * stages + stage); kept when the worker is LOST
   /// so that the caller knows which job to recover. Empty / -1 otherwise.
   std::string job_id;
   int rank = -1;
@@ -65,7 +66,7 @@ struct Registration {
   std::optional<WorkerRecord> superseded;
 };
 
-/// Workers chosen for one job: `worker_ids[r]` runs pipeline rank r.
+/// Workers chosen for one job: `worker_ids[r]` holds rank r.
 struct Assignment {
   std::string job_id;
   std::vector<std::string> worker_ids;
@@ -121,12 +122,12 @@ class Membership {
   /// Number of workers in `state` (for the workers-by-state gauge).
   int Count(WorkerState state) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Gives `job_id` the first `stages` REGISTERED, non-draining workers in
-  /// registration order; the i-th becomes pipeline rank i and ASSIGNED. InvalidArgument
-  /// for stages < 1 or an empty job id; FailedPrecondition when the job
+  /// Gives `job_id` the first `workers` REGISTERED, non-draining workers in
+  /// registration order; the i-th becomes rank i and ASSIGNED. InvalidArgument
+  /// for workers < 1 or an empty job id; FailedPrecondition when the job
   /// already holds workers; ResourceExhausted saying how many are needed
   /// and free when there are too few (nothing changes then).
-  absl::StatusOr<Assignment> Assign(const std::string& job_id, int stages)
+  absl::StatusOr<Assignment> Assign(const std::string& job_id, int workers)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Returns the live workers of `job_id` to REGISTERED (job ended, or

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/core/data_parallel.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 
@@ -37,6 +38,10 @@ absl::StatusOr<std::unique_ptr<ResolvePolicy>> ResolvePolicy::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("max_cost_drift_fraction must be >= 0, got ",
                      options.max_cost_drift_fraction));
+  }
+  if (options.data_parallel < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data_parallel must be >= 1, got ", options.data_parallel));
   }
   return std::unique_ptr<ResolvePolicy>(new ResolvePolicy(options));
 }
@@ -78,7 +83,8 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
   }
 
   const absl::Time start = options_.clock->Now();
-  absl::StatusOr<sched::Schedule> candidate = sched::Generate(name, measured);
+  absl::StatusOr<sched::Schedule> candidate =
+      GenerateSchedule(name, measured, options_.data_parallel);
   decision.solve_seconds = absl::ToDoubleSeconds(options_.clock->Now() - start);
   if (!candidate.ok()) {
     // The job can go on with what it has; the log says why nothing changed.

@@ -73,9 +73,14 @@ class ResolvePolicy {
     /// two regimes and the candidate would suit neither; the next window,
     /// once settled, decides. >= 0; +infinity turns the check off.
     double max_cost_drift_fraction = 0.5;
+    /// The job's data-parallel replicas d (>= 1): with d > 1 every candidate
+    /// gets its reductions placed (GenerateSchedule) before it is simulated
+    /// against the current schedule, which holds them too.
+    int data_parallel = 1;
   };
 
-  /// InvalidArgument for a null clock or a fraction outside [0, 1).
+  /// InvalidArgument for a null clock, a fraction outside [0, 1) or
+  /// data_parallel < 1.
   static absl::StatusOr<std::unique_ptr<ResolvePolicy>> Create(Options options);
 
   /// Decides whether to replace `current` (version `current_version`).

@@ -93,12 +93,22 @@ CREATE TABLE resolve_records (
 );
 CREATE INDEX resolve_records_by_job ON resolve_records (job_id, seq);
 )sql",
+    // 2: data x pipeline parallelism. A checkpoint records the replicas of
+    // the job that wrote it; every one written before had one.
+    R"sql(
+ALTER TABLE checkpoints ADD COLUMN data_parallel INTEGER NOT NULL DEFAULT 1;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   SqliteStore::kSchemaVersion,
               "one migration per schema version");
 
 constexpr absl::string_view kMemoryPath = ":memory:";
+
+// The columns SqliteStore::ReadCheckpoint reads, in its order.
+#define ZBPP_CHECKPOINT_COLUMNS \
+  "job_id, step, directory, stages_written, complete, data_parallel"
+
 
 // A quoted id for messages; ids are the coordinator's own, but a bad one
 // should still read unambiguously.
@@ -169,7 +179,7 @@ struct SqliteStore::Statements {
   Statement insert_cost_snapshot, list_cost_snapshots;
   Statement insert_step_summary, list_step_summaries;
   Statement insert_validation_outcome, list_validation_outcomes;
-  Statement put_checkpoint, load_checkpoints;
+  Statement put_checkpoint, load_checkpoints, list_checkpoints_at;
   Statement insert_resolve_record, list_resolve_records;
 };
 
@@ -428,15 +438,20 @@ absl::Status SqliteStore::Prepare() {
        "SELECT validation_outcome FROM validation_outcomes "
        "WHERE job_id = ?1 ORDER BY step"},
       {&s.put_checkpoint,
-       "INSERT INTO checkpoints (job_id, step, directory, stages_written, "
-       "complete) VALUES (?1, ?2, ?3, ?4, ?5) "
+       "INSERT INTO checkpoints (" ZBPP_CHECKPOINT_COLUMNS ") "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
        "ON CONFLICT (job_id, step) DO UPDATE SET "
        "directory = excluded.directory, "
        "stages_written = excluded.stages_written, "
-       "complete = excluded.complete"},
+       "complete = excluded.complete, "
+       "data_parallel = excluded.data_parallel"},
       {&s.load_checkpoints,
-       "SELECT job_id, step, directory, stages_written, complete "
-       "FROM checkpoints ORDER BY job_id, step"},
+       "SELECT " ZBPP_CHECKPOINT_COLUMNS
+       " FROM checkpoints ORDER BY job_id, step"},
+      {&s.list_checkpoints_at,
+       "SELECT " ZBPP_CHECKPOINT_COLUMNS
+       " FROM checkpoints WHERE rtrim(directory, '/') = rtrim(?1, '/') "
+       "AND step = ?2 AND complete = 1 ORDER BY job_id"},
       {&s.insert_resolve_record,
        "INSERT INTO resolve_records (job_id, step, published, version, "
        "old_makespan_seconds, new_makespan_seconds, solve_seconds, reason) "
@@ -783,6 +798,10 @@ absl::Status SqliteStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
           "checkpoint.stages_written: stage ", stage, " is negative"));
     }
   }
+  if (checkpoint.data_parallel < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint.data_parallel: must be >= 1, got ", checkpoint.data_parallel));
+  }
   const std::string stages = StagesToText(checkpoint.stages_written);
   absl::MutexLock lock(&mu_);
   return WriteForJob(checkpoint.job_id, statements_->put_checkpoint,
@@ -794,8 +813,52 @@ absl::Status SqliteStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
                            .Int(2, checkpoint.step)
                            .Text(3, checkpoint.directory)
                            .Text(4, stages)
-                           .Int(5, checkpoint.complete ? 1 : 0);
+                           .Int(5, checkpoint.complete ? 1 : 0)
+                           .Int(6, checkpoint.data_parallel);
                      });
+}
+
+absl::StatusOr<std::vector<CheckpointRecord>> SqliteStore::ListCheckpointsAt(
+    const std::string& directory, int64_t step) {
+  if (step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step: ", step, " is negative"));
+  }
+  absl::MutexLock lock(&mu_);
+  std::vector<CheckpointRecord> records;
+  absl::Status status = InTransaction(
+      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        Run run(statements_->list_checkpoints_at);
+        run.Text(1, directory).Int(2, step);
+        return ReadRows(run, "checkpoints", [&](Run& row) {
+          absl::StatusOr<CheckpointRecord> record = ReadCheckpoint(row);
+          if (!record.ok()) return record.status();
+          records.push_back(*std::move(record));
+          return absl::OkStatus();
+        });
+      });
+  if (!status.ok()) return status;
+  return records;
+}
+
+absl::StatusOr<CheckpointRecord> SqliteStore::ReadCheckpoint(const Run& row) const {
+  CheckpointRecord checkpoint;
+  checkpoint.job_id = row.ColumnText(0);
+  checkpoint.step = row.ColumnInt(1);
+  checkpoint.directory = row.ColumnText(2);
+  for (absl::string_view part :
+       absl::StrSplit(row.ColumnText(3), ',', absl::SkipEmpty())) {
+    int32_t stage;
+    if (!absl::SimpleAtoi(part, &stage)) {
+      return absl::InternalError(absl::StrCat(
+          "SQLite database ", options_.path, ": checkpoint of job ",
+          Quote(checkpoint.job_id), " at step ", checkpoint.step,
+          ": stages_written holds \"", part, "\""));
+    }
+    checkpoint.stages_written.push_back(stage);
+  }
+  checkpoint.complete = row.ColumnInt(4) != 0;
+  checkpoint.data_parallel = static_cast<int32_t>(row.ColumnInt(5));
+  return checkpoint;
 }
 
 absl::Status SqliteStore::AddResolveRecord(const ResolveRecord& record) {
@@ -869,22 +932,9 @@ absl::StatusOr<StoredState> SqliteStore::LoadAll() {
         }
         Run run(statements_->load_checkpoints);
         return ReadRows(run, "checkpoints", [&](Run& row) {
-          CheckpointRecord& checkpoint = state.checkpoints.emplace_back();
-          checkpoint.job_id = row.ColumnText(0);
-          checkpoint.step = row.ColumnInt(1);
-          checkpoint.directory = row.ColumnText(2);
-          for (absl::string_view part :
-               absl::StrSplit(row.ColumnText(3), ',', absl::SkipEmpty())) {
-            int32_t stage;
-            if (!absl::SimpleAtoi(part, &stage)) {
-              return absl::InternalError(absl::StrCat(
-                  "SQLite database ", options_.path, ": checkpoint of job ",
-                  Quote(checkpoint.job_id), " at step ", checkpoint.step,
-                  ": stages_written holds \"", part, "\""));
-            }
-            checkpoint.stages_written.push_back(stage);
-          }
-          checkpoint.complete = row.ColumnInt(4) != 0;
+          absl::StatusOr<CheckpointRecord> checkpoint = ReadCheckpoint(row);
+          if (!checkpoint.ok()) return checkpoint.status();
+          state.checkpoints.push_back(*std::move(checkpoint));
           return absl::OkStatus();
         });
       });

@@ -62,7 +62,7 @@ class SqliteStore final : public Store {
 
   /// The newest schema version this binary writes; `Create` migrates older
   /// databases up to it and refuses newer ones (FailedPrecondition).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   /// Opens (creating or migrating as needed) the database at
   /// `options.path`. Errors name the path: InvalidArgument for a bad option;
@@ -109,8 +109,12 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
   ListValidationOutcomes(const std::string& job_id) override;
   /// See Store. NotFound for an unknown job; InvalidArgument for a negative
-  /// step or stage. `stages_written` is stored sorted and deduplicated.
+  /// step or stage, or data_parallel < 1. `stages_written` is stored sorted
+  /// and deduplicated.
   absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
+  /// See Store. InvalidArgument for a negative step.
+  absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpointsAt(
+      const std::string& directory, int64_t step) override;
   /// See Store. NotFound for an unknown job.
   absl::Status AddResolveRecord(const ResolveRecord& record) override;
   /// See Store. NotFound for an unknown job.
@@ -173,6 +177,10 @@ class SqliteStore final : public Store {
   absl::Status ParseColumn(const Run& run, int column,
                            const std::string& what,
                            google::protobuf::MessageLite* message) const;
+  /// The checkpoint record in the current row of `run`, whose columns are
+  /// job_id, step, directory, stages_written, complete, data_parallel;
+  /// Internal naming the path for a malformed one.
+  absl::StatusOr<CheckpointRecord> ReadCheckpoint(const Run& run) const;
   /// Runs `sql` (no results) on the connection.
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// A status for SQLite result code `rc` of operation `what`, with the

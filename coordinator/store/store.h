@@ -27,13 +27,16 @@ struct ResolveRecord {
 };
 
 /// A checkpoint of one job at one step: complete once every pipeline rank
-/// has written its shard.
+/// (of replica 0, with data parallelism) has written its shard.
 struct CheckpointRecord {
   std::string job_id;
   int64_t step = 0;
   std::string directory;
   std::vector<int32_t> stages_written;  ///< Pipeline ranks done, ascending.
   bool complete = false;                ///< All `pipeline.stages` written.
+  /// pipeline.data_parallel of the job that wrote it (>= 1): the optimizer
+  /// state in it is that of a global batch of d replicas' microbatches.
+  int32_t data_parallel = 1;
 };
 
 /// Everything the coordinator persists, read back in full after a restart
@@ -85,6 +88,11 @@ class Store {
   ListValidationOutcomes(const std::string& job_id) = 0;
   /// Inserts or replaces the checkpoint record (job, step).
   virtual absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) = 0;
+  /// Complete checkpoint records of any job at `step` in `directory` (the
+  /// same path up to trailing slashes), by job id: what a job resuming from
+  /// that directory and step would restore.
+  virtual absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpointsAt(
+      const std::string& directory, int64_t step) = 0;
   /// Logs one re-solve decision.
   virtual absl::Status AddResolveRecord(const ResolveRecord& record) = 0;
   /// Re-solve decisions of `job_id`, in the order they were logged.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,41 @@ TEST(AverageStepPasses, AveragesPerStageAndSplitsFusedBackward) {
   const std::vector<MeasuredPass> negative = {{PassKind::kF, 0, -1.0}};
   EXPECT_EQ(AverageStepPasses(negative, base).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AverageStepPasses, AReductionTimesItsStage) {
+  const std::vector<MeasuredPass> passes = {
+      {PassKind::kF, 0, 1.0},      {PassKind::kB, 0, 1.0}, {PassKind::kW, 0, 1.0},
+      {PassKind::kReduce, 0, 4.0}, {PassKind::kF, 1, 1.0}, {PassKind::kBW, 1, 2.0},
+  };
+  absl::StatusOr<std::vector<StageTiming>> timings = AverageStepPasses(passes, Base(2));
+  ASSERT_TRUE(timings.ok()) << timings.status();
+  ASSERT_EQ(timings->size(), 2u);
+  ASSERT_TRUE((*timings)[0].reduce_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*(*timings)[0].reduce_seconds, 4.0);
+  EXPECT_DOUBLE_EQ((*timings)[0].w_seconds, 1.0) << "the reduction is not a W";
+  EXPECT_FALSE((*timings)[1].reduce_seconds.has_value());
+}
+
+TEST(CostModel, ReductionMedianReplacesTheEstimateOnceMeasured) {
+  std::unique_ptr<CostModel> model = MustCreate(2, 3);
+  sched::Problem base = Base(2);
+  base.stages[0].reduce_seconds = 9.0;  // The bandwidth model's estimate.
+  base.stages[1].reduce_seconds = 9.0;
+  for (double reduce : {0.2, 50.0, 0.4, 0.3}) {
+    StageTiming timing{0, 1, 1, 1, reduce};
+    ASSERT_TRUE(model->AddStageTiming(timing).ok());
+  }
+  ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1, std::nullopt}).ok());
+  absl::StatusOr<sched::Problem> problem = model->ToProblem(base);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  // The window of 3 holds 50, 0.4, 0.3.
+  EXPECT_DOUBLE_EQ(problem->stages[0].reduce_seconds, 0.4);
+  EXPECT_DOUBLE_EQ(problem->stages[1].reduce_seconds, 9.0) << "none measured: the estimate";
+
+  StageTiming bad{0, 1, 1, 1, -1.0};
+  EXPECT_EQ(model->AddStageTiming(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SampleCount(0), 3);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/core/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
@@ -179,6 +180,20 @@ std::vector<BadCase> BadCases() {
       {"zero microbatch size",
        [](JobSpec& s) { s.mutable_pipeline()->set_microbatch_size(0); },
        "pipeline.microbatch_size: must be >= 1, got 0"},
+      {"negative data parallelism",
+       [](JobSpec& s) { s.mutable_pipeline()->set_data_parallel(-1); },
+       "pipeline.data_parallel: must be >= 0, got -1"},
+      {"more workers than a job may take",
+       [](JobSpec& s) {
+         s.mutable_model()->set_layers(128);
+         s.mutable_pipeline()->set_stages(128);
+         s.mutable_pipeline()->set_data_parallel(33);
+       },
+       "pipeline.data_parallel: pipeline.stages*data_parallel = 4224 workers; at most 4096"},
+      {"data parallelism of 2^31 - 1",
+       [](JobSpec& s) { s.mutable_pipeline()->set_data_parallel(2147483647); },
+       "pipeline.data_parallel: pipeline.stages*data_parallel = 4294967294 workers; at "
+       "most 4096"},
       // Schedule / chunks compatibility (registry traits).
       {"zb-v with 3 chunks",
        [](JobSpec& s) {
@@ -414,6 +429,42 @@ TEST(ValidateJobSpec, LargestAcceptedShapeIsChecked) {
 constexpr double kLayerFlops = 67108864;
 constexpr double kLayerMb = 2424832;
 constexpr double kLayerMw = 1048576;
+
+TEST(ValidateJobSpec, DataParallelismUpToTheWorkerCapPasses) {
+  for (int d : {0, 1, 2, kMaxWorkersPerJob / 2}) {
+    JobSpec spec = ValidSpec();
+    spec.mutable_pipeline()->set_data_parallel(d);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << d << ": " << ValidateJobSpec(spec);
+  }
+}
+
+// ValidSpec's parameters per stage of 2: 4 blocks of 4h^2 + 2hf + 9h + f =
+// 16384 + 32768 + 576 + 256 = 49984; stage 0 adds the embeddings
+// (256 + 128) * 64 = 24576, stage 1 the final LayerNorm and head
+// 128 + 256 * 64 = 16512.
+TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
+  JobSpec spec = ValidSpec();
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 0, 2), 4 * 49984 + 24576);
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 1, 2), 4 * 49984 + 16512);
+  for (int d : {0, 1}) {
+    spec.mutable_pipeline()->set_data_parallel(d);
+    for (const sched::StageCost& cost : InitialProblem(spec)->stages) {
+      EXPECT_EQ(cost.reduce_seconds, 0) << "d = " << d;
+    }
+  }
+  spec.mutable_pipeline()->set_data_parallel(4);
+  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  for (int s = 0; s < 2; ++s) {
+    const double bytes = 4 * StageParameterCount(spec.model(), s, 2);
+    // 2(d-1)/d of the bytes at 1 GB/s, and 2(d-1) hops of 50 us.
+    EXPECT_DOUBLE_EQ(problem->stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
+        << "stage " << s;
+  }
+  EXPECT_GT(problem->stages[0].reduce_seconds, problem->stages[1].reduce_seconds)
+      << "the embeddings outweigh the head";
+  EXPECT_EQ(RingAllReduceSeconds(1e9, 1), 0);
+}
 
 TEST(InitialProblem, OneF1BHasFourLayersPerStageAndNoLimit) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(ValidSpec());

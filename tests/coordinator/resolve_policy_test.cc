@@ -1,11 +1,14 @@
 #include "coordinator/core/resolve_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "coordinator/core/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
@@ -93,6 +96,37 @@ TEST_F(ResolvePolicyTest, BadOptionsAreRefused) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ResolvePolicyTest, BadDataParallelismIsRefused) {
+  EXPECT_EQ(ResolvePolicy::Create({.clock = &clock_, .data_parallel = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// With replicas the candidate gets its reductions before it is compared
+// with the current schedule, which has them too.
+TEST_F(ResolvePolicyTest, ReplicatedCandidateCarriesOneReductionPerStage) {
+  absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
+      ResolvePolicy::Create({.clock = &clock_, .data_parallel = 2});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  sched::Problem measured = Straggler();
+  for (sched::StageCost& stage : measured.stages) stage.reduce_seconds = 0.5;
+  absl::StatusOr<sched::Schedule> current = GenerateSchedule("zb-1p", Uniform(), 2);
+  ASSERT_TRUE(current.ok()) << current.status();
+  absl::StatusOr<ResolveDecision> decision =
+      (*policy)->Decide("zb-1p", *current, 1, measured);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  std::vector<int> reduced;
+  for (const std::vector<sched::Action>& actions : decision->candidate.actions) {
+    for (const sched::Action& action : actions) {
+      if (action.kind == sched::PassKind::kReduce) reduced.push_back(action.stage);
+    }
+  }
+  std::sort(reduced.begin(), reduced.end());
+  std::vector<int> every_stage(kStages);
+  for (int s = 0; s < kStages; ++s) every_stage[s] = s;
+  EXPECT_EQ(reduced, every_stage);
+  EXPECT_DOUBLE_EQ(decision->new_makespan_seconds, MakespanOf(measured, decision->candidate));
 }
 
 // Hysteresis: a straggler that appeared inside the window leaves medians

@@ -313,6 +313,68 @@ TEST(SqliteStoreTest, CheckpointRoundTripAndReplace) {
   EXPECT_TRUE(state.checkpoints[1].complete);
 }
 
+TEST(SqliteStoreTest, CheckpointsKeepTheirDataParallelismAndAreFoundByDirectory) {
+  std::unique_ptr<SqliteStore> store = Open(":memory:");
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(store->CreateJob(MakeJob(id, 1)).ok());
+  CheckpointRecord record{"b", 9, "/ckpt/run/", {0, 1}, true};
+  record.data_parallel = 4;
+  ASSERT_TRUE(store->PutCheckpoint(record).ok());
+  record.job_id = "a";
+  record.directory = "/ckpt/run";
+  record.data_parallel = 1;
+  ASSERT_TRUE(store->PutCheckpoint(record).ok());
+  // Incomplete, another step, another directory: not found.
+  ASSERT_TRUE(store->PutCheckpoint({"c", 9, "/ckpt/run", {0}, false}).ok());
+  ASSERT_TRUE(store->PutCheckpoint({"c", 8, "/ckpt/run", {0, 1}, true}).ok());
+  ASSERT_TRUE(store->PutCheckpoint({"c", 10, "/ckpt/other", {0, 1}, true}).ok());
+
+  absl::StatusOr<std::vector<CheckpointRecord>> found = store->ListCheckpointsAt("/ckpt/run", 9);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_THAT(*found, SizeIs(2));
+  EXPECT_EQ((*found)[0].job_id, "a");
+  EXPECT_EQ((*found)[0].data_parallel, 1);
+  EXPECT_EQ((*found)[1].job_id, "b");
+  EXPECT_EQ((*found)[1].data_parallel, 4);
+  EXPECT_THAT((*found)[1].stages_written, ElementsAre(0, 1));
+  EXPECT_THAT(*store->ListCheckpointsAt("/ckpt/run//", 9), SizeIs(2));
+  EXPECT_THAT(*store->ListCheckpointsAt("/ckpt/ru", 9), IsEmpty());
+  EXPECT_EQ(store->ListCheckpointsAt("/ckpt/run", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadAllOrDie(*store).checkpoints[2].data_parallel, 4);
+
+  record.data_parallel = 0;
+  const absl::Status bad = store->PutCheckpoint(record);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("checkpoint.data_parallel"));
+}
+
+TEST(SqliteStoreTest, SchemaOneCheckpointsMigrateAsOneReplica) {
+  const std::string path = TestDir() + "/v1.db";
+  {
+    std::unique_ptr<SqliteStore> store = Open(path);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+    ASSERT_TRUE(store->PutCheckpoint({"j", 3, "/ckpt", {0}, true}).ok());
+  }
+  // What schema 1 held: the checkpoints table without data_parallel.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE checkpoints DROP COLUMN data_parallel; "
+                         "UPDATE schema_version SET version = 1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  StoredState state = LoadAllOrDie(*store);
+  ASSERT_THAT(state.checkpoints, SizeIs(1));
+  EXPECT_EQ(state.checkpoints[0].data_parallel, 1);
+  EXPECT_THAT(*store->ListCheckpointsAt("/ckpt", 3), SizeIs(1));
+}
+
 TEST(SqliteStoreTest, ResolveRecordsRoundTripInLoggedOrder) {
   std::unique_ptr<SqliteStore> store = Open(":memory:");
   ASSERT_NE(store, nullptr);

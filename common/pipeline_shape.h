@@ -1,0 +1,25 @@
+#ifndef ZBPP_COMMON_PIPELINE_SHAPE_H_
+#define ZBPP_COMMON_PIPELINE_SHAPE_H_
+
+// The shape of a job's pipeline with the spec's defaults applied, for every
+// module that reads a PipelineSpec (coordinator, zbppctl, worker).
+
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp {
+
+/// d: PipelineSpec.data_parallel, 1 when unset (0). Negative values are the
+/// coordinator's spec check to refuse; they read as 1 here. Pure.
+inline int DataParallelOf(const v1::PipelineSpec& pipeline) {
+  return pipeline.data_parallel() > 1 ? pipeline.data_parallel() : 1;
+}
+
+/// The job's workers: stages * DataParallelOf (at most 4096 for an accepted
+/// spec). Pure.
+inline int WorkersOf(const v1::PipelineSpec& pipeline) {
+  return pipeline.stages() * DataParallelOf(pipeline);
+}
+
+}  // namespace zbpp
+
+#endif  // ZBPP_COMMON_PIPELINE_SHAPE_H_

@@ -1,0 +1,61 @@
+#ifndef ZBPP_COORDINATOR_CORE_DATA_PARALLEL_H_
+#define ZBPP_COORDINATOR_CORE_DATA_PARALLEL_H_
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/pipeline_shape.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::coordinator {
+
+/// Data × pipeline parallelism as the coordinator plans it: d replicas of a
+/// p-stage pipeline, each virtual stage's weight gradients all-reduced over
+/// its d replicas once per step by a REDUCE_GRAD action (PassKind::kReduce)
+/// that the solver places in the schedule (DESIGN.md §3).
+
+/// Bandwidth assumed for a gradient all-reduce before one is measured,
+/// bytes per second: Gloo's ring over TCP between CPU workers (about 1 GB/s
+/// on one host or a 10 GbE link). A GPU job with NCCL is much faster; the
+/// measured REDUCE_GRAD times replace this after the first step.
+inline constexpr double kAllReduceBytesPerSecond = 1e9;
+/// Latency of one of a ring all-reduce's 2(d-1) transfers, seconds (a small
+/// TCP message between two hosts of one cluster).
+inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
+
+/// Parameters of virtual stage `stage` of `num_stages` of the GPT decoder
+/// `model` (the worker's GptChunk): L = layers / num_stages blocks of
+/// 4h² + 2hf + 9h + f parameters each (QKV, projection, two MLP layers with
+/// biases, two LayerNorms; f = ffn_hidden or 4h), plus the token and
+/// position embeddings ((vocab + seq_len)·h) on the first stage and the
+/// final LayerNorm and LM head (2h + vocab·h) on the last. Requires a model
+/// that passed the spec check and num_stages dividing its layers.
+/// Thread-safe (pure).
+double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
+                           int num_stages);
+
+/// Seconds of a ring all-reduce of `bytes` over `replicas` ranks:
+/// 2(d-1)/d · bytes / kAllReduceBytesPerSecond + 2(d-1) ·
+/// kAllReduceHopLatencySeconds (each rank sends and receives 2(d-1) chunks
+/// of bytes/d: reduce-scatter then all-gather). 0 for replicas <= 1.
+/// Thread-safe (pure).
+double RingAllReduceSeconds(double bytes, int replicas);
+
+/// The registry schedule `name` generated for `problem`, with, when
+/// `data_parallel` > 1, one reduction per virtual stage placed by the
+/// solver (`sched::PlaceReductions(..., ReducePlacement::kSolved)`, timed by
+/// the problem's StageCost::reduce_seconds). Every schedule the coordinator
+/// publishes comes from here, so with d > 1 none lacks its reductions and
+/// with d = 1 none has any.
+///
+/// Errors: those of sched::Generate and sched::PlaceReductions.
+/// Thread-safe (pure).
+absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,
+                                                 const sched::Problem& problem,
+                                                 int data_parallel);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_DATA_PARALLEL_H_

@@ -1,0 +1,247 @@
+#ifndef ZBPP_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
+#define ZBPP_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
+
+// Shared by the coordinator core's tests: the Coordinator with a FakeClock
+// and an in-memory SQLite store, and fake workers that call the core
+// directly and drain their Session outboxes without blocking (no gRPC, no
+// sleeps).
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/pipeline_shape.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/store/sqlite_store.h"
+#include "gtest/gtest.h"
+#include "scheduler/problem.h"
+#include "tests/coordinator/fake_pipeline.h"
+
+namespace zbpp::coordinator::testing {
+
+/// A worker driven by the test: registers, drains its outbox, reports steps
+/// with timings simulated on the true costs.
+struct FakeWorker {
+  std::string id;
+  std::shared_ptr<SessionOutbox> outbox;
+  std::optional<v1::Assignment> assignment;
+  std::vector<v1::ScheduleVersion> versions;
+  int64_t granted = -1;
+  /// For versions[1..]: the highest grant held when the version arrived.
+  std::vector<int64_t> granted_at_version;
+  int64_t next_step = 0;
+  int aborts = 0;
+  absl::Status closed;
+  std::map<int64_t, int64_t> version_of_step;
+  /// Every schedule message popped, as the outbox held it.
+  std::vector<SessionMessage> schedule_messages;
+  /// When set, every report carries this one-way latency to the next rank
+  /// (the last rank has none).
+  std::optional<double> one_way_seconds;
+  /// The loss the last rank reports.
+  double loss = 2.5;
+
+  void Drain() {
+    std::vector<SessionMessage> messages;
+    absl::Status s = outbox->Pop(absl::InfinitePast(), &messages);
+    if (!s.ok()) closed = s;
+    for (const SessionMessage& message : messages) {
+      const auto& m = *message;
+      if (m.has_assignment()) {
+        assignment = m.assignment();
+        versions = {m.assignment().schedule()};
+        granted_at_version.clear();
+        granted = -1;
+        next_step = m.assignment().start_step();
+      } else if (m.has_schedule() && assignment.has_value()) {
+        schedule_messages.push_back(message);
+        if (m.schedule().version() > versions.back().version()) {
+          versions.push_back(m.schedule());
+          granted_at_version.push_back(granted);
+        }
+      } else if (m.has_grant() && assignment.has_value() &&
+                 m.grant().attempt() == assignment->attempt()) {
+        granted = std::max(granted, m.grant().through_step());
+      } else if (m.has_command() && m.command().has_abort()) {
+        ++aborts;
+        assignment.reset();
+      }
+    }
+  }
+
+  const v1::ScheduleVersion& VersionFor(int64_t step) const {
+    const v1::ScheduleVersion* found = &versions.front();
+    for (const auto& v : versions) {
+      if (v.effective_step() <= step) found = &v;
+    }
+    return *found;
+  }
+
+  v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {
+    const v1::ScheduleVersion& version = VersionFor(step);
+    const int rank = assignment->stage();
+    v1::ReportStepRequest r;
+    r.set_worker_id(id);
+    r.set_job_id(assignment->job_id());
+    r.set_attempt(assignment->attempt());
+    r.set_step(step);
+    r.set_schedule_version(version.version());
+    r.set_stage(rank);
+    r.set_replica(assignment->replica());
+    double end = 0;
+    double busy = 0;
+    const auto& actions = version.schedule().worker_actions(rank).actions();
+    const std::vector<sched::ActionTiming> timings = TrueTimings(version, truth, rank);
+    for (size_t i = 0; i < timings.size(); ++i) {
+      const sched::ActionTiming& t = timings[i];
+      r.add_action_start_seconds(t.start_seconds);
+      r.add_action_end_seconds(t.end_seconds);
+      end = std::max(end, t.end_seconds);
+      // A reduction overlaps the passes: not busy time.
+      if (!absl::EndsWith(actions[static_cast<int>(i)], "REDUCE_GRAD")) {
+        busy += t.end_seconds - t.start_seconds;
+      }
+    }
+    r.set_step_seconds(end);
+    r.set_idle_seconds(end - busy);
+    if (rank == assignment->spec().pipeline().stages() - 1) r.set_loss(loss);
+    if (one_way_seconds.has_value() &&
+        rank + 1 < assignment->spec().pipeline().stages()) {
+      v1::HopLatency* hop = r.add_hop_latencies();
+      hop->set_to_stage(rank + 1);
+      hop->set_one_way_seconds(*one_way_seconds);
+    }
+    version_of_step[step] = version.version();
+    return r;
+  }
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(":memory:"); }
+
+  void Start(const std::string& path) {
+    coordinator_.reset();
+    store_ = *SqliteStore::Create({path});
+    Coordinator::Options options;
+    options.clock = &clock_;
+    options.store = store_.get();
+    options.validate_spec = ValidateJobSpec;
+    options.initial_problem = InitialProblem;
+    options.heartbeat_interval_seconds = 1;
+    options.heartbeat_timeout_seconds = 5;
+    options.resolve_on_background_thread = background_resolves_;
+    options.validation_policy = validation_policy_;
+    options.before_resolve_publish_for_testing = [this](const std::string& id) {
+      if (resolve_hook_) resolve_hook_(id);
+    };
+    auto created = Coordinator::Create(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    coordinator_ = *std::move(created);
+    ASSERT_TRUE(coordinator_->Recover().ok());
+  }
+
+  /// A SQLite file path in a new temporary directory.
+  static std::string NewDatabasePath() {
+    char dir_template[] = "/tmp/zbpp_coord_testXXXXXX";
+    EXPECT_NE(mkdtemp(dir_template), nullptr);
+    return absl::StrCat(dir_template, "/state.db");
+  }
+
+  FakeWorker AddWorker(int n) {
+    v1::WorkerDescription d;
+    d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
+    d.set_host("node");
+    d.set_device_kind(v1::DEVICE_KIND_CPU);
+    d.set_memory_bytes(1 << 30);
+    FakeWorker w;
+    w.id = coordinator_->RegisterWorker(d)->worker_id();
+    w.outbox = *coordinator_->OpenSession(w.id);
+    return w;
+  }
+
+  void HeartbeatAll(std::vector<FakeWorker>& workers,
+                    v1::WorkerPhase phase = v1::WORKER_PHASE_PREPARING) {
+    for (auto& w : workers) {
+      w.Drain();
+      v1::Heartbeat hb;
+      hb.set_phase(w.assignment ? phase : v1::WORKER_PHASE_IDLE);
+      if (w.assignment) {
+        hb.set_job_id(w.assignment->job_id());
+        hb.set_attempt(w.assignment->attempt());
+      }
+      ASSERT_TRUE(coordinator_->Heartbeat(w.id, hb).ok());
+    }
+  }
+
+  /// Lets the lease of `workers[silent]` expire: for 6 fake seconds every
+  /// other worker heartbeats (WAITING) and the coordinator ticks each second.
+  void SilenceUntilLost(std::vector<FakeWorker>& workers, size_t silent) {
+    for (int t = 0; t < 6; ++t) {
+      clock_.Advance(absl::Seconds(1));
+      for (size_t i = 0; i < workers.size(); ++i) {
+        if (i == silent) continue;
+        v1::Heartbeat hb;
+        hb.set_phase(v1::WORKER_PHASE_WAITING);
+        ASSERT_TRUE(coordinator_->Heartbeat(workers[i].id, hb).ok());
+      }
+      coordinator_->Tick();
+    }
+  }
+
+  /// Runs granted steps in rank order until `steps` are done or nothing
+  /// can run. Returns the steps reported per worker.
+  void RunSteps(std::vector<FakeWorker>& workers, const sched::Problem& truth,
+                int64_t until_step) {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (auto& w : workers) w.Drain();
+      for (auto& w : workers) {
+        if (!w.assignment) continue;
+        while (w.next_step <= w.granted && w.next_step <= until_step) {
+          absl::Status s =
+              coordinator_->ReportStep(w.Report(w.next_step, truth));
+          ASSERT_TRUE(s.ok()) << s;
+          ++w.next_step;
+          progress = true;
+        }
+      }
+    }
+  }
+
+  std::vector<FakeWorker> AssignedPipeline(const v1::JobSpec& spec,
+                                           std::string* job_id) {
+    *job_id = coordinator_->SubmitJob(spec)->id();
+    std::vector<FakeWorker> workers;
+    for (int i = 0; i < WorkersOf(spec.pipeline()); ++i) {
+      workers.push_back(AddWorker(i));
+    }
+    HeartbeatAll(workers);
+    return workers;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+  /// Runs between a re-solve and its publication (Options hook).
+  std::function<void(const std::string&)> resolve_hook_;
+  /// Options.resolve_on_background_thread for the next Start().
+  bool background_resolves_ = false;
+  /// Options.validation_policy for the next Start().
+  ValidationPolicy::Options validation_policy_;
+};
+
+}  // namespace zbpp::coordinator::testing
+
+#endif  // ZBPP_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_

@@ -349,6 +349,10 @@ absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule
 
 }  // namespace
 
+double RingAllReduceSeconds(double bytes, int replicas, double bytes_per_second) {
+  return 2.0 * (replicas - 1) / replicas * bytes / bytes_per_second;
+}
+
 std::string_view ReducePlacementName(ReducePlacement placement) {
   switch (placement) {
     case ReducePlacement::kAfterSchedule:

@@ -25,6 +25,13 @@ enum class ReducePlacement {
   kSolved,
 };
 
+/// Seconds of a ring all-reduce of `bytes` over `replicas` (d) data-parallel
+/// replicas at `bytes_per_second` per link: 2(d-1)/d * bytes / bandwidth,
+/// each replica sending and receiving 2(d-1)/d of the buffer (reduce-scatter
+/// then all-gather). 0 when d = 1. Latency is not modelled. Requires
+/// replicas >= 1 and bytes_per_second > 0.
+double RingAllReduceSeconds(double bytes, int replicas, double bytes_per_second);
+
 /// "after-schedule", "after-last-backward", "solved".
 std::string_view ReducePlacementName(ReducePlacement placement);
 

@@ -60,11 +60,17 @@ Json OutcomeJson(const Outcome& o) {
           {"step_seconds", sim.step_seconds},
           {"bubble_rate", sim.bubble_rate},
           {"peak_memory_m_b", sim.max_peak_memory_m_b},
+          {"reduce_seconds", o.reduce_placement ? Json(c.reduce_seconds * v) : Json(nullptr)},
+          {"reduce_placement", o.reduce_placement
+                                   ? Json(std::string(ReducePlacementName(*o.reduce_placement)))
+                                   : Json(nullptr)},
+          {"exposed_reduce_seconds", sim.exposed_reduce_seconds},
           {"solve_seconds", o.solve_seconds},
           {"per_worker",
            {{"busy_seconds", sim.busy_seconds},
             {"idle_seconds", sim.idle_seconds},
-            {"peak_memory_m_b", sim.peak_memory_m_b}}}};
+            {"peak_memory_m_b", sim.peak_memory_m_b},
+            {"exposed_reduce_seconds", sim.exposed_reduce_seconds_per_worker}}}};
 }
 
 std::string OutcomeTable(const Outcome& o) {
@@ -88,8 +94,20 @@ std::string OutcomeTable(const Outcome& o) {
                                    Percent(sim.bubble_rate), ")")},
       {"peak memory", absl::StrCat(sim.max_peak_memory_m_b, " M_B")},
       {"solve time", absl::StrCat(o.solve_seconds, " s")}};
+  if (o.reduce_placement) {
+    head.push_back({"reduction per stage",
+                    absl::StrCat(c.reduce_seconds * v, " s, placed ",
+                                 std::string(ReducePlacementName(*o.reduce_placement)))});
+    head.push_back({"exposed reduction",
+                    absl::StrCat(sim.exposed_reduce_seconds, " s (",
+                                 Percent(sim.makespan_seconds > 0
+                                             ? sim.exposed_reduce_seconds / sim.makespan_seconds
+                                             : 0),
+                                 " of the makespan)")});
+  }
   std::vector<std::vector<std::string>> workers = {
       {"worker", "busy_s", "idle_s", "idle", "peak_M_B"}};
+  if (o.reduce_placement) workers.front().push_back("exposed_reduce_s");
   for (int w = 0; w < o.problem.workers; ++w) {
     const double idle_ratio = sim.makespan_seconds > 0
                                   ? sim.idle_seconds[w] / sim.makespan_seconds
@@ -97,6 +115,9 @@ std::string OutcomeTable(const Outcome& o) {
     workers.push_back({std::to_string(w), absl::StrCat(sim.busy_seconds[w]),
                        absl::StrCat(sim.idle_seconds[w]), Percent(idle_ratio),
                        absl::StrCat(sim.peak_memory_m_b[w])});
+    if (o.reduce_placement) {
+      workers.back().push_back(absl::StrCat(sim.exposed_reduce_seconds_per_worker[w]));
+    }
   }
   return FormatTable(head) + "\n" + FormatTable(workers);
 }
@@ -119,7 +140,9 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
   for (size_t st = 0; st < chunk_of.size(); ++st) {
     chunk_of[st] = seen[s.worker_of_stage[st]]++;
   }
+  // A reduction is labelled with its stage: it covers every microbatch.
   auto label = [&](const Action& a) {
+    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.stage);
     std::string pass = a.kind == PassKind::kF   ? "F"
                        : a.kind == PassKind::kB ? "B"
                        : a.kind == PassKind::kW ? "W"
@@ -169,8 +192,10 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
       absl::StrCat(sim.max_peak_memory_m_b), " M_B, memory limit ",
       LimitText(o.mem_limit_m_b, " M_B"), "\n");
   const std::string prefix_width = absl::StrCat("worker ", s.workers - 1);
+  // Reductions overlap the passes: each worker's go on a line of their own.
+  const bool comm = o.reduce_placement.has_value();
   for (int w = 0; w < s.workers; ++w) {
-    std::string line(total, '.');
+    std::string line(total, '.'), comm_line(total, ' ');
     for (size_t i = 0; i < s.actions[w].size(); ++i) {
       const ActionTiming& t = sim.timings[w][i];
       const size_t begin = column(t.start_seconds);
@@ -178,16 +203,23 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
       if (end <= begin) continue;
       std::string cell = label(s.actions[w][i]);
       cell.resize(end - begin, ' ');
-      line.replace(begin, end - begin, cell);
+      (s.actions[w][i].kind == PassKind::kReduce ? comm_line : line)
+          .replace(begin, end - begin, cell);
     }
     std::string name = absl::StrCat("worker ", w);
     name.resize(prefix_width.size(), ' ');
     absl::StrAppend(&out, name, " |", line, "|\n");
+    if (comm) {
+      std::string comm_name = "  comm";
+      comm_name.resize(prefix_width.size(), ' ');
+      absl::StrAppend(&out, comm_name, " |", comm_line, "|\n");
+    }
   }
   absl::StrAppend(&out, "legend: F forward, B input gradient, W weight "
                         "gradient, BW fused backward; number = microbatch; "
                         "'.' idle",
                   s.chunks > 1 ? "; lower case = odd chunk" : "",
+                  comm ? "; comm: R<stage> = the stage's gradient all-reduce" : "",
                   "; 1 column = ", absl::StrCat(per_second > 0 ? 1 / per_second : 0),
                   " s\n");
   return out;
@@ -197,8 +229,8 @@ std::string ComparisonReport(const ProblemFlags& problem,
                              const std::vector<ComparisonEntry>& entries,
                              const std::string& format) {
   std::vector<std::vector<std::string>> rows = {
-      {"schedule", "chunks", "makespan_s", "bubble_rate", "peak_M_B",
-       "mem_limit_M_B", "solve_s", "status"}};
+      {"schedule", "chunks", "makespan_s", "bubble_rate", "exposed_reduce_s",
+       "peak_M_B", "mem_limit_M_B", "solve_s", "status"}};
   Json list = Json::array();
   for (const ComparisonEntry& entry : entries) {
     if (!entry.outcome.ok()) {
@@ -206,7 +238,7 @@ std::string ComparisonReport(const ProblemFlags& problem,
       const std::string reason = absl::StrReplaceAll(
           std::string(entry.outcome.status().message()), {{"\n", " "}});
       rows.push_back({entry.schedule, std::to_string(entry.chunks), "-", "-",
-                      "-", "-", "-", "n/a: " + reason});
+                      "-", "-", "-", "-", "n/a: " + reason});
       list.push_back({{"schedule", entry.schedule},
                       {"chunks", entry.chunks},
                       {"error", reason}});
@@ -215,6 +247,7 @@ std::string ComparisonReport(const ProblemFlags& problem,
     const Outcome& o = *entry.outcome;
     rows.push_back({o.traits.name, std::to_string(o.problem.chunks),
                     absl::StrCat(o.sim.makespan_seconds), absl::StrCat(o.sim.bubble_rate),
+                    absl::StrCat(o.sim.exposed_reduce_seconds),
                     absl::StrCat(o.sim.max_peak_memory_m_b),
                     LimitText(o.mem_limit_m_b), absl::StrCat(o.solve_seconds), "ok"});
     Json row = OutcomeJson(o);
@@ -229,6 +262,8 @@ std::string ComparisonReport(const ProblemFlags& problem,
                 {"cost_w", problem.cost_w},
                 {"cost_comm", problem.cost_comm},
                 {"weight_memory_fraction", problem.weight_memory_fraction},
+                {"reduce_seconds", problem.reduce_seconds ? Json(*problem.reduce_seconds)
+                                                          : Json(nullptr)},
                 {"schedules", std::move(list)}};
     return out.dump(2) + "\n";
   }

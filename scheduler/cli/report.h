@@ -23,7 +23,8 @@ inline const std::vector<std::string> kComparisonFormats = {"table", "json",
 
 /// `o` in `format` (one of kOutcomeFormats; anything else reads as "table"):
 /// table = the problem and metrics, then one row per worker (busy and idle
-/// seconds, idle share, peak memory in M_B); json = the same as an object
+/// seconds, idle share, peak memory in M_B, and with reductions the
+/// worker's exposed reduction in seconds); json = the same as an object
 /// (costs in seconds per stage, memory in M_B); csv = the generated schedule
 /// (ScheduleToCsv); chrome-trace = ToChromeTrace; svg = ToSvg. Ends with a
 /// newline except where the exporter's own text does not.
@@ -32,7 +33,9 @@ std::string OutcomeReport(const Outcome& o, const std::string& format);
 /// `o` as a text grid in the style of the paper's figures: a header line,
 /// one line per worker where each action is a cell as wide as its duration
 /// labelled with its pass and microbatch ("F3", "B3", "W3", "BW3"; lower case
-/// for odd chunks) and '.' is idle, and a legend giving seconds per column.
+/// for odd chunks) and '.' is idle, with reductions a "comm" line under each
+/// worker where the reduction of stage s is "R<s>", and a legend giving
+/// seconds per column.
 /// `width`: columns of the time axis; none = the shortest pass gets one
 /// labelled cell.
 std::string TextGrid(const Outcome& o, std::optional<int> width);
@@ -46,7 +49,8 @@ struct ComparisonEntry {
 
 /// `entries` for the problem `problem` in `format` (one of
 /// kComparisonFormats; anything else reads as "table"): one row per entry
-/// with makespan (seconds), bubble rate, peak memory and limit (M_B), solve
+/// with makespan (seconds), bubble rate, exposed reduction (seconds,
+/// SimulationResult::exposed_reduce_seconds), peak memory and limit (M_B), solve
 /// time (seconds) and "ok" or "n/a: " and the error on one line; json wraps
 /// the rows in an object that also holds the problem flags.
 std::string ComparisonReport(const ProblemFlags& problem,

@@ -39,6 +39,42 @@ absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
     if (!limit.ok()) return limit.status();
     out.mem_limit_m_b = *limit;
   }
+  if (flags.count("reduce-seconds") && flags.count("data-parallel")) {
+    return absl::InvalidArgumentError(
+        "give either --reduce-seconds or --data-parallel with --gradient-bytes "
+        "and --reduce-bandwidth, not both");
+  }
+  if (flags.count("reduce-seconds")) {
+    absl::StatusOr<double> seconds =
+        NumberFlag(flags, "reduce-seconds", 0, non_negative, ">= 0");
+    if (!seconds.ok()) return seconds.status();
+    out.reduce_seconds = *seconds;
+  }
+  absl::StatusOr<int> replicas = IntFlag(flags, "data-parallel", 1);
+  if (!replicas.ok()) return replicas.status();
+  if (*replicas > 1) {
+    if (!flags.count("gradient-bytes") || !flags.count("reduce-bandwidth")) {
+      return absl::InvalidArgumentError(
+          "--data-parallel > 1 needs --gradient-bytes (per stage) and "
+          "--reduce-bandwidth (GB/s)");
+    }
+    absl::StatusOr<double> bytes =
+        NumberFlag(flags, "gradient-bytes", 0, non_negative, ">= 0");
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<double> gbps =
+        NumberFlag(flags, "reduce-bandwidth", 0, positive, "> 0");
+    if (!gbps.ok()) return gbps.status();
+    out.reduce_seconds = RingAllReduceSeconds(*bytes, *replicas, *gbps * 1e9);
+  }
+  if (flags.count("reduce-placement")) {
+    absl::StatusOr<ReducePlacement> placement =
+        ParseReducePlacement(flags.at("reduce-placement"));
+    if (!placement.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reduce-placement: ", placement.status().message()));
+    }
+    out.reduce_placement = *placement;
+  }
   if (flags.count("chunks")) {
     absl::StatusOr<int> chunks = IntFlag(flags, "chunks", 1);
     if (!chunks.ok()) return chunks.status();
@@ -70,6 +106,7 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
   cost.w_seconds = flags.cost_w / chunks;
   cost.m_b_bytes = 1.0 / chunks;
   cost.m_w_bytes = flags.weight_memory_fraction / chunks;
+  cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;
   Outcome out;
   out.traits = traits;
   out.problem = Problem::Uniform(flags.stages, chunks, flags.microbatches,
@@ -87,6 +124,15 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
   }
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Schedule> schedule = Generate(traits.name, out.problem);
+  if (schedule.ok() && flags.reduce_seconds) {
+    schedule = PlaceReductions(out.problem, *schedule, flags.reduce_placement);
+    // The generated schedule was valid: a refusal is a bug, not bad flags.
+    if (!schedule.ok()) {
+      return absl::InternalError(absl::StrCat("placing reductions in ", traits.name,
+                                              ": ", schedule.status().message()));
+    }
+    out.reduce_placement = flags.reduce_placement;
+  }
   out.solve_seconds = std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - start)
                           .count();

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/cli/flags.h"
 #include "scheduler/problem.h"
+#include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
@@ -27,10 +28,19 @@ struct ProblemFlags {
   std::optional<double> mem_limit_m_b;
   double weight_memory_fraction = 0.5;  ///< --weight-memory-fraction: M_W / M_B in [0, 1].
   std::optional<int> chunks;            ///< --chunks: v per worker; none = the schedule's.
+  /// Seconds of one stage's data-parallel gradient all-reduce (split evenly
+  /// over its chunks): --reduce-seconds, or the ring model of
+  /// RingAllReduceSeconds from --data-parallel D > 1, --gradient-bytes and
+  /// --reduce-bandwidth (GB/s). None: no reductions (d = 1).
+  std::optional<double> reduce_seconds;
+  /// --reduce-placement: where the reductions go (default solved).
+  ReducePlacement reduce_placement = ReducePlacement::kSolved;
 };
 
 /// Reads the problem flags in `flags`, with the defaults above where one is
-/// absent. Errors: InvalidArgument naming the first flag out of its range.
+/// absent. Errors: InvalidArgument naming the first flag out of its range,
+/// --reduce-seconds given with --data-parallel, or --data-parallel > 1
+/// without --gradient-bytes and --reduce-bandwidth.
 absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags);
 
 /// Everything one schedule run produced.
@@ -40,7 +50,9 @@ struct Outcome {
   Schedule schedule;                    ///< What Generate returned.
   SimulationResult sim;                 ///< Simulate(problem, schedule).
   std::optional<double> mem_limit_m_b;  ///< The limit in force in M_B; none = no limit.
-  double solve_seconds = 0;             ///< Wall time of Generate, seconds.
+  /// Where the reductions were placed; none = the schedule has none.
+  std::optional<ReducePlacement> reduce_placement;
+  double solve_seconds = 0;  ///< Wall time of Generate and PlaceReductions, seconds.
 };
 
 /// Chunks per worker that `traits` runs with under `flags`: --chunks where
@@ -48,8 +60,9 @@ struct Outcome {
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags);
 
 /// Builds the problem `traits` needs from per-stage flags (costs, M_B and
-/// M_W split evenly over the chunks), generates and simulates it, timing
-/// Generate. `strict_chunks`: --chunks that a fixed-chunk schedule cannot use
+/// M_W split evenly over the chunks), generates it, places its reductions
+/// where `flags` asks for them (PlaceReductions) and simulates it, timing
+/// Generate and PlaceReductions. `strict_chunks`: --chunks that a fixed-chunk schedule cannot use
 /// is an error (simulate, show) rather than ignored (compare).
 /// Errors: InvalidArgument for such --chunks; Generate's errors as they are;
 /// Internal when the generated schedule does not simulate (a generator bug).

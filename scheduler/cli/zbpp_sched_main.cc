@@ -58,6 +58,19 @@ holds v chunks pays 1/v of them per chunk):
   --chunks V                    chunks per worker (default: the schedule's;
                                 compare applies it where a schedule accepts it)
 
+Data parallelism (d replicas of the pipeline; each virtual stage all-reduces
+its weight gradients once per step, a REDUCE_GRAD action on the worker's
+communication timeline; none of these flags = d = 1, no reductions):
+  --reduce-seconds X            seconds of one stage's all-reduce (split over
+                                its chunks), >= 0
+  --data-parallel D             replicas, >= 1; with D > 1 the all-reduce is a
+                                ring, 2(D-1)/D * BYTES / bandwidth:
+  --gradient-bytes BYTES        a stage's weight gradients, in bytes
+  --reduce-bandwidth GBPS       all-reduce bandwidth per link, in GB/s
+  --reduce-placement WHERE      after-schedule, after-last-backward or solved
+                                (default solved: W passes reordered so that
+                                reductions overlap the remaining work)
+
 Output flags:
   --format FMT                  simulate: table (default), json, csv,
                                 chrome-trace, svg; compare: table, json, csv
@@ -95,7 +108,9 @@ absl::Status WriteOutput(const std::string& text, const FlagMap& flags) {
 
 const std::set<std::string> kProblemFlags = {
     "stages", "microbatches", "cost-f", "cost-b", "cost-w", "cost-comm",
-    "mem-limit", "weight-memory-fraction", "chunks", "output"};
+    "mem-limit", "weight-memory-fraction", "chunks", "output",
+    "reduce-seconds", "data-parallel", "gradient-bytes", "reduce-bandwidth",
+    "reduce-placement"};
 
 std::set<std::string> With(std::initializer_list<const char*> extra) {
   std::set<std::string> flags = kProblemFlags;

@@ -375,5 +375,67 @@ TEST(ZbppSchedCli, CompareCsvHasOneRowPerSchedule) {
             1 + static_cast<long>(AllSchedules().size()));
 }
 
+TEST(ZbppSchedCli, ReductionsShowOnACommunicationLineAndCountInTheMakespan) {
+  // 1F1B, p=2, m=1, F=1, BW=2: worker 0 runs F0 [0,1] and BW0 [4,6],
+  // worker 1 F0 [1,2] and BW0 [2,4]. 2 s reductions: worker 1's [4,6]
+  // within its span, worker 0's [6,8] after everything: 2 s exposed.
+  const std::vector<std::string> args = {"--schedule", "1f1b", "--stages", "2",
+                                         "--microbatches", "1", "--reduce-seconds", "2",
+                                         "--reduce-placement", "after-last-backward"};
+  const RunResult show = RunCli(Concat({"show"}, args));
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("makespan 8 s"));
+  EXPECT_THAT(show.out, HasSubstr("\n  comm   |"));
+  EXPECT_THAT(show.out, HasSubstr("R0"));
+  EXPECT_THAT(show.out, HasSubstr("R1"));
+  const nlohmann::json j = RunJson(
+      Concat({"simulate", "--cost-f", "1", "--cost-b", "1", "--cost-w", "1", "--format", "json"},
+             args));
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), 8);
+  EXPECT_DOUBLE_EQ(j["exposed_reduce_seconds"].get<double>(), 2);
+  EXPECT_EQ(j["reduce_placement"], "after-last-backward");
+  EXPECT_EQ(j["per_worker"]["exposed_reduce_seconds"].get<std::vector<double>>(),
+            (std::vector<double>{2, 2}));
+}
+
+TEST(ZbppSchedCli, RingModelGivesTheReduceSeconds) {
+  // d = 4, 3 GB of gradients per stage, 100 GB/s: 2*3/4 * 3e9 / 1e11 s.
+  const nlohmann::json j = RunJson(Concat(
+      SimulateArgs("zb-v", 2, 4), {"--data-parallel", "4", "--gradient-bytes", "3e9",
+                                   "--reduce-bandwidth", "100", "--format", "json"}));
+  EXPECT_DOUBLE_EQ(j["reduce_seconds"].get<double>(), 0.045);
+  EXPECT_EQ(j["reduce_placement"], "solved");
+  // d = 1: one replica, nothing to reduce.
+  const nlohmann::json one = RunJson(Concat(
+      SimulateArgs("zb-v", 2, 4), {"--data-parallel", "1", "--format", "json"}));
+  EXPECT_TRUE(one["reduce_seconds"].is_null());
+}
+
+TEST(ZbppSchedCli, ReductionFlagsRefuseBadCombinations) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--reduce-seconds", "1", "--data-parallel", "2"},
+        std::vector<std::string>{"--data-parallel", "2", "--gradient-bytes", "1e9"},
+        std::vector<std::string>{"--reduce-seconds", "-1"},
+        std::vector<std::string>{"--reduce-seconds", "1", "--reduce-placement", "early"}}) {
+    const RunResult run = RunCli(Concat(SimulateArgs("zb-h1", 2, 4), extra));
+    EXPECT_EQ(run.exit_code, 2) << extra[0] << " " << extra[1];
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  }
+}
+
+TEST(ZbppSchedCli, CsvExportCarriesReductionsThatImportBack) {
+  const RunResult run = RunCli(Concat(SimulateArgs("zb-v", 2, 4),
+                                      {"--reduce-seconds", "3", "--format", "csv"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* text : {"0REDUCE_GRAD", "1REDUCE_GRAD", "2REDUCE_GRAD", "3REDUCE_GRAD"}) {
+    EXPECT_THAT(run.out, HasSubstr(text));
+  }
+  absl::StatusOr<Schedule> schedule = ScheduleFromCsv(run.out, Placement::kV);
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  StageCost cost{0.5, 0.5, 0.5, 0.5, 0.25};
+  cost.reduce_seconds = 1.5;
+  EXPECT_TRUE(CheckSchedule(Problem::Uniform(2, 2, 4, cost, 0), *schedule).ok());
+}
+
 }  // namespace
 }  // namespace zbpp::sched

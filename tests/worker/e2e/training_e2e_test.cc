@@ -78,5 +78,54 @@ TEST(WorkerEndToEnd, SecondJobRightAfterTheFirst) {
   }
 }
 
+// Data x pipeline parallelism end to end: 2 replicas of a 2-stage pipeline
+// (4 worker processes, Gloo pipeline and replica groups through the
+// coordinator's rendezvous) train on a global batch of 2 x 2 microbatches.
+// The replicas' microbatches are the global batch's (replica r draws
+// r*m .. r*m+m-1), so the run must train exactly as one replica on all 4
+// microbatches does: the same loss at every step reported and the same
+// parameters at the end, up to float rounding. A missing or wrong
+// reduction (replicas drifting apart, a sum instead of a mean) breaks both.
+TEST(WorkerEndToEnd, TwoReplicasTrainAsOneOnTheGlobalBatch) {
+  TestDirectory scratch;
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(scratch.path(), 4);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  constexpr int kSteps = 6;
+  v1::JobSpec replicated = SmallBibleJob(kSteps);
+  replicated.mutable_pipeline()->set_data_parallel(2);
+  replicated.mutable_pipeline()->set_microbatches(2);
+  v1::JobSpec single = SmallBibleJob(kSteps);
+  single.mutable_pipeline()->set_microbatches(4);
+
+  absl::StatusOr<JobOutcome> dp = (*cluster)->Run(replicated);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_EQ(dp->job.state(), v1::JOB_STATE_SUCCEEDED) << dp->job.state_message();
+  absl::StatusOr<JobOutcome> one = (*cluster)->Run(single);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->job.state(), v1::JOB_STATE_SUCCEEDED) << one->job.state_message();
+
+  const v1::Job& a = dp->job;
+  const v1::Job& b = one->job;
+  EXPECT_THAT(a.first_step().loss(), DoubleNear(b.first_step().loss(), 1e-5));
+  EXPECT_THAT(a.last_step().loss(), DoubleNear(b.last_step().loss(), 1e-4));
+  // Training moved the loss: the equality above is not the initial one.
+  EXPECT_GT(b.first_step().loss(), b.last_step().loss() + 0.05);
+  ASSERT_TRUE(a.has_param_checksum());
+  ASSERT_TRUE(b.has_param_checksum());
+  EXPECT_THAT(a.param_checksum(), DoubleNear(b.param_checksum(), 1e-4 * std::abs(b.param_checksum())));
+
+  // Every rank ran its reduction (a measured all-reduce) and says how much
+  // of it the passes did not hide.
+  ASSERT_EQ(a.last_step().stages_size(), 2);
+  for (const v1::StageStepStats& stage : a.last_step().stages()) {
+    SCOPED_TRACE(::testing::Message() << "rank " << stage.stage());
+    EXPECT_GT(stage.reduce_seconds(), 0);
+    EXPECT_GE(stage.exposed_reduce_seconds(), 0);
+  }
+  for (const v1::StageStepStats& stage : b.last_step().stages()) {
+    EXPECT_EQ(stage.reduce_seconds(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::worker::e2e

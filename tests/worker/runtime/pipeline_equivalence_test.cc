@@ -1,7 +1,11 @@
-// The proof that the B/W split, the communication and every schedule are
-// correct (issue 4 §3): after 3 optimizer steps, the parameters of a
-// pipelined run equal those of one process training the whole model with
-// plain autograd (at::linear's fused backward), within 1e-5 relative.
+// The proof that the B/W split, the communication, every schedule and the
+// data-parallel gradient reduction are correct: after 3 optimizer steps,
+// the parameters of a pipelined run — d replicas of p stages, each replica
+// on its share of the global batch — equal those of one process training
+// the whole model on the whole global batch with plain autograd
+// (at::linear's fused backward), within 1e-5 relative. Every step is
+// clipped; the data-parallel runs validate post-update (paper §4), so every
+// step is also rolled back and redone, on every replica alike.
 
 #include <algorithm>
 #include <map>
@@ -14,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "scheduler/problem.h"
+#include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
 #include "worker/comm/in_process_communicator.h"
 #include "worker/model/gpt.h"
@@ -55,20 +60,40 @@ MicrobatchData Batch(int64_t step, int microbatch) {
   return {tokens.narrow(1, 0, 16).contiguous(), tokens.narrow(1, 1, 16).contiguous()};
 }
 
-// Single process, no pipeline, no split: the reference parameters.
-std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec) {
+// Single process, no pipeline, no split, no replicas: the reference
+// parameters after training on the global batch of d·m microbatches, the
+// gradient of their mean loss. It is summed in the replicas' grouping —
+// (Σ_r Σ_i ∂ℓ_{rm+i}/m) / d rather than Σ_j ∂ℓ_j/(dm): the same gradient,
+// but float rounding of a different order, which AdamW's normalisation
+// amplifies to ~1e-5 where a gradient is nearly zero (the key bias's is
+// zero in exact arithmetic).
+std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d) {
   GptConfig config = *GptConfigFromSpec(spec.model());
   auto model = *GptChunk::Create(config, 0, 1, spec.seed(), TestDevice());
   AdamW optimizer(model->parameters(), AdamWOptions::FromSpec(spec.optimizer()));
   const int m = spec.pipeline().microbatches();
   for (int step = 0; step < kSteps; ++step) {
-    optimizer.ZeroGrad();
-    for (int mb = 0; mb < m; ++mb) {
-      MicrobatchData data = Batch(step, mb);
-      (LanguageModelLoss(model->Forward(data.inputs.to(TestDevice())),
-                         data.targets.to(TestDevice())) /
-       double(m))
-          .backward();
+    std::vector<at::Tensor> sum;
+    for (int replica = 0; replica < d; ++replica) {
+      optimizer.ZeroGrad();
+      for (int mb = replica * m; mb < (replica + 1) * m; ++mb) {
+        MicrobatchData data = Batch(step, mb);
+        (LanguageModelLoss(model->Forward(data.inputs.to(TestDevice())),
+                           data.targets.to(TestDevice())) /
+         double(m))
+            .backward();
+      }
+      for (size_t k = 0; k < model->parameters().size(); ++k) {
+        const at::Tensor& g = model->parameters()[k].second.grad();
+        if (replica == 0) {
+          sum.push_back(g.clone());
+        } else {
+          sum[k].add_(g);
+        }
+      }
+    }
+    for (size_t k = 0; k < sum.size(); ++k) {
+      const_cast<at::Tensor&>(model->parameters()[k].second).mutable_grad() = sum[k].div_(d);
     }
     bool inf_nan = false;
     const double norm = std::sqrt(optimizer.LocalGradNormSquared(&inf_nan));
@@ -80,78 +105,114 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec) {
   return out;
 }
 
-using Case = std::tuple<std::string, int>;  // schedule, p
+using Case = std::tuple<std::string, int, int>;  // schedule, p, d
+
+// The schedule `name` for p ranks and m microbatches per replica; with d > 1
+// its reductions placed by the solver (as the coordinator does).
+absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d) {
+  const sched::ScheduleTraits traits = *sched::FindSchedule(name);
+  const int m = 2 * std::max(p, 2);
+  sched::StageCost cost;
+  cost.reduce_seconds = d > 1 ? 1.5 : 0.0;
+  sched::Problem problem =
+      sched::Problem::Uniform(p, traits.default_chunks, m, cost, 0.0);
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
+  if (!schedule.ok() || d == 1) return schedule;
+  return sched::PlaceReductions(problem, *schedule, sched::ReducePlacement::kSolved);
+}
 
 class PipelineEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
-  const auto& [name, p] = GetParam();
-  const sched::ScheduleTraits traits = *sched::FindSchedule(name);
-  const int v = traits.default_chunks;
-  const int m = 2 * p;
-  sched::Problem problem = sched::Problem::Uniform(p, v, m, sched::StageCost{}, 0.0);
-  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
+  const auto& [name, p, d] = GetParam();
+  absl::StatusOr<sched::Schedule> schedule = ScheduleFor(name, p, d);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
-  const v1::JobSpec spec = TinySpec(p, v, m);
+  const int v = schedule->chunks;
+  const int m = schedule->microbatches;
+  int reductions = 0;
+  for (const auto& actions : schedule->actions) {
+    for (const sched::Action& a : actions) reductions += a.kind == sched::PassKind::kReduce;
+  }
+  ASSERT_EQ(reductions, d > 1 ? p * v : 0) << "one REDUCE_GRAD per virtual stage";
+  v1::JobSpec spec = TinySpec(p, v, m);
+  spec.mutable_pipeline()->set_data_parallel(d);
+  const v1::ValidationMode mode =
+      d > 1 ? v1::VALIDATION_MODE_POST : v1::VALIDATION_MODE_SYNCHRONOUS;
 
-  std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(p);
-  std::vector<std::map<std::string, at::Tensor>> params(p);
-  std::vector<absl::Status> errors(p);
-  std::vector<int> steps_run(p, 0);
+  // Worker w = replica·p + rank; pipelines per replica, replica groups per
+  // rank.
+  const int workers = p * d;
+  std::vector<std::vector<std::unique_ptr<Communicator>>> pipelines, replicas;
+  for (int r = 0; r < d; ++r) pipelines.push_back(CreateInProcessGroup(p));
+  for (int r = 0; r < p; ++r) replicas.push_back(CreateInProcessGroup(d));
+  std::vector<std::map<std::string, at::Tensor>> params(workers);
+  std::vector<absl::Status> errors(workers);
+  std::vector<int> steps_run(workers, 0);
   std::vector<std::thread> ranks;
-  for (int r = 0; r < p; ++r) {
-    ranks.emplace_back([&, r] {
+  for (int w = 0; w < workers; ++w) {
+    ranks.emplace_back([&, w] {
+      const int r = w % p;
+      const int replica = w / p;
       RankTrainerOptions o;
       o.spec = spec;
       o.rank = r;
       for (int s = 0; s < schedule->num_stages(); ++s) {
         if (schedule->worker_of_stage[s] == r) o.virtual_stages.push_back(s);
       }
-      o.communicator = comms[r].get();
+      o.communicator = pipelines[replica][r].get();
+      if (d > 1) o.data_parallel = replicas[r][replica].get();
+      o.replica = replica;
       o.device = TestDevice();
       o.train_batches = Batch;
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(20);
       absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
       if (!trainer.ok()) {
-        errors[r] = trainer.status();
+        errors[w] = trainer.status();
         return;
       }
-      if (errors[r] = (*trainer)->ValidateSchedule(*schedule); !errors[r].ok()) return;
+      if (errors[w] = (*trainer)->ValidateSchedule(*schedule); !errors[w].ok()) return;
       for (int step = 0; step < kSteps; ++step) {
-        absl::StatusOr<StepResult> result = (*trainer)->RunStep(step, *schedule);
+        absl::StatusOr<StepResult> result = (*trainer)->RunStep(step, *schedule, mode);
         if (!result.ok()) {
-          errors[r] = result.status();
+          errors[w] = result.status();
           return;
         }
-        ++steps_run[r];
+        ++steps_run[w];
       }
-      for (const auto& [pname, t] : (*trainer)->Parameters()) params[r][pname] = t.detach();
+      if (absl::StatusOr<std::optional<StepValidation>> settled = (*trainer)->Settle();
+          !settled.ok()) {
+        errors[w] = settled.status();
+        return;
+      }
+      for (const auto& [pname, t] : (*trainer)->Parameters()) params[w][pname] = t.detach();
     });
   }
   for (std::thread& t : ranks) t.join();
-  for (int r = 0; r < p; ++r) {
-    ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
-    ASSERT_EQ(steps_run[r], kSteps);
+  for (int w = 0; w < workers; ++w) {
+    ASSERT_TRUE(errors[w].ok()) << "worker " << w << ": " << errors[w];
+    ASSERT_EQ(steps_run[w], kSteps);
   }
 
-  std::map<std::string, at::Tensor> reference = Reference(spec);
+  std::map<std::string, at::Tensor> reference = Reference(spec, d);
   GptConfig config = *GptConfigFromSpec(spec.model());
   auto initial = *GptChunk::Create(config, 0, 1, spec.seed(), TestDevice());
   size_t compared = 0;
   double worst = 0;
-  for (int r = 0; r < p; ++r) {
-    for (const auto& [pname, t] : params[r]) {
+  for (int w = 0; w < workers; ++w) {
+    for (const auto& [pname, t] : params[w]) {
       ASSERT_EQ(reference.count(pname), 1u) << pname;
       const at::Tensor& want = reference[pname];
       const double scale = want.abs().max().item<double>();
       const double error = (t - want).abs().max().item<double>() / scale;
       worst = std::max(worst, error);
-      EXPECT_LE(error, 1e-5) << name << " p=" << p << " rank " << r << " " << pname;
+      EXPECT_LE(error, 1e-5) << name << " p=" << p << " d=" << d << " rank " << w % p
+                             << " replica " << w / p << " " << pname;
       ++compared;
     }
   }
-  EXPECT_EQ(compared, reference.size()) << "every parameter lives on exactly one rank";
+  EXPECT_EQ(compared, d * reference.size())
+      << "every parameter lives on exactly one rank of each replica";
   // Training moved the weights: equality is not the trivial one.
   for (const auto& [pname, t] : initial->parameters()) {
     EXPECT_FALSE(at::allclose(t, reference[pname])) << pname << " did not change";
@@ -162,7 +223,15 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const sched::ScheduleTraits& t : sched::AllSchedules()) {
-    for (int p : {2, 4}) cases.emplace_back(t.name, p);
+    for (int p : {2, 4}) cases.emplace_back(t.name, p, 1);
+    cases.emplace_back(t.name, 2, 2);
+    // One stage, two replicas: plain data parallelism, where a schedule
+    // can run on one rank.
+    if (sched::Generate(t.name, sched::Problem::Uniform(1, t.default_chunks, 4,
+                                                         sched::StageCost{}, 0.0))
+            .ok()) {
+      cases.emplace_back(t.name, 1, 2);
+    }
   }
   return cases;
 }
@@ -171,7 +240,9 @@ INSTANTIATE_TEST_SUITE_P(AllSchedules, PipelineEquivalenceTest, ::testing::Value
                          [](const ::testing::TestParamInfo<Case>& info) {
                            std::string n = std::get<0>(info.param);
                            std::replace(n.begin(), n.end(), '-', '_');
-                           return n + "_p" + std::to_string(std::get<1>(info.param));
+                           n += "_p" + std::to_string(std::get<1>(info.param));
+                           const int d = std::get<2>(info.param);
+                           return d == 1 ? n : n + "_d" + std::to_string(d);
                          });
 
 }  // namespace

@@ -87,6 +87,7 @@ std::string ReportJson(const TrainingReport& r) {
                {"steps", r.steps},
                {"schedule", r.schedule},
                {"workers", r.workers},
+               {"data_parallel", r.data_parallel},
                {"microbatches", r.microbatches},
                {"loss_start", NumberOrNull(r.loss_start)},
                {"loss_end", NumberOrNull(r.loss_end)},
@@ -97,6 +98,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"window_steps", r.window_steps},
                {"bubble_rate_measured", r.bubble_rate_measured},
                {"bubble_rate_predicted", r.bubble_rate_predicted},
+               {"reduce_seconds", r.reduce_seconds},
+               {"exposed_reduce_seconds", r.exposed_reduce_seconds},
                {"recoveries", r.recoveries},
                {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
                                                              : Json(r.validation_mode)},

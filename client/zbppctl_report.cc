@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/zbppctl_tables.h"
+#include "common/pipeline_shape.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {
@@ -49,6 +50,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.state = JobStateName(job.state());
   r.schedule = job.spec().schedule().name();
   r.workers = job.spec().pipeline().stages();
+  r.data_parallel = DataParallelOf(job.spec().pipeline());
   r.microbatches = job.spec().pipeline().microbatches();
   r.steps = job.steps_completed();
   r.recoveries = job.recoveries_total();
@@ -73,7 +75,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   const size_t skip = std::min(steps.size() - 1, steps.size() / 10);
   const std::vector<v1::StepSummary> window(steps.begin() + skip, steps.end());
   r.window_steps = static_cast<int64_t>(window.size());
-  const double tokens_per_step = double(job.spec().pipeline().microbatches()) *
+  const double tokens_per_step = double(r.data_parallel) *
+                                 job.spec().pipeline().microbatches() *
                                  job.spec().pipeline().microbatch_size() *
                                  job.spec().model().seq_len();
   const double wall = Seconds(window.back().complete_time()) -
@@ -88,21 +91,23 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   r.step_seconds = times[times.size() / 2];
 
-  r.bubble_rate_measured.assign(r.workers, 0.0);
-  r.bubble_rate_predicted.assign(r.workers, 0.0);
+  // Per-stage means over the window.
+  std::vector<std::vector<double>*> means = {&r.bubble_rate_measured, &r.bubble_rate_predicted,
+                                             &r.reduce_seconds, &r.exposed_reduce_seconds};
+  for (std::vector<double>* mean : means) mean->assign(r.workers, 0.0);
   std::vector<int> counts(r.workers, 0);
   for (const v1::StepSummary& s : window) {
     for (const v1::StageStepStats& stage : s.stages()) {
       if (stage.stage() < 0 || stage.stage() >= r.workers) continue;
-      r.bubble_rate_measured[stage.stage()] += stage.measured_bubble_rate();
-      r.bubble_rate_predicted[stage.stage()] += stage.predicted_bubble_rate();
+      const double values[] = {stage.measured_bubble_rate(), stage.predicted_bubble_rate(),
+                               stage.reduce_seconds(), stage.exposed_reduce_seconds()};
+      for (size_t i = 0; i < means.size(); ++i) (*means[i])[stage.stage()] += values[i];
       ++counts[stage.stage()];
     }
   }
   for (int w = 0; w < r.workers; ++w) {
     if (counts[w] == 0) continue;
-    r.bubble_rate_measured[w] /= counts[w];
-    r.bubble_rate_predicted[w] /= counts[w];
+    for (std::vector<double>* mean : means) (*mean)[w] /= counts[w];
   }
   return r;
 }
@@ -111,6 +116,11 @@ std::string ReportTable(const TrainingReport& r) {
   std::string text = absl::StrCat(
       "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ", r.workers,
       " workers, ", r.microbatches, " microbatches per step\n");
+  if (r.data_parallel > 1) {
+    absl::StrAppend(&text, "replicas:     ", r.data_parallel, " data-parallel copies of the ",
+                    r.workers, "-stage pipeline (", r.workers * r.data_parallel, " workers, ",
+                    r.microbatches * r.data_parallel, " microbatches per step in all)\n");
+  }
   absl::StrAppendFormat(&text, "train loss:   %.4f -> %.4f\n", r.loss_start, r.loss_end);
   absl::StrAppend(&text, "eval loss:    ", Loss(r.eval_loss_start), " -> ", Loss(r.eval_loss),
                   "\n");
@@ -123,13 +133,20 @@ std::string ReportTable(const TrainingReport& r) {
     absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
                           *r.param_checksum);
   }
+  const bool reduces = r.data_parallel > 1;
   std::vector<std::vector<std::string>> rows = {
       {"STAGE", "BUBBLE_MEASURED", "BUBBLE_PREDICTED", "DIFFERENCE"}};
+  if (reduces) rows[0].insert(rows[0].end(), {"REDUCE_S", "EXPOSED_REDUCE_S"});
   for (int w = 0; w < r.workers; ++w) {
     rows.push_back({absl::StrCat(w), Rate(r.bubble_rate_measured[w]),
                     Rate(r.bubble_rate_predicted[w]),
                     absl::StrFormat("%+.4f", r.bubble_rate_measured[w] -
                                                  r.bubble_rate_predicted[w])});
+    if (reduces) {
+      rows.back().insert(rows.back().end(),
+                         {absl::StrFormat("%.4f", r.reduce_seconds[w]),
+                          absl::StrFormat("%.4f", r.exposed_reduce_seconds[w])});
+    }
   }
   return text + FormatTable(rows);
 }

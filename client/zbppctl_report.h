@@ -16,7 +16,8 @@ struct TrainingReport {
   std::string job_id;
   std::string state;       ///< e.g. "SUCCEEDED".
   std::string schedule;    ///< JobSpec schedule name, e.g. "zb-h1".
-  int workers = 0;         ///< p.
+  int workers = 0;         ///< p: pipeline stages.
+  int data_parallel = 1;   ///< d: replicas of the pipeline (p * d workers).
   int microbatches = 0;    ///< m.
   int64_t steps = 0;       ///< Steps completed.
   /// Training loss (nats per token) of the first and last listed steps.
@@ -36,6 +37,12 @@ struct TrainingReport {
   /// of the simulator's prediction from the measured pass costs; in [0, 1].
   std::vector<double> bubble_rate_measured;
   std::vector<double> bubble_rate_predicted;
+  /// Data parallelism, per pipeline rank, means over the window, seconds:
+  /// the duration of one REDUCE_GRAD (StageStepStats.reduce_seconds) and
+  /// how long the rank's last one ended after its last pass
+  /// (exposed_reduce_seconds). All 0 with d = 1.
+  std::vector<double> reduce_seconds;
+  std::vector<double> exposed_reduce_seconds;
   /// Times the job went RECOVERING (a worker lost, the coordinator
   /// restarted): Job.recoveries_total.
   int64_t recoveries = 0;
@@ -73,8 +80,9 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
                                            const std::vector<v1::StepSummary>& steps);
 
 /// Human-readable form: a summary (with a compact validation line: mode,
-/// rollbacks, skipped and clipped steps, recoveries, schedule versions) and a
-/// per-stage bubble table.
+/// rollbacks, skipped and clipped steps, recoveries, schedule versions; with
+/// d > 1 a replicas line) and a per-stage bubble table (with d > 1, also
+/// each stage's reduction and exposed reduction seconds).
 std::string ReportTable(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

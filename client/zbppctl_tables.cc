@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/pipeline_shape.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {
@@ -115,6 +116,11 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("state", JobStateName(job.state()));
   if (!job.state_message().empty()) add("message", job.state_message());
   add("step", Steps(job));
+  const v1::PipelineSpec& pipeline = job.spec().pipeline();
+  const int replicas = DataParallelOf(pipeline);
+  add("pipeline", absl::StrCat(pipeline.stages(), pipeline.stages() == 1 ? " stage x " : " stages x ",
+                               replicas, replicas == 1 ? " replica (" : " replicas (",
+                               WorkersOf(pipeline), " workers)"));
   if (job.has_last_step()) {
     const v1::StepSummary& step = job.last_step();
     add("loss", Number("%.4f", step.loss()));
@@ -153,9 +159,11 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   std::string text = FormatTable(rows);
 
   if (job.last_step().stages_size() > 0) {
+    // With replicas: means over them, and the reductions' seconds.
     std::vector<std::vector<std::string>> stages = {
         {"STAGE", "WORKER", "BUBBLE", "PREDICTED", "IDLE_S", "COMM_S", "F_S",
          "B_S", "W_S"}};
+    if (replicas > 1) stages[0].insert(stages[0].end(), {"REDUCE_S", "EXPOSED_S"});
     for (const v1::StageStepStats& s : job.last_step().stages()) {
       stages.push_back(
           {absl::StrCat(s.stage()), s.worker_id(),
@@ -164,6 +172,11 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
            Number("%.4f", s.idle_seconds()), Number("%.4f", s.comm_seconds()),
            Number("%.4f", s.f_seconds()), Number("%.4f", s.b_seconds()),
            Number("%.4f", s.w_seconds())});
+      if (replicas > 1) {
+        stages.back().insert(stages.back().end(),
+                             {Number("%.4f", s.reduce_seconds()),
+                              Number("%.4f", s.exposed_reduce_seconds())});
+      }
     }
     text += "\n" + FormatTable(stages);
   }
@@ -174,7 +187,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers,
                          absl::Time now) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "HOST", "DEVICE", "MEMORY", "STATE", "JOB", "STAGE",
-       "PHASE", "HEARTBEAT"}};
+       "REPLICA", "PHASE", "HEARTBEAT"}};
   for (const v1::Worker& w : workers) {
     const v1::WorkerDescription& d = w.description();
     const bool has_job = !w.job_id().empty();
@@ -186,6 +199,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers,
          absl::StrFormat("%.1fGiB", d.memory_bytes() / double(1ull << 30)),
          ShortEnumName(v1::WorkerState_Name(w.state()), "WORKER_STATE_"),
          has_job ? w.job_id() : "-", has_job ? absl::StrCat(w.stage()) : "-",
+         has_job ? absl::StrCat(w.replica()) : "-",
          ShortEnumName(v1::WorkerPhase_Name(w.phase()), "WORKER_PHASE_"),
          Age(ToTime(w.last_heartbeat_time()), now)});
   }

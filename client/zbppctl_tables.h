@@ -54,16 +54,17 @@ std::string Age(absl::Time then, absl::Time now);
 /// the last step's measured bubble rate, AGE), in the given order.
 std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now);
 
-/// `zbppctl status JOB`: one "key: value" line per field (state, step, loss,
-/// tokens/s, bubble rates, schedule, validation as the mode in force, the
-/// spec's policy where it differs and the rollback / skipped / clipped counts
-/// on one line, recoveries, the parameter checksum once set, checkpoint,
-/// age), then a table of the last step's per-stage measurements when the job
-/// has any.
+/// `zbppctl status JOB`: one "key: value" line per field (state, step,
+/// pipeline shape as "P stages x D replicas (N workers)", loss, tokens/s,
+/// bubble rates, schedule, validation as the mode in force, the spec's
+/// policy where it differs and the rollback / skipped / clipped counts on
+/// one line, recoveries, the parameter checksum once set, checkpoint, age),
+/// then a table of the last step's per-stage measurements when the job has
+/// any (with D > 1 also each stage's REDUCE_S and EXPOSED_S seconds).
 std::string JobStatusTable(const v1::Job& job, absl::Time now);
 
 /// `zbppctl workers`: one aligned row per worker (ID, NAME, HOST, DEVICE,
-/// MEMORY in GiB, STATE, JOB, STAGE, PHASE, HEARTBEAT age).
+/// MEMORY in GiB, STATE, JOB, STAGE, REPLICA, PHASE, HEARTBEAT age).
 std::string WorkersTable(const std::vector<v1::Worker>& workers,
                          absl::Time now);
 

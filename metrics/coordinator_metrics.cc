@@ -15,6 +15,8 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Gauge>& stage_predicted_bubble;
   prometheus::Family<prometheus::Gauge>& stage_idle;
   prometheus::Family<prometheus::Gauge>& stage_pass;
+  prometheus::Family<prometheus::Gauge>& stage_reduce;
+  prometheus::Family<prometheus::Gauge>& stage_exposed_reduce;
   prometheus::Family<prometheus::Histogram>& step_duration;
   prometheus::Family<prometheus::Gauge>& tokens_per_second;
   prometheus::Family<prometheus::Gauge>& last_step;
@@ -159,6 +161,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "pipeline rank in the last recorded step; 0 where the pass "
                   "did not run (a fused BW counts as B).")
             .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_reduce_seconds")
+            .Help("Mean measured seconds of one data-parallel gradient "
+                  "reduction (REDUCE_GRAD) of the pipeline rank in the last "
+                  "recorded step, averaged over its replicas; 0 with one "
+                  "replica.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_exposed_reduce_seconds")
+            .Help("Seconds the pipeline rank's last data-parallel gradient "
+                  "reduction ended after its last pass in the last recorded "
+                  "step (the reduction the passes did not hide), averaged "
+                  "over its replicas; 0 with one replica.")
+            .Register(r),
         BuildHistogram()
             .Name("zbpp_step_duration_seconds")
             .Help("Measured time of each optimizer step: the longest rank's "
@@ -300,6 +316,9 @@ void CoordinatorMetrics::RecordStep(std::string_view job_id,
       Ensure(families_->stage_pass, stage.pass[p], pass_labels)
           .Set(pass_seconds[p]);
     }
+    Ensure(families_->stage_reduce, stage.reduce, labels).Set(stats.reduce_seconds());
+    Ensure(families_->stage_exposed_reduce, stage.exposed_reduce, labels)
+        .Set(stats.exposed_reduce_seconds());
   }
 }
 
@@ -389,6 +408,8 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
     Drop(f.stage_predicted_bubble, stage.predicted_bubble);
     Drop(f.stage_idle, stage.idle);
     for (prometheus::Gauge*& pass : stage.pass) Drop(f.stage_pass, pass);
+    Drop(f.stage_reduce, stage.reduce);
+    Drop(f.stage_exposed_reduce, stage.exposed_reduce);
   }
   Drop(f.step_duration, job.step_duration);
   Drop(f.resolves, job.resolves_published);

@@ -53,6 +53,8 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_stage_predicted_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | The simulator's idle fraction of the rank for the current schedule version under the current cost model. |
 /// | `zbpp_stage_idle_seconds` | gauge | job_id, stage | seconds | Time the rank waited for inputs in the last recorded step. |
 /// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the rank in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
+/// | `zbpp_stage_reduce_seconds` | gauge | job_id, stage | seconds | Mean measured duration of one data-parallel gradient reduction (REDUCE_GRAD) of the rank in the last recorded step, averaged over its replicas; 0 with one replica. |
+/// | `zbpp_stage_exposed_reduce_seconds` | gauge | job_id, stage | seconds | How long the rank's last reduction ended after its last pass in the last recorded step (what the passes did not hide), averaged over its replicas; 0 with one replica. |
 /// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest rank's span from its step start to its last action. |
 /// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
 /// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
@@ -122,7 +124,7 @@ class CoordinatorMetrics {
   /// step histogram (skipped when negative or not finite), sets tokens per
   /// second, the last step, the schedule version, and for each entry of
   /// `summary.stages` the stage's measured and predicted bubble ratio, idle
-  /// seconds and F/B/W seconds. Values are exposed as given (the proto
+  /// seconds, F/B/W seconds and reduction and exposed reduction seconds. Values are exposed as given (the proto
   /// promises ratios in [0,1]). Entries with a negative stage are ignored;
   /// an empty `job_id` ignores the call.
   void RecordStep(std::string_view job_id, const zbpp::v1::StepSummary& summary)
@@ -188,6 +190,8 @@ class CoordinatorMetrics {
     prometheus::Gauge* predicted_bubble = nullptr;
     prometheus::Gauge* idle = nullptr;
     std::array<prometheus::Gauge*, 3> pass = {};  // F, B, W
+    prometheus::Gauge* reduce = nullptr;
+    prometheus::Gauge* exposed_reduce = nullptr;
   };
   // Series of one job. Counters and the histogram exist from the first
   // mention; gauges from their first value.

@@ -66,7 +66,7 @@ model:
   seq_len: 128
   ffn_hidden: 200
 dataset: {text_file: /data/corpus.txt}
-pipeline: {stages: 2, chunks: 2, microbatches: 8, microbatch_size: 4}
+pipeline: {stages: 2, chunks: 2, microbatches: 8, microbatch_size: 4, data_parallel: 3}
 schedule:
   name: auto
   memory_limit_bytes: 18446744073709551615
@@ -101,6 +101,7 @@ seed: 0
   pipeline->set_chunks(2);
   pipeline->set_microbatches(8);
   pipeline->set_microbatch_size(4);
+  pipeline->set_data_parallel(3);
   zbpp::v1::SchedulePolicy* schedule = want.mutable_schedule();
   schedule->set_name("auto");
   schedule->set_memory_limit_bytes(18446744073709551615u);

@@ -124,6 +124,23 @@ TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {
   EXPECT_THAT(table, Not(HasSubstr("checksum:")));
 }
 
+TEST(ZbppctlTables, StatusTableShowsReplicasAndTheirReductions) {
+  v1::Job job = RunningJob("job-1");
+  job.mutable_spec()->mutable_pipeline()->set_stages(4);
+  const std::string single = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(single, HasSubstr("pipeline:     4 stages x 1 replica (4 workers)\n"));
+  EXPECT_THAT(single, Not(HasSubstr("REDUCE_S")));
+  job.mutable_spec()->mutable_pipeline()->set_data_parallel(2);
+  for (v1::StageStepStats& stage : *job.mutable_last_step()->mutable_stages()) {
+    stage.set_reduce_seconds(0.125 * (stage.stage() + 1));
+    stage.set_exposed_reduce_seconds(stage.stage() == 3 ? 0.0625 : 0);
+  }
+  const std::string table = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(table, HasSubstr("pipeline:     4 stages x 2 replicas (8 workers)\n"));
+  EXPECT_THAT(table, HasSubstr("W_S     REDUCE_S  EXPOSED_S"));
+  EXPECT_THAT(table, HasSubstr("0.5000    0.0625"));
+}
+
 // A job name and message are the submitter's and the coordinator's text: no
 // escape sequence of theirs reaches the terminal (one cleared the screen and
 // set the window title).
@@ -175,12 +192,14 @@ TEST(ZbppctlTables, WorkersTable) {
   w.set_state(v1::WORKER_STATE_RUNNING);
   w.set_job_id("job-1");
   w.set_stage(2);
+  w.set_replica(1);
   w.set_phase(v1::WORKER_PHASE_RUNNING);
   w.mutable_last_heartbeat_time()->set_seconds(100);
   const std::string table = WorkersTable({w}, absl::FromUnixSeconds(103));
   EXPECT_THAT(
       table,
-      HasSubstr("w-1  -     node-a  CUDA:3  80.0GiB  RUNNING  job-1  2"));
+      HasSubstr("w-1  -     node-a  CUDA:3  80.0GiB  RUNNING  job-1  2      1        RUNNING"));
+  EXPECT_THAT(table, HasSubstr("STAGE  REPLICA  PHASE"));
   EXPECT_THAT(table, HasSubstr("3s"));
 }
 

@@ -71,6 +71,44 @@ TEST(Report, SummarisesTheRunOverTheWindowAfterWarmUp) {
   EXPECT_DOUBLE_EQ(r->step_seconds, 0.4);
 }
 
+TEST(Report, DataParallelJobsCountEveryReplicaAndShowTheirReductions) {
+  v1::Job job = TwoStageJob();
+  job.mutable_spec()->mutable_pipeline()->set_data_parallel(3);
+  std::vector<v1::StepSummary> steps = Steps();
+  for (v1::StepSummary& s : steps) {
+    for (v1::StageStepStats& stage : *s.mutable_stages()) {
+      // Rank 1's last reduction ends 0.05 s after its passes; the warm-up
+      // steps (not averaged) are slower.
+      stage.set_reduce_seconds(s.step() < 2 ? 1.0 : 0.25 + 0.25 * stage.stage());
+      stage.set_exposed_reduce_seconds(stage.stage() == 1 ? 0.05 : 0);
+    }
+  }
+  TrainingReport r = *BuildReport(job, steps);
+  EXPECT_EQ(r.data_parallel, 3);
+  // Three replicas of 4096 tokens per step, a step every 0.5 s.
+  EXPECT_NEAR(r.tokens_per_second, 3 * 4096 / 0.5, 1e-6);
+  ASSERT_EQ(r.reduce_seconds.size(), 2u);
+  EXPECT_NEAR(r.reduce_seconds[0], 0.25, 1e-12);
+  EXPECT_NEAR(r.reduce_seconds[1], 0.5, 1e-12);
+  EXPECT_NEAR(r.exposed_reduce_seconds[0], 0, 1e-12);
+  EXPECT_NEAR(r.exposed_reduce_seconds[1], 0.05, 1e-12);
+
+  const std::string table = ReportTable(r);
+  EXPECT_THAT(table, testing::HasSubstr("replicas:     3 data-parallel copies of the 2-stage "
+                                        "pipeline (6 workers, 24 microbatches per step in all)\n"));
+  EXPECT_THAT(table, testing::HasSubstr("DIFFERENCE  REDUCE_S  EXPOSED_REDUCE_S\n"));
+  EXPECT_THAT(table, testing::HasSubstr("0.5000    0.0500"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["data_parallel"], 3);
+  EXPECT_DOUBLE_EQ(json["exposed_reduce_seconds"][1].get<double>(), 0.05);
+
+  // One replica: the table is as before.
+  TrainingReport single = *BuildReport(TwoStageJob(), Steps());
+  EXPECT_EQ(single.data_parallel, 1);
+  EXPECT_THAT(ReportTable(single), testing::Not(testing::HasSubstr("REDUCE_S")));
+  EXPECT_THAT(ReportTable(single), testing::Not(testing::HasSubstr("replicas:")));
+}
+
 TEST(Report, JsonHasTheDemoContractKeys) {
   TrainingReport r = *BuildReport(TwoStageJob(), Steps());
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));

@@ -73,7 +73,9 @@ TEST(ScheduleProto, CostModelRoundTrips) {
   sched::Problem problem = sched::Problem::Uniform(
       2, 1, 4, sched::StageCost{1, 2, 3, 4, 5}, 0.25, 100);
   problem.stages[1].f_seconds = 1.5;
+  problem.stages[1].reduce_seconds = 0.75;
   const v1::CostModel proto = CostModelToProto(problem);
+  EXPECT_EQ(proto.stages(1).reduce_seconds(), 0.75);
   EXPECT_EQ(proto.stages_size(), 2);
   EXPECT_EQ(proto.comm_seconds(), 0.25);
   EXPECT_THAT(proto.memory_limit_bytes(), ElementsAre(100, 100));
@@ -95,6 +97,8 @@ TEST(ScheduleProto, CostModelRoundTrips) {
   EXPECT_EQ(back->stages[0].w_seconds, 3);
   EXPECT_EQ(back->stages[0].m_b_bytes, 4);
   EXPECT_EQ(back->stages[0].m_w_bytes, 5);
+  EXPECT_EQ(back->stages[0].reduce_seconds, 0);
+  EXPECT_EQ(back->stages[1].reduce_seconds, 0.75);
 }
 
 TEST(ScheduleProto, CostModelWithoutStagesGivesUnitCosts) {
@@ -171,7 +175,9 @@ TEST(ScheduleProto, PredictionGivesPerWorkerBubbleRates) {
   result.idle_seconds = {2, 3};
   result.peak_memory_bytes = {100, 200};
   result.max_peak_memory_m_b = 4;
+  result.exposed_reduce_seconds = 1.5;
   v1::SchedulePrediction proto = PredictionToProto(result);
+  EXPECT_EQ(proto.exposed_reduce_seconds(), 1.5);
   EXPECT_EQ(proto.makespan_seconds(), 10);
   EXPECT_EQ(proto.step_seconds(), 12);
   EXPECT_EQ(proto.bubble_rate(), 0.25);

@@ -39,6 +39,8 @@ zbpp::v1::StepSummary TwoStageStep(int64_t step, double step_seconds) {
     stats->set_f_seconds(0.01 * (stage + 1));
     stats->set_b_seconds(0.02 * (stage + 1));
     stats->set_w_seconds(0.005 * (stage + 1));
+    stats->set_reduce_seconds(0.25 * (stage + 1));
+    stats->set_exposed_reduce_seconds(stage == 1 ? 0.125 : 0);
   }
   return summary;
 }
@@ -106,6 +108,16 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsEveryPerStepFamily) {
   EXPECT_THAT(FindSample(text, "zbpp_stage_pass_seconds",
                          {{"job_id", "job-a"}, {"stage", "0"}, {"pass", "W"}}),
               Optional(::testing::DoubleEq(0.005)));
+  EXPECT_THAT(text, HasSubstr("# TYPE zbpp_stage_reduce_seconds gauge"));
+  EXPECT_THAT(FindSample(text, "zbpp_stage_reduce_seconds",
+                         {{"job_id", "job-a"}, {"stage", "1"}}),
+              Optional(0.5));
+  EXPECT_THAT(FindSample(text, "zbpp_stage_exposed_reduce_seconds",
+                         {{"job_id", "job-a"}, {"stage", "1"}}),
+              Optional(0.125));
+  EXPECT_THAT(FindSample(text, "zbpp_stage_exposed_reduce_seconds",
+                         {{"job_id", "job-a"}, {"stage", "0"}}),
+              Optional(0.0));
 
   // The histogram saw both steps; the gauges hold the last one.
   EXPECT_THAT(

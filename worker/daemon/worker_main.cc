@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -265,9 +266,12 @@ int Main(int argc, char** argv) {
   while (true) {
     std::optional<v1::Assignment> assignment = state.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;
-    std::fprintf(stderr, "zbpp-worker: job %s attempt %lld: rank %d of %d, steps %lld..%lld\n",
+    std::fprintf(stderr,
+                 "zbpp-worker: job %s attempt %lld: rank %d of %d, replica %d of %d, "
+                 "steps %lld..%lld\n",
                  assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
                  assignment->stage(), assignment->spec().pipeline().stages(),
+                 assignment->replica(), std::max(1, assignment->spec().pipeline().data_parallel()),
                  static_cast<long long>(assignment->start_step()),
                  static_cast<long long>(assignment->spec().steps() - 1));
     const AttemptOutcome result = RunAttempt(*assignment, env);

@@ -140,7 +140,8 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 
 /// The coordinator's core (issue 3 §2): jobs and their state machine,
 /// worker membership and Session outboxes, assignment of workers to
-/// pipeline ranks, versioned schedules with step grants, step reports
+/// pipeline ranks and data-parallel replicas (p × d workers per job),
+/// versioned schedules with step grants, step reports
 /// (cost model, step summaries, validation outcomes), adaptive re-solve,
 /// lease expiry and recovery from the Store. No gRPC types: the services in
 /// coordinator/service/ translate requests to these calls.
@@ -315,9 +316,12 @@ class Coordinator {
                          const zbpp::v1::Heartbeat& heartbeat)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// One rank's step report (worker.proto ReportStep). NotFound for an
-  /// unknown worker; FailedPrecondition when it does not hold that job and
-  /// attempt; InvalidArgument when timings and schedule disagree.
+  /// One worker's step report (worker.proto ReportStep); the step is
+  /// complete once every (stage, replica) of the attempt reported it.
+  /// NotFound for an unknown worker; FailedPrecondition when it does not
+  /// hold that job and attempt; InvalidArgument naming the field when the
+  /// stage or replica is not the worker's (replica: not in
+  /// [0, data_parallel)), or timings and schedule disagree.
   absl::Status ReportStep(const zbpp::v1::ReportStepRequest& report)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -71,8 +71,6 @@ struct Coordinator::ResolveTask {
 /// the cost model need.
 struct Coordinator::StageReport {
   std::string worker_id;
-  int stage = 0;    ///< Pipeline rank.
-  int replica = 0;  ///< Data-parallel rank.
   /// The step's passes averaged per virtual stage (AverageStepPasses); the
   /// cost model gets them once the step is complete, combined over the
   /// replicas.

@@ -297,8 +297,6 @@ absl::Status Coordinator::ReportStepLocked(
   passes.reserve(actions.size());
   StageReport stage;
   stage.worker_id = report.worker_id();
-  stage.stage = report.stage();
-  stage.replica = report.replica();
   // F, B (or BW), W, REDUCE_GRAD.
   double sums[4] = {0, 0, 0, 0};
   int counts[4] = {0, 0, 0, 0};

@@ -277,6 +277,21 @@ TEST_F(DataParallelTest, ALostWorkerOfAnyReplicaSendsTheJobToRecovering) {
   auto job = coordinator_->GetJob(job_id, {});
   EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
   EXPECT_THAT(job->state_message(), HasSubstr(workers[silent].id));
+  // A replacement: the next attempt takes all p x d workers again.
+  workers[silent] = AddWorker(9);
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  std::set<std::pair<int, int>> held;
+  for (FakeWorker& w : workers) {
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    held.insert({w.assignment->stage(), w.assignment->replica()});
+  }
+  EXPECT_EQ(held.size(), 4u);
+  RunSteps(workers, TrueCosts(spec, 0, 1.0), 1);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 2);
 }
 
 TEST_F(DataParallelTest, ReplicasThatValidateDifferentlyFailTheJob) {

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/pipeline_shape.h"
 #include "common/schedule_proto.h"
 #include "common/status_grpc.h"
 #include "worker/comm/gloo_communicator.h"
@@ -108,7 +109,7 @@ class AttemptRun {
     if (!corpus.ok()) return JobError(corpus.status());
 
     const int p = spec_.pipeline().stages();
-    const int d = std::max(1, spec_.pipeline().data_parallel());
+    const int d = DataParallelOf(spec_.pipeline());
     // Two groups meet through the attempt's scope, each under its own key
     // prefix: this replica's pipeline (p ranks) and this stage's replicas
     // (d ranks, when d > 1).

@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -35,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
+#include "common/pipeline_shape.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
@@ -271,7 +271,7 @@ int Main(int argc, char** argv) {
                  "steps %lld..%lld\n",
                  assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
                  assignment->stage(), assignment->spec().pipeline().stages(),
-                 assignment->replica(), std::max(1, assignment->spec().pipeline().data_parallel()),
+                 assignment->replica(), DataParallelOf(assignment->spec().pipeline()),
                  static_cast<long long>(assignment->start_step()),
                  static_cast<long long>(assignment->spec().steps() - 1));
     const AttemptOutcome result = RunAttempt(*assignment, env);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,8 +145,8 @@ class WorkerModel {
           start > (a.kind == PassKind::kF ? f_start_[k] : b_start_[k]) + slack_) {
         e.no_pass_later = false;
       }
-      free_at = start + PassSeconds(c, a.kind);
-      memory += PassMemoryBytes(c, a.kind);
+      free_at = start + PassSeconds(c, a, 1);
+      memory += PassMemoryBytes(c, a, 1);
       e.peak_bytes = std::max(e.peak_bytes, memory);
       if (a.kind == PassKind::kF) f_end[own] = free_at;
       if (a.kind == PassKind::kB || a.kind == PassKind::kBW) b_end[own] = free_at;
@@ -308,6 +310,126 @@ std::vector<Action> SolveWorker(const Problem& problem, const WorkerModel& model
   return current;
 }
 
+// Bucket counts the solver tries: every chunk of the GPT has at least one
+// transformer block, four linear layers (worker/model/gpt.h), so four
+// non-empty buckets always exist.
+constexpr int kBucketChoices[] = {2, 4};
+
+// `schedule` (reductions placed, none partial) with the last `held` W passes
+// of `stage` run bucket by bucket in `buckets` buckets: the stage's earlier
+// W passes stay whole and where they are; at the position of its last W
+// come, for each bucket b, W@b of every held microbatch (in their order)
+// then REDUCE_GRAD@b, and the stage's whole reduction goes. Bucket b's
+// reduction then overlaps the W work of buckets b+1.. (Zero Bubble paper
+// §2: W has no successor but the optimizer, so holding it back delays
+// nothing but memory).
+Schedule Bucketed(const Schedule& schedule, int stage, int held, int buckets) {
+  Schedule out = schedule;
+  const int w = schedule.worker_of_stage[stage];
+  const std::vector<Action>& list = schedule.actions[w];
+  std::vector<int> ws;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].kind == PassKind::kW && list[i].stage == stage) ws.push_back(static_cast<int>(i));
+  }
+  const std::vector<int> tail(ws.end() - std::min<int>(held, ws.size()), ws.end());
+  std::vector<Action>& result = out.actions[w];
+  result.clear();
+  size_t next = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (a.kind == PassKind::kReduce && a.stage == stage) continue;
+    if (next < tail.size() && tail[next] == static_cast<int>(i)) {
+      ++next;
+      if (next < tail.size()) continue;
+      for (int b = 0; b < buckets; ++b) {
+        for (int j : tail) result.push_back({PassKind::kW, stage, list[j].microbatch, b});
+        result.push_back({PassKind::kReduce, stage, 0, b});
+      }
+      continue;
+    }
+    result.push_back(a);
+  }
+  return out;
+}
+
+// Whether `a` is the better simulation: a shorter makespan, or the same
+// and a shorter step, beyond `slack`.
+bool Shorter(const SimulationResult& a, const SimulationResult& b, double slack) {
+  if (a.makespan_seconds < b.makespan_seconds - slack) return true;
+  return a.makespan_seconds <= b.makespan_seconds + slack &&
+         a.step_seconds < b.step_seconds - slack;
+}
+
+// The bucket phase of kSolved: while the makespan is set by a worker whose
+// reductions end after its passes (the one with the most exposed, when
+// several), try splitting one of its stages' last W passes and its
+// reduction into buckets (Bucketed, over kBucketChoices and 1.. held W
+// passes, while holding one more still shortens the makespan and the held
+// W work is below the reduction plus one W) and keep the best change that
+// shortens the simulated step within each worker's memory bound. Each stage
+// is tried once: a few simulations per stage of the critical workers.
+Schedule SolveBuckets(const Problem& problem, Schedule schedule, SimulationResult sim,
+                      double slack) {
+  std::vector<double> limit(problem.workers);
+  for (int w = 0; w < problem.workers; ++w) {
+    limit[w] = std::max(problem.limit_of(w), sim.peak_memory_bytes[w]);
+  }
+  std::vector<char> tried(problem.num_stages(), 0);
+  while (true) {
+    // The worker that sets the makespan with the most exposed reduction.
+    int critical = -1;
+    for (int w = 0; w < problem.workers; ++w) {
+      const auto& t = sim.timings[w];
+      if (t.empty() || sim.exposed_reduce_seconds_per_worker[w] <= slack) continue;
+      double end = t.front().start_seconds;
+      for (const ActionTiming& x : t) end = std::max(end, x.end_seconds);
+      if (end - t.front().start_seconds < sim.makespan_seconds - slack) continue;
+      if (critical < 0 || sim.exposed_reduce_seconds_per_worker[w] >
+                              sim.exposed_reduce_seconds_per_worker[critical]) {
+        critical = w;
+      }
+    }
+    std::vector<int> candidates;
+    for (const Action& a : critical < 0 ? std::vector<Action>{} : schedule.actions[critical]) {
+      if (a.kind == PassKind::kReduce && a.bucket == kAllBuckets && !tried[a.stage] &&
+          problem.stages[a.stage].reduce_seconds > 0) {
+        candidates.push_back(a.stage);
+      }
+    }
+    std::optional<std::pair<Schedule, SimulationResult>> best;
+    for (int stage : candidates) {
+      tried[stage] = 1;
+      const StageCost& c = problem.stages[stage];
+      int ws = 0;
+      for (const Action& a : schedule.actions[schedule.worker_of_stage[stage]]) {
+        ws += a.kind == PassKind::kW && a.stage == stage;
+      }
+      for (int buckets : kBucketChoices) {
+        // Holding back one more W helps while the tail hides more of the
+        // reduction than the moved W leaves idle; once a longer tail stops
+        // shortening the makespan, longer ones only add memory.
+        double previous = std::numeric_limits<double>::infinity();
+        for (int held = 1; held <= ws && (held - 1) * c.w_seconds <= c.reduce_seconds + c.w_seconds;
+             ++held) {
+          Schedule candidate = Bucketed(schedule, stage, held, buckets);
+          absl::StatusOr<SimulationResult> s = Simulate(problem, candidate);
+          if (!s.ok()) continue;
+          if (s->makespan_seconds >= previous - slack) break;
+          previous = s->makespan_seconds;
+          bool fits = true;
+          for (int w = 0; w < problem.workers; ++w) fits &= s->peak_memory_bytes[w] <= limit[w];
+          if (fits && Shorter(*s, best ? best->second : sim, slack)) {
+            best.emplace(std::move(candidate), *std::move(s));
+          }
+        }
+      }
+    }
+    if (!best) return schedule;
+    schedule = std::move(best->first);
+    sim = std::move(best->second);
+  }
+}
+
 absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule) {
   const Schedule base = AfterLastBackward(schedule);
   absl::StatusOr<SimulationResult> base_sim = Simulate(problem, base);
@@ -342,9 +464,9 @@ absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule
   // if that reasoning is wrong somewhere; the guarantee holds regardless.
   if (!sim.ok() || sim->makespan_seconds > base_sim->makespan_seconds + slack ||
       sim->step_seconds > base_sim->step_seconds + slack) {
-    return base;
+    return SolveBuckets(problem, base, *std::move(base_sim), slack);
   }
-  return solved;
+  return SolveBuckets(problem, std::move(solved), *std::move(sim), slack);
 }
 
 }  // namespace
@@ -383,10 +505,11 @@ absl::StatusOr<Schedule> PlaceReductions(const Problem& problem,
   if (absl::Status st = CheckSchedule(problem, schedule); !st.ok()) return st;
   for (int w = 0; w < schedule.workers; ++w) {
     for (const Action& a : schedule.actions[w]) {
-      if (a.kind == PassKind::kReduce) {
+      if (a.kind == PassKind::kReduce || a.bucket != kAllBuckets) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "worker ", w, " already holds a reduction (", ActionToString(a),
-            "); place reductions in a schedule without any"));
+            "worker ", w, " already holds ",
+            a.kind == PassKind::kReduce ? "a reduction" : "a partial W", " (",
+            ActionToString(a), "); place reductions in a schedule without any"));
       }
     }
   }

@@ -29,15 +29,20 @@ constexpr std::string_view kReduceText = "REDUCE_GRAD";
 }  // namespace
 
 std::string ActionToString(const Action& action) {
-  if (action.kind == PassKind::kReduce) return absl::StrCat(action.stage, std::string(kReduceText));
+  const std::string bucket =
+      action.bucket == kAllBuckets ? "" : absl::StrCat("@", action.bucket);
+  if (action.kind == PassKind::kReduce) {
+    return absl::StrCat(action.stage, std::string(kReduceText), bucket);
+  }
   return absl::StrCat(action.stage, std::string(1, PassLetter(action.kind)),
-                      action.microbatch);
+                      action.microbatch, bucket);
 }
 
 absl::StatusOr<Action> ParseAction(std::string_view text) {
+  const std::string quoted(text);
   auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad action \"", std::string(text), "\": ", std::string(why)));
+        absl::StrCat("bad action \"", quoted, "\": ", std::string(why)));
   };
   size_t letter = 0;
   while (letter < text.size() &&
@@ -52,6 +57,19 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     return ec == std::errc() && ptr == end;
   };
   Action action;
+  // An optional bucket suffix, on W and REDUCE_GRAD only.
+  if (const size_t at = text.find('@'); at != std::string_view::npos) {
+    const std::string_view digits = text.substr(at + 1);
+    if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits[0])) ||
+        !parse(digits, &action.bucket)) {
+      return bad("bucket after '@' is not a number");
+    }
+    text = text.substr(0, at);
+    const bool reduce = text.substr(letter) == kReduceText;
+    if (!reduce && (letter >= text.size() || text[letter] != 'W')) {
+      return bad("only W and REDUCE_GRAD take a bucket");
+    }
+  }
   if (text.substr(letter) == kReduceText) {
     action.kind = PassKind::kReduce;
     if (!parse(text.substr(0, letter), &action.stage)) return bad("stage is not a number");

@@ -17,7 +17,24 @@ namespace zbpp::sched {
 /// worker's communication timeline: it is issued where it stands in the
 /// order, overlaps the passes that follow it, and is waited for only before
 /// the optimizer step.
+///
+/// Gradient buckets. A virtual stage's weights may be split into K buckets
+/// (contiguous groups of its linear layers of about equal size; the
+/// parameters whose gradients B computes belong to bucket 0): a W pass may
+/// then run as K partial passes `W@b`, one per bucket, each computing that
+/// bucket's weight gradients (T_W/K, freeing M_W/K), and the stage's
+/// reduction as K partial reductions `REDUCE_GRAD@b` (each R/K), bucket b's
+/// issued once every W of the stage covering b has run. Reducing bucket by
+/// bucket lets the first buckets' reductions overlap the W work of the last
+/// ones — the one way to hide a stage's reduction behind its own W passes.
+/// K is the number of buckets the schedule names for the stage (1 + the
+/// largest bucket index); 1, the whole stage, when it names none.
 enum class PassKind { kF, kB, kW, kBW, kReduce };
+
+/// Bucket index of an action that covers every bucket of its stage.
+inline constexpr int kAllBuckets = -1;
+/// Bucket indices are below this bound (CheckSchedule).
+inline constexpr int kMaxBuckets = 64;
 
 /// One pass of one virtual stage on one microbatch (kReduce: on all of them;
 /// its microbatch is 0).
@@ -25,10 +42,13 @@ struct Action {
   PassKind kind = PassKind::kF;
   int stage = 0;       ///< Virtual stage, in model order.
   int microbatch = 0;  ///< Microbatch index in [0, m); 0 for kReduce.
+  /// kW and kReduce: the gradient bucket covered, in [0, K), or
+  /// kAllBuckets; kAllBuckets for the other kinds.
+  int bucket = kAllBuckets;
 
   friend bool operator==(const Action& a, const Action& b) {
     return a.kind == b.kind && a.stage == b.stage &&
-           a.microbatch == b.microbatch;
+           a.microbatch == b.microbatch && a.bucket == b.bucket;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
@@ -36,7 +56,10 @@ struct Action {
 /// Text form of one action, as PyTorch pipelining writes it:
 /// `{stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
 /// and B the fused backward (our BW); a reduction is `{stage}REDUCE_GRAD`.
-/// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`.
+/// A bucket is a suffix `@{bucket}` on W and REDUCE_GRAD (zbpp's own
+/// extension: PyTorch pipelining has no partial W).
+/// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`, `1W3@0`,
+/// `1REDUCE_GRAD@2`.
 std::string ActionToString(const Action& action);
 
 /// Parses the text form. Returns InvalidArgument quoting the text and saying

@@ -29,30 +29,44 @@ std::string Where(int worker, size_t position, const Action& action) {
 
 }  // namespace
 
-double PassSeconds(const StageCost& c, PassKind kind) {
-  switch (kind) {
+std::vector<int> BucketsPerStage(const Schedule& schedule) {
+  std::vector<int> buckets(std::max(0, schedule.num_stages()), 1);
+  for (const auto& list : schedule.actions) {
+    for (const Action& a : list) {
+      if (a.stage >= 0 && a.stage < static_cast<int>(buckets.size()) && a.bucket >= 0 &&
+          a.bucket < kMaxBuckets) {
+        buckets[a.stage] = std::max(buckets[a.stage], a.bucket + 1);
+      }
+    }
+  }
+  return buckets;
+}
+
+double PassSeconds(const StageCost& c, const Action& a, int buckets) {
+  const double share = a.bucket == kAllBuckets ? 1.0 : 1.0 / buckets;
+  switch (a.kind) {
     case PassKind::kF:
       return c.f_seconds;
     case PassKind::kB:
       return c.b_seconds;
     case PassKind::kW:
-      return c.w_seconds;
+      return c.w_seconds * share;
     case PassKind::kBW:
       return c.b_seconds + c.w_seconds;
     case PassKind::kReduce:
-      return c.reduce_seconds;
+      return c.reduce_seconds * share;
   }
   return 0;
 }
 
-double PassMemoryBytes(const StageCost& c, PassKind kind) {
-  switch (kind) {
+double PassMemoryBytes(const StageCost& c, const Action& a, int buckets) {
+  switch (a.kind) {
     case PassKind::kF:
       return c.m_b_bytes;
     case PassKind::kB:
       return -(c.m_b_bytes - c.m_w_bytes);
     case PassKind::kW:
-      return -c.m_w_bytes;
+      return -c.m_w_bytes * (a.bucket == kAllBuckets ? 1.0 : 1.0 / buckets);
     case PassKind::kBW:
       return -c.m_b_bytes;
     case PassKind::kReduce:
@@ -103,13 +117,24 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         "schedule has ", total_actions, " actions, too few for its ", pairs,
         " (stage, microbatch) pairs"));
   }
-  // Position of each pass in its worker's list, -1 when absent.
+  // Position of each pass in its worker's list, -1 when absent; w_pos is a
+  // whole W's, w_bucket_pos a partial W's, at bucket_base[s] + mb * K_s + b.
   const Index at{m};
+  const std::vector<int> buckets = BucketsPerStage(schedule);
+  std::vector<int> bucket_base(num_stages + 1, 0);
+  for (int s = 0; s < num_stages; ++s) bucket_base[s + 1] = bucket_base[s] + buckets[s];
+  auto w_bucket_at = [&](int s, int mb, int b) {
+    return static_cast<size_t>(bucket_base[s]) * m + static_cast<size_t>(mb) * buckets[s] + b;
+  };
   std::vector<int> f_pos(num_stages * m, -1), b_pos(num_stages * m, -1),
       w_pos(num_stages * m, -1);
+  std::vector<int> w_bucket_pos(static_cast<size_t>(bucket_base[num_stages]) * m, -1);
+  std::vector<int> w_buckets_seen(num_stages * m, 0);
   std::vector<char> fused(num_stages * m, 0);
-  // Position of each stage's reduction, -1 when absent.
+  // Position of each stage's whole reduction and of its partial ones
+  // (reduce_bucket_pos[bucket_base[s] + b]), -1 when absent.
   std::vector<int> reduce_pos(num_stages, -1);
+  std::vector<int> reduce_bucket_pos(bucket_base[num_stages], -1);
   bool any_reduce = false;
   for (int w = 0; w < problem.workers; ++w) {
     const auto& list = schedule.actions[w];
@@ -129,27 +154,46 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
             Where(w, i, a), ": stage ", a.stage, " is held by worker ",
             schedule.worker_of_stage[a.stage]));
       }
+      const bool partial = a.bucket != kAllBuckets;
+      if (partial && ((a.kind != PassKind::kW && a.kind != PassKind::kReduce) ||
+                      a.bucket < 0 || a.bucket >= kMaxBuckets)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, i, a), ": only W and REDUCE_GRAD take a bucket, in [0, ", kMaxBuckets,
+            ")"));
+      }
       if (a.kind == PassKind::kReduce) {
         if (a.microbatch != 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               Where(w, i, a), ": a reduction covers every microbatch; its "
                               "microbatch must be 0, got ", a.microbatch));
         }
-        if (reduce_pos[a.stage] >= 0) {
+        int& slot = partial ? reduce_bucket_pos[bucket_base[a.stage] + a.bucket]
+                            : reduce_pos[a.stage];
+        if (slot >= 0) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(w, i, a), ": duplicate reduction of stage ",
                            a.stage));
         }
-        reduce_pos[a.stage] = static_cast<int>(i);
+        slot = static_cast<int>(i);
         any_reduce = true;
         continue;
       }
       const int k = at(a.stage, a.microbatch);
+      if (a.kind == PassKind::kW && partial) {
+        int& slot = w_bucket_pos[w_bucket_at(a.stage, a.microbatch, a.bucket)];
+        if (slot >= 0 || w_pos[k] >= 0 || fused[k]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(w, i, a), ": duplicate pass"));
+        }
+        slot = static_cast<int>(i);
+        ++w_buckets_seen[k];
+        continue;
+      }
       int* slot = a.kind == PassKind::kF   ? &f_pos[k]
                   : a.kind == PassKind::kW ? &w_pos[k]
                                            : &b_pos[k];
-      if (*slot >= 0 || (a.kind == PassKind::kW && fused[k]) ||
-          (a.kind == PassKind::kBW && w_pos[k] >= 0)) {
+      if (*slot >= 0 || (a.kind == PassKind::kW && (fused[k] || w_buckets_seen[k] > 0)) ||
+          (a.kind == PassKind::kBW && (w_pos[k] >= 0 || w_buckets_seen[k] > 0))) {
         return absl::InvalidArgumentError(
             absl::StrCat(Where(w, i, a), ": duplicate pass"));
       }
@@ -171,9 +215,13 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
                          " microbatch ", mb));
       }
       if (!fused[k] && w_pos[k] < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("worker ", w, ": missing W of stage ", s,
-                         " microbatch ", mb));
+        for (int b = 0; b < buckets[s]; ++b) {
+          if (w_bucket_pos[w_bucket_at(s, mb, b)] < 0) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "worker ", w, ": missing W of stage ", s, " microbatch ", mb,
+                w_buckets_seen[k] > 0 ? absl::StrCat(" bucket ", b) : ""));
+          }
+        }
       }
       const auto& list = schedule.actions[w];
       if (b_pos[k] < f_pos[k]) {
@@ -181,34 +229,62 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
             Where(w, b_pos[k], list[b_pos[k]]), ": B before its F (",
             ActionToString(list[f_pos[k]]), ")"));
       }
-      if (!fused[k] && w_pos[k] < b_pos[k]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            Where(w, w_pos[k], list[w_pos[k]]), ": W before its B (",
-            ActionToString(list[b_pos[k]]), ")"));
+      for (int b = -1; b < (fused[k] || w_pos[k] >= 0 ? 0 : buckets[s]); ++b) {
+        const int pos = b < 0 ? w_pos[k] : w_bucket_pos[w_bucket_at(s, mb, b)];
+        if (pos >= 0 && pos < b_pos[k]) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(Where(w, pos, list[pos]), ": W before its B (",
+                           ActionToString(list[b_pos[k]]), ")"));
+        }
       }
     }
   }
   if (!any_reduce) return absl::OkStatus();
   for (int s = 0; s < num_stages; ++s) {
     const int w = schedule.worker_of_stage[s];
-    if (reduce_pos[s] < 0) {
+    const int K = buckets[s];
+    int partial_reductions = 0;
+    for (int b = 0; b < K; ++b) partial_reductions += reduce_bucket_pos[bucket_base[s] + b] >= 0;
+    if (reduce_pos[s] >= 0 && partial_reductions > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker ", w, ": missing reduction of stage ", s, " (",
-          ActionToString({PassKind::kReduce, s, 0}),
-          "); a schedule with reductions needs one per virtual stage"));
+          "worker ", w, ": stage ", s,
+          " has a whole reduction and partial ones; it needs one or the other"));
     }
-    // The stage's last weight-gradient pass: W, or BW where fused.
-    int last = -1;
-    for (int mb = 0; mb < m; ++mb) {
-      const int k = at(s, mb);
-      last = std::max(last, fused[k] ? b_pos[k] : w_pos[k]);
+    if (reduce_pos[s] < 0 && partial_reductions < K) {
+      Action missing{PassKind::kReduce, s, 0};
+      for (int b = 0; partial_reductions > 0 && b < K; ++b) {
+        if (reduce_bucket_pos[bucket_base[s] + b] < 0) {
+          missing.bucket = b;
+          break;
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker ", w, ": missing reduction of stage ", s, " (", ActionToString(missing),
+          "); a schedule with reductions needs one per virtual stage (or one per bucket)"));
     }
+    // Each reduction against the stage's last weight-gradient pass covering
+    // its buckets: a W (whole or of the bucket), or BW where fused.
     const auto& list = schedule.actions[w];
-    if (reduce_pos[s] < last) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Where(w, reduce_pos[s], list[reduce_pos[s]]),
-          ": reduction before the stage's last W or BW (",
-          ActionToString(list[last]), ")"));
+    for (int b = reduce_pos[s] >= 0 ? -1 : 0; b < (reduce_pos[s] >= 0 ? 0 : K); ++b) {
+      int last = -1;
+      for (int mb = 0; mb < m; ++mb) {
+        const int k = at(s, mb);
+        if (fused[k]) {
+          last = std::max(last, b_pos[k]);
+        } else if (w_pos[k] >= 0) {
+          last = std::max(last, w_pos[k]);
+        } else {
+          for (int c = b < 0 ? 0 : b; c < (b < 0 ? K : b + 1); ++c) {
+            last = std::max(last, w_bucket_pos[w_bucket_at(s, mb, c)]);
+          }
+        }
+      }
+      const int pos = b < 0 ? reduce_pos[s] : reduce_bucket_pos[bucket_base[s] + b];
+      if (pos < last) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, pos, list[pos]), ": reduction before the stage's last W or BW (",
+            ActionToString(list[last]), ")"));
+      }
     }
   }
   return absl::OkStatus();
@@ -224,6 +300,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   const int m = problem.microbatches;
   const Index at{m};
   const auto& owner = schedule.worker_of_stage;
+  const std::vector<int> buckets = BucketsPerStage(schedule);
 
   // End time of each pass; the B slot holds B or BW.
   std::vector<double> f_end(num_stages * m, kNotDone);
@@ -299,7 +376,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
           // do not wait for it.
           const double comm_start = std::max(free_at[w], comm_free_at[w]);
           const double comm_end =
-              comm_start + PassSeconds(problem.stages[a.stage], a.kind);
+              comm_start + PassSeconds(problem.stages[a.stage], a, buckets[a.stage]);
           result.timings[w][next[w]] = {comm_start, comm_end};
           comm_free_at[w] = comm_end;
           ++next[w];
@@ -307,7 +384,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         }
       }
       if (blocked) break;
-      const double end = start + PassSeconds(problem.stages[a.stage], a.kind);
+      const double end = start + PassSeconds(problem.stages[a.stage], a, buckets[a.stage]);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];
@@ -366,7 +443,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
       }
       compute_end = std::max(compute_end, t[i].end_seconds);
       result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
-      memory += PassMemoryBytes(c, a.kind);
+      memory += PassMemoryBytes(c, a, buckets[a.stage]);
       result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
     }
     const double worker_end = std::max(compute_end, reduce_end);

@@ -58,14 +58,22 @@ struct SimulationResult {
   double max_peak_memory_m_b = 0;
 };
 
-/// Seconds that `kind` of a stage costing `cost` lasts: T_F, T_B, T_W,
-/// T_B + T_W for BW, StageCost::reduce_seconds for a reduction.
-double PassSeconds(const StageCost& cost, PassKind kind);
+/// Per virtual stage, the number K of gradient buckets `schedule` splits it
+/// into: 1 + the largest bucket index of its W and REDUCE_GRAD actions, 1
+/// when it names none (see PassKind). Size num_stages(); indices out of
+/// [0, kMaxBuckets) are ignored here (CheckSchedule refuses them).
+std::vector<int> BucketsPerStage(const Schedule& schedule);
 
-/// Change of the worker's activation memory, in bytes, when it runs `kind`
-/// of a stage costing `cost` (paper §2): F +M_B, B -(M_B - M_W), W -M_W,
-/// BW -M_B, a reduction 0.
-double PassMemoryBytes(const StageCost& cost, PassKind kind);
+/// Seconds that `action` of a stage costing `cost` and split into `buckets`
+/// lasts: T_F, T_B, T_W (T_W / K for one bucket), T_B + T_W for BW,
+/// StageCost::reduce_seconds (its K-th for one bucket) for a reduction.
+double PassSeconds(const StageCost& cost, const Action& action, int buckets);
+
+/// Change of the worker's activation memory, in bytes, when it runs `action`
+/// of a stage costing `cost` and split into `buckets` (paper §2): F +M_B,
+/// B -(M_B - M_W), W -M_W (-M_W / K for one bucket), BW -M_B, a reduction
+/// 0.
+double PassMemoryBytes(const StageCost& cost, const Action& action, int buckets);
 
 /// Checks that `schedule` is well formed for `problem`: matching sizes, every
 /// stage on the worker `worker_of_stage` names, every (stage, microbatch)
@@ -73,7 +81,11 @@ double PassMemoryBytes(const StageCost& cost, PassKind kind);
 /// worker F before B before W of the same (stage, microbatch). Reductions
 /// (PassKind::kReduce, microbatch 0) are optional as a whole: a schedule
 /// without any is one data-parallel replica (d = 1); one with any must hold
-/// exactly one per virtual stage, after that stage's last W or BW.
+/// exactly one per virtual stage, after that stage's last W or BW. With
+/// gradient buckets (PassKind; K from BucketsPerStage): a W is either one
+/// whole W or one W@b for every bucket b (never for BW), and a stage's
+/// reduction either one whole REDUCE_GRAD, after every W of the stage, or
+/// one REDUCE_GRAD@b per bucket, each after every W covering b.
 ///
 /// Returns InvalidArgument naming the worker, the position and the action,
 /// e.g. `worker 1, action #7 (1W3): W before its B (1I3)` or

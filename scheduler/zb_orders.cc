@@ -168,7 +168,9 @@ bool FromSchedule(const PassModel& model, const Schedule& schedule,
   orders->assign(schedule.actions.size(), {});
   for (size_t w = 0; w < schedule.actions.size(); ++w) {
     for (const Action& a : schedule.actions[w]) {
-      if (a.kind == PassKind::kBW || a.kind == PassKind::kReduce) return false;
+      if (a.kind == PassKind::kBW || a.kind == PassKind::kReduce || a.bucket != kAllBuckets) {
+        return false;
+      }
       const Pass pass = a.kind == PassKind::kF   ? kF
                         : a.kind == PassKind::kB ? kB
                                                  : kW;

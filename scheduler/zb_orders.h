@@ -141,8 +141,8 @@ class Evaluator {
 Schedule ToSchedule(const PassModel& model, const Orders& orders,
                     const char* name, int chunks);
 
-/// Converts a schedule IR without fused passes or reductions; false if it
-/// has a BW or a REDUCE_GRAD.
+/// Converts a schedule IR without fused passes, reductions or partial W
+/// passes; false if it has a BW, a REDUCE_GRAD or a W@b.
 bool FromSchedule(const PassModel& model, const Schedule& schedule,
                   Orders* orders);
 

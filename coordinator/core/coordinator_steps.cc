@@ -302,6 +302,9 @@ absl::Status Coordinator::ReportStepLocked(
   int counts[4] = {0, 0, 0, 0};
   double last_pass_end = 0;
   double last_reduce_end = 0;
+  // A partial W or reduction (one gradient bucket of K) stands for 1/K of
+  // the whole one the cost model and the report speak of.
+  const std::vector<int> buckets = sched::BucketsPerStage(schedule);
   for (size_t i = 0; i < actions.size(); ++i) {
     const double seconds =
         report.action_end_seconds(i) - report.action_start_seconds(i);
@@ -310,13 +313,15 @@ absl::Status Coordinator::ReportStepLocked(
           "action_end_seconds[", i, "]: action ",
           sched::ActionToString(actions[i]), " has duration ", seconds));
     }
-    passes.push_back({actions[i].kind, actions[i].stage, seconds});
+    const double whole =
+        seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].stage]);
+    passes.push_back({actions[i].kind, actions[i].stage, whole});
     const sched::PassKind kind = actions[i].kind;
     const int slot = kind == sched::PassKind::kF        ? 0
                      : kind == sched::PassKind::kW      ? 2
                      : kind == sched::PassKind::kReduce ? 3
                                                         : 1;
-    sums[slot] += seconds;
+    sums[slot] += whole;
     ++counts[slot];
     // A reduction runs beside the passes on the communication timeline:
     // not busy time, and exposed only where it ends after the last pass.

@@ -42,7 +42,9 @@ struct HopTiming {
 struct MeasuredPass {
   sched::PassKind kind = sched::PassKind::kF;
   int stage = 0;       ///< Virtual stage.
-  double seconds = 0;  ///< end - start.
+  /// end - start; for a partial W or reduction (one of its stage's K
+  /// gradient buckets, scheduler/schedule.h) K times that: the whole pass.
+  double seconds = 0;
 };
 
 /// Averages one step's passes into one StageTiming per virtual stage that

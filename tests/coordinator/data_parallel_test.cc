@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "common/pipeline_shape.h"
 #include "common/schedule_proto.h"
 #include "coordinator/core/data_parallel.h"
@@ -32,13 +31,16 @@ v1::JobSpec ReplicatedSpec(int replicas, const std::string& schedule = "zb-1p",
   return spec;
 }
 
-/// Virtual stages holding a reduction, one entry per REDUCE_GRAD action.
+/// Virtual stages holding a reduction, one entry per whole REDUCE_GRAD and
+/// per set of partial ones (REDUCE_GRAD@0, @1, ...: one entry for bucket 0).
 std::vector<int> ReducedStages(const v1::Schedule& schedule) {
   std::vector<int> stages;
   for (const v1::WorkerActions& worker : schedule.worker_actions()) {
-    for (const std::string& action : worker.actions()) {
-      if (absl::EndsWith(action, "REDUCE_GRAD")) {
-        stages.push_back(std::stoi(action.substr(0, action.size() - 11)));
+    for (const std::string& text : worker.actions()) {
+      const absl::StatusOr<sched::Action> action = sched::ParseAction(text);
+      EXPECT_TRUE(action.ok()) << action.status();
+      if (action.ok() && action->kind == sched::PassKind::kReduce && action->bucket <= 0) {
+        stages.push_back(action->stage);
       }
     }
   }

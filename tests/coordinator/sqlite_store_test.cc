@@ -341,7 +341,11 @@ TEST(SqliteStoreTest, CheckpointsKeepTheirDataParallelismAndAreFoundByDirectory)
   EXPECT_THAT(*store->ListCheckpointsAt("/ckpt/ru", 9), IsEmpty());
   EXPECT_EQ(store->ListCheckpointsAt("/ckpt/run", -1).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(LoadAllOrDie(*store).checkpoints[2].data_parallel, 4);
+  // LoadAll keeps it too: by (job, step), b's at 9 comes after a's.
+  const std::vector<CheckpointRecord> all = LoadAllOrDie(*store).checkpoints;
+  ASSERT_THAT(all, SizeIs(5));
+  EXPECT_EQ(all[1].job_id, "b");
+  EXPECT_EQ(all[1].data_parallel, 4);
 
   record.data_parallel = 0;
   const absl::Status bad = store->PutCheckpoint(record);

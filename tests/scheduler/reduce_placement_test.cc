@@ -68,6 +68,45 @@ TEST(ReduceAction, PrintsAndParsesPyTorchForm) {
   }
 }
 
+TEST(ReduceAction, BucketSuffixOnWAndReductionsOnly) {
+  absl::StatusOr<Action> w = ParseAction("1W3@2");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(*w, (Action{PassKind::kW, 1, 3, 2}));
+  EXPECT_EQ(ActionToString(*w), "1W3@2");
+  absl::StatusOr<Action> r = ParseAction("4REDUCE_GRAD@0");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (Action{PassKind::kReduce, 4, 0, 0}));
+  EXPECT_EQ(ActionToString(*r), "4REDUCE_GRAD@0");
+  EXPECT_NE(*w, (Action{PassKind::kW, 1, 3}));
+  for (const char* bad : {"1F3@2", "1I3@0", "1B3@0", "1W3@", "1W3@x", "1W3@-1"}) {
+    absl::StatusOr<Action> parsed = ParseAction(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr(absl::StrCat("\"", bad, "\""))) << bad;
+  }
+}
+
+TEST(ReduceCheck, BucketsCoverEveryWAndEachBucketReducesAfterItsWs) {
+  const Problem problem = UnitProblem(1, 1, 1, {1});
+  auto check = [&](std::vector<std::string> row) {
+    return CheckSchedule(problem, ScheduleFromRows("hand", 1, 1, 1, Placement::kLoop, {row}));
+  };
+  EXPECT_TRUE(check({"0F0", "0I0", "0W0@0", "0REDUCE_GRAD@0", "0W0@1", "0REDUCE_GRAD@1"}).ok());
+  // Partial W passes with one whole reduction after both.
+  EXPECT_TRUE(check({"0F0", "0I0", "0W0@1", "0W0@0", "0REDUCE_GRAD"}).ok());
+  EXPECT_THAT(check({"0F0", "0I0", "0W0@1", "0REDUCE_GRAD@1"}).message(),
+              HasSubstr("missing W of stage 0 microbatch 0 bucket 0"));
+  EXPECT_THAT(check({"0F0", "0I0", "0W0", "0W0@1", "0REDUCE_GRAD"}).message(),
+              HasSubstr("duplicate pass"));
+  EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0W0@1", "0REDUCE_GRAD", "0REDUCE_GRAD@1"}).message(),
+              HasSubstr("has a whole reduction and partial ones"));
+  EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0W0@1", "0REDUCE_GRAD@1"}).message(),
+              HasSubstr("missing reduction of stage 0 (0REDUCE_GRAD@0)"));
+  EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0REDUCE_GRAD@1", "0W0@1", "0REDUCE_GRAD@0"}).message(),
+              HasSubstr("action #3 (0REDUCE_GRAD@1): reduction before the stage's last W or BW "
+                        "(0W0@1)"));
+  EXPECT_THAT(check({"0F0", "0W0@0", "0I0", "0W0@1"}).message(), HasSubstr("W before its B"));
+}
+
 TEST(ReduceProblem, ValidateRefusesNegativeOrNonFiniteReduceSeconds) {
   for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(),
                      std::numeric_limits<double>::infinity()}) {
@@ -259,11 +298,50 @@ TEST(ReducePlacement, SolvedHoldsBackOtherStageWithinTheMemoryLimit) {
   EXPECT_DOUBLE_EQ(free_sim.makespan_seconds, 12);
   EXPECT_DOUBLE_EQ(free_sim.peak_memory_bytes[0], 2.5);
 
+  // With a limit of 2 only k=1 fits: 1W1 ends at 11 and 0.5 s of the
+  // reduction would stay exposed after 0W1 ends at 12. The bucket phase
+  // then splits 1W1 and the reduction in two: 1W1@0 [10, 10.5], its
+  // reduction [10.5, 11.25] under 1W1@1 [10.5, 11], the second [11.25, 12]
+  // under 0W1 [11, 12]: nothing exposed, and a partial W frees memory, so
+  // the peak stays 2.
   problem.memory_limit_bytes = {2};
-  const SimulationResult limited =
-      MustSimulate(problem, MustPlace(problem, schedule, ReducePlacement::kSolved));
-  EXPECT_DOUBLE_EQ(limited.exposed_reduce_seconds, 0.5);
+  const Schedule limited_schedule = MustPlace(problem, schedule, ReducePlacement::kSolved);
+  EXPECT_THAT(Texts(limited_schedule.actions[0]),
+              ElementsAre("0F0", "1F0", "1I0", "0I0", "0W0", "1W0", "0F1", "1F1", "1I1", "0I1",
+                          "1W1@0", "1REDUCE_GRAD@0", "1W1@1", "1REDUCE_GRAD@1", "0W1",
+                          "0REDUCE_GRAD"));
+  const SimulationResult limited = MustSimulate(problem, limited_schedule);
+  EXPECT_DOUBLE_EQ(limited.exposed_reduce_seconds, 0);
+  EXPECT_DOUBLE_EQ(limited.makespan_seconds, 12);
   EXPECT_DOUBLE_EQ(limited.peak_memory_bytes[0], 2);
+}
+
+// One stage per worker: no order of its W passes issues the reduction
+// before the last of them, but buckets do. Unit passes, a 1 s reduction,
+// 12 passes back to back on [0, 12]. After last backward the reduction runs
+// [12, 13]: 1 s exposed. Split in 4 buckets with the last W held: 0W3@b
+// runs [11 + b/4, 11.25 + b/4] and its reduction (0.25 s) follows each, the
+// last [12, 12.25]: 0.25 s exposed, R/K. Holding back more W passes cannot
+// do better (the last bucket's reduction follows the last W) and 2 buckets
+// leave 0.5 s: the solver keeps 4 buckets and one held W.
+TEST(ReducePlacement, SolvedSplitsAOneStageReductionIntoBuckets) {
+  const Problem problem = UnitProblem(1, 1, 4, {1.0});
+  const Schedule schedule =
+      ScheduleFromRows("hand", 1, 1, 4, Placement::kLoop,
+                       {{"0F0", "0I0", "0W0", "0F1", "0I1", "0W1", "0F2", "0I2", "0W2", "0F3",
+                         "0I3", "0W3"}});
+  const SimulationResult alb =
+      MustSimulate(problem, MustPlace(problem, schedule, ReducePlacement::kAfterLastBackward));
+  EXPECT_DOUBLE_EQ(alb.exposed_reduce_seconds, 1.0);
+  const Schedule solved = MustPlace(problem, schedule, ReducePlacement::kSolved);
+  EXPECT_THAT(Texts(solved.actions[0]),
+              ElementsAre("0F0", "0I0", "0W0", "0F1", "0I1", "0W1", "0F2", "0I2", "0W2", "0F3",
+                          "0I3", "0W3@0", "0REDUCE_GRAD@0", "0W3@1", "0REDUCE_GRAD@1", "0W3@2",
+                          "0REDUCE_GRAD@2", "0W3@3", "0REDUCE_GRAD@3"));
+  const SimulationResult sim = MustSimulate(problem, solved);
+  EXPECT_DOUBLE_EQ(sim.exposed_reduce_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(sim.makespan_seconds, 12.25);
+  EXPECT_DOUBLE_EQ(sim.peak_memory_bytes[0], alb.peak_memory_bytes[0]);
 }
 
 // Every generated schedule of the grid, with uniform and random costs.

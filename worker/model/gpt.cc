@@ -1,5 +1,6 @@
 #include "worker/model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -103,6 +104,8 @@ absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& conf
   auto linear = [&](const std::string& name, int64_t out, int64_t in, double std) {
     add(name + ".weight", {out, in}, normal(std));
     add(name + ".bias", {out}, fill(0.0));
+    chunk->linear_layers_.push_back({chunk->parameters_[chunk->parameters_.size() - 2].second,
+                                     chunk->parameters_.back().second});
   };
   auto layer_norm = [&](const std::string& name) {
     add(name + ".weight", {h}, fill(1.0));
@@ -124,8 +127,47 @@ absl::StatusOr<std::unique_ptr<GptChunk>> GptChunk::Create(const GptConfig& conf
   if (chunk->is_last()) {
     layer_norm("final_ln");
     add("head.weight", {config.vocab, h}, normal(0.02));
+    chunk->linear_layers_.push_back({chunk->parameters_.back().second, at::Tensor()});
   }
   return chunk;
+}
+
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const GptChunk& chunk,
+                                                                     int buckets) {
+  const auto& layers = chunk.linear_layers();
+  const int n = static_cast<int>(layers.size());
+  if (buckets < 1 || buckets > n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "virtual stage ", chunk.stage(), " has ", n, " linear layers: it cannot be split into ",
+        buckets, " gradient buckets"));
+  }
+  auto size = [](const std::pair<at::Tensor, at::Tensor>& layer) {
+    return layer.first.numel() + (layer.second.defined() ? layer.second.numel() : 0);
+  };
+  double total = 0;
+  for (const auto& layer : layers) total += size(layer);
+  std::vector<std::vector<at::Tensor>> out(buckets);
+  int b = 0;
+  double filled = 0;
+  for (int i = 0; i < n; ++i) {
+    // The next bucket starts once this one holds its share, or when every
+    // later bucket needs one of the layers left.
+    if (!out[b].empty() && b + 1 < buckets &&
+        (filled >= (b + 1) * total / buckets || n - i <= buckets - 1 - b)) {
+      ++b;
+    }
+    out[b].push_back(layers[i].first);
+    if (layers[i].second.defined()) out[b].push_back(layers[i].second);
+    filled += size(layers[i]);
+  }
+  for (const NamedTensor& p : chunk.parameters()) {
+    const bool linear = std::any_of(layers.begin(), layers.end(), [&](const auto& layer) {
+      return layer.first.is_same(p.second) ||
+             (layer.second.defined() && layer.second.is_same(p.second));
+    });
+    if (!linear) out[0].push_back(p.second);
+  }
+  return out;
 }
 
 const at::Tensor& GptChunk::Param(const std::string& name) const {

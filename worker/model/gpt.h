@@ -76,6 +76,12 @@ class GptChunk {
 
   /// Every parameter, in a fixed order (leaves with requires_grad).
   const std::vector<NamedTensor>& parameters() const { return parameters_; }
+  /// The linear layers (those whose weight gradient the W pass computes),
+  /// in model order: (weight [out, in], bias [out] or undefined), the same
+  /// tensors as in parameters().
+  const std::vector<std::pair<at::Tensor, at::Tensor>>& linear_layers() const {
+    return linear_layers_;
+  }
 
  private:
   GptChunk(const GptConfig& config, int stage, int num_stages)
@@ -92,7 +98,19 @@ class GptChunk {
   int end_layer_ = 0;
   std::vector<NamedTensor> parameters_;
   std::map<std::string, size_t> index_;  // Name -> position in parameters_.
+  std::vector<std::pair<at::Tensor, at::Tensor>> linear_layers_;
 };
+
+/// The parameters of `chunk` in `buckets` gradient buckets (the partial W
+/// passes and reductions of scheduler/schedule.h): contiguous groups of its
+/// linear layers in model order, of about equal parameter counts, each with
+/// the layers' weights and biases; the other parameters (LayerNorm,
+/// embeddings, whose gradients B computes) go to bucket 0. The same split
+/// for the same chunk on every replica. InvalidArgument when `buckets` is
+/// below 1 or above the number of linear layers (4 per block, plus the LM
+/// head on the last stage).
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const GptChunk& chunk,
+                                                                     int buckets);
 
 /// Mean next-token cross-entropy in nats: logits [b, s, vocab] (any floating
 /// type; computed in float32), targets int64 [b, s]; returns a float32

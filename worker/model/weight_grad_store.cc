@@ -1,5 +1,6 @@
 #include "worker/model/weight_grad_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -29,18 +30,31 @@ void WeightGradStore::Push(int microbatch, Entry entry) {
   pending_[microbatch].push_back(std::move(entry));
 }
 
-absl::Status WeightGradStore::RunW(int microbatch) {
+absl::Status WeightGradStore::RunW(int microbatch, const std::vector<at::Tensor>* only) {
   std::vector<Entry> entries;
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(microbatch);
-    if (it == pending_.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("W of microbatch ", microbatch,
-                       " has no queued weight-gradient work (W before its B, or twice)"));
+    std::vector<Entry> kept;
+    if (it != pending_.end()) {
+      for (Entry& e : it->second) {
+        const bool in = only == nullptr ||
+                        std::any_of(only->begin(), only->end(),
+                                    [&](const at::Tensor& t) { return t.is_same(e.weight); });
+        (in ? entries : kept).push_back(std::move(e));
+      }
     }
-    entries = std::move(it->second);
-    pending_.erase(it);
+    if (entries.empty()) {
+      if (it != pending_.end()) it->second = std::move(kept);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "W of microbatch ", microbatch, only == nullptr ? "" : " (one gradient bucket)",
+          " has no queued weight-gradient work (W before its B, or twice)"));
+    }
+    if (kept.empty()) {
+      pending_.erase(it);
+    } else {
+      it->second = std::move(kept);
+    }
   }
   at::NoGradGuard no_grad;
   for (const Entry& e : entries) {

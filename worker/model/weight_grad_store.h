@@ -37,10 +37,12 @@ class WeightGradStore {
   void Push(int microbatch, Entry entry);
 
   /// The W pass of `microbatch`: accumulates the weight (and bias) gradients
-  /// of every queued entry into `.grad` and releases the entries.
-  /// FailedPrecondition when nothing is queued for it (W before its B, or
-  /// twice).
-  absl::Status RunW(int microbatch);
+  /// of every queued entry into `.grad` and releases the entries; with
+  /// `only`, a partial W pass: only the entries whose weight is one of
+  /// `only` (a gradient bucket, GradientBuckets in worker/model/gpt.h), the
+  /// others stay queued. FailedPrecondition when nothing (of `only`) is
+  /// queued for it (W before its B, or twice).
+  absl::Status RunW(int microbatch, const std::vector<at::Tensor>* only = nullptr);
 
   /// Drops everything queued (an aborted step).
   void Clear();

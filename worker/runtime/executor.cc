@@ -321,7 +321,10 @@ class StepRun {
         return Backward(j, a, *chunk);
       case PassKind::kW: {
         timeline_.action_start_seconds[j] = Seconds();
-        return chunk->store->RunW(a.microbatch);
+        if (a.bucket == sched::kAllBuckets) return chunk->store->RunW(a.microbatch);
+        absl::StatusOr<const std::vector<at::Tensor>*> bucket = Bucket(a);
+        if (!bucket.ok()) return bucket.status();
+        return chunk->store->RunW(a.microbatch, *bucket);
       }
       case PassKind::kBW: {
         if (absl::Status st = Backward(j, a, *chunk); !st.ok()) return st;
@@ -329,12 +332,32 @@ class StepRun {
       }
       case PassKind::kReduce: {
         std::vector<at::Tensor> parameters;
-        for (const NamedTensor& t : chunk->model->parameters()) parameters.push_back(t.second);
+        if (a.bucket == sched::kAllBuckets) {
+          for (const NamedTensor& t : chunk->model->parameters()) parameters.push_back(t.second);
+        } else {
+          absl::StatusOr<const std::vector<at::Tensor>*> bucket = Bucket(a);
+          if (!bucket.ok()) return bucket.status();
+          parameters = **bucket;
+        }
         o_.reducer->Issue(std::move(parameters));
         return absl::OkStatus();
       }
     }
     return absl::InternalError("unknown pass kind");
+  }
+
+  // The parameters of the gradient bucket a partial W or reduction `a`
+  // covers (GradientBuckets, with the schedule's bucket count for the
+  // stage); computed once per stage and step.
+  absl::StatusOr<const std::vector<at::Tensor>*> Bucket(const Action& a) {
+    auto it = buckets_.find(a.stage);
+    if (it == buckets_.end()) {
+      absl::StatusOr<std::vector<std::vector<at::Tensor>>> split = GradientBuckets(
+          *Chunk(a.stage)->model, sched::BucketsPerStage(schedule_)[a.stage]);
+      if (!split.ok()) return absl::FailedPreconditionError(split.status().message());
+      it = buckets_.emplace(a.stage, *std::move(split)).first;
+    }
+    return &it->second[a.bucket];
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
@@ -433,6 +456,7 @@ class StepRun {
   std::map<std::pair<int, int>, ForwardState> forward_;
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
   std::vector<at::Tensor> send_buffers_;
+  std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
 };
 
 }  // namespace
@@ -477,7 +501,9 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   }
   int reductions = 0;
   for (const Action& a : schedule.actions[options_.rank]) {
-    reductions += a.kind == PassKind::kReduce;
+    // A stage's reduction: a whole one or a set of partial ones (counted at
+    // bucket 0; Simulate below checks that the set is complete).
+    reductions += a.kind == PassKind::kReduce && a.bucket <= 0;
   }
   if (reductions > 0 && options_.reducer == nullptr) {
     return absl::FailedPreconditionError(
@@ -487,8 +513,18 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   if (options_.reducer != nullptr && reductions != static_cast<int>(options_.chunks.size())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the job has ", options_.reducer->replicas(), " data-parallel replicas: rank ",
-        options_.rank, " needs one REDUCE_GRAD per virtual stage it holds (",
+        options_.rank, " needs one REDUCE_GRAD (whole, or one per bucket) per virtual stage it holds (",
         options_.chunks.size(), "), the schedule has ", reductions));
+  }
+  const std::vector<int> buckets = sched::BucketsPerStage(schedule);
+  for (const auto& [stage, chunk] : options_.chunks) {
+    if (buckets[stage] == 1) continue;
+    if (absl::StatusOr<std::vector<std::vector<at::Tensor>>> split =
+            GradientBuckets(*chunk.model, buckets[stage]);
+        !split.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("schedule refused: ", std::string(split.status().message())));
+    }
   }
   for (int s = 0; s < schedule.num_stages(); ++s) {
     const bool mine = schedule.worker_of_stage[s] == options_.rank;

@@ -20,9 +20,8 @@ namespace {
 
 using Gradients = std::map<std::string, at::Tensor>;
 
-// Gradients of one microbatch's loss through a one-chunk model, split into B
-// and W (`split`) or fused.
-Gradients Backward(at::ScalarType compute_type, bool split) {
+// A 2-block GPT small enough for exact comparisons.
+GptConfig TinyConfig(at::ScalarType compute_type = at::kFloat) {
   GptConfig config;
   config.layers = 2;
   config.hidden = 32;
@@ -31,6 +30,14 @@ Gradients Backward(at::ScalarType compute_type, bool split) {
   config.seq_len = 16;
   config.ffn_hidden = 128;
   config.compute_type = compute_type;
+  return config;
+}
+
+// Gradients of one microbatch's loss through a one-chunk model, split into B
+// and W (`split`; the W pass as `buckets` partial ones, one per gradient
+// bucket, last bucket first) or fused.
+Gradients Backward(at::ScalarType compute_type, bool split, int buckets = 1) {
+  const GptConfig config = TinyConfig(compute_type);
   const c10::Device device = TestDevice();
   auto chunk = GptChunk::Create(config, /*stage=*/0, /*num_stages=*/1, /*seed=*/11, device);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
@@ -51,7 +58,16 @@ Gradients Backward(at::ScalarType compute_type, bool split) {
         EXPECT_FALSE(p.second.grad().defined()) << p.first << " got its gradient in B";
       }
     }
-    EXPECT_TRUE(store.RunW(0).ok());  // W
+    if (buckets == 1) {
+      EXPECT_TRUE(store.RunW(0).ok());  // W
+    } else {
+      absl::StatusOr<std::vector<std::vector<at::Tensor>>> split_params =
+          GradientBuckets(**chunk, buckets);
+      EXPECT_TRUE(split_params.ok()) << split_params.status();
+      for (int b = buckets - 1; b >= 0; --b) EXPECT_TRUE(store.RunW(0, &(*split_params)[b]).ok());
+      // Every entry ran: nothing of the microbatch is left.
+      EXPECT_EQ(store.RunW(0).code(), absl::StatusCode::kFailedPrecondition);
+    }
   } else {
     LanguageModelLoss((*chunk)->Forward(inputs), targets).backward();
   }
@@ -85,6 +101,42 @@ TEST(SplitBackwardTest, BThenWEqualsTheFusedBackward) {
     EXPECT_LE(MaxRelativeError(split, fused), tolerance);
     // The 16-bit products ran: the gradients are not float32's.
     EXPECT_GT(MaxRelativeError(split, fp32), 1e-6);
+  }
+}
+
+// Gradient buckets (the partial W passes and reductions of data
+// parallelism): every parameter in exactly one bucket, none empty, and the
+// partial W passes give the whole W's gradients exactly.
+TEST(GradientBucketsTest, PartitionTheParametersAndPartialWPassesEqualTheWhole) {
+  auto chunk = GptChunk::Create(TinyConfig(), 0, 1, 11, TestDevice());
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  // 2 blocks x 4 linear layers + the LM head.
+  ASSERT_EQ((*chunk)->linear_layers().size(), 9u);
+  for (int k : {1, 2, 4, 9}) {
+    absl::StatusOr<std::vector<std::vector<at::Tensor>>> buckets = GradientBuckets(**chunk, k);
+    ASSERT_TRUE(buckets.ok()) << buckets.status();
+    ASSERT_EQ(buckets->size(), static_cast<size_t>(k));
+    size_t total = 0;
+    for (const auto& bucket : *buckets) {
+      EXPECT_FALSE(bucket.empty()) << k;
+      total += bucket.size();
+    }
+    EXPECT_EQ(total, (*chunk)->parameters().size()) << k;
+    for (const NamedTensor& p : (*chunk)->parameters()) {
+      int found = 0;
+      for (const auto& bucket : *buckets) {
+        for (const at::Tensor& t : bucket) found += t.is_same(p.second);
+      }
+      EXPECT_EQ(found, 1) << p.first << " in " << k << " buckets";
+    }
+  }
+  EXPECT_EQ(GradientBuckets(**chunk, 10).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GradientBuckets(**chunk, 0).status().code(), absl::StatusCode::kInvalidArgument);
+
+  const Gradients whole = Backward(at::kFloat, /*split=*/true);
+  for (int k : {2, 4}) {
+    const Gradients partial = Backward(at::kFloat, /*split=*/true, k);
+    for (const auto& [name, g] : whole) EXPECT_TRUE(at::equal(partial.at(name), g)) << name;
   }
 }
 

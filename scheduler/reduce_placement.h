@@ -19,9 +19,10 @@ enum class ReducePlacement {
   /// inserts REDUCE_GRAD.
   kAfterLastBackward,
   /// zbpp's: the solver reorders W passes (holding some back, within the
-  /// memory limit) and places the reductions so that they finish under the
-  /// remaining work; the simulator decides, and the result is never slower
-  /// than kAfterLastBackward.
+  /// memory limit), splits the last ones and their stage's reduction into
+  /// gradient buckets where that helps, and places the reductions so that
+  /// they finish under the remaining work; the simulator decides, and the
+  /// result is never slower than kAfterLastBackward.
   kSolved,
 };
 
@@ -38,10 +39,11 @@ std::string_view ReducePlacementName(ReducePlacement placement);
 /// Parses ReducePlacementName's text; InvalidArgument listing the choices.
 absl::StatusOr<ReducePlacement> ParseReducePlacement(std::string_view text);
 
-/// `schedule` with one kReduce per virtual stage added at `placement`,
-/// timed by `problem`'s StageCost::reduce_seconds (see Simulate for how a
-/// reduction runs: issued where it stands, on the worker's communication
-/// timeline, one at a time).
+/// `schedule` with one kReduce per virtual stage (kSolved: or one per
+/// gradient bucket, with the partial W passes they follow) added at
+/// `placement`, timed by `problem`'s StageCost::reduce_seconds (see
+/// Simulate for how a reduction runs: issued where it stands, on the
+/// worker's communication timeline, one at a time).
 ///
 /// kAfterSchedule appends each worker's reductions after its last pass, in
 /// the order of their stages' last W or BW; kAfterLastBackward puts each
@@ -74,17 +76,29 @@ absl::StatusOr<ReducePlacement> ParseReducePlacement(std::string_view text);
 /// kAfterLastBackward's if its makespan or step would be longer, so it
 /// never is.
 ///
-/// What it cannot do: with one stage per worker (1F1B, ZB-H1/H2, ZB-1p/2p)
-/// every W of the stage precedes its reduction, so there is nothing to
-/// reorder and kSolved gives kAfterLastBackward's schedule; on a worker
-/// with several stages the last of its reductions still follows its last
-/// W, so at best kSolved hides all but that one (which is hidden only where
-/// the worker's span has room under the makespan). The search takes one
+/// Then the bucket phase: on a worker with one stage (1F1B, ZB-H1/H2,
+/// ZB-1p/2p) every W of the stage precedes its whole reduction, and on a
+/// worker with several the last of its reductions still follows its last
+/// W, so whole reductions leave that one exposed. Split into K gradient
+/// buckets (PassKind in scheduler/schedule.h) it need not be: the stage's
+/// last W passes run bucket by bucket, each bucket's reduction issued as
+/// soon as its partial W passes end, so all but the last bucket's reduction
+/// overlap the W work after it. On the worker that sets the makespan (the
+/// one with the most exposed reduction), for each of its stages, K in
+/// {2, 4} and 1, 2, ... held W passes (while one more still shortens the
+/// makespan, and their work stays below the reduction plus one W), the
+/// simulator times the result; the best change that shortens the step
+/// within the memory bound is kept, and the phase repeats on the next
+/// critical worker. What remains exposed is at least the last bucket's
+/// reduction (R/K) and, where the held W work is shorter than the
+/// reduction, the difference; fused BW passes (1F1B, interleaved 1F1B) are
+/// not split. The search of the W-order phase takes one
 /// move at a time, so a reduction can stay partly exposed where hiding it
 /// needs two at once; e.g. ZB-V, p = 4, m = 8, every pass 1 s, 3 s
 /// reductions on stages p..2p-1 only: 1 s stays exposed (2 s after the last
 /// backward). Cost: O(passes * reduce_seconds / T_W) pass timings per
-/// worker; about 5-15 ms for ZB-V at p = 32, m = 128.
+/// worker, plus a few simulations per stage of the critical workers; under
+/// 50 ms on every row of bench/dp_bench.
 ///
 /// Errors: InvalidArgument when `schedule` already holds reductions; those
 /// of Problem::Validate and CheckSchedule; for kSolved, FailedPrecondition

@@ -114,8 +114,9 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 
 std::string ReportTable(const TrainingReport& r) {
   std::string text = absl::StrCat(
-      "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ", r.workers,
-      " workers, ", r.microbatches, " microbatches per step\n");
+      "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ",
+      r.workers * r.data_parallel, " workers, ", r.microbatches,
+      r.data_parallel > 1 ? " microbatches per step and replica\n" : " microbatches per step\n");
   if (r.data_parallel > 1) {
     absl::StrAppend(&text, "replicas:     ", r.data_parallel, " data-parallel copies of the ",
                     r.workers, "-stage pipeline (", r.workers * r.data_parallel, " workers, ",

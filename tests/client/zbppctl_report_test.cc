@@ -94,6 +94,7 @@ TEST(Report, DataParallelJobsCountEveryReplicaAndShowTheirReductions) {
   EXPECT_NEAR(r.exposed_reduce_seconds[1], 0.05, 1e-12);
 
   const std::string table = ReportTable(r);
+  EXPECT_THAT(table, testing::HasSubstr(" on 6 workers, 8 microbatches per step and replica\n"));
   EXPECT_THAT(table, testing::HasSubstr("replicas:     3 data-parallel copies of the 2-stage "
                                         "pipeline (6 workers, 24 microbatches per step in all)\n"));
   EXPECT_THAT(table, testing::HasSubstr("DIFFERENCE  REDUCE_S  EXPOSED_REDUCE_S\n"));

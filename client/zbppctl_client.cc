@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <utility>
 
@@ -14,8 +15,29 @@
 namespace zbpp::ctl {
 namespace {
 
-// ListJobs' largest page (the server caps page_size at 1000).
+// The largest page of ListJobs and ListWorkers (the server caps page_size
+// at 1000).
 constexpr int kPageSize = 1000;
+
+// Sends `request` with page_size kPageSize, then again with each
+// next_page_token until the server hands back none. `fetch` makes one call
+// (with its own deadline) and keeps the page's items.
+template <typename Request, typename Response>
+absl::Status FetchAllPages(
+    Request request,
+    const std::function<absl::Status(const Request&, Response*)>& fetch) {
+  request.set_page_size(kPageSize);
+  do {
+    Response response;
+    if (absl::Status fetched = fetch(request, &response); !fetched.ok()) {
+      return fetched;
+    }
+    // A server handing back the token it was given would loop forever.
+    if (response.next_page_token() == request.page_token()) break;
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return absl::OkStatus();
+}
 
 std::string Seconds(absl::Duration d) {
   return absl::StrFormat("%gs", absl::ToDoubleSeconds(d));
@@ -95,19 +117,16 @@ absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id,
 absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs() {
   std::vector<v1::Job> jobs;
   v1::ListJobsRequest request;
-  request.set_page_size(kPageSize);
   request.set_view(v1::JOB_VIEW_BASIC);
-  do {
-    v1::ListJobsResponse response;
-    auto context = NewContext(true);
-    grpc::Status status = jobs_->ListJobs(context.get(), request, &response);
-    if (!status.ok()) return Convert(status);
-    for (v1::Job& job : *response.mutable_jobs())
-      jobs.push_back(std::move(job));
-    // A server handing back the token it was given would loop forever.
-    if (response.next_page_token() == request.page_token()) break;
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
+  absl::Status listed = FetchAllPages<v1::ListJobsRequest, v1::ListJobsResponse>(
+      request, [&](const v1::ListJobsRequest& page, v1::ListJobsResponse* response) {
+        auto context = NewContext(true);
+        grpc::Status status = jobs_->ListJobs(context.get(), page, response);
+        if (!status.ok()) return Convert(status);
+        for (v1::Job& job : *response->mutable_jobs()) jobs.push_back(std::move(job));
+        return absl::OkStatus();
+      });
+  if (!listed.ok()) return listed;
   return jobs;
 }
 
@@ -124,13 +143,22 @@ absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
 }
 
 absl::StatusOr<std::vector<v1::Worker>> CoordinatorClient::ListWorkers() {
-  v1::ListWorkersResponse response;
-  auto context = NewContext(true);
-  grpc::Status status =
-      workers_->ListWorkers(context.get(), v1::ListWorkersRequest(), &response);
-  if (!status.ok()) return Convert(status);
-  return std::vector<v1::Worker>(response.workers().begin(),
-                                 response.workers().end());
+  std::vector<v1::Worker> workers;
+  absl::Status listed =
+      FetchAllPages<v1::ListWorkersRequest, v1::ListWorkersResponse>(
+          {}, [&](const v1::ListWorkersRequest& page,
+                  v1::ListWorkersResponse* response) {
+            auto context = NewContext(true);
+            grpc::Status status =
+                workers_->ListWorkers(context.get(), page, response);
+            if (!status.ok()) return Convert(status);
+            for (v1::Worker& worker : *response->mutable_workers()) {
+              workers.push_back(std::move(worker));
+            }
+            return absl::OkStatus();
+          });
+  if (!listed.ok()) return listed;
+  return workers;
 }
 
 absl::StatusOr<std::vector<v1::StepSummary>> CoordinatorClient::ListSteps(

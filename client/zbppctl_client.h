@@ -49,7 +49,8 @@ class CoordinatorClient {
   /// deadline).
   absl::StatusOr<std::vector<v1::Job>> ListJobs();
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id);
-  /// Workers in any state but LOST, sorted by id.
+  /// Workers in any state but LOST, in registration order, following
+  /// next_page_token (each page its own deadline).
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   /// Every completed step of a job, oldest first (all ListSteps pages).
   absl::StatusOr<std::vector<v1::StepSummary>> ListSteps(const std::string& job_id);

@@ -4,12 +4,14 @@
 //
 //   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
 //                    --db FILE|:memory: [--db-sync full|normal]
-//                    [--token-file F]
+//                    [--token-file F] [--max-workers N]
+//                    [--lost-worker-retention-seconds S]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -26,6 +28,7 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
@@ -51,6 +54,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT "
     "--db FILE|:memory: [--db-sync full|normal] [--token-file F] "
+    "[--max-workers N] [--lost-worker-retention-seconds S] "
     "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
@@ -63,6 +67,13 @@ struct Flags {
   /// commits but never corrupts the database. "full": fsync every commit.
   std::string db_sync = "normal";
   std::string token_file;
+  /// Coordinator::Options.max_workers: workers held at once (LOST ones
+  /// until forgotten included); RegisterWorker refuses more. >= 1.
+  int max_workers = Coordinator::Options().max_workers;
+  /// Coordinator::Options.lost_worker_retention_seconds: how long a LOST
+  /// worker stays listed before it is forgotten, seconds; >= 0.
+  double lost_worker_retention_seconds =
+      Coordinator::Options().lost_worker_retention_seconds;
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -70,10 +81,14 @@ struct Flags {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
+  std::string max_workers;
+  std::string retention;
   const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &flags.db_sync},
       {"--token-file", &flags.token_file},
+      {"--max-workers", &max_workers},
+      {"--lost-worker-retention-seconds", &retention},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
   std::set<std::string> names;
@@ -89,6 +104,20 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   if (flags.db_sync != "full" && flags.db_sync != "normal") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--db-sync must be full or normal, got \"", flags.db_sync, "\""));
+  }
+  if (!max_workers.empty() &&
+      (!absl::SimpleAtoi(max_workers, &flags.max_workers) ||
+       flags.max_workers < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-workers must be an integer >= 1, got \"", max_workers, "\""));
+  }
+  if (!retention.empty() &&
+      (!absl::SimpleAtod(retention, &flags.lost_worker_retention_seconds) ||
+       !std::isfinite(flags.lost_worker_retention_seconds) ||
+       flags.lost_worker_retention_seconds < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lost-worker-retention-seconds must be a number >= 0, got \"",
+        retention, "\""));
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError(
@@ -171,6 +200,9 @@ int Main(int argc, char** argv) {
   core_options.observer = &observer;
   core_options.validate_spec = ValidateJobSpec;
   core_options.initial_problem = InitialProblem;
+  core_options.max_workers = flags->max_workers;
+  core_options.lost_worker_retention_seconds =
+      flags->lost_worker_retention_seconds;
   // ReportStep returns without waiting for a re-solve (issue 3 §5).
   core_options.resolve_on_background_thread = true;
   absl::StatusOr<std::unique_ptr<Coordinator>> core =
@@ -255,7 +287,8 @@ int Main(int argc, char** argv) {
     health->SetServingStatus(name, true);
   }
 
-  // Leases and gauges: the core's Tick every half heartbeat interval.
+  // Leases, forgetting lost workers and gauges: the core's Tick every half
+  // heartbeat interval.
   absl::Notification stop;
   std::thread ticker([&] {
     const absl::Duration period = absl::Seconds(core_options.heartbeat_interval_seconds / 2);

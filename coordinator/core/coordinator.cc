@@ -143,8 +143,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
                      options.grant_lookahead_steps));
   }
   std::unique_ptr<Coordinator> coordinator(new Coordinator(options));
-  absl::StatusOr<std::unique_ptr<Membership>> membership = Membership::Create(
-      {options.clock, options.heartbeat_timeout_seconds});
+  absl::StatusOr<std::unique_ptr<Membership>> membership =
+      Membership::Create({options.clock, options.heartbeat_timeout_seconds,
+                          options.max_workers,
+                          options.lost_worker_retention_seconds});
   if (!membership.ok()) return membership.status();
   coordinator->membership_ = *std::move(membership);
   absl::StatusOr<std::unique_ptr<RendezvousStore>> rendezvous =
@@ -1026,52 +1028,101 @@ void Coordinator::Tick() {
                                      lost.id,
                                      options_.heartbeat_timeout_seconds));
   }
+  ForgetLostWorkers();
   AssignWaitingJobs();
 }
 
-zbpp::v1::ListWorkersResponse Coordinator::ListWorkers(
+void Coordinator::ForgetLostWorkers() {
+  // LoseWorker ends the attempt of a lost worker's job, so an attempt
+  // should never hold one; an attempt that did would need its peers'
+  // descriptions (BuildAssignment) and its Session slot, so it is kept.
+  std::set<std::string> held;
+  for (const auto& [seq, job] : jobs_) {
+    held.insert(job->workers.begin(), job->workers.end());
+  }
+  for (const std::string& id : membership_->ForgetLost(
+           [&held](const std::string& id) { return held.count(id) > 0; })) {
+    auto session = sessions_.find(id);
+    if (session != sessions_.end()) {
+      session->second.outbox->Close(
+          absl::NotFoundError(absl::StrCat("worker ", id, " forgotten")));
+      sessions_.erase(session);
+    }
+    last_heartbeat_.erase(id);
+    descriptions_.erase(id);
+  }
+}
+
+zbpp::v1::WorkerState Coordinator::ApiState(const WorkerRecord& record) const {
+  switch (record.state) {
+    case WorkerState::kLost:
+      return zbpp::v1::WORKER_STATE_LOST;
+    case WorkerState::kAssigned: {
+      const JobRuntime* job = FindJob(record.job_id);
+      return job != nullptr && job->job.state() == zbpp::v1::JOB_STATE_RUNNING
+                 ? zbpp::v1::WORKER_STATE_RUNNING
+                 : zbpp::v1::WORKER_STATE_ASSIGNED;
+    }
+    case WorkerState::kRegistered:
+      break;
+  }
+  return zbpp::v1::WORKER_STATE_IDLE;
+}
+
+absl::StatusOr<zbpp::v1::ListWorkersResponse> Coordinator::ListWorkers(
     const zbpp::v1::ListWorkersRequest& request) const {
-  std::set<int> states(request.states().begin(), request.states().end());
+  if (request.page_size() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size: must be >= 0, got ", request.page_size()));
+  }
+  // The token is the registration number of the last worker returned:
+  // forgetting that worker meanwhile does not lose the place.
+  int64_t after = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &after) || after < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: malformed \"", request.page_token(), "\""));
+  }
+  const int limit =
+      request.page_size() == 0
+          ? kDefaultWorkersPage
+          : std::min(request.page_size(), kMaxWorkersPage);
+  const std::set<int> states(request.states().begin(), request.states().end());
   absl::MutexLock lock(&mu_);
-  std::vector<zbpp::v1::Worker> workers;
-  for (const WorkerRecord& record : membership_->List()) {
-    zbpp::v1::Worker worker;
-    worker.set_worker_id(record.id);
+  zbpp::v1::ListWorkersResponse response;
+  int64_t last_seq = 0;
+  membership_->ForEachAfter(after, [&](int64_t seq, const WorkerRecord& record)
+                                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const zbpp::v1::WorkerState state = ApiState(record);
+    if (states.empty() ? state == zbpp::v1::WORKER_STATE_LOST
+                       : !states.count(state)) {
+      return true;
+    }
+    if (response.workers_size() == limit) {
+      response.set_next_page_token(absl::StrCat(last_seq));
+      return false;
+    }
+    last_seq = seq;
+    zbpp::v1::Worker* worker = response.add_workers();
+    worker->set_worker_id(record.id);
     auto desc = descriptions_.find(record.id);
     if (desc != descriptions_.end()) {
-      *worker.mutable_description() = desc->second;
+      *worker->mutable_description() = desc->second;
     }
     const JobRuntime* job = record.state == WorkerState::kAssigned
                                 ? FindJob(record.job_id)
                                 : nullptr;
-    zbpp::v1::WorkerState state = zbpp::v1::WORKER_STATE_IDLE;
-    if (record.state == WorkerState::kLost) {
-      state = zbpp::v1::WORKER_STATE_LOST;
-    } else if (record.state == WorkerState::kAssigned) {
-      state = job != nullptr &&
-                      job->job.state() == zbpp::v1::JOB_STATE_RUNNING
-                  ? zbpp::v1::WORKER_STATE_RUNNING
-                  : zbpp::v1::WORKER_STATE_ASSIGNED;
-    }
-    if (states.empty() ? state == zbpp::v1::WORKER_STATE_LOST
-                       : !states.count(state)) {
-      continue;
-    }
-    worker.set_state(state);
-    worker.set_job_id(job != nullptr ? record.job_id : "");
-    worker.set_stage(job != nullptr ? job->stage_of(record.rank) : -1);
-    worker.set_replica(job != nullptr ? job->replica_of(record.rank) : -1);
-    *worker.mutable_register_time() = ToTimestamp(record.registered_at);
-    *worker.mutable_last_heartbeat_time() = ToTimestamp(record.last_heartbeat);
+    worker->set_state(state);
+    worker->set_job_id(job != nullptr ? record.job_id : "");
+    worker->set_stage(job != nullptr ? job->stage_of(record.rank) : -1);
+    worker->set_replica(job != nullptr ? job->replica_of(record.rank) : -1);
+    *worker->mutable_register_time() = ToTimestamp(record.registered_at);
+    *worker->mutable_last_heartbeat_time() =
+        ToTimestamp(record.last_heartbeat);
     auto hb = last_heartbeat_.find(record.id);
-    if (hb != last_heartbeat_.end()) worker.set_phase(hb->second.phase());
-    workers.push_back(std::move(worker));
-  }
-  std::sort(workers.begin(), workers.end(), [](const auto& a, const auto& b) {
-    return a.worker_id() < b.worker_id();
+    if (hb != last_heartbeat_.end()) worker->set_phase(hb->second.phase());
+    return true;
   });
-  zbpp::v1::ListWorkersResponse response;
-  for (auto& w : workers) *response.add_workers() = std::move(w);
   return response;
 }
 
@@ -1102,17 +1153,20 @@ std::map<std::string, int> Coordinator::JobCounts() const {
 }
 
 std::map<std::string, int> Coordinator::WorkerCounts() const {
-  zbpp::v1::ListWorkersRequest all;
-  for (auto s : {zbpp::v1::WORKER_STATE_IDLE, zbpp::v1::WORKER_STATE_ASSIGNED,
-                 zbpp::v1::WORKER_STATE_RUNNING, zbpp::v1::WORKER_STATE_LOST}) {
-    all.add_states(s);
+  int by_state[zbpp::v1::WorkerState_ARRAYSIZE] = {};
+  {
+    absl::MutexLock lock(&mu_);
+    membership_->ForEachAfter(0, [&](int64_t, const WorkerRecord& record)
+                                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      ++by_state[ApiState(record)];
+      return true;
+    });
   }
-  std::map<std::string, int> counts = {
-      {"IDLE", 0}, {"ASSIGNED", 0}, {"RUNNING", 0}, {"LOST", 0}};
-  const zbpp::v1::ListWorkersResponse listed = ListWorkers(all);
-  for (const zbpp::v1::Worker& worker : listed.workers()) {
-    std::string name = zbpp::v1::WorkerState_Name(worker.state());
-    ++counts[name.substr(std::string("WORKER_STATE_").size())];
+  std::map<std::string, int> counts;
+  const size_t prefix = std::string("WORKER_STATE_").size();
+  for (auto state : {zbpp::v1::WORKER_STATE_IDLE, zbpp::v1::WORKER_STATE_ASSIGNED,
+                     zbpp::v1::WORKER_STATE_RUNNING, zbpp::v1::WORKER_STATE_LOST}) {
+    counts[zbpp::v1::WorkerState_Name(state).substr(prefix)] = by_state[state];
   }
   return counts;
 }

@@ -199,6 +199,16 @@ class Coordinator {
     /// A worker silent for this long is lost, seconds;
     /// > heartbeat_interval_seconds.
     double heartbeat_timeout_seconds = 10.0;
+    /// Most workers held at once, LOST ones not yet forgotten included:
+    /// RegisterWorker refuses more with ResourceExhausted (registration is
+    /// unauthenticated; this bounds the memory it can take). >= 1; the
+    /// default fits the largest job (kMaxWorkersPerJob).
+    int max_workers = 4096;
+    /// A LOST worker is forgotten (its id unknown, its description and
+    /// last heartbeat dropped, gone from ListWorkers) by the first Tick more
+    /// than this many seconds after it was lost, unless a job's current
+    /// attempt still holds it. >= 0.
+    double lost_worker_retention_seconds = 600.0;
 
     // --- Steps ---
     /// Steps granted beyond the slowest rank's last completed step; >= 2:
@@ -288,8 +298,12 @@ class Coordinator {
 
   // ---------------------------------------------------------- Workers
 
-  /// Adds a worker. InvalidArgument for a missing address, host or device
-  /// kind, or memory_bytes == 0. May assign it to a waiting job at once.
+  /// Adds a worker. InvalidArgument naming the field for a missing
+  /// address, host or device kind, an unknown device kind, a negative
+  /// device_index, memory_bytes == 0, or text longer than worker.proto
+  /// allows (address 261 bytes; host, device_name, name 253);
+  /// ResourceExhausted naming max_workers when `max_workers` workers are
+  /// held. May assign it to a waiting job at once.
   absl::StatusOr<zbpp::v1::RegisterWorkerResponse> RegisterWorker(
       const zbpp::v1::WorkerDescription& worker) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -325,14 +339,25 @@ class Coordinator {
   absl::Status ReportStep(const zbpp::v1::ReportStepRequest& report)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Workers sorted by id; `states` empty means all but LOST.
-  zbpp::v1::ListWorkersResponse ListWorkers(
+  /// One page of the workers held, in registration order (the numeric
+  /// order of "worker-<n>"); `states` empty means all but LOST. page_size
+  /// 0 means kDefaultWorkersPage, larger than kMaxWorkersPage means
+  /// kMaxWorkersPage. next_page_token is set when more workers match; a
+  /// worker forgotten or registered between pages does not shift the
+  /// others. InvalidArgument naming page_size when it is negative and
+  /// naming page_token when it is not a number > 0. O(workers
+  /// after the token) time; copies only the page's descriptions.
+  absl::StatusOr<zbpp::v1::ListWorkersResponse> ListWorkers(
       const zbpp::v1::ListWorkersRequest& request) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  /// ListWorkersRequest.page_size when 0, and its largest value.
+  static constexpr int kDefaultWorkersPage = 100;
+  static constexpr int kMaxWorkersPage = 1000;
 
   /// Expires leases (a lost worker's job goes RECOVERING, or back to
-  /// PENDING while ASSIGNING), then assigns free workers to waiting jobs.
-  /// Call periodically (the daemon: every heartbeat interval).
+  /// PENDING while ASSIGNING), forgets workers LOST for more than
+  /// `lost_worker_retention_seconds`, then assigns free workers to waiting
+  /// jobs. Call periodically (the daemon: every half heartbeat interval).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------------- Rendezvous
@@ -357,7 +382,9 @@ class Coordinator {
   // ------------------------------------------------------ For metrics
 
   /// Jobs per state name ("PENDING", ...) and workers per state name
-  /// ("IDLE", "ASSIGNED", "RUNNING", "LOST").
+  /// ("IDLE", "ASSIGNED", "RUNNING", "LOST"). O(jobs) and O(workers held)
+  /// time, copying no job or worker: the daemon calls them every half
+  /// heartbeat interval.
   std::map<std::string, int> JobCounts() const ABSL_LOCKS_EXCLUDED(mu_);
   std::map<std::string, int> WorkerCounts() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -425,6 +452,13 @@ class Coordinator {
   /// Stops the background thread; queued re-solves are dropped.
   void StopResolveThread() ABSL_LOCKS_EXCLUDED(resolve_mu_);
   void LoseWorker(const WorkerRecord& record, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Forgets workers past their retention (Membership::ForgetLost) that no
+  /// job's current attempt holds, with everything kept by their id.
+  void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The worker's state as the API shows it (RUNNING: ASSIGNED to a job
+  /// that runs).
+  zbpp::v1::WorkerState ApiState(const WorkerRecord& record) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const zbpp::v1::ScheduleVersion* VersionForStep(const JobRuntime& job,
                                                   int64_t step) const;

@@ -30,6 +30,16 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
         absl::StrCat("heartbeat_timeout_seconds must be > 0, got ",
                      options.heartbeat_timeout_seconds));
   }
+  if (options.max_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_workers must be >= 1, got ", options.max_workers));
+  }
+  if (!std::isfinite(options.lost_worker_retention_seconds) ||
+      options.lost_worker_retention_seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lost_worker_retention_seconds must be >= 0, got ",
+                     options.lost_worker_retention_seconds));
+  }
   return std::unique_ptr<Membership>(new Membership(options));
 }
 
@@ -43,12 +53,20 @@ absl::StatusOr<Registration> Membership::Register(const WorkerInfo& info) {
   }
   const absl::Time now = options_.clock->Now();
   absl::MutexLock lock(&mu_);
+  if (workers_.size() >= static_cast<size_t>(options_.max_workers)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_workers: the coordinator holds ", workers_.size(),
+        " workers, its cap of ", options_.max_workers,
+        " (lost workers count until forgotten ",
+        options_.lost_worker_retention_seconds, "s after they were lost)"));
+  }
   Registration registration;
   // One live worker per address: a process that restarts faster than its
   // lease expires must not leave a ghost holding a pipeline rank.
   for (auto& [seq, record] : workers_) {
     if (IsLive(record) && record.info.address == info.address) {
       record.state = WorkerState::kLost;
+      record.lost_at = now;
       registration.superseded = record;
     }
   }
@@ -82,13 +100,15 @@ absl::Status Membership::Heartbeat(const std::string& worker_id) {
 }
 
 std::vector<WorkerRecord> Membership::ExpireLeases() {
+  const absl::Time now = options_.clock->Now();
   const absl::Time deadline =
-      options_.clock->Now() - absl::Seconds(options_.heartbeat_timeout_seconds);
+      now - absl::Seconds(options_.heartbeat_timeout_seconds);
   absl::MutexLock lock(&mu_);
   std::vector<WorkerRecord> lost;
   for (auto& [seq, record] : workers_) {
     if (IsLive(record) && record.last_heartbeat < deadline) {
       record.state = WorkerState::kLost;
+      record.lost_at = now;
       lost.push_back(record);
     }
   }
@@ -105,11 +125,32 @@ absl::StatusOr<WorkerRecord> Membership::Get(
   return workers_.at(it->second);
 }
 
-std::vector<WorkerRecord> Membership::List() const {
+std::vector<std::string> Membership::ForgetLost(
+    const std::function<bool(const std::string&)>& keep) {
+  const absl::Time deadline =
+      options_.clock->Now() - absl::Seconds(options_.lost_worker_retention_seconds);
   absl::MutexLock lock(&mu_);
-  std::vector<WorkerRecord> all;
-  for (const auto& [seq, record] : workers_) all.push_back(record);
-  return all;
+  std::vector<std::string> forgotten;
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const WorkerRecord& record = it->second;
+    if (IsLive(record) || record.lost_at >= deadline || keep(record.id)) {
+      ++it;
+      continue;
+    }
+    forgotten.push_back(record.id);
+    seq_of_id_.erase(record.id);
+    it = workers_.erase(it);
+  }
+  return forgotten;
+}
+
+void Membership::ForEachAfter(
+    int64_t after,
+    const std::function<bool(int64_t, const WorkerRecord&)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  for (auto it = workers_.upper_bound(after); it != workers_.end(); ++it) {
+    if (!visit(it->first, it->second)) return;
+  }
 }
 
 std::vector<WorkerRecord> Membership::List(WorkerState state) const {

@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_CORE_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,7 +33,8 @@ enum class WorkerState {
   kRegistered,  ///< Live and free.
   kAssigned,    ///< Live and holding a pipeline rank of a job.
   kLost,        ///< Missed its heartbeats (or superseded); never comes back
-                ///< under this id.
+                ///< under this id. Forgotten (removed) after
+                ///< `Options.lost_worker_retention_seconds`.
 };
 
 /// Upper-case name for the API, the store and metric labels: "REGISTERED",
@@ -46,6 +48,8 @@ struct WorkerRecord {
   WorkerState state = WorkerState::kRegistered;
   absl::Time registered_at;
   absl::Time last_heartbeat;
+  /// When it became LOST; unset (InfinitePast) while live.
+  absl::Time lost_at = absl::InfinitePast();
   /// The job and the worker's rank in it while ASSIGNED (the coordinator's
   /// worker index replica * stages + stage); kept when the worker is LOST
   /// so that the caller knows which job to recover. Empty / -1 otherwise.
@@ -77,6 +81,10 @@ struct Assignment {
 /// older than `heartbeat_timeout_seconds`. Jobs take free workers in
 /// registration order, so assignments are deterministic.
 ///
+/// Memory is bounded: at most `max_workers` records are held (live and LOST
+/// alike; a registration beyond is refused), and a LOST record is dropped
+/// by `ForgetLost` once `lost_worker_retention_seconds` have passed.
+///
 /// Thread-safe: every method may be called from any gRPC thread.
 class Membership {
  public:
@@ -89,15 +97,24 @@ class Membership {
     /// A worker whose last heartbeat is more than this many seconds old is
     /// lost at the next `ExpireLeases`. Must be > 0.
     double heartbeat_timeout_seconds = 10.0;
+    // --- Bounds ---
+    /// Most workers held at once, LOST ones not yet forgotten included;
+    /// `Register` refuses more. >= 1.
+    int max_workers = 4096;
+    /// A LOST worker is forgotten by the first `ForgetLost` more than this
+    /// many seconds after it was lost (it stays listed until then). >= 0.
+    double lost_worker_retention_seconds = 600.0;
   };
 
-  /// InvalidArgument for a null clock or a timeout that is not > 0.
+  /// InvalidArgument for a null clock, a timeout that is not > 0,
+  /// max_workers < 1 or a retention that is negative or not finite.
   static absl::StatusOr<std::unique_ptr<Membership>> Create(Options options);
 
   /// Adds a worker (REGISTERED, lease starting now). A live worker with the
   /// same address is taken to be the same process restarted: it becomes
   /// LOST and is returned in `superseded`. InvalidArgument for an empty
-  /// address or negative memory.
+  /// address or negative memory; ResourceExhausted naming max_workers when
+  /// `max_workers` workers are held (nothing changes then).
   absl::StatusOr<Registration> Register(const WorkerInfo& info)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -114,8 +131,23 @@ class Membership {
   absl::StatusOr<WorkerRecord> Get(const std::string& worker_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Every worker ever registered, in registration order.
-  std::vector<WorkerRecord> List() const ABSL_LOCKS_EXCLUDED(mu_);
+  /// Drops every LOST worker lost more than `lost_worker_retention_seconds` ago
+  /// for which `keep(id)` is false, and returns their ids in registration
+  /// order: they become unknown (NotFound) and free their place under
+  /// `max_workers`. `keep` runs under this object's lock and must not call
+  /// back into it. Call periodically.
+  std::vector<std::string> ForgetLost(
+      const std::function<bool(const std::string&)>& keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Calls `visit(sequence, record)` on the workers held whose registration
+  /// sequence number (the n of "worker-<n>") is > `after`, in registration
+  /// order, until it returns false. No copies: O(workers visited). `visit`
+  /// runs under this object's lock and must not call back into it.
+  void ForEachAfter(
+      int64_t after,
+      const std::function<bool(int64_t, const WorkerRecord&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   /// The workers in `state`, in registration order.
   std::vector<WorkerRecord> List(WorkerState state) const
       ABSL_LOCKS_EXCLUDED(mu_);

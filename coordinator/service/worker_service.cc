@@ -100,8 +100,10 @@ grpc::Status WorkerServiceImpl::ListWorkers(
     grpc::ServerContext* context, const zbpp::v1::ListWorkersRequest* request,
     zbpp::v1::ListWorkersResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ListWorkers");
-  *response = options_.coordinator->ListWorkers(*request);
-  return rpc.Finish(absl::OkStatus());
+  absl::StatusOr<zbpp::v1::ListWorkersResponse> listed =
+      options_.coordinator->ListWorkers(*request);
+  if (listed.ok()) *response = *std::move(listed);
+  return rpc.Finish(listed.status());
 }
 
 }  // namespace zbpp::coordinator

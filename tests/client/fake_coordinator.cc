@@ -1,7 +1,9 @@
 #include "tests/client/fake_coordinator.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace zbpp::ctltest {
@@ -43,9 +45,9 @@ class FakeWorkerService final : public v1::WorkerService::Service {
  public:
   explicit FakeWorkerService(FakeState* state) : state_(state) {}
   grpc::Status ListWorkers(grpc::ServerContext* context,
-                           const v1::ListWorkersRequest*,
+                           const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override {
-    return state_->Workers(context, response);
+    return state_->Workers(context, *request, response);
   }
 
  private:
@@ -80,6 +82,11 @@ void FakeState::ScriptWatch(const std::string& job_id,
 void FakeState::SetWorkers(std::vector<v1::Worker> workers) {
   absl::MutexLock lock(&mu_);
   workers_ = std::move(workers);
+}
+
+void FakeState::SetWorkersPageLimit(int limit) {
+  absl::MutexLock lock(&mu_);
+  workers_page_limit_ = limit;
 }
 
 void FakeState::RequireToken(const std::string& token) {
@@ -197,10 +204,25 @@ grpc::Status FakeState::Watch(grpc::ServerContext* context,
 }
 
 grpc::Status FakeState::Workers(grpc::ServerContext* context,
+                                const v1::ListWorkersRequest& request,
                                 v1::ListWorkersResponse* response) {
   absl::MutexLock lock(&mu_);
   if (grpc::Status auth = Authorize(context, false); !auth.ok()) return auth;
-  for (const v1::Worker& w : workers_) *response->add_workers() = w;
+  // The token is the index of the page's first worker.
+  size_t first = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &first) ||
+       first > workers_.size())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "page_token: malformed");
+  }
+  const size_t limit =
+      request.page_size() <= 0
+          ? workers_page_limit_
+          : std::min(request.page_size(), workers_page_limit_);
+  const size_t end = std::min(workers_.size(), first + limit);
+  for (size_t i = first; i < end; ++i) *response->add_workers() = workers_[i];
+  if (end < workers_.size()) response->set_next_page_token(absl::StrCat(end));
   return grpc::Status::OK;
 }
 

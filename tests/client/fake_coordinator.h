@@ -28,8 +28,11 @@ class FakeState {
   v1::Job GetJob(const std::string& id);
   /// Events WatchJob sends for `job_id` after its snapshot, then ends OK.
   void ScriptWatch(const std::string& job_id, std::vector<v1::JobEvent> events);
-  /// Workers ListWorkers returns.
+  /// Workers ListWorkers returns, in pages of at most the page limit.
   void SetWorkers(std::vector<v1::Worker> workers);
+  /// The most workers one ListWorkers page holds (the page size when the
+  /// request leaves it 0); 1000 by default (the coordinator's largest page).
+  void SetWorkersPageLimit(int limit);
   /// When not empty, SubmitJob and CancelJob require `Bearer <token>`.
   void RequireToken(const std::string& token);
   /// The `authorization` metadata of the last call ("" when none).
@@ -48,6 +51,7 @@ class FakeState {
   grpc::Status Watch(grpc::ServerContext* context, const std::string& id,
                      grpc::ServerWriter<v1::JobEvent>* writer);
   grpc::Status Workers(grpc::ServerContext* context,
+                       const v1::ListWorkersRequest& request,
                        v1::ListWorkersResponse* response);
 
  private:
@@ -60,6 +64,7 @@ class FakeState {
   std::map<std::string, std::vector<v1::JobEvent>> scripts_
       ABSL_GUARDED_BY(mu_);
   std::vector<v1::Worker> workers_ ABSL_GUARDED_BY(mu_);
+  int workers_page_limit_ ABSL_GUARDED_BY(mu_) = 1000;
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::string last_authorization_ ABSL_GUARDED_BY(mu_);
   bool last_deadline_ ABSL_GUARDED_BY(mu_) = false;

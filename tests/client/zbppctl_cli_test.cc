@@ -329,5 +329,27 @@ TEST_F(ZbppctlFakeServer, Workers) {
   EXPECT_THAT(lines[1], StartsWith("w-0  -     node-a"));
 }
 
+// More workers than one ListWorkers page: zbppctl follows next_page_token
+// and lists every worker once, in the server's order.
+TEST_F(ZbppctlFakeServer, WorkersFetchesEveryPage) {
+  std::vector<v1::Worker> workers;
+  for (int i = 1; i <= 7; ++i) {
+    v1::Worker worker;
+    worker.set_worker_id(absl::StrCat("worker-", i));
+    worker.mutable_description()->set_host("node-a");
+    worker.set_state(v1::WORKER_STATE_IDLE);
+    workers.push_back(worker);
+  }
+  state().SetWorkers(workers);
+  state().SetWorkersPageLimit(3);
+  const ProcessResult result = Run({"workers"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::string> lines = Lines(result.out);
+  ASSERT_EQ(lines.size(), 8u) << result.out;
+  for (int i = 1; i <= 7; ++i) {
+    EXPECT_THAT(lines[i], StartsWith(absl::StrCat("worker-", i, " ")));
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::ctltest

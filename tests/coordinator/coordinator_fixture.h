@@ -142,6 +142,8 @@ class CoordinatorTest : public ::testing::Test {
     options.heartbeat_timeout_seconds = 5;
     options.resolve_on_background_thread = background_resolves_;
     options.validation_policy = validation_policy_;
+    options.max_workers = max_workers_;
+    options.lost_worker_retention_seconds = lost_worker_retention_seconds_;
     options.before_resolve_publish_for_testing = [this](const std::string& id) {
       if (resolve_hook_) resolve_hook_(id);
     };
@@ -240,6 +242,11 @@ class CoordinatorTest : public ::testing::Test {
   bool background_resolves_ = false;
   /// Options.validation_policy for the next Start().
   ValidationPolicy::Options validation_policy_;
+  /// Options.max_workers and lost_worker_retention_seconds for the next
+  /// Start().
+  int max_workers_ = Coordinator::Options().max_workers;
+  double lost_worker_retention_seconds_ =
+      Coordinator::Options().lost_worker_retention_seconds;
 };
 
 }  // namespace zbpp::coordinator::testing

@@ -426,25 +426,41 @@ TEST_F(ServiceTest, SessionMustStartWithOpenAndKnownWorker) {
 }
 
 #ifdef ZBPP_COORDINATOR_BINARY
-TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
+/// A zbpp-coordinator process on 127.0.0.1:0 with an in-memory store.
+struct Daemon {
+  pid_t pid = -1;
+  /// Its first line on stdout ("" when none came within 30 s).
+  std::string line;
+  /// The gRPC address from that line ("" when none).
+  std::string address;
+};
+
+/// Starts the daemon with `flags` after the required ones; stderr is the
+/// test's.
+Daemon StartDaemon(const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"zbpp-coordinator", "--listen",
+                                    "127.0.0.1:0", "--metrics-listen",
+                                    "127.0.0.1:0", "--db", ":memory:"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  Daemon daemon;
   int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  if (pipe(out) != 0) return daemon;
+  daemon.pid = fork();
+  if (daemon.pid == 0) {
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
     close(out[1]);
-    execl(ZBPP_COORDINATOR_BINARY, "zbpp-coordinator", "--listen",
-          "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--db", ":memory:",
-          static_cast<char*>(nullptr));
+    execv(ZBPP_COORDINATOR_BINARY, argv.data());
     _exit(127);
   }
   close(out[1]);
   // One line, read with a bounded wait.
-  std::string line;
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (line.find('\n') == std::string::npos && absl::Now() < give_up) {
+  while (daemon.pid > 0 && daemon.line.find('\n') == std::string::npos &&
+         absl::Now() < give_up) {
     fd_set fds;
     FD_ZERO(&fds);
     FD_SET(out[0], &fds);
@@ -453,13 +469,42 @@ TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
     char buffer[256];
     ssize_t n = read(out[0], buffer, sizeof(buffer));
     if (n <= 0) break;
-    line.append(buffer, n);
+    daemon.line.append(buffer, n);
   }
   close(out[0]);
+  const size_t grpc_at = daemon.line.find("grpc=");
+  if (grpc_at != std::string::npos) {
+    daemon.address = daemon.line.substr(
+        grpc_at + 5, daemon.line.find(' ', grpc_at) - grpc_at - 5);
+  }
+  return daemon;
+}
+
+/// Sends SIGTERM unless `terminate` is false, then waits up to 20 s for the
+/// process to exit: its exit code, or -1 (killed, or did not exit).
+int WaitForExit(pid_t pid, bool terminate = true) {
+  if (terminate) kill(pid, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
+  const Daemon daemon = StartDaemon({});
+  ASSERT_GT(daemon.pid, 0);
+  const std::string& line = daemon.line;
+  const std::string& address = daemon.address;
   ASSERT_THAT(line, HasSubstr("zbpp-coordinator listening grpc=127.0.0.1:"));
-  const size_t grpc_at = line.find("grpc=") + 5;
-  const std::string address =
-      line.substr(grpc_at, line.find(' ', grpc_at) - grpc_at);
   EXPECT_THAT(line, HasSubstr(" metrics=127.0.0.1:"));
 
   auto channel =
@@ -497,18 +542,58 @@ TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
     bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t done = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
+TEST(DaemonTest, MaxWorkersFlagCapsRegistrations) {
+  const Daemon daemon =
+      StartDaemon({"--max-workers", "2", "--lost-worker-retention-seconds", "30"});
+  ASSERT_GT(daemon.pid, 0);
+  ASSERT_THAT(daemon.line, HasSubstr("zbpp-coordinator listening"));
+  auto workers = zbpp::v1::WorkerService::NewStub(
+      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials()));
+  std::vector<grpc::Status> answers;
+  for (int n = 1; n <= 3; ++n) {
+    zbpp::v1::RegisterWorkerRequest request;
+    zbpp::v1::WorkerDescription* d = request.mutable_worker();
+    d->set_address(absl::StrCat("10.0.0.", n, ":7000"));
+    d->set_host("node");
+    d->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+    d->set_memory_bytes(1 << 30);
+    zbpp::v1::RegisterWorkerResponse response;
+    answers.push_back(workers->RegisterWorker(Context().get(), request, &response));
   }
-  if (done == 0) kill(pid, SIGKILL);
-  ASSERT_EQ(done, pid) << "did not exit within 20 s of SIGTERM";
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(answers[0].ok()) << answers[0].error_message();
+  EXPECT_TRUE(answers[1].ok()) << answers[1].error_message();
+  EXPECT_EQ(answers[2].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(answers[2].error_message(), HasSubstr("cap of 2"));
+  zbpp::v1::ListWorkersRequest list;
+  list.set_page_size(1);
+  zbpp::v1::ListWorkersResponse page;
+  ASSERT_TRUE(workers->ListWorkers(Context().get(), list, &page).ok());
+  EXPECT_EQ(page.workers_size(), 1);
+  EXPECT_FALSE(page.next_page_token().empty());
+  list.set_page_token("nonsense");
+  const grpc::Status bad = workers->ListWorkers(Context().get(), list, &page);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("page_token"));
+  workers.reset();  // Closes the connection: SIGTERM need not wait for it.
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
+TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{
+           {"--max-workers", "0"},
+           {"--max-workers", "many"},
+           {"--lost-worker-retention-seconds", "-1"},
+           {"--lost-worker-retention-seconds", "inf"}}) {
+    const Daemon daemon = StartDaemon(flags);
+    ASSERT_GT(daemon.pid, 0);
+    EXPECT_EQ(daemon.line, "") << flags[0] << " " << flags[1];
+    EXPECT_EQ(WaitForExit(daemon.pid, /*terminate=*/false), 2)
+        << flags[0] << " " << flags[1];
+  }
 }
 #endif
 

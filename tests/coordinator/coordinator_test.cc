@@ -105,8 +105,9 @@ TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
   EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(),
             v1::JOB_STATE_RUNNING);
   auto listed = coordinator_->ListWorkers({});
-  ASSERT_EQ(listed.workers_size(), 4);
-  EXPECT_EQ(listed.workers(0).state(), v1::WORKER_STATE_RUNNING);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->workers_size(), 4);
+  EXPECT_EQ(listed->workers(0).state(), v1::WORKER_STATE_RUNNING);
 }
 
 TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) {
@@ -360,7 +361,7 @@ TEST_F(CoordinatorTest, SilentWorkerSendsJobToRecoveringThenReassigns) {
   EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
   EXPECT_THAT(job->state_message(), HasSubstr(workers[3].id));
   EXPECT_EQ(job->recoveries_total(), 1);
-  EXPECT_EQ(coordinator_->ListWorkers({}).workers_size(), 3);
+  EXPECT_EQ(coordinator_->ListWorkers({})->workers_size(), 3);
   workers[3].Drain();
   EXPECT_EQ(workers[3].closed.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(coordinator_->Heartbeat(workers[3].id, {}).code(),

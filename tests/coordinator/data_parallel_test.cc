@@ -119,8 +119,9 @@ TEST_F(DataParallelTest, JobWaitsForStagesTimesReplicasDistinctWorkers) {
   HeartbeatAll(workers);
   EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(), v1::JOB_STATE_RUNNING);
   std::set<std::pair<int, int>> listed_workers;
-  const v1::ListWorkersResponse listed = coordinator_->ListWorkers({});
-  for (const v1::Worker& w : listed.workers()) {
+  const absl::StatusOr<v1::ListWorkersResponse> listed = coordinator_->ListWorkers({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const v1::Worker& w : listed->workers()) {
     EXPECT_EQ(w.job_id(), job->id());
     listed_workers.insert({w.stage(), w.replica()});
   }

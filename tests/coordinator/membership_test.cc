@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -56,6 +57,84 @@ TEST(MembershipOptions, BadOptionsAreRefused) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("heartbeat_timeout_seconds"));
+  status = Membership::Create({.clock = &clock, .max_workers = 0}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("max_workers"));
+  status = Membership::Create(
+               {.clock = &clock, .lost_worker_retention_seconds = -1})
+               .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("lost_worker_retention_seconds"));
+}
+
+// Lost workers hold their place under the cap until they are forgotten;
+// the cap counts records held, not registrations ever made.
+TEST(MembershipBounds, CapRefusesRegistrationsUntilALostWorkerIsForgotten) {
+  FakeClock clock;
+  std::unique_ptr<Membership> membership =
+      *Membership::Create({.clock = &clock,
+                           .heartbeat_timeout_seconds = kTimeoutSeconds,
+                           .max_workers = 2,
+                           .lost_worker_retention_seconds = 60});
+  ASSERT_TRUE(membership->Register(Info("a:1")).ok());
+  ASSERT_TRUE(membership->Register(Info("b:1")).ok());
+  absl::StatusOr<Registration> refused = membership->Register(Info("c:1"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("cap of 2"));
+  EXPECT_EQ(membership->Get("worker-3").status().code(),
+            absl::StatusCode::kNotFound);
+
+  clock.Advance(absl::Seconds(kTimeoutSeconds + 1));
+  ASSERT_EQ(membership->Heartbeat("worker-2").code(),
+            absl::StatusCode::kOk);
+  EXPECT_THAT(Ids(membership->ExpireLeases()), ElementsAre("worker-1"));
+  EXPECT_EQ(membership->Register(Info("c:1")).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  const auto keep_none = [](const std::string&) { return false; };
+  clock.Advance(absl::Seconds(60));
+  EXPECT_TRUE(membership->ForgetLost(keep_none).empty());
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_THAT(membership->ForgetLost(keep_none), ElementsAre("worker-1"));
+  EXPECT_EQ(membership->Get("worker-1").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(membership->Register(Info("c:1"))->worker_id, "worker-3");
+}
+
+TEST(MembershipBounds, ForgetLostSparesWhatTheCallerKeeps) {
+  FakeClock clock;
+  std::unique_ptr<Membership> membership =
+      *Membership::Create({.clock = &clock,
+                           .heartbeat_timeout_seconds = kTimeoutSeconds,
+                           .lost_worker_retention_seconds = 0});
+  ASSERT_TRUE(membership->Register(Info("a:1")).ok());
+  ASSERT_TRUE(membership->Register(Info("b:1")).ok());
+  ASSERT_TRUE(membership->Register(Info("c:1")).ok());
+  clock.Advance(absl::Seconds(kTimeoutSeconds + 1));
+  ASSERT_EQ(membership->ExpireLeases().size(), 3u);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_THAT(membership->ForgetLost([](const std::string& id) {
+    return id == "worker-2";
+  }),
+              ElementsAre("worker-1", "worker-3"));
+  std::vector<int64_t> held;
+  membership->ForEachAfter(0, [&](int64_t seq, const WorkerRecord& record) {
+    held.push_back(seq);
+    EXPECT_EQ(record.state, WorkerState::kLost);
+    return true;
+  });
+  EXPECT_THAT(held, ElementsAre(2));
+}
+
+TEST_F(MembershipTest, ForEachAfterStartsAfterTheSequenceAndStopsOnFalse) {
+  for (int i = 1; i <= 12; ++i) MustRegister(absl::StrCat("10.0.0.", i, ":1"));
+  std::vector<std::string> seen;
+  membership_->ForEachAfter(9, [&](int64_t, const WorkerRecord& record) {
+    seen.push_back(record.id);
+    return seen.size() < 2;
+  });
+  EXPECT_THAT(seen, ElementsAre("worker-10", "worker-11"));
 }
 
 TEST_F(MembershipTest, RegisterGivesIdsInOrderAndKeepsTheInfo) {
@@ -79,7 +158,9 @@ TEST_F(MembershipTest, BadRegistrationsAreRefused) {
   negative.memory_bytes = -1;
   EXPECT_EQ(membership_->Register(negative).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(membership_->List().empty());
+  int held = 0;
+  membership_->ForEachAfter(0, [&](int64_t, const WorkerRecord&) { return ++held > 0; });
+  EXPECT_EQ(held, 0);
 }
 
 TEST_F(MembershipTest, LeaseExpiresJustAfterTheTimeoutNotBefore) {

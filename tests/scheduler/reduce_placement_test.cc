@@ -361,7 +361,8 @@ std::vector<GridCase> Grid() {
       for (int m : {p, 2 * p, 3 * p}) {
         for (double reduce : {0.25, 1.0, 4.0, 16.0}) {
           const int v = traits.default_chunks;
-          Problem problem = Problem::Uniform(p, v, m, StageCost{1.0 / v, 1.0 / v, 0.7 / v, 1.0 / v, 0.4 / v}, 0.05);
+          Problem problem = Problem::Uniform(
+              p, v, m, StageCost{1.0 / v, 1.0 / v, 0.7 / v, 1.0 / v, 0.4 / v}, 0.05);
           if (reduce == 4.0) problem = RandomHeterogeneousProblem(p, v, m, rng);
           for (StageCost& c : problem.stages) c.reduce_seconds = reduce * c.f_seconds;
           absl::StatusOr<Schedule> schedule = Generate(name, problem);

@@ -54,8 +54,8 @@ bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == Pa
 // and the microbatch in words, not only in the schedule's compact form.
 std::string DescribeAction(const Action& a) {
   if (a.kind == PassKind::kReduce) {
-    return absl::StrCat(sched::ActionToString(a), " (data-parallel gradient reduction, virtual stage ",
-                        a.stage, ")");
+    return absl::StrCat(sched::ActionToString(a),
+                        " (data-parallel gradient reduction, virtual stage ", a.stage, ")");
   }
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
@@ -502,7 +502,7 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   int reductions = 0;
   for (const Action& a : schedule.actions[options_.rank]) {
     // A stage's reduction: a whole one or a set of partial ones (counted at
-    // bucket 0; Simulate below checks that the set is complete).
+    // bucket 0; the simulation above checked that the set is complete).
     reductions += a.kind == PassKind::kReduce && a.bucket <= 0;
   }
   if (reductions > 0 && options_.reducer == nullptr) {
@@ -511,10 +511,12 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
         "one replica");
   }
   if (options_.reducer != nullptr && reductions != static_cast<int>(options_.chunks.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job has ", options_.reducer->replicas(), " data-parallel replicas: rank ",
-        options_.rank, " needs one REDUCE_GRAD (whole, or one per bucket) per virtual stage it holds (",
-        options_.chunks.size(), "), the schedule has ", reductions));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the job has ", options_.reducer->replicas(), " data-parallel replicas: rank ",
+                     options_.rank,
+                     " needs one REDUCE_GRAD (whole, or one per bucket) per virtual stage it "
+                     "holds (",
+                     options_.chunks.size(), "), the schedule has ", reductions));
   }
   const std::vector<int> buckets = sched::BucketsPerStage(schedule);
   for (const auto& [stage, chunk] : options_.chunks) {

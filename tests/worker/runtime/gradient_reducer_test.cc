@@ -9,9 +9,14 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "scheduler/schedule.h"
 #include "worker/comm/in_process_communicator.h"
+#include "worker/model/gpt.h"
+#include "worker/model/weight_grad_store.h"
+#include "worker/runtime/executor.h"
 
 namespace zbpp::worker {
 namespace {
@@ -71,6 +76,63 @@ TEST(GradientReducerTest, AMissingReplicaFailsWithDeadlineExceeded) {
   reducer.Issue({p});
   absl::StatusOr<std::vector<GradientReducer::Timing>> t = reducer.WaitAll();
   EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded) << t.status();
+}
+
+// The executor refuses, before any pass runs, a schedule whose reductions
+// do not match the job: REDUCE_GRAD with one replica, none (or a stage
+// missing one) with two, and more gradient buckets than the chunk has
+// linear layers.
+TEST(GradientReducerTest, ExecutorRefusesReductionsThatDoNotMatchTheJob) {
+  GptConfig config;
+  config.layers = 1;
+  config.hidden = 16;
+  config.heads = 2;
+  config.vocab = 32;
+  config.seq_len = 8;
+  config.ffn_hidden = 64;
+  auto chunk = GptChunk::Create(config, 0, 1, 3);
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  WeightGradStore store;
+  std::vector<std::unique_ptr<Communicator>> pipeline = CreateInProcessGroup(1);
+  std::vector<std::unique_ptr<Communicator>> replicas = CreateInProcessGroup(2);
+  GradientReducer reducer(replicas[0].get(), absl::Seconds(1));
+  auto executor = [&](GradientReducer* r) {
+    ExecutorOptions o;
+    o.communicator = pipeline[0].get();
+    o.reducer = r;
+    o.chunks[0] = {chunk->get(), &store};
+    return PipelineExecutor(std::move(o));
+  };
+  auto schedule = [](std::vector<std::string> texts) {
+    sched::Schedule s;
+    s.name = "hand";
+    s.workers = 1;
+    s.microbatches = 1;
+    s.worker_of_stage = {0};
+    s.actions.resize(1);
+    for (const std::string& t : texts) s.actions[0].push_back(*sched::ParseAction(t));
+    return s;
+  };
+  const sched::Schedule whole = schedule({"0F0", "0I0", "0W0", "0REDUCE_GRAD"});
+  const sched::Schedule bare = schedule({"0F0", "0I0", "0W0"});
+  // One block: 4 linear layers and no LM head (the chunk is also the last
+  // stage: the head makes 5).
+  std::vector<std::string> six = {"0F0", "0I0"};
+  for (int b = 0; b < 6; ++b) six.push_back("0W0@" + std::to_string(b));
+  for (int b = 0; b < 6; ++b) six.push_back("0REDUCE_GRAD@" + std::to_string(b));
+
+  EXPECT_TRUE(executor(&reducer).Validate(whole).ok());
+  EXPECT_TRUE(executor(nullptr).Validate(bare).ok());
+  absl::Status one_replica = executor(nullptr).Validate(whole);
+  EXPECT_EQ(one_replica.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(one_replica.message()), testing::HasSubstr("the job has one replica"));
+  absl::Status none = executor(&reducer).Validate(bare);
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(none.message()), testing::HasSubstr("the schedule has 0"));
+  absl::Status too_many = executor(&reducer).Validate(schedule(six));
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(too_many.message()),
+              testing::HasSubstr("5 linear layers: it cannot be split into 6 gradient buckets"));
 }
 
 }  // namespace

@@ -14,30 +14,18 @@
 #include "worker/model/split_linear.h"
 #include "worker/model/weight_grad_store.h"
 #include "tests/worker/test_device.h"
+#include "tests/worker/tiny_gpt.h"
 
 namespace zbpp::worker {
 namespace {
 
 using Gradients = std::map<std::string, at::Tensor>;
 
-// A 2-block GPT small enough for exact comparisons.
-GptConfig TinyConfig(at::ScalarType compute_type = at::kFloat) {
-  GptConfig config;
-  config.layers = 2;
-  config.hidden = 32;
-  config.heads = 4;
-  config.vocab = 64;
-  config.seq_len = 16;
-  config.ffn_hidden = 128;
-  config.compute_type = compute_type;
-  return config;
-}
-
 // Gradients of one microbatch's loss through a one-chunk model, split into B
 // and W (`split`; the W pass as `buckets` partial ones, one per gradient
 // bucket, last bucket first) or fused.
 Gradients Backward(at::ScalarType compute_type, bool split, int buckets = 1) {
-  const GptConfig config = TinyConfig(compute_type);
+  const GptConfig config = TinyGptConfig(compute_type);
   const c10::Device device = TestDevice();
   auto chunk = GptChunk::Create(config, /*stage=*/0, /*num_stages=*/1, /*seed=*/11, device);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
@@ -108,7 +96,7 @@ TEST(SplitBackwardTest, BThenWEqualsTheFusedBackward) {
 // parallelism): every parameter in exactly one bucket, none empty, and the
 // partial W passes give the whole W's gradients exactly.
 TEST(GradientBucketsTest, PartitionTheParametersAndPartialWPassesEqualTheWhole) {
-  auto chunk = GptChunk::Create(TinyConfig(), 0, 1, 11, TestDevice());
+  auto chunk = GptChunk::Create(TinyGptConfig(), 0, 1, 11, TestDevice());
   ASSERT_TRUE(chunk.ok()) << chunk.status();
   // 2 blocks x 4 linear layers + the LM head.
   ASSERT_EQ((*chunk)->linear_layers().size(), 9u);

@@ -17,6 +17,7 @@
 #include "worker/model/gpt.h"
 #include "worker/model/weight_grad_store.h"
 #include "worker/runtime/executor.h"
+#include "tests/worker/tiny_gpt.h"
 
 namespace zbpp::worker {
 namespace {
@@ -83,14 +84,7 @@ TEST(GradientReducerTest, AMissingReplicaFailsWithDeadlineExceeded) {
 // missing one) with two, and more gradient buckets than the chunk has
 // linear layers.
 TEST(GradientReducerTest, ExecutorRefusesReductionsThatDoNotMatchTheJob) {
-  GptConfig config;
-  config.layers = 1;
-  config.hidden = 16;
-  config.heads = 2;
-  config.vocab = 32;
-  config.seq_len = 8;
-  config.ffn_hidden = 64;
-  auto chunk = GptChunk::Create(config, 0, 1, 3);
+  auto chunk = GptChunk::Create(TinyGptConfig(), 0, 1, 3);
   ASSERT_TRUE(chunk.ok()) << chunk.status();
   WeightGradStore store;
   std::vector<std::unique_ptr<Communicator>> pipeline = CreateInProcessGroup(1);
@@ -115,11 +109,10 @@ TEST(GradientReducerTest, ExecutorRefusesReductionsThatDoNotMatchTheJob) {
   };
   const sched::Schedule whole = schedule({"0F0", "0I0", "0W0", "0REDUCE_GRAD"});
   const sched::Schedule bare = schedule({"0F0", "0I0", "0W0"});
-  // One block: 4 linear layers and no LM head (the chunk is also the last
-  // stage: the head makes 5).
-  std::vector<std::string> six = {"0F0", "0I0"};
-  for (int b = 0; b < 6; ++b) six.push_back("0W0@" + std::to_string(b));
-  for (int b = 0; b < 6; ++b) six.push_back("0REDUCE_GRAD@" + std::to_string(b));
+  // Two blocks of 4 linear layers and the LM head: 9.
+  std::vector<std::string> ten = {"0F0", "0I0"};
+  for (int b = 0; b < 10; ++b) ten.push_back("0W0@" + std::to_string(b));
+  for (int b = 0; b < 10; ++b) ten.push_back("0REDUCE_GRAD@" + std::to_string(b));
 
   EXPECT_TRUE(executor(&reducer).Validate(whole).ok());
   EXPECT_TRUE(executor(nullptr).Validate(bare).ok());
@@ -129,10 +122,10 @@ TEST(GradientReducerTest, ExecutorRefusesReductionsThatDoNotMatchTheJob) {
   absl::Status none = executor(&reducer).Validate(bare);
   EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(none.message()), testing::HasSubstr("the schedule has 0"));
-  absl::Status too_many = executor(&reducer).Validate(schedule(six));
+  absl::Status too_many = executor(&reducer).Validate(schedule(ten));
   EXPECT_EQ(too_many.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(too_many.message()),
-              testing::HasSubstr("5 linear layers: it cannot be split into 6 gradient buckets"));
+              testing::HasSubstr("9 linear layers: it cannot be split into 10 gradient buckets"));
 }
 
 }  // namespace

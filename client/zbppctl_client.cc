@@ -1,13 +1,8 @@
 #include "client/zbppctl_client.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_grpc.h"
@@ -216,22 +211,6 @@ absl::Status CoordinatorClient::WatchJob(
                      ": ", status.error_message()));
   }
   return status.ok() ? absl::OkStatus() : Convert(status);
-}
-
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read token file ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(text.str()));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token file ", path, " is empty"));
-  }
-  return token;
 }
 
 }  // namespace zbpp::ctl

@@ -77,11 +77,6 @@ class CoordinatorClient {
   std::unique_ptr<v1::WorkerService::Stub> workers_;
 };
 
-/// The bearer token in `path`, surrounding whitespace removed.
-/// Errors: FailedPrecondition "cannot read token file F: <errno text>" when
-/// it cannot be opened; InvalidArgument when it holds only whitespace.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
-
 }  // namespace zbpp::ctl
 
 #endif  // ZBPP_CLIENT_ZBPPCTL_CLIENT_H_

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/call_auth.h"
 #include "common/channel_credentials.h"
 #include "client/zbppctl_client.h"
 #include "client/zbppctl_commands.h"

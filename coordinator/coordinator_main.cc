@@ -1,6 +1,7 @@
 // zbpp-coordinator: the daemon. The construction order lives here and only
 // here (STYLE.md 10): flags, store, core recovery, metrics, services, gRPC
-// server (health + reflection), then the "listening" line, then SIGTERM.
+// server (health, and reflection unless --token-file), then the "listening"
+// line, then SIGTERM.
 //
 //   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
 //                    --db FILE|:memory: [--db-sync full|normal]
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +28,8 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/numbers.h"
@@ -34,6 +38,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/call_auth.h"
 #include "common/flags.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -143,6 +148,24 @@ std::string HostOf(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+/// Drops the reflection plugin from a ServerBuilder. Linking the
+/// reflection library registers it for every server (a static
+/// initializer), so not calling InitProtoReflectionServerBuilderPlugin is
+/// not enough.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(
+      std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == "proto_server_reflection";
+                       }),
+        plugins->end());
+  }
+};
+
 int Fail(const std::string& what, const absl::Status& status) {
   std::fprintf(stderr, "zbpp-coordinator: %s: %s\n", what.c_str(),
                status.ToString().c_str());
@@ -160,13 +183,9 @@ int Main(int argc, char** argv) {
 
   std::string token;
   if (!flags->token_file.empty()) {
-    absl::StatusOr<std::string> contents = ReadFile(flags->token_file);
+    absl::StatusOr<std::string> contents = ReadTokenFile(flags->token_file);
     if (!contents.ok()) return Fail("--token-file", contents.status());
-    token = std::string(absl::StripAsciiWhitespace(*contents));
-    if (token.empty()) {
-      return Fail("--token-file",
-                  absl::InvalidArgumentError("the token file is empty"));
-    }
+    token = *std::move(contents);
   }
 
   // 1. The store, 2. the core recovered from it (before serving).
@@ -225,9 +244,12 @@ int Main(int argc, char** argv) {
   }
 
   // 4. Services and the server.
+  // With a token every service but health requires it; a worker's
+  // credential is required regardless.
   JobServiceImpl job_service({core->get(), job_metrics->get(), token});
-  WorkerServiceImpl worker_service({core->get(), job_metrics->get()});
-  RendezvousServiceImpl rendezvous_service({core->get(), job_metrics->get()});
+  WorkerServiceImpl worker_service({core->get(), job_metrics->get(), token});
+  RendezvousServiceImpl rendezvous_service(
+      {core->get(), job_metrics->get(), token});
 
   std::shared_ptr<grpc::ServerCredentials> credentials =
       grpc::InsecureServerCredentials();
@@ -261,6 +283,10 @@ int Main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Reflection has no hook for the bearer token, so with a token it is not
+  // served at all (UNIMPLEMENTED) rather than listing the API to anyone.
+  // Under mTLS ClientCertificateCheck guards it like every other service.
+  if (!token.empty()) builder.SetOption(std::make_unique<WithoutReflection>());
   int port = 0;
   builder.AddListeningPort(flags->listen, credentials, &port);
   builder.RegisterService(&job_service);

@@ -36,7 +36,8 @@ constexpr const char* kPassNames[] = {"F", "B", "W"};
 
 constexpr RefusalReason kRefusalReasons[] = {
     RefusalReason::kMissingToken, RefusalReason::kWrongToken,
-    RefusalReason::kMissingClientCertificate};
+    RefusalReason::kMissingClientCertificate,
+    RefusalReason::kWrongWorkerCredential};
 
 absl::Status CheckBuckets(const std::vector<double>& buckets,
                           const char* field) {
@@ -108,6 +109,8 @@ std::string_view RefusalReasonName(RefusalReason reason) {
       return "wrong_token";
     case RefusalReason::kMissingClientCertificate:
       return "missing_client_certificate";
+    case RefusalReason::kWrongWorkerCredential:
+      return "wrong_worker_credential";
   }
   return "unknown";
 }
@@ -223,8 +226,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
         BuildCounter()
             .Name("zbpp_rpc_refusals_total")
             .Help("Calls to the coordinator refused as UNAUTHENTICATED, by "
-                  "gRPC service and reason: missing_token, wrong_token or "
-                  "missing_client_certificate.")
+                  "gRPC service and reason: missing_token, wrong_token, "
+                  "missing_client_certificate or wrong_worker_credential.")
             .Register(r),
     });
   } catch (const std::exception& e) {

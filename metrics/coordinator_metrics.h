@@ -34,10 +34,13 @@ enum class RefusalReason {
   /// Client certificates are required (--tls-client-ca) and the TLS
   /// connection presented none.
   kMissingClientCertificate,
+  /// A call naming a worker_id carries no "zbpp-worker-credential" metadata,
+  /// or not the credential that worker registered with.
+  kWrongWorkerCredential,
 };
 
 /// The label value of `reason`: "missing_token", "wrong_token" or
-/// "missing_client_certificate".
+/// "missing_client_certificate" or "wrong_worker_credential".
 std::string_view RefusalReasonName(RefusalReason reason);
 
 /// The coordinator's Prometheus metrics (issue 3 §2 "Metrics"), registered on
@@ -65,7 +68,7 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_workers` | gauge | state | workers | Workers known to the coordinator, by state. |
 /// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
 /// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
-/// | `zbpp_rpc_refusals_total` | counter | service, reason=missing_token\|wrong_token\|missing_client_certificate | calls | Calls refused as UNAUTHENTICATED, by gRPC service ("zbpp.v1.JobService", ...) and reason. |
+/// | `zbpp_rpc_refusals_total` | counter | service, reason=missing_token\|wrong_token\|missing_client_certificate\|wrong_worker_credential | calls | Calls refused as UNAUTHENTICATED, by gRPC service ("zbpp.v1.JobService", ...) and reason. |
 ///
 /// The label is `job_id`, not `job`: Prometheus gives every scraped series a
 /// `job` label of its own (the scrape job) and would rename ours to

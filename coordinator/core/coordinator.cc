@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
+#include "coordinator/core/worker_credential.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 
@@ -876,10 +878,13 @@ absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   info.memory_bytes = static_cast<int64_t>(std::min<uint64_t>(
       worker.memory_bytes(),
       static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+  absl::StatusOr<std::string> credential = NewWorkerCredential();
+  if (!credential.ok()) return credential.status();
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Registration> registration = membership_->Register(info);
   if (!registration.ok()) return registration.status();
   descriptions_[registration->worker_id] = worker;
+  credential_digests_[registration->worker_id] = CredentialDigest(*credential);
   if (registration->superseded.has_value()) {
     LoseWorker(*registration->superseded,
                absl::StrCat("worker ", registration->superseded->id,
@@ -891,14 +896,34 @@ absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
   response.set_worker_id(registration->worker_id);
   response.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
   response.set_heartbeat_timeout_seconds(options_.heartbeat_timeout_seconds);
+  response.set_credential(*std::move(credential));
   return response;
+}
+
+absl::Status Coordinator::AuthenticateWorker(const std::string& worker_id,
+                                             std::string_view credential) const {
+  // Digested outside the lock: SHA-256 of a short string, but no reason to
+  // make every other call wait for it.
+  const std::string digest = CredentialDigest(credential);
+  absl::MutexLock lock(&mu_);
+  auto it = credential_digests_.find(worker_id);
+  if (it == credential_digests_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+  }
+  // An empty credential is refused even if one could hash alike: workers
+  // always get 32 hex digits.
+  if (credential.empty() || !ConstantTimeEquals(digest, it->second)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "missing or wrong credential for worker ", worker_id));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
     const std::string& worker_id, const std::string& address) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<WorkerRecord> record = membership_->Get(worker_id);
-  if (record.ok() && !address.empty() && record->info.address != address) {
+  if (record.ok() && record->info.address != address) {
     // Checked before the lease is renewed: the caller is another process.
     return absl::NotFoundError(absl::StrCat(
         "worker ", worker_id, " is registered for ", record->info.address,
@@ -910,10 +935,14 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
   }
   record = membership_->Get(worker_id);
   if (!record.ok()) return record.status();
-  auto previous = sessions_.find(worker_id);
-  if (previous != sessions_.end()) {
-    previous->second.outbox->Close(
-        absl::AbortedError("replaced by a newer Session of the same worker"));
+  // Refused, not replaced: handing the stream over would give whoever asks
+  // second the worker's assignment, peers and grants. A worker whose stream
+  // broke retries until its old one is seen to end (CloseSession) or its
+  // lease expires.
+  if (sessions_.count(worker_id) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "worker ", worker_id,
+        " already has an open Session; retry once it has ended"));
   }
   SessionSlot& slot = sessions_[worker_id];
   slot.outbox = std::make_shared<SessionOutbox>();
@@ -964,7 +993,19 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
       !renewed.ok()) {
     return renewed;
   }
-  last_heartbeat_[worker_id] = heartbeat;
+  // A worker's error is kept and copied into the job's state message (and
+  // the store): bounded, so one heartbeat cannot store megabytes.
+  zbpp::v1::Heartbeat& kept = last_heartbeat_[worker_id];
+  kept = heartbeat;
+  if (kept.error().size() > kMaxHeartbeatErrorBytes) {
+    constexpr char kMarker[] = " [... truncated]";
+    size_t cut = kMaxHeartbeatErrorBytes - (sizeof(kMarker) - 1);
+    // Back to the start of a UTF-8 character (continuation bytes 10xxxxxx).
+    while (cut > 0 && (static_cast<unsigned char>(kept.error()[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    kept.set_error(absl::StrCat(kept.error().substr(0, cut), kMarker));
+  }
   if (heartbeat.job_id().empty() && membership_->ConfirmIdle(worker_id)) {
     AssignWaitingJobs();
   }
@@ -981,7 +1022,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
                      job->replicas() > 1
                          ? absl::StrCat(", replica ", job->replica_of(record->rank))
                          : std::string(),
-                     ") failed: ", heartbeat.error());
+                     ") failed: ", kept.error());
     const zbpp::v1::JobState state = job->job.state();
     if (heartbeat.job_error() || state == zbpp::v1::JOB_STATE_ASSIGNING) {
       // The job cannot run (or never started): retrying would fail again.
@@ -1050,6 +1091,7 @@ void Coordinator::ForgetLostWorkers() {
     }
     last_heartbeat_.erase(id);
     descriptions_.erase(id);
+    credential_digests_.erase(id);
   }
 }
 

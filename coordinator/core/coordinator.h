@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -298,23 +299,37 @@ class Coordinator {
 
   // ---------------------------------------------------------- Workers
 
-  /// Adds a worker. InvalidArgument naming the field for a missing
+  /// Adds a worker and returns its id and a new credential
+  /// (NewWorkerCredential), of which only the SHA-256 digest is kept, until
+  /// the worker is forgotten. InvalidArgument naming the field for a missing
   /// address, host or device kind, an unknown device kind, a negative
   /// device_index, memory_bytes == 0, or text longer than worker.proto
   /// allows (address 261 bytes; host, device_name, name 253);
   /// ResourceExhausted naming max_workers when `max_workers` workers are
-  /// held. May assign it to a waiting job at once.
+  /// held; Internal when no credential could be drawn. May assign it to a
+  /// waiting job at once.
   absl::StatusOr<zbpp::v1::RegisterWorkerResponse> RegisterWorker(
       const zbpp::v1::WorkerDescription& worker) ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// OK when `credential` is the one RegisterWorker returned for
+  /// `worker_id` (digests compared in constant time). NotFound for an
+  /// unknown or forgotten worker; Unauthenticated naming the worker for an
+  /// empty or different credential. The services call it before any call
+  /// that names a worker_id.
+  absl::Status AuthenticateWorker(const std::string& worker_id,
+                                  std::string_view credential) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Opens the worker's Session: renews its lease and returns its outbox,
   /// already holding the worker's current state (Assignment, later
-  /// schedule versions, latest grant). A previous outbox of the worker is
-  /// closed with Aborted. NotFound for an unknown or lost worker, and for
-  /// a non-empty `address` other than the one `worker_id` registered with
-  /// (SessionOpen.address: a worker holding an id from before a restart).
+  /// schedule versions, latest grant). AlreadyExists naming the worker
+  /// while a previous Session of it is open (until CloseSession or its
+  /// loss): a second caller is refused, never handed the first one's
+  /// state. NotFound for an unknown or lost worker, and for an `address`
+  /// other than the one `worker_id` registered with (SessionOpen.address: a
+  /// worker holding an id from before a restart).
   absl::StatusOr<std::shared_ptr<SessionOutbox>> OpenSession(
-      const std::string& worker_id, const std::string& address = "")
+      const std::string& worker_id, const std::string& address)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// The Session stream of `outbox` ended (the worker stays registered
@@ -325,10 +340,15 @@ class Coordinator {
 
   /// A heartbeat: renews the lease and records the worker's phase; when
   /// every rank of an assigning (or recovering) job reports its attempt,
-  /// the job becomes RUNNING. NotFound for an unknown or lost worker.
+  /// the job becomes RUNNING. Its error is kept (and put in the job's
+  /// state message) cut to kMaxHeartbeatErrorBytes. NotFound for an unknown
+  /// or lost worker.
   absl::Status Heartbeat(const std::string& worker_id,
                          const zbpp::v1::Heartbeat& heartbeat)
       ABSL_LOCKS_EXCLUDED(mu_);
+  /// Most bytes of Heartbeat.error kept, the truncation marker
+  /// " [... truncated]" included.
+  static constexpr size_t kMaxHeartbeatErrorBytes = 4096;
 
   /// One worker's step report (worker.proto ReportStep); the step is
   /// complete once every (stage, replica) of the attempt reported it.
@@ -495,6 +515,9 @@ class Coordinator {
   /// Description as registered, by worker id.
   std::map<std::string, zbpp::v1::WorkerDescription> descriptions_
       ABSL_GUARDED_BY(mu_);
+  /// SHA-256 of each worker's credential (CredentialDigest), by worker id;
+  /// dropped when the worker is forgotten.
+  std::map<std::string, std::string> credential_digests_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zbpp::coordinator

@@ -28,6 +28,10 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const zbpp::v1::GetJobRequest* request,
                                     zbpp::v1::Job* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/GetJob");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   if (request->job_id().empty()) {
     return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
   }
@@ -41,6 +45,10 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const zbpp::v1::ListJobsRequest* request,
                                       zbpp::v1::ListJobsResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/ListJobs");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   if (request->page_size() < 0) {
     return rpc.Finish(absl::InvalidArgumentError("page_size: must be >= 0"));
   }
@@ -54,6 +62,10 @@ grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
                                        const zbpp::v1::ListStepsRequest* request,
                                        zbpp::v1::ListStepsResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/ListSteps");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   if (request->job_id().empty()) {
     return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
   }
@@ -84,6 +96,10 @@ grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerContext* context, const zbpp::v1::WatchJobRequest* request,
     grpc::ServerWriter<zbpp::v1::JobEvent>* writer) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/WatchJob");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   absl::StatusOr<std::shared_ptr<WatchOutbox>> outbox =
       options_.coordinator->WatchJob(request->job_id());
   if (!outbox.ok()) return rpc.Finish(outbox.status());

@@ -10,9 +10,9 @@
 namespace zbpp::coordinator {
 
 /// zbpp.v1.JobService over the Coordinator (STYLE.md 1: check the request,
-/// call the core, convert the Status, record the RPC). SubmitJob and
-/// CancelJob require "authorization: Bearer <token>" when a token is set
-/// (UNAUTHENTICATED otherwise, counted in zbpp_rpc_refusals_total).
+/// call the core, convert the Status, record the RPC). Every RPC requires
+/// "authorization: Bearer <token>" when a token is set (UNAUTHENTICATED
+/// otherwise, counted in zbpp_rpc_refusals_total): jobs name their workers.
 /// Thread-safe.
 class JobServiceImpl final : public zbpp::v1::JobService::Service {
  public:
@@ -21,7 +21,7 @@ class JobServiceImpl final : public zbpp::v1::JobService::Service {
     Coordinator* coordinator = nullptr;
     /// RPC metrics; not owned; null for none.
     metrics::CoordinatorMetrics* metrics = nullptr;
-    /// Bearer token for SubmitJob / CancelJob; empty: no authentication.
+    /// Bearer token required on every RPC; empty: no authentication.
     std::string bearer_token;
     /// How often a WatchJob stream checks for a cancelled client, seconds.
     double watch_poll_seconds = 0.2;

@@ -1,16 +1,22 @@
 #ifndef ZBPP_COORDINATOR_SERVICE_RENDEZVOUS_SERVICE_H_
 #define ZBPP_COORDINATOR_SERVICE_RENDEZVOUS_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "coordinator/core/coordinator.h"
+#include "coordinator/service/rpc_scope.h"
 #include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
 
 namespace zbpp::coordinator {
 
 /// zbpp.v1.RendezvousService over the Coordinator's RendezvousStore. Every
-/// call first checks that the worker holds the attempt of the scope
-/// (PERMISSION_DENIED otherwise); Get and Wait block until their timeout or
-/// the call's deadline, whichever is first. Thread-safe.
+/// call first checks the bearer token (when set) and the credential of the
+/// worker it names (UNAUTHENTICATED otherwise), then that the worker holds
+/// the attempt of the scope (PERMISSION_DENIED otherwise); Get and Wait
+/// block until their timeout or the call's deadline, whichever is first.
+/// Thread-safe.
 class RendezvousServiceImpl final
     : public zbpp::v1::RendezvousService::Service {
  public:
@@ -19,9 +25,13 @@ class RendezvousServiceImpl final
     Coordinator* coordinator = nullptr;
     /// RPC metrics; not owned; null for none.
     metrics::CoordinatorMetrics* metrics = nullptr;
+    /// Required as "authorization: Bearer <token>" on every RPC; empty: no
+    /// token (the worker credential is required regardless).
+    std::string bearer_token;
   };
 
-  explicit RendezvousServiceImpl(Options options) : options_(options) {}
+  explicit RendezvousServiceImpl(Options options)
+      : options_(std::move(options)) {}
 
   grpc::Status Set(grpc::ServerContext* context,
                    const zbpp::v1::SetRequest* request,
@@ -43,7 +53,10 @@ class RendezvousServiceImpl final
                       zbpp::v1::DeleteResponse* response) override;
 
  private:
-  absl::Status Check(const zbpp::v1::RendezvousContext& context) const;
+  /// The checks every RPC makes first, in that order: request, token,
+  /// credential, access to the scope.
+  absl::Status Check(RpcScope& rpc, const grpc::ServerContext& context,
+                     const zbpp::v1::RendezvousContext& request) const;
 
   const Options options_;
 };

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
+#include "common/call_auth.h"
+
 namespace zbpp::coordinator {
 
 std::string_view ServiceOf(std::string_view method) {
@@ -40,6 +43,26 @@ absl::Status RpcScope::CheckBearerToken(const grpc::ServerContext& context,
     return refuse(metrics::RefusalReason::kWrongToken, "wrong bearer token");
   }
   return absl::OkStatus();
+}
+
+absl::Status RpcScope::CheckWorkerCredential(const grpc::ServerContext& context,
+                                             const Coordinator& coordinator,
+                                             const std::string& worker_id) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kWorkerCredentialMetadataKey);
+  const std::string_view credential =
+      it == metadata.end() ? std::string_view()
+                           : std::string_view(it->second.data(), it->second.size());
+  absl::Status status = coordinator.AuthenticateWorker(worker_id, credential);
+  if (!absl::IsUnauthenticated(status)) return status;
+  if (metrics_ != nullptr) {
+    metrics_->CountRefusal(ServiceOf(method_),
+                           metrics::RefusalReason::kWrongWorkerCredential);
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "worker ", worker_id, ": missing or wrong \"",
+      kWorkerCredentialMetadataKey,
+      "\" metadata (the credential RegisterWorker returned)"));
 }
 
 grpc::Status ClientCertificateCheck::Process(

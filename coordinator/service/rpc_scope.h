@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_grpc.h"
+#include "coordinator/core/coordinator.h"
 #include "metrics/coordinator_metrics.h"
 
 namespace zbpp::coordinator {
@@ -41,6 +42,16 @@ class RpcScope {
   /// missing_token or wrong_token.
   absl::Status CheckBearerToken(const grpc::ServerContext& context,
                                 const std::string& token);
+
+  /// OK when the call carries metadata kWorkerCredentialMetadataKey
+  /// ("zbpp-worker-credential") holding the credential `worker_id`
+  /// registered with (Coordinator::AuthenticateWorker). NotFound for an
+  /// unknown worker (it must register again); otherwise Unauthenticated
+  /// naming the worker and the key, never the value, and the refusal is
+  /// counted with reason wrong_worker_credential.
+  absl::Status CheckWorkerCredential(const grpc::ServerContext& context,
+                                     const Coordinator& coordinator,
+                                     const std::string& worker_id);
 
   /// Records the call and returns `status` as a grpc::Status.
   grpc::Status Finish(const absl::Status& status) {

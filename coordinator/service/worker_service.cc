@@ -13,6 +13,10 @@ grpc::Status WorkerServiceImpl::RegisterWorker(
     grpc::ServerContext* context, const zbpp::v1::RegisterWorkerRequest* request,
     zbpp::v1::RegisterWorkerResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/RegisterWorker");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   absl::StatusOr<zbpp::v1::RegisterWorkerResponse> registered =
       options_.coordinator->RegisterWorker(request->worker());
   if (registered.ok()) *response = *std::move(registered);
@@ -24,15 +28,26 @@ grpc::Status WorkerServiceImpl::Session(
     grpc::ServerReaderWriter<zbpp::v1::SessionResponse,
                              zbpp::v1::SessionRequest>* stream) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/Session");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   zbpp::v1::SessionRequest first;
   if (!stream->Read(&first)) {
     return rpc.Finish(absl::CancelledError("stream closed before SessionOpen"));
   }
-  if (!first.has_open() || first.open().worker_id().empty()) {
+  if (!first.has_open() || first.open().worker_id().empty() ||
+      first.open().address().empty()) {
     return rpc.Finish(absl::InvalidArgumentError(
-        "the first Session message must be SessionOpen with a worker_id"));
+        "the first Session message must be SessionOpen with a worker_id and "
+        "an address"));
   }
   const std::string worker_id = first.open().worker_id();
+  if (absl::Status auth =
+          rpc.CheckWorkerCredential(*context, *options_.coordinator, worker_id);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   absl::StatusOr<std::shared_ptr<SessionOutbox>> opened =
       options_.coordinator->OpenSession(worker_id, first.open().address());
   if (!opened.ok()) return rpc.Finish(opened.status());
@@ -89,9 +104,18 @@ grpc::Status WorkerServiceImpl::ReportStep(
     grpc::ServerContext* context, const zbpp::v1::ReportStepRequest* request,
     zbpp::v1::ReportStepResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportStep");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   if (request->worker_id().empty() || request->job_id().empty()) {
     return rpc.Finish(
         absl::InvalidArgumentError("worker_id and job_id: required"));
+  }
+  if (absl::Status auth = rpc.CheckWorkerCredential(
+          *context, *options_.coordinator, request->worker_id());
+      !auth.ok()) {
+    return rpc.Finish(auth);
   }
   return rpc.Finish(options_.coordinator->ReportStep(*request));
 }
@@ -100,6 +124,10 @@ grpc::Status WorkerServiceImpl::ListWorkers(
     grpc::ServerContext* context, const zbpp::v1::ListWorkersRequest* request,
     zbpp::v1::ListWorkersResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ListWorkers");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
   absl::StatusOr<zbpp::v1::ListWorkersResponse> listed =
       options_.coordinator->ListWorkers(*request);
   if (listed.ok()) *response = *std::move(listed);

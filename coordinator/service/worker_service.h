@@ -1,6 +1,9 @@
 #ifndef ZBPP_COORDINATOR_SERVICE_WORKER_SERVICE_H_
 #define ZBPP_COORDINATOR_SERVICE_WORKER_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "coordinator/core/coordinator.h"
 #include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/worker.grpc.pb.h"
@@ -13,8 +16,14 @@ namespace zbpp::coordinator {
 /// SessionOutbox into the stream, numbering the shared messages
 /// (SessionResponse.sequence from 1) as it writes them. When the core
 /// closes the outbox (lease
-/// expired, replaced by a newer Session) the call is cancelled so the
-/// worker reconnects and learns why from OpenSession. Thread-safe.
+/// expired, worker forgotten) the call is cancelled so the worker
+/// reconnects and learns why from OpenSession.
+///
+/// Authentication: with a bearer token every RPC requires
+/// "authorization: Bearer <token>"; Session and ReportStep also require the
+/// worker's credential (RpcScope::CheckWorkerCredential), and a Session for
+/// a worker that has one open is refused (ALREADY_EXISTS). UNAUTHENTICATED
+/// otherwise. Thread-safe.
 class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
  public:
   struct Options {
@@ -22,11 +31,14 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
     Coordinator* coordinator = nullptr;
     /// RPC metrics; not owned; null for none.
     metrics::CoordinatorMetrics* metrics = nullptr;
+    /// Required as "authorization: Bearer <token>" on every RPC; empty: no
+    /// token (the worker credential is required regardless).
+    std::string bearer_token;
     /// How often the Session writer checks for a cancelled call, seconds.
     double session_poll_seconds = 0.2;
   };
 
-  explicit WorkerServiceImpl(Options options) : options_(options) {}
+  explicit WorkerServiceImpl(Options options) : options_(std::move(options)) {}
 
   grpc::Status RegisterWorker(
       grpc::ServerContext* context,

@@ -33,6 +33,9 @@ namespace zbpp::coordinator::testing {
 /// with timings simulated on the true costs.
 struct FakeWorker {
   std::string id;
+  /// WorkerDescription.address and RegisterWorkerResponse.credential.
+  std::string address;
+  std::string credential;
   std::shared_ptr<SessionOutbox> outbox;
   std::optional<v1::Assignment> assignment;
   std::vector<v1::ScheduleVersion> versions;
@@ -167,8 +170,13 @@ class CoordinatorTest : public ::testing::Test {
     d.set_device_kind(v1::DEVICE_KIND_CPU);
     d.set_memory_bytes(1 << 30);
     FakeWorker w;
-    w.id = coordinator_->RegisterWorker(d)->worker_id();
-    w.outbox = *coordinator_->OpenSession(w.id);
+    absl::StatusOr<v1::RegisterWorkerResponse> registered =
+        coordinator_->RegisterWorker(d);
+    EXPECT_TRUE(registered.ok()) << registered.status();
+    w.id = registered->worker_id();
+    w.address = d.address();
+    w.credential = registered->credential();
+    w.outbox = *coordinator_->OpenSession(w.id, d.address());
     return w;
   }
 

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/service/job_service.h"
@@ -53,13 +54,20 @@ using testing::TrueTimings;
 
 constexpr char kToken[] = "s3cret";
 
-std::unique_ptr<grpc::ClientContext> Context(bool with_token = false) {
+std::unique_ptr<grpc::ClientContext> Context(bool with_token = true) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::seconds(20));
   if (with_token) {
     context->AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
   }
+  return context;
+}
+
+/// Context() carrying `credential` as the worker credential.
+std::unique_ptr<grpc::ClientContext> WorkerContext(const std::string& credential) {
+  auto context = Context();
+  context->AddMetadata(kWorkerCredentialMetadataKey, credential);
   return context;
 }
 
@@ -82,9 +90,9 @@ class ServiceTest : public ::testing::Test {
     jobs_ = std::make_unique<JobServiceImpl>(
         JobServiceImpl::Options{core_.get(), metrics_.get(), kToken, 0.05});
     workers_ = std::make_unique<WorkerServiceImpl>(
-        WorkerServiceImpl::Options{core_.get(), nullptr, 0.05});
+        WorkerServiceImpl::Options{core_.get(), nullptr, kToken, 0.05});
     rendezvous_ = std::make_unique<RendezvousServiceImpl>(
-        RendezvousServiceImpl::Options{core_.get(), nullptr});
+        RendezvousServiceImpl::Options{core_.get(), nullptr, kToken});
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -148,10 +156,14 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
     return;
   }
   log->id = registered.worker_id();
+  const std::string& credential = registered.credential();
   grpc::ClientContext session;
+  session.AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+  session.AddMetadata(kWorkerCredentialMetadataKey, credential);
   auto stream = stub->Session(&session);
   zbpp::v1::SessionRequest open;
   open.mutable_open()->set_worker_id(log->id);
+  open.mutable_open()->set_address(reg.worker().address());
   stream->Write(open);
   zbpp::v1::Assignment assignment;
   int64_t next_step = 0;
@@ -187,9 +199,9 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
       wait.set_timeout_seconds(10);
       zbpp::v1::WaitResponse waited;
       log->rendezvous_ok =
-          kv->Add(Context().get(), add, &added).ok() &&
-          kv->Set(Context().get(), set, &set_response).ok() &&
-          kv->Wait(Context().get(), wait, &waited).ok();
+          kv->Add(WorkerContext(credential).get(), add, &added).ok() &&
+          kv->Set(WorkerContext(credential).get(), set, &set_response).ok() &&
+          kv->Wait(WorkerContext(credential).get(), wait, &waited).ok();
     } else if (message.has_schedule()) {
       log->versions.push_back(message.schedule());
     } else if (message.has_grant()) {
@@ -213,7 +225,8 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
         }
         report.set_step_seconds(end);
         zbpp::v1::ReportStepResponse reported;
-        grpc::Status r = stub->ReportStep(Context().get(), report, &reported);
+        grpc::Status r =
+            stub->ReportStep(WorkerContext(credential).get(), report, &reported);
         if (!r.ok()) {
           log->error = r.error_message();
           session.TryCancel();
@@ -409,20 +422,236 @@ TEST_F(ServiceTest, WatchStreamsUntilTerminal) {
 }
 
 TEST_F(ServiceTest, SessionMustStartWithOpenAndKnownWorker) {
-  grpc::ClientContext context;
-  auto stream = worker_stub_->Session(&context);
+  auto context = Context();
+  auto stream = worker_stub_->Session(context.get());
   zbpp::v1::SessionRequest hb;
   hb.mutable_heartbeat();
   stream->Write(hb);
   stream->WritesDone();
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  grpc::ClientContext context2;
-  auto stream2 = worker_stub_->Session(&context2);
+  auto context2 = WorkerContext("0123");
+  auto stream2 = worker_stub_->Session(context2.get());
   zbpp::v1::SessionRequest open;
   open.mutable_open()->set_worker_id("worker-404");
+  open.mutable_open()->set_address("10.0.0.4:7000");
   stream2->Write(open);
   stream2->WritesDone();
   EXPECT_EQ(stream2->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+/// A worker of RunningJob: what only it knows (its credential) and what
+/// anyone could learn (id, address).
+struct RealWorker {
+  std::string id;
+  std::string address;
+  std::string credential;
+  std::shared_ptr<SessionOutbox> outbox;
+};
+
+/// Attacks on a running job: its real workers hold their sessions (through
+/// the core); the attacker knows their ids, addresses and the job, not the
+/// credentials.
+class AttackTest : public ServiceTest {
+ protected:
+  void SetUp() override {
+    ServiceTest::SetUp();
+    job_ = *core_->SubmitJob(TestSpec(2, 4, "1f1b", 8));
+    for (int n = 1; n <= 2; ++n) {
+      zbpp::v1::WorkerDescription d;
+      d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
+      d.set_host("node");
+      d.set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+      d.set_memory_bytes(1 << 30);
+      zbpp::v1::RegisterWorkerResponse registered = *core_->RegisterWorker(d);
+      RealWorker w{registered.worker_id(), d.address(), registered.credential(),
+                   *core_->OpenSession(registered.worker_id(), d.address())};
+      workers_held_.push_back(w);
+    }
+    for (RealWorker& w : workers_held_) {
+      std::vector<SessionMessage> messages;
+      ASSERT_TRUE(w.outbox->Pop(absl::InfinitePast(), &messages).ok());
+      ASSERT_FALSE(messages.empty());
+      ASSERT_TRUE(messages[0]->has_assignment());
+      scope_ = messages[0]->assignment().rendezvous_scope();
+      attempt_ = messages[0]->assignment().attempt();
+      zbpp::v1::Heartbeat hb;
+      hb.set_phase(zbpp::v1::WORKER_PHASE_RUNNING);
+      hb.set_job_id(job_.id());
+      hb.set_attempt(attempt_);
+      ASSERT_TRUE(core_->Heartbeat(w.id, hb).ok());
+    }
+    ASSERT_EQ(JobNow().state(), zbpp::v1::JOB_STATE_RUNNING);
+  }
+
+  zbpp::v1::Job JobNow() { return *core_->GetJob(job_.id(), zbpp::v1::JOB_VIEW_BASIC); }
+
+  /// Opens a Session as `w` with `context`, then sends a FAILED heartbeat
+  /// with job_error; returns the messages it could read and the status.
+  grpc::Status OpenAsWorker(const RealWorker& w, grpc::ClientContext* context,
+                            std::vector<zbpp::v1::SessionResponse>* read) {
+    auto stream = worker_stub_->Session(context);
+    zbpp::v1::SessionRequest open;
+    open.mutable_open()->set_worker_id(w.id);
+    open.mutable_open()->set_address(w.address);
+    stream->Write(open);
+    zbpp::v1::SessionRequest hb;
+    hb.mutable_heartbeat()->set_phase(zbpp::v1::WORKER_PHASE_FAILED);
+    hb.mutable_heartbeat()->set_job_id(job_.id());
+    hb.mutable_heartbeat()->set_attempt(attempt_);
+    hb.mutable_heartbeat()->set_job_error(true);
+    hb.mutable_heartbeat()->set_error(std::string(3 << 20, 'x'));
+    stream->Write(hb);
+    stream->WritesDone();
+    zbpp::v1::SessionResponse message;
+    while (stream->Read(&message)) read->push_back(message);
+    return stream->Finish();
+  }
+
+  zbpp::v1::Job job_;
+  std::vector<RealWorker> workers_held_;
+  std::string scope_;
+  int64_t attempt_ = 0;
+};
+
+TEST_F(AttackTest, ForgedReportStepIsRefusedAndTheJobUnaffected) {
+  const RealWorker& w = workers_held_[0];
+  zbpp::v1::ReportStepRequest report;
+  report.set_worker_id(w.id);
+  report.set_job_id(job_.id());
+  report.set_attempt(attempt_);
+  report.set_step(0);
+  report.set_schedule_version(1);
+  report.set_stage(0);
+  report.set_loss(0.001);
+  zbpp::v1::ReportStepResponse response;
+  for (const std::string& credential :
+       {std::string(), workers_held_[1].credential, std::string(32, '0')}) {
+    auto context = credential.empty() ? Context() : WorkerContext(credential);
+    const grpc::Status refused = worker_stub_->ReportStep(context.get(), report, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(refused.error_message(), HasSubstr(w.id));
+    EXPECT_THAT(refused.error_message(), HasSubstr(kWorkerCredentialMetadataKey));
+    if (!credential.empty()) {
+      EXPECT_THAT(refused.error_message(), ::testing::Not(HasSubstr(credential)));
+    }
+  }
+  const zbpp::v1::Job after = JobNow();
+  EXPECT_EQ(after.state(), zbpp::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.steps_completed(), 0);
+  // The real worker's own report gets past authentication.
+  EXPECT_NE(worker_stub_->ReportStep(WorkerContext(w.credential).get(), report, &response)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AttackTest, ForgedHeartbeatWithJobErrorIsRefused) {
+  std::vector<zbpp::v1::SessionResponse> read;
+  auto context = Context();
+  const grpc::Status refused = OpenAsWorker(workers_held_[0], context.get(), &read);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(JobNow().state(), zbpp::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(AttackTest, SessionImpersonationIsRefusedAndDisclosesNothing) {
+  for (const std::string& credential : {std::string(), workers_held_[1].credential}) {
+    std::vector<zbpp::v1::SessionResponse> read;
+    auto context = credential.empty() ? Context() : WorkerContext(credential);
+    const grpc::Status refused = OpenAsWorker(workers_held_[0], context.get(), &read);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_TRUE(read.empty()) << "disclosed: " << read[0].DebugString();
+  }
+  // The real session was not taken over: it still gets the job's messages.
+  std::vector<SessionMessage> messages;
+  EXPECT_TRUE(workers_held_[0].outbox->Pop(absl::InfinitePast(), &messages).ok());
+}
+
+TEST_F(AttackTest, SecondLiveSessionIsRefused) {
+  // Even with the credential (a restarted process of the same worker, or a
+  // stolen secret): the open session is not handed over.
+  std::vector<zbpp::v1::SessionResponse> read;
+  auto context = WorkerContext(workers_held_[0].credential);
+  const grpc::Status refused = OpenAsWorker(workers_held_[0], context.get(), &read);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(refused.error_message(), HasSubstr(workers_held_[0].id));
+  EXPECT_TRUE(read.empty());
+  EXPECT_EQ(JobNow().state(), zbpp::v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(AttackTest, RendezvousWithoutTheCredentialIsRefused) {
+  const RealWorker& w = workers_held_[0];
+  zbpp::v1::RendezvousContext who;
+  who.set_worker_id(w.id);
+  who.set_scope(scope_);
+  ASSERT_TRUE(core_->rendezvous().Set(scope_, "rank_0", "10.0.0.1:9").ok());
+  zbpp::v1::SetRequest set;
+  *set.mutable_context() = who;
+  set.set_key("rank_0");
+  set.set_value("evil:1");
+  zbpp::v1::SetResponse set_response;
+  zbpp::v1::GetRequest get;
+  *get.mutable_context() = who;
+  get.set_key("rank_0");
+  zbpp::v1::GetResponse get_response;
+  zbpp::v1::DeleteRequest del;
+  *del.mutable_context() = who;
+  del.set_key("rank_0");
+  zbpp::v1::DeleteResponse del_response;
+  for (const std::string& credential : {std::string(), workers_held_[1].credential}) {
+    auto c1 = credential.empty() ? Context() : WorkerContext(credential);
+    auto c2 = credential.empty() ? Context() : WorkerContext(credential);
+    auto c3 = credential.empty() ? Context() : WorkerContext(credential);
+    EXPECT_EQ(rendezvous_stub_->Set(c1.get(), set, &set_response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(rendezvous_stub_->Get(c2.get(), get, &get_response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(rendezvous_stub_->Delete(c3.get(), del, &del_response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(get_response.value(), "");
+  absl::StatusOr<std::string> kept = core_->rendezvous().Get(
+      scope_, "rank_0", absl::InfinitePast(), [] { return false; });
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, "10.0.0.1:9");
+  ASSERT_TRUE(
+      rendezvous_stub_->Get(WorkerContext(w.credential).get(), get, &get_response).ok());
+  EXPECT_EQ(get_response.value(), "10.0.0.1:9");
+}
+
+// With a token, the worker-facing services require it too (before the
+// credential is even looked at).
+TEST_F(AttackTest, WorkerAndRendezvousServicesRequireTheToken) {
+  const RealWorker& w = workers_held_[0];
+  auto no_token = [&w] {
+    auto context = Context(false);
+    context->AddMetadata(kWorkerCredentialMetadataKey, w.credential);
+    return context;
+  };
+  zbpp::v1::RegisterWorkerRequest reg;
+  zbpp::v1::RegisterWorkerResponse registered;
+  EXPECT_EQ(worker_stub_->RegisterWorker(no_token().get(), reg, &registered).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::ListWorkersResponse listed;
+  EXPECT_EQ(worker_stub_->ListWorkers(no_token().get(), {}, &listed).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::ReportStepRequest report;
+  report.set_worker_id(w.id);
+  report.set_job_id(job_.id());
+  zbpp::v1::ReportStepResponse reported;
+  EXPECT_EQ(worker_stub_->ReportStep(no_token().get(), report, &reported).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::GetRequest get;
+  get.mutable_context()->set_worker_id(w.id);
+  get.mutable_context()->set_scope(scope_);
+  get.set_key("rank_0");
+  zbpp::v1::GetResponse got;
+  EXPECT_EQ(rendezvous_stub_->Get(no_token().get(), get, &got).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::GetJobRequest get_job;
+  get_job.set_job_id(job_.id());
+  zbpp::v1::Job job;
+  EXPECT_EQ(job_stub_->GetJob(no_token().get(), get_job, &job).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(worker_stub_->ListWorkers(Context().get(), {}, &listed).ok());
 }
 
 #ifdef ZBPP_COORDINATOR_BINARY
@@ -499,6 +728,38 @@ int WaitForExit(pid_t pid, bool terminate = true) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// Calls `method` with an empty request message, without a token, and
+/// puts the serialized reply in `*reply`.
+grpc::Status EmptyUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                            const std::string& method, std::string* reply) {
+  grpc::GenericStub generic(channel);
+  grpc::ByteBuffer request;
+  {
+    grpc::Slice empty("", 0);
+    request = grpc::ByteBuffer(&empty, 1);
+  }
+  grpc::ByteBuffer response;
+  absl::Notification answered;
+  grpc::Status status;
+  auto context = Context(false);
+  generic.UnaryCall(context.get(), method, grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
+                      status = s;
+                      answered.Notify();
+                    });
+  if (!answered.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
+  }
+  reply->clear();
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && response.Dump(&slices).ok()) {
+    for (const auto& slice : slices) {
+      reply->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  return status;
+}
+
 TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
   const Daemon daemon = StartDaemon({});
   ASSERT_GT(daemon.pid, 0);
@@ -517,31 +778,67 @@ TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
             grpc::StatusCode::NOT_FOUND);
   // grpc.health.v1.Health/Check with an empty service name, by hand (the
   // request is an empty message; SERVING is field 1 = 1).
-  grpc::GenericStub generic(channel);
-  grpc::ByteBuffer request;
-  {
-    grpc::Slice empty("", 0);
-    request = grpc::ByteBuffer(&empty, 1);
-  }
-  grpc::ByteBuffer response;
-  absl::Notification answered;
-  grpc::Status health_status;
-  auto health_context = Context();
-  generic.UnaryCall(health_context.get(), "/grpc.health.v1.Health/Check",
-                    grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
-                      health_status = s;
-                      answered.Notify();
-                    });
-  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(20)));
-  ASSERT_TRUE(health_status.ok()) << health_status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& slice : slices) {
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  }
+  const grpc::Status health_status =
+      EmptyUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes);
+  ASSERT_TRUE(health_status.ok()) << health_status.error_message();
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
+// --token-file: every service but health requires the token, reflection
+// included (not served), and worker calls need it before their credential.
+TEST(DaemonTest, TokenFileGuardsEveryServiceButHealth) {
+  char dir_template[] = "/tmp/zbpp_token_testXXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string token_file = absl::StrCat(dir_template, "/token");
+  {
+    std::FILE* f = std::fopen(token_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(kToken, f);
+    std::fclose(f);
+  }
+  const Daemon daemon = StartDaemon({"--token-file", token_file});
+  ASSERT_GT(daemon.pid, 0);
+  ASSERT_THAT(daemon.line, HasSubstr("zbpp-coordinator listening"));
+  auto channel =
+      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
+  auto workers = zbpp::v1::WorkerService::NewStub(channel);
+  auto kv = zbpp::v1::RendezvousService::NewStub(channel);
+  zbpp::v1::RegisterWorkerRequest reg;
+  reg.mutable_worker()->set_address("10.0.0.1:7000");
+  reg.mutable_worker()->set_host("node");
+  reg.mutable_worker()->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+  reg.mutable_worker()->set_memory_bytes(1 << 30);
+  zbpp::v1::RegisterWorkerResponse registered;
+  EXPECT_EQ(workers->RegisterWorker(Context(false).get(), reg, &registered)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::ListWorkersResponse listed;
+  EXPECT_EQ(workers->ListWorkers(Context(false).get(), {}, &listed).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  zbpp::v1::SetRequest set;
+  set.mutable_context()->set_worker_id("worker-1");
+  set.mutable_context()->set_scope("job-1/1");
+  zbpp::v1::SetResponse set_response;
+  EXPECT_EQ(kv->Set(Context(false).get(), set, &set_response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  std::string bytes;
+  EXPECT_TRUE(
+      EmptyUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes).ok());
+  EXPECT_EQ(EmptyUnaryCall(channel,
+                           "/grpc.reflection.v1alpha.ServerReflection/"
+                           "ServerReflectionInfo",
+                           &bytes)
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  // With the token: registration, and the credential it returns.
+  ASSERT_TRUE(workers->RegisterWorker(Context().get(), reg, &registered).ok());
+  EXPECT_EQ(registered.credential().size(), 32u);
+  EXPECT_TRUE(workers->ListWorkers(Context().get(), {}, &listed).ok());
+  workers.reset();
+  kv.reset();
+  channel.reset();
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 

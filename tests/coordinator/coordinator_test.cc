@@ -807,14 +807,81 @@ TEST_F(CoordinatorTest, BadHopLatencyIsRejectedAndNothingStored) {
   }
 }
 
-TEST_F(CoordinatorTest, NewerSessionReplacesOlder) {
-  FakeWorker w = AddWorker(1);
-  auto second = coordinator_->OpenSession(w.id);
-  ASSERT_TRUE(second.ok());
+// A second Session of a live worker is refused, not handed the first one's
+// outbox (which would disclose the worker's assignment to the caller); once
+// the first has ended the worker may open a new one.
+TEST_F(CoordinatorTest, SecondSessionOfALiveWorkerIsRefused) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);
+  FakeWorker& w = workers[0];
+  auto second = coordinator_->OpenSession(w.id, w.address);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(second.status().message(), ::testing::HasSubstr(w.id));
   w.Drain();
-  EXPECT_EQ(w.closed.code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(coordinator_->OpenSession("worker-99").status().code(),
+  EXPECT_TRUE(w.closed.ok()) << "the open session was closed: " << w.closed;
+  coordinator_->CloseSession(w.id, w.outbox);
+  auto reopened = coordinator_->OpenSession(w.id, w.address);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  std::vector<SessionMessage> replayed;
+  ASSERT_TRUE((*reopened)->Pop(absl::InfinitePast(), &replayed).ok());
+  ASSERT_FALSE(replayed.empty());
+  EXPECT_TRUE(replayed[0]->has_assignment());
+  EXPECT_EQ(coordinator_->OpenSession("worker-99", "10.0.0.9:7000")
+                .status()
+                .code(),
             absl::StatusCode::kNotFound);
+}
+
+// The address is checked whether or not it is given: an empty one is not a
+// wildcard.
+TEST_F(CoordinatorTest, SessionOpenWithoutTheAddressIsRefused) {
+  FakeWorker w = AddWorker(1);
+  coordinator_->CloseSession(w.id, w.outbox);
+  EXPECT_EQ(coordinator_->OpenSession(w.id, "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Only the credential RegisterWorker returned authenticates the worker; the
+// coordinator keeps its digest, not the secret.
+TEST_F(CoordinatorTest, WorkerCredentialAuthenticatesOnlyItsWorker) {
+  FakeWorker a = AddWorker(1);
+  FakeWorker b = AddWorker(2);
+  EXPECT_EQ(a.credential.size(), 32u);
+  EXPECT_EQ(a.credential.find_first_not_of("0123456789abcdef"),
+            std::string::npos);
+  EXPECT_NE(a.credential, b.credential);
+  EXPECT_TRUE(coordinator_->AuthenticateWorker(a.id, a.credential).ok());
+  for (const std::string& wrong : {std::string(), b.credential,
+                                   a.credential.substr(1), a.credential + "0"}) {
+    const absl::Status refused = coordinator_->AuthenticateWorker(a.id, wrong);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << wrong;
+    EXPECT_THAT(refused.message(), ::testing::HasSubstr(a.id));
+    EXPECT_THAT(refused.message(),
+                ::testing::Not(::testing::HasSubstr(a.credential)));
+  }
+  EXPECT_EQ(coordinator_->AuthenticateWorker("worker-99", a.credential).code(),
+            absl::StatusCode::kNotFound);
+}
+
+// One heartbeat cannot make the coordinator store megabytes: its error is
+// cut to kMaxHeartbeatErrorBytes, with a marker, in the job's message too.
+TEST_F(CoordinatorTest, HeartbeatErrorIsCapped) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(TestSpec(), &job_id);
+  HeartbeatAll(workers);
+  v1::Heartbeat failed;
+  failed.set_phase(v1::WORKER_PHASE_FAILED);
+  failed.set_job_id(job_id);
+  failed.set_attempt(workers[0].assignment->attempt());
+  failed.set_job_error(true);
+  failed.set_error(std::string(3 << 20, 'x'));
+  ASSERT_TRUE(coordinator_->Heartbeat(workers[0].id, failed).ok());
+  absl::StatusOr<v1::Job> job = coordinator_->GetJob(job_id, v1::JOB_VIEW_BASIC);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_LT(job->state_message().size(),
+            Coordinator::kMaxHeartbeatErrorBytes + 100);
+  EXPECT_THAT(job->state_message(), ::testing::HasSubstr("[... truncated]"));
 }
 
 TEST_F(CoordinatorTest, RendezvousOnlyForTheAttemptsWorkers) {
@@ -934,7 +1001,10 @@ TEST_F(CoordinatorTest, SessionOpenWithAnIdFromBeforeARestartIsRefused) {
   other.Drain();
   EXPECT_TRUE(other.closed.ok()) << "the rightful session was closed: "
                                  << other.closed;
-  EXPECT_TRUE(coordinator_->OpenSession(other.id, "10.0.0.2:7000").ok());
+  // Nor does its old credential authenticate it as the new worker-1.
+  EXPECT_EQ(coordinator_->AuthenticateWorker(before.id, before.credential).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(coordinator_->AuthenticateWorker(other.id, other.credential).ok());
 }
 
 TEST_F(CoordinatorTest, ListJobsPagesNewestFirst) {

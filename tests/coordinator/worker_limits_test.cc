@@ -113,7 +113,13 @@ TEST_F(WorkerLimitsTest, LostWorkerIsForgottenAfterTheRetentionNotBefore) {
   keep_alive_for(absl::Milliseconds(1));
   EXPECT_EQ(coordinator_->ListWorkers(lost)->workers_size(), 0);
   EXPECT_EQ(coordinator_->WorkerCounts().at("LOST"), 0);
-  EXPECT_EQ(coordinator_->OpenSession(workers[0].id).status().code(),
+  EXPECT_EQ(coordinator_->OpenSession(workers[0].id, "10.0.0.1:7000")
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->AuthenticateWorker(workers[0].id,
+                                             workers[0].credential)
+                .code(),
             absl::StatusCode::kNotFound);
   const absl::Status heartbeat = coordinator_->Heartbeat(workers[0].id, {});
   EXPECT_EQ(heartbeat.code(), absl::StatusCode::kNotFound);

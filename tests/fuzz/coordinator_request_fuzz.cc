@@ -152,7 +152,7 @@ class Fixture {
       if (!registered.ok()) Fail(registered.status(), "register");
       w.id = registered->worker_id();
       absl::StatusOr<std::shared_ptr<SessionOutbox>> outbox =
-          coordinator_->OpenSession(w.id);
+          coordinator_->OpenSession(w.id, d.address());
       if (!outbox.ok()) Fail(outbox.status(), "session");
       w.outbox = *outbox;
       workers_.push_back(std::move(w));

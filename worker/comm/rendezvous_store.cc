@@ -29,20 +29,22 @@ constexpr std::chrono::hours kNoTimeoutWait(24);
 class RendezvousStore final : public c10d::Store {
  public:
   RendezvousStore(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-                  std::string scope, std::chrono::milliseconds timeout)
+                  std::string scope, std::chrono::milliseconds timeout,
+                  CallMetadata metadata)
       : c10d::Store(timeout),
         channel_(std::move(channel)),
-        stub_(zbpp::v1::RendezvousService::NewStub(channel_)) {
+        stub_(zbpp::v1::RendezvousService::NewStub(channel_)),
+        metadata_(std::move(metadata)) {
     context_.set_worker_id(std::move(worker_id));
     context_.set_scope(std::move(scope));
   }
 
-  /// A second store on the same channel, scope and timeout: every key lives
-  /// in the coordinator, so the two see the same keys (c10d clones a store
-  /// for a backend's own threads, e.g. NCCL's watchdog).
+  /// A second store on the same channel, scope, timeout and metadata: every
+  /// key lives in the coordinator, so the two see the same keys (c10d clones
+  /// a store for a backend's own threads, e.g. NCCL's watchdog).
   c10::intrusive_ptr<c10d::Store> clone() override {
     return c10::make_intrusive<RendezvousStore>(
-        channel_, context_.worker_id(), context_.scope(), timeout_);
+        channel_, context_.worker_id(), context_.scope(), timeout_, metadata_);
   }
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
@@ -175,6 +177,7 @@ class RendezvousStore final : public c10d::Store {
     context.set_deadline(std::chrono::system_clock::now() +
                          (wait.count() > 0 ? wait + kDeadlineMargin
                                            : WaitFor(timeout_)));
+    AddCallMetadata(metadata_, context);
     return (stub_.get()->*method)(&context, request, response);
   }
 
@@ -198,6 +201,8 @@ class RendezvousStore final : public c10d::Store {
 
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<zbpp::v1::RendezvousService::Stub> stub_;
+  /// On every call (bearer token, worker credential).
+  const CallMetadata metadata_;
   /// On every request.
   zbpp::v1::RendezvousContext context_;
 };
@@ -206,10 +211,10 @@ class RendezvousStore final : public c10d::Store {
 
 c10::intrusive_ptr<c10d::Store> CreateRendezvousStore(
     std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-    std::string scope, absl::Duration timeout) {
+    std::string scope, absl::Duration timeout, CallMetadata metadata) {
   return c10::make_intrusive<RendezvousStore>(
       std::move(channel), std::move(worker_id), std::move(scope),
-      absl::ToChronoMilliseconds(timeout));
+      absl::ToChronoMilliseconds(timeout), std::move(metadata));
 }
 
 }  // namespace zbpp::worker

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/time/time.h"
+#include "common/call_auth.h"
 
 namespace grpc {
 class Channel;
@@ -20,9 +21,11 @@ namespace zbpp::worker {
 /// address (DESIGN.md §3).
 ///
 /// `worker_id` (RegisterWorkerResponse) and `scope`
-/// (Assignment.rendezvous_scope) go in the RendezvousContext of every call;
-/// the coordinator answers PERMISSION_DENIED unless the worker holds the
-/// scope's attempt. `timeout` (> 0) is the store's c10d timeout: how long
+/// (Assignment.rendezvous_scope) go in the RendezvousContext of every call,
+/// and `metadata` (the bearer token when the coordinator has one, and the
+/// worker credential under kWorkerCredentialMetadataKey) in its metadata;
+/// the coordinator answers UNAUTHENTICATED without them and
+/// PERMISSION_DENIED unless the worker holds the scope's attempt. `timeout` (> 0) is the store's c10d timeout: how long
 /// get() and wait(keys) wait for keys; every RPC's deadline is its wait plus
 /// a few seconds, and calls that do not wait get `timeout` as deadline.
 ///
@@ -42,7 +45,7 @@ namespace zbpp::worker {
 /// Thread-safe: c10d and Gloo call it from several threads.
 c10::intrusive_ptr<c10d::Store> CreateRendezvousStore(
     std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-    std::string scope, absl::Duration timeout);
+    std::string scope, absl::Duration timeout, CallMetadata metadata);
 
 }  // namespace zbpp::worker
 

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/call_auth.h"
 #include "common/pipeline_shape.h"
 #include "common/schedule_proto.h"
 #include "common/status_grpc.h"
@@ -114,7 +115,8 @@ class AttemptRun {
     // prefix: this replica's pipeline (p ranks) and this stage's replicas
     // (d ranks, when d > 1).
     const c10::intrusive_ptr<c10d::Store> store = CreateRendezvousStore(
-        env_.channel, env_.session->worker_id(), a_.rendezvous_scope(), env_.comm_timeout);
+        env_.channel, env_.session->worker_id(), a_.rendezvous_scope(), env_.comm_timeout,
+        env_.session->call_metadata());
     auto join = [&](const std::string& prefix, int rank, int size,
                     const char* what) -> absl::StatusOr<std::unique_ptr<Communicator>> {
       GlooOptions gloo;
@@ -304,6 +306,7 @@ class AttemptRun {
     v1::ReportStepResponse response;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    AddCallMetadata(env_.session->call_metadata(), context);
     grpc::Status st = env_.session->stub().ReportStep(&context, report, &response);
     if (st.ok()) return absl::OkStatus();
     return WithContext(FromGrpcStatus(st), absl::StrCat("reporting step ", report.step()));

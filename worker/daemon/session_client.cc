@@ -52,6 +52,9 @@ absl::Status SessionClient::Register() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoSeconds(options_.rpc_timeout));
+  if (!options_.bearer_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.bearer_token);
+  }
   grpc::Status st = stub_->RegisterWorker(&context, request, &response);
   if (!st.ok()) {
     absl::Status status = FromGrpcStatus(st);
@@ -65,6 +68,7 @@ absl::Status SessionClient::Register() {
   }
   absl::MutexLock lock(&mu_);
   worker_id_ = response.worker_id();
+  credential_ = response.credential();
   heartbeat_interval_ = absl::Seconds(response.heartbeat_interval_seconds());
   return absl::OkStatus();
 }
@@ -74,8 +78,19 @@ std::string SessionClient::worker_id() const {
   return worker_id_;
 }
 
+CallMetadata SessionClient::call_metadata() const {
+  CallMetadata metadata;
+  if (!options_.bearer_token.empty()) {
+    metadata.emplace_back("authorization", "Bearer " + options_.bearer_token);
+  }
+  absl::MutexLock lock(&mu_);
+  metadata.emplace_back(kWorkerCredentialMetadataKey, credential_);
+  return metadata;
+}
+
 grpc::Status SessionClient::RunStream() {
   grpc::ClientContext context;
+  AddCallMetadata(call_metadata(), context);
   std::string id;
   absl::Duration interval;
   {
@@ -154,9 +169,11 @@ void SessionClient::Loop() {
     if (absl::Now() - opened >= absl::Seconds(1)) {
       backoff = options_.min_reconnect_backoff;
     }
-    if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+    if (st.error_code() == grpc::StatusCode::NOT_FOUND ||
+        st.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       // The coordinator forgot us (lease expired, or it restarted and lost
-      // its workers): whatever we ran is void; become a new worker.
+      // its workers, or gave our old id to another worker, whose credential
+      // ours is not): whatever we ran is void; become a new worker.
       std::cerr << "zbpp-worker: session ended (" << st.error_message()
                 << "); registering again\n";
       options_.state->Reset();
@@ -172,8 +189,9 @@ void SessionClient::Loop() {
       backoff = options_.min_reconnect_backoff;
     } else {
       // A broken stream (the coordinator is down or restarting, the
-      // network failed): reconnect with back-off, within the lease if the
-      // coordinator is still there.
+      // network failed), or a reopen refused with ALREADY_EXISTS because the
+      // coordinator has not yet seen our previous stream end: reconnect
+      // with back-off, within the lease if the coordinator is still there.
       const absl::Duration wait = NextBackoff(&backoff);
       std::cerr << "zbpp-worker: session stream ended (" << st.error_code() << ": "
                 << st.error_message() << "); reconnecting in " << absl::FormatDuration(wait)

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/call_auth.h"
 #include "worker/daemon/control_state.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
@@ -26,6 +27,9 @@ struct SessionClientOptions {
   std::string coordinator_address;
   /// What this worker is (RegisterWorkerRequest.worker).
   v1::WorkerDescription description;
+  /// Sent as "authorization: Bearer <token>" on every call when not empty
+  /// (zbpp-worker --token-file; the coordinator's --token-file).
+  std::string bearer_token;
   /// Where coordinator messages go and heartbeats come from; not owned.
   ControlState* state = nullptr;
   /// Deadline of RegisterWorker (and of the first connection).
@@ -46,6 +50,13 @@ struct SessionClientOptions {
 /// SessionResponse to ControlState. Runs one background thread per open
 /// stream pair (reader, heartbeat writer).
 ///
+/// Every call carries the bearer token (when set) and, once registered, the
+/// registration's credential (call_metadata()). A Session refused with
+/// ALREADY_EXISTS (the coordinator has not yet seen the previous stream of
+/// this worker end) is retried with the same back-off as a broken stream;
+/// NOT_FOUND or UNAUTHENTICATED (the coordinator forgot this registration,
+/// or restarted and gave the id to another worker) registers again.
+///
 /// Thread-safe.
 class SessionClient {
  public:
@@ -57,6 +68,10 @@ class SessionClient {
 
   /// The id of the current registration.
   std::string worker_id() const;
+  /// What every call naming worker_id() carries: the bearer token (when
+  /// set) and the current registration's credential under
+  /// kWorkerCredentialMetadataKey. Secrets: never log them.
+  CallMetadata call_metadata() const;
   /// A stub for unary calls (ReportStep).
   v1::WorkerService::Stub& stub() { return *stub_; }
   /// Closes the stream and stops the threads.
@@ -77,6 +92,7 @@ class SessionClient {
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   mutable absl::Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::string credential_ ABSL_GUARDED_BY(mu_);  // Of worker_id_.
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   grpc::ClientContext* stream_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -6,13 +6,16 @@
 //   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
 //               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
-//               [--tls-ca F [--tls-cert F --tls-key F]]
+//               [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
 //               [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]
 //
 // The last two inject faults on purpose (demo, end-to-end tests): the
 // worker holding pipeline rank S runs its passes FACTOR times slower from
 // step STEP (default 0) on; the worker holding the last rank turns a
 // gradient entry into NaN at step K.
+//
+// --token-file F: the coordinator's bearer token (its --token-file), sent on
+// every call; without it a coordinator that has one refuses the worker.
 
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +35,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/call_auth.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
 #include "common/pipeline_shape.h"
@@ -47,7 +51,7 @@ constexpr char kUsage[] =
     "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
     "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
     "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
-    "[--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]";
+    "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]";
 
 struct Flags {
   std::string coordinator;
@@ -60,6 +64,7 @@ struct Flags {
   uint64_t memory_bytes = 0;
   double comm_timeout_seconds = 120;
   ClientTlsFiles tls;  // To the coordinator; all empty: plaintext.
+  std::string token_file;  // The coordinator's bearer token; empty: none.
   FaultInjection faults;
 };
 
@@ -103,7 +108,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       argc, argv,
       {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
        "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key",
-       "--slow-stage", "--inject-nan-step"});
+       "--token-file", "--slow-stage", "--inject-nan-step"});
   if (!values.ok()) return values.status();
   Flags flags;
   auto get = [&](const std::string& name, std::string* out) {
@@ -118,6 +123,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   get("--tls-ca", &flags.tls.ca);
   get("--tls-cert", &flags.tls.cert);
   get("--tls-key", &flags.tls.key);
+  get("--token-file", &flags.token_file);
   if (flags.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
   if (auto it = values->find("--threads"); it != values->end()) {
     if (!absl::SimpleAtoi(it->second, &flags.threads) || flags.threads < 1) {
@@ -208,6 +214,11 @@ int Main(int argc, char** argv) {
   }
   ControlState state;
   SessionClientOptions session_options;
+  if (!flags->token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(flags->token_file);
+    if (!token.ok()) return Fail(absl::StrCat("--token-file: ", token.status().message()));
+    session_options.bearer_token = *std::move(token);
+  }
   // gRPC's own reconnection back-off grows to 120 s: a worker whose
   // coordinator was down for a minute would stay away that long after it is
   // back. SessionClient backs off itself, up to 5 s; the channel keeps up.

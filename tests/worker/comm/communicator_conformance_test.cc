@@ -93,7 +93,7 @@ class CommunicatorTest : public ::testing::TestWithParam<Param> {
       for (const testing::RendezvousIdentity& id : *ranks) {
         stores.push_back(CreateRendezvousStore(coordinator_->channel(),
                                                id.worker_id, id.scope,
-                                               kPatience));
+                                               kPatience, id.metadata));
       }
     }
     group_.resize(size);

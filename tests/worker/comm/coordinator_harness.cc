@@ -61,6 +61,7 @@ absl::StatusOr<std::vector<RendezvousIdentity>> CoordinatorHarness::AssignJob(
       core_->SubmitJob(coordinator::testing::TestSpec(size));
   if (!job.ok()) return job.status();
   std::vector<std::string> ids;
+  std::vector<std::string> credentials;
   std::vector<std::shared_ptr<coordinator::SessionOutbox>> outboxes;
   for (int r = 0; r < size; ++r) {
     v1::WorkerDescription d;
@@ -72,8 +73,9 @@ absl::StatusOr<std::vector<RendezvousIdentity>> CoordinatorHarness::AssignJob(
         core_->RegisterWorker(d);
     if (!registered.ok()) return registered.status();
     ids.push_back(registered->worker_id());
+    credentials.push_back(registered->credential());
     absl::StatusOr<std::shared_ptr<coordinator::SessionOutbox>> outbox =
-        core_->OpenSession(ids.back());
+        core_->OpenSession(ids.back(), d.address());
     if (!outbox.ok()) return outbox.status();
     outboxes.push_back(*outbox);
   }
@@ -93,8 +95,9 @@ absl::StatusOr<std::vector<RendezvousIdentity>> CoordinatorHarness::AssignJob(
       if (!m->has_assignment() || m->assignment().job_id() != job->id()) {
         continue;
       }
-      ranks[m->assignment().stage()] = {ids[w],
-                                        m->assignment().rendezvous_scope()};
+      ranks[m->assignment().stage()] = {
+          ids[w], m->assignment().rendezvous_scope(),
+          {{kWorkerCredentialMetadataKey, credentials[w]}}};
     }
   }
   for (int r = 0; r < size; ++r) {

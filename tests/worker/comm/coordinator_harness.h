@@ -14,6 +14,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/rendezvous_service.h"
 #include "coordinator/store/sqlite_store.h"
@@ -24,6 +25,8 @@ namespace zbpp::worker::testing {
 struct RendezvousIdentity {
   std::string worker_id;
   std::string scope;
+  /// The worker credential, as call metadata for CreateRendezvousStore.
+  CallMetadata metadata;
 };
 
 class CoordinatorHarness {

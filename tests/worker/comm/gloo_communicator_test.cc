@@ -95,7 +95,7 @@ TEST(GlooCommunicatorTest, UnreachableStoreIsAnError) {
   GlooOptions options;
   options.store = CreateRendezvousStore(
       grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()),
-      "worker-1", "scope", absl::Seconds(1));
+      "worker-1", "scope", absl::Seconds(1), {});
   options.rank = 1;
   options.size = 2;
   options.timeout = absl::Seconds(1);

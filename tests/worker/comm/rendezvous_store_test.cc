@@ -47,7 +47,8 @@ class RendezvousStoreTest : public ::testing::Test {
     ASSERT_TRUE(ranks.ok()) << ranks.status();
     ranks_ = *ranks;
     store_ = CreateRendezvousStore(coordinator_->channel(), ranks_[0].worker_id,
-                                   ranks_[0].scope, absl::Milliseconds(200));
+                                   ranks_[0].scope, absl::Milliseconds(200),
+                                   ranks_[0].metadata);
   }
 
   std::unique_ptr<testing::CoordinatorHarness> coordinator_;
@@ -59,7 +60,7 @@ TEST_F(RendezvousStoreTest, SetThenGetFromAnotherRank) {
   store_->set("addr/0", Bytes("10.0.0.1:5000"));
   auto other = CreateRendezvousStore(coordinator_->channel(),
                                      ranks_[1].worker_id, ranks_[1].scope,
-                                     absl::Seconds(5));
+                                     absl::Seconds(5), ranks_[1].metadata);
   EXPECT_EQ(other->get("addr/0"), Bytes("10.0.0.1:5000"));
   EXPECT_TRUE(other->check({"addr/0"}));
   EXPECT_FALSE(other->check({"addr/0", "addr/1"}));
@@ -107,7 +108,7 @@ TEST_F(RendezvousStoreTest, WaitReturnsWhenAnotherRankSetsTheKey) {
   std::thread setter([&] {
     auto other = CreateRendezvousStore(coordinator_->channel(),
                                        ranks_[1].worker_id, ranks_[1].scope,
-                                       absl::Seconds(5));
+                                       absl::Seconds(5), ranks_[1].metadata);
     other->set("late", Bytes("1"));
   });
   store_->wait({"late"}, std::chrono::seconds(10));
@@ -121,7 +122,8 @@ TEST_F(RendezvousStoreTest, OutsidersAreRefused) {
   ASSERT_TRUE(other_job.ok()) << other_job.status();
   auto outsider =
       CreateRendezvousStore(coordinator_->channel(), (*other_job)[0].worker_id,
-                            ranks_[0].scope, absl::Seconds(1));
+                            ranks_[0].scope, absl::Seconds(1),
+                            (*other_job)[0].metadata);
   EXPECT_THAT(ThrownMessage([&] { outsider->set("k", Bytes("v")); }),
               AllOf(HasSubstr("set of key 'k'"), HasSubstr("PERMISSION_DENIED")));
 }

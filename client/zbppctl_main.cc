@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   client_options.address = options->coordinator;
   client_options.timeout = absl::Seconds(options->timeout_seconds);
   if (!options->token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(options->token_file);
+    absl::StatusOr<std::string> token = zbpp::ReadTokenFile(options->token_file);
     if (!token.ok()) {
       std::cerr << "zbppctl: " << token.status().message() << "\n";
       return kExitError;

@@ -59,6 +59,7 @@
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
+#include "common/call_auth.h"
 #include "common/schedule_proto.h"
 #include "coordinator/store/sqlite_store.h"
 #include "scheduler/simulator.h"
@@ -265,7 +266,10 @@ class SessionReactor final
   SessionReactor(FakeWorker* worker, LoadStats* stats)
       : worker_(worker), stats_(stats) {}
 
-  void Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id);
+  // Opens the Session of worker `id` registered at `address`, with its
+  // credential (RegisterWorkerResponse.credential).
+  void Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id,
+             const std::string& address, const std::string& credential);
   /// Sends a heartbeat unless the previous write is still in flight.
   void Heartbeat(const zbpp::v1::Heartbeat& heartbeat);
   void Stop() {
@@ -324,7 +328,8 @@ class FakeWorker {
     stats_->register_worker.Add(absl::ToDoubleSeconds(absl::Now() - start));
     if (!s.ok()) return absl::UnavailableError(s.error_message());
     id_ = response.worker_id();
-    session_.Start(stub_.get(), id_);
+    credential_ = response.credential();
+    session_.Start(stub_.get(), id_, d->address(), credential_);
     return absl::OkStatus();
   }
 
@@ -407,6 +412,7 @@ class FakeWorker {
   void Send(zbpp::v1::ReportStepRequest request) {
     auto* call = new Call;
     call->request = std::move(request);
+    call->context.AddMetadata(zbpp::kWorkerCredentialMetadataKey, credential_);
     call->context.set_deadline(std::chrono::system_clock::now() +
                                std::chrono::seconds(20));
     ++stats_->reports_in_flight;
@@ -440,6 +446,7 @@ class FakeWorker {
   LoadStats* const stats_;
   TimingCache* const timings_;
   std::string id_;
+  std::string credential_;  // RegisterWorkerResponse.credential
   SessionReactor session_;
 
   absl::Mutex mu_;
@@ -450,10 +457,12 @@ class FakeWorker {
   bool report_in_flight_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-void SessionReactor::Start(zbpp::v1::WorkerService::Stub* stub,
-                           const std::string& id) {
+void SessionReactor::Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id,
+                           const std::string& address, const std::string& credential) {
+  context_.AddMetadata(zbpp::kWorkerCredentialMetadataKey, credential);
   stub->async()->Session(&context_, this);
   out_.mutable_open()->set_worker_id(id);
+  out_.mutable_open()->set_address(address);
   writing_ = true;
   counted_write_ = false;
   StartWrite(&out_);
@@ -760,7 +769,7 @@ int RunProbe(const Flags& flags) {
     d.set_device_kind(zbpp::v1::DEVICE_KIND_CUDA);
     d.set_memory_bytes(uint64_t{80} << 30);
     ranks[i].id = (*core)->RegisterWorker(d)->worker_id();
-    ranks[i].outbox = *(*core)->OpenSession(ranks[i].id);
+    ranks[i].outbox = *(*core)->OpenSession(ranks[i].id, d.address());
   }
   for (auto& r : ranks) {
     r.Drain();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/call_auth.h"
 
 namespace zbpp::worker::e2e {
 namespace {
@@ -21,15 +22,17 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
                       absl::StrCat(what, ": ", st.error_message()));
 }
 
-// One unary call with a 10 s deadline; the reply or the call's error.
+// One unary call with a 10 s deadline and `bearer` (if any) as its
+// authorization; the reply or the call's error.
 template <typename Response, typename Stub, typename Request, typename Method>
 absl::StatusOr<Response> Unary(Stub& stub, Method method,
                                const Request& request,
-                               const std::string& what) {
+                               const std::string& what, const std::string& bearer) {
   Response response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
+  if (!bearer.empty()) context.AddMetadata("authorization", bearer);
   grpc::Status st = (stub.*method)(&context, request, &response);
   if (!st.ok()) return FromGrpc(st, what);
   return response;
@@ -78,6 +81,13 @@ absl::StatusOr<RunningWorker> StartWorker(
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
     ClusterOptions options) {
   std::unique_ptr<Cluster> cluster(new Cluster(std::move(options)));
+  if (!cluster->options_.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(cluster->options_.token_file);
+    if (!token.ok()) return token.status();
+    cluster->bearer_ = "Bearer " + *token;
+    cluster->options_.worker_flags.push_back("--token-file");
+    cluster->options_.worker_flags.push_back(cluster->options_.token_file);
+  }
   if (absl::Status st = cluster->StartCoordinator({}); !st.ok()) return st;
   for (int i = 0; i < cluster->options_.workers; ++i) {
     absl::StatusOr<RunningWorker*> worker = cluster->AddWorker();
@@ -102,6 +112,10 @@ Cluster::~Cluster() {
 
 absl::Status Cluster::StartCoordinator(const std::vector<std::string>& flags) {
   std::vector<std::string> all = {"--db", options_.db};
+  if (!options_.token_file.empty()) {
+    all.push_back("--token-file");
+    all.push_back(options_.token_file);
+  }
   all.insert(all.end(), flags.begin(), flags.end());
   absl::StatusOr<ctltest::RunningCoordinator> coordinator =
       ctltest::StartCoordinator(ZBPP_COORDINATOR_BINARY, all);
@@ -165,7 +179,7 @@ absl::StatusOr<v1::Job> Cluster::Submit(const v1::JobSpec& spec) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::SubmitJob, request,
-                        "SubmitJob");
+                        "SubmitJob", bearer_);
 }
 
 absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
@@ -173,7 +187,7 @@ absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
   request.set_job_id(job_id);
   request.set_view(v1::JOB_VIEW_FULL);
   return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::GetJob, request,
-                        "GetJob");
+                        "GetJob", bearer_);
 }
 
 absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
@@ -183,6 +197,7 @@ absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
   request.set_job_id(job_id);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!bearer_.empty()) context.AddMetadata("authorization", bearer_);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> stream =
       jobs_->WatchJob(&context, request);
   v1::JobEvent event;

@@ -58,6 +58,10 @@ struct ClusterOptions {
   std::string db = ":memory:";
   /// Appended to every zbpp-worker's flags (e.g. --comm-timeout 5).
   std::vector<std::string> worker_flags;
+  /// A bearer token file: given to the coordinator and every worker as
+  /// --token-file, and its token sent on the cluster's own JobService
+  /// calls. Empty: no token.
+  std::string token_file;
 };
 
 /// A coordinator and zbpp-worker processes, for the end-to-end tests; the
@@ -111,6 +115,7 @@ class Cluster {
   absl::Status StartCoordinator(const std::vector<std::string>& flags);
 
   ClusterOptions options_;
+  std::string bearer_;  // "Bearer <token>" from options_.token_file, or empty.
   ctltest::RunningCoordinator coordinator_;
   std::vector<RunningWorker> workers_;
   std::unique_ptr<zbpp::v1::JobService::Stub> jobs_;

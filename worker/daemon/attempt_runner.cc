@@ -19,6 +19,7 @@
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/latency_probe.h"
 #include "worker/comm/rendezvous_store.h"
+#include "worker/data/checkpoint.h"
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
 #include "worker/runtime/rank_trainer.h"
@@ -163,6 +164,18 @@ class AttemptRun {
     absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);
+    // A crash of an earlier attempt may have left unfinished checkpoint
+    // writes of this stage behind (the writer of a stage is replica 0).
+    if (!spec_.checkpoint().directory().empty() && a_.replica() == 0) {
+      absl::StatusOr<int> removed =
+          RemoveUnfinishedCheckpointWrites(spec_.checkpoint().directory(), a_.stage());
+      if (!removed.ok()) {
+        std::cerr << "zbpp-worker: " << removed.status().message() << "\n";
+      } else if (*removed > 0) {
+        std::cerr << "zbpp-worker: removed " << *removed
+                  << " unfinished checkpoint write(s) of an earlier attempt\n";
+      }
+    }
     if (a_.has_restore()) {
       if (absl::Status st =
               trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());
@@ -240,6 +253,12 @@ class AttemptRun {
         return WithContext(st, "writing the checkpoint");
       }
       report.set_checkpoint_written(true);
+      if (ckpt.keep_last() > 0) {
+        // A failed clean-up costs disk, not the checkpoint just written.
+        absl::StatusOr<int> pruned = PruneCheckpoints(ckpt.directory(), a_.stage(),
+                                                      spec_.pipeline().stages(), ckpt.keep_last());
+        if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
+      }
     }
     if (last) {
       double sum = 0;

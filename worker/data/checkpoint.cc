@@ -58,6 +58,35 @@ std::optional<int64_t> ParseStepDirectory(const std::string& name) {
   return step;
 }
 
+// Every step directory under `directory`, ascending; empty when it does not
+// exist. The errno's code when it cannot be listed.
+absl::StatusOr<std::vector<int64_t>> StepDirectories(const std::string& directory) {
+  std::error_code error;
+  std::vector<int64_t> steps;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    if (std::optional<int64_t> step = ParseStepDirectory(entry.path().filename())) {
+      steps.push_back(*step);
+    }
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot list checkpoints in ",
+                                                           directory, ": ", error.message()));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+// Whether every rank in [0, ranks) has its file at `step`.
+bool Complete(const std::string& directory, int64_t step, int ranks) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::error_code ignored;  // unreadable counts as absent
+    if (!std::filesystem::is_regular_file(CheckpointPath(directory, step, rank), ignored)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string CheckpointPath(const std::string& directory, int64_t step,
@@ -170,31 +199,76 @@ absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,
     return absl::InvalidArgumentError(
         absl::StrCat("ranks must be >= 1, got ", ranks));
   }
-  std::error_code error;
-  std::optional<int64_t> latest;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(directory, error)) {
-    const std::optional<int64_t> step =
-        ParseStepDirectory(entry.path().filename());
-    if (!step.has_value() || (latest.has_value() && *step <= *latest)) continue;
-    bool complete = true;
-    for (int rank = 0; rank < ranks && complete; ++rank) {
-      std::error_code ignored;  // unreadable counts as absent
-      complete = std::filesystem::is_regular_file(
-          CheckpointPath(directory, *step, rank), ignored);
+  absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
+  if (!steps.ok()) return steps.status();
+  for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
+    if (Complete(directory, *it, ranks)) return *it;
+  }
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint (all ",
+                                          ranks, " ranks) in ", directory));
+}
+
+absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
+                                     int keep_last) {
+  if (rank < 0 || rank >= ranks || keep_last < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pruning checkpoints needs 0 <= rank < ranks and keep_last >= 1, got rank ", rank,
+        " of ", ranks, ", keep_last ", keep_last));
+  }
+  absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
+  if (!steps.ok()) return steps.status();
+  // The oldest step kept: the keep_last-th newest complete one.
+  int complete = 0;
+  std::optional<int64_t> oldest_kept;
+  for (auto it = steps->rbegin(); it != steps->rend() && complete < keep_last; ++it) {
+    if (Complete(directory, *it, ranks)) {
+      ++complete;
+      oldest_kept = *it;
     }
-    if (complete) latest = step;
   }
-  if (error && error != std::errc::no_such_file_or_directory) {
-    return absl::ErrnoToStatus(
-        error.value(), absl::StrCat("cannot list checkpoints in ", directory,
-                                    ": ", error.message()));
+  if (complete < keep_last) return 0;
+  int removed = 0;
+  for (int64_t step : *steps) {
+    if (step >= *oldest_kept) break;
+    const std::string path = CheckpointPath(directory, step, rank);
+    std::error_code error;
+    if (std::filesystem::remove(path, error)) {
+      ++removed;
+    } else if (error) {
+      return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot remove old checkpoint ",
+                                                             path, ": ", error.message()));
+    }
+    // The last rank to prune a step removes its directory; the others'
+    // attempts fail because it is not empty yet, which is fine.
+    std::error_code not_empty;
+    std::filesystem::remove(std::filesystem::path(path).parent_path(), not_empty);
   }
-  if (!latest.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no complete checkpoint (all ",
-                                            ranks, " ranks) in ", directory));
+  return removed;
+}
+
+absl::StatusOr<int> RemoveUnfinishedCheckpointWrites(const std::string& directory, int rank) {
+  if (rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rank must be >= 0, got ", rank));
   }
-  return *latest;
+  absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
+  if (!steps.ok()) return steps.status();
+  int removed = 0;
+  for (int64_t step : *steps) {
+    const std::filesystem::path file = CheckpointPath(directory, step, rank);
+    const std::string prefix = file.filename().string() + ".tmp-";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(file.parent_path(), error)) {
+      if (!absl::StartsWith(entry.path().filename().string(), prefix)) continue;
+      std::error_code removal;
+      if (!std::filesystem::remove(entry.path(), removal) && removal) {
+        return absl::ErrnoToStatus(removal.value(),
+                                   absl::StrCat("cannot remove unfinished checkpoint write ",
+                                                entry.path().string(), ": ", removal.message()));
+      }
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 }  // namespace zbpp::worker

@@ -74,6 +74,28 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
 absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,
                                                  int ranks);
 
+/// Removes `rank`'s files of every step older than the `keep_last` newest
+/// complete steps under `directory` (complete: every rank in [0, ranks) has
+/// its file; see LatestCompleteCheckpoint), and a step directory once it is
+/// empty. Nothing is removed while fewer than `keep_last` steps are
+/// complete, and an incomplete newer step never counts: a crash between two
+/// ranks' writes leaves a complete checkpoint to restart from. Each rank
+/// prunes its own files (CheckpointSpec.keep_last, after each write).
+///
+/// Returns the number of files removed. Errors: InvalidArgument for rank
+/// outside [0, ranks) or keep_last < 1; the errno's code naming the path
+/// when listing or removing fails. Blocking; thread-safe for different
+/// ranks.
+absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
+                                     int keep_last);
+
+/// Removes the temporary files (`<file>.tmp-<pid>`, WriteCheckpoint) of
+/// `rank`'s writes that a crash left under `directory`. Call when the rank
+/// starts, before it writes: no write of its is in flight then. Returns the
+/// number of files removed. Errors: InvalidArgument for rank < 0; the
+/// errno's code naming the path when listing or removing fails. Blocking.
+absl::StatusOr<int> RemoveUnfinishedCheckpointWrites(const std::string& directory, int rank);
+
 }  // namespace zbpp::worker
 
 #endif  // ZBPP_WORKER_DATA_CHECKPOINT_H_

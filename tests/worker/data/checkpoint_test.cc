@@ -223,5 +223,70 @@ TEST(CheckpointTest, LatestCompleteCheckpointSkipsIncompleteSteps) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// keep_last: each rank removes its files of steps older than the N newest
+// complete ones; an incomplete newer step does not count, and nothing goes
+// while fewer than N are complete.
+TEST(CheckpointTest, PruneKeepsTheNewestCompleteStepsOfEachRank) {
+  TestDirectory dir;
+  const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
+  for (int64_t step : {10, 20, 30}) {
+    for (int rank : {0, 1}) ASSERT_TRUE(WriteCheckpoint(dir.path(), step, rank, tensors).ok());
+  }
+  // Step 40: only rank 0 finished (a crash before rank 1 wrote).
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 40, 0, tensors).ok());
+  auto exists = [&](int64_t step, int rank) {
+    return std::filesystem::exists(CheckpointPath(dir.path(), step, rank));
+  };
+
+  absl::StatusOr<int> none = PruneCheckpoints(dir.path(), 0, 2, 4);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, 0) << "only 3 complete steps: keep_last 4 keeps them all";
+
+  absl::StatusOr<int> pruned = PruneCheckpoints(dir.path(), 0, 2, 2);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_FALSE(exists(10, 0));
+  EXPECT_TRUE(exists(10, 1)) << "rank 0 removes only its own files";
+  EXPECT_TRUE(exists(20, 0)) << "20 and 30 are the 2 newest complete steps";
+  EXPECT_TRUE(exists(30, 0));
+  EXPECT_TRUE(exists(40, 0));
+  ASSERT_TRUE(PruneCheckpoints(dir.path(), 1, 2, 2).ok());
+  EXPECT_FALSE(exists(10, 1));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(CheckpointPath(dir.path(), 10, 0))
+                                           .parent_path()))
+      << "the emptied step directory goes too";
+  absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(dir.path(), 2);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 30);
+
+  EXPECT_EQ(PruneCheckpoints(dir.path(), 2, 2, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PruneCheckpoints(dir.path(), 0, 2, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CheckpointTest, UnfinishedWritesOfTheRankAreRemovedAtStart) {
+  TestDirectory dir;
+  const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 5, 0, tensors).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 5, 1, tensors).ok());
+  const std::string rank0 = CheckpointPath(dir.path(), 5, 0);
+  const std::string rank1 = CheckpointPath(dir.path(), 5, 1);
+  WriteFile(rank0 + ".tmp-4242", "partial");
+  WriteFile(rank0 + ".tmp-77", "partial");
+  WriteFile(rank1 + ".tmp-4242", "partial");
+
+  absl::StatusOr<int> removed = RemoveUnfinishedCheckpointWrites(dir.path(), 0);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2);
+  EXPECT_FALSE(std::filesystem::exists(rank0 + ".tmp-4242"));
+  EXPECT_FALSE(std::filesystem::exists(rank0 + ".tmp-77"));
+  EXPECT_TRUE(std::filesystem::exists(rank1 + ".tmp-4242")) << "another rank's write";
+  EXPECT_TRUE(std::filesystem::exists(rank0)) << "the finished file stays";
+  absl::StatusOr<int> empty = RemoveUnfinishedCheckpointWrites(dir.path() + "/absent", 0);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, 0);
+}
+
 }  // namespace
 }  // namespace zbpp::worker

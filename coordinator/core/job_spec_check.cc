@@ -371,6 +371,9 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = AtLeast(checkpoint.keep_last(), 0, "checkpoint.keep_last"); !st.ok()) {
+    return st;
+  }
   if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
     return Invalid("checkpoint.directory",
                    "required when checkpoint.interval_steps > 0");

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "yaml-cpp/eventhandler.h"
@@ -208,6 +209,14 @@ absl::Status SetScalar(const YAML::Node& node, const std::string& path,
       break;
     }
     case pb::FieldDescriptor::CPPTYPE_STRING:
+      // Protobuf cannot carry a `string` that is not UTF-8 (the coordinator
+      // would refuse the whole request without saying why); `bytes` can.
+      if (field.type() == pb::FieldDescriptor::TYPE_STRING) {
+        if (absl::Status utf8 = CheckUtf8(path, text); !utf8.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(utf8.message(), Where(node.Mark())));
+        }
+      }
       repeated ? reflection.AddString(&message, &field, text)
                : reflection.SetString(&message, &field, text);
       break;

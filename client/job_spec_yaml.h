@@ -42,7 +42,10 @@ namespace zbpp::client {
 ///   "dataset.text_file: conflicts with dataset.builtin (line 5, ...);
 ///    set one of builtin, text_file, synthetic"
 ///   "yaml: not YAML (line 3, column 9): end of map not found"
-/// An unknown key, a repeated key, a value of the wrong kind (a mapping where
+///   "name: not valid UTF-8 (byte 0xE9 at offset 4) (line 1, column 7)"
+/// A string value that is not UTF-8 (protobuf cannot carry it; the offset
+/// is in bytes into the value), an unknown key, a repeated key, a value of
+/// the wrong kind (a mapping where
 /// a number belongs and vice versa), a missing value, two members of one
 /// oneof, several YAML documents, an empty text and text that is not YAML
 /// are all refused.

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/utf8.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -145,7 +146,15 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
     return UsageError(absl::StrCat("unexpected argument \"",
                                    words[expected_words], "\" for ", words[0]));
   }
-  if (info.takes_argument) options.argument = words[1];
+  if (info.takes_argument) {
+    // JOB travels in a protobuf `string` field, which must be UTF-8.
+    if (info.command != Command::kSubmit) {
+      if (absl::Status utf8 = CheckUtf8("JOB", words[1]); !utf8.ok()) {
+        return UsageError(std::string(utf8.message()));
+      }
+    }
+    options.argument = words[1];
+  }
 
   auto& flags = split->flags;
   if (auto f = flags.find("coordinator"); f != flags.end()) {

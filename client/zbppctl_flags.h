@@ -66,7 +66,8 @@ const char* UsageText();
 ///
 /// Errors: InvalidArgument (the caller exits 2) for a missing or unknown
 /// command, a missing or extra positional argument, an unknown or repeated
-/// flag, a flag without a value, a --timeout that is not a positive finite
+/// flag, a flag without a value, a JOB that is not UTF-8 ("JOB: not valid
+/// UTF-8 (byte 0xE9 at offset 4)"; protobuf cannot carry it), a --timeout that is not a positive finite
 /// number, or a --format the command does not offer. Thread-safe (pure).
 absl::StatusOr<CtlOptions> ParseCommandLine(
     const std::vector<std::string>& args,

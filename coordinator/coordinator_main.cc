@@ -15,11 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/call_auth.h"
+#include "common/channel_credentials.h"
 #include "common/flags.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -135,14 +134,6 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 std::string HostOf(const std::string& address) {
   const size_t colon = address.rfind(':');
   return colon == std::string::npos ? address : address.substr(0, colon);
@@ -169,6 +160,14 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
 int Fail(const std::string& what, const absl::Status& status) {
   std::fprintf(stderr, "zbpp-coordinator: %s: %s\n", what.c_str(),
                status.ToString().c_str());
+  return 1;
+}
+
+// A TLS file that cannot be used: its status already names the flag and
+// the file. Exit 1, as for --db and --token-file.
+int FailTls(const absl::Status& status) {
+  std::fprintf(stderr, "zbpp-coordinator: %s\n",
+               std::string(status.message()).c_str());
   return 1;
 }
 
@@ -254,15 +253,15 @@ int Main(int argc, char** argv) {
   std::shared_ptr<grpc::ServerCredentials> credentials =
       grpc::InsecureServerCredentials();
   if (!flags->tls_cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(flags->tls_cert);
-    if (!cert.ok()) return Fail("--tls-cert", cert.status());
-    absl::StatusOr<std::string> key = ReadFile(flags->tls_key);
-    if (!key.ok()) return Fail("--tls-key", key.status());
+    absl::StatusOr<PemKeyCertPair> pair = ReadKeyCertPair(
+        "--tls-cert", flags->tls_cert, "--tls-key", flags->tls_key);
+    if (!pair.ok()) return FailTls(pair.status());
     grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    ssl.pem_key_cert_pairs.push_back({pair->key, pair->cert});
     if (!flags->tls_client_ca.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(flags->tls_client_ca);
-      if (!ca.ok()) return Fail("--tls-client-ca", ca.status());
+      absl::StatusOr<std::string> ca = ReadPemFile(
+          "--tls-client-ca", flags->tls_client_ca, PemKind::kCertificate);
+      if (!ca.ok()) return FailTls(ca.status());
       ssl.pem_root_certs = *ca;
       // Requested and verified, not required: a certificate the CA did not
       // sign fails the handshake, while a client without one connects and
@@ -294,17 +293,8 @@ int Main(int argc, char** argv) {
   builder.RegisterService(&rendezvous_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    // gRPC parses the PEM only here, so a bad certificate or key shows up as
-    // a failed listen: name those files too.
-    return Fail("--listen",
-                absl::UnavailableError(absl::StrCat(
-                    "cannot listen on ", flags->listen,
-                    flags->tls_cert.empty()
-                        ? ""
-                        : absl::StrCat(" with --tls-cert ", flags->tls_cert,
-                                       " --tls-key ", flags->tls_key,
-                                       " (are they a PEM certificate and its "
-                                       "key?)"))));
+    return Fail("--listen", absl::UnavailableError(absl::StrCat(
+                                "cannot listen on ", flags->listen)));
   }
   // Ready: the state was recovered before the server started.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();

@@ -137,6 +137,27 @@ TEST(JobSpecFromYaml, EnumSpellings) {
   }
 }
 
+// Protobuf cannot carry a string that is not UTF-8: a Latin-1 name is
+// refused here, naming the key, the byte and where it is, instead of
+// reaching the coordinator as a request it cannot parse.
+TEST(JobSpecFromYaml, StringThatIsNotUtf8IsRefused) {
+  absl::StatusOr<JobSpec> spec = JobSpecFromYaml("name: Andr\xE9\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec.status().message(),
+            "name: not valid UTF-8 (byte 0xE9 at offset 4) (line 1, column 7)");
+
+  spec = JobSpecFromYaml("dataset:\n  text_file: /data/caf\xE9.txt\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr("dataset.text_file: not valid UTF-8 (byte 0xE9 at "
+                        "offset 9) (line 2"));
+
+  spec = JobSpecFromYaml("name: Andr\xC3\xA9\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "Andr\xC3\xA9");
+}
+
 TEST(JobSpecFromYaml, EmptyMappingSetsAMessageField) {
   for (const char* text :
        {"dataset: {synthetic: {}}", "dataset:\n  synthetic:\n"}) {

@@ -170,6 +170,28 @@ TEST_F(ZbppctlFakeServer, SubmitOfBadYamlOrNoFileFailsBeforeTheServer) {
   EXPECT_EQ(state().GetJob("sub-1").id(), "") << "nothing was submitted";
 }
 
+// A Latin-1 name (or JOB) would reach the coordinator as a request protobuf
+// cannot parse, refused as INTERNAL with an empty message; zbppctl names the
+// field and the byte instead, and sends nothing.
+TEST_F(ZbppctlFakeServer, TextThatIsNotUtf8IsNamedBeforeTheServer) {
+  const std::string path = WriteTempFile(
+      "latin1.yaml", "name: Andr\xE9\npipeline: {stages: 2, microbatches: 4}\n");
+  ProcessResult result = Run({"submit", path});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.out, "");
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err,
+              HasSubstr("name: not valid UTF-8 (byte 0xE9 at offset 4)"));
+  EXPECT_THAT(result.err, Not(HasSubstr("INTERNAL")));
+  EXPECT_EQ(state().GetJob("sub-1").id(), "") << "nothing was submitted";
+
+  result = Run({"status", "job-\xE9"});
+  EXPECT_EQ(result.exit_code, 2);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err,
+              HasSubstr("JOB: not valid UTF-8 (byte 0xE9 at offset 4)"));
+}
+
 TEST_F(ZbppctlFakeServer, StatusJsonShowsTheJob) {
   const ProcessResult result = Run({"status", "job-1", "--format", "json"});
   ASSERT_EQ(result.exit_code, 0) << result.err;

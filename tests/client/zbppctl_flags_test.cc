@@ -87,6 +87,8 @@ TEST(ZbppctlFlags, UsageErrorsSayWhatIsWrong) {
        "--format for status must be one of table, json, got \"svg\""},
       {{"schedule", "j", "--format", "png"}, "table, svg, chrome-trace"},
       {{"--timeout", "1", "--timeout", "2", "list"}, "repeated flag --timeout"},
+      {{"status", "job-\xE9"}, "JOB: not valid UTF-8 (byte 0xE9 at offset 4)"},
+      {{"cancel", "\xC0\xAF"}, "JOB: not valid UTF-8 (byte 0xC0 at offset 0)"},
   };
   for (const auto& [args, message] : cases) {
     absl::StatusOr<CtlOptions> options = Parse(args);

@@ -41,6 +41,7 @@ namespace zbpp::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using ::zbpp::ctltest::BackgroundProcess;
 using ::zbpp::ctltest::ProcessResult;
 using ::zbpp::ctltest::RunningCoordinator;
@@ -465,16 +466,73 @@ TEST_F(CoordinatorTlsTest, UnreadableFilesAreNamed) {
   }
 }
 
-// gRPC reads the PEM only when the server starts: a file that is not a
-// certificate is reported as a failed listen that names the TLS files.
-TEST_F(CoordinatorTlsTest, CertificateThatIsNotPemIsNamed) {
+// Contents are checked before anything is served (exit 1, as for a file
+// that cannot be read), one line naming the flag and the file: gRPC would
+// take any bytes and fail later without naming either.
+TEST_F(CoordinatorTlsTest, FilesThatAreNotPemAreNamed) {
   const std::string garbage = pki_.dir + "/garbage.pem";
   WriteFile(garbage, "not a certificate\n");
-  const ProcessResult result =
-      RunCoordinator({"--tls-cert", garbage, "--tls-key", pki_.server_key});
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases =
+      {{"--tls-cert: " + garbage + " holds no PEM certificate",
+        {"--tls-cert", garbage, "--tls-key", pki_.server_key}},
+       {"--tls-key: " + garbage + " holds no unencrypted PEM private key",
+        {"--tls-cert", pki_.server_cert, "--tls-key", garbage}},
+       {"--tls-client-ca: " + garbage + " holds no PEM certificate",
+        {"--tls-cert", pki_.server_cert, "--tls-key", pki_.server_key,
+         "--tls-client-ca", garbage}}};
+  for (const auto& [message, flags] : cases) {
+    SCOPED_TRACE(message);
+    const ProcessResult result = RunCoordinator(flags);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+        << result.err;
+    EXPECT_THAT(result.err, HasSubstr(message));
+    EXPECT_EQ(result.out, "");
+  }
+}
+
+TEST_F(CoordinatorTlsTest, KeyOfAnotherCertificateNamesBothFlags) {
+  const ProcessResult result = RunCoordinator(
+      {"--tls-cert", pki_.server_cert, "--tls-key", pki_.client_key});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.err, HasSubstr("--tls-cert " + garbage));
-  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+      << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("--tls-key " + pki_.client_key + " is not the key of " +
+                        "--tls-cert " + pki_.server_cert));
+}
+
+// zbppctl and zbpp-worker name a bad --tls-ca (gRPC alone reports "empty
+// address list") and a key that does not match --tls-cert.
+TEST_F(CoordinatorTlsTest, ClientsNameBadTlsFiles) {
+  const std::string garbage = pki_.dir + "/client-garbage.pem";
+  WriteFile(garbage, "-----BEGIN CERTIFICATE-----\nnot base64\n");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases =
+      {{"--tls-ca: " + garbage + " holds no PEM certificate",
+        {"--tls-ca", garbage}},
+       {"--tls-key " + pki_.server_key + " is not the key of --tls-cert " +
+            pki_.client_cert,
+        {"--tls-ca", pki_.ca_cert, "--tls-cert", pki_.client_cert,
+         "--tls-key", pki_.server_key}}};
+  for (const auto& [message, tls] : cases) {
+    SCOPED_TRACE(message);
+    std::vector<std::string> ctl = {ZBPPCTL_BINARY, "--coordinator",
+                                    "127.0.0.1:1"};
+    ctl.insert(ctl.end(), tls.begin(), tls.end());
+    ctl.push_back("list");
+    const ProcessResult listed = RunProcess(ctl);
+    EXPECT_EQ(listed.exit_code, 1);
+    EXPECT_THAT(listed.err, StartsWith("zbppctl: " + message));
+    EXPECT_EQ(std::count(listed.err.begin(), listed.err.end(), '\n'), 1)
+        << listed.err;
+
+    std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator",
+                                       "127.0.0.1:1"};
+    worker.insert(worker.end(), tls.begin(), tls.end());
+    const ProcessResult refused = RunProcess(worker, {}, absl::Seconds(30));
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_THAT(refused.err, HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -53,6 +53,13 @@ struct Action {
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
 
+/// Whether `a` stands for its virtual stage's reduction, counted once: a
+/// whole REDUCE_GRAD, or the partial one of bucket 0 (a complete schedule
+/// with reductions has exactly one such action per virtual stage).
+inline bool IsStageReduction(const Action& a) {
+  return a.kind == PassKind::kReduce && a.bucket <= 0;
+}
+
 /// Text form of one action, as PyTorch pipelining writes it:
 /// `{stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
 /// and B the fused backward (our BW); a reduction is `{stage}REDUCE_GRAD`.

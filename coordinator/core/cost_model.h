@@ -61,8 +61,8 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
 /// `window_steps` samples of F/B/W seconds and of its data-parallel
 /// reduction's seconds, and for every hop the last `window_steps`
 /// latencies, summarised by their medians so that one slow step (a GC
-/// pause, a page fault) does not move the schedule (issue 3, "Cost model and
-/// adaptive re-solve").
+/// pause, a page fault) does not move the schedule (the re-solve policy of
+/// coordinator/core/resolve_policy.h).
 ///
 /// Thread-safe.
 class CostModel {

@@ -14,7 +14,7 @@ namespace zbpp::coordinator {
 /// Data × pipeline parallelism as the coordinator plans it: d replicas of a
 /// p-stage pipeline, each virtual stage's weight gradients all-reduced over
 /// its d replicas once per step by a REDUCE_GRAD action (PassKind::kReduce)
-/// that the solver places in the schedule (DESIGN.md §3).
+/// that the solver places in the schedule (scheduler/reduce_placement.h).
 
 /// Bandwidth assumed for a gradient all-reduce before one is measured,
 /// bytes per second: Gloo's ring over TCP between CPU workers (about 1 GB/s

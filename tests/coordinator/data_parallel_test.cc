@@ -39,7 +39,7 @@ std::vector<int> ReducedStages(const v1::Schedule& schedule) {
     for (const std::string& text : worker.actions()) {
       const absl::StatusOr<sched::Action> action = sched::ParseAction(text);
       EXPECT_TRUE(action.ok()) << action.status();
-      if (action.ok() && action->kind == sched::PassKind::kReduce && action->bucket <= 0) {
+      if (action.ok() && sched::IsStageReduction(*action)) {
         stages.push_back(action->stage);
       }
     }

@@ -119,11 +119,7 @@ TEST_F(ResolvePolicyTest, ReplicatedCandidateCarriesOneReductionPerStage) {
   std::vector<int> reduced;
   for (const std::vector<sched::Action>& actions : decision->candidate.actions) {
     for (const sched::Action& action : actions) {
-      // A stage's reduction: whole, or a set of partial ones (counted at
-      // bucket 0).
-      if (action.kind == sched::PassKind::kReduce && action.bucket <= 0) {
-        reduced.push_back(action.stage);
-      }
+      if (sched::IsStageReduction(action)) reduced.push_back(action.stage);
     }
   }
   std::sort(reduced.begin(), reduced.end());

@@ -501,9 +501,8 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   }
   int reductions = 0;
   for (const Action& a : schedule.actions[options_.rank]) {
-    // A stage's reduction: a whole one or a set of partial ones (counted at
-    // bucket 0; the simulation above checked that the set is complete).
-    reductions += a.kind == PassKind::kReduce && a.bucket <= 0;
+    // The simulation above checked that a set of partial ones is complete.
+    reductions += sched::IsStageReduction(a);
   }
   if (reductions > 0 && options_.reducer == nullptr) {
     return absl::FailedPreconditionError(

@@ -131,9 +131,7 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
   const int m = schedule->microbatches;
   int reductions = 0;
   for (const auto& actions : schedule->actions) {
-    for (const sched::Action& a : actions) {
-      reductions += a.kind == sched::PassKind::kReduce && a.bucket <= 0;
-    }
+    for (const sched::Action& a : actions) reductions += sched::IsStageReduction(a);
   }
   ASSERT_EQ(reductions, d > 1 ? p * v : 0)
       << "one REDUCE_GRAD (or one set of partial ones) per virtual stage";

@@ -1,5 +1,6 @@
 #include "coordinator/core/membership.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -169,8 +170,9 @@ int Membership::Count(WorkerState state) const {
   return count;
 }
 
-absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
-                                              int workers) {
+absl::StatusOr<Assignment> Membership::Assign(
+    const std::string& job_id, int workers,
+    const std::vector<double>& min_memory_bytes) {
   if (job_id.empty()) {
     return absl::InvalidArgumentError("job id must not be empty");
   }
@@ -179,22 +181,43 @@ absl::StatusOr<Assignment> Membership::Assign(const std::string& job_id,
         absl::StrCat("job ", job_id, ": workers must be >= 1, got ", workers));
   }
   absl::MutexLock lock(&mu_);
-  std::vector<WorkerRecord*> chosen;
+  std::vector<WorkerRecord*> free;
   for (auto& [seq, record] : workers_) {
     if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job_id, " already holds workers (", record.id,
                        " has rank ", record.rank, "); release them first"));
     }
-    if (record.state == WorkerState::kRegistered && !record.draining &&
-        static_cast<int>(chosen.size()) < workers) {
-      chosen.push_back(&record);
+    if (record.state == WorkerState::kRegistered && !record.draining) {
+      free.push_back(&record);
     }
   }
-  if (static_cast<int>(chosen.size()) < workers) {
+  if (static_cast<int>(free.size()) < workers) {
     return absl::ResourceExhaustedError(
         absl::StrCat("job ", job_id, " needs ", workers, " workers; ",
-                     chosen.size(), " registered and free"));
+                     free.size(), " registered and free"));
+  }
+  std::vector<WorkerRecord*> chosen;
+  for (int rank = 0; rank < workers; ++rank) {
+    const double need =
+        min_memory_bytes.empty()
+            ? 0
+            : min_memory_bytes[rank % min_memory_bytes.size()];
+    auto fits = std::find_if(free.begin(), free.end(), [&](WorkerRecord* w) {
+      return w != nullptr && static_cast<double>(w->info.memory_bytes) >= need;
+    });
+    if (fits == free.end()) {
+      int64_t largest = 0;
+      for (WorkerRecord* w : free) {
+        if (w != nullptr) largest = std::max(largest, w->info.memory_bytes);
+      }
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "job ", job_id, ": no free worker has the ",
+          static_cast<int64_t>(need), " bytes that rank ", rank,
+          " needs (largest free: ", largest, " bytes)"));
+    }
+    chosen.push_back(*fits);
+    *fits = nullptr;
   }
   Assignment assignment;
   assignment.job_id = job_id;

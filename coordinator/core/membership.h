@@ -154,12 +154,17 @@ class Membership {
   /// Number of workers in `state` (for the workers-by-state gauge).
   int Count(WorkerState state) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Gives `job_id` the first `workers` REGISTERED, non-draining workers in
-  /// registration order; the i-th becomes rank i and ASSIGNED. InvalidArgument
-  /// for workers < 1 or an empty job id; FailedPrecondition when the job
-  /// already holds workers; ResourceExhausted saying how many are needed
-  /// and free when there are too few (nothing changes then).
-  absl::StatusOr<Assignment> Assign(const std::string& job_id, int workers)
+  /// Gives `job_id` `workers` REGISTERED, non-draining workers: rank i gets
+  /// the first such worker in registration order, not already chosen, whose
+  /// memory_bytes is at least `min_memory_bytes[i % size]` (first fit in
+  /// rank order; empty: any worker). The chosen become ASSIGNED.
+  /// InvalidArgument for workers < 1 or an empty job id; FailedPrecondition
+  /// when the job already holds workers; ResourceExhausted saying how many
+  /// are needed and free, or which rank finds no free worker with enough
+  /// memory and the largest free one (nothing changes then).
+  absl::StatusOr<Assignment> Assign(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes = {})
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Returns the live workers of `job_id` to REGISTERED (job ended, or

@@ -163,12 +163,12 @@ class CoordinatorTest : public ::testing::Test {
     return absl::StrCat(dir_template, "/state.db");
   }
 
-  FakeWorker AddWorker(int n) {
+  FakeWorker AddWorker(int n, uint64_t memory_bytes = uint64_t{1} << 30) {
     v1::WorkerDescription d;
     d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
     d.set_host("node");
     d.set_device_kind(v1::DEVICE_KIND_CPU);
-    d.set_memory_bytes(1 << 30);
+    d.set_memory_bytes(memory_bytes);
     FakeWorker w;
     absl::StatusOr<v1::RegisterWorkerResponse> registered =
         coordinator_->RegisterWorker(d);

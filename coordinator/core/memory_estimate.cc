@@ -1,0 +1,73 @@
+#include "coordinator/core/memory_estimate.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "coordinator/core/data_parallel.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+// float32 weight, gradient and AdamW's two moments.
+constexpr double kStateBytesPerParameter = 16;
+// Exact rollback's copy of weight and moments (adamw.h, Snapshot).
+constexpr double kRollbackBytesPerParameter = 12;
+
+bool KeepsRollbackCopy(const zbpp::v1::JobSpec& spec) {
+  return spec.validation() != zbpp::v1::VALIDATION_MODE_SYNCHRONOUS &&
+         spec.optimizer().rollback() != zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE;
+}
+
+bool PassesInFp32(const zbpp::v1::JobSpec& spec) {
+  return spec.precision() != zbpp::v1::PRECISION_BF16 &&
+         spec.precision() != zbpp::v1::PRECISION_FP16;
+}
+
+std::string HumanBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 6) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.2f %s", bytes, units[unit]);
+}
+
+}  // namespace
+
+std::vector<RankMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
+  const zbpp::v1::Schedule& schedule = version.schedule();
+  std::vector<RankMemoryEstimate> ranks(schedule.workers());
+  const int num_stages = schedule.worker_of_stage_size();
+  for (int stage = 0; stage < num_stages; ++stage) {
+    const int rank = schedule.worker_of_stage(stage);
+    if (rank < 0 || rank >= schedule.workers()) continue;
+    ranks[rank].parameters +=
+        StageParameterCount(spec.model(), stage, num_stages);
+  }
+  const double per_parameter =
+      kStateBytesPerParameter +
+      (KeepsRollbackCopy(spec) ? kRollbackBytesPerParameter : 0);
+  const double activation_factor = PassesInFp32(spec) ? 2 : 1;
+  for (int rank = 0; rank < schedule.workers(); ++rank) {
+    ranks[rank].state_bytes = ranks[rank].parameters * per_parameter;
+    if (rank < version.predicted().peak_memory_bytes_size()) {
+      ranks[rank].activation_bytes =
+          activation_factor * version.predicted().peak_memory_bytes(rank);
+    }
+  }
+  return ranks;
+}
+
+std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate) {
+  return absl::StrFormat(
+      "pipeline rank %d needs about %s (%s of weights and optimizer state for "
+      "%.4g parameters, %s of activations)",
+      rank, HumanBytes(estimate.total_bytes()),
+      HumanBytes(estimate.state_bytes), estimate.parameters,
+      HumanBytes(estimate.activation_bytes));
+}
+
+}  // namespace zbpp::coordinator

@@ -1,0 +1,49 @@
+#ifndef ZBPP_COORDINATOR_CORE_MEMORY_ESTIMATE_H_
+#define ZBPP_COORDINATOR_CORE_MEMORY_ESTIMATE_H_
+
+#include <string>
+#include <vector>
+
+#include "zbpp/v1/job_spec.pb.h"
+#include "zbpp/v1/schedule.pb.h"
+
+namespace zbpp::coordinator {
+
+/// What one pipeline rank of a job is expected to hold in memory, bytes:
+/// the coordinator's check, before it assigns a job, that every rank fits
+/// the memory its worker reported (WorkerDescription.memory_bytes). An
+/// estimate of the training state, not of the allocator's overhead.
+struct RankMemoryEstimate {
+  /// Parameters of the virtual stages the rank holds (data_parallel.h's
+  /// StageParameterCount, embeddings and LM head included).
+  double parameters = 0;
+  /// Training state: 16 bytes per parameter (float32 master weight, float32
+  /// gradient, AdamW's two float32 moments), plus 12 bytes per parameter for
+  /// the copy that exact rollback keeps (adamw.h's Snapshot: 3 float32
+  /// copies) unless validation is SYNCHRONOUS or the rollback is
+  /// IN_PLACE_INVERSE.
+  double state_bytes = 0;
+  /// Activations: the schedule's predicted peak for the rank
+  /// (SchedulePrediction.peak_memory_bytes, from the paper's §2 per-layer
+  /// M_B / M_W, which count 16-bit activations), doubled for fp32 passes.
+  double activation_bytes = 0;
+
+  double total_bytes() const { return state_bytes + activation_bytes; }
+};
+
+/// The estimate of every pipeline rank (size schedule.workers) of a job with
+/// `spec` running `version`. Requires a spec that passed ValidateJobSpec and
+/// a version built for it (worker_of_stage and predicted.peak_memory_bytes
+/// of size workers*chunks and workers); ranks missing from the prediction get
+/// no activation bytes. Thread-safe (pure).
+std::vector<RankMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version);
+
+/// One line for a job's state message: "pipeline rank 2 needs about 1.10 TiB
+/// (4.30 GiB of weights and optimizer state for 2.9e+08 parameters,
+/// 1.10 TiB of activations)". Thread-safe (pure).
+std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_MEMORY_ESTIMATE_H_

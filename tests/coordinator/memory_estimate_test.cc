@@ -1,0 +1,88 @@
+#include "coordinator/core/memory_estimate.h"
+
+#include <string>
+#include <vector>
+
+#include "coordinator/core/data_parallel.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+v1::JobSpec Spec() {
+  v1::JobSpec spec;
+  auto* model = spec.mutable_model();
+  model->set_architecture("gpt");
+  model->set_layers(8);
+  model->set_hidden(64);
+  model->set_heads(4);
+  model->set_vocab(256);
+  model->set_seq_len(32);
+  return spec;
+}
+
+// Two ranks, V placement (rank 0 holds virtual stages 0 and 3), with the
+// predicted activation peaks 100 and 200 bytes.
+v1::ScheduleVersion VVersion() {
+  v1::ScheduleVersion version;
+  v1::Schedule* schedule = version.mutable_schedule();
+  schedule->set_workers(2);
+  schedule->set_chunks(2);
+  for (int rank : {0, 1, 1, 0}) schedule->add_worker_of_stage(rank);
+  version.mutable_predicted()->add_peak_memory_bytes(100);
+  version.mutable_predicted()->add_peak_memory_bytes(200);
+  return version;
+}
+
+TEST(MemoryEstimateTest, CountsEachRanksStagesStateAndActivations) {
+  const v1::JobSpec spec = Spec();
+  const std::vector<RankMemoryEstimate> ranks =
+      EstimateRankMemory(spec, VVersion());
+  ASSERT_EQ(ranks.size(), 2u);
+  const double rank0 = StageParameterCount(spec.model(), 0, 4) +
+                       StageParameterCount(spec.model(), 3, 4);
+  const double rank1 = StageParameterCount(spec.model(), 1, 4) +
+                       StageParameterCount(spec.model(), 2, 4);
+  EXPECT_DOUBLE_EQ(ranks[0].parameters, rank0);
+  EXPECT_DOUBLE_EQ(ranks[1].parameters, rank1);
+  // Default: AUTO validation with exact rollback keeps its copy: 16 + 12.
+  EXPECT_DOUBLE_EQ(ranks[0].state_bytes, 28 * rank0);
+  // fp32 passes hold twice the paper's 16-bit activations.
+  EXPECT_DOUBLE_EQ(ranks[0].activation_bytes, 200);
+  EXPECT_DOUBLE_EQ(ranks[1].activation_bytes, 400);
+  EXPECT_DOUBLE_EQ(ranks[1].total_bytes(), 28 * rank1 + 400);
+}
+
+TEST(MemoryEstimateTest, NoRollbackCopyWhenNothingIsRolledBackOrItIsInverted) {
+  v1::JobSpec spec = Spec();
+  spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);
+  const double params = StageParameterCount(spec.model(), 0, 4) +
+                        StageParameterCount(spec.model(), 3, 4);
+  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[0].state_bytes,
+                   16 * params);
+  spec.set_validation(v1::VALIDATION_MODE_POST);
+  spec.mutable_optimizer()->set_rollback(v1::ROLLBACK_MODE_IN_PLACE_INVERSE);
+  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[0].state_bytes,
+                   16 * params);
+}
+
+TEST(MemoryEstimateTest, SixteenBitPassesHoldThePapersActivations) {
+  v1::JobSpec spec = Spec();
+  spec.set_precision(v1::PRECISION_BF16);
+  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[1].activation_bytes,
+                   200);
+}
+
+TEST(MemoryEstimateTest, DescriptionNamesRankTotalAndParts) {
+  RankMemoryEstimate estimate;
+  estimate.parameters = 1e6;
+  estimate.state_bytes = 3.0 * (1 << 30);
+  estimate.activation_bytes = 1024.0 * (1 << 30);
+  EXPECT_EQ(DescribeRankMemory(2, estimate),
+            "pipeline rank 2 needs about 1.00 TiB (3.00 GiB of weights and "
+            "optimizer state for 1e+06 parameters, 1.00 TiB of activations)");
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -1,6 +1,7 @@
 #include "coordinator/store/sqlite_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <limits>
@@ -282,6 +283,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Create(
   if (absl::Status status = store->Open(); !status.ok()) return status;
   if (absl::Status status = store->Migrate(); !status.ok()) return status;
   if (absl::Status status = store->Prepare(); !status.ok()) return status;
+  if (absl::Status status = store->RecordFiles(); !status.ok()) return status;
   return store;
 }
 
@@ -303,6 +305,14 @@ absl::Status SqliteStore::Open() {
   }
   sqlite3_busy_timeout(db_, options_.busy_timeout_milliseconds);
 
+  // Before the first access (SQLite decides then whether the WAL index is
+  // a -shm file): the class comment.
+  if (options_.exclusive && options_.path != kMemoryPath) {
+    if (absl::Status status = Exec("PRAGMA locking_mode = EXCLUSIVE");
+        !status.ok()) {
+      return status;
+    }
+  }
   // The first statements read the file, so a file that is not a database
   // fails here, with SQLITE_NOTADB naming the path.
   if (absl::Status status = Exec("PRAGMA foreign_keys = ON"); !status.ok()) {
@@ -469,6 +479,41 @@ absl::Status SqliteStore::Prepare() {
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::RecordFiles() {
+  if (options_.path == kMemoryPath) return absl::OkStatus();
+  for (const std::string& path :
+       {options_.path, absl::StrCat(options_.path, "-wal")}) {
+    struct stat info;
+    if (stat(path.c_str(), &info) != 0) {
+      return absl::InternalError(absl::StrCat(
+          "SQLite database ", options_.path, ": ", path,
+          " is missing right after opening it (WAL mode keeps it)"));
+    }
+    files_.push_back({path, static_cast<uint64_t>(info.st_dev),
+                      static_cast<uint64_t>(info.st_ino)});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::CheckFiles() const {
+  for (const OpenFile& file : files_) {
+    struct stat info;
+    const bool gone = stat(file.path.c_str(), &info) != 0;
+    if (!gone && static_cast<uint64_t>(info.st_dev) == file.device &&
+        static_cast<uint64_t>(info.st_ino) == file.inode) {
+      continue;
+    }
+    return absl::InternalError(absl::StrCat(
+        "SQLite database ", options_.path, ": ", file.path,
+        gone ? " was deleted" : " was replaced by another file",
+        " while the coordinator had it open; nothing more is written, since "
+        "it would go to a file no restart reads. Put the file back, or stop "
+        "the coordinator (what it has not stored is lost) and restore the "
+        "database from a backup"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SqliteStore::Exec(const char* sql) {
   int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
@@ -507,6 +552,7 @@ absl::Status SqliteStore::InTransaction(Access access, Body body) {
   // mid-way, past the busy handler, when another connection writes. Reads
   // stay deferred: in WAL mode they see one snapshot without blocking
   // writers in other processes.
+  if (absl::Status files = CheckFiles(); !files.ok()) return files;
   {
     const bool write = access == Access::kWrite;
     Run begin(write ? statements_->begin_immediate

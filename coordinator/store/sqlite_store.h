@@ -18,15 +18,28 @@ struct sqlite3_stmt;
 
 namespace zbpp::coordinator {
 
-/// The coordinator's default Store: one SQLite database (DESIGN.md §3
-/// "State"), a file or `:memory:`.
+/// The coordinator's default Store: one SQLite database, a file or
+/// `:memory:` (README.md, "The control plane").
 ///
 /// Records are kept as serialized protobuf BLOBs, with the columns needed to
 /// look them up or order them (job id, state, create time, version, step)
 /// beside them. The schema carries its version in `schema_version` and is
-/// migrated forward by `Create`. File databases run in WAL mode, so readers
-/// in other processes (e.g. `sqlite3 FILE` while the coordinator runs) do not
-/// block the writer.
+/// migrated forward by `Create`. File databases run in WAL mode.
+///
+/// `Options::exclusive` (the default, what zbpp-coordinator uses: it is the
+/// only user of its database) sets `PRAGMA locking_mode = EXCLUSIVE` before
+/// the first access: the connection holds the file's lock until it closes,
+/// and SQLite keeps the WAL index in heap memory instead of a memory-mapped
+/// `-shm` file (sqlite.org/wal.html, "Use of WAL Without Shared-Memory"), so
+/// a `-shm` file made unwritable or truncated behind the coordinator's back
+/// cannot kill it with SIGBUS — there is none. Another process (a second
+/// coordinator, `sqlite3 FILE`) cannot open the database meanwhile.
+///
+/// Moved files: before each transaction a file store checks that its path
+/// and the path's `-wal` still name the files it opened (device and inode,
+/// recorded by `Create`). A database or WAL file deleted or replaced while
+/// open fails every call with Internal saying so, instead of committing
+/// into an unlinked file that a restart would never see.
 ///
 /// Every public call is one `BEGIN IMMEDIATE … COMMIT` transaction, rolled
 /// back on any error, so a failed call changes nothing. Errors follow
@@ -34,11 +47,12 @@ namespace zbpp::coordinator {
 /// included: AlreadyExists, NotFound, InvalidArgument naming the field;
 /// Unavailable when the database stays busy/locked past
 /// `busy_timeout_milliseconds` or on I/O errors and a full disk; Internal for
-/// a corrupt database or record, and anything else.
+/// a corrupt database or record, a moved file, and anything else.
 ///
-/// Thread-safety: thread-safe; calls are serialized on one connection. Two
-/// SqliteStores (or processes) on one file are safe too: SQLite's file locks
-/// order them, each waiting up to `busy_timeout_milliseconds`.
+/// Thread-safety: thread-safe; calls are serialized on one connection.
+/// Without `exclusive`, two SqliteStores (or processes) on one file are safe
+/// too: SQLite's file locks order them, each waiting up to
+/// `busy_timeout_milliseconds`.
 class SqliteStore final : public Store {
  public:
   /// How to open the database.
@@ -58,6 +72,10 @@ class SqliteStore final : public Store {
     /// survives a crash of the process but may lose the last commits on
     /// power loss, for less latency per call.
     bool fsync_every_commit = true;
+    /// Files only: `PRAGMA locking_mode = EXCLUSIVE` (the class comment):
+    /// no `-shm` file, and no other connection to the file while this store
+    /// is open (`Create` fails with Unavailable when another holds it).
+    bool exclusive = true;
   };
 
   /// The newest schema version this binary writes; `Create` migrates older
@@ -68,6 +86,7 @@ class SqliteStore final : public Store {
   /// `options.path`. Errors name the path: InvalidArgument for a bad option;
   /// Internal when the file cannot be opened or is not a SQLite database
   /// (e.g. its directory is missing or unwritable, or the file is corrupt);
+  /// Unavailable when another connection holds it past the busy timeout;
   /// FailedPrecondition when its schema is newer than `kSchemaVersion`.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Create(Options options);
 
@@ -140,6 +159,11 @@ class SqliteStore final : public Store {
   explicit SqliteStore(Options options);
 
   absl::Status Open() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Records the device and inode of the database file and its `-wal`.
+  absl::Status RecordFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Internal naming the file when one recorded by RecordFiles was deleted
+  /// or replaced since; OK for `:memory:`.
+  absl::Status CheckFiles() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Prepare() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// What a transaction does: kWrite takes the write lock at BEGIN.
@@ -192,6 +216,13 @@ class SqliteStore final : public Store {
   mutable absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<Statements> statements_ ABSL_GUARDED_BY(mu_);
+  /// A file the connection holds open: its path, device and inode.
+  struct OpenFile {
+    std::string path;
+    uint64_t device = 0;
+    uint64_t inode = 0;
+  };
+  std::vector<OpenFile> files_ ABSL_GUARDED_BY(mu_);  ///< Empty in memory.
 };
 
 }  // namespace zbpp::coordinator

@@ -766,11 +766,14 @@ TEST(SqliteStoreTest, TwoStoresOnOneFileSerializeTheirWrites) {
   // Two connections (as two coordinator processes would have) writing the
   // same file at once: BEGIN IMMEDIATE + the busy timeout order them.
   const std::string path = TestDir() + "/shared.db";
-  std::unique_ptr<SqliteStore> a = Open(path);
-  std::unique_ptr<SqliteStore> b = Open(path);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(a->CreateJob(MakeJob("j", 1)).ok());
+  SqliteStore::Options options;
+  options.path = path;
+  options.exclusive = false;
+  auto a = SqliteStore::Create(options);
+  auto b = SqliteStore::Create(options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*a)->CreateJob(MakeJob("j", 1)).ok());
   constexpr int kSteps = 100;
   auto writer = [](SqliteStore* store, int parity) {
     for (int step = parity; step < kSteps; step += 2) {
@@ -778,16 +781,68 @@ TEST(SqliteStoreTest, TwoStoresOnOneFileSerializeTheirWrites) {
       EXPECT_TRUE(s.ok()) << s;
     }
   };
-  std::thread ta(writer, a.get(), 0);
-  std::thread tb(writer, b.get(), 1);
+  std::thread ta(writer, a->get(), 0);
+  std::thread tb(writer, b->get(), 1);
   ta.join();
   tb.join();
-  for (SqliteStore* store : {a.get(), b.get()}) {
+  for (SqliteStore* store : {a->get(), b->get()}) {
     auto steps = store->ListStepSummaries("j", 0, 1000);
     ASSERT_TRUE(steps.ok()) << steps.status();
     ASSERT_THAT(*steps, SizeIs(kSteps));
     for (int i = 0; i < kSteps; ++i) EXPECT_EQ((*steps)[i].step(), i);
   }
+}
+
+// ---------------------------------------------------------------------------
+// The file under the store: exclusive lock, no -shm, moved files.
+
+bool Exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+TEST(SqliteStoreTest, ExclusiveFileStoreHasNoShmFileAndLocksOutOthers) {
+  const std::string path = TestDir() + "/exclusive.db";
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+  ASSERT_TRUE(store->AddStepSummary("j", MakeStep(0)).ok());
+  EXPECT_TRUE(Exists(path + "-wal"));
+  // The WAL index lives in heap memory: no -shm file to SIGBUS on.
+  EXPECT_FALSE(Exists(path + "-shm"));
+  SqliteStore::Options second;
+  second.path = path;
+  second.busy_timeout_milliseconds = 0;
+  absl::Status status = SqliteStore::Create(second).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+}
+
+TEST(SqliteStoreTest, DeletedDatabaseFileFailsEveryCallNamingIt) {
+  const std::string path = TestDir() + "/deleted.db";
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  absl::Status write = store->AddStepSummary("j", MakeStep(0));
+  EXPECT_EQ(write.code(), absl::StatusCode::kInternal) << write;
+  EXPECT_THAT(write.message(), HasSubstr(path + " was deleted"));
+  EXPECT_EQ(store->CreateJob(MakeJob("k", 2)).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(store->LoadAll().status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(SqliteStoreTest, ReplacedWalFileFailsWritesNamingIt) {
+  const std::string path = TestDir() + "/replaced.db";
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+  const std::string other = TestDir() + "/other";
+  { std::ofstream(other) << "not the WAL"; }
+  ASSERT_EQ(::rename(other.c_str(), (path + "-wal").c_str()), 0);
+  absl::Status write = store->AddStepSummary("j", MakeStep(0));
+  EXPECT_EQ(write.code(), absl::StatusCode::kInternal) << write;
+  EXPECT_THAT(write.message(), HasSubstr(path + "-wal was replaced"));
 }
 
 }  // namespace

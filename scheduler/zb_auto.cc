@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,32 @@ class Pool {
   std::vector<Candidate> candidates_;
 };
 
+// The round-based V greedy under its four choices, each re-run with the
+// bubbles of its previous run as allowance while its largest bubble
+// shrinks (at most kAllowanceRounds re-runs).
+constexpr int kAllowanceRounds = 4;
+void AddVRoundCandidates(const PassModel& model, Pool& pool) {
+  for (int bits = 0; bits < 4; ++bits) {
+    const internal::VRoundChoices choices{(bits & 1) == 0, (bits & 2) == 0};
+    std::vector<double> allowance;
+    double largest = std::numeric_limits<double>::infinity();
+    for (int round = 0; round <= kAllowanceRounds; ++round) {
+      Orders orders;
+      std::vector<double> spans, bubbles;
+      if (!internal::VRoundGreedy(model, choices, allowance, &orders, &spans,
+                                  &bubbles)) {
+        break;
+      }
+      pool.AddTimed(std::move(orders), std::move(spans));
+      const double top = *std::max_element(bubbles.begin(), bubbles.end());
+      if (!(top < largest)) break;
+      largest = top;
+      allowance = std::move(bubbles);
+      for (double& b : allowance) b = top - b;
+    }
+  }
+}
+
 std::vector<Candidate> Candidates(const Problem& problem,
                                   const AutoSolverOptions& options,
                                   const PassModel& model,
@@ -152,6 +179,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
     }
   }
   if (options.placement == Placement::kV) {
+    AddVRoundCandidates(model, pool);
     pool.AddPattern(internal::ZbVOrders(model));
     for (int pace = 1; pace <= 3; ++pace) {
       std::vector<internal::VTurnDelays> delays =

@@ -141,20 +141,38 @@ class Builder {
   }
 
   // The paper's W insertion before a pass whose input arrives at `ready`
-  // (§3.1): W's that fit whole into the gap run; then a W goes into the
-  // remaining shorter gap when idling through it would make this worker's
-  // bubble the largest (or always, with fill_partial_gaps).
-  void FillGap(int worker, double ready) {
+  // (§3.1): W's that fit whole into the gap run; then, when
+  // `may_fill_partial`, a W goes into the remaining shorter gap when idling
+  // through it would make this worker's bubble the largest (or always, with
+  // fill_partial_gaps). "The largest" is at least the worker's allowance
+  // (SetAllowance).
+  void FillGap(int worker, double ready, bool may_fill_partial = true) {
     while (HasPendingW(worker) &&
            free_at_[worker] + NextWSeconds(worker) <= ready) {
       PutW(worker);
     }
-    if (!HasPendingW(worker) || free_at_[worker] >= ready) return;
+    if (!may_fill_partial || !HasPendingW(worker) ||
+        free_at_[worker] >= ready) {
+      return;
+    }
     const double gap = ready - free_at_[worker];
-    if (gap > max_bubble_ - bubble_[worker] || fill_partial_gaps_) {
+    const double largest =
+        allowance_.empty() ? max_bubble_
+                           : std::max(max_bubble_, allowance_[worker]);
+    if (gap > largest - bubble_[worker] || fill_partial_gaps_) {
       PutW(worker);
     }
   }
+
+  // Bubble each worker may reach before the gap rule of FillGap fills a
+  // partial gap, on top of the largest bubble so far: a second greedy pass
+  // that knows each worker's final bubble from a first one leaves idle the
+  // workers that end up with less than the others. Size p, or empty.
+  void SetAllowance(std::vector<double> allowance) {
+    allowance_ = std::move(allowance);
+  }
+  // Per worker: idle seconds between its first pass and its last one.
+  const std::vector<double>& Bubbles() const { return bubble_; }
 
   // Hands over the orders and, when `spans` is set, each worker's span
   // (first start to last end), as the evaluator would compute them.
@@ -194,6 +212,7 @@ class Builder {
   Orders orders_;
   std::vector<double> free_at_, first_start_, memory_, bubble_;
   double max_bubble_ = 0;
+  std::vector<double> allowance_;
   std::vector<std::vector<int32_t>> pending_w_;
   std::vector<size_t> pending_head_;
   std::vector<double> pending_w_bytes_;
@@ -414,6 +433,135 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
   for (int w = 0; w < p; ++w) {
     if (left[w] > 0) return false;
   }
+  *orders = g.Take(spans);
+  return true;
+}
+
+bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
+                  const std::vector<double>& allowance, Orders* orders,
+                  std::vector<double>* spans, std::vector<double>* bubbles) {
+  const int p = model.workers(), m = model.microbatches();
+  for (int w = 0; w < p; ++w) {
+    const std::vector<int>& held = model.StagesOf(w);
+    if (held.size() != 2 || held[0] != w || held[1] != 2 * p - 1 - w) {
+      return false;
+    }
+  }
+  Builder g(model, /*fill_partial_gaps=*/false);
+  if (!allowance.empty()) g.SetAllowance(allowance);
+  // Worker w holds stage w (first chunk, forward going down) and stage
+  // 2p-1-w (second chunk, forward coming back up to the loss on worker 0).
+  auto first = [](int w) { return w; };
+  auto second = [p](int w) { return 2 * p - 1 - w; };
+  auto fits = [&](int w, int stage) {
+    return g.Memory(w) + model.MemoryDelta(kF, stage) <= model.Limit(w);
+  };
+  // Places an F whose input is placed and that fits; false otherwise.
+  auto put_f = [&](int w, int stage) {
+    if (g.Done(kF, stage) || g.Ready(kF, stage) == kInf || !fits(w, stage)) {
+      return false;
+    }
+    g.Put(kF, stage);
+    return true;
+  };
+  auto forwards = [&](int w) {
+    return g.Next(kF, first(w)) + g.Next(kF, second(w));
+  };
+
+  // Warm-up 1: microbatch 0 down the first chunk.
+  for (int w = 0; w < p; ++w) {
+    if (!put_f(w, first(w))) return false;
+  }
+  // Warm-up 2: from worker p-1 up, extra first-chunk F's on workers 0..w
+  // while they end before the second chunk's first F reaches w and leave
+  // room for the F's still to come on w; then w's first second-chunk F.
+  for (int w = p - 1; w >= 0; --w) {
+    if (w < p - 1) {
+      const double arrives = g.Ready(kF, second(w));
+      const double room = model.MemoryDelta(kF, first(w)) * (2 + 2 * w);
+      while (g.Memory(w) + room <= model.Limit(w) &&
+             g.FreeAt(w) + model.Duration(kF, first(w)) <= arrives &&
+             !g.Done(kF, first(w))) {
+        bool placed = true;
+        for (int j = 0; j <= w && placed; ++j) placed = put_f(j, first(j));
+        if (!placed) break;
+      }
+    }
+    if (!put_f(w, second(w))) return false;
+  }
+  // Warm-up 3: each worker w >= 1 catches up with the one above in F's
+  // (and in second-chunk F's), workers p-1..w alternating chunks.
+  int chunk = 0;
+  for (int w = 1; w < p; ++w) {
+    while (forwards(w) < forwards(w - 1) ||
+           (g.Next(kF, second(w)) <= g.Next(kF, second(w - 1)) &&
+            g.Next(kF, second(w - 1)) < m)) {
+      bool placed = false;
+      for (int j = p - 1; j >= w; --j) {
+        placed |= put_f(j, chunk == 0 ? first(j) : second(j));
+      }
+      chunk = 1 - chunk;
+      if (!placed && !put_f(w, first(w)) && !put_f(w, second(w))) break;
+    }
+  }
+
+  // Steady state and cool-down: rounds of one B, then one F, per worker.
+  std::vector<int> b_first, b_second;
+  auto left = [&] {
+    for (int w = 0; w < p; ++w) {
+      if (!g.Done(kB, first(w)) || !g.Done(kB, second(w))) return true;
+    }
+    return false;
+  };
+  while (left()) {
+    bool progress = false;
+    b_first.clear();
+    b_second.clear();
+    for (int w = 0; w < p; ++w) {
+      const int done_a = g.Next(kB, first(w)), done_b = g.Next(kB, second(w));
+      if (done_a >= m && done_b >= m) continue;
+      // The first chunk's B once its input is there (worker p-1: once its
+      // own second-chunk B ran), else the second chunk's.
+      const bool take_first =
+          done_a < done_b &&
+          (w == p - 1 || g.Ready(kB, first(w)) != kInf || done_b >= m);
+      (take_first ? b_first : b_second).push_back(w);
+    }
+    auto put_b = [&](int w, int stage, bool may_fill_partial) {
+      const double ready = g.Ready(kB, stage);
+      if (ready == kInf) return;
+      g.FillGap(w, ready, may_fill_partial);
+      g.Put(kB, stage);
+      progress = true;
+    };
+    for (auto it = b_first.rbegin(); it != b_first.rend(); ++it) {
+      put_b(*it, first(*it), true);
+    }
+    for (int w : b_second) {
+      put_b(w, second(w), choices.fill_before_second_b);
+    }
+    for (int w = 0; w < p; ++w) {
+      if (g.Done(kF, second(w))) continue;
+      int stage = -1;
+      if (g.Next(kF, second(w)) >= g.Next(kF, first(w))) {
+        stage = first(w);
+      } else if (w == p - 1 || g.Ready(kF, second(w)) != kInf) {
+        stage = second(w);
+      } else if (!g.Done(kF, first(w))) {
+        stage = first(w);
+      }
+      if (stage < 0) continue;
+      const double ready = g.Ready(kF, stage);
+      if (ready == kInf) continue;
+      if (!g.MakeRoom(w, model.MemoryDelta(kF, stage))) return false;
+      g.FillGap(w, ready, choices.fill_before_f);
+      g.Put(kF, stage);
+      progress = true;
+    }
+    if (!progress) return false;
+  }
+  for (int w = 0; w < p; ++w) g.FlushW(w);
+  if (bubbles != nullptr) *bubbles = g.Bubbles();
   *orders = g.Take(spans);
   return true;
 }

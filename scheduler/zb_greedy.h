@@ -67,6 +67,36 @@ struct ListChoices {
 bool ListGreedy(const PassModel& model, const ListChoices& choices,
                 Orders* orders, std::vector<double>* spans = nullptr);
 
+/// Choices of the round-based V greedy (VRoundGreedy): whether a W may go
+/// into a gap shorter than T_W (by the §3.1 rule, see GreedyChoices::
+/// fill_partial_gaps) before an F, and before a B of a worker's second
+/// chunk (the backward that runs from the loss towards worker p-1). Before
+/// a B of the first chunk it always may.
+struct VRoundChoices {
+  bool fill_before_f = true;
+  bool fill_before_second_b = true;
+};
+
+/// A round-based greedy for the V placement (Zero Bubble paper §6; the
+/// search the paper's authors publish for ZB-V runs such rounds): warm-up
+/// F's of the first chunk as deep as memory and the second chunk's first
+/// arrival allow (the upper workers deepened together, so the forward stays
+/// aligned), the second chunk's F's interleaved until each worker holds at
+/// least as many as the one above; then rounds of one B per worker (first
+/// the first chunk's, from worker p-1 up, then the second chunk's, from
+/// worker 0 down) and one F per worker, W's filling the gaps by the §3.1
+/// rules under `choices`, leftovers at the end. `allowance` (size p or
+/// empty) is passed to the gap rule as each worker's bubble allowance: a
+/// second run given max(bubbles) - bubbles of a first one (see `bubbles`)
+/// leaves alone the workers that will idle anyway. Respects model.Limit.
+/// Returns false when the placement is not kV or the rounds cannot place
+/// every pass within memory. When set, `bubbles` receives each worker's idle
+/// seconds between its first and last pass.
+bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
+                  const std::vector<double>& allowance, Orders* orders,
+                  std::vector<double>* spans = nullptr,
+                  std::vector<double>* bubbles = nullptr);
+
 /// Keeps the order of the F's and B's of `orders` on every worker and
 /// places the W's anew by the §3.1 rules (into the gaps the real costs leave,
 /// and when memory must be released before an F), with the leftovers at the

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "scheduler/baselines.h"
+#include "scheduler/dualpipe_v.h"
 #include "scheduler/simulator.h"
 #include "scheduler/zb_auto.h"
 #include "scheduler/zb_handcrafted.h"
@@ -32,6 +33,7 @@ absl::StatusOr<Schedule> Build(std::string_view name, const Problem& problem) {
   if (name == "zb-v") return GenerateVSchedule(problem, VShape::kZbV);
   if (name == "v-half") return GenerateVSchedule(problem, VShape::kHalf);
   if (name == "v-min") return GenerateVSchedule(problem, VShape::kMin);
+  if (name == "dualpipe-v") return GenerateDualPipeV(problem);
   // zb-1p, zb-2p and zb-auto are one solver with different limits.
   absl::StatusOr<Schedule> schedule =
       SolveZeroBubble(problem, AutoSolverOptions{});
@@ -54,6 +56,7 @@ const std::vector<ScheduleTraits>& AllSchedules() {
       {"zb-v", 2, true, Placement::kV, true, ZbVLimit},
       {"v-half", 2, true, Placement::kV, true, VHalfLimit},
       {"v-min", 2, true, Placement::kV, true, VMinLimit},
+      {"dualpipe-v", 2, true, Placement::kV, false, NoLimit},
   };
   return *kAll;
 }

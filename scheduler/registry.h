@@ -29,7 +29,7 @@ struct ScheduleTraits {
 
 /// Every schedule name, in the order `zbpp-sched compare` lists them:
 /// gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p zb-2p zb-auto zb-v v-half
-/// v-min.
+/// v-min dualpipe-v.
 const std::vector<ScheduleTraits>& AllSchedules();
 
 /// Traits of `name`. NotFound listing the known names otherwise.

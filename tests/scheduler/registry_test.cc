@@ -24,7 +24,8 @@ TEST(Registry, ListsEveryScheduleOfTheContract) {
   EXPECT_THAT(names,
               ::testing::ElementsAre("gpipe", "1f1b", "1f1b-interleaved",
                                      "zb-h1", "zb-h2", "zb-1p", "zb-2p",
-                                     "zb-auto", "zb-v", "v-half", "v-min"));
+                                     "zb-auto", "zb-v", "v-half", "v-min",
+                                     "dualpipe-v"));
 }
 
 TEST(Registry, UnknownNameListsTheKnownOnes) {
@@ -67,7 +68,7 @@ TEST(Registry, MbUnitFollowsPlacement) {
 
 // Why a generator may refuse a problem; anything else is a failure.
 bool RefusalIsDocumented(const std::string& name, int p, int m) {
-  if (name == "zb-h2") return m < 2 * p;
+  if (name == "zb-h2" || name == "dualpipe-v") return m < 2 * p;
   if (name == "1f1b-interleaved") return m % p != 0;
   return false;
 }

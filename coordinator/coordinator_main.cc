@@ -5,7 +5,7 @@
 //
 //   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
 //                    --db FILE|:memory: [--db-sync full|normal]
-//                    [--token-file F] [--max-workers N]
+//                    [--token-file F] [--max-workers N] [--max-threads N]
 //                    [--lost-worker-retention-seconds S]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
 
@@ -46,6 +46,7 @@
 #include "coordinator/service/rendezvous_service.h"
 #include "coordinator/service/rpc_scope.h"
 #include "coordinator/service/schedule_page.h"
+#include "coordinator/service/server_policies.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "metrics/coordinator_metrics.h"
@@ -58,7 +59,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT "
     "--db FILE|:memory: [--db-sync full|normal] [--token-file F] "
-    "[--max-workers N] [--lost-worker-retention-seconds S] "
+    "[--max-workers N] [--max-threads N] [--lost-worker-retention-seconds S] "
     "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
@@ -78,6 +79,8 @@ struct Flags {
   /// worker stays listed before it is forgotten, seconds; >= 0.
   double lost_worker_retention_seconds =
       Coordinator::Options().lost_worker_retention_seconds;
+  /// ServerPolicies.max_threads; 0 (unset): 2 * max_workers + 256. >= 8.
+  int max_threads = 0;
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -86,12 +89,14 @@ struct Flags {
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   std::string max_workers;
+  std::string max_threads;
   std::string retention;
   const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &flags.db_sync},
       {"--token-file", &flags.token_file},
       {"--max-workers", &max_workers},
+      {"--max-threads", &max_threads},
       {"--lost-worker-retention-seconds", &retention},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
@@ -115,6 +120,13 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-workers must be an integer >= 1, got \"", max_workers, "\""));
   }
+  if (!max_threads.empty() &&
+      (!absl::SimpleAtoi(max_threads, &flags.max_threads) ||
+       flags.max_threads < 8)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-threads must be an integer >= 8, got \"", max_threads, "\""));
+  }
+  if (flags.max_threads == 0) flags.max_threads = 2 * flags.max_workers + 256;
   if (!retention.empty() &&
       (!absl::SimpleAtod(retention, &flags.lost_worker_retention_seconds) ||
        !std::isfinite(flags.lost_worker_retention_seconds) ||
@@ -286,6 +298,7 @@ int Main(int argc, char** argv) {
   // served at all (UNIMPLEMENTED) rather than listing the API to anyone.
   // Under mTLS ClientCertificateCheck guards it like every other service.
   if (!token.empty()) builder.SetOption(std::make_unique<WithoutReflection>());
+  ApplyServerPolicies({flags->max_threads}, builder);
   int port = 0;
   builder.AddListeningPort(flags->listen, credentials, &port);
   builder.RegisterService(&job_service);

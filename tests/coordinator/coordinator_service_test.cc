@@ -728,15 +728,16 @@ int WaitForExit(pid_t pid, bool terminate = true) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/// Calls `method` with an empty request message, without a token, and
-/// puts the serialized reply in `*reply`.
-grpc::Status EmptyUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
-                            const std::string& method, std::string* reply) {
+/// Calls `method` with the serialized request `bytes` (by default an empty
+/// message), without a token, and puts the serialized reply in `*reply`.
+grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& method, std::string* reply,
+                          const std::string& bytes = "") {
   grpc::GenericStub generic(channel);
   grpc::ByteBuffer request;
   {
-    grpc::Slice empty("", 0);
-    request = grpc::ByteBuffer(&empty, 1);
+    grpc::Slice slice(bytes);
+    request = grpc::ByteBuffer(&slice, 1);
   }
   grpc::ByteBuffer response;
   absl::Notification answered;
@@ -780,9 +781,85 @@ TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
   // request is an empty message; SERVING is field 1 = 1).
   std::string bytes;
   const grpc::Status health_status =
-      EmptyUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes);
+      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes);
   ASSERT_TRUE(health_status.ok()) << health_status.error_message();
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
+// A client that sends a string field that is not UTF-8 (here a Latin-1
+// job id, which zbppctl would refuse before sending) is told so, instead of
+// gRPC's INTERNAL with an empty message.
+TEST(DaemonTest, RequestThatDoesNotParseIsInvalidArgumentSayingWhy) {
+  const Daemon daemon = StartDaemon({});
+  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
+  auto channel =
+      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
+  std::string reply;
+  // GetJobRequest.job_id (field 1, length-delimited) = "j\xe9b".
+  const grpc::Status status =
+      RawUnaryCall(channel, "/zbpp.v1.JobService/GetJob", &reply,
+                   std::string("\x0a\x03j\xe9b", 5));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
+/// Threads of process `pid` (/proc/PID/status), or -1.
+int ThreadsOf(pid_t pid) {
+  std::FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int threads = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "Threads: %d", &threads) == 1) break;
+  }
+  std::fclose(f);
+  return threads;
+}
+
+// Session streams opened and left silent (before any SessionOpen) each
+// hold a server thread; --max-threads bounds them, the rest are refused, and
+// the threads come back when the streams close.
+TEST(DaemonTest, SilentSessionStreamsAreBoundedByMaxThreads) {
+  constexpr int kMaxThreads = 16;
+  constexpr int kStreams = 60;
+  const Daemon daemon =
+      StartDaemon({"--max-threads", absl::StrCat(kMaxThreads)});
+  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
+  const int idle_threads = ThreadsOf(daemon.pid);
+  ASSERT_GT(idle_threads, 0);
+  auto channel =
+      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
+  auto workers = zbpp::v1::WorkerService::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<
+      zbpp::v1::SessionRequest, zbpp::v1::SessionResponse>>>
+      streams;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(Context(false));
+    streams.push_back(workers->Session(contexts.back().get()));
+  }
+  absl::SleepFor(absl::Milliseconds(500));
+  const int held_threads = ThreadsOf(daemon.pid);
+  EXPECT_LE(held_threads - idle_threads, kMaxThreads) << "idle " << idle_threads;
+  for (auto& context : contexts) context->TryCancel();
+  for (auto& stream : streams) (void)stream->Finish();
+  // Served again once the streams are gone.
+  zbpp::v1::GetJobRequest get;
+  get.set_job_id("job-1");
+  zbpp::v1::Job job;
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  for (int attempt = 0; attempt < 50 && code != grpc::StatusCode::NOT_FOUND;
+       ++attempt) {
+    code = zbpp::v1::JobService::NewStub(channel)
+               ->GetJob(Context().get(), get, &job)
+               .error_code();
+    if (code != grpc::StatusCode::NOT_FOUND) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 
@@ -825,8 +902,8 @@ TEST(DaemonTest, TokenFileGuardsEveryServiceButHealth) {
             grpc::StatusCode::UNAUTHENTICATED);
   std::string bytes;
   EXPECT_TRUE(
-      EmptyUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes).ok());
-  EXPECT_EQ(EmptyUnaryCall(channel,
+      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes).ok());
+  EXPECT_EQ(RawUnaryCall(channel,
                            "/grpc.reflection.v1alpha.ServerReflection/"
                            "ServerReflectionInfo",
                            &bytes)

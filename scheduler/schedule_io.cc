@@ -1,8 +1,13 @@
 #include "scheduler/schedule_io.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +68,21 @@ std::string RowName(size_t row) {
   return absl::StrCat("row ", row + 1, " (worker ", row, ")");
 }
 
+// PyTorch's transfer actions (schedules.py: SEND_F, RECV_F, SEND_B, RECV_B),
+// in that order.
+enum class CommKind { kSendF, kRecvF, kSendB, kRecvB };
+
+// One transfer cell of a PyTorch CSV.
+struct CommCell {
+  CommKind kind = CommKind::kSendF;
+  std::string text;  // As written, for errors.
+  int stage = 0;     // The stage on this row's side.
+  int microbatch = 0;
+  int row = 0;
+  int cell = 0;      // 1-based.
+  size_t after = 0;  // Compute actions of the row before this cell.
+};
+
 // A required integer field >= `min` of a JSON object.
 absl::StatusOr<int> IntField(const Json& object, const char* field, int min) {
   auto it = object.find(field);
@@ -79,6 +99,298 @@ absl::StatusOr<int> IntField(const Json& object, const char* field, int min) {
   return it->get<int>();
 }
 
+
+// The compute actions of a CSV's rows and, in PyTorch's form, what else its
+// cells held.
+struct Rows {
+  std::vector<std::vector<Action>> actions;
+  // Per row, the 1-based cell of each action (empty cells are skipped).
+  std::vector<std::vector<int>> cells;
+  std::vector<CommCell> comms;
+  bool has_comms = false;  // Any SEND, RECV, UNSHARD or RESHARD.
+  int ignored = 0;         // UNSHARD and RESHARD.
+  int overlapped = 0;      // OVERLAP_F_B.
+  int max_stage = -1;
+  int max_microbatch = -1;
+};
+
+// Reads a decimal int that fills `digits`.
+bool ParseInt(std::string_view digits, int* out) {
+  if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits[0]))) {
+    return false;
+  }
+  const char* end = digits.data() + digits.size();
+  auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
+  return ec == std::errc() && ptr == end;
+}
+
+// PyTorch's actions other than compute ones (schedules.py, _ComputationType
+// and _action_regex): `{stage}{NAME}{microbatch}` for the four transfers,
+// `{stage}{NAME}` for UNSHARD and RESHARD. Returns false when `text` is
+// none of them (it is then read as a compute action), an error when it is
+// one but malformed.
+absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
+                                    int row, int cell) {
+  size_t letter = 0;
+  while (letter < text.size() &&
+         std::isdigit(static_cast<unsigned char>(text[letter]))) {
+    ++letter;
+  }
+  const std::string_view rest = text.substr(letter);
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(RowName(row), ", cell ", cell, ": bad action \"",
+                     std::string(text), "\": ", std::string(why)));
+  };
+  for (std::string_view name : {"UNSHARD", "RESHARD"}) {
+    if (rest != name) continue;
+    int stage = 0;
+    if (!ParseInt(text.substr(0, letter), &stage)) {
+      return bad("must start with the stage number");
+    }
+    rows->has_comms = true;
+    ++rows->ignored;
+    return true;
+  }
+  static constexpr std::pair<std::string_view, CommKind> kComms[] = {
+      {"SEND_F", CommKind::kSendF},
+      {"RECV_F", CommKind::kRecvF},
+      {"SEND_B", CommKind::kSendB},
+      {"RECV_B", CommKind::kRecvB}};
+  for (const auto& [name, kind] : kComms) {
+    if (rest.substr(0, name.size()) != name) continue;
+    CommCell comm;
+    comm.kind = kind;
+    comm.text = std::string(text);
+    comm.row = row;
+    comm.cell = cell;
+    comm.after = rows->actions[row].size();
+    if (!ParseInt(text.substr(0, letter), &comm.stage)) {
+      return bad("must start with the stage number");
+    }
+    if (!ParseInt(rest.substr(name.size()), &comm.microbatch)) {
+      return bad("must end with the microbatch");
+    }
+    rows->has_comms = true;
+    rows->comms.push_back(std::move(comm));
+    return true;
+  }
+  return false;
+}
+
+// Parses the rows of `csv`: compute actions only, or (`pytorch`) also
+// PyTorch's OVERLAP_F_B, transfers, UNSHARD and RESHARD.
+absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
+  // One trailing newline ends the last row; any other empty line is a
+  // worker with no actions.
+  if (!csv.empty() && csv.back() == '\n') csv.remove_suffix(1);
+  if (Trim(csv).empty()) {
+    return absl::InvalidArgumentError("CSV has no rows");
+  }
+  Rows rows;
+  for (std::string_view line : Split(csv, '\n')) {
+    const int row = static_cast<int>(rows.actions.size());
+    rows.actions.emplace_back();
+    rows.cells.emplace_back();
+    int cell = 0;
+    for (std::string_view text : Split(line, ',')) {
+      ++cell;
+      // PyTorch pipelining writes an idle slot as an empty cell.
+      text = Trim(text);
+      if (text.empty()) continue;
+      std::vector<std::string_view> parts = {text};
+      if (pytorch) {
+        absl::StatusOr<bool> other = ParseOtherCell(text, &rows, row, cell);
+        if (!other.ok()) return other.status();
+        if (*other) continue;
+        // `(0F7;7B3)OVERLAP_F_B` (_Action.__repr__ with sub_actions): the
+        // sub-actions in order.
+        constexpr std::string_view kOverlap = ")OVERLAP_F_B";
+        if (text.front() == '(') {
+          if (text.size() <= kOverlap.size() ||
+              text.substr(text.size() - kOverlap.size()) != kOverlap) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                RowName(row), ", cell ", cell, ": bad action \"",
+                std::string(text), "\": a group must read (a;b)OVERLAP_F_B"));
+          }
+          parts = Split(
+              text.substr(1, text.size() - 1 - kOverlap.size()), ';');
+          ++rows.overlapped;
+        }
+      }
+      for (std::string_view part : parts) {
+        absl::StatusOr<Action> action = ParseAction(Trim(part));
+        if (!action.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              RowName(row), ", cell ", cell, ": ", action.status().message()));
+        }
+        if (parts.size() > 1 && action->kind == PassKind::kReduce) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              RowName(row), ", cell ", cell, " (", std::string(text),
+              "): OVERLAP_F_B holds compute actions only"));
+        }
+        rows.max_stage = std::max(rows.max_stage, action->stage);
+        rows.max_microbatch = std::max(rows.max_microbatch, action->microbatch);
+        rows.actions.back().push_back(*action);
+        rows.cells.back().push_back(cell);
+      }
+    }
+  }
+  return rows;
+}
+
+// A schedule of `rows`' shape, without placement: p rows, v and m inferred.
+absl::StatusOr<Schedule> ShapeFromRows(const Rows& rows) {
+  Schedule schedule;
+  schedule.actions = rows.actions;
+  schedule.workers = static_cast<int>(rows.actions.size());
+  const int p = schedule.workers;
+  if (rows.max_stage < 0) {
+    return absl::InvalidArgumentError("CSV has no actions");
+  }
+  // Every (stage, microbatch) pair needs at least one action, so one cell
+  // naming a huge stage or microbatch ("0F399999992") is refused here
+  // instead of sizing tables by it downstream (found by
+  // tests/fuzz/schedule_io_fuzz). 64-bit: max_stage + 1 may not fit an int.
+  size_t total_actions = 0;
+  for (const std::vector<Action>& row : rows.actions) {
+    total_actions += row.size();
+  }
+  const int64_t pairs =
+      (int64_t{rows.max_stage} + 1) * (int64_t{rows.max_microbatch} + 1);
+  if (pairs > static_cast<int64_t>(total_actions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CSV has ", total_actions, " actions, too few for its ",
+        int64_t{rows.max_stage} + 1, " virtual stages x ",
+        int64_t{rows.max_microbatch} + 1, " microbatches"));
+  }
+  if ((rows.max_stage + 1) % p != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CSV names ", rows.max_stage + 1,
+        " virtual stages, not a multiple of its ", p, " rows (workers)"));
+  }
+  schedule.chunks = (rows.max_stage + 1) / p;
+  schedule.microbatches = rows.max_microbatch + 1;
+  return schedule;
+}
+
+// CheckFits for every action of `rows` in `schedule`, naming row and cell.
+absl::Status CheckRowsFit(const Schedule& schedule, const Rows& rows) {
+  for (int w = 0; w < schedule.workers; ++w) {
+    const std::vector<Action>& actions = schedule.actions[w];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (absl::Status st = CheckFits(
+              schedule, w, actions[i],
+              absl::StrCat(RowName(w), ", cell ", rows.cells[w][i]));
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Whether `comm` carries the output of (SEND) or feeds (RECV) `action`:
+// transfers of F go with F, those of B with I or B (zbpp's B or BW).
+bool Carries(const CommCell& comm, const Action& action) {
+  const bool forward =
+      comm.kind == CommKind::kSendF || comm.kind == CommKind::kRecvF;
+  const bool kind_matches =
+      forward ? action.kind == PassKind::kF
+              : action.kind == PassKind::kB || action.kind == PassKind::kBW;
+  return kind_matches && action.stage == comm.stage &&
+         action.microbatch == comm.microbatch;
+}
+
+// The transfers of `rows` against those the compute actions of `schedule`
+// imply (see ScheduleFromPytorchCsv).
+absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
+  const int n = schedule.num_stages();
+  const std::vector<int>& owner = schedule.worker_of_stage;
+  // The stage on the other end of a transfer of `kind` at stage `s`; -1 or
+  // n when there is none.
+  auto peer = [](CommKind kind, int s) {
+    return kind == CommKind::kSendF || kind == CommKind::kRecvB ? s + 1 : s - 1;
+  };
+  auto is_send = [](CommKind kind) {
+    return kind == CommKind::kSendF || kind == CommKind::kSendB;
+  };
+  std::map<std::tuple<CommKind, int, int>, const CommCell*> seen;
+  for (const CommCell& comm : rows.comms) {
+    const std::string where = absl::StrCat(RowName(comm.row), ", cell ",
+                                           comm.cell, " (", comm.text, ")");
+    if (comm.stage >= n || comm.microbatch >= schedule.microbatches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": stage or microbatch out of range (", n, " stages, ",
+          schedule.microbatches, " microbatches)"));
+    }
+    if (owner[comm.stage] != comm.row) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": stage ", comm.stage, " is held by worker ",
+                       owner[comm.stage], ", not ", comm.row));
+    }
+    const int other = peer(comm.kind, comm.stage);
+    if (other < 0 || other >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": no matching dependency, stage ", comm.stage, " is the ",
+          other < 0 ? "first" : "last", " stage"));
+    }
+    if (owner[other] == comm.row) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": no matching dependency, stage ", other,
+          " is on the same worker"));
+    }
+    auto [it, fresh] = seen.emplace(
+        std::tuple{comm.kind, comm.stage, comm.microbatch}, &comm);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": repeats ", RowName(it->second->row), ", cell ",
+          it->second->cell));
+    }
+    const std::vector<Action>& actions = schedule.actions[comm.row];
+    size_t at = 0;
+    while (at < actions.size() && !Carries(comm, actions[at])) ++at;
+    if (at == actions.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": the row has no compute action it ",
+          is_send(comm.kind) ? "sends the output of" : "feeds"));
+    }
+    // `after` counts the row's compute actions before the transfer.
+    if (is_send(comm.kind) ? at >= comm.after : at < comm.after) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", is_send(comm.kind) ? "before " : "after ",
+          ActionToString(actions[at]), " (cell ", rows.cells[comm.row][at],
+          "), which it ", is_send(comm.kind) ? "sends the output of" : "feeds"));
+    }
+  }
+  // Every dependency between workers needs its SEND and its RECV.
+  for (int w = 0; w < schedule.workers; ++w) {
+    const std::vector<Action>& actions = schedule.actions[w];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
+      if (a.kind != PassKind::kF && a.kind != PassKind::kB &&
+          a.kind != PassKind::kBW) {
+        continue;
+      }
+      const bool forward = a.kind == PassKind::kF;
+      const CommKind send = forward ? CommKind::kSendF : CommKind::kSendB;
+      const CommKind recv = forward ? CommKind::kRecvF : CommKind::kRecvB;
+      for (auto [kind, other] : {std::pair{send, peer(send, a.stage)},
+                                 std::pair{recv, peer(recv, a.stage)}}) {
+        if (other < 0 || other >= n || owner[other] == w) continue;
+        if (seen.count({kind, a.stage, a.microbatch})) continue;
+        static constexpr const char* kNames[] = {"SEND_F", "RECV_F", "SEND_B",
+                                                 "RECV_B"};
+        return absl::InvalidArgumentError(absl::StrCat(
+            RowName(w), ", cell ", rows.cells[w][i], " (", ActionToString(a),
+            "): no ", a.stage, kNames[static_cast<int>(kind)], a.microbatch,
+            is_send(kind) ? " after it (stage " : " before it (stage ", other,
+            " is on worker ", owner[other], ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 std::string ScheduleToCsv(const Schedule& schedule) {
@@ -96,82 +408,73 @@ std::string ScheduleToCsv(const Schedule& schedule) {
 
 absl::StatusOr<Schedule> ScheduleFromCsv(std::string_view csv,
                                          Placement placement) {
-  // One trailing newline ends the last row; any other empty line is a
-  // worker with no actions.
-  if (!csv.empty() && csv.back() == '\n') csv.remove_suffix(1);
-  if (Trim(csv).empty()) {
-    return absl::InvalidArgumentError("CSV has no rows");
-  }
-  Schedule schedule;
-  int max_stage = -1;
-  int max_microbatch = -1;
-  // Per row, the 1-based cell of each action (empty cells are skipped), for
-  // errors found once v is known.
-  std::vector<std::vector<int>> cells;
-  for (std::string_view line : Split(csv, '\n')) {
-    const size_t row = schedule.actions.size();
-    std::vector<Action>& actions = schedule.actions.emplace_back();
-    std::vector<int>& cell_of = cells.emplace_back();
-    int cell = 0;
-    for (std::string_view text : Split(line, ',')) {
-      ++cell;
-      // PyTorch pipelining writes an idle slot as an empty cell.
-      text = Trim(text);
-      if (text.empty()) continue;
-      absl::StatusOr<Action> action = ParseAction(text);
-      if (!action.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            RowName(row), ", cell ", cell, ": ", action.status().message()));
-      }
-      max_stage = std::max(max_stage, action->stage);
-      max_microbatch = std::max(max_microbatch, action->microbatch);
-      actions.push_back(*action);
-      cell_of.push_back(cell);
-    }
-  }
-  schedule.workers = static_cast<int>(schedule.actions.size());
-  const int p = schedule.workers;
-  if (max_stage < 0) return absl::InvalidArgumentError("CSV has no actions");
-  // Every (stage, microbatch) pair needs at least one action, so one cell
-  // naming a huge stage or microbatch ("0F399999992") is refused here
-  // instead of sizing tables by it downstream (found by
-  // tests/fuzz/schedule_io_fuzz). 64-bit: max_stage + 1 may not fit an int.
-  size_t total_actions = 0;
-  for (const std::vector<Action>& row : schedule.actions) {
-    total_actions += row.size();
-  }
-  const int64_t pairs = (int64_t{max_stage} + 1) * (int64_t{max_microbatch} + 1);
-  if (pairs > static_cast<int64_t>(total_actions)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CSV has ", total_actions, " actions, too few for its ",
-        int64_t{max_stage} + 1, " virtual stages x ",
-        int64_t{max_microbatch} + 1, " microbatches"));
-  }
-  if ((max_stage + 1) % p != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CSV names ", max_stage + 1, " virtual stages, not a multiple of its ",
-        p, " rows (workers)"));
-  }
-  schedule.chunks = (max_stage + 1) / p;
-  schedule.microbatches = max_microbatch + 1;
-  schedule.worker_of_stage = PlaceStages(placement, p, schedule.chunks);
-  if (schedule.worker_of_stage.empty()) {
+  absl::StatusOr<Rows> rows = ParseRows(csv, /*pytorch=*/false);
+  if (!rows.ok()) return rows.status();
+  absl::StatusOr<Schedule> schedule = ShapeFromRows(*rows);
+  if (!schedule.ok()) return schedule.status();
+  schedule->worker_of_stage =
+      PlaceStages(placement, schedule->workers, schedule->chunks);
+  if (schedule->worker_of_stage.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("V placement needs 2 chunks per worker; the CSV has ",
-                     schedule.chunks));
+                     schedule->chunks));
   }
-  for (int w = 0; w < p; ++w) {
-    const std::vector<Action>& actions = schedule.actions[w];
+  if (absl::Status st = CheckRowsFit(*schedule, *rows); !st.ok()) return st;
+  return schedule;
+}
+
+absl::StatusOr<PytorchCsvImport> ScheduleFromPytorchCsv(std::string_view csv) {
+  absl::StatusOr<Rows> rows = ParseRows(csv, /*pytorch=*/true);
+  if (!rows.ok()) return rows.status();
+  absl::StatusOr<Schedule> schedule = ShapeFromRows(*rows);
+  if (!schedule.ok()) return schedule.status();
+  // The row that holds a stage's actions is its worker: each stage in one
+  // row, each row the same number of stages.
+  const int n = schedule->num_stages();
+  std::vector<int> owner(n, -1);
+  std::vector<int> held(schedule->workers, 0);
+  for (int w = 0; w < schedule->workers; ++w) {
+    const std::vector<Action>& actions = schedule->actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (absl::Status st = CheckFits(
-              schedule, w, actions[i],
-              absl::StrCat(RowName(w), ", cell ", cells[w][i]));
-          !st.ok()) {
-        return st;
+      const int s = actions[i].stage;
+      if (owner[s] == -1) {
+        owner[s] = w;
+        ++held[w];
+      } else if (owner[s] != w) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            RowName(w), ", cell ", rows->cells[w][i], " (",
+            ActionToString(actions[i]), "): stage ", s, " is also in ",
+            RowName(owner[s]), "; a stage runs on one worker"));
       }
     }
   }
-  return schedule;
+  for (int s = 0; s < n; ++s) {
+    if (owner[s] == -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", s, " is in no row, but the CSV names stages up to ", n - 1));
+    }
+  }
+  for (int w = 0; w < schedule->workers; ++w) {
+    if (held[w] != schedule->chunks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          RowName(w), " holds ", held[w], " stage(s), not ", schedule->chunks,
+          " (", n, " stages over ", schedule->workers,
+          " rows); zbpp needs the same number on every worker"));
+    }
+  }
+  schedule->worker_of_stage = std::move(owner);
+  if (absl::Status st = CheckRowsFit(*schedule, *rows); !st.ok()) return st;
+  if (rows->has_comms) {
+    if (absl::Status st = CheckCommunication(*schedule, *rows); !st.ok()) {
+      return st;
+    }
+  }
+  PytorchCsvImport out;
+  out.schedule = *std::move(schedule);
+  out.communication_actions = static_cast<int>(rows->comms.size());
+  out.ignored_actions = rows->ignored;
+  out.overlapped_actions = rows->overlapped;
+  return out;
 }
 
 std::string ScheduleToJson(const Schedule& schedule) {

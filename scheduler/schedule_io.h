@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "scheduler/schedule.h"
@@ -21,6 +22,49 @@ std::string ScheduleToCsv(const Schedule& schedule);
 /// InvalidArgument naming the row, the cell and why.
 absl::StatusOr<Schedule> ScheduleFromCsv(std::string_view csv,
                                          Placement placement);
+
+/// What ScheduleFromPytorchCsv read: the schedule and what else the file held.
+struct PytorchCsvImport {
+  /// The compute actions, with `worker_of_stage` taken from which row holds
+  /// each stage (so a V schedule's file imports with V placement).
+  Schedule schedule;
+  /// SEND_F, RECV_F, SEND_B and RECV_B actions read, each checked against the
+  /// communication the compute actions imply.
+  int communication_actions = 0;
+  /// UNSHARD and RESHARD actions (FSDP's all-gather and release of a stage's
+  /// parameters) read and ignored: zbpp's cost model has no such cost.
+  int ignored_actions = 0;
+  /// OVERLAP_F_B actions read, each split into its sub-actions in order.
+  int overlapped_actions = 0;
+};
+
+/// Parses a schedule as PyTorch 2.11's `torch.distributed.pipelining` writes
+/// it (`_PipelineScheduleRuntime._dump_csv`, schedules.py): one row per rank,
+/// one action per cell in `_Action`'s text form, in either of its formats:
+///   * "compute_only": `{stage}{F|I|W|B}{microbatch}` (PyTorch's B is the
+///     fused backward, zbpp's BW; I the input gradient, zbpp's B), empty
+///     cells for idle slots, `{stage}REDUCE_GRAD`, and `(a;b)OVERLAP_F_B`
+///     (DualPipeV's overlapped forward and backward), read as a then b;
+///   * "compute_comms": the same plus `{stage}SEND_F{mb}`, `RECV_F`,
+///     `SEND_B`, `RECV_B` and `{stage}UNSHARD` / `RESHARD`.
+/// ScheduleToCsv's form is the compute-only one. p is the number of rows,
+/// the stages each row holds give `worker_of_stage` (every stage in exactly
+/// one row, every row the same number v of them), m is the largest
+/// microbatch + 1.
+///
+/// When the file holds any communication action, every dependency between
+/// two workers that the compute actions imply (F of s on another worker
+/// than F of s+1; I or B of s on another worker than that of s-1) must have
+/// its SEND after the producing action in the sender's row and its RECV
+/// before the consuming action in the receiver's row, exactly once, and no
+/// other SEND or RECV may appear. UNSHARD and RESHARD are ignored.
+///
+/// Errors: InvalidArgument naming the row, the cell and why, e.g.
+/// `row 1 (worker 0), cell 5 (0SEND_F3): stage 1 is on the same worker, no
+/// SEND_F is needed` or `row 2 (worker 1), cell 7 (1F2): no 1SEND_F2 after
+/// it`. Whether the schedule is complete, deadlock-free and within memory is
+/// the simulator's to say (CheckSchedule, Simulate). Thread-safe (pure).
+absl::StatusOr<PytorchCsvImport> ScheduleFromPytorchCsv(std::string_view csv);
 
 /// JSON object {"name", "workers", "chunks", "microbatches",
 /// "worker_of_stage": [..], "actions": [["0F0", ...], ...]}.

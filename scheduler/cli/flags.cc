@@ -1,8 +1,12 @@
 #include "scheduler/cli/flags.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -117,6 +121,18 @@ absl::StatusOr<std::string> ChoiceFlag(const FlagMap& flags,
                      "; got \"", it->second, "\""));
   }
   return it->second;
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag,
+                                         const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("cannot read --", flag, " \"", path,
+                                            "\": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
 }
 
 }  // namespace zbpp::sched::cli

@@ -49,6 +49,11 @@ absl::StatusOr<std::string> ChoiceFlag(const FlagMap& flags,
                                        const std::string& name,
                                        const std::vector<std::string>& choices);
 
+/// The whole text of the file that --`flag` names at `path`. Errors:
+/// NotFound `cannot read --FLAG "PATH": REASON`.
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag,
+                                         const std::string& path);
+
 }  // namespace zbpp::sched::cli
 
 #endif  // ZBPP_SCHEDULER_CLI_FLAGS_H_

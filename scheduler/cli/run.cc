@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/schedule_io.h"
 
 namespace zbpp::sched::cli {
 
@@ -83,6 +86,20 @@ absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
   return out;
 }
 
+Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
+                     int microbatches) {
+  // A stage's costs and M_B (one byte-unit) are split evenly over the chunks
+  // that the worker holds, so that totals per worker match the flags.
+  StageCost cost;
+  cost.f_seconds = flags.cost_f / chunks;
+  cost.b_seconds = flags.cost_b / chunks;
+  cost.w_seconds = flags.cost_w / chunks;
+  cost.m_b_bytes = 1.0 / chunks;
+  cost.m_w_bytes = flags.weight_memory_fraction / chunks;
+  cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;
+  return Problem::Uniform(workers, chunks, microbatches, cost, flags.cost_comm);
+}
+
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags) {
   return flags.chunks && !traits.chunks_fixed ? *flags.chunks
                                               : traits.default_chunks;
@@ -98,19 +115,9 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
         traits.default_chunks, " chunk(s) per worker, got ", *flags.chunks));
   }
   const int chunks = ChunksFor(traits, flags);
-  // A stage's costs and M_B (one byte-unit) are split evenly over the chunks
-  // that the worker holds, so that totals per worker match the flags.
-  StageCost cost;
-  cost.f_seconds = flags.cost_f / chunks;
-  cost.b_seconds = flags.cost_b / chunks;
-  cost.w_seconds = flags.cost_w / chunks;
-  cost.m_b_bytes = 1.0 / chunks;
-  cost.m_w_bytes = flags.weight_memory_fraction / chunks;
-  cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;
   Outcome out;
   out.traits = traits;
-  out.problem = Problem::Uniform(flags.stages, chunks, flags.microbatches,
-                                 cost, flags.cost_comm);
+  out.problem = FlagsProblem(flags, flags.stages, chunks, flags.microbatches);
   if (flags.mem_limit_m_b) {
     out.problem.memory_limit_bytes =
         MbUnitBytes(out.problem, traits.placement);
@@ -160,6 +167,112 @@ absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags) {
         absl::StrCat("--schedule: ", traits.status().message()));
   }
   return RunSchedule(*traits, *problem, /*strict_chunks=*/true);
+}
+
+}  // namespace zbpp::sched::cli
+
+namespace zbpp::sched::cli {
+namespace {
+
+// A flag that the imported schedule fixes must match it when given.
+absl::Status CheckMatches(const FlagMap& flags, const char* name, int given,
+                          int in_file, const char* what) {
+  if (!flags.count(name) || given == in_file) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " ", given, " does not match the imported "
+                   "schedule's ", in_file, " ", what));
+}
+
+// Placement of `schedule` in traits: V where it holds stages as ZB-V does,
+// loop otherwise.
+Placement PlacementOf(const Schedule& schedule) {
+  return schedule.worker_of_stage ==
+                 PlaceStages(Placement::kV, schedule.workers, schedule.chunks)
+             ? Placement::kV
+             : Placement::kLoop;
+}
+
+}  // namespace
+
+absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
+                                            std::string* note) {
+  const std::string& path = flags.at("import");
+  absl::StatusOr<ProblemFlags> problem_flags = ParseProblemFlags(flags);
+  if (!problem_flags.ok()) return problem_flags.status();
+  if (flags.count("reduce-seconds") || flags.count("data-parallel")) {
+    return absl::InvalidArgumentError(
+        "--import takes its reductions (REDUCE_GRAD) from the file; "
+        "--reduce-seconds and --data-parallel apply to generated schedules");
+  }
+  absl::StatusOr<std::string> text = ReadFlagFile("import", path);
+  if (!text.ok()) return text.status();
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  const auto start = std::chrono::steady_clock::now();
+  Schedule schedule;
+  *note = "";
+  if (first != std::string::npos && (*text)[first] == '{') {
+    absl::StatusOr<Schedule> json = ScheduleFromJson(*text);
+    if (!json.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--import \"", path, "\": ", json.status().message()));
+    }
+    schedule = *std::move(json);
+  } else {
+    absl::StatusOr<PytorchCsvImport> csv = ScheduleFromPytorchCsv(*text);
+    if (!csv.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--import \"", path, "\": ", csv.status().message()));
+    }
+    schedule = std::move(csv->schedule);
+    *note = absl::StrCat(
+        csv->communication_actions, " SEND/RECV action(s) checked, ",
+        csv->ignored_actions, " UNSHARD/RESHARD ignored, ",
+        csv->overlapped_actions, " OVERLAP_F_B split into F and B");
+  }
+  if (schedule.name.empty()) schedule.name = "imported";
+  for (absl::Status st :
+       {CheckMatches(flags, "stages", problem_flags->stages, schedule.workers,
+                     "workers (rows)"),
+        CheckMatches(flags, "microbatches", problem_flags->microbatches,
+                     schedule.microbatches, "microbatches"),
+        CheckMatches(flags, "chunks", problem_flags->chunks.value_or(0),
+                     schedule.chunks, "chunks per worker")}) {
+    if (!st.ok()) return st;
+  }
+  Outcome out;
+  out.traits.name = schedule.name;
+  out.traits.default_chunks = schedule.chunks;
+  out.traits.chunks_fixed = true;
+  out.traits.placement = PlacementOf(schedule);
+  out.traits.limit_is_input = false;
+  out.traits.default_limit_m_b = [](int, int) {
+    return std::numeric_limits<double>::infinity();
+  };
+  out.problem = FlagsProblem(*problem_flags, schedule.workers, schedule.chunks,
+                             schedule.microbatches);
+  out.mem_limit_m_b = problem_flags->mem_limit_m_b;
+  absl::StatusOr<SimulationResult> sim = Simulate(out.problem, schedule);
+  out.solve_seconds = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  if (!sim.ok()) {
+    // Malformed, incomplete or deadlocked: the file is at fault.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--import \"", path, "\": ", sim.status().message()));
+  }
+  if (out.mem_limit_m_b) {
+    for (int w = 0; w < schedule.workers; ++w) {
+      if (sim->peak_memory_m_b[w] > *out.mem_limit_m_b * (1 + 1e-9)) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "--import \"", path, "\": worker ", w, " peaks at ",
+            sim->peak_memory_m_b[w], " M_B, over --mem-limit ",
+            *out.mem_limit_m_b));
+      }
+    }
+  }
+  out.schedule = std::move(schedule);
+  out.sim = *std::move(sim);
+  return out;
 }
 
 }  // namespace zbpp::sched::cli

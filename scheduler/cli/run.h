@@ -4,6 +4,7 @@
 #define ZBPP_SCHEDULER_CLI_RUN_H_
 
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "scheduler/cli/flags.h"
@@ -55,6 +56,13 @@ struct Outcome {
   double solve_seconds = 0;  ///< Wall time of Generate and PlaceReductions, seconds.
 };
 
+/// The problem of the --cost-* flags for p = `workers`, v = `chunks` and m =
+/// `microbatches`: every virtual stage costs 1/v of the flags' per-stage
+/// seconds, M_B = 1/v (one unit per worker), M_W = R/v with R =
+/// --weight-memory-fraction, the reduction 1/v of `reduce_seconds`.
+Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
+                     int microbatches);
+
 /// Chunks per worker that `traits` runs with under `flags`: --chunks where
 /// the schedule accepts any, else its own.
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags);
@@ -75,6 +83,23 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
 /// Errors: those of ParseProblemFlags and RunSchedule; InvalidArgument
 /// listing the known names for an unknown --schedule.
 absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
+
+/// simulate --import FILE: reads the schedule in FILE (zbpp's JSON when its
+/// first character is '{', else PyTorch pipelining's CSV, with or without
+/// communication actions: ScheduleFromPytorchCsv), builds the problem of its
+/// shape from the cost flags and simulates it; --stages, --microbatches and
+/// --chunks, when given, must match the file. `note` receives what the CSV
+/// held besides compute actions (empty for JSON). The Outcome's traits name
+/// the schedule ("imported" when the file names none) with its own chunks
+/// and placement (V when it holds stages as ZB-V does, else loop).
+/// Errors: NotFound for an unreadable file; InvalidArgument naming the file
+/// and what is wrong (parse errors with row and cell, a mismatching flag,
+/// and CheckSchedule's and Simulate's errors: incomplete, malformed or
+/// deadlocked), ResourceExhausted when a worker's peak exceeds --mem-limit,
+/// InvalidArgument for --reduce-seconds or --data-parallel (the file says
+/// where reductions are).
+absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
+                                            std::string* note);
 
 }  // namespace zbpp::sched::cli
 

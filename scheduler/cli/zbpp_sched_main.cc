@@ -45,6 +45,12 @@ holds v chunks pays 1/v of them per chunk):
   --schedule NAME               gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p
                                 zb-2p zb-auto zb-v v-half v-min
                                 (simulate, show)
+  --import FILE                 simulate: a schedule from FILE instead of
+                                --schedule: PyTorch pipelining's CSV (one row
+                                per rank; compute-only or with SEND/RECV,
+                                which are checked; UNSHARD/RESHARD ignored;
+                                OVERLAP_F_B read as F then B) or zbpp's JSON;
+                                --stages/--microbatches/--chunks come from it
   --stages P                    pipeline stages (workers), >= 1
   --microbatches M              microbatches per step, >= 1
   --cost-f TF --cost-b TB --cost-w TW
@@ -119,17 +125,33 @@ std::set<std::string> With(std::initializer_list<const char*> extra) {
 }
 
 absl::Status SimulateCommand(const std::vector<std::string>& args) {
-  absl::StatusOr<FlagMap> flags =
-      ParseFlags(args, With({"schedule", "format"}),
-                 {"schedule", "stages", "microbatches", "cost-f", "cost-b",
-                  "cost-w"},
-                 "simulate");
+  absl::StatusOr<FlagMap> flags = ParseFlags(
+      args, With({"schedule", "import", "format"}),
+      {"cost-f", "cost-b", "cost-w"}, "simulate");
   if (!flags.ok()) return flags.status();
+  const bool import = flags->count("import") > 0;
+  if (import && flags->count("schedule")) {
+    return absl::InvalidArgumentError(
+        "give --schedule or --import, not both");
+  }
+  // An imported schedule brings its own shape.
+  for (const char* name : {"schedule", "stages", "microbatches"}) {
+    if (!import && !flags->count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing required flag --", name, " for simulate (or --import FILE)"));
+    }
+  }
   absl::StatusOr<std::string> format =
       ChoiceFlag(*flags, "format", kOutcomeFormats);
   if (!format.ok()) return format.status();
-  absl::StatusOr<Outcome> o = RunNamedSchedule(*flags);
+  std::string note;
+  absl::StatusOr<Outcome> o =
+      import ? RunImportedSchedule(*flags, &note) : RunNamedSchedule(*flags);
   if (!o.ok()) return o.status();
+  if (!note.empty()) {
+    std::fprintf(stderr, "zbpp-sched: --import %s: %s\n",
+                 flags->at("import").c_str(), note.c_str());
+  }
   return WriteOutput(OutcomeReport(*o, *format), *flags);
 }
 

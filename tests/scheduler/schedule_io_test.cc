@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
+#include "scheduler/simulator.h"
 #include "tests/scheduler/schedule_builder.h"
 
 namespace zbpp::sched {
@@ -174,6 +175,104 @@ TEST(ScheduleIoJson, ErrorsNameTheField) {
         << c.json;
     EXPECT_THAT(got.status().message(), HasSubstr(c.field)) << c.json;
   }
+}
+
+// p = 2, m = 1, fused backward, with PyTorch's transfers where
+// _add_send_recv puts them (torch/distributed/pipelining/schedules.py).
+constexpr char kTwoRanksWithComms[] =
+    "0UNSHARD,0F0,0SEND_F0,0RECV_B0,0B0,0REDUCE_GRAD,0RESHARD\n"
+    "1UNSHARD,1RECV_F0,1F0,1B0,1SEND_B0,1REDUCE_GRAD,1RESHARD\n";
+
+TEST(ScheduleIoPytorchCsv, ReadsTransfersAndIgnoresUnshardReshard) {
+  absl::StatusOr<PytorchCsvImport> got =
+      ScheduleFromPytorchCsv(kTwoRanksWithComms);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->communication_actions, 4);
+  EXPECT_EQ(got->ignored_actions, 4);
+  EXPECT_EQ(got->overlapped_actions, 0);
+  EXPECT_EQ(got->schedule.workers, 2);
+  EXPECT_EQ(got->schedule.chunks, 1);
+  EXPECT_EQ(got->schedule.microbatches, 1);
+  EXPECT_THAT(got->schedule.worker_of_stage, ElementsAre(0, 1));
+  EXPECT_EQ(ScheduleToCsv(got->schedule),
+            "0F0,0B0,0REDUCE_GRAD\n1F0,1B0,1REDUCE_GRAD\n");
+  absl::StatusOr<SimulationResult> sim = Simulate(
+      Problem::Uniform(2, 1, 1, StageCost{}, 0), got->schedule);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+}
+
+TEST(ScheduleIoPytorchCsv, SplitsOverlapIntoItsActionsInOrder) {
+  absl::StatusOr<PytorchCsvImport> got =
+      ScheduleFromPytorchCsv("0F0,,(0F1;0B0)OVERLAP_F_B,0I1,0W1\n");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->overlapped_actions, 1);
+  EXPECT_EQ(ScheduleToCsv(got->schedule), "0F0,0F1,0B0,0I1,0W1\n");
+}
+
+TEST(ScheduleIoPytorchCsv, InfersVPlacementFromTheRows) {
+  absl::StatusOr<PytorchCsvImport> got = ScheduleFromPytorchCsv(
+      "0F0,3F0,3I0,0I0,3W0,0W0\n1F0,2F0,2I0,1I0,2W0,1W0\n");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->schedule.chunks, 2);
+  EXPECT_EQ(got->schedule.worker_of_stage, PlaceStages(Placement::kV, 2, 2));
+  absl::StatusOr<PytorchCsvImport> loop = ScheduleFromPytorchCsv(
+      "0F0,2F0,2I0,0I0,2W0,0W0\n1F0,3F0,3I0,1I0,3W0,1W0\n");
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ(loop->schedule.worker_of_stage,
+            PlaceStages(Placement::kLoop, 2, 2));
+}
+
+TEST(ScheduleIoPytorchCsv, RefusesTransfersThatDoNotMatchTheDependencies) {
+  struct Case {
+    std::string csv;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      // The forward's send is missing.
+      {"0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "row 1 (worker 0), cell 1 (0F0): no 0SEND_F0 after it"},
+      // The receive of the backward is missing.
+      {"0F0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "row 1 (worker 0), cell 3 (0B0): no 0RECV_B0 before it"},
+      // A send before the pass whose output it sends.
+      {"0SEND_F0,0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "row 1 (worker 0), cell 1 (0SEND_F0): before 0F0 (cell 2)"},
+      // A receive after the pass it feeds.
+      {"0F0,0SEND_F0,0B0,0RECV_B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "cell 4 (0RECV_B0): after 0B0 (cell 3)"},
+      // The last stage sends no forward output.
+      {"0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1SEND_F0,1B0,1SEND_B0\n",
+       "row 2 (worker 1), cell 3 (1SEND_F0): no matching dependency, stage 1 "
+       "is the last stage"},
+      // Two chunks of one worker hand over without a transfer.
+      {"0F0,0SEND_F0,1F0,1B0,0B0\n", "stage 1 is on the same worker"},
+      // A transfer on the wrong row.
+      {"0F0,0SEND_F0,1SEND_B0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "(1SEND_B0): stage 1 is held by worker 1, not 0"},
+      {"0F0,0SEND_F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "cell 3 (0SEND_F0): repeats row 1 (worker 0), cell 2"},
+      {"0F0,0SEND_F,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n",
+       "cell 2: bad action \"0SEND_F\": must end with the microbatch"},
+      {"0F0,(0F1;0B0)OVERLAP,0B1\n", "(a;b)OVERLAP_F_B"},
+      {"0F0,(0F1;0REDUCE_GRAD)OVERLAP_F_B,0B0,0B1\n", "compute actions only"},
+      // A stage on two rows, and rows of unequal size.
+      {"0F0,1B0\n1F0,0B0\n", "stage 1 is also in row 1 (worker 0)"},
+      {"0F0,1F0,2F0,2B0,1B0,0B0\n3F0,3B0\n", "holds 3 stage(s), not 2"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<PytorchCsvImport> got = ScheduleFromPytorchCsv(c.csv);
+    ASSERT_FALSE(got.ok()) << c.csv;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << c.csv;
+    EXPECT_THAT(got.status().message(), HasSubstr(c.says)) << c.csv;
+  }
+}
+
+TEST(ScheduleIoPytorchCsv, ReadsScheduleToCsvBack) {
+  const Schedule want = TwoWorkers();
+  absl::StatusOr<PytorchCsvImport> got =
+      ScheduleFromPytorchCsv(ScheduleToCsv(want));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameShape(got->schedule, want);
 }
 
 }  // namespace

@@ -437,5 +437,80 @@ TEST(ZbppSchedCli, CsvExportCarriesReductionsThatImportBack) {
   EXPECT_TRUE(CheckSchedule(Problem::Uniform(2, 2, 4, cost, 0), *schedule).ok());
 }
 
+// Writes `text` to a file of its own under the test's temporary folder.
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "zbpp_sched_cli_" +
+                           std::to_string(getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+const std::vector<std::string> kUnitCosts = {"--cost-f", "1", "--cost-b", "1",
+                                             "--cost-w", "1"};
+
+TEST(ZbppSchedCli, ImportedExportSimulatesLikeTheGeneratedSchedule) {
+  for (const char* name : {"zb-v", "1f1b-interleaved", "zb-h1"}) {
+    const std::vector<std::string> generate = Concat(
+        SimulateArgs(name, 4, 8), {"--cost-comm", "0.25", "--format"});
+    const RunResult csv = RunCli(Concat(generate, {"csv"}));
+    ASSERT_EQ(csv.exit_code, 0) << csv.err;
+    const nlohmann::json want = RunJson(Concat(generate, {"json"}));
+    const std::string path = WriteTemp(std::string(name) + ".csv", csv.out);
+    const RunResult run =
+        RunCli(Concat({"simulate", "--import", path, "--cost-comm", "0.25",
+                       "--format", "json"},
+                      kUnitCosts));
+    ASSERT_EQ(run.exit_code, 0) << name << ": " << run.err;
+    const nlohmann::json got = nlohmann::json::parse(run.out);
+    EXPECT_EQ(got["schedule"], "imported");
+    EXPECT_EQ(got["placement"], want["placement"]) << name;
+    for (const char* field : {"stages", "chunks", "microbatches"}) {
+      EXPECT_EQ(got[field], want[field]) << name << " " << field;
+    }
+    EXPECT_DOUBLE_EQ(got["makespan"].get<double>(),
+                     want["makespan"].get<double>())
+        << name;
+    EXPECT_DOUBLE_EQ(got["peak_memory_m_b"].get<double>(),
+                     want["peak_memory_m_b"].get<double>())
+        << name;
+  }
+}
+
+TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::string missing_send = WriteTemp(
+      "missing_send.csv", "0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  const std::string deadlock =
+      WriteTemp("deadlock.csv", "0F0,0B0\n1B0,1F0\n");
+  const std::string incomplete = WriteTemp("incomplete.csv", "0F0,0F1,0B0\n");
+  const std::string good = WriteTemp("good.csv", "0F0,0F1,0B0,0B1\n");
+  const std::vector<Case> cases = {
+      {Concat({"simulate", "--import", missing_send}, kUnitCosts),
+       "row 1 (worker 0), cell 1 (0F0): no 0SEND_F0 after it"},
+      {Concat({"simulate", "--import", deadlock}, kUnitCosts), "deadlock"},
+      {Concat({"simulate", "--import", incomplete}, kUnitCosts),
+       "missing B of stage 0 microbatch 1"},
+      {Concat({"simulate", "--import", good, "--stages", "2"}, kUnitCosts),
+       "--stages 2 does not match the imported schedule's 1 workers"},
+      {Concat({"simulate", "--import", good, "--mem-limit", "1"}, kUnitCosts),
+       "worker 0 peaks at 2 M_B, over --mem-limit 1"},
+      {Concat({"simulate", "--import", good, "--schedule", "1f1b"}, kUnitCosts),
+       "--schedule or --import, not both"},
+      {Concat({"simulate", "--import", "/nonexistent/x.csv"}, kUnitCosts),
+       "cannot read --import"},
+  };
+  for (const Case& c : cases) {
+    const RunResult run = RunCli(c.args);
+    const std::string what = ::testing::PrintToString(c.args);
+    EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << what << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.says)) << what;
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::sched

@@ -187,6 +187,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
       if (delays.size() > kBlockDelayOptions) delays.resize(kBlockDelayOptions);
       for (const internal::VTurnDelays& d : delays) {
         pool.AddPattern(internal::VBlockOrders(model, pace, d));
+        pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
       }
     }
   }

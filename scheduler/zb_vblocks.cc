@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -106,6 +107,292 @@ Orders VBlockOrders(const PassModel& model, int pace,
     order.insert(order.end(), pending_w.begin() + head, pending_w.end());
   }
   return orders;
+}
+
+namespace {
+
+// The passes of a V block on worker w, by kind: F and B of the first chunk
+// (stage w), of the second chunk (stage 2p-1-w), and the worker's W's,
+// counted but not named while squeezing (the k-th W follows the k-th B).
+enum Kind { kFa = 0, kFb = 1, kBb = 2, kBa = 3, kAnyW = 4, kKinds = 5 };
+
+// Unit-time slots of every pass of a V block, and the squeezing of
+// SqueezedVBlockOrders on them.
+class SlotBlock {
+ public:
+  SlotBlock(int p, int m, int pace, const VTurnDelays& delays) : p_(p), m_(m) {
+    for (int k = 0; k < kKinds; ++k) slot_[k].assign(p * Count(k), -1);
+    for (int w = 0; w < p; ++w) {
+      const Offsets o = OffsetsOf(p, w, pace, delays);
+      for (int j = 0; j < m; ++j) {
+        At(kFa, w, j) = o.fa + kPeriod * j;
+        At(kFb, w, j) = o.fb + kPeriod * j;
+        At(kBb, w, j) = o.bb + kPeriod * j;
+        At(kBa, w, j) = o.ba + kPeriod * j;
+      }
+    }
+  }
+
+  // W's of worker w (anonymous, first-in first-out) into its free slots
+  // after their B's; those left over right after its last pass.
+  void PlaceAnyW() {
+    for (int w = 0; w < p_; ++w) {
+      std::vector<int> kind_at = Layout(w, /*with_w=*/false);
+      int pending = 0, k = 0;
+      size_t t = 0;
+      for (; t < kind_at.size(); ++t) {
+        if (kind_at[t] == kBb || kind_at[t] == kBa) ++pending;
+        if (kind_at[t] < 0 && pending > 0) {
+          At(kAnyW, w, k++) = static_cast<int>(t);
+          --pending;
+        }
+      }
+      for (; pending > 0; --pending) At(kAnyW, w, k++) = static_cast<int>(t++);
+    }
+  }
+
+  // Moves the passes of the warm-up (with_w) and of the cool-down to the
+  // earliest free slot their inputs allow, keeping every worker's
+  // activation count within the largest one of the block: W's explicit
+  // (with_w) or implied by the free slots after B's.
+  void Squeeze(bool with_w) {
+    const std::vector<Pass4> order = GlobalOrder(with_w);
+    std::vector<std::vector<int>> kind_at(p_);
+    std::vector<std::vector<int>> level(p_);
+    std::vector<std::vector<char>> taken(p_);
+    int peak = 0;
+    for (int w = 0; w < p_; ++w) {
+      kind_at[w] = Layout(w, with_w);
+      taken[w].assign(kind_at[w].size(), 0);
+      if (with_w) {
+        level[w].assign(kind_at[w].size(), 0);
+        int count = 0;
+        for (size_t t = 0; t < kind_at[w].size(); ++t) {
+          count += Activation(kind_at[w][t]);
+          level[w][t] = count;
+        }
+      }
+      peak = std::max(peak, with_w ? *std::max_element(level[w].begin(),
+                                                       level[w].end())
+                                   : ImpliedPeak(kind_at[w]));
+    }
+    int phase = 0;  // 0 warm-up, 1 steady state, 2 cool-down
+    for (const Pass4& pass : order) {
+      const int w = pass.worker;
+      int& at = At(pass.kind, w, pass.mb);
+      if (phase == 0 && pass.kind == kBa && w == 0) phase = 1;
+      const bool movable = phase == 2 || (phase == 0 && with_w);
+      if (phase == 1 && pass.kind == kFa && pass.mb == m_ - 1) phase = 2;
+      if (movable) {
+        const int from = at;
+        for (int t = EarliestSlot(pass); t < from; ++t) {
+          if (taken[w][t]) continue;
+          if (with_w ? Fits(level[w], pass.kind, t, from, peak)
+                     : FitsImplied(kind_at[w], pass.kind, t, from, peak)) {
+            at = t;
+            break;
+          }
+        }
+        if (at != from) {
+          kind_at[w][at] = pass.kind;
+          kind_at[w][from] = -1;
+          if (with_w) {
+            for (int t = at; t < from; ++t) level[w][t] += Activation(pass.kind);
+          }
+        }
+      }
+      taken[w][at] = 1;
+    }
+  }
+
+  // Every pass as early as its inputs and its worker allow with unit times
+  // and in the current order (the evaluator's semantics, every hop free).
+  void Compact(bool with_w) {
+    std::vector<int> free_at(p_, 0);
+    std::vector<std::vector<int>> b_slots(p_);
+    for (const Pass4& pass : GlobalOrder(with_w)) {
+      int start = free_at[pass.worker];
+      if (pass.kind == kAnyW) {
+        start = std::max(start, b_slots[pass.worker][pass.mb] + 1);
+        if (pass.mb > 0) {
+          start = std::max(start, At(kAnyW, pass.worker, pass.mb - 1) + 1);
+        }
+      } else {
+        start = std::max(start, EarliestSlot(pass));
+      }
+      At(pass.kind, pass.worker, pass.mb) = start;
+      free_at[pass.worker] = start + 1;
+      if (pass.kind == kBb || pass.kind == kBa) {
+        b_slots[pass.worker].push_back(start);
+      }
+    }
+  }
+
+  // The per-worker orders: F's and B's by slot, W's per chunk into the free
+  // slots, the second chunk's first (then the leftovers, in that order).
+  Orders ToOrders(const PassModel& model) {
+    Orders orders(p_);
+    for (int w = 0; w < p_; ++w) {
+      const int a = w, b = 2 * p_ - 1 - w;
+      const std::vector<int> kind_at = Layout(w, /*with_w=*/false);
+      std::vector<int32_t>& order = orders[w];
+      int next[kKinds] = {};
+      int w_done[2] = {}, b_done[2] = {};
+      for (int kind : kind_at) {
+        if (kind >= 0) {
+          const int stage = kind == kFa || kind == kBa ? a : b;
+          order.push_back(model.Id(kind <= kFb ? kF : kB, stage, next[kind]++));
+          if (kind == kBb) ++b_done[1];
+          if (kind == kBa) ++b_done[0];
+          continue;
+        }
+        for (int c : {1, 0}) {
+          if (w_done[c] < b_done[c]) {
+            order.push_back(model.Id(kW, c == 0 ? a : b, w_done[c]++));
+            break;
+          }
+        }
+      }
+      for (int c : {1, 0}) {
+        while (w_done[c] < m_) order.push_back(model.Id(kW, c == 0 ? a : b, w_done[c]++));
+      }
+    }
+    return orders;
+  }
+
+ private:
+  struct Pass4 {
+    int slot, worker, kind, mb;
+  };
+
+  int Count(int kind) const { return kind == kAnyW ? 2 * m_ : m_; }
+  int& At(int kind, int w, int mb) { return slot_[kind][w * Count(kind) + mb]; }
+
+  static int Activation(int kind) {
+    return kind == kFa || kind == kFb ? 1 : kind == kAnyW ? -1 : 0;
+  }
+
+  // Per slot of worker w, the kind of the pass there or -1.
+  std::vector<int> Layout(int w, bool with_w) {
+    int last = 0;
+    for (int k = 0; k < kKinds; ++k) {
+      if (k == kAnyW && !with_w) continue;
+      for (int j = 0; j < Count(k); ++j) last = std::max(last, At(k, w, j));
+    }
+    std::vector<int> kind_at(last + 1, -1);
+    for (int k = 0; k < kKinds; ++k) {
+      if (k == kAnyW && !with_w) continue;
+      for (int j = 0; j < Count(k); ++j) kind_at[At(k, w, j)] = k;
+    }
+    return kind_at;
+  }
+
+  std::vector<Pass4> GlobalOrder(bool with_w) {
+    std::vector<Pass4> order;
+    for (int k = 0; k < kKinds; ++k) {
+      if (k == kAnyW && !with_w) continue;
+      for (int w = 0; w < p_; ++w) {
+        for (int j = 0; j < Count(k); ++j) order.push_back({At(k, w, j), w, k, j});
+      }
+    }
+    std::sort(order.begin(), order.end(), [](const Pass4& x, const Pass4& y) {
+      return std::tie(x.slot, x.worker, x.kind, x.mb) <
+             std::tie(y.slot, y.worker, y.kind, y.mb);
+    });
+    return order;
+  }
+
+  // One past the latest slot of the passes `pass` waits for: the previous
+  // microbatch's pass of its kind, its input from the neighbouring worker
+  // (or from its own worker at the turns of the V), its B for a W.
+  int EarliestSlot(const Pass4& pass) {
+    const int w = pass.worker, j = pass.mb;
+    int dep = -1;
+    if (j > 0) dep = At(pass.kind, w, j - 1);
+    switch (pass.kind) {
+      case kFa:
+        if (w > 0) dep = std::max(dep, At(kFa, w - 1, j));
+        break;
+      case kFb:
+        dep = std::max(dep, At(kFa, w, j));
+        if (w + 1 < p_) dep = std::max(dep, At(kFb, w + 1, j));
+        break;
+      case kBb:
+        dep = std::max(dep, At(kFb, w, j));
+        if (w > 0) dep = std::max(dep, At(kBb, w - 1, j));
+        break;
+      case kBa:
+        dep = std::max(dep, At(kBb, w, j));
+        if (w + 1 < p_) dep = std::max(dep, At(kBa, w + 1, j));
+        break;
+      case kAnyW: {
+        std::vector<int> b;
+        for (int i = 0; i < m_; ++i) {
+          b.push_back(At(kBb, w, i));
+          b.push_back(At(kBa, w, i));
+        }
+        std::nth_element(b.begin(), b.begin() + j, b.end());
+        dep = std::max(dep, b[j]);
+        break;
+      }
+    }
+    return dep + 1;
+  }
+
+  // Moving a pass of `kind` from slot `from` to the earlier `to`: only an
+  // F raises the count, over [to, from).
+  static bool Fits(const std::vector<int>& level, int kind, int to, int from,
+                   int peak) {
+    if (Activation(kind) <= 0) return true;
+    for (int t = to; t < from; ++t) {
+      if (level[t] + 1 > peak) return false;
+    }
+    return true;
+  }
+
+  // Largest activation count of a worker's layout when each free slot
+  // runs one W owed by an earlier B.
+  static int ImpliedPeak(const std::vector<int>& kind_at) {
+    int count = 0, pending = 0, peak = 0;
+    for (int kind : kind_at) {
+      if (kind < 0) {
+        if (pending > 0) --pending, --count;
+      } else if (kind == kFa || kind == kFb) {
+        ++count;
+      } else {
+        ++pending;
+      }
+      peak = std::max(peak, count);
+    }
+    return peak;
+  }
+
+  static bool FitsImplied(std::vector<int>& kind_at, int kind, int to,
+                          int from, int peak) {
+    kind_at[to] = kind;
+    kind_at[from] = -1;
+    const bool fits = ImpliedPeak(kind_at) <= peak;
+    kind_at[from] = kind;
+    kind_at[to] = -1;
+    return fits;
+  }
+
+  int p_, m_;
+  std::vector<int> slot_[kKinds];
+};
+
+}  // namespace
+
+Orders SqueezedVBlockOrders(const PassModel& model, int pace,
+                            const VTurnDelays& delays) {
+  SlotBlock block(model.workers(), model.microbatches(), pace, delays);
+  block.PlaceAnyW();
+  block.Squeeze(/*with_w=*/true);
+  block.Compact(/*with_w=*/true);
+  block.Squeeze(/*with_w=*/false);
+  block.PlaceAnyW();
+  block.Compact(/*with_w=*/true);
+  return block.ToOrders(model);
 }
 
 Orders ZbVOrders(const PassModel& model) {

@@ -44,6 +44,18 @@ std::vector<VTurnDelays> VTurnDelayOptions(int workers, int pace,
 Orders VBlockOrders(const PassModel& model, int pace,
                     const VTurnDelays& delays);
 
+/// VBlockOrders with the building block's warm-up and cool-down compacted
+/// ("squeezing", Qi et al., arXiv 2405.15362, §4): with unit pass times,
+/// every pass before the first microbatch's backward reaches worker 0 and
+/// every pass after worker 0's last first-chunk F moves to the earliest
+/// free slot its inputs allow, as long as no worker's activation count
+/// (F +1, W -1) exceeds the block's peak; once with W's in the gaps, once
+/// (cool-down only) with W's implied by the free slots. The W's then take
+/// free slots per chunk, the second chunk's first (its W's are the ones
+/// whose B's the loss releases first). Same arguments as VBlockOrders.
+Orders SqueezedVBlockOrders(const PassModel& model, int pace,
+                            const VTurnDelays& delays);
+
 /// ZB-V's per-worker orders (Zero Bubble paper §6): worker r warms up with
 /// 2(p-r)-1 first-chunk F's, then r pairs (second-chunk F, first-chunk F),
 /// then p-r triples (second-chunk F, B, W); in the steady state it repeats

@@ -1,4 +1,6 @@
-// libFuzzer target (issue 5 §4): the coordinator's request validation.
+// libFuzzer target: the coordinator's request validation, for the job,
+// worker and rendezvous services (what their gRPC handlers pass to the core
+// once the caller is authenticated).
 //
 // One Coordinator core per process (FakeClock, in-memory SQLite store, the
 // daemon's ValidateJobSpec and InitialProblem) holding a RUNNING 2-stage job
@@ -6,17 +8,28 @@
 // job lookups to the checks of its content. Input: one selector byte, then a
 // serialized protobuf (ParseFromArray; bytes that do not parse are skipped).
 //
-// Selector bits:
-//   bit 0   0: SubmitJobRequest -> Coordinator::SubmitJob
-//           1: ReportStepRequest -> Coordinator::ReportStep, where
-//   bit 1   fills worker_id, job_id, attempt and stage left empty/zero with
-//           those of worker (bit 2) of the running job,
-//   bit 3   fills both timing lists, when empty, with valid timings for the
-//           stage's actions in the version of the report's step,
-//   bit 4   sets step and schedule_version, when both are 0, to the worker's
-//           next granted step and its version.
+// Selector bits 5-7 pick the service, the low bits the request:
+//   0 (job and steps)
+//     bit 0   0: SubmitJobRequest -> Coordinator::SubmitJob
+//             1: ReportStepRequest -> Coordinator::ReportStep, where
+//     bit 1   fills worker_id, job_id, attempt and stage left empty/zero
+//             with those of worker (bit 2) of the running job,
+//     bit 3   fills both timing lists, when empty, with valid timings for
+//             the stage's actions in the version of the report's step,
+//     bit 4   sets step and schedule_version, when both are 0, to the
+//             worker's next granted step and its version.
+//   1 (workers)
+//     bit 0   0: bit 3 clear: RegisterWorkerRequest -> RegisterWorker;
+//                bit 3 set: ListWorkersRequest -> ListWorkers
+//             1: Heartbeat -> Heartbeat as worker (bit 2)
+//   2-7 (rendezvous) SetRequest, GetRequest, WaitRequest, AddRequest,
+//       CompareSetRequest, DeleteRequest -> CheckRendezvousAccess, then the
+//       RendezvousStore call when it passes (Get and Wait never block: their
+//       deadline has passed). With bit 1 an empty context.worker_id and
+//       context.scope are those of worker (bit 2) and its attempt.
 // The fill-ins let mutations reach deep checks (hop latencies, validation
-// results, step completion and re-solves) without guessing ids.
+// results, step completion, re-solves, rendezvous limits) without guessing
+// ids.
 //
 // The state carries over between inputs (steps complete, jobs pile up), as
 // in a live coordinator; when the job leaves RUNNING, the core is rebuilt.
@@ -36,9 +49,11 @@
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/rendezvous_store.h"
 #include "coordinator/store/sqlite_store.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/rendezvous.pb.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::coordinator {
@@ -50,6 +65,7 @@ struct Worker {
   std::shared_ptr<SessionOutbox> outbox;
   std::string job_id;
   int64_t attempt = 0;
+  std::string scope;  // Assignment.rendezvous_scope.
   int32_t stage = 0;
   int64_t start_step = 0;
   int64_t granted = -1;
@@ -64,6 +80,7 @@ struct Worker {
       if (m.has_assignment()) {
         job_id = m.assignment().job_id();
         attempt = m.assignment().attempt();
+        scope = m.assignment().rendezvous_scope();
         stage = m.assignment().stage();
         start_step = next_step = m.assignment().start_step();
         granted = start_step - 1;
@@ -102,15 +119,13 @@ class Fixture {
   Fixture() { Build(); }
 
   void Run(uint8_t selector, const uint8_t* data, size_t size) {
-    if ((selector & 1) == 0) {
-      v1::SubmitJobRequest request;
-      if (!request.ParseFromArray(data, static_cast<int>(size))) return;
-      (void)coordinator_->SubmitJob(request.spec());
+    const int service = selector >> 5;
+    if (service == 0) {
+      JobRequest(selector, data, size);
+    } else if (service == 1) {
+      WorkerRequest(selector, data, size);
     } else {
-      v1::ReportStepRequest report;
-      if (!report.ParseFromArray(data, static_cast<int>(size))) return;
-      FillIn(selector, report);
-      (void)coordinator_->ReportStep(report);
+      RendezvousRequest(service, selector, data, size);
     }
     for (Worker& w : workers_) w.Drain();
     absl::StatusOr<v1::Job> job =
@@ -168,6 +183,103 @@ class Fixture {
       }
     }
     for (Worker& w : workers_) w.Drain();
+  }
+
+  void JobRequest(uint8_t selector, const uint8_t* data, size_t size) {
+    if ((selector & 1) == 0) {
+      v1::SubmitJobRequest request;
+      if (!request.ParseFromArray(data, static_cast<int>(size))) return;
+      (void)coordinator_->SubmitJob(request.spec());
+    } else {
+      v1::ReportStepRequest report;
+      if (!report.ParseFromArray(data, static_cast<int>(size))) return;
+      FillIn(selector, report);
+      (void)coordinator_->ReportStep(report);
+    }
+  }
+
+  void WorkerRequest(uint8_t selector, const uint8_t* data, size_t size) {
+    const int size_int = static_cast<int>(size);
+    if (selector & 1) {
+      v1::Heartbeat heartbeat;
+      if (!heartbeat.ParseFromArray(data, size_int)) return;
+      (void)coordinator_->Heartbeat(workers_[(selector >> 2) & 1].id,
+                                    heartbeat);
+    } else if (selector & 8) {
+      v1::ListWorkersRequest request;
+      if (!request.ParseFromArray(data, size_int)) return;
+      (void)coordinator_->ListWorkers(request);
+    } else {
+      v1::RegisterWorkerRequest request;
+      if (!request.ParseFromArray(data, size_int)) return;
+      (void)coordinator_->RegisterWorker(request.worker());
+    }
+  }
+
+  // Parses a rendezvous request of type `Request`, fills in its context
+  // (selector bit 1), and runs `call` on it when the access check passes.
+  template <typename Request, typename Call>
+  void Rendezvous(uint8_t selector, const uint8_t* data, size_t size,
+                  Call call) {
+    Request request;
+    if (!request.ParseFromArray(data, static_cast<int>(size))) return;
+    v1::RendezvousContext& context = *request.mutable_context();
+    const Worker& w = workers_[(selector >> 2) & 1];
+    if (selector & 2) {
+      if (context.worker_id().empty()) context.set_worker_id(w.id);
+      if (context.scope().empty()) context.set_scope(w.scope);
+    }
+    if (!coordinator_
+             ->CheckRendezvousAccess(context.worker_id(), context.scope())
+             .ok()) {
+      return;
+    }
+    call(coordinator_->rendezvous(), request);
+  }
+
+  void RendezvousRequest(int service, uint8_t selector, const uint8_t* data,
+                         size_t size) {
+    const absl::Time past = absl::InfinitePast();
+    switch (service) {
+      case 2:
+        Rendezvous<v1::SetRequest>(
+            selector, data, size, [](RendezvousStore& kv, const auto& r) {
+              (void)kv.Set(r.context().scope(), r.key(), r.value());
+            });
+        break;
+      case 3:
+        Rendezvous<v1::GetRequest>(
+            selector, data, size, [&](RendezvousStore& kv, const auto& r) {
+              (void)kv.Get(r.context().scope(), r.key(), past);
+            });
+        break;
+      case 4:
+        Rendezvous<v1::WaitRequest>(
+            selector, data, size, [&](RendezvousStore& kv, const auto& r) {
+              (void)kv.Wait(r.context().scope(),
+                            {r.keys().begin(), r.keys().end()}, past);
+            });
+        break;
+      case 5:
+        Rendezvous<v1::AddRequest>(
+            selector, data, size, [](RendezvousStore& kv, const auto& r) {
+              (void)kv.Add(r.context().scope(), r.key(), r.delta());
+            });
+        break;
+      case 6:
+        Rendezvous<v1::CompareSetRequest>(
+            selector, data, size, [](RendezvousStore& kv, const auto& r) {
+              (void)kv.CompareSet(r.context().scope(), r.key(), r.expected(),
+                                  r.desired());
+            });
+        break;
+      default:
+        Rendezvous<v1::DeleteRequest>(
+            selector, data, size, [](RendezvousStore& kv, const auto& r) {
+              (void)kv.Delete(r.context().scope(), r.key());
+            });
+        break;
+    }
   }
 
   void FillIn(uint8_t selector, v1::ReportStepRequest& report) {

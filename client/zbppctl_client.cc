@@ -67,7 +67,11 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(
 }
 
 absl::Status CoordinatorClient::Convert(const grpc::Status& status) const {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  // On a connected channel an UNAVAILABLE is the coordinator's own answer
+  // (e.g. its store is failing: "storing job job-3: SQLite database ..."),
+  // which says more than "cannot reach".
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      channel_->GetState(false) != GRPC_CHANNEL_READY) {
     return absl::UnavailableError(absl::StrCat("cannot reach coordinator at ",
                                                options_.address, ": ",
                                                status.error_message()));

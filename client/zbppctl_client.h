@@ -22,7 +22,8 @@ namespace zbpp::ctl {
 /// A JobService and WorkerService client for one coordinator.
 ///
 /// Errors: the server's status (FromGrpcStatus) for errors the coordinator
-/// returns, except that a failure to connect is Unavailable with the message
+/// returns (an UNAVAILABLE on a connected channel included, e.g. a failing
+/// store), except that a failure to connect is Unavailable with the message
 /// "cannot reach coordinator at ADDR: <why>" and a call that found the
 /// channel connected but got no answer in time is DeadlineExceeded with
 /// "no answer from coordinator at ADDR within Ns". Not thread-safe.

@@ -109,6 +109,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},
                {"schedule_versions", r.schedule_versions},
+               {"history_complete", r.history_complete},
+               {"missing_steps", r.missing_steps},
                {"param_checksum", NumberOrNull(r.param_checksum)}};
   return json.dump() + "\n";
 }

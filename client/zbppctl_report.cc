@@ -61,6 +61,18 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.skipped_steps = job.skipped_steps_total();
   r.clipped_steps = job.clipped_steps_total();
   if (job.has_param_checksum()) r.param_checksum = job.param_checksum();
+  // One summary per completed step from the first the job ran (a resumed
+  // job starts after its resume step).
+  const int64_t first_step = job.spec().checkpoint().has_resume_step()
+                                 ? job.spec().checkpoint().resume_step() + 1
+                                 : 0;
+  std::set<int64_t> stored;
+  for (const v1::StepSummary& s : steps) {
+    if (s.step() >= first_step && s.step() < job.steps_completed()) stored.insert(s.step());
+  }
+  r.missing_steps = std::max<int64_t>(job.steps_completed() - first_step, 0) -
+                    static_cast<int64_t>(stored.size());
+  r.history_complete = r.missing_steps == 0;
   std::set<int64_t> versions;
   for (const v1::StepSummary& s : steps) versions.insert(s.schedule_version());
   r.schedule_versions = static_cast<int64_t>(versions.size());
@@ -117,6 +129,11 @@ std::string ReportTable(const TrainingReport& r) {
       "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ",
       r.workers * r.data_parallel, " workers, ", r.microbatches,
       r.data_parallel > 1 ? " microbatches per step and replica\n" : " microbatches per step\n");
+  if (!r.history_complete) {
+    absl::StrAppend(&text, "history:      INCOMPLETE: the coordinator's store holds no summary of ",
+                    r.missing_steps, r.missing_steps == 1 ? " completed step" : " completed steps",
+                    "; the figures below cover the stored steps only\n");
+  }
   if (r.data_parallel > 1) {
     absl::StrAppend(&text, "replicas:     ", r.data_parallel, " data-parallel copies of the ",
                     r.workers, "-stage pipeline (", r.workers * r.data_parallel, " workers, ",

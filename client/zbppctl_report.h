@@ -69,6 +69,14 @@ struct TrainingReport {
   /// recovered to an earlier step first) does not count, and a step redone
   /// after a recovery keeps the summary (and version) of its first run.
   int64_t schedule_versions = 0;
+  /// Completed steps (from the first the job ran: 0, or its resume step + 1,
+  /// up to Job.steps_completed) whose summary the coordinator's store does
+  /// not hold. The store keeps every one in order (README.md, "The control
+  /// plane"), so anything but 0 means history was lost — e.g. written by a
+  /// coordinator that dropped failed writes — and the figures above cover
+  /// only the stored steps. `history_complete` is missing_steps == 0.
+  int64_t missing_steps = 0;
+  bool history_complete = true;
   /// Sum of every parameter of every stage after the last step
   /// (Job.param_checksum), to compare two runs; unset until the last step.
   std::optional<double> param_checksum;
@@ -79,7 +87,9 @@ struct TrainingReport {
 absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
                                            const std::vector<v1::StepSummary>& steps);
 
-/// Human-readable form: a summary (with a compact validation line: mode,
+/// Human-readable form: a summary (after the title, a "history:" line saying
+/// how many steps are missing when the stored history is incomplete; a
+/// compact validation line: mode,
 /// rollbacks, skipped and clipped steps, recoveries, schedule versions; with
 /// d > 1 a replicas line) and a per-stage bubble table (with d > 1, also
 /// each stage's reduction and exposed reduction seconds).

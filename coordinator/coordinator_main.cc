@@ -316,14 +316,24 @@ int Main(int argc, char** argv) {
     health->SetServingStatus(name, true);
   }
 
-  // Leases, forgetting lost workers and gauges: the core's Tick every half
-  // heartbeat interval.
+  // Leases, forgetting lost workers, gauges and health: the core's Tick
+  // every half heartbeat interval. Health follows the store: NOT_SERVING
+  // while a store write fails and is retried (store_writer.h), since jobs
+  // are paused and nothing decided is being stored.
   absl::Notification stop;
   std::thread ticker([&] {
     const absl::Duration period = absl::Seconds(core_options.heartbeat_interval_seconds / 2);
+    bool serving = true;
     while (!stop.WaitForNotificationWithTimeout(period)) {
       (*core)->Tick();
       UpdateStateGauges(**core, **job_metrics);
+      const bool healthy = (*core)->StoreHealth().healthy;
+      if (healthy == serving) continue;
+      serving = healthy;
+      health->SetServingStatus(serving);
+      for (const std::string& name : services) {
+        health->SetServingStatus(name, serving);
+      }
     }
   });
 

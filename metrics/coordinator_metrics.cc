@@ -1,5 +1,6 @@
 #include "metrics/coordinator_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -28,6 +29,10 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Gauge>& jobs;
   prometheus::Family<prometheus::Histogram>& rpc_duration;
   prometheus::Family<prometheus::Counter>& rpc_refusals;
+  prometheus::Family<prometheus::Gauge>& store_healthy;
+  prometheus::Family<prometheus::Gauge>& store_pending_writes;
+  prometheus::Family<prometheus::Counter>& store_failed_writes;
+  prometheus::Family<prometheus::Counter>& store_refused_writes;
 };
 
 namespace {
@@ -229,6 +234,26 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "gRPC service and reason: missing_token, wrong_token, "
                   "missing_client_certificate or wrong_worker_credential.")
             .Register(r),
+        BuildGauge()
+            .Name("zbpp_store_healthy")
+            .Help("1 while the coordinator's store writes succeed, 0 while "
+                  "one is failing and retried (jobs get no new steps "
+                  "meanwhile).")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_store_pending_writes")
+            .Help("Store writes decided and not yet stored, the failing one "
+                  "included.")
+            .Register(r),
+        BuildCounter()
+            .Name("zbpp_store_failed_writes_total")
+            .Help("Failed attempts of store writes (each retry counts).")
+            .Register(r),
+        BuildCounter()
+            .Name("zbpp_store_refused_writes_total")
+            .Help("Store writes skipped: refused for their record, or given "
+                  "up at shutdown with the store still failing.")
+            .Register(r),
     });
   } catch (const std::exception& e) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -251,6 +276,11 @@ CoordinatorMetrics::CoordinatorMetrics(
   for (const std::string& state : options_.worker_states) {
     workers_[state] = &families_->workers.Add({{"state", state}});
   }
+  store_healthy_ = &families_->store_healthy.Add({});
+  store_healthy_->Set(1);
+  store_pending_ = &families_->store_pending_writes.Add({});
+  store_failed_ = &families_->store_failed_writes.Add({});
+  store_refused_ = &families_->store_refused_writes.Add({});
   absl::MutexLock rpc_lock(&rpc_mu_);
   for (const std::string& service : options_.rpc_services) {
     for (RefusalReason reason : kRefusalReasons) {
@@ -374,6 +404,23 @@ void CoordinatorMetrics::SetWorkers(std::string_view state, int64_t n) {
 void CoordinatorMetrics::SetJobs(std::string_view state, int64_t n) {
   absl::MutexLock lock(&mu_);
   SetByState(families_->jobs, job_counts_, state, n);
+}
+
+void CoordinatorMetrics::SetStore(bool healthy, int64_t pending,
+                                  int64_t failed_writes,
+                                  int64_t refused_writes) {
+  absl::MutexLock lock(&mu_);
+  store_healthy_->Set(healthy ? 1 : 0);
+  store_pending_->Set(static_cast<double>(std::max<int64_t>(pending, 0)));
+  // Counters only go up: add what is new since the last call.
+  const double failed = static_cast<double>(failed_writes);
+  if (failed > store_failed_->Value()) {
+    store_failed_->Increment(failed - store_failed_->Value());
+  }
+  const double refused = static_cast<double>(refused_writes);
+  if (refused > store_refused_->Value()) {
+    store_refused_->Increment(refused - store_refused_->Value());
+  }
 }
 
 void CoordinatorMetrics::ObserveRpc(std::string_view method,

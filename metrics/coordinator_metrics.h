@@ -69,6 +69,10 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
 /// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
 /// | `zbpp_rpc_refusals_total` | counter | service, reason=missing_token\|wrong_token\|missing_client_certificate\|wrong_worker_credential | calls | Calls refused as UNAUTHENTICATED, by gRPC service ("zbpp.v1.JobService", ...) and reason. |
+/// | `zbpp_store_healthy` | gauge | — | 0 or 1 | 1 while store writes succeed; 0 while one fails and is retried (running jobs get no new steps meanwhile; coordinator/core/store_writer.h). |
+/// | `zbpp_store_pending_writes` | gauge | — | writes | Store writes decided and not yet stored, the failing one included. |
+/// | `zbpp_store_failed_writes_total` | counter | — | attempts | Failed attempts of store writes (each retry counts). |
+/// | `zbpp_store_refused_writes_total` | counter | — | writes | Store writes skipped: refused for their record, or given up at shutdown with the store still failing. |
 ///
 /// The label is `job_id`, not `job`: Prometheus gives every scraped series a
 /// `job` label of its own (the scrape job) and would rename ours to
@@ -179,6 +183,14 @@ class CoordinatorMetrics {
   void CountRefusal(std::string_view service, RefusalReason reason)
       ABSL_LOCKS_EXCLUDED(rpc_mu_);
 
+  /// Sets the store series from the store writer's state
+  /// (StoreWriter::Health): `healthy`, the `pending` writes, and the totals
+  /// since the coordinator started of failed attempts and refused writes
+  /// (the counters advance to them; a smaller total is ignored). The
+  /// store series exist from creation (healthy 1, the others 0).
+  void SetStore(bool healthy, int64_t pending, int64_t failed_writes,
+                int64_t refused_writes) ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Drops every series labelled with `job_id` (call when a job reaches a
   /// terminal state, after its last update) so the number of series stays
   /// bounded. Unknown ids are a no-op. A later call naming the job creates
@@ -229,6 +241,10 @@ class CoordinatorMetrics {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, prometheus::Gauge*> job_counts_
       ABSL_GUARDED_BY(mu_);
+  prometheus::Gauge* store_healthy_ ABSL_GUARDED_BY(mu_) = nullptr;
+  prometheus::Gauge* store_pending_ ABSL_GUARDED_BY(mu_) = nullptr;
+  prometheus::Counter* store_failed_ ABSL_GUARDED_BY(mu_) = nullptr;
+  prometheus::Counter* store_refused_ ABSL_GUARDED_BY(mu_) = nullptr;
 
   // Separate from mu_: RPCs are observed on every call, from gRPC threads.
   absl::Mutex rpc_mu_;

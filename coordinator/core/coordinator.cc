@@ -101,7 +101,9 @@ Coordinator::Coordinator(Options options) : options_(std::move(options)) {}
 
 Coordinator::~Coordinator() {
   StopResolveThread();
-  FlushStore();
+  // Drains the writes (retrying a failing one up to store_drain_timeout)
+  // while everything its on_recovered callback touches is still alive.
+  writer_.reset();
   absl::MutexLock lock(&mu_);
   for (auto& [id, slot] : sessions_) {
     slot.outbox->Close(absl::UnavailableError("coordinator shutting down"));
@@ -155,12 +157,18 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
       RendezvousStore::Create({});
   if (!rendezvous.ok()) return rendezvous.status();
   coordinator->rendezvous_ = *std::move(rendezvous);
+  StoreWriter::Options writer_options;
+  writer_options.store = options.store;
+  writer_options.initial_backoff = options.store_retry_initial_backoff;
+  writer_options.max_backoff = options.store_retry_max_backoff;
+  writer_options.drain_timeout = options.store_drain_timeout;
+  Coordinator* self = coordinator.get();
+  writer_options.on_recovered = [self] { self->ResumeGrants(); };
   absl::StatusOr<std::unique_ptr<StoreWriter>> writer =
-      StoreWriter::Create({options.store});
+      StoreWriter::Create(std::move(writer_options));
   if (!writer.ok()) return writer.status();
   coordinator->writer_ = *std::move(writer);
   if (options.resolve_on_background_thread) {
-    Coordinator* self = coordinator.get();
     coordinator->resolve_thread_ = std::thread([self] { self->ResolveLoop(); });
   }
   return coordinator;
@@ -180,8 +188,15 @@ void Coordinator::PersistJob(JobRuntime& job) {
   }, absl::StrCat("storing job ", job.job.id()));
 }
 
-void Coordinator::FlushStore() {
-  if (writer_ != nullptr) writer_->Flush();
+absl::Status Coordinator::FlushStore() { return writer_->Flush(); }
+
+StoreWriter::Health Coordinator::StoreHealth() const {
+  return writer_->GetHealth();
+}
+
+void Coordinator::ResumeGrants() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [seq, job] : jobs_) UpdateGrant(*job);
 }
 
 void Coordinator::Emit(JobRuntime& job, JobEvent event, bool droppable) {
@@ -284,7 +299,7 @@ zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
   return assignment;
 }
 
-absl::StatusOr<int64_t> Coordinator::PublishVersion(
+int64_t Coordinator::PublishVersion(
     JobRuntime& job, zbpp::v1::ScheduleVersion version,
     const sched::Schedule& schedule) {
   version.set_version(static_cast<int64_t>(job.versions.size()) + 1);
@@ -302,10 +317,10 @@ absl::StatusOr<int64_t> Coordinator::PublishVersion(
   if (version.validation() == zbpp::v1::VALIDATION_MODE_UNSPECIFIED) {
     version.set_validation(job.validation->mode());
   }
-  if (absl::Status stored = options_.store->AddScheduleVersion(version);
-      !stored.ok()) {
-    return stored;
-  }
+  writer_->Enqueue(
+      [version](Store& store) { return store.AddScheduleVersion(version); },
+      absl::StrCat("storing schedule version ", version.version(), " of job ",
+                   job.job.id()));
   job.versions.push_back(version);
   job.parsed[version.version()] = schedule;
   job.job.set_schedule_version(version.version());
@@ -332,6 +347,8 @@ absl::StatusOr<int64_t> Coordinator::PublishVersion(
 
 void Coordinator::UpdateGrant(JobRuntime& job) {
   if (job.workers.empty()) return;
+  // A failing store pauses every job here; ResumeGrants undoes it.
+  if (!writer_->Healthy()) return;
   int64_t slowest = std::numeric_limits<int64_t>::max();
   for (int64_t done : job.last_completed) slowest = std::min(slowest, done);
   const int64_t through =
@@ -354,8 +371,27 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   if (membership_->CountAssignable() < needed) {
     return absl::ResourceExhaustedError("too few free workers");
   }
+  // "auto" runs ChooseAutoSchedule's pick (job_spec_check.h): version 1 is
+  // its schedule and the base problem is that schedule's (its chunks); a
+  // restored job keeps the schedule its versions name.
+  std::optional<sched::Schedule> auto_choice;
   if (!job.base.has_value()) {
-    absl::StatusOr<sched::Problem> problem = options_.initial_problem(spec);
+    absl::StatusOr<sched::Problem> problem = absl::InternalError("no problem");
+    if (spec.schedule().name() != kAutoScheduleName) {
+      problem = options_.initial_problem(spec);
+    } else if (!job.versions.empty()) {
+      problem = options_.initial_problem(AutoCandidateSpec(
+          spec, job.versions.back().schedule().name()));
+    } else {
+      absl::StatusOr<AutoChoice> choice =
+          ChooseAutoSchedule(spec, options_.initial_problem);
+      if (choice.ok()) {
+        problem = std::move(choice->problem);
+        auto_choice = std::move(choice->schedule);
+      } else {
+        problem = choice.status();
+      }
+    }
     if (!problem.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
                absl::StrCat("cost model: ", problem.status().message()));
@@ -395,20 +431,8 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     const std::string& name = spec.schedule().name();
     absl::StatusOr<sched::Schedule> schedule =
         absl::InternalError("no schedule");
-    if (name == "auto") {
-      // The shortest predicted step among the schedules that fit.
-      double best = std::numeric_limits<double>::infinity();
-      for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-        absl::StatusOr<sched::Schedule> candidate =
-            GenerateSchedule(traits.name, *job.base, replicas);
-        if (!candidate.ok()) continue;
-        absl::StatusOr<sched::SimulationResult> sim =
-            sched::Simulate(*job.base, *candidate);
-        if (sim.ok() && sim->step_seconds < best) {
-          best = sim->step_seconds;
-          schedule = *std::move(candidate);
-        }
-      }
+    if (name == kAutoScheduleName) {
+      if (auto_choice.has_value()) schedule = *std::move(auto_choice);
     } else {
       schedule = GenerateSchedule(name, *job.base, replicas);
     }
@@ -601,6 +625,7 @@ absl::Status Coordinator::Recover() {
       if (!outcomes.ok()) return outcomes.status();
       int64_t rollbacks = 0, skipped = 0, clipped = 0;
       for (const zbpp::v1::ValidationOutcome& o : *outcomes) {
+        job->validated_through = std::max(job->validated_through, o.step());
         rollbacks += o.rolled_back_stages_size() > 0;
         skipped += o.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
         clipped += o.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED;
@@ -651,7 +676,10 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
   }
   *proto.mutable_create_time() = ToTimestamp(options_.clock->Now());
   if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
-    return stored;
+    // The store's own code and message (store.h), so that zbppctl says what
+    // failed rather than "cannot reach coordinator".
+    return absl::Status(stored.code(), absl::StrCat("storing job ", proto.id(),
+                                                    ": ", stored.message()));
   }
   ++next_job_seq_;
   JobRuntime* raw = job.get();
@@ -665,7 +693,8 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(
 absl::Status Coordinator::CheckResumable(const zbpp::v1::JobSpec& spec) {
   const zbpp::v1::CheckpointSpec& checkpoint = spec.checkpoint();
   if (!checkpoint.has_resume_step()) return absl::OkStatus();
-  FlushStore();  // A checkpoint recorded just now is in the store.
+  // A checkpoint recorded just now is in the store.
+  if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
   absl::StatusOr<std::vector<CheckpointRecord>> records =
       options_.store->ListCheckpointsAt(checkpoint.directory(), checkpoint.resume_step());
   if (!records.ok()) return records.status();
@@ -698,7 +727,7 @@ absl::StatusOr<zbpp::v1::ListStepsResponse> Coordinator::ListSteps(
           absl::StrCat("job \"", request.job_id(), "\" not found"));
     }
   }
-  FlushStore();
+  if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
   const int limit = request.page_size() == 0 ? 1000 : std::min(request.page_size(), 10000);
   // One more than asked tells whether another page follows.
   absl::StatusOr<std::vector<zbpp::v1::StepSummary>> steps =
@@ -1071,6 +1100,12 @@ void Coordinator::Tick() {
   }
   ForgetLostWorkers();
   AssignWaitingJobs();
+  // With nothing else to write, a probe makes a lost database a failing
+  // write like any other (store.h Probe): health, metrics, paused grants.
+  if (writer_->GetHealth().pending == 0) {
+    writer_->Enqueue([](Store& store) { return store.Probe(); },
+                     "checking the store");
+  }
 }
 
 void Coordinator::ForgetLostWorkers() {

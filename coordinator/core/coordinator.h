@@ -154,14 +154,24 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 /// is queued on every worker's outbox before any grant that reaches it, so
 /// every worker switches at the same step.
 ///
-/// Persistence: records other state depends on (a new job, a schedule
-/// version, a validation outcome) are written to the Store before the call
-/// returns; the per-step history (job updates, step summaries, checkpoint
-/// records, cost snapshots, re-solve records) is queued under the mutex and
-/// written, in that order, by one StoreWriter thread, so no RPC waits on a
-/// commit. A crash loses at most the queued suffix; a version is stored
-/// before anything that names it, and Recover() resumes from the last
-/// checkpoint record as before (replayed step summaries are ignored).
+/// Persistence: a new job is written to the Store before SubmitJob returns
+/// (a store error is SubmitJob's error). Everything decided afterwards —
+/// job updates, schedule versions, step summaries, validation outcomes,
+/// checkpoint records, cost snapshots, re-solve records — is queued under
+/// the mutex and written, in that order, by one StoreWriter thread, so no
+/// RPC waits on a commit and the store always holds a prefix of the decided
+/// history: a version is stored before anything that names it, a crash
+/// loses at most the queued suffix, and Recover() resumes from the last
+/// checkpoint record as before (replayed step summaries and validation
+/// outcomes are ignored).
+///
+/// A failing store pauses the jobs (one mechanism): while the StoreWriter
+/// retries a failed write (store_writer.h), UpdateGrant grants no new step
+/// to any job, so each attempt stops within `grant_lookahead_steps` steps
+/// instead of running on with a hole in its stored history; the writer's
+/// recovery grants again at once. Steps already granted still complete and
+/// are queued. StoreHealth() tells the daemon (gRPC health, metrics);
+/// ListSteps and a resuming SubmitJob return Unavailable meanwhile.
 ///
 /// Re-solves run outside the mutex on a copy of the measured costs (on the
 /// reporting caller's thread, or on one background thread per coordinator
@@ -235,6 +245,15 @@ class Coordinator {
     /// waiting for the solver; false: on the reporting caller's thread,
     /// before ReportStep returns (deterministic, for tests and the probe).
     bool resolve_on_background_thread = false;
+
+    // --- Store writes (store_writer.h) ---
+    /// Back-off between attempts of a failing write: the first wait,
+    /// doubled up to the second. > 0 and max >= initial.
+    absl::Duration store_retry_initial_backoff = absl::Milliseconds(100);
+    absl::Duration store_retry_max_backoff = absl::Seconds(5);
+    /// How long the destructor keeps retrying a failing write before the
+    /// writes still queued are given up (logged); >= 0.
+    absl::Duration store_drain_timeout = absl::Seconds(10);
 
     // --- Tests ---
     /// Called with the job id outside the mutex after a re-solve has run
@@ -377,7 +396,8 @@ class Coordinator {
   /// Expires leases (a lost worker's job goes RECOVERING, or back to
   /// PENDING while ASSIGNING), forgets workers LOST for more than
   /// `lost_worker_retention_seconds`, then assigns free workers to waiting
-  /// jobs. Call periodically (the daemon: every half heartbeat interval).
+  /// jobs; with no store write waiting, queues a Store::Probe. Call
+  /// periodically (the daemon: every half heartbeat interval).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------------- Rendezvous
@@ -391,9 +411,16 @@ class Coordinator {
   /// The rendezvous key-value store (scopes are deleted when attempts end).
   RendezvousStore& rendezvous() { return *rendezvous_; }
 
-  /// Waits until every store write decided so far has been applied (tests;
-  /// the destructor does it too).
-  void FlushStore();
+  /// Waits until every store write decided so far has been applied: OK.
+  /// Unavailable naming the failing write and its error when the store is
+  /// failing (StoreWriter::Flush): it does not wait for the store to
+  /// recover. The destructor drains the writes itself.
+  absl::Status FlushStore();
+
+  /// The store writer's state (healthy, pending, failed attempts, refused
+  /// writes, the error being retried): what the daemon exports as gRPC
+  /// health and `zbpp_store_*` metrics. Thread-safe; takes no core lock.
+  StoreWriter::Health StoreHealth() const;
 
   /// Waits until every re-solve queued so far for the background thread
   /// has been published or logged (tests; returns at once without one).
@@ -418,8 +445,7 @@ class Coordinator {
 
   JobRuntime* FindJob(const std::string& job_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Writes the job to the store (a failure is logged: the in-memory state
-  /// stays authoritative for this process).
+  /// Queues the job's store write (StoreWriter: retried until stored).
   void PersistJob(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetState(JobRuntime& job, zbpp::v1::JobState state,
                 const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -442,12 +468,17 @@ class Coordinator {
   void EndAttempt(JobRuntime& job, const std::string& abort_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Numbers `version` (built by BuildVersion), sets its effective step and
-  /// publish time, stores it and sends it to the job's workers; returns
-  /// its number.
-  absl::StatusOr<int64_t> PublishVersion(
+  /// publish time, queues its store write and sends it to the job's
+  /// workers; returns its number.
+  int64_t PublishVersion(
       JobRuntime& job, zbpp::v1::ScheduleVersion version,
       const sched::Schedule& schedule) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Grants steps up to the slowest rank + lookahead; none while the store
+  /// is failing (the class comment, "Persistence").
   void UpdateGrant(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The store recovered: grants to every job with workers again (called
+  /// on the StoreWriter's thread).
+  void ResumeGrants() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                 std::unique_ptr<ResolveTask>* resolve)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

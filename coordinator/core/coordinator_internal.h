@@ -137,6 +137,11 @@ struct Coordinator::JobRuntime {
   std::map<int64_t, PendingStep> pending;
   /// By step, then worker index.
   std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
+  /// Highest step whose validation outcome was recorded (queued for the
+  /// store, or loaded by Recover); -1 before any. Outcomes are gathered in
+  /// step order, so one for a step <= it is a replay after a recovery and
+  /// is not recorded (or counted) again.
+  int64_t validated_through = -1;
   // --- Watchers ---
   int64_t event_sequence = 0;
   std::vector<std::shared_ptr<WatchOutbox>> watchers;

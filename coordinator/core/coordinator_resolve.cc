@@ -132,17 +132,10 @@ void Coordinator::FinishResolve(ResolveTask& task) {
           "; not published: the job's attempt or version changed while "
           "solving");
     } else {
-      absl::StatusOr<int64_t> published =
-          PublishVersion(*job, *std::move(task.candidate),
-                         *task.candidate_schedule);
-      if (published.ok()) {
-        record.published = true;
-        record.version = *published;
-        PersistJob(*job);
-      } else {
-        record.reason = absl::StrCat(record.reason, "; publishing failed: ",
-                                     published.status().ToString());
-      }
+      record.published = true;
+      record.version = PublishVersion(*job, *std::move(task.candidate),
+                                      *task.candidate_schedule);
+      PersistJob(*job);
     }
   }
   writer_->Enqueue(

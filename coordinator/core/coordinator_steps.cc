@@ -446,10 +446,14 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
     outcome.set_global_grad_norm(std::numeric_limits<double>::quiet_NaN());
   }
   job.validations.erase(it);
-  const absl::Status stored =
-      options_.store->AddValidationOutcome(job.job.id(), outcome);
-  if (absl::IsAlreadyExists(stored)) return;  // Replayed after a restart.
-  LogError(stored, "storing a validation outcome");
+  if (step <= job.validated_through) return;  // Replayed after a recovery.
+  job.validated_through = step;
+  writer_->Enqueue(
+      [id = job.job.id(), outcome](Store& store) {
+        return store.AddValidationOutcome(id, outcome);
+      },
+      absl::StrCat("storing the validation outcome of step ", step, " of job ",
+                   job.job.id()));
   const bool rolled_back = outcome.rolled_back_stages_size() > 0;
   const bool skipped =
       outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
@@ -488,9 +492,8 @@ void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode
           : absl::StrCat("synchronous validation: step ", last.step(),
                          " was the latest of several steps clipped or skipped"));
   version.set_validation(mode);
-  absl::StatusOr<int64_t> published = PublishVersion(job, std::move(version), schedule);
-  LogError(published.status(), "publishing a validation-mode switch");
-  if (published.ok()) job.validation->SwitchedTo(mode);
+  PublishVersion(job, std::move(version), schedule);
+  job.validation->SwitchedTo(mode);
 }
 
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
@@ -606,7 +609,9 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
       [id = job.job.id(), summary](Store& store) {
         return store.AddStepSummary(id, summary);
       },
-      "storing a step summary", /*ignore_already_exists=*/true);
+      absl::StrCat("storing the summary of step ", pending.step, " of job ",
+                   job.job.id()),
+      /*ignore_already_exists=*/true);
   job.job.set_steps_completed(
       std::max(job.job.steps_completed(), pending.step + 1));
   *job.job.mutable_last_step() = summary;
@@ -643,7 +648,8 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
     checkpoint.data_parallel = d;
     writer_->Enqueue(
         [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },
-        "storing a checkpoint record");
+        absl::StrCat("storing the checkpoint record of step ", pending.step,
+                     " of job ", job.job.id()));
     job.job.set_last_checkpoint_step(pending.step);
   }
 

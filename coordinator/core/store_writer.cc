@@ -1,16 +1,46 @@
 #include "coordinator/core/store_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
 namespace zbpp::coordinator {
+namespace {
+
+// Store's errors about the record itself (store.h): retrying cannot change
+// them.
+bool RefusedForTheRecord(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+         absl::IsAlreadyExists(status);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreWriter>> StoreWriter::Create(
     Options options) {
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("StoreWriter::Options.store is null");
   }
-  std::unique_ptr<StoreWriter> writer(new StoreWriter(options));
+  if (options.initial_backoff <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StoreWriter::Options.initial_backoff: must be > 0, got ",
+                     absl::FormatDuration(options.initial_backoff)));
+  }
+  if (options.max_backoff < options.initial_backoff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StoreWriter::Options.max_backoff: must be >= initial_backoff (",
+        absl::FormatDuration(options.initial_backoff), "), got ",
+        absl::FormatDuration(options.max_backoff)));
+  }
+  if (options.drain_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StoreWriter::Options.drain_timeout: must be >= 0, got ",
+                     absl::FormatDuration(options.drain_timeout)));
+  }
+  std::unique_ptr<StoreWriter> writer(new StoreWriter(std::move(options)));
   writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
   return writer;
 }
@@ -19,6 +49,7 @@ StoreWriter::~StoreWriter() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    stop_time_ = absl::Now();
   }
   thread_.join();
 }
@@ -30,18 +61,33 @@ void StoreWriter::Enqueue(Write write, std::string context,
   ++enqueued_;
 }
 
-void StoreWriter::Flush() {
+absl::Status StoreWriter::Flush() {
   absl::MutexLock lock(&mu_);
   const int64_t target = enqueued_;
   auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return applied_ >= target;
+    return applied_ >= target || !last_error_.empty();
   };
   mu_.Await(absl::Condition(&done));
+  if (applied_ >= target) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("the coordinator's store is failing (", enqueued_ - applied_,
+                   " writes waiting, retried with back-off): ", last_error_));
 }
 
-int64_t StoreWriter::Pending() const {
+StoreWriter::Health StoreWriter::GetHealth() const {
   absl::MutexLock lock(&mu_);
-  return enqueued_ - applied_;
+  Health health;
+  health.healthy = last_error_.empty();
+  health.pending = enqueued_ - applied_;
+  health.failed_attempts = failed_attempts_;
+  health.refused = refused_;
+  health.last_error = last_error_;
+  return health;
+}
+
+bool StoreWriter::Healthy() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_.empty();
 }
 
 void StoreWriter::Run() {
@@ -58,14 +104,86 @@ void StoreWriter::Run() {
       queue_.pop_front();
     }
     // The store call runs without mu_: Enqueue never waits for SQLite.
-    const absl::Status status = item.write(*options_.store);
-    if (!status.ok() &&
-        !(item.ignore_already_exists && absl::IsAlreadyExists(status))) {
-      std::fprintf(stderr, "zbpp-coordinator: %s: %s\n", item.context.c_str(),
-                   status.ToString().c_str());
-    }
+    const bool stored = Apply(item);
     absl::MutexLock lock(&mu_);
     ++applied_;
+    if (!stored) {
+      // Shutting down with the store still failing: what is queued behind
+      // the write cannot be stored before it (the prefix), so it goes too.
+      const int64_t lost = 1 + static_cast<int64_t>(queue_.size());
+      std::fprintf(stderr,
+                   "zbpp-coordinator: store still failing %s after shutdown "
+                   "began: %lld decided writes NOT stored, from \"%s\" on "
+                   "(%s); the stored history ends before them\n",
+                   absl::FormatDuration(options_.drain_timeout).c_str(),
+                   static_cast<long long>(lost), item.context.c_str(),
+                   last_error_.c_str());
+      refused_ += lost;
+      applied_ += lost - 1;
+      queue_.clear();
+    }
+  }
+}
+
+bool StoreWriter::Apply(const Item& item) {
+  absl::Duration backoff = options_.initial_backoff;
+  int64_t failures = 0;
+  const absl::Time first_attempt = absl::Now();
+  while (true) {
+    const absl::Status status = item.write(*options_.store);
+    const bool stored = status.ok() || (item.ignore_already_exists &&
+                                        absl::IsAlreadyExists(status));
+    if (stored || RefusedForTheRecord(status)) {
+      if (!stored) {
+        std::fprintf(stderr,
+                     "zbpp-coordinator: %s: %s (refused for the record; not "
+                     "retried)\n",
+                     item.context.c_str(), status.ToString().c_str());
+      }
+      bool recovered = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!stored) ++refused_;
+        recovered = !last_error_.empty();
+        last_error_.clear();
+      }
+      if (recovered) {
+        std::fprintf(stderr,
+                     "zbpp-coordinator: store recovered: %s succeeded after "
+                     "%lld failed attempts over %s\n",
+                     item.context.c_str(), static_cast<long long>(failures),
+                     absl::FormatDuration(absl::Now() - first_attempt).c_str());
+        if (options_.on_recovered) options_.on_recovered();
+      }
+      return true;
+    }
+    ++failures;
+    absl::MutexLock lock(&mu_);
+    ++failed_attempts_;
+    const bool first = last_error_.empty();
+    last_error_ = absl::StrCat(item.context, ": ", status.ToString());
+    if (first) {
+      std::fprintf(stderr,
+                   "zbpp-coordinator: store FAILING: %s; retrying with "
+                   "back-off up to %s, %lld writes waiting in order behind "
+                   "it; running jobs get no new steps until it succeeds\n",
+                   last_error_.c_str(),
+                   absl::FormatDuration(options_.max_backoff).c_str(),
+                   static_cast<long long>(enqueued_ - applied_ - 1));
+    }
+    const absl::Time now = absl::Now();
+    absl::Time wake = now + backoff;
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    if (stopping_) {
+      const absl::Time give_up = stop_time_ + options_.drain_timeout;
+      if (now >= give_up) return false;
+      wake = std::min(wake, give_up);
+    }
+    // Woken early only by the destructor (which starts the drain timeout).
+    const bool was_stopping = stopping_;
+    auto stop_changed = [this, was_stopping]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                            mu_) { return stopping_ != was_stopping; };
+    mu_.AwaitWithDeadline(absl::Condition(&stop_changed), wake);
   }
 }
 

@@ -38,6 +38,9 @@ void UpdateStateGauges(const Coordinator& coordinator,
   for (const auto& [state, n] : coordinator.WorkerCounts()) {
     metrics.SetWorkers(state, n);
   }
+  const StoreWriter::Health store = coordinator.StoreHealth();
+  metrics.SetStore(store.healthy, store.pending, store.failed_attempts,
+                   store.refused);
 }
 
 }  // namespace zbpp::coordinator

@@ -29,7 +29,8 @@ class MetricsObserver final : public CoordinatorObserver {
   metrics::CoordinatorMetrics* const metrics_;
 };
 
-/// Sets the jobs-by-state and workers-by-state gauges from the core.
+/// Sets the jobs-by-state and workers-by-state gauges and the `zbpp_store_*`
+/// series (Coordinator::StoreHealth) from the core.
 void UpdateStateGauges(const Coordinator& coordinator,
                        metrics::CoordinatorMetrics& metrics);
 

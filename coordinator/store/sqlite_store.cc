@@ -495,6 +495,11 @@ absl::Status SqliteStore::RecordFiles() {
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::Probe() {
+  absl::MutexLock lock(&mu_);
+  return CheckFiles();
+}
+
 absl::Status SqliteStore::CheckFiles() const {
   for (const OpenFile& file : files_) {
     struct stat info;

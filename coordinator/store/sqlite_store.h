@@ -148,6 +148,9 @@ class SqliteStore final : public Store {
   /// transaction, so the three lists are consistent with each other.
   absl::StatusOr<StoredState> LoadAll() override;
 
+  /// See Store: the moved-file check of the class comment (OK in memory).
+  absl::Status Probe() override;
+
   /// The database path this store was opened with (for messages).
   const std::string& path() const { return options_.path; }
 

@@ -13,8 +13,8 @@
 
 namespace zbpp::coordinator {
 
-/// One re-solve of the adaptive policy, published or not (issue 3: "every
-/// re-solve is logged with predicted old/new makespan").
+/// One re-solve of the adaptive policy, published or not, with the predicted
+/// old and new makespan.
 struct ResolveRecord {
   std::string job_id;
   int64_t step = 0;                        ///< Step at which it was decided.
@@ -40,7 +40,7 @@ struct CheckpointRecord {
 };
 
 /// Everything the coordinator persists, read back in full after a restart
-/// (STYLE.md 10: restore state, then serve).
+/// (it restores state, then serves: README.md, "The control plane").
 struct StoredState {
   std::vector<zbpp::v1::Job> jobs;  ///< Ordered by creation.
   /// Every published version of every job, by (job, version).
@@ -104,6 +104,13 @@ class Store {
 
   /// Everything needed to resume serving after a restart.
   virtual absl::StatusOr<StoredState> LoadAll() = 0;
+
+  /// OK while the storage is usable as far as a cheap check without a
+  /// transaction tells (SqliteStore: its files are still the ones it
+  /// opened); the storage failure otherwise. The Coordinator queues one
+  /// behind its writes at each Tick when none is waiting, so a lost
+  /// database is reported while nothing else is written.
+  virtual absl::Status Probe() = 0;
 };
 
 }  // namespace zbpp::coordinator

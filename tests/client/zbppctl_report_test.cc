@@ -127,6 +127,36 @@ TEST(Report, JsonHasTheDemoContractKeys) {
   EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
 }
 
+TEST(Report, SaysWhenTheStoredHistoryIsIncomplete) {
+  TrainingReport complete = *BuildReport(TwoStageJob(), Steps());
+  EXPECT_TRUE(complete.history_complete);
+  EXPECT_EQ(complete.missing_steps, 0);
+  EXPECT_THAT(ReportTable(complete), testing::Not(testing::HasSubstr("history:")));
+
+  // Steps 3, 4 and 11 of the 20 completed were never stored.
+  std::vector<v1::StepSummary> stored;
+  for (const v1::StepSummary& s : Steps()) {
+    if (s.step() != 3 && s.step() != 4 && s.step() != 11) stored.push_back(s);
+  }
+  TrainingReport r = *BuildReport(TwoStageJob(), stored);
+  EXPECT_FALSE(r.history_complete);
+  EXPECT_EQ(r.missing_steps, 3);
+  EXPECT_THAT(ReportTable(r),
+              testing::HasSubstr("history:      INCOMPLETE: the coordinator's store holds no "
+                                 "summary of 3 completed steps"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["history_complete"], false);
+  EXPECT_EQ(json["missing_steps"], 3);
+
+  // A resumed job ran from its resume step + 1: the steps before are not
+  // missing.
+  v1::Job resumed = TwoStageJob();
+  resumed.mutable_spec()->mutable_checkpoint()->set_resume_step(9);
+  const std::vector<v1::StepSummary> all = Steps();
+  const std::vector<v1::StepSummary> after_resume(all.begin() + 10, all.end());
+  EXPECT_TRUE(BuildReport(resumed, after_resume)->history_complete);
+}
+
 TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   v1::Job job = TwoStageJob();
   job.mutable_spec()->set_validation(v1::VALIDATION_MODE_AUTO);

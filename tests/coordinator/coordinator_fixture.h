@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/faulty_store.h"
 
 namespace zbpp::coordinator::testing {
 
@@ -135,10 +136,19 @@ class CoordinatorTest : public ::testing::Test {
 
   void Start(const std::string& path) {
     coordinator_.reset();
+    // Closed before it is opened again: a file store holds its lock.
+    faulty_store_.reset();
+    store_.reset();
     store_ = *SqliteStore::Create({path});
+    faulty_store_ = std::make_unique<FaultyStore>(store_.get());
     Coordinator::Options options;
     options.clock = &clock_;
-    options.store = store_.get();
+    options.store = faulty_store_.get();
+    // Failing writes are retried within milliseconds, and given up 100 ms
+    // into the destructor.
+    options.store_retry_initial_backoff = absl::Milliseconds(1);
+    options.store_retry_max_backoff = absl::Milliseconds(10);
+    options.store_drain_timeout = absl::Milliseconds(100);
     options.validate_spec = ValidateJobSpec;
     options.initial_problem = InitialProblem;
     options.heartbeat_interval_seconds = 1;
@@ -243,6 +253,9 @@ class CoordinatorTest : public ::testing::Test {
 
   FakeClock clock_;
   std::unique_ptr<SqliteStore> store_;
+  /// What the coordinator writes through: store_, with writes failing on
+  /// demand.
+  std::unique_ptr<FaultyStore> faulty_store_;
   std::unique_ptr<Coordinator> coordinator_;
   /// Runs between a re-solve and its publication (Options hook).
   std::function<void(const std::string&)> resolve_hook_;

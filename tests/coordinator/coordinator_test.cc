@@ -134,7 +134,7 @@ TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) 
   auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
   EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(job->schedule_version(), 1);
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   EXPECT_EQ(store_->LoadAll()->schedule_versions.size(), 1u);
   auto records = store_->ListResolveRecords(job_id);
   ASSERT_TRUE(records.ok());
@@ -155,7 +155,7 @@ TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether
   EXPECT_EQ(job->steps_completed(), 20);
   ASSERT_GE(job->schedule_version(), 2);
 
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   const StoredState stored = *store_->LoadAll();
   const v1::ScheduleVersion* v2 = nullptr;
   for (const auto& v : stored.schedule_versions) {
@@ -513,6 +513,7 @@ TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
   auto job = coordinator_->GetJob(job_id, {});
   EXPECT_EQ(job->rollbacks_total(), 1);
   EXPECT_EQ(job->skipped_steps_total(), 1);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   auto outcomes = store_->ListValidationOutcomes(job_id);
   ASSERT_EQ(outcomes->size(), 1u);
   EXPECT_EQ((*outcomes)[0].rolled_back_stages_size(), 2);
@@ -582,6 +583,7 @@ TEST_F(CoordinatorTest, AutoValidationSwitchesModeLikeAScheduleVersion) {
       EXPECT_EQ(w.versions[i].effective_step(), versions[i].effective_step());
     }
   }
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   auto outcomes = store_->ListValidationOutcomes(job_id);
   ASSERT_TRUE(outcomes.ok());
   EXPECT_EQ(outcomes->size(), 40u);
@@ -623,7 +625,7 @@ TEST_F(CoordinatorTest, CheckpointRecordedOnlyWhenEveryRankWroteIt) {
         coordinator_->GetJob(job_id, {})->last_checkpoint_step());
   }
   EXPECT_EQ(recorded, (std::vector<int64_t>{-1, 1, 1, 1}));
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   auto stored = store_->LoadAll();
   ASSERT_TRUE(stored.ok());
   ASSERT_EQ(stored->checkpoints.size(), 1u);
@@ -742,7 +744,7 @@ TEST_F(CoordinatorTest, HopLatenciesBecomeTheCostModelsCommSeconds) {
   const double one_way = truth.stages[0].f_seconds / 2;
   for (auto& w : workers) w.one_way_seconds = one_way;
   RunSteps(workers, truth, 19);
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   const StoredState stored = *store_->LoadAll();
   ASSERT_GE(stored.schedule_versions.size(), 2u);
   const v1::ScheduleVersion& first = stored.schedule_versions[0];
@@ -799,7 +801,7 @@ TEST_F(CoordinatorTest, BadHopLatencyIsRejectedAndNothingStored) {
   // Nothing of the rejected reports reached the cost model: the re-solve
   // of a run without hop latencies sees T_comm = 0, as before.
   RunSteps(workers, truth, 19);
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   const StoredState stored = *store_->LoadAll();
   ASSERT_GE(stored.schedule_versions.size(), 2u);
   for (const v1::ScheduleVersion& v : stored.schedule_versions) {

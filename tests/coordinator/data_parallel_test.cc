@@ -225,7 +225,7 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
 
   RunSteps(workers, truth, 11);
   ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_SUCCEEDED);
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   // Learned: the measured REDUCE_GRAD durations replace the estimate.
   auto snapshots = store_->ListCostSnapshots(job_id);
   ASSERT_TRUE(snapshots.ok());
@@ -338,6 +338,7 @@ TEST_F(DataParallelTest, AgreeingReplicasGiveReplicaZerosOutcome) {
   EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING) << job->state_message();
   EXPECT_EQ(job->rollbacks_total(), 1);
   EXPECT_EQ(job->clipped_steps_total(), 1);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   auto outcomes = store_->ListValidationOutcomes(job_id);
   ASSERT_TRUE(outcomes.ok());
   ASSERT_EQ(outcomes->size(), 1u);
@@ -365,7 +366,7 @@ TEST_F(DataParallelTest, CheckpointIsReplicaZerosAndResumesOnlyWithItsDataParall
   }
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->last_checkpoint_step(), 1);
   ASSERT_TRUE(coordinator_->CancelJob(job_id, "done").ok());
-  coordinator_->FlushStore();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   const StoredState stored = *store_->LoadAll();
   ASSERT_EQ(stored.checkpoints.size(), 1u);
   EXPECT_EQ(stored.checkpoints[0].data_parallel, 2);

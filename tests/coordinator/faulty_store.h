@@ -1,0 +1,128 @@
+#ifndef ZBPP_TESTS_COORDINATOR_FAULTY_STORE_H_
+#define ZBPP_TESTS_COORDINATOR_FAULTY_STORE_H_
+
+// A Store that forwards every call to another one and fails writes on
+// demand, as a database whose file became unwritable would: the write does
+// not reach the wrapped store and returns Unavailable.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/store/store.h"
+
+namespace zbpp::coordinator::testing {
+
+/// Thread-safe (the StoreWriter's thread writes while the test configures).
+class FaultyStore final : public Store {
+ public:
+  /// `inner` is not owned and must outlive this.
+  explicit FaultyStore(Store* inner) : inner_(inner) {}
+
+  /// The next `n` writes (Probe included) fail.
+  void FailNextWrites(int64_t n) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    fail_next_ = n;
+  }
+  /// Every write fails while `fail` is true.
+  void FailAllWrites(bool fail) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    fail_all_ = fail;
+  }
+  /// Writes failed so far.
+  int64_t failed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return failed_;
+  }
+
+  absl::Status CreateJob(const v1::Job& job) override {
+    return Write("CreateJob", [&] { return inner_->CreateJob(job); });
+  }
+  absl::Status UpdateJob(const v1::Job& job) override {
+    return Write("UpdateJob", [&] { return inner_->UpdateJob(job); });
+  }
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id) override {
+    return inner_->GetJob(job_id);
+  }
+  absl::Status AddScheduleVersion(const v1::ScheduleVersion& version) override {
+    return Write("AddScheduleVersion",
+                 [&] { return inner_->AddScheduleVersion(version); });
+  }
+  absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+                               const v1::CostModel& costs) override {
+    return Write("AddCostSnapshot",
+                 [&] { return inner_->AddCostSnapshot(job_id, step, costs); });
+  }
+  absl::Status AddStepSummary(const std::string& job_id,
+                              const v1::StepSummary& step) override {
+    return Write("AddStepSummary",
+                 [&] { return inner_->AddStepSummary(job_id, step); });
+  }
+  absl::StatusOr<std::vector<v1::StepSummary>> ListStepSummaries(
+      const std::string& job_id, int64_t from_step, int limit) override {
+    return inner_->ListStepSummaries(job_id, from_step, limit);
+  }
+  absl::Status AddValidationOutcome(
+      const std::string& job_id, const v1::ValidationOutcome& outcome) override {
+    return Write("AddValidationOutcome",
+                 [&] { return inner_->AddValidationOutcome(job_id, outcome); });
+  }
+  absl::StatusOr<std::vector<v1::ValidationOutcome>> ListValidationOutcomes(
+      const std::string& job_id) override {
+    return inner_->ListValidationOutcomes(job_id);
+  }
+  absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override {
+    return Write("PutCheckpoint",
+                 [&] { return inner_->PutCheckpoint(checkpoint); });
+  }
+  absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpointsAt(
+      const std::string& directory, int64_t step) override {
+    return inner_->ListCheckpointsAt(directory, step);
+  }
+  absl::Status AddResolveRecord(const ResolveRecord& record) override {
+    return Write("AddResolveRecord",
+                 [&] { return inner_->AddResolveRecord(record); });
+  }
+  absl::StatusOr<std::vector<ResolveRecord>> ListResolveRecords(
+      const std::string& job_id) override {
+    return inner_->ListResolveRecords(job_id);
+  }
+  absl::StatusOr<std::vector<std::pair<int64_t, v1::CostModel>>>
+  ListCostSnapshots(const std::string& job_id) override {
+    return inner_->ListCostSnapshots(job_id);
+  }
+  absl::StatusOr<StoredState> LoadAll() override { return inner_->LoadAll(); }
+  absl::Status Probe() override {
+    return Write("Probe", [&] { return inner_->Probe(); });
+  }
+
+ private:
+  template <typename Call>
+  absl::Status Write(const char* what, Call call) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (fail_all_ || fail_next_ > 0) {
+        if (fail_next_ > 0) --fail_next_;
+        ++failed_;
+        return absl::UnavailableError(absl::StrCat(
+            "injected fault: ", what, " (disk I/O error, database unwritable)"));
+      }
+    }
+    return call();
+  }
+
+  Store* const inner_;
+  mutable absl::Mutex mu_;
+  int64_t fail_next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fail_all_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace zbpp::coordinator::testing
+
+#endif  // ZBPP_TESTS_COORDINATOR_FAULTY_STORE_H_

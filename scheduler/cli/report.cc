@@ -45,16 +45,22 @@ Json OutcomeJson(const Outcome& o) {
   const SimulationResult& sim = o.sim;
   const StageCost& c = o.problem.stages.front();
   const int v = o.problem.chunks;
+  const bool uniform = o.costs_path.empty();
   return {{"schedule", o.traits.name},
           {"stages", o.problem.workers},
           {"microbatches", o.problem.microbatches},
           {"chunks", v},
           {"placement", o.traits.placement == Placement::kV ? "v" : "loop"},
-          {"cost_f", c.f_seconds * v},
-          {"cost_b", c.b_seconds * v},
-          {"cost_w", c.w_seconds * v},
+          // Stage 0's costs stand for all of them only when the flags gave
+          // them; a --costs file may make every stage different.
+          {"costs_file", uniform ? Json(nullptr) : Json(o.costs_path)},
+          {"cost_f", uniform ? Json(c.f_seconds * v) : Json(nullptr)},
+          {"cost_b", uniform ? Json(c.b_seconds * v) : Json(nullptr)},
+          {"cost_w", uniform ? Json(c.w_seconds * v) : Json(nullptr)},
           {"cost_comm", o.problem.comm_seconds},
-          {"weight_memory_fraction", c.m_b_bytes > 0 ? c.m_w_bytes / c.m_b_bytes : 0},
+          {"weight_memory_fraction",
+           !uniform ? Json(nullptr)
+           : c.m_b_bytes > 0 ? Json(c.m_w_bytes / c.m_b_bytes) : Json(0)},
           {"mem_limit", LimitJson(o.mem_limit_m_b)},
           {"makespan", sim.makespan_seconds},
           {"step_seconds", sim.step_seconds},
@@ -82,11 +88,16 @@ std::string OutcomeTable(const Outcome& o) {
       {"stages (p)", std::to_string(o.problem.workers)},
       {"microbatches (m)", std::to_string(o.problem.microbatches)},
       {"chunks (v)", std::to_string(o.problem.chunks)},
-      {"costs per stage",
-       absl::StrCat("T_F=", absl::StrCat(c.f_seconds * v), " T_B=",
-                    absl::StrCat(c.b_seconds * v), " T_W=", absl::StrCat(c.w_seconds * v),
-                    " T_comm=",
-                    absl::StrCat(o.problem.comm_seconds), " s")},
+      o.costs_path.empty()
+          ? std::vector<std::string>{"costs per stage",
+                                     absl::StrCat("T_F=", absl::StrCat(c.f_seconds * v),
+                                                  " T_B=", absl::StrCat(c.b_seconds * v),
+                                                  " T_W=", absl::StrCat(c.w_seconds * v),
+                                                  " T_comm=",
+                                                  absl::StrCat(o.problem.comm_seconds), " s")}
+          : std::vector<std::string>{"costs", absl::StrCat("--costs ", o.costs_path,
+                                                           ", T_comm=",
+                                                           o.problem.comm_seconds, " s")},
       {"memory limit", LimitText(o.mem_limit_m_b, " M_B")},
       {"makespan", absl::StrCat(sim.makespan_seconds, " s")},
       {"step", absl::StrCat(sim.step_seconds, " s")},
@@ -257,6 +268,7 @@ std::string ComparisonReport(const ProblemFlags& problem,
   if (format == "json") {
     Json out = {{"stages", problem.stages},
                 {"microbatches", problem.microbatches},
+                {"costs_file", problem.costs ? Json(problem.costs_path) : Json(nullptr)},
                 {"cost_f", problem.cost_f},
                 {"cost_b", problem.cost_b},
                 {"cost_w", problem.cost_w},

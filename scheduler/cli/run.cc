@@ -1,5 +1,6 @@
 #include "scheduler/cli/run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,66 @@
 #include "scheduler/schedule_io.h"
 
 namespace zbpp::sched::cli {
+
+namespace {
+
+// The tightest of `problem`'s per-worker limits in units of that worker's
+// M_B under `placement` (as the report gives limits).
+double LimitInMb(const Problem& problem, Placement placement) {
+  const std::vector<double> unit = MbUnitBytes(problem, placement);
+  double limit = std::numeric_limits<double>::infinity();
+  for (int w = 0; w < problem.workers; ++w) {
+    if (unit[w] > 0) limit = std::min(limit, problem.memory_limit_bytes[w] / unit[w]);
+  }
+  return limit;
+}
+
+// --costs FILE into `out`, with the --stages and --chunks it implies.
+absl::Status ReadCosts(const FlagMap& flags, ProblemFlags* out) {
+  for (const char* replaced :
+       {"cost-f", "cost-b", "cost-w", "cost-comm", "weight-memory-fraction",
+        "reduce-seconds", "data-parallel"}) {
+    if (flags.count(replaced)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--costs gives the costs; --", replaced, " cannot be given with it"));
+    }
+  }
+  out->costs_path = flags.at("costs");
+  absl::StatusOr<CostFile> costs = ReadCostFile(out->costs_path);
+  if (!costs.ok()) return costs.status();
+  if (!costs->memory_limit_bytes.empty() && flags.count("mem-limit")) {
+    return absl::InvalidArgumentError(
+        "--mem-limit cannot be given with a --costs file that has "
+        "memory_limit_bytes");
+  }
+  const int entries = static_cast<int>(costs->entries.size());
+  if (!costs->per_virtual_stage) {
+    if (!flags.count("stages")) {
+      out->stages = entries;
+    } else if (out->stages != entries) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--stages ", out->stages, " does not match the ", entries,
+          " entries of stages in --costs \"", out->costs_path, "\""));
+    }
+  } else if (!flags.count("stages") && !flags.count("import")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--costs \"", out->costs_path,
+        "\" gives virtual_stages: --stages must say how many workers hold them"));
+  } else if (flags.count("stages")) {
+    if (entries % out->stages != 0 ||
+        (out->chunks && *out->chunks * out->stages != entries)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--costs \"", out->costs_path, "\" has ", entries,
+          " virtual_stages, not --stages ", out->stages, " x ",
+          out->chunks ? absl::StrCat("--chunks ", *out->chunks) : "chunks"));
+    }
+    out->chunks = entries / out->stages;
+  }
+  out->costs = *std::move(costs);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
   ProblemFlags out;
@@ -83,7 +144,15 @@ absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
     if (!chunks.ok()) return chunks.status();
     out.chunks = *chunks;
   }
+  if (flags.count("costs")) {
+    if (absl::Status st = ReadCosts(flags, &out); !st.ok()) return st;
+  }
   return out;
+}
+
+bool HasReductions(const ProblemFlags& flags) {
+  return flags.reduce_seconds.has_value() ||
+         (flags.costs && flags.costs->has_reduce);
 }
 
 Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
@@ -98,6 +167,19 @@ Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
   cost.m_w_bytes = flags.weight_memory_fraction / chunks;
   cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;
   return Problem::Uniform(workers, chunks, microbatches, cost, flags.cost_comm);
+}
+
+absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int workers,
+                                   int chunks, int microbatches,
+                                   const std::vector<int>& worker_of_stage) {
+  if (!flags.costs) return FlagsProblem(flags, workers, chunks, microbatches);
+  if (static_cast<int>(worker_of_stage.size()) != workers * chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--costs: no placement of ", chunks, " chunk(s) on ", workers,
+        " workers"));
+  }
+  return CostProblem(*flags.costs, workers, chunks, microbatches,
+                     worker_of_stage);
 }
 
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags) {
@@ -117,8 +199,15 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
   const int chunks = ChunksFor(traits, flags);
   Outcome out;
   out.traits = traits;
-  out.problem = FlagsProblem(flags, flags.stages, chunks, flags.microbatches);
-  if (flags.mem_limit_m_b) {
+  absl::StatusOr<Problem> problem =
+      ProblemFor(flags, flags.stages, chunks, flags.microbatches,
+                 PlaceStages(traits.placement, flags.stages, chunks));
+  if (!problem.ok()) return problem.status();
+  out.problem = *std::move(problem);
+  out.costs_path = flags.costs_path;
+  if (!out.problem.memory_limit_bytes.empty()) {
+    out.mem_limit_m_b = LimitInMb(out.problem, traits.placement);
+  } else if (flags.mem_limit_m_b) {
     out.problem.memory_limit_bytes =
         MbUnitBytes(out.problem, traits.placement);
     for (double& bytes : out.problem.memory_limit_bytes) {
@@ -131,7 +220,7 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
   }
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Schedule> schedule = Generate(traits.name, out.problem);
-  if (schedule.ok() && flags.reduce_seconds) {
+  if (schedule.ok() && HasReductions(flags)) {
     schedule = PlaceReductions(out.problem, *schedule, flags.reduce_placement);
     // The generated schedule was valid: a refusal is a bug, not bad flags.
     if (!schedule.ok()) {
@@ -185,7 +274,7 @@ absl::Status CheckMatches(const FlagMap& flags, const char* name, int given,
 
 // Placement of `schedule` in traits: V where it holds stages as ZB-V does,
 // loop otherwise.
-Placement PlacementOf(const Schedule& schedule) {
+Placement TraitsPlacement(const Schedule& schedule) {
   return schedule.worker_of_stage ==
                  PlaceStages(Placement::kV, schedule.workers, schedule.chunks)
              ? Placement::kV
@@ -224,10 +313,15 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
           "--import \"", path, "\": ", csv.status().message()));
     }
     schedule = std::move(csv->schedule);
-    *note = absl::StrCat(
-        csv->communication_actions, " SEND/RECV action(s) checked, ",
-        csv->ignored_actions, " UNSHARD/RESHARD ignored, ",
-        csv->overlapped_actions, " OVERLAP_F_B split into F and B");
+    // A file of compute actions only leaves nothing to say.
+    if (csv->communication_actions + csv->ignored_actions +
+            csv->overlapped_actions >
+        0) {
+      *note = absl::StrCat(
+          csv->communication_actions, " SEND/RECV action(s) checked, ",
+          csv->ignored_actions, " UNSHARD/RESHARD ignored, ",
+          csv->overlapped_actions, " OVERLAP_F_B split into F and B");
+    }
   }
   if (schedule.name.empty()) schedule.name = "imported";
   for (absl::Status st :
@@ -243,13 +337,17 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
   out.traits.name = schedule.name;
   out.traits.default_chunks = schedule.chunks;
   out.traits.chunks_fixed = true;
-  out.traits.placement = PlacementOf(schedule);
+  out.traits.placement = TraitsPlacement(schedule);
   out.traits.limit_is_input = false;
   out.traits.default_limit_m_b = [](int, int) {
     return std::numeric_limits<double>::infinity();
   };
-  out.problem = FlagsProblem(*problem_flags, schedule.workers, schedule.chunks,
-                             schedule.microbatches);
+  absl::StatusOr<Problem> problem =
+      ProblemFor(*problem_flags, schedule.workers, schedule.chunks,
+                 schedule.microbatches, schedule.worker_of_stage);
+  if (!problem.ok()) return problem.status();
+  out.problem = *std::move(problem);
+  out.costs_path = problem_flags->costs_path;
   out.mem_limit_m_b = problem_flags->mem_limit_m_b;
   absl::StatusOr<SimulationResult> sim = Simulate(out.problem, schedule);
   out.solve_seconds = std::chrono::duration<double>(
@@ -259,6 +357,14 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
     // Malformed, incomplete or deadlocked: the file is at fault.
     return absl::InvalidArgumentError(
         absl::StrCat("--import \"", path, "\": ", sim.status().message()));
+  }
+  for (int w = 0; w < schedule.workers; ++w) {
+    if (sim->peak_memory_bytes[w] > out.problem.limit_of(w) * (1 + 1e-9)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "--import \"", path, "\": worker ", w, " peaks at ",
+          sim->peak_memory_bytes[w], " bytes, over memory_limit_bytes[", w,
+          "] = ", out.problem.limit_of(w), " of --costs"));
+    }
   }
   if (out.mem_limit_m_b) {
     for (int w = 0; w < schedule.workers; ++w) {

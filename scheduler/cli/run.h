@@ -5,8 +5,10 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "scheduler/cli/costs_file.h"
 #include "scheduler/cli/flags.h"
 #include "scheduler/problem.h"
 #include "scheduler/reduce_placement.h"
@@ -36,12 +38,26 @@ struct ProblemFlags {
   std::optional<double> reduce_seconds;
   /// --reduce-placement: where the reductions go (default solved).
   ReducePlacement reduce_placement = ReducePlacement::kSolved;
+  /// --costs FILE: costs per stage or virtual stage in place of the cost
+  /// flags above (which are then refused, as are --weight-memory-fraction,
+  /// --reduce-seconds and --data-parallel); `costs_path` is FILE.
+  std::optional<CostFile> costs;
+  std::string costs_path;
 };
 
+/// Whether the schedules of `flags` get reductions: a reduction time from the
+/// flags, or `reduce` in the --costs file.
+bool HasReductions(const ProblemFlags& flags);
+
 /// Reads the problem flags in `flags`, with the defaults above where one is
-/// absent. Errors: InvalidArgument naming the first flag out of its range,
-/// --reduce-seconds given with --data-parallel, or --data-parallel > 1
-/// without --gradient-bytes and --reduce-bandwidth.
+/// absent; with --costs, reads the file (ReadCostFile) and takes --stages
+/// from its `stages` when the flag is absent, and --chunks from its
+/// `virtual_stages` (their count over --stages). Errors: InvalidArgument
+/// naming the first flag out of its range, --reduce-seconds given with
+/// --data-parallel, --data-parallel > 1 without --gradient-bytes and
+/// --reduce-bandwidth, --costs with a flag it replaces, a file that does not
+/// parse or does not fit --stages / --chunks; NotFound for an unreadable
+/// --costs file.
 absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags);
 
 /// Everything one schedule run produced.
@@ -54,7 +70,15 @@ struct Outcome {
   /// Where the reductions were placed; none = the schedule has none.
   std::optional<ReducePlacement> reduce_placement;
   double solve_seconds = 0;  ///< Wall time of Generate and PlaceReductions, seconds.
+  std::string costs_path;    ///< --costs FILE the costs came from; empty = the flags.
 };
+
+/// The problem of `flags` for a schedule of p = `workers`, v = `chunks`, m =
+/// `microbatches` whose virtual stages are held as `worker_of_stage` says:
+/// CostProblem of the --costs file, or FlagsProblem. Errors: CostProblem's.
+absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int workers,
+                                   int chunks, int microbatches,
+                                   const std::vector<int>& worker_of_stage);
 
 /// The problem of the --cost-* flags for p = `workers`, v = `chunks` and m =
 /// `microbatches`: every virtual stage costs 1/v of the flags' per-stage
@@ -87,7 +111,8 @@ absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
 /// simulate --import FILE: reads the schedule in FILE (zbpp's JSON when its
 /// first character is '{', else PyTorch pipelining's CSV, with or without
 /// communication actions: ScheduleFromPytorchCsv), builds the problem of its
-/// shape from the cost flags and simulates it; --stages, --microbatches and
+/// shape from the cost flags or --costs (ProblemFor, with the file's
+/// placement) and simulates it; --stages, --microbatches and
 /// --chunks, when given, must match the file. `note` receives what the CSV
 /// held besides compute actions (empty for JSON). The Outcome's traits name
 /// the schedule ("imported" when the file names none) with its own chunks
@@ -95,7 +120,8 @@ absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
 /// Errors: NotFound for an unreadable file; InvalidArgument naming the file
 /// and what is wrong (parse errors with row and cell, a mismatching flag,
 /// and CheckSchedule's and Simulate's errors: incomplete, malformed or
-/// deadlocked), ResourceExhausted when a worker's peak exceeds --mem-limit,
+/// deadlocked), ResourceExhausted when a worker's peak exceeds --mem-limit
+/// or the --costs file's memory_limit_bytes,
 /// InvalidArgument for --reduce-seconds or --data-parallel (the file says
 /// where reductions are).
 absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,

@@ -58,6 +58,11 @@ holds v chunks pays 1/v of them per chunk):
                                 gradient) per stage; required by simulate,
                                 1 by default for show and compare
   --cost-comm TC                seconds per point-to-point hop (default 0)
+  --costs FILE                  costs from a JSON or YAML file instead of the
+                                --cost-* flags: per pipeline stage (worker) or
+                                per virtual stage, with M_B/M_W in bytes, comm
+                                and memory limits (README, zbpp-sched); its
+                                stages give --stages
   --mem-limit K                 activation limit per worker in units of M_B
                                 (default: the schedule's own)
   --weight-memory-fraction R    M_W / M_B in [0, 1] (default 0.5)
@@ -116,7 +121,7 @@ const std::set<std::string> kProblemFlags = {
     "stages", "microbatches", "cost-f", "cost-b", "cost-w", "cost-comm",
     "mem-limit", "weight-memory-fraction", "chunks", "output",
     "reduce-seconds", "data-parallel", "gradient-bytes", "reduce-bandwidth",
-    "reduce-placement"};
+    "reduce-placement", "costs"};
 
 std::set<std::string> With(std::initializer_list<const char*> extra) {
   std::set<std::string> flags = kProblemFlags;
@@ -124,19 +129,36 @@ std::set<std::string> With(std::initializer_list<const char*> extra) {
   return flags;
 }
 
+// `required` and --stages, which a --costs file may give instead (its
+// `stages`; ParseProblemFlags says when it does not).
+std::vector<std::string> StagesUnlessCosts(const std::vector<std::string>& args,
+                                           std::vector<std::string> required) {
+  for (const std::string& arg : args) {
+    if (arg == "--costs" || arg.rfind("--costs=", 0) == 0) return required;
+  }
+  required.push_back("stages");
+  return required;
+}
+
 absl::Status SimulateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<FlagMap> flags = ParseFlags(
-      args, With({"schedule", "import", "format"}),
-      {"cost-f", "cost-b", "cost-w"}, "simulate");
+      args, With({"schedule", "import", "format"}), {}, "simulate");
   if (!flags.ok()) return flags.status();
   const bool import = flags->count("import") > 0;
+  for (const char* name : {"cost-f", "cost-b", "cost-w"}) {
+    if (!flags->count("costs") && !flags->count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing required flag --", name, " for simulate (or --costs FILE)"));
+    }
+  }
   if (import && flags->count("schedule")) {
     return absl::InvalidArgumentError(
         "give --schedule or --import, not both");
   }
-  // An imported schedule brings its own shape.
+  // An imported schedule brings its own shape, a --costs file its stages.
   for (const char* name : {"schedule", "stages", "microbatches"}) {
-    if (!import && !flags->count(name)) {
+    if (!import && !flags->count(name) &&
+        (std::string(name) != "stages" || !flags->count("costs"))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "missing required flag --", name, " for simulate (or --import FILE)"));
     }
@@ -158,7 +180,7 @@ absl::Status SimulateCommand(const std::vector<std::string>& args) {
 absl::Status ShowCommand(const std::vector<std::string>& args) {
   absl::StatusOr<FlagMap> flags =
       ParseFlags(args, With({"schedule", "width"}),
-                 {"schedule", "stages", "microbatches"}, "show");
+                 StagesUnlessCosts(args, {"schedule", "microbatches"}), "show");
   if (!flags.ok()) return flags.status();
   std::optional<int> width;
   if (flags->count("width")) {
@@ -173,7 +195,8 @@ absl::Status ShowCommand(const std::vector<std::string>& args) {
 
 absl::Status CompareCommand(const std::vector<std::string>& args) {
   absl::StatusOr<FlagMap> flags = ParseFlags(
-      args, With({"format"}), {"stages", "microbatches"}, "compare");
+      args, With({"format"}), StagesUnlessCosts(args, {"microbatches"}),
+      "compare");
   if (!flags.ok()) return flags.status();
   absl::StatusOr<std::string> format =
       ChoiceFlag(*flags, "format", kComparisonFormats);

@@ -445,6 +445,23 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// A command line that must exit 2 with one line on stderr that says `says`.
+struct UsageCase {
+  std::vector<std::string> args;
+  std::string says;
+};
+
+void ExpectUsageErrors(const std::vector<UsageCase>& cases) {
+  for (const UsageCase& c : cases) {
+    const RunResult run = RunCli(c.args);
+    const std::string what = ::testing::PrintToString(c.args);
+    EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
+        << what << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.says)) << what;
+  }
+}
+
 const std::vector<std::string> kUnitCosts = {"--cost-f", "1", "--cost-b", "1",
                                              "--cost-w", "1"};
 
@@ -477,17 +494,13 @@ TEST(ZbppSchedCli, ImportedExportSimulatesLikeTheGeneratedSchedule) {
 }
 
 TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
-  struct Case {
-    std::vector<std::string> args;
-    std::string says;
-  };
   const std::string missing_send = WriteTemp(
       "missing_send.csv", "0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
   const std::string deadlock =
       WriteTemp("deadlock.csv", "0F0,0B0\n1B0,1F0\n");
   const std::string incomplete = WriteTemp("incomplete.csv", "0F0,0F1,0B0\n");
   const std::string good = WriteTemp("good.csv", "0F0,0F1,0B0,0B1\n");
-  const std::vector<Case> cases = {
+  const std::vector<UsageCase> cases = {
       {Concat({"simulate", "--import", missing_send}, kUnitCosts),
        "row 1 (worker 0), cell 1 (0F0): no 0SEND_F0 after it"},
       {Concat({"simulate", "--import", deadlock}, kUnitCosts), "deadlock"},
@@ -502,14 +515,108 @@ TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
       {Concat({"simulate", "--import", "/nonexistent/x.csv"}, kUnitCosts),
        "cannot read --import"},
   };
-  for (const Case& c : cases) {
-    const RunResult run = RunCli(c.args);
-    const std::string what = ::testing::PrintToString(c.args);
-    EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
-    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1)
-        << what << "\n" << run.err;
-    EXPECT_THAT(run.err, HasSubstr(c.says)) << what;
+  ExpectUsageErrors(cases);
+}
+
+// p = 4 where stage (worker) 3 is 1.5x slower than the others.
+constexpr char kSlowStage3[] = R"(stages:
+  - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
+  - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
+  - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
+  - {t_f: 1.5, t_b: 1.5, t_w: 1.5, m_b: 1, m_w: 0.5}
+comm: 0.05
+)";
+
+// kSlowStage3 for v chunks per worker under `placement`.
+Problem SlowStage3(int chunks, Placement placement) {
+  Problem problem = Problem::Uniform(4, chunks, 8,
+                                     StageCost{1.0 / chunks, 1.0 / chunks,
+                                               1.0 / chunks, 1.0 / chunks,
+                                               0.5 / chunks},
+                                     0.05);
+  const std::vector<int> owner = PlaceStages(placement, 4, chunks);
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    if (owner[s] != 3) continue;
+    StageCost& c = problem.stages[s];
+    c.f_seconds = c.b_seconds = c.w_seconds = 1.5 / chunks;
   }
+  return problem;
+}
+
+TEST(ZbppSchedCli, CompareWithCostsFileMatchesDirectSimulation) {
+  const std::string path = WriteTemp("slow3.yaml", kSlowStage3);
+  const nlohmann::json j = RunJson(
+      {"compare", "--microbatches", "8", "--costs", path, "--format", "json"});
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["stages"], 4);
+  EXPECT_EQ(j["costs_file"], path);
+  int checked = 0;
+  for (const nlohmann::json& row : j["schedules"]) {
+    const std::string name = row["schedule"];
+    if (name != "zb-h1" && name != "zb-v" && name != "1f1b") continue;
+    ASSERT_FALSE(row.contains("error")) << row.dump();
+    const SimulationResult want =
+        Direct(name, SlowStage3(name == "zb-v" ? 2 : 1,
+                                name == "zb-v" ? Placement::kV
+                                               : Placement::kLoop));
+    EXPECT_DOUBLE_EQ(row["makespan"].get<double>(), want.makespan_seconds)
+        << name;
+    EXPECT_TRUE(row["cost_f"].is_null()) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+  // The slow stage costs time: the same schedules are faster without it.
+  const nlohmann::json uniform =
+      RunJson({"compare", "--stages", "4", "--microbatches", "8",
+               "--cost-comm", "0.05", "--format", "json"});
+  EXPECT_GT(j["schedules"][1]["makespan"].get<double>(),
+            uniform["schedules"][1]["makespan"].get<double>());
+}
+
+TEST(ZbppSchedCli, ImportWithCostsFileSimulatesUnderThoseCosts) {
+  const RunResult csv = RunCli(Concat(SimulateArgs("zb-v", 4, 8),
+                                      {"--format", "csv"}));
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  const std::string schedule_path = WriteTemp("zbv.csv", csv.out);
+  const std::string costs_path = WriteTemp("slow3-import.yaml", kSlowStage3);
+  const nlohmann::json j = RunJson({"simulate", "--import", schedule_path,
+                                    "--costs", costs_path, "--format", "json"});
+  ASSERT_TRUE(j.is_object());
+  absl::StatusOr<Schedule> schedule = ScheduleFromCsv(csv.out, Placement::kV);
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  absl::StatusOr<SimulationResult> want =
+      Simulate(SlowStage3(2, Placement::kV), *schedule);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), want->makespan_seconds);
+}
+
+TEST(ZbppSchedCli, CostsFileErrorsExitTwoWithOneLineNamingTheField) {
+  const std::string good = WriteTemp("good-costs.yaml", kSlowStage3);
+  std::string negative = kSlowStage3;
+  negative.replace(negative.rfind("t_b: 1.5"), 8, "t_b: -1");
+  const std::string bad = WriteTemp("bad-costs.yaml", negative);
+  const std::string virtual_stages = WriteTemp(
+      "virtual-costs.json",
+      R"({"virtual_stages": [{"t_f": 1, "t_b": 1, "t_w": 1, "m_b": 1, "m_w": 0},
+          {"t_f": 1, "t_b": 1, "t_w": 1, "m_b": 1, "m_w": 0}]})");
+  const std::vector<UsageCase> cases = {
+      {{"compare", "--microbatches", "8", "--costs", bad},
+       "stages[3].t_b: must be a number >= 0, got -1"},
+      {{"compare", "--microbatches", "8", "--costs", good, "--cost-f", "1"},
+       "--cost-f cannot be given with it"},
+      {{"compare", "--microbatches", "8", "--costs", good, "--stages", "3"},
+       "--stages 3 does not match the 4 entries"},
+      {{"compare", "--microbatches", "8", "--costs", virtual_stages},
+       "--stages must say how many workers hold them"},
+      {{"compare", "--microbatches", "8", "--costs", "/nonexistent.yaml"},
+       "cannot read --costs"},
+      {{"simulate", "--schedule", "zb-v", "--stages", "4", "--microbatches",
+        "8", "--costs", virtual_stages},
+       "has 2 virtual_stages, not --stages 4 x chunks"},
+      {{"simulate", "--schedule", "1f1b", "--microbatches", "8"},
+       "missing required flag --cost-f"},
+  };
+  ExpectUsageErrors(cases);
 }
 
 }  // namespace

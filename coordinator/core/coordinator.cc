@@ -17,6 +17,7 @@
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
+#include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/worker_credential.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -457,9 +458,37 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       return absl::OkStatus();
     }
   }
+  // Every rank must fit its worker's reported memory (memory_estimate.h);
+  // a job that fits no free worker waits, saying why, rather than having
+  // its workers fail to allocate.
+  std::vector<RankMemoryEstimate> estimate;
+  if (const zbpp::v1::ScheduleVersion* first = VersionForStep(job, job.start_step);
+      first != nullptr) {
+    estimate = EstimateRankMemory(spec, *first);
+  }
+  std::vector<double> needs;
+  for (const RankMemoryEstimate& rank : estimate) {
+    needs.push_back(rank.total_bytes());
+  }
   absl::StatusOr<Assignment> assigned =
-      membership_->Assign(job.job.id(), needed);
-  if (!assigned.ok()) return assigned.status();
+      membership_->Assign(job.job.id(), needed, needs);
+  if (!assigned.ok()) {
+    if (absl::IsResourceExhausted(assigned.status()) && !estimate.empty()) {
+      const auto largest = std::max_element(
+          estimate.begin(), estimate.end(), [](const auto& a, const auto& b) {
+            return a.total_bytes() < b.total_bytes();
+          });
+      std::string waiting = absl::StrCat(
+          "waiting for workers: ", assigned.status().message(), "; ",
+          DescribeRankMemory(static_cast<int>(largest - estimate.begin()),
+                             *largest));
+      if (job.job.state_message() != waiting) {
+        job.job.set_state_message(std::move(waiting));
+        PersistJob(job);
+      }
+    }
+    return assigned.status();
+  }
 
   ++job.attempt;
   job.workers = assigned->worker_ids;

@@ -110,6 +110,40 @@ TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
   EXPECT_EQ(listed->workers(0).state(), v1::WORKER_STATE_RUNNING);
 }
 
+TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
+  // A 2^20-token vocabulary at hidden 256: 2^28 embedding parameters on
+  // rank 0 and as many in the LM head on rank 1, 28 bytes each (weights,
+  // gradient, AdamW moments, rollback copy): about 7 GiB per rank.
+  v1::JobSpec big = TestSpec(/*stages=*/2);
+  big.mutable_model()->set_vocab(1 << 20);
+  big.mutable_model()->set_hidden(256);
+  auto job = coordinator_->SubmitJob(big);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(AddWorker(i));  // 1 GiB.
+  auto waiting = coordinator_->GetJob(job->id(), {});
+  EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(waiting->state_message(),
+              HasSubstr("pipeline rank 0 needs about 7."));
+  EXPECT_THAT(waiting->state_message(),
+              HasSubstr("largest free: 1073741824 bytes"));
+
+  // A small job behind it is not held up by the workers it cannot use.
+  auto small = coordinator_->SubmitJob(TestSpec(/*stages=*/2));
+  EXPECT_EQ(coordinator_->GetJob(small->id(), {})->state(),
+            v1::JOB_STATE_ASSIGNING);
+
+  // Two workers with enough memory: the big job runs on them.
+  for (int i = 2; i < 4; ++i) {
+    workers.push_back(AddWorker(i, uint64_t{16} << 30));
+  }
+  auto assigned = coordinator_->GetJob(job->id(), v1::JOB_VIEW_FULL);
+  EXPECT_EQ(assigned->state(), v1::JOB_STATE_ASSIGNING);
+  ASSERT_EQ(assigned->assignments_size(), 2);
+  EXPECT_EQ(assigned->assignments(0).worker_id(), workers[2].id);
+  EXPECT_EQ(assigned->assignments(1).worker_id(), workers[3].id);
+}
+
 TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) {
   const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
   std::string job_id;

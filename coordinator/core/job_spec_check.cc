@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "coordinator/core/data_parallel.h"
 #include "scheduler/registry.h"
+#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -410,35 +413,14 @@ std::string FieldOfRefusal(const JobSpec& spec, const absl::Status& refusal) {
 }
 
 // Asks the scheduler whether it can run the job: a named schedule must
-// accept `problem`; "auto" needs one registry schedule that accepts the
-// job's problem under that schedule's chunks and placement.
+// accept `problem`; "auto" must find a schedule (ChooseAutoSchedule).
 absl::Status CheckRunnable(const JobSpec& spec, const sched::Problem& problem) {
   const std::string& name = spec.schedule().name();
-  if (name != kAutoScheduleName) {
-    absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
-    if (schedule.ok()) return absl::OkStatus();
-    return Invalid(FieldOfRefusal(spec, schedule.status()),
-                   schedule.status().message());
-  }
-  std::vector<std::string> refusals;
-  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    JobSpec candidate = spec;
-    candidate.mutable_schedule()->set_name(traits.name);
-    if (!spec.pipeline().has_chunks()) {
-      candidate.mutable_pipeline()->set_chunks(traits.default_chunks);
-    }
-    absl::StatusOr<sched::Problem> candidate_problem =
-        InitialProblem(candidate);
-    absl::Status refusal = candidate_problem.status();
-    if (candidate_problem.ok()) {
-      refusal = sched::Generate(traits.name, *candidate_problem).status();
-      if (refusal.ok()) return absl::OkStatus();
-    }
-    refusals.push_back(absl::StrCat(traits.name, ": ", refusal.message()));
-  }
-  return Invalid(LimitField(spec.schedule()),
-                 "schedule \"auto\" found no schedule that runs this job (",
-                 absl::StrJoin(refusals, "; "), ")");
+  if (name == kAutoScheduleName) return ChooseAutoSchedule(spec).status();
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
+  if (schedule.ok()) return absl::OkStatus();
+  return Invalid(FieldOfRefusal(spec, schedule.status()),
+                 schedule.status().message());
 }
 
 }  // namespace
@@ -559,6 +541,51 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
     }
   }
   return problem;
+}
+
+JobSpec AutoCandidateSpec(const JobSpec& spec, std::string_view name) {
+  JobSpec candidate = spec;
+  candidate.mutable_schedule()->set_name(std::string(name));
+  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(name);
+  if (traits.ok() && !spec.pipeline().has_chunks()) {
+    candidate.mutable_pipeline()->set_chunks(traits->default_chunks);
+  }
+  return candidate;
+}
+
+absl::StatusOr<AutoChoice> ChooseAutoSchedule(
+    const JobSpec& spec, const InitialProblemFn& initial_problem) {
+  if (spec.schedule().name() != kAutoScheduleName) {
+    return Invalid("schedule.name", "\"", spec.schedule().name(),
+                   "\" is not \"auto\"");
+  }
+  const int d = DataParallelOf(spec.pipeline());
+  std::optional<AutoChoice> best;
+  std::vector<std::string> refusals;
+  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+    absl::StatusOr<sched::Problem> problem =
+        initial_problem(AutoCandidateSpec(spec, traits.name));
+    absl::StatusOr<sched::Schedule> schedule =
+        problem.ok() ? GenerateSchedule(traits.name, *problem, d)
+                     : absl::StatusOr<sched::Schedule>(problem.status());
+    absl::StatusOr<sched::SimulationResult> sim =
+        schedule.ok() ? sched::Simulate(*problem, *schedule)
+                      : absl::StatusOr<sched::SimulationResult>(schedule.status());
+    if (!sim.ok()) {
+      refusals.push_back(absl::StrCat(traits.name, ": ", sim.status().message()));
+      continue;
+    }
+    if (!best.has_value() || sim->step_seconds < best->step_seconds) {
+      best = AutoChoice{traits.name, *std::move(problem), *std::move(schedule),
+                        sim->step_seconds};
+    }
+  }
+  if (!best.has_value()) {
+    return Invalid(LimitField(spec.schedule()),
+                   "schedule \"auto\" found no schedule that runs this job (",
+                   absl::StrJoin(refusals, "; "), ")");
+  }
+  return *std::move(best);
 }
 
 }  // namespace zbpp::coordinator

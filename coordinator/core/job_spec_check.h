@@ -3,10 +3,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "scheduler/problem.h"
+#include "scheduler/schedule.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::coordinator {
@@ -60,9 +64,10 @@ inline constexpr size_t kMaxPathBytes = 4095;
 /// 1F1B-interleaved's m % p == 0, a fixed schedule's peak memory above the
 /// limit) is asked of the scheduler itself: the registry's `Generate` runs on
 /// `InitialProblem(spec)` and its refusal is reported under the field the
-/// user can change. For "auto" the spec passes when at least one registry
-/// schedule accepts it. This costs one solver run per candidate (well under
-/// a second at p = 32, m = 128).
+/// user can change. For "auto" the spec passes when ChooseAutoSchedule
+/// finds a schedule (the same choice the coordinator then makes). This costs
+/// one solver run per registry schedule (well under a second each at
+/// p = 32, m = 128).
 ///
 /// Thread-safe (pure).
 absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
@@ -70,8 +75,8 @@ absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
 /// The scheduling problem of `spec` before anything is measured.
 ///
 /// * p = pipeline.stages; v = pipeline.chunks, or when unset the schedule's
-///   `default_chunks` (registry), or 1 for "auto" (to plan a V candidate,
-///   set `pipeline.chunks = 2` on a copy of the spec and call again);
+///   `default_chunks` (registry), or 1 for "auto" (each of auto's
+///   candidates is planned on AutoCandidateSpec instead);
 ///   m = pipeline.microbatches.
 /// * Every virtual stage holds L = model.layers / (p*v) transformer blocks
 ///   and gets the same costs (embedding and LM head are not counted; the
@@ -105,6 +110,51 @@ absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
 /// reads (pipeline, model shape, schedule name, chunks); it does not run the
 /// scheduler. Thread-safe (pure).
 absl::StatusOr<sched::Problem> InitialProblem(const zbpp::v1::JobSpec& spec);
+
+/// Builds the scheduling problem of a spec (InitialProblem, or a stand-in
+/// a caller injects).
+using InitialProblemFn =
+    std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>;
+
+/// `spec` (schedule.name "auto") as auto's candidate `name`, a registry
+/// schedule: schedule.name = `name` and, unless the spec sets
+/// pipeline.chunks, that schedule's `default_chunks` (2 for the V
+/// schedules), so that each candidate is planned with its own chunks and
+/// placement. Everything else, the memory limit included, is the spec's.
+/// Its InitialProblem is the problem the candidate runs on (and refuses a
+/// `name` the registry does not know). Thread-safe (pure).
+zbpp::v1::JobSpec AutoCandidateSpec(const zbpp::v1::JobSpec& spec,
+                                    std::string_view name);
+
+/// What `schedule.name: auto` runs.
+struct AutoChoice {
+  std::string name;          ///< The registry schedule chosen, e.g. "zb-v".
+  sched::Problem problem;    ///< Its problem (AutoCandidateSpec's).
+  sched::Schedule schedule;  ///< With reductions placed when d > 1.
+  double step_seconds = 0;   ///< Simulated under `problem`.
+};
+
+/// The one choice of `schedule.name: auto`, made at submission
+/// (ValidateJobSpec) and when the coordinator builds a job's first schedule
+/// version: every registry schedule, in registry order, is generated for
+/// `initial_problem(AutoCandidateSpec(spec, name))` (its own chunks and
+/// placement, the spec's memory limit), with its data-parallel reductions
+/// placed (GenerateSchedule, d = pipeline.data_parallel), and simulated
+/// (sched::Simulate, the single definition of the step time); the shortest
+/// `step_seconds` wins, the earlier in registry order on a tie. A schedule
+/// whose problem cannot be built (layers that do not divide into its
+/// virtual stages, ...) or that refuses it (m < 2p, memory above the limit)
+/// is no candidate.
+///
+/// Errors: InvalidArgument when `spec` does not name "auto"; when no
+/// schedule runs the job, InvalidArgument under the limit's field
+/// ("schedule.memory_limit_m_b: schedule \"auto\" found no schedule that
+/// runs this job (gpipe: ...; 1f1b: ...)") listing every refusal.
+/// Costs one generation and simulation per registry schedule.
+/// Thread-safe (pure) when `initial_problem` is.
+absl::StatusOr<AutoChoice> ChooseAutoSchedule(
+    const zbpp::v1::JobSpec& spec,
+    const InitialProblemFn& initial_problem = InitialProblem);
 
 }  // namespace zbpp::coordinator
 

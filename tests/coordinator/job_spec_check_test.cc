@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
+#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -411,6 +412,106 @@ TEST(ValidateJobSpec, AutoReportsWhenNoScheduleFits) {
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("1f1b-interleaved: 1f1b-interleaved needs "
                         "microbatches to be a multiple of stages"));
+}
+
+// The simulated step of the registry schedule `name` for `spec` as auto's
+// candidate, computed here without ChooseAutoSchedule; +infinity when the
+// schedule cannot run it.
+double CandidateStep(const JobSpec& spec, const std::string& name) {
+  absl::StatusOr<sched::Problem> problem =
+      InitialProblem(AutoCandidateSpec(spec, name));
+  if (!problem.ok()) return std::numeric_limits<double>::infinity();
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, *problem);
+  if (!schedule.ok()) return std::numeric_limits<double>::infinity();
+  absl::StatusOr<sched::SimulationResult> sim =
+      sched::Simulate(*problem, *schedule);
+  return sim.ok() ? sim->step_seconds : std::numeric_limits<double>::infinity();
+}
+
+TEST(ChooseAutoSchedule, PicksAVScheduleWhereItIsShortest) {
+  // p = 2, m = 8, 8 layers, T_W = 2/3 T_F, limit 2 M_B (1F1B's). Loop
+  // schedules within 2 M_B keep part of 1F1B's bubble (ZB-H1/ZB-1p:
+  // (p-1)(T_F+T_B-T_W) with T per stage); ZB-V's V brings its second chunk
+  // back to worker 0, so it runs with a smaller bubble at the same memory
+  // (Zero Bubble paper §6). V-Half and V-Min get the same 2 M_B here and
+  // tie with it; DualPipeV needs p + 1/2 M_B and is refused.
+  JobSpec spec = ValidSpec();
+  spec.mutable_schedule()->set_name("auto");
+  spec.mutable_schedule()->set_memory_limit_m_b(2);
+  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->name, "zb-v");
+  EXPECT_EQ(choice->schedule.name, "zb-v");
+  EXPECT_EQ(choice->problem.chunks, 2);
+  EXPECT_EQ(choice->schedule.worker_of_stage,
+            sched::PlaceStages(sched::Placement::kV, 2, 2));
+  EXPECT_DOUBLE_EQ(choice->step_seconds, CandidateStep(spec, "zb-v"));
+  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+    if (traits.placement == sched::Placement::kLoop) {
+      EXPECT_LT(choice->step_seconds, CandidateStep(spec, traits.name))
+          << traits.name;
+    } else {
+      EXPECT_LE(choice->step_seconds, CandidateStep(spec, traits.name))
+          << traits.name;
+    }
+  }
+  EXPECT_TRUE(std::isinf(CandidateStep(spec, "dualpipe-v")));
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ChooseAutoSchedule, PicksALoopScheduleWhereNoVScheduleRuns) {
+  // 6 layers on p = 2: 3 per stage for a loop schedule, but the V
+  // schedules' 2p = 4 virtual stages cannot divide them.
+  JobSpec spec = ValidSpec();
+  spec.mutable_model()->set_layers(6);
+  spec.mutable_schedule()->set_name("auto");
+  spec.mutable_schedule()->set_memory_limit_m_b(2);
+  for (const char* v_schedule : {"zb-v", "v-half", "v-min", "dualpipe-v"}) {
+    EXPECT_TRUE(std::isinf(CandidateStep(spec, v_schedule))) << v_schedule;
+  }
+  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(sched::FindSchedule(choice->name)->placement,
+            sched::Placement::kLoop);
+  EXPECT_EQ(choice->problem.chunks, 1);
+  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+    EXPECT_LE(choice->step_seconds, CandidateStep(spec, traits.name))
+        << traits.name;
+  }
+  // The same job with a limit DualPipeV's shape (p + 1/2 M_B) fits and 8
+  // layers: every V schedule is a candidate again.
+  spec.mutable_model()->set_layers(8);
+  spec.mutable_schedule()->set_memory_limit_m_b(2.5);
+  EXPECT_TRUE(std::isfinite(CandidateStep(spec, "dualpipe-v")));
+}
+
+TEST(ChooseAutoSchedule, PlacesReductionsWithDataParallelism) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_pipeline()->set_data_parallel(2);
+  spec.mutable_schedule()->set_name("auto");
+  spec.mutable_schedule()->set_memory_limit_m_b(2);
+  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  int reductions = 0;
+  for (const auto& actions : choice->schedule.actions) {
+    for (const sched::Action& a : actions) reductions += sched::IsStageReduction(a);
+  }
+  EXPECT_EQ(reductions, choice->schedule.num_stages());
+}
+
+TEST(ChooseAutoSchedule, RefusesANamedSchedule) {
+  EXPECT_EQ(ChooseAutoSchedule(ValidSpec()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AutoCandidateSpec, GivesEachScheduleItsOwnChunksUnlessTheSpecSetsThem) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_schedule()->set_name("auto");
+  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").pipeline().chunks(), 2);
+  EXPECT_EQ(AutoCandidateSpec(spec, "zb-1p").pipeline().chunks(), 1);
+  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").schedule().name(), "zb-v");
+  spec.mutable_pipeline()->set_chunks(1);
+  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").pipeline().chunks(), 1);
 }
 
 TEST(ValidateJobSpec, LargestAcceptedShapeIsChecked) {

@@ -16,6 +16,7 @@
 #include "common/schedule_proto.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/job_state.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/worker_credential.h"

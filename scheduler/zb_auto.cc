@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,8 @@ constexpr int64_t kMinEvaluations = 16;
 constexpr int64_t kMaxEvaluations = 20'000;
 // The V building blocks tried per pace: the few smallest turn delays.
 constexpr int kBlockDelayOptions = 4;
+// Seed of the refinement's random kicks.
+constexpr unsigned kKickSeed = 20240110;
 
 struct Candidate {
   Orders orders;
@@ -275,6 +278,22 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
   for (size_t i = 1; i < candidates.size() && i < 4 && budget > 0; ++i) {
     Orders orders = candidates[i].orders;
     const Leximax value = internal::Polish(model, evaluator, &orders, &budget);
+    if (value.BetterThan(best_value)) {
+      best = std::move(orders);
+      best_value = value;
+    }
+  }
+  // Budget still left (small problems): iterated local search from the
+  // best, kicked by a few random moves each time (fixed seed: the result
+  // does not depend on the machine).
+  std::mt19937 random(kKickSeed);
+  for (int kick = 0; budget > 0; ++kick) {
+    Orders orders = best;
+    int64_t share = std::min(budget, polish_cap);
+    const int64_t granted = share;
+    const Leximax value = internal::Kick(model, evaluator, &orders,
+                                         2 + kick % 3, random, &share);
+    budget -= std::max<int64_t>(granted - share, 1);
     if (value.BetterThan(best_value)) {
       best = std::move(orders);
       best_value = value;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <random>
 #include <utility>
 
 namespace zbpp::sched::internal {
@@ -19,6 +20,19 @@ struct Move {
   int from;
   int to;
 };
+
+bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b);
+
+// Moves the pass at `from` to `to`, shifting the ones between by one.
+void MovePass(std::vector<int32_t>& order, int from, int to) {
+  if (from > to) {
+    std::rotate(order.begin() + to, order.begin() + from,
+                order.begin() + from + 1);
+  } else {
+    std::rotate(order.begin() + from, order.begin() + from + 1,
+                order.begin() + to + 1);
+  }
+}
 
 class Search {
  public:
@@ -65,9 +79,7 @@ class Search {
   // Passes of one (stage, microbatch) keep F < B < W; passes of one kind
   // and stage keep first-in first-out order.
   bool MustKeepOrder(int32_t a, int32_t b) const {
-    if (model_.StageOf(a) != model_.StageOf(b)) return false;
-    return model_.MicrobatchOf(a) == model_.MicrobatchOf(b) ||
-           model_.PassOf(a) == model_.PassOf(b);
+    return internal::MustKeepOrder(model_, a, b);
   }
 
   bool Legal(const Move& move) const {
@@ -85,16 +97,7 @@ class Search {
   bool Try(const Move& move) {
     if (!Legal(move)) return false;
     std::vector<int32_t>& order = orders_[move.worker];
-    auto rotate = [&](int from, int to) {
-      if (from > to) {
-        std::rotate(order.begin() + to, order.begin() + from,
-                    order.begin() + from + 1);
-      } else {
-        std::rotate(order.begin() + from, order.begin() + from + 1,
-                    order.begin() + to + 1);
-      }
-    };
-    rotate(move.from, move.to);
+    MovePass(order, move.from, move.to);
     --evaluations_;
     const OrderCost cost = evaluator_.Run(orders_);
     const Leximax value = Leximax::Of(evaluator_, cost);
@@ -102,7 +105,7 @@ class Search {
       best_ = value;
       return true;
     }
-    rotate(move.to, move.from);
+    MovePass(order, move.to, move.from);
     return false;
   }
 
@@ -158,7 +161,38 @@ class Search {
   Leximax best_ = Leximax::Worst();
 };
 
+// Passes of one (stage, microbatch) keep F < B < W; passes of one kind and
+// stage keep first-in first-out order.
+bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b) {
+  if (model.StageOf(a) != model.StageOf(b)) return false;
+  return model.MicrobatchOf(a) == model.MicrobatchOf(b) ||
+         model.PassOf(a) == model.PassOf(b);
+}
+
 }  // namespace
+
+Leximax Kick(const PassModel& model, Evaluator& evaluator, Orders* orders,
+             int moves, std::mt19937& random, int64_t* evaluations) {
+  Orders& o = *orders;
+  const int p = model.workers();
+  for (int done = 0, tries = 0; done < moves && tries < 64 * moves; ++tries) {
+    const int w = static_cast<int>(random() % p);
+    const int n = static_cast<int>(o[w].size());
+    if (n < 2) continue;
+    const int from = static_cast<int>(random() % n);
+    const int shift = static_cast<int>(random() % (2 * kReach)) - kReach;
+    const int to = std::clamp(from + (shift >= 0 ? shift + 1 : shift), 0, n - 1);
+    if (to == from) continue;
+    bool legal = true;
+    for (int k = std::min(from, to); k <= std::max(from, to) && legal; ++k) {
+      legal = k == from || !MustKeepOrder(model, o[w][from], o[w][k]);
+    }
+    if (!legal) continue;
+    MovePass(o[w], from, to);
+    ++done;
+  }
+  return Polish(model, evaluator, orders, evaluations);
+}
 
 Leximax Leximax::Worst() { return Leximax(); }
 

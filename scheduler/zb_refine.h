@@ -9,6 +9,7 @@
 // result never depends on the machine's speed.
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "scheduler/zb_orders.h"
@@ -52,6 +53,14 @@ class Leximax {
 /// Returns the leximax of the result. Not thread-safe (uses `evaluator`).
 Leximax Polish(const PassModel& model, Evaluator& evaluator, Orders* orders,
                int64_t* evaluations);
+
+/// A step of iterated local search: `moves` random legal moves (as Polish
+/// makes them, chosen by `random`), which may make the orders worse, then
+/// Polish. Returns the leximax of the result (Leximax::Worst() when the
+/// kicked orders deadlock or break memory and Polish cannot start).
+/// Deterministic for a given state of `random`. Not thread-safe.
+Leximax Kick(const PassModel& model, Evaluator& evaluator, Orders* orders,
+             int moves, std::mt19937& random, int64_t* evaluations);
 
 }  // namespace zbpp::sched::internal
 

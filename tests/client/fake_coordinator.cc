@@ -120,10 +120,16 @@ grpc::Status FakeState::Authorize(grpc::ServerContext* context, bool required) {
   return grpc::Status::OK;
 }
 
+void FakeState::FailSubmits(grpc::Status status) {
+  absl::MutexLock lock(&mu_);
+  submit_status_ = std::move(status);
+}
+
 grpc::Status FakeState::Submit(grpc::ServerContext* context,
                                const v1::JobSpec& spec, v1::Job* job) {
   absl::MutexLock lock(&mu_);
   if (grpc::Status auth = Authorize(context, true); !auth.ok()) return auth;
+  if (!submit_status_.ok()) return submit_status_;
   if (spec.pipeline().microbatches() < 1) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("pipeline.microbatches must be >= 1, got ",

@@ -35,6 +35,9 @@ class FakeState {
   void SetWorkersPageLimit(int limit);
   /// When not empty, SubmitJob and CancelJob require `Bearer <token>`.
   void RequireToken(const std::string& token);
+  /// SubmitJob answers `status` from now on (OK: submits again), as the
+  /// coordinator does when its store refuses the job.
+  void FailSubmits(grpc::Status status);
   /// The `authorization` metadata of the last call ("" when none).
   std::string last_authorization();
   /// The deadline of the last unary call was set.
@@ -68,6 +71,7 @@ class FakeState {
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::string last_authorization_ ABSL_GUARDED_BY(mu_);
   bool last_deadline_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status submit_status_ ABSL_GUARDED_BY(mu_);
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -157,6 +157,21 @@ TEST_F(ZbppctlFakeServer, SubmitRefusedByTheServerNamesTheField) {
                             "be >= 1, got 0\n");
 }
 
+// An UNAVAILABLE the coordinator itself answers (its store is failing) is
+// printed as it is, not as "cannot reach coordinator".
+TEST_F(ZbppctlFakeServer, SubmitRefusedByTheStoreSaysWhy) {
+  const std::string why =
+      "storing job job-3: SQLite database /var/lib/zbpp.db: COMMIT: disk I/O "
+      "error (disk I/O error)";
+  state().FailSubmits(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
+  const ProcessResult result =
+      Run({"submit", ZBPP_EXAMPLES_DIR "/gpt-bible-cpu.yaml"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.out, "");
+  ExpectOneErrorLine(result);
+  EXPECT_EQ(result.err, "zbppctl: " + why + "\n");
+}
+
 TEST_F(ZbppctlFakeServer, SubmitOfBadYamlOrNoFileFailsBeforeTheServer) {
   const std::string path = WriteTempFile("bad.yaml", "model: [1,\n");
   ProcessResult result = Run({"submit", path});

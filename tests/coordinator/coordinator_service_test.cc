@@ -969,6 +969,52 @@ TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
         << flags[0] << " " << flags[1];
   }
 }
+// The database file deleted under a running daemon: the store probe finds
+// it, health goes NOT_SERVING, zbpp_store_healthy drops to 0, a submit is
+// refused with the reason, and SIGTERM still ends the process (after the
+// drain timeout gives the failing writes up).
+TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
+  char dir_template[] = "/tmp/zbpp_deleted_db_testXXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = absl::StrCat(dir_template, "/state.db");
+  const Daemon daemon = StartDaemon({"--db", path});
+  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
+  const size_t metrics_at = daemon.line.find("metrics=127.0.0.1:");
+  ASSERT_NE(metrics_at, std::string::npos) << daemon.line;
+  const int metrics_port = std::stoi(daemon.line.substr(metrics_at + 18));
+  auto channel =
+      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
+  std::string health;
+  ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health).ok());
+  ASSERT_EQ(health, std::string("\x08\x01", 2));  // SERVING
+
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  // The probe runs every half heartbeat interval (1 s); wait up to 30 s.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (health != std::string("\x08\x02", 2) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health).ok());
+  }
+  EXPECT_EQ(health, std::string("\x08\x02", 2));  // NOT_SERVING
+  absl::StatusOr<metrics::testing::HttpReply> scraped =
+      metrics::testing::HttpGet(metrics_port, "/metrics");
+  ASSERT_TRUE(scraped.ok()) << scraped.status();
+  EXPECT_EQ(metrics::testing::FindSample(scraped->body, "zbpp_store_healthy", {}).value_or(-1), 0.0);
+  EXPECT_GE(metrics::testing::FindSample(scraped->body, "zbpp_store_failed_writes_total", {})
+                .value_or(0),
+            1.0);
+
+  auto jobs = zbpp::v1::JobService::NewStub(channel);
+  zbpp::v1::SubmitJobRequest submit;
+  *submit.mutable_spec() = TestSpec(2);
+  zbpp::v1::Job job;
+  const grpc::Status refused = jobs->SubmitJob(Context().get(), submit, &job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(refused.error_message(), HasSubstr("storing job job-1: "));
+  EXPECT_THAT(refused.error_message(), HasSubstr(path + " was deleted"));
+  EXPECT_EQ(WaitForExit(daemon.pid), 0);
+}
+
 #endif
 
 }  // namespace

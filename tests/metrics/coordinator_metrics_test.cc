@@ -281,6 +281,28 @@ TEST_F(CoordinatorMetricsTest, RemoveJobDropsOnlyThatJobsSeries) {
   EXPECT_THAT(Text(), Not(HasSubstr("job_id=")));
 }
 
+TEST_F(CoordinatorMetricsTest, StoreSeriesFollowTheStoreWriter) {
+  std::string text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_pending_writes", {}), Optional(0.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_failed_writes_total", {}), Optional(0.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_refused_writes_total", {}), Optional(0.0));
+  metrics_->SetStore(/*healthy=*/false, /*pending=*/7, /*failed_writes=*/5,
+                     /*refused_writes=*/1);
+  text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(0.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_pending_writes", {}), Optional(7.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_failed_writes_total", {}), Optional(5.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_refused_writes_total", {}), Optional(1.0));
+  // Recovered; the totals only go up.
+  metrics_->SetStore(true, 0, 9, 0);
+  text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_pending_writes", {}), Optional(0.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_failed_writes_total", {}), Optional(9.0));
+  EXPECT_THAT(FindSample(text, "zbpp_store_refused_writes_total", {}), Optional(1.0));
+}
+
 TEST_F(CoordinatorMetricsTest, ConcurrentUpdatesAndRemovals) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

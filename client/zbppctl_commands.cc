@@ -106,23 +106,40 @@ int Watch(const CtlOptions& options, CoordinatorClient& client,
   }
 }
 
-int Schedule(const CtlOptions& options, CoordinatorClient& client,
-             const CommandIo& io) {
+// The job of `options.argument` in full, with its current schedule version;
+// FailedPrecondition before the first.
+absl::StatusOr<v1::Job> JobWithSchedule(const CtlOptions& options,
+                                        CoordinatorClient& client) {
   absl::StatusOr<v1::Job> job =
       client.GetJob(options.argument, v1::JOB_VIEW_FULL);
-  if (!job.ok()) return Fail(io, Context(options), job.status());
+  if (!job.ok()) return job.status();
   if (!job->has_schedule() || job->schedule().version() == 0) {
-    return Fail(io, Context(options),
-                absl::FailedPreconditionError(
-                    absl::StrCat("job has no schedule yet (state ",
-                                 JobStateName(job->state()), ")")));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job has no schedule yet (state ", JobStateName(job->state()), ")"));
   }
+  return job;
+}
+
+int Schedule(const CtlOptions& options, CoordinatorClient& client,
+             const CommandIo& io) {
+  absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
   absl::StatusOr<std::string> text = options.format == "measured-trace"
                                           ? RenderMeasuredTrace(*job)
                                           : RenderSchedule(job->schedule(), options.format);
   if (!text.ok()) return Fail(io, Context(options), text.status());
   io.out << *text;
   if (!text->empty() && text->back() != '\n') io.out << "\n";
+  return kExitOk;
+}
+
+int Costs(const CtlOptions& options, CoordinatorClient& client,
+          const CommandIo& io) {
+  absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
+  if (!job.ok()) return Fail(io, Context(options), job.status());
+  absl::StatusOr<std::string> text = RenderCostFile(job->schedule());
+  if (!text.ok()) return Fail(io, Context(options), text.status());
+  io.out << *text;
   return kExitOk;
 }
 
@@ -152,6 +169,8 @@ int RunCommand(const CtlOptions& options, CoordinatorClient& client,
       return Report(options, client, io);
     case Command::kSchedule:
       return Schedule(options, client, io);
+    case Command::kCosts:
+      return Costs(options, client, io);
     case Command::kList: {
       absl::StatusOr<std::vector<v1::Job>> jobs = client.ListJobs();
       if (!jobs.ok()) return Fail(io, Context(options), jobs.status());

@@ -28,6 +28,9 @@ Commands:
                     (measured-trace: the last step as the workers ran it)
   report JOB        what a job achieved: losses, tokens/s, bubble rate
                     measured vs predicted per stage [--format table|json]
+  costs JOB         the cost model of the job's current schedule version (the
+                    measured one after a re-solve) as a cost file for
+                    zbpp-sched --costs (YAML, per virtual stage)
   workers           list registered workers
 
 Flags:
@@ -58,6 +61,7 @@ const std::map<std::string, CommandInfo>& Commands() {
       {"schedule",
        {Command::kSchedule, true, {"table", "svg", "chrome-trace", "measured-trace"}}},
       {"report", {Command::kReport, true, {"table", "json"}}},
+      {"costs", {Command::kCosts, true, {}}},
       {"workers", {Command::kWorkers, false, {}}},
   };
   return *commands;

@@ -23,6 +23,7 @@ enum class Command {
   kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace|measured-trace].
   kWorkers,   ///< workers: ListWorkers, one row per worker.
   kReport,    ///< report JOB [--format table|json]: GetJob + ListSteps.
+  kCosts,     ///< costs JOB: the current version's cost model as a cost file.
 };
 
 /// Address used when neither --coordinator nor $ZBPP_COORDINATOR is given.

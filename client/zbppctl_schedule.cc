@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "client/zbppctl_tables.h"
 #include "common/schedule_proto.h"
+#include "scheduler/cli/costs_file.h"
 #include "scheduler/export_svg.h"
 #include "scheduler/export_trace.h"
 #include "scheduler/simulator.h"
@@ -56,6 +57,20 @@ absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job) {
   absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job);
   if (!measured.ok()) return measured.status();
   return sched::ToChromeTrace(measured->schedule, measured->timing);
+}
+
+absl::StatusOr<std::string> RenderCostFile(const v1::ScheduleVersion& version) {
+  if (version.cost_model().stages_size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "schedule version ", version.version(), " carries no cost model"));
+  }
+  absl::StatusOr<sched::Problem> problem =
+      ProblemFromCostModel(version.schedule(), version.cost_model());
+  if (!problem.ok()) return problem.status();
+  return absl::StrCat("# job ", version.job_id(), ", schedule version ",
+                      version.version(), " (", version.schedule().name(),
+                      ") from step ", version.effective_step(), "\n",
+                      sched::cli::CostFileYaml(*problem));
 }
 
 }  // namespace zbpp::ctl

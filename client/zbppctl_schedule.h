@@ -31,6 +31,14 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
 /// the last step ran an older schedule version than the job's current one.
 absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job);
 
+/// The cost model of `version` (measured costs after a re-solve, the job
+/// spec's analytic model for a first version) as a cost file of
+/// `zbpp-sched --costs` (sched::cli::CostFileYaml: per virtual stage, comm,
+/// memory limits), after a comment line naming the job, the version and its
+/// schedule. FailedPrecondition when the version carries no cost model;
+/// ProblemFromCostModel's errors.
+absl::StatusOr<std::string> RenderCostFile(const v1::ScheduleVersion& version);
+
 }  // namespace zbpp::ctl
 
 #endif  // ZBPP_CLIENT_ZBPPCTL_SCHEDULE_H_

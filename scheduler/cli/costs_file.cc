@@ -6,6 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "scheduler/cli/flags.h"
 #include "yaml-cpp/yaml.h"
 
@@ -195,6 +197,35 @@ absl::StatusOr<Problem> CostProblem(const CostFile& costs, int workers,
     problem.stages.push_back(cost);
   }
   return problem;
+}
+
+std::string CostFileYaml(const Problem& problem) {
+  auto number = [](double x) { return absl::StrFormat("%.17g", x); };
+  std::string text = absl::StrCat(
+      "# zbpp cost model: p=", problem.workers, " v=", problem.chunks, " m=",
+      problem.microbatches, " (zbpp-sched --stages ", problem.workers,
+      " --costs FILE)\nvirtual_stages:\n");
+  for (const StageCost& c : problem.stages) {
+    absl::StrAppend(&text, "  - {t_f: ", number(c.f_seconds),
+                    ", t_b: ", number(c.b_seconds),
+                    ", t_w: ", number(c.w_seconds),
+                    ", m_b: ", number(c.m_b_bytes),
+                    ", m_w: ", number(c.m_w_bytes));
+    if (c.reduce_seconds != 0) {
+      absl::StrAppend(&text, ", reduce: ", number(c.reduce_seconds));
+    }
+    absl::StrAppend(&text, "}\n");
+  }
+  absl::StrAppend(&text, "comm: ", number(problem.comm_seconds), "\n");
+  if (!problem.memory_limit_bytes.empty()) {
+    absl::StrAppend(&text, "memory_limit_bytes: [",
+                    absl::StrJoin(problem.memory_limit_bytes, ", ",
+                                  [&](std::string* out, double bytes) {
+                                    out->append(number(bytes));
+                                  }),
+                    "]\n");
+  }
+  return text;
 }
 
 }  // namespace zbpp::sched::cli

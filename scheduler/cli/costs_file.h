@@ -60,6 +60,14 @@ absl::StatusOr<Problem> CostProblem(const CostFile& costs, int workers,
                                     int chunks, int microbatches,
                                     const std::vector<int>& worker_of_stage);
 
+/// `problem`'s costs as a cost file in YAML: `virtual_stages` (one entry per
+/// virtual stage in model order, with `reduce` where it is not 0), `comm`
+/// and, when the problem has limits, `memory_limit_bytes`; numbers with 17
+/// significant digits, so that ParseCostFile and CostProblem (with the same
+/// p, v and any placement) give `problem`'s costs back exactly. A first
+/// comment line gives p, v and m (--stages for zbpp-sched). Pure.
+std::string CostFileYaml(const Problem& problem);
+
 }  // namespace zbpp::sched::cli
 
 #endif  // ZBPP_SCHEDULER_CLI_COSTS_FILE_H_

@@ -124,5 +124,40 @@ TEST(CostFile, VirtualStagesAreTakenAsTheyAre) {
               HasSubstr("virtual_stages has 4 entries, the schedule needs 8"));
 }
 
+TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
+  Problem want = Problem::Uniform(2, 2, 6, StageCost{}, 0.1);
+  for (int s = 0; s < want.num_stages(); ++s) {
+    StageCost& c = want.stages[s];
+    c.f_seconds = 0.1 + s / 3.0;
+    c.b_seconds = 1e-7 * (s + 1);
+    c.w_seconds = 2.0 / 7.0;
+    c.m_b_bytes = 1.5e9 + s;
+    c.m_w_bytes = 0.7e9;
+    c.reduce_seconds = s == 2 ? 0.0 : 0.01 / 3;
+  }
+  want.memory_limit_bytes = {1e10 / 3, 4e9};
+  const std::string yaml = CostFileYaml(want);
+  EXPECT_THAT(yaml, HasSubstr("p=2 v=2 m=6"));
+  absl::StatusOr<CostFile> costs = ParseCostFile(yaml);
+  ASSERT_TRUE(costs.ok()) << costs.status() << "\n" << yaml;
+  EXPECT_TRUE(costs->per_virtual_stage);
+  absl::StatusOr<Problem> got =
+      CostProblem(*costs, 2, 2, 6, PlaceStages(Placement::kV, 2, 2));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->stages.size(), want.stages.size());
+  for (size_t s = 0; s < want.stages.size(); ++s) {
+    const StageCost& a = got->stages[s];
+    const StageCost& b = want.stages[s];
+    EXPECT_EQ(a.f_seconds, b.f_seconds) << s;
+    EXPECT_EQ(a.b_seconds, b.b_seconds) << s;
+    EXPECT_EQ(a.w_seconds, b.w_seconds) << s;
+    EXPECT_EQ(a.m_b_bytes, b.m_b_bytes) << s;
+    EXPECT_EQ(a.m_w_bytes, b.m_w_bytes) << s;
+    EXPECT_EQ(a.reduce_seconds, b.reduce_seconds) << s;
+  }
+  EXPECT_EQ(got->comm_seconds, want.comm_seconds);
+  EXPECT_EQ(got->memory_limit_bytes, want.memory_limit_bytes);
+}
+
 }  // namespace
 }  // namespace zbpp::sched::cli

@@ -43,7 +43,7 @@ Commands:
 Problem flags (costs are per pipeline stage, i.e. per worker; a worker that
 holds v chunks pays 1/v of them per chunk):
   --schedule NAME               gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p
-                                zb-2p zb-auto zb-v v-half v-min
+                                zb-2p zb-auto zb-v v-half v-min dualpipe-v
                                 (simulate, show)
   --import FILE                 simulate: a schedule from FILE instead of
                                 --schedule: PyTorch pipelining's CSV (one row

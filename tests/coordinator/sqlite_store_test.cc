@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -816,6 +817,29 @@ TEST(SqliteStoreTest, ExclusiveFileStoreHasNoShmFileAndLocksOutOthers) {
   absl::Status status = SqliteStore::Create(second).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), HasSubstr(path));
+}
+
+TEST(SqliteStoreTest, ExclusiveStoreOfAProcessThatDiedReopensWithItsCommits) {
+  const std::string path = TestDir() + "/killed.db";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A coordinator killed mid-run: commits in the WAL, the lock held, no
+    // close (the OS drops the lock).
+    SqliteStore::Options options;
+    options.path = path;
+    auto store = SqliteStore::Create(options);
+    const bool ok = store.ok() && (*store)->CreateJob(MakeJob("j", 1)).ok() &&
+                    (*store)->AddStepSummary("j", MakeStep(0)).ok();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::unique_ptr<SqliteStore> store = Open(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(LoadAllOrDie(*store).jobs, SizeIs(1));
+  EXPECT_THAT(*store->ListStepSummaries("j", 0, 10), SizeIs(1));
 }
 
 TEST(SqliteStoreTest, DeletedDatabaseFileFailsEveryCallNamingIt) {

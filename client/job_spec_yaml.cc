@@ -1,11 +1,15 @@
 #include "client/job_spec_yaml.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <cstdint>
 #include <limits>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/job_limits.h"
 #include "common/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -367,6 +372,40 @@ absl::StatusOr<zbpp::v1::JobSpec> JobSpecFromYaml(const std::string& text) {
         absl::StrCat("yaml: ", e.msg, Where(e.mark)));
   }
   return spec;
+}
+
+absl::Status LoadScheduleFile(const std::string& spec_path,
+                              zbpp::v1::JobSpec& spec) {
+  const std::string& file = spec.schedule().file();
+  if (file.empty()) return absl::OkStatus();
+  if (!spec.schedule().file_text().empty()) {
+    return absl::InvalidArgumentError(
+        "schedule.file_text: zbppctl fills it from schedule.file; leave it "
+        "out of the spec");
+  }
+  std::string path = file;
+  const size_t slash = spec_path.rfind('/');
+  if (file.front() != '/' && slash != std::string::npos) {
+    path = absl::StrCat(spec_path.substr(0, slash + 1), file);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("schedule.file: cannot read \"",
+                                            path, "\": ",
+                                            std::strerror(errno)));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxScheduleFileBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "schedule.file: \"", path, "\" is over ", kMaxScheduleFileBytes,
+          " bytes"));
+    }
+  }
+  spec.mutable_schedule()->set_file_text(std::move(text));
+  return absl::OkStatus();
 }
 
 }  // namespace zbpp::client

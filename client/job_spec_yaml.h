@@ -53,6 +53,16 @@ namespace zbpp::client {
 /// Thread-safe (pure).
 absl::StatusOr<zbpp::v1::JobSpec> JobSpecFromYaml(const std::string& text);
 
+/// Reads the file named by `spec.schedule.file` (relative to the directory
+/// of `spec_path`, the YAML file's path, unless absolute) into
+/// `spec.schedule.file_text`; does nothing without a `file`. Errors
+/// (nothing is changed then): InvalidArgument "schedule.file_text: ..." when
+/// the spec already carries text, "schedule.file: ..." when the file is over
+/// kMaxScheduleFileBytes (common/job_limits.h); NotFound
+/// "schedule.file: cannot read \"PATH\": REASON". Thread-compatible.
+absl::Status LoadScheduleFile(const std::string& spec_path,
+                              zbpp::v1::JobSpec& spec);
+
 }  // namespace zbpp::client
 
 #endif  // ZBPP_CLIENT_JOB_SPEC_YAML_H_

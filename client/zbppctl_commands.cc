@@ -56,6 +56,10 @@ int Submit(const CtlOptions& options, CoordinatorClient& client,
   yaml << file.rdbuf();
   absl::StatusOr<v1::JobSpec> spec = client::JobSpecFromYaml(yaml.str());
   if (!spec.ok()) return Fail(io, Context(options), spec.status());
+  if (absl::Status loaded = client::LoadScheduleFile(options.argument, *spec);
+      !loaded.ok()) {
+    return Fail(io, Context(options), loaded);
+  }
   absl::StatusOr<v1::Job> job = client.SubmitJob(*spec);
   if (!job.ok()) return Fail(io, Context(options), job.status());
   io.out << job->id() << "\n";

@@ -580,4 +580,34 @@ absl::StatusOr<Schedule> ScheduleFromJson(std::string_view text) {
   return schedule;
 }
 
+absl::StatusOr<PytorchCsvImport> ImportSchedule(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  PytorchCsvImport imported;
+  if (first != std::string_view::npos && text[first] == '{') {
+    absl::StatusOr<Schedule> json = ScheduleFromJson(text);
+    if (!json.ok()) return json.status();
+    imported.schedule = *std::move(json);
+  } else {
+    absl::StatusOr<PytorchCsvImport> csv = ScheduleFromPytorchCsv(text);
+    if (!csv.ok()) return csv.status();
+    imported = *std::move(csv);
+  }
+  if (imported.schedule.name.empty()) imported.schedule.name = "imported";
+  return imported;
+}
+
+absl::StatusOr<Placement> PlacementOf(const Schedule& schedule) {
+  for (Placement placement : {Placement::kLoop, Placement::kV}) {
+    if (placement == Placement::kV && schedule.chunks != 2) continue;
+    if (schedule.worker_of_stage ==
+        PlaceStages(placement, schedule.workers, schedule.chunks)) {
+      return placement;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "its ", schedule.num_stages(), " virtual stages are placed neither as a "
+      "loop (stage s on worker s mod p) nor as a V (two chunks, the second "
+      "in reverse)"));
+}
+
 }  // namespace zbpp::sched

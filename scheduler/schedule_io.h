@@ -73,6 +73,19 @@ std::string ScheduleToJson(const Schedule& schedule);
 /// Parses ScheduleToJson's form. Errors: InvalidArgument naming the field.
 absl::StatusOr<Schedule> ScheduleFromJson(std::string_view json);
 
+/// A schedule file as a user gives one (`zbpp-sched simulate --import`, a
+/// job spec's `schedule.file`): zbpp's JSON when its first non-blank
+/// character is '{' (the counts are then 0), PyTorch pipelining's CSV
+/// otherwise. A schedule without a name is named "imported". Errors: those
+/// of ScheduleFromJson and ScheduleFromPytorchCsv. Thread-safe (pure).
+absl::StatusOr<PytorchCsvImport> ImportSchedule(std::string_view text);
+
+/// How `schedule` places its virtual stages: kLoop or kV when its
+/// worker_of_stage is PlaceStages' for that placement. InvalidArgument
+/// otherwise (the problem's per-worker M_B unit, MbUnitBytes, needs one of
+/// the two). Thread-safe (pure).
+absl::StatusOr<Placement> PlacementOf(const Schedule& schedule);
+
 }  // namespace zbpp::sched
 
 #endif  // ZBPP_SCHEDULER_SCHEDULE_IO_H_

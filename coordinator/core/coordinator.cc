@@ -19,6 +19,7 @@
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/job_state.h"
 #include "coordinator/core/memory_estimate.h"
+#include "coordinator/core/schedule_file.h"
 #include "coordinator/core/worker_credential.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -435,6 +436,8 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
         absl::InternalError("no schedule");
     if (name == kAutoScheduleName) {
       if (auto_choice.has_value()) schedule = *std::move(auto_choice);
+    } else if (!spec.schedule().file().empty()) {
+      schedule = ScheduleFromFile(spec, *job.base);
     } else {
       schedule = GenerateSchedule(name, *job.base, replicas);
     }

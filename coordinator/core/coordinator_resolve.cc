@@ -8,6 +8,7 @@
 #include "common/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
+#include "coordinator/core/schedule_file.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 
@@ -21,7 +22,7 @@ using internal::Terminal;
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
     JobRuntime& job, int64_t step) {
   const zbpp::v1::ResolvePolicy& resolve = job.job.spec().schedule().resolve();
-  if (resolve.disabled() || job.versions.empty()) return nullptr;
+  if (ResolveDisabled(job.job.spec()) || job.versions.empty()) return nullptr;
   // One re-solve per job at a time; a window that ends while one runs is
   // covered by the next window.
   if (job.resolving) return nullptr;
@@ -37,10 +38,13 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
   task->job_id = job.job.id();
   task->attempt = job.attempt;
   task->current_version = latest.version();
-  task->policy_name = RegistryName(
-      spec_name == "auto" ? latest.schedule().name() : spec_name);
-  task->policy = job.policy.get();
   task->current = job.parsed.at(latest.version());
+  task->policy_name =
+      !job.job.spec().schedule().file().empty()
+          ? FileResolver(task->current)
+          : RegistryName(spec_name == "auto" ? latest.schedule().name()
+                                             : spec_name);
+  task->policy = job.policy.get();
   task->measured = *std::move(measured);
   task->cost_drift = job.costs->Drift();
   task->base = *job.base;

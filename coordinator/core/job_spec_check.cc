@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -14,8 +15,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/job_limits.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/schedule_file.h"
 #include "scheduler/registry.h"
+#include "scheduler/schedule_io.h"
 #include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
@@ -224,13 +228,42 @@ std::string LimitField(const zbpp::v1::SchedulePolicy& schedule) {
   return "schedule.name";
 }
 
+// schedule.file and file_text: both or neither, and within their limits.
+absl::Status CheckScheduleFileFields(const zbpp::v1::SchedulePolicy& schedule) {
+  if (schedule.file().empty()) {
+    if (schedule.file_text().empty()) return absl::OkStatus();
+    return Invalid("schedule.file", "required with schedule.file_text");
+  }
+  if (schedule.file().size() > kMaxPathBytes) {
+    return Invalid("schedule.file", "must be at most ", kMaxPathBytes,
+                   " bytes, got ", schedule.file().size());
+  }
+  if (schedule.file_text().empty()) {
+    return Invalid("schedule.file_text",
+                   "required with schedule.file (zbppctl reads the file "
+                   "into it)");
+  }
+  if (schedule.file_text().size() > kMaxScheduleFileBytes) {
+    return Invalid("schedule.file_text", "must be at most ",
+                   kMaxScheduleFileBytes, " bytes, got ",
+                   schedule.file_text().size());
+  }
+  return absl::OkStatus();
+}
+
 // Field values of `schedule` alone; how they fit the pipeline is checked
 // with the problem (InitialProblem, CheckRunnable).
 absl::Status CheckSchedulePolicy(const JobSpec& spec) {
   if (!spec.has_schedule()) return Invalid("schedule", "required");
   const zbpp::v1::SchedulePolicy& schedule = spec.schedule();
   const bool is_auto = schedule.name() == kAutoScheduleName;
-  if (!is_auto && !sched::FindSchedule(schedule.name()).ok()) {
+  if (absl::Status st = CheckScheduleFileFields(schedule); !st.ok()) return st;
+  const bool from_file = !schedule.file().empty();
+  if (from_file && !schedule.name().empty()) {
+    return Invalid("schedule.name", "must be empty with schedule.file (the "
+                   "file is the schedule), got \"", schedule.name(), "\"");
+  }
+  if (!from_file && !is_auto && !sched::FindSchedule(schedule.name()).ok()) {
     std::vector<std::string> known = {kAutoScheduleName};
     for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
       known.push_back(traits.name);
@@ -417,6 +450,9 @@ std::string FieldOfRefusal(const JobSpec& spec, const absl::Status& refusal) {
 absl::Status CheckRunnable(const JobSpec& spec, const sched::Problem& problem) {
   const std::string& name = spec.schedule().name();
   if (name == kAutoScheduleName) return ChooseAutoSchedule(spec).status();
+  if (!spec.schedule().file().empty()) {
+    return ScheduleFromFile(spec, problem).status();
+  }
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
   if (schedule.ok()) return absl::OkStatus();
   return Invalid(FieldOfRefusal(spec, schedule.status()),
@@ -463,12 +499,26 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
   // the coordinator plans each V candidate on a copy with chunks = 2.
   sched::ScheduleTraits traits{"auto", 1,      false, sched::Placement::kLoop,
                                true,   nullptr};
-  if (!is_auto) traits = *sched::FindSchedule(policy.name());
+  if (!policy.file().empty()) {
+    // A schedule file fixes its chunks and placement.
+    absl::StatusOr<sched::Schedule> file = ParseScheduleFile(spec);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<sched::Placement> placement = sched::PlacementOf(*file);
+    if (!placement.ok()) {
+      return Invalid("schedule.file_text", "schedule.file \"", policy.file(),
+                     "\": ", placement.status().message());
+    }
+    traits = {absl::StrCat("schedule.file \"", policy.file(), "\""),
+              file->chunks, true, *placement, false,
+              [](int, int) { return std::numeric_limits<double>::infinity(); }};
+  } else if (!is_auto) {
+    traits = *sched::FindSchedule(policy.name());
+  }
   const int p = pipeline.stages();
   const int v =
       pipeline.has_chunks() ? pipeline.chunks() : traits.default_chunks;
   if (traits.chunks_fixed && v != traits.default_chunks) {
-    return Invalid("pipeline.chunks", policy.name(),
+    return Invalid("pipeline.chunks", traits.name,
                    " needs chunks = ", traits.default_chunks, ", got ", v);
   }
   const int64_t virtual_stages = int64_t{p} * v;

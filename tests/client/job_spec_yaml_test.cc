@@ -1,5 +1,7 @@
 #include "client/job_spec_yaml.h"
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -284,6 +286,57 @@ TEST(JobSpecFromYaml, MalformedSpecsAreRefusedByTheCheck) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(status.message()), StartsWith(bad.prefix));
   }
+}
+
+}  // namespace
+}  // namespace zbpp::client
+
+namespace zbpp::client {
+namespace {
+
+// A directory with a spec and the schedule file it names.
+class ScheduleFileLoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/zbpp_schedule_fileXXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+    std::ofstream(dir_ + "/s.csv") << "0F0,0B0\n";
+    spec_.mutable_schedule()->set_file("s.csv");
+  }
+
+  std::string dir_;
+  zbpp::v1::JobSpec spec_;
+};
+
+TEST_F(ScheduleFileLoadTest, ReadsTheFileNextToTheSpec) {
+  ASSERT_TRUE(LoadScheduleFile(dir_ + "/job.yaml", spec_).ok());
+  EXPECT_EQ(spec_.schedule().file_text(), "0F0,0B0\n");
+  EXPECT_EQ(spec_.schedule().file(), "s.csv");
+  zbpp::v1::JobSpec absolute;
+  absolute.mutable_schedule()->set_file(dir_ + "/s.csv");
+  ASSERT_TRUE(LoadScheduleFile("elsewhere/job.yaml", absolute).ok());
+  EXPECT_EQ(absolute.schedule().file_text(), "0F0,0B0\n");
+}
+
+TEST_F(ScheduleFileLoadTest, MissingFileOrTextAlreadyThereIsRefused) {
+  const absl::Status missing = LoadScheduleFile("/nonexistent/job.yaml", spec_);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.message()),
+              StartsWith("schedule.file: cannot read \"/nonexistent/s.csv\": "));
+  EXPECT_TRUE(spec_.schedule().file_text().empty());
+  spec_.mutable_schedule()->set_file_text("x");
+  EXPECT_THAT(std::string(LoadScheduleFile(dir_ + "/job.yaml", spec_).message()),
+              StartsWith("schedule.file_text: "));
+  EXPECT_EQ(spec_.schedule().file_text(), "x");
+}
+
+TEST_F(ScheduleFileLoadTest, NoFileChangesNothing) {
+  zbpp::v1::JobSpec spec;
+  spec.mutable_schedule()->set_name("zb-v");
+  ASSERT_TRUE(LoadScheduleFile(dir_ + "/job.yaml", spec).ok());
+  EXPECT_FALSE(spec.schedule().has_resolve());
+  EXPECT_TRUE(spec.schedule().file_text().empty());
 }
 
 }  // namespace

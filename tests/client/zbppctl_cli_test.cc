@@ -172,6 +172,30 @@ TEST_F(ZbppctlFakeServer, SubmitRefusedByTheStoreSaysWhy) {
   EXPECT_EQ(result.err, "zbppctl: " + why + "\n");
 }
 
+// schedule.file is read next to the spec and travels as schedule.file_text.
+TEST_F(ZbppctlFakeServer, SubmitCarriesTheScheduleFile) {
+  const std::string csv = "0F0,0F1,1B0\n1F0,0B0\n";
+  const std::string schedule = WriteTempFile("mine.csv", csv);
+  const std::string name = schedule.substr(schedule.rfind('/') + 1);
+  const std::string path = WriteTempFile(
+      "with_file.yaml", "pipeline: {stages: 2, microbatches: 2}\nschedule: "
+                        "{file: " + name + "}\n");
+  ASSERT_EQ(path.substr(0, path.rfind('/')),
+            schedule.substr(0, schedule.rfind('/')));
+  ProcessResult result = Run({"submit", path});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(state().GetJob("sub-1").spec().schedule().file(), name);
+  EXPECT_EQ(state().GetJob("sub-1").spec().schedule().file_text(), csv);
+
+  const std::string missing = WriteTempFile(
+      "missing_file.yaml", "schedule: {file: nowhere.csv}\n");
+  result = Run({"submit", missing});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("schedule.file: cannot read \""));
+  EXPECT_EQ(state().GetJob("sub-2").id(), "") << "nothing was submitted";
+}
+
 TEST_F(ZbppctlFakeServer, SubmitOfBadYamlOrNoFileFailsBeforeTheServer) {
   const std::string path = WriteTempFile("bad.yaml", "model: [1,\n");
   ProcessResult result = Run({"submit", path});

@@ -24,6 +24,8 @@
 #include "common/schedule_proto.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
+#include "scheduler/registry.h"
+#include "scheduler/schedule_io.h"
 #include "scheduler/simulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,6 +145,59 @@ TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
   EXPECT_EQ(assigned->assignments(0).worker_id(), workers[2].id);
   EXPECT_EQ(assigned->assignments(1).worker_id(), workers[3].id);
 }
+
+// `spec` running, from a schedule file, the schedule that its named
+// generator makes for it.
+v1::JobSpec AsScheduleFile(v1::JobSpec spec) {
+  const sched::Schedule schedule =
+      *sched::Generate(spec.schedule().name(), *InitialProblem(spec));
+  spec.mutable_schedule()->clear_name();
+  spec.mutable_schedule()->set_file("zb-1p.json");
+  spec.mutable_schedule()->set_file_text(sched::ScheduleToJson(schedule));
+  return spec;
+}
+
+// The straggler of StragglerResolvePublishesShorterVersionAllSwitchTogether
+// with the same schedule given as a file: kept for the whole job unless a
+// re-solve is asked for (resolve.disabled: false).
+class ScheduleFileTest : public CoordinatorTest,
+                         public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ScheduleFileTest, RunsAsWrittenAndIsResolvedOnlyWhenAsked) {
+  const bool resolve = GetParam();
+  const v1::JobSpec named = TestSpec(4, 8, "zb-1p", 20, 2);
+  const sched::Problem truth = TrueCosts(named, 2, 1.5);
+  v1::JobSpec spec = AsScheduleFile(named);
+  if (resolve) {
+    spec.mutable_schedule()->mutable_resolve()->set_disabled(false);
+  }
+  {
+    std::string job_id;
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    const auto first = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->schedule().schedule().name(), "zb-1p");
+    const sched::Schedule written =
+        *sched::ScheduleFromJson(spec.schedule().file_text());
+    for (int w = 0; w < 4; ++w) {
+      const auto& actions = first->schedule().schedule().worker_actions(w);
+      ASSERT_EQ(actions.actions_size(), written.actions[w].size());
+      for (int i = 0; i < actions.actions_size(); ++i) {
+        EXPECT_EQ(actions.actions(i), sched::ActionToString(written.actions[w][i]));
+      }
+    }
+    RunSteps(workers, truth, 19);
+    const auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+    EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+    if (resolve) {
+      EXPECT_GE(job->schedule_version(), 2);
+    } else {
+      EXPECT_EQ(job->schedule_version(), 1);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ResolveAsked, ScheduleFileTest, ::testing::Bool());
 
 TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) {
   const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);

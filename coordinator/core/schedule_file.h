@@ -1,0 +1,52 @@
+#ifndef ZBPP_COORDINATOR_CORE_SCHEDULE_FILE_H_
+#define ZBPP_COORDINATOR_CORE_SCHEDULE_FILE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::coordinator {
+
+/// A schedule a job spec carries (SchedulePolicy.file / file_text) instead
+/// of naming a generated one.
+
+/// The schedule in `spec.schedule.file_text` as written
+/// (sched::ImportSchedule: zbpp's JSON or PyTorch pipelining's CSV), before
+/// any check against the rest of the spec. Errors: InvalidArgument
+/// "schedule.file_text: <file>: <what the importer says>". Thread-safe
+/// (pure).
+absl::StatusOr<sched::Schedule> ParseScheduleFile(
+    const zbpp::v1::JobSpec& spec);
+
+/// The schedule a job with `spec` runs from its file, checked against the
+/// job: its workers equal pipeline.stages, its microbatches
+/// pipeline.microbatches and, when set, its chunks pipeline.chunks; it
+/// holds no REDUCE_GRAD (with pipeline.data_parallel > 1 the coordinator
+/// places the reductions, sched::PlaceReductions kSolved, as for generated
+/// schedules); it is complete and deadlock-free under `problem` (the spec's
+/// InitialProblem) and, when the spec sets a memory limit, within it on
+/// every worker. Errors: InvalidArgument naming the field
+/// ("pipeline.stages: 4 but schedule.file \"x.csv\" has 2 workers", or
+/// "schedule.file_text: ..." for what the simulator refuses, the limit's
+/// field for a worker above it).
+/// Thread-safe (pure).
+absl::StatusOr<sched::Schedule> ScheduleFromFile(
+    const zbpp::v1::JobSpec& spec, const sched::Problem& problem);
+
+/// Whether the job keeps its first schedule: schedule.resolve.disabled when
+/// set; when unset, true for a schedule file (a schedule the user wrote is
+/// not replaced unless asked) and false otherwise. Thread-safe (pure).
+bool ResolveDisabled(const zbpp::v1::JobSpec& spec);
+
+/// The registry solver that re-solves a job running `current` from its
+/// schedule file under measured costs: "zb-v" for the V placement, "zb-auto"
+/// otherwise (a candidate that moves virtual stages is never published, see
+/// ResolvePolicy::Decide). Thread-safe (pure).
+std::string FileResolver(const sched::Schedule& current);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_SCHEDULE_FILE_H_

@@ -35,6 +35,8 @@ constexpr int64_t kMinEvaluations = 16;
 constexpr int64_t kMaxEvaluations = 20'000;
 // The V building blocks tried per pace: the few smallest turn delays.
 constexpr int kBlockDelayOptions = 4;
+// The largest pace of the V building blocks (zb_vblocks.h).
+constexpr int kMaxPace = 3;
 // Seed of the refinement's random kicks.
 constexpr unsigned kKickSeed = 20240110;
 
@@ -89,11 +91,11 @@ class Pool {
 
   // A pattern built for unit pass times: kept when it fits the limit, and
   // also with its W's placed anew for the real costs (which never needs
-  // more memory than the pattern).
-  void AddPattern(Orders orders) {
+  // more memory than the pattern). Returns whether it fits.
+  bool AddPattern(Orders orders) {
     Candidate candidate;
     candidate.value = Leximax::Of(evaluator_, evaluator_.Run(orders));
-    if (!candidate.value.BetterThan(Leximax::Worst())) return;
+    if (!candidate.value.BetterThan(Leximax::Worst())) return false;
     for (bool fill_partial : {false, true}) {
       Orders retimed;
       std::vector<double> spans;
@@ -103,6 +105,7 @@ class Pool {
     }
     candidate.orders = std::move(orders);
     candidates_.push_back(std::move(candidate));
+    return true;
   }
 
   std::vector<Candidate> Sorted() && {
@@ -184,14 +187,20 @@ std::vector<Candidate> Candidates(const Problem& problem,
   if (options.placement == Placement::kV) {
     AddVRoundCandidates(model, pool);
     pool.AddPattern(internal::ZbVOrders(model));
-    for (int pace = 1; pace <= 3; ++pace) {
+    // Building blocks of the largest pace (the longest activation
+    // lifespans, hence the fewest bubbles) of which one fits the limit: a
+    // smaller pace only gives memory away (over the grid of
+    // bench/results/solver.md it never wins where a larger one fits).
+    for (int pace = kMaxPace; pace >= 1; --pace) {
       std::vector<internal::VTurnDelays> delays =
           internal::VTurnDelayOptions(problem.workers, pace, 2);
       if (delays.size() > kBlockDelayOptions) delays.resize(kBlockDelayOptions);
+      bool fits = false;
       for (const internal::VTurnDelays& d : delays) {
-        pool.AddPattern(internal::VBlockOrders(model, pace, d));
-        pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
+        fits |= pool.AddPattern(internal::VBlockOrders(model, pace, d));
+        fits |= pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
       }
+      if (fits) break;
     }
   }
   return std::move(pool).Sorted();

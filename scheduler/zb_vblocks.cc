@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -159,6 +158,7 @@ class SlotBlock {
     const std::vector<Pass4> order = GlobalOrder(with_w);
     std::vector<std::vector<int>> kind_at(p_);
     std::vector<std::vector<int>> level(p_);
+    std::vector<ImpliedCount> implied(with_w ? 0 : p_);
     std::vector<std::vector<char>> taken(p_);
     int peak = 0;
     for (int w = 0; w < p_; ++w) {
@@ -172,11 +172,13 @@ class SlotBlock {
           level[w][t] = count;
         }
       }
+      if (!with_w) implied[w].Update(kind_at[w], 0);
       peak = std::max(peak, with_w ? *std::max_element(level[w].begin(),
                                                        level[w].end())
-                                   : ImpliedPeak(kind_at[w]));
+                                   : implied[w].Peak());
     }
     int phase = 0;  // 0 warm-up, 1 steady state, 2 cool-down
+    ResetBs();
     for (const Pass4& pass : order) {
       const int w = pass.worker;
       int& at = At(pass.kind, w, pass.mb);
@@ -188,7 +190,8 @@ class SlotBlock {
         for (int t = EarliestSlot(pass); t < from; ++t) {
           if (taken[w][t]) continue;
           if (with_w ? Fits(level[w], pass.kind, t, from, peak)
-                     : FitsImplied(kind_at[w], pass.kind, t, from, peak)) {
+                     : FitsImplied(implied[w], kind_at[w], pass.kind, t, from,
+                                   peak)) {
             at = t;
             break;
           }
@@ -198,10 +201,13 @@ class SlotBlock {
           kind_at[w][from] = -1;
           if (with_w) {
             for (int t = at; t < from; ++t) level[w][t] += Activation(pass.kind);
+          } else {
+            implied[w].Update(kind_at[w], at);
           }
         }
       }
       taken[w][at] = 1;
+      NoteB(pass, at);
     }
   }
 
@@ -209,22 +215,12 @@ class SlotBlock {
   // and in the current order (the evaluator's semantics, every hop free).
   void Compact(bool with_w) {
     std::vector<int> free_at(p_, 0);
-    std::vector<std::vector<int>> b_slots(p_);
+    ResetBs();
     for (const Pass4& pass : GlobalOrder(with_w)) {
-      int start = free_at[pass.worker];
-      if (pass.kind == kAnyW) {
-        start = std::max(start, b_slots[pass.worker][pass.mb] + 1);
-        if (pass.mb > 0) {
-          start = std::max(start, At(kAnyW, pass.worker, pass.mb - 1) + 1);
-        }
-      } else {
-        start = std::max(start, EarliestSlot(pass));
-      }
+      const int start = std::max(free_at[pass.worker], EarliestSlot(pass));
       At(pass.kind, pass.worker, pass.mb) = start;
       free_at[pass.worker] = start + 1;
-      if (pass.kind == kBb || pass.kind == kBa) {
-        b_slots[pass.worker].push_back(start);
-      }
+      NoteB(pass, start);
     }
   }
 
@@ -287,18 +283,28 @@ class SlotBlock {
     return kind_at;
   }
 
+  // Every pass by slot, ties by worker, kind, microbatch (a counting sort:
+  // slots are small integers).
   std::vector<Pass4> GlobalOrder(bool with_w) {
-    std::vector<Pass4> order;
-    for (int k = 0; k < kKinds; ++k) {
-      if (k == kAnyW && !with_w) continue;
-      for (int w = 0; w < p_; ++w) {
-        for (int j = 0; j < Count(k); ++j) order.push_back({At(k, w, j), w, k, j});
+    const int kinds = with_w ? kKinds : kAnyW;
+    int last = 0;
+    for (int k = 0; k < kinds; ++k) {
+      for (int t : slot_[k]) last = std::max(last, t);
+    }
+    std::vector<int> first(last + 2, 0);
+    for (int k = 0; k < kinds; ++k) {
+      for (int t : slot_[k]) ++first[t + 1];
+    }
+    for (int t = 0; t <= last; ++t) first[t + 1] += first[t];
+    std::vector<Pass4> order(first[last + 1]);
+    for (int w = 0; w < p_; ++w) {
+      for (int k = 0; k < kinds; ++k) {
+        for (int j = 0; j < Count(k); ++j) {
+          const int t = At(k, w, j);
+          order[first[t]++] = {t, w, k, j};
+        }
       }
     }
-    std::sort(order.begin(), order.end(), [](const Pass4& x, const Pass4& y) {
-      return std::tie(x.slot, x.worker, x.kind, x.mb) <
-             std::tie(y.slot, y.worker, y.kind, y.mb);
-    });
     return order;
   }
 
@@ -325,18 +331,20 @@ class SlotBlock {
         dep = std::max(dep, At(kBb, w, j));
         if (w + 1 < p_) dep = std::max(dep, At(kBa, w + 1, j));
         break;
-      case kAnyW: {
-        std::vector<int> b;
-        for (int i = 0; i < m_; ++i) {
-          b.push_back(At(kBb, w, i));
-          b.push_back(At(kBa, w, i));
-        }
-        std::nth_element(b.begin(), b.begin() + j, b.end());
-        dep = std::max(dep, b[j]);
+      case kAnyW:
+        dep = std::max(dep, b_slots_[w][j]);
         break;
-      }
     }
     return dep + 1;
+  }
+
+  // The B's of each worker seen so far in the global order, by slot: the
+  // k-th W waits for the k-th of them.
+  void ResetBs() { b_slots_.assign(p_, {}); }
+  void NoteB(const Pass4& pass, int slot) {
+    if (pass.kind != kBb && pass.kind != kBa) return;
+    std::vector<int>& b = b_slots_[pass.worker];
+    b.insert(std::upper_bound(b.begin(), b.end(), slot), slot);
   }
 
   // Moving a pass of `kind` from slot `from` to the earlier `to`: only an
@@ -350,28 +358,59 @@ class SlotBlock {
     return true;
   }
 
-  // Largest activation count of a worker's layout when each free slot
-  // runs one W owed by an earlier B.
-  static int ImpliedPeak(const std::vector<int>& kind_at) {
-    int count = 0, pending = 0, peak = 0;
-    for (int kind : kind_at) {
-      if (kind < 0) {
-        if (pending > 0) --pending, --count;
-      } else if (kind == kFa || kind == kFb) {
-        ++count;
-      } else {
-        ++pending;
+  // A worker's activation count when each free slot runs one W owed by an
+  // earlier B, kept per slot so that a move is checked from its target
+  // slot on (the cool-down moves are near the end of the layout).
+  class ImpliedCount {
+   public:
+    // Recomputes the state from slot `from` on.
+    void Update(const std::vector<int>& kind_at, int from) {
+      const int n = static_cast<int>(kind_at.size());
+      count_.resize(n + 1);
+      pending_.resize(n + 1);
+      peak_.resize(n + 1);
+      if (from == 0) count_[0] = pending_[0] = peak_[0] = 0;
+      for (int t = from; t < n; ++t) {
+        int count = count_[t], pending = pending_[t];
+        Step(kind_at[t], &count, &pending);
+        count_[t + 1] = count;
+        pending_[t + 1] = pending;
+        peak_[t + 1] = std::max(peak_[t], count);
       }
-      peak = std::max(peak, count);
     }
-    return peak;
-  }
+    int Peak() const { return peak_.back(); }
+    // Largest count of `kind_at`, which differs from the layout of the last
+    // Update only from slot `from` on.
+    int PeakWith(const std::vector<int>& kind_at, int from) const {
+      int count = count_[from], pending = pending_[from], peak = peak_[from];
+      for (size_t t = from; t < kind_at.size(); ++t) {
+        Step(kind_at[t], &count, &pending);
+        peak = std::max(peak, count);
+      }
+      return peak;
+    }
 
-  static bool FitsImplied(std::vector<int>& kind_at, int kind, int to,
+   private:
+    static void Step(int kind, int* count, int* pending) {
+      if (kind < 0) {
+        if (*pending > 0) --*pending, --*count;
+      } else if (kind == kFa || kind == kFb) {
+        ++*count;
+      } else {
+        ++*pending;
+      }
+    }
+    std::vector<int> count_, pending_, peak_;
+  };
+
+  // Whether moving a pass of `kind` from slot `from` to the earlier `to`
+  // keeps the worker's implied count within `peak`.
+  static bool FitsImplied(const ImpliedCount& implied,
+                          std::vector<int>& kind_at, int kind, int to,
                           int from, int peak) {
     kind_at[to] = kind;
     kind_at[from] = -1;
-    const bool fits = ImpliedPeak(kind_at) <= peak;
+    const bool fits = implied.PeakWith(kind_at, to) <= peak;
     kind_at[from] = kind;
     kind_at[to] = -1;
     return fits;
@@ -379,6 +418,7 @@ class SlotBlock {
 
   int p_, m_;
   std::vector<int> slot_[kKinds];
+  std::vector<std::vector<int>> b_slots_;
 };
 
 }  // namespace

@@ -451,16 +451,14 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     absl::StatusOr<zbpp::v1::ScheduleVersion> version = BuildVersion(
         job.job.id(), *schedule, *job.base,
         zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
-    absl::StatusOr<int64_t> published =
-        version.ok() ? PublishVersion(job, *std::move(version), *schedule)
-                     : absl::StatusOr<int64_t>(version.status());
-    if (!published.ok()) {
+    if (!version.ok()) {
       SetState(job, zbpp::v1::JOB_STATE_FAILED,
                absl::StrCat("schedule ", name, ": ",
-                            published.status().message()));
+                            version.status().message()));
       PersistJob(job);
       return absl::OkStatus();
     }
+    PublishVersion(job, *std::move(version), *schedule);
   }
   // Every rank must fit its worker's reported memory (memory_estimate.h);
   // a job that fits no free worker waits, saying why, rather than having
@@ -793,6 +791,16 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(
     result.clear_last_step_timeline();
   } else if (!job->versions.empty()) {
     *result.mutable_schedule() = job->versions.back();
+  }
+  if (!job->workers.empty()) {
+    // Paused by the store (the class comment, "Persistence"): say so where
+    // `zbppctl status` shows it. Not stored: it ends with the failure.
+    if (const StoreWriter::Health store = writer_->GetHealth(); !store.healthy) {
+      result.set_state_message(absl::StrCat(
+          result.state_message(), result.state_message().empty() ? "" : "; ",
+          "paused: no new steps while the coordinator's store is failing (",
+          store.last_error, ")"));
+    }
   }
   return result;
 }

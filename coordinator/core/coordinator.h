@@ -282,7 +282,9 @@ class Coordinator {
   absl::StatusOr<zbpp::v1::Job> SubmitJob(const zbpp::v1::JobSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// One job in `view` (UNSPECIFIED = FULL). NotFound for an unknown id.
+  /// One job in `view` (UNSPECIFIED = FULL). While the store is failing,
+  /// the state message of a job with workers says it is paused and why.
+  /// NotFound for an unknown id.
   absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id,
                                        zbpp::v1::JobView view) const
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -18,6 +18,7 @@ namespace zbpp::coordinator::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class StoreFailureTest : public CoordinatorTest {
  protected:
@@ -139,6 +140,8 @@ TEST_F(StoreFailureTest, AStoreThatKeepsFailingPausesTheJobVisibly) {
   auto job = coordinator_->GetJob(job_id, {});
   EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(job->steps_completed(), granted + 1);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("paused: no new steps while the coordinator's store is failing"));
 
   const StoreWriter::Health health = coordinator_->StoreHealth();
   EXPECT_FALSE(health.healthy);
@@ -152,6 +155,7 @@ TEST_F(StoreFailureTest, AStoreThatKeepsFailingPausesTheJobVisibly) {
   // The store comes back: the job resumes and its history is whole.
   faulty_store_->FailAllWrites(false);
   AwaitStoreRecovered();
+  EXPECT_THAT(coordinator_->GetJob(job_id, {})->state_message(), Not(HasSubstr("paused")));
   while (step < kSteps) {
     ASSERT_TRUE(ReportStepOnAll(workers, truth, step)) << step;
     ++step;

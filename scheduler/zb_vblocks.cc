@@ -187,11 +187,14 @@ class SlotBlock {
       if (phase == 1 && pass.kind == kFa && pass.mb == m_ - 1) phase = 2;
       if (movable) {
         const int from = at;
-        for (int t = EarliestSlot(pass); t < from; ++t) {
+        int earliest = EarliestSlot(pass);
+        if (with_w) {
+          earliest = FirstFitting(level[w], pass.kind, earliest, from, peak);
+        }
+        for (int t = earliest; t < from; ++t) {
           if (taken[w][t]) continue;
-          if (with_w ? Fits(level[w], pass.kind, t, from, peak)
-                     : FitsImplied(implied[w], kind_at[w], pass.kind, t, from,
-                                   peak)) {
+          if (with_w || FitsImplied(implied[w], kind_at[w], pass.kind, t,
+                                    from, peak)) {
             at = t;
             break;
           }
@@ -347,15 +350,16 @@ class SlotBlock {
     b.insert(std::upper_bound(b.begin(), b.end(), slot), slot);
   }
 
-  // Moving a pass of `kind` from slot `from` to the earlier `to`: only an
-  // F raises the count, over [to, from).
-  static bool Fits(const std::vector<int>& level, int kind, int to, int from,
-                   int peak) {
-    if (Activation(kind) <= 0) return true;
-    for (int t = to; t < from; ++t) {
-      if (level[t] + 1 > peak) return false;
-    }
-    return true;
+  // The earliest slot from `lo` on that a pass of `kind` at slot `from`
+  // may move to without the count exceeding `peak`: only an F raises it,
+  // by one over the slots it moves across, so the slots that fit are those
+  // after the last one already at the peak.
+  static int FirstFitting(const std::vector<int>& level, int kind, int lo,
+                          int from, int peak) {
+    if (Activation(kind) <= 0) return lo;
+    int t = from;
+    while (t > lo && level[t - 1] + 1 <= peak) --t;
+    return t;
   }
 
   // A worker's activation count when each free slot runs one W owed by an

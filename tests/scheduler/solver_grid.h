@@ -1,0 +1,80 @@
+#ifndef ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_
+#define ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_
+
+// The grid on which the automatic solver is compared with the Zero Bubble
+// authors' published schedule generators (bench/results/solver.md): p in
+// {4, 8, 16, 32}, m in {p, 2p, 3p, 4p}, uniform costs and the per-model
+// ratios of the paper's Table 5, for ZB-1p, ZB-2p, ZB-V, V-Half, V-Min at
+// their own memory limits. Shared by solver_reference_test.cc and
+// bench/solver_bench.cc.
+
+#include <string>
+#include <vector>
+
+#include "scheduler/paper_table5.h"
+#include "scheduler/problem.h"
+
+namespace zbpp::sched::testing {
+
+/// One cost model of the grid: "uniform" (T_F = T_B = T_W, no
+/// communication, M_W = M_B / 2) or a model of Table 5 (its first row).
+struct GridCosts {
+  std::string name;
+  const PaperSetting* row = nullptr;  ///< nullptr for "uniform".
+};
+
+inline std::vector<GridCosts> GridCostModels() {
+  std::vector<GridCosts> models = {{"uniform", nullptr}};
+  for (const PaperSetting& row : kPaperTable5) {
+    if (models.back().row == nullptr ||
+        std::string(models.back().row->model) != row.model) {
+      models.push_back({row.model, &row});
+    }
+  }
+  return models;
+}
+
+/// The schedules of the grid and their chunks per worker.
+struct GridSchedule {
+  const char* name;
+  int chunks;
+};
+inline constexpr GridSchedule kGridSchedules[] = {
+    {"zb-1p", 1}, {"zb-2p", 1}, {"zb-v", 2}, {"v-half", 2}, {"v-min", 2}};
+
+/// The problem of `costs` with p workers, v chunks, m microbatches and no
+/// memory limit (the registry applies each schedule's own). A stage's costs
+/// are split evenly over its v chunks (paper_table5.h).
+inline Problem GridProblem(const GridCosts& costs, int p, int chunks, int m) {
+  if (costs.row == nullptr) {
+    const double share = 1.0 / chunks;
+    return Problem::Uniform(p, chunks, m,
+                            StageCost{share, share, share, share, share / 2},
+                            0.0);
+  }
+  PaperSetting row = *costs.row;
+  row.p = p;
+  row.m = m;
+  return PaperProblem(row, chunks);
+}
+
+/// The cases where the authors' published generators beat zbpp's solver
+/// before the search was extended (their bubble rates as published with
+/// the issue, 4 decimals), with the costs of a Table 5 model.
+struct ReferenceCase {
+  const char* model;
+  const char* schedule;
+  int p, m;
+  double reference_bubble;
+};
+inline constexpr ReferenceCase kReferenceCases[] = {
+    {"1.5B", "zb-v", 8, 8, 0.1827},
+    {"1.5B", "zb-v", 32, 32, 0.2070},
+    {"1.5B", "v-half", 8, 24, 0.1702},
+    {"1.5B", "v-half", 16, 64, 0.1497},
+    {"14.6B", "zb-2p", 4, 8, 0.0507},
+};
+
+}  // namespace zbpp::sched::testing
+
+#endif  // ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_

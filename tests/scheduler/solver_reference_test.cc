@@ -1,0 +1,167 @@
+// The automatic solver against the Zero Bubble authors' published schedule
+// generators (bench/results/solver.md): never worse than the bubble rates
+// they publish for the cases where zbpp used to lose, and, over the whole
+// comparison grid, never worse than any one of the candidate constructions
+// it searches (so that a regression in the search fails here).
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
+#include "scheduler/zb_greedy.h"
+#include "scheduler/zb_handcrafted.h"
+#include "scheduler/zb_orders.h"
+#include "scheduler/zb_vblocks.h"
+#include "tests/scheduler/solver_grid.h"
+
+namespace zbpp::sched {
+namespace {
+
+using internal::Evaluator;
+using internal::Orders;
+using internal::PassModel;
+using testing::GridCostModels;
+using testing::GridProblem;
+using testing::kGridSchedules;
+using testing::kReferenceCases;
+
+// `problem` under the memory limit the registry gives schedule `name`.
+Problem WithOwnLimit(Problem problem, const std::string& name) {
+  const absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
+  EXPECT_TRUE(traits.ok()) << traits.status();
+  const double m_b =
+      traits->default_limit_m_b(problem.workers, problem.microbatches);
+  problem.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
+  for (double& bytes : problem.memory_limit_bytes) bytes *= m_b;
+  return problem;
+}
+
+// The makespan of every candidate construction of the solver (zb_auto.h)
+// that is complete and fits `problem`'s limit: the paper's greedy and the
+// list scheduler under all of their choices, ZB-H1/H2 (one chunk), the
+// round-based V greedy, ZB-V's pattern and the V building blocks of every
+// pace, plain and squeezed, with their W's as built and re-placed.
+std::vector<double> CandidateMakespans(const Problem& problem,
+                                       Placement placement) {
+  const PassModel model(
+      problem, PlaceStages(placement, problem.workers, problem.chunks));
+  Evaluator evaluator(model);
+  std::vector<double> makespans;
+  auto add = [&](const Orders& orders) {
+    const internal::OrderCost cost = evaluator.Run(orders);
+    if (cost.complete && cost.fits_memory) makespans.push_back(cost.makespan);
+  };
+  auto add_pattern = [&](const Orders& orders) {
+    add(orders);
+    for (bool fill_partial : {false, true}) {
+      Orders retimed;
+      if (internal::RetimeW(model, orders, fill_partial, &retimed)) {
+        add(retimed);
+      }
+    }
+  };
+  Orders orders;
+  for (int bits = 0; bits < 8; ++bits) {
+    if (placement == Placement::kLoop &&
+        internal::LoopGreedy(
+            model, {(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, {}},
+            &orders)) {
+      add(orders);
+    }
+    if (internal::ListGreedy(
+            model, {(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0},
+            &orders)) {
+      add(orders);
+    }
+  }
+  if (placement == Placement::kLoop) {
+    for (auto* generate : {&GenerateZbH1, &GenerateZbH2}) {
+      const absl::StatusOr<Schedule> seed = generate(problem);
+      if (seed.ok() && internal::FromSchedule(model, *seed, &orders)) {
+        add_pattern(orders);
+      }
+    }
+    return makespans;
+  }
+  for (int bits = 0; bits < 4; ++bits) {
+    if (internal::VRoundGreedy(model, {(bits & 1) != 0, (bits & 2) != 0}, {},
+                               &orders)) {
+      add(orders);
+    }
+  }
+  add_pattern(internal::ZbVOrders(model));
+  for (int pace = 1; pace <= 3; ++pace) {
+    std::vector<internal::VTurnDelays> delays =
+        internal::VTurnDelayOptions(problem.workers, pace, 2);
+    if (delays.size() > 4) delays.resize(4);
+    for (const internal::VTurnDelays& d : delays) {
+      add_pattern(internal::VBlockOrders(model, pace, d));
+      add_pattern(internal::SqueezedVBlockOrders(model, pace, d));
+    }
+  }
+  return makespans;
+}
+
+TEST(SolverAgainstReference, PublishedCasesBeatenOrEqualled) {
+  for (const testing::ReferenceCase& c : kReferenceCases) {
+    SCOPED_TRACE(std::string(c.model) + " " + c.schedule +
+                 " p=" + std::to_string(c.p) + " m=" + std::to_string(c.m));
+    const testing::GridCosts* costs = nullptr;
+    const std::vector<testing::GridCosts> models = GridCostModels();
+    for (const testing::GridCosts& model : models) {
+      if (model.name == c.model) costs = &model;
+    }
+    ASSERT_NE(costs, nullptr);
+    const int chunks = std::string(c.schedule) == "zb-2p" ? 1 : 2;
+    const Problem problem = GridProblem(*costs, c.p, chunks, c.m);
+    const absl::StatusOr<Schedule> schedule = Generate(c.schedule, problem);
+    ASSERT_TRUE(schedule.ok()) << schedule.status();
+    const absl::StatusOr<SimulationResult> result =
+        Simulate(WithOwnLimit(problem, c.schedule), *schedule);
+    ASSERT_TRUE(result.ok()) << result.status();
+    // The reference is printed to 4 decimals: within half its last digit.
+    EXPECT_LE(result->bubble_rate, c.reference_bubble + 5e-5);
+  }
+}
+
+TEST(SolverAgainstReference, GridNeverWorseThanAnyCandidateConstruction) {
+  int compared = 0;
+  for (const testing::GridCosts& costs : GridCostModels()) {
+    for (const testing::GridSchedule& shape : kGridSchedules) {
+      const Placement placement =
+          shape.chunks == 2 ? Placement::kV : Placement::kLoop;
+      for (int p : {4, 8, 16, 32}) {
+        for (int m : {p, 2 * p, 3 * p, 4 * p}) {
+          SCOPED_TRACE(costs.name + " " + shape.name + " p=" +
+                       std::to_string(p) + " m=" + std::to_string(m));
+          const Problem problem = GridProblem(costs, p, shape.chunks, m);
+          const absl::StatusOr<Schedule> schedule =
+              Generate(shape.name, problem);
+          ASSERT_TRUE(schedule.ok()) << schedule.status();
+          const Problem limited = WithOwnLimit(problem, shape.name);
+          const absl::StatusOr<SimulationResult> result =
+              Simulate(limited, *schedule);
+          ASSERT_TRUE(result.ok()) << result.status();
+          for (int w = 0; w < p; ++w) {
+            EXPECT_LE(result->peak_memory_bytes[w],
+                      limited.limit_of(w) * (1 + 1e-9));
+          }
+          const std::vector<double> others =
+              CandidateMakespans(limited, placement);
+          ASSERT_FALSE(others.empty());
+          EXPECT_LE(result->makespan_seconds,
+                    *std::min_element(others.begin(), others.end()) *
+                        (1 + 1e-9));
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 5 * 5 * 16);
+}
+
+}  // namespace
+}  // namespace zbpp::sched

@@ -315,6 +315,11 @@ int Main(int argc, char** argv) {
   for (const std::string& name : services) {
     health->SetServingStatus(name, true);
   }
+  // The process itself: SERVING from here to shutdown, whatever the store
+  // does. Kubernetes probes this name (deploy/k8s/base/coordinator.yaml), so
+  // a store outage does not restart the process and lose the writes it
+  // still holds.
+  health->SetServingStatus("zbpp.coordinator.process", true);
 
   // Leases, forgetting lost workers, gauges and health: the core's Tick
   // every half heartbeat interval. Health follows the store: NOT_SERVING
@@ -330,7 +335,9 @@ int Main(int argc, char** argv) {
       const bool healthy = (*core)->StoreHealth().healthy;
       if (healthy == serving) continue;
       serving = healthy;
-      health->SetServingStatus(serving);
+      // By name: SetServingStatus(bool) would set every name, the
+      // process's too.
+      health->SetServingStatus("", serving);
       for (const std::string& name : services) {
         health->SetServingStatus(name, serving);
       }

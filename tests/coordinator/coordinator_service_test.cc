@@ -996,6 +996,12 @@ TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
     ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health).ok());
   }
   EXPECT_EQ(health, std::string("\x08\x02", 2));  // NOT_SERVING
+  // The process's own name (the Kubernetes probes') stays SERVING.
+  const std::string process = "zbpp.coordinator.process";
+  ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health,
+                           absl::StrCat("\x0a", std::string(1, char(process.size())), process))
+                  .ok());
+  EXPECT_EQ(health, std::string("\x08\x01", 2));
   absl::StatusOr<metrics::testing::HttpReply> scraped =
       metrics::testing::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(scraped.ok()) << scraped.status();

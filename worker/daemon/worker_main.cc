@@ -163,13 +163,6 @@ std::string HostName() {
   return name;
 }
 
-uint64_t MemoryShare() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / cores;
-}
-
 int Fail(const std::string& message) {
   std::fprintf(stderr, "zbpp-worker: %s\n", message.c_str());
   return 1;
@@ -242,7 +235,8 @@ int Main(int argc, char** argv) {
     d.set_device_name("cpu");
     d.set_device_index(sched_getcpu() >= 0 ? sched_getcpu() : 0);
   }
-  d.set_memory_bytes(flags->memory_bytes > 0 ? flags->memory_bytes : MemoryShare());
+  d.set_memory_bytes(flags->memory_bytes > 0 ? flags->memory_bytes
+                                             : DeviceMemoryBytes(*device));
   d.set_name(flags->name);
   absl::StatusOr<std::unique_ptr<SessionClient>> session =
       SessionClient::Create(session_options);

@@ -1,5 +1,10 @@
 #include "worker/runtime/device.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -43,6 +48,16 @@ absl::StatusOr<c10::Device> ParseDevice(const std::string& text) {
                                                       count - 1, ")"));
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+uint64_t DeviceMemoryBytes(const c10::Device& device) {
+  if (device.is_cuda()) {
+    return at::accelerator::getMemoryInfo(device.index()).second;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / cores;
 }
 
 void SynchronizeDevice(const c10::Device& device) {

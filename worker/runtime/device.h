@@ -1,6 +1,7 @@
 #ifndef ZBPP_WORKER_RUNTIME_DEVICE_H_
 #define ZBPP_WORKER_RUNTIME_DEVICE_H_
 
+#include <cstdint>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -20,6 +21,13 @@ absl::StatusOr<c10::Device> ParseDevice(const std::string& text);
 /// synchronisation); returns at once on the CPU, whose work is never queued.
 /// Pass times are taken after it, so that they are device times.
 void SynchronizeDevice(const c10::Device& device);
+
+/// The memory a worker on `device` offers a job, bytes (what it reports as
+/// WorkerDescription.memory_bytes unless --memory-bytes says otherwise):
+/// a CUDA device's total memory (at::accelerator::getMemoryInfo), or, for
+/// the CPU, the host's RAM divided by its online cores (one worker per
+/// core). Thread-safe.
+uint64_t DeviceMemoryBytes(const c10::Device& device);
 
 }  // namespace zbpp::worker
 

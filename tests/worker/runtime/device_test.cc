@@ -2,7 +2,12 @@
 
 #include "worker/runtime/device.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,6 +20,20 @@ TEST(DeviceTest, CpuIsAlwaysThere) {
   ASSERT_TRUE(device.ok()) << device.status();
   EXPECT_TRUE(device->is_cpu());
   SynchronizeDevice(*device);  // Returns at once.
+}
+
+// A CPU worker offers its core's share of the host's RAM (/proc/meminfo's
+// MemTotal over the online cores).
+TEST(DeviceTest, CpuWorkerOffersItsCoresShareOfTheRam) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key && key != "MemTotal:") meminfo.ignore(256, '\n');
+  ASSERT_TRUE(meminfo >> kib);
+  const uint64_t share = kib * 1024 / std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const uint64_t offered = DeviceMemoryBytes(c10::Device(c10::kCPU));
+  // sysconf's page count and MemTotal agree to a few MiB.
+  EXPECT_NEAR(static_cast<double>(offered), static_cast<double>(share), 64.0 * (1 << 20));
 }
 
 TEST(DeviceTest, OtherSpellingsAreInvalidNamingTheFlag) {

@@ -37,6 +37,13 @@ constexpr int64_t kMaxEvaluations = 20'000;
 constexpr int kBlockDelayOptions = 4;
 // The largest pace of the V building blocks (zb_vblocks.h).
 constexpr int kMaxPace = 3;
+// Re-runs of the round-based V greedy with its bubbles as allowance.
+constexpr int kAllowanceRounds = 4;
+// From this many passes (3·p·v·m; e.g. p = 128, v = 1, m = 1024) the
+// search keeps the solve under a second: fewer variants per construction
+// (see Candidates). Smaller problems, the grid of bench/results/solver.md
+// included, get every candidate.
+constexpr int kLargeProblem = 1 << 18;
 // Seed of the refinement's random kicks.
 constexpr unsigned kKickSeed = 20240110;
 
@@ -124,14 +131,13 @@ class Pool {
 
 // The round-based V greedy under its four choices, each re-run with the
 // bubbles of its previous run as allowance while its largest bubble
-// shrinks (at most kAllowanceRounds re-runs).
-constexpr int kAllowanceRounds = 4;
-void AddVRoundCandidates(const PassModel& model, Pool& pool) {
+// shrinks (at most `reruns` times).
+void AddVRoundCandidates(const PassModel& model, int reruns, Pool& pool) {
   for (int bits = 0; bits < 4; ++bits) {
     const internal::VRoundChoices choices{(bits & 1) == 0, (bits & 2) == 0};
     std::vector<double> allowance;
     double largest = std::numeric_limits<double>::infinity();
-    for (int round = 0; round <= kAllowanceRounds; ++round) {
+    for (int round = 0; round <= reruns; ++round) {
       Orders orders;
       std::vector<double> spans, bubbles;
       if (!internal::VRoundGreedy(model, choices, allowance, &orders, &spans,
@@ -157,6 +163,9 @@ std::vector<Candidate> Candidates(const Problem& problem,
       options.placement == Placement::kLoop && problem.chunks == 1;
   // later_stage_first only matters where a worker holds several stages.
   const bool several_stages = problem.chunks > 1;
+  // Large problems: the list scheduler under its default choices only,
+  // the round-based V greedy with one re-run, one building block per kind.
+  const bool large = model.num_ids() >= kLargeProblem;
   for (int bits = 0; bits < 8; ++bits) {
     Orders orders;
     std::vector<double> spans;
@@ -168,7 +177,8 @@ std::vector<Candidate> Candidates(const Problem& problem,
       }
     }
     const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
-    if ((several_stages || !list.later_stage_first) &&
+    if ((!large || bits == 1) &&
+        (several_stages || !list.later_stage_first) &&
         internal::ListGreedy(model, list, &orders, &spans)) {
       pool.AddTimed(std::move(orders), std::move(spans));
     }
@@ -185,7 +195,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
     }
   }
   if (options.placement == Placement::kV) {
-    AddVRoundCandidates(model, pool);
+    AddVRoundCandidates(model, large ? 1 : kAllowanceRounds, pool);
     pool.AddPattern(internal::ZbVOrders(model));
     // Building blocks of the largest pace (the longest activation
     // lifespans, hence the fewest bubbles) of which one fits the limit: a
@@ -194,7 +204,8 @@ std::vector<Candidate> Candidates(const Problem& problem,
     for (int pace = kMaxPace; pace >= 1; --pace) {
       std::vector<internal::VTurnDelays> delays =
           internal::VTurnDelayOptions(problem.workers, pace, 2);
-      if (delays.size() > kBlockDelayOptions) delays.resize(kBlockDelayOptions);
+      const size_t options = large ? 1 : kBlockDelayOptions;
+      if (delays.size() > options) delays.resize(options);
       bool fits = false;
       for (const internal::VTurnDelays& d : delays) {
         fits |= pool.AddPattern(internal::VBlockOrders(model, pace, d));

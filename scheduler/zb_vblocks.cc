@@ -157,7 +157,7 @@ class SlotBlock {
   void Squeeze(bool with_w) {
     const std::vector<Pass4> order = GlobalOrder(with_w);
     std::vector<std::vector<int>> kind_at(p_);
-    std::vector<std::vector<int>> level(p_);
+    std::vector<LevelTree> level(p_);
     std::vector<ImpliedCount> implied(with_w ? 0 : p_);
     std::vector<std::vector<char>> taken(p_);
     int peak = 0;
@@ -165,17 +165,14 @@ class SlotBlock {
       kind_at[w] = Layout(w, with_w);
       taken[w].assign(kind_at[w].size(), 0);
       if (with_w) {
-        level[w].assign(kind_at[w].size(), 0);
-        int count = 0;
-        for (size_t t = 0; t < kind_at[w].size(); ++t) {
-          count += Activation(kind_at[w][t]);
-          level[w][t] = count;
+        std::vector<int> count(kind_at[w].size(), 0);
+        for (size_t t = 0; t < count.size(); ++t) {
+          count[t] = (t > 0 ? count[t - 1] : 0) + Activation(kind_at[w][t]);
         }
+        level[w].Build(count);
       }
       if (!with_w) implied[w].Update(kind_at[w], 0);
-      peak = std::max(peak, with_w ? *std::max_element(level[w].begin(),
-                                                       level[w].end())
-                                   : implied[w].Peak());
+      peak = std::max(peak, with_w ? level[w].Max() : implied[w].Peak());
     }
     int phase = 0;  // 0 warm-up, 1 steady state, 2 cool-down
     ResetBs();
@@ -203,7 +200,7 @@ class SlotBlock {
           kind_at[w][at] = pass.kind;
           kind_at[w][from] = -1;
           if (with_w) {
-            for (int t = at; t < from; ++t) level[w][t] += Activation(pass.kind);
+            level[w].Add(at, from, Activation(pass.kind));
           } else {
             implied[w].Update(kind_at[w], at);
           }
@@ -350,16 +347,72 @@ class SlotBlock {
     b.insert(std::upper_bound(b.begin(), b.end(), slot), slot);
   }
 
+  // A worker's activation count after each slot (F +1, W -1) under range
+  // additions, with the last slot of a range at or above a value: a segment
+  // tree whose nodes hold the maximum of their range and an addition not
+  // pushed down. O(log slots) per operation.
+  class LevelTree {
+   public:
+    void Build(const std::vector<int>& count) {
+      n_ = std::max<int>(1, static_cast<int>(count.size()));
+      max_.assign(4 * n_, 0);
+      add_.assign(4 * n_, 0);
+      Build(1, 0, n_, count);
+    }
+    int Max() const { return max_[1]; }
+    // Adds `delta` to the slots [lo, hi).
+    void Add(int lo, int hi, int delta) { Add(1, 0, n_, lo, hi, delta); }
+    // The last slot of [lo, hi) whose count is >= `value`, or -1.
+    int LastAtLeast(int lo, int hi, int value) const {
+      return Last(1, 0, n_, lo, hi, value);
+    }
+
+   private:
+    void Build(int node, int nl, int nr, const std::vector<int>& count) {
+      if (nr - nl == 1) {
+        max_[node] = nl < static_cast<int>(count.size()) ? count[nl] : 0;
+        return;
+      }
+      const int mid = (nl + nr) / 2;
+      Build(2 * node, nl, mid, count);
+      Build(2 * node + 1, mid, nr, count);
+      max_[node] = std::max(max_[2 * node], max_[2 * node + 1]);
+    }
+    void Add(int node, int nl, int nr, int lo, int hi, int delta) {
+      if (hi <= nl || nr <= lo) return;
+      if (lo <= nl && nr <= hi) {
+        max_[node] += delta;
+        add_[node] += delta;
+        return;
+      }
+      const int mid = (nl + nr) / 2;
+      Add(2 * node, nl, mid, lo, hi, delta);
+      Add(2 * node + 1, mid, nr, lo, hi, delta);
+      max_[node] =
+          std::max(max_[2 * node], max_[2 * node + 1]) + add_[node];
+    }
+    int Last(int node, int nl, int nr, int lo, int hi, int value) const {
+      if (hi <= nl || nr <= lo || max_[node] < value) return -1;
+      if (nr - nl == 1) return nl;
+      const int mid = (nl + nr) / 2;
+      const int right =
+          Last(2 * node + 1, mid, nr, lo, hi, value - add_[node]);
+      return right >= 0 ? right
+                        : Last(2 * node, nl, mid, lo, hi, value - add_[node]);
+    }
+
+    int n_ = 1;
+    std::vector<int> max_, add_;
+  };
+
   // The earliest slot from `lo` on that a pass of `kind` at slot `from`
   // may move to without the count exceeding `peak`: only an F raises it,
   // by one over the slots it moves across, so the slots that fit are those
   // after the last one already at the peak.
-  static int FirstFitting(const std::vector<int>& level, int kind, int lo,
-                          int from, int peak) {
-    if (Activation(kind) <= 0) return lo;
-    int t = from;
-    while (t > lo && level[t - 1] + 1 <= peak) --t;
-    return t;
+  static int FirstFitting(const LevelTree& level, int kind, int lo, int from,
+                          int peak) {
+    if (Activation(kind) <= 0 || from <= lo) return lo;
+    return std::max(lo, level.LastAtLeast(lo, from, peak) + 1);
   }
 
   // A worker's activation count when each free slot runs one W owed by an

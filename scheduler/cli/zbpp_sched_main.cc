@@ -45,7 +45,7 @@ holds v chunks pays 1/v of them per chunk):
   --schedule NAME               gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p
                                 zb-2p zb-auto zb-v v-half v-min dualpipe-v
                                 (simulate, show)
-  --import FILE                 simulate: a schedule from FILE instead of
+  --import FILE                 simulate, show: a schedule from FILE, not
                                 --schedule: PyTorch pipelining's CSV (one row
                                 per rank; compute-only or with SEND/RECV,
                                 which are checked; UNSHARD/RESHARD ignored;
@@ -140,47 +140,55 @@ std::vector<std::string> StagesUnlessCosts(const std::vector<std::string>& args,
   return required;
 }
 
+// The one schedule of simulate and show: --import FILE, or --schedule NAME
+// with --stages (or a --costs file's stages) and --microbatches. What the
+// imported file held besides compute actions goes to stderr.
+absl::StatusOr<Outcome> RunOneSchedule(const FlagMap& flags,
+                                       const std::string& command) {
+  const bool import = flags.count("import") > 0;
+  if (import && flags.count("schedule")) {
+    return absl::InvalidArgumentError("give --schedule or --import, not both");
+  }
+  // An imported schedule brings its own shape, a --costs file its stages.
+  for (const char* name : {"schedule", "stages", "microbatches"}) {
+    if (!import && !flags.count(name) &&
+        (std::string(name) != "stages" || !flags.count("costs"))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing required flag --", name, " for ", command,
+                       " (or --import FILE)"));
+    }
+  }
+  std::string note;
+  absl::StatusOr<Outcome> o =
+      import ? RunImportedSchedule(flags, &note) : RunNamedSchedule(flags);
+  if (o.ok() && !note.empty()) {
+    std::fprintf(stderr, "zbpp-sched: --import %s: %s\n",
+                 flags.at("import").c_str(), note.c_str());
+  }
+  return o;
+}
+
 absl::Status SimulateCommand(const std::vector<std::string>& args) {
   absl::StatusOr<FlagMap> flags = ParseFlags(
       args, With({"schedule", "import", "format"}), {}, "simulate");
   if (!flags.ok()) return flags.status();
-  const bool import = flags->count("import") > 0;
   for (const char* name : {"cost-f", "cost-b", "cost-w"}) {
     if (!flags->count("costs") && !flags->count(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "missing required flag --", name, " for simulate (or --costs FILE)"));
     }
   }
-  if (import && flags->count("schedule")) {
-    return absl::InvalidArgumentError(
-        "give --schedule or --import, not both");
-  }
-  // An imported schedule brings its own shape, a --costs file its stages.
-  for (const char* name : {"schedule", "stages", "microbatches"}) {
-    if (!import && !flags->count(name) &&
-        (std::string(name) != "stages" || !flags->count("costs"))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "missing required flag --", name, " for simulate (or --import FILE)"));
-    }
-  }
   absl::StatusOr<std::string> format =
       ChoiceFlag(*flags, "format", kOutcomeFormats);
   if (!format.ok()) return format.status();
-  std::string note;
-  absl::StatusOr<Outcome> o =
-      import ? RunImportedSchedule(*flags, &note) : RunNamedSchedule(*flags);
+  absl::StatusOr<Outcome> o = RunOneSchedule(*flags, "simulate");
   if (!o.ok()) return o.status();
-  if (!note.empty()) {
-    std::fprintf(stderr, "zbpp-sched: --import %s: %s\n",
-                 flags->at("import").c_str(), note.c_str());
-  }
   return WriteOutput(OutcomeReport(*o, *format), *flags);
 }
 
 absl::Status ShowCommand(const std::vector<std::string>& args) {
   absl::StatusOr<FlagMap> flags =
-      ParseFlags(args, With({"schedule", "width"}),
-                 StagesUnlessCosts(args, {"schedule", "microbatches"}), "show");
+      ParseFlags(args, With({"schedule", "import", "width"}), {}, "show");
   if (!flags.ok()) return flags.status();
   std::optional<int> width;
   if (flags->count("width")) {
@@ -188,7 +196,7 @@ absl::Status ShowCommand(const std::vector<std::string>& args) {
     if (!w.ok()) return w.status();
     width = *w;
   }
-  absl::StatusOr<Outcome> o = RunNamedSchedule(*flags);
+  absl::StatusOr<Outcome> o = RunOneSchedule(*flags, "show");
   if (!o.ok()) return o.status();
   return WriteOutput(TextGrid(*o, width), *flags);
 }

@@ -493,6 +493,20 @@ TEST(ZbppSchedCli, ImportedExportSimulatesLikeTheGeneratedSchedule) {
   }
 }
 
+TEST(ZbppSchedCli, ShowDrawsAnImportedSchedule) {
+  // DualPipeV's overlapped F and B on a V of 2 workers, PyTorch's form.
+  const std::string path = WriteTemp(
+      "overlap.csv",
+      "0F0,0F1,3F0,3I0,3W0,(3F1;0B0)OVERLAP_F_B,3B1,0B1\n"
+      "1F0,2F0,1F1,2I0,2F1,1I0,2B1,2W0,1B1,1W0\n");
+  const RunResult run = RunCli({"show", "--import", path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("imported: p=2 v=2 m=2"));
+  EXPECT_THAT(run.out, HasSubstr("worker 0 |"));
+  EXPECT_THAT(run.out, HasSubstr("worker 1 |"));
+  EXPECT_THAT(run.err, HasSubstr("1 OVERLAP_F_B split into F and B"));
+}
+
 TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
   const std::string missing_send = WriteTemp(
       "missing_send.csv", "0F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");

@@ -13,6 +13,7 @@
 
 #include "scheduler/paper_table5.h"
 #include "scheduler/problem.h"
+#include "scheduler/registry.h"
 
 namespace zbpp::sched::testing {
 
@@ -56,6 +57,19 @@ inline Problem GridProblem(const GridCosts& costs, int p, int chunks, int m) {
   row.p = p;
   row.m = m;
   return PaperProblem(row, chunks);
+}
+
+/// `problem` under the memory limit the registry gives schedule `name`
+/// (ScheduleTraits::default_limit_m_b M_B units on every worker), as
+/// Generate applies it.
+inline Problem WithOwnLimit(Problem problem, const std::string& name) {
+  const absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
+  if (!traits.ok()) return problem;
+  const double m_b =
+      traits->default_limit_m_b(problem.workers, problem.microbatches);
+  problem.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
+  for (double& bytes : problem.memory_limit_bytes) bytes *= m_b;
+  return problem;
 }
 
 /// The cases where the authors' published generators beat zbpp's solver

@@ -27,17 +27,7 @@ using testing::GridCostModels;
 using testing::GridProblem;
 using testing::kGridSchedules;
 using testing::kReferenceCases;
-
-// `problem` under the memory limit the registry gives schedule `name`.
-Problem WithOwnLimit(Problem problem, const std::string& name) {
-  const absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
-  EXPECT_TRUE(traits.ok()) << traits.status();
-  const double m_b =
-      traits->default_limit_m_b(problem.workers, problem.microbatches);
-  problem.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
-  for (double& bytes : problem.memory_limit_bytes) bytes *= m_b;
-  return problem;
-}
+using testing::WithOwnLimit;
 
 // The makespan of every candidate construction of the solver (zb_auto.h)
 // that is complete and fits `problem`'s limit: the paper's greedy and the

@@ -272,15 +272,6 @@ absl::Status CheckMatches(const FlagMap& flags, const char* name, int given,
                    "schedule's ", in_file, " ", what));
 }
 
-// Placement of `schedule` in traits: V where it holds stages as ZB-V does,
-// loop otherwise.
-Placement TraitsPlacement(const Schedule& schedule) {
-  return schedule.worker_of_stage ==
-                 PlaceStages(Placement::kV, schedule.workers, schedule.chunks)
-             ? Placement::kV
-             : Placement::kLoop;
-}
-
 }  // namespace
 
 absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
@@ -295,35 +286,23 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
   }
   absl::StatusOr<std::string> text = ReadFlagFile("import", path);
   if (!text.ok()) return text.status();
-  const size_t first = text->find_first_not_of(" \t\r\n");
   const auto start = std::chrono::steady_clock::now();
-  Schedule schedule;
-  *note = "";
-  if (first != std::string::npos && (*text)[first] == '{') {
-    absl::StatusOr<Schedule> json = ScheduleFromJson(*text);
-    if (!json.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--import \"", path, "\": ", json.status().message()));
-    }
-    schedule = *std::move(json);
-  } else {
-    absl::StatusOr<PytorchCsvImport> csv = ScheduleFromPytorchCsv(*text);
-    if (!csv.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--import \"", path, "\": ", csv.status().message()));
-    }
-    schedule = std::move(csv->schedule);
-    // A file of compute actions only leaves nothing to say.
-    if (csv->communication_actions + csv->ignored_actions +
-            csv->overlapped_actions >
-        0) {
-      *note = absl::StrCat(
-          csv->communication_actions, " SEND/RECV action(s) checked, ",
-          csv->ignored_actions, " UNSHARD/RESHARD ignored, ",
-          csv->overlapped_actions, " OVERLAP_F_B split into F and B");
-    }
+  absl::StatusOr<PytorchCsvImport> imported = ImportSchedule(*text);
+  if (!imported.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--import \"", path, "\": ", imported.status().message()));
   }
-  if (schedule.name.empty()) schedule.name = "imported";
+  Schedule schedule = std::move(imported->schedule);
+  // A file of compute actions only (or JSON) leaves nothing to say.
+  *note = "";
+  if (imported->communication_actions + imported->ignored_actions +
+          imported->overlapped_actions >
+      0) {
+    *note = absl::StrCat(
+        imported->communication_actions, " SEND/RECV action(s) checked, ",
+        imported->ignored_actions, " UNSHARD/RESHARD ignored, ",
+        imported->overlapped_actions, " OVERLAP_F_B split into F and B");
+  }
   for (absl::Status st :
        {CheckMatches(flags, "stages", problem_flags->stages, schedule.workers,
                      "workers (rows)"),
@@ -337,7 +316,9 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
   out.traits.name = schedule.name;
   out.traits.default_chunks = schedule.chunks;
   out.traits.chunks_fixed = true;
-  out.traits.placement = TraitsPlacement(schedule);
+  // Another placement than loop or V simulates as it is; the report then
+  // says "loop".
+  out.traits.placement = PlacementOf(schedule).value_or(Placement::kLoop);
   out.traits.limit_is_input = false;
   out.traits.default_limit_m_b = [](int, int) {
     return std::numeric_limits<double>::infinity();

@@ -108,15 +108,15 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
 /// listing the known names for an unknown --schedule.
 absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
 
-/// simulate --import FILE: reads the schedule in FILE (zbpp's JSON when its
-/// first character is '{', else PyTorch pipelining's CSV, with or without
-/// communication actions: ScheduleFromPytorchCsv), builds the problem of its
+/// simulate/show --import FILE: reads the schedule in FILE (ImportSchedule:
+/// zbpp's JSON, or PyTorch pipelining's CSV with or without communication
+/// actions, ScheduleFromPytorchCsv), builds the problem of its
 /// shape from the cost flags or --costs (ProblemFor, with the file's
 /// placement) and simulates it; --stages, --microbatches and
 /// --chunks, when given, must match the file. `note` receives what the CSV
 /// held besides compute actions (empty for JSON). The Outcome's traits name
 /// the schedule ("imported" when the file names none) with its own chunks
-/// and placement (V when it holds stages as ZB-V does, else loop).
+/// and placement (PlacementOf; loop when it is neither loop nor V).
 /// Errors: NotFound for an unreadable file; InvalidArgument naming the file
 /// and what is wrong (parse errors with row and cell, a mismatching flag,
 /// and CheckSchedule's and Simulate's errors: incomplete, malformed or

@@ -629,6 +629,13 @@ TEST(ZbppSchedCli, CostsFileErrorsExitTwoWithOneLineNamingTheField) {
        "has 2 virtual_stages, not --stages 4 x chunks"},
       {{"simulate", "--schedule", "1f1b", "--microbatches", "8"},
        "missing required flag --cost-f"},
+      // The imported schedule peaks at 2 M_B = 2 bytes on its worker.
+      {{"simulate", "--import", WriteTemp("two-f.csv", "0F0,0F1,0B0,0B1\n"),
+        "--costs",
+        WriteTemp("tiny-limit.yaml",
+                  "stages: [{t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}]\n"
+                  "memory_limit_bytes: [1.5]\n")},
+       "worker 0 peaks at 2 bytes, over memory_limit_bytes[0] = 1.5"},
   };
   ExpectUsageErrors(cases);
 }

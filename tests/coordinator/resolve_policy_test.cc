@@ -176,7 +176,7 @@ TEST_F(ResolvePolicyTest, StragglerIsReSolvedIntoAShorterSchedule) {
   EXPECT_EQ(decision->candidate.worker_of_stage, current.worker_of_stage);
 }
 
-TEST_F(ResolvePolicyTest, AutoWithAMemoryLimitAlsoAdaptsToTheStraggler) {
+TEST_F(ResolvePolicyTest, ZbAutoWithAMemoryLimitAlsoAdaptsToTheStraggler) {
   std::unique_ptr<ResolvePolicy> policy = MakePolicy();
   sched::Problem base = Uniform();
   base.memory_limit_bytes.assign(kStages, kStages * 1.0);  // p·M_B
@@ -184,7 +184,7 @@ TEST_F(ResolvePolicyTest, AutoWithAMemoryLimitAlsoAdaptsToTheStraggler) {
   measured.memory_limit_bytes = base.memory_limit_bytes;
   const sched::Schedule current = MustGenerate("zb-auto", base);
   absl::StatusOr<ResolveDecision> decision =
-      policy->Decide("auto", current, 3, measured);
+      policy->Decide("zb-auto", current, 3, measured);
   ASSERT_TRUE(decision.ok()) << decision.status();
   EXPECT_TRUE(decision->publish) << decision->reason;
   EXPECT_LT(MakespanOf(measured, decision->candidate),
@@ -193,9 +193,8 @@ TEST_F(ResolvePolicyTest, AutoWithAMemoryLimitAlsoAdaptsToTheStraggler) {
 
 TEST_F(ResolvePolicyTest, UnchangedCostsPublishNothing) {
   std::unique_ptr<ResolvePolicy> policy = MakePolicy();
-  for (const char* name : {"zb-1p", "zb-2p", "auto"}) {
-    const sched::Schedule current =
-        MustGenerate(name == std::string("auto") ? "zb-auto" : name, Uniform());
+  for (const char* name : {"zb-1p", "zb-2p", "zb-auto"}) {
+    const sched::Schedule current = MustGenerate(name, Uniform());
     absl::StatusOr<ResolveDecision> decision =
         policy->Decide(name, current, 1, Uniform());
     ASSERT_TRUE(decision.ok()) << decision.status();
@@ -262,6 +261,9 @@ TEST_F(ResolvePolicyTest, BadInputsAreErrors) {
   std::unique_ptr<ResolvePolicy> policy = MakePolicy();
   const sched::Schedule current = MustGenerate("zb-1p", Uniform());
   EXPECT_EQ(policy->Decide("zb-h3", current, 1, Uniform()).status().code(),
+            absl::StatusCode::kNotFound);
+  // A job's "auto" is resolved once, by ChooseAutoSchedule, never here.
+  EXPECT_EQ(policy->Decide("auto", current, 1, Uniform()).status().code(),
             absl::StatusCode::kNotFound);
   sched::Problem other = Uniform();
   other.microbatches = 4;  // the schedule runs 8

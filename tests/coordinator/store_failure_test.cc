@@ -38,7 +38,8 @@ class StoreFailureTest : public CoordinatorTest {
   /// written checkpoint on odd steps. False (reporting nothing) when some
   /// worker holds no grant for it.
   bool ReportStepOnAll(std::vector<FakeWorker>& workers,
-                       const sched::Problem& truth, int64_t step) {
+                       const sched::Problem& truth, int64_t step,
+                       v1::ValidationDecision decision = v1::VALIDATION_DECISION_COMMITTED) {
     for (FakeWorker& w : workers) {
       w.Drain();
       if (w.granted < step) return false;
@@ -48,8 +49,8 @@ class StoreFailureTest : public CoordinatorTest {
       v1::ValidationResult* v = r.add_validations();
       v->set_step(step);
       v->set_mode(w.VersionFor(step).validation());
-      v->set_decision(v1::VALIDATION_DECISION_COMMITTED);
-      v->set_clip_coefficient(1);
+      v->set_decision(decision);
+      v->set_clip_coefficient(decision == v1::VALIDATION_DECISION_CLIPPED ? 0.5 : 1);
       r.set_checkpoint_written(step % 2 == 1);
       const absl::Status s = coordinator_->ReportStep(r);
       EXPECT_TRUE(s.ok()) << "step " << step << ": " << s;
@@ -163,6 +164,40 @@ TEST_F(StoreFailureTest, AStoreThatKeepsFailingPausesTheJobVisibly) {
   AwaitStoreRecovered();
   EXPECT_TRUE(coordinator_->StoreHealth().healthy);
   ExpectCompleteHistory(job_id, workers);
+}
+
+// Outcomes are queued, not stored before ReportStep returns, so a step
+// redone after a recovery is recognized in memory (validated_through), not
+// by the store refusing a duplicate: recorded and counted once.
+TEST_F(StoreFailureTest, AStepValidatedAgainAfterARecoveryIsRecordedOnce) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(Spec(), &job_id);
+  const sched::Problem truth = TrueCosts(Spec(), 1, 1.0);
+  for (int64_t step = 0; step <= 4; ++step) {
+    ASSERT_TRUE(ReportStepOnAll(workers, truth, step,
+                                step == 4 ? v1::VALIDATION_DECISION_CLIPPED
+                                          : v1::VALIDATION_DECISION_COMMITTED));
+  }
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->clipped_steps_total(), 1);
+  SilenceUntilLost(workers, 1);
+  workers[1] = AddWorker(9);
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  ASSERT_EQ(workers[0].assignment->start_step(), 4) << "resumes after checkpoint 3";
+  for (int64_t step = 4; step < kSteps; ++step) {
+    ASSERT_TRUE(ReportStepOnAll(workers, truth, step,
+                                step == 4 ? v1::VALIDATION_DECISION_CLIPPED
+                                          : v1::VALIDATION_DECISION_COMMITTED))
+        << step;
+  }
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->clipped_steps_total(), 1);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  EXPECT_EQ(coordinator_->StoreHealth().refused, 0) << "no duplicate reached the store";
+  auto outcomes = store_->ListValidationOutcomes(job_id);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  ASSERT_EQ(outcomes->size(), static_cast<size_t>(kSteps));
+  for (int64_t i = 0; i < kSteps; ++i) EXPECT_EQ((*outcomes)[i].step(), i);
 }
 
 TEST_F(StoreFailureTest, ADeletedDatabaseFileIsAFailingStore) {

@@ -166,6 +166,12 @@ std::vector<Candidate> Candidates(const Problem& problem,
   // Large problems: the list scheduler under its default choices only,
   // the round-based V greedy with one re-run, one building block per kind.
   const bool large = model.num_ids() >= kLargeProblem;
+  // With the V placement the list scheduler only under its default
+  // choices too: the round-based V greedy, ZB-V's pattern and the building
+  // blocks cover it (over the comparison grid of bench/results/solver.md,
+  // its other seven variants change no result). It stays as the candidate
+  // that always fits (see ListGreedy).
+  const bool default_list_only = large || options.placement == Placement::kV;
   for (int bits = 0; bits < 8; ++bits) {
     Orders orders;
     std::vector<double> spans;
@@ -177,7 +183,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
       }
     }
     const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
-    if ((!large || bits == 1) &&
+    if ((!default_list_only || bits == 1) &&
         (several_stages || !list.later_stage_first) &&
         internal::ListGreedy(model, list, &orders, &spans)) {
       pool.AddTimed(std::move(orders), std::move(spans));

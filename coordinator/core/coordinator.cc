@@ -1106,7 +1106,12 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
         job->steps_at_failed_recovery = job->job.steps_completed();
       }
       EndAttempt(*job, why);
-      if (++job->failed_recoveries > options_.max_recoveries_without_progress) {
+      // While the store fails no step is granted (the class comment,
+      // "Persistence"): a worker that gave up waiting for a grant then says
+      // nothing about the job, so the failure does not count.
+      const bool counts = writer_->Healthy();
+      if (counts &&
+          ++job->failed_recoveries > options_.max_recoveries_without_progress) {
         SetState(*job, zbpp::v1::JOB_STATE_FAILED,
                  absl::StrCat(why, " (", options_.max_recoveries_without_progress,
                               " recoveries made no progress)"));

@@ -170,7 +170,9 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 /// to any job, so each attempt stops within `grant_lookahead_steps` steps
 /// instead of running on with a hole in its stored history; the writer's
 /// recovery grants again at once. Steps already granted still complete and
-/// are queued. StoreHealth() tells the daemon (gRPC health, metrics);
+/// are queued. A worker failure meanwhile (e.g. one that gave up waiting for
+/// a grant) recovers the job without counting towards
+/// `max_recoveries_without_progress`. StoreHealth() tells the daemon (gRPC health, metrics);
 /// ListSteps and a resuming SubmitJob return Unavailable meanwhile.
 ///
 /// Re-solves run outside the mutex on a copy of the measured costs (on the

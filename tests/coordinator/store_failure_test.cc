@@ -200,6 +200,32 @@ TEST_F(StoreFailureTest, AStepValidatedAgainAfterARecoveryIsRecordedOnce) {
   for (int64_t i = 0; i < kSteps; ++i) EXPECT_EQ((*outcomes)[i].step(), i);
 }
 
+// Workers that give up waiting for a grant while the store fails (their
+// --comm-timeout) fail their attempt; the job recovers each time and does
+// not go FAILED for max_recoveries_without_progress (3) of them.
+TEST_F(StoreFailureTest, WorkerFailuresWhileTheStoreFailsDoNotFailTheJob) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(Spec(), &job_id);
+  faulty_store_->FailAllWrites(true);
+  ASSERT_FALSE(coordinator_->FlushStore().ok());
+  for (int64_t attempt = 1; attempt <= 5; ++attempt) {
+    HeartbeatAll(workers);  // Drops an aborted attempt, takes the new one.
+    HeartbeatAll(workers);  // Acknowledges it: RUNNING.
+    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING)
+        << "attempt " << attempt;
+    v1::Heartbeat failed;
+    failed.set_phase(v1::WORKER_PHASE_FAILED);
+    failed.set_job_id(job_id);
+    failed.set_attempt(attempt);
+    failed.set_error("no grant for step 0 within 2m");
+    ASSERT_TRUE(coordinator_->Heartbeat(workers[1].id, failed).ok());
+    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING)
+        << "attempt " << attempt;
+  }
+  faulty_store_->FailAllWrites(false);
+  AwaitStoreRecovered();
+}
+
 TEST_F(StoreFailureTest, ADeletedDatabaseFileIsAFailingStore) {
   const std::string path = NewDatabasePath();
   Start(path);

@@ -260,6 +260,20 @@ std::vector<std::vector<int>> WarmupNeighbours(const std::vector<int>& depth,
   return out;
 }
 
+// Seconds of passes of the busiest worker: a lower bound on the makespan.
+double BusiestWorkerSeconds(const PassModel& model) {
+  double busiest = 0;
+  for (int w = 0; w < model.workers(); ++w) {
+    double busy = 0;
+    for (int s : model.StagesOf(w)) {
+      busy += model.Duration(internal::kF, s) + model.Duration(internal::kB, s) +
+              model.Duration(internal::kW, s);
+    }
+    busiest = std::max(busiest, busy * model.microbatches());
+  }
+  return busiest;
+}
+
 // The refinement: polish the best candidate, then (one chunk per worker)
 // search warm-up depths, each decoded by the paper's greedy and polished.
 Orders Refine(const PassModel& model, Evaluator& evaluator,
@@ -314,9 +328,12 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
   }
   // Budget still left (small problems): iterated local search from the
   // best, kicked by a few random moves each time (fixed seed: the result
-  // does not depend on the machine).
+  // does not depend on the machine), until the makespan reaches the
+  // largest worker's busy time, below which no schedule goes.
+  const double busiest = BusiestWorkerSeconds(model);
   std::mt19937 random(kKickSeed);
-  for (int kick = 0; budget > 0; ++kick) {
+  for (int kick = 0;
+       budget > 0 && best_value.makespan() > busiest * (1 + 1e-9); ++kick) {
     Orders orders = best;
     int64_t share = std::min(budget, polish_cap);
     const int64_t granted = share;

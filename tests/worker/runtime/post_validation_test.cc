@@ -284,7 +284,8 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, PostValidationTest,
     ::testing::Values(std::make_pair(std::string("1f1b"), 2), std::make_pair(std::string("zb-h1"), 2),
                       std::make_pair(std::string("zb-h2"), 4), std::make_pair(std::string("zb-v"), 2),
-                      std::make_pair(std::string("zb-2p"), 4)),
+                      std::make_pair(std::string("zb-2p"), 4),
+                      std::make_pair(std::string("dualpipe-v"), 2)),
     [](const auto& info) {
       std::string n = info.param.first;
       std::replace(n.begin(), n.end(), '-', '_');

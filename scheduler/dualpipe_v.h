@@ -34,8 +34,9 @@ namespace zbpp::sched {
 /// DualPipe README's "PP+1" with PP = 2p stages), i.e. (p + 1/2)·M_B with
 /// uniform M_B, M_B being a worker's two chunks together.
 ///
-/// Needs chunks == 2 and m >= 2p (phase 4 of worker 0 is empty below),
-/// as PyTorch's ScheduleDualPipeV does. Errors: InvalidArgument naming
+/// Needs chunks == 2 and m >= 2p, as deepseek-ai/DualPipe and PyTorch's
+/// ScheduleDualPipeV require (worker 0's phase 4 then has m-2p+1 >= 1
+/// iterations; below 2p-1 the phases above would not even add up to m). Errors: InvalidArgument naming
 /// `microbatches` for m < 2p, `chunks` for v != 2, or the problem's own
 /// validation error. Thread-safe (pure).
 absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem);

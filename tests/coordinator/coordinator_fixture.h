@@ -204,6 +204,23 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  /// Runs `attempt` of `job_id` on `workers` — one heartbeat round drops
+  /// the aborted attempt and takes the new one, a second acknowledges it
+  /// (RUNNING) — then `workers[failing]` reports it FAILED with `error`.
+  void RunThenFailAttempt(std::vector<FakeWorker>& workers, const std::string& job_id,
+                          int64_t attempt, size_t failing, const std::string& error) {
+    HeartbeatAll(workers);
+    HeartbeatAll(workers);
+    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING)
+        << "attempt " << attempt;
+    v1::Heartbeat failed;
+    failed.set_phase(v1::WORKER_PHASE_FAILED);
+    failed.set_job_id(job_id);
+    failed.set_attempt(attempt);
+    failed.set_error(error);
+    ASSERT_TRUE(coordinator_->Heartbeat(workers[failing].id, failed).ok());
+  }
+
   /// Lets the lease of `workers[silent]` expire: for 6 fake seconds every
   /// other worker heartbeats (WAITING) and the coordinator ticks each second.
   void SilenceUntilLost(std::vector<FakeWorker>& workers, size_t silent) {

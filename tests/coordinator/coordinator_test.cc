@@ -488,16 +488,9 @@ TEST_F(CoordinatorTest, RepeatedFailuresWithoutProgressFailTheJob) {
   const v1::JobSpec spec = TestSpec();
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   for (int attempt = 1; attempt <= 4; ++attempt) {
-    HeartbeatAll(workers);  // Drops an aborted attempt, takes the new one.
-    HeartbeatAll(workers);  // Acknowledges it: RUNNING.
-    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING)
-        << "attempt " << attempt;
-    v1::Heartbeat failed;
-    failed.set_phase(v1::WORKER_PHASE_FAILED);
-    failed.set_job_id(job_id);
-    failed.set_attempt(attempt);
-    failed.set_error("checkpoint /c/step-00000004/rank-001.pt does not match the model");
-    ASSERT_TRUE(coordinator_->Heartbeat(workers[1].id, failed).ok());
+    ASSERT_NO_FATAL_FAILURE(RunThenFailAttempt(
+        workers, job_id, attempt, 1,
+        "checkpoint /c/step-00000004/rank-001.pt does not match the model"));
     const auto job = coordinator_->GetJob(job_id, {});
     if (attempt <= 3) {
       EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING) << "attempt " << attempt;

@@ -209,16 +209,8 @@ TEST_F(StoreFailureTest, WorkerFailuresWhileTheStoreFailsDoNotFailTheJob) {
   faulty_store_->FailAllWrites(true);
   ASSERT_FALSE(coordinator_->FlushStore().ok());
   for (int64_t attempt = 1; attempt <= 5; ++attempt) {
-    HeartbeatAll(workers);  // Drops an aborted attempt, takes the new one.
-    HeartbeatAll(workers);  // Acknowledges it: RUNNING.
-    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING)
-        << "attempt " << attempt;
-    v1::Heartbeat failed;
-    failed.set_phase(v1::WORKER_PHASE_FAILED);
-    failed.set_job_id(job_id);
-    failed.set_attempt(attempt);
-    failed.set_error("no grant for step 0 within 2m");
-    ASSERT_TRUE(coordinator_->Heartbeat(workers[1].id, failed).ok());
+    ASSERT_NO_FATAL_FAILURE(
+        RunThenFailAttempt(workers, job_id, attempt, 1, "no grant for step 0 within 2m"));
     ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING)
         << "attempt " << attempt;
   }

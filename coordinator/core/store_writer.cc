@@ -113,7 +113,7 @@ void StoreWriter::Run() {
       const int64_t lost = 1 + static_cast<int64_t>(queue_.size());
       std::fprintf(stderr,
                    "zbpp-coordinator: store still failing %s after shutdown "
-                   "began: %lld decided writes NOT stored, from \"%s\" on "
+                   "began: %lld queued writes NOT stored, from \"%s\" on "
                    "(%s); the stored history ends before them\n",
                    absl::FormatDuration(options_.drain_timeout).c_str(),
                    static_cast<long long>(lost), item.context.c_str(),

@@ -168,19 +168,22 @@ std::vector<Candidate> Candidates(const Problem& problem,
   // Large problems: the list scheduler under its default choices only,
   // the round-based V greedy with one re-run, one building block per kind.
   const bool large = model.num_ids() >= kLargeProblem;
-  // With the V placement the list scheduler only under its default
-  // choices too: the round-based V greedy, ZB-V's pattern and the building
-  // blocks cover it (over the comparison grid of bench/results/solver.md,
-  // its other seven variants change no result). It stays as the candidate
-  // that always fits (see ListGreedy).
-  const bool default_list_only = large || options.placement == Placement::kV;
+  // With the V placement or one chunk per worker, the list scheduler only
+  // under its default choices too: the other constructions cover it (over
+  // the comparison grid of bench/results/solver.md its other variants
+  // change no result). It stays as the candidate that always fits (see
+  // ListGreedy). Likewise the paper's greedy without fill_partial_gaps
+  // (there, its four variants with it change no result either).
+  const bool default_list_only =
+      large || options.placement == Placement::kV || one_chunk_loop;
   for (int bits = 0; bits < 8; ++bits) {
     Orders orders;
     std::vector<double> spans;
     if (one_chunk_loop) {
       const GreedyChoices choices{
           (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, {}};
-      if (internal::LoopGreedy(model, choices, &orders, &spans)) {
+      if (!choices.fill_partial_gaps &&
+          internal::LoopGreedy(model, choices, &orders, &spans)) {
         pool.AddTimed(std::move(orders), std::move(spans), &choices);
       }
     }

@@ -35,14 +35,20 @@ struct AutoSolverOptions {
 /// limit of `problem.memory_limit_bytes` (none when empty), searched over
 /// the paper's binary choices, then refined (see AutoSolverOptions::refine).
 ///
-/// Candidates: the paper's round-based greedy under its 8 binary choices
-/// (kLoop, v == 1), an event-driven list scheduler under 8 choices (every
-/// placement; with kV it yields ZB-V), ZB-H1 and ZB-H2 when they fit the
-/// limit (kLoop, v == 1), and the V building blocks of Qi et al. (arXiv
-/// 2405.15362) that fit it (kV). The shortest is refined by local search
-/// over W placement and pass order and, for kLoop with v == 1, by a search
-/// over each stage's warm-up depth. The result respects the limit on every
-/// worker, is deadlock-free and complete; any m >= 1 is served.
+/// Candidates: the paper's round-based greedy under 4 of its binary
+/// choices (kLoop, v == 1), an event-driven list scheduler (every
+/// placement; under 8 choices for kLoop with v >= 2, its default ones
+/// otherwise), ZB-H1 and ZB-H2 when they fit the limit (kLoop, v == 1);
+/// for kV a round-based V greedy (zb_greedy.h, VRoundGreedy) under its 4
+/// choices, ZB-V's pattern and, where that does not fit, the V building
+/// blocks of Qi et al. (arXiv 2405.15362) of the largest pace that fits,
+/// plain and squeezed. Problems of 2^18 passes and more get fewer variants
+/// (so that p = 128, m = 1024 solves in about a second). The shortest is
+/// refined by local search over W placement and pass order and, for kLoop
+/// with v == 1, by a search over each stage's warm-up depth, then by
+/// iterated local search with the budget left. The result respects the
+/// limit on every worker, is deadlock-free and complete; any m >= 1 is
+/// served.
 ///
 /// Errors: InvalidArgument for a bad problem or a placement/chunks
 /// mismatch (kV needs v == 2); ResourceExhausted, naming the worker, when

@@ -67,10 +67,6 @@ void LogError(const absl::Status& status, const std::string& context) {
   }
 }
 
-std::string RegistryName(const std::string& policy) {
-  return policy == "auto" ? std::string("zb-auto") : policy;
-}
-
 absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
     const std::string& job_id, const sched::Schedule& schedule,
     const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
@@ -93,7 +89,6 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
 
 using internal::BuildVersion;
 using internal::LogError;
-using internal::RegistryName;
 using internal::Terminal;
 using internal::ToCore;
 using internal::ToTimestamp;

@@ -35,9 +35,6 @@ bool Terminal(zbpp::v1::JobState state);
 /// store failures after the in-memory change are reported on stderr.
 void LogError(const absl::Status& status, const std::string& context);
 
-/// The registry name of a schedule policy ("auto" is the zb-auto solver).
-std::string RegistryName(const std::string& policy);
-
 /// A version's content — schedule, cost model, predictions — without its
 /// number, effective step or publish time (PublishVersion sets those under
 /// the mutex). Pure: re-solves build it outside the mutex.

@@ -8,6 +8,7 @@
 #include "common/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
+#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/schedule_file.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -16,7 +17,6 @@ namespace zbpp::coordinator {
 
 using internal::BuildVersion;
 using internal::LogError;
-using internal::RegistryName;
 using internal::Terminal;
 
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
@@ -39,11 +39,14 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
   task->attempt = job.attempt;
   task->current_version = latest.version();
   task->current = job.parsed.at(latest.version());
-  task->policy_name =
-      !job.job.spec().schedule().file().empty()
-          ? FileResolver(task->current)
-          : RegistryName(spec_name == "auto" ? latest.schedule().name()
-                                             : spec_name);
+  // "auto" re-solves the schedule ChooseAutoSchedule picked.
+  if (!job.job.spec().schedule().file().empty()) {
+    task->policy_name = FileResolver(task->current);
+  } else if (spec_name == kAutoScheduleName) {
+    task->policy_name = latest.schedule().name();
+  } else {
+    task->policy_name = spec_name;
+  }
   task->policy = job.policy.get();
   task->measured = *std::move(measured);
   task->cost_drift = job.costs->Drift();

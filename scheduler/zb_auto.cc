@@ -220,8 +220,12 @@ std::vector<Candidate> Candidates(const Problem& problem,
       if (delays.size() > options) delays.resize(options);
       bool fits = false;
       for (const internal::VTurnDelays& d : delays) {
-        fits |= pool.AddPattern(internal::VBlockOrders(model, pace, d));
-        fits |= pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
+        // Squeezing keeps the block's activation peak (zb_vblocks.h): a
+        // block that does not fit does not fit squeezed either.
+        if (pool.AddPattern(internal::VBlockOrders(model, pace, d))) {
+          fits = true;
+          pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
+        }
       }
       if (fits) break;
     }

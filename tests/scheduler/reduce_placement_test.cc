@@ -355,7 +355,8 @@ std::vector<GridCase> Grid() {
   std::vector<GridCase> grid;
   std::mt19937 rng(7);
   for (const char* name :
-       {"1f1b", "zb-h1", "zb-1p", "zb-2p", "zb-v", "v-half", "v-min", "1f1b-interleaved"}) {
+       {"1f1b", "zb-h1", "zb-1p", "zb-2p", "zb-v", "v-half", "v-min", "1f1b-interleaved",
+        "dualpipe-v"}) {
     const ScheduleTraits traits = FindSchedule(name).value();
     for (int p : {2, 4, 8}) {
       for (int m : {p, 2 * p, 3 * p}) {
@@ -366,7 +367,7 @@ std::vector<GridCase> Grid() {
           if (reduce == 4.0) problem = RandomHeterogeneousProblem(p, v, m, rng);
           for (StageCost& c : problem.stages) c.reduce_seconds = reduce * c.f_seconds;
           absl::StatusOr<Schedule> schedule = Generate(name, problem);
-          if (!schedule.ok()) continue;  // e.g. v-min with m < 2p
+          if (!schedule.ok()) continue;  // e.g. dualpipe-v with m < 2p
           grid.push_back({absl::StrCat(name, " p=", p, " m=", m, " R=", reduce, "F"), problem,
                           *schedule});
         }

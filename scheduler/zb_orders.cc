@@ -85,31 +85,37 @@ OrderCost Evaluator::Run(const Orders& orders) {
   std::fill(peak_.begin(), peak_.end(), 0.0);
   std::fill(memory_.begin(), memory_.end(), 0.0);
   size_t head = 0;
+  // Raw pointers in the hot loop: the compiler cannot otherwise keep the
+  // vectors' bounds in registers across the stores.
+  double* const start = start_.data();
+  double* const end = end_.data();
+  char* const queued = queued_.data();
   while (head < ready_.size()) {
     const int w = ready_[head++];
-    queued_[w] = 0;
-    const std::vector<int32_t>& list = orders[w];
+    queued[w] = 0;
+    const int32_t* const list = orders[w].data();
+    const size_t size = orders[w].size();
     // The worker's state lives in locals while it advances.
     size_t next = next_[w];
     double free_at = free_at_[w], memory = memory_[w], peak = peak_[w];
-    while (next < list.size()) {
+    while (next < size) {
       const int32_t id = list[next];
       const PassModel::PassInfo& info = model_.Info(id);
       double begin = free_at;
       if (info.dependency >= 0) {
-        const double dep_end = end_[info.dependency];
+        const double dep_end = end[info.dependency];
         if (dep_end == kNotDone) break;
         begin = std::max(begin, dep_end + info.hop);
       }
       // The same-stage dependencies (own F for B, own B for W) precede this
       // pass in the worker's order, so free_at already covers them.
-      start_[id] = begin;
-      free_at = end_[id] = begin + info.duration;
+      start[id] = begin;
+      free_at = end[id] = begin + info.duration;
       memory += info.memory;
       peak = std::max(peak, memory);
       ++next;
-      if (info.consumer >= 0 && !queued_[info.consumer]) {
-        queued_[info.consumer] = 1;
+      if (info.consumer >= 0 && !queued[info.consumer]) {
+        queued[info.consumer] = 1;
         ready_.push_back(info.consumer);
       }
     }

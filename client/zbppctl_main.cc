@@ -1,8 +1,8 @@
 // zbppctl: the command-line client of the coordinator's JobService and
-// WorkerService (issue 3 §3). This file wires the pieces: parse the command
-// line (zbppctl_flags.h), read the token, open the channel
-// (zbppctl_client.h), run the command (zbppctl_commands.h). Exit codes are
-// in zbppctl_commands.h; every error is one line on stderr.
+// WorkerService (README.md, "The control plane"). This file wires the pieces:
+// parse the command line (zbppctl_flags.h), read the token, open the channel
+// (zbppctl_client.h), run the command (zbppctl_commands.h). Exit codes are in
+// zbppctl_commands.h; every error is one line on stderr.
 
 #include <grpc/support/log.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 namespace zbpp {
 
 /// Source of the current time, injected through `Options` so that tests
-/// can drive leases, timeouts and rates without sleeping (STYLE.md 4).
+/// can drive leases, timeouts and rates without sleeping.
 /// Implementations are thread-safe.
 class Clock {
  public:

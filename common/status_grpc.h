@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 
 // The single converter between absl::Status (everything inside zbpp) and
-// grpc::Status (the RPC edge), shared/STYLE.md 2. This is the only header in
-// common/ that includes grpcpp: the coordinator core and other gRPC-free
-// code must not include it.
+// grpc::Status (the RPC edge): converted there and nowhere else. This is
+// the only header in common/ that includes grpcpp: the coordinator core and
+// other gRPC-free code must not include it.
 
 namespace zbpp {
 

@@ -25,8 +25,8 @@ struct HttpResponse {
 /// The coordinator's HTTP port: serves a `prometheus::Registry` in
 /// Prometheus' text format (0.0.4) at `kPath` (`/metrics`), and every other
 /// GET path through an optional page handler (the coordinator's schedule
-/// page, issue 6 §4), so that the HTTP code stays out of the core
-/// (STYLE.md 1).
+/// page, coordinator/service/schedule_page.h), so that the HTTP code stays
+/// out of the core.
 ///
 /// Built on civetweb (Debian's libcivetweb, the server prometheus-cpp's own
 /// `Exposer` wraps): the Exposer cannot serve other paths. Keep it out of

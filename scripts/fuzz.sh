@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz/ with clang in a build tree of
-# their own and runs each for a bounded time (issue 5 §4).
+# their own and runs each for a bounded time (bench/results/fuzz.md).
 #
 #   scripts/fuzz.sh [--seconds N] [--build-dir DIR] [--target NAME]...
 #

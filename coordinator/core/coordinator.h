@@ -139,8 +139,8 @@ using SessionOutbox = Outbox<SessionMessage>;
 /// the reader lags by `watch_queue_capacity` events.
 using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 
-/// The coordinator's core (issue 3 §2): jobs and their state machine,
-/// worker membership and Session outboxes, assignment of workers to
+/// The coordinator's core (docs/architecture.md): jobs and their state
+/// machine, worker membership and Session outboxes, assignment of workers to
 /// pipeline ranks and data-parallel replicas (p × d workers per job),
 /// versioned schedules with step grants, step reports
 /// (cost model, step summaries, validation outcomes), adaptive re-solve,
@@ -166,14 +166,14 @@ using WatchOutbox = Outbox<zbpp::v1::JobEvent>;
 /// outcomes are ignored).
 ///
 /// A failing store pauses the jobs (one mechanism): while the StoreWriter
-/// retries a failed write (store_writer.h), UpdateGrant grants no new step
-/// to any job, so each attempt stops within `grant_lookahead_steps` steps
-/// instead of running on with a hole in its stored history; the writer's
-/// recovery grants again at once. Steps already granted still complete and
-/// are queued. A worker failure meanwhile (e.g. one that gave up waiting for
-/// a grant) recovers the job without counting towards
-/// `max_recoveries_without_progress`. StoreHealth() tells the daemon (gRPC health, metrics);
-/// ListSteps and a resuming SubmitJob return Unavailable meanwhile.
+/// retries a failed write (store_writer.h), UpdateGrant grants no new step to
+/// any job, so each attempt stops within `grant_lookahead_steps` steps instead
+/// of running on with a hole in its stored history; the writer's recovery
+/// grants again at once. Steps already granted still complete and are queued. A
+/// worker failure meanwhile (e.g. one that gave up waiting for a grant)
+/// recovers the job without counting towards `max_recoveries_without_progress`.
+/// StoreHealth() tells the daemon (gRPC health, metrics); ListSteps and a
+/// resuming SubmitJob return Unavailable meanwhile.
 ///
 /// Re-solves run outside the mutex on a copy of the measured costs (on the
 /// reporting caller's thread, or on one background thread per coordinator
@@ -268,8 +268,8 @@ class Coordinator {
 
   ~Coordinator();
 
-  /// Loads every job and schedule version from the store (call once,
-  /// before serving; STYLE.md 10). Jobs that were ASSIGNING go back to
+  /// Loads every job and schedule version from the store (call once, before
+  /// serving: restore state, then serve). Jobs that were ASSIGNING go back to
   /// PENDING and RUNNING ones to RECOVERING ("coordinator restarted"): the
   /// workers of the old process must register again. Errors from the store.
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);

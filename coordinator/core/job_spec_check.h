@@ -48,7 +48,7 @@ inline constexpr int64_t kMaxSteps = 1000000000;
 inline constexpr size_t kMaxPathBytes = 4095;
 
 /// Checks every rule of `spec` that a user can break (the comments of
-/// proto/zbpp/v1/job_spec.proto), before anything is stored (issue 3 §2).
+/// proto/zbpp/v1/job_spec.proto), before anything is stored.
 ///
 /// Returns OK or InvalidArgument whose message starts with the path of the
 /// offending field, then ": " and the reason, e.g.

@@ -9,7 +9,7 @@
 
 namespace zbpp::coordinator {
 
-/// Life cycle of a training job (issue 3, "Core"):
+/// Life cycle of a training job:
 ///
 ///     PENDING ──> ASSIGNING ──> RUNNING ──> SUCCEEDED
 ///        ^            │           │  ^

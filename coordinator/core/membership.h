@@ -76,7 +76,7 @@ struct Assignment {
   std::vector<std::string> worker_ids;
 };
 
-/// Worker membership with leases (issue 3, "Core"): a worker registers,
+/// Worker membership with leases: a worker registers,
 /// renews its lease by heartbeating, and is LOST when its last heartbeat is
 /// older than `heartbeat_timeout_seconds`. Jobs take free workers in
 /// registration order, so assignments are deterministic.

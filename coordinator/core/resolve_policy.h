@@ -15,7 +15,7 @@
 namespace zbpp::coordinator {
 
 /// The outcome of one re-solve, to be logged and stored whatever it says
-/// (issue 3: "every re-solve is logged with predicted old/new makespan").
+/// (every re-solve is logged with its predicted old and new makespan).
 struct ResolveDecision {
   /// True when `candidate` should be published as a new version.
   bool publish = false;
@@ -44,7 +44,7 @@ struct ResolveDecision {
   sched::Schedule candidate;
 };
 
-/// Adaptive re-solve (issue 3, "Cost model and adaptive re-solve"): given
+/// Adaptive re-solve (README.md, "The control plane"): given
 /// the schedule in force and the measured cost model, re-runs the scheduler
 /// for the job's policy, simulates both the current order and the candidate
 /// under the measured costs (sched::Simulate, the single definition of

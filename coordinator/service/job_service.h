@@ -9,8 +9,8 @@
 
 namespace zbpp::coordinator {
 
-/// zbpp.v1.JobService over the Coordinator (STYLE.md 1: check the request,
-/// call the core, convert the Status, record the RPC). Every RPC requires
+/// zbpp.v1.JobService over the Coordinator, a thin layer: check the request,
+/// call the core, convert the Status, record the RPC. Every RPC requires
 /// "authorization: Bearer <token>" when a token is set (UNAUTHENTICATED
 /// otherwise, counted in zbpp_rpc_refusals_total): jobs name their workers.
 /// Thread-safe.

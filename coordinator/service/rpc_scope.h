@@ -24,10 +24,10 @@ namespace zbpp::coordinator {
 /// is not of that form. The result views `method`.
 std::string_view ServiceOf(std::string_view method);
 
-/// The edge of one RPC: converts the core's Status (STYLE.md 2), records
-/// the call's latency and code (zbpp_rpc_duration_seconds) and counts the
-/// calls it refuses (zbpp_rpc_refusals_total). Not thread-safe; one per
-/// call.
+/// The edge of one RPC: converts the core's absl::Status to grpc::Status
+/// (common/status_grpc.h), records the call's latency and code
+/// (zbpp_rpc_duration_seconds) and counts the calls it refuses
+/// (zbpp_rpc_refusals_total). Not thread-safe; one per call.
 class RpcScope {
  public:
   /// `metrics` may be null (no metric); `method` is the full gRPC name, a

@@ -1,7 +1,6 @@
-// The coordinator's schedule page (issue 6 §4): HTML over the core's jobs,
+// The coordinator's schedule page (deploy/README.md): HTML over the core's jobs,
 // served on the metrics HTTP port by metrics::MetricsServer. It lives beside
-// the gRPC services, not in the core, so that the core stays free of HTTP
-// (STYLE.md 1).
+// the gRPC services, not in the core, so that the core stays free of HTTP.
 
 #ifndef ZBPP_COORDINATOR_SERVICE_SCHEDULE_PAGE_H_
 #define ZBPP_COORDINATOR_SERVICE_SCHEDULE_PAGE_H_

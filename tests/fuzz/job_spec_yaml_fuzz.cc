@@ -1,8 +1,8 @@
-// libFuzzer target (issue 5 §4): a job spec as `zbppctl submit` reads it.
-// The bytes are YAML text for client::JobSpecFromYaml; a spec that parses
-// goes through the coordinator's ValidateJobSpec, which also runs the
-// scheduler on the spec's shape. Both must answer with a Status: no crash,
-// no sanitizer report, no hang.
+// libFuzzer target (bench/results/fuzz.md): a job spec as `zbppctl submit`
+// reads it. The bytes are YAML text for client::JobSpecFromYaml; a spec that
+// parses goes through the coordinator's ValidateJobSpec, which also runs the
+// scheduler on the spec's shape. Both must answer with a Status: no crash, no
+// sanitizer report, no hang.
 
 #include <cstddef>
 #include <cstdint>

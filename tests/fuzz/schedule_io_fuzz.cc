@@ -1,11 +1,11 @@
-// libFuzzer target (issue 5 §4): the schedule importers. The first byte
-// picks the reader (0: JSON, 1: CSV with loop placement, 2: CSV with V
+// libFuzzer target (bench/results/fuzz.md): the schedule importers. The first
+// byte picks the reader (0: JSON, 1: CSV with loop placement, 2: CSV with V
 // placement, 3: PyTorch pipelining's CSV with communication actions and
-// OVERLAP_F_B, placement from the rows; taken mod 4, so that the ASCII
-// digits '0'..'3' select the same), the rest is the text. A schedule that imports is
-// simulated on a uniform problem of its shape: CheckSchedule and Simulate
-// must answer with a Status (a malformed or deadlocking schedule is an
-// error, not a crash or a hang).
+// OVERLAP_F_B, placement from the rows; taken mod 4, so that the ASCII digits
+// '0'..'3' select the same), the rest is the text. A schedule that imports is
+// simulated on a uniform problem of its shape: CheckSchedule and Simulate must
+// answer with a Status (a malformed or deadlocking schedule is an error, not a
+// crash or a hang).
 
 #include <cstddef>
 #include <cstdint>

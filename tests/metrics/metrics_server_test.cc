@@ -91,7 +91,7 @@ TEST(MetricsServerTest, OtherPathsAreNotFound) {
   EXPECT_THAT(reply->status_line, HasSubstr(" 404"));
 }
 
-// The schedule page (issue 6 §4) shares the port: every path but /metrics
+// The schedule page (deploy/README.md) shares the port: every path but /metrics
 // goes to the page handler, with the path it asked for (no query string).
 TEST(MetricsServerTest, OtherPathsGoToThePageHandler) {
   auto registry = std::make_shared<prometheus::Registry>();

@@ -1,7 +1,7 @@
 // `promtool check metrics` (Debian package prometheus) must accept the
-// coordinator's /metrics with no lint warning in every job state (issue 6
-// §1): no job, a running job with steps, a failed job removed. Skipped when
-// promtool is not on the PATH.
+// coordinator's /metrics with no lint warning in every job state: no job, a
+// running job with steps, a failed job removed. Skipped when promtool is not on
+// the PATH.
 
 #include <stdio.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-// Analytic bubbles of the fixed schedules (shared/DESIGN.md §1): exact for
+// Analytic bubbles of the fixed schedules (Qi et al. 2024, §2): exact for
 // uniform costs and no communication.
 #include <algorithm>
 #include <string>

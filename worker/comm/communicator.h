@@ -25,8 +25,8 @@ class PendingOp {
   virtual absl::Status Wait(absl::Duration timeout) = 0;
 };
 
-/// Moves tensors between the pipeline ranks of one job attempt (DESIGN.md
-/// §3 "Transport"). Ranks are pipeline ranks in [0, size()).
+/// Moves tensors between the pipeline ranks of one job attempt (tensors never
+/// travel over gRPC). Ranks are pipeline ranks in [0, size()).
 ///
 /// Every point-to-point operation carries {peer, tag}; the caller keeps tags
 /// unique among operations in flight between the same two ranks (derive them

@@ -36,7 +36,7 @@ struct GlooOptions {
   std::string hostname;
 };
 
-/// A Communicator over c10d::ProcessGroupGloo (CPU tensors), DESIGN.md §3.
+/// A Communicator over c10d::ProcessGroupGloo (CPU tensors).
 /// Blocks until all `size` ranks joined through the store: create the ranks
 /// concurrently (one process or thread each).
 ///

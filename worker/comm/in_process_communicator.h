@@ -10,7 +10,8 @@ namespace zbpp::worker {
 
 /// A group of `size` (>= 1) Communicators that move tensors through shared
 /// memory: element r is rank r. For thread-per-rank tests of pipeline logic
-/// (STYLE.md 7) and the conformance suite's reference backend.
+/// (one thread per rank, one process) and the conformance suite's reference
+/// backend.
 ///
 /// Semantics, as Communicator's with these specifics:
 ///  * Send copies the tensor into the peer's mailbox for (sender, receiver,

@@ -18,7 +18,7 @@ namespace zbpp::worker {
 /// A c10d::Store over the coordinator's zbpp.v1.RendezvousService
 /// (proto/zbpp/v1/rendezvous.proto), for GlooOptions::store: Gloo's
 /// bootstrap goes through the coordinator, so a worker needs only its
-/// address (DESIGN.md §3).
+/// address.
 ///
 /// `worker_id` (RegisterWorkerResponse) and `scope`
 /// (Assignment.rendezvous_scope) go in the RendezvousContext of every call,

@@ -49,7 +49,7 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 ///
 /// Every linear layer runs through SplitLinear, so inside a WeightGradScope
 /// backward is the B pass and the W pass is the scope's store. LayerNorm and
-/// embedding gradients are computed in B (DESIGN.md §3).
+/// embedding gradients are computed in B (README.md, "Split backward").
 ///
 /// Parameters are initialised from (seed, parameter name) alone, as GPT-2
 /// does (normal(0, 0.02), residual projections scaled by 1/√(2L), zero

@@ -18,7 +18,8 @@ namespace zbpp::worker {
 /// layer y = x Wᵀ + b that ran backward, B queues (x, ∂L/∂y); W of the
 /// microbatch computes ∂L/∂W = (∂L/∂y)ᵀ x and ∂L/∂b = Σ ∂L/∂y and adds them
 /// to the parameters' `.grad`. The queued tensors are the M_W of the memory
-/// model (DESIGN.md §1): they are released when W runs.
+/// model (Qi et al. 2024, §2.1; README.md, "The schedule engine"): they are
+/// released when W runs.
 ///
 /// Thread-safe (a mutex guards the queues); the executor uses one thread.
 class WeightGradStore {

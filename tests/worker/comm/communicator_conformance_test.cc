@@ -1,6 +1,6 @@
-// One suite for every Communicator backend (STYLE.md 6), thread-per-rank
-// (STYLE.md 7): the in-process fake; Gloo over c10d::HashStore; Gloo over
-// the RendezvousStore talking to a real coordinator on 127.0.0.1:0. Each
+// One suite for every Communicator backend, so that all of them behave the
+// same, thread-per-rank: the in-process fake; Gloo over c10d::HashStore; Gloo
+// over the RendezvousStore talking to a real coordinator on 127.0.0.1:0. Each
 // case runs at p = 2 and p = 4.
 
 #include <atomic>

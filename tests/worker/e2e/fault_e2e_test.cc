@@ -1,4 +1,4 @@
-// Faults end to end (issue 5 §3), with real processes on 127.0.0.1: a
+// Faults end to end (README.md, "Faults"), with real processes on 127.0.0.1: a
 // worker SIGKILLed mid-run and replaced, and the coordinator SIGKILLed and
 // restarted on its SQLite file. Either way the job must finish, and its
 // final parameters and AdamW state (the checkpoint every rank writes at the

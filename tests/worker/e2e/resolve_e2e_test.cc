@@ -1,9 +1,9 @@
-// Live adaptive re-scheduling end to end (issue 5 §2), with real processes
-// on 127.0.0.1: a coordinator and three zbpp-worker processes train with
-// ZB-2p (the automatic solver, 2p M_B) and re-solving on; from step
-// kSlowFrom the worker holding rank 0 runs every pass kSlowFactor times
-// slower (--slow-stage). The coordinator must notice from the measured pass
-// times, publish a re-solved version that every worker switches to at the
+// Live adaptive re-scheduling end to end (README.md, "Faults": a straggler),
+// with real processes on 127.0.0.1: a coordinator and three zbpp-worker
+// processes train with ZB-2p (the automatic solver, 2p M_B) and re-solving on;
+// from step kSlowFrom the worker holding rank 0 runs every pass kSlowFactor
+// times slower (--slow-stage). The coordinator must notice from the measured
+// pass times, publish a re-solved version that every worker switches to at the
 // same step, and the steps after the switch must be faster than the old
 // schedule's steps under the same slowdown, measured in the same run.
 //

@@ -1,7 +1,7 @@
-// Post-update validation end to end (issue 5 §1): two zbpp-worker processes
-// over Gloo, a NaN injected into the last rank's gradient at one step. With
-// POST the ranks that stepped optimistically roll back and the step is
-// skipped; the run ends where the synchronous run with the same NaN ends.
+// Post-update validation end to end (Qi et al. 2024, §4): two zbpp-worker
+// processes over Gloo, a NaN injected into the last rank's gradient at one
+// step. With POST the ranks that stepped optimistically roll back and the step
+// is skipped; the run ends where the synchronous run with the same NaN ends.
 
 #include <cmath>
 

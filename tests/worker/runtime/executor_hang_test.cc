@@ -1,8 +1,8 @@
-// Every way a pipeline step can wait forever ends within the configured
-// timeout with an error naming the action (issue 5 §3): a peer that never
+// Every way a pipeline step can wait forever ends within the configured timeout
+// with an error naming the action (README.md, "Faults"): a peer that never
 // answers, ranks running different schedule versions, a tensor of the wrong
-// shape. Thread-per-rank over the in-process communicator (STYLE.md 7): the
-// failure is the executor's, whatever the transport.
+// shape. Thread-per-rank over the in-process communicator: the failure is the
+// executor's, whatever the transport.
 
 #include <string>
 #include <thread>

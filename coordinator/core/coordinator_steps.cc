@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "scheduler/simulator.h"

@@ -1,4 +1,4 @@
-// Load benchmark of the coordinator (issue 3 §5): 256 fake workers
+// Load benchmark of the coordinator (bench/results/coordinator_load.md): 256 fake workers
 // heartbeat and report steps at 10 Hz against one zbpp-coordinator; then the
 // re-solve + publish path of the core for p = 32, m = 128, timed directly.
 //
@@ -57,10 +57,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/schedule_proto.h"
+#include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
-#include "common/call_auth.h"
-#include "common/schedule_proto.h"
 #include "coordinator/store/sqlite_store.h"
 #include "scheduler/simulator.h"
 #include "tests/client/subprocess.h"

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/pipeline_shape.h"
 #include "client/zbppctl_tables.h"
-#include "common/pipeline_shape.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {

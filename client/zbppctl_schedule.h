@@ -1,5 +1,5 @@
 // `zbppctl schedule JOB`: a published ScheduleVersion back in the
-// scheduler's own types (common/schedule_proto.h), simulated under its cost
+// scheduler's own types (api/schedule_proto.h), simulated under its cost
 // model and rendered.
 
 #ifndef ZBPP_CLIENT_ZBPPCTL_SCHEDULE_H_

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/pipeline_shape.h"
+#include "api/pipeline_shape.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {

@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"

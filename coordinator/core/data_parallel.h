@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/pipeline_shape.h"
+#include "api/pipeline_shape.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 #include "zbpp/v1/job_spec.pb.h"

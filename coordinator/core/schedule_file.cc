@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/pipeline_shape.h"
+#include "api/pipeline_shape.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/schedule_io.h"
 #include "scheduler/simulator.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 #include "scheduler/export_svg.h"
 #include "scheduler/simulator.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "api/schedule_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "common/schedule_proto.h"
 #include "scheduler/cli/costs_file.h"
 #include "scheduler/schedule_io.h"
 #include "tests/client/fake_coordinator.h"
@@ -51,7 +51,7 @@ v1::Job JobWithMeasuredCosts(const std::string& id) {
   costs.clear_memory_limit_bytes();
   for (int w = 0; w < 4; ++w) costs.add_memory_limit_bytes(1.0e10);
   absl::StatusOr<TimedSchedule> timed = SimulatedVersion(version);
-  if (!timed.ok()) std::abort();  // common/schedule_proto's tests cover it.
+  if (!timed.ok()) std::abort();  // api/schedule_proto's tests cover it.
   *version.mutable_predicted() = PredictionToProto(timed->timing);
   return job;
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 #include "coordinator/core/job_spec_check.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"

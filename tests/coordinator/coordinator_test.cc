@@ -20,15 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "api/schedule_proto.h"
 #include "common/clock.h"
-#include "common/schedule_proto.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule_io.h"
 #include "scheduler/simulator.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
 namespace zbpp::coordinator {

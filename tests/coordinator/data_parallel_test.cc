@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/pipeline_shape.h"
-#include "common/schedule_proto.h"
+#include "api/pipeline_shape.h"
+#include "api/schedule_proto.h"
 #include "coordinator/core/data_parallel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

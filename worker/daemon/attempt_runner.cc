@@ -12,9 +12,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "api/pipeline_shape.h"
+#include "api/schedule_proto.h"
 #include "common/call_auth.h"
-#include "common/pipeline_shape.h"
-#include "common/schedule_proto.h"
 #include "common/status_grpc.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/latency_probe.h"

@@ -35,10 +35,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/pipeline_shape.h"
 #include "common/call_auth.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
-#include "common/pipeline_shape.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"

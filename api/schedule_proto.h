@@ -3,15 +3,14 @@
 // coordinator, which publishes schedule versions, and zbppctl, which reads
 // them back to simulate and draw. Protobuf messages only, never grpcpp.
 
-#ifndef ZBPP_COMMON_SCHEDULE_PROTO_H_
-#define ZBPP_COMMON_SCHEDULE_PROTO_H_
+#ifndef ZBPP_API_SCHEDULE_PROTO_H_
+#define ZBPP_API_SCHEDULE_PROTO_H_
 
 #include "absl/status/statusor.h"
-#include "scheduler/simulator.h"
-#include "zbpp/v1/job.pb.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
+#include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/schedule.pb.h"
 
 namespace zbpp {
@@ -67,4 +66,4 @@ absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job);
 
 }  // namespace zbpp
 
-#endif  // ZBPP_COMMON_SCHEDULE_PROTO_H_
+#endif  // ZBPP_API_SCHEDULE_PROTO_H_

@@ -1,6 +1,6 @@
-// common/schedule_proto: scheduler types <-> zbpp.v1 messages, both ways, and
+// api/schedule_proto: scheduler types <-> zbpp.v1 messages, both ways, and
 // the errors for messages that do not describe a schedule.
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "common/schedule_proto.h"
+#include "api/schedule_proto.h"
 
 #include <algorithm>
 #include <string>

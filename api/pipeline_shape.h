@@ -1,5 +1,5 @@
-#ifndef ZBPP_COMMON_PIPELINE_SHAPE_H_
-#define ZBPP_COMMON_PIPELINE_SHAPE_H_
+#ifndef ZBPP_API_PIPELINE_SHAPE_H_
+#define ZBPP_API_PIPELINE_SHAPE_H_
 
 // The shape of a job's pipeline with the spec's defaults applied, for every
 // module that reads a PipelineSpec (coordinator, zbppctl, worker).
@@ -22,4 +22,4 @@ inline int WorkersOf(const v1::PipelineSpec& pipeline) {
 
 }  // namespace zbpp
 
-#endif  // ZBPP_COMMON_PIPELINE_SHAPE_H_
+#endif  // ZBPP_API_PIPELINE_SHAPE_H_

@@ -440,7 +440,6 @@ class Coordinator {
   std::map<std::string, int> WorkerCounts() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct StageReport;
   struct PendingStep;
   struct JobRuntime;
   struct ResolveTask;

@@ -20,6 +20,7 @@
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/cost_model.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/step_summary.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 
@@ -64,42 +65,12 @@ struct Coordinator::ResolveTask {
   std::optional<sched::Schedule> candidate_schedule;
 };
 
-/// What one worker reported for one step, reduced to what the summary and
-/// the cost model need.
-struct Coordinator::StageReport {
-  std::string worker_id;
-  /// The step's passes averaged per virtual stage (AverageStepPasses); the
-  /// cost model gets them once the step is complete, combined over the
-  /// replicas.
-  std::vector<StageTiming> timings;
-  double step_seconds = 0;
-  double idle_seconds = 0;
-  double comm_seconds = 0;
-  /// Passes only (a reduction overlaps them on the communication timeline).
-  double busy_seconds = 0;
-  /// From the rank's first action start to its last action end (reductions
-  /// included), seconds.
-  double span_seconds = 0;
-  double f_seconds = 0;
-  double b_seconds = 0;
-  double w_seconds = 0;
-  /// Mean REDUCE_GRAD duration; 0 without reductions.
-  double reduce_seconds = 0;
-  /// max(0, last reduction end - last pass end); 0 without reductions.
-  double exposed_reduce_seconds = 0;
-  std::optional<double> loss;
-  std::optional<double> eval_loss;
-  bool checkpoint_written = false;
-  std::optional<double> parameter_sum;
-  zbpp::v1::RankTimeline timeline;
-};
-
 /// The workers' reports of one step, until every (stage, replica) has
 /// reported.
 struct Coordinator::PendingStep {
   int64_t step = 0;
   int64_t version = 0;
-  /// By worker index (JobRuntime::workers).
+  /// By worker index (JobRuntime::workers); step_summary.h.
   std::map<int, StageReport> reports;
 };
 

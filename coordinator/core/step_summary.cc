@@ -1,0 +1,100 @@
+#include "coordinator/core/step_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace zbpp::coordinator {
+namespace {
+
+// x within [0, 1]; NaN (a 0/0 rate) counts as 0.
+double Clamp01(double x) {
+  if (!(x >= 0)) return 0;
+  return x > 1 ? 1 : x;
+}
+
+}  // namespace
+
+StepOutcome SummarizeStep(const StepReports& step) {
+  const int p = step.stages;
+  const int d = step.replicas;
+  StepOutcome outcome;
+  zbpp::v1::StepSummary& summary = outcome.summary;
+  summary.set_step(step.step);
+  summary.set_schedule_version(step.version);
+  summary.set_loss(std::numeric_limits<double>::quiet_NaN());
+  double step_seconds = 0;
+  double busy = 0;
+  double cost = 0;  // The largest per-rank span.
+  double loss_sum = 0, eval_loss_sum = 0;
+  int losses = 0, eval_losses = 0;
+  for (const auto& [index, report] : step.reports) {
+    step_seconds = std::max(step_seconds, report.step_seconds);
+    cost = std::max(cost, report.span_seconds);
+    busy += report.busy_seconds;
+    if (report.loss.has_value()) loss_sum += *report.loss, ++losses;
+    if (report.eval_loss.has_value()) {
+      eval_loss_sum += *report.eval_loss, ++eval_losses;
+    }
+  }
+  if (losses > 0 && std::isfinite(loss_sum / losses)) {
+    summary.set_loss(loss_sum / losses);
+  }
+  if (eval_losses > 0) summary.set_eval_loss(eval_loss_sum / eval_losses);
+  // Replica 0's ranks (worker indexes [0, p)) hold the model; the other
+  // replicas hold copies of it.
+  auto replica0 = [&](int rank) -> const StageReport& {
+    return step.reports.at(rank);
+  };
+  bool summed = true;
+  double checksum = 0;
+  for (int rank = 0; rank < p; ++rank) {
+    summed = summed && replica0(rank).parameter_sum.has_value();
+    if (summed) checksum += *replica0(rank).parameter_sum;
+    if (replica0(rank).checkpoint_written) {
+      outcome.checkpointed_ranks.push_back(rank);
+    }
+  }
+  if (summed) outcome.param_checksum = checksum;
+  summary.set_step_seconds(step_seconds);
+  if (step_seconds > 0) {
+    summary.set_tokens_per_second(d * step.tokens_per_replica / step_seconds);
+  }
+  if (cost > 0) {
+    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
+  }
+  summary.set_predicted_bubble_rate(step.predicted_bubble_rate);
+  for (int rank = 0; rank < p; ++rank) {
+    StageReport mean;
+    for (int replica = 0; replica < d; ++replica) {
+      const StageReport& report = step.reports.at(replica * p + rank);
+      mean.busy_seconds += report.busy_seconds / d;
+      mean.idle_seconds += report.idle_seconds / d;
+      mean.comm_seconds += report.comm_seconds / d;
+      mean.f_seconds += report.f_seconds / d;
+      mean.b_seconds += report.b_seconds / d;
+      mean.w_seconds += report.w_seconds / d;
+      mean.reduce_seconds += report.reduce_seconds / d;
+      mean.exposed_reduce_seconds += report.exposed_reduce_seconds / d;
+    }
+    zbpp::v1::StageStepStats* out = summary.add_stages();
+    out->set_stage(rank);
+    out->set_worker_id(replica0(rank).worker_id);
+    out->set_measured_bubble_rate(
+        cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
+    out->set_predicted_bubble_rate(
+        rank < static_cast<int>(step.predicted_rank_bubble_rate.size())
+            ? step.predicted_rank_bubble_rate[rank]
+            : 0);
+    out->set_idle_seconds(mean.idle_seconds);
+    out->set_comm_seconds(mean.comm_seconds);
+    out->set_f_seconds(mean.f_seconds);
+    out->set_b_seconds(mean.b_seconds);
+    out->set_w_seconds(mean.w_seconds);
+    out->set_reduce_seconds(mean.reduce_seconds);
+    out->set_exposed_reduce_seconds(mean.exposed_reduce_seconds);
+  }
+  return outcome;
+}
+
+}  // namespace zbpp::coordinator

@@ -1,0 +1,94 @@
+#ifndef ZBPP_COORDINATOR_CORE_STEP_SUMMARY_H_
+#define ZBPP_COORDINATOR_CORE_STEP_SUMMARY_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/cost_model.h"
+#include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+
+/// One worker's report of one step (ReportStepRequest after its checks),
+/// as the coordinator keeps it until every (stage, replica) has reported.
+struct StageReport {
+  std::string worker_id;
+  /// The step's passes averaged per virtual stage (AverageStepPasses); the
+  /// cost model gets them once the step is complete, combined over the
+  /// replicas.
+  std::vector<StageTiming> timings;
+  double step_seconds = 0;
+  double idle_seconds = 0;
+  double comm_seconds = 0;
+  /// Passes only (a reduction overlaps them on the communication timeline).
+  double busy_seconds = 0;
+  /// From the rank's first action start to its last action end (reductions
+  /// included), seconds.
+  double span_seconds = 0;
+  double f_seconds = 0;
+  double b_seconds = 0;
+  double w_seconds = 0;
+  /// Mean REDUCE_GRAD duration; 0 without reductions.
+  double reduce_seconds = 0;
+  /// max(0, last reduction end - last pass end); 0 without reductions.
+  double exposed_reduce_seconds = 0;
+  std::optional<double> loss;
+  std::optional<double> eval_loss;
+  bool checkpoint_written = false;
+  std::optional<double> parameter_sum;
+  zbpp::v1::RankTimeline timeline;
+};
+
+/// Everything a complete step's summary is computed from.
+struct StepReports {
+  int64_t step = 0;
+  int64_t version = 0;   ///< The schedule version the step ran.
+  int stages = 1;        ///< p, pipeline ranks.
+  int replicas = 1;      ///< d, pipeline.data_parallel.
+  /// Tokens one replica trains on per step: microbatches * microbatch_size
+  /// * seq_len.
+  double tokens_per_replica = 0;
+  /// By worker index replica * stages + stage; every index in
+  /// [0, stages * replicas) present.
+  std::map<int, StageReport> reports;
+  /// The version's bubble rate, overall and per pipeline rank (size
+  /// `stages`), as predicted under the costs known when the step completed.
+  double predicted_bubble_rate = 0;
+  std::vector<double> predicted_rank_bubble_rate;
+};
+
+/// A complete step, summarised.
+struct StepOutcome {
+  zbpp::v1::StepSummary summary;
+  /// Σ of replica 0's parameter sums over its ranks, when every rank sent
+  /// one (Job.param_checksum).
+  std::optional<double> param_checksum;
+  /// Replica 0's pipeline ranks that wrote their checkpoint shard in the
+  /// step, ascending (only replica 0 writes: the others hold copies).
+  std::vector<int32_t> checkpointed_ranks;
+};
+
+/// The step summary (job.proto StepSummary) of `step`, a pure function of
+/// the ranks' reports:
+/// * step_seconds: the slowest rank's; tokens_per_second:
+///   replicas * tokens_per_replica / step_seconds;
+/// * measured_bubble_rate: 1 - Σ busy / (p * d * cost), where the cost is
+///   the largest per-rank span (the paper's §5.3 makespan, as the simulator
+///   defines it), clamped to [0, 1]; per pipeline rank, 1 - mean busy over
+///   its replicas / cost;
+/// * loss / eval_loss: the mean over the replicas' last stages (each reports
+///   its microbatches' mean; they train on equally many tokens); loss is NaN
+///   when no finite mean was reported;
+/// * per rank: idle, comm, F/B/W, reduce and exposed reduce seconds as the
+///   mean over the rank's replicas, worker_id of replica 0's worker.
+/// complete_time is left for the caller (it is the clock's, not the
+/// reports'). Thread-safe (pure).
+StepOutcome SummarizeStep(const StepReports& step);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_STEP_SUMMARY_H_

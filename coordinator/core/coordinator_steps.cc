@@ -18,11 +18,6 @@
 namespace zbpp::coordinator {
 namespace {
 
-double Clamp01(double x) {
-  if (!(x >= 0)) return 0;
-  return x > 1 ? 1 : x;
-}
-
 // The hop samples of `report.hop_latencies`: a latency between ranks a and
 // b is a sample of every hop h whose stages h and h+1 sit on a and b (with
 // two chunks, one link carries two hops; the link is the same both ways).
@@ -511,99 +506,34 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   for (const auto& [stage, timing] : step_costs) {
     LogError(job.costs->AddStageTiming(timing), "cost model");
   }
-  zbpp::v1::StepSummary summary;
-  summary.set_step(pending.step);
-  summary.set_schedule_version(pending.version);
-  summary.set_loss(std::numeric_limits<double>::quiet_NaN());
-  double step_seconds = 0;
-  double busy = 0;
-  // The paper's cost (§5.3), as the simulator defines it: the largest
-  // per-rank span. A rank's wait before its first action (the pipeline's
-  // staggered start) is not in it, on both the measured and the predicted
-  // side.
-  double cost = 0;
-  // Each replica's last stage reports the mean loss over its microbatches;
-  // the step's loss is the mean over the replicas (they train on equally
-  // many tokens).
-  double loss_sum = 0, eval_loss_sum = 0;
-  int losses = 0, eval_losses = 0;
-  for (const auto& [index, report] : pending.reports) {
-    step_seconds = std::max(step_seconds, report.step_seconds);
-    cost = std::max(cost, report.span_seconds);
-    busy += report.busy_seconds;
-    if (report.loss.has_value()) loss_sum += *report.loss, ++losses;
-    if (report.eval_loss.has_value()) eval_loss_sum += *report.eval_loss, ++eval_losses;
-  }
-  if (losses > 0 && std::isfinite(loss_sum / losses)) summary.set_loss(loss_sum / losses);
-  if (eval_losses > 0) summary.set_eval_loss(eval_loss_sum / eval_losses);
-  *summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
-  // Replica 0's ranks (worker indexes [0, p)) hold the model; the other
-  // replicas hold copies of it.
-  auto replica0 = [&](int stage) -> const StageReport& { return pending.reports.at(stage); };
-  bool summed = true;
-  double checksum = 0;
-  for (int stage = 0; stage < p; ++stage) {
-    summed = summed && replica0(stage).parameter_sum.has_value();
-    if (summed) checksum += *replica0(stage).parameter_sum;
-  }
-  if (summed) job.job.set_param_checksum(checksum);
-  summary.set_step_seconds(step_seconds);
-  if (step_seconds > 0) {
-    summary.set_tokens_per_second(
-        static_cast<double>(d) * spec.pipeline().microbatches() *
-        spec.pipeline().microbatch_size() * spec.model().seq_len() / step_seconds);
-  }
-  if (cost > 0) {
-    summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
-  }
   // Predicted: the version's order simulated under the current measured
   // costs (the analytic ones until every stage has a sample).
-  std::vector<double> predicted_rank;
+  StepReports reports;
+  reports.step = pending.step;
+  reports.version = pending.version;
+  reports.stages = p;
+  reports.replicas = d;
+  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
+                               spec.pipeline().microbatch_size() *
+                               spec.model().seq_len();
   const zbpp::v1::ScheduleVersion& version = job.versions[pending.version - 1];
-  double predicted = version.predicted().bubble_rate();
-  predicted_rank.assign(version.predicted().worker_bubble_rate().begin(),
-                        version.predicted().worker_bubble_rate().end());
+  zbpp::v1::SchedulePrediction prediction = version.predicted();
   absl::StatusOr<sched::Problem> measured = job.costs->ToProblem(*job.base);
   if (measured.ok()) {
     absl::StatusOr<sched::SimulationResult> sim =
         sched::Simulate(*measured, job.parsed.at(pending.version));
-    if (sim.ok()) {
-      const zbpp::v1::SchedulePrediction prediction = PredictionToProto(*sim);
-      predicted = prediction.bubble_rate();
-      predicted_rank.assign(prediction.worker_bubble_rate().begin(),
-                            prediction.worker_bubble_rate().end());
-    }
+    if (sim.ok()) prediction = PredictionToProto(*sim);
   }
-  summary.set_predicted_bubble_rate(predicted);
-  // Per pipeline rank: the mean over its replicas.
-  for (int rank = 0; rank < p; ++rank) {
-    StageReport mean;
-    for (int replica = 0; replica < d; ++replica) {
-      const StageReport& report = pending.reports.at(job.index_of(rank, replica));
-      mean.busy_seconds += report.busy_seconds / d;
-      mean.idle_seconds += report.idle_seconds / d;
-      mean.comm_seconds += report.comm_seconds / d;
-      mean.f_seconds += report.f_seconds / d;
-      mean.b_seconds += report.b_seconds / d;
-      mean.w_seconds += report.w_seconds / d;
-      mean.reduce_seconds += report.reduce_seconds / d;
-      mean.exposed_reduce_seconds += report.exposed_reduce_seconds / d;
-    }
-    zbpp::v1::StageStepStats* out = summary.add_stages();
-    out->set_stage(rank);
-    out->set_worker_id(replica0(rank).worker_id);
-    out->set_measured_bubble_rate(
-        cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
-    out->set_predicted_bubble_rate(
-        rank < static_cast<int>(predicted_rank.size()) ? predicted_rank[rank]
-                                                       : 0);
-    out->set_idle_seconds(mean.idle_seconds);
-    out->set_comm_seconds(mean.comm_seconds);
-    out->set_f_seconds(mean.f_seconds);
-    out->set_b_seconds(mean.b_seconds);
-    out->set_w_seconds(mean.w_seconds);
-    out->set_reduce_seconds(mean.reduce_seconds);
-    out->set_exposed_reduce_seconds(mean.exposed_reduce_seconds);
+  reports.predicted_bubble_rate = prediction.bubble_rate();
+  reports.predicted_rank_bubble_rate.assign(
+      prediction.worker_bubble_rate().begin(),
+      prediction.worker_bubble_rate().end());
+  reports.reports = std::move(pending.reports);
+  StepOutcome outcome = SummarizeStep(reports);
+  const zbpp::v1::StepSummary& summary = outcome.summary;
+  *outcome.summary.mutable_complete_time() = ToTimestamp(options_.clock->Now());
+  if (outcome.param_checksum.has_value()) {
+    job.job.set_param_checksum(*outcome.param_checksum);
   }
   writer_->Enqueue(
       [id = job.job.id(), summary](Store& store) {
@@ -621,7 +551,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   timeline->set_step(pending.step);
   timeline->set_schedule_version(pending.version);
   for (int rank = 0; rank < p; ++rank) {
-    *timeline->add_ranks() = std::move(pending.reports.at(rank).timeline);
+    *timeline->add_ranks() = std::move(reports.reports.at(rank).timeline);
   }
   if (options_.observer != nullptr) {
     options_.observer->OnStep(job.job.id(), summary);
@@ -636,9 +566,7 @@ std::unique_ptr<Coordinator::ResolveTask> Coordinator::CompleteStep(
   // complete once each of its ranks has.
   const int64_t interval = spec.checkpoint().interval_steps();
   CheckpointRecord checkpoint;
-  for (int rank = 0; rank < p; ++rank) {
-    if (replica0(rank).checkpoint_written) checkpoint.stages_written.push_back(rank);
-  }
+  checkpoint.stages_written = outcome.checkpointed_ranks;
   if (interval > 0 && static_cast<int>(checkpoint.stages_written.size()) == p &&
       pending.step > job.job.last_checkpoint_step()) {
     checkpoint.job_id = job.job.id();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/schedule_proto.h"
+#include "api/schedule_version.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"
@@ -252,15 +253,6 @@ void Coordinator::SendToJobWorkers(JobRuntime& job,
   }
 }
 
-const zbpp::v1::ScheduleVersion* Coordinator::VersionForStep(
-    const JobRuntime& job, int64_t step) const {
-  const zbpp::v1::ScheduleVersion* found = nullptr;
-  for (const auto& version : job.versions) {
-    if (version.effective_step() <= step) found = &version;
-  }
-  return found;
-}
-
 zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
                                                   int index) const {
   zbpp::v1::Assignment assignment;
@@ -271,7 +263,7 @@ zbpp::v1::Assignment Coordinator::BuildAssignment(const JobRuntime& job,
   assignment.set_stage(rank);
   assignment.set_replica(job.replica_of(index));
   const zbpp::v1::ScheduleVersion* version =
-      VersionForStep(job, job.start_step);
+      VersionInForce(job.versions, job.start_step);
   if (version != nullptr) {
     const auto& owners = version->schedule().worker_of_stage();
     for (int s = 0; s < owners.size(); ++s) {
@@ -459,7 +451,8 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   // a job that fits no free worker waits, saying why, rather than having
   // its workers fail to allocate.
   std::vector<RankMemoryEstimate> estimate;
-  if (const zbpp::v1::ScheduleVersion* first = VersionForStep(job, job.start_step);
+  if (const zbpp::v1::ScheduleVersion* first =
+          VersionInForce(job.versions, job.start_step);
       first != nullptr) {
     estimate = EstimateRankMemory(spec, *first);
   }
@@ -511,7 +504,7 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
                      " assigned, restarting at step ", job.start_step));
   }
   const zbpp::v1::ScheduleVersion* in_force =
-      VersionForStep(job, job.start_step);
+      VersionInForce(job.versions, job.start_step);
   // Versions after the one in force, one shared message each.
   std::vector<SessionMessage> later;
   for (const auto& version : job.versions) {
@@ -1021,7 +1014,7 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
     *assignment->mutable_assignment() = BuildAssignment(*job, record->rank);
     SendToWorker(worker_id, std::move(assignment));
     const zbpp::v1::ScheduleVersion* in_force =
-        VersionForStep(*job, job->start_step);
+        VersionInForce(job->versions, job->start_step);
     for (const auto& version : job->versions) {
       if (in_force != nullptr &&
           version.effective_step() > in_force->effective_step()) {

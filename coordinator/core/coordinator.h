@@ -514,8 +514,6 @@ class Coordinator {
   /// that runs).
   zbpp::v1::WorkerState ApiState(const WorkerRecord& record) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const zbpp::v1::ScheduleVersion* VersionForStep(const JobRuntime& job,
-                                                  int64_t step) const;
 
   const Options options_;
   std::unique_ptr<Membership> membership_;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/schedule_proto.h"
+#include "api/schedule_version.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "scheduler/simulator.h"
@@ -257,7 +258,8 @@ absl::Status Coordinator::ReportStepLocked(
         "step: ", report.step(), " was not granted (attempt runs steps ",
         job->start_step, "..", job->granted, ")"));
   }
-  const zbpp::v1::ScheduleVersion* version = VersionForStep(*job, report.step());
+  const zbpp::v1::ScheduleVersion* version =
+      VersionInForce(job->versions, report.step());
   if (version == nullptr || version->version() != report.schedule_version()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "schedule_version: step ", report.step(), " runs version ",

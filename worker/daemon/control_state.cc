@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "api/schedule_version.h"
+
 namespace zbpp::worker {
 
 bool ControlState::Holds(const std::string& job_id, int64_t attempt) const {
@@ -116,11 +118,9 @@ std::optional<v1::ScheduleVersion> ControlState::VersionFor(const std::string& j
                                                             int64_t step) const {
   absl::MutexLock lock(&mu_);
   if (!Holds(job_id, attempt)) return std::nullopt;
-  std::optional<v1::ScheduleVersion> best;
-  for (const auto& [number, version] : current_->versions) {
-    if (version.effective_step() <= step) best = version;
-  }
-  return best;
+  const v1::ScheduleVersion* version = VersionInForce(current_->versions, step);
+  if (version == nullptr) return std::nullopt;
+  return *version;
 }
 
 bool ControlState::Aborted(const std::string& job_id, int64_t attempt,

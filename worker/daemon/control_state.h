@@ -40,8 +40,9 @@ class ControlState {
   GrantWait WaitForGrant(const std::string& job_id, int64_t attempt, int64_t step,
                          absl::Duration timeout);
 
-  /// The newest schedule version of the attempt with effective_step <= step
-  /// (the assignment's version included); nullopt when none applies.
+  /// The schedule version of the attempt in force at `step`
+  /// (VersionInForce, api/schedule_version.h; the assignment's version
+  /// included); nullopt when none applies.
   std::optional<v1::ScheduleVersion> VersionFor(const std::string& job_id, int64_t attempt,
                                                 int64_t step) const;
 

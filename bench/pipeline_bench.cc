@@ -100,6 +100,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/job_state.h"
 #include "tests/client/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
@@ -281,8 +282,7 @@ absl::StatusOr<JobRun> RunJob(v1::JobService::Stub& stub, const v1::JobSpec& spe
     }
     if (event.has_state_change()) {
       const v1::JobState s = event.state_change().new_state();
-      if (s == v1::JOB_STATE_FAILED || s == v1::JOB_STATE_SUCCEEDED ||
-          s == v1::JOB_STATE_CANCELLED) {
+      if (IsTerminal(s)) {
         ended = absl::StrCat(v1::JobState_Name(s), " ", event.state_change().message());
       }
     }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 #include "client/job_spec_yaml.h"
 #include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"

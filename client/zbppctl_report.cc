@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "client/zbppctl_tables.h"
 #include "common/text_table.h"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "common/text_table.h"
 
@@ -36,10 +37,6 @@ std::string ShortEnumName(const std::string& name, const std::string& prefix) {
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
-std::string JobStateName(v1::JobState state) {
-  return ShortEnumName(v1::JobState_Name(state), "JOB_STATE_");
-}
-
 std::string ValidationModeName(v1::ValidationMode mode) {
   if (mode == v1::VALIDATION_MODE_UNSPECIFIED) return "";
   return ShortEnumName(v1::ValidationMode_Name(mode), "VALIDATION_MODE_");
@@ -66,11 +63,6 @@ std::string ValidationSummary(const std::string& mode,
                   rollbacks == 1 ? " rollback, " : " rollbacks, ",
                   skipped_steps, " skipped, ", clipped_steps, " clipped");
   return text;
-}
-
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
 }
 
 absl::Time ToTime(const google::protobuf::Timestamp& timestamp) {

@@ -18,9 +18,6 @@ namespace zbpp::ctl {
 /// "WORKER_STATE_IDLE", "WORKER_STATE_") is "IDLE".
 std::string ShortEnumName(const std::string& name, const std::string& prefix);
 
-/// `state` without its prefix: "RUNNING" for JOB_STATE_RUNNING.
-std::string JobStateName(v1::JobState state);
-
 /// `mode` without its prefix: "POST", "SYNCHRONOUS", "AUTO"; empty for
 /// UNSPECIFIED (a job before its first schedule version).
 std::string ValidationModeName(v1::ValidationMode mode);
@@ -38,9 +35,6 @@ std::string PrecisionName(const v1::JobSpec& spec);
 std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps);
-
-/// Whether `state` is SUCCEEDED, FAILED or CANCELLED.
-bool IsTerminal(v1::JobState state);
 
 /// `timestamp` as absl::Time; absl::InfinitePast() when unset (zero).
 absl::Time ToTime(const google::protobuf::Timestamp& timestamp);

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "api/schedule_version.h"
 #include "coordinator/core/coordinator_internal.h"
@@ -35,31 +36,6 @@ google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
   return ts;
 }
-
-namespace {
-
-JobState ToCore(zbpp::v1::JobState state) {
-  switch (state) {
-    case zbpp::v1::JOB_STATE_ASSIGNING:
-      return JobState::kAssigning;
-    case zbpp::v1::JOB_STATE_RUNNING:
-      return JobState::kRunning;
-    case zbpp::v1::JOB_STATE_RECOVERING:
-      return JobState::kRecovering;
-    case zbpp::v1::JOB_STATE_SUCCEEDED:
-      return JobState::kSucceeded;
-    case zbpp::v1::JOB_STATE_FAILED:
-      return JobState::kFailed;
-    case zbpp::v1::JOB_STATE_CANCELLED:
-      return JobState::kCancelled;
-    default:
-      return JobState::kPending;
-  }
-}
-
-}  // namespace
-
-bool Terminal(zbpp::v1::JobState state) { return IsTerminal(ToCore(state)); }
 
 void LogError(const absl::Status& status, const std::string& context) {
   if (!status.ok()) {
@@ -90,8 +66,6 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
 
 using internal::BuildVersion;
 using internal::LogError;
-using internal::Terminal;
-using internal::ToCore;
 using internal::ToTimestamp;
 using zbpp::v1::JobEvent;
 using zbpp::v1::SessionResponse;
@@ -208,7 +182,7 @@ void Coordinator::Emit(JobRuntime& job, JobEvent event, bool droppable) {
 void Coordinator::SetState(JobRuntime& job, zbpp::v1::JobState state,
                            const std::string& message) {
   const zbpp::v1::JobState old = job.job.state();
-  if (absl::Status legal = Transition(ToCore(old), ToCore(state));
+  if (absl::Status legal = Transition(old, state);
       !legal.ok()) {
     LogError(legal, absl::StrCat("job ", job.job.id()));
     return;
@@ -228,7 +202,7 @@ void Coordinator::SetState(JobRuntime& job, zbpp::v1::JobState state,
   change->set_new_state(state);
   change->set_message(message);
   Emit(job, std::move(event), /*droppable=*/false);
-  if (Terminal(state)) {
+  if (IsTerminal(state)) {
     *job.job.mutable_end_time() = ToTimestamp(now);
     job.job.clear_assignments();
     for (auto& watcher : job.watchers) watcher->Close(absl::OkStatus());
@@ -638,7 +612,7 @@ absl::Status Coordinator::Recover() {
     job->job.clear_assignments();
     // The outcomes are stored as they are gathered, the job's counters with
     // the job after them: a crash in between would lose an increment.
-    if (!Terminal(job->job.state())) {
+    if (!IsTerminal(job->job.state())) {
       absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>> outcomes =
           options_.store->ListValidationOutcomes(job->job.id());
       if (!outcomes.ok()) return outcomes.status();
@@ -837,10 +811,10 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::CancelJob(
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
   }
-  if (Terminal(job->job.state())) {
+  if (IsTerminal(job->job.state())) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id, " is already ",
-                     JobStateName(ToCore(job->job.state()))));
+                     JobStateName(job->job.state())));
   }
   const std::string message =
       reason.empty() ? std::string("cancelled by user") : reason;
@@ -872,7 +846,7 @@ absl::StatusOr<std::shared_ptr<WatchOutbox>> Coordinator::WatchJob(
   }
   if (!job->job.has_last_step()) snapshot.mutable_snapshot()->clear_last_step();
   outbox->Push(std::move(snapshot));
-  if (Terminal(job->job.state())) {
+  if (IsTerminal(job->job.state())) {
     outbox->Close(absl::OkStatus());
   } else {
     job->watchers.push_back(outbox);
@@ -1256,9 +1230,9 @@ absl::Status Coordinator::CheckRendezvousAccess(
 std::map<std::string, int> Coordinator::JobCounts() const {
   absl::MutexLock lock(&mu_);
   std::map<std::string, int> counts;
-  for (JobState state : kAllJobStates) counts[JobStateName(state)] = 0;
+  for (zbpp::v1::JobState state : kAllJobStates) counts[JobStateName(state)] = 0;
   for (const auto& [seq, job] : jobs_) {
-    ++counts[JobStateName(ToCore(job->job.state()))];
+    ++counts[JobStateName(job->job.state())];
   }
   return counts;
 }

@@ -29,9 +29,6 @@ namespace internal {
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t);
 
-/// SUCCEEDED, FAILED or CANCELLED.
-bool Terminal(zbpp::v1::JobState state);
-
 /// The daemon has no logging library (Debian's Abseil predates absl/log);
 /// store failures after the in-memory change are reported on stderr.
 void LogError(const absl::Status& status, const std::string& context);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
@@ -17,7 +18,6 @@ namespace zbpp::coordinator {
 
 using internal::BuildVersion;
 using internal::LogError;
-using internal::Terminal;
 
 std::unique_ptr<Coordinator::ResolveTask> Coordinator::MaybeResolve(
     JobRuntime& job, int64_t step) {
@@ -133,7 +133,7 @@ void Coordinator::FinishResolve(ResolveTask& task) {
                            zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE;
     }
     if (job == nullptr || job->attempt != task.attempt ||
-        job->workers.empty() || Terminal(job->job.state()) || !schedule_unchanged) {
+        job->workers.empty() || IsTerminal(job->job.state()) || !schedule_unchanged) {
       record.reason = absl::StrCat(
           record.reason,
           "; not published: the job's attempt or version changed while "

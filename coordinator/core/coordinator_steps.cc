@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "api/schedule_version.h"
 #include "coordinator/core/coordinator.h"
@@ -200,7 +201,6 @@ std::string ValidationMismatch(const zbpp::v1::ValidationResult& a,
 }  // namespace
 
 using internal::LogError;
-using internal::Terminal;
 using internal::ToTimestamp;
 using zbpp::v1::JobEvent;
 
@@ -475,7 +475,7 @@ void Coordinator::GatherValidation(JobRuntime& job, int64_t step) {
 
 void Coordinator::SwitchValidationMode(JobRuntime& job, zbpp::v1::ValidationMode mode,
                                        const zbpp::v1::ValidationOutcome& last) {
-  if (job.versions.empty() || job.workers.empty() || Terminal(job.job.state())) return;
+  if (job.versions.empty() || job.workers.empty() || IsTerminal(job.job.state())) return;
   // Same schedule and predictions, the other mode, from the next step no
   // worker has been granted: every worker switches at the same step.
   zbpp::v1::ScheduleVersion version = job.versions.back();

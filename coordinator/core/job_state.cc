@@ -1,53 +1,37 @@
 #include "coordinator/core/job_state.h"
 
-#include <vector>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 
 namespace zbpp::coordinator {
 
-std::string JobStateName(JobState state) {
-  switch (state) {
-    case JobState::kPending:
-      return "PENDING";
-    case JobState::kAssigning:
-      return "ASSIGNING";
-    case JobState::kRunning:
-      return "RUNNING";
-    case JobState::kRecovering:
-      return "RECOVERING";
-    case JobState::kSucceeded:
-      return "SUCCEEDED";
-    case JobState::kFailed:
-      return "FAILED";
-    case JobState::kCancelled:
-      return "CANCELLED";
-  }
-  return absl::StrCat("JobState(", static_cast<int>(state), ")");
-}
-
-bool IsTerminal(JobState state) {
-  return state == JobState::kSucceeded || state == JobState::kFailed ||
-         state == JobState::kCancelled;
-}
+using zbpp::v1::JobState;
 
 bool IsLegalTransition(JobState from, JobState to) {
-  if (IsTerminal(from) || from == to) return false;
+  if (from == zbpp::v1::JOB_STATE_UNSPECIFIED ||
+      to == zbpp::v1::JOB_STATE_UNSPECIFIED || IsTerminal(from) || from == to) {
+    return false;
+  }
   // A user may cancel at any point before the job ends.
-  if (to == JobState::kCancelled) return true;
+  if (to == zbpp::v1::JOB_STATE_CANCELLED) return true;
   switch (from) {
-    case JobState::kPending:
-      return to == JobState::kAssigning;
-    case JobState::kAssigning:
+    case zbpp::v1::JOB_STATE_PENDING:
+      return to == zbpp::v1::JOB_STATE_ASSIGNING;
+    case zbpp::v1::JOB_STATE_ASSIGNING:
       // Back to PENDING when workers vanished between the choice and the
       // hand-out: the job waits instead of failing.
-      return to == JobState::kRunning || to == JobState::kPending ||
-             to == JobState::kFailed;
-    case JobState::kRunning:
-      return to == JobState::kSucceeded || to == JobState::kFailed ||
-             to == JobState::kRecovering;
-    case JobState::kRecovering:
-      return to == JobState::kRunning || to == JobState::kFailed;
+      return to == zbpp::v1::JOB_STATE_RUNNING ||
+             to == zbpp::v1::JOB_STATE_PENDING ||
+             to == zbpp::v1::JOB_STATE_FAILED;
+    case zbpp::v1::JOB_STATE_RUNNING:
+      return to == zbpp::v1::JOB_STATE_SUCCEEDED ||
+             to == zbpp::v1::JOB_STATE_FAILED ||
+             to == zbpp::v1::JOB_STATE_RECOVERING;
+    case zbpp::v1::JOB_STATE_RECOVERING:
+      return to == zbpp::v1::JOB_STATE_RUNNING ||
+             to == zbpp::v1::JOB_STATE_FAILED;
     default:
       return false;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "scheduler/export_svg.h"
 #include "scheduler/simulator.h"
@@ -30,16 +31,6 @@ std::string Escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string StateName(v1::JobState state) {
-  const std::string name = v1::JobState_Name(state);
-  return std::string(absl::StripPrefix(name, "JOB_STATE_"));
-}
-
-bool Terminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
 }
 
 bool Stepped(const v1::Job& job) { return job.steps_completed() > 0 && job.has_last_step(); }
@@ -119,7 +110,7 @@ std::string JobSection(const v1::Job& job) {
   std::string html = absl::StrCat(
       "<section class=\"job\" id=\"job-", Escape(job.id()), "\"><h2><a href=\"/jobs/",
       Escape(job.id()), "\">", Escape(job.id()), "</a> ", Escape(job.spec().name()),
-      " <span class=\"badge ", StateName(job.state()), "\">", StateName(job.state()),
+      " <span class=\"badge ", JobStateName(job.state()), "\">", JobStateName(job.state()),
       "</span></h2>");
   if (!job.state_message().empty()) {
     absl::StrAppend(&html, "<p class=\"note\">", Escape(job.state_message()), "</p>");
@@ -210,7 +201,7 @@ absl::StatusOr<std::string> PlannedScheduleSvg(const v1::ScheduleVersion& versio
 
 std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) {
   const bool live = std::any_of(jobs.begin(), jobs.end(),
-                                [](const v1::Job& j) { return !Terminal(j.state()); });
+                                [](const v1::Job& j) { return !IsTerminal(j.state()); });
   std::string html = Head("zbpp jobs", live, refresh_seconds);
   absl::StrAppend(&html, "<section><h2>Jobs</h2>");
   if (jobs.empty()) {
@@ -225,8 +216,8 @@ std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) 
       absl::StrAppend(
           &html, "<tr class=\"job-row\"><td><a href=\"/jobs/", Escape(job.id()), "\">",
           Escape(job.id()), "</a></td><td>", Escape(job.spec().name()),
-          "</td><td><span class=\"badge ", StateName(job.state()), "\">",
-          StateName(job.state()), "</span></td><td class=\"num\">", job.steps_completed(),
+          "</td><td><span class=\"badge ", JobStateName(job.state()), "\">",
+          JobStateName(job.state()), "</span></td><td class=\"num\">", job.steps_completed(),
           " / ", job.spec().steps(), "</td><td>", Escape(job.spec().schedule().name()),
           "</td><td class=\"num\">",
           stepped ? absl::StrFormat("%.4f", job.last_step().loss()) : "-",
@@ -246,7 +237,7 @@ std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) 
 }
 
 std::string JobPageHtml(const v1::Job& job, int refresh_seconds) {
-  std::string html = Head(absl::StrCat("zbpp ", job.id()), !Terminal(job.state()),
+  std::string html = Head(absl::StrCat("zbpp ", job.id()), !IsTerminal(job.state()),
                           refresh_seconds);
   absl::StrAppend(&html, JobSection(job), kTail);
   return html;

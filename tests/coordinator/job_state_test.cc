@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "api/job_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,18 +12,24 @@ namespace zbpp::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
-using S = JobState;
+using S = zbpp::v1::JobState;
 
 // The whole diagram of job_state.h, edge by edge.
 const std::set<std::pair<S, S>>& LegalEdges() {
   static const auto* const kEdges = new std::set<std::pair<S, S>>{
-      {S::kPending, S::kAssigning},    {S::kPending, S::kCancelled},
-      {S::kAssigning, S::kRunning},    {S::kAssigning, S::kPending},
-      {S::kAssigning, S::kFailed},     {S::kAssigning, S::kCancelled},
-      {S::kRunning, S::kSucceeded},    {S::kRunning, S::kFailed},
-      {S::kRunning, S::kCancelled},    {S::kRunning, S::kRecovering},
-      {S::kRecovering, S::kRunning},   {S::kRecovering, S::kFailed},
-      {S::kRecovering, S::kCancelled},
+      {v1::JOB_STATE_PENDING, v1::JOB_STATE_ASSIGNING},
+      {v1::JOB_STATE_PENDING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING},
+      {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_PENDING},
+      {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_RUNNING, v1::JOB_STATE_RECOVERING},
+      {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_RUNNING},
+      {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_CANCELLED},
   };
   return *kEdges;
 }
@@ -49,7 +56,7 @@ TEST(JobState, EveryPairIsLegalExactlyWhenTheDiagramHasTheEdge) {
 }
 
 TEST(JobState, TerminalStatesAreFinal) {
-  for (S from : {S::kSucceeded, S::kFailed, S::kCancelled}) {
+  for (S from : {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
     EXPECT_TRUE(IsTerminal(from));
     for (S to : kAllJobStates) {
       absl::Status status = Transition(from, to);
@@ -57,9 +64,9 @@ TEST(JobState, TerminalStatesAreFinal) {
       EXPECT_THAT(std::string(status.message()), HasSubstr("is terminal"));
     }
   }
-  for (S state : {S::kPending, S::kAssigning, S::kRunning, S::kRecovering}) {
+  for (S state : {v1::JOB_STATE_PENDING, v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING, v1::JOB_STATE_RECOVERING}) {
     EXPECT_FALSE(IsTerminal(state));
-    EXPECT_TRUE(Transition(state, S::kCancelled).ok());
+    EXPECT_TRUE(Transition(state, v1::JOB_STATE_CANCELLED).ok());
   }
 }
 
@@ -67,7 +74,14 @@ TEST(JobState, NamesAreDistinct) {
   std::set<std::string> names;
   for (S state : kAllJobStates) names.insert(JobStateName(state));
   EXPECT_EQ(names.size(), 7u);
-  EXPECT_EQ(JobStateName(S::kRecovering), "RECOVERING");
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_RECOVERING), "RECOVERING");
+}
+
+TEST(JobState, UnspecifiedIsNoStateOfAJob) {
+  for (S state : kAllJobStates) {
+    EXPECT_FALSE(IsLegalTransition(v1::JOB_STATE_UNSPECIFIED, state));
+    EXPECT_FALSE(IsLegalTransition(state, v1::JOB_STATE_UNSPECIFIED));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "api/job_state.h"
 #include "common/call_auth.h"
 
 namespace zbpp::worker::e2e {
@@ -36,11 +37,6 @@ absl::StatusOr<Response> Unary(Stub& stub, Method method,
   grpc::Status st = (stub.*method)(&context, request, &response);
   if (!st.ok()) return FromGrpc(st, what);
   return response;
-}
-
-bool Terminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
 }
 
 std::string StateNames(const std::vector<v1::JobState>& states) {
@@ -163,7 +159,7 @@ absl::StatusOr<v1::Job> Cluster::WaitForSteps(const std::string& job_id,
   while (true) {
     absl::StatusOr<v1::Job> job = Get(job_id);
     if (!job.ok()) return job.status();
-    if (job->steps_completed() >= steps || Terminal(job->state())) return job;
+    if (job->steps_completed() >= steps || IsTerminal(job->state())) return job;
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "job ", job_id, " completed ", job->steps_completed(), " steps of ",
@@ -205,10 +201,10 @@ absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
   while (!ended && stream->Read(&event)) {
     if (event.has_snapshot()) {
       outcome.states.push_back(event.snapshot().state());
-      ended = Terminal(event.snapshot().state());
+      ended = IsTerminal(event.snapshot().state());
     } else if (event.has_state_change()) {
       outcome.states.push_back(event.state_change().new_state());
-      ended = Terminal(event.state_change().new_state());
+      ended = IsTerminal(event.state_change().new_state());
     }
   }
   if (ended) context.TryCancel();

@@ -58,6 +58,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/schedule_proto.h"
+#include "api/schedule_version.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -378,10 +379,9 @@ class FakeWorker {
                          ? zbpp::v1::WORKER_PHASE_PREPARING
                      : runnable ? zbpp::v1::WORKER_PHASE_RUNNING
                                 : zbpp::v1::WORKER_PHASE_WAITING);
-        const zbpp::v1::ScheduleVersion* version = &versions_.front();
-        for (const auto& v : versions_) {
-          if (v.effective_step() <= next_step_) version = &v;
-        }
+        const zbpp::v1::ScheduleVersion* version =
+            VersionInForce(versions_, next_step_);
+        if (version == nullptr) version = &versions_.front();
         hb.set_schedule_version(version->version());
         if (runnable && !report_in_flight_) {
           report_in_flight_ = true;
@@ -735,11 +735,8 @@ struct ProbeRank {
     }
   }
   const zbpp::v1::ScheduleVersion& VersionFor(int64_t step) const {
-    const zbpp::v1::ScheduleVersion* found = &versions.front();
-    for (const auto& v : versions) {
-      if (v.effective_step() <= step) found = &v;
-    }
-    return *found;
+    const zbpp::v1::ScheduleVersion* found = VersionInForce(versions, step);
+    return found != nullptr ? *found : versions.front();
   }
 };
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/pipeline_shape.h"
+#include "api/schedule_version.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -83,12 +84,10 @@ struct FakeWorker {
     }
   }
 
+  /// The version in force at `step`; the first one before it takes effect.
   const v1::ScheduleVersion& VersionFor(int64_t step) const {
-    const v1::ScheduleVersion* found = &versions.front();
-    for (const auto& v : versions) {
-      if (v.effective_step() <= step) found = &v;
-    }
-    return *found;
+    const v1::ScheduleVersion* found = VersionInForce(versions, step);
+    return found != nullptr ? *found : versions.front();
   }
 
   v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "api/schedule_version.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -206,10 +207,9 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
       log->versions.push_back(message.schedule());
     } else if (message.has_grant()) {
       while (next_step <= message.grant().through_step()) {
-        const zbpp::v1::ScheduleVersion* version = &log->versions.front();
-        for (const auto& v : log->versions) {
-          if (v.effective_step() <= next_step) version = &v;
-        }
+        const zbpp::v1::ScheduleVersion* version =
+            VersionInForce(log->versions, next_step);
+        if (version == nullptr) version = &log->versions.front();
         zbpp::v1::ReportStepRequest report;
         report.set_worker_id(log->id);
         report.set_job_id(assignment.job_id());

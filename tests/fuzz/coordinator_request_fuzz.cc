@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/schedule_version.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -94,11 +95,7 @@ struct Worker {
   }
 
   const v1::ScheduleVersion* VersionFor(int64_t step) const {
-    const v1::ScheduleVersion* found = nullptr;
-    for (const v1::ScheduleVersion& v : versions) {
-      if (v.effective_step() <= step) found = &v;
-    }
-    return found;
+    return VersionInForce(versions, step);
   }
 };
 

@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -14,8 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
-#include "common/call_auth.h"
-#include "common/status_grpc.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/latency_probe.h"
 #include "worker/comm/rendezvous_store.h"
@@ -112,21 +109,12 @@ class AttemptRun {
 
     const int p = spec_.pipeline().stages();
     const int d = DataParallelOf(spec_.pipeline());
-    // Two groups meet through the attempt's scope, each under its own key
-    // prefix: this replica's pipeline (p ranks) and this stage's replicas
-    // (d ranks, when d > 1).
-    const c10::intrusive_ptr<c10d::Store> store = CreateRendezvousStore(
-        env_.channel, env_.session->worker_id(), a_.rendezvous_scope(), env_.comm_timeout,
-        env_.session->call_metadata());
-    auto join = [&](const std::string& prefix, int rank, int size,
+    // Two groups meet through the attempt's scope: this replica's pipeline
+    // (p ranks) and this stage's replicas (d ranks, when d > 1).
+    auto join = [&](const std::string& group, int rank, int size,
                     const char* what) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-      GlooOptions gloo;
-      gloo.store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
-      gloo.rank = rank;
-      gloo.size = size;
-      gloo.timeout = env_.comm_timeout;
-      gloo.hostname = env_.gloo_hostname;
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateGlooCommunicator(gloo);
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          env_.communicators(a_, group, rank, size);
       if (!comm.ok()) return WithContext(comm.status(), absl::StrCat("joining the ", what));
       return comm;
     };
@@ -275,7 +263,7 @@ class AttemptRun {
   void Fill(int64_t step, const sched::Schedule& schedule, const StepResult& result,
             v1::ReportStepRequest& report) {
     const StepTimeline& t = result.timeline;
-    report.set_worker_id(env_.session->worker_id());
+    report.set_worker_id(env_.reporter->worker_id());
     report.set_job_id(a_.job_id());
     report.set_attempt(a_.attempt());
     report.set_step(step);
@@ -322,13 +310,8 @@ class AttemptRun {
   }
 
   absl::Status Report(const v1::ReportStepRequest& report) {
-    v1::ReportStepResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    AddCallMetadata(env_.session->call_metadata(), context);
-    grpc::Status st = env_.session->stub().ReportStep(&context, report, &response);
-    if (st.ok()) return absl::OkStatus();
-    return WithContext(FromGrpcStatus(st), absl::StrCat("reporting step ", report.step()));
+    return WithContext(env_.reporter->ReportStep(report, env_.report_timeout),
+                       absl::StrCat("reporting step ", report.step()));
   }
 
   const v1::Assignment& a_;
@@ -345,6 +328,26 @@ class AttemptRun {
 };
 
 }  // namespace
+
+CommunicatorFactory GlooCommunicatorFactory(std::shared_ptr<grpc::Channel> channel,
+                                            const SessionClient* session,
+                                            std::string gloo_hostname, absl::Duration timeout) {
+  return [channel = std::move(channel), session, gloo_hostname = std::move(gloo_hostname),
+          timeout](const v1::Assignment& assignment, const std::string& group, int rank,
+                   int size) {
+    // Each group under its own key prefix of the attempt's scope.
+    const c10::intrusive_ptr<c10d::Store> store =
+        CreateRendezvousStore(channel, session->worker_id(), assignment.rendezvous_scope(),
+                              timeout, session->call_metadata());
+    GlooOptions gloo;
+    gloo.store = c10::make_intrusive<c10d::PrefixStore>(group, store);
+    gloo.rank = rank;
+    gloo.size = size;
+    gloo.timeout = timeout;
+    gloo.hostname = gloo_hostname;
+    return CreateGlooCommunicator(gloo);
+  };
+}
 
 AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {
   AttemptRun run(assignment, env);

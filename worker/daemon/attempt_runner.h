@@ -1,32 +1,57 @@
 #ifndef ZBPP_WORKER_DAEMON_ATTEMPT_RUNNER_H_
 #define ZBPP_WORKER_DAEMON_ATTEMPT_RUNNER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/comm/communicator.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
+#include "worker/daemon/step_reporter.h"
 #include "worker/runtime/rank_trainer.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::worker {
 
+/// Joins one communication group of an attempt: rank `rank` of `size`
+/// ranks. `group` names the group within the attempt's rendezvous scope:
+/// "pipeline<R>" (replica R's pipeline, rank = stage) or "replicas<S>"
+/// (stage S's data-parallel replicas, rank = replica). Called on the
+/// training thread, once per group and attempt; an error fails the attempt.
+using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+    const v1::Assignment& assignment, const std::string& group, int rank, int size)>;
+
+/// The daemon's CommunicatorFactory: Gloo (worker/comm/gloo_communicator.h)
+/// meeting its peers through the coordinator's rendezvous store
+/// (worker/comm/rendezvous_store.h) over `channel`, under the assignment's
+/// rendezvous_scope, with the session's worker id and call metadata.
+/// `gloo_hostname`: the address Gloo binds and advertises to peers; empty:
+/// c10d's default (the host name, falling back to loopback). `timeout`:
+/// the longest wait for the rendezvous and for a peer's message. `session`
+/// is not owned and must outlive the factory.
+CommunicatorFactory GlooCommunicatorFactory(std::shared_ptr<grpc::Channel> channel,
+                                            const SessionClient* session,
+                                            std::string gloo_hostname, absl::Duration timeout);
+
 /// What RunAttempt needs from the daemon.
 struct AttemptEnvironment {
-  SessionClient* session = nullptr;   ///< ReportStep and the worker id; not owned.
+  StepReporter* reporter = nullptr;   ///< Where step reports go; not owned.
   ControlState* state = nullptr;      ///< Grants, versions, aborts; not owned.
-  std::shared_ptr<grpc::Channel> channel;  ///< For the rendezvous store.
+  /// Joins the attempt's groups (GlooCommunicatorFactory in the daemon).
+  CommunicatorFactory communicators;
   /// Where corpora are cached as token files.
   std::string cache_dir;
-  /// Address Gloo binds and advertises to peers; empty: c10d's default
-  /// (the host name, falling back to loopback).
-  std::string gloo_hostname;
-  /// Longest wait for a peer's message, the rendezvous or a grant.
+  /// Longest wait for a peer's message or a grant.
   absl::Duration comm_timeout = absl::Seconds(120);
+  /// Longest wait for the answer to one step report
+  /// (StepReporter::ReportStep's timeout).
+  absl::Duration report_timeout = absl::Seconds(30);
   /// Faults to inject in every attempt (--slow-stage, --inject-nan-step).
   FaultInjection faults;
   /// Where the passes run (--device; RankTrainerOptions::device).
@@ -44,17 +69,21 @@ struct AttemptOutcome {
 };
 
 /// Runs one job attempt on this worker from its Assignment to the end:
-/// loads the corpus, joins the Gloo group through the coordinator's
-/// rendezvous store, builds the rank's chunks (or restores the assigned
+/// loads the corpus, joins the attempt's groups (env.communicators),
+/// builds the rank's chunks (or restores the assigned
 /// checkpoint), measures the link latency to the next rank, then for every
 /// step waits for its grant, runs it with the schedule version in force,
 /// evaluates (first step, last step and every tenth of the run), writes
-/// checkpoints every `checkpoint.interval_steps`, and reports the step.
+/// checkpoints every `checkpoint.interval_steps`, and reports the step
+/// (env.reporter). An AbortCommand releases a step blocked on a peer at
+/// once (ControlState::SetAbortHook, Communicator::Abort).
 ///
 /// The outcome's status is OK when the attempt ran all steps or was aborted
 /// by the coordinator, else an error naming what failed (a bad corpus, a
 /// checkpoint that does not match the model, a silent peer, a refused
-/// schedule). Blocks; runs on the daemon's training thread.
+/// schedule, a report the coordinator did not take, prefixed "reporting
+/// step N: "). Blocks; runs on the daemon's training thread, one attempt
+/// at a time per ControlState.
 AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env);
 
 }  // namespace zbpp::worker

@@ -73,6 +73,15 @@ absl::Status SessionClient::Register() {
   return absl::OkStatus();
 }
 
+absl::Status SessionClient::ReportStep(const v1::ReportStepRequest& report,
+                                       absl::Duration timeout) {
+  v1::ReportStepResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoSeconds(timeout));
+  AddCallMetadata(call_metadata(), context);
+  return FromGrpcStatus(stub_->ReportStep(&context, report, &response));
+}
+
 std::string SessionClient::worker_id() const {
   absl::MutexLock lock(&mu_);
   return worker_id_;

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/call_auth.h"
 #include "worker/daemon/control_state.h"
+#include "worker/daemon/step_reporter.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::worker {
@@ -58,22 +59,23 @@ struct SessionClientOptions {
 /// or restarted and gave the id to another worker) registers again.
 ///
 /// Thread-safe.
-class SessionClient {
+class SessionClient : public StepReporter {
  public:
   /// Registers and opens the stream. Unavailable naming the address when the
   /// coordinator cannot be reached within rpc_timeout; the coordinator's
   /// error (e.g. InvalidArgument) when it refuses the registration.
   static absl::StatusOr<std::unique_ptr<SessionClient>> Create(SessionClientOptions options);
-  ~SessionClient();
+  ~SessionClient() override;
 
   /// The id of the current registration.
-  std::string worker_id() const;
+  std::string worker_id() const override;
   /// What every call naming worker_id() carries: the bearer token (when
   /// set) and the current registration's credential under
   /// kWorkerCredentialMetadataKey. Secrets: never log them.
   CallMetadata call_metadata() const;
-  /// A stub for unary calls (ReportStep).
-  v1::WorkerService::Stub& stub() { return *stub_; }
+  /// WorkerService.ReportStep with call_metadata(), within `timeout`: OK,
+  /// or the call's error as an absl::Status (common/status_grpc.h).
+  absl::Status ReportStep(const v1::ReportStepRequest& report, absl::Duration timeout) override;
   /// Closes the stream and stops the threads.
   void Shutdown();
 

@@ -1,6 +1,6 @@
 // zbpp-worker: the worker daemon, one per GPU (or per CPU core). The
-// construction order lives here (STYLE.md 10): flags, LibTorch threads, the
-// worker's own gRPC server (health), registration and Session with the
+// construction order lives here: flags, LibTorch threads, the worker's own
+// gRPC server (health), registration and Session with the
 // coordinator, then the training loop over assignments until SIGTERM.
 //
 //   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
@@ -260,11 +260,12 @@ int Main(int argc, char** argv) {
   signal_waiter.detach();
 
   AttemptEnvironment env;
-  env.session = session->get();
+  env.reporter = session->get();
   env.state = &state;
-  env.channel = session_options.channel;
+  env.communicators =
+      GlooCommunicatorFactory(session_options.channel, session->get(), flags->gloo_hostname,
+                              absl::Seconds(flags->comm_timeout_seconds));
   env.cache_dir = flags->cache_dir;
-  env.gloo_hostname = flags->gloo_hostname;
   env.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
   env.faults = flags->faults;
   env.device = *device;

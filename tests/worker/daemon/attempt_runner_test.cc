@@ -1,0 +1,452 @@
+// The worker's attempt runner in-process: two ranks on threads, each with
+// its own ControlState fed the coordinator's Session messages by the test,
+// a recording StepReporter in place of WorkerService.ReportStep, and the
+// in-process communicator (worker/comm/in_process_communicator.h) in place
+// of Gloo over the coordinator's rendezvous store.
+
+#include "worker/daemon/attempt_runner.h"
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "api/schedule_proto.h"
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "tests/worker/data/test_files.h"
+#include "worker/comm/in_process_communicator.h"
+
+namespace zbpp::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using ::zbpp::worker::testing::TestDirectory;
+
+constexpr int kStages = 2;
+constexpr int kMicrobatches = 4;
+constexpr char kJob[] = "job-1";
+// Long enough that a step blocked on a peer never gives up on its own in a
+// test: an abort must release it (a hang fails the test by ctest's timeout).
+const absl::Duration kCommTimeout = absl::Minutes(10);
+
+v1::JobSpec TinySpec(int64_t steps) {
+  v1::JobSpec spec;
+  v1::ModelSpec* model = spec.mutable_model();
+  model->set_architecture("gpt");
+  model->set_layers(2);
+  model->set_hidden(16);
+  model->set_heads(2);
+  model->set_vocab(256);  // Byte-level tokens (DatasetSpec).
+  model->set_seq_len(8);
+  spec.mutable_dataset()->mutable_synthetic();
+  spec.mutable_pipeline()->set_stages(kStages);
+  spec.mutable_pipeline()->set_microbatches(kMicrobatches);
+  spec.mutable_pipeline()->set_microbatch_size(2);
+  spec.mutable_optimizer()->set_learning_rate(1e-2);
+  spec.set_steps(steps);
+  spec.set_seed(5);
+  return spec;
+}
+
+sched::Schedule Generate(const std::string& name) {
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(
+      name, sched::Problem::Uniform(kStages, 1, kMicrobatches, sched::StageCost{}, 0.0));
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return *schedule;
+}
+
+v1::ScheduleVersion Version(int64_t version, int64_t effective_step, const std::string& name) {
+  v1::ScheduleVersion v;
+  v.set_job_id(kJob);
+  v.set_version(version);
+  v.set_effective_step(effective_step);
+  *v.mutable_schedule() = ScheduleToProto(Generate(name));
+  return v;
+}
+
+v1::Assignment AssignmentOf(const v1::JobSpec& spec, int64_t attempt, int stage) {
+  v1::Assignment a;
+  a.set_job_id(kJob);
+  a.set_attempt(attempt);
+  *a.mutable_spec() = spec;
+  a.set_stage(stage);
+  a.add_virtual_stages(stage);
+  a.set_rendezvous_scope(absl::StrCat(kJob, "/", attempt));
+  *a.mutable_schedule() = Version(1, 0, "zb-h1");
+  return a;
+}
+
+v1::SessionResponse Assign(const v1::Assignment& assignment) {
+  v1::SessionResponse m;
+  *m.mutable_assignment() = assignment;
+  return m;
+}
+
+v1::SessionResponse Publish(const v1::ScheduleVersion& version) {
+  v1::SessionResponse m;
+  *m.mutable_schedule() = version;
+  return m;
+}
+
+v1::SessionResponse Grant(int64_t attempt, int64_t through_step) {
+  v1::SessionResponse m;
+  m.mutable_grant()->set_job_id(kJob);
+  m.mutable_grant()->set_attempt(attempt);
+  m.mutable_grant()->set_through_step(through_step);
+  return m;
+}
+
+v1::SessionResponse Abort(int64_t attempt) {
+  v1::SessionResponse m;
+  m.mutable_command()->set_job_id(kJob);
+  m.mutable_command()->set_attempt(attempt);
+  m.mutable_command()->mutable_abort()->set_reason("job cancelled by user");
+  return m;
+}
+
+v1::SessionResponse Restart(int64_t attempt, const v1::Assignment& next) {
+  v1::SessionResponse m;
+  m.mutable_command()->set_job_id(kJob);
+  m.mutable_command()->set_attempt(attempt);
+  *m.mutable_command()->mutable_restart()->mutable_assignment() = next;
+  return m;
+}
+
+/// Records every report; fails the report of `fail_step` (when >= 0) with
+/// Unavailable, as a coordinator that went away would.
+class RecordingReporter : public StepReporter {
+ public:
+  explicit RecordingReporter(std::string worker_id) : worker_id_(std::move(worker_id)) {}
+
+  std::string worker_id() const override { return worker_id_; }
+
+  absl::Status ReportStep(const v1::ReportStepRequest& report, absl::Duration timeout) override {
+    absl::MutexLock lock(&mu_);
+    timeouts_.push_back(timeout);
+    if (report.step() == fail_step_) return absl::UnavailableError("coordinator went away");
+    reports_.push_back(report);
+    return absl::OkStatus();
+  }
+
+  void FailStep(int64_t step) {
+    absl::MutexLock lock(&mu_);
+    fail_step_ = step;
+  }
+
+  /// Blocks until `step` of `attempt` was reported.
+  void AwaitStep(int64_t attempt, int64_t step) {
+    absl::MutexLock lock(&mu_);
+    auto reported = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      for (const v1::ReportStepRequest& r : reports_) {
+        if (r.attempt() == attempt && r.step() == step) return true;
+      }
+      return false;
+    };
+    mu_.Await(absl::Condition(&reported));
+  }
+
+  std::vector<v1::ReportStepRequest> reports() const {
+    absl::MutexLock lock(&mu_);
+    return reports_;
+  }
+  std::vector<absl::Duration> timeouts() const {
+    absl::MutexLock lock(&mu_);
+    return timeouts_;
+  }
+
+ private:
+  const std::string worker_id_;
+  mutable absl::Mutex mu_;
+  std::vector<v1::ReportStepRequest> reports_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> timeouts_ ABSL_GUARDED_BY(mu_);
+  int64_t fail_step_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+/// In-process groups, one per (rendezvous scope, group): the first rank to
+/// join creates it, every rank takes its own communicator.
+class InProcessGroups {
+ public:
+  CommunicatorFactory Factory() {
+    return [this](const v1::Assignment& a, const std::string& group, int rank,
+                  int size) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      absl::MutexLock lock(&mu_);
+      std::vector<std::unique_ptr<Communicator>>& comms =
+          groups_[a.rendezvous_scope() + "/" + group];
+      if (comms.empty()) comms = CreateInProcessGroup(size);
+      return std::move(comms[rank]);
+    };
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::vector<std::unique_ptr<Communicator>>> groups_ ABSL_GUARDED_BY(mu_);
+};
+
+/// One worker: the state its session thread would feed, its reporter, and
+/// the environment its training thread runs attempts with.
+struct Worker {
+  explicit Worker(int rank, CommunicatorFactory communicators, const std::string& cache_dir)
+      : reporter(absl::StrCat("worker-", rank)) {
+    env.reporter = &reporter;
+    env.state = &state;
+    env.communicators = std::move(communicators);
+    env.cache_dir = cache_dir;
+    env.comm_timeout = kCommTimeout;
+    env.report_timeout = absl::Seconds(7);
+  }
+  ControlState state;
+  RecordingReporter reporter;
+  AttemptEnvironment env;
+};
+
+class AttemptRunnerTest : public ::testing::Test {
+ protected:
+  AttemptRunnerTest() {
+    for (int r = 0; r < kStages; ++r) {
+      workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
+    }
+  }
+  ~AttemptRunnerTest() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  /// What the coordinator sends every worker.
+  void Broadcast(const v1::SessionResponse& message) {
+    for (auto& w : workers_) w->state.Apply(message);
+  }
+  /// Assigns attempt `attempt` of `spec` to every rank (stage = rank).
+  void AssignAll(const v1::JobSpec& spec, int64_t attempt) {
+    for (int r = 0; r < kStages; ++r) {
+      workers_[r]->state.Apply(Assign(AssignmentOf(spec, attempt, r)));
+    }
+  }
+
+  /// Starts every worker's training thread on its next assignment, as
+  /// zbpp-worker's loop does: run it, then Finish.
+  void StartAll() {
+    outcomes_.assign(kStages, AttemptOutcome{});
+    for (int r = 0; r < kStages; ++r) {
+      threads_.emplace_back([this, r] {
+        Worker& w = *workers_[r];
+        std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::Minutes(1));
+        if (!a.has_value()) {
+          outcomes_[r].status = absl::DeadlineExceededError("no assignment");
+          return;
+        }
+        outcomes_[r] = RunAttempt(*a, w.env);
+        // Said at once: a failed rank leaves its peers blocked.
+        if (!outcomes_[r].status.ok()) std::cerr << "rank " << r << ": " << outcomes_[r].status << "\n";
+        w.state.Finish(a->job_id(), a->attempt());
+      });
+    }
+  }
+  void JoinAll() {
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  /// Runs attempt `attempt` of `spec` with every step granted to the end.
+  void RunToEnd(const v1::JobSpec& spec, int64_t attempt = 1) {
+    AssignAll(spec, attempt);
+    Broadcast(Grant(attempt, spec.steps() - 1));
+    StartAll();
+    JoinAll();
+    for (int r = 0; r < kStages; ++r) ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+  }
+
+  /// The reports of `rank` for `attempt`, by step.
+  std::map<int64_t, v1::ReportStepRequest> Reports(int rank, int64_t attempt) const {
+    std::map<int64_t, v1::ReportStepRequest> by_step;
+    for (const v1::ReportStepRequest& r : workers_[rank]->reporter.reports()) {
+      if (r.attempt() != attempt) continue;
+      EXPECT_TRUE(by_step.emplace(r.step(), r).second) << "two reports of step " << r.step();
+    }
+    return by_step;
+  }
+
+  TestDirectory scratch_;
+  InProcessGroups groups_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<AttemptOutcome> outcomes_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
+  const v1::JobSpec spec = TinySpec(3);
+  RunToEnd(spec);
+  const size_t actions = Generate("zb-h1").actions[0].size();
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    const std::map<int64_t, v1::ReportStepRequest> reports = Reports(r, 1);
+    ASSERT_EQ(reports.size(), 3u);
+    for (const auto& [step, report] : reports) {
+      EXPECT_EQ(report.worker_id(), absl::StrCat("worker-", r));
+      EXPECT_EQ(report.job_id(), kJob);
+      EXPECT_EQ(report.stage(), r);
+      EXPECT_EQ(report.schedule_version(), 1);
+      EXPECT_EQ(report.action_start_seconds_size(), static_cast<int>(actions));
+      EXPECT_GT(report.step_seconds(), 0);
+      // The loss is the last rank's.
+      EXPECT_EQ(report.has_loss(), r == kStages - 1);
+      // Evaluation after the first and the last step; the parameter sum
+      // after the last.
+      EXPECT_EQ(report.has_eval_loss(), r == kStages - 1 && (step == 0 || step == 2));
+      EXPECT_EQ(report.has_parameter_sum(), step == 2);
+      EXPECT_FALSE(report.checkpoint_written());
+    }
+    // The link latency to the next rank, once per attempt.
+    EXPECT_EQ(reports.at(0).hop_latencies_size(), r + 1 < kStages ? 1 : 0);
+    EXPECT_EQ(reports.at(1).hop_latencies_size(), 0);
+    // Every report waited at most the configured report timeout.
+    for (absl::Duration t : workers_[r]->reporter.timeouts()) EXPECT_EQ(t, absl::Seconds(7));
+  }
+}
+
+// A version published for step 2 takes over at that boundary on every rank:
+// steps 0 and 1 run ZB-H1 (F, B and W per microbatch), steps 2 and 3 1F1B
+// (F and a full backward).
+TEST_F(AttemptRunnerTest, NewScheduleVersionTakesOverAtItsEffectiveStep) {
+  const v1::JobSpec spec = TinySpec(4);
+  AssignAll(spec, 1);
+  Broadcast(Publish(Version(2, 2, "1f1b")));
+  Broadcast(Grant(1, 3));
+  StartAll();
+  JoinAll();
+  const int zb = static_cast<int>(Generate("zb-h1").actions[0].size());
+  const int one_f_one_b = static_cast<int>(Generate("1f1b").actions[0].size());
+  ASSERT_NE(zb, one_f_one_b);
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    const std::map<int64_t, v1::ReportStepRequest> reports = Reports(r, 1);
+    ASSERT_EQ(reports.size(), 4u);
+    for (const auto& [step, report] : reports) {
+      EXPECT_EQ(report.schedule_version(), step < 2 ? 1 : 2) << step;
+      EXPECT_EQ(report.action_start_seconds_size(), step < 2 ? zb : one_f_one_b) << step;
+    }
+  }
+}
+
+// Rank 0 is granted step 1, rank 1 is not: rank 0 blocks in step 1 waiting
+// for rank 1, until the abort releases it (the abort hook ends its
+// communication at once; kCommTimeout is far away). Both end OK, without a
+// report of step 1.
+TEST_F(AttemptRunnerTest, AbortReleasesAStepBlockedOnAPeer) {
+  const v1::JobSpec spec = TinySpec(5);
+  AssignAll(spec, 1);
+  Broadcast(Grant(1, 0));
+  workers_[0]->state.Apply(Grant(1, 1));
+  StartAll();
+  for (int r = 0; r < kStages; ++r) workers_[r]->reporter.AwaitStep(1, 0);
+  // Rank 0 is in step 1 once it left step 0 and set its phase to RUNNING.
+  while (true) {
+    const v1::Heartbeat h = workers_[0]->state.Heartbeat();
+    if (h.last_completed_step() == 0 && h.phase() == v1::WORKER_PHASE_RUNNING) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  Broadcast(Abort(1));
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    const std::map<int64_t, v1::ReportStepRequest> reports = Reports(r, 1);
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_EQ(reports.begin()->first, 0);
+  }
+}
+
+// A restart from the checkpoint of step 1 replaces attempt 1 after its
+// step 1; attempt 2 restores the checkpoint and runs steps 2 and 3 exactly
+// as an uninterrupted run does.
+TEST_F(AttemptRunnerTest, RestartFromACheckpointContinuesAsIfUninterrupted) {
+  const std::string directory = scratch_ / "checkpoints";
+  v1::JobSpec spec = TinySpec(4);
+  RunToEnd(spec, /*attempt=*/1);
+  std::map<int64_t, v1::ReportStepRequest> uninterrupted = Reports(kStages - 1, 1);
+
+  spec.mutable_checkpoint()->set_directory(directory);
+  spec.mutable_checkpoint()->set_interval_steps(2);
+  AssignAll(spec, 2);
+  Broadcast(Grant(2, 1));
+  StartAll();
+  for (int r = 0; r < kStages; ++r) workers_[r]->reporter.AwaitStep(2, 1);
+  for (int r = 0; r < kStages; ++r) {
+    v1::Assignment next = AssignmentOf(spec, 3, r);
+    next.set_start_step(2);
+    next.mutable_restore()->set_step(1);
+    next.mutable_restore()->set_directory(directory);
+    workers_[r]->state.Apply(Restart(2, next));
+  }
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) {
+    ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    // Replica 0 of each stage wrote the checkpoint of step 1.
+    EXPECT_TRUE(Reports(r, 2).at(1).checkpoint_written()) << r;
+  }
+
+  Broadcast(Grant(3, 3));
+  StartAll();
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+  const std::map<int64_t, v1::ReportStepRequest> resumed = Reports(kStages - 1, 3);
+  ASSERT_EQ(resumed.size(), 2u);
+  for (int64_t step : {2, 3}) {
+    SCOPED_TRACE(step);
+    ASSERT_TRUE(resumed.at(step).has_loss());
+    EXPECT_NEAR(resumed.at(step).loss(), uninterrupted.at(step).loss(), 1e-5);
+  }
+  EXPECT_NEAR(resumed.at(3).parameter_sum(), uninterrupted.at(3).parameter_sum(), 1e-4);
+}
+
+// The coordinator does not take rank 0's report of step 1: rank 0's attempt
+// fails naming the step (not a job error: another attempt may pass); rank 1,
+// blocked on rank 0 in step 2, ends when the coordinator aborts the attempt.
+TEST_F(AttemptRunnerTest, FailedReportFailsTheAttemptNamingTheStep) {
+  workers_[0]->reporter.FailStep(1);
+  AssignAll(TinySpec(4), 1);
+  Broadcast(Grant(1, 3));
+  StartAll();
+  // Rank 0's attempt ends with its failed report; the coordinator then
+  // aborts the attempt everywhere.
+  threads_[0].join();
+  Broadcast(Abort(1));
+  threads_[1].join();
+  threads_.clear();
+  const AttemptOutcome& failed = outcomes_[0];
+  EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable) << failed.status;
+  EXPECT_THAT(failed.status.message(), HasSubstr("reporting step 1: coordinator went away"));
+  EXPECT_FALSE(failed.job_error);
+  EXPECT_EQ(Reports(0, 1).size(), 1u);
+  EXPECT_TRUE(outcomes_[1].status.ok()) << outcomes_[1].status;
+}
+
+// A corpus file that is not there fails the attempt as an error of the job,
+// naming the path, before any group is joined.
+TEST_F(AttemptRunnerTest, MissingTextFileIsAJobErrorNamingThePath) {
+  v1::JobSpec spec = TinySpec(2);
+  const std::string missing = scratch_ / "no-such-corpus.txt";
+  spec.mutable_dataset()->set_text_file(missing);
+  Worker& w = *workers_[0];
+  w.state.Apply(Assign(AssignmentOf(spec, 1, 0)));
+  std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::ZeroDuration());
+  ASSERT_TRUE(a.has_value());
+  const AttemptOutcome outcome = RunAttempt(*a, w.env);
+  EXPECT_FALSE(outcome.status.ok());
+  EXPECT_THAT(outcome.status.message(), HasSubstr(missing));
+  EXPECT_TRUE(outcome.job_error);
+  EXPECT_TRUE(w.reporter.reports().empty());
+}
+
+}  // namespace
+}  // namespace zbpp::worker

@@ -1,0 +1,250 @@
+#include "coordinator/server/coordinator_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/call_auth.h"
+#include "common/channel_credentials.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/service/job_service.h"
+#include "coordinator/service/metrics_observer.h"
+#include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/rpc_scope.h"
+#include "coordinator/service/schedule_page.h"
+#include "coordinator/service/server_policies.h"
+#include "coordinator/service/worker_service.h"
+#include "coordinator/store/sqlite_store.h"
+#include "metrics/coordinator_metrics.h"
+#include "metrics/metrics_server.h"
+#include "prometheus/registry.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+// The services this daemon serves: their health status, and the `service`
+// label of zbpp_rpc_refusals_total.
+const std::vector<std::string>& Services() {
+  static const auto* services = new std::vector<std::string>{
+      "zbpp.v1.JobService", "zbpp.v1.WorkerService", "zbpp.v1.RendezvousService"};
+  return *services;
+}
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+// `status` as the daemon's error line: "<what>: <CODE>: <message>".
+absl::Status Failed(const std::string& what, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.ToString()));
+}
+
+/// Drops the reflection plugin from a ServerBuilder. Linking the
+/// reflection library registers it for every server (a static
+/// initializer), so not calling InitProtoReflectionServerBuilderPlugin is
+/// not enough.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+}  // namespace
+
+CoordinatorServer::CoordinatorServer() = default;
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(Options options) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  if (absl::Status st = server->Start(options); !st.ok()) return st;
+  return server;
+}
+
+absl::Status CoordinatorServer::Start(const Options& options) {
+  std::string token;
+  if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> contents = ReadTokenFile(options.token_file);
+    if (!contents.ok()) return Failed("--token-file", contents.status());
+    token = *std::move(contents);
+  }
+
+  // 1. The store, 2. the core recovered from it (before serving).
+  SqliteStore::Options store_options;
+  store_options.path = options.db;
+  store_options.fsync_every_commit = options.fsync_every_commit;
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Create(store_options);
+  if (!store.ok()) return Failed("--db", store.status());
+  store_ = *std::move(store);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::CoordinatorMetrics::Options metrics_options;
+  metrics_options.job_states = {"PENDING",   "ASSIGNING", "RUNNING",  "RECOVERING",
+                                "SUCCEEDED", "FAILED",    "CANCELLED"};
+  metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
+  metrics_options.rpc_services = Services();
+  absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =
+      metrics::CoordinatorMetrics::Create(metrics_options, registry);
+  if (!job_metrics.ok()) return Failed("metrics", job_metrics.status());
+  metrics_ = *std::move(job_metrics);
+  observer_ = std::make_unique<MetricsObserver>(metrics_.get());
+
+  Coordinator::Options core_options;
+  core_options.store = store_.get();
+  core_options.observer = observer_.get();
+  core_options.validate_spec = ValidateJobSpec;
+  core_options.initial_problem = InitialProblem;
+  core_options.max_workers = options.max_workers;
+  core_options.lost_worker_retention_seconds = options.lost_worker_retention_seconds;
+  // ReportStep returns without waiting for a re-solve (coordinator.h,
+  // Options.resolve_on_background_thread).
+  core_options.resolve_on_background_thread = true;
+  absl::StatusOr<std::unique_ptr<Coordinator>> core = Coordinator::Create(core_options);
+  if (!core.ok()) return Failed("coordinator", core.status());
+  core_ = *std::move(core);
+  if (absl::Status recovered = core_->Recover(); !recovered.ok()) {
+    return Failed("recovering from --db", recovered);
+  }
+  tick_period_ = absl::Seconds(core_options.heartbeat_interval_seconds / 2);
+
+  // 3. Metrics exposition, and the schedule page on the same port.
+  metrics::MetricsServer::Options http_options;
+  http_options.listen_address = options.metrics_listen;
+  http_options.page_handler = [core = core_.get()](const std::string& path) {
+    return ServeSchedulePage(*core, path);
+  };
+  absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
+      metrics::MetricsServer::Create(std::move(http_options), registry);
+  if (!metrics_server.ok()) return Failed("--metrics-listen", metrics_server.status());
+  metrics_server_ = *std::move(metrics_server);
+
+  // 4. Services and the server.
+  // With a token every service but health requires it; a worker's
+  // credential is required regardless.
+  job_service_ = std::make_unique<JobServiceImpl>(
+      JobServiceImpl::Options{core_.get(), metrics_.get(), token});
+  worker_service_ = std::make_unique<WorkerServiceImpl>(
+      WorkerServiceImpl::Options{core_.get(), metrics_.get(), token});
+  rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(
+      RendezvousServiceImpl::Options{core_.get(), metrics_.get(), token});
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert.empty()) {
+    // A TLS file that cannot be used: its status already names the flag
+    // and the file.
+    absl::StatusOr<PemKeyCertPair> pair =
+        ReadKeyCertPair("--tls-cert", options.tls_cert, "--tls-key", options.tls_key);
+    if (!pair.ok()) return pair.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({pair->key, pair->cert});
+    if (!options.tls_client_ca.empty()) {
+      absl::StatusOr<std::string> ca =
+          ReadPemFile("--tls-client-ca", options.tls_client_ca, PemKind::kCertificate);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+      // Requested and verified, not required: a certificate the CA did not
+      // sign fails the handshake, while a client without one connects and
+      // every call it makes is refused (and counted) by
+      // ClientCertificateCheck instead of failing as an unexplained
+      // UNAVAILABLE that nothing on this side could count.
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+    if (!options.tls_client_ca.empty()) {
+      credentials->SetAuthMetadataProcessor(std::make_shared<ClientCertificateCheck>(
+          ClientCertificateCheck::Options{metrics_.get(), Services()}));
+    }
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Reflection has no hook for the bearer token, so with a token it is not
+  // served at all (UNIMPLEMENTED) rather than listing the API to anyone.
+  // Under mTLS ClientCertificateCheck guards it like every other service.
+  if (!token.empty()) builder.SetOption(std::make_unique<WithoutReflection>());
+  ApplyServerPolicies({options.max_threads > 0 ? options.max_threads
+                                               : 2 * options.max_workers + 256},
+                      builder);
+  int port = 0;
+  builder.AddListeningPort(options.listen, credentials, &port);
+  builder.RegisterService(job_service_.get());
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(rendezvous_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    server_.reset();
+    return Failed("--listen",
+                  absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen)));
+  }
+  address_ = absl::StrCat(HostOf(options.listen), ":", port);
+  // Ready: the state was recovered before the server started.
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(true);
+  for (const std::string& name : Services()) health->SetServingStatus(name, true);
+  // The process itself: SERVING from here to shutdown, whatever the store
+  // does. Kubernetes probes this name (deploy/k8s/base/coordinator.yaml), so
+  // a store outage does not restart the process and lose the writes it
+  // still holds.
+  health->SetServingStatus("zbpp.coordinator.process", true);
+  ticker_ = std::thread([this] { Tick(); });
+  return absl::OkStatus();
+}
+
+// Leases, forgetting lost workers, gauges and health: the core's Tick every
+// half heartbeat interval. Health follows the store: NOT_SERVING while a
+// store write fails and is retried (store_writer.h), since jobs are paused
+// and nothing decided is being stored.
+void CoordinatorServer::Tick() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  bool serving = true;
+  while (!stop_.WaitForNotificationWithTimeout(tick_period_)) {
+    core_->Tick();
+    UpdateStateGauges(*core_, *metrics_);
+    const bool healthy = core_->StoreHealth().healthy;
+    if (healthy == serving) continue;
+    serving = healthy;
+    // By name: SetServingStatus(bool) would set every name, the process's
+    // too.
+    health->SetServingStatus("", serving);
+    for (const std::string& name : Services()) health->SetServingStatus(name, serving);
+  }
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown();
+  Wait();
+}
+
+std::string CoordinatorServer::address() const { return address_; }
+
+std::string CoordinatorServer::metrics_address() const { return metrics_server_->address(); }
+
+void CoordinatorServer::Shutdown() {
+  if (server_ == nullptr || stop_.HasBeenNotified()) return;
+  server_->GetHealthCheckService()->Shutdown();
+  // Drain: in-flight unary calls finish; streams are cancelled at the
+  // deadline.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  stop_.Notify();
+  ticker_.join();
+}
+
+void CoordinatorServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace zbpp::coordinator

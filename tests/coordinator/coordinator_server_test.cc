@@ -1,0 +1,131 @@
+// CoordinatorServer in-process: what the options wire (the token, the
+// worker cap, health, reflection) and Create's errors naming the flag. The
+// zbpp-coordinator binary itself (flags, listening line, SIGTERM) is
+// DaemonTest's, in coordinator_service_test.cc.
+
+#include "coordinator/server/coordinator_server.h"
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kToken[] = "s3cret";
+
+CoordinatorServer::Options LocalOptions() {
+  CoordinatorServer::Options options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
+  options.db = ":memory:";
+  return options;
+}
+
+std::unique_ptr<grpc::ClientContext> Context(bool with_token) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  if (with_token) context->AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+  return context;
+}
+
+v1::RegisterWorkerRequest Registration(int n) {
+  v1::RegisterWorkerRequest request;
+  v1::WorkerDescription* d = request.mutable_worker();
+  d->set_address(absl::StrCat("10.0.0.", n, ":7000"));
+  d->set_host("node");
+  d->set_device_kind(v1::DEVICE_KIND_CPU);
+  d->set_memory_bytes(1 << 30);
+  return request;
+}
+
+TEST(CoordinatorServerTest, ServesOnTheBoundPortsUntilShutdown) {
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Create(LocalOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->address(), StartsWith("127.0.0.1:"));
+  EXPECT_NE((*server)->address(), "127.0.0.1:0");
+  EXPECT_THAT((*server)->metrics_address(), StartsWith("127.0.0.1:"));
+  EXPECT_NE((*server)->metrics_address(), "127.0.0.1:0");
+  auto jobs = v1::JobService::NewStub(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  v1::GetJobRequest get;
+  get.set_job_id("job-1");
+  v1::Job job;
+  EXPECT_EQ(jobs->GetJob(Context(false).get(), get, &job).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  (*server)->Shutdown();
+  (*server)->Wait();
+  (*server)->Shutdown();  // Idempotent.
+}
+
+// Options.token_file: the token guards the services; the worker cap and
+// the lost-worker retention reach the core.
+TEST(CoordinatorServerTest, TokenAndWorkerCapReachTheServices) {
+  const std::string token_file = ::testing::TempDir() + "/coordinator_server_test_token";
+  std::ofstream(token_file) << kToken;
+  CoordinatorServer::Options options = LocalOptions();
+  options.token_file = token_file;
+  options.max_workers = 1;
+  options.lost_worker_retention_seconds = 30;
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto workers = v1::WorkerService::NewStub(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  v1::RegisterWorkerResponse response;
+  EXPECT_EQ(workers->RegisterWorker(Context(false).get(), Registration(1), &response)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(workers->RegisterWorker(Context(true).get(), Registration(1), &response).ok());
+  const grpc::Status second =
+      workers->RegisterWorker(Context(true).get(), Registration(2), &response);
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(second.error_message(), HasSubstr("cap of 1"));
+}
+
+TEST(CoordinatorServerTest, CreateFailsNamingTheFlag) {
+  CoordinatorServer::Options options = LocalOptions();
+  options.token_file = ::testing::TempDir() + "/no-such-token-file";
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Create(options);
+  EXPECT_THAT(std::string(server.status().message()), StartsWith("--token-file: "));
+
+  options = LocalOptions();
+  options.db = ::testing::TempDir() + "/no-such-dir/state.db";
+  server = CoordinatorServer::Create(options);
+  EXPECT_THAT(std::string(server.status().message()), StartsWith("--db: "));
+
+  options = LocalOptions();
+  options.metrics_listen = "not-an-address";
+  server = CoordinatorServer::Create(options);
+  EXPECT_THAT(std::string(server.status().message()), StartsWith("--metrics-listen: "));
+
+  options = LocalOptions();
+  options.listen = "256.0.0.1:0";
+  server = CoordinatorServer::Create(options);
+  EXPECT_THAT(std::string(server.status().message()), StartsWith("--listen: "));
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("cannot listen on 256.0.0.1:0"));
+
+  options = LocalOptions();
+  options.tls_cert = ::testing::TempDir() + "/no-such-cert.pem";
+  options.tls_key = ::testing::TempDir() + "/no-such-key.pem";
+  server = CoordinatorServer::Create(options);
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("--tls-cert"));
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -1,9 +1,5 @@
 #include "client/zbppctl_commands.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +11,7 @@
 #include "client/zbppctl_schedule.h"
 #include "client/zbppctl_tables.h"
 #include "client/zbppctl_watch.h"
+#include "common/read_file.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {
@@ -46,16 +43,11 @@ std::string Context(const CtlOptions& options) {
 
 int Submit(const CtlOptions& options, CoordinatorClient& client,
            const CommandIo& io) {
-  std::ifstream file(options.argument, std::ios::binary);
-  if (!file) {
-    return Fail(
-        io, Context(options),
-        absl::NotFoundError(absl::StrCat("cannot read ", options.argument, ": ",
-                                         std::strerror(errno))));
+  absl::StatusOr<std::string> yaml = ReadFileToString(options.argument);
+  if (!yaml.ok()) {
+    return Fail(io, Context(options), absl::NotFoundError(yaml.status().message()));
   }
-  std::stringstream yaml;
-  yaml << file.rdbuf();
-  absl::StatusOr<v1::JobSpec> spec = client::JobSpecFromYaml(yaml.str());
+  absl::StatusOr<v1::JobSpec> spec = client::JobSpecFromYaml(*yaml);
   if (!spec.ok()) return Fail(io, Context(options), spec.status());
   if (absl::Status loaded = client::LoadScheduleFile(options.argument, *spec);
       !loaded.ok()) {

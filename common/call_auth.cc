@@ -1,14 +1,10 @@
 #include "common/call_auth.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/client_context.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 
 namespace zbpp {
 
@@ -17,14 +13,10 @@ void AddCallMetadata(const CallMetadata& metadata, grpc::ClientContext& context)
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot read token file ", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(text.str()));
+  absl::StatusOr<std::string> text =
+      ReadFileToString(path, absl::StrCat("token file ", path));
+  if (!text.ok()) return absl::FailedPreconditionError(text.status().message());
+  std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("token file ", path, " is empty"));

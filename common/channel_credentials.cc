@@ -6,12 +6,10 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 
 namespace zbpp {
 namespace {
@@ -60,14 +58,11 @@ PrivateKey FirstPrivateKey(const std::string& pem) {
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
                                         const std::string& path, PemKind kind) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(flag, ": cannot read ", path, ": ", std::strerror(errno)));
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::NotFoundError(absl::StrCat(flag, ": ", contents.status().message()));
   }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  std::string pem = contents.str();
+  std::string pem = *std::move(contents);
   switch (kind) {
     case PemKind::kCertificate:
       if (FirstCertificate(pem) == nullptr) {

@@ -1,16 +1,13 @@
 #include "scheduler/cli/flags.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/read_file.h"
 
 namespace zbpp::sched::cli {
 namespace {
@@ -125,14 +122,10 @@ absl::StatusOr<std::string> ChoiceFlag(const FlagMap& flags,
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& flag,
                                          const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat("cannot read --", flag, " \"", path,
-                                            "\": ", std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text =
+      ReadFileToString(path, absl::StrCat("--", flag, " \"", path, "\""));
+  if (!text.ok()) return absl::NotFoundError(text.status().message());
+  return text;
 }
 
 }  // namespace zbpp::sched::cli

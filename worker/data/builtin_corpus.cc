@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "worker/data/file_io.h"
+#include "common/read_file.h"
 #include "worker/data/subprocess.h"
 
 namespace zbpp::worker {

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/data/file_io.h"
+#include "common/read_file.h"
 #include "worker/data/token_cache.h"
 #include "zbpp/v1/job_spec.pb.h"
 

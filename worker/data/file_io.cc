@@ -32,26 +32,6 @@ absl::Status SyncDirectory(const std::string& directory) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "open", path);
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error_number = errno;
-      ::close(fd);
-      return ErrnoError(error_number, "read", path);
-    }
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return contents;
-}
-
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(std::string path) {
   const std::filesystem::path parent =
       std::filesystem::path(path).parent_path();

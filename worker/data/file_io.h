@@ -9,13 +9,6 @@
 
 namespace zbpp::worker {
 
-/// Reads the whole file at `path`.
-///
-/// Errors (naming the path and the errno text): NotFound when it does not
-/// exist, PermissionDenied when it cannot be opened, FailedPrecondition for a
-/// directory, the errno's code for other failures. Thread-safe.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
-
 /// Writes a file whole or not at all: bytes go to a temporary file beside the
 /// target (`<path>.tmp-<pid>`), and `Commit` fsyncs it, renames it over
 /// `path` and fsyncs the directory. Readers of `path` see either the old

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "worker/data/file_io.h"
 
 namespace zbpp::worker {

@@ -59,6 +59,7 @@
 #include "absl/time/time.h"
 #include "api/schedule_proto.h"
 #include "api/schedule_version.h"
+#include "api/time_proto.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -346,9 +347,8 @@ class FakeWorker {
       if (m.schedule().version() > versions_.back().version()) {
         versions_.push_back(m.schedule());
         if (stats_->measuring) {
-          const absl::Time published = absl::FromUnixNanos(
-              m.schedule().publish_time().seconds() * 1000000000 +
-              m.schedule().publish_time().nanos());
+          const absl::Time published =
+              FromTimestamp(m.schedule().publish_time());
           stats_->version_delivery.Add(
               absl::ToDoubleSeconds(absl::Now() - published));
         }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
+#include "api/time_proto.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {
@@ -65,14 +66,6 @@ std::string ValidationSummary(const std::string& mode,
   return text;
 }
 
-absl::Time ToTime(const google::protobuf::Timestamp& timestamp) {
-  if (timestamp.seconds() == 0 && timestamp.nanos() == 0) {
-    return absl::InfinitePast();
-  }
-  return absl::FromUnixSeconds(timestamp.seconds()) +
-         absl::Nanoseconds(timestamp.nanos());
-}
-
 std::string Age(absl::Time then, absl::Time now) {
   if (then == absl::InfinitePast()) return "-";
   const int64_t seconds =
@@ -93,7 +86,7 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now) {
          JobStateName(job.state()), Steps(job), ScheduleCell(job),
          stepped ? Number("%.4f", job.last_step().loss()) : "-",
          stepped ? Number("%.3f", job.last_step().measured_bubble_rate()) : "-",
-         Age(ToTime(job.create_time()), now)});
+         Age(FromTimestamp(job.create_time()), now)});
   }
   return FormatTable(rows);
 }
@@ -147,7 +140,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("checkpoint", job.last_checkpoint_step() < 0
                         ? std::string("none")
                         : absl::StrCat("step ", job.last_checkpoint_step()));
-  add("age", Age(ToTime(job.create_time()), now));
+  add("age", Age(FromTimestamp(job.create_time()), now));
   std::string text = FormatTable(rows);
 
   if (job.last_step().stages_size() > 0) {
@@ -193,7 +186,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers,
          has_job ? w.job_id() : "-", has_job ? absl::StrCat(w.stage()) : "-",
          has_job ? absl::StrCat(w.replica()) : "-",
          ShortEnumName(v1::WorkerPhase_Name(w.phase()), "WORKER_PHASE_"),
-         Age(ToTime(w.last_heartbeat_time()), now)});
+         Age(FromTimestamp(w.last_heartbeat_time()), now)});
   }
   return FormatTable(rows);
 }

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "google/protobuf/timestamp.pb.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/worker.pb.h"
 
@@ -35,9 +34,6 @@ std::string PrecisionName(const v1::JobSpec& spec);
 std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps);
-
-/// `timestamp` as absl::Time; absl::InfinitePast() when unset (zero).
-absl::Time ToTime(const google::protobuf::Timestamp& timestamp);
 
 /// `now - then` rounded down to one unit: "42s", "5m", "3h", "2d"; "-" when
 /// `then` is absl::InfinitePast().

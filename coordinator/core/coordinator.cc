@@ -16,6 +16,7 @@
 #include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "api/schedule_version.h"
+#include "api/time_proto.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"
@@ -28,14 +29,6 @@
 
 namespace zbpp::coordinator {
 namespace internal {
-
-google::protobuf::Timestamp ToTimestamp(absl::Time t) {
-  google::protobuf::Timestamp ts;
-  const int64_t nanos = absl::ToUnixNanos(t);
-  ts.set_seconds(nanos / 1000000000);
-  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return ts;
-}
 
 void LogError(const absl::Status& status, const std::string& context) {
   if (!status.ok()) {
@@ -66,7 +59,6 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
 
 using internal::BuildVersion;
 using internal::LogError;
-using internal::ToTimestamp;
 using zbpp::v1::JobEvent;
 using zbpp::v1::SessionResponse;
 

@@ -27,8 +27,6 @@
 namespace zbpp::coordinator {
 namespace internal {
 
-google::protobuf::Timestamp ToTimestamp(absl::Time t);
-
 /// The daemon has no logging library (Debian's Abseil predates absl/log);
 /// store failures after the in-memory change are reported on stderr.
 void LogError(const absl::Status& status, const std::string& context);

@@ -13,6 +13,7 @@
 #include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "api/schedule_version.h"
+#include "api/time_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/coordinator_internal.h"
 #include "scheduler/simulator.h"
@@ -201,7 +202,6 @@ std::string ValidationMismatch(const zbpp::v1::ValidationResult& a,
 }  // namespace
 
 using internal::LogError;
-using internal::ToTimestamp;
 using zbpp::v1::JobEvent;
 
 // --------------------------------------------------------------- steps

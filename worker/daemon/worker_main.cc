@@ -1,7 +1,7 @@
-// zbpp-worker: the worker daemon, one per GPU (or per CPU core). The
-// construction order lives here: flags, LibTorch threads, the worker's own
-// gRPC server (health), registration and Session with the
-// coordinator, then the training loop over assignments until SIGTERM.
+// zbpp-worker: the worker daemon, one per GPU (or per CPU core): flags,
+// LibTorch threads, then WorkerServer (worker/daemon/worker_server.h: the
+// worker's own gRPC server, registration and Session with the coordinator)
+// and its training loop over assignments until SIGTERM.
 //
 //   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
 //               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
@@ -19,29 +19,22 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "api/pipeline_shape.h"
-#include "common/call_auth.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
-#include "worker/daemon/attempt_runner.h"
-#include "worker/daemon/control_state.h"
-#include "worker/daemon/session_client.h"
+#include "worker/daemon/worker_server.h"
 #include "worker/runtime/device.h"
 
 namespace zbpp::worker {
@@ -157,12 +150,6 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
 int Fail(const std::string& message) {
   std::fprintf(stderr, "zbpp-worker: %s\n", message.c_str());
   return 1;
@@ -185,115 +172,43 @@ int Main(int argc, char** argv) {
   at::set_num_threads(flags->threads);
   at::set_num_interop_threads(1);
 
-  // Health and reflection: a server needs at least one service of its own,
-  // and these two are what operators probe and list.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(flags->listen, grpc::InsecureServerCredentials(), &port);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail(absl::StrCat("--listen: cannot listen on ", flags->listen));
-  }
-  std::string listen_host = flags->listen.substr(0, flags->listen.rfind(':'));
-  if (listen_host == "0.0.0.0" || listen_host == "[::]") listen_host = HostName();
-
+  WorkerServer::Options options;
+  options.coordinator = flags->coordinator;
+  options.device = *device;
+  options.listen = flags->listen;
+  options.cache_dir = flags->cache_dir;
+  options.gloo_hostname = flags->gloo_hostname;
+  options.name = flags->name;
+  options.memory_bytes = flags->memory_bytes;
+  options.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
+  options.token_file = flags->token_file;
+  options.faults = flags->faults;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ClientCredentials(flags->tls);
   if (!credentials.ok()) {
     std::fprintf(stderr, "zbpp-worker: %s\n", std::string(credentials.status().message()).c_str());
     return absl::IsInvalidArgument(credentials.status()) ? 2 : 1;
   }
-  ControlState state;
-  SessionClientOptions session_options;
-  if (!flags->token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(flags->token_file);
-    if (!token.ok()) return Fail(absl::StrCat("--token-file: ", token.status().message()));
-    session_options.bearer_token = *std::move(token);
-  }
-  // gRPC's own reconnection back-off grows to 120 s: a worker whose
-  // coordinator was down for a minute would stay away that long after it is
-  // back. SessionClient backs off itself, up to 5 s; the channel keeps up.
-  grpc::ChannelArguments channel_args;
-  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  session_options.channel =
-      grpc::CreateCustomChannel(flags->coordinator, *credentials, channel_args);
-  session_options.coordinator_address = flags->coordinator;
-  session_options.state = &state;
-  v1::WorkerDescription& d = session_options.description;
-  d.set_address(absl::StrCat(listen_host, ":", port));
-  d.set_host(HostName());
-  if (device->is_cuda()) {
-    d.set_device_kind(v1::DEVICE_KIND_CUDA);
-    d.set_device_name(device->str());
-    d.set_device_index(device->index());
-  } else {
-    d.set_device_kind(v1::DEVICE_KIND_CPU);
-    d.set_device_name("cpu");
-    d.set_device_index(sched_getcpu() >= 0 ? sched_getcpu() : 0);
-  }
-  d.set_memory_bytes(flags->memory_bytes > 0 ? flags->memory_bytes
-                                             : DeviceMemoryBytes(*device));
-  d.set_name(flags->name);
-  absl::StatusOr<std::unique_ptr<SessionClient>> session =
-      SessionClient::Create(session_options);
-  if (!session.ok()) return Fail(std::string(session.status().message()));
-  server->GetHealthCheckService()->SetServingStatus(true);
+  options.credentials = *std::move(credentials);
+  absl::StatusOr<std::unique_ptr<WorkerServer>> worker = WorkerServer::Create(std::move(options));
+  if (!worker.ok()) return Fail(std::string(worker.status().message()));
   std::printf("zbpp-worker registered worker_id=%s coordinator=%s address=%s\n",
-              (*session)->worker_id().c_str(), flags->coordinator.c_str(),
-              d.address().c_str());
+              (*worker)->worker_id().c_str(), flags->coordinator.c_str(),
+              (*worker)->address().c_str());
   std::fflush(stdout);
 
   std::thread signal_waiter([&] {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     std::fprintf(stderr, "zbpp-worker: signal %d, leaving\n", signal_number);
-    (*session)->Shutdown();
-    server->Shutdown();
+    (*worker)->Shutdown();
     // The training thread may be inside a step, blocked on peers: do not
     // wait for it. Checkpoints are written atomically, so nothing is torn.
     std::_Exit(0);
   });
   signal_waiter.detach();
-
-  AttemptEnvironment env;
-  env.reporter = session->get();
-  env.state = &state;
-  env.communicators =
-      GlooCommunicatorFactory(session_options.channel, session->get(), flags->gloo_hostname,
-                              absl::Seconds(flags->comm_timeout_seconds));
-  env.cache_dir = flags->cache_dir;
-  env.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
-  env.faults = flags->faults;
-  env.device = *device;
-  while (true) {
-    std::optional<v1::Assignment> assignment = state.WaitForAssignment(absl::Seconds(1));
-    if (!assignment.has_value()) continue;
-    std::fprintf(stderr,
-                 "zbpp-worker: job %s attempt %lld: rank %d of %d, replica %d of %d, "
-                 "steps %lld..%lld\n",
-                 assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
-                 assignment->stage(), assignment->spec().pipeline().stages(),
-                 assignment->replica(), DataParallelOf(assignment->spec().pipeline()),
-                 static_cast<long long>(assignment->start_step()),
-                 static_cast<long long>(assignment->spec().steps() - 1));
-    const AttemptOutcome result = RunAttempt(*assignment, env);
-    if (!result.status.ok()) {
-      std::fprintf(stderr, "zbpp-worker: job %s failed on this worker: %s\n",
-                   assignment->job_id().c_str(), result.status.ToString().c_str());
-      state.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.status.message()),
-                     result.job_error);
-      // The coordinator decides what follows (abort or restart).
-      while (!state.Aborted(assignment->job_id(), assignment->attempt())) {
-        absl::SleepFor(absl::Milliseconds(100));
-      }
-    }
-    state.Finish(assignment->job_id(), assignment->attempt());
-    state.SetPhase(v1::WORKER_PHASE_IDLE);
-  }
+  (*worker)->RunTrainingLoop();
+  return 0;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "api/schedule_proto.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
+#include "tests/worker/daemon/tiny_job.h"
 #include "tests/worker/data/test_files.h"
 #include "worker/comm/in_process_communicator.h"
 
@@ -32,32 +33,15 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::zbpp::worker::testing::TestDirectory;
+using ::zbpp::worker::testing::TinyJob;
 
+// TinyJob's p and m.
 constexpr int kStages = 2;
 constexpr int kMicrobatches = 4;
 constexpr char kJob[] = "job-1";
 // Long enough that a step blocked on a peer never gives up on its own in a
 // test: an abort must release it (a hang fails the test by ctest's timeout).
 const absl::Duration kCommTimeout = absl::Minutes(10);
-
-v1::JobSpec TinySpec(int64_t steps) {
-  v1::JobSpec spec;
-  v1::ModelSpec* model = spec.mutable_model();
-  model->set_architecture("gpt");
-  model->set_layers(2);
-  model->set_hidden(16);
-  model->set_heads(2);
-  model->set_vocab(256);  // Byte-level tokens (DatasetSpec).
-  model->set_seq_len(8);
-  spec.mutable_dataset()->mutable_synthetic();
-  spec.mutable_pipeline()->set_stages(kStages);
-  spec.mutable_pipeline()->set_microbatches(kMicrobatches);
-  spec.mutable_pipeline()->set_microbatch_size(2);
-  spec.mutable_optimizer()->set_learning_rate(1e-2);
-  spec.set_steps(steps);
-  spec.set_seed(5);
-  return spec;
-}
 
 sched::Schedule Generate(const std::string& name) {
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(
@@ -283,7 +267,7 @@ class AttemptRunnerTest : public ::testing::Test {
 };
 
 TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
-  const v1::JobSpec spec = TinySpec(3);
+  const v1::JobSpec spec = TinyJob(3);
   RunToEnd(spec);
   const size_t actions = Generate("zb-h1").actions[0].size();
   for (int r = 0; r < kStages; ++r) {
@@ -317,7 +301,7 @@ TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
 // steps 0 and 1 run ZB-H1 (F, B and W per microbatch), steps 2 and 3 1F1B
 // (F and a full backward).
 TEST_F(AttemptRunnerTest, NewScheduleVersionTakesOverAtItsEffectiveStep) {
-  const v1::JobSpec spec = TinySpec(4);
+  const v1::JobSpec spec = TinyJob(4);
   AssignAll(spec, 1);
   Broadcast(Publish(Version(2, 2, "1f1b")));
   Broadcast(Grant(1, 3));
@@ -343,7 +327,7 @@ TEST_F(AttemptRunnerTest, NewScheduleVersionTakesOverAtItsEffectiveStep) {
 // communication at once; kCommTimeout is far away). Both end OK, without a
 // report of step 1.
 TEST_F(AttemptRunnerTest, AbortReleasesAStepBlockedOnAPeer) {
-  const v1::JobSpec spec = TinySpec(5);
+  const v1::JobSpec spec = TinyJob(5);
   AssignAll(spec, 1);
   Broadcast(Grant(1, 0));
   workers_[0]->state.Apply(Grant(1, 1));
@@ -371,7 +355,7 @@ TEST_F(AttemptRunnerTest, AbortReleasesAStepBlockedOnAPeer) {
 // as an uninterrupted run does.
 TEST_F(AttemptRunnerTest, RestartFromACheckpointContinuesAsIfUninterrupted) {
   const std::string directory = scratch_ / "checkpoints";
-  v1::JobSpec spec = TinySpec(4);
+  v1::JobSpec spec = TinyJob(4);
   RunToEnd(spec, /*attempt=*/1);
   std::map<int64_t, v1::ReportStepRequest> uninterrupted = Reports(kStages - 1, 1);
 
@@ -414,7 +398,7 @@ TEST_F(AttemptRunnerTest, RestartFromACheckpointContinuesAsIfUninterrupted) {
 // blocked on rank 0 in step 2, ends when the coordinator aborts the attempt.
 TEST_F(AttemptRunnerTest, FailedReportFailsTheAttemptNamingTheStep) {
   workers_[0]->reporter.FailStep(1);
-  AssignAll(TinySpec(4), 1);
+  AssignAll(TinyJob(4), 1);
   Broadcast(Grant(1, 3));
   StartAll();
   // Rank 0's attempt ends with its failed report; the coordinator then
@@ -434,7 +418,7 @@ TEST_F(AttemptRunnerTest, FailedReportFailsTheAttemptNamingTheStep) {
 // A corpus file that is not there fails the attempt as an error of the job,
 // naming the path, before any group is joined.
 TEST_F(AttemptRunnerTest, MissingTextFileIsAJobErrorNamingThePath) {
-  v1::JobSpec spec = TinySpec(2);
+  v1::JobSpec spec = TinyJob(2);
   const std::string missing = scratch_ / "no-such-corpus.txt";
   spec.mutable_dataset()->set_text_file(missing);
   Worker& w = *workers_[0];

@@ -35,7 +35,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +60,7 @@
 #include "api/schedule_version.h"
 #include "api/time_proto.h"
 #include "common/call_auth.h"
+#include "common/read_file.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
@@ -492,9 +492,8 @@ void SessionReactor::OnReadDone(bool ok) {
 
 /// utime + stime of `pid` from /proc, seconds; -1 when unreadable.
 double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
+  const std::string stat =
+      ReadFileToString(absl::StrCat("/proc/", pid, "/stat")).value_or("");
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::vector<std::string> fields =

@@ -101,6 +101,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/job_state.h"
+#include "common/read_file.h"
 #include "tests/client/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
@@ -345,8 +346,8 @@ double Median(std::vector<double> v) {
 
 /// CPU seconds (user + system) of process `pid` so far, from /proc.
 double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat =
+      ReadFileToString(absl::StrCat("/proc/", pid, "/stat")).value_or("");
   // Fields after the command's closing parenthesis; utime and stime are the
   // 14th and 15th of the line, the 12th and 13th after it.
   std::vector<std::string> f = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/read_file.h"
 #include "coordinator/core/job_spec_check.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -21,13 +21,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using zbpp::v1::JobSpec;
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(Examples, EachParsesAndValidates) {
   std::vector<std::filesystem::path> examples;
   for (const auto& entry :
@@ -37,7 +30,7 @@ TEST(Examples, EachParsesAndValidates) {
   EXPECT_GE(examples.size(), 3u);
   for (const std::filesystem::path& path : examples) {
     SCOPED_TRACE(path.string());
-    absl::StatusOr<JobSpec> spec = JobSpecFromYaml(ReadFile(path));
+    absl::StatusOr<JobSpec> spec = JobSpecFromYaml(ReadFileToString(path).value_or(""));
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_EQ(spec->name(), path.stem().string());  // Named after the file.
     EXPECT_TRUE(coordinator::ValidateJobSpec(*spec).ok())
@@ -46,8 +39,8 @@ TEST(Examples, EachParsesAndValidates) {
 }
 
 TEST(Examples, MainJobIsTheBibleOnTwoStages) {
-  absl::StatusOr<JobSpec> spec = JobSpecFromYaml(ReadFile(
-      std::filesystem::path(ZBPP_EXAMPLES_DIR) / "gpt-bible-cpu.yaml"));
+  absl::StatusOr<JobSpec> spec = JobSpecFromYaml(
+      ReadFileToString(ZBPP_EXAMPLES_DIR "/gpt-bible-cpu.yaml").value_or(""));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->model().architecture(), "gpt");
   EXPECT_EQ(spec->dataset().builtin(), "bible-kjv");

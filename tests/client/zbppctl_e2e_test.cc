@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -92,9 +93,8 @@ TEST_F(ZbppctlEndToEnd, SubmitStatusListCancelWatch) {
 }
 
 TEST_F(ZbppctlEndToEnd, BadSpecIsRefusedNamingTheField) {
-  std::ifstream example(ZBPP_EXAMPLES_DIR "/zb-2p-4-stages.yaml");
-  std::string yaml((std::istreambuf_iterator<char>(example)),
-                   std::istreambuf_iterator<char>());
+  std::string yaml =
+      ReadFileToString(ZBPP_EXAMPLES_DIR "/zb-2p-4-stages.yaml").value_or("");
   yaml = std::regex_replace(yaml, std::regex("microbatches: 16"),
                             "microbatches: 0");
   const std::string path =

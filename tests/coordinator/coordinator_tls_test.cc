@@ -15,7 +15,6 @@
 #include <memory>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
@@ -49,13 +49,6 @@ using ::zbpp::ctltest::RunProcess;
 using ::zbpp::ctltest::StartCoordinator;
 
 constexpr char kOpenssl[] = "/usr/bin/openssl";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
 
 void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream(path, std::ios::binary) << contents;
@@ -152,10 +145,10 @@ class CoordinatorTlsTest : public ::testing::Test {
   // `client` (pki_ or other_pki_) or none (null).
   static std::shared_ptr<grpc::ChannelCredentials> Tls(const Pki* client) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFile(pki_.ca_cert);
+    ssl.pem_root_certs = ReadFileToString(pki_.ca_cert).value_or("");
     if (client != nullptr) {
-      ssl.pem_private_key = ReadFile(client->client_key);
-      ssl.pem_cert_chain = ReadFile(client->client_cert);
+      ssl.pem_private_key = ReadFileToString(client->client_key).value_or("");
+      ssl.pem_cert_chain = ReadFileToString(client->client_cert).value_or("");
     }
     return grpc::SslCredentials(ssl);
   }

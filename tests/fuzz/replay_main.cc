@@ -5,11 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/read_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -27,15 +28,13 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::filesystem::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
+    absl::StatusOr<std::string> bytes = zbpp::ReadFileToString(file);
+    if (!bytes.ok()) {
       std::cerr << "replay: cannot read " << file << "\n";
       return 1;
     }
-    const std::string bytes((std::istreambuf_iterator<char>(in)),
-                            std::istreambuf_iterator<char>());
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()),
-                           bytes.size());
+    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes->data()),
+                           bytes->size());
   }
   std::cerr << "replay: " << files.size() << " inputs ran clean\n";
   return 0;

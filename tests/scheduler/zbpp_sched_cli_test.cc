@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/read_file.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
@@ -30,13 +31,6 @@ struct RunResult {
   std::string out;
   std::string err;
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 std::string Quote(const std::string& arg) {
   std::string quoted = "'";
@@ -66,7 +60,7 @@ RunResult RunCli(const std::vector<std::string>& args) {
   }
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.err = ReadFile(err_path);
+  result.err = ReadFileToString(err_path).value_or("");
   return result;
 }
 
@@ -243,7 +237,7 @@ TEST(ZbppSchedCli, OutputFlagWritesTheFile) {
                                    {"--format", "json", "--output", path}));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "");
-  const nlohmann::json j = nlohmann::json::parse(ReadFile(path));
+  const nlohmann::json j = nlohmann::json::parse(ReadFileToString(path).value_or(""));
   EXPECT_EQ(j["schedule"], "zb-h1");
   // ZB-H1, uniform costs, no communication: bubble (p-1)(T_F+T_B-T_W) = 3
   // over a makespan of 8*3 + 3 = 27.

@@ -4,13 +4,12 @@
 // refused naming the file and the tensor without touching the files.
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
@@ -46,11 +45,9 @@ std::map<std::string, std::string> Snapshot(const std::string& directory) {
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(directory)) {
     if (!entry.is_regular_file()) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    files[entry.path().string()] = absl::StrCat(
-        entry.last_write_time().time_since_epoch().count(), ":", bytes.str());
+    files[entry.path().string()] =
+        absl::StrCat(entry.last_write_time().time_since_epoch().count(), ":",
+                     ReadFileToString(entry.path()).value_or(""));
   }
   return files;
 }

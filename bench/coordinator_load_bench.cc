@@ -60,6 +60,7 @@
 #include "api/schedule_version.h"
 #include "api/time_proto.h"
 #include "common/call_auth.h"
+#include "bench/process_cpu.h"
 #include "common/read_file.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -73,6 +74,7 @@
 namespace zbpp::coordinator {
 namespace {
 
+using bench::ProcessCpuSeconds;
 using testing::TestSpec;
 using testing::TrueCosts;
 
@@ -488,23 +490,6 @@ void SessionReactor::OnReadDone(bool ok) {
   if (!ok) return;
   worker_->Receive(in_);
   StartRead(&in_);
-}
-
-/// utime + stime of `pid` from /proc, seconds; -1 when unreadable.
-double ProcessCpuSeconds(pid_t pid) {
-  const std::string stat =
-      ReadFileToString(absl::StrCat("/proc/", pid, "/stat")).value_or("");
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::vector<std::string> fields =
-      absl::StrSplit(stat.substr(close + 2), ' ');
-  // Fields after "(comm) ": state is [0], utime [11], stime [12].
-  int64_t utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-      !absl::SimpleAtoi(fields[12], &stime)) {
-    return -1;
-  }
-  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 double SelfCpuSeconds() {

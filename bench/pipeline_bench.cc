@@ -101,6 +101,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/job_state.h"
+#include "bench/process_cpu.h"
 #include "common/read_file.h"
 #include "tests/client/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
@@ -342,20 +343,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/// CPU seconds (user + system) of process `pid` so far, from /proc.
-double ProcessCpuSeconds(pid_t pid) {
-  const std::string stat =
-      ReadFileToString(absl::StrCat("/proc/", pid, "/stat")).value_or("");
-  // Fields after the command's closing parenthesis; utime and stime are the
-  // 14th and 15th of the line, the 12th and 13th after it.
-  std::vector<std::string> f = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
-  double utime = 0, stime = 0;
-  if (f.size() < 13 || !absl::SimpleAtod(f[11], &utime) || !absl::SimpleAtod(f[12], &stime)) {
-    return 0;
-  }
-  return (utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 /// Per-stage medians over the measured steps of one schedule.

@@ -320,6 +320,13 @@ void Coordinator::UpdateGrant(JobRuntime& job) {
   SendToJobWorkers(job, message);
 }
 
+absl::Status Coordinator::FailJob(JobRuntime& job, const std::string& why) {
+  SetState(job, zbpp::v1::JOB_STATE_FAILED, why);
+  PersistJob(job);
+  return absl::FailedPreconditionError(
+      absl::StrCat("job ", job.job.id(), " failed: ", why));
+}
+
 absl::Status Coordinator::StartAttempt(JobRuntime& job) {
   const zbpp::v1::JobSpec& spec = job.job.spec();
   const int replicas = job.replicas();
@@ -349,10 +356,7 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       }
     }
     if (!problem.ok()) {
-      SetState(job, zbpp::v1::JOB_STATE_FAILED,
-               absl::StrCat("cost model: ", problem.status().message()));
-      PersistJob(job);
-      return absl::OkStatus();
+      return FailJob(job, absl::StrCat("cost model: ", problem.status().message()));
     }
     job.base = *std::move(problem);
   }
@@ -369,12 +373,10 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
     absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
         ResolvePolicy::Create(policy_options);
     if (!costs.ok() || !policy.ok()) {
-      SetState(job, zbpp::v1::JOB_STATE_FAILED,
-               absl::StrCat("resolve policy: ",
-                            (costs.ok() ? policy.status() : costs.status())
-                                .message()));
-      PersistJob(job);
-      return absl::OkStatus();
+      return FailJob(job, absl::StrCat("resolve policy: ",
+                                       (costs.ok() ? policy.status()
+                                                   : costs.status())
+                                           .message()));
     }
     job.costs = *std::move(costs);
     job.policy = *std::move(policy);
@@ -395,21 +397,15 @@ absl::Status Coordinator::StartAttempt(JobRuntime& job) {
       schedule = GenerateSchedule(name, *job.base, replicas);
     }
     if (!schedule.ok()) {
-      SetState(job, zbpp::v1::JOB_STATE_FAILED,
-               absl::StrCat("schedule ", name, ": ",
-                            schedule.status().message()));
-      PersistJob(job);
-      return absl::OkStatus();
+      return FailJob(job, absl::StrCat("schedule ", name, ": ",
+                                       schedule.status().message()));
     }
     absl::StatusOr<zbpp::v1::ScheduleVersion> version = BuildVersion(
         job.job.id(), *schedule, *job.base,
         zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
     if (!version.ok()) {
-      SetState(job, zbpp::v1::JOB_STATE_FAILED,
-               absl::StrCat("schedule ", name, ": ",
-                            version.status().message()));
-      PersistJob(job);
-      return absl::OkStatus();
+      return FailJob(job, absl::StrCat("schedule ", name, ": ",
+                                       version.status().message()));
     }
     PublishVersion(job, *std::move(version), *schedule);
   }
@@ -524,6 +520,8 @@ void Coordinator::AssignWaitingJobs() {
       // Oldest first: a later, smaller job does not overtake it.
       return;
     }
+    // Waiting for workers (ResourceExhausted) is no error; a job that
+    // cannot run is FAILED by StartAttempt and logged here.
     absl::Status started = StartAttempt(*job);
     if (!started.ok() && !absl::IsResourceExhausted(started)) {
       LogError(started, absl::StrCat("assigning job ", job->job.id()));

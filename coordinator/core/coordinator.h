@@ -463,7 +463,17 @@ class Coordinator {
   zbpp::v1::Assignment BuildAssignment(const JobRuntime& job, int index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Builds the job's problem, cost model and first schedule version when it
+  /// has none, then assigns its workers and sends the assignments. OK when
+  /// assigned; ResourceExhausted when the free workers are too few or too
+  /// small (the job waits, its state message saying why);
+  /// FailedPrecondition when the job cannot run (no problem, schedule or
+  /// version for its spec): it is then FAILED with the reason (FailJob).
   absl::Status StartAttempt(JobRuntime& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Sets the job FAILED with `why`, persists it, and returns
+  /// FailedPrecondition "job <id> failed: <why>".
+  absl::Status FailJob(JobRuntime& job, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// OK unless `spec` resumes a checkpoint that a job with another
   /// data_parallel recorded (InvalidArgument); store errors.
   absl::Status CheckResumable(const zbpp::v1::JobSpec& spec)

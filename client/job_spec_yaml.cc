@@ -1,9 +1,6 @@
 #include "client/job_spec_yaml.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -19,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/job_limits.h"
+#include "common/read_file.h"
 #include "common/utf8.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -388,23 +386,18 @@ absl::Status LoadScheduleFile(const std::string& spec_path,
   if (file.front() != '/' && slash != std::string::npos) {
     path = absl::StrCat(spec_path.substr(0, slash + 1), file);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("schedule.file: cannot read \"",
-                                            path, "\": ",
-                                            std::strerror(errno)));
+  absl::StatusOr<std::string> text =
+      ReadFileToString(path, absl::StrCat("\"", path, "\""));
+  if (!text.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("schedule.file: ", text.status().message()));
   }
-  std::string text;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxScheduleFileBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "schedule.file: \"", path, "\" is over ", kMaxScheduleFileBytes,
-          " bytes"));
-    }
+  if (text->size() > kMaxScheduleFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule.file: \"", path, "\" is over ", kMaxScheduleFileBytes,
+        " bytes"));
   }
-  spec.mutable_schedule()->set_file_text(std::move(text));
+  spec.mutable_schedule()->set_file_text(*std::move(text));
   return absl::OkStatus();
 }
 

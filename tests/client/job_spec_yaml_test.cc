@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_limits.h"
 #include "common/read_file.h"
 #include "coordinator/core/job_spec_check.h"
 #include "gmock/gmock.h"
@@ -322,6 +323,19 @@ TEST_F(ScheduleFileLoadTest, MissingFileOrTextAlreadyThereIsRefused) {
   EXPECT_THAT(std::string(LoadScheduleFile(dir_ + "/job.yaml", spec_).message()),
               StartsWith("schedule.file_text: "));
   EXPECT_EQ(spec_.schedule().file_text(), "x");
+}
+
+TEST_F(ScheduleFileLoadTest, OversizedFileOrDirectoryIsRefused) {
+  std::ofstream(dir_ + "/s.csv") << std::string(kMaxScheduleFileBytes + 1, ' ');
+  const absl::Status big = LoadScheduleFile(dir_ + "/job.yaml", spec_);
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("\" is over "));
+  spec_.mutable_schedule()->set_file(dir_);
+  const absl::Status directory = LoadScheduleFile(dir_ + "/job.yaml", spec_);
+  EXPECT_EQ(directory.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(directory.message()),
+              StartsWith("schedule.file: cannot read \"" + dir_ + "\": "));
+  EXPECT_TRUE(spec_.schedule().file_text().empty());
 }
 
 TEST_F(ScheduleFileLoadTest, NoFileChangesNothing) {

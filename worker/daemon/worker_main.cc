@@ -47,18 +47,12 @@ constexpr char kUsage[] =
     "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]";
 
 struct Flags {
-  std::string coordinator;
+  // Everything but the device and the channel credentials, which Main
+  // makes from `device` and `tls`.
+  WorkerServer::Options server;
   std::string device = "cpu";
   int threads = 1;
-  std::string listen = "127.0.0.1:0";
-  std::string cache_dir;
-  std::string gloo_hostname;
-  std::string name;
-  uint64_t memory_bytes = 0;
-  double comm_timeout_seconds = 120;
   ClientTlsFiles tls;  // To the coordinator; all empty: plaintext.
-  std::string token_file;  // The coordinator's bearer token; empty: none.
-  FaultInjection faults;
 };
 
 // --slow-stage S:FACTOR[@STEP].
@@ -107,17 +101,19 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   auto get = [&](const std::string& name, std::string* out) {
     if (auto it = values->find(name); it != values->end()) *out = it->second;
   };
-  get("--coordinator", &flags.coordinator);
+  get("--coordinator", &flags.server.coordinator);
   get("--device", &flags.device);
-  get("--listen", &flags.listen);
-  get("--cache-dir", &flags.cache_dir);
-  get("--gloo-hostname", &flags.gloo_hostname);
-  get("--name", &flags.name);
+  get("--listen", &flags.server.listen);
+  get("--cache-dir", &flags.server.cache_dir);
+  get("--gloo-hostname", &flags.server.gloo_hostname);
+  get("--name", &flags.server.name);
   get("--tls-ca", &flags.tls.ca);
   get("--tls-cert", &flags.tls.cert);
   get("--tls-key", &flags.tls.key);
-  get("--token-file", &flags.token_file);
-  if (flags.coordinator.empty()) return absl::InvalidArgumentError("--coordinator is required");
+  get("--token-file", &flags.server.token_file);
+  if (flags.server.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator is required");
+  }
   if (auto it = values->find("--threads"); it != values->end()) {
     if (!absl::SimpleAtoi(it->second, &flags.threads) || flags.threads < 1) {
       return absl::InvalidArgumentError(
@@ -125,28 +121,31 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
   }
   if (auto it = values->find("--memory-bytes"); it != values->end()) {
-    if (!absl::SimpleAtoi(it->second, &flags.memory_bytes) || flags.memory_bytes < 1) {
+    if (!absl::SimpleAtoi(it->second, &flags.server.memory_bytes) ||
+        flags.server.memory_bytes < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("--memory-bytes must be an integer >= 1, got \"", it->second, "\""));
     }
   }
   if (auto it = values->find("--comm-timeout"); it != values->end()) {
-    if (!absl::SimpleAtod(it->second, &flags.comm_timeout_seconds) ||
-        !(flags.comm_timeout_seconds > 0)) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(it->second, &seconds) || !(seconds > 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--comm-timeout must be seconds > 0, got \"", it->second, "\""));
     }
+    flags.server.comm_timeout = absl::Seconds(seconds);
   }
   if (auto it = values->find("--slow-stage"); it != values->end()) {
-    if (absl::Status st = ParseSlowStage(it->second, flags.faults); !st.ok()) return st;
+    if (absl::Status st = ParseSlowStage(it->second, flags.server.faults); !st.ok()) return st;
   }
   if (auto it = values->find("--inject-nan-step"); it != values->end()) {
-    if (!absl::SimpleAtoi(it->second, &flags.faults.nan_step) || flags.faults.nan_step < 0) {
+    if (!absl::SimpleAtoi(it->second, &flags.server.faults.nan_step) ||
+        flags.server.faults.nan_step < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--inject-nan-step must be a step >= 0, got \"", it->second, "\""));
     }
   }
-  if (flags.cache_dir.empty()) flags.cache_dir = DefaultCacheDir();
+  if (flags.server.cache_dir.empty()) flags.server.cache_dir = DefaultCacheDir();
   return flags;
 }
 
@@ -172,17 +171,8 @@ int Main(int argc, char** argv) {
   at::set_num_threads(flags->threads);
   at::set_num_interop_threads(1);
 
-  WorkerServer::Options options;
-  options.coordinator = flags->coordinator;
+  WorkerServer::Options options = flags->server;
   options.device = *device;
-  options.listen = flags->listen;
-  options.cache_dir = flags->cache_dir;
-  options.gloo_hostname = flags->gloo_hostname;
-  options.name = flags->name;
-  options.memory_bytes = flags->memory_bytes;
-  options.comm_timeout = absl::Seconds(flags->comm_timeout_seconds);
-  options.token_file = flags->token_file;
-  options.faults = flags->faults;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ClientCredentials(flags->tls);
   if (!credentials.ok()) {
@@ -193,7 +183,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<WorkerServer>> worker = WorkerServer::Create(std::move(options));
   if (!worker.ok()) return Fail(std::string(worker.status().message()));
   std::printf("zbpp-worker registered worker_id=%s coordinator=%s address=%s\n",
-              (*worker)->worker_id().c_str(), flags->coordinator.c_str(),
+              (*worker)->worker_id().c_str(), flags->server.coordinator.c_str(),
               (*worker)->address().c_str());
   std::fflush(stdout);
 

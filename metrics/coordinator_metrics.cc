@@ -104,6 +104,13 @@ void SetByState(prometheus::Family<prometheus::Gauge>& family,
   Ensure(family, series[key], {{"state", key}}).Set(static_cast<double>(n));
 }
 
+// Raises `counter` to `total`, a running total kept elsewhere (counters only
+// go up: a smaller total changes nothing).
+void RaiseTo(prometheus::Counter& counter, int64_t total) {
+  const double value = static_cast<double>(total);
+  if (value > counter.Value()) counter.Increment(value - counter.Value());
+}
+
 }  // namespace
 
 std::string_view RefusalReasonName(RefusalReason reason) {
@@ -412,15 +419,8 @@ void CoordinatorMetrics::SetStore(bool healthy, int64_t pending,
   absl::MutexLock lock(&mu_);
   store_healthy_->Set(healthy ? 1 : 0);
   store_pending_->Set(static_cast<double>(std::max<int64_t>(pending, 0)));
-  // Counters only go up: add what is new since the last call.
-  const double failed = static_cast<double>(failed_writes);
-  if (failed > store_failed_->Value()) {
-    store_failed_->Increment(failed - store_failed_->Value());
-  }
-  const double refused = static_cast<double>(refused_writes);
-  if (refused > store_refused_->Value()) {
-    store_refused_->Increment(refused - store_refused_->Value());
-  }
+  RaiseTo(*store_failed_, failed_writes);
+  RaiseTo(*store_refused_, refused_writes);
 }
 
 void CoordinatorMetrics::ObserveRpc(std::string_view method,

@@ -21,7 +21,24 @@ struct Move {
   int to;
 };
 
-bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b);
+// Passes of one (stage, microbatch) keep F < B < W; passes of one kind and
+// stage keep first-in first-out order.
+bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b) {
+  if (model.StageOf(a) != model.StageOf(b)) return false;
+  return model.MicrobatchOf(a) == model.MicrobatchOf(b) ||
+         model.PassOf(a) == model.PassOf(b);
+}
+
+// Whether moving the pass at `from` of `order` to `to` keeps every order
+// MustKeepOrder asks for.
+bool LegalMove(const PassModel& model, const std::vector<int32_t>& order,
+               int from, int to) {
+  const int32_t moving = order[from];
+  for (int k = std::min(from, to); k <= std::max(from, to); ++k) {
+    if (k != from && MustKeepOrder(model, moving, order[k])) return false;
+  }
+  return true;
+}
 
 // Moves the pass at `from` to `to`, shifting the ones between by one.
 void MovePass(std::vector<int32_t>& order, int from, int to) {
@@ -76,21 +93,8 @@ class Search {
   }
 
  private:
-  // Passes of one (stage, microbatch) keep F < B < W; passes of one kind
-  // and stage keep first-in first-out order.
-  bool MustKeepOrder(int32_t a, int32_t b) const {
-    return internal::MustKeepOrder(model_, a, b);
-  }
-
   bool Legal(const Move& move) const {
-    const std::vector<int32_t>& order = orders_[move.worker];
-    const int32_t moving = order[move.from];
-    const int lo = std::min(move.from, move.to);
-    const int hi = std::max(move.from, move.to);
-    for (int k = lo; k <= hi; ++k) {
-      if (k != move.from && MustKeepOrder(moving, order[k])) return false;
-    }
-    return true;
+    return LegalMove(model_, orders_[move.worker], move.from, move.to);
   }
 
   // Applies `move`, evaluates, keeps it if better. One evaluation.
@@ -161,14 +165,6 @@ class Search {
   Leximax best_ = Leximax::Worst();
 };
 
-// Passes of one (stage, microbatch) keep F < B < W; passes of one kind and
-// stage keep first-in first-out order.
-bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b) {
-  if (model.StageOf(a) != model.StageOf(b)) return false;
-  return model.MicrobatchOf(a) == model.MicrobatchOf(b) ||
-         model.PassOf(a) == model.PassOf(b);
-}
-
 }  // namespace
 
 Leximax Kick(const PassModel& model, Evaluator& evaluator, Orders* orders,
@@ -183,11 +179,7 @@ Leximax Kick(const PassModel& model, Evaluator& evaluator, Orders* orders,
     const int shift = static_cast<int>(random() % (2 * kReach)) - kReach;
     const int to = std::clamp(from + (shift >= 0 ? shift + 1 : shift), 0, n - 1);
     if (to == from) continue;
-    bool legal = true;
-    for (int k = std::min(from, to); k <= std::max(from, to) && legal; ++k) {
-      legal = k == from || !MustKeepOrder(model, o[w][from], o[w][k]);
-    }
-    if (!legal) continue;
+    if (!LegalMove(model, o[w], from, to)) continue;
     MovePass(o[w], from, to);
     ++done;
   }

@@ -71,6 +71,15 @@ absl::Status ReadCosts(const FlagMap& flags, ProblemFlags* out) {
   return absl::OkStatus();
 }
 
+// A flag that the imported schedule fixes must match it when given.
+absl::Status CheckMatches(const FlagMap& flags, const char* name, int given,
+                          int in_file, const char* what) {
+  if (!flags.count(name) || given == in_file) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " ", given, " does not match the imported "
+                   "schedule's ", in_file, " ", what));
+}
+
 }  // namespace
 
 absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
@@ -257,22 +266,6 @@ absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags) {
   }
   return RunSchedule(*traits, *problem, /*strict_chunks=*/true);
 }
-
-}  // namespace zbpp::sched::cli
-
-namespace zbpp::sched::cli {
-namespace {
-
-// A flag that the imported schedule fixes must match it when given.
-absl::Status CheckMatches(const FlagMap& flags, const char* name, int given,
-                          int in_file, const char* what) {
-  if (!flags.count(name) || given == in_file) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", name, " ", given, " does not match the imported "
-                   "schedule's ", in_file, " ", what));
-}
-
-}  // namespace
 
 absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
                                             std::string* note) {

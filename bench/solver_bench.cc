@@ -81,6 +81,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond);
 }
 
+// The sizes of the speed table of bench/results/solver.md.
 void VSizes(benchmark::internal::Benchmark* b) {
   for (auto [p, m] :
        std::vector<std::pair<int, int>>{
@@ -91,10 +92,7 @@ void VSizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Zb2p)->Apply(Sizes);
-BENCHMARK(BM_Zb1p)
-    ->Args({32, 128})
-    ->Args({128, 1024})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Zb1p)->Apply(VSizes);
 BENCHMARK(BM_ZbV)->Apply(VSizes);
 BENCHMARK(BM_VHalf)->Apply(VSizes);
 BENCHMARK(BM_VMin)->Apply(VSizes);

@@ -12,6 +12,11 @@ void AddCallMetadata(const CallMetadata& metadata, grpc::ClientContext& context)
   for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
 }
 
+CallMetadata BearerTokenMetadata(const std::string& token) {
+  if (token.empty()) return {};
+  return {{"authorization", "Bearer " + token}};
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   absl::StatusOr<std::string> text =
       ReadFileToString(path, absl::StrCat("token file ", path));

@@ -23,6 +23,10 @@ using CallMetadata = std::vector<std::pair<std::string, std::string>>;
 /// Adds every pair of `metadata` to `context` (before the call starts).
 void AddCallMetadata(const CallMetadata& metadata, grpc::ClientContext& context);
 
+/// The metadata carrying bearer token `token`: "authorization: Bearer
+/// <token>", or none when `token` is empty.
+CallMetadata BearerTokenMetadata(const std::string& token);
+
 /// The bearer token in `path` (the --token-file of zbppctl, zbpp-worker and
 /// zbpp-coordinator), surrounding whitespace removed. Errors:
 /// FailedPrecondition "cannot read token file F: <errno text>" when it

@@ -52,9 +52,7 @@ absl::Status SessionClient::Register() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoSeconds(options_.rpc_timeout));
-  if (!options_.bearer_token.empty()) {
-    context.AddMetadata("authorization", "Bearer " + options_.bearer_token);
-  }
+  AddCallMetadata(BearerTokenMetadata(options_.bearer_token), context);
   grpc::Status st = stub_->RegisterWorker(&context, request, &response);
   if (!st.ok()) {
     absl::Status status = FromGrpcStatus(st);
@@ -88,10 +86,7 @@ std::string SessionClient::worker_id() const {
 }
 
 CallMetadata SessionClient::call_metadata() const {
-  CallMetadata metadata;
-  if (!options_.bearer_token.empty()) {
-    metadata.emplace_back("authorization", "Bearer " + options_.bearer_token);
-  }
+  CallMetadata metadata = BearerTokenMetadata(options_.bearer_token);
   absl::MutexLock lock(&mu_);
   metadata.emplace_back(kWorkerCredentialMetadataKey, credential_);
   return metadata;

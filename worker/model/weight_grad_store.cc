@@ -1,6 +1,7 @@
 #include "worker/model/weight_grad_store.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -35,25 +36,24 @@ absl::Status WeightGradStore::RunW(int microbatch, const std::vector<at::Tensor>
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(microbatch);
-    std::vector<Entry> kept;
     if (it != pending_.end()) {
-      for (Entry& e : it->second) {
-        const bool in = only == nullptr ||
-                        std::any_of(only->begin(), only->end(),
-                                    [&](const at::Tensor& t) { return t.is_same(e.weight); });
-        (in ? entries : kept).push_back(std::move(e));
-      }
+      // What `only` leaves out stays queued, in order; the rest moves to
+      // `entries`, in order.
+      const auto stays = [&](const Entry& e) {
+        return only != nullptr &&
+               std::none_of(only->begin(), only->end(),
+                            [&](const at::Tensor& t) { return t.is_same(e.weight); });
+      };
+      std::vector<Entry>& queued = it->second;
+      const auto taken = std::stable_partition(queued.begin(), queued.end(), stays);
+      entries.assign(std::make_move_iterator(taken), std::make_move_iterator(queued.end()));
+      queued.erase(taken, queued.end());
+      if (queued.empty()) pending_.erase(it);
     }
     if (entries.empty()) {
-      if (it != pending_.end()) it->second = std::move(kept);
       return absl::FailedPreconditionError(absl::StrCat(
           "W of microbatch ", microbatch, only == nullptr ? "" : " (one gradient bucket)",
           " has no queued weight-gradient work (W before its B, or twice)"));
-    }
-    if (kept.empty()) {
-      pending_.erase(it);
-    } else {
-      it->second = std::move(kept);
     }
   }
   at::NoGradGuard no_grad;

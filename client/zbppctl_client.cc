@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/call_auth.h"
 #include "common/status_grpc.h"
 
 namespace zbpp::ctl {
@@ -60,9 +61,7 @@ std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(
   if (with_deadline) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
   }
-  if (!options_.bearer_token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + options_.bearer_token);
-  }
+  AddCallMetadata(BearerTokenMetadata(options_.bearer_token), *context);
   return context;
 }
 

@@ -101,6 +101,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/job_state.h"
+#include "api/time_proto.h"
 #include "bench/process_cpu.h"
 #include "common/read_file.h"
 #include "tests/client/subprocess.h"
@@ -239,8 +240,6 @@ v1::JobSpec Spec(const Flags& flags, const Variant& variant) {
   spec.set_seed(1234);
   return spec;
 }
-
-double Seconds(const google::protobuf::Timestamp& t) { return t.seconds() + 1e-9 * t.nanos(); }
 
 /// What one job produced.
 struct JobRun {
@@ -398,7 +397,8 @@ struct Samples {
                            microbatches * (st.f_seconds() + st.b_seconds() + st.w_seconds()));
       }
       if (auto prev = steps.find(k - 1); prev != steps.end()) {
-        const double w = Seconds(s.complete_time()) - Seconds(prev->second.complete_time());
+        const double w = absl::ToDoubleSeconds(FromTimestamp(s.complete_time()) -
+                                               FromTimestamp(prev->second.complete_time()));
         wall.push_back(w);
         gap.push_back(w - busiest);
       }

@@ -8,15 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
+#include "api/time_proto.h"
 #include "client/zbppctl_tables.h"
 #include "common/text_table.h"
 
 namespace zbpp::ctl {
 namespace {
-
-double Seconds(const google::protobuf::Timestamp& t) {
-  return double(t.seconds()) + t.nanos() * 1e-9;
-}
 
 // A bubble rate to 4 decimals; a rounding error below zero (the simulator's
 // 1 - busy / span) prints as 0.0000, not -0.0000.
@@ -92,8 +89,9 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
                                  job.spec().pipeline().microbatches() *
                                  job.spec().pipeline().microbatch_size() *
                                  job.spec().model().seq_len();
-  const double wall = Seconds(window.back().complete_time()) -
-                      Seconds(window.front().complete_time());
+  const double wall =
+      absl::ToDoubleSeconds(FromTimestamp(window.back().complete_time()) -
+                            FromTimestamp(window.front().complete_time()));
   if (window.size() >= 2 && wall > 0) {
     r.tokens_per_second = tokens_per_step * double(window.size() - 1) / wall;
   } else {

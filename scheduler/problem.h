@@ -70,6 +70,14 @@ struct Problem {
                              std::numeric_limits<double>::infinity());
 };
 
+/// True when a memory `peak` is over `limit` (both bytes, or both M_B) by
+/// more than a relative 1e-9: peaks are sums of activation sizes in floating
+/// point, so a schedule that fills its limit exactly can read a rounding
+/// error above it. An infinite limit holds every peak. Pure.
+inline bool OverMemoryLimit(double peak, double limit) {
+  return peak > limit * (1 + 1e-9);
+}
+
 }  // namespace zbpp::sched
 
 #endif  // ZBPP_SCHEDULER_PROBLEM_H_

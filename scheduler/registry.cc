@@ -111,7 +111,7 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   if (!sim.ok()) return sim.status();
   for (int w = 0; w < problem.workers; ++w) {
     const double limit = problem.memory_limit_bytes[w];
-    if (sim->peak_memory_bytes[w] > limit * (1 + 1e-9)) {
+    if (OverMemoryLimit(sim->peak_memory_bytes[w], limit)) {
       const double m_b = sim->peak_memory_bytes[w] / sim->peak_memory_m_b[w];
       return absl::ResourceExhaustedError(absl::StrCat(
           std::string(name), " needs ", sim->peak_memory_bytes[w],

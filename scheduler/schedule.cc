@@ -50,18 +50,11 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     ++letter;
   }
   if (letter == 0) return bad("must start with the stage number");
-  // Both numbers are plain non-negative decimals that must fit in an int.
-  auto parse = [](std::string_view digits, int* out) {
-    const char* end = digits.data() + digits.size();
-    auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
-    return ec == std::errc() && ptr == end;
-  };
   Action action;
   // An optional bucket suffix, on W and REDUCE_GRAD only.
   if (const size_t at = text.find('@'); at != std::string_view::npos) {
     const std::string_view digits = text.substr(at + 1);
-    if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits[0])) ||
-        !parse(digits, &action.bucket)) {
+    if (!ParseDecimalInt(digits, &action.bucket)) {
       return bad("bucket after '@' is not a number");
     }
     text = text.substr(0, at);
@@ -72,7 +65,9 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
   }
   if (text.substr(letter) == kReduceText) {
     action.kind = PassKind::kReduce;
-    if (!parse(text.substr(0, letter), &action.stage)) return bad("stage is not a number");
+    if (!ParseDecimalInt(text.substr(0, letter), &action.stage)) {
+      return bad("stage is not a number");
+    }
     return action;
   }
   if (letter + 1 >= text.size()) return bad("must end with the microbatch");
@@ -92,15 +87,22 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     default:
       return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
   }
-  if (!parse(text.substr(0, letter), &action.stage)) {
+  if (!ParseDecimalInt(text.substr(0, letter), &action.stage)) {
     return bad("stage is not a number");
   }
-  const std::string_view mb = text.substr(letter + 1);
-  if (!std::isdigit(static_cast<unsigned char>(mb[0])) ||
-      !parse(mb, &action.microbatch)) {
+  if (!ParseDecimalInt(text.substr(letter + 1), &action.microbatch)) {
     return bad("microbatch is not a number");
   }
   return action;
+}
+
+bool ParseDecimalInt(std::string_view digits, int* out) {
+  if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits[0]))) {
+    return false;
+  }
+  const char* end = digits.data() + digits.size();
+  auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
+  return ec == std::errc() && ptr == end;
 }
 
 std::vector<int> PlaceStages(Placement placement, int workers, int chunks) {

@@ -74,6 +74,11 @@ std::string ActionToString(const Action& action);
 /// `bad action "3X1": pass must be one of F, I, W, B, REDUCE_GRAD`.
 absl::StatusOr<Action> ParseAction(std::string_view text);
 
+/// Reads `digits` as a plain non-negative decimal int (digits only, no sign
+/// or space, fitting in an int) into `*out`; false otherwise. The numbers of
+/// ParseAction and of the PyTorch CSV reader (schedule_io.h). Pure.
+bool ParseDecimalInt(std::string_view digits, int* out);
+
 /// How virtual stages map to workers.
 enum class Placement {
   /// Virtual stage s on worker s mod p (1F1B, interleaved 1F1B, ZB-H1/H2).

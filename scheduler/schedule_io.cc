@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -114,16 +113,6 @@ struct Rows {
   int max_microbatch = -1;
 };
 
-// Reads a decimal int that fills `digits`.
-bool ParseInt(std::string_view digits, int* out) {
-  if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits[0]))) {
-    return false;
-  }
-  const char* end = digits.data() + digits.size();
-  auto [ptr, ec] = std::from_chars(digits.data(), end, *out);
-  return ec == std::errc() && ptr == end;
-}
-
 // PyTorch's actions other than compute ones (schedules.py, _ComputationType
 // and _action_regex): `{stage}{NAME}{microbatch}` for the four transfers,
 // `{stage}{NAME}` for UNSHARD and RESHARD. Returns false when `text` is
@@ -145,7 +134,7 @@ absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
   for (std::string_view name : {"UNSHARD", "RESHARD"}) {
     if (rest != name) continue;
     int stage = 0;
-    if (!ParseInt(text.substr(0, letter), &stage)) {
+    if (!ParseDecimalInt(text.substr(0, letter), &stage)) {
       return bad("must start with the stage number");
     }
     rows->has_comms = true;
@@ -165,10 +154,10 @@ absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
     comm.row = row;
     comm.cell = cell;
     comm.after = rows->actions[row].size();
-    if (!ParseInt(text.substr(0, letter), &comm.stage)) {
+    if (!ParseDecimalInt(text.substr(0, letter), &comm.stage)) {
       return bad("must start with the stage number");
     }
-    if (!ParseInt(rest.substr(name.size()), &comm.microbatch)) {
+    if (!ParseDecimalInt(rest.substr(name.size()), &comm.microbatch)) {
       return bad("must end with the microbatch");
     }
     rows->has_comms = true;

@@ -68,7 +68,7 @@ absl::Status CheckLimits(const Problem& problem,
     need[owner[s]] += problem.stages[s].m_b_bytes;
   }
   for (int w = 0; w < problem.workers; ++w) {
-    if (need[w] > problem.limit_of(w) * (1 + 1e-9)) {
+    if (OverMemoryLimit(need[w], problem.limit_of(w))) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "worker ", w, "'s activation memory limit (", problem.limit_of(w),
           " bytes) is below one microbatch's activations on it (", need[w],

@@ -74,7 +74,7 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
         "schedule.file_text: ", FileName(spec), ": ", sim.status().message()));
   }
   for (int w = 0; w < schedule->workers; ++w) {
-    if (sim->peak_memory_bytes[w] > problem.limit_of(w) * (1 + 1e-9)) {
+    if (sched::OverMemoryLimit(sim->peak_memory_bytes[w], problem.limit_of(w))) {
       const char* field =
           spec.schedule().has_memory_limit_bytes()
               ? "schedule.memory_limit_bytes"

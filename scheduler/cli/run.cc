@@ -333,7 +333,7 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
         absl::StrCat("--import \"", path, "\": ", sim.status().message()));
   }
   for (int w = 0; w < schedule.workers; ++w) {
-    if (sim->peak_memory_bytes[w] > out.problem.limit_of(w) * (1 + 1e-9)) {
+    if (OverMemoryLimit(sim->peak_memory_bytes[w], out.problem.limit_of(w))) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "--import \"", path, "\": worker ", w, " peaks at ",
           sim->peak_memory_bytes[w], " bytes, over memory_limit_bytes[", w,
@@ -342,7 +342,7 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
   }
   if (out.mem_limit_m_b) {
     for (int w = 0; w < schedule.workers; ++w) {
-      if (sim->peak_memory_m_b[w] > *out.mem_limit_m_b * (1 + 1e-9)) {
+      if (OverMemoryLimit(sim->peak_memory_m_b[w], *out.mem_limit_m_b)) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "--import \"", path, "\": worker ", w, " peaks at ",
             sim->peak_memory_m_b[w], " M_B, over --mem-limit ",

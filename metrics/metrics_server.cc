@@ -1,18 +1,70 @@
 #include "metrics/metrics_server.h"
 
 #include <CivetServer.h>
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "prometheus/text_serializer.h"
 
 namespace zbpp::metrics {
+namespace {
+
+// The address (port 0) that reaches a listener on `host`, resolved as
+// civetweb resolves a listening host (Debian builds it without IPv6): IPv4,
+// names through getaddrinfo, the first address found. A wildcard host
+// listens on the loopback address too.
+absl::StatusOr<sockaddr_in> ListenerAddress(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0) {
+    return absl::UnavailableError(absl::StrCat("host \"", host, "\" does not resolve: ",
+                                               ::gai_strerror(error)));
+  }
+  sockaddr_in address{};
+  std::memcpy(&address, found->ai_addr, sizeof(address));
+  ::freeaddrinfo(found);
+  if (address.sin_addr.s_addr == htonl(INADDR_ANY)) {
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  return address;
+}
+
+// Opens a connection to `address` and closes it. False when it is refused:
+// nothing listens there any more.
+bool Knock(const sockaddr_in& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // A full accept queue drops the SYN and connect would retry it for
+  // seconds; give up on this knock instead.
+  const timeval timeout{0, 100'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  const bool refused =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
+      errno == ECONNREFUSED;
+  ::close(fd);
+  return !refused;
+}
+
+}  // namespace
 
 // One handler for every path: civetweb gives a handler registered at "/"
 // every URI that no longer registration matches, so /metrics and the pages
@@ -89,9 +141,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
         "\" is not HOST:PORT with PORT in [0, 65535]"));
   }
   const std::string host = listen.substr(0, colon);
+  absl::StatusOr<sockaddr_in> listener = ListenerAddress(host);
+  if (!listener.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", listener.status().message()));
+  }
 
   auto server = std::unique_ptr<MetricsServer>(
       new MetricsServer(std::move(registry), std::move(options.page_handler)));
+  server->wake_address_ = *listener;  // Port 0 until the listener's is known.
   server->handler_ = std::make_unique<Handler>(server.get());
   std::vector<int> ports;
   try {
@@ -113,6 +171,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   }
   server->port_ = ports.front();
   server->address_ = absl::StrCat(host, ":", server->port_);
+  server->wake_address_.sin_port = htons(static_cast<uint16_t>(server->port_));
   return server;
 }
 
@@ -122,8 +181,23 @@ MetricsServer::MetricsServer(
     : registry_(std::move(registry)), page_handler_(std::move(page_handler)) {}
 
 MetricsServer::~MetricsServer() {
+  // civetweb's listener thread polls the listening socket in rounds of 2 s
+  // (SOCKET_TIMEOUT_QUANTUM) and reads the stop flag only between rounds;
+  // mg_stop sets the flag, then waits for the listener. A connection ends
+  // the round: made before the flag is set, it is accepted and served as an
+  // empty request; made after, the listener stops without accepting it and
+  // closes its socket, which refuses the next one. So knock until then.
+  // After a failed Create the knock goes to port 0 and is refused.
+  absl::Notification stopped;
+  std::thread waker([this, &stopped] {
+    while (Knock(wake_address_) &&
+           !stopped.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
+    }
+  });
   // Stop the server (joining its threads) before the handler goes.
   server_.reset();
+  stopped.Notify();
+  waker.join();
 }
 
 }  // namespace zbpp::metrics

@@ -1,6 +1,8 @@
 #ifndef ZBPP_METRICS_METRICS_SERVER_H_
 #define ZBPP_METRICS_METRICS_SERVER_H_
 
+#include <netinet/in.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,13 +66,12 @@ class MetricsServer {
   /// HOST:PORT with PORT in [0, 65535], num_threads < 1 or
   /// request_timeout_seconds <= 0; Unavailable,
   /// naming the address, when the server cannot listen there (port in use,
-  /// address not local, ...).
+  /// address not local, host that does not resolve, ...).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
       Options options, std::shared_ptr<prometheus::Registry> registry);
 
-  /// Stops serving; waits for requests in progress. Once a request has
-  /// been served this takes about 2 s (measured: civetweb's shutdown waits
-  /// for its listener thread's poll to time out).
+  /// Stops serving; waits for requests in progress (not for civetweb's
+  /// listener to notice the stop on its own, which takes up to 2 s).
   ~MetricsServer();
 
   MetricsServer(const MetricsServer&) = delete;
@@ -96,6 +97,9 @@ class MetricsServer {
   std::unique_ptr<CivetServer> server_;
   std::string address_;
   int port_ = 0;
+  // Where a connection reaches the listener: the host resolved as civetweb
+  // resolves it, the loopback address for a wildcard host.
+  sockaddr_in wake_address_{};
 };
 
 }  // namespace zbpp::metrics

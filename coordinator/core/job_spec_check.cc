@@ -445,20 +445,6 @@ std::string FieldOfRefusal(const JobSpec& spec, const absl::Status& refusal) {
   return "schedule.name";
 }
 
-// Asks the scheduler whether it can run the job: a named schedule must
-// accept `problem`; "auto" must find a schedule (ChooseAutoSchedule).
-absl::Status CheckRunnable(const JobSpec& spec, const sched::Problem& problem) {
-  const std::string& name = spec.schedule().name();
-  if (name == kAutoScheduleName) return ChooseAutoSchedule(spec).status();
-  if (!spec.schedule().file().empty()) {
-    return ScheduleFromFile(spec, problem).status();
-  }
-  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
-  if (schedule.ok()) return absl::OkStatus();
-  return Invalid(FieldOfRefusal(spec, schedule.status()),
-                 schedule.status().message());
-}
-
 }  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
@@ -478,11 +464,9 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (absl::Status st = InRange(spec.steps(), 1, kMaxSteps, "steps"); !st.ok()) return st;
   if (absl::Status st = CheckCheckpoint(spec); !st.ok()) return st;
   if (absl::Status st = CheckPrecision(spec); !st.ok()) return st;
-  // How the fields fit together: chunks, layers, the limit in bytes, and
-  // what the schedule itself accepts.
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  if (!problem.ok()) return problem.status();
-  return CheckRunnable(spec, *problem);
+  // How the fields fit together (chunks, layers, the limit in bytes) and
+  // what the schedule itself accepts: the scheduler is asked.
+  return ChooseSchedule(spec).status();
 }
 
 absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
@@ -603,14 +587,39 @@ JobSpec AutoCandidateSpec(const JobSpec& spec, std::string_view name) {
   return candidate;
 }
 
-absl::StatusOr<AutoChoice> ChooseAutoSchedule(
+absl::StatusOr<ScheduleChoice> ChooseSchedule(
+    const JobSpec& spec, const InitialProblemFn& initial_problem) {
+  absl::StatusOr<sched::Problem> problem = initial_problem(spec);
+  if (!problem.ok()) return problem.status();
+  const std::string& name = spec.schedule().name();
+  if (name == kAutoScheduleName) return ChooseAutoSchedule(spec, initial_problem);
+  ScheduleChoice choice{name, *std::move(problem), {}, {}};
+  const bool from_file = !spec.schedule().file().empty();
+  absl::StatusOr<sched::Schedule> schedule =
+      from_file ? ScheduleFromFile(spec, choice.problem)
+                : GenerateSchedule(name, choice.problem,
+                                   DataParallelOf(spec.pipeline()));
+  if (!schedule.ok()) {
+    if (from_file) return schedule.status();  // Already names its field.
+    return Invalid(FieldOfRefusal(spec, schedule.status()),
+                   schedule.status().message());
+  }
+  choice.schedule = *std::move(schedule);
+  absl::StatusOr<sched::SimulationResult> sim =
+      sched::Simulate(choice.problem, choice.schedule);
+  if (!sim.ok()) return sim.status();
+  choice.simulation = *std::move(sim);
+  return choice;
+}
+
+absl::StatusOr<ScheduleChoice> ChooseAutoSchedule(
     const JobSpec& spec, const InitialProblemFn& initial_problem) {
   if (spec.schedule().name() != kAutoScheduleName) {
     return Invalid("schedule.name", "\"", spec.schedule().name(),
                    "\" is not \"auto\"");
   }
   const int d = DataParallelOf(spec.pipeline());
-  std::optional<AutoChoice> best;
+  std::optional<ScheduleChoice> best;
   std::vector<std::string> refusals;
   for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
     absl::StatusOr<sched::Problem> problem =
@@ -625,9 +634,9 @@ absl::StatusOr<AutoChoice> ChooseAutoSchedule(
       refusals.push_back(absl::StrCat(traits.name, ": ", sim.status().message()));
       continue;
     }
-    if (!best.has_value() || sim->step_seconds < best->step_seconds) {
-      best = AutoChoice{traits.name, *std::move(problem), *std::move(schedule),
-                        sim->step_seconds};
+    if (!best.has_value() || sim->step_seconds < best->simulation.step_seconds) {
+      best = ScheduleChoice{traits.name, *std::move(problem),
+                            *std::move(schedule), *std::move(sim)};
     }
   }
   if (!best.has_value()) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::coordinator {
@@ -62,10 +63,9 @@ inline constexpr size_t kMaxPathBytes = 4095;
 ///
 /// Whether the schedule can run this shape (ZB-H2's m >= 2p,
 /// 1F1B-interleaved's m % p == 0, a fixed schedule's peak memory above the
-/// limit) is asked of the scheduler itself: the registry's `Generate` runs on
-/// `InitialProblem(spec)` and its refusal is reported under the field the
-/// user can change. For "auto" the spec passes when ChooseAutoSchedule
-/// finds a schedule (the same choice the coordinator then makes). This costs
+/// limit) is asked of the scheduler itself: ChooseSchedule makes the choice
+/// the coordinator then makes, and its refusal is reported under the field
+/// the user can change. This costs
 /// one solver run per registry schedule (well under a second each at
 /// p = 32, m = 128).
 ///
@@ -126,13 +126,44 @@ using InitialProblemFn =
 zbpp::v1::JobSpec AutoCandidateSpec(const zbpp::v1::JobSpec& spec,
                                     std::string_view name);
 
-/// What `schedule.name: auto` runs.
-struct AutoChoice {
-  std::string name;          ///< The registry schedule chosen, e.g. "zb-v".
-  sched::Problem problem;    ///< Its problem (AutoCandidateSpec's).
-  sched::Schedule schedule;  ///< With reductions placed when d > 1.
-  double step_seconds = 0;   ///< Simulated under `problem`.
+/// A job's first schedule (what its version 1 runs) and the analytic
+/// problem it is planned on.
+struct ScheduleChoice {
+  /// The registry schedule, e.g. "zb-v" (for "auto": the one chosen); for
+  /// a schedule file, schedule.name as given.
+  std::string name;
+  /// initial_problem(spec); for "auto", the chosen candidate's
+  /// (AutoCandidateSpec).
+  sched::Problem problem;
+  /// With its data-parallel reductions placed when d > 1.
+  sched::Schedule schedule;
+  /// `schedule` simulated under `problem` (sched::Simulate): the version's
+  /// predicted step time, bubble rate and peak memory.
+  sched::SimulationResult simulation;
 };
+/// ChooseAutoSchedule's result (the same fields).
+using AutoChoice = ScheduleChoice;
+
+/// The one place that picks a job's first schedule, used by
+/// ValidateJobSpec (a job must have one) and by the coordinator when it
+/// builds version 1; re-solves later regenerate the same schedule under
+/// measured costs (ResolvePolicy):
+/// * "auto": ChooseAutoSchedule, after initial_problem(spec) accepted the
+///   fields;
+/// * schedule.file: the file's schedule on initial_problem(spec)
+///   (ScheduleFromFile);
+/// * a registry name: its generator on initial_problem(spec), with the
+///   reductions placed (GenerateSchedule, d = pipeline.data_parallel).
+///
+/// Errors: those of `initial_problem`; InvalidArgument under the field the
+/// user can change when the schedule refuses the job (the limit's field
+/// for memory; pipeline.microbatches or pipeline.chunks for the shape;
+/// schedule.name otherwise), as ValidateJobSpec reports them. Costs one
+/// generation and simulation (one per registry schedule for "auto").
+/// Thread-safe (pure) when `initial_problem` is.
+absl::StatusOr<ScheduleChoice> ChooseSchedule(
+    const zbpp::v1::JobSpec& spec,
+    const InitialProblemFn& initial_problem = InitialProblem);
 
 /// The one choice of `schedule.name: auto`, made at submission
 /// (ValidateJobSpec) and when the coordinator builds a job's first schedule
@@ -152,7 +183,7 @@ struct AutoChoice {
 /// runs this job (gpipe: ...; 1f1b: ...)") listing every refusal.
 /// Costs one generation and simulation per registry schedule.
 /// Thread-safe (pure) when `initial_problem` is.
-absl::StatusOr<AutoChoice> ChooseAutoSchedule(
+absl::StatusOr<ScheduleChoice> ChooseAutoSchedule(
     const zbpp::v1::JobSpec& spec,
     const InitialProblemFn& initial_problem = InitialProblem);
 

@@ -55,10 +55,9 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
   ResolveDecision decision;
   decision.policy = std::string(policy);
   decision.current_version = current_version;
-  decision.old_predicted = Summarize(*old_sim);
-  decision.new_predicted = decision.old_predicted;
   decision.old_makespan_seconds = old_sim->makespan_seconds;
   decision.new_makespan_seconds = old_sim->makespan_seconds;
+  decision.current_simulation = *std::move(old_sim);
 
   if (!traits->limit_is_input) {
     decision.reason = absl::StrCat(
@@ -103,7 +102,6 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
                      current_version, ": ", new_sim.status().ToString());
     return decision;
   }
-  decision.new_predicted = Summarize(*new_sim);
   decision.new_makespan_seconds = new_sim->makespan_seconds;
   decision.improvement_fraction =
       decision.old_makespan_seconds > 0
@@ -120,6 +118,7 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
       100 * options_.min_improvement_fraction,
       decision.publish ? "publish" : "keep");
   decision.candidate = *std::move(candidate);
+  decision.candidate_simulation = *std::move(new_sim);
   return decision;
 }
 

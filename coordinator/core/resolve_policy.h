@@ -3,14 +3,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "coordinator/core/predicted_stats.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 
@@ -23,12 +24,15 @@ struct ResolveDecision {
   std::string policy;
   /// The version that was in force when deciding.
   int64_t current_version = 0;
-  /// The current schedule simulated under the measured costs.
-  PredictedStats old_predicted;
-  /// The candidate simulated under the same costs; equal to
-  /// `old_predicted` when there is no candidate.
-  PredictedStats new_predicted;
-  /// Shorthands for old/new_predicted.makespan_seconds.
+  /// The current schedule simulated under the measured costs: the whole
+  /// result, so that publishing needs no second simulation (a new version's
+  /// `previous_predicted`).
+  sched::SimulationResult current_simulation;
+  /// `candidate` simulated under the same costs: the new version's
+  /// `predicted`. Set whenever `candidate` is.
+  std::optional<sched::SimulationResult> candidate_simulation;
+  /// The makespans of the two simulations (the candidate's: the current
+  /// one's when there is no candidate).
   double old_makespan_seconds = 0;
   double new_makespan_seconds = 0;
   /// (old - new) / old: > 0 when the candidate is shorter.
@@ -40,7 +44,7 @@ struct ResolveDecision {
   double solve_seconds = 0;
   /// The re-solved schedule, set whenever one was produced and simulated
   /// (empty otherwise: fixed policy, solver refusal, other placement).
-  /// Publish it, with `new_predicted`, when `publish` is true.
+  /// Publish it, with `candidate_simulation`, when `publish` is true.
   sched::Schedule candidate;
 };
 

@@ -438,20 +438,20 @@ TEST(ChooseAutoSchedule, PicksAVScheduleWhereItIsShortest) {
   JobSpec spec = ValidSpec();
   spec.mutable_schedule()->set_name("auto");
   spec.mutable_schedule()->set_memory_limit_m_b(2);
-  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->name, "zb-v");
   EXPECT_EQ(choice->schedule.name, "zb-v");
   EXPECT_EQ(choice->problem.chunks, 2);
   EXPECT_EQ(choice->schedule.worker_of_stage,
             sched::PlaceStages(sched::Placement::kV, 2, 2));
-  EXPECT_DOUBLE_EQ(choice->step_seconds, CandidateStep(spec, "zb-v"));
+  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, CandidateStep(spec, "zb-v"));
   for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
     if (traits.placement == sched::Placement::kLoop) {
-      EXPECT_LT(choice->step_seconds, CandidateStep(spec, traits.name))
+      EXPECT_LT(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
           << traits.name;
     } else {
-      EXPECT_LE(choice->step_seconds, CandidateStep(spec, traits.name))
+      EXPECT_LE(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
           << traits.name;
     }
   }
@@ -469,13 +469,13 @@ TEST(ChooseAutoSchedule, PicksALoopScheduleWhereNoVScheduleRuns) {
   for (const char* v_schedule : {"zb-v", "v-half", "v-min", "dualpipe-v"}) {
     EXPECT_TRUE(std::isinf(CandidateStep(spec, v_schedule))) << v_schedule;
   }
-  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(sched::FindSchedule(choice->name)->placement,
             sched::Placement::kLoop);
   EXPECT_EQ(choice->problem.chunks, 1);
   for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    EXPECT_LE(choice->step_seconds, CandidateStep(spec, traits.name))
+    EXPECT_LE(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
         << traits.name;
   }
   // The same job with a limit DualPipeV's shape (p + 1/2 M_B) fits and 8
@@ -490,7 +490,7 @@ TEST(ChooseAutoSchedule, PlacesReductionsWithDataParallelism) {
   spec.mutable_pipeline()->set_data_parallel(2);
   spec.mutable_schedule()->set_name("auto");
   spec.mutable_schedule()->set_memory_limit_m_b(2);
-  absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
   ASSERT_TRUE(choice.ok()) << choice.status();
   int reductions = 0;
   for (const auto& actions : choice->schedule.actions) {
@@ -502,6 +502,59 @@ TEST(ChooseAutoSchedule, PlacesReductionsWithDataParallelism) {
 TEST(ChooseAutoSchedule, RefusesANamedSchedule) {
   EXPECT_EQ(ChooseAutoSchedule(ValidSpec()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChooseSchedule, ANamedScheduleIsItsGeneratorsWithTheReductionsPlaced) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_schedule()->set_name("zb-h1");
+  spec.mutable_pipeline()->set_data_parallel(2);
+  absl::StatusOr<ScheduleChoice> choice = ChooseSchedule(spec);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->name, "zb-h1");
+  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_EQ(choice->problem.stages[0].reduce_seconds,
+            problem->stages[0].reduce_seconds);
+  absl::StatusOr<sched::Schedule> expected =
+      GenerateSchedule("zb-h1", *problem, 2);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(choice->schedule.actions, expected->actions);
+  int reductions = 0;
+  for (const auto& row : choice->schedule.actions) {
+    for (const sched::Action& a : row) {
+      reductions += a.kind == sched::PassKind::kReduce;
+    }
+  }
+  EXPECT_GT(reductions, 0) << "d = 2 places each stage's reduction";
+  // The simulation is of that schedule, reductions included.
+  absl::StatusOr<sched::SimulationResult> sim =
+      sched::Simulate(*problem, *expected);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, sim->step_seconds);
+  EXPECT_DOUBLE_EQ(choice->simulation.exposed_reduce_seconds,
+                   sim->exposed_reduce_seconds);
+}
+
+TEST(ChooseSchedule, ARefusalNamesTheFieldTheUserCanChange) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_schedule()->set_name("zb-h2");
+  spec.mutable_pipeline()->set_microbatches(3);  // ZB-H2 needs m >= 2p.
+  const absl::Status refused = ChooseSchedule(spec).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), StartsWith("pipeline.microbatches: "));
+  EXPECT_EQ(refused, ValidateJobSpec(spec)) << "the check is the choice";
+}
+
+TEST(ChooseSchedule, AutoIsChooseAutoSchedulesPick) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_schedule()->set_name("auto");
+  spec.mutable_schedule()->set_memory_limit_m_b(2);
+  absl::StatusOr<ScheduleChoice> choice = ChooseSchedule(spec);
+  absl::StatusOr<ScheduleChoice> pick = ChooseAutoSchedule(spec);
+  ASSERT_TRUE(choice.ok() && pick.ok()) << choice.status() << pick.status();
+  EXPECT_EQ(choice->name, pick->name);
+  EXPECT_EQ(choice->schedule.actions, pick->schedule.actions);
+  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, pick->simulation.step_seconds);
 }
 
 TEST(AutoCandidateSpec, GivesEachScheduleItsOwnChunksUnlessTheSpecSetsThem) {

@@ -165,14 +165,17 @@ TEST_F(ResolvePolicyTest, StragglerIsReSolvedIntoAShorterSchedule) {
   EXPECT_LT(decision->new_makespan_seconds,
             decision->old_makespan_seconds * (1 - 0.02));
   EXPECT_GT(decision->improvement_fraction, 0.02);
-  EXPECT_DOUBLE_EQ(decision->new_predicted.makespan_seconds,
+  ASSERT_TRUE(decision->candidate_simulation.has_value());
+  EXPECT_DOUBLE_EQ(decision->candidate_simulation->makespan_seconds,
                    decision->new_makespan_seconds);
+  EXPECT_DOUBLE_EQ(decision->current_simulation.makespan_seconds,
+                   decision->old_makespan_seconds);
   EXPECT_EQ(decision->current_version, 1);
   EXPECT_EQ(decision->policy, "zb-1p");
   EXPECT_DOUBLE_EQ(decision->solve_seconds, 0.001);
   EXPECT_THAT(decision->reason, HasSubstr("publish"));
   // The candidate still honours zb-1p's limit of p·M_B.
-  EXPECT_LE(decision->new_predicted.max_peak_memory_m_b, kStages + 1e-9);
+  EXPECT_LE(decision->candidate_simulation->max_peak_memory_m_b, kStages + 1e-9);
   EXPECT_EQ(decision->candidate.worker_of_stage, current.worker_of_stage);
 }
 

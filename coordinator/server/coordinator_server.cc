@@ -12,6 +12,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 #include "common/call_auth.h"
 #include "common/channel_credentials.h"
 #include "coordinator/core/job_spec_check.h"
@@ -92,8 +93,9 @@ absl::Status CoordinatorServer::Start(const Options& options) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   metrics::CoordinatorMetrics::Options metrics_options;
-  metrics_options.job_states = {"PENDING",   "ASSIGNING", "RUNNING",  "RECOVERING",
-                                "SUCCEEDED", "FAILED",    "CANCELLED"};
+  for (v1::JobState state : kAllJobStates) {
+    metrics_options.job_states.push_back(JobStateName(state));
+  }
   metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
   metrics_options.rpc_services = Services();
   absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =

@@ -1,0 +1,40 @@
+#include "coordinator/core/coordinator_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::coordinator {
+
+absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options) {
+  if (options.clock == nullptr) {
+    return absl::InvalidArgumentError("Coordinator::Options.clock is null");
+  }
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError("Coordinator::Options.store is null");
+  }
+  if (!options.validate_spec || !options.initial_problem) {
+    return absl::InvalidArgumentError(
+        "Coordinator::Options.validate_spec and initial_problem are required");
+  }
+  if (!(options.heartbeat_interval_seconds > 0) ||
+      !(options.heartbeat_timeout_seconds >
+        options.heartbeat_interval_seconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need 0 < heartbeat_interval_seconds < heartbeat_timeout_seconds, got ",
+        options.heartbeat_interval_seconds, " and ",
+        options.heartbeat_timeout_seconds));
+  }
+  if (options.max_recoveries_without_progress < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_recoveries_without_progress must be >= 1, got ",
+                     options.max_recoveries_without_progress));
+  }
+  if (options.grant_lookahead_steps < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grant_lookahead_steps must be >= 2 (1 would hold every rank at "
+                     "each step boundary), got ",
+                     options.grant_lookahead_steps));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zbpp::coordinator

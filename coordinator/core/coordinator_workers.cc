@@ -1,0 +1,139 @@
+// Coordinator: the workers' calls (registration, credentials, Sessions,
+// heartbeats, listing), routed to the WorkerRegistry and the jobs.
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/log_error.h"
+#include "coordinator/core/worker_credential.h"
+
+namespace zbpp::coordinator {
+
+absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
+    const zbpp::v1::WorkerDescription& worker) {
+  if (absl::Status valid = WorkerRegistry::CheckDescription(worker); !valid.ok()) {
+    return valid;
+  }
+  absl::StatusOr<std::string> credential = NewWorkerCredential();
+  if (!credential.ok()) return credential.status();
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Registration> registration =
+      registry_->Add(worker, CredentialDigest(*credential));
+  if (!registration.ok()) return registration.status();
+  if (registration->superseded.has_value()) {
+    // The new worker is registered whatever became of the old one's job.
+    LogError(LoseWorker(*registration->superseded,
+                        absl::StrCat("worker ", registration->superseded->id,
+                                     " replaced by ", registration->worker_id,
+                                     " at the same address")),
+             "losing a superseded worker");
+  }
+  AssignWaitingJobs();
+  zbpp::v1::RegisterWorkerResponse response;
+  response.set_worker_id(registration->worker_id);
+  response.set_heartbeat_interval_seconds(options_.heartbeat_interval_seconds);
+  response.set_heartbeat_timeout_seconds(options_.heartbeat_timeout_seconds);
+  response.set_credential(*std::move(credential));
+  return response;
+}
+
+absl::Status Coordinator::AuthenticateWorker(const std::string& worker_id,
+                                             std::string_view credential) const {
+  // Digested outside the lock: SHA-256 of a short string, but no reason to
+  // make every other call wait for it.
+  const std::string digest = CredentialDigest(credential);
+  absl::MutexLock lock(&mu_);
+  return registry_->Authenticate(worker_id, credential, digest);
+}
+
+absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
+    const std::string& worker_id, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<WorkerRegistry::OpenedSession> opened =
+      registry_->OpenSession(worker_id, address);
+  if (!opened.ok()) return opened.status();
+  // Replay the worker's current state (worker.proto SessionResponse).
+  const WorkerRecord& record = opened->record;
+  if (Job* job = record.job_id.empty() ? nullptr : jobs_->Find(record.job_id)) {
+    job->ReplaySession(worker_id, record.rank);
+  }
+  return opened->outbox;
+}
+
+void Coordinator::CloseSession(const std::string& worker_id,
+                               const std::shared_ptr<SessionOutbox>& outbox) {
+  absl::MutexLock lock(&mu_);
+  registry_->CloseSession(worker_id, outbox);
+}
+
+absl::Status Coordinator::Heartbeat(const std::string& worker_id,
+                                    const zbpp::v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::string> error = registry_->RecordHeartbeat(worker_id, heartbeat);
+  if (!error.ok()) return error.status();
+  Membership& membership = registry_->membership();
+  if (heartbeat.job_id().empty() && membership.ConfirmIdle(worker_id)) {
+    AssignWaitingJobs();
+  }
+  absl::StatusOr<WorkerRecord> record = membership.Get(worker_id);
+  if (!record.ok() || record->job_id.empty()) return absl::OkStatus();
+  Job* job = jobs_->Find(record->job_id);
+  if (job == nullptr || heartbeat.job_id() != job->id() ||
+      heartbeat.attempt() != job->attempt()) {
+    return absl::OkStatus();
+  }
+  switch (heartbeat.phase()) {
+    case zbpp::v1::WORKER_PHASE_FAILED:
+      return WorkerFailed(*job, worker_id, record->rank, *error, heartbeat.job_error());
+    case zbpp::v1::WORKER_PHASE_PREPARING:
+    case zbpp::v1::WORKER_PHASE_RUNNING:
+    case zbpp::v1::WORKER_PHASE_WAITING: {
+      absl::StatusOr<bool> running = job->Acknowledge(worker_id);
+      if (!running.ok()) return running.status();
+      if (*running) job->Persist();
+      return absl::OkStatus();
+    }
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, int rank,
+                                       const std::string& error, bool job_error) {
+  const std::string why = absl::StrCat(
+      "worker ", worker_id, " (stage ", job.stage_of(rank),
+      job.replicas() > 1 ? absl::StrCat(", replica ", job.replica_of(rank)) : std::string(),
+      ") failed: ", error);
+  const zbpp::v1::JobState state = job.state();
+  absl::Status status = absl::OkStatus();
+  if (job_error || state == zbpp::v1::JOB_STATE_ASSIGNING) {
+    // The job cannot run (or never started): retrying would fail again.
+    status = EndJob(job, zbpp::v1::JOB_STATE_FAILED, why, why);
+  } else if (state == zbpp::v1::JOB_STATE_RUNNING ||
+             state == zbpp::v1::JOB_STATE_RECOVERING) {
+    EndAttempt(job, why);
+    // While the store fails no step is granted (coordinator.h,
+    // "Persistence"): a worker that gave up waiting for a grant then says
+    // nothing about the job, so the failure does not count.
+    status = job.RecoverAfterFailure(why, options_.max_recoveries_without_progress,
+                                     writer_->Healthy());
+    AssignWaitingJobs();
+  }
+  job.Persist();
+  return status;
+}
+
+absl::StatusOr<zbpp::v1::ListWorkersResponse> Coordinator::ListWorkers(
+    const zbpp::v1::ListWorkersRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  return registry_->List(request, Places());
+}
+
+std::map<std::string, int> Coordinator::WorkerCounts() const {
+  absl::MutexLock lock(&mu_);
+  return registry_->Counts(Places());
+}
+
+}  // namespace zbpp::coordinator

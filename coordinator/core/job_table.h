@@ -1,0 +1,59 @@
+#ifndef ZBPP_COORDINATOR_CORE_JOB_TABLE_H_
+#define ZBPP_COORDINATOR_CORE_JOB_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/core/job.h"
+#include "zbpp/v1/job.pb.h"
+
+namespace zbpp::coordinator {
+
+/// Every job the coordinator holds, by creation number ("job-<n>", n from
+/// 1); jobs are never erased. Iteration (ForEach) is oldest first, the
+/// order in which waiting jobs get workers.
+///
+/// Thread-compatible: the Coordinator uses it under its mutex.
+class JobTable {
+ public:
+  /// `context` is handed to every Job; it must outlive the table.
+  explicit JobTable(const JobContext& context) : context_(context) {}
+
+  /// The job with id `job_id`; null for an unknown one.
+  Job* Find(const std::string& job_id) const;
+
+  /// The id the next Add gets, "job-<n>".
+  std::string NextId() const;
+  /// Adds `proto` (its id NextId()) as a new job.
+  Job& Add(zbpp::v1::Job proto);
+  /// Adds a job loaded from the store, keeping the number of its id when
+  /// it is "job-<n>" and n is free (else the next number).
+  Job& AddRecovered(zbpp::v1::Job stored);
+
+  /// Calls `visit` on every job, oldest first, until it returns false.
+  void ForEach(const std::function<bool(Job&)>& visit) const;
+
+  /// Coordinator::ListJobs: newest first, paged by creation number.
+  /// InvalidArgument for a malformed page token.
+  absl::StatusOr<zbpp::v1::ListJobsResponse> List(
+      const zbpp::v1::ListJobsRequest& request) const;
+
+  /// Jobs per state name ("PENDING", ...), every state present. O(jobs).
+  std::map<std::string, int> Counts() const;
+
+ private:
+  Job& Insert(int64_t seq, zbpp::v1::Job proto);
+
+  const JobContext& context_;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;  ///< By creation number.
+  std::map<std::string, int64_t> seq_of_job_;
+  int64_t next_seq_ = 1;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_JOB_TABLE_H_

@@ -1,0 +1,62 @@
+#ifndef ZBPP_COORDINATOR_CORE_RESOLVER_H_
+#define ZBPP_COORDINATOR_CORE_RESOLVER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/core/job.h"
+
+namespace zbpp::coordinator {
+
+/// Runs re-solves outside the coordinator's mutex (docs/architecture.md,
+/// Flow 2): each task is solved — ResolvePolicy::Decide on the measured
+/// costs and, when it publishes, the candidate's version (BuildVersion,
+/// with the old schedule's prediction under the same costs and which rank
+/// moved most against the analytic model) into task.record and
+/// task.candidate — then handed to `publish`, on the caller's thread or,
+/// with `background`, on one thread of its own in FIFO order.
+///
+/// Thread-safe.
+class Resolver {
+ public:
+  struct Options {
+    /// Solve on one background thread instead of the caller's.
+    bool background = false;
+    /// Publishes or logs a solved task; takes the locks it needs.
+    std::function<void(ResolveTask&)> publish;
+    /// Called with the job id after solving, before `publish` (tests).
+    std::function<void(const std::string&)> before_publish;
+  };
+
+  explicit Resolver(Options options);
+  /// Stops the background thread; queued tasks are dropped.
+  ~Resolver();
+
+  /// Solves and publishes `task`: before returning, or queued for the
+  /// background thread.
+  void Run(std::unique_ptr<ResolveTask> task) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Waits until every task queued so far has been published (at once
+  /// without a background thread).
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Solve(ResolveTask& task);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Options options_;
+  absl::Mutex mu_;
+  std::deque<std::unique_ptr<ResolveTask>> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  ///< Joinable only with `background`.
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_RESOLVER_H_

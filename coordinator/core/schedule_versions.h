@@ -1,0 +1,87 @@
+#ifndef ZBPP_COORDINATOR_CORE_SCHEDULE_VERSIONS_H_
+#define ZBPP_COORDINATOR_CORE_SCHEDULE_VERSIONS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/schedule.pb.h"
+
+namespace zbpp::coordinator {
+
+/// A version's content — schedule, cost model (`costs`), predictions
+/// simulated under `costs` — without its number, effective step or publish
+/// time (ScheduleVersions::Stamp sets those). `previous` (may be null) is
+/// kept as previous_predicted. Errors of sched::Simulate. Pure; thread-safe:
+/// re-solves build versions outside the coordinator's mutex.
+absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
+    const std::string& job_id, const sched::Schedule& schedule,
+    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
+    const std::string& detail, const zbpp::v1::SchedulePrediction* previous);
+
+/// One job's schedule versions (schedule.proto ScheduleVersion), numbered
+/// from 1 in publish order, each with its parsed schedule. The version in
+/// force at a step is the latest whose effective step is <= it
+/// (api/schedule_version.h VersionInForce); effective steps increase with
+/// the number, so no step mixes two versions.
+///
+/// Thread-compatible: the owning Job is used under the coordinator's mutex.
+class ScheduleVersions {
+ public:
+  bool empty() const { return versions_.empty(); }
+  /// Every version, oldest first (versions()[i] is number i + 1).
+  const std::vector<zbpp::v1::ScheduleVersion>& all() const { return versions_; }
+  /// The latest version; requires !empty().
+  const zbpp::v1::ScheduleVersion& latest() const { return versions_.back(); }
+  /// Version `number` (1-based); requires 1 <= number <= size.
+  const zbpp::v1::ScheduleVersion& at(int64_t number) const {
+    return versions_[number - 1];
+  }
+  /// The parsed schedule of version `number`; requires that it exists.
+  const sched::Schedule& schedule(int64_t number) const { return parsed_.at(number); }
+
+  /// The version in force at `step`; null before the first one's effective
+  /// step or without versions.
+  const zbpp::v1::ScheduleVersion* InForce(int64_t step) const;
+
+  /// The versions that take effect after the one in force at `step`, in
+  /// order: what a worker starting at `step` must hold besides that one.
+  std::vector<const zbpp::v1::ScheduleVersion*> After(int64_t step) const;
+
+  /// Numbers `version` as the next one and sets its publish time (`now`)
+  /// and effective step: `start_step` for the first version; otherwise
+  /// strictly after every step granted (`granted`) and after the latest
+  /// version's effective step, and not before `start_step`, so no worker
+  /// can have started its first step under the old one (worker.proto
+  /// StepGrant). Does not add it.
+  void Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
+             int64_t start_step, absl::Time now) const;
+
+  /// Adds `version` (stamped by Stamp) with its parsed `schedule`.
+  void Add(zbpp::v1::ScheduleVersion version, const sched::Schedule& schedule);
+
+  /// Adds a version loaded from the store, parsing its schedule; Sort()
+  /// once all are loaded. Errors of ScheduleFromProto.
+  absl::Status Restore(zbpp::v1::ScheduleVersion version);
+  /// Puts restored versions in number order.
+  void Sort();
+
+  /// True when every version after `number` only switched the validation
+  /// mode (reason VALIDATION_MODE): a schedule solved from version `number`
+  /// still applies. False when `number` is past the latest version.
+  bool OnlyModeChangesSince(int64_t number) const;
+
+ private:
+  std::vector<zbpp::v1::ScheduleVersion> versions_;  ///< versions_[i] = i+1.
+  std::map<int64_t, sched::Schedule> parsed_;        ///< By version number.
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_SCHEDULE_VERSIONS_H_

@@ -1,0 +1,53 @@
+#ifndef ZBPP_COORDINATOR_CORE_STEP_REPORT_CHECK_H_
+#define ZBPP_COORDINATOR_CORE_STEP_REPORT_CHECK_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/core/cost_model.h"
+#include "coordinator/core/step_summary.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+
+/// A step report (worker.proto ReportStepRequest) checked and measured.
+struct MeasuredReport {
+  /// What the step summary and the cost model take from it (step_summary.h).
+  StageReport stage;
+  /// Its hop latencies as samples of the hops they cover (cost_model.h).
+  std::vector<HopTiming> hops;
+};
+
+/// Checks `report` against the schedule its step runs (`schedule`, version
+/// number `version`) and the attempt (its validations' steps must lie in
+/// [`start_step`, report.step()]), then measures it: the passes' durations
+/// (a partial W or reduction of one gradient bucket of K counts K times,
+/// standing for the whole pass), averaged per virtual stage over `base`
+/// (AverageStepPasses), F/B/W/reduce means, busy, span and exposed-reduce
+/// seconds, losses, timeline. The report's stage is not checked against
+/// the worker's here. InvalidArgument naming the field for timings whose
+/// count differs from the stage's actions, a negative or non-finite time, a
+/// time inside the step longer than step_seconds, a negative loss, a hop
+/// to a stage that is no pipeline neighbour, an out-of-range validation;
+/// AverageStepPasses' errors. Nothing is kept from a refused report. Pure;
+/// thread-safe.
+absl::StatusOr<MeasuredReport> MeasureStepReport(
+    const zbpp::v1::ReportStepRequest& report, const sched::Schedule& schedule,
+    int64_t version, const sched::Problem& base, int64_t start_step);
+
+/// The measurements of `report` within their ranges (worker.proto), before
+/// anything reaches the cost model, the metrics or the store: times finite
+/// and >= 0, times inside the step bounded by step_seconds (a small slack
+/// for rounding), losses >= 0 (NaN and +inf are facts to record), squared
+/// norms >= 0 unless found_inf_nan, a finite parameter sum, validations of
+/// a known mode and decision with a clip coefficient in [0, 1].
+/// InvalidArgument naming the field. Pure; thread-safe.
+absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& report);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_STEP_REPORT_CHECK_H_

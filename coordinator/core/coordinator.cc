@@ -152,10 +152,7 @@ absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::stri
   if (record.job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record.job_id);
   if (job == nullptr) return absl::OkStatus();
-  const std::vector<std::string>& held = job->workers();
-  if (std::find(held.begin(), held.end(), record.id) == held.end()) {
-    return absl::OkStatus();
-  }
+  if (!job->attempt().Holds(record.id)) return absl::OkStatus();
   const zbpp::v1::JobState state = job->state();
   absl::Status status = absl::OkStatus();
   if (state == zbpp::v1::JOB_STATE_ASSIGNING || state == zbpp::v1::JOB_STATE_RUNNING ||
@@ -195,7 +192,7 @@ void Coordinator::ForgetLostWorkers() {
   // descriptions (Assignment) and its Session, so it is kept.
   std::set<std::string> held;
   jobs_->ForEach([&held](Job& job) {
-    held.insert(job.workers().begin(), job.workers().end());
+    held.insert(job.attempt().workers().begin(), job.attempt().workers().end());
     return true;
   });
   registry_->ForgetLost([&held](const std::string& id) { return held.count(id) > 0; });
@@ -332,7 +329,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(const std::string& job_id,
     return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
   }
   zbpp::v1::Job result = job->View(view != zbpp::v1::JOB_VIEW_BASIC);
-  if (job->has_attempt()) {
+  if (job->attempt().active()) {
     // Paused by the store (the class comment, "Persistence"): say so where
     // `zbppctl status` shows it. Not stored: it ends with the failure.
     if (const StoreWriter::Health store = writer_->GetHealth(); !store.healthy) {
@@ -396,7 +393,7 @@ absl::Status Coordinator::CheckRendezvousAccess(const std::string& worker_id,
   if (!record.ok()) return record.status();
   const Job* job =
       record->state == WorkerState::kAssigned ? jobs_->Find(record->job_id) : nullptr;
-  if (job == nullptr || !job->has_attempt() || job->scope() != scope) {
+  if (job == nullptr || !job->attempt().active() || job->scope() != scope) {
     return absl::PermissionDeniedError(absl::StrCat(
         "worker ", worker_id, " does not hold the attempt of scope \"", scope, "\""));
   }

@@ -27,8 +27,8 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
   if (!record.ok()) return record.status();
   Job* job = jobs_->Find(report.job_id());
   if (job == nullptr || record->state != WorkerState::kAssigned ||
-      record->job_id != report.job_id() || job->attempt() != report.attempt() ||
-      !job->has_attempt()) {
+      record->job_id != report.job_id() || job->attempt().number() != report.attempt() ||
+      !job->attempt().active()) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", report.worker_id(), " does not hold job ",
                      report.job_id(), " attempt ", report.attempt()));
@@ -42,12 +42,9 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
     const std::string why(effect->disagreement.message());
     status = EndJob(*job, zbpp::v1::JOB_STATE_FAILED, why, why);
   } else if (effect->complete.has_value()) {
-    const int64_t step = effect->complete->step;
-    if (job->CompleteStep(*effect->complete)) {
-      status = EndJob(*job, zbpp::v1::JOB_STATE_SUCCEEDED, "job succeeded", "");
-    } else {
-      *resolve = job->MaybeResolve(step);
-    }
+    bool last = false;
+    *resolve = job->CompleteStep(*effect->complete, &last);
+    if (last) status = EndJob(*job, zbpp::v1::JOB_STATE_SUCCEEDED, "job succeeded", "");
   }
   job->UpdateGrant();
   job->Persist();
@@ -56,21 +53,9 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
 
 void Coordinator::FinishResolve(ResolveTask& task) {
   absl::MutexLock lock(&mu_);
-  ResolveRecord& record = task.record;
-  Job* job = jobs_->Find(task.job_id);
-  const bool applies = job != nullptr && job->EndResolve(task);
-  if (task.candidate.has_value()) {
-    if (!applies) {
-      record.reason = absl::StrCat(
-          record.reason,
-          "; not published: the job's attempt or version changed while solving");
-    } else {
-      record.published = true;
-      record.version = job->PublishVersion(*std::move(task.candidate),
-                                           *task.candidate_schedule);
-      job->Persist();
-    }
-  }
+  // Jobs are never erased: the task's job is there.
+  if (Job* job = jobs_->Find(task.job_id)) job->FinishResolve(task);
+  const ResolveRecord& record = task.record;
   writer_->Enqueue(
       [id = task.job_id, step = record.step,
        costs = CostModelToProto(task.measured)](Store& store) {

@@ -81,7 +81,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   if (!record.ok() || record->job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record->job_id);
   if (job == nullptr || heartbeat.job_id() != job->id() ||
-      heartbeat.attempt() != job->attempt()) {
+      heartbeat.attempt() != job->attempt().number()) {
     return absl::OkStatus();
   }
   switch (heartbeat.phase()) {
@@ -102,10 +102,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
 
 absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, int rank,
                                        const std::string& error, bool job_error) {
-  const std::string why = absl::StrCat(
-      "worker ", worker_id, " (stage ", job.stage_of(rank),
-      job.replicas() > 1 ? absl::StrCat(", replica ", job.replica_of(rank)) : std::string(),
-      ") failed: ", error);
+  const std::string why = job.WorkerFailure(worker_id, rank, error);
   const zbpp::v1::JobState state = job.state();
   absl::Status status = absl::OkStatus();
   if (job_error || state == zbpp::v1::JOB_STATE_ASSIGNING) {

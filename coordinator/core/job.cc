@@ -11,9 +11,7 @@
 #include "api/job_state.h"
 #include "api/time_proto.h"
 #include "coordinator/core/data_parallel.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/job_state.h"
-#include "coordinator/core/schedule_file.h"
 
 namespace zbpp::coordinator {
 
@@ -21,19 +19,20 @@ using zbpp::v1::JobEvent;
 using zbpp::v1::SessionResponse;
 
 Job::Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context)
-    : context_(context), seq_(seq), job_(std::move(proto)) {
+    : context_(context),
+      seq_(seq),
+      job_(std::move(proto)),
+      attempt_(job_.spec().pipeline().stages(), DataParallelOf(job_.spec().pipeline())) {
   job_.clear_schedule();
 }
 
-int Job::stages() const { return job_.spec().pipeline().stages(); }
-
-int Job::replicas() const { return DataParallelOf(job_.spec().pipeline()); }
-
-std::string Job::scope() const { return absl::StrCat(id(), "/attempt-", attempt_); }
+std::string Job::scope() const {
+  return absl::StrCat(id(), "/attempt-", attempt_.number());
+}
 
 bool Job::Waiting() const {
   return state() == zbpp::v1::JOB_STATE_PENDING ||
-         (state() == zbpp::v1::JOB_STATE_RECOVERING && workers_.empty());
+         (state() == zbpp::v1::JOB_STATE_RECOVERING && !attempt_.active());
 }
 
 zbpp::v1::Job Job::View(bool full) const {
@@ -129,106 +128,26 @@ void Job::CloseWatchers(const absl::Status& status) {
 
 // ------------------------------------------------------------ attempts
 
-absl::Status Job::PrepareProblem(std::optional<sched::Schedule>* auto_choice) {
-  const zbpp::v1::JobSpec& spec = job_.spec();
-  // "auto" runs ChooseAutoSchedule's pick (job_spec_check.h): version 1 is
-  // its schedule and the base problem is that schedule's (its chunks); a
-  // restored job keeps the schedule its versions name.
-  absl::StatusOr<sched::Problem> problem = absl::InternalError("no problem");
-  if (spec.schedule().name() != kAutoScheduleName) {
-    problem = context_.initial_problem(spec);
-  } else if (!versions_.empty()) {
-    problem = context_.initial_problem(
-        AutoCandidateSpec(spec, versions_.latest().schedule().name()));
-  } else {
-    absl::StatusOr<AutoChoice> choice =
-        ChooseAutoSchedule(spec, context_.initial_problem);
-    if (choice.ok()) {
-      problem = std::move(choice->problem);
-      *auto_choice = std::move(choice->schedule);
-    } else {
-      problem = choice.status();
-    }
-  }
-  if (!problem.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cost model: ", problem.status().message()));
-  }
-  base_ = *std::move(problem);
-  return absl::OkStatus();
-}
-
-absl::Status Job::PrepareModel() {
-  const zbpp::v1::JobSpec& spec = job_.spec();
-  const auto& resolve = spec.schedule().resolve();
-  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModel::Create(
-      {base_->num_stages(), resolve.has_window_steps() ? resolve.window_steps() : 8});
-  ResolvePolicy::Options policy_options;
-  policy_options.clock = context_.clock;
-  policy_options.min_improvement_fraction =
-      resolve.has_min_improvement() ? resolve.min_improvement() : 0.02;
-  policy_options.data_parallel = replicas();
-  absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
-      ResolvePolicy::Create(policy_options);
-  if (!costs.ok() || !policy.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "resolve policy: ", (costs.ok() ? policy.status() : costs.status()).message()));
-  }
-  costs_ = *std::move(costs);
-  policy_ = *std::move(policy);
-  validation_ = std::make_unique<ValidationPolicy>(
-      spec.validation(), job_.validation_mode(), context_.validation_policy);
-  return absl::OkStatus();
-}
-
-absl::Status Job::PublishFirstVersion(std::optional<sched::Schedule> auto_choice) {
-  const zbpp::v1::JobSpec& spec = job_.spec();
-  const std::string& name = spec.schedule().name();
-  absl::StatusOr<sched::Schedule> schedule = absl::InternalError("no schedule");
-  if (name == kAutoScheduleName) {
-    if (auto_choice.has_value()) schedule = *std::move(auto_choice);
-  } else if (!spec.schedule().file().empty()) {
-    schedule = ScheduleFromFile(spec, *base_);
-  } else {
-    schedule = GenerateSchedule(name, *base_, replicas());
-  }
-  if (!schedule.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("schedule ", name, ": ", schedule.status().message()));
-  }
+absl::Status Job::Prepare() {
+  absl::StatusOr<std::optional<sched::Schedule>> first =
+      model_.Prepare(job_, versions_, context_);
+  if (!first.ok()) return Fail(std::string(first.status().message()));
+  attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
+  if (!first->has_value()) return absl::OkStatus();
   // Version 1 from the analytic cost model.
   absl::StatusOr<zbpp::v1::ScheduleVersion> version =
-      BuildVersion(id(), *schedule, *base_, zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL,
+      BuildVersion(id(), **first, model_.base(), zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL,
                    "", nullptr);
   if (!version.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("schedule ", name, ": ", version.status().message()));
+    return Fail(absl::StrCat("schedule ", job_.spec().schedule().name(), ": ",
+                             version.status().message()));
   }
-  PublishVersion(*std::move(version), *schedule);
-  return absl::OkStatus();
-}
-
-absl::Status Job::Prepare() {
-  std::optional<sched::Schedule> auto_choice;
-  if (!base_.has_value()) {
-    if (absl::Status st = PrepareProblem(&auto_choice); !st.ok()) {
-      return Fail(std::string(st.message()));
-    }
-  }
-  if (costs_ == nullptr) {
-    if (absl::Status st = PrepareModel(); !st.ok()) return Fail(std::string(st.message()));
-  }
-  start_step_ = std::max<int64_t>(0, job_.last_checkpoint_step() + 1);
-  if (versions_.empty()) {
-    if (absl::Status st = PublishFirstVersion(std::move(auto_choice)); !st.ok()) {
-      return Fail(std::string(st.message()));
-    }
-  }
+  PublishVersion(*std::move(version), **first);
   return absl::OkStatus();
 }
 
 std::vector<RankMemoryEstimate> Job::EstimateMemory() const {
-  const zbpp::v1::ScheduleVersion* first = versions_.InForce(start_step_);
+  const zbpp::v1::ScheduleVersion* first = versions_.InForce(attempt_.start_step());
   if (first == nullptr) return {};
   return EstimateRankMemory(job_.spec(), *first);
 }
@@ -251,41 +170,37 @@ void Job::NoteWaiting(const absl::Status& refused,
 }
 
 absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids) {
-  ++attempt_;
-  workers_ = std::move(worker_ids);
-  const int needed = static_cast<int>(workers_.size());
-  acknowledged_.clear();
-  last_completed_.assign(needed, start_step_ - 1);
-  granted_ = start_step_ - 1;
-  pending_.clear();
-  validations_.clear();
-  job_.set_steps_completed(std::min(job_.steps_completed(), start_step_));
+  attempt_.Start(std::move(worker_ids));
+  const int64_t start = attempt_.start_step();
+  job_.set_steps_completed(std::min(job_.steps_completed(), start));
   job_.clear_assignments();
-  for (int i = 0; i < needed; ++i) {
+  const std::vector<std::string>& workers = attempt_.workers();
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     zbpp::v1::StageAssignment* a = job_.add_assignments();
     a->set_stage(stage_of(i));
     a->set_replica(replica_of(i));
-    a->set_worker_id(workers_[i]);
+    a->set_worker_id(workers[i]);
   }
   absl::Status status = absl::OkStatus();
   if (state() == zbpp::v1::JOB_STATE_PENDING) {
     status = SetState(zbpp::v1::JOB_STATE_ASSIGNING, "");
   } else {
-    job_.set_state_message(absl::StrCat(job_.state_message(), "; attempt ", attempt_,
-                                        " assigned, restarting at step ", start_step_));
+    job_.set_state_message(absl::StrCat(job_.state_message(), "; attempt ",
+                                        attempt_.number(),
+                                        " assigned, restarting at step ", start));
   }
   // Versions after the one in force, one shared message each.
   std::vector<SessionMessage> later;
-  for (const zbpp::v1::ScheduleVersion* version : versions_.After(start_step_)) {
+  for (const zbpp::v1::ScheduleVersion* version : versions_.After(start)) {
     auto message = std::make_shared<SessionResponse>();
     *message->mutable_schedule() = *version;
     later.push_back(std::move(message));
   }
-  for (int i = 0; i < needed; ++i) {
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     auto message = std::make_shared<SessionResponse>();
     *message->mutable_assignment() = BuildAssignment(i);
-    context_.workers->Send(workers_[i], std::move(message));
-    for (const SessionMessage& version : later) context_.workers->Send(workers_[i], version);
+    context_.workers->Send(workers[i], std::move(message));
+    for (const SessionMessage& version : later) context_.workers->Send(workers[i], version);
   }
   UpdateGrant();
   Persist();
@@ -293,19 +208,14 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids) {
 }
 
 bool Job::EndAttempt(const std::string& abort_reason) {
-  if (workers_.empty()) return false;
+  if (!attempt_.active()) return false;
   auto message = std::make_shared<SessionResponse>();
   zbpp::v1::Command* command = message->mutable_command();
   command->set_job_id(id());
-  command->set_attempt(attempt_);
+  command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
   SendToWorkers(message);
-  workers_.clear();
-  acknowledged_.clear();
-  last_completed_.clear();
-  pending_.clear();
-  validations_.clear();
-  granted_ = -1;
+  attempt_.End();
   job_.clear_assignments();
   return true;
 }
@@ -313,29 +223,30 @@ bool Job::EndAttempt(const std::string& abort_reason) {
 zbpp::v1::Assignment Job::BuildAssignment(int index) const {
   zbpp::v1::Assignment assignment;
   assignment.set_job_id(id());
-  assignment.set_attempt(attempt_);
+  assignment.set_attempt(attempt_.number());
   *assignment.mutable_spec() = job_.spec();
   const int rank = stage_of(index);
   assignment.set_stage(rank);
   assignment.set_replica(replica_of(index));
-  if (const zbpp::v1::ScheduleVersion* version = versions_.InForce(start_step_)) {
+  if (const zbpp::v1::ScheduleVersion* version = versions_.InForce(attempt_.start_step())) {
     const auto& owners = version->schedule().worker_of_stage();
     for (int s = 0; s < owners.size(); ++s) {
       if (owners[s] == rank) assignment.add_virtual_stages(s);
     }
     *assignment.mutable_schedule() = *version;
   }
-  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+  const std::vector<std::string>& workers = attempt_.workers();
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     zbpp::v1::Peer* peer = assignment.add_peers();
     peer->set_stage(stage_of(i));
     peer->set_replica(replica_of(i));
-    peer->set_worker_id(workers_[i]);
-    if (const zbpp::v1::WorkerDescription* d = context_.workers->Description(workers_[i])) {
+    peer->set_worker_id(workers[i]);
+    if (const zbpp::v1::WorkerDescription* d = context_.workers->Description(workers[i])) {
       *peer->mutable_description() = *d;
     }
   }
   assignment.set_rendezvous_scope(scope());
-  assignment.set_start_step(start_step_);
+  assignment.set_start_step(attempt_.start_step());
   if (job_.last_checkpoint_step() >= 0) {
     assignment.mutable_restore()->set_step(job_.last_checkpoint_step());
     assignment.mutable_restore()->set_directory(job_.spec().checkpoint().directory());
@@ -344,59 +255,66 @@ zbpp::v1::Assignment Job::BuildAssignment(int index) const {
 }
 
 void Job::ReplaySession(const std::string& worker_id, int index) {
-  if (index < 0 || index >= static_cast<int>(workers_.size()) ||
-      workers_[index] != worker_id) {
+  const std::vector<std::string>& workers = attempt_.workers();
+  if (index < 0 || index >= static_cast<int>(workers.size()) ||
+      workers[index] != worker_id) {
     return;
   }
   auto assignment = std::make_shared<SessionResponse>();
   *assignment->mutable_assignment() = BuildAssignment(index);
   context_.workers->Send(worker_id, std::move(assignment));
-  for (const zbpp::v1::ScheduleVersion* version : versions_.After(start_step_)) {
+  for (const zbpp::v1::ScheduleVersion* version : versions_.After(attempt_.start_step())) {
     auto later = std::make_shared<SessionResponse>();
     *later->mutable_schedule() = *version;
     context_.workers->Send(worker_id, std::move(later));
   }
-  if (granted_ >= start_step_) {
+  if (attempt_.granted() >= attempt_.start_step()) {
     auto grant = std::make_shared<SessionResponse>();
     grant->mutable_grant()->set_job_id(id());
-    grant->mutable_grant()->set_attempt(attempt_);
-    grant->mutable_grant()->set_through_step(granted_);
+    grant->mutable_grant()->set_attempt(attempt_.number());
+    grant->mutable_grant()->set_through_step(attempt_.granted());
     context_.workers->Send(worker_id, std::move(grant));
   }
 }
 
 void Job::SendToWorkers(const SessionMessage& message) {
-  for (const std::string& worker_id : workers_) context_.workers->Send(worker_id, message);
+  for (const std::string& worker_id : attempt_.workers()) {
+    context_.workers->Send(worker_id, message);
+  }
 }
 
 void Job::UpdateGrant() {
-  if (workers_.empty()) return;
+  if (!attempt_.active()) return;
   // A failing store pauses every job here; the writer's recovery grants
   // again (Coordinator::ResumeGrants).
   if (!context_.writer->Healthy()) return;
-  int64_t slowest = std::numeric_limits<int64_t>::max();
-  for (int64_t done : last_completed_) slowest = std::min(slowest, done);
-  const int64_t through =
-      std::min(slowest + context_.grant_lookahead_steps, job_.spec().steps() - 1);
-  if (through <= granted_) return;
-  granted_ = through;
+  const std::optional<int64_t> through =
+      attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1);
+  if (!through.has_value()) return;
   auto message = std::make_shared<SessionResponse>();
   zbpp::v1::StepGrant* grant = message->mutable_grant();
   grant->set_job_id(id());
-  grant->set_attempt(attempt_);
-  grant->set_through_step(through);
+  grant->set_attempt(attempt_.number());
+  grant->set_through_step(*through);
   SendToWorkers(message);
 }
 
 absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
-  acknowledged_.insert(worker_id);
-  if (acknowledged_.size() != workers_.size() ||
+  if (!attempt_.Acknowledge(worker_id) ||
       (state() != zbpp::v1::JOB_STATE_ASSIGNING &&
        state() != zbpp::v1::JOB_STATE_RECOVERING)) {
     return false;
   }
   if (absl::Status st = SetState(zbpp::v1::JOB_STATE_RUNNING, ""); !st.ok()) return st;
   return true;
+}
+
+std::string Job::WorkerFailure(const std::string& worker_id, int index,
+                               const std::string& error) const {
+  return absl::StrCat(
+      "worker ", worker_id, " (stage ", stage_of(index),
+      replicas() > 1 ? absl::StrCat(", replica ", replica_of(index)) : std::string(),
+      ") failed: ", error);
 }
 
 absl::Status Job::RecoverAfterFailure(const std::string& why, int max_recoveries,
@@ -410,41 +328,12 @@ absl::Status Job::RecoverAfterFailure(const std::string& why, int max_recoveries
                     absl::StrCat(why, " (", max_recoveries,
                                  " recoveries made no progress)"));
   }
+  // A failure of the attempt that recovers the job keeps it RECOVERING.
+  if (state() == zbpp::v1::JOB_STATE_RECOVERING) {
+    job_.set_state_message(why);
+    return absl::OkStatus();
+  }
   return SetState(zbpp::v1::JOB_STATE_RECOVERING, why);
-}
-
-// ------------------------------------------------------------ versions
-
-int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
-                            const sched::Schedule& schedule) {
-  versions_.Stamp(version, granted_, start_step_, context_.clock->Now());
-  if (version.validation() == zbpp::v1::VALIDATION_MODE_UNSPECIFIED) {
-    version.set_validation(validation_->mode());
-  }
-  context_.writer->Enqueue(
-      [version](Store& store) { return store.AddScheduleVersion(version); },
-      absl::StrCat("storing schedule version ", version.version(), " of job ", id()));
-  versions_.Add(version, schedule);
-  job_.set_schedule_version(version.version());
-  job_.set_validation_mode(version.validation());
-  if (context_.observer != nullptr) {
-    context_.observer->OnScheduleVersion(id(), version.version());
-  }
-  if (watchers_.empty()) {
-    ++event_sequence_;  // The event nobody watches: no copy of it.
-  } else {
-    JobEvent event;
-    *event.mutable_schedule_change() = version;
-    Emit(std::move(event), /*droppable=*/false);
-  }
-  const int64_t number = version.version();
-  if (!workers_.empty()) {
-    // One message for all p workers: the version is moved in, not copied.
-    auto message = std::make_shared<SessionResponse>();
-    *message->mutable_schedule() = std::move(version);
-    SendToWorkers(message);
-  }
-  return number;
 }
 
 // ------------------------------------------------------------ recovery

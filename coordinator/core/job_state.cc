@@ -18,7 +18,10 @@ bool IsLegalTransition(JobState from, JobState to) {
   if (to == zbpp::v1::JOB_STATE_CANCELLED) return true;
   switch (from) {
     case zbpp::v1::JOB_STATE_PENDING:
-      return to == zbpp::v1::JOB_STATE_ASSIGNING;
+      // FAILED when it cannot run at all (its schedule or cost model cannot
+      // be built for its first attempt).
+      return to == zbpp::v1::JOB_STATE_ASSIGNING ||
+             to == zbpp::v1::JOB_STATE_FAILED;
     case zbpp::v1::JOB_STATE_ASSIGNING:
       // Back to PENDING when workers vanished between the choice and the
       // hand-out: the job waits instead of failing.

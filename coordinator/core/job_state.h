@@ -14,8 +14,9 @@ namespace zbpp::coordinator {
 //        └────────────┘           v  │
 //       (too few workers)      RECOVERING ──> FAILED
 //
-// ASSIGNING and RUNNING may also go to FAILED; every non-terminal state may
-// go to CANCELLED. SUCCEEDED, FAILED and CANCELLED are terminal.
+// PENDING, ASSIGNING and RUNNING may also go to FAILED (PENDING: the job
+// cannot run, e.g. its schedule cannot be built); every non-terminal state
+// may go to CANCELLED. SUCCEEDED, FAILED and CANCELLED are terminal.
 // JOB_STATE_UNSPECIFIED is no state of a job: no edge leaves or enters it.
 
 /// True when the diagram above has an edge `from` -> `to` (never a

@@ -1,5 +1,5 @@
-// Job: step reports, validation outcomes, complete steps and the re-solves
-// they make due (job.h).
+// Job: schedule versions, step reports, validation outcomes, complete steps
+// and the re-solves they make due (job.h).
 
 #include <algorithm>
 #include <map>
@@ -9,48 +9,51 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
-#include "api/schedule_proto.h"
 #include "api/time_proto.h"
 #include "coordinator/core/job.h"
-#include "coordinator/core/job_spec_check.h"
-#include "coordinator/core/log_error.h"
 #include "coordinator/core/replica_combine.h"
-#include "coordinator/core/schedule_file.h"
 #include "coordinator/core/step_report_check.h"
-#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 
 using zbpp::v1::JobEvent;
+using zbpp::v1::SessionResponse;
 
-absl::Status Job::CheckReportPlace(const zbpp::v1::ReportStepRequest& report,
-                                   int index) const {
-  if (report.stage() != stage_of(index)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("stage: worker ", report.worker_id(), " runs stage ",
-                     stage_of(index), ", not ", report.stage()));
+int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
+                            const sched::Schedule& schedule) {
+  versions_.Stamp(version, attempt_.granted(), attempt_.start_step(), context_.clock->Now());
+  if (version.validation() == zbpp::v1::VALIDATION_MODE_UNSPECIFIED) {
+    version.set_validation(model_.validation().mode());
   }
-  if (report.replica() < 0 || report.replica() >= replicas()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replica: ", report.replica(), " is not in [0, ", replicas(),
-                     ") (pipeline.data_parallel = ", replicas(), ")"));
+  context_.writer->Enqueue(
+      [version](Store& store) { return store.AddScheduleVersion(version); },
+      absl::StrCat("storing schedule version ", version.version(), " of job ", id()));
+  versions_.Add(version, schedule);
+  job_.set_schedule_version(version.version());
+  job_.set_validation_mode(version.validation());
+  if (context_.observer != nullptr) {
+    context_.observer->OnScheduleVersion(id(), version.version());
   }
-  if (report.replica() != replica_of(index)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replica: worker ", report.worker_id(), " runs replica ",
-                     replica_of(index), ", not ", report.replica()));
+  if (watchers_.empty()) {
+    ++event_sequence_;  // The event nobody watches: no copy of it.
+  } else {
+    JobEvent event;
+    *event.mutable_schedule_change() = version;
+    Emit(std::move(event), /*droppable=*/false);
   }
-  if (report.step() < start_step_ || report.step() > granted_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step: ", report.step(), " was not granted (attempt runs steps ",
-        start_step_, "..", granted_, ")"));
+  const int64_t number = version.version();
+  if (attempt_.active()) {
+    // One message for all p workers: the version is moved in, not copied.
+    auto message = std::make_shared<SessionResponse>();
+    *message->mutable_schedule() = std::move(version);
+    SendToWorkers(message);
   }
-  return absl::OkStatus();
+  return number;
 }
 
-absl::StatusOr<ReportEffect> Job::AcceptReport(
-    const zbpp::v1::ReportStepRequest& report, int index) {
-  if (absl::Status st = CheckReportPlace(report, index); !st.ok()) return st;
+absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
+                                              int index) {
+  if (absl::Status st = attempt_.CheckReportPlace(report, index); !st.ok()) return st;
   const zbpp::v1::ScheduleVersion* version = versions_.InForce(report.step());
   if (version == nullptr || version->version() != report.schedule_version()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -62,46 +65,34 @@ absl::StatusOr<ReportEffect> Job::AcceptReport(
   // whole report.
   absl::StatusOr<MeasuredReport> measured =
       MeasureStepReport(report, versions_.schedule(version->version()),
-                        version->version(), *base_, start_step_);
+                        version->version(), model_.base(), attempt_.start_step());
   if (!measured.ok()) return measured.status();
-  for (const HopTiming& hop : measured->hops) {
-    LogError(costs_->AddHopTiming(hop), "cost model");
+  for (const HopTiming& hop : measured->hops) model_.AddHop(hop);
+  if (absl::StatusOr<bool> running = Acknowledge(report.worker_id()); !running.ok()) {
+    return running.status();
   }
-  if (absl::StatusOr<bool> acknowledged = Acknowledge(report.worker_id());
-      !acknowledged.ok()) {
-    return acknowledged.status();
-  }
-  PendingStep& pending = pending_[report.step()];
-  pending.step = report.step();
-  pending.version = version->version();
-  // A second report of one (stage, replica) for a step replaces the first.
-  pending.reports[index] = std::move(measured->stage);
-  int64_t& done = last_completed_[index];
-  done = std::max(done, report.step());
   ReportEffect effect;
+  std::optional<PendingStep> complete = attempt_.AddReport(
+      index, report.step(), version->version(), std::move(measured->stage));
   for (const zbpp::v1::ValidationResult& validation : report.validations()) {
-    validations_[validation.step()][index] = validation;
-    effect.disagreement = GatherValidation(validation.step());
-    if (!effect.disagreement.ok()) return effect;
+    std::optional<std::map<int, zbpp::v1::ValidationResult>> results =
+        attempt_.AddValidation(index, validation);
+    if (!results.has_value()) continue;
+    absl::StatusOr<zbpp::v1::ValidationOutcome> outcome =
+        GatherValidationOutcome(validation.step(), stages(), *results);
+    if (!outcome.ok()) {
+      effect.disagreement = outcome.status();
+      return effect;
+    }
+    RecordValidation(*outcome);
   }
-  if (static_cast<int>(pending.reports.size()) == static_cast<int>(workers_.size())) {
-    effect.complete = std::move(pending);
-    pending_.erase(report.step());
-  }
+  effect.complete = std::move(complete);
   return effect;
 }
 
-absl::Status Job::GatherValidation(int64_t step) {
-  auto it = validations_.find(step);
-  if (it == validations_.end() || it->second.size() != workers_.size()) {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<zbpp::v1::ValidationOutcome> gathered =
-      GatherValidationOutcome(step, stages(), it->second);
-  if (!gathered.ok()) return gathered.status();
-  const zbpp::v1::ValidationOutcome& outcome = *gathered;
-  validations_.erase(it);
-  if (step <= validated_through_) return absl::OkStatus();  // Replayed after a recovery.
+void Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
+  const int64_t step = outcome.step();
+  if (step <= validated_through_) return;  // Replayed after a recovery.
   validated_through_ = step;
   context_.writer->Enqueue(
       [id = id(), outcome](Store& store) { return store.AddValidationOutcome(id, outcome); },
@@ -119,16 +110,15 @@ absl::Status Job::GatherValidation(int64_t step) {
   JobEvent event;
   *event.mutable_validation() = outcome;
   Emit(std::move(event), /*droppable=*/false);
-  if (std::optional<zbpp::v1::ValidationMode> mode = validation_->Record(outcome);
+  if (std::optional<zbpp::v1::ValidationMode> mode = model_.validation().Record(outcome);
       mode.has_value()) {
     SwitchValidationMode(*mode, outcome);
   }
-  return absl::OkStatus();
 }
 
 void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,
                                const zbpp::v1::ValidationOutcome& last) {
-  if (versions_.empty() || workers_.empty() || IsTerminal(state())) return;
+  if (versions_.empty() || !attempt_.active() || IsTerminal(state())) return;
   // Same schedule and predictions, the other mode, from the next step no
   // worker has been granted: every worker switches at the same step.
   zbpp::v1::ScheduleVersion version = versions_.latest();
@@ -143,48 +133,13 @@ void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,
                          " was the latest of several steps clipped or skipped"));
   version.set_validation(mode);
   PublishVersion(std::move(version), schedule);
-  validation_->SwitchedTo(mode);
+  model_.validation().SwitchedTo(mode);
 }
 
 // ------------------------------------------------------- complete steps
 
-StepReports Job::StepReportsOf(PendingStep& pending) {
-  const zbpp::v1::JobSpec& spec = job_.spec();
-  std::map<int, StageTiming> step_costs;  // By virtual stage.
-  for (const auto& [index, report] : pending.reports) {
-    for (const StageTiming& timing : report.timings) {
-      auto [it, first] = step_costs.emplace(timing.stage, timing);
-      if (!first) CombineReplicaTiming(timing, it->second);
-    }
-  }
-  for (const auto& [stage, timing] : step_costs) {
-    LogError(costs_->AddStageTiming(timing), "cost model");
-  }
-  StepReports reports;
-  reports.step = pending.step;
-  reports.version = pending.version;
-  reports.stages = stages();
-  reports.replicas = replicas();
-  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
-                               spec.pipeline().microbatch_size() * spec.model().seq_len();
-  // Predicted: the version's order simulated under the current measured
-  // costs (the analytic ones until every stage has a sample).
-  zbpp::v1::SchedulePrediction prediction = versions_.at(pending.version).predicted();
-  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
-  if (measured.ok()) {
-    absl::StatusOr<sched::SimulationResult> sim =
-        sched::Simulate(*measured, versions_.schedule(pending.version));
-    if (sim.ok()) prediction = PredictionToProto(*sim);
-  }
-  reports.predicted_bubble_rate = prediction.bubble_rate();
-  reports.predicted_rank_bubble_rate.assign(prediction.worker_bubble_rate().begin(),
-                                            prediction.worker_bubble_rate().end());
-  reports.reports = std::move(pending.reports);
-  return reports;
-}
-
-void Job::RecordStep(const StepOutcome& outcome, const PendingStep& pending,
-                     StepReports& reports) {
+void Job::RecordStep(StepOutcome& outcome, const PendingStep& pending) {
+  *outcome.summary.mutable_complete_time() = ToTimestamp(context_.clock->Now());
   const zbpp::v1::StepSummary& summary = outcome.summary;
   if (outcome.param_checksum.has_value()) job_.set_param_checksum(*outcome.param_checksum);
   context_.writer->Enqueue(
@@ -194,13 +149,6 @@ void Job::RecordStep(const StepOutcome& outcome, const PendingStep& pending,
   job_.set_steps_completed(std::max(job_.steps_completed(), pending.step + 1));
   *job_.mutable_last_step() = summary;
   if (!job_.has_first_step()) *job_.mutable_first_step() = summary;
-  zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
-  timeline->Clear();
-  timeline->set_step(pending.step);
-  timeline->set_schedule_version(pending.version);
-  for (int rank = 0; rank < stages(); ++rank) {
-    *timeline->add_ranks() = std::move(reports.reports.at(rank).timeline);
-  }
   if (context_.observer != nullptr) context_.observer->OnStep(id(), summary);
   JobEvent event;
   *event.mutable_step() = summary;
@@ -231,63 +179,58 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
   job_.set_last_checkpoint_step(step);
 }
 
-bool Job::CompleteStep(PendingStep& pending) {
-  StepReports reports = StepReportsOf(pending);
-  StepOutcome outcome = SummarizeStep(reports);
-  *outcome.summary.mutable_complete_time() = ToTimestamp(context_.clock->Now());
-  RecordStep(outcome, pending, reports);
-  RecordCheckpoint(outcome, pending.step);
-  return job_.steps_completed() >= job_.spec().steps();
-}
-
-// ------------------------------------------------------------ re-solves
-
-std::unique_ptr<ResolveTask> Job::MaybeResolve(int64_t step) {
+std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last) {
   const zbpp::v1::JobSpec& spec = job_.spec();
-  const zbpp::v1::ResolvePolicy& resolve = spec.schedule().resolve();
-  if (ResolveDisabled(spec) || versions_.empty()) return nullptr;
-  // One re-solve per job at a time; a window that ends while one runs is
-  // covered by the next window.
-  if (resolving_) return nullptr;
-  const int64_t window = resolve.has_window_steps() ? resolve.window_steps() : 8;
-  const zbpp::v1::ScheduleVersion& latest = versions_.latest();
-  const int64_t under_latest = step - latest.effective_step() + 1;
-  if (under_latest <= 0 || under_latest % window != 0) return nullptr;
-  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
-  if (!measured.ok()) return nullptr;  // Some stage has no sample yet.
-
-  auto task = std::make_unique<ResolveTask>();
-  task->job_id = id();
-  task->attempt = attempt_;
-  task->current_version = latest.version();
-  task->current = versions_.schedule(latest.version());
-  // "auto" re-solves the schedule ChooseAutoSchedule picked.
-  if (!spec.schedule().file().empty()) {
-    task->policy_name = FileResolver(task->current);
-  } else if (spec.schedule().name() == kAutoScheduleName) {
-    task->policy_name = latest.schedule().name();
-  } else {
-    task->policy_name = spec.schedule().name();
+  StepReports reports;
+  reports.step = pending.step;
+  reports.version = pending.version;
+  reports.stages = stages();
+  reports.replicas = replicas();
+  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
+                               spec.pipeline().microbatch_size() * spec.model().seq_len();
+  // Predicted: the version's order simulated under the current measured
+  // costs (the analytic ones until every stage has a sample).
+  const zbpp::v1::SchedulePrediction prediction =
+      model_.AddStep(pending, versions_.schedule(pending.version),
+                     versions_.at(pending.version).predicted());
+  reports.predicted_bubble_rate = prediction.bubble_rate();
+  reports.predicted_rank_bubble_rate.assign(prediction.worker_bubble_rate().begin(),
+                                            prediction.worker_bubble_rate().end());
+  reports.reports = std::move(pending.reports);
+  StepOutcome outcome = SummarizeStep(reports);
+  zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
+  timeline->Clear();
+  timeline->set_step(pending.step);
+  timeline->set_schedule_version(pending.version);
+  for (int rank = 0; rank < stages(); ++rank) {
+    *timeline->add_ranks() = std::move(reports.reports.at(rank).timeline);
   }
-  task->policy = policy_.get();
-  task->measured = *std::move(measured);
-  task->cost_drift = costs_->Drift();
-  task->base = *base_;
-  task->record.job_id = id();
-  task->record.step = step;
-  resolving_ = true;
-  return task;
+  RecordStep(outcome, pending);
+  RecordCheckpoint(outcome, pending.step);
+  *last = job_.steps_completed() >= spec.steps();
+  if (*last) return nullptr;
+  return model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
 }
 
-bool Job::EndResolve(const ResolveTask& task) {
-  resolving_ = false;
+void Job::FinishResolve(ResolveTask& task) {
+  model_.EndResolve();
+  if (!task.candidate.has_value()) return;
   // Publish only onto what was solved for: the same attempt, still
   // running, and no other schedule published meanwhile (a validation-mode
   // switch keeps the schedule: the candidate still applies, and takes the
   // new mode). PublishVersion then takes the effective step from the
   // grants sent by now, so every worker still switches at the same step.
-  return attempt_ == task.attempt && !workers_.empty() && !IsTerminal(state()) &&
-         versions_.OnlyModeChangesSince(task.current_version);
+  if (attempt_.number() != task.attempt || !attempt_.active() || IsTerminal(state()) ||
+      !versions_.OnlyModeChangesSince(task.current_version)) {
+    task.record.reason = absl::StrCat(
+        task.record.reason,
+        "; not published: the job's attempt or version changed while solving");
+    return;
+  }
+  task.record.published = true;
+  task.record.version =
+      PublishVersion(*std::move(task.candidate), *task.candidate_schedule);
+  Persist();
 }
 
 }  // namespace zbpp::coordinator

@@ -18,6 +18,7 @@ using S = zbpp::v1::JobState;
 const std::set<std::pair<S, S>>& LegalEdges() {
   static const auto* const kEdges = new std::set<std::pair<S, S>>{
       {v1::JOB_STATE_PENDING, v1::JOB_STATE_ASSIGNING},
+      {v1::JOB_STATE_PENDING, v1::JOB_STATE_FAILED},
       {v1::JOB_STATE_PENDING, v1::JOB_STATE_CANCELLED},
       {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING},
       {v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_PENDING},
@@ -52,7 +53,7 @@ TEST(JobState, EveryPairIsLegalExactlyWhenTheDiagramHasTheEdge) {
       }
     }
   }
-  EXPECT_EQ(legal, 13);
+  EXPECT_EQ(legal, 14);
 }
 
 TEST(JobState, TerminalStatesAreFinal) {

@@ -1,0 +1,102 @@
+#ifndef ZBPP_COORDINATOR_CORE_JOB_ATTEMPT_H_
+#define ZBPP_COORDINATOR_CORE_JOB_ATTEMPT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/core/step_summary.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+
+/// The workers' reports of one step, until every (stage, replica) has
+/// reported.
+struct PendingStep {
+  int64_t step = 0;
+  int64_t version = 0;                 ///< The schedule version it ran.
+  std::map<int, StageReport> reports;  ///< By worker index.
+};
+
+/// A job's current attempt (job.h): its p × d workers by worker index
+/// replica * p + stage (the p workers of replica 0, then those of replica
+/// 1, ...), the steps granted to them, the step each completed, and the
+/// step reports and validation results gathered until every worker has
+/// sent its own. Attempts are numbered from 1; between two attempts it
+/// holds no workers and keeps its number.
+///
+/// Thread-compatible (its Job is used under the coordinator's mutex).
+class JobAttempt {
+ public:
+  /// `stages` p >= 1 and `replicas` d >= 1 of the job's spec.
+  JobAttempt(int stages, int replicas) : stages_(stages), replicas_(replicas) {}
+
+  int stages() const { return stages_; }
+  int replicas() const { return replicas_; }
+  /// The pipeline rank and replica of worker index `index`.
+  int stage_of(int index) const { return index % stages_; }
+  int replica_of(int index) const { return index / stages_; }
+
+  /// The attempt's number; 0 before the first.
+  int64_t number() const { return number_; }
+  /// True while it holds workers.
+  bool active() const { return !workers_.empty(); }
+  const std::vector<std::string>& workers() const { return workers_; }
+  bool Holds(const std::string& worker_id) const;
+  /// The first step it runs (after the job's last checkpoint).
+  int64_t start_step() const { return start_step_; }
+  void set_start_step(int64_t step) { start_step_ = step; }
+  /// The highest step granted; start_step() - 1 before the first grant, -1
+  /// without workers.
+  int64_t granted() const { return granted_; }
+
+  /// Starts attempt number() + 1 on `workers` (p × d of them, by worker
+  /// index) from start_step(): nothing granted, reported or acknowledged.
+  void Start(std::vector<std::string> workers);
+  /// Drops the workers and what they reported (the number stays).
+  void End();
+
+  /// Steps through min(slowest worker's last completed step + `lookahead`,
+  /// `last_step`): the new grant when that is beyond granted() (then
+  /// recorded), nullopt otherwise.
+  std::optional<int64_t> NextGrant(int64_t lookahead, int64_t last_step);
+  /// Records that `worker_id` holds the attempt; true once every worker
+  /// does.
+  bool Acknowledge(const std::string& worker_id);
+
+  /// OK when a report from worker index `index` names that worker's stage
+  /// and replica and a granted step of this attempt; InvalidArgument naming
+  /// the field (stage, replica, step) otherwise.
+  absl::Status CheckReportPlace(const zbpp::v1::ReportStepRequest& report,
+                                int index) const;
+  /// Records worker `index`'s report of `step` (run under `version`),
+  /// replacing an earlier one, and its last completed step. Returns the
+  /// step, no longer pending, once every worker reported it.
+  std::optional<PendingStep> AddReport(int index, int64_t step, int64_t version,
+                                       StageReport report);
+  /// Records worker `index`'s validation result; returns the results of
+  /// its step by worker index, no longer kept, once every worker sent one.
+  std::optional<std::map<int, zbpp::v1::ValidationResult>> AddValidation(
+      int index, const zbpp::v1::ValidationResult& result);
+
+ private:
+  const int stages_;
+  const int replicas_;
+  int64_t number_ = 0;
+  int64_t start_step_ = 0;
+  std::vector<std::string> workers_;     ///< By worker index.
+  std::set<std::string> acknowledged_;   ///< Workers that hold the attempt.
+  std::vector<int64_t> last_completed_;  ///< By worker index.
+  int64_t granted_ = -1;
+  std::map<int64_t, PendingStep> pending_;  ///< By step.
+  /// By step, then worker index.
+  std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations_;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_JOB_ATTEMPT_H_

@@ -1,0 +1,35 @@
+#ifndef ZBPP_COORDINATOR_CORE_JOB_CONTEXT_H_
+#define ZBPP_COORDINATOR_CORE_JOB_CONTEXT_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "coordinator/core/coordinator_observer.h"
+#include "coordinator/core/store_writer.h"
+#include "coordinator/core/validation_policy.h"
+#include "coordinator/core/worker_registry.h"
+#include "scheduler/problem.h"
+#include "zbpp/v1/job.pb.h"
+
+namespace zbpp::coordinator {
+
+/// What every Job (job.h) uses from the coordinator around it. The
+/// pointers are not owned and must outlive the jobs; the Coordinator fills
+/// it from its Options and uses the jobs under its mutex.
+struct JobContext {
+  Clock* clock = nullptr;
+  StoreWriter* writer = nullptr;            ///< Decided history, in order.
+  WorkerRegistry* workers = nullptr;        ///< Session outboxes, descriptions.
+  CoordinatorObserver* observer = nullptr;  ///< Null: none.
+  /// Coordinator::Options' fields of the same names.
+  std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>
+      initial_problem;
+  ValidationPolicy::Options validation_policy;
+  int64_t grant_lookahead_steps = 2;
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_JOB_CONTEXT_H_

@@ -1,0 +1,163 @@
+#include "coordinator/core/job_model.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "api/schedule_proto.h"
+#include "coordinator/core/data_parallel.h"
+#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/log_error.h"
+#include "coordinator/core/replica_combine.h"
+#include "coordinator/core/schedule_file.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::coordinator {
+
+absl::Status JobModel::PrepareProblem(const zbpp::v1::JobSpec& spec,
+                                      const ScheduleVersions& versions,
+                                      const JobContext& context,
+                                      std::optional<sched::Schedule>* auto_choice) {
+  // "auto" runs ChooseAutoSchedule's pick (job_spec_check.h): version 1 is
+  // its schedule and the base problem is that schedule's (its chunks); a
+  // restored job keeps the schedule its versions name.
+  absl::StatusOr<sched::Problem> problem = absl::InternalError("no problem");
+  if (spec.schedule().name() != kAutoScheduleName) {
+    problem = context.initial_problem(spec);
+  } else if (!versions.empty()) {
+    problem = context.initial_problem(
+        AutoCandidateSpec(spec, versions.latest().schedule().name()));
+  } else {
+    absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec, context.initial_problem);
+    if (choice.ok()) {
+      problem = std::move(choice->problem);
+      *auto_choice = std::move(choice->schedule);
+    } else {
+      problem = choice.status();
+    }
+  }
+  if (!problem.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cost model: ", problem.status().message()));
+  }
+  base_ = *std::move(problem);
+  return absl::OkStatus();
+}
+
+absl::Status JobModel::PreparePolicies(const zbpp::v1::Job& proto,
+                                       const JobContext& context) {
+  const zbpp::v1::JobSpec& spec = proto.spec();
+  const auto& resolve = spec.schedule().resolve();
+  absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModel::Create(
+      {base_->num_stages(), resolve.has_window_steps() ? resolve.window_steps() : 8});
+  ResolvePolicy::Options policy_options;
+  policy_options.clock = context.clock;
+  policy_options.min_improvement_fraction =
+      resolve.has_min_improvement() ? resolve.min_improvement() : 0.02;
+  policy_options.data_parallel = DataParallelOf(spec.pipeline());
+  absl::StatusOr<std::unique_ptr<ResolvePolicy>> policy =
+      ResolvePolicy::Create(policy_options);
+  if (!costs.ok() || !policy.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "resolve policy: ", (costs.ok() ? policy.status() : costs.status()).message()));
+  }
+  costs_ = *std::move(costs);
+  policy_ = *std::move(policy);
+  validation_ = std::make_unique<ValidationPolicy>(
+      spec.validation(), proto.validation_mode(), context.validation_policy);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<sched::Schedule>> JobModel::Prepare(
+    const zbpp::v1::Job& proto, const ScheduleVersions& versions,
+    const JobContext& context) {
+  const zbpp::v1::JobSpec& spec = proto.spec();
+  std::optional<sched::Schedule> auto_choice;
+  if (!base_.has_value()) {
+    if (absl::Status st = PrepareProblem(spec, versions, context, &auto_choice); !st.ok()) {
+      return st;
+    }
+  }
+  if (costs_ == nullptr) {
+    if (absl::Status st = PreparePolicies(proto, context); !st.ok()) return st;
+  }
+  if (!versions.empty()) return std::optional<sched::Schedule>();
+  const std::string& name = spec.schedule().name();
+  absl::StatusOr<sched::Schedule> schedule = absl::InternalError("no schedule");
+  if (name == kAutoScheduleName) {
+    if (auto_choice.has_value()) schedule = *std::move(auto_choice);
+  } else if (!spec.schedule().file().empty()) {
+    schedule = ScheduleFromFile(spec, *base_);
+  } else {
+    schedule = GenerateSchedule(name, *base_, DataParallelOf(spec.pipeline()));
+  }
+  if (!schedule.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("schedule ", name, ": ", schedule.status().message()));
+  }
+  return std::optional<sched::Schedule>(*std::move(schedule));
+}
+
+void JobModel::AddHop(const HopTiming& hop) {
+  LogError(costs_->AddHopTiming(hop), "cost model");
+}
+
+zbpp::v1::SchedulePrediction JobModel::AddStep(
+    const PendingStep& pending, const sched::Schedule& schedule,
+    const zbpp::v1::SchedulePrediction& analytic) {
+  std::map<int, StageTiming> step_costs;  // By virtual stage.
+  for (const auto& [index, report] : pending.reports) {
+    for (const StageTiming& timing : report.timings) {
+      auto [it, first] = step_costs.emplace(timing.stage, timing);
+      if (!first) CombineReplicaTiming(timing, it->second);
+    }
+  }
+  for (const auto& [stage, timing] : step_costs) {
+    LogError(costs_->AddStageTiming(timing), "cost model");
+  }
+  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
+  if (!measured.ok()) return analytic;
+  absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(*measured, schedule);
+  return sim.ok() ? PredictionToProto(*sim) : analytic;
+}
+
+std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,
+                                                    const ScheduleVersions& versions,
+                                                    int64_t attempt, int64_t step) {
+  const zbpp::v1::JobSpec& spec = proto.spec();
+  const zbpp::v1::ResolvePolicy& resolve = spec.schedule().resolve();
+  if (ResolveDisabled(spec) || versions.empty()) return nullptr;
+  // One re-solve per job at a time; a window that ends while one runs is
+  // covered by the next window.
+  if (resolving_) return nullptr;
+  const int64_t window = resolve.has_window_steps() ? resolve.window_steps() : 8;
+  const zbpp::v1::ScheduleVersion& latest = versions.latest();
+  const int64_t under_latest = step - latest.effective_step() + 1;
+  if (under_latest <= 0 || under_latest % window != 0) return nullptr;
+  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
+  if (!measured.ok()) return nullptr;  // Some stage has no sample yet.
+
+  auto task = std::make_unique<ResolveTask>();
+  task->job_id = proto.id();
+  task->attempt = attempt;
+  task->current_version = latest.version();
+  task->current = versions.schedule(latest.version());
+  // "auto" re-solves the schedule ChooseAutoSchedule picked.
+  if (!spec.schedule().file().empty()) {
+    task->policy_name = FileResolver(task->current);
+  } else if (spec.schedule().name() == kAutoScheduleName) {
+    task->policy_name = latest.schedule().name();
+  } else {
+    task->policy_name = spec.schedule().name();
+  }
+  task->policy = policy_.get();
+  task->measured = *std::move(measured);
+  task->cost_drift = costs_->Drift();
+  task->base = *base_;
+  task->record.job_id = proto.id();
+  task->record.step = step;
+  resolving_ = true;
+  return task;
+}
+
+}  // namespace zbpp::coordinator

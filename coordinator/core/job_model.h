@@ -1,0 +1,108 @@
+#ifndef ZBPP_COORDINATOR_CORE_JOB_MODEL_H_
+#define ZBPP_COORDINATOR_CORE_JOB_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/core/cost_model.h"
+#include "coordinator/core/job_attempt.h"
+#include "coordinator/core/job_context.h"
+#include "coordinator/core/resolve_policy.h"
+#include "coordinator/core/schedule_versions.h"
+#include "coordinator/core/validation_policy.h"
+#include "coordinator/store/store.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/job.pb.h"
+
+namespace zbpp::coordinator {
+
+/// A re-solve decided under the coordinator's mutex (JobModel::MaybeResolve)
+/// and run outside it (resolver.h): copies of what it needs, then its
+/// outcome.
+struct ResolveTask {
+  // --- Inputs (copied under the mutex) ---
+  std::string job_id;
+  int64_t attempt = 0;
+  int64_t current_version = 0;  ///< The job's latest version at the copy.
+  std::string policy_name;      ///< Registry name.
+  /// The job's; never replaced (jobs are never erased), so usable without
+  /// the mutex.
+  const ResolvePolicy* policy = nullptr;
+  sched::Schedule current;
+  sched::Problem measured;
+  double cost_drift = 0;  ///< CostModel::Drift() when `measured` was taken.
+  sched::Problem base;
+  // --- Outcome (computed outside the mutex) ---
+  ResolveRecord record;
+  std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
+  std::optional<sched::Schedule> candidate_schedule;
+};
+
+/// What a job's schedules are solved from (docs/architecture.md, Flow 2):
+/// the base problem (initial_problem of the spec, or of the schedule
+/// ChooseAutoSchedule picked for "auto"), the measured CostModel over it,
+/// the ResolvePolicy and the ValidationPolicy. Built before the job's first
+/// attempt and kept for its life.
+///
+/// Thread-compatible (its Job is used under the coordinator's mutex); the
+/// policy handed to a ResolveTask is used outside it.
+class JobModel {
+ public:
+  /// Builds what is missing for the job `proto` whose versions are
+  /// `versions`; with no version yet, returns version 1's schedule (the
+  /// spec's generator, its schedule file, or ChooseAutoSchedule's pick).
+  /// FailedPrecondition saying why the job cannot run ("cost model: ...",
+  /// "resolve policy: ...", "schedule <name>: ...").
+  absl::StatusOr<std::optional<sched::Schedule>> Prepare(
+      const zbpp::v1::Job& proto, const ScheduleVersions& versions,
+      const JobContext& context);
+
+  /// After Prepare: the base problem, and the validation mode policy.
+  const sched::Problem& base() const { return *base_; }
+  ValidationPolicy& validation() { return *validation_; }
+
+  /// Adds a sample to the measured costs (errors are logged).
+  void AddHop(const HopTiming& hop);
+  /// Adds a complete step's per-virtual-stage timings, the replicas
+  /// combined (CombineReplicaTiming), and returns the prediction of the
+  /// version it ran (`schedule`, predicted `analytic`) under the measured
+  /// costs (`analytic` until every stage has a sample).
+  zbpp::v1::SchedulePrediction AddStep(const PendingStep& pending,
+                                       const sched::Schedule& schedule,
+                                       const zbpp::v1::SchedulePrediction& analytic);
+
+  /// The re-solve due after `step` of attempt `attempt` of job `spec`: the
+  /// spec's resolve window ends under the latest version, no other runs,
+  /// and every stage has a sample; null otherwise. Marks one running.
+  std::unique_ptr<ResolveTask> MaybeResolve(const zbpp::v1::Job& proto,
+                                            const ScheduleVersions& versions,
+                                            int64_t attempt, int64_t step);
+  /// The running re-solve ended.
+  void EndResolve() { resolving_ = false; }
+
+ private:
+  absl::Status PrepareProblem(const zbpp::v1::JobSpec& spec,
+                              const ScheduleVersions& versions,
+                              const JobContext& context,
+                              std::optional<sched::Schedule>* auto_choice);
+  absl::Status PreparePolicies(const zbpp::v1::Job& proto, const JobContext& context);
+
+  std::optional<sched::Problem> base_;
+  std::unique_ptr<CostModel> costs_;
+  /// Created once and never replaced, so a re-solve may use it without
+  /// the mutex.
+  std::unique_ptr<ResolvePolicy> policy_;
+  /// The validation mode new versions get (JobSpec.validation AUTO: it
+  /// switches on the gathered outcomes).
+  std::unique_ptr<ValidationPolicy> validation_;
+  bool resolving_ = false;  ///< A re-solve runs outside the mutex.
+};
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_JOB_MODEL_H_

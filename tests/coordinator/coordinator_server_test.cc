@@ -1,7 +1,7 @@
 // CoordinatorServer in-process: what the options wire (the token, the
-// worker cap, health, reflection) and Create's errors naming the flag. The
-// zbpp-coordinator binary itself (flags, listening line, SIGTERM) is
-// DaemonTest's, in coordinator_service_test.cc.
+// worker cap, health, reflection), requests that do not parse, and Create's
+// errors naming the flag. The zbpp-coordinator binary itself (flags,
+// listening line, SIGTERM) is DaemonTest's, in coordinator_service_test.cc.
 
 #include "coordinator/server/coordinator_server.h"
 
@@ -14,9 +14,12 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/call_auth.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/raw_call.h"
 #include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/rendezvous.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::coordinator {
@@ -72,8 +75,9 @@ TEST(CoordinatorServerTest, ServesOnTheBoundPortsUntilShutdown) {
   (*server)->Shutdown();  // Idempotent.
 }
 
-// Options.token_file: the token guards the services; the worker cap and
-// the lost-worker retention reach the core.
+// Options.token_file: the token guards every service but health,
+// reflection included (not served), and worker calls need it before their
+// credential; the worker cap and the lost-worker retention reach the core.
 TEST(CoordinatorServerTest, TokenAndWorkerCapReachTheServices) {
   const std::string token_file = ::testing::TempDir() + "/coordinator_server_test_token";
   std::ofstream(token_file) << kToken;
@@ -84,17 +88,81 @@ TEST(CoordinatorServerTest, TokenAndWorkerCapReachTheServices) {
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Create(options);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto workers = v1::WorkerService::NewStub(
-      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  auto channel =
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
+  auto workers = v1::WorkerService::NewStub(channel);
   v1::RegisterWorkerResponse response;
   EXPECT_EQ(workers->RegisterWorker(Context(false).get(), Registration(1), &response)
                 .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(workers->RegisterWorker(Context(true).get(), Registration(1), &response).ok());
+  v1::ListWorkersResponse listed;
+  EXPECT_EQ(workers->ListWorkers(Context(false).get(), {}, &listed).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::SetRequest set;
+  set.mutable_context()->set_worker_id("worker-1");
+  set.mutable_context()->set_scope("job-1/1");
+  v1::SetResponse set_response;
+  EXPECT_EQ(v1::RendezvousService::NewStub(channel)
+                ->Set(Context(false).get(), set, &set_response)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  std::string bytes;
+  const grpc::Status health = testing::HealthCheck(channel, &bytes);
+  EXPECT_TRUE(health.ok()) << health.error_message();
+  EXPECT_EQ(bytes, testing::kServing);
+  EXPECT_EQ(testing::RawUnaryCall(channel,
+                                  "/grpc.reflection.v1alpha.ServerReflection/"
+                                  "ServerReflectionInfo",
+                                  &bytes, "", BearerTokenMetadata(kToken))
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+
+  // With the token: registration and the credential it returns, up to the cap.
+  ASSERT_TRUE(workers->RegisterWorker(Context(true).get(), Registration(1), &response).ok());
+  EXPECT_EQ(response.credential().size(), 32u);
+  EXPECT_TRUE(workers->ListWorkers(Context(true).get(), {}, &listed).ok());
   const grpc::Status second =
       workers->RegisterWorker(Context(true).get(), Registration(2), &response);
   EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(second.error_message(), HasSubstr("cap of 1"));
+}
+
+TEST(CoordinatorServerTest, ListWorkersPagesAndNamesABadPageToken) {
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Create(LocalOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto workers = v1::WorkerService::NewStub(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  for (int n = 1; n <= 2; ++n) {
+    v1::RegisterWorkerResponse response;
+    ASSERT_TRUE(workers->RegisterWorker(Context(false).get(), Registration(n), &response).ok());
+  }
+  v1::ListWorkersRequest list;
+  list.set_page_size(1);
+  v1::ListWorkersResponse page;
+  ASSERT_TRUE(workers->ListWorkers(Context(false).get(), list, &page).ok());
+  EXPECT_EQ(page.workers_size(), 1);
+  EXPECT_FALSE(page.next_page_token().empty());
+  list.set_page_token("nonsense");
+  const grpc::Status bad = workers->ListWorkers(Context(false).get(), list, &page);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("page_token"));
+}
+
+// A client that sends a string field that is not UTF-8 (here a Latin-1
+// job id, which zbppctl would refuse before sending) is told so, instead of
+// gRPC's INTERNAL with an empty message.
+TEST(CoordinatorServerTest, RequestThatDoesNotParseIsInvalidArgumentSayingWhy) {
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Create(LocalOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::string reply;
+  // GetJobRequest.job_id (field 1, length-delimited) = "j\xe9b".
+  const grpc::Status status = testing::RawUnaryCall(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()),
+      "/zbpp.v1.JobService/GetJob", &reply, std::string("\x0a\x03j\xe9b", 5));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
 }
 
 TEST(CoordinatorServerTest, CreateFailsNamingTheFlag) {

@@ -10,13 +10,12 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -25,9 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "api/schedule_version.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -40,6 +37,8 @@
 #include "metrics/coordinator_metrics.h"
 #include "prometheus/registry.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/raw_call.h"
+#include "worker/daemon/control_state.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
@@ -139,9 +138,11 @@ struct WorkerLog {
   bool rendezvous_ok = false;
 };
 
-/// One fake worker: register, Session, heartbeat on assignment, run every
-/// granted step (timings simulated on `truth`), stop at the Abort that
-/// ends the job.
+/// One fake worker: register, Session, and every message applied to a
+/// ControlState, as zbpp-worker's SessionClient applies them; on its
+/// assignment a PREPARING heartbeat and the rendezvous, then every step the
+/// state says is granted, with the version it says is in force (timings
+/// simulated on `truth`), until the attempt is aborted (the job's end).
 void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
                    zbpp::v1::RendezvousService::Stub* kv, int n,
                    const sched::Problem& truth, WorkerLog* log) {
@@ -166,35 +167,38 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
   open.mutable_open()->set_worker_id(log->id);
   open.mutable_open()->set_address(reg.worker().address());
   stream->Write(open);
-  zbpp::v1::Assignment assignment;
+  worker::ControlState state;
+  std::optional<zbpp::v1::Assignment> assignment;
   int64_t next_step = 0;
   zbpp::v1::SessionResponse message;
   while (stream->Read(&message)) {
-    if (message.has_assignment()) {
-      assignment = message.assignment();
-      log->stage = assignment.stage();
-      log->versions = {assignment.schedule()};
-      next_step = assignment.start_step();
+    state.Apply(message);
+    if (message.has_schedule()) log->versions.push_back(message.schedule());
+    if (!assignment.has_value()) {
+      assignment = state.WaitForAssignment(absl::ZeroDuration());
+      if (!assignment.has_value()) continue;
+      log->stage = assignment->stage();
+      log->versions.insert(log->versions.begin(), assignment->schedule());
+      next_step = assignment->start_step();
+      state.SetPhase(zbpp::v1::WORKER_PHASE_PREPARING);
       zbpp::v1::SessionRequest hb;
-      hb.mutable_heartbeat()->set_phase(zbpp::v1::WORKER_PHASE_PREPARING);
-      hb.mutable_heartbeat()->set_job_id(assignment.job_id());
-      hb.mutable_heartbeat()->set_attempt(assignment.attempt());
+      *hb.mutable_heartbeat() = state.Heartbeat();
       stream->Write(hb);
       // The communicator bootstrap: every rank adds 1 and waits for all.
       zbpp::v1::AddRequest add;
       add.mutable_context()->set_worker_id(log->id);
-      add.mutable_context()->set_scope(assignment.rendezvous_scope());
+      add.mutable_context()->set_scope(assignment->rendezvous_scope());
       add.set_key("joined");
       add.set_delta(1);
       zbpp::v1::AddResponse added;
       zbpp::v1::SetRequest set;
       *set.mutable_context() = add.context();
-      set.set_key(absl::StrCat("rank-", assignment.stage()));
+      set.set_key(absl::StrCat("rank-", assignment->stage()));
       set.set_value("addr");
       zbpp::v1::SetResponse set_response;
       zbpp::v1::WaitRequest wait;
       *wait.mutable_context() = add.context();
-      for (int r = 0; r < assignment.peers_size(); ++r) {
+      for (int r = 0; r < assignment->peers_size(); ++r) {
         wait.add_keys(absl::StrCat("rank-", r));
       }
       wait.set_timeout_seconds(10);
@@ -203,40 +207,43 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
           kv->Add(WorkerContext(credential).get(), add, &added).ok() &&
           kv->Set(WorkerContext(credential).get(), set, &set_response).ok() &&
           kv->Wait(WorkerContext(credential).get(), wait, &waited).ok();
-    } else if (message.has_schedule()) {
-      log->versions.push_back(message.schedule());
-    } else if (message.has_grant()) {
-      while (next_step <= message.grant().through_step()) {
-        const zbpp::v1::ScheduleVersion* version =
-            VersionInForce(log->versions, next_step);
-        if (version == nullptr) version = &log->versions.front();
-        zbpp::v1::ReportStepRequest report;
-        report.set_worker_id(log->id);
-        report.set_job_id(assignment.job_id());
-        report.set_attempt(assignment.attempt());
-        report.set_step(next_step);
-        report.set_schedule_version(version->version());
-        report.set_stage(assignment.stage());
-        double end = 0;
-        for (const auto& t : TrueTimings(*version, truth, assignment.stage())) {
-          report.add_action_start_seconds(t.start_seconds);
-          report.add_action_end_seconds(t.end_seconds);
-          end = std::max(end, t.end_seconds);
-        }
-        report.set_step_seconds(end);
-        zbpp::v1::ReportStepResponse reported;
-        grpc::Status r =
-            stub->ReportStep(WorkerContext(credential).get(), report, &reported);
-        if (!r.ok()) {
-          log->error = r.error_message();
-          session.TryCancel();
-          break;
-        }
-        log->version_of_step[next_step] = version->version();
-        ++next_step;
+    }
+    const std::string& job_id = assignment->job_id();
+    const int64_t attempt = assignment->attempt();
+    if (state.Aborted(job_id, attempt)) break;
+    while (state.WaitForGrant(job_id, attempt, next_step, absl::ZeroDuration()) ==
+           worker::ControlState::GrantWait::kGranted) {
+      const std::optional<zbpp::v1::ScheduleVersion> version =
+          state.VersionFor(job_id, attempt, next_step);
+      if (!version.has_value()) {
+        log->error = absl::StrCat("no schedule version in force at step ", next_step);
+        session.TryCancel();
+        break;
       }
-    } else if (message.has_command() && message.command().has_abort()) {
-      break;
+      zbpp::v1::ReportStepRequest report;
+      report.set_worker_id(log->id);
+      report.set_job_id(job_id);
+      report.set_attempt(attempt);
+      report.set_step(next_step);
+      report.set_schedule_version(version->version());
+      report.set_stage(assignment->stage());
+      double end = 0;
+      for (const auto& t : TrueTimings(*version, truth, assignment->stage())) {
+        report.add_action_start_seconds(t.start_seconds);
+        report.add_action_end_seconds(t.end_seconds);
+        end = std::max(end, t.end_seconds);
+      }
+      report.set_step_seconds(end);
+      zbpp::v1::ReportStepResponse reported;
+      grpc::Status r =
+          stub->ReportStep(WorkerContext(credential).get(), report, &reported);
+      if (!r.ok()) {
+        log->error = r.error_message();
+        session.TryCancel();
+        break;
+      }
+      log->version_of_step[next_step] = version->version();
+      ++next_step;
     }
   }
   stream->WritesDone();
@@ -728,41 +735,12 @@ int WaitForExit(pid_t pid, bool terminate = true) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/// Calls `method` with the serialized request `bytes` (by default an empty
-/// message), without a token, and puts the serialized reply in `*reply`.
-grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel,
-                          const std::string& method, std::string* reply,
-                          const std::string& bytes = "") {
-  grpc::GenericStub generic(channel);
-  grpc::ByteBuffer request;
-  {
-    grpc::Slice slice(bytes);
-    request = grpc::ByteBuffer(&slice, 1);
-  }
-  grpc::ByteBuffer response;
-  absl::Notification answered;
-  grpc::Status status;
-  auto context = Context(false);
-  generic.UnaryCall(context.get(), method, grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status s) {
-                      status = s;
-                      answered.Notify();
-                    });
-  if (!answered.WaitForNotificationWithTimeout(absl::Seconds(20))) {
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no answer");
-  }
-  reply->clear();
-  std::vector<grpc::Slice> slices;
-  if (status.ok() && response.Dump(&slices).ok()) {
-    for (const auto& slice : slices) {
-      reply->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-  }
-  return status;
-}
-
+// The daemon's own life: its listening line, health, a call, the worker
+// flags reaching the core (what they do is CoordinatorServerTest's, in
+// process), and exit 0 on SIGTERM.
 TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
-  const Daemon daemon = StartDaemon({});
+  const Daemon daemon =
+      StartDaemon({"--max-workers", "1", "--lost-worker-retention-seconds", "30"});
   ASSERT_GT(daemon.pid, 0);
   const std::string& line = daemon.line;
   const std::string& address = daemon.address;
@@ -777,31 +755,29 @@ TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
   zbpp::v1::Job job;
   EXPECT_EQ(jobs->GetJob(Context().get(), get, &job).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  // grpc.health.v1.Health/Check with an empty service name, by hand (the
-  // request is an empty message; SERVING is field 1 = 1).
-  std::string bytes;
-  const grpc::Status health_status =
-      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes);
+  std::string health;
+  const grpc::Status health_status = testing::HealthCheck(channel, &health);
   ASSERT_TRUE(health_status.ok()) << health_status.error_message();
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-}
+  EXPECT_EQ(health, testing::kServing);
 
-// A client that sends a string field that is not UTF-8 (here a Latin-1
-// job id, which zbppctl would refuse before sending) is told so, instead of
-// gRPC's INTERNAL with an empty message.
-TEST(DaemonTest, RequestThatDoesNotParseIsInvalidArgumentSayingWhy) {
-  const Daemon daemon = StartDaemon({});
-  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
-  auto channel =
-      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
-  std::string reply;
-  // GetJobRequest.job_id (field 1, length-delimited) = "j\xe9b".
-  const grpc::Status status =
-      RawUnaryCall(channel, "/zbpp.v1.JobService/GetJob", &reply,
-                   std::string("\x0a\x03j\xe9b", 5));
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+  auto workers = zbpp::v1::WorkerService::NewStub(channel);
+  std::vector<grpc::Status> answers;
+  for (int n = 1; n <= 2; ++n) {
+    zbpp::v1::RegisterWorkerRequest request;
+    zbpp::v1::WorkerDescription* d = request.mutable_worker();
+    d->set_address(absl::StrCat("10.0.0.", n, ":7000"));
+    d->set_host("node");
+    d->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
+    d->set_memory_bytes(1 << 30);
+    zbpp::v1::RegisterWorkerResponse response;
+    answers.push_back(workers->RegisterWorker(Context().get(), request, &response));
+  }
+  EXPECT_TRUE(answers[0].ok()) << answers[0].error_message();
+  EXPECT_EQ(answers[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(answers[1].error_message(), HasSubstr("cap of 1"));
+  workers.reset();
+  jobs.reset();
+  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 
@@ -863,98 +839,6 @@ TEST(DaemonTest, SilentSessionStreamsAreBoundedByMaxThreads) {
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 
-// --token-file: every service but health requires the token, reflection
-// included (not served), and worker calls need it before their credential.
-TEST(DaemonTest, TokenFileGuardsEveryServiceButHealth) {
-  char dir_template[] = "/tmp/zbpp_token_testXXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string token_file = absl::StrCat(dir_template, "/token");
-  {
-    std::FILE* f = std::fopen(token_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(kToken, f);
-    std::fclose(f);
-  }
-  const Daemon daemon = StartDaemon({"--token-file", token_file});
-  ASSERT_GT(daemon.pid, 0);
-  ASSERT_THAT(daemon.line, HasSubstr("zbpp-coordinator listening"));
-  auto channel =
-      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
-  auto workers = zbpp::v1::WorkerService::NewStub(channel);
-  auto kv = zbpp::v1::RendezvousService::NewStub(channel);
-  zbpp::v1::RegisterWorkerRequest reg;
-  reg.mutable_worker()->set_address("10.0.0.1:7000");
-  reg.mutable_worker()->set_host("node");
-  reg.mutable_worker()->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
-  reg.mutable_worker()->set_memory_bytes(1 << 30);
-  zbpp::v1::RegisterWorkerResponse registered;
-  EXPECT_EQ(workers->RegisterWorker(Context(false).get(), reg, &registered)
-                .error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
-  zbpp::v1::ListWorkersResponse listed;
-  EXPECT_EQ(workers->ListWorkers(Context(false).get(), {}, &listed).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
-  zbpp::v1::SetRequest set;
-  set.mutable_context()->set_worker_id("worker-1");
-  set.mutable_context()->set_scope("job-1/1");
-  zbpp::v1::SetResponse set_response;
-  EXPECT_EQ(kv->Set(Context(false).get(), set, &set_response).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
-  std::string bytes;
-  EXPECT_TRUE(
-      RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &bytes).ok());
-  EXPECT_EQ(RawUnaryCall(channel,
-                           "/grpc.reflection.v1alpha.ServerReflection/"
-                           "ServerReflectionInfo",
-                           &bytes)
-                .error_code(),
-            grpc::StatusCode::UNIMPLEMENTED);
-  // With the token: registration, and the credential it returns.
-  ASSERT_TRUE(workers->RegisterWorker(Context().get(), reg, &registered).ok());
-  EXPECT_EQ(registered.credential().size(), 32u);
-  EXPECT_TRUE(workers->ListWorkers(Context().get(), {}, &listed).ok());
-  workers.reset();
-  kv.reset();
-  channel.reset();
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-}
-
-TEST(DaemonTest, MaxWorkersFlagCapsRegistrations) {
-  const Daemon daemon =
-      StartDaemon({"--max-workers", "2", "--lost-worker-retention-seconds", "30"});
-  ASSERT_GT(daemon.pid, 0);
-  ASSERT_THAT(daemon.line, HasSubstr("zbpp-coordinator listening"));
-  auto workers = zbpp::v1::WorkerService::NewStub(
-      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials()));
-  std::vector<grpc::Status> answers;
-  for (int n = 1; n <= 3; ++n) {
-    zbpp::v1::RegisterWorkerRequest request;
-    zbpp::v1::WorkerDescription* d = request.mutable_worker();
-    d->set_address(absl::StrCat("10.0.0.", n, ":7000"));
-    d->set_host("node");
-    d->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
-    d->set_memory_bytes(1 << 30);
-    zbpp::v1::RegisterWorkerResponse response;
-    answers.push_back(workers->RegisterWorker(Context().get(), request, &response));
-  }
-  EXPECT_TRUE(answers[0].ok()) << answers[0].error_message();
-  EXPECT_TRUE(answers[1].ok()) << answers[1].error_message();
-  EXPECT_EQ(answers[2].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(answers[2].error_message(), HasSubstr("cap of 2"));
-  zbpp::v1::ListWorkersRequest list;
-  list.set_page_size(1);
-  zbpp::v1::ListWorkersResponse page;
-  ASSERT_TRUE(workers->ListWorkers(Context().get(), list, &page).ok());
-  EXPECT_EQ(page.workers_size(), 1);
-  EXPECT_FALSE(page.next_page_token().empty());
-  list.set_page_token("nonsense");
-  const grpc::Status bad = workers->ListWorkers(Context().get(), list, &page);
-  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(bad.error_message(), HasSubstr("page_token"));
-  workers.reset();  // Closes the connection: SIGTERM need not wait for it.
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-}
-
 TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{
@@ -985,23 +869,20 @@ TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
   auto channel =
       grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
   std::string health;
-  ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health).ok());
-  ASSERT_EQ(health, std::string("\x08\x01", 2));  // SERVING
+  ASSERT_TRUE(testing::HealthCheck(channel, &health).ok());
+  ASSERT_EQ(health, testing::kServing);
 
   ASSERT_EQ(unlink(path.c_str()), 0);
   // The probe runs every half heartbeat interval (1 s); wait up to 30 s.
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (health != std::string("\x08\x02", 2) && absl::Now() < give_up) {
+  while (health != testing::kNotServing && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(100));
-    ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health).ok());
+    ASSERT_TRUE(testing::HealthCheck(channel, &health).ok());
   }
-  EXPECT_EQ(health, std::string("\x08\x02", 2));  // NOT_SERVING
+  EXPECT_EQ(health, testing::kNotServing);
   // The process's own name (the Kubernetes probes') stays SERVING.
-  const std::string process = "zbpp.coordinator.process";
-  ASSERT_TRUE(RawUnaryCall(channel, "/grpc.health.v1.Health/Check", &health,
-                           absl::StrCat("\x0a", std::string(1, char(process.size())), process))
-                  .ok());
-  EXPECT_EQ(health, std::string("\x08\x01", 2));
+  ASSERT_TRUE(testing::HealthCheck(channel, &health, "zbpp.coordinator.process").ok());
+  EXPECT_EQ(health, testing::kServing);
   absl::StatusOr<metrics::testing::HttpReply> scraped =
       metrics::testing::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(scraped.ok()) << scraped.status();

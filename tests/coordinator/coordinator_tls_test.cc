@@ -20,19 +20,17 @@
 #include <vector>
 
 #include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
-#include <grpcpp/support/byte_buffer.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/subprocess.h"
+#include "tests/coordinator/raw_call.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
@@ -200,36 +198,15 @@ class CoordinatorTlsTest : public ::testing::Test {
         .value_or(-1);
   }
 
-  // grpc.health.v1.Health/Check with an empty service name, by hand (the
-  // request is an empty message); `serving` is set when the reply is
-  // SERVING (field 1 = 1).
+  // grpc.health.v1.Health/Check of the server on a new channel with
+  // `credentials`; `serving` is set when the reply is SERVING.
   grpc::Status HealthCheck(
       const std::shared_ptr<grpc::ChannelCredentials>& credentials,
       bool* serving) {
-    grpc::GenericStub generic(grpc::CreateChannel(address_, credentials));
-    grpc::Slice empty("", 0);
-    grpc::ByteBuffer request(&empty, 1);
-    grpc::ByteBuffer response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-    absl::Notification answered;
-    grpc::Status status;
-    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                      grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status s) {
-                        status = s;
-                        answered.Notify();
-                      });
-    answered.WaitForNotification();  // The deadline above bounds it.
-    std::vector<grpc::Slice> slices;
     std::string bytes;
-    if (status.ok() && response.Dump(&slices).ok()) {
-      for (const auto& slice : slices) {
-        bytes.append(reinterpret_cast<const char*>(slice.begin()),
-                     slice.size());
-      }
-    }
-    *serving = bytes == std::string("\x08\x01", 2);
+    const grpc::Status status =
+        testing::HealthCheck(grpc::CreateChannel(address_, credentials), &bytes);
+    *serving = bytes == testing::kServing;
     return status;
   }
 

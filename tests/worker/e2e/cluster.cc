@@ -23,17 +23,17 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
                       absl::StrCat(what, ": ", st.error_message()));
 }
 
-// One unary call with a 10 s deadline and `bearer` (if any) as its
-// authorization; the reply or the call's error.
+// One unary call with a 10 s deadline and `auth` (the bearer token, if
+// any); the reply or the call's error.
 template <typename Response, typename Stub, typename Request, typename Method>
 absl::StatusOr<Response> Unary(Stub& stub, Method method,
                                const Request& request,
-                               const std::string& what, const std::string& bearer) {
+                               const std::string& what, const CallMetadata& auth) {
   Response response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
-  if (!bearer.empty()) context.AddMetadata("authorization", bearer);
+  AddCallMetadata(auth, context);
   grpc::Status st = (stub.*method)(&context, request, &response);
   if (!st.ok()) return FromGrpc(st, what);
   return response;
@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
   if (!cluster->options_.token_file.empty()) {
     absl::StatusOr<std::string> token = ReadTokenFile(cluster->options_.token_file);
     if (!token.ok()) return token.status();
-    cluster->bearer_ = "Bearer " + *token;
+    cluster->auth_ = BearerTokenMetadata(*token);
     cluster->options_.worker_flags.push_back("--token-file");
     cluster->options_.worker_flags.push_back(cluster->options_.token_file);
   }
@@ -175,7 +175,7 @@ absl::StatusOr<v1::Job> Cluster::Submit(const v1::JobSpec& spec) {
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::SubmitJob, request,
-                        "SubmitJob", bearer_);
+                        "SubmitJob", auth_);
 }
 
 absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
@@ -183,7 +183,7 @@ absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
   request.set_job_id(job_id);
   request.set_view(v1::JOB_VIEW_FULL);
   return Unary<v1::Job>(*jobs_, &v1::JobService::Stub::GetJob, request,
-                        "GetJob", bearer_);
+                        "GetJob", auth_);
 }
 
 absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
@@ -193,7 +193,7 @@ absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
   request.set_job_id(job_id);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (!bearer_.empty()) context.AddMetadata("authorization", bearer_);
+  AddCallMetadata(auth_, context);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> stream =
       jobs_->WatchJob(&context, request);
   v1::JobEvent event;

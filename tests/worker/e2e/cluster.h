@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/call_auth.h"
 #include "tests/client/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/job_spec.pb.h"
@@ -115,7 +116,7 @@ class Cluster {
   absl::Status StartCoordinator(const std::vector<std::string>& flags);
 
   ClusterOptions options_;
-  std::string bearer_;  // "Bearer <token>" from options_.token_file, or empty.
+  CallMetadata auth_;  // The token of options_.token_file (BearerTokenMetadata).
   ctltest::RunningCoordinator coordinator_;
   std::vector<RunningWorker> workers_;
   std::unique_ptr<zbpp::v1::JobService::Stub> jobs_;

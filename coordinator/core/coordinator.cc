@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "api/job_state.h"
 #include "api/time_proto.h"
-#include "coordinator/core/data_parallel.h"
 #include "coordinator/core/log_error.h"
+#include "coordinator/core/store_queries.h"
 
 namespace zbpp::coordinator {
 
@@ -153,19 +153,8 @@ absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::stri
   Job* job = jobs_->Find(record.job_id);
   if (job == nullptr) return absl::OkStatus();
   if (!job->attempt().Holds(record.id)) return absl::OkStatus();
-  const zbpp::v1::JobState state = job->state();
-  absl::Status status = absl::OkStatus();
-  if (state == zbpp::v1::JOB_STATE_ASSIGNING || state == zbpp::v1::JOB_STATE_RUNNING ||
-      state == zbpp::v1::JOB_STATE_RECOVERING) {
-    EndAttempt(*job, absl::StrCat("attempt ended: ", why));
-    if (state == zbpp::v1::JOB_STATE_ASSIGNING) {
-      status = job->SetState(zbpp::v1::JOB_STATE_PENDING, why);
-    } else if (state == zbpp::v1::JOB_STATE_RUNNING) {
-      status = job->SetState(zbpp::v1::JOB_STATE_RECOVERING, why);
-    } else {
-      job->SetStateMessage(why);
-    }
-  }
+  EndAttempt(*job, absl::StrCat("attempt ended: ", why));
+  absl::Status status = job->AfterWorkerLost(why);
   job->Persist();
   return status;
 }
@@ -201,61 +190,23 @@ void Coordinator::ForgetLostWorkers() {
 // ------------------------------------------------------------ recovery
 
 absl::Status Coordinator::Recover() {
-  absl::StatusOr<StoredState> state = options_.store->LoadAll();
-  if (!state.ok()) return state.status();
   absl::MutexLock lock(&mu_);
-  for (zbpp::v1::Job& stored : state->jobs) jobs_->AddRecovered(std::move(stored));
-  for (zbpp::v1::ScheduleVersion& version : state->schedule_versions) {
-    Job* job = jobs_->Find(version.job_id());
-    if (job == nullptr) continue;
-    if (absl::Status restored = job->RestoreVersion(std::move(version)); !restored.ok()) {
-      return restored;
-    }
-  }
-  return RestoreJobs();
-}
-
-absl::Status Coordinator::RestoreJobs() {
-  absl::Status status = absl::OkStatus();
-  jobs_->ForEach([&](Job& job) {
-    std::vector<zbpp::v1::ValidationOutcome> outcomes;
-    if (!IsTerminal(job.state())) {
-      absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>> listed =
-          options_.store->ListValidationOutcomes(job.id());
-      if (!listed.ok()) {
-        status = listed.status();
-        return false;
-      }
-      outcomes = *std::move(listed);
-    }
-    absl::StatusOr<bool> changed = job.Restore(outcomes);
-    if (!changed.ok()) {
-      status = changed.status();
-      return false;
-    }
-    if (*changed) status = options_.store->UpdateJob(job.proto());
-    return status.ok();
-  });
-  return status;
+  return jobs_->Recover(*options_.store);
 }
 
 // ---------------------------------------------------------------- jobs
 
 absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& spec) {
   if (absl::Status valid = options_.validate_spec(spec); !valid.ok()) return valid;
-  if (absl::Status resumable = CheckResumable(spec); !resumable.ok()) return resumable;
-  absl::MutexLock lock(&mu_);
-  zbpp::v1::Job proto;
-  proto.set_id(jobs_->NextId());
-  *proto.mutable_spec() = spec;
-  proto.set_state(zbpp::v1::JOB_STATE_PENDING);
-  proto.set_last_checkpoint_step(-1);
   if (spec.checkpoint().has_resume_step()) {
-    // The first attempt restores it like a recovery would.
-    proto.set_last_checkpoint_step(spec.checkpoint().resume_step());
-    proto.set_steps_completed(spec.checkpoint().resume_step() + 1);
+    // A checkpoint recorded just now is in the store.
+    if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
+    if (absl::Status resumable = CheckResumable(*options_.store, spec); !resumable.ok()) {
+      return resumable;
+    }
   }
-  *proto.mutable_create_time() = ToTimestamp(options_.clock->Now());
+  absl::MutexLock lock(&mu_);
+  zbpp::v1::Job proto = jobs_->NewJob(spec, options_.clock->Now());
   if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
     // The store's own code and message (store.h), so that zbppctl says what
     // failed rather than "cannot reach coordinator".
@@ -267,58 +218,18 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
   return job.proto();
 }
 
-absl::Status Coordinator::CheckResumable(const zbpp::v1::JobSpec& spec) {
-  const zbpp::v1::CheckpointSpec& checkpoint = spec.checkpoint();
-  if (!checkpoint.has_resume_step()) return absl::OkStatus();
-  // A checkpoint recorded just now is in the store.
-  if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
-  absl::StatusOr<std::vector<CheckpointRecord>> records =
-      options_.store->ListCheckpointsAt(checkpoint.directory(), checkpoint.resume_step());
-  if (!records.ok()) return records.status();
-  const int d = DataParallelOf(spec.pipeline());
-  for (const CheckpointRecord& record : *records) {
-    if (record.data_parallel == d) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline.data_parallel: ", d, " cannot resume the checkpoint of step ",
-        record.step, " in ", record.directory, ": job ", record.job_id,
-        " wrote it with data_parallel = ", record.data_parallel,
-        " (another global batch per step); resume with that data_parallel"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<zbpp::v1::ListStepsResponse> Coordinator::ListSteps(
     const zbpp::v1::ListStepsRequest& request) {
-  if (request.from_step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("from_step: must be >= 0, got ", request.from_step()));
-  }
-  if (request.page_size() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size: must be >= 0, got ", request.page_size()));
-  }
+  if (absl::Status valid = CheckListStepsRequest(request); !valid.ok()) return valid;
   {
     absl::MutexLock lock(&mu_);
     if (jobs_->Find(request.job_id()) == nullptr) {
       return absl::NotFoundError(absl::StrCat("job \"", request.job_id(), "\" not found"));
     }
   }
+  // Every completed step is in the store once the queued writes are.
   if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
-  const int limit = request.page_size() == 0 ? 1000 : std::min(request.page_size(), 10000);
-  // One more than asked tells whether another page follows.
-  absl::StatusOr<std::vector<zbpp::v1::StepSummary>> steps =
-      options_.store->ListStepSummaries(request.job_id(), request.from_step(), limit + 1);
-  if (!steps.ok()) return steps.status();
-  zbpp::v1::ListStepsResponse response;
-  response.set_next_from_step(-1);
-  for (size_t i = 0; i < steps->size(); ++i) {
-    if (static_cast<int>(i) == limit) {
-      response.set_next_from_step((*steps)[i].step());
-      break;
-    }
-    *response.add_steps() = std::move((*steps)[i]);
-  }
-  return response;
+  return ListStoredSteps(*options_.store, request);
 }
 
 absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(const std::string& job_id,

@@ -288,12 +288,6 @@ class Coordinator {
   absl::Status EndJob(Job& job, zbpp::v1::JobState state,
                       const std::string& abort_reason, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// OK unless `spec` resumes a checkpoint that a job with another
-  /// data_parallel recorded (InvalidArgument); store errors.
-  absl::Status CheckResumable(const zbpp::v1::JobSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
-  /// Recover()'s restoring of the loaded jobs (Job::Restore), storing
-  /// those whose state changed. Store and SetState errors.
-  absl::Status RestoreJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The store recovered: grants to every job with workers again (called
   /// on the StoreWriter's thread).
   void ResumeGrants() ABSL_LOCKS_EXCLUDED(mu_);

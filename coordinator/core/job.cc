@@ -26,9 +26,7 @@ Job::Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context)
   job_.clear_schedule();
 }
 
-std::string Job::scope() const {
-  return absl::StrCat(id(), "/attempt-", attempt_.number());
-}
+std::string Job::scope() const { return attempt_.scope(id()); }
 
 bool Job::Waiting() const {
   return state() == zbpp::v1::JOB_STATE_PENDING ||
@@ -189,17 +187,10 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids) {
                                         attempt_.number(),
                                         " assigned, restarting at step ", start));
   }
-  // Versions after the one in force, one shared message each.
-  std::vector<SessionMessage> later;
-  for (const zbpp::v1::ScheduleVersion* version : versions_.After(start)) {
-    auto message = std::make_shared<SessionResponse>();
-    *message->mutable_schedule() = *version;
-    later.push_back(std::move(message));
-  }
+  const std::vector<SessionMessage> later = LaterVersionMessages();
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
-    auto message = std::make_shared<SessionResponse>();
-    *message->mutable_assignment() = BuildAssignment(i);
-    context_.workers->Send(workers[i], std::move(message));
+    context_.workers->Send(workers[i],
+                           attempt_.AssignmentMessage(i, job_, versions_, *context_.workers));
     for (const SessionMessage& version : later) context_.workers->Send(workers[i], version);
   }
   UpdateGrant();
@@ -220,38 +211,14 @@ bool Job::EndAttempt(const std::string& abort_reason) {
   return true;
 }
 
-zbpp::v1::Assignment Job::BuildAssignment(int index) const {
-  zbpp::v1::Assignment assignment;
-  assignment.set_job_id(id());
-  assignment.set_attempt(attempt_.number());
-  *assignment.mutable_spec() = job_.spec();
-  const int rank = stage_of(index);
-  assignment.set_stage(rank);
-  assignment.set_replica(replica_of(index));
-  if (const zbpp::v1::ScheduleVersion* version = versions_.InForce(attempt_.start_step())) {
-    const auto& owners = version->schedule().worker_of_stage();
-    for (int s = 0; s < owners.size(); ++s) {
-      if (owners[s] == rank) assignment.add_virtual_stages(s);
-    }
-    *assignment.mutable_schedule() = *version;
+std::vector<SessionMessage> Job::LaterVersionMessages() const {
+  std::vector<SessionMessage> later;
+  for (const zbpp::v1::ScheduleVersion* version : versions_.After(attempt_.start_step())) {
+    auto message = std::make_shared<SessionResponse>();
+    *message->mutable_schedule() = *version;
+    later.push_back(std::move(message));
   }
-  const std::vector<std::string>& workers = attempt_.workers();
-  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
-    zbpp::v1::Peer* peer = assignment.add_peers();
-    peer->set_stage(stage_of(i));
-    peer->set_replica(replica_of(i));
-    peer->set_worker_id(workers[i]);
-    if (const zbpp::v1::WorkerDescription* d = context_.workers->Description(workers[i])) {
-      *peer->mutable_description() = *d;
-    }
-  }
-  assignment.set_rendezvous_scope(scope());
-  assignment.set_start_step(attempt_.start_step());
-  if (job_.last_checkpoint_step() >= 0) {
-    assignment.mutable_restore()->set_step(job_.last_checkpoint_step());
-    assignment.mutable_restore()->set_directory(job_.spec().checkpoint().directory());
-  }
-  return assignment;
+  return later;
 }
 
 void Job::ReplaySession(const std::string& worker_id, int index) {
@@ -260,20 +227,13 @@ void Job::ReplaySession(const std::string& worker_id, int index) {
       workers[index] != worker_id) {
     return;
   }
-  auto assignment = std::make_shared<SessionResponse>();
-  *assignment->mutable_assignment() = BuildAssignment(index);
-  context_.workers->Send(worker_id, std::move(assignment));
-  for (const zbpp::v1::ScheduleVersion* version : versions_.After(attempt_.start_step())) {
-    auto later = std::make_shared<SessionResponse>();
-    *later->mutable_schedule() = *version;
-    context_.workers->Send(worker_id, std::move(later));
+  context_.workers->Send(worker_id,
+                         attempt_.AssignmentMessage(index, job_, versions_, *context_.workers));
+  for (SessionMessage& version : LaterVersionMessages()) {
+    context_.workers->Send(worker_id, std::move(version));
   }
   if (attempt_.granted() >= attempt_.start_step()) {
-    auto grant = std::make_shared<SessionResponse>();
-    grant->mutable_grant()->set_job_id(id());
-    grant->mutable_grant()->set_attempt(attempt_.number());
-    grant->mutable_grant()->set_through_step(attempt_.granted());
-    context_.workers->Send(worker_id, std::move(grant));
+    context_.workers->Send(worker_id, attempt_.GrantMessage(id()));
   }
 }
 
@@ -288,15 +248,9 @@ void Job::UpdateGrant() {
   // A failing store pauses every job here; the writer's recovery grants
   // again (Coordinator::ResumeGrants).
   if (!context_.writer->Healthy()) return;
-  const std::optional<int64_t> through =
-      attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1);
-  if (!through.has_value()) return;
-  auto message = std::make_shared<SessionResponse>();
-  zbpp::v1::StepGrant* grant = message->mutable_grant();
-  grant->set_job_id(id());
-  grant->set_attempt(attempt_.number());
-  grant->set_through_step(*through);
-  SendToWorkers(message);
+  if (attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1)) {
+    SendToWorkers(attempt_.GrantMessage(id()));
+  }
 }
 
 absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
@@ -307,6 +261,18 @@ absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
   }
   if (absl::Status st = SetState(zbpp::v1::JOB_STATE_RUNNING, ""); !st.ok()) return st;
   return true;
+}
+
+absl::Status Job::AfterWorkerLost(const std::string& why) {
+  switch (state()) {
+    case zbpp::v1::JOB_STATE_ASSIGNING:
+      return SetState(zbpp::v1::JOB_STATE_PENDING, why);
+    case zbpp::v1::JOB_STATE_RUNNING:
+    case zbpp::v1::JOB_STATE_RECOVERING:
+      return Recover(why);
+    default:
+      return absl::OkStatus();
+  }
 }
 
 std::string Job::WorkerFailure(const std::string& worker_id, int index,
@@ -328,7 +294,11 @@ absl::Status Job::RecoverAfterFailure(const std::string& why, int max_recoveries
                     absl::StrCat(why, " (", max_recoveries,
                                  " recoveries made no progress)"));
   }
-  // A failure of the attempt that recovers the job keeps it RECOVERING.
+  return Recover(why);
+}
+
+absl::Status Job::Recover(const std::string& why) {
+  // The attempt that recovers the job ended too: it stays RECOVERING.
   if (state() == zbpp::v1::JOB_STATE_RECOVERING) {
     job_.set_state_message(why);
     return absl::OkStatus();

@@ -122,6 +122,10 @@ class Job {
   /// `worker_id` holds the attempt; when every worker does, ASSIGNING or
   /// RECOVERING goes RUNNING (true). SetState's error.
   absl::StatusOr<bool> Acknowledge(const std::string& worker_id);
+  /// A worker of the attempt was lost (the attempt ended): ASSIGNING goes
+  /// back to PENDING, RUNNING to RECOVERING, both with `why`; RECOVERING
+  /// keeps its state with `why` as message. SetState's error.
+  absl::Status AfterWorkerLost(const std::string& why);
   /// "worker <id> (stage s[, replica r]) failed: <error>".
   std::string WorkerFailure(const std::string& worker_id, int index,
                             const std::string& error) const;
@@ -167,8 +171,12 @@ class Job {
 
  private:
   void Emit(zbpp::v1::JobEvent event, bool droppable);
+  /// RECOVERING with `why`; the message only when already RECOVERING.
+  absl::Status Recover(const std::string& why);
   void SendToWorkers(const SessionMessage& message);
-  zbpp::v1::Assignment BuildAssignment(int index) const;
+  /// The versions after the one in force at the attempt's start step, one
+  /// message each (shared by the attempt's workers).
+  std::vector<SessionMessage> LaterVersionMessages() const;
   /// Records a validation outcome every worker sent (store, counters,
   /// event, ValidationPolicy) unless it is a replay.
   void RecordValidation(const zbpp::v1::ValidationOutcome& outcome);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,55 @@ namespace zbpp::coordinator {
 
 bool JobAttempt::Holds(const std::string& worker_id) const {
   return std::find(workers_.begin(), workers_.end(), worker_id) != workers_.end();
+}
+
+std::string JobAttempt::scope(const std::string& job_id) const {
+  return absl::StrCat(job_id, "/attempt-", number_);
+}
+
+SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job,
+                                             const ScheduleVersions& versions,
+                                             const WorkerRegistry& registry) const {
+  auto message = std::make_shared<zbpp::v1::SessionResponse>();
+  zbpp::v1::Assignment& assignment = *message->mutable_assignment();
+  assignment.set_job_id(job.id());
+  assignment.set_attempt(number_);
+  *assignment.mutable_spec() = job.spec();
+  const int rank = stage_of(index);
+  assignment.set_stage(rank);
+  assignment.set_replica(replica_of(index));
+  if (const zbpp::v1::ScheduleVersion* version = versions.InForce(start_step_)) {
+    const auto& owners = version->schedule().worker_of_stage();
+    for (int s = 0; s < owners.size(); ++s) {
+      if (owners[s] == rank) assignment.add_virtual_stages(s);
+    }
+    *assignment.mutable_schedule() = *version;
+  }
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+    zbpp::v1::Peer* peer = assignment.add_peers();
+    peer->set_stage(stage_of(i));
+    peer->set_replica(replica_of(i));
+    peer->set_worker_id(workers_[i]);
+    if (const zbpp::v1::WorkerDescription* d = registry.Description(workers_[i])) {
+      *peer->mutable_description() = *d;
+    }
+  }
+  assignment.set_rendezvous_scope(scope(job.id()));
+  assignment.set_start_step(start_step_);
+  if (job.last_checkpoint_step() >= 0) {
+    assignment.mutable_restore()->set_step(job.last_checkpoint_step());
+    assignment.mutable_restore()->set_directory(job.spec().checkpoint().directory());
+  }
+  return message;
+}
+
+SessionMessage JobAttempt::GrantMessage(const std::string& job_id) const {
+  auto message = std::make_shared<zbpp::v1::SessionResponse>();
+  zbpp::v1::StepGrant* grant = message->mutable_grant();
+  grant->set_job_id(job_id);
+  grant->set_attempt(number_);
+  grant->set_through_step(granted_);
+  return message;
 }
 
 void JobAttempt::Start(std::vector<std::string> workers) {
@@ -31,13 +81,13 @@ void JobAttempt::End() {
   granted_ = -1;
 }
 
-std::optional<int64_t> JobAttempt::NextGrant(int64_t lookahead, int64_t last_step) {
+bool JobAttempt::NextGrant(int64_t lookahead, int64_t last_step) {
   int64_t slowest = std::numeric_limits<int64_t>::max();
   for (int64_t done : last_completed_) slowest = std::min(slowest, done);
   const int64_t through = std::min(slowest + lookahead, last_step);
-  if (through <= granted_) return std::nullopt;
+  if (through <= granted_) return false;
   granted_ = through;
-  return through;
+  return true;
 }
 
 bool JobAttempt::Acknowledge(const std::string& worker_id) {

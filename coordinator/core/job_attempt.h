@@ -9,7 +9,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "coordinator/core/outbox.h"
+#include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
+#include "coordinator/core/worker_registry.h"
+#include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::coordinator {
@@ -54,16 +58,29 @@ class JobAttempt {
   /// without workers.
   int64_t granted() const { return granted_; }
 
+  /// The rendezvous scope of this attempt of job `job_id`,
+  /// "<job id>/attempt-<n>".
+  std::string scope(const std::string& job_id) const;
+
+  /// The Assignment (worker.proto) of worker index `index` of this attempt
+  /// of `job`: stage, replica, virtual stages and the version in force at
+  /// the start step (of `versions`), every peer with its description (from
+  /// `registry`), the rendezvous scope, the checkpoint to restore.
+  SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
+                                   const ScheduleVersions& versions,
+                                   const WorkerRegistry& registry) const;
+  /// The grant of steps through granted() to this attempt of `job_id`.
+  SessionMessage GrantMessage(const std::string& job_id) const;
+
   /// Starts attempt number() + 1 on `workers` (p × d of them, by worker
   /// index) from start_step(): nothing granted, reported or acknowledged.
   void Start(std::vector<std::string> workers);
   /// Drops the workers and what they reported (the number stays).
   void End();
 
-  /// Steps through min(slowest worker's last completed step + `lookahead`,
-  /// `last_step`): the new grant when that is beyond granted() (then
-  /// recorded), nullopt otherwise.
-  std::optional<int64_t> NextGrant(int64_t lookahead, int64_t last_step);
+  /// Grants steps through min(slowest worker's last completed step +
+  /// `lookahead`, `last_step`) when that is beyond granted(); true then.
+  bool NextGrant(int64_t lookahead, int64_t last_step);
   /// Records that `worker_id` holds the attempt; true once every worker
   /// does.
   bool Acknowledge(const std::string& worker_id);

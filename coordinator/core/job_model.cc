@@ -102,9 +102,8 @@ void JobModel::AddHop(const HopTiming& hop) {
   LogError(costs_->AddHopTiming(hop), "cost model");
 }
 
-zbpp::v1::SchedulePrediction JobModel::AddStep(
-    const PendingStep& pending, const sched::Schedule& schedule,
-    const zbpp::v1::SchedulePrediction& analytic) {
+StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pending,
+                              const ScheduleVersions& versions) {
   std::map<int, StageTiming> step_costs;  // By virtual stage.
   for (const auto& [index, report] : pending.reports) {
     for (const StageTiming& timing : report.timings) {
@@ -115,10 +114,24 @@ zbpp::v1::SchedulePrediction JobModel::AddStep(
   for (const auto& [stage, timing] : step_costs) {
     LogError(costs_->AddStageTiming(timing), "cost model");
   }
-  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
-  if (!measured.ok()) return analytic;
-  absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(*measured, schedule);
-  return sim.ok() ? PredictionToProto(*sim) : analytic;
+  StepReports reports;
+  reports.step = pending.step;
+  reports.version = pending.version;
+  reports.stages = spec.pipeline().stages();
+  reports.replicas = DataParallelOf(spec.pipeline());
+  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
+                               spec.pipeline().microbatch_size() * spec.model().seq_len();
+  zbpp::v1::SchedulePrediction prediction = versions.at(pending.version).predicted();
+  if (absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_); measured.ok()) {
+    absl::StatusOr<sched::SimulationResult> sim =
+        sched::Simulate(*measured, versions.schedule(pending.version));
+    if (sim.ok()) prediction = PredictionToProto(*sim);
+  }
+  reports.predicted_bubble_rate = prediction.bubble_rate();
+  reports.predicted_rank_bubble_rate.assign(prediction.worker_bubble_rate().begin(),
+                                            prediction.worker_bubble_rate().end());
+  reports.reports = std::move(pending.reports);
+  return reports;
 }
 
 std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,

@@ -13,6 +13,7 @@
 #include "coordinator/core/job_context.h"
 #include "coordinator/core/resolve_policy.h"
 #include "coordinator/core/schedule_versions.h"
+#include "coordinator/core/step_summary.h"
 #include "coordinator/core/validation_policy.h"
 #include "coordinator/store/store.h"
 #include "scheduler/problem.h"
@@ -68,13 +69,13 @@ class JobModel {
 
   /// Adds a sample to the measured costs (errors are logged).
   void AddHop(const HopTiming& hop);
-  /// Adds a complete step's per-virtual-stage timings, the replicas
-  /// combined (CombineReplicaTiming), and returns the prediction of the
-  /// version it ran (`schedule`, predicted `analytic`) under the measured
-  /// costs (`analytic` until every stage has a sample).
-  zbpp::v1::SchedulePrediction AddStep(const PendingStep& pending,
-                                       const sched::Schedule& schedule,
-                                       const zbpp::v1::SchedulePrediction& analytic);
+  /// A complete step of `spec`: adds its per-virtual-stage timings, the
+  /// replicas combined (CombineReplicaTiming), to the measured costs and
+  /// returns what its summary is computed from (SummarizeStep), the
+  /// version it ran (of `versions`) predicted under the measured costs (the
+  /// analytic ones until every stage has a sample). Takes the reports.
+  StepReports AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pending,
+                      const ScheduleVersions& versions);
 
   /// The re-solve due after `step` of attempt `attempt` of job `spec`: the
   /// spec's resolve window ends under the latest version, no other runs,

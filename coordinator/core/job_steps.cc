@@ -180,23 +180,7 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
 }
 
 std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last) {
-  const zbpp::v1::JobSpec& spec = job_.spec();
-  StepReports reports;
-  reports.step = pending.step;
-  reports.version = pending.version;
-  reports.stages = stages();
-  reports.replicas = replicas();
-  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
-                               spec.pipeline().microbatch_size() * spec.model().seq_len();
-  // Predicted: the version's order simulated under the current measured
-  // costs (the analytic ones until every stage has a sample).
-  const zbpp::v1::SchedulePrediction prediction =
-      model_.AddStep(pending, versions_.schedule(pending.version),
-                     versions_.at(pending.version).predicted());
-  reports.predicted_bubble_rate = prediction.bubble_rate();
-  reports.predicted_rank_bubble_rate.assign(prediction.worker_bubble_rate().begin(),
-                                            prediction.worker_bubble_rate().end());
-  reports.reports = std::move(pending.reports);
+  StepReports reports = model_.AddStep(job_.spec(), pending, versions_);
   StepOutcome outcome = SummarizeStep(reports);
   zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
   timeline->Clear();
@@ -207,7 +191,7 @@ std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last)
   }
   RecordStep(outcome, pending);
   RecordCheckpoint(outcome, pending.step);
-  *last = job_.steps_completed() >= spec.steps();
+  *last = job_.steps_completed() >= job_.spec().steps();
   if (*last) return nullptr;
   return model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
 }

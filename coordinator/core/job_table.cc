@@ -4,10 +4,12 @@
 #include <limits>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
+#include "api/time_proto.h"
 
 namespace zbpp::coordinator {
 
@@ -17,18 +19,60 @@ Job* JobTable::Find(const std::string& job_id) const {
   return jobs_.at(it->second).get();
 }
 
-std::string JobTable::NextId() const { return absl::StrCat("job-", next_seq_); }
+zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) const {
+  zbpp::v1::Job proto;
+  proto.set_id(absl::StrCat("job-", next_seq_));
+  *proto.mutable_spec() = spec;
+  proto.set_state(zbpp::v1::JOB_STATE_PENDING);
+  proto.set_last_checkpoint_step(-1);
+  if (spec.checkpoint().has_resume_step()) {
+    // The first attempt restores it like a recovery would.
+    proto.set_last_checkpoint_step(spec.checkpoint().resume_step());
+    proto.set_steps_completed(spec.checkpoint().resume_step() + 1);
+  }
+  *proto.mutable_create_time() = ToTimestamp(now);
+  return proto;
+}
 
 Job& JobTable::Add(zbpp::v1::Job proto) { return Insert(next_seq_, std::move(proto)); }
 
-Job& JobTable::AddRecovered(zbpp::v1::Job stored) {
-  int64_t seq = 0;
-  const std::string& id = stored.id();
-  if (!(id.rfind("job-", 0) == 0 && absl::SimpleAtoi(id.substr(4), &seq) && seq > 0 &&
-        !jobs_.count(seq))) {
-    seq = next_seq_;
+absl::Status JobTable::Recover(Store& store) {
+  absl::StatusOr<StoredState> state = store.LoadAll();
+  if (!state.ok()) return state.status();
+  for (zbpp::v1::Job& stored : state->jobs) {
+    int64_t seq = 0;
+    const std::string& id = stored.id();
+    if (!(id.rfind("job-", 0) == 0 && absl::SimpleAtoi(id.substr(4), &seq) && seq > 0 &&
+          !jobs_.count(seq))) {
+      seq = next_seq_;
+    }
+    Insert(seq, std::move(stored));
   }
-  return Insert(seq, std::move(stored));
+  for (zbpp::v1::ScheduleVersion& version : state->schedule_versions) {
+    Job* job = Find(version.job_id());
+    if (job == nullptr) continue;
+    if (absl::Status restored = job->RestoreVersion(std::move(version)); !restored.ok()) {
+      return restored;
+    }
+  }
+  return RestoreAll(store);
+}
+
+absl::Status JobTable::RestoreAll(Store& store) {
+  for (auto& [seq, job] : jobs_) {
+    std::vector<zbpp::v1::ValidationOutcome> outcomes;
+    if (!IsTerminal(job->state())) {
+      absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>> listed =
+          store.ListValidationOutcomes(job->id());
+      if (!listed.ok()) return listed.status();
+      outcomes = *std::move(listed);
+    }
+    absl::StatusOr<bool> changed = job->Restore(outcomes);
+    if (!changed.ok()) return changed.status();
+    if (!*changed) continue;
+    if (absl::Status stored = store.UpdateJob(job->proto()); !stored.ok()) return stored;
+  }
+  return absl::OkStatus();
 }
 
 Job& JobTable::Insert(int64_t seq, zbpp::v1::Job proto) {

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/core/job.h"
+#include "coordinator/store/store.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::coordinator {
@@ -26,13 +28,18 @@ class JobTable {
   /// The job with id `job_id`; null for an unknown one.
   Job* Find(const std::string& job_id) const;
 
-  /// The id the next Add gets, "job-<n>".
-  std::string NextId() const;
-  /// Adds `proto` (its id NextId()) as a new job.
+  /// A new job of `spec` as SubmitJob stores it: the next id ("job-<n>"),
+  /// PENDING, created at `now`; a resumed spec's checkpoint counts as the
+  /// last one (its steps as completed). Not added.
+  zbpp::v1::Job NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) const;
+  /// Adds `proto` (made by NewJob) as a new job.
   Job& Add(zbpp::v1::Job proto);
-  /// Adds a job loaded from the store, keeping the number of its id when
-  /// it is "job-<n>" and n is free (else the next number).
-  Job& AddRecovered(zbpp::v1::Job stored);
+  /// Loads every job and schedule version from `store` (a job keeps the
+  /// number of its id "job-<n>" when n is free), restores each job
+  /// (Job::Restore, with its stored validation outcomes) and stores those
+  /// whose state changed. Errors of the store, ScheduleFromProto and
+  /// Job::Restore.
+  absl::Status Recover(Store& store);
 
   /// Calls `visit` on every job, oldest first, until it returns false.
   void ForEach(const std::function<bool(Job&)>& visit) const;
@@ -47,6 +54,8 @@ class JobTable {
 
  private:
   Job& Insert(int64_t seq, zbpp::v1::Job proto);
+  /// Recover()'s second half: restores and stores each loaded job.
+  absl::Status RestoreAll(Store& store);
 
   const JobContext& context_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  ///< By creation number.

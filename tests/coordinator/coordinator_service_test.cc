@@ -836,6 +836,10 @@ TEST(DaemonTest, SilentSessionStreamsAreBoundedByMaxThreads) {
     }
   }
   EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
+  streams.clear();
+  contexts.clear();
+  workers.reset();
+  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 
@@ -899,6 +903,8 @@ TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_THAT(refused.error_message(), HasSubstr("storing job job-1: "));
   EXPECT_THAT(refused.error_message(), HasSubstr(path + " was deleted"));
+  jobs.reset();
+  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 

@@ -101,8 +101,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(
 }
 
 Cluster::~Cluster() {
-  // Workers first: a worker outliving its coordinator only retries.
+  // Workers first: a worker outliving its coordinator only retries. Then our
+  // own channel: the coordinator's SIGTERM shutdown waits for every open
+  // connection to close (up to its 5 s drain), an idle one included.
   workers_.clear();
+  jobs_.reset();
   coordinator_.process.reset();
 }
 

@@ -2,24 +2,19 @@
 #define ZBPP_TESTS_COORDINATOR_COORDINATOR_FIXTURE_H_
 
 // Shared by the coordinator core's tests: the Coordinator with a FakeClock
-// and an in-memory SQLite store, and fake workers that call the core
-// directly and drain their Session outboxes without blocking (no gRPC, no
-// sleeps).
+// and an in-memory SQLite store, and fake workers (fake_worker.h) that call
+// the core directly and drain their Session outboxes without blocking (no
+// gRPC, no sleeps).
 
-#include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "api/pipeline_shape.h"
-#include "api/schedule_version.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
@@ -27,107 +22,10 @@
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/fake_worker.h"
 #include "tests/coordinator/faulty_store.h"
 
 namespace zbpp::coordinator::testing {
-
-/// A worker driven by the test: registers, drains its outbox, reports steps
-/// with timings simulated on the true costs.
-struct FakeWorker {
-  std::string id;
-  /// WorkerDescription.address and RegisterWorkerResponse.credential.
-  std::string address;
-  std::string credential;
-  std::shared_ptr<SessionOutbox> outbox;
-  std::optional<v1::Assignment> assignment;
-  std::vector<v1::ScheduleVersion> versions;
-  int64_t granted = -1;
-  /// For versions[1..]: the highest grant held when the version arrived.
-  std::vector<int64_t> granted_at_version;
-  int64_t next_step = 0;
-  int aborts = 0;
-  absl::Status closed;
-  std::map<int64_t, int64_t> version_of_step;
-  /// Every schedule message popped, as the outbox held it.
-  std::vector<SessionMessage> schedule_messages;
-  /// When set, every report carries this one-way latency to the next rank
-  /// (the last rank has none).
-  std::optional<double> one_way_seconds;
-  /// The loss the last rank reports.
-  double loss = 2.5;
-
-  void Drain() {
-    std::vector<SessionMessage> messages;
-    absl::Status s = outbox->Pop(absl::InfinitePast(), &messages);
-    if (!s.ok()) closed = s;
-    for (const SessionMessage& message : messages) {
-      const auto& m = *message;
-      if (m.has_assignment()) {
-        assignment = m.assignment();
-        versions = {m.assignment().schedule()};
-        granted_at_version.clear();
-        granted = -1;
-        next_step = m.assignment().start_step();
-      } else if (m.has_schedule() && assignment.has_value()) {
-        schedule_messages.push_back(message);
-        if (m.schedule().version() > versions.back().version()) {
-          versions.push_back(m.schedule());
-          granted_at_version.push_back(granted);
-        }
-      } else if (m.has_grant() && assignment.has_value() &&
-                 m.grant().attempt() == assignment->attempt()) {
-        granted = std::max(granted, m.grant().through_step());
-      } else if (m.has_command() && m.command().has_abort()) {
-        ++aborts;
-        assignment.reset();
-      }
-    }
-  }
-
-  /// The version in force at `step`; the first one before it takes effect.
-  const v1::ScheduleVersion& VersionFor(int64_t step) const {
-    const v1::ScheduleVersion* found = VersionInForce(versions, step);
-    return found != nullptr ? *found : versions.front();
-  }
-
-  v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {
-    const v1::ScheduleVersion& version = VersionFor(step);
-    const int rank = assignment->stage();
-    v1::ReportStepRequest r;
-    r.set_worker_id(id);
-    r.set_job_id(assignment->job_id());
-    r.set_attempt(assignment->attempt());
-    r.set_step(step);
-    r.set_schedule_version(version.version());
-    r.set_stage(rank);
-    r.set_replica(assignment->replica());
-    double end = 0;
-    double busy = 0;
-    const auto& actions = version.schedule().worker_actions(rank).actions();
-    const std::vector<sched::ActionTiming> timings = TrueTimings(version, truth, rank);
-    for (size_t i = 0; i < timings.size(); ++i) {
-      const sched::ActionTiming& t = timings[i];
-      r.add_action_start_seconds(t.start_seconds);
-      r.add_action_end_seconds(t.end_seconds);
-      end = std::max(end, t.end_seconds);
-      // A reduction overlaps the passes: not busy time.
-      if (!absl::EndsWith(actions[static_cast<int>(i)], "REDUCE_GRAD")) {
-        busy += t.end_seconds - t.start_seconds;
-      }
-    }
-    r.set_step_seconds(end);
-    r.set_idle_seconds(end - busy);
-    if (rank == assignment->spec().pipeline().stages() - 1) r.set_loss(loss);
-    if (one_way_seconds.has_value() &&
-        rank + 1 < assignment->spec().pipeline().stages()) {
-      v1::HopLatency* hop = r.add_hop_latencies();
-      hop->set_to_stage(rank + 1);
-      hop->set_one_way_seconds(*one_way_seconds);
-    }
-    version_of_step[step] = version.version();
-    return r;
-  }
-};
 
 class CoordinatorTest : public ::testing::Test {
  protected:

@@ -123,6 +123,16 @@ std::optional<v1::ScheduleVersion> ControlState::VersionFor(const std::string& j
   return *version;
 }
 
+std::optional<ControlState::Held> ControlState::HeldFor(const std::string& job_id,
+                                                       int64_t attempt) const {
+  absl::MutexLock lock(&mu_);
+  if (!HoldsForCoordinator(job_id, attempt)) return std::nullopt;
+  Held held;
+  held.granted = current_->granted;
+  for (const auto& [number, version] : current_->versions) held.versions.push_back(version);
+  return held;
+}
+
 bool ControlState::Aborted(const std::string& job_id, int64_t attempt,
                            std::string* reason) const {
   absl::MutexLock lock(&mu_);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -45,6 +46,20 @@ class ControlState {
   /// included); nullopt when none applies.
   std::optional<v1::ScheduleVersion> VersionFor(const std::string& job_id, int64_t attempt,
                                                 int64_t step) const;
+
+  /// What the coordinator's messages hold for the attempt (job_id, attempt)
+  /// while the coordinator is talking about it (current, not orphaned).
+  struct Held {
+    /// The highest step granted; -1: none yet.
+    int64_t granted = -1;
+    /// Every schedule version received (the assignment's included), by
+    /// ascending version number.
+    std::vector<v1::ScheduleVersion> versions;
+  };
+  /// The attempt's grants and versions; nullopt when it is not held. For
+  /// fakes that drive the coordinator with this state and no training
+  /// thread (the coordinator's tests, fuzzer and load benchmark).
+  std::optional<Held> HeldFor(const std::string& job_id, int64_t attempt) const;
 
   /// True when the attempt was aborted or replaced (restart); the reason in
   /// `reason` when not null.

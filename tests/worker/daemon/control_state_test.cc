@@ -51,6 +51,29 @@ TEST(ControlState, GrantsAreMonotoneAndRepeatsAreNoOps) {
             ControlState::GrantWait::kTimedOut);
 }
 
+// What the fakes of tests/coordinator read: the highest grant and the
+// versions by number, repeats once, another job's not at all.
+TEST(ControlState, HeldForShowsTheGrantsAndVersionsOfTheAttempt) {
+  ControlState state;
+  EXPECT_FALSE(state.HeldFor("job-1", 1).has_value());
+  state.Apply(AssignmentOf("job-1", 1));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  v1::SessionResponse v3;
+  v3.mutable_schedule()->set_job_id("job-1");
+  v3.mutable_schedule()->set_version(3);
+  v1::SessionResponse v2 = v3;
+  v2.mutable_schedule()->set_version(2);
+  v1::SessionResponse other = v3;
+  other.mutable_schedule()->set_job_id("job-2");
+  for (const v1::SessionResponse& m : {v3, v2, v3, other, GrantOf("job-1", 1, 4)}) state.Apply(m);
+  std::optional<ControlState::Held> held = state.HeldFor("job-1", 1);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->granted, 4);
+  ASSERT_EQ(held->versions.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(held->versions[i].version(), i + 1);
+  EXPECT_FALSE(state.HeldFor("job-1", 2).has_value());
+}
+
 TEST(ControlState, AbortRunsTheHookAndEndsTheGrantWait) {
   ControlState state;
   state.Apply(AssignmentOf("job-1", 1));

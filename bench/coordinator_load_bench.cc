@@ -57,7 +57,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/schedule_proto.h"
-#include "api/schedule_version.h"
 #include "api/time_proto.h"
 #include "common/call_auth.h"
 #include "bench/process_cpu.h"
@@ -68,6 +67,7 @@
 #include "scheduler/simulator.h"
 #include "tests/client/subprocess.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/fake_worker.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
@@ -340,26 +340,11 @@ class FakeWorker {
   /// A Session message (called on a gRPC thread).
   void Receive(const zbpp::v1::SessionResponse& m) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (m.has_assignment()) {
-      assignment_ = m.assignment();
-      versions_ = {m.assignment().schedule()};
-      granted_ = -1;
-      next_step_ = m.assignment().start_step();
-    } else if (m.has_schedule() && assignment_.has_value()) {
-      if (m.schedule().version() > versions_.back().version()) {
-        versions_.push_back(m.schedule());
-        if (stats_->measuring) {
-          const absl::Time published =
-              FromTimestamp(m.schedule().publish_time());
-          stats_->version_delivery.Add(
-              absl::ToDoubleSeconds(absl::Now() - published));
-        }
-      }
-    } else if (m.has_grant() && assignment_.has_value() &&
-               m.grant().attempt() == assignment_->attempt()) {
-      granted_ = std::max(granted_, m.grant().through_step());
-    } else if (m.has_command() && m.command().has_abort()) {
-      assignment_.reset();
+    const size_t known = protocol_.versions.size();
+    protocol_.Apply(m);
+    if (m.has_schedule() && protocol_.versions.size() > known && stats_->measuring) {
+      const absl::Time published = FromTimestamp(m.schedule().publish_time());
+      stats_->version_delivery.Add(absl::ToDoubleSeconds(absl::Now() - published));
     }
   }
 
@@ -369,26 +354,26 @@ class FakeWorker {
     std::optional<zbpp::v1::ReportStepRequest> report;
     {
       absl::MutexLock lock(&mu_);
-      if (!assignment_.has_value()) {
+      const std::optional<zbpp::v1::Assignment>& assignment = protocol_.assignment;
+      const int64_t next_step = protocol_.next_step;
+      if (!assignment.has_value()) {
         hb.set_phase(zbpp::v1::WORKER_PHASE_IDLE);
       } else {
-        hb.set_job_id(assignment_->job_id());
-        hb.set_attempt(assignment_->attempt());
-        hb.set_last_completed_step(next_step_ - 1);
+        hb.set_job_id(assignment->job_id());
+        hb.set_attempt(assignment->attempt());
+        hb.set_last_completed_step(next_step - 1);
         hb.set_memory_used_bytes(uint64_t{40} << 30);
-        const bool runnable = next_step_ <= granted_;
-        hb.set_phase(next_step_ == assignment_->start_step() && !runnable
+        const bool runnable = next_step <= protocol_.granted;
+        hb.set_phase(next_step == assignment->start_step() && !runnable
                          ? zbpp::v1::WORKER_PHASE_PREPARING
                      : runnable ? zbpp::v1::WORKER_PHASE_RUNNING
                                 : zbpp::v1::WORKER_PHASE_WAITING);
-        const zbpp::v1::ScheduleVersion* version =
-            VersionInForce(versions_, next_step_);
-        if (version == nullptr) version = &versions_.front();
-        hb.set_schedule_version(version->version());
+        const zbpp::v1::ScheduleVersion version = protocol_.VersionFor(next_step);
+        hb.set_schedule_version(version.version());
         if (runnable && !report_in_flight_) {
           report_in_flight_ = true;
-          report = BuildReport(id_, *assignment_, next_step_,
-                               version->version(), *timings_->Get(*version));
+          report = BuildReport(id_, *assignment, next_step, version.version(),
+                               *timings_->Get(version));
         }
       }
     }
@@ -400,7 +385,7 @@ class FakeWorker {
   void WaitDone() { session_.WaitDone(); }
   bool running() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    return assignment_.has_value() && next_step_ > 0;
+    return protocol_.assignment.has_value() && protocol_.next_step > 0;
   }
 
  private:
@@ -428,7 +413,7 @@ class FakeWorker {
           {
             absl::MutexLock lock(&mu_);
             report_in_flight_ = false;
-            if (s.ok()) ++next_step_;
+            if (s.ok()) ++protocol_.next_step;
           }
           if (s.ok()) {
             ++stats_->reports_ok;
@@ -452,10 +437,8 @@ class FakeWorker {
   SessionReactor session_;
 
   absl::Mutex mu_;
-  std::optional<zbpp::v1::Assignment> assignment_ ABSL_GUARDED_BY(mu_);
-  std::vector<zbpp::v1::ScheduleVersion> versions_ ABSL_GUARDED_BY(mu_);
-  int64_t granted_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t next_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // The Session protocol (ControlState) and the next step to report.
+  testing::FakeWorker protocol_ ABSL_GUARDED_BY(mu_);
   bool report_in_flight_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -694,36 +677,6 @@ int RunLoad(const Flags& flags) {
 
 // ----------------------------------------------------------- Phase 2: probe
 
-/// One rank driven by direct calls to the core (no gRPC).
-struct ProbeRank {
-  std::string id;
-  std::shared_ptr<SessionOutbox> outbox;
-  std::optional<zbpp::v1::Assignment> assignment;
-  std::vector<zbpp::v1::ScheduleVersion> versions;
-  int64_t granted = -1;
-
-  void Drain() {
-    std::vector<SessionMessage> messages;
-    outbox->Pop(absl::InfinitePast(), &messages).IgnoreError();
-    for (const SessionMessage& message : messages) {
-      const auto& m = *message;
-      if (m.has_assignment()) {
-        assignment = m.assignment();
-        versions = {m.assignment().schedule()};
-      } else if (m.has_schedule() &&
-                 m.schedule().version() > versions.back().version()) {
-        versions.push_back(m.schedule());
-      } else if (m.has_grant()) {
-        granted = std::max(granted, m.grant().through_step());
-      }
-    }
-  }
-  const zbpp::v1::ScheduleVersion& VersionFor(int64_t step) const {
-    const zbpp::v1::ScheduleVersion* found = VersionInForce(versions, step);
-    return found != nullptr ? *found : versions.front();
-  }
-};
-
 int RunProbe(const Flags& flags) {
   auto store = SqliteStore::Create({":memory:"});
   if (!store.ok()) return 1;
@@ -742,7 +695,8 @@ int RunProbe(const Flags& flags) {
     std::fprintf(stderr, "SubmitJob: %s\n", job.status().ToString().c_str());
     return 1;
   }
-  std::vector<ProbeRank> ranks(flags.stages);
+  // Ranks driven by direct calls to the core (no gRPC).
+  std::vector<testing::FakeWorker> ranks(flags.stages);
   for (int i = 0; i < flags.stages; ++i) {
     zbpp::v1::WorkerDescription d;
     d.set_address(absl::StrCat("10.0.0.", i, ":7000"));
@@ -775,7 +729,7 @@ int RunProbe(const Flags& flags) {
     // some re-solves find a shorter schedule.
     const int slow = static_cast<int>((2 + 5 * (step / 8)) % flags.stages);
     for (auto& r : ranks) r.Drain();
-    const zbpp::v1::ScheduleVersion& version = ranks[0].VersionFor(step);
+    const zbpp::v1::ScheduleVersion version = ranks[0].VersionFor(step);
     auto& t = cache[{version.version(), slow}];
     if (t == nullptr) t = Simulate(version, TrueCosts(spec, slow, 1.5));
     for (auto& r : ranks) {

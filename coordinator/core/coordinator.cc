@@ -26,10 +26,11 @@ Coordinator::~Coordinator() {
   // while everything its on_recovered callback touches is still alive.
   writer_.reset();
   absl::MutexLock lock(&mu_);
+  if (jobs_ == nullptr) return;  // Create failed before the end.
   const absl::Status shutdown = absl::UnavailableError("coordinator shutting down");
   registry_->CloseAllSessions(shutdown);
   jobs_->ForEach([&shutdown](Job& job) {
-    job.CloseWatchers(shutdown);
+    job.watchers().CloseAll(shutdown);
     return true;
   });
 }
@@ -294,7 +295,7 @@ void Coordinator::Unwatch(const std::string& job_id,
                           const std::shared_ptr<WatchOutbox>& outbox) {
   absl::MutexLock lock(&mu_);
   outbox->Close(absl::CancelledError("watch ended"));
-  if (Job* job = jobs_->Find(job_id)) job->Unwatch(outbox);
+  if (Job* job = jobs_->Find(job_id)) job->watchers().Remove(outbox);
 }
 
 absl::Status Coordinator::CheckRendezvousAccess(const std::string& worker_id,

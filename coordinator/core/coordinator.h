@@ -81,6 +81,12 @@ namespace zbpp::coordinator {
 /// `Options.clock` (leases, timestamps); only the blocking waits of
 /// outboxes and the rendezvous store use real time.
 ///
+/// Job states change along the diagram of job_state.h only (Job::SetState).
+/// A change it forbids would be a bug of the core: the call that asked for
+/// it returns FailedPrecondition naming both states (CancelJob, Heartbeat,
+/// ReportStep, Recover), or logs it where no caller is the job's (assigning
+/// waiting jobs, RegisterWorker, Tick), and the job keeps its state.
+///
 /// Thread-safe: one mutex guards the jobs and the worker registry;
 /// Membership, CostModel and the outboxes have their own.
 class Coordinator {

@@ -70,7 +70,7 @@ absl::Status Job::SetState(zbpp::v1::JobState state, const std::string& message)
   if (IsTerminal(state)) {
     *job_.mutable_end_time() = ToTimestamp(now);
     job_.clear_assignments();
-    CloseWatchers(absl::OkStatus());
+    watchers_.CloseAll(absl::OkStatus());
     if (context_.observer != nullptr) context_.observer->OnJobFinished(id());
   }
   return absl::OkStatus();
@@ -90,38 +90,12 @@ void Job::Persist() {
 }
 
 void Job::Emit(JobEvent event, bool droppable) {
-  event.set_job_id(id());
-  event.set_sequence(++event_sequence_);
-  *event.mutable_time() = ToTimestamp(context_.clock->Now());
-  for (auto& watcher : watchers_) watcher->Push(event, droppable);
+  watchers_.Emit(id(), context_.clock->Now(), std::move(event), droppable);
 }
-
-// ------------------------------------------------------------ watchers
 
 std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
-  auto outbox = std::make_shared<WatchOutbox>(capacity);
-  JobEvent snapshot;
-  snapshot.set_job_id(id());
-  snapshot.set_sequence(++event_sequence_);
-  *snapshot.mutable_time() = ToTimestamp(context_.clock->Now());
-  *snapshot.mutable_snapshot() = View(/*full=*/false);
-  outbox->Push(std::move(snapshot));
-  if (IsTerminal(state())) {
-    outbox->Close(absl::OkStatus());
-  } else {
-    watchers_.push_back(outbox);
-  }
-  return outbox;
-}
-
-void Job::Unwatch(const std::shared_ptr<WatchOutbox>& outbox) {
-  watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), outbox),
-                  watchers_.end());
-}
-
-void Job::CloseWatchers(const absl::Status& status) {
-  for (auto& watcher : watchers_) watcher->Close(status);
-  watchers_.clear();
+  return watchers_.Add(id(), context_.clock->Now(), View(/*full=*/false), capacity,
+                       IsTerminal(state()));
 }
 
 // ------------------------------------------------------------ attempts

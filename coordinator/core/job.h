@@ -14,6 +14,7 @@
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
 #include "coordinator/core/job_model.h"
+#include "coordinator/core/job_watchers.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/outbox.h"
 #include "coordinator/core/schedule_versions.h"
@@ -67,8 +68,6 @@ class Job {
   /// otherwise (BASIC) step summaries lose their per-stage rows and the
   /// last step's timeline is dropped (job.proto JobView).
   zbpp::v1::Job View(bool full) const;
-  /// Replaces the state message, the state unchanged.
-  void SetStateMessage(std::string message) { job_.set_state_message(std::move(message)); }
 
   // --- State machine ---
   /// Moves to `state` with `message`, stamps start/end times, counts
@@ -87,10 +86,8 @@ class Job {
   /// A new watch: the outbox holds a BASIC snapshot; closed OK at once
   /// when the job is terminal, else fed with every later event.
   std::shared_ptr<WatchOutbox> Watch(size_t capacity);
-  /// Drops a watch.
-  void Unwatch(const std::shared_ptr<WatchOutbox>& outbox);
-  /// Closes every watch with `status` (shutdown, terminal state).
-  void CloseWatchers(const absl::Status& status);
+  /// The job's watches (to drop one, or close all at shutdown).
+  JobWatchers& watchers() { return watchers_; }
 
   // --- Attempts ---
   /// Before an attempt: builds the job's model (JobModel::Prepare), sets
@@ -201,8 +198,7 @@ class Job {
   /// order, so one for a step <= it is a replay after a recovery and is not
   /// recorded (or counted) again.
   int64_t validated_through_ = -1;
-  int64_t event_sequence_ = 0;
-  std::vector<std::shared_ptr<WatchOutbox>> watchers_;
+  JobWatchers watchers_;
 };
 
 }  // namespace zbpp::coordinator

@@ -35,7 +35,7 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
     context_.observer->OnScheduleVersion(id(), version.version());
   }
   if (watchers_.empty()) {
-    ++event_sequence_;  // The event nobody watches: no copy of it.
+    watchers_.Skip();  // The event nobody watches: no copy of it.
   } else {
     JobEvent event;
     *event.mutable_schedule_change() = version;

@@ -35,8 +35,6 @@ absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
 class ScheduleVersions {
  public:
   bool empty() const { return versions_.empty(); }
-  /// Every version, oldest first (versions()[i] is number i + 1).
-  const std::vector<zbpp::v1::ScheduleVersion>& all() const { return versions_; }
   /// The latest version; requires !empty().
   const zbpp::v1::ScheduleVersion& latest() const { return versions_.back(); }
   /// Version `number` (1-based); requires 1 <= number <= size.

@@ -41,6 +41,31 @@ using testing::TrueTimings;
 using testing::CoordinatorTest;
 using testing::FakeWorker;
 
+// Options that only the parts check (Membership's bounds) are refused
+// too, and the half-built coordinator goes away cleanly.
+TEST(CoordinatorOptions, BadOptionsAreInvalidArgument) {
+  FakeClock clock;
+  std::unique_ptr<SqliteStore> store = *SqliteStore::Create({":memory:"});
+  Coordinator::Options options;
+  options.clock = &clock;
+  options.store = store.get();
+  options.validate_spec = ValidateJobSpec;
+  options.initial_problem = InitialProblem;
+  ASSERT_TRUE(Coordinator::Create(options).ok());
+  for (auto bad : std::vector<std::function<void(Coordinator::Options&)>>{
+           [](Coordinator::Options& o) { o.store = nullptr; },
+           [](Coordinator::Options& o) { o.grant_lookahead_steps = 1; },
+           [](Coordinator::Options& o) { o.max_workers = 0; },
+           [](Coordinator::Options& o) { o.lost_worker_retention_seconds = -1; },
+           [](Coordinator::Options& o) { o.store_retry_initial_backoff = absl::ZeroDuration(); },
+       }) {
+    Coordinator::Options changed = options;
+    bad(changed);
+    EXPECT_EQ(Coordinator::Create(changed).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST_F(CoordinatorTest, SubmitStoresPendingJob) {
   auto job = coordinator_->SubmitJob(TestSpec());
   ASSERT_TRUE(job.ok()) << job.status();

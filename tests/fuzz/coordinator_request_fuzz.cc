@@ -4,7 +4,8 @@
 //
 // One Coordinator core per process (FakeClock, in-memory SQLite store, the
 // daemon's ValidateJobSpec and InitialProblem) holding a RUNNING 2-stage job
-// on two registered workers, so that a ReportStep gets past the worker and
+// on two registered workers (the tests' FakeWorker, on the worker's
+// ControlState), so that a ReportStep gets past the worker and
 // job lookups to the checks of its content. Input: one selector byte, then a
 // serialized protobuf (ParseFromArray; bytes that do not parse are skipped).
 //
@@ -40,19 +41,20 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "api/schedule_version.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/store/sqlite_store.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/fake_worker.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/rendezvous.pb.h"
 #include "zbpp/v1/worker.pb.h"
@@ -60,44 +62,20 @@
 namespace zbpp::coordinator {
 namespace {
 
-// What a worker knows from its Session outbox.
-struct Worker {
-  std::string id;
-  std::shared_ptr<SessionOutbox> outbox;
-  std::string job_id;
-  int64_t attempt = 0;
-  std::string scope;  // Assignment.rendezvous_scope.
-  int32_t stage = 0;
-  int64_t start_step = 0;
-  int64_t granted = -1;
-  int64_t next_step = 0;
-  std::vector<v1::ScheduleVersion> versions;
+using testing::FakeWorker;
 
-  void Drain() {
-    std::vector<SessionMessage> messages;
-    (void)outbox->Pop(absl::InfinitePast(), &messages);
-    for (const SessionMessage& message : messages) {
-      const v1::SessionResponse& m = *message;
-      if (m.has_assignment()) {
-        job_id = m.assignment().job_id();
-        attempt = m.assignment().attempt();
-        scope = m.assignment().rendezvous_scope();
-        stage = m.assignment().stage();
-        start_step = next_step = m.assignment().start_step();
-        granted = start_step - 1;
-        versions = {m.assignment().schedule()};
-      } else if (m.has_schedule()) {
-        versions.push_back(m.schedule());
-      } else if (m.has_grant() && m.grant().attempt() == attempt) {
-        granted = std::max(granted, m.grant().through_step());
-      }
-    }
-  }
+// The attempt `w` holds, or an empty one (no job, attempt 0) while it holds
+// none.
+const v1::Assignment& Held(const FakeWorker& w) {
+  static const v1::Assignment* const kNone = new v1::Assignment();
+  return w.assignment.has_value() ? *w.assignment : *kNone;
+}
 
-  const v1::ScheduleVersion* VersionFor(int64_t step) const {
-    return VersionInForce(versions, step);
-  }
-};
+// The version in force at `step` for the attempt `w` holds (ControlState's
+// answer); nullopt when none applies.
+std::optional<v1::ScheduleVersion> VersionFor(const FakeWorker& w, int64_t step) {
+  return w.state->VersionFor(Held(w).job_id(), Held(w).attempt(), step);
+}
 
 // The coordinator tests' spec (2 stages, 4 microbatches, ZB-1p, a re-solve
 // every 2 steps) with steps enough never to finish.
@@ -124,7 +102,7 @@ class Fixture {
     } else {
       RendezvousRequest(service, selector, data, size);
     }
-    for (Worker& w : workers_) w.Drain();
+    for (FakeWorker& w : workers_) w.Drain();
     absl::StatusOr<v1::Job> job =
         coordinator_->GetJob(job_id_, v1::JOB_VIEW_BASIC);
     if (!job.ok() || job->state() != v1::JOB_STATE_RUNNING) Build();
@@ -158,7 +136,7 @@ class Fixture {
       d.set_host("node");
       d.set_device_kind(v1::DEVICE_KIND_CPU);
       d.set_memory_bytes(1 << 30);
-      Worker w;
+      FakeWorker w;
       absl::StatusOr<v1::RegisterWorkerResponse> registered =
           coordinator_->RegisterWorker(d);
       if (!registered.ok()) Fail(registered.status(), "register");
@@ -169,17 +147,17 @@ class Fixture {
       w.outbox = *outbox;
       workers_.push_back(std::move(w));
     }
-    for (Worker& w : workers_) {
+    for (FakeWorker& w : workers_) {
       w.Drain();
       v1::Heartbeat hb;
       hb.set_phase(v1::WORKER_PHASE_PREPARING);
-      hb.set_job_id(w.job_id);
-      hb.set_attempt(w.attempt);
+      hb.set_job_id(Held(w).job_id());
+      hb.set_attempt(Held(w).attempt());
       if (absl::Status st = coordinator_->Heartbeat(w.id, hb); !st.ok()) {
         Fail(st, "heartbeat");
       }
     }
-    for (Worker& w : workers_) w.Drain();
+    for (FakeWorker& w : workers_) w.Drain();
   }
 
   void JobRequest(uint8_t selector, const uint8_t* data, size_t size) {
@@ -221,10 +199,10 @@ class Fixture {
     Request request;
     if (!request.ParseFromArray(data, static_cast<int>(size))) return;
     v1::RendezvousContext& context = *request.mutable_context();
-    const Worker& w = workers_[(selector >> 2) & 1];
+    const FakeWorker& w = workers_[(selector >> 2) & 1];
     if (selector & 2) {
       if (context.worker_id().empty()) context.set_worker_id(w.id);
-      if (context.scope().empty()) context.set_scope(w.scope);
+      if (context.scope().empty()) context.set_scope(Held(w).rendezvous_scope());
     }
     if (!coordinator_
              ->CheckRendezvousAccess(context.worker_id(), context.scope())
@@ -280,26 +258,26 @@ class Fixture {
   }
 
   void FillIn(uint8_t selector, v1::ReportStepRequest& report) {
-    Worker& w = workers_[(selector >> 2) & 1];
+    FakeWorker& w = workers_[(selector >> 2) & 1];
     if (selector & 2) {
       if (report.worker_id().empty()) report.set_worker_id(w.id);
-      if (report.job_id().empty()) report.set_job_id(w.job_id);
-      if (report.attempt() == 0) report.set_attempt(w.attempt);
-      if (report.stage() == 0) report.set_stage(w.stage);
+      if (report.job_id().empty()) report.set_job_id(Held(w).job_id());
+      if (report.attempt() == 0) report.set_attempt(Held(w).attempt());
+      if (report.stage() == 0) report.set_stage(Held(w).stage());
     }
     if ((selector & 16) && report.step() == 0 &&
         report.schedule_version() == 0) {
       report.set_step(w.next_step);
-      if (const v1::ScheduleVersion* v = w.VersionFor(w.next_step)) {
+      if (const std::optional<v1::ScheduleVersion> v = VersionFor(w, w.next_step)) {
         report.set_schedule_version(v->version());
       }
       if (w.next_step <= w.granted) ++w.next_step;
     }
     if ((selector & 8) && report.action_start_seconds_size() == 0 &&
         report.action_end_seconds_size() == 0) {
-      const v1::ScheduleVersion* v = w.VersionFor(report.step());
+      const std::optional<v1::ScheduleVersion> v = VersionFor(w, report.step());
       const int stage = report.stage();
-      if (v != nullptr && stage >= 0 &&
+      if (v.has_value() && stage >= 0 &&
           stage < v->schedule().worker_actions_size()) {
         const int n = v->schedule().worker_actions(stage).actions_size();
         for (int i = 0; i < n; ++i) {
@@ -315,7 +293,7 @@ class Fixture {
   FakeClock clock_;
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<Coordinator> coordinator_;
-  std::vector<Worker> workers_;
+  std::vector<FakeWorker> workers_;
   std::string job_id_;
 };
 

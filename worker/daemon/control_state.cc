@@ -25,7 +25,7 @@ ControlState::Attempt* ControlState::Find(const std::string& job_id, int64_t att
 }
 
 void ControlState::Queue(const v1::Assignment& assignment) {
-  queued_.emplace();
+  queued_ = Attempt{};
   queued_->assignment = assignment;
   queued_->versions[assignment.schedule().version()] = assignment.schedule();
 }

@@ -8,9 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,8 +35,8 @@
 #include "metrics/coordinator_metrics.h"
 #include "prometheus/registry.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/fake_worker.h"
 #include "tests/coordinator/raw_call.h"
-#include "worker/daemon/control_state.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
@@ -50,7 +48,6 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TestSpec;
 using testing::TrueCosts;
-using testing::TrueTimings;
 
 constexpr char kToken[] = "s3cret";
 
@@ -130,19 +127,17 @@ class ServiceTest : public ::testing::Test {
 
 /// What one fake worker saw and did.
 struct WorkerLog {
-  std::string id;
-  int stage = -1;
-  std::map<int64_t, int64_t> version_of_step;
-  std::vector<zbpp::v1::ScheduleVersion> versions;
+  /// The worker, its versions and the version it ran each step with.
+  testing::FakeWorker worker;
   std::string error;
   bool rendezvous_ok = false;
 };
 
-/// One fake worker: register, Session, and every message applied to a
-/// ControlState, as zbpp-worker's SessionClient applies them; on its
-/// assignment a PREPARING heartbeat and the rendezvous, then every step the
-/// state says is granted, with the version it says is in force (timings
-/// simulated on `truth`), until the attempt is aborted (the job's end).
+/// One fake worker (testing::FakeWorker, on the worker's ControlState) over
+/// gRPC: register, Session, every message applied; on its assignment a
+/// PREPARING heartbeat and the rendezvous, then every granted step reported
+/// (timings simulated on `truth`), until the attempt is aborted (the job's
+/// end).
 void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
                    zbpp::v1::RendezvousService::Stub* kv, int n,
                    const sched::Problem& truth, WorkerLog* log) {
@@ -157,93 +152,62 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
     log->error = s.error_message();
     return;
   }
-  log->id = registered.worker_id();
-  const std::string& credential = registered.credential();
+  testing::FakeWorker& w = log->worker;
+  w.id = registered.worker_id();
+  w.credential = registered.credential();
   grpc::ClientContext session;
   session.AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
-  session.AddMetadata(kWorkerCredentialMetadataKey, credential);
+  session.AddMetadata(kWorkerCredentialMetadataKey, w.credential);
   auto stream = stub->Session(&session);
   zbpp::v1::SessionRequest open;
-  open.mutable_open()->set_worker_id(log->id);
+  open.mutable_open()->set_worker_id(w.id);
   open.mutable_open()->set_address(reg.worker().address());
   stream->Write(open);
-  worker::ControlState state;
-  std::optional<zbpp::v1::Assignment> assignment;
-  int64_t next_step = 0;
+  bool prepared = false;
   zbpp::v1::SessionResponse message;
-  while (stream->Read(&message)) {
-    state.Apply(message);
-    if (message.has_schedule()) log->versions.push_back(message.schedule());
-    if (!assignment.has_value()) {
-      assignment = state.WaitForAssignment(absl::ZeroDuration());
-      if (!assignment.has_value()) continue;
-      log->stage = assignment->stage();
-      log->versions.insert(log->versions.begin(), assignment->schedule());
-      next_step = assignment->start_step();
-      state.SetPhase(zbpp::v1::WORKER_PHASE_PREPARING);
+  while (w.aborts == 0 && stream->Read(&message)) {
+    w.Apply(message);
+    if (!w.assignment.has_value()) continue;
+    const zbpp::v1::Assignment& assignment = *w.assignment;
+    if (!prepared) {
+      prepared = true;
+      w.state->SetPhase(zbpp::v1::WORKER_PHASE_PREPARING);
       zbpp::v1::SessionRequest hb;
-      *hb.mutable_heartbeat() = state.Heartbeat();
+      *hb.mutable_heartbeat() = w.state->Heartbeat();
       stream->Write(hb);
       // The communicator bootstrap: every rank adds 1 and waits for all.
       zbpp::v1::AddRequest add;
-      add.mutable_context()->set_worker_id(log->id);
-      add.mutable_context()->set_scope(assignment->rendezvous_scope());
+      add.mutable_context()->set_worker_id(w.id);
+      add.mutable_context()->set_scope(assignment.rendezvous_scope());
       add.set_key("joined");
       add.set_delta(1);
       zbpp::v1::AddResponse added;
       zbpp::v1::SetRequest set;
       *set.mutable_context() = add.context();
-      set.set_key(absl::StrCat("rank-", assignment->stage()));
+      set.set_key(absl::StrCat("rank-", assignment.stage()));
       set.set_value("addr");
       zbpp::v1::SetResponse set_response;
       zbpp::v1::WaitRequest wait;
       *wait.mutable_context() = add.context();
-      for (int r = 0; r < assignment->peers_size(); ++r) {
+      for (int r = 0; r < assignment.peers_size(); ++r) {
         wait.add_keys(absl::StrCat("rank-", r));
       }
       wait.set_timeout_seconds(10);
       zbpp::v1::WaitResponse waited;
       log->rendezvous_ok =
-          kv->Add(WorkerContext(credential).get(), add, &added).ok() &&
-          kv->Set(WorkerContext(credential).get(), set, &set_response).ok() &&
-          kv->Wait(WorkerContext(credential).get(), wait, &waited).ok();
+          kv->Add(WorkerContext(w.credential).get(), add, &added).ok() &&
+          kv->Set(WorkerContext(w.credential).get(), set, &set_response).ok() &&
+          kv->Wait(WorkerContext(w.credential).get(), wait, &waited).ok();
     }
-    const std::string& job_id = assignment->job_id();
-    const int64_t attempt = assignment->attempt();
-    if (state.Aborted(job_id, attempt)) break;
-    while (state.WaitForGrant(job_id, attempt, next_step, absl::ZeroDuration()) ==
-           worker::ControlState::GrantWait::kGranted) {
-      const std::optional<zbpp::v1::ScheduleVersion> version =
-          state.VersionFor(job_id, attempt, next_step);
-      if (!version.has_value()) {
-        log->error = absl::StrCat("no schedule version in force at step ", next_step);
-        session.TryCancel();
-        break;
-      }
-      zbpp::v1::ReportStepRequest report;
-      report.set_worker_id(log->id);
-      report.set_job_id(job_id);
-      report.set_attempt(attempt);
-      report.set_step(next_step);
-      report.set_schedule_version(version->version());
-      report.set_stage(assignment->stage());
-      double end = 0;
-      for (const auto& t : TrueTimings(*version, truth, assignment->stage())) {
-        report.add_action_start_seconds(t.start_seconds);
-        report.add_action_end_seconds(t.end_seconds);
-        end = std::max(end, t.end_seconds);
-      }
-      report.set_step_seconds(end);
+    for (; w.next_step <= w.granted; ++w.next_step) {
       zbpp::v1::ReportStepResponse reported;
-      grpc::Status r =
-          stub->ReportStep(WorkerContext(credential).get(), report, &reported);
+      grpc::Status r = stub->ReportStep(WorkerContext(w.credential).get(),
+                                        w.Report(w.next_step, truth), &reported);
       if (!r.ok()) {
         log->error = r.error_message();
         session.TryCancel();
         break;
       }
-      log->version_of_step[next_step] = version->version();
-      ++next_step;
     }
   }
   stream->WritesDone();
@@ -278,9 +242,9 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   for (const auto& log : logs) {
     EXPECT_EQ(log.error, "");
     EXPECT_TRUE(log.rendezvous_ok);
-    ASSERT_GE(log.versions.size(), 2u);
+    ASSERT_GE(log.worker.versions.size(), 2u);
   }
-  const zbpp::v1::ScheduleVersion& v2 = logs[0].versions[1];
+  const zbpp::v1::ScheduleVersion& v2 = logs[0].worker.versions[1];
   EXPECT_EQ(v2.reason(), zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE);
   // Shorter than the old schedule under the same measured costs.
   EXPECT_LT(v2.predicted().makespan_seconds(),
@@ -289,13 +253,13 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   // happened at its effective step on all of them.
   for (int64_t step = 0; step < 12; ++step) {
     for (const auto& log : logs) {
-      ASSERT_TRUE(log.version_of_step.count(step)) << step;
-      EXPECT_EQ(log.version_of_step.at(step),
-                logs[0].version_of_step.at(step));
+      ASSERT_TRUE(log.worker.version_of_step.count(step)) << step;
+      EXPECT_EQ(log.worker.version_of_step.at(step),
+                logs[0].worker.version_of_step.at(step));
     }
   }
-  EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step() - 1), 1);
-  EXPECT_EQ(logs[0].version_of_step.at(v2.effective_step()), 2);
+  EXPECT_EQ(logs[0].worker.version_of_step.at(v2.effective_step() - 1), 1);
+  EXPECT_EQ(logs[0].worker.version_of_step.at(v2.effective_step()), 2);
 
   // The measured timeline of the last step: every rank, one start and end
   // per action of the version it ran.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/core/job_spec_check.h"
 #include "tests/coordinator/fake_pipeline.h"
+#include "tests/coordinator/fake_worker.h"
 
 namespace zbpp::worker::testing {
 
@@ -60,10 +61,8 @@ absl::StatusOr<std::vector<RendezvousIdentity>> CoordinatorHarness::AssignJob(
   absl::StatusOr<v1::Job> job =
       core_->SubmitJob(coordinator::testing::TestSpec(size));
   if (!job.ok()) return job.status();
-  std::vector<std::string> ids;
-  std::vector<std::string> credentials;
-  std::vector<std::shared_ptr<coordinator::SessionOutbox>> outboxes;
-  for (int r = 0; r < size; ++r) {
+  std::vector<coordinator::testing::FakeWorker> workers(size);
+  for (coordinator::testing::FakeWorker& w : workers) {
     v1::WorkerDescription d;
     d.set_address(absl::StrCat("127.0.0.1:", 7000 + workers_registered_++));
     d.set_host("localhost");
@@ -72,33 +71,26 @@ absl::StatusOr<std::vector<RendezvousIdentity>> CoordinatorHarness::AssignJob(
     absl::StatusOr<v1::RegisterWorkerResponse> registered =
         core_->RegisterWorker(d);
     if (!registered.ok()) return registered.status();
-    ids.push_back(registered->worker_id());
-    credentials.push_back(registered->credential());
+    w.id = registered->worker_id();
+    w.credential = registered->credential();
     absl::StatusOr<std::shared_ptr<coordinator::SessionOutbox>> outbox =
-        core_->OpenSession(ids.back(), d.address());
+        core_->OpenSession(w.id, d.address());
     if (!outbox.ok()) return outbox.status();
-    outboxes.push_back(*outbox);
+    w.outbox = *outbox;
   }
   v1::Heartbeat idle;
   idle.set_phase(v1::WORKER_PHASE_IDLE);
-  for (const std::string& id : ids) {
-    if (absl::Status s = core_->Heartbeat(id, idle); !s.ok()) return s;
+  for (const coordinator::testing::FakeWorker& w : workers) {
+    if (absl::Status s = core_->Heartbeat(w.id, idle); !s.ok()) return s;
   }
   std::vector<RendezvousIdentity> ranks(size);
-  for (size_t w = 0; w < ids.size(); ++w) {
-    std::vector<coordinator::SessionMessage> messages;
-    if (absl::Status s = outboxes[w]->Pop(absl::InfinitePast(), &messages);
-        !s.ok()) {
-      return s;
-    }
-    for (const coordinator::SessionMessage& m : messages) {
-      if (!m->has_assignment() || m->assignment().job_id() != job->id()) {
-        continue;
-      }
-      ranks[m->assignment().stage()] = {
-          ids[w], m->assignment().rendezvous_scope(),
-          {{kWorkerCredentialMetadataKey, credentials[w]}}};
-    }
+  for (coordinator::testing::FakeWorker& w : workers) {
+    w.Drain();
+    if (!w.closed.ok()) return w.closed;
+    if (!w.assignment.has_value() || w.assignment->job_id() != job->id()) continue;
+    ranks[w.assignment->stage()] = {
+        w.id, w.assignment->rendezvous_scope(),
+        {{kWorkerCredentialMetadataKey, w.credential}}};
   }
   for (int r = 0; r < size; ++r) {
     if (ranks[r].worker_id.empty()) {

@@ -306,8 +306,8 @@ class Coordinator {
   absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                 std::unique_ptr<ResolveTask>* resolve)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Publishes a solved re-solve if it still applies (Job::EndResolve),
-  /// and queues its cost snapshot and record.
+  /// Publishes a solved re-solve if it still applies (Job::FinishResolve),
+  /// and queues its cost snapshot and record; the Resolver's `publish`.
   void FinishResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
   /// A worker lost (lease expired, or superseded): its Session closes and
   /// the attempt holding it ends (ASSIGNING goes PENDING, RUNNING goes

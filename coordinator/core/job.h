@@ -2,11 +2,9 @@
 #define ZBPP_COORDINATOR_CORE_JOB_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"

@@ -1,7 +1,7 @@
 #ifndef ZBPP_COORDINATOR_CORE_REPLICA_COMBINE_H_
 #define ZBPP_COORDINATOR_CORE_REPLICA_COMBINE_H_
 
-#include <functional>
+#include <cstdint>
 #include <map>
 
 #include "absl/status/statusor.h"

@@ -101,20 +101,16 @@ std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
 // ------------------------------------------------------------ attempts
 
 absl::Status Job::Prepare() {
-  absl::StatusOr<std::optional<sched::Schedule>> first =
+  absl::StatusOr<std::optional<ScheduleChoice>> first =
       model_.Prepare(job_, versions_, context_);
   if (!first.ok()) return Fail(std::string(first.status().message()));
   attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
   if (!first->has_value()) return absl::OkStatus();
   // Version 1 from the analytic cost model.
-  absl::StatusOr<zbpp::v1::ScheduleVersion> version =
-      BuildVersion(id(), **first, model_.base(), zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL,
-                   "", nullptr);
-  if (!version.ok()) {
-    return Fail(absl::StrCat("schedule ", job_.spec().schedule().name(), ": ",
-                             version.status().message()));
-  }
-  PublishVersion(*std::move(version), **first);
+  ScheduleChoice& choice = **first;
+  PublishVersion(BuildVersion(id(), choice.schedule, choice.problem, choice.simulation,
+                              zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr),
+                 choice.schedule);
   return absl::OkStatus();
 }
 

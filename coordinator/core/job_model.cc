@@ -6,42 +6,42 @@
 #include "absl/strings/str_cat.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/schedule_file.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/log_error.h"
 #include "coordinator/core/replica_combine.h"
-#include "coordinator/core/schedule_file.h"
 #include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 
-absl::Status JobModel::PrepareProblem(const zbpp::v1::JobSpec& spec,
-                                      const ScheduleVersions& versions,
-                                      const JobContext& context,
-                                      std::optional<sched::Schedule>* auto_choice) {
-  // "auto" runs ChooseAutoSchedule's pick (job_spec_check.h): version 1 is
-  // its schedule and the base problem is that schedule's (its chunks); a
-  // restored job keeps the schedule its versions name.
-  absl::StatusOr<sched::Problem> problem = absl::InternalError("no problem");
-  if (spec.schedule().name() != kAutoScheduleName) {
-    problem = context.initial_problem(spec);
-  } else if (!versions.empty()) {
-    problem = context.initial_problem(
-        AutoCandidateSpec(spec, versions.latest().schedule().name()));
-  } else {
-    absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec, context.initial_problem);
-    if (choice.ok()) {
-      problem = std::move(choice->problem);
-      *auto_choice = std::move(choice->schedule);
-    } else {
-      problem = choice.status();
+absl::StatusOr<std::optional<ScheduleChoice>> JobModel::PrepareProblem(
+    const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions,
+    const JobContext& context) {
+  if (versions.empty()) {
+    // Version 1 is the choice ValidateJobSpec checked at submission
+    // (ChooseSchedule, job_spec_check.h); the base problem is its problem
+    // ("auto": the chosen schedule's chunks).
+    absl::StatusOr<ScheduleChoice> choice =
+        ChooseSchedule(spec, context.initial_problem);
+    if (!choice.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "schedule ", spec.schedule().name(), ": ", choice.status().message()));
     }
+    base_ = choice->problem;
+    return std::optional<ScheduleChoice>(*std::move(choice));
   }
+  // A restored job keeps the schedule its versions name.
+  absl::StatusOr<sched::Problem> problem =
+      spec.schedule().name() == kAutoScheduleName
+          ? context.initial_problem(
+                AutoCandidateSpec(spec, versions.latest().schedule().name()))
+          : context.initial_problem(spec);
   if (!problem.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("cost model: ", problem.status().message()));
   }
   base_ = *std::move(problem);
-  return absl::OkStatus();
+  return std::optional<ScheduleChoice>();
 }
 
 absl::Status JobModel::PreparePolicies(const zbpp::v1::Job& proto,
@@ -68,34 +68,20 @@ absl::Status JobModel::PreparePolicies(const zbpp::v1::Job& proto,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<sched::Schedule>> JobModel::Prepare(
+absl::StatusOr<std::optional<ScheduleChoice>> JobModel::Prepare(
     const zbpp::v1::Job& proto, const ScheduleVersions& versions,
     const JobContext& context) {
-  const zbpp::v1::JobSpec& spec = proto.spec();
-  std::optional<sched::Schedule> auto_choice;
+  std::optional<ScheduleChoice> first;
   if (!base_.has_value()) {
-    if (absl::Status st = PrepareProblem(spec, versions, context, &auto_choice); !st.ok()) {
-      return st;
-    }
+    absl::StatusOr<std::optional<ScheduleChoice>> prepared =
+        PrepareProblem(proto.spec(), versions, context);
+    if (!prepared.ok()) return prepared.status();
+    first = *std::move(prepared);
   }
   if (costs_ == nullptr) {
     if (absl::Status st = PreparePolicies(proto, context); !st.ok()) return st;
   }
-  if (!versions.empty()) return std::optional<sched::Schedule>();
-  const std::string& name = spec.schedule().name();
-  absl::StatusOr<sched::Schedule> schedule = absl::InternalError("no schedule");
-  if (name == kAutoScheduleName) {
-    if (auto_choice.has_value()) schedule = *std::move(auto_choice);
-  } else if (!spec.schedule().file().empty()) {
-    schedule = ScheduleFromFile(spec, *base_);
-  } else {
-    schedule = GenerateSchedule(name, *base_, DataParallelOf(spec.pipeline()));
-  }
-  if (!schedule.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("schedule ", name, ": ", schedule.status().message()));
-  }
-  return std::optional<sched::Schedule>(*std::move(schedule));
+  return first;
 }
 
 void JobModel::AddHop(const HopTiming& hop) {

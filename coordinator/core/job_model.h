@@ -11,6 +11,7 @@
 #include "coordinator/core/cost_model.h"
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
+#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/resolve_policy.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
@@ -46,7 +47,7 @@ struct ResolveTask {
 
 /// What a job's schedules are solved from (docs/architecture.md, Flow 2):
 /// the base problem (initial_problem of the spec, or of the schedule
-/// ChooseAutoSchedule picked for "auto"), the measured CostModel over it,
+/// ChooseSchedule picked for "auto"), the measured CostModel over it,
 /// the ResolvePolicy and the ValidationPolicy. Built before the job's first
 /// attempt and kept for its life.
 ///
@@ -55,11 +56,12 @@ struct ResolveTask {
 class JobModel {
  public:
   /// Builds what is missing for the job `proto` whose versions are
-  /// `versions`; with no version yet, returns version 1's schedule (the
-  /// spec's generator, its schedule file, or ChooseAutoSchedule's pick).
+  /// `versions`; the first time, with no version yet, returns version 1's
+  /// schedule with its simulation (ChooseSchedule: the spec's generator,
+  /// its schedule file, or auto's pick), else nullopt.
   /// FailedPrecondition saying why the job cannot run ("cost model: ...",
   /// "resolve policy: ...", "schedule <name>: ...").
-  absl::StatusOr<std::optional<sched::Schedule>> Prepare(
+  absl::StatusOr<std::optional<ScheduleChoice>> Prepare(
       const zbpp::v1::Job& proto, const ScheduleVersions& versions,
       const JobContext& context);
 
@@ -87,10 +89,10 @@ class JobModel {
   void EndResolve() { resolving_ = false; }
 
  private:
-  absl::Status PrepareProblem(const zbpp::v1::JobSpec& spec,
-                              const ScheduleVersions& versions,
-                              const JobContext& context,
-                              std::optional<sched::Schedule>* auto_choice);
+  /// Sets `base_`; returns version 1's choice when `versions` is empty.
+  absl::StatusOr<std::optional<ScheduleChoice>> PrepareProblem(
+      const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions,
+      const JobContext& context);
   absl::Status PreparePolicies(const zbpp::v1::Job& proto, const JobContext& context);
 
   std::optional<sched::Problem> base_;

@@ -141,8 +141,6 @@ struct ScheduleChoice {
   /// predicted step time, bubble rate and peak memory.
   sched::SimulationResult simulation;
 };
-/// ChooseAutoSchedule's result (the same fields).
-using AutoChoice = ScheduleChoice;
 
 /// The one place that picks a job's first schedule, used by
 /// ValidateJobSpec (a job must have one) and by the coordinator when it

@@ -51,21 +51,13 @@ void SolveResolve(ResolveTask& task) {
   record.solve_seconds = decision->solve_seconds;
   record.reason = decision->reason;
   if (!decision->publish) return;
-  zbpp::v1::SchedulePrediction previous;
-  absl::StatusOr<sched::SimulationResult> old_sim =
-      sched::Simulate(task.measured, task.current);
-  if (old_sim.ok()) previous = PredictionToProto(*old_sim);
-  absl::StatusOr<zbpp::v1::ScheduleVersion> built = BuildVersion(
-      task.job_id, decision->candidate, task.measured,
+  // Decide simulated both schedules under the measured costs: the version
+  // carries those results (a publishing decision always has a candidate).
+  task.candidate = BuildVersion(
+      task.job_id, decision->candidate, task.measured, *decision->candidate_simulation,
       zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE, ResolveDetail(task, decision->reason),
-      &previous);
-  if (built.ok()) {
-    task.candidate = *std::move(built);
-    task.candidate_schedule = std::move(decision->candidate);
-  } else {
-    record.reason = absl::StrCat(record.reason, "; publishing failed: ",
-                                 built.status().ToString());
-  }
+      &decision->current_simulation);
+  task.candidate_schedule = std::move(decision->candidate);
 }
 
 }  // namespace

@@ -10,19 +10,19 @@
 
 namespace zbpp::coordinator {
 
-absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
+zbpp::v1::ScheduleVersion BuildVersion(
     const std::string& job_id, const sched::Schedule& schedule,
-    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
-    const std::string& detail, const zbpp::v1::SchedulePrediction* previous) {
-  absl::StatusOr<sched::SimulationResult> simulated =
-      sched::Simulate(costs, schedule);
-  if (!simulated.ok()) return simulated.status();
+    const sched::Problem& costs, const sched::SimulationResult& predicted,
+    zbpp::v1::ScheduleChangeReason reason, const std::string& detail,
+    const sched::SimulationResult* previous) {
   zbpp::v1::ScheduleVersion version;
   version.set_job_id(job_id);
   *version.mutable_schedule() = ScheduleToProto(schedule);
   *version.mutable_cost_model() = CostModelToProto(costs);
-  *version.mutable_predicted() = PredictionToProto(*simulated);
-  if (previous != nullptr) *version.mutable_previous_predicted() = *previous;
+  *version.mutable_predicted() = PredictionToProto(predicted);
+  if (previous != nullptr) {
+    *version.mutable_previous_predicted() = PredictionToProto(*previous);
+  }
   version.set_reason(reason);
   version.set_reason_detail(detail);
   return version;

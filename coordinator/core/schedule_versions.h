@@ -11,19 +11,24 @@
 #include "absl/time/time.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
 #include "zbpp/v1/schedule.pb.h"
 
 namespace zbpp::coordinator {
 
-/// A version's content — schedule, cost model (`costs`), predictions
-/// simulated under `costs` — without its number, effective step or publish
-/// time (ScheduleVersions::Stamp sets those). `previous` (may be null) is
-/// kept as previous_predicted. Errors of sched::Simulate. Pure; thread-safe:
-/// re-solves build versions outside the coordinator's mutex.
-absl::StatusOr<zbpp::v1::ScheduleVersion> BuildVersion(
+/// A version's content — schedule, cost model (`costs`) and `predicted`,
+/// the schedule simulated under `costs` by its caller (ChooseSchedule for
+/// version 1, ResolvePolicy::Decide for a re-solve: no version simulates
+/// twice) — without its number, effective step or publish time
+/// (ScheduleVersions::Stamp sets those). `previous` (may be null): the
+/// schedule it replaces simulated under the same costs, kept as
+/// previous_predicted. Pure; thread-safe: re-solves build versions outside
+/// the coordinator's mutex.
+zbpp::v1::ScheduleVersion BuildVersion(
     const std::string& job_id, const sched::Schedule& schedule,
-    const sched::Problem& costs, zbpp::v1::ScheduleChangeReason reason,
-    const std::string& detail, const zbpp::v1::SchedulePrediction* previous);
+    const sched::Problem& costs, const sched::SimulationResult& predicted,
+    zbpp::v1::ScheduleChangeReason reason, const std::string& detail,
+    const sched::SimulationResult* previous);
 
 /// One job's schedule versions (schedule.proto ScheduleVersion), numbered
 /// from 1 in publish order, each with its parsed schedule. The version in

@@ -27,7 +27,7 @@ TEST_F(CoordinatorTest, AutoRunsItsVScheduleOnTwoChunksAcrossARestart) {
   // (ChooseAutoSchedule.PicksAVScheduleWhereItIsShortest).
   v1::JobSpec spec = TestSpec(2, 8, "auto", 30, 2);
   spec.mutable_schedule()->set_memory_limit_m_b(2);
-  const absl::StatusOr<AutoChoice> choice = ChooseAutoSchedule(spec);
+  const absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
   ASSERT_TRUE(choice.ok()) << choice.status();
   ASSERT_EQ(sched::FindSchedule(choice->name)->placement, sched::Placement::kV);
   // The workers' passes take the analytic costs of the chosen schedule's

@@ -31,6 +31,7 @@ constexpr char kUsage[] =
     "usage: zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT "
     "--db FILE|:memory: [--db-sync full|normal] [--token-file F] "
     "[--max-workers N] [--max-threads N] [--lost-worker-retention-seconds S] "
+    "[--store-drain-seconds S] "
     "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
@@ -42,6 +43,7 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
   std::string max_workers;
   std::string max_threads;
   std::string retention;
+  std::string drain;
   const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &db_sync},
@@ -49,6 +51,7 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
       {"--max-workers", &max_workers},
       {"--max-threads", &max_threads},
       {"--lost-worker-retention-seconds", &retention},
+      {"--store-drain-seconds", &drain},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
   std::set<std::string> names;
@@ -85,6 +88,15 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lost-worker-retention-seconds must be a number >= 0, got \"",
         retention, "\""));
+  }
+  if (!drain.empty()) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(drain, &seconds) || !std::isfinite(seconds) ||
+        seconds < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--store-drain-seconds must be a number >= 0, got "", drain, """));
+    }
+    flags.store_drain_timeout = absl::Seconds(seconds);
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError(

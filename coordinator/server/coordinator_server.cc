@@ -111,6 +111,7 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   core_options.initial_problem = InitialProblem;
   core_options.max_workers = options.max_workers;
   core_options.lost_worker_retention_seconds = options.lost_worker_retention_seconds;
+  core_options.store_drain_timeout = options.store_drain_timeout;
   // ReportStep returns without waiting for a re-solve (coordinator.h,
   // Options.resolve_on_background_thread).
   core_options.resolve_on_background_thread = true;

@@ -56,6 +56,11 @@ class CoordinatorServer {
     /// Coordinator::Options.lost_worker_retention_seconds
     /// (--lost-worker-retention-seconds), seconds; >= 0.
     double lost_worker_retention_seconds = Coordinator::Options().lost_worker_retention_seconds;
+    /// Coordinator::Options.store_drain_timeout (--store-drain-seconds):
+    /// at shutdown, how long a failing store write is still retried before
+    /// the writes queued behind it are given up (logged). Keep it below the
+    /// pod's termination grace period. >= 0.
+    absl::Duration store_drain_timeout = Coordinator::Options().store_drain_timeout;
     /// ServerPolicies.max_threads (--max-threads); >= 8, or 0 for
     /// 2 * max_workers + 256.
     int max_threads = 0;

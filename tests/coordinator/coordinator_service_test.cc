@@ -813,7 +813,9 @@ TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
            {"--max-workers", "0"},
            {"--max-workers", "many"},
            {"--lost-worker-retention-seconds", "-1"},
-           {"--lost-worker-retention-seconds", "inf"}}) {
+           {"--lost-worker-retention-seconds", "inf"},
+           {"--store-drain-seconds", "-1"},
+           {"--store-drain-seconds", "soon"}}) {
     const Daemon daemon = StartDaemon(flags);
     ASSERT_GT(daemon.pid, 0);
     EXPECT_EQ(daemon.line, "") << flags[0] << " " << flags[1];
@@ -823,13 +825,14 @@ TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
 }
 // The database file deleted under a running daemon: the store probe finds
 // it, health goes NOT_SERVING, zbpp_store_healthy drops to 0, a submit is
-// refused with the reason, and SIGTERM still ends the process (after the
-// drain timeout gives the failing writes up).
+// refused with the reason, and SIGTERM still ends the process once the
+// drain timeout (--store-drain-seconds 0.5; 10 s by default) gives the
+// failing writes up.
 TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
   char dir_template[] = "/tmp/zbpp_deleted_db_testXXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string path = absl::StrCat(dir_template, "/state.db");
-  const Daemon daemon = StartDaemon({"--db", path});
+  const Daemon daemon = StartDaemon({"--db", path, "--store-drain-seconds", "0.5"});
   ASSERT_FALSE(daemon.address.empty()) << daemon.line;
   const size_t metrics_at = daemon.line.find("metrics=127.0.0.1:");
   ASSERT_NE(metrics_at, std::string::npos) << daemon.line;
@@ -869,7 +872,10 @@ TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
   EXPECT_THAT(refused.error_message(), HasSubstr(path + " was deleted"));
   jobs.reset();
   channel.reset();  // Closes the connection: SIGTERM need not wait for it.
+  const absl::Time terminated = absl::Now();
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
+  EXPECT_LT(absl::Now() - terminated, absl::Seconds(8))
+      << "the failing writes were retried for the default 10 s, not 0.5 s";
 }
 
 #endif

@@ -469,22 +469,15 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   return ChooseSchedule(spec).status();
 }
 
-absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
-  for (absl::Status (*check)(const JobSpec&) :
-       {CheckModel, CheckPipeline, CheckSchedulePolicy}) {
-    if (absl::Status st = check(spec); !st.ok()) return st;
-  }
-  const zbpp::v1::ModelSpec& model = spec.model();
-  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
-  const zbpp::v1::SchedulePolicy& policy = spec.schedule();
-  const bool is_auto = policy.name() == kAutoScheduleName;
+namespace {
 
-  // "auto" plans for the loop placement with one chunk unless told more;
-  // the coordinator plans each V candidate on a copy with chunks = 2.
-  sched::ScheduleTraits traits{"auto", 1,      false, sched::Placement::kLoop,
-                               true,   nullptr};
+// The traits InitialProblem plans with: the registry's for a named
+// schedule; a schedule file's own chunks and placement (and no default
+// limit); for "auto" the loop placement with one chunk unless told more
+// (the coordinator plans each V candidate on a copy with chunks = 2).
+absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
+  const zbpp::v1::SchedulePolicy& policy = spec.schedule();
   if (!policy.file().empty()) {
-    // A schedule file fixes its chunks and placement.
     absl::StatusOr<sched::Schedule> file = ParseScheduleFile(spec);
     if (!file.ok()) return file.status();
     absl::StatusOr<sched::Placement> placement = sched::PlacementOf(*file);
@@ -492,35 +485,24 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
       return Invalid("schedule.file_text", "schedule.file \"", policy.file(),
                      "\": ", placement.status().message());
     }
-    traits = {absl::StrCat("schedule.file \"", policy.file(), "\""),
-              file->chunks, true, *placement, false,
-              [](int, int) { return std::numeric_limits<double>::infinity(); }};
-  } else if (!is_auto) {
-    traits = *sched::FindSchedule(policy.name());
+    return sched::ScheduleTraits{
+        absl::StrCat("schedule.file \"", policy.file(), "\""), file->chunks, true,
+        *placement, false,
+        [](int, int) { return std::numeric_limits<double>::infinity(); }};
   }
-  const int p = pipeline.stages();
-  const int v =
-      pipeline.has_chunks() ? pipeline.chunks() : traits.default_chunks;
-  if (traits.chunks_fixed && v != traits.default_chunks) {
-    return Invalid("pipeline.chunks", traits.name,
-                   " needs chunks = ", traits.default_chunks, ", got ", v);
+  if (policy.name() == kAutoScheduleName) {
+    return sched::ScheduleTraits{"auto", 1, false, sched::Placement::kLoop,
+                                 true, nullptr};
   }
-  const int64_t virtual_stages = int64_t{p} * v;
-  if (virtual_stages > kMaxVirtualStages) {
-    return Invalid("pipeline.chunks",
-                   "pipeline.stages*chunks = ", virtual_stages,
-                   " virtual stages; at most ", kMaxVirtualStages);
-  }
-  if (model.layers() % virtual_stages != 0) {
-    return Invalid("model.layers", model.layers(),
-                   " layers do not divide into pipeline.stages*chunks = ",
-                   virtual_stages, " virtual stages");
-  }
+  return sched::FindSchedule(policy.name());
+}
 
-  // Paper §2 and Megatron-LM's FLOP count; see the header for the formulas.
-  const double layers = model.layers() / virtual_stages;
+// One virtual stage's analytic costs with `layers` transformer blocks:
+// paper §2 and Megatron-LM's FLOP count (the header has the formulas).
+sched::StageCost AnalyticStageCost(const JobSpec& spec, double layers) {
+  const zbpp::v1::ModelSpec& model = spec.model();
   const double s = model.seq_len();
-  const double b = pipeline.microbatch_size();
+  const double b = spec.pipeline().microbatch_size();
   const double h = model.hidden();
   const double a = model.heads();
   const double f = model.has_ffn_hidden() ? model.ffn_hidden() : 4 * h;
@@ -532,16 +514,17 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
   cost.w_seconds = cost.f_seconds * kWOverF;
   cost.m_b_bytes = s * b * (34 * h + 5 * a * s) * layers;
   cost.m_w_bytes = 32 * s * b * h * layers;
-  sched::Problem problem = sched::Problem::Uniform(
-      p, v, pipeline.microbatches(), cost, /*comm_seconds=*/0.0);
-  const int d = DataParallelOf(pipeline);
-  for (int stage = 0; stage < problem.num_stages() && d > 1; ++stage) {
-    problem.stages[stage].reduce_seconds = RingAllReduceSeconds(
-        4 * StageParameterCount(model, stage, problem.num_stages()), d);
-  }
+  return cost;
+}
 
-  const std::vector<double> unit =
-      sched::MbUnitBytes(problem, traits.placement);
+// Sets problem.memory_limit_bytes from the spec's limit (or the schedule's
+// default one) in bytes; InvalidArgument for a byte limit below one
+// microbatch.
+absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
+                            const sched::ScheduleTraits& traits,
+                            sched::Problem& problem) {
+  const int p = problem.workers;
+  const std::vector<double> unit = sched::MbUnitBytes(problem, traits.placement);
   switch (policy.memory_limit_case()) {
     case zbpp::v1::SchedulePolicy::kMemoryLimitBytes: {
       const double limit = static_cast<double>(policy.memory_limit_bytes());
@@ -558,14 +541,12 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
     }
     case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
       for (int w = 0; w < p; ++w) {
-        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() *
-                                             unit[w]);
+        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() * unit[w]);
       }
       break;
     case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET: {
       // "auto" never gets here: CheckSchedulePolicy requires its limit.
-      const double limit_m_b =
-          traits.default_limit_m_b(p, problem.microbatches);
+      const double limit_m_b = traits.default_limit_m_b(p, problem.microbatches);
       if (!std::isinf(limit_m_b)) {
         for (int w = 0; w < p; ++w) {
           problem.memory_limit_bytes.push_back(limit_m_b * unit[w]);
@@ -573,6 +554,49 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
       }
       break;
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
+  for (absl::Status (*check)(const JobSpec&) :
+       {CheckModel, CheckPipeline, CheckSchedulePolicy}) {
+    if (absl::Status st = check(spec); !st.ok()) return st;
+  }
+  const zbpp::v1::ModelSpec& model = spec.model();
+  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
+  absl::StatusOr<sched::ScheduleTraits> traits = PlanningTraits(spec);
+  if (!traits.ok()) return traits.status();
+  const int p = pipeline.stages();
+  const int v = pipeline.has_chunks() ? pipeline.chunks() : traits->default_chunks;
+  if (traits->chunks_fixed && v != traits->default_chunks) {
+    return Invalid("pipeline.chunks", traits->name,
+                   " needs chunks = ", traits->default_chunks, ", got ", v);
+  }
+  const int64_t virtual_stages = int64_t{p} * v;
+  if (virtual_stages > kMaxVirtualStages) {
+    return Invalid("pipeline.chunks",
+                   "pipeline.stages*chunks = ", virtual_stages,
+                   " virtual stages; at most ", kMaxVirtualStages);
+  }
+  if (model.layers() % virtual_stages != 0) {
+    return Invalid("model.layers", model.layers(),
+                   " layers do not divide into pipeline.stages*chunks = ",
+                   virtual_stages, " virtual stages");
+  }
+  sched::Problem problem = sched::Problem::Uniform(
+      p, v, pipeline.microbatches(),
+      AnalyticStageCost(spec, model.layers() / virtual_stages),
+      /*comm_seconds=*/0.0);
+  const int d = DataParallelOf(pipeline);
+  for (int stage = 0; stage < problem.num_stages() && d > 1; ++stage) {
+    problem.stages[stage].reduce_seconds = RingAllReduceSeconds(
+        4 * StageParameterCount(model, stage, problem.num_stages()), d);
+  }
+  if (absl::Status st = SetMemoryLimit(spec.schedule(), *traits, problem); !st.ok()) {
+    return st;
   }
   return problem;
 }

@@ -42,7 +42,7 @@
 // its measured steps, to show that it did not.
 //
 // What the columns are (see worker/daemon/attempt_runner.cc Fill and
-// coordinator/core/coordinator_steps.cc CompleteStep):
+// coordinator/core/job_steps.cc Job::CompleteStep):
 //   step s       StepSummary.step_seconds: the max over ranks of a rank's
 //                RunStep start to its last action's end (actions only).
 //   wall s       complete_time[k] - complete_time[k-1]: the whole step as

@@ -252,7 +252,7 @@ absl::Status CheckScheduleFileFields(const zbpp::v1::SchedulePolicy& schedule) {
 }
 
 // Field values of `schedule` alone; how they fit the pipeline is checked
-// with the problem (InitialProblem, CheckRunnable).
+// with the problem (InitialProblem, ChooseSchedule).
 absl::Status CheckSchedulePolicy(const JobSpec& spec) {
   if (!spec.has_schedule()) return Invalid("schedule", "required");
   const zbpp::v1::SchedulePolicy& schedule = spec.schedule();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 
 namespace zbpp::ctltest {
 namespace {
@@ -174,8 +175,7 @@ grpc::Status FakeState::Cancel(grpc::ServerContext* context,
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(id);
   const v1::JobState state = it->second.state();
-  if (state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-      state == v1::JOB_STATE_CANCELLED) {
+  if (IsTerminal(state)) {
     return grpc::Status(
         grpc::StatusCode::FAILED_PRECONDITION,
         absl::StrCat("job \"", id, "\" is already ", v1::JobState_Name(state)));

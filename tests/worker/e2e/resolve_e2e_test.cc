@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "api/job_state.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
 #include "tests/worker/e2e/cluster.h"
@@ -89,10 +90,7 @@ class VersionWatcher {
           event.has_snapshot()       ? event.snapshot().state()
           : event.has_state_change() ? event.state_change().new_state()
                                      : v1::JOB_STATE_UNSPECIFIED;
-      if (state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-          state == v1::JOB_STATE_CANCELLED) {
-        break;
-      }
+      if (IsTerminal(state)) break;
     }
     context_.TryCancel();
     stream_->Finish().ok();  // Cancelled on purpose.

@@ -47,7 +47,7 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
     if (last) status = EndJob(*job, zbpp::v1::JOB_STATE_SUCCEEDED, "job succeeded", "");
   }
   job->UpdateGrant();
-  job->Persist();
+  if (effect->record_changed || !effect->disagreement.ok()) job->Persist();
   return status;
 }
 

@@ -30,6 +30,11 @@ struct ReportEffect {
   absl::Status disagreement;
   /// The step every worker has now reported, to CompleteStep.
   std::optional<PendingStep> complete;
+  /// The job's record (job.proto Job: state, validation counters, version)
+  /// changed and must be stored again. Most reports change nothing in it
+  /// until their step completes: storing the record (with its last step's
+  /// timeline) on every one of the p·d reports of a step was wasted work.
+  bool record_changed = false;
 };
 
 /// One job (docs/architecture.md, Flow 1): its API view (job.proto Job,
@@ -174,7 +179,8 @@ class Job {
   std::vector<SessionMessage> LaterVersionMessages() const;
   /// Records a validation outcome every worker sent (store, counters,
   /// event, ValidationPolicy) unless it is a replay.
-  void RecordValidation(const zbpp::v1::ValidationOutcome& outcome);
+  /// False for an outcome already recorded (replayed after a recovery).
+  bool RecordValidation(const zbpp::v1::ValidationOutcome& outcome);
   void SwitchValidationMode(zbpp::v1::ValidationMode mode,
                             const zbpp::v1::ValidationOutcome& last);
   /// CompleteStep's parts.

@@ -68,10 +68,10 @@ absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest
                         version->version(), model_.base(), attempt_.start_step());
   if (!measured.ok()) return measured.status();
   for (const HopTiming& hop : measured->hops) model_.AddHop(hop);
-  if (absl::StatusOr<bool> running = Acknowledge(report.worker_id()); !running.ok()) {
-    return running.status();
-  }
+  absl::StatusOr<bool> running = Acknowledge(report.worker_id());
+  if (!running.ok()) return running.status();
   ReportEffect effect;
+  effect.record_changed = *running;
   std::optional<PendingStep> complete = attempt_.AddReport(
       index, report.step(), version->version(), std::move(measured->stage));
   for (const zbpp::v1::ValidationResult& validation : report.validations()) {
@@ -84,15 +84,16 @@ absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest
       effect.disagreement = outcome.status();
       return effect;
     }
-    RecordValidation(*outcome);
+    if (RecordValidation(*outcome)) effect.record_changed = true;
   }
+  if (complete.has_value()) effect.record_changed = true;
   effect.complete = std::move(complete);
   return effect;
 }
 
-void Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
+bool Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
   const int64_t step = outcome.step();
-  if (step <= validated_through_) return;  // Replayed after a recovery.
+  if (step <= validated_through_) return false;  // Replayed after a recovery.
   validated_through_ = step;
   context_.writer->Enqueue(
       [id = id(), outcome](Store& store) { return store.AddValidationOutcome(id, outcome); },
@@ -114,6 +115,7 @@ void Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
       mode.has_value()) {
     SwitchValidationMode(*mode, outcome);
   }
+  return true;
 }
 
 void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,

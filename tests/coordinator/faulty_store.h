@@ -6,6 +6,7 @@
 // not reach the wrapped store and returns Unavailable.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,13 @@ class FaultyStore final : public Store {
   int64_t failed() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return failed_;
+  }
+  /// Writes of kind `what` ("UpdateJob", ...) that reached the wrapped
+  /// store so far.
+  int64_t stored(const std::string& what) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = stored_.find(what);
+    return it == stored_.end() ? 0 : it->second;
   }
 
   absl::Status CreateJob(const v1::Job& job) override {
@@ -112,6 +120,7 @@ class FaultyStore final : public Store {
         return absl::UnavailableError(absl::StrCat(
             "injected fault: ", what, " (disk I/O error, database unwritable)"));
       }
+      ++stored_[what];
     }
     return call();
   }
@@ -121,6 +130,7 @@ class FaultyStore final : public Store {
   int64_t fail_next_ ABSL_GUARDED_BY(mu_) = 0;
   bool fail_all_ ABSL_GUARDED_BY(mu_) = false;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> stored_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zbpp::coordinator::testing

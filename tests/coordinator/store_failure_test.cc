@@ -118,6 +118,28 @@ TEST_F(StoreFailureTest, FailedWritesAreRetriedInOrderAndNothingIsLost) {
   ExpectCompleteHistory(job_id, workers);
 }
 
+// The job's record (with its last step's timeline) is stored when it
+// changes, once per completed step, not on each of the p·d reports.
+TEST_F(StoreFailureTest, TheJobRecordIsStoredOncePerStepNotPerReport) {
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(Spec(), &job_id);
+  const sched::Problem truth = TrueCosts(Spec(), 1, 1.0);
+  ASSERT_TRUE(ReportStepOnAll(workers, truth, 0));  // RUNNING from here.
+  AwaitStoreRecovered();
+  const int64_t before = faulty_store_->stored("UpdateJob");
+  constexpr int64_t kRun = 8;  // Steps 1..8 of 12: none is the last.
+  for (int64_t step = 1; step <= kRun; ++step) {
+    ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  }
+  AwaitStoreRecovered();
+  const int64_t updates = faulty_store_->stored("UpdateJob") - before;
+  EXPECT_GE(updates, kRun) << "each completed step changes the record";
+  EXPECT_LE(updates, kRun + 2) << "p = 2 reports per step: not one write each";
+  auto stored = store_->GetJob(job_id);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->steps_completed(), kRun + 1);
+}
+
 TEST_F(StoreFailureTest, AStoreThatKeepsFailingPausesTheJobVisibly) {
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(Spec(), &job_id);

@@ -6,6 +6,7 @@
 #define ZBPP_API_SCHEDULE_VERSION_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "zbpp/v1/schedule.pb.h"
@@ -20,12 +21,18 @@ template <typename Key>
 const v1::ScheduleVersion& AsVersion(const std::pair<const Key, v1::ScheduleVersion>& entry) {
   return entry.second;
 }
+template <typename Key>
+const v1::ScheduleVersion& AsVersion(
+    const std::pair<const Key, std::shared_ptr<const v1::ScheduleVersion>>& entry) {
+  return *entry.second;
+}
 
 }  // namespace internal
 
 /// The version in force at `step`: of `versions`, in publication order
 /// (effective steps strictly increase; a container of v1::ScheduleVersion,
-/// or a map from version number to it), the last one whose
+/// or a map from version number to it or to a shared pointer to it), the
+/// last one whose
 /// `effective_step` is <= `step`. A version stays in force until the next
 /// one's effective step, so that every worker switches at the same step
 /// boundary. nullptr when none is (nothing published, or `step` before the

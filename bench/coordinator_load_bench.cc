@@ -368,7 +368,7 @@ class FakeWorker {
                          ? zbpp::v1::WORKER_PHASE_PREPARING
                      : runnable ? zbpp::v1::WORKER_PHASE_RUNNING
                                 : zbpp::v1::WORKER_PHASE_WAITING);
-        const zbpp::v1::ScheduleVersion version = protocol_.VersionFor(next_step);
+        const zbpp::v1::ScheduleVersion& version = protocol_.VersionFor(next_step);
         hb.set_schedule_version(version.version());
         if (runnable && !report_in_flight_) {
           report_in_flight_ = true;

@@ -79,12 +79,11 @@ struct FakeWorker {
     }
     std::optional<worker::ControlState::Held> held =
         state->HeldFor(assignment->job_id(), assignment->attempt());
-    if (!versions.empty()) {
-      for (size_t i = versions.size(); i < held->versions.size(); ++i) {
-        granted_at_version.push_back(granted);
-      }
+    // Copies only the versions that are new (a version holds p·m·3 actions).
+    for (size_t i = versions.size(); i < held->versions.size(); ++i) {
+      if (!versions.empty()) granted_at_version.push_back(granted);
+      versions.push_back(*held->versions[i]);
     }
-    versions = std::move(held->versions);
     granted = held->granted;
   }
 
@@ -103,13 +102,17 @@ struct FakeWorker {
 
   /// The version in force at `step` (ControlState::VersionFor); the first
   /// one before it takes effect.
-  v1::ScheduleVersion VersionFor(int64_t step) const {
-    return state->VersionFor(assignment->job_id(), assignment->attempt(), step)
-        .value_or(versions.front());
+  const v1::ScheduleVersion& VersionFor(int64_t step) const {
+    worker::ControlState::VersionPtr in_force =
+        state->VersionFor(assignment->job_id(), assignment->attempt(), step);
+    for (const v1::ScheduleVersion& version : versions) {
+      if (in_force != nullptr && version.version() == in_force->version()) return version;
+    }
+    return versions.front();
   }
 
   v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {
-    const v1::ScheduleVersion version = VersionFor(step);
+    const v1::ScheduleVersion& version = VersionFor(step);
     const int rank = assignment->stage();
     v1::ReportStepRequest r;
     r.set_worker_id(id);

@@ -72,8 +72,8 @@ const v1::Assignment& Held(const FakeWorker& w) {
 }
 
 // The version in force at `step` for the attempt `w` holds (ControlState's
-// answer); nullopt when none applies.
-std::optional<v1::ScheduleVersion> VersionFor(const FakeWorker& w, int64_t step) {
+// answer); null when none applies.
+worker::ControlState::VersionPtr VersionFor(const FakeWorker& w, int64_t step) {
   return w.state->VersionFor(Held(w).job_id(), Held(w).attempt(), step);
 }
 
@@ -268,16 +268,16 @@ class Fixture {
     if ((selector & 16) && report.step() == 0 &&
         report.schedule_version() == 0) {
       report.set_step(w.next_step);
-      if (const std::optional<v1::ScheduleVersion> v = VersionFor(w, w.next_step)) {
+      if (const worker::ControlState::VersionPtr v = VersionFor(w, w.next_step)) {
         report.set_schedule_version(v->version());
       }
       if (w.next_step <= w.granted) ++w.next_step;
     }
     if ((selector & 8) && report.action_start_seconds_size() == 0 &&
         report.action_end_seconds_size() == 0) {
-      const std::optional<v1::ScheduleVersion> v = VersionFor(w, report.step());
+      const worker::ControlState::VersionPtr v = VersionFor(w, report.step());
       const int stage = report.stage();
-      if (v.has_value() && stage >= 0 &&
+      if (v != nullptr && stage >= 0 &&
           stage < v->schedule().worker_actions_size()) {
         const int n = v->schedule().worker_actions(stage).actions_size();
         for (int i = 0; i < n; ++i) {

@@ -190,9 +190,8 @@ class AttemptRun {
 
   // The parsed and validated schedule in force at `step`.
   absl::StatusOr<const sched::Schedule*> ScheduleFor(int64_t step) {
-    std::optional<v1::ScheduleVersion> version =
-        env_.state->VersionFor(a_.job_id(), a_.attempt(), step);
-    if (!version.has_value()) {
+    ControlState::VersionPtr version = env_.state->VersionFor(a_.job_id(), a_.attempt(), step);
+    if (version == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("no schedule version for step ", step));
     }
     if (version->version() != version_number_) {

@@ -27,7 +27,8 @@ ControlState::Attempt* ControlState::Find(const std::string& job_id, int64_t att
 void ControlState::Queue(const v1::Assignment& assignment) {
   queued_ = Attempt{};
   queued_->assignment = assignment;
-  queued_->versions[assignment.schedule().version()] = assignment.schedule();
+  queued_->versions[assignment.schedule().version()] =
+      std::make_shared<const v1::ScheduleVersion>(assignment.schedule());
 }
 
 void ControlState::Promote() {
@@ -58,10 +59,10 @@ void ControlState::Apply(const v1::SessionResponse& message) {
       // Versions belong to the job; the newest attempt of it holds them.
       const v1::ScheduleVersion& v = message.schedule();
       if (queued_.has_value() && queued_->assignment.job_id() == v.job_id()) {
-        queued_->versions[v.version()] = v;
+        queued_->versions[v.version()] = std::make_shared<const v1::ScheduleVersion>(v);
       } else if (current_.has_value() && !current_->orphaned &&
                  current_->assignment.job_id() == v.job_id()) {
-        current_->versions[v.version()] = v;
+        current_->versions[v.version()] = std::make_shared<const v1::ScheduleVersion>(v);
       }
       return;
     }
@@ -113,14 +114,13 @@ ControlState::GrantWait ControlState::WaitForGrant(const std::string& job_id, in
   return GrantWait::kGranted;
 }
 
-std::optional<v1::ScheduleVersion> ControlState::VersionFor(const std::string& job_id,
-                                                            int64_t attempt,
-                                                            int64_t step) const {
+ControlState::VersionPtr ControlState::VersionFor(const std::string& job_id,
+                                                 int64_t attempt, int64_t step) const {
   absl::MutexLock lock(&mu_);
-  if (!Holds(job_id, attempt)) return std::nullopt;
+  if (!Holds(job_id, attempt)) return nullptr;
   const v1::ScheduleVersion* version = VersionInForce(current_->versions, step);
-  if (version == nullptr) return std::nullopt;
-  return *version;
+  if (version == nullptr) return nullptr;
+  return current_->versions.at(version->version());
 }
 
 std::optional<ControlState::Held> ControlState::HeldFor(const std::string& job_id,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,11 +42,14 @@ class ControlState {
   GrantWait WaitForGrant(const std::string& job_id, int64_t attempt, int64_t step,
                          absl::Duration timeout);
 
+  /// A schedule version as held: immutable and shared, so that handing it
+  /// out copies a pointer, not the version's p·m·3 actions.
+  using VersionPtr = std::shared_ptr<const v1::ScheduleVersion>;
+
   /// The schedule version of the attempt in force at `step`
   /// (VersionInForce, api/schedule_version.h; the assignment's version
-  /// included); nullopt when none applies.
-  std::optional<v1::ScheduleVersion> VersionFor(const std::string& job_id, int64_t attempt,
-                                                int64_t step) const;
+  /// included); null when none applies.
+  VersionPtr VersionFor(const std::string& job_id, int64_t attempt, int64_t step) const;
 
   /// What the coordinator's messages hold for the attempt (job_id, attempt)
   /// while the coordinator is talking about it (current, not orphaned).
@@ -54,7 +58,7 @@ class ControlState {
     int64_t granted = -1;
     /// Every schedule version received (the assignment's included), by
     /// ascending version number.
-    std::vector<v1::ScheduleVersion> versions;
+    std::vector<VersionPtr> versions;
   };
   /// The attempt's grants and versions; nullopt when it is not held. For
   /// fakes that drive the coordinator with this state and no training
@@ -104,7 +108,7 @@ class ControlState {
  private:
   struct Attempt {
     v1::Assignment assignment;
-    std::map<int64_t, v1::ScheduleVersion> versions;  // By version number.
+    std::map<int64_t, VersionPtr> versions;  // By version number.
     int64_t granted = -1;
     bool started = false;
     bool aborted = false;

@@ -70,7 +70,7 @@ TEST(ControlState, HeldForShowsTheGrantsAndVersionsOfTheAttempt) {
   ASSERT_TRUE(held.has_value());
   EXPECT_EQ(held->granted, 4);
   ASSERT_EQ(held->versions.size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(held->versions[i].version(), i + 1);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(held->versions[i]->version(), i + 1);
   EXPECT_FALSE(state.HeldFor("job-1", 2).has_value());
 }
 

@@ -70,12 +70,6 @@ class Outbox {
     return absl::OkStatus();
   }
 
-  /// Messages queued now.
-  size_t Size() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return queue_.size();
-  }
-
  private:
   const size_t capacity_;
   mutable absl::Mutex mu_;

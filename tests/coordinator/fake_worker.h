@@ -79,6 +79,7 @@ struct FakeWorker {
     }
     std::optional<worker::ControlState::Held> held =
         state->HeldFor(assignment->job_id(), assignment->attempt());
+    if (!held.has_value()) return;
     // Copies only the versions that are new (a version holds p·m·3 actions).
     for (size_t i = versions.size(); i < held->versions.size(); ++i) {
       if (!versions.empty()) granted_at_version.push_back(granted);

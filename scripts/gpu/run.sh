@@ -15,12 +15,16 @@
 #     bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m) of each
 #     model in the paper's Table 5);
 #  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
-#     cuda:0 in bf16. NCCL refuses two ranks on one device, so the ranks
+#     cuda:0 in bf16, then 4 workers as 2 replicas of a 2-stage pipeline
+#     (data parallel). NCCL refuses two ranks on one device, so the ranks
 #     talk through Gloo, which stages the GPU tensors through host memory.
-# Results go to $OUT (the device tool fetches them) or out-gpu/.
+# Results go to out-gpu/; where $OUT is set (the device tool fetches what
+# is under it, a few files only), they are also packed, checkpoints and
+# databases left out, into $OUT/gpu-results.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-out-gpu}
+out=out-gpu
+rm -rf "$out"
 mkdir -p "$out"
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
   echo "run: no PyTorch on this machine" >&2; exit 1; }
@@ -54,6 +58,12 @@ for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3
     --vocab=50304 --reps=20 --warmup=5 --pipeline="$4"
 done
 # Bounded: a worker that cannot start would leave the job waiting for it.
-step main-job timeout 300 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
+step main-job timeout 240 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json
+step main-job-dp timeout 200 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job-dp" \
+  bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json \
+  --workers 4 --data-parallel 2 --steps 60
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/gpu-results.tar.gz" --exclude=checkpoints --exclude='*.db*' "$out"
+fi
 exit $status

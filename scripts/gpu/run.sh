@@ -15,8 +15,9 @@
 #     bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m) of each
 #     model in the paper's Table 5);
 #  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
-#     cuda:0 in bf16, then 4 workers as 2 replicas of a 2-stage pipeline
-#     (data parallel). NCCL refuses two ranks on one device, so the ranks
+#     cuda:0 in bf16; in fp16 under post-validation with a NaN injected at
+#     step 40 (rolled back and skipped); then 4 workers as 2 replicas of a
+#     2-stage pipeline (data parallel). NCCL refuses two ranks on one device, so the ranks
 #     talk through Gloo, which stages the GPU tensors through host memory.
 # Results go to out-gpu/; where $OUT is set (the device tool fetches what
 # is under it, a few files only), they are also packed, checkpoints and
@@ -60,6 +61,9 @@ done
 # Bounded: a worker that cannot start would leave the job waiting for it.
 step main-job timeout 240 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json
+step main-job-fp16 timeout 150 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job-fp16" \
+  bash scripts/demo --device cuda:0 --precision fp16 --text-file build-gpu/kjv.txt --json \
+  --validation post --steps 100 --inject-nan-step 40
 step main-job-dp timeout 200 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job-dp" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json \
   --workers 4 --data-parallel 2 --steps 60

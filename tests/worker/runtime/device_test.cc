@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
 
 namespace zbpp::worker {
 namespace {
@@ -49,7 +52,22 @@ TEST(DeviceTest, OtherSpellingsAreInvalidNamingTheFlag) {
 
 // This binary links LibTorch without its CUDA part, as every test binary
 // does: to it no machine has a GPU, which is what a worker without one sees.
-TEST(DeviceTest, CudaWithoutADeviceIsAFailedPreconditionInOneLine) {
+// On a GPU machine scripts/gpu/run.sh preloads the CUDA part and says so in
+// ZBPP_TEST_DEVICE; there cuda:0 is usable and a device beyond the
+// machine's is refused instead.
+TEST(DeviceTest, CudaIsAFailedPreconditionInOneLineWithoutADevice) {
+  const char* test_device = std::getenv("ZBPP_TEST_DEVICE");
+  if (test_device != nullptr && absl::StartsWith(test_device, "cuda:")) {
+    absl::StatusOr<c10::Device> usable = ParseDevice("cuda:0");
+    ASSERT_TRUE(usable.ok()) << usable.status();
+    EXPECT_TRUE(usable->is_cuda());
+    absl::StatusOr<c10::Device> beyond = ParseDevice("cuda:255");
+    EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition) << beyond.status();
+    EXPECT_NE(beyond.status().message().find("CUDA devices here (cuda:0..cuda:"),
+              std::string::npos)
+        << beyond.status();
+    return;
+  }
   absl::StatusOr<c10::Device> device = ParseDevice("cuda:0");
   EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition) << device.status();
   const std::string message(device.status().message());

@@ -65,4 +65,74 @@ void SynchronizeDevice(const c10::Device& device) {
   c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
 }
 
+namespace {
+
+// An event that can be timed, recorded now on `device`'s current stream.
+std::unique_ptr<c10::Event> RecordEvent(const c10::Device& device) {
+  auto event = std::make_unique<c10::Event>(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+  event->record(c10::impl::getDeviceGuardImpl(device.type())->getStream(device));
+  return event;
+}
+
+}  // namespace
+
+PassTimer::PassTimer(const c10::Device& device, std::chrono::steady_clock::time_point step_start,
+                     size_t actions)
+    : device_(device), step_start_(step_start), begun_(actions, 0), ended_(actions, 0) {
+  if (device_.is_cpu()) {
+    host_begin_.assign(actions, 0);
+    host_end_.assign(actions, 0);
+    return;
+  }
+  begin_.resize(actions);
+  end_.resize(actions);
+  // On an idle device the reference event is reached as it is recorded.
+  SynchronizeDevice(device_);
+  reference_ = RecordEvent(device_);
+  reference_->synchronize();
+  reference_seconds_ = HostSeconds();
+}
+
+double PassTimer::HostSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+}
+
+void PassTimer::Mark(size_t j, std::vector<char>& marked, std::vector<double>& host,
+                     std::vector<std::unique_ptr<c10::Event>>& events) {
+  marked[j] = 1;
+  if (device_.is_cpu()) {
+    host[j] = HostSeconds();
+  } else {
+    events[j] = RecordEvent(device_);
+  }
+}
+
+void PassTimer::Begin(size_t j) { Mark(j, begun_, host_begin_, begin_); }
+
+void PassTimer::End(size_t j) { Mark(j, ended_, host_end_, end_); }
+
+double PassTimer::Duration(size_t j) {
+  if (device_.is_cpu()) return host_end_[j] - host_begin_[j];
+  end_[j]->synchronize();
+  return begin_[j]->elapsedTime(*end_[j]) / 1e3;
+}
+
+void PassTimer::Resolve(std::vector<double>& starts, std::vector<double>& ends) {
+  const size_t n = std::min(starts.size(), begun_.size());
+  if (device_.is_cpu()) {
+    for (size_t j = 0; j < n; ++j) {
+      if (!begun_[j] || !ended_[j]) continue;
+      starts[j] = host_begin_[j];
+      ends[j] = host_end_[j];
+    }
+    return;
+  }
+  SynchronizeDevice(device_);
+  for (size_t j = 0; j < n; ++j) {
+    if (!begun_[j] || !ended_[j]) continue;
+    starts[j] = reference_seconds_ + reference_->elapsedTime(*begin_[j]) / 1e3;
+    ends[j] = reference_seconds_ + reference_->elapsedTime(*end_[j]) / 1e3;
+  }
+}
+
 }  // namespace zbpp::worker

@@ -1,10 +1,14 @@
 #ifndef ZBPP_WORKER_RUNTIME_DEVICE_H_
 #define ZBPP_WORKER_RUNTIME_DEVICE_H_
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
+#include <c10/core/Event.h>
 
 #include "absl/status/statusor.h"
 
@@ -19,8 +23,65 @@ absl::StatusOr<c10::Device> ParseDevice(const std::string& text);
 
 /// Waits until the work queued on `device` has run (a CUDA device
 /// synchronisation); returns at once on the CPU, whose work is never queued.
-/// Pass times are taken after it, so that they are device times.
 void SynchronizeDevice(const c10::Device& device);
+
+/// Times the passes of one step on `device`, in seconds since `step_start`
+/// (a steady-clock time at or before construction).
+///
+/// On the CPU, Begin and End read the host clock: a pass has run when its
+/// call returns. On a CUDA device they record events on the device's
+/// current stream instead, so timing a pass does not wait for it and the
+/// host may queue the next pass while the device runs this one; the times
+/// are when the device reached each event, converted at Resolve() by one
+/// synchronisation (each event's offset from a reference event recorded,
+/// on an idle device, at construction). Either way the times are the
+/// device's, which is what the coordinator's cost model and the measured
+/// bubble rate need.
+///
+/// Index `j` is the action's position in the rank's list. Thread-compatible:
+/// the executor's thread only.
+class PassTimer {
+ public:
+  /// `actions`: how many actions the step has (valid j < actions).
+  /// Synchronises a CUDA device once.
+  PassTimer(const c10::Device& device, std::chrono::steady_clock::time_point step_start,
+            size_t actions);
+  PassTimer(const PassTimer&) = delete;
+  PassTimer& operator=(const PassTimer&) = delete;
+
+  /// The pass of action j starts now (on the device: once what is queued
+  /// before it has run).
+  void Begin(size_t j);
+  /// The pass of action j ends now (queued likewise); again after a first
+  /// End moves the end.
+  void End(size_t j);
+  /// Seconds from Begin(j) to the last End(j), waiting for that End on a
+  /// CUDA device; both must have been called.
+  double Duration(size_t j);
+  /// Waits for every recorded event and writes the seconds of each action
+  /// begun and ended (starts[j], ends[j]) for j < min(actions,
+  /// starts.size()); the entries of other actions are left as they are.
+  /// `ends` is at least as long as `starts`.
+  void Resolve(std::vector<double>& starts, std::vector<double>& ends);
+
+ private:
+  double HostSeconds() const;
+  // Begin or End: action j's time, now, into the CPU's or the CUDA side.
+  void Mark(size_t j, std::vector<char>& marked, std::vector<double>& host,
+            std::vector<std::unique_ptr<c10::Event>>& events);
+
+  const c10::Device device_;
+  const std::chrono::steady_clock::time_point step_start_;
+  // Per action: whether Begin and End were called.
+  std::vector<char> begun_, ended_;
+  // CPU: seconds since the step's start. CUDA: unused.
+  std::vector<double> host_begin_, host_end_;
+  // CUDA: the reference event and when the host saw it reached, and each
+  // action's events (null where not recorded).
+  std::unique_ptr<c10::Event> reference_;
+  double reference_seconds_ = 0;
+  std::vector<std::unique_ptr<c10::Event>> begin_, end_;
+};
 
 /// The memory a worker on `device` offers a job, bytes (what it reports as
 /// WorkerDescription.memory_bytes unless --memory-bytes says otherwise):

@@ -77,7 +77,7 @@ class StepRun {
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
-        start_(SteadyClock::now()) {}
+        start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {}
 
   absl::StatusOr<StepTimeline> Run() {
     plans_.reserve(actions_.size());
@@ -98,16 +98,14 @@ class StepRun {
                                                     std::string(st.message())));
       }
       if (actions_[j].kind == PassKind::kReduce) continue;  // Timed by the reducer.
-      SynchronizeDevice(o_.device);
-      timeline_.action_end_seconds[j] = Seconds();
+      timer_.End(j);
       if (o_.pass_slowdown > 1) {
-        const double compute =
-            timeline_.action_end_seconds[j] - timeline_.action_start_seconds[j];
         std::this_thread::sleep_for(
-            std::chrono::duration<double>((o_.pass_slowdown - 1) * compute));
-        timeline_.action_end_seconds[j] = Seconds();
+            std::chrono::duration<double>((o_.pass_slowdown - 1) * timer_.Duration(j)));
+        timer_.End(j);
       }
     }
+    ResolvePasses();
     if (absl::Status st = AwaitReductions(); !st.ok()) return st;
     timeline_.step_seconds =
         actions_.empty() ? 0
@@ -189,6 +187,7 @@ class StepRun {
       }
     }
     if (absl::Status st = WaitSends(); !st.ok()) return st;
+    ResolvePasses();
     timeline_.discarded = true;
     timeline_.discarded_forwards = static_cast<int>(first_backward);
     timeline_.action_start_seconds.resize(first_backward);
@@ -202,6 +201,21 @@ class StepRun {
   }
   double Seconds() const {
     return std::chrono::duration<double>(SteadyClock::now() - start_).count();
+  }
+
+  // The passes' times and the losses, which stay on the device until now:
+  // a GPU runs the step without a synchronisation per pass.
+  void ResolvePasses() {
+    timer_.Resolve(timeline_.action_start_seconds, timeline_.action_end_seconds);
+    timeline_.loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0;
+  }
+
+  // Adds a microbatch's loss (a scalar) to the step's, in double precision
+  // as a sum of the values on the host would be.
+  void AddLoss(const at::Tensor& loss) {
+    at::Tensor value = loss.detach().to(at::kDouble);
+    loss_sum_ = loss_sum_.defined() ? loss_sum_ + value : value;
+    ++timeline_.loss_count;
   }
 
   // A batch tensor on the device: through pinned host memory, copied
@@ -320,7 +334,7 @@ class StepRun {
       case PassKind::kB:
         return Backward(j, a, *chunk);
       case PassKind::kW: {
-        timeline_.action_start_seconds[j] = Seconds();
+        timer_.Begin(j);
         if (a.bucket == sched::kAllBuckets) return chunk->store->RunW(a.microbatch);
         absl::StatusOr<const std::vector<at::Tensor>*> bucket = Bucket(a);
         if (!bucket.ok()) return bucket.status();
@@ -378,13 +392,12 @@ class StepRun {
       if (!in.ok()) return in.status();
       state.input = in->detach().requires_grad_(true);
     }
-    timeline_.action_start_seconds[j] = Seconds();
+    timer_.Begin(j);
     if (forward_only_) {
       at::NoGradGuard no_grad;
       at::Tensor out = chunk.model->Forward(state.input);
       if (last) {
-        timeline_.loss_sum += LanguageModelLoss(out, data.targets).item<double>();
-        ++timeline_.loss_count;
+        AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
       return Deliver(out, MessageKind::kActivation, a.stage + 1, a.microbatch);
@@ -394,8 +407,7 @@ class StepRun {
       at::Tensor out = chunk.model->Forward(state.input);
       if (last) {
         at::Tensor loss = LanguageModelLoss(out, data.targets);
-        timeline_.loss_sum += loss.item<double>();
-        ++timeline_.loss_count;
+        AddLoss(loss);
         state.output = loss / double(schedule_.microbatches);
       } else {
         state.output = out;
@@ -429,7 +441,7 @@ class StepRun {
     if (a.stage == num_stages() - 1 && o_.loss_scale != 1) {
       grad_output = at::full({}, o_.loss_scale, state.output.options());
     }
-    timeline_.action_start_seconds[j] = Seconds();
+    timer_.Begin(j);
     state.output.backward(grad_output);
     if (a.stage > 0) {
       return Deliver(state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);
@@ -447,6 +459,8 @@ class StepRun {
   const BeforeFirstBackward* check_;  // Null once run (or when none).
   const size_t first_backward_;
   const SteadyClock::time_point start_;
+  PassTimer timer_;
+  at::Tensor loss_sum_;  // Double; undefined until the first loss.
 
   StepTimeline timeline_;
   std::vector<RecvPlan> plans_;

@@ -52,7 +52,8 @@ struct ExecutorOptions {
   std::map<int, LocalChunk> chunks;
   /// Where the passes run: parameters, activations, gradients and received
   /// tensors live there; batches are copied there. Pass times are device
-  /// times (SynchronizeDevice before each pass's end time on a GPU).
+  /// times (PassTimer: CUDA events on a GPU, resolved once at the step's
+  /// end, so no pass waits for the one before it to be timed).
   c10::Device device = c10::Device(c10::kCPU);
   /// Shape of the tensors between virtual stages: [b, s, h], float32.
   int64_t microbatch_size = 1;

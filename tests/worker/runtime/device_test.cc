@@ -1,19 +1,24 @@
-// The worker's --device (worker/runtime/device.h).
+// The worker's --device and its pass timer (worker/runtime/device.h).
 
 #include "worker/runtime/device.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "tests/worker/test_device.h"
 
 namespace zbpp::worker {
 namespace {
@@ -73,6 +78,42 @@ TEST(DeviceTest, CudaIsAFailedPreconditionInOneLineWithoutADevice) {
   const std::string message(device.status().message());
   EXPECT_EQ(message.rfind("--device cuda:0: no CUDA device here", 0), 0u) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
+// Two passes timed on the test device (scripts/gpu/run.sh: cuda:0, where
+// the timer records events and resolves them at the end), a third action
+// never begun, as a reduction timed elsewhere would be.
+TEST(PassTimerTest, TimesPassesInOrderAndLeavesOtherActionsAlone) {
+  const c10::Device device = TestDevice();
+  const auto step_start = std::chrono::steady_clock::now();
+  PassTimer timer(device, step_start, 3);
+  const at::Tensor a = at::rand({256, 256}, at::TensorOptions().device(device)) / 256;
+  for (size_t j : {0, 2}) {
+    timer.Begin(j);
+    at::Tensor b = a;
+    for (int i = 0; i < 20; ++i) b = at::tanh(at::matmul(b, a));
+    timer.End(j);
+  }
+  const double first = timer.Duration(0);
+  EXPECT_GT(first, 0);
+  std::vector<double> starts(3, -1), ends(3, -1);
+  timer.Resolve(starts, ends);
+  const double resolved_at =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  EXPECT_GE(starts[0], 0);
+  EXPECT_NEAR(ends[0] - starts[0], first, 1e-5);
+  EXPECT_LE(ends[0], starts[2]);
+  EXPECT_LT(starts[2], ends[2]);
+  EXPECT_LE(ends[2], resolved_at);
+  EXPECT_EQ(starts[1], -1);
+  EXPECT_EQ(ends[1], -1);
+
+  // A second End moves the end (the executor's --slow-stage stretch).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  timer.End(2);
+  const double before = ends[2];
+  timer.Resolve(starts, ends);
+  EXPECT_GE(ends[2] - before, 0.019);
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "scheduler/problem.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
@@ -52,6 +54,30 @@ v1::JobSpec TinySpec(int stages, int chunks, int microbatches) {
   opt->set_max_grad_norm(0.5);
   spec.set_seed(42);
   return spec;
+}
+
+// The executor's times for one rank's step (PassTimer: the host clock on
+// the CPU, CUDA events on a GPU): every pass ends after it starts, passes
+// follow each other in schedule order on the rank's one device, and all
+// lie within the step. Reductions, timed by their own thread, are left out.
+absl::Status CheckTimeline(const StepTimeline& t, const std::vector<sched::Action>& actions) {
+  if (t.action_start_seconds.size() != actions.size() ||
+      t.action_end_seconds.size() != actions.size()) {
+    return absl::InternalError("the timeline does not cover every action");
+  }
+  double previous_end = 0;
+  for (size_t j = 0; j < actions.size(); ++j) {
+    if (actions[j].kind == sched::PassKind::kReduce) continue;
+    const double start = t.action_start_seconds[j], end = t.action_end_seconds[j];
+    if (!(start >= previous_end && end > start && end <= t.step_seconds)) {
+      return absl::InternalError(absl::StrCat(
+          "action #", j, " ", sched::ActionToString(actions[j]), " ran [", start, ", ", end,
+          "] s, after a pass that ended at ", previous_end, " s, in a step of ",
+          t.step_seconds, " s"));
+    }
+    previous_end = end;
+  }
+  return absl::OkStatus();
 }
 
 MicrobatchData Batch(int64_t step, int microbatch) {
@@ -179,6 +205,8 @@ TEST_P(PipelineEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
           errors[w] = result.status();
           return;
         }
+        errors[w] = CheckTimeline(result->timeline, schedule->actions[r]);
+        if (!errors[w].ok()) return;
         ++steps_run[w];
       }
       if (absl::StatusOr<std::optional<StepValidation>> settled = (*trainer)->Settle();

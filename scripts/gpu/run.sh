@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (see the device tool), from the repository root,
 # with build-gpu/ carried (scripts/gpu/bundle.sh made it here). In one call:
-#  1. the worker's numerical tests on cuda:0: the split backward in
+#  1. the worker's numerical tests on cuda:0 (and the communicator's, whose
+#     Gloo transport stages device tensors through pinned host memory on a
+#     stream of its own): the split backward in
 #     fp32/bf16/fp16, the equivalence of every schedule with ranks as threads
 #     on the one GPU, post-update validation and mixed precision, a
 #     checkpoint moved between the CPU and the GPU. The test binaries link
@@ -19,6 +21,8 @@
 #     step 40 (rolled back and skipped); then 4 workers as 2 replicas of a
 #     2-stage pipeline (data parallel). NCCL refuses two ranks on one device, so the ranks
 #     talk through Gloo, which stages the GPU tensors through host memory.
+# Arguments, if any, name the steps to run (e.g. worker_comm_tests
+# main-job), for a short device budget; none: every step.
 # Results go to out-gpu/; where $OUT is set (the device tool fetches what
 # is under it, a few files only), they are also packed, checkpoints and
 # databases left out, into $OUT/gpu-results.tar.gz.
@@ -35,10 +39,12 @@ export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib"
   python3 -c 'import torch; print("torch", torch.__version__)'
 } >"$out/machine.txt" 2>&1
 status=0
+only=" $* "
 # $1: a name for the result file; the rest: the command.
 step() {
   local name=$1
   shift
+  [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || return 0
   if "$@" >"$out/$name.txt" 2>&1; then
     echo "$name: passed"
   else
@@ -48,7 +54,7 @@ step() {
   tail -3 "$out/$name.txt"
 }
 on_gpu() { LD_PRELOAD="$torch_lib/libtorch_cuda.so" ZBPP_TEST_DEVICE=cuda:0 "$@"; }
-for t in worker_model_tests worker_post_validation_tests worker_runtime_tests; do
+for t in worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests; do
   step "$t" on_gpu build-gpu/bin/"$t"
 done
 # model hidden heads p:m

@@ -5,14 +5,20 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <gloo/common/error.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/exception.h>
@@ -135,7 +141,9 @@ class GlooOp final : public PendingOp {
 
   absl::Status Wait(absl::Duration timeout) override {
     absl::Status status = WaitForWork(*work_, timeout, what_);
-    if (status.ok() && staged_into_.defined()) staged_into_.copy_(host_);
+    // From pinned memory: queued on the caller's stream, before the pass
+    // that reads the tensor.
+    if (status.ok() && staged_into_.defined()) staged_into_.copy_(host_, /*non_blocking=*/true);
     return status;
   }
 
@@ -149,11 +157,161 @@ class GlooOp final : public PendingOp {
 };
 
 // Gloo moves host memory: a tensor on another device (a GPU worker on this
-// backend) travels through a host copy. Contiguous, like `tensor`.
-at::Tensor HostCopy(const at::Tensor& tensor, bool with_data) {
-  return with_data ? tensor.to(at::kCPU)
-                   : at::empty(tensor.sizes(), tensor.options().device(at::kCPU));
+// backend) travels through a host copy. This one is pinned, so that the
+// copy between it and the device runs asynchronously on a stream;
+// contiguous, like `tensor`.
+at::Tensor PinnedLike(const at::Tensor& tensor) {
+  return at::empty(tensor.sizes(), tensor.options().device(at::kCPU).pinned_memory(true));
 }
+
+// A send of a device tensor on its way: its copy to the host is queued on
+// the stager's stream; the stager's thread issues the Gloo send once the
+// copy is done. Shared by the stager and the PendingOp; the last one to let
+// go takes the send off the communicator's ops in flight.
+struct StagedSend {
+  explicit StagedSend(std::shared_ptr<InFlight> ops) : in_flight(std::move(ops)) {}
+  ~StagedSend() {
+    if (work) in_flight->Remove(work);
+  }
+  const std::shared_ptr<InFlight> in_flight;
+  absl::Mutex mu;
+  bool issued ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);  // Of issuing the send.
+  // Set once issued; read without the lock only in the destructor.
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+// Sends of device tensors without blocking the caller (the executor's
+// compute thread) on the pass that produced them: the copy to pinned host
+// memory waits for that pass on a stream of its own, ordered after the
+// caller's stream by an event, and a thread issues each Gloo send when its
+// copy is done. The caller's next pass is queued meanwhile. Thread-safe.
+class DeviceSendStager {
+ public:
+  // `issue` starts the Gloo send of a host tensor and adds it to the ops in
+  // flight; it runs on the stager's thread.
+  using Issue = std::function<absl::StatusOr<c10::intrusive_ptr<c10d::Work>>(at::Tensor host,
+                                                                             int peer, int tag)>;
+
+  DeviceSendStager(const c10::Device& device, Issue issue)
+      : device_(device),
+        guard_(c10::impl::getDeviceGuardImpl(device.type())),
+        stream_(guard_->getStreamFromGlobalPool(device, /*isHighPriority=*/false)),
+        issue_(std::move(issue)),
+        thread_([this] { Loop(); }) {}
+
+  ~DeviceSendStager() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+
+  // Queues the copy of `tensor` (on this stager's device) after the work
+  // already queued on the caller's current stream, and its send.
+  std::shared_ptr<StagedSend> Stage(const at::Tensor& tensor, int peer, int tag,
+                                    std::shared_ptr<InFlight> in_flight) {
+    c10::Event produced(device_.type());
+    produced.record(guard_->getStream(device_));
+    produced.block(stream_);
+    // The caching allocator must not hand the tensor's memory out again
+    // before the copy on this stream read it.
+    guard_->recordDataPtrOnStream(tensor.storage().data_ptr(), stream_);
+    Item item{PinnedLike(tensor), peer, tag,
+              std::make_unique<c10::Event>(device_.type()),
+              std::make_shared<StagedSend>(std::move(in_flight))};
+    {
+      c10::StreamGuard on_stream(stream_);
+      item.host.copy_(tensor, /*non_blocking=*/true);
+    }
+    item.copied->record(stream_);
+    std::shared_ptr<StagedSend> send = item.send;
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(item));
+    return send;
+  }
+
+ private:
+  struct Item {
+    at::Tensor host;
+    int peer;
+    int tag;
+    std::unique_ptr<c10::Event> copied;
+    std::shared_ptr<StagedSend> send;
+  };
+
+  void Loop() {
+    while (true) {
+      Item item;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](DeviceSendStager* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+              return s->stopping_ || !s->queue_.empty();
+            },
+            this));
+        if (queue_.empty()) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      absl::StatusOr<c10::intrusive_ptr<c10d::Work>> work;
+      try {
+        item.copied->synchronize();
+        work = issue_(item.host, item.peer, item.tag);
+      } catch (...) {
+        work = CurrentExceptionToStatus("sending the device tensor through the host");
+      }
+      absl::MutexLock lock(&item.send->mu);
+      item.send->issued = true;
+      if (work.ok()) {
+        item.send->work = *std::move(work);
+      } else {
+        item.send->status = work.status();
+      }
+    }
+  }
+
+  const c10::Device device_;
+  const c10::impl::DeviceGuardImplInterface* const guard_;
+  const c10::Stream stream_;
+  const Issue issue_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // Last: starts once the members above exist.
+};
+
+// The PendingOp of a staged send: waits for the stager to issue it, then
+// for Gloo.
+class StagedSendOp final : public PendingOp {
+ public:
+  StagedSendOp(std::shared_ptr<StagedSend> send, std::string what)
+      : send_(std::move(send)), what_(std::move(what)) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    const absl::Time deadline = absl::Now() + timeout;
+    c10::intrusive_ptr<c10d::Work> work;
+    {
+      absl::MutexLock lock(&send_->mu);
+      if (!send_->mu.AwaitWithDeadline(absl::Condition(&send_->issued), deadline)) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what_, ": the device tensor's copy to the host did not finish within ",
+                         absl::FormatDuration(timeout)));
+      }
+      if (!send_->status.ok()) {
+        return absl::Status(send_->status.code(),
+                            absl::StrCat(what_, ": ", send_->status.message()));
+      }
+      work = send_->work;
+    }
+    return WaitForWork(*work, std::max(deadline - absl::Now(), absl::ZeroDuration()), what_);
+  }
+
+ private:
+  const std::shared_ptr<StagedSend> send_;
+  const std::string what_;
+};
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -185,7 +343,7 @@ class GlooCommunicator final : public Communicator {
     }
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
-    const at::Tensor host = tensor.is_cpu() ? tensor : HostCopy(tensor, /*with_data=*/true);
+    const at::Tensor host = tensor.is_cpu() ? tensor : tensor.to(at::kCPU);
     absl::Status status = Collective(
         [&] {
           std::vector<at::Tensor> tensors{host};
@@ -218,11 +376,17 @@ class GlooCommunicator final : public Communicator {
       return absl::AbortedError(absl::StrCat(what, ": the communicator was aborted"));
     }
     try {
+      if (send && !tensor.is_cpu()) {
+        absl::StatusOr<DeviceSendStager*> stager = Stager(tensor.device());
+        if (!stager.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", stager.status().message()));
+        return std::make_unique<StagedSendOp>(
+            (*stager)->Stage(tensor, peer, static_cast<int>(tag), in_flight_), std::move(what));
+      }
       at::Tensor host = tensor;
       at::Tensor staged_into;
       if (!tensor.is_cpu()) {
-        host = HostCopy(tensor, /*with_data=*/send);
-        if (!send) staged_into = tensor;
+        host = PinnedLike(tensor);
+        staged_into = tensor;
       }
       std::vector<at::Tensor> tensors{host};
       c10::intrusive_ptr<c10d::Work> work =
@@ -255,7 +419,36 @@ class GlooCommunicator final : public Communicator {
   const c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   const int rank_;
   const int size_;
+  // The stager of this rank's device tensors, made at the first send of
+  // one: every device tensor must be on that device.
+  absl::StatusOr<DeviceSendStager*> Stager(const c10::Device& device) ABSL_LOCKS_EXCLUDED(stager_mu_) {
+    absl::MutexLock lock(&stager_mu_);
+    if (stager_ == nullptr) {
+      stager_ = std::make_unique<DeviceSendStager>(
+          device, [this](at::Tensor host, int peer, int tag) { return IssueSend(host, peer, tag); });
+      stager_device_ = device;
+    } else if (device != stager_device_) {
+      return absl::InvalidArgumentError(absl::StrCat("the tensor is on ", device.str(),
+                                                     ", earlier sends' on ",
+                                                     stager_device_.str()));
+    }
+    return stager_.get();
+  }
+
+  // The Gloo send of a staged tensor, on the stager's thread.
+  absl::StatusOr<c10::intrusive_ptr<c10d::Work>> IssueSend(at::Tensor host, int peer, int tag) {
+    if (in_flight_->aborted()) return absl::AbortedError("the communicator was aborted");
+    std::vector<at::Tensor> tensors{std::move(host)};
+    c10::intrusive_ptr<c10d::Work> work = group_->send(tensors, peer, tag);
+    if (!in_flight_->Add(work)) work->abort();
+    return work;
+  }
+
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  absl::Mutex stager_mu_;
+  c10::Device stager_device_ ABSL_GUARDED_BY(stager_mu_) = c10::Device(c10::kCPU);
+  // Last: destroyed first, its thread done before the group goes.
+  std::unique_ptr<DeviceSendStager> stager_ ABSL_GUARDED_BY(stager_mu_);
 };
 
 // c10d reads TORCH_FR_BUFFER_SIZE when its flight recorder is first used,

@@ -62,8 +62,16 @@ struct GlooOptions {
 ///    destroyed; still, do not modify a sent tensor before its Wait
 ///    returned, nor read a received one before.
 ///  * Gloo moves host memory: tensors on another device (a GPU worker on
-///    this backend) are copied to the host before a send or an all-reduce
-///    and into their device tensor when a receive completes (in Wait).
+///    this backend) travel through pinned host copies. Send of a device
+///    tensor returns at once: the copy to the host runs on a stream of the
+///    communicator's own, after the work already queued on the caller's
+///    current stream (the pass that produced the tensor), and a thread of
+///    the communicator issues the Gloo send when the copy is done, so the
+///    caller's next pass is queued meanwhile. A receive lands in host
+///    memory; its Wait queues the copy into the device tensor on the
+///    caller's current stream, before whatever reads it. An all-reduce
+///    copies synchronously. All device tensors a communicator sends must
+///    be on one device (InvalidArgument otherwise).
 ///  * c10d's flight recorder (a process-wide record of every operation, for
 ///    post-mortem dumps zbpp never takes) is switched off at the first
 ///    group unless TORCH_FR_BUFFER_SIZE is set: with several groups in one

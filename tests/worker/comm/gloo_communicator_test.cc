@@ -1,4 +1,6 @@
-// Gloo creation failures: Status values, never exceptions.
+// Gloo creation failures (Status values, never exceptions), the quirks the
+// executor must respect, and tensors of the test device travelling through
+// host memory.
 
 #include "worker/comm/gloo_communicator.h"
 
@@ -16,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/test_device.h"
 #include "worker/comm/rendezvous_store.h"
 
 namespace zbpp::worker {
@@ -73,6 +76,66 @@ TEST(GlooCommunicatorTest, ATimeoutClosesTheConnectionToThatPeer) {
   absl::Status s = again.ok() ? (*again)->Wait(absl::Seconds(2)) : again.status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("pair closure"));
+}
+
+// A pipeline's traffic with tensors on the test device (scripts/gpu/run.sh:
+// cuda:0). Each rank sends a tensor that a long chain of kernels has just
+// produced and overwrites the variable at once, so a send that copied the
+// tensor before its producer ran, or after its memory was reused, carries
+// wrong values; each receive is read by a kernel right after Wait, so a copy
+// into the device tensor that was not ordered before it shows too.
+TEST(GlooCommunicatorTest, DeviceTensorsTravelAfterTheirProducerAndBeforeTheirReader) {
+  const c10::Device device = TestDevice();
+  auto group = GlooPair();
+  ASSERT_NE(group[0], nullptr);
+  ASSERT_NE(group[1], nullptr);
+  constexpr int kMessages = 8;
+  const auto options = at::TensorOptions().device(device);
+  auto random = [&](uint64_t seed) {
+    return at::rand({256, 256}, at::detail::createCPUGenerator(seed)).to(device);
+  };
+  const at::Tensor weight = random(7) / 16;
+  // The value rank r sends as message i, computed on the device.
+  auto produce = [&](int r, int i) {
+    at::Tensor x = random(10 * r + i + 1);
+    for (int k = 0; k < 50; ++k) x = at::sin(at::matmul(x, weight));
+    return x;
+  };
+  std::vector<std::vector<at::Tensor>> sent(2), read(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      Communicator& comm = *group[r];
+      std::vector<at::Tensor> inbox;
+      std::vector<std::unique_ptr<PendingOp>> recvs, sends;
+      for (int i = 0; i < kMessages; ++i) {
+        inbox.push_back(at::zeros({256, 256}, options));
+        auto op = comm.Recv(inbox.back(), 1 - r, 100 + i);
+        ASSERT_TRUE(op.ok()) << op.status();
+        recvs.push_back(*std::move(op));
+      }
+      for (int i = 0; i < kMessages; ++i) {
+        at::Tensor out = produce(r, i);
+        sent[r].push_back(out.cpu());
+        auto op = comm.Send(out, 1 - r, 100 + i);
+        ASSERT_TRUE(op.ok()) << op.status();
+        sends.push_back(*std::move(op));
+        out = at::zeros({256, 256}, options);  // The sent tensor's memory may be reused.
+      }
+      for (int i = 0; i < kMessages; ++i) {
+        ASSERT_TRUE(recvs[i]->Wait(absl::Seconds(20)).ok()) << "message " << i;
+        read[r].push_back((inbox[i] * 2).cpu());
+      }
+      for (auto& op : sends) EXPECT_TRUE(op->Wait(absl::Seconds(20)).ok());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(read[r].size(), static_cast<size_t>(kMessages));
+    for (int i = 0; i < kMessages; ++i) {
+      EXPECT_TRUE(at::equal(read[r][i], sent[1 - r][i] * 2)) << "rank " << r << " message " << i;
+    }
+  }
 }
 
 TEST(GlooCommunicatorTest, PeersNotJoiningIsDeadlineExceeded) {

@@ -32,6 +32,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
 #include "worker/daemon/worker_server.h"
@@ -149,59 +150,69 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return flags;
 }
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "zbpp-worker: %s\n", message.c_str());
-  return 1;
+// One line on stderr; returns `exit_code` (1: runtime, 2: usage).
+int Fail(int exit_code, absl::string_view message) {
+  std::fprintf(stderr, "zbpp-worker: %s\n", std::string(message).c_str());
+  return exit_code;
 }
+
+// The worker's server, registered with the coordinator: the flags' options
+// with the device and the channel credentials to the coordinator.
+// InvalidArgument names a bad --tls-* file (or a field the coordinator
+// refused); other errors are WorkerServer::Create's.
+absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags,
+                                                          const c10::Device& device) {
+  WorkerServer::Options options = flags.server;
+  options.device = device;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials(flags.tls);
+  if (!credentials.ok()) return credentials.status();
+  options.credentials = *std::move(credentials);
+  return WorkerServer::Create(std::move(options));
+}
+
+// Leaves the process at the first SIGTERM or SIGINT (blocked in `signals`):
+// shuts the worker's server down and exits 0 at once. The training thread
+// may be inside a step, blocked on peers: it is not waited for.
+// Checkpoints are written atomically, so nothing is torn.
+void LeaveOnTerminationSignal(const sigset_t& signals, WorkerServer& worker) {
+  std::thread([signals, &worker] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::fprintf(stderr, "zbpp-worker: signal %d, leaving\n", signal_number);
+    worker.Shutdown();
+    std::_Exit(0);
+  }).detach();
+}
+
+}  // namespace
 
 int Main(int argc, char** argv) {
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   absl::StatusOr<c10::Device> device =
       flags.ok() ? ParseDevice(flags->device) : absl::StatusOr<c10::Device>(flags.status());
   if (absl::IsInvalidArgument(device.status())) {
-    std::fprintf(stderr, "zbpp-worker: %s (%s)\n", std::string(device.status().message()).c_str(),
-                 kUsage);
-    return 2;
+    return Fail(2, absl::StrCat(device.status().message(), " (", kUsage, ")"));
   }
   // A well-formed --device that is not there (no GPU here): one line, 1.
-  if (!device.ok()) return Fail(std::string(device.status().message()));
+  if (!device.ok()) return Fail(1, device.status().message());
   const sigset_t signals = BlockTerminationSignals();
-
   // One worker per core: intra-op parallelism is a deliberate choice.
   at::set_num_threads(flags->threads);
   at::set_num_interop_threads(1);
-
-  WorkerServer::Options options = flags->server;
-  options.device = *device;
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ClientCredentials(flags->tls);
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "zbpp-worker: %s\n", std::string(credentials.status().message()).c_str());
-    return absl::IsInvalidArgument(credentials.status()) ? 2 : 1;
+  absl::StatusOr<std::unique_ptr<WorkerServer>> worker = StartServer(*flags, *device);
+  if (!worker.ok()) {
+    return Fail(absl::IsInvalidArgument(worker.status()) ? 2 : 1, worker.status().message());
   }
-  options.credentials = *std::move(credentials);
-  absl::StatusOr<std::unique_ptr<WorkerServer>> worker = WorkerServer::Create(std::move(options));
-  if (!worker.ok()) return Fail(std::string(worker.status().message()));
   std::printf("zbpp-worker registered worker_id=%s coordinator=%s address=%s\n",
               (*worker)->worker_id().c_str(), flags->server.coordinator.c_str(),
               (*worker)->address().c_str());
   std::fflush(stdout);
-
-  std::thread signal_waiter([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    std::fprintf(stderr, "zbpp-worker: signal %d, leaving\n", signal_number);
-    (*worker)->Shutdown();
-    // The training thread may be inside a step, blocked on peers: do not
-    // wait for it. Checkpoints are written atomically, so nothing is torn.
-    std::_Exit(0);
-  });
-  signal_waiter.detach();
+  LeaveOnTerminationSignal(signals, **worker);
   (*worker)->RunTrainingLoop();
   return 0;
 }
 
-}  // namespace
 }  // namespace zbpp::worker
 
 int main(int argc, char** argv) { return zbpp::worker::Main(argc, argv); }

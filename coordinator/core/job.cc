@@ -61,12 +61,7 @@ absl::Status Job::SetState(zbpp::v1::JobState state, const std::string& message)
   if (state == zbpp::v1::JOB_STATE_RECOVERING) {
     job_.set_recoveries_total(job_.recoveries_total() + 1);
   }
-  JobEvent event;
-  zbpp::v1::JobStateChange* change = event.mutable_state_change();
-  change->set_old_state(old);
-  change->set_new_state(state);
-  change->set_message(message);
-  Emit(std::move(event), /*droppable=*/false);
+  EmitStateChange(old, state, message);
   if (IsTerminal(state)) {
     *job_.mutable_end_time() = ToTimestamp(now);
     job_.clear_assignments();
@@ -91,6 +86,16 @@ void Job::Persist() {
 
 void Job::Emit(JobEvent event, bool droppable) {
   watchers_.Emit(id(), context_.clock->Now(), std::move(event), droppable);
+}
+
+void Job::EmitStateChange(zbpp::v1::JobState old_state, zbpp::v1::JobState new_state,
+                          const std::string& message) {
+  JobEvent event;
+  zbpp::v1::JobStateChange* change = event.mutable_state_change();
+  change->set_old_state(old_state);
+  change->set_new_state(new_state);
+  change->set_message(message);
+  Emit(std::move(event), /*droppable=*/false);
 }
 
 std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
@@ -268,9 +273,11 @@ absl::Status Job::RecoverAfterFailure(const std::string& why, int max_recoveries
 }
 
 absl::Status Job::Recover(const std::string& why) {
-  // The attempt that recovers the job ended too: it stays RECOVERING.
+  // The attempt that recovers the job ended too: it stays RECOVERING, and
+  // watchers learn why from a change whose old and new states are equal.
   if (state() == zbpp::v1::JOB_STATE_RECOVERING) {
     job_.set_state_message(why);
+    EmitStateChange(zbpp::v1::JOB_STATE_RECOVERING, zbpp::v1::JOB_STATE_RECOVERING, why);
     return absl::OkStatus();
   }
   return SetState(zbpp::v1::JOB_STATE_RECOVERING, why);

@@ -171,7 +171,11 @@ class Job {
 
  private:
   void Emit(zbpp::v1::JobEvent event, bool droppable);
-  /// RECOVERING with `why`; the message only when already RECOVERING.
+  /// Tells watchers of a state change (never dropped).
+  void EmitStateChange(zbpp::v1::JobState old_state, zbpp::v1::JobState new_state,
+                       const std::string& message);
+  /// RECOVERING with `why`; when already RECOVERING, the message, told to
+  /// watchers as a change from RECOVERING to RECOVERING.
   absl::Status Recover(const std::string& why);
   void SendToWorkers(const SessionMessage& message);
   /// The versions after the one in force at the attempt's start step, one

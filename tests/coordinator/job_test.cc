@@ -169,6 +169,7 @@ TEST_F(JobTest, AttemptSendsAssignmentsAndGrantsThenRunsOnceAllAcknowledge) {
 
 TEST_F(JobTest, WorkerFailuresWithoutProgressFailTheJob) {
   std::unique_ptr<Job> job = NewJob(TestSpec(/*stages=*/2));
+  std::shared_ptr<WatchOutbox> watch = job->Watch(64);
   ASSERT_TRUE(job->SetState(v1::JOB_STATE_ASSIGNING, "").ok());
   ASSERT_TRUE(job->SetState(v1::JOB_STATE_RUNNING, "").ok());
   ASSERT_TRUE(job->RecoverAfterFailure("w failed", /*max_recoveries=*/2, true).ok());
@@ -180,6 +181,14 @@ TEST_F(JobTest, WorkerFailuresWithoutProgressFailTheJob) {
   ASSERT_TRUE(job->RecoverAfterFailure("v failed", 2, true).ok());
   EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
   EXPECT_EQ(job->proto().state_message(), "v failed");
+  // Watchers see why, in a change that keeps the state.
+  std::vector<v1::JobEvent> events;
+  ASSERT_TRUE(watch->Pop(absl::InfinitePast(), &events).ok());
+  ASSERT_FALSE(events.empty());
+  const v1::JobStateChange& last = events.back().state_change();
+  EXPECT_EQ(last.old_state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(last.new_state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(last.message(), "v failed");
   ASSERT_TRUE(job->RecoverAfterFailure("w failed", 2, true).ok());
   EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
   EXPECT_THAT(job->proto().state_message(), HasSubstr("2 recoveries made no progress"));

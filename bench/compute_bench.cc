@@ -305,6 +305,9 @@ PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
       m_b.push_back(*after_f - *before);
       m_w.push_back(*after_b - *before);
     }
+    // From the state the split passes started in (no gradients yet), or
+    // the fused backward would also pay for adding onto the split's.
+    zero_grads();
     at::Tensor plain = forward(/*split=*/false);
     const double fused_start = Now();
     backward(plain);

@@ -173,11 +173,22 @@ struct StagedSend {
   ~StagedSend() {
     if (work) in_flight->Remove(work);
   }
+  // Settles the send as given up, for `why`, unless it is settled already.
+  void GiveUp(absl::Status why) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    if (settled) return;
+    settled = true;
+    status = std::move(why);
+  }
+
   const std::shared_ptr<InFlight> in_flight;
   absl::Mutex mu;
-  bool issued ABSL_GUARDED_BY(mu) = false;
-  absl::Status status ABSL_GUARDED_BY(mu);  // Of issuing the send.
-  // Set once issued; read without the lock only in the destructor.
+  // Issued (`work`) or given up (`status` says why): no longer pending.
+  bool settled ABSL_GUARDED_BY(mu) = false;
+  // The PendingOp is gone: nobody waits for the send, it is not issued.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  // Set under `mu` when issued; read without it only in the destructor.
   c10::intrusive_ptr<c10d::Work> work;
 };
 
@@ -189,7 +200,7 @@ struct StagedSend {
 class DeviceSendStager {
  public:
   // `issue` starts the Gloo send of a host tensor and adds it to the ops in
-  // flight; it runs on the stager's thread.
+  // flight; it runs on the stager's thread and throws nothing.
   using Issue = std::function<absl::StatusOr<c10::intrusive_ptr<c10d::Work>>(at::Tensor host,
                                                                              int peer, int tag)>;
 
@@ -200,12 +211,20 @@ class DeviceSendStager {
         issue_(std::move(issue)),
         thread_([this] { Loop(); }) {}
 
+  // Sends still queued are given up, not issued.
   ~DeviceSendStager() {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
     thread_.join();
+  }
+
+  // Gives up the sends whose copies are still queued (Communicator::Abort),
+  // so that their waiters return at once.
+  void AbortQueued() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (Item& item : queue_) item.send->GiveUp(absl::AbortedError("the communicator was aborted"));
   }
 
   // Queues the copy of `tensor` (on this stager's device) after the work
@@ -244,6 +263,7 @@ class DeviceSendStager {
   void Loop() {
     while (true) {
       Item item;
+      bool stopping = false;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
@@ -254,16 +274,26 @@ class DeviceSendStager {
         if (queue_.empty()) return;
         item = std::move(queue_.front());
         queue_.pop_front();
+        stopping = stopping_;
       }
-      absl::StatusOr<c10::intrusive_ptr<c10d::Work>> work;
+      if (stopping) {
+        item.send->GiveUp(absl::CancelledError("the communicator was destroyed first"));
+        continue;
+      }
+      absl::Status copied;
       try {
         item.copied->synchronize();
-        work = issue_(item.host, item.peer, item.tag);
       } catch (...) {
-        work = CurrentExceptionToStatus("sending the device tensor through the host");
+        copied = CurrentExceptionToStatus("copying the device tensor to the host");
       }
       absl::MutexLock lock(&item.send->mu);
-      item.send->issued = true;
+      if (item.send->settled || item.send->abandoned) continue;  // Aborted, or unwanted.
+      item.send->settled = true;
+      if (!copied.ok()) {
+        item.send->status = copied;
+        continue;
+      }
+      absl::StatusOr<c10::intrusive_ptr<c10d::Work>> work = issue_(item.host, item.peer, item.tag);
       if (work.ok()) {
         item.send->work = *std::move(work);
       } else {
@@ -288,13 +318,17 @@ class StagedSendOp final : public PendingOp {
  public:
   StagedSendOp(std::shared_ptr<StagedSend> send, std::string what)
       : send_(std::move(send)), what_(std::move(what)) {}
+  ~StagedSendOp() override {
+    absl::MutexLock lock(&send_->mu);
+    send_->abandoned = true;
+  }
 
   absl::Status Wait(absl::Duration timeout) override {
     const absl::Time deadline = absl::Now() + timeout;
     c10::intrusive_ptr<c10d::Work> work;
     {
       absl::MutexLock lock(&send_->mu);
-      if (!send_->mu.AwaitWithDeadline(absl::Condition(&send_->issued), deadline)) {
+      if (!send_->mu.AwaitWithDeadline(absl::Condition(&send_->settled), deadline)) {
         return absl::DeadlineExceededError(
             absl::StrCat(what_, ": the device tensor's copy to the host did not finish within ",
                          absl::FormatDuration(timeout)));
@@ -359,7 +393,11 @@ class GlooCommunicator final : public Communicator {
                       absl::StrCat("rank ", rank_, " barrier"));
   }
 
-  void Abort() override { in_flight_->AbortAll(); }
+  void Abort() override {
+    in_flight_->AbortAll();
+    absl::MutexLock lock(&stager_mu_);
+    if (stager_ != nullptr) stager_->AbortQueued();
+  }
 
  private:
   absl::StatusOr<std::unique_ptr<PendingOp>> PointToPoint(
@@ -389,9 +427,12 @@ class GlooCommunicator final : public Communicator {
         staged_into = tensor;
       }
       std::vector<at::Tensor> tensors{host};
-      c10::intrusive_ptr<c10d::Work> work =
-          send ? group_->send(tensors, peer, static_cast<int>(tag))
-               : group_->recv(tensors, peer, static_cast<int>(tag));
+      c10::intrusive_ptr<c10d::Work> work;
+      {
+        absl::MutexLock lock(&p2p_mu_);
+        work = send ? group_->send(tensors, peer, static_cast<int>(tag))
+                    : group_->recv(tensors, peer, static_cast<int>(tag));
+      }
       if (!in_flight_->Add(work)) work->abort();
       return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_,
                                       std::move(host), std::move(staged_into));
@@ -439,12 +480,22 @@ class GlooCommunicator final : public Communicator {
   absl::StatusOr<c10::intrusive_ptr<c10d::Work>> IssueSend(at::Tensor host, int peer, int tag) {
     if (in_flight_->aborted()) return absl::AbortedError("the communicator was aborted");
     std::vector<at::Tensor> tensors{std::move(host)};
-    c10::intrusive_ptr<c10d::Work> work = group_->send(tensors, peer, tag);
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      absl::MutexLock lock(&p2p_mu_);
+      work = group_->send(tensors, peer, tag);
+    } catch (...) {
+      return CurrentExceptionToStatus("sending the device tensor's host copy");
+    }
     if (!in_flight_->Add(work)) work->abort();
     return work;
   }
 
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  // ProcessGroupGloo counts its operations in a plain integer: its
+  // point-to-point calls from the caller's thread and the stager's are
+  // made one at a time (each only posts the operation).
+  absl::Mutex p2p_mu_;
   absl::Mutex stager_mu_;
   c10::Device stager_device_ ABSL_GUARDED_BY(stager_mu_) = c10::Device(c10::kCPU);
   // Last: destroyed first, its thread done before the group goes.

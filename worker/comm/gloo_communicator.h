@@ -71,7 +71,10 @@ struct GlooOptions {
 ///    memory; its Wait queues the copy into the device tensor on the
 ///    caller's current stream, before whatever reads it. An all-reduce
 ///    copies synchronously. All device tensors a communicator sends must
-///    be on one device (InvalidArgument otherwise).
+///    be on one device (InvalidArgument otherwise). A staged send whose
+///    PendingOp is destroyed before it was issued is not issued; Abort
+///    gives up the queued ones at once (one whose copy is running, when the
+///    copy ends).
 ///  * c10d's flight recorder (a process-wide record of every operation, for
 ///    post-mortem dumps zbpp never takes) is switched off at the first
 ///    group unless TORCH_FR_BUFFER_SIZE is set: with several groups in one

@@ -79,20 +79,25 @@ TEST(GlooCommunicatorTest, ATimeoutClosesTheConnectionToThatPeer) {
 }
 
 // A pipeline's traffic with tensors on the test device (scripts/gpu/run.sh:
-// cuda:0). Each rank sends a tensor that a long chain of kernels has just
-// produced and overwrites the variable at once, so a send that copied the
-// tensor before its producer ran, or after its memory was reused, carries
-// wrong values; each receive is read by a kernel right after Wait, so a copy
-// into the device tensor that was not ordered before it shows too.
+// cuda:0). Each rank sends a tensor that a long chain of kernels (tens of
+// milliseconds on a GPU, queued in microseconds) has just produced, then
+// drops it and overwrites a tensor of the same size at once: a send that
+// copied the tensor before its producer ran, or after the caching
+// allocator handed its memory out again, carries wrong values. The values
+// expected are cloned on the device and read only at the end, so nothing
+// waits for the producer before the send. Each receive is read by a kernel
+// right after Wait, so a copy into the device tensor that was not ordered
+// before that kernel shows too.
 TEST(GlooCommunicatorTest, DeviceTensorsTravelAfterTheirProducerAndBeforeTheirReader) {
   const c10::Device device = TestDevice();
   auto group = GlooPair();
   ASSERT_NE(group[0], nullptr);
   ASSERT_NE(group[1], nullptr);
   constexpr int kMessages = 8;
+  const int64_t n = device.is_cpu() ? 256 : 2048;
   const auto options = at::TensorOptions().device(device);
   auto random = [&](uint64_t seed) {
-    return at::rand({256, 256}, at::detail::createCPUGenerator(seed)).to(device);
+    return at::rand({n, n}, at::detail::createCPUGenerator(seed)).to(device);
   };
   const at::Tensor weight = random(7) / 16;
   // The value rank r sends as message i, computed on the device.
@@ -109,24 +114,27 @@ TEST(GlooCommunicatorTest, DeviceTensorsTravelAfterTheirProducerAndBeforeTheirRe
       std::vector<at::Tensor> inbox;
       std::vector<std::unique_ptr<PendingOp>> recvs, sends;
       for (int i = 0; i < kMessages; ++i) {
-        inbox.push_back(at::zeros({256, 256}, options));
+        inbox.push_back(at::zeros({n, n}, options));
         auto op = comm.Recv(inbox.back(), 1 - r, 100 + i);
         ASSERT_TRUE(op.ok()) << op.status();
         recvs.push_back(*std::move(op));
       }
+      std::vector<at::Tensor> expected;
       for (int i = 0; i < kMessages; ++i) {
         at::Tensor out = produce(r, i);
-        sent[r].push_back(out.cpu());
+        expected.push_back(out.clone());
         auto op = comm.Send(out, 1 - r, 100 + i);
         ASSERT_TRUE(op.ok()) << op.status();
         sends.push_back(*std::move(op));
-        out = at::zeros({256, 256}, options);  // The sent tensor's memory may be reused.
+        out = at::Tensor();
+        at::empty({n, n}, options).fill_(-1);  // Would take the sent tensor's memory.
       }
       for (int i = 0; i < kMessages; ++i) {
-        ASSERT_TRUE(recvs[i]->Wait(absl::Seconds(20)).ok()) << "message " << i;
+        ASSERT_TRUE(recvs[i]->Wait(absl::Seconds(60)).ok()) << "message " << i;
         read[r].push_back((inbox[i] * 2).cpu());
       }
-      for (auto& op : sends) EXPECT_TRUE(op->Wait(absl::Seconds(20)).ok());
+      for (auto& op : sends) EXPECT_TRUE(op->Wait(absl::Seconds(60)).ok());
+      for (const at::Tensor& e : expected) sent[r].push_back(e.cpu());
     });
   }
   for (std::thread& t : ranks) t.join();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/text_table.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/comm_order.h"
 #include "scheduler/export_svg.h"
 #include "scheduler/export_trace.h"
 #include "scheduler/schedule_io.h"
@@ -39,9 +40,17 @@ std::string CsvField(const std::string& text) {
   return "\"" + absl::StrReplaceAll(text, {{"\"", "\"\""}}) + "\"";
 }
 
+// Whether a transport that matches messages by their order between two
+// ranks (NCCL) runs the schedule, each pair's messages in the order derived
+// from it (scheduler/comm_order.h): OK, or the cycle it would deadlock on.
+absl::Status InOrderTransport(const Outcome& o) {
+  return CheckPairOrders(o.schedule, DerivePairOrders(o.schedule));
+}
+
 // The Problem holds per-chunk costs; the report gives them per stage, as the
 // flags did.
 Json OutcomeJson(const Outcome& o) {
+  const absl::Status in_order = InOrderTransport(o);
   const SimulationResult& sim = o.sim;
   const StageCost& c = o.problem.stages.front();
   const int v = o.problem.chunks;
@@ -72,6 +81,9 @@ Json OutcomeJson(const Outcome& o) {
                                    : Json(nullptr)},
           {"exposed_reduce_seconds", sim.exposed_reduce_seconds},
           {"solve_seconds", o.solve_seconds},
+          {"in_order_transport",
+           {{"runs", in_order.ok()},
+            {"error", in_order.ok() ? Json(nullptr) : Json(std::string(in_order.message()))}}},
           {"per_worker",
            {{"busy_seconds", sim.busy_seconds},
             {"idle_seconds", sim.idle_seconds},
@@ -105,6 +117,10 @@ std::string OutcomeTable(const Outcome& o) {
                                    Percent(sim.bubble_rate), ")")},
       {"peak memory", absl::StrCat(sim.max_peak_memory_m_b, " M_B")},
       {"solve time", absl::StrCat(o.solve_seconds, " s")}};
+  const absl::Status in_order = InOrderTransport(o);
+  head.push_back({"NCCL order",
+                  in_order.ok() ? "runs: each pair's messages in the order derived from the schedule"
+                                : std::string(in_order.message())});
   if (o.reduce_placement) {
     head.push_back({"reduction per stage",
                     absl::StrCat(c.reduce_seconds * v, " s, placed ",

@@ -113,6 +113,10 @@ def check_import(zbpp_sched, path, name, p, v, m, owner):
         # The costs are per worker (split over its v chunks): each worker
         # runs m*(T_F + T_B + T_W) = 4*m seconds of passes.
         check(got["makespan"] >= 4 * m, f"{name}: makespan {got['makespan']}")
+        # PyTorch runs these over NCCL: zbpp's order of each pair's
+        # messages, derived from the schedule alone, must run them too.
+        check(got["in_order_transport"]["runs"],
+              f"{name}: in-order transport: {got['in_order_transport']['error']}")
 
 
 def main():

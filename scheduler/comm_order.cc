@@ -1,0 +1,174 @@
+#include "scheduler/comm_order.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/problem.h"
+#include "scheduler/simulator.h"
+
+namespace zbpp::sched {
+namespace {
+
+bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
+
+// Where each worker runs the F and the backward of (stage, microbatch).
+struct PassIndex {
+  // [worker] -> (is backward, stage, microbatch) -> action index.
+  std::vector<std::map<std::tuple<bool, int, int>, int>> of;
+
+  explicit PassIndex(const Schedule& schedule) : of(schedule.workers) {
+    for (int w = 0; w < schedule.workers; ++w) {
+      for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
+        const Action& a = schedule.actions[w][j];
+        if (a.kind == PassKind::kF || IsBackward(a)) {
+          of[w][{IsBackward(a), a.stage, a.microbatch}] = j;
+        }
+      }
+    }
+  }
+};
+
+// Graph nodes: passes (worker, action index) first, then messages.
+class Graph {
+ public:
+  explicit Graph(int nodes) : succ_(nodes), pred_(nodes) {}
+  void Edge(int from, int to) {
+    succ_[from].push_back(to);
+    pred_[to].push_back(from);
+  }
+  // The nodes of one cycle in edge order, or none when the graph has none.
+  std::vector<int> FindCycle() const {
+    const int n = static_cast<int>(succ_.size());
+    std::vector<int> missing(n);
+    std::vector<int> ready;
+    for (int v = 0; v < n; ++v) {
+      missing[v] = static_cast<int>(pred_[v].size());
+      if (missing[v] == 0) ready.push_back(v);
+    }
+    std::vector<bool> done(n, false);
+    while (!ready.empty()) {
+      const int v = ready.back();
+      ready.pop_back();
+      done[v] = true;
+      for (int s : succ_[v]) {
+        if (--missing[s] == 0) ready.push_back(s);
+      }
+    }
+    const auto left = std::find(done.begin(), done.end(), false);
+    if (left == done.end()) return {};
+    // Every node left has a predecessor left: walk back until one repeats.
+    std::vector<int> seen_at(n, -1);
+    std::vector<int> walk;
+    int v = static_cast<int>(left - done.begin());
+    while (seen_at[v] < 0) {
+      seen_at[v] = static_cast<int>(walk.size());
+      walk.push_back(v);
+      v = *std::find_if(pred_[v].begin(), pred_[v].end(), [&](int p) { return !done[p]; });
+    }
+    std::vector<int> cycle(walk.begin() + seen_at[v], walk.end());
+    std::reverse(cycle.begin(), cycle.end());
+    return cycle;
+  }
+
+ private:
+  std::vector<std::vector<int>> succ_, pred_;
+};
+
+}  // namespace
+
+PairOrders DerivePairOrders(const Schedule& schedule) {
+  const PassIndex index(schedule);
+  Problem unit = Problem::Uniform(schedule.workers, schedule.chunks, schedule.microbatches,
+                                  StageCost{}, /*comm_seconds=*/0);
+  absl::StatusOr<SimulationResult> sim = Simulate(unit, schedule);
+  // (end of producer, sender, producer index) per message, for the order.
+  std::map<std::pair<int, int>, std::vector<std::pair<std::tuple<double, int, int>, Message>>>
+      keyed;
+  for (int w = 0; w < schedule.workers; ++w) {
+    for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
+      const Action& a = schedule.actions[w][j];
+      int next_stage = -1;
+      if (a.kind == PassKind::kF && a.stage + 1 < schedule.num_stages()) next_stage = a.stage + 1;
+      if (IsBackward(a) && a.stage > 0) next_stage = a.stage - 1;
+      if (next_stage < 0) continue;
+      const int to = schedule.worker_of_stage[next_stage];
+      if (to == w) continue;
+      const auto consumer = index.of[to].find({IsBackward(a), next_stage, a.microbatch});
+      if (consumer == index.of[to].end()) continue;  // Not a valid schedule.
+      const double end = sim.ok() ? sim->timings[w][j].end_seconds : j;
+      keyed[{std::min(w, to), std::max(w, to)}].push_back(
+          {{end, w, j}, Message{w, to, j, consumer->second}});
+    }
+  }
+  PairOrders orders;
+  for (auto& [pair, messages] : keyed) {
+    std::sort(messages.begin(), messages.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (auto& [key, message] : messages) orders[pair].push_back(message);
+  }
+  return orders;
+}
+
+absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders) {
+  // Pass nodes: an offset per worker.
+  std::vector<int> first_node(schedule.workers + 1, 0);
+  for (int w = 0; w < schedule.workers; ++w) {
+    first_node[w + 1] = first_node[w] + static_cast<int>(schedule.actions[w].size());
+  }
+  std::vector<const Message*> messages;
+  for (const auto& [pair, list] : orders) {
+    for (const Message& m : list) messages.push_back(&m);
+  }
+  const int passes = first_node.back();
+  Graph graph(passes + static_cast<int>(messages.size()));
+  for (int w = 0; w < schedule.workers; ++w) {
+    int previous = -1;
+    for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
+      if (schedule.actions[w][j].kind == PassKind::kReduce) continue;
+      if (previous >= 0) graph.Edge(first_node[w] + previous, first_node[w] + j);
+      previous = j;
+    }
+  }
+  auto in_schedule = [&](int worker, int action) {
+    return worker >= 0 && worker < schedule.workers && action >= 0 &&
+           action < static_cast<int>(schedule.actions[worker].size());
+  };
+  int id = passes;
+  for (const auto& [pair, list] : orders) {
+    for (size_t k = 0; k < list.size(); ++k, ++id) {
+      const Message& m = list[k];
+      if (!in_schedule(m.from, m.producer) || !in_schedule(m.to, m.consumer)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pair (", pair.first, ", ", pair.second, "), message #", k,
+            ": its passes are not in the schedule (worker ", m.from, " action #", m.producer,
+            ", worker ", m.to, " action #", m.consumer, ")"));
+      }
+      graph.Edge(first_node[m.from] + m.producer, id);
+      graph.Edge(id, first_node[m.to] + m.consumer);
+      if (k > 0) graph.Edge(id - 1, id);
+    }
+  }
+  const std::vector<int> cycle = graph.FindCycle();
+  if (cycle.empty()) return absl::OkStatus();
+  auto name = [&](int node) {
+    if (node >= passes) {
+      const Message& m = *messages[node - passes];
+      return absl::StrCat("message ", ActionToString(schedule.actions[m.from][m.producer]),
+                          " => ", ActionToString(schedule.actions[m.to][m.consumer]));
+    }
+    const int w = static_cast<int>(std::upper_bound(first_node.begin(), first_node.end(), node) -
+                                   first_node.begin()) - 1;
+    return absl::StrCat("worker ", w, ": ",
+                        ActionToString(schedule.actions[w][node - first_node[w]]));
+  };
+  std::vector<std::string> names;
+  for (int node : cycle) names.push_back(name(node));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "a transport that runs each pair's messages in this order deadlocks: ",
+      absl::StrJoin(names, " -> "), " -> back to the first"));
+}
+
+}  // namespace zbpp::sched

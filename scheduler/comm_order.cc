@@ -79,11 +79,12 @@ class Graph {
 
 }  // namespace
 
-PairOrders DerivePairOrders(const Schedule& schedule) {
-  const PassIndex index(schedule);
+absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
   Problem unit = Problem::Uniform(schedule.workers, schedule.chunks, schedule.microbatches,
                                   StageCost{}, /*comm_seconds=*/0);
   absl::StatusOr<SimulationResult> sim = Simulate(unit, schedule);
+  if (!sim.ok()) return sim.status();
+  const PassIndex index(schedule);
   // (end of producer, sender, producer index) per message, for the order.
   std::map<std::pair<int, int>, std::vector<std::pair<std::tuple<double, int, int>, Message>>>
       keyed;
@@ -96,11 +97,10 @@ PairOrders DerivePairOrders(const Schedule& schedule) {
       if (next_stage < 0) continue;
       const int to = schedule.worker_of_stage[next_stage];
       if (to == w) continue;
-      const auto consumer = index.of[to].find({IsBackward(a), next_stage, a.microbatch});
-      if (consumer == index.of[to].end()) continue;  // Not a valid schedule.
-      const double end = sim.ok() ? sim->timings[w][j].end_seconds : j;
+      // Simulate checked that the consumer is there.
+      const int consumer = index.of[to].at({IsBackward(a), next_stage, a.microbatch});
       keyed[{std::min(w, to), std::max(w, to)}].push_back(
-          {{end, w, j}, Message{w, to, j, consumer->second}});
+          {{sim->timings[w][j].end_seconds, w, j}, Message{w, to, j, consumer}});
     }
   }
   PairOrders orders;

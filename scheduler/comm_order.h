@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "scheduler/schedule.h"
 
 namespace zbpp::sched {
@@ -34,13 +35,14 @@ struct Message {
 /// A pair of workers (lower index first) and its messages in order.
 using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 
-/// Every message of `schedule` (CheckSchedule-valid), per pair of workers,
+/// Every message of `schedule`, per pair of workers,
 /// in the order both workers of the pair can derive: by the end of the
 /// producing pass in the schedule simulated with unit costs (T_F = T_B =
 /// T_W = 1, no communication), then by sender, then by the producer's
 /// position. A worker's sends to one peer thus keep its own pass order.
-/// Pairs without messages are absent.
-PairOrders DerivePairOrders(const Schedule& schedule);
+/// Pairs without messages are absent. Errors: the simulator's, for a
+/// schedule that is malformed, incomplete or deadlocked itself.
+absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 
 /// OK when a transport that runs each pair's messages in `orders` (one at a
 /// time on both ranks; each waits for its producer, its consumer waits for

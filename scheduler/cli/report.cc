@@ -44,7 +44,9 @@ std::string CsvField(const std::string& text) {
 // ranks (NCCL) runs the schedule, each pair's messages in the order derived
 // from it (scheduler/comm_order.h): OK, or the cycle it would deadlock on.
 absl::Status InOrderTransport(const Outcome& o) {
-  return CheckPairOrders(o.schedule, DerivePairOrders(o.schedule));
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(o.schedule);
+  if (!orders.ok()) return orders.status();
+  return CheckPairOrders(o.schedule, *orders);
 }
 
 // The Problem holds per-chunk costs; the report gives them per stage, as the

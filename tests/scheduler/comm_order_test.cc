@@ -60,7 +60,9 @@ TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
           }
           const std::string name = absl::StrCat(traits.name, " p=", p, " m=", m,
                                                 reductions ? " with reductions" : "");
-          const PairOrders orders = DerivePairOrders(s);
+          absl::StatusOr<PairOrders> derived = DerivePairOrders(s);
+          ASSERT_TRUE(derived.ok()) << name << ": " << derived.status();
+          const PairOrders& orders = *derived;
           int messages = 0;
           for (const auto& [pair, list] : orders) {
             messages += static_cast<int>(list.size());
@@ -93,7 +95,9 @@ TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
 TEST(CommOrderTest, AnOrderThatMakesAWorkerWaitForItselfIsADeadlockNamingTheCycle) {
   absl::StatusOr<Schedule> schedule = Make("1f1b", 2, 2);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
-  PairOrders orders = DerivePairOrders(*schedule);
+  absl::StatusOr<PairOrders> derived = DerivePairOrders(*schedule);
+  ASSERT_TRUE(derived.ok()) << derived.status();
+  PairOrders orders = *std::move(derived);
   ASSERT_EQ(orders.size(), 1u);
   std::vector<Message>& list = orders.begin()->second;
   ASSERT_EQ(list.size(), 4u);
@@ -115,9 +119,10 @@ TEST(CommOrderTest, AnOrderThatMakesAWorkerWaitForItselfIsADeadlockNamingTheCycl
 TEST(CommOrderTest, AMessageWhosePassesAreNotInTheScheduleIsInvalidArgument) {
   absl::StatusOr<Schedule> schedule = Make("zb-h1", 2, 2);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
-  PairOrders orders = DerivePairOrders(*schedule);
-  orders.begin()->second.front().consumer = 1000;
-  const absl::Status status = CheckPairOrders(*schedule, orders);
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(*schedule);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  orders->begin()->second.front().consumer = 1000;
+  const absl::Status status = CheckPairOrders(*schedule, *orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("action #1000"));
 }

@@ -220,6 +220,8 @@ class DeviceSendStager {
     thread_.join();
   }
 
+  const c10::Device& device() const { return device_; }
+
   // Gives up the sends whose copies are still queued (Communicator::Abort),
   // so that their waiters return at once.
   void AbortQueued() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -416,7 +418,9 @@ class GlooCommunicator final : public Communicator {
     try {
       if (send && !tensor.is_cpu()) {
         absl::StatusOr<DeviceSendStager*> stager = Stager(tensor.device());
-        if (!stager.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", stager.status().message()));
+        if (!stager.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(what, ": ", stager.status().message()));
+        }
         return std::make_unique<StagedSendOp>(
             (*stager)->Stage(tensor, peer, static_cast<int>(tag), in_flight_), std::move(what));
       }
@@ -426,14 +430,7 @@ class GlooCommunicator final : public Communicator {
         host = PinnedLike(tensor);
         staged_into = tensor;
       }
-      std::vector<at::Tensor> tensors{host};
-      c10::intrusive_ptr<c10d::Work> work;
-      {
-        absl::MutexLock lock(&p2p_mu_);
-        work = send ? group_->send(tensors, peer, static_cast<int>(tag))
-                    : group_->recv(tensors, peer, static_cast<int>(tag));
-      }
-      if (!in_flight_->Add(work)) work->abort();
+      c10::intrusive_ptr<c10d::Work> work = Start(send, host, peer, static_cast<int>(tag));
       return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_,
                                       std::move(host), std::move(staged_into));
     } catch (...) {
@@ -460,35 +457,45 @@ class GlooCommunicator final : public Communicator {
   const c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   const int rank_;
   const int size_;
+  // Starts Gloo's send or receive of the host tensor `host` and adds it to
+  // the ops in flight (aborted at once when the communicator was). Throws
+  // c10d's and Gloo's errors.
+  c10::intrusive_ptr<c10d::Work> Start(bool send, const at::Tensor& host, int peer, int tag) {
+    std::vector<at::Tensor> tensors{host};
+    c10::intrusive_ptr<c10d::Work> work;
+    {
+      absl::MutexLock lock(&p2p_mu_);
+      work = send ? group_->send(tensors, peer, tag) : group_->recv(tensors, peer, tag);
+    }
+    if (!in_flight_->Add(work)) work->abort();
+    return work;
+  }
+
   // The stager of this rank's device tensors, made at the first send of
   // one: every device tensor must be on that device.
-  absl::StatusOr<DeviceSendStager*> Stager(const c10::Device& device) ABSL_LOCKS_EXCLUDED(stager_mu_) {
+  absl::StatusOr<DeviceSendStager*> Stager(const c10::Device& device)
+      ABSL_LOCKS_EXCLUDED(stager_mu_) {
     absl::MutexLock lock(&stager_mu_);
     if (stager_ == nullptr) {
       stager_ = std::make_unique<DeviceSendStager>(
           device, [this](at::Tensor host, int peer, int tag) { return IssueSend(host, peer, tag); });
-      stager_device_ = device;
-    } else if (device != stager_device_) {
+    } else if (device != stager_->device()) {
       return absl::InvalidArgumentError(absl::StrCat("the tensor is on ", device.str(),
                                                      ", earlier sends' on ",
-                                                     stager_device_.str()));
+                                                     stager_->device().str()));
     }
     return stager_.get();
   }
 
   // The Gloo send of a staged tensor, on the stager's thread.
-  absl::StatusOr<c10::intrusive_ptr<c10d::Work>> IssueSend(at::Tensor host, int peer, int tag) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Work>> IssueSend(const at::Tensor& host, int peer,
+                                                           int tag) {
     if (in_flight_->aborted()) return absl::AbortedError("the communicator was aborted");
-    std::vector<at::Tensor> tensors{std::move(host)};
-    c10::intrusive_ptr<c10d::Work> work;
     try {
-      absl::MutexLock lock(&p2p_mu_);
-      work = group_->send(tensors, peer, tag);
+      return Start(/*send=*/true, host, peer, tag);
     } catch (...) {
       return CurrentExceptionToStatus("sending the device tensor's host copy");
     }
-    if (!in_flight_->Add(work)) work->abort();
-    return work;
   }
 
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
@@ -497,7 +504,6 @@ class GlooCommunicator final : public Communicator {
   // made one at a time (each only posts the operation).
   absl::Mutex p2p_mu_;
   absl::Mutex stager_mu_;
-  c10::Device stager_device_ ABSL_GUARDED_BY(stager_mu_) = c10::Device(c10::kCPU);
   // Last: destroyed first, its thread done before the group goes.
   std::unique_ptr<DeviceSendStager> stager_ ABSL_GUARDED_BY(stager_mu_);
 };

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -78,10 +80,10 @@ std::unique_ptr<c10::Event> RecordEvent(const c10::Device& device) {
 
 PassTimer::PassTimer(const c10::Device& device, std::chrono::steady_clock::time_point step_start,
                      size_t actions)
-    : device_(device), step_start_(step_start), begun_(actions, 0), ended_(actions, 0) {
+    : device_(device), step_start_(step_start) {
   if (device_.is_cpu()) {
-    host_begin_.assign(actions, 0);
-    host_end_.assign(actions, 0);
+    host_begin_.assign(actions, std::numeric_limits<double>::quiet_NaN());
+    host_end_.assign(actions, std::numeric_limits<double>::quiet_NaN());
     return;
   }
   begin_.resize(actions);
@@ -97,9 +99,8 @@ double PassTimer::HostSeconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
 }
 
-void PassTimer::Mark(size_t j, std::vector<char>& marked, std::vector<double>& host,
+void PassTimer::Mark(size_t j, std::vector<double>& host,
                      std::vector<std::unique_ptr<c10::Event>>& events) {
-  marked[j] = 1;
   if (device_.is_cpu()) {
     host[j] = HostSeconds();
   } else {
@@ -107,9 +108,9 @@ void PassTimer::Mark(size_t j, std::vector<char>& marked, std::vector<double>& h
   }
 }
 
-void PassTimer::Begin(size_t j) { Mark(j, begun_, host_begin_, begin_); }
+void PassTimer::Begin(size_t j) { Mark(j, host_begin_, begin_); }
 
-void PassTimer::End(size_t j) { Mark(j, ended_, host_end_, end_); }
+void PassTimer::End(size_t j) { Mark(j, host_end_, end_); }
 
 double PassTimer::Duration(size_t j) {
   if (device_.is_cpu()) return host_end_[j] - host_begin_[j];
@@ -118,18 +119,19 @@ double PassTimer::Duration(size_t j) {
 }
 
 void PassTimer::Resolve(std::vector<double>& starts, std::vector<double>& ends) {
-  const size_t n = std::min(starts.size(), begun_.size());
   if (device_.is_cpu()) {
+    const size_t n = std::min(starts.size(), host_begin_.size());
     for (size_t j = 0; j < n; ++j) {
-      if (!begun_[j] || !ended_[j]) continue;
+      if (std::isnan(host_begin_[j]) || std::isnan(host_end_[j])) continue;
       starts[j] = host_begin_[j];
       ends[j] = host_end_[j];
     }
     return;
   }
   SynchronizeDevice(device_);
+  const size_t n = std::min(starts.size(), begin_.size());
   for (size_t j = 0; j < n; ++j) {
-    if (!begun_[j] || !ended_[j]) continue;
+    if (begin_[j] == nullptr || end_[j] == nullptr) continue;
     starts[j] = reference_seconds_ + reference_->elapsedTime(*begin_[j]) / 1e3;
     ends[j] = reference_seconds_ + reference_->elapsedTime(*end_[j]) / 1e3;
   }

@@ -66,15 +66,12 @@ class PassTimer {
 
  private:
   double HostSeconds() const;
-  // Begin or End: action j's time, now, into the CPU's or the CUDA side.
-  void Mark(size_t j, std::vector<char>& marked, std::vector<double>& host,
-            std::vector<std::unique_ptr<c10::Event>>& events);
+  // Begin or End: action j's time, now, on the CPU's or the CUDA side.
+  void Mark(size_t j, std::vector<double>& host, std::vector<std::unique_ptr<c10::Event>>& events);
 
   const c10::Device device_;
   const std::chrono::steady_clock::time_point step_start_;
-  // Per action: whether Begin and End were called.
-  std::vector<char> begun_, ended_;
-  // CPU: seconds since the step's start. CUDA: unused.
+  // CPU: seconds since the step's start, NaN where not marked. CUDA: unused.
   std::vector<double> host_begin_, host_end_;
   // CUDA: the reference event and when the host saw it reached, and each
   // action's events (null where not recorded).

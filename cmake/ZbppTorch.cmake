@@ -79,8 +79,23 @@ set_target_properties(zbpp::torch_cpu PROPERTIES
 # torch_cuda registers the CUDA kernels from static initialisers and nothing
 # of ours references it by symbol yet, hence --no-as-needed. Loading it needs
 # no GPU or driver: libcuda is opened lazily.
+#
+# c10d's ProcessGroupNCCL.hpp includes the CUDA runtime's and NCCL's headers:
+# from the CUDA toolkit (/usr/local/cuda on the build machines), else from
+# the NVIDIA wheels next to torch (the Docker images). Only headers: the
+# libraries come with libtorch_cuda.
+file(GLOB _zbpp_nvidia_includes "${ZBPP_TORCH_ROOT}/../nvidia/*/include")
+find_path(ZBPP_CUDA_RUNTIME_INCLUDE cuda_runtime_api.h
+  HINTS /usr/local/cuda/include ${_zbpp_nvidia_includes})
+find_path(ZBPP_NCCL_INCLUDE nccl.h HINTS /usr/local/cuda/include ${_zbpp_nvidia_includes})
+if(NOT ZBPP_CUDA_RUNTIME_INCLUDE OR NOT ZBPP_NCCL_INCLUDE)
+  message(FATAL_ERROR "LibTorch: the CUDA runtime's or NCCL's headers are missing "
+          "(cuda_runtime_api.h: '${ZBPP_CUDA_RUNTIME_INCLUDE}', nccl.h: '${ZBPP_NCCL_INCLUDE}'); "
+          "install the CUDA toolkit at /usr/local/cuda or torch's NVIDIA wheels")
+endif()
 add_library(zbpp::torch_cuda INTERFACE IMPORTED)
 set_target_properties(zbpp::torch_cuda PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${ZBPP_CUDA_RUNTIME_INCLUDE};${ZBPP_NCCL_INCLUDE}"
   INTERFACE_COMPILE_DEFINITIONS "USE_C10D_NCCL"
   INTERFACE_LINK_LIBRARIES
     "zbpp::torch_cpu;-Wl,--no-as-needed;${_zbpp_torch_lib}/libtorch_cuda.so;${_zbpp_torch_lib}/libc10_cuda.so;-Wl,--as-needed")

@@ -1,12 +1,9 @@
 #include "worker/comm/gloo_communicator.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
 #include <deque>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,79 +16,16 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <gloo/common/error.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/exception.h>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "worker/comm/c10d_status.h"
 #include "worker/comm/op_checks.h"
 
 namespace zbpp::worker {
 namespace {
-
-/// The exception in flight as a Status: "<context>: <what>". c10d's
-/// TimeoutError is DeadlineExceeded; other c10d and Gloo timeouts are told
-/// only in words ("Timed out waiting 200ms for recv", "Operation timed out!",
-/// HashStore's "Wait timeout", the RendezvousStore's "DEADLINE_EXCEEDED"),
-/// hence the text match, which
-/// leaves Gloo's "Application timeout caused pair closure" (an earlier
-/// timeout broke the connection) Unavailable with the other I/O errors;
-/// anything else is Internal. Call only inside a catch block.
-absl::Status CurrentExceptionToStatus(const std::string& context) {
-  std::string what;
-  absl::StatusCode code = absl::StatusCode::kInternal;
-  try {
-    throw;
-  } catch (const c10d::TimeoutError& e) {
-    what = e.what_without_backtrace();
-    code = absl::StatusCode::kDeadlineExceeded;
-  } catch (const c10::Error& e) {
-    // what() appends a stack trace; the message alone is what helps.
-    what = e.what_without_backtrace();
-  } catch (const gloo::IoException& e) {
-    what = e.what();
-    code = absl::StatusCode::kUnavailable;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    what = "unknown exception";
-  }
-  std::string lower = what;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (absl::StrContains(lower, "timed out") ||
-      absl::StrContains(lower, "wait timeout") ||
-      absl::StrContains(lower, "deadline_exceeded")) {
-    code = absl::StatusCode::kDeadlineExceeded;
-  }
-  return absl::Status(code, absl::StrCat(context, ": ", what));
-}
-
-/// A Wait timeout in c10d's terms. c10d reads 0 ms (kNoTimeout, declared at
-/// global scope in c10d/Work.hpp) as "no timeout", after which Gloo's
-/// context timeout applies, so finite timeouts become >= 1 ms.
-std::chrono::milliseconds ToMilliseconds(absl::Duration timeout) {
-  if (timeout == absl::InfiniteDuration()) return kNoTimeout;
-  return std::chrono::milliseconds(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(
-                               timeout, absl::Milliseconds(1)))));
-}
-
-/// Waits for a c10d work item, naming `what` in every error.
-absl::Status WaitForWork(c10d::Work& work, absl::Duration timeout,
-                         const std::string& what) {
-  try {
-    if (!work.wait(ToMilliseconds(timeout))) {
-      return absl::AbortedError(absl::StrCat(what, ": aborted"));
-    }
-    return absl::OkStatus();
-  } catch (...) {
-    return CurrentExceptionToStatus(what);
-  }
-}
 
 /// The point-to-point ops in flight, so that Abort can release their
 /// waiters (c10d's Send/RecvWork::abort cancels Gloo's wait).
@@ -507,14 +441,6 @@ class GlooCommunicator final : public Communicator {
   // Last: destroyed first, its thread done before the group goes.
   std::unique_ptr<DeviceSendStager> stager_ ABSL_GUARDED_BY(stager_mu_);
 };
-
-// c10d reads TORCH_FR_BUFFER_SIZE when its flight recorder is first used,
-// i.e. by the first group's first operation; 0 turns it off (see the
-// header). A value the user set is kept.
-void DisableFlightRecorderUnlessSet() {
-  static std::once_flag once;
-  std::call_once(once, [] { setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0); });
-}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -77,6 +78,22 @@ class Graph {
   std::vector<std::vector<int>> succ_, pred_;
 };
 
+// InvalidArgument when message #k of `pair` names a worker or a pass that
+// `schedule` does not have.
+absl::Status CheckInSchedule(const Schedule& schedule, const std::pair<int, int>& pair, size_t k,
+                             const Message& m) {
+  auto in_schedule = [&](int worker, int action) {
+    return worker >= 0 && worker < schedule.workers &&
+           worker < static_cast<int>(schedule.actions.size()) && action >= 0 &&
+           action < static_cast<int>(schedule.actions[worker].size());
+  };
+  if (in_schedule(m.from, m.producer) && in_schedule(m.to, m.consumer)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pair (", pair.first, ", ", pair.second, "), message #", k,
+      ": its passes are not in the schedule (worker ", m.from, " action #", m.producer,
+      ", worker ", m.to, " action #", m.consumer, ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
@@ -132,20 +149,11 @@ absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders)
       previous = j;
     }
   }
-  auto in_schedule = [&](int worker, int action) {
-    return worker >= 0 && worker < schedule.workers && action >= 0 &&
-           action < static_cast<int>(schedule.actions[worker].size());
-  };
   int id = passes;
   for (const auto& [pair, list] : orders) {
     for (size_t k = 0; k < list.size(); ++k, ++id) {
       const Message& m = list[k];
-      if (!in_schedule(m.from, m.producer) || !in_schedule(m.to, m.consumer)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pair (", pair.first, ", ", pair.second, "), message #", k,
-            ": its passes are not in the schedule (worker ", m.from, " action #", m.producer,
-            ", worker ", m.to, " action #", m.consumer, ")"));
-      }
+      if (absl::Status st = CheckInSchedule(schedule, pair, k, m); !st.ok()) return st;
       graph.Edge(first_node[m.from] + m.producer, id);
       graph.Edge(id, first_node[m.to] + m.consumer);
       if (k > 0) graph.Edge(id - 1, id);
@@ -169,6 +177,69 @@ absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders)
   return absl::FailedPreconditionError(absl::StrCat(
       "a transport that runs each pair's messages in this order deadlocks: ",
       absl::StrJoin(names, " -> "), " -> back to the first"));
+}
+
+std::vector<int> SpeculativePrefixLengths(const Schedule& schedule) {
+  std::vector<int> lengths;
+  lengths.reserve(schedule.actions.size());
+  for (const std::vector<Action>& list : schedule.actions) {
+    lengths.push_back(static_cast<int>(std::find_if(list.begin(), list.end(), IsBackward) -
+                                       list.begin()));
+  }
+  return lengths;
+}
+
+absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders& orders) {
+  const std::vector<int> prefix = SpeculativePrefixLengths(schedule);
+  auto text = [&](int worker, int action) {
+    return ActionToString(schedule.actions[worker][action]);
+  };
+  auto message_text = [&](const Message& m) {
+    return absl::StrCat("message ", text(m.from, m.producer), " => ", text(m.to, m.consumer));
+  };
+  // Each rule's first offence, and how many messages break it. Every
+  // message is checked against the schedule before any offence is reported.
+  std::string not_closed, not_leading;
+  int not_closed_count = 0, not_leading_count = 0;
+  for (const auto& [pair, list] : orders) {
+    // The pair's first message produced after its sender's prefix.
+    const Message* first_outside = nullptr;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Message& m = list[k];
+      if (absl::Status st = CheckInSchedule(schedule, pair, k, m); !st.ok()) return st;
+      const bool produced_in_prefix = m.producer < prefix[m.from];
+      const bool consumed_in_prefix = m.consumer < prefix[m.to];
+      if (consumed_in_prefix && !produced_in_prefix && not_closed_count++ == 0) {
+        // The producer is not in the prefix, so the sender has a first B.
+        not_closed = absl::StrCat(
+            "worker ", m.to, " runs ", text(m.to, m.consumer),
+            " in its speculative prefix, but its input comes from worker ", m.from, "'s ",
+            text(m.from, m.producer), ", which follows that worker's first B (",
+            text(m.from, prefix[m.from]), "): prefix not closed");
+      }
+      if (!produced_in_prefix) {
+        if (first_outside == nullptr) first_outside = &m;
+      } else if (first_outside != nullptr && not_leading_count++ == 0) {
+        const Message& late = *first_outside;
+        not_leading = absl::StrCat(
+            "workers ", pair.first, " and ", pair.second, ": ", message_text(m),
+            " comes from worker ", m.from, "'s speculative prefix, but in the pair's order it "
+            "follows ", message_text(late), ", which worker ", late.from,
+            " sends at or after its first B (", text(late.from, prefix[late.from]),
+            "): prefix messages not leading");
+      }
+    }
+  }
+  std::vector<std::string> failures;
+  auto add = [&](std::string first, int count) {
+    if (count == 0) return;
+    if (count > 1) absl::StrAppend(&first, " (", count, " messages break this rule)");
+    failures.push_back(std::move(first));
+  };
+  add(std::move(not_closed), not_closed_count);
+  add(std::move(not_leading), not_leading_count);
+  if (failures.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrJoin(failures, "; "));
 }
 
 }  // namespace zbpp::sched

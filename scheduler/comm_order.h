@@ -6,6 +6,12 @@
 // the schedule alone, and that order must not make a rank wait for a
 // message that waits, through its pair's earlier messages, for a pass the
 // rank has not run yet.
+//
+// Post-update validation (paper §4) adds a second condition: each rank runs
+// the first actions of step k+1, its speculative prefix, before it learns
+// whether step k stands, and a transport that cannot cancel a posted
+// operation must be able to settle a discard by completing exactly the
+// prefixes' messages (CheckSpeculativePrefixes).
 #ifndef ZBPP_SCHEDULER_COMM_ORDER_H_
 #define ZBPP_SCHEDULER_COMM_ORDER_H_
 
@@ -54,6 +60,52 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 /// InvalidArgument for a message in `orders` whose workers or passes are
 /// not in `schedule`.
 absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders);
+
+/// The speculative prefix of each worker under post-update validation
+/// (paper §4; worker/runtime/rank_trainer.h): the leading actions of its list
+/// that it runs in step k+1 before it learns whether step k stands — every
+/// action before its first B or BW (PassKind::kB, kBW). Size
+/// `schedule.actions.size()` (p); entry r is a number of actions of
+/// `schedule.actions[r]`, all of them for a list without B or BW. Pure; no
+/// errors.
+std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
+
+/// OK when the speculative prefixes (SpeculativePrefixLengths) can run ahead
+/// of the previous step's validation over a transport that runs each pair's
+/// messages in `orders` (DerivePairOrders) and can cancel nothing (NCCL): on
+/// a discard, every rank completes exactly the messages produced in the
+/// prefixes, receiving into scratch, and the replay starts every pair's
+/// order afresh. That holds when the prefixes are
+///  (a) closed: every message consumed in its receiver's prefix is produced
+///      in its sender's prefix, so the prefixes' messages are those produced
+///      in a prefix, each of which can be completed; and
+///  (b) leading: in each pair's order, every message produced in its
+///      sender's prefix comes before every message that is not, so both
+///      ranks of the pair issue the prefix messages first and none of them
+///      waits behind a message of the rest of the step.
+/// With CheckPairOrders OK too, the prefixes then run to their ends with no
+/// rank waiting for a pass that follows a prefix. Data-parallel reductions
+/// are not messages (DerivePairOrders leaves them out).
+/// An order that breaks only (b) is mended by moving each pair's prefix
+/// messages, in their order, to its front: with closed prefixes a prefix
+/// message then waits only for prefix passes and earlier prefix messages, so
+/// CheckPairOrders stays OK. DerivePairOrders' orders pass for the registry's
+/// loop-placed schedules and break (b) for its V schedules, where a worker's
+/// first B and a neighbour's last prefix forward end together or in that
+/// order in the unit-cost simulation (tests/scheduler/comm_order_test.cc).
+/// FailedPrecondition otherwise, naming for each rule that fails its first
+/// offending message (pairs in order, then the pair's order), the workers,
+/// the passes in their text form (where "first B" is the first B or BW:
+/// I or B) and the rule, with "(N messages break this rule)" when more than
+/// one does, e.g. "worker 0 runs 2F3 in
+/// its speculative prefix, but its input comes from worker 1's 1F3, which
+/// follows that worker's first B (3B0): prefix not closed", or "workers 0
+/// and 1: message 0F3 => 1F3 comes from worker 0's speculative prefix, but
+/// in the pair's order it follows message 1I0 => 0I0, which worker 1 sends
+/// at or after its first B (1I0): prefix messages not leading".
+/// InvalidArgument for a message in `orders` whose workers or passes are not
+/// in `schedule`. Pure; thread-compatible.
+absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders& orders);
 
 }  // namespace zbpp::sched
 

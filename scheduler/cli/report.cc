@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -40,19 +42,41 @@ std::string CsvField(const std::string& text) {
   return "\"" + absl::StrReplaceAll(text, {{"\"", "\"\""}}) + "\"";
 }
 
-// Whether a transport that matches messages by their order between two
-// ranks (NCCL) runs the schedule, each pair's messages in the order derived
-// from it (scheduler/comm_order.h): OK, or the cycle it would deadlock on.
-absl::Status InOrderTransport(const Outcome& o) {
-  absl::StatusOr<PairOrders> orders = DerivePairOrders(o.schedule);
-  if (!orders.ok()) return orders.status();
-  return CheckPairOrders(o.schedule, *orders);
+// What a transport that matches messages by their order between two ranks
+// (NCCL) makes of the schedule, each pair's messages in the order derived
+// from it (scheduler/comm_order.h).
+struct InOrderTransport {
+  // OK when it runs the schedule; otherwise the cycle it would deadlock on.
+  absl::Status runs;
+  // OK when post-update validation's speculative prefixes are closed and
+  // lead each pair's order; otherwise the rule broken and where.
+  absl::Status prefixes;
+  // Actions per worker in its speculative prefix.
+  std::vector<int> prefix_lengths;
+};
+
+InOrderTransport CheckInOrderTransport(const Schedule& schedule) {
+  InOrderTransport checks;
+  checks.prefix_lengths = SpeculativePrefixLengths(schedule);
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(schedule);
+  if (!orders.ok()) {
+    checks.runs = checks.prefixes = orders.status();
+    return checks;
+  }
+  checks.runs = CheckPairOrders(schedule, *orders);
+  checks.prefixes = CheckSpeculativePrefixes(schedule, *orders);
+  return checks;
+}
+
+// null for OK, the message otherwise.
+Json ErrorJson(const absl::Status& status) {
+  return status.ok() ? Json(nullptr) : Json(std::string(status.message()));
 }
 
 // The Problem holds per-chunk costs; the report gives them per stage, as the
 // flags did.
 Json OutcomeJson(const Outcome& o) {
-  const absl::Status in_order = InOrderTransport(o);
+  const InOrderTransport in_order = CheckInOrderTransport(o.schedule);
   const SimulationResult& sim = o.sim;
   const StageCost& c = o.problem.stages.front();
   const int v = o.problem.chunks;
@@ -84,8 +108,12 @@ Json OutcomeJson(const Outcome& o) {
           {"exposed_reduce_seconds", sim.exposed_reduce_seconds},
           {"solve_seconds", o.solve_seconds},
           {"in_order_transport",
-           {{"runs", in_order.ok()},
-            {"error", in_order.ok() ? Json(nullptr) : Json(std::string(in_order.message()))}}},
+           {{"runs", in_order.runs.ok()}, {"error", ErrorJson(in_order.runs)}}},
+          // "closed": both rules of CheckSpeculativePrefixes hold.
+          {"speculative_prefixes",
+           {{"actions_per_worker", in_order.prefix_lengths},
+            {"closed", in_order.prefixes.ok()},
+            {"error", ErrorJson(in_order.prefixes)}}},
           {"per_worker",
            {{"busy_seconds", sim.busy_seconds},
             {"idle_seconds", sim.idle_seconds},
@@ -119,10 +147,16 @@ std::string OutcomeTable(const Outcome& o) {
                                    Percent(sim.bubble_rate), ")")},
       {"peak memory", absl::StrCat(sim.max_peak_memory_m_b, " M_B")},
       {"solve time", absl::StrCat(o.solve_seconds, " s")}};
-  const absl::Status in_order = InOrderTransport(o);
-  head.push_back({"NCCL order",
-                  in_order.ok() ? "runs: each pair's messages in the order derived from the schedule"
-                                : std::string(in_order.message())});
+  const InOrderTransport in_order = CheckInOrderTransport(o.schedule);
+  head.push_back({"NCCL order", in_order.runs.ok()
+                                    ? "runs: each pair's messages in the order derived from the "
+                                      "schedule"
+                                    : std::string(in_order.runs.message())});
+  head.push_back({"speculative prefixes",
+                  in_order.prefixes.ok()
+                      ? absl::StrCat("closed, leading each pair's order; actions per worker ",
+                                     absl::StrJoin(in_order.prefix_lengths, " "))
+                      : std::string(in_order.prefixes.message())});
   if (o.reduce_placement) {
     head.push_back({"reduction per stage",
                     absl::StrCat(c.reduce_seconds * v, " s, placed ",

@@ -1,24 +1,34 @@
 // The pair orders of messages for transports that match by order
 // (scheduler/comm_order.h): derived for every schedule of the registry, and
-// checked by a graph that a wrong order makes cyclic.
+// checked by a graph that a wrong order makes cyclic; and the speculative
+// prefixes of post-update validation checked against those orders.
 
 #include "scheduler/comm_order.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
+#include "tests/scheduler/schedule_builder.h"
 
 namespace zbpp::sched {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::zbpp::sched::testing::ScheduleFromRows;
 
 absl::StatusOr<Schedule> Make(const std::string& name, int p, int m) {
   absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
@@ -125,6 +135,201 @@ TEST(CommOrderTest, AMessageWhosePassesAreNotInTheScheduleIsInvalidArgument) {
   const absl::Status status = CheckPairOrders(*schedule, *orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("action #1000"));
+}
+
+// CheckSpeculativePrefixes on the orders derived from `schedule`, once they
+// are known to run (CheckPairOrders), so that only the prefixes can fail.
+absl::Status CheckDerivedPrefixes(const Schedule& schedule) {
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(schedule);
+  if (!orders.ok()) return orders.status();
+  if (absl::Status runs = CheckPairOrders(schedule, *orders); !runs.ok()) return runs;
+  return CheckSpeculativePrefixes(schedule, *orders);
+}
+
+// The rule names of CheckSpeculativePrefixes' errors.
+constexpr char kNotClosed[] = "prefix not closed";
+constexpr char kNotLeading[] = "prefix messages not leading";
+
+TEST(SpeculativePrefixTest, APrefixEndsBeforeTheFirstBOrBWAndIsTheWholeListWithoutOne) {
+  const Schedule s = ScheduleFromRows("hand", 3, 1, 2, Placement::kLoop,
+                                      {{"0F0", "0F1", "0I0", "0F2", "0W0"},
+                                       {"1F0", "1B0", "1F1"},
+                                       {"2F0", "2F1"}});
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{2, 1, 2}));
+  EXPECT_TRUE(SpeculativePrefixLengths(Schedule{}).empty());
+}
+
+// Each pair's messages of `orders` produced in a speculative prefix moved,
+// in their order, before the others.
+PairOrders PrefixMessagesFirst(const Schedule& schedule, PairOrders orders) {
+  const std::vector<int> prefix = SpeculativePrefixLengths(schedule);
+  for (auto& [pair, list] : orders) {
+    std::stable_partition(list.begin(), list.end(),
+                          [&](const Message& m) { return m.producer < prefix[m.from]; });
+  }
+  return orders;
+}
+
+// Every schedule of the registry at p in {2, 3, 4, 8}, m in {p, 2p}, each
+// chunk count in {1, 2} its generator takes, with and without data-parallel
+// reductions. Checked by hand where a proof is short:
+//  * GPipe, 1F1B and ZB-H1 pass everywhere. Worker r's prefix is forwards
+//    only: its warm-up (and, for 1F1B and ZB-H1, the first steady-state
+//    forward), which run back to back from t = r and end by t = p (GPipe:
+//    r + m) in the unit-cost simulation that orders each pair's messages;
+//    the first gradient worker r+1 sends needs the last stage's first B,
+//    which starts at p (GPipe: p - 1 + m) at the earliest, so it ends later.
+//  * No one-chunk schedule breaks rule (a): the F whose activation worker
+//    r+1 consumes in its prefix precedes worker r's first B, which waits for
+//    a gradient that worker r+1 sends only after its whole prefix.
+//  * ZB-V at p = 2, m = 2 (0F0 0F1 3F0 3I0 ... / 1F0 2F0 1F1 2F1 2I0 ...)
+//    breaks rule (b): worker 0's first B 3I0 and worker 1's last prefix
+//    forward 2F1 both end at t = 5, and the tie goes to the lower sender.
+//  * Reductions change nothing: they are not messages, and they follow a
+//    stage's last W, so no prefix holds one.
+//  * Where rule (a) holds, moving each pair's prefix messages to its front
+//    (PrefixMessagesFirst) makes (b) hold and keeps the order deadlock-free:
+//    a prefix message then waits only for prefix passes and earlier prefix
+//    messages.
+// Which of the others fail is recorded in the test's properties
+// (speculative_prefixes_fail: "name p m v" of each failure, or "none").
+TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryIsCheckedAndTheSimpleOnesPass) {
+  std::vector<std::string> failing;
+  std::set<std::string> names;
+  for (const ScheduleTraits& traits : AllSchedules()) {
+    for (int p : {2, 3, 4, 8}) {
+      for (int m : {p, 2 * p}) {
+        for (int v : {1, 2}) {
+          absl::StatusOr<Schedule> schedule =
+              Generate(traits.name, Problem::Uniform(p, v, m, StageCost{}, 0.0));
+          if (!schedule.ok()) continue;  // A size this schedule does not take.
+          names.insert(traits.name);
+          const std::string name = absl::StrCat(traits.name, " p=", p, " m=", m, " v=", v);
+          absl::StatusOr<PairOrders> orders = DerivePairOrders(*schedule);
+          ASSERT_TRUE(orders.ok()) << name << ": " << orders.status();
+          const absl::Status status = CheckSpeculativePrefixes(*schedule, *orders);
+          const std::string message(status.message());
+          if (!status.ok()) {
+            failing.push_back(absl::StrCat(traits.name, " ", p, " ", m, " ", v));
+            EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
+                << name << ": " << status;
+            EXPECT_THAT(message, AnyOf(HasSubstr(kNotClosed), HasSubstr(kNotLeading))) << name;
+          }
+          if (traits.name == "gpipe" || traits.name == "1f1b" || traits.name == "zb-h1") {
+            EXPECT_TRUE(status.ok()) << name << ": " << status;
+            const std::vector<int> prefix = SpeculativePrefixLengths(*schedule);
+            for (int r = 0; r < p; ++r) {
+              for (int j = 0; j < prefix[r]; ++j) {
+                EXPECT_EQ(schedule->actions[r][j].kind, PassKind::kF) << name << " worker " << r;
+              }
+            }
+          }
+          if (v == 1) {
+            EXPECT_THAT(message, Not(HasSubstr(kNotClosed))) << name;
+          }
+          if (traits.name == "zb-v" && p == 2 && m == 2) {
+            EXPECT_THAT(message, AllOf(HasSubstr("message 2F1 => 3F1"),
+                                       HasSubstr("follows message 3I0 => 2I0"),
+                                       HasSubstr(kNotLeading)));
+          }
+          if (message.find(kNotClosed) == std::string::npos) {
+            const PairOrders first = PrefixMessagesFirst(*schedule, *orders);
+            EXPECT_TRUE(CheckPairOrders(*schedule, first).ok()) << name << ", prefix first";
+            EXPECT_TRUE(CheckSpeculativePrefixes(*schedule, first).ok())
+                << name << ", prefix first";
+          }
+          StageCost cost;
+          cost.reduce_seconds = 1.5;
+          absl::StatusOr<Schedule> reduced = PlaceReductions(
+              Problem::Uniform(p, v, m, cost, 0.0), *schedule, ReducePlacement::kSolved);
+          ASSERT_TRUE(reduced.ok()) << name << ": " << reduced.status();
+          EXPECT_EQ(SpeculativePrefixLengths(*reduced), SpeculativePrefixLengths(*schedule))
+              << name;
+          EXPECT_EQ(CheckDerivedPrefixes(*reduced), status) << name << " with reductions";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(names.size(), AllSchedules().size()) << "every schedule takes some size";
+  RecordProperty("speculative_prefixes_fail",
+                 failing.empty() ? std::string("none") : absl::StrJoin(failing, ", "));
+}
+
+// A V on two workers (worker 0 holds stages 0 and 3, worker 1 stages 1
+// and 2) where worker 0 starts microbatch 1 only after microbatch 0's
+// backward of the last stage: worker 1's prefix runs 1F1, whose input 0F1
+// worker 0 produces after its first B. Rule (b) holds: worker 1's 1F1 feeds
+// its own 2F1, so the prefixes' only messages (0F0, 2F0) lead the order.
+TEST(SpeculativePrefixTest, APrefixThatConsumesWhatFollowsTheSendersPrefixIsNotClosed) {
+  const Schedule s = ScheduleFromRows(
+      "hand", 2, 2, 2, Placement::kV,
+      {{"0F0", "3F0", "3B0", "0F1", "3F1", "3B1", "0B0", "0B1"},
+       {"1F0", "2F0", "1F1", "2B0", "2F1", "2B1", "1B0", "1B1"}});
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{2, 3}));
+  const absl::Status status = CheckDerivedPrefixes(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_EQ(status.message(),
+            "worker 1 runs 1F1 in its speculative prefix, but its input comes from worker 0's "
+            "0F1, which follows that worker's first B (3B0): prefix not closed");
+}
+
+// Worker 0 runs all four forwards before its first B (a long warm-up),
+// worker 1 alternates F and B: its first input gradient 1I0 ends at t = 3
+// in the unit-cost order, before worker 0's last prefix forward 0F3 (t = 4).
+// Both ranks would have to issue the receive of 1I0's gradient before the
+// send of 0F3's activation, a receive that a discard cannot take back. The
+// prefixes themselves are closed: worker 1's holds 1F0 only.
+TEST(SpeculativePrefixTest, APrefixMessageAfterAMessageOfTheRestOfTheStepIsNotLeading) {
+  const Schedule s = ScheduleFromRows(
+      "hand", 2, 1, 4, Placement::kLoop,
+      {{"0F0", "0F1", "0F2", "0F3", "0I0", "0I1", "0I2", "0I3", "0W0", "0W1", "0W2", "0W3"},
+       {"1F0", "1I0", "1F1", "1I1", "1F2", "1I2", "1F3", "1I3", "1W0", "1W1", "1W2", "1W3"}});
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{4, 1}));
+  const absl::Status status = CheckDerivedPrefixes(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_EQ(status.message(),
+            "workers 0 and 1: message 0F3 => 1F3 comes from worker 0's speculative prefix, but "
+            "in the pair's order it follows message 1I0 => 0I0, which worker 1 sends at or "
+            "after its first B (1I0): prefix messages not leading");
+  EXPECT_THAT(std::string(status.message()), Not(HasSubstr(kNotClosed)));
+
+  // The same messages with the prefix's ones first pass.
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(s);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  const PairOrders first = PrefixMessagesFirst(s, *std::move(orders));
+  EXPECT_TRUE(CheckPairOrders(s, first).ok());
+  EXPECT_TRUE(CheckSpeculativePrefixes(s, first).ok());
+}
+
+// Both rules broken: one error names both, each with how many messages
+// break it. Worker 0's prefix runs 2F2 and 2F3 on activations worker 1
+// produces after its first B (not closed), and sends 2F2's and 2F3's
+// activations after that B's gradient (not leading).
+TEST(SpeculativePrefixTest, BothRulesBrokenAreBothNamed) {
+  const Schedule s = ScheduleFromRows(
+      "hand", 2, 2, 4, Placement::kLoop,
+      {{"0F0", "0F1", "0F2", "0F3", "2F0", "2F1", "2F2", "2F3", "2B0", "2B1", "2B2", "2B3",
+        "0B0", "0B1", "0B2", "0B3"},
+       {"1F0", "1F1", "3F0", "3B0", "1F2", "1F3", "3F1", "3B1", "3F2", "3B2", "3F3", "3B3",
+        "1B0", "1B1", "1B2", "1B3"}});
+  const absl::Status status = CheckDerivedPrefixes(s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("worker 0 runs 2F2 in its speculative prefix"),
+                    HasSubstr(kNotClosed), HasSubstr(kNotLeading),
+                    HasSubstr("(2 messages break this rule)")));
+}
+
+TEST(SpeculativePrefixTest, AMessageWhosePassesAreNotInTheScheduleIsInvalidArgument) {
+  absl::StatusOr<Schedule> schedule = Make("1f1b", 2, 2);
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(*schedule);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  ASSERT_TRUE(CheckSpeculativePrefixes(*schedule, *orders).ok());
+  orders->begin()->second.back().to = 7;
+  const absl::Status status = CheckSpeculativePrefixes(*schedule, *orders);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("worker 7"));
 }
 
 }  // namespace

@@ -117,6 +117,14 @@ def check_import(zbpp_sched, path, name, p, v, m, owner):
         # messages, derived from the schedule alone, must run them too.
         check(got["in_order_transport"]["runs"],
               f"{name}: in-order transport: {got['in_order_transport']['error']}")
+        # Whether post-update validation can speculate under that transport
+        # depends on the schedule: reported either way, with the broken rule.
+        prefixes = got["speculative_prefixes"]
+        check(len(prefixes["actions_per_worker"]) == p,
+              f"{name}: {len(prefixes['actions_per_worker'])} speculative prefixes, want {p}")
+        check(prefixes["closed"] == (prefixes["error"] is None)
+              and (prefixes["closed"] or "prefix" in prefixes["error"]),
+              f"{name}: speculative prefixes {prefixes}")
 
 
 def main():

@@ -296,8 +296,8 @@ TEST(ZbppSchedCli, TableIsTheDefaultFormat) {
   const RunResult run = RunCli(SimulateArgs("1f1b", 4, 8));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // 1F1B: bubble (p-1)*3 over makespan 8*3 + 3*3 = 33.
-  EXPECT_THAT(run.out, HasSubstr("bubble rate       0.272727 (27.27%)"));
-  EXPECT_THAT(run.out, HasSubstr("makespan          33 s"));
+  EXPECT_THAT(run.out, HasSubstr("bubble rate           0.272727 (27.27%)"));
+  EXPECT_THAT(run.out, HasSubstr("makespan              33 s"));
   EXPECT_THAT(run.out, HasSubstr("\n3       24      9"));  // worker 3's row
 }
 
@@ -499,6 +499,49 @@ TEST(ZbppSchedCli, ShowDrawsAnImportedSchedule) {
   EXPECT_THAT(run.out, HasSubstr("worker 0 |"));
   EXPECT_THAT(run.out, HasSubstr("worker 1 |"));
   EXPECT_THAT(run.err, HasSubstr("1 OVERLAP_F_B split into F and B"));
+}
+
+// The speculative prefixes of post-update validation under a transport that
+// matches by order (scheduler/comm_order.h), in both forms: 1F1B's are its
+// warm-up forwards and the first steady-state one, and pass; ZB-V at p = 2,
+// m = 2 breaks rule (b) (tests/scheduler/comm_order_test.cc says why); an
+// imported V whose worker 1 forwards microbatch 1 before worker 0 has
+// produced it outside its prefix breaks rule (a).
+TEST(ZbppSchedCli, ReportsWhetherTheSpeculativePrefixesAreClosed) {
+  const std::vector<std::string> one_f_one_b = SimulateArgs("1f1b", 4, 8);
+  const nlohmann::json j = RunJson(Concat(one_f_one_b, {"--format", "json"}));
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["speculative_prefixes"]["actions_per_worker"].get<std::vector<int>>(),
+            (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(j["speculative_prefixes"]["closed"], true);
+  EXPECT_TRUE(j["speculative_prefixes"]["error"].is_null());
+  const RunResult table = RunCli(one_f_one_b);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              HasSubstr("closed, leading each pair's order; actions per worker 4 3 2 1"));
+
+  const std::vector<std::string> zb_v = SimulateArgs("zb-v", 2, 2);
+  const nlohmann::json v = RunJson(Concat(zb_v, {"--format", "json"}));
+  ASSERT_TRUE(v.is_object());
+  EXPECT_EQ(v["in_order_transport"]["runs"], true);
+  EXPECT_EQ(v["speculative_prefixes"]["closed"], false);
+  EXPECT_THAT(v["speculative_prefixes"]["error"].get<std::string>(),
+              HasSubstr("prefix messages not leading"));
+  const RunResult v_table = RunCli(zb_v);
+  ASSERT_EQ(v_table.exit_code, 0) << v_table.err;
+  EXPECT_THAT(v_table.out, HasSubstr("speculative prefixes  workers 0 and 1: message 2F1 => 3F1"));
+
+  const std::string open_v = WriteTemp("open-prefix.csv",
+                                       "0F0,3F0,3B0,0F1,3F1,3B1,0B0,0B1\n"
+                                       "1F0,2F0,1F1,2B0,2F1,2B1,1B0,1B1\n");
+  const nlohmann::json imported =
+      RunJson(Concat({"simulate", "--import", open_v, "--format", "json"}, kUnitCosts));
+  ASSERT_TRUE(imported.is_object());
+  EXPECT_EQ(imported["placement"], "v");
+  EXPECT_EQ(imported["speculative_prefixes"]["closed"], false);
+  EXPECT_EQ(imported["speculative_prefixes"]["error"],
+            "worker 1 runs 1F1 in its speculative prefix, but its input comes from worker 0's "
+            "0F1, which follows that worker's first B (3B0): prefix not closed");
 }
 
 TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {

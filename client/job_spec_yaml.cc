@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -118,8 +119,11 @@ absl::StatusOr<const pb::EnumValueDescriptor*> ParseEnum(
   }
   std::vector<std::string> known;
   for (int i = 0; i < type.value_count(); ++i) {
-    if (type.value(i)->number() != 0) {  // 0 is proto3's "unspecified".
-      known.push_back(ShortEnumName(*type.value(i)));
+    // proto3's "unspecified" (the value 0 of most enums) is no choice to
+    // offer; a value 0 with a meaning of its own (TRANSPORT_AUTO) is.
+    const pb::EnumValueDescriptor& value = *type.value(i);
+    if (value.number() != 0 || !absl::EndsWith(value.name(), "_UNSPECIFIED")) {
+      known.push_back(ShortEnumName(value));
     }
   }
   return Invalid(path, node, "expected one of ", absl::StrJoin(known, ", "),

@@ -105,6 +105,8 @@ std::string ReportJson(const TrainingReport& r) {
                                                              : Json(r.validation_mode)},
                {"validation_policy", r.validation_policy},
                {"precision", r.precision},
+               {"transport", r.transport},
+               {"transport_reason", r.transport_reason},
                {"rollbacks", r.rollbacks},
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},

@@ -55,6 +55,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.validation_mode = ValidationModeName(job.validation_mode());
   r.validation_policy = ValidationPolicyName(job.spec());
   r.precision = PrecisionName(job.spec());
+  r.transport = ShortEnumName(v1::Transport_Name(job.transport()), "TRANSPORT_");
+  r.transport_reason = job.transport_reason();
   r.rollbacks = job.rollbacks_total();
   r.skipped_steps = job.skipped_steps_total();
   r.clipped_steps = job.clipped_steps_total();
@@ -142,6 +144,9 @@ std::string ReportTable(const TrainingReport& r) {
   absl::StrAppend(&text, "eval loss:    ", Loss(r.eval_loss_start), " -> ", Loss(r.eval_loss),
                   "\n");
   absl::StrAppend(&text, "precision:    ", r.precision, "\n");
+  absl::StrAppend(&text, "transport:    ", r.transport,
+                  r.transport_reason.empty() ? "" : absl::StrCat(" (", r.transport_reason, ")"),
+                  "\n");
   absl::StrAppendFormat(&text, "throughput:   %.0f tokens/s (wall clock over the last %d steps)\n",
                         r.tokens_per_second, r.window_steps);
   absl::StrAppendFormat(&text, "step time:    %.4f s (median)\n", r.step_seconds);

@@ -54,6 +54,10 @@ struct TrainingReport {
   std::string validation_policy;
   /// The job's precision: "FP32", "BF16" or "FP16" (PrecisionName).
   std::string precision;
+  /// The transport of the job's last attempt, "GLOO" or "NCCL" ("AUTO"
+  /// before any), and why (Job.transport, transport_reason).
+  std::string transport;
+  std::string transport_reason;
   /// Optimistic steps rolled back, steps skipped for inf/nan and steps redone
   /// (or taken) clipped: Job.rollbacks_total, skipped_steps_total,
   /// clipped_steps_total.

@@ -55,6 +55,16 @@ std::string PrecisionName(const v1::JobSpec& spec) {
              : ShortEnumName(v1::Precision_Name(spec.precision()), "PRECISION_");
 }
 
+std::string TransportSummary(const v1::Job& job) {
+  if (job.transport() == v1::TRANSPORT_AUTO) {
+    return absl::StrCat(ShortEnumName(v1::Transport_Name(job.spec().transport()), "TRANSPORT_"),
+                        " (decided when workers are assigned)");
+  }
+  std::string text = ShortEnumName(v1::Transport_Name(job.transport()), "TRANSPORT_");
+  if (!job.transport_reason().empty()) absl::StrAppend(&text, " (", job.transport_reason(), ")");
+  return text;
+}
+
 std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps) {
@@ -123,6 +133,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
         &schedule, " (from step ", version.effective_step(), ", ",
         ShortEnumName(v1::ScheduleChangeReason_Name(version.reason()),
                       "SCHEDULE_CHANGE_REASON_"),
+        version.reason_detail().empty() ? "" : ": ", version.reason_detail(),
         "); predicted step ",
         Number("%.3f s", version.predicted().step_seconds()), ", bubble rate ",
         Number("%.3f", version.predicted().bubble_rate()));
@@ -133,6 +144,7 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
                         ValidationPolicyName(job.spec()), job.rollbacks_total(),
                         job.skipped_steps_total(), job.clipped_steps_total()));
   add("precision", PrecisionName(job.spec()));
+  add("transport", TransportSummary(job));
   add("recoveries", absl::StrCat(job.recoveries_total()));
   if (job.has_param_checksum()) {
     add("checksum", absl::StrFormat("%.17g", job.param_checksum()));

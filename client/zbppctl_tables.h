@@ -28,6 +28,12 @@ std::string ValidationPolicyName(const v1::JobSpec& spec);
 /// (zbpp.v1.Precision): "FP32", "BF16" or "FP16".
 std::string PrecisionName(const v1::JobSpec& spec);
 
+/// The transport the job runs on, with why: "NCCL (auto: every rank has
+/// a GPU of its own)" once an attempt resolved it (Job.transport and
+/// transport_reason); before that, what the spec asks, e.g. "AUTO (decided
+/// when workers are assigned)".
+std::string TransportSummary(const v1::Job& job);
+
 /// Validation in one phrase: the mode in force ("-" when none yet), the
 /// policy where it differs, and the counters:
 /// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped".
@@ -46,9 +52,10 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now);
 
 /// `zbppctl status JOB`: one "key: value" line per field (state, step,
 /// pipeline shape as "P stages x D replicas (N workers)", loss, tokens/s,
-/// bubble rates, schedule, validation as the mode in force, the spec's
-/// policy where it differs and the rollback / skipped / clipped counts on
-/// one line, recoveries, the parameter checksum once set, checkpoint, age),
+/// bubble rates, schedule with the reason for its version (and its
+/// detail), validation as the mode in force, the spec's policy where it
+/// differs and the rollback / skipped / clipped counts on one line,
+/// precision, transport (TransportSummary), recoveries, the parameter checksum once set, checkpoint, age),
 /// then a table of the last step's per-stage measurements when the job has
 /// any (with D > 1 also each stage's REDUCE_S and EXPOSED_S seconds).
 std::string JobStatusTable(const v1::Job& job, absl::Time now);

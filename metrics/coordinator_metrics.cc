@@ -25,6 +25,7 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Counter>& resolves;
   prometheus::Family<prometheus::Counter>& rollbacks;
   prometheus::Family<prometheus::Counter>& skipped_steps;
+  prometheus::Family<prometheus::Gauge>& job_info;
   prometheus::Family<prometheus::Gauge>& workers;
   prometheus::Family<prometheus::Gauge>& jobs;
   prometheus::Family<prometheus::Histogram>& rpc_duration;
@@ -223,6 +224,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "nan.")
             .Register(r),
         BuildGauge()
+            .Name("zbpp_job_info")
+            .Help("1 for the job's current attempt, labelled with what it "
+                  "runs on: transport (gloo or nccl). Join it to another "
+                  "job series with * on(job_id) group_left(transport).")
+            .Register(r),
+        BuildGauge()
             .Name("zbpp_workers")
             .Help("Workers known to the coordinator, by state.")
             .Register(r),
@@ -383,6 +390,19 @@ void CoordinatorMetrics::SetScheduleVersion(std::string_view job_id,
       .Set(static_cast<double>(version));
 }
 
+void CoordinatorMetrics::SetTransport(std::string_view job_id, std::string_view transport) {
+  if (job_id.empty() || transport.empty()) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = Job(id);
+  if (job.info != nullptr && job.transport == transport) return;
+  // One series per job: the attempt's transport replaces the last one's.
+  Drop(families_->job_info, job.info);
+  job.transport = std::string(transport);
+  Ensure(families_->job_info, job.info, {{"job_id", id}, {"transport", job.transport}})
+      .Set(1);
+}
+
 void CoordinatorMetrics::RecordResolve(std::string_view job_id,
                                        bool published) {
   if (job_id.empty()) return;
@@ -469,6 +489,7 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
   Drop(f.tokens_per_second, job.tokens_per_second);
   Drop(f.last_step, job.last_step);
   Drop(f.schedule_version, job.schedule_version);
+  Drop(f.job_info, job.info);
   jobs_.erase(it);
 }
 

@@ -65,6 +65,7 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_resolves_total` | counter | job_id, outcome=published\|kept | re-solves | Adaptive re-solves: `published` when a new schedule version was published, `kept` when the current one stayed. |
 /// | `zbpp_rollbacks_total` | counter | job_id | steps | Optimistic steps rolled back by post-validation. |
 /// | `zbpp_skipped_steps_total` | counter | job_id | steps | Steps skipped because a gradient held inf or nan. |
+/// | `zbpp_job_info` | gauge | job_id, transport=gloo\|nccl | 1 | One series per job, 1, labelled with the current attempt's transport: the job-level labels live here instead of on every family (a label that changes at a recovery would restart counters); join with `* on(job_id) group_left(transport) zbpp_job_info`. |
 /// | `zbpp_workers` | gauge | state | workers | Workers known to the coordinator, by state. |
 /// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
 /// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
@@ -147,6 +148,13 @@ class CoordinatorMetrics {
   void SetScheduleVersion(std::string_view job_id, int64_t version)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// Sets `zbpp_job_info{job_id, transport}` to 1, dropping the job's
+  /// series of another transport (the coordinator resolves it per attempt:
+  /// a recovery may change it). `transport` is a bounded set: "gloo" or
+  /// "nccl". Ignored for an empty `job_id` or `transport`.
+  void SetTransport(std::string_view job_id, std::string_view transport)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Counts one adaptive re-solve: outcome "published" when it published a
   /// new schedule version, "kept" otherwise.
   void RecordResolve(std::string_view job_id, bool published)
@@ -219,6 +227,8 @@ class CoordinatorMetrics {
     prometheus::Gauge* tokens_per_second = nullptr;
     prometheus::Gauge* last_step = nullptr;
     prometheus::Gauge* schedule_version = nullptr;
+    prometheus::Gauge* info = nullptr;  // zbpp_job_info
+    std::string transport;              // Its `transport` label.
     std::map<int, StageSeries> stages;
   };
 

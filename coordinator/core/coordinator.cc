@@ -13,7 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "api/job_state.h"
 #include "api/time_proto.h"
+#include "coordinator/core/data_parallel.h"
+#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/log_error.h"
+#include "coordinator/core/memory_estimate.h"
+#include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/store_queries.h"
 
 namespace zbpp::coordinator {
@@ -109,12 +113,51 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   const std::vector<RankMemoryEstimate> estimate = job.EstimateMemory();
   std::vector<double> needs;
   for (const RankMemoryEstimate& rank : estimate) needs.push_back(rank.total_bytes());
+  // The transport is decided on the workers Assign will choose (both run
+  // under mu_): a job its workers cannot carry fails before any is taken.
+  absl::StatusOr<std::vector<std::string>> chosen = membership.Preview(job.id(), needed, needs);
+  if (!chosen.ok()) {
+    job.NoteWaiting(chosen.status(), estimate);
+    return chosen.status();
+  }
+  absl::StatusOr<TransportChoice> transport =
+      ChooseTransport(job.proto().spec().transport(), RankWorkers(*chosen, job.stages()));
+  if (!transport.ok()) return job.Fail(std::string(transport.status().message()));
   absl::StatusOr<Assignment> assigned = membership.Assign(job.id(), needed, needs);
   if (!assigned.ok()) {
     job.NoteWaiting(assigned.status(), estimate);
     return assigned.status();
   }
-  return job.BeginAttempt(std::move(assigned->worker_ids));
+  return job.BeginAttempt(std::move(assigned->worker_ids), *std::move(transport));
+}
+
+std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>& worker_ids,
+                                                 int stages) const {
+  std::vector<RankWorker> workers;
+  for (int i = 0; i < static_cast<int>(worker_ids.size()); ++i) {
+    workers.push_back({worker_ids[i], i % stages, i / stages,
+                       registry_->Description(worker_ids[i])});
+  }
+  return workers;
+}
+
+absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
+                                                     const std::vector<double>& needs) const {
+  // The workers are known when the job would be assigned at once: no job
+  // waits before it (oldest first) and enough are free.
+  const int stages = spec.pipeline().stages();
+  const int needed = stages * DataParallelOf(spec.pipeline());
+  bool waiting = false;
+  jobs_->ForEach([&waiting](Job& job) {
+    waiting = job.Waiting();
+    return !waiting;
+  });
+  const Membership& membership = registry_->membership();
+  if (waiting || membership.CountAssignable() < needed) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> chosen =
+      membership.Preview("submitted job", needed, needs);
+  if (!chosen.ok()) return absl::OkStatus();  // It would wait; checked when assigned.
+  return ChooseTransport(spec.transport(), RankWorkers(*chosen, stages)).status();
 }
 
 void Coordinator::EndAttempt(Job& job, const std::string& abort_reason) {
@@ -206,7 +249,28 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
       return resumable;
     }
   }
+  // NCCL's workers are checked at submission when they are known. Which
+  // ones depends on each rank's memory, hence on version 1's schedule:
+  // chosen here, off the mutex, as StartAttempt will (without a schedule,
+  // e.g. a test's stand-in problem, the check waits for the assignment).
+  std::vector<double> needs;
+  if (spec.transport() == zbpp::v1::TRANSPORT_NCCL) {
+    if (absl::StatusOr<ScheduleChoice> first = ChooseSchedule(spec, options_.initial_problem);
+        first.ok()) {
+      const zbpp::v1::ScheduleVersion version =
+          BuildVersion("", first->schedule, first->problem, first->simulation,
+                       zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
+      for (const RankMemoryEstimate& rank : EstimateRankMemory(spec, version)) {
+        needs.push_back(rank.total_bytes());
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
+  if (spec.transport() == zbpp::v1::TRANSPORT_NCCL && !needs.empty()) {
+    if (absl::Status carried = CheckTransportAtSubmission(spec, needs); !carried.ok()) {
+      return carried;
+    }
+  }
   zbpp::v1::Job proto = jobs_->NewJob(spec, options_.clock->Now());
   if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
     // The store's own code and message (store.h), so that zbppctl says what

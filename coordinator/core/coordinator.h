@@ -23,6 +23,7 @@
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/resolver.h"
 #include "coordinator/core/store_writer.h"
+#include "coordinator/core/transport_choice.h"
 #include "coordinator/core/worker_registry.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/worker.pb.h"
@@ -108,10 +109,12 @@ class Coordinator {
   // ------------------------------------------------------------- Jobs
 
   /// Validates and stores a new job in PENDING, then assigns workers if
-  /// enough are free. InvalidArgument naming the field for a bad spec, and
+  /// enough are free. InvalidArgument naming the field for a bad spec,
   /// naming pipeline.data_parallel when checkpoint.resume_step names a
-  /// checkpoint recorded by a job with another data_parallel (nothing is
-  /// stored then); store errors.
+  /// checkpoint recorded by a job with another data_parallel, and naming
+  /// transport (and the workers) for transport NCCL when the workers that
+  /// would run the job at once cannot carry it (ChooseTransport; nothing
+  /// is stored then); store errors.
   absl::StatusOr<zbpp::v1::Job> SubmitJob(const zbpp::v1::JobSpec& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -157,8 +160,9 @@ class Coordinator {
   /// (NewWorkerCredential), of which only the SHA-256 digest is kept, until
   /// the worker is forgotten. InvalidArgument naming the field for a missing
   /// address, host or device kind, an unknown device kind, a negative
-  /// device_index, memory_bytes == 0, or text longer than worker.proto
-  /// allows (address 261 bytes; host, device_name, name 253);
+  /// device_index, memory_bytes == 0, a device_identity on a worker that is
+  /// not CUDA, or text longer than worker.proto allows (address 261 bytes;
+  /// host, device_name, name 253; device_identity 64);
   /// ResourceExhausted naming max_workers when `max_workers` workers are
   /// held; Internal when no credential could be drawn. May assign it to a
   /// waiting job at once.
@@ -279,11 +283,23 @@ class Coordinator {
   /// Gives free workers to waiting jobs, oldest first (a later, smaller
   /// job does not overtake one that waits).
   void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Prepares the job (Job::Prepare), takes its p × d workers and begins
-  /// its attempt. OK when assigned; ResourceExhausted when the free workers
-  /// are too few or too small (the job waits, its state message saying
-  /// why); FailedPrecondition when the job cannot run (it is then FAILED).
+  /// Prepares the job (Job::Prepare), takes its p × d workers, resolves
+  /// its transport for them (ChooseTransport) and begins its attempt. OK
+  /// when assigned; ResourceExhausted when the free workers are too few or
+  /// too small (the job waits, its state message saying why);
+  /// FailedPrecondition when the job cannot run, its transport included
+  /// (it is then FAILED, nothing taken).
   absl::Status StartAttempt(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The workers `worker_ids` (by worker index) of a job of `stages`
+  /// pipeline ranks, with their descriptions, for ChooseTransport.
+  std::vector<RankWorker> RankWorkers(const std::vector<std::string>& worker_ids,
+                                      int stages) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// SubmitJob's check of `spec.transport` when the workers that would run
+  /// it are known (no job waits before it, enough are free; `needs` is each
+  /// rank's memory): ChooseTransport's InvalidArgument, else OK.
+  absl::Status CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
+                                          const std::vector<double>& needs) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Ends the job's attempt (Job::EndAttempt) and frees its workers and
   /// rendezvous scope.
   void EndAttempt(Job& job, const std::string& abort_reason)

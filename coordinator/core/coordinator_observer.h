@@ -26,6 +26,9 @@ class CoordinatorObserver {
   /// its optimistic step, `skipped` when the step was skipped (inf/nan).
   virtual void OnValidation(const std::string& job_id, bool rolled_back,
                             bool skipped) {}
+  /// An attempt of `job_id` began over `transport` (GLOO or NCCL; the
+  /// coordinator resolves it per attempt, so it may change at a recovery).
+  virtual void OnTransport(const std::string& job_id, zbpp::v1::Transport transport) {}
   /// `job_id` reached a terminal state (its per-job series may go).
   virtual void OnJobFinished(const std::string& job_id) {}
 };

@@ -142,7 +142,16 @@ void Job::NoteWaiting(const absl::Status& refused,
   }
 }
 
-absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids) {
+absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
+                               TransportChoice transport) {
+  job_.set_transport(transport.transport);
+  job_.set_transport_reason(std::move(transport.reason));
+  if (context_.observer != nullptr) {
+    context_.observer->OnTransport(id(), job_.transport());
+  }
+  // Before the attempt holds workers, so that a version it publishes
+  // reaches them after their Assignment (LaterVersionMessages).
+  ValidateOverTransport();
   attempt_.Start(std::move(worker_ids));
   const int64_t start = attempt_.start_step();
   job_.set_steps_completed(std::min(job_.steps_completed(), start));

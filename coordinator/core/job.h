@@ -17,6 +17,7 @@
 #include "coordinator/core/outbox.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
+#include "coordinator/core/transport_choice.h"
 #include "scheduler/schedule.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/worker.pb.h"
@@ -104,10 +105,12 @@ class Job {
   /// with an `estimate` puts the largest rank's needs in the state message.
   void NoteWaiting(const absl::Status& refused,
                    const std::vector<RankMemoryEstimate>& estimate);
-  /// Starts the next attempt on `worker_ids` (by worker index): PENDING
-  /// goes ASSIGNING; each worker is sent its Assignment and the later
-  /// versions, then the first grant. SetState's error.
-  absl::Status BeginAttempt(std::vector<std::string> worker_ids);
+  /// Starts the next attempt on `worker_ids` (by worker index) over
+  /// `transport` (ChooseTransport for those workers; the job's transport
+  /// and reason, and every Assignment's): PENDING goes ASSIGNING; each
+  /// worker is sent its Assignment and the later versions, then the first
+  /// grant. SetState's error.
+  absl::Status BeginAttempt(std::vector<std::string> worker_ids, TransportChoice transport);
   /// Ends the current attempt: its workers are sent an Abort with
   /// `abort_reason`. False without one (otherwise the caller releases the
   /// workers and the rendezvous scope).
@@ -138,8 +141,11 @@ class Job {
 
   // --- Versions and steps (job_steps.cc) ---
   /// Numbers and stamps `version` (ScheduleVersions::Stamp; the current
-  /// validation mode when it has none), queues its store write, emits it
-  /// and sends it to the attempt's workers; returns its number.
+  /// validation mode when it has none; SYNCHRONOUS instead of POST, with
+  /// the reason appended to reason_detail, when the job's transport cannot
+  /// run post-update validation with `schedule`: PostValidationObstacle),
+  /// queues its store write, emits it and sends it to the attempt's
+  /// workers; returns its number.
   int64_t PublishVersion(zbpp::v1::ScheduleVersion version,
                          const sched::Schedule& schedule);
   /// A step report of the worker at `index` of the current attempt: checks
@@ -187,6 +193,11 @@ class Job {
   bool RecordValidation(const zbpp::v1::ValidationOutcome& outcome);
   void SwitchValidationMode(zbpp::v1::ValidationMode mode,
                             const zbpp::v1::ValidationOutcome& last);
+  /// Before an attempt over NCCL starts: when a version it would run asks
+  /// for POST with a schedule NCCL cannot speculate on
+  /// (PostValidationObstacle), publishes a copy of the latest version that
+  /// PublishVersion makes SYNCHRONOUS, saying why.
+  void ValidateOverTransport();
   /// CompleteStep's parts.
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);
   void RecordCheckpoint(const StepOutcome& outcome, int64_t step);

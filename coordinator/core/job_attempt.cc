@@ -45,6 +45,7 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
     }
   }
   assignment.set_rendezvous_scope(scope(job.id()));
+  assignment.set_transport(job.transport());
   assignment.set_start_step(start_step_);
   if (job.last_checkpoint_step() >= 0) {
     assignment.mutable_restore()->set_step(job.last_checkpoint_step());

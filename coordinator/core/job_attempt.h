@@ -65,7 +65,8 @@ class JobAttempt {
   /// The Assignment (worker.proto) of worker index `index` of this attempt
   /// of `job`: stage, replica, virtual stages and the version in force at
   /// the start step (of `versions`), every peer with its description (from
-  /// `registry`), the rendezvous scope, the checkpoint to restore.
+  /// `registry`), the rendezvous scope, the checkpoint to restore, the
+  /// transport (job.transport, resolved when the attempt began).
   SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
                                    const ScheduleVersions& versions,
                                    const WorkerRegistry& registry) const;

@@ -464,6 +464,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (absl::Status st = InRange(spec.steps(), 1, kMaxSteps, "steps"); !st.ok()) return st;
   if (absl::Status st = CheckCheckpoint(spec); !st.ok()) return st;
   if (absl::Status st = CheckPrecision(spec); !st.ok()) return st;
+  // Whether the workers can run it is known only when they are chosen
+  // (transport_choice.h).
+  if (!zbpp::v1::Transport_IsValid(spec.transport())) {
+    return Invalid("transport", "unknown transport ", spec.transport(),
+                   "; known: auto, gloo, nccl");
+  }
   // How the fields fit together (chunks, layers, the limit in bytes) and
   // what the schedule itself accepts: the scheduler is asked.
   return ChooseSchedule(spec).status();

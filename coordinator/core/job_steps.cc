@@ -25,6 +25,17 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
   if (version.validation() == zbpp::v1::VALIDATION_MODE_UNSPECIFIED) {
     version.set_validation(model_.validation().mode());
   }
+  // The policy's mode is what the job would like; the transport may veto
+  // POST for this schedule (validation_policy.h PostValidationObstacle).
+  if (version.validation() == zbpp::v1::VALIDATION_MODE_POST) {
+    if (const std::string why = PostValidationObstacle(job_.transport(), schedule);
+        !why.empty()) {
+      version.set_validation(zbpp::v1::VALIDATION_MODE_SYNCHRONOUS);
+      version.set_reason_detail(absl::StrCat(version.reason_detail(),
+                                             version.reason_detail().empty() ? "" : "; ",
+                                             "synchronous validation: ", why));
+    }
+  }
   context_.writer->Enqueue(
       [version](Store& store) { return store.AddScheduleVersion(version); },
       absl::StrCat("storing schedule version ", version.version(), " of job ", id()));
@@ -118,6 +129,34 @@ bool Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
   return true;
 }
 
+void Job::ValidateOverTransport() {
+  const zbpp::v1::ScheduleVersion* first = versions_.InForce(attempt_.start_step());
+  if (first == nullptr || job_.transport() != zbpp::v1::TRANSPORT_NCCL) return;
+  // Versions published before the transport was known (version 1 of a new
+  // job; those of an attempt over Gloo) may ask for POST where NCCL cannot
+  // run it. A copy of the latest version, published now, is vetoed (or
+  // kept) by PublishVersion and takes effect at the attempt's start step,
+  // or one step after the latest's: the attempt's first step speculates on
+  // nothing (it follows a restored state), and a switch away from POST
+  // settles the step before it.
+  std::vector<const zbpp::v1::ScheduleVersion*> runs = versions_.After(attempt_.start_step());
+  runs.insert(runs.begin(), first);
+  bool vetoed = false;
+  for (const zbpp::v1::ScheduleVersion* version : runs) {
+    vetoed |= version->validation() == zbpp::v1::VALIDATION_MODE_POST &&
+              !PostValidationObstacle(zbpp::v1::TRANSPORT_NCCL,
+                                      versions_.schedule(version->version()))
+                   .empty();
+  }
+  if (!vetoed) return;
+  zbpp::v1::ScheduleVersion version = versions_.latest();
+  const sched::Schedule schedule = versions_.schedule(version.version());
+  version.clear_previous_predicted();
+  version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  version.set_reason_detail(absl::StrCat("attempt ", attempt_.number() + 1, " runs over NCCL"));
+  PublishVersion(std::move(version), schedule);
+}
+
 void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,
                                const zbpp::v1::ValidationOutcome& last) {
   if (versions_.empty() || !attempt_.active() || IsTerminal(state())) return;
@@ -125,6 +164,14 @@ void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,
   // worker has been granted: every worker switches at the same step.
   zbpp::v1::ScheduleVersion version = versions_.latest();
   const sched::Schedule schedule = versions_.schedule(version.version());
+  if (mode == zbpp::v1::VALIDATION_MODE_POST &&
+      !PostValidationObstacle(job_.transport(), schedule).empty()) {
+    // The transport vetoes POST for this schedule: the version would be
+    // SYNCHRONOUS again. The policy keeps wanting POST, which a later
+    // schedule (a re-solve) whose prefixes are closed gets.
+    model_.validation().SwitchedTo(mode);
+    return;
+  }
   version.clear_previous_predicted();
   version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
   version.set_reason_detail(

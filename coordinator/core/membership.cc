@@ -170,9 +170,9 @@ int Membership::Count(WorkerState state) const {
   return count;
 }
 
-absl::StatusOr<Assignment> Membership::Assign(
+absl::StatusOr<std::vector<int64_t>> Membership::ChooseLocked(
     const std::string& job_id, int workers,
-    const std::vector<double>& min_memory_bytes) {
+    const std::vector<double>& min_memory_bytes) const {
   if (job_id.empty()) {
     return absl::InvalidArgumentError("job id must not be empty");
   }
@@ -180,9 +180,9 @@ absl::StatusOr<Assignment> Membership::Assign(
     return absl::InvalidArgumentError(
         absl::StrCat("job ", job_id, ": workers must be >= 1, got ", workers));
   }
-  absl::MutexLock lock(&mu_);
-  std::vector<WorkerRecord*> free;
-  for (auto& [seq, record] : workers_) {
+  std::vector<const WorkerRecord*> free;
+  std::vector<int64_t> free_seq;
+  for (const auto& [seq, record] : workers_) {
     if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job_id, " already holds workers (", record.id,
@@ -190,6 +190,7 @@ absl::StatusOr<Assignment> Membership::Assign(
     }
     if (record.state == WorkerState::kRegistered && !record.draining) {
       free.push_back(&record);
+      free_seq.push_back(seq);
     }
   }
   if (static_cast<int>(free.size()) < workers) {
@@ -197,18 +198,18 @@ absl::StatusOr<Assignment> Membership::Assign(
         absl::StrCat("job ", job_id, " needs ", workers, " workers; ",
                      free.size(), " registered and free"));
   }
-  std::vector<WorkerRecord*> chosen;
+  std::vector<int64_t> chosen;
   for (int rank = 0; rank < workers; ++rank) {
     const double need =
         min_memory_bytes.empty()
             ? 0
             : min_memory_bytes[rank % min_memory_bytes.size()];
-    auto fits = std::find_if(free.begin(), free.end(), [&](WorkerRecord* w) {
+    auto fits = std::find_if(free.begin(), free.end(), [&](const WorkerRecord* w) {
       return w != nullptr && static_cast<double>(w->info.memory_bytes) >= need;
     });
     if (fits == free.end()) {
       int64_t largest = 0;
-      for (WorkerRecord* w : free) {
+      for (const WorkerRecord* w : free) {
         if (w != nullptr) largest = std::max(largest, w->info.memory_bytes);
       }
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -216,16 +217,39 @@ absl::StatusOr<Assignment> Membership::Assign(
           static_cast<int64_t>(need), " bytes that rank ", rank,
           " needs (largest free: ", largest, " bytes)"));
     }
-    chosen.push_back(*fits);
+    chosen.push_back(free_seq[fits - free.begin()]);
     *fits = nullptr;
   }
+  return chosen;
+}
+
+absl::StatusOr<std::vector<std::string>> Membership::Preview(
+    const std::string& job_id, int workers,
+    const std::vector<double>& min_memory_bytes) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<int64_t>> chosen =
+      ChooseLocked(job_id, workers, min_memory_bytes);
+  if (!chosen.ok()) return chosen.status();
+  std::vector<std::string> ids;
+  for (int64_t seq : *chosen) ids.push_back(workers_.at(seq).id);
+  return ids;
+}
+
+absl::StatusOr<Assignment> Membership::Assign(
+    const std::string& job_id, int workers,
+    const std::vector<double>& min_memory_bytes) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<int64_t>> chosen =
+      ChooseLocked(job_id, workers, min_memory_bytes);
+  if (!chosen.ok()) return chosen.status();
   Assignment assignment;
   assignment.job_id = job_id;
   for (int rank = 0; rank < workers; ++rank) {
-    chosen[rank]->state = WorkerState::kAssigned;
-    chosen[rank]->job_id = job_id;
-    chosen[rank]->rank = rank;
-    assignment.worker_ids.push_back(chosen[rank]->id);
+    WorkerRecord& record = workers_.at((*chosen)[rank]);
+    record.state = WorkerState::kAssigned;
+    record.job_id = job_id;
+    record.rank = rank;
+    assignment.worker_ids.push_back(record.id);
   }
   return assignment;
 }

@@ -167,6 +167,16 @@ class Membership {
       const std::vector<double>& min_memory_bytes = {})
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// The ids of the workers Assign(job_id, workers, min_memory_bytes)
+  /// would choose now, by rank, changing nothing: what a caller checks
+  /// before it commits (the job's transport, transport_choice.h). Assign's
+  /// errors. Between the two calls only the caller's own lock keeps the
+  /// choice the same.
+  absl::StatusOr<std::vector<std::string>> Preview(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes = {}) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Returns the live workers of `job_id` to REGISTERED (job ended, or
   /// recovery re-assigns), draining until ConfirmIdle. Returns how many were
   /// released (0 is fine).
@@ -184,6 +194,10 @@ class Membership {
   bool IsLive(const WorkerRecord& record) const {
     return record.state != WorkerState::kLost;
   }
+  /// Assign's choice, by rank, as keys of `workers_`; its errors.
+  absl::StatusOr<std::vector<int64_t>> ChooseLocked(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable absl::Mutex mu_;

@@ -1,5 +1,9 @@
 #include "coordinator/core/validation_policy.h"
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/comm_order.h"
+
 namespace zbpp::coordinator {
 
 ValidationPolicy::ValidationPolicy(v1::ValidationMode requested, v1::ValidationMode current,
@@ -44,6 +48,15 @@ void ValidationPolicy::SwitchedTo(v1::ValidationMode mode) {
   mode_ = mode;
   clean_streak_ = 0;
   changed_steps_.clear();  // Only what the new mode meets counts.
+}
+
+std::string PostValidationObstacle(v1::Transport transport, const sched::Schedule& schedule) {
+  if (transport != v1::TRANSPORT_NCCL) return "";
+  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
+  absl::Status prefixes = orders.ok() ? sched::CheckSpeculativePrefixes(schedule, *orders)
+                                      : orders.status();
+  if (prefixes.ok()) return "";
+  return absl::StrCat("NCCL needs closed speculative prefixes: ", prefixes.message());
 }
 
 }  // namespace zbpp::coordinator

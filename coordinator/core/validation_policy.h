@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string>
 
+#include "scheduler/schedule.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/job_spec.pb.h"
 
@@ -56,6 +58,18 @@ class ValidationPolicy {
   int clean_streak_ = 0;
   std::deque<int64_t> changed_steps_;  // Steps that needed a change, oldest first.
 };
+
+/// Why `schedule` may not run with post-update validation over
+/// `transport`; empty when it may. Only NCCL restricts it: NCCL cannot
+/// cancel a posted operation, so a discarded speculative step is settled
+/// by completing exactly the speculative prefixes' messages, which needs
+/// prefixes that are closed and lead their pairs' orders
+/// (scheduler/comm_order.h CheckSpeculativePrefixes). A schedule that fails
+/// runs SYNCHRONOUS under NCCL; the text says why, e.g. "NCCL needs closed
+/// speculative prefixes: worker 0 runs 2F3 in its speculative prefix, but
+/// ...". Costs a unit-cost simulation of `schedule` under NCCL (nothing
+/// otherwise). Thread-safe (pure).
+std::string PostValidationObstacle(v1::Transport transport, const sched::Schedule& schedule);
 
 }  // namespace zbpp::coordinator
 

@@ -31,7 +31,8 @@ absl::Status WorkerRegistry::CheckDescription(
        {std::tuple{&worker.address(), size_t{261}, "worker.address"},
         std::tuple{&worker.host(), size_t{253}, "worker.host"},
         std::tuple{&worker.device_name(), size_t{253}, "worker.device_name"},
-        std::tuple{&worker.name(), size_t{253}, "worker.name"}}) {
+        std::tuple{&worker.name(), size_t{253}, "worker.name"},
+        std::tuple{&worker.device_identity(), size_t{64}, "worker.device_identity"}}) {
     if (value->size() > max) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": must be at most ", max,
                                                      " bytes, got ", value->size()));
@@ -56,6 +57,15 @@ absl::Status WorkerRegistry::CheckDescription(
   }
   if (worker.memory_bytes() == 0) {
     return absl::InvalidArgumentError("worker.memory_bytes must be >= 1");
+  }
+  // The identity tells GPUs apart (transport_choice.h): a CPU worker
+  // claiming one is a mistake worth refusing, not ignoring.
+  if (worker.device_kind() != zbpp::v1::DEVICE_KIND_CUDA &&
+      !worker.device_identity().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker.device_identity: only a CUDA worker has one, got \"",
+        worker.device_identity(), "\" for device kind ",
+        zbpp::v1::DeviceKind_Name(worker.device_kind())));
   }
   return absl::OkStatus();
 }

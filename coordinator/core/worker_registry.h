@@ -56,8 +56,9 @@ class WorkerRegistry {
 
   /// OK when `worker` may register: InvalidArgument naming the field for a
   /// missing address, host or device kind, an unknown device kind, a
-  /// negative device_index, memory_bytes == 0, or text longer than
-  /// worker.proto allows (address 261 bytes; host, device_name, name 253).
+  /// negative device_index, memory_bytes == 0, a device_identity on a
+  /// worker that is not CUDA, or text longer than worker.proto allows
+  /// (address 261 bytes; host, device_name, name 253; device_identity 64).
   /// Pure; thread-safe.
   static absl::Status CheckDescription(const zbpp::v1::WorkerDescription& worker);
 

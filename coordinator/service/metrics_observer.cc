@@ -1,5 +1,8 @@
 #include "coordinator/service/metrics_observer.h"
 
+#include "absl/strings/ascii.h"
+#include "coordinator/core/transport_choice.h"
+
 namespace zbpp::coordinator {
 
 void MetricsObserver::OnStep(const std::string& job_id,
@@ -24,6 +27,11 @@ void MetricsObserver::OnValidation(const std::string& job_id, bool rolled_back,
                                    bool skipped) {
   if (rolled_back) metrics_->AddRollbacks(job_id, 1);
   if (skipped) metrics_->AddSkippedSteps(job_id, 1);
+}
+
+void MetricsObserver::OnTransport(const std::string& job_id,
+                                  zbpp::v1::Transport transport) {
+  metrics_->SetTransport(job_id, absl::AsciiStrToLower(TransportName(transport)));
 }
 
 void MetricsObserver::OnJobFinished(const std::string& job_id) {

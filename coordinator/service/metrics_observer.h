@@ -10,7 +10,8 @@ namespace zbpp::coordinator {
 
 /// Feeds the core's events into the Prometheus families of
 /// metrics::CoordinatorMetrics (steps, predicted bubble per stage, re-solves,
-/// rollbacks, skipped steps, versions; per-job series dropped at the end).
+/// rollbacks, skipped steps, versions, the transport; per-job series dropped at
+/// the end).
 /// Thread-safe (metrics::CoordinatorMetrics is).
 class MetricsObserver final : public CoordinatorObserver {
  public:
@@ -23,6 +24,7 @@ class MetricsObserver final : public CoordinatorObserver {
   void OnResolve(const std::string& job_id, bool published) override;
   void OnValidation(const std::string& job_id, bool rolled_back,
                     bool skipped) override;
+  void OnTransport(const std::string& job_id, zbpp::v1::Transport transport) override;
   void OnJobFinished(const std::string& job_id) override;
 
  private:

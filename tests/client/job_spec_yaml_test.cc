@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/job_limits.h"
@@ -131,6 +132,30 @@ TEST(JobSpecFromYaml, EnumSpellings) {
     ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
     EXPECT_EQ(spec->validation(), zbpp::v1::VALIDATION_MODE_POST) << text;
   }
+}
+
+// `transport: auto|gloo|nccl`, in YAML and in JSON (which YAML reads),
+// each spelling to its enum value; AUTO (the value 0) is a choice of its
+// own, offered in the error for an unknown one.
+TEST(JobSpecFromYaml, TransportIsReadAndAnUnknownOneNamed) {
+  const std::vector<std::pair<std::string, zbpp::v1::Transport>> cases = {
+      {"transport: auto", zbpp::v1::TRANSPORT_AUTO},
+      {"transport: gloo", zbpp::v1::TRANSPORT_GLOO},
+      {"transport: NCCL", zbpp::v1::TRANSPORT_NCCL},
+      {"transport: TRANSPORT_NCCL", zbpp::v1::TRANSPORT_NCCL},
+      {"{\"transport\": \"gloo\"}", zbpp::v1::TRANSPORT_GLOO},
+      {"name: no-transport", zbpp::v1::TRANSPORT_AUTO},
+  };
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<JobSpec> spec = JobSpecFromYaml(text);
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->transport(), want) << text;
+  }
+  absl::StatusOr<JobSpec> bad = JobSpecFromYaml("transport: infiniband");
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "transport: expected one of auto, gloo, nccl; got \"infiniband\" "
+            "(line 1, column 12)");
 }
 
 // Protobuf cannot carry a string that is not UTF-8: a Latin-1 name is

@@ -114,7 +114,8 @@ TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {
   EXPECT_THAT(table, HasSubstr("RUNNING"));
   EXPECT_THAT(table, HasSubstr("50/100"));
   EXPECT_THAT(table, HasSubstr("0.200 measured, 0.100 predicted"));
-  EXPECT_THAT(table, HasSubstr("zb-v v2 (from step 40, RESOLVE)"));
+  EXPECT_THAT(table,
+              HasSubstr("zb-v v2 (from step 40, RESOLVE: stage 2 1.48x slower than modeled)"));
   EXPECT_THAT(table, HasSubstr("STAGE  WORKER  BUBBLE"));
   EXPECT_THAT(table, HasSubstr("3      w-3     0.250"));
   EXPECT_THAT(
@@ -180,6 +181,30 @@ TEST(ZbppctlTables, StatusTableShowsValidationOnOneLine) {
   job.set_validation_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
   EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
               HasSubstr("validation:   SYNCHRONOUS (policy AUTO): 1 rollback"));
+}
+
+TEST(ZbppctlTables, StatusTableShowsTheTransportAndWhy) {
+  v1::Job job = RunningJob("job-1");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("transport:    AUTO (decided when workers are assigned)\n"));
+  job.mutable_spec()->set_transport(v1::TRANSPORT_NCCL);
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("transport:    NCCL (decided when workers are assigned)\n"));
+  job.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
+  job.set_transport(v1::TRANSPORT_NCCL);
+  job.set_transport_reason("auto: every rank has a GPU of its own");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("transport:    NCCL (auto: every rank has a GPU of its own)\n"));
+  job.set_transport(v1::TRANSPORT_GLOO);
+  job.set_transport_reason("auto: worker-3 (stage 1) has no GPU (device cpu)");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("transport:    GLOO (auto: worker-3 (stage 1) has no GPU (device cpu))\n"));
+  // `status --format json` carries both fields (the Job's JSON mapping).
+  absl::StatusOr<std::string> text = JobStatusJson(job);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json json = nlohmann::json::parse(*text);
+  EXPECT_EQ(json["transport"], "TRANSPORT_GLOO");
+  EXPECT_EQ(json["transport_reason"], "auto: worker-3 (stage 1) has no GPU (device cpu)");
 }
 
 TEST(ZbppctlTables, WorkersTable) {

@@ -193,6 +193,25 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   EXPECT_THAT(table, testing::HasSubstr("precision:    BF16\n"));
 }
 
+TEST(Report, ShowsTheTransportAndWhy) {
+  v1::Job job = TwoStageJob();
+  job.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
+  job.set_transport(v1::TRANSPORT_NCCL);
+  job.set_transport_reason("auto: every rank has a GPU of its own");
+  TrainingReport r = *BuildReport(job, Steps());
+  EXPECT_THAT(ReportTable(r),
+              testing::HasSubstr("transport:    NCCL (auto: every rank has a GPU of its own)\n"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["transport"], "NCCL");
+  EXPECT_EQ(json["transport_reason"], "auto: every rank has a GPU of its own");
+  // A job that never had an attempt: AUTO, no reason.
+  job.clear_transport();
+  job.clear_transport_reason();
+  r = *BuildReport(job, Steps());
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("transport:    AUTO\n"));
+  EXPECT_EQ(nlohmann::json::parse(ReportJson(r))["transport_reason"], "");
+}
+
 TEST(Report, ARoundingErrorBelowZeroPrintsAsZero) {
   TrainingReport r = *BuildReport(TwoStageJob(), Steps());
   r.bubble_rate_predicted[1] = -1e-17;

@@ -81,6 +81,13 @@ TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
   spec.mutable_loss_scale()->set_initial_scale(4294967296.0);  // 2^32
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  // Every transport is valid in a spec: whether the workers can run it is
+  // decided when they are chosen (transport_choice_test.cc).
+  for (zbpp::v1::Transport transport :
+       {zbpp::v1::TRANSPORT_AUTO, zbpp::v1::TRANSPORT_GLOO, zbpp::v1::TRANSPORT_NCCL}) {
+    spec.set_transport(transport);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << zbpp::v1::Transport_Name(transport);
+  }
 }
 
 struct BadCase {
@@ -337,6 +344,9 @@ std::vector<BadCase> BadCases() {
       {"unknown precision",
        [](JobSpec& s) { s.set_precision(static_cast<zbpp::v1::Precision>(8)); },
        "precision: unknown precision 8"},
+      {"unknown transport",
+       [](JobSpec& s) { s.set_transport(static_cast<zbpp::v1::Transport>(7)); },
+       "transport: unknown transport 7; known: auto, gloo, nccl"},
       {"loss scale not a power of two",
        [](JobSpec& s) { s.mutable_loss_scale()->set_initial_scale(1000); },
        "loss_scale.initial_scale: must be a power of two in [1, 2^32], got 1000"},

@@ -146,8 +146,10 @@ TEST_F(JobTest, AttemptSendsAssignmentsAndGrantsThenRunsOnceAllAcknowledge) {
   ASSERT_TRUE(job->Prepare().ok());
   ASSERT_EQ(job->proto().schedule_version(), 1);
   const std::vector<std::string> workers = AddWorkers(2);
-  ASSERT_TRUE(job->BeginAttempt(workers).ok());
+  ASSERT_TRUE(job->BeginAttempt(workers, {v1::TRANSPORT_GLOO, "gloo: as the job spec asks"}).ok());
   EXPECT_EQ(job->state(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(job->proto().transport(), v1::TRANSPORT_GLOO);
+  EXPECT_EQ(job->proto().transport_reason(), "gloo: as the job spec asks");
   EXPECT_EQ(job->attempt().number(), 1);
   EXPECT_EQ(job->scope(), "job-1/attempt-1");
   for (int i = 0; i < 2; ++i) {
@@ -155,6 +157,7 @@ TEST_F(JobTest, AttemptSendsAssignmentsAndGrantsThenRunsOnceAllAcknowledge) {
     ASSERT_EQ(messages.size(), 2u);
     EXPECT_EQ(messages[0]->assignment().stage(), i);
     EXPECT_EQ(messages[0]->assignment().schedule().version(), 1);
+    EXPECT_EQ(messages[0]->assignment().transport(), v1::TRANSPORT_GLOO);
     EXPECT_EQ(messages[1]->grant().through_step(), 1);  // Lookahead 2 from -1.
   }
   EXPECT_EQ(*job->Acknowledge(workers[0]), false);

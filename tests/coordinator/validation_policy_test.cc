@@ -1,8 +1,12 @@
 #include "coordinator/core/validation_policy.h"
 
 #include <optional>
+#include <string>
 
 #include <gtest/gtest.h>
+
+#include "scheduler/registry.h"
+#include "tests/scheduler/schedule_builder.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -83,6 +87,27 @@ TEST(ValidationPolicyTest, UnspecifiedMeansAutoAndARestartKeepsPost) {
   ValidationPolicy fresh(v1::VALIDATION_MODE_UNSPECIFIED, v1::VALIDATION_MODE_UNSPECIFIED,
                          {1, 1, 10});
   EXPECT_EQ(fresh.Record(Outcome(0, kCommitted)), v1::VALIDATION_MODE_POST);
+}
+
+// NCCL vetoes post-update validation for a schedule whose speculative
+// prefixes are not closed (scheduler/comm_order.h); Gloo never does.
+TEST(PostValidationObstacleTest, OnlyNcclWithPrefixesThatAreNotClosed) {
+  const sched::Problem problem = sched::Problem::Uniform(4, 1, 8, sched::StageCost{}, 0.0);
+  absl::StatusOr<sched::Schedule> zb_h1 = sched::Generate("zb-h1", problem);
+  ASSERT_TRUE(zb_h1.ok()) << zb_h1.status();
+  EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_NCCL, *zb_h1), "");
+  EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_GLOO, *zb_h1), "");
+  // Not closed: worker 1's prefix runs 1F1, fed by worker 0's 0F1, which
+  // follows worker 0's first B (tests/scheduler/comm_order_test.cc).
+  const sched::Schedule not_closed = sched::testing::ScheduleFromRows(
+      "hand", 2, 2, 2, sched::Placement::kV,
+      {{"0F0", "3F0", "3B0", "0F1", "3F1", "3B1", "0B0", "0B1"},
+       {"1F0", "2F0", "1F1", "2B0", "2F1", "2B1", "1B0", "1B1"}});
+  EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_GLOO, not_closed), "");
+  EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_NCCL, not_closed),
+            "NCCL needs closed speculative prefixes: worker 1 runs 1F1 in its speculative "
+            "prefix, but its input comes from worker 0's 0F1, which follows that worker's first "
+            "B (3B0): prefix not closed");
 }
 
 }  // namespace

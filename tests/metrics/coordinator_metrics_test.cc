@@ -281,6 +281,34 @@ TEST_F(CoordinatorMetricsTest, RemoveJobDropsOnlyThatJobsSeries) {
   EXPECT_THAT(Text(), Not(HasSubstr("job_id=")));
 }
 
+// One info series per job: a recovery over another transport replaces it
+// (the counters keep their own, transport-free series).
+TEST_F(CoordinatorMetricsTest, JobInfoCarriesTheTransportOfTheCurrentAttempt) {
+  metrics_->AddRollbacks("job-a");
+  metrics_->SetTransport("job-a", "nccl");
+  metrics_->SetTransport("job-b", "gloo");
+  std::string text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_job_info", {{"job_id", "job-a"}, {"transport", "nccl"}}),
+              Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_info", {{"job_id", "job-b"}, {"transport", "gloo"}}),
+              Optional(1.0));
+
+  metrics_->SetTransport("job-a", "gloo");
+  metrics_->SetTransport("job-a", "gloo");
+  metrics_->SetTransport("", "gloo");
+  metrics_->SetTransport("job-c", "");
+  text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_job_info", {{"job_id", "job-a"}, {"transport", "nccl"}}),
+              std::nullopt);
+  EXPECT_THAT(FindSample(text, "zbpp_job_info", {{"job_id", "job-a"}, {"transport", "gloo"}}),
+              Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_rollbacks_total", {{"job_id", "job-a"}}), Optional(1.0));
+  EXPECT_THAT(text, Not(HasSubstr("job-c")));
+
+  metrics_->RemoveJob("job-a");
+  EXPECT_THAT(Text(), Not(HasSubstr("job-a")));
+}
+
 TEST_F(CoordinatorMetricsTest, StoreSeriesFollowTheStoreWriter) {
   std::string text = Text();
   EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(1.0));

@@ -1,0 +1,127 @@
+#include "coordinator/core/transport_choice.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using zbpp::v1::Transport;
+
+// What stands between a set of workers and NCCL: a worker without a GPU
+// (or without a registered identity), or two workers sharing one.
+struct Obstacle {
+  std::string text;           // "worker-3 (stage 1) has no GPU (device cpu)".
+  bool shared_gpu = false;    // Two workers share a GPU...
+  bool test_setting = false;  // ... and both run the shared-GPU test setting.
+};
+
+class Places {
+ public:
+  explicit Places(const std::vector<RankWorker>& workers) {
+    for (const RankWorker& w : workers) several_replicas_ |= w.replica > 0;
+  }
+  std::string operator()(const RankWorker& w) const {
+    return absl::StrCat(w.worker_id, " (stage ", w.stage,
+                        several_replicas_ ? absl::StrCat(", replica ", w.replica) : "", ")");
+  }
+
+ private:
+  bool several_replicas_ = false;
+};
+
+// How a worker's device reads in a message: its name as registered, else
+// its kind ("cpu").
+std::string DeviceLabel(const zbpp::v1::WorkerDescription* d) {
+  if (d == nullptr) return "unknown";
+  if (!d->device_name().empty()) return d->device_name();
+  std::string kind = zbpp::v1::DeviceKind_Name(d->device_kind());
+  const std::string prefix = "DEVICE_KIND_";
+  if (kind.rfind(prefix, 0) == 0) kind = kind.substr(prefix.size());
+  return absl::AsciiStrToLower(kind);
+}
+
+// Every obstacle, in worker-index order: what makes AUTO choose Gloo and
+// NCCL refuse (unless each is a shared GPU under the test setting).
+std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
+  const Places place(workers);
+  std::vector<Obstacle> obstacles;
+  // (host, identity) -> the first worker seen on that GPU.
+  std::map<std::pair<std::string, std::string>, const RankWorker*> gpus;
+  for (const RankWorker& w : workers) {
+    const zbpp::v1::WorkerDescription* d = w.description;
+    if (d == nullptr || d->device_kind() != zbpp::v1::DEVICE_KIND_CUDA) {
+      obstacles.push_back(
+          {absl::StrCat(place(w), " has no GPU (device ", DeviceLabel(d), ")")});
+      continue;
+    }
+    if (d->device_identity().empty()) {
+      obstacles.push_back({absl::StrCat(place(w), " registered no device identity (",
+                                        DeviceLabel(d), ")")});
+      continue;
+    }
+    auto [it, first] = gpus.emplace(std::make_pair(d->host(), d->device_identity()), &w);
+    if (first) continue;
+    const RankWorker& other = *it->second;
+    obstacles.push_back({absl::StrCat(place(other), " and ", place(w), " share GPU ",
+                                      d->device_identity(), " on host ", d->host()),
+                         true,
+                         other.description->nccl_shared_gpu_test() && d->nccl_shared_gpu_test()});
+  }
+  return obstacles;
+}
+
+}  // namespace
+
+std::string TransportName(Transport transport) {
+  std::string name = zbpp::v1::Transport_Name(transport);
+  const std::string prefix = "TRANSPORT_";
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  return name.empty() ? absl::StrCat(static_cast<int>(transport)) : name;
+}
+
+absl::StatusOr<TransportChoice> ChooseTransport(Transport requested,
+                                                const std::vector<RankWorker>& workers) {
+  switch (requested) {
+    case zbpp::v1::TRANSPORT_GLOO:
+      return TransportChoice{zbpp::v1::TRANSPORT_GLOO, "gloo: as the job spec asks"};
+    case zbpp::v1::TRANSPORT_AUTO: {
+      const std::vector<Obstacle> obstacles = Obstacles(workers);
+      if (obstacles.empty()) {
+        return TransportChoice{zbpp::v1::TRANSPORT_NCCL,
+                               "auto: every rank has a GPU of its own"};
+      }
+      return TransportChoice{zbpp::v1::TRANSPORT_GLOO,
+                             absl::StrCat("auto: ", obstacles.front().text)};
+    }
+    case zbpp::v1::TRANSPORT_NCCL: {
+      bool test_setting = false;
+      for (const Obstacle& obstacle : Obstacles(workers)) {
+        if (obstacle.shared_gpu && obstacle.test_setting) {
+          test_setting = true;
+          continue;
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "transport: nccl needs a GPU of its own for every rank; ", obstacle.text,
+            obstacle.shared_gpu
+                ? " (allowed only when every worker on it runs zbpp-worker "
+                  "--nccl-shared-gpu-test-host-id, for tests)"
+                : ""));
+      }
+      return TransportChoice{
+          zbpp::v1::TRANSPORT_NCCL,
+          test_setting ? "nccl: ranks share GPUs under the NCCL shared-GPU test setting "
+                         "(correct, not fast)"
+                       : "nccl: every rank has a GPU of its own"};
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("transport: unknown transport ", static_cast<int>(requested)));
+  }
+}
+
+}  // namespace zbpp::coordinator

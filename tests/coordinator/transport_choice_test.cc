@@ -1,0 +1,166 @@
+// ChooseTransport (coordinator/core/transport_choice.h): the job spec's
+// transport resolved for the workers that would run the job.
+
+#include "coordinator/core/transport_choice.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Gpu {
+  std::string host;
+  std::string identity;  // Empty: a CUDA worker that registered none.
+  bool shared_test = false;
+};
+
+v1::WorkerDescription Cpu() {
+  v1::WorkerDescription d;
+  d.set_host("node");
+  d.set_device_kind(v1::DEVICE_KIND_CPU);
+  d.set_device_name("cpu");
+  return d;
+}
+
+v1::WorkerDescription Cuda(const Gpu& gpu) {
+  v1::WorkerDescription d;
+  d.set_host(gpu.host);
+  d.set_device_kind(v1::DEVICE_KIND_CUDA);
+  d.set_device_name("cuda:0");
+  d.set_device_identity(gpu.identity);
+  d.set_nccl_shared_gpu_test(gpu.shared_test);
+  return d;
+}
+
+// Worker i is "worker-<i+1>" at stage i % stages, replica i / stages.
+std::vector<RankWorker> Ranks(const std::vector<v1::WorkerDescription>& descriptions,
+                              int stages) {
+  std::vector<RankWorker> ranks;
+  for (int i = 0; i < static_cast<int>(descriptions.size()); ++i) {
+    ranks.push_back({"worker-" + std::to_string(i + 1), i % stages, i / stages,
+                     &descriptions[i]});
+  }
+  return ranks;
+}
+
+TEST(ChooseTransportTest, AutoIsGlooForCpuWorkersNamingOne) {
+  const std::vector<v1::WorkerDescription> d = {Cpu(), Cpu()};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(d, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_GLOO);
+  EXPECT_EQ(choice->reason, "auto: worker-1 (stage 0) has no GPU (device cpu)");
+}
+
+TEST(ChooseTransportTest, AutoIsNcclWhenEveryRankHasAGpuOfItsOwn) {
+  // The same PCI bus id on two hosts is two GPUs.
+  const std::vector<v1::WorkerDescription> d = {
+      Cuda({"a", "0000:1B:00.0"}), Cuda({"a", "0000:1C:00.0"}), Cuda({"b", "0000:1B:00.0"})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(d, 3));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
+  EXPECT_EQ(choice->reason, "auto: every rank has a GPU of its own");
+}
+
+TEST(ChooseTransportTest, AutoIsGlooWhenTwoRanksShareAGpuEvenUnderTheTestSetting) {
+  for (bool shared_test : {false, true}) {
+    SCOPED_TRACE(shared_test);
+    const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0", shared_test}),
+                                                  Cuda({"a", "0000:1C:00.0", shared_test}),
+                                                  Cuda({"a", "0000:1B:00.0", shared_test})};
+    absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(d, 3));
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->transport, v1::TRANSPORT_GLOO);
+    EXPECT_EQ(choice->reason,
+              "auto: worker-1 (stage 0) and worker-3 (stage 2) share GPU 0000:1B:00.0 on host a");
+  }
+}
+
+TEST(ChooseTransportTest, AutoIsGlooForAGpuWorkerWithoutIdentity) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}), Cuda({"a", ""})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(d, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_GLOO);
+  EXPECT_EQ(choice->reason, "auto: worker-2 (stage 1) registered no device identity (cuda:0)");
+}
+
+TEST(ChooseTransportTest, GlooIsGlooOnAnyWorkers) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}),
+                                                Cuda({"a", "0000:1C:00.0"})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_GLOO, Ranks(d, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_GLOO);
+  EXPECT_EQ(choice->reason, "gloo: as the job spec asks");
+}
+
+TEST(ChooseTransportTest, NcclOnAWorkerWithoutGpuIsRefusedNamingIt) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}), Cpu()};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_NCCL, Ranks(d, 2));
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(choice.status().message(),
+            "transport: nccl needs a GPU of its own for every rank; worker-2 (stage 1) has no "
+            "GPU (device cpu)");
+  // The test setting does not give a CPU worker a GPU.
+  v1::WorkerDescription cpu = Cpu();
+  cpu.set_nccl_shared_gpu_test(true);
+  const std::vector<v1::WorkerDescription> flagged = {cpu};
+  EXPECT_EQ(ChooseTransport(v1::TRANSPORT_NCCL, Ranks(flagged, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A worker the registry no longer describes counts as one without a GPU.
+  EXPECT_THAT(ChooseTransport(v1::TRANSPORT_NCCL, {{"worker-9", 0, 0, nullptr}}).status().message(),
+              HasSubstr("worker-9 (stage 0) has no GPU (device unknown)"));
+}
+
+TEST(ChooseTransportTest, NcclOnWorkersSharingAGpuIsRefusedNamingBoth) {
+  // Replicas are named once the job has several.
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}),
+                                                Cuda({"a", "0000:1C:00.0"}),
+                                                Cuda({"a", "0000:1D:00.0", true}),
+                                                Cuda({"a", "0000:1B:00.0", true})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_NCCL, Ranks(d, 2));
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(choice.status().message(),
+            "transport: nccl needs a GPU of its own for every rank; worker-1 (stage 0, replica "
+            "0) and worker-4 (stage 1, replica 1) share GPU 0000:1B:00.0 on host a (allowed "
+            "only when every worker on it runs zbpp-worker --nccl-shared-gpu-test-host-id, for "
+            "tests)");
+}
+
+TEST(ChooseTransportTest, NcclOnWorkersSharingAGpuIsAllowedWhenEveryOneRunsTheTestSetting) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0", true}),
+                                                Cuda({"a", "0000:1B:00.0", true}),
+                                                Cuda({"a", "0000:1B:00.0", true})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_NCCL, Ranks(d, 3));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
+  EXPECT_THAT(choice->reason, HasSubstr("shared-GPU test setting"));
+  // One of three without it: refused, naming it and the first on that GPU.
+  std::vector<v1::WorkerDescription> one_without = d;
+  one_without[2].set_nccl_shared_gpu_test(false);
+  EXPECT_THAT(ChooseTransport(v1::TRANSPORT_NCCL, Ranks(one_without, 3)).status().message(),
+              HasSubstr("worker-1 (stage 0) and worker-3 (stage 2) share GPU"));
+}
+
+TEST(ChooseTransportTest, NcclOnGpusOfTheirOwnIsNccl) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}),
+                                                Cuda({"b", "0000:1B:00.0"})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_NCCL, Ranks(d, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
+  EXPECT_EQ(choice->reason, "nccl: every rank has a GPU of its own");
+}
+
+TEST(ChooseTransportTest, UnknownValueIsRefusedNamingTransport) {
+  EXPECT_EQ(ChooseTransport(static_cast<v1::Transport>(9), {}).status().message(),
+            "transport: unknown transport 9");
+  EXPECT_EQ(TransportName(v1::TRANSPORT_NCCL), "NCCL");
+  EXPECT_EQ(TransportName(v1::TRANSPORT_AUTO), "AUTO");
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -88,15 +88,20 @@ file(GLOB _zbpp_nvidia_includes "${ZBPP_TORCH_ROOT}/../nvidia/*/include")
 find_path(ZBPP_CUDA_RUNTIME_INCLUDE cuda_runtime_api.h
   HINTS /usr/local/cuda/include ${_zbpp_nvidia_includes})
 find_path(ZBPP_NCCL_INCLUDE nccl.h HINTS /usr/local/cuda/include ${_zbpp_nvidia_includes})
-if(NOT ZBPP_CUDA_RUNTIME_INCLUDE OR NOT ZBPP_NCCL_INCLUDE)
-  message(FATAL_ERROR "LibTorch: the CUDA runtime's or NCCL's headers are missing "
-          "(cuda_runtime_api.h: '${ZBPP_CUDA_RUNTIME_INCLUDE}', nccl.h: '${ZBPP_NCCL_INCLUDE}'); "
-          "install the CUDA toolkit at /usr/local/cuda or torch's NVIDIA wheels")
+# c10d's inline code calls the CUDA runtime (cudaStreamWaitEvent, ...).
+file(GLOB _zbpp_nvidia_libs "${ZBPP_TORCH_ROOT}/../nvidia/*/lib")
+find_library(ZBPP_CUDART NAMES libcudart.so.13 cudart
+  HINTS /usr/local/cuda/lib64 ${_zbpp_nvidia_libs})
+if(NOT ZBPP_CUDA_RUNTIME_INCLUDE OR NOT ZBPP_NCCL_INCLUDE OR NOT ZBPP_CUDART)
+  message(FATAL_ERROR "LibTorch: the CUDA runtime's or NCCL's headers or the CUDA runtime "
+          "library are missing (cuda_runtime_api.h: '${ZBPP_CUDA_RUNTIME_INCLUDE}', nccl.h: "
+          "'${ZBPP_NCCL_INCLUDE}', libcudart: '${ZBPP_CUDART}'); install the CUDA toolkit at "
+          "/usr/local/cuda or torch's NVIDIA wheels")
 endif()
 add_library(zbpp::torch_cuda INTERFACE IMPORTED)
 set_target_properties(zbpp::torch_cuda PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${ZBPP_CUDA_RUNTIME_INCLUDE};${ZBPP_NCCL_INCLUDE}"
   INTERFACE_COMPILE_DEFINITIONS "USE_C10D_NCCL"
   INTERFACE_LINK_LIBRARIES
-    "zbpp::torch_cpu;-Wl,--no-as-needed;${_zbpp_torch_lib}/libtorch_cuda.so;${_zbpp_torch_lib}/libc10_cuda.so;-Wl,--as-needed")
+    "zbpp::torch_cpu;-Wl,--no-as-needed;${_zbpp_torch_lib}/libtorch_cuda.so;${_zbpp_torch_lib}/libc10_cuda.so;-Wl,--as-needed;${ZBPP_CUDART}")
 message(STATUS "LibTorch ${ZBPP_TORCH_VERSION}: ${ZBPP_TORCH_ROOT}")

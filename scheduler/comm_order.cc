@@ -102,8 +102,12 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
   absl::StatusOr<SimulationResult> sim = Simulate(unit, schedule);
   if (!sim.ok()) return sim.status();
   const PassIndex index(schedule);
-  // (end of producer, sender, producer index) per message, for the order.
-  std::map<std::pair<int, int>, std::vector<std::pair<std::tuple<double, int, int>, Message>>>
+  const std::vector<int> prefix = SpeculativePrefixLengths(schedule);
+  // (outside the sender's speculative prefix, end of producer, sender,
+  // producer index) per message, for the order: the prefix messages lead
+  // (CheckSpeculativePrefixes' rule (b)).
+  std::map<std::pair<int, int>,
+           std::vector<std::pair<std::tuple<bool, double, int, int>, Message>>>
       keyed;
   for (int w = 0; w < schedule.workers; ++w) {
     for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
@@ -117,7 +121,7 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
       // Simulate checked that the consumer is there.
       const int consumer = index.of[to].at({IsBackward(a), next_stage, a.microbatch});
       keyed[{std::min(w, to), std::max(w, to)}].push_back(
-          {{sim->timings[w][j].end_seconds, w, j}, Message{w, to, j, consumer}});
+          {{j >= prefix[w], sim->timings[w][j].end_seconds, w, j}, Message{w, to, j, consumer}});
     }
   }
   PairOrders orders;

@@ -42,10 +42,14 @@ struct Message {
 using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 
 /// Every message of `schedule`, per pair of workers,
-/// in the order both workers of the pair can derive: by the end of the
-/// producing pass in the schedule simulated with unit costs (T_F = T_B =
-/// T_W = 1, no communication), then by sender, then by the producer's
-/// position. A worker's sends to one peer thus keep its own pass order.
+/// in the order both workers of the pair can derive: first the messages
+/// produced inside the sender's speculative prefix
+/// (SpeculativePrefixLengths), then the others; within each group by the
+/// end of the producing pass in the schedule simulated with unit costs
+/// (T_F = T_B = T_W = 1, no communication), then by sender, then by the
+/// producer's position. A worker's sends to one peer thus keep its own pass
+/// order, and the prefix messages lead each pair's order, as post-update
+/// validation over NCCL needs (CheckSpeculativePrefixes).
 /// Pairs without messages are absent. Errors: the simulator's, for a
 /// schedule that is malformed, incomplete or deadlocked itself.
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);

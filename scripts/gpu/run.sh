@@ -19,8 +19,18 @@
 #  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
 #     cuda:0 in bf16; in fp16 under post-validation with a NaN injected at
 #     step 40 (rolled back and skipped); then 4 workers as 2 replicas of a
-#     2-stage pipeline (data parallel). NCCL refuses two ranks on one device, so the ranks
-#     talk through Gloo, which stages the GPU tensors through host memory.
+#     2-stage pipeline (data parallel), the ranks talking through Gloo,
+#     which stages the GPU tensors through host memory;
+#  4. NCCL (step names nccl-*): NCCL refuses two ranks on one device unless
+#     each process presents its own host identity (the test-only shared-GPU
+#     setting: NCCL_HOSTID per process, sockets on loopback), so every rank
+#     is a process: the NCCL communicator's tests at 2 and 4 ranks and the
+#     pipeline equivalence of every schedule with ranks as processes over
+#     NCCL (worker_process_tests); the main job over NCCL in bf16, whose
+#     param_checksum must equal the Gloo run's (step main-job: point-to-point
+#     copies are exact), in fp16 under post-validation with a NaN, and data
+#     parallel (2 replicas x 2 stages: the all-reduce's summation order may
+#     differ from Gloo's).
 # Arguments, if any, name the steps to run (e.g. worker_comm_tests
 # main-job), for a short device budget; none: every step.
 # Results go to out-gpu/; where $OUT is set (the device tool fetches what
@@ -57,6 +67,14 @@ on_gpu() { LD_PRELOAD="$torch_lib/libtorch_cuda.so" ZBPP_TEST_DEVICE=cuda:0 "$@"
 for t in worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests; do
   step "$t" on_gpu build-gpu/bin/"$t"
 done
+step nccl-tests on_gpu build-gpu/bin/worker_process_tests --gtest_filter='*Nccl*'
+# The demo's options for the main job: $1 the output folder; the rest added.
+demo() {
+  local name=$1
+  shift
+  env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/$name" \
+    bash scripts/demo --device cuda:0 --text-file build-gpu/kjv.txt --json "$@"
+}
 # model hidden heads p:m
 for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3B 6144 48 32:96"; do
   set -- $shape
@@ -73,6 +91,14 @@ step main-job-fp16 timeout 150 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP
 step main-job-dp timeout 200 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job-dp" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json \
   --workers 4 --data-parallel 2 --steps 60
+step main-job-nccl timeout 240 demo main-job-nccl --precision bf16 --transport nccl
+step main-job-nccl-fp16 timeout 150 demo main-job-nccl-fp16 --precision fp16 --transport nccl \
+  --validation post --steps 100 --inject-nan-step 40
+step main-job-nccl-dp timeout 200 demo main-job-nccl-dp --precision bf16 --transport nccl \
+  --workers 4 --data-parallel 2 --steps 60
+# The checksums of the Gloo and NCCL runs, side by side.
+grep -o '"param_checksum": *[-0-9.e]*' "$out"/main-job*.txt >"$out/checksums.txt" || true
+cat "$out/checksums.txt"
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/gpu-results.tar.gz" --exclude=checkpoints --exclude='*.db*' "$out"
 fi

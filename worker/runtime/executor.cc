@@ -15,6 +15,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/comm_order.h"
 #include "scheduler/problem.h"
 #include "scheduler/simulator.h"
 #include "worker/model/split_linear.h"
@@ -27,10 +28,24 @@ using sched::Action;
 using sched::PassKind;
 using SteadyClock = std::chrono::steady_clock;
 
-// A message this rank receives for one of its actions.
-struct RecvPlan {
-  int peer = -1;  // -1: the input is local (data or a chunk on this rank).
+// One message of this rank with one peer, in the pair's order
+// (scheduler/comm_order.h).
+struct PeerMessage {
+  bool send = false;
+  // This rank's action producing (send) or consuming (receive) it.
+  size_t action = 0;
   uint32_t tag = 0;
+  // Produced inside the sender's speculative prefix: the messages a step
+  // exchanges before the post-update validation check, and completes when
+  // that check discards the step (docs/transport.md).
+  bool speculative = false;
+};
+
+// This rank's messages with one peer and how far it has issued them.
+struct PeerQueue {
+  int peer = 0;
+  std::vector<PeerMessage> messages;
+  size_t next = 0;
 };
 
 // A receive posted ahead of its action.
@@ -71,17 +86,19 @@ class StepRun {
   // `forward_only`: evaluation (no graph, losses not scaled), with `batches`
   // instead of the options' training data.
   // `check` (may be null) runs before the first B; see BeforeFirstBackward.
+  // `orders`: the schedule's messages per pair of ranks, in the order
+  // every rank issues them.
   StepRun(const ExecutorOptions& options, int64_t step, int generation,
-          const sched::Schedule& schedule, bool forward_only, const BatchFn& batches,
-          const BeforeFirstBackward* check)
+          const sched::Schedule& schedule, const sched::PairOrders& orders, bool forward_only,
+          const BatchFn& batches, const BeforeFirstBackward* check)
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
-        start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {}
+        start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
+    PlanMessages(orders);
+  }
 
   absl::StatusOr<StepTimeline> Run() {
-    plans_.reserve(actions_.size());
-    for (const Action& a : actions_) plans_.push_back(PlanRecv(a));
     timeline_.action_start_seconds.resize(actions_.size());
     timeline_.action_end_seconds.resize(actions_.size());
     for (size_t j = 0; j < actions_.size(); ++j) {
@@ -91,12 +108,13 @@ class StepRun {
         if (!replay.ok()) return replay.status();
         if (*replay) return Discard(j);
       }
-      if (absl::Status st = PostRecvsThrough(j + o_.recv_lookahead_actions); !st.ok()) return st;
+      if (absl::Status st = IssueMessages(); !st.ok()) return st;
       if (absl::Status st = RunAction(j); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " ",
                                                     DescribeAction(actions_[j]), ": ",
                                                     std::string(st.message())));
       }
+      if (absl::Status st = IssueMessages(); !st.ok()) return st;
       if (actions_[j].kind == PassKind::kReduce) continue;  // Timed by the reducer.
       timer_.End(j);
       if (o_.pass_slowdown > 1) {
@@ -154,38 +172,29 @@ class StepRun {
   }
 
   // The step is given up before action `first_backward` (only forwards ran):
-  // receive every activation the other ranks' speculative forwards (those
-  // before their first B) address to this rank, so that no sender is left
-  // waiting, and complete this rank's own sends. Receives were posted only
-  // for actions before `first_backward`, all of which ran and consumed
-  // them: what they received is skipped, nothing is left in posted_.
+  // complete exactly the messages of the speculative prefixes — issue the
+  // rest of them in each pair's order (every send's producer ran: it is in
+  // this rank's prefix), receive what is addressed to this rank into
+  // buffers nobody reads, and complete this rank's sends — so that every
+  // pair's order stands where both ranks expect it for the replay.
   absl::StatusOr<StepTimeline> Discard(size_t first_backward) {
-    std::set<std::pair<int, uint32_t>> received;
-    for (size_t j = 0; j < first_backward; ++j) {
-      if (plans_[j].peer >= 0) received.insert({plans_[j].peer, plans_[j].tag});
-    }
-    for (int peer = 0; peer < schedule_.workers; ++peer) {
-      if (peer == o_.rank) continue;
-      for (const Action& a : schedule_.actions[peer]) {
-        if (IsBackward(a)) break;
-        if (a.kind != PassKind::kF || a.stage + 1 >= num_stages() ||
-            WorkerOf(a.stage + 1) != o_.rank) {
-          continue;
-        }
-        const uint32_t tag = Tag(MessageKind::kActivation, a.stage + 1, a.microbatch);
-        if (received.count({peer, tag}) == 1) continue;
-        at::Tensor buffer = ActivationBuffer();
-        absl::StatusOr<std::unique_ptr<PendingOp>> op =
-            o_.communicator->Recv(buffer, peer, tag);
-        if (!op.ok()) return op.status();
-        if (absl::Status st = (*op)->Wait(o_.recv_timeout); !st.ok()) {
-          return absl::Status(st.code(),
-                              absl::StrCat("step ", step_, ", draining the discarded ",
-                                           sched::ActionToString(a), " of rank ", peer, ": ",
-                                           std::string(st.message())));
+    for (PeerQueue& queue : queues_) {
+      for (; queue.next < queue.messages.size() && queue.messages[queue.next].speculative;
+           ++queue.next) {
+        if (absl::Status st = IssueMessage(queue, queue.messages[queue.next]); !st.ok()) {
+          return st;
         }
       }
     }
+    for (auto& [action, posted] : posted_) {
+      if (absl::Status st = posted.op->Wait(o_.recv_timeout); !st.ok()) {
+        return absl::Status(st.code(),
+                            absl::StrCat("step ", step_, ", draining the discarded message for ",
+                                         DescribeAction(actions_[action]), ": ",
+                                         std::string(st.message())));
+      }
+    }
+    posted_.clear();
     if (absl::Status st = WaitSends(); !st.ok()) return st;
     ResolvePasses();
     timeline_.discarded = true;
@@ -235,34 +244,79 @@ class StepRun {
   int num_stages() const { return schedule_.num_stages(); }
   int WorkerOf(int stage) const { return schedule_.worker_of_stage[stage]; }
 
-  RecvPlan PlanRecv(const Action& a) const {
-    RecvPlan plan;
-    if (a.kind == PassKind::kF && a.stage > 0 && WorkerOf(a.stage - 1) != o_.rank) {
-      plan.peer = WorkerOf(a.stage - 1);
-      plan.tag = Tag(MessageKind::kActivation, a.stage, a.microbatch);
-    } else if (IsBackward(a) &&
-               a.stage < num_stages() - 1 && WorkerOf(a.stage + 1) != o_.rank) {
-      plan.peer = WorkerOf(a.stage + 1);
-      plan.tag = Tag(MessageKind::kGradient, a.stage, a.microbatch);
+  // This rank's messages per peer, in the pairs' orders, with their tags.
+  void PlanMessages(const sched::PairOrders& orders) {
+    const std::vector<int> prefix = check_ != nullptr
+                                        ? sched::SpeculativePrefixLengths(schedule_)
+                                        : std::vector<int>(schedule_.workers, 0);
+    for (const auto& [pair, messages] : orders) {
+      if (pair.first != o_.rank && pair.second != o_.rank) continue;
+      PeerQueue queue;
+      queue.peer = pair.first == o_.rank ? pair.second : pair.first;
+      for (const sched::Message& m : messages) {
+        PeerMessage message;
+        message.send = m.from == o_.rank;
+        message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
+        const Action& a = actions_[message.action];
+        // Tags name the receiving virtual stage.
+        const int to_stage = !message.send ? a.stage : a.kind == PassKind::kF ? a.stage + 1
+                                                                                : a.stage - 1;
+        message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
+                                                 : MessageKind::kGradient,
+                          to_stage, a.microbatch);
+        message.speculative = m.producer < prefix[m.from];
+        if (!message.send) receive_queue_[message.action] = queues_.size();
+        queue.messages.push_back(message);
+      }
+      queues_.push_back(std::move(queue));
     }
-    return plan;
   }
 
-  absl::Status PostRecvsThrough(size_t last) {
-    // Before the check, nothing past the first B: a discarded step must not
-    // leave receives posted for messages that will never come.
-    const size_t end = check_ != nullptr ? first_backward_ : actions_.size();
-    for (; next_post_ < end && next_post_ <= last; ++next_post_) {
-      const RecvPlan& plan = plans_[next_post_];
-      if (plan.peer < 0) continue;
-      PostedRecv posted;
-      posted.buffer = ActivationBuffer();
-      absl::StatusOr<std::unique_ptr<PendingOp>> op =
-          o_.communicator->Recv(posted.buffer, plan.peer, plan.tag);
-      if (!op.ok()) return op.status();
-      posted.op = *std::move(op);
-      posted_.emplace(next_post_, std::move(posted));
+  // Issues, for every peer, the messages next in the pair's order that can
+  // go: a send once its producing pass ran (it is queued after that pass on
+  // a device), a receive at once (its buffer waits for its consumer). Before
+  // the post-update validation check, only speculative messages: a discarded
+  // step must not leave operations a replay would meet.
+  absl::Status IssueMessages() {
+    for (PeerQueue& queue : queues_) {
+      for (; queue.next < queue.messages.size(); ++queue.next) {
+        const PeerMessage& m = queue.messages[queue.next];
+        if (check_ != nullptr && !m.speculative) break;
+        if (m.send && produced_.count(m.action) == 0) break;
+        if (absl::Status st = IssueMessage(queue, m); !st.ok()) return st;
+      }
     }
+    return absl::OkStatus();
+  }
+
+  // Issues one message of `queue`: sends the tensor its producer left, or
+  // posts a receive buffer for its consumer.
+  absl::Status IssueMessage(const PeerQueue& queue, const PeerMessage& m) {
+    if (m.send) {
+      auto it = produced_.find(m.action);
+      if (it == produced_.end()) {
+        return absl::InternalError(absl::StrCat("the message of ",
+                                                DescribeAction(actions_[m.action]),
+                                                " to rank ", queue.peer, " was not produced"));
+      }
+      absl::StatusOr<std::unique_ptr<PendingOp>> op =
+          o_.communicator->Send(it->second, queue.peer, m.tag);
+      if (!op.ok()) return op.status();
+      // The tensor must outlive the send: keep it with the op.
+      sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
+                                                       DescribeAction(actions_[m.action]),
+                                                       " to rank ", queue.peer));
+      send_buffers_.push_back(std::move(it->second));
+      produced_.erase(it);
+      return absl::OkStatus();
+    }
+    PostedRecv posted;
+    posted.buffer = ActivationBuffer();
+    absl::StatusOr<std::unique_ptr<PendingOp>> op =
+        o_.communicator->Recv(posted.buffer, queue.peer, m.tag);
+    if (!op.ok()) return op.status();
+    posted.op = *std::move(op);
+    posted_.emplace(m.action, std::move(posted));
     return absl::OkStatus();
   }
 
@@ -276,8 +330,15 @@ class StepRun {
   // The tensor action j consumes from another stage: a posted receive or a
   // local hand-off.
   absl::StatusOr<at::Tensor> TakeInput(size_t j, MessageKind kind, int stage, int microbatch) {
-    if (plans_[j].peer >= 0) {
+    if (auto queue = receive_queue_.find(j); queue != receive_queue_.end()) {
       auto it = posted_.find(j);
+      if (it == posted_.end()) {
+        // CheckPairOrders refuses a schedule where this can happen.
+        const PeerQueue& q = queues_[queue->second];
+        return absl::FailedPreconditionError(absl::StrCat(
+            "its input from rank ", q.peer, " comes after message #", q.next,
+            " of the pair's order, which this rank cannot issue yet"));
+      }
       PostedRecv posted = std::move(it->second);
       posted_.erase(it);
       if (absl::Status st = Timed(*posted.op); !st.ok()) return st;
@@ -295,25 +356,14 @@ class StepRun {
     return t;
   }
 
-  // Hands `tensor` to virtual stage `to_stage`: locally or over the network.
-  absl::Status Deliver(at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
-    const int peer = WorkerOf(to_stage);
-    if (peer == o_.rank) {
+  // Hands `tensor`, the output of action j, to virtual stage `to_stage`:
+  // locally, or as a message IssueMessages sends in the pair's order.
+  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
+    if (WorkerOf(to_stage) == o_.rank) {
       local_[{kind, to_stage, microbatch}] = std::move(tensor);
-      return absl::OkStatus();
+    } else {
+      produced_[j] = tensor.contiguous();
     }
-    tensor = tensor.contiguous();
-    absl::StatusOr<std::unique_ptr<PendingOp>> op =
-        o_.communicator->Send(tensor, peer, Tag(kind, to_stage, microbatch));
-    if (!op.ok()) return op.status();
-    // The tensor must outlive the send: keep it with the op.
-    sends_.emplace_back(*std::move(op), absl::StrCat(kind == MessageKind::kActivation
-                                                         ? "activation"
-                                                         : "gradient",
-                                                     " to virtual stage ", to_stage,
-                                                     " microbatch ", microbatch));
-    send_buffers_.push_back(std::move(tensor));
-    return absl::OkStatus();
   }
 
   const LocalChunk* Chunk(int stage) const {
@@ -400,7 +450,8 @@ class StepRun {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
-      return Deliver(out, MessageKind::kActivation, a.stage + 1, a.microbatch);
+      Deliver(j, out, MessageKind::kActivation, a.stage + 1, a.microbatch);
+      return absl::OkStatus();
     }
     {
       WeightGradScope scope(chunk.store, a.microbatch);
@@ -413,13 +464,7 @@ class StepRun {
         state.output = out;
       }
     }
-    if (!last) {
-      if (absl::Status st = Deliver(state.output.detach(), MessageKind::kActivation,
-                                    a.stage + 1, a.microbatch);
-          !st.ok()) {
-        return st;
-      }
-    }
+    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.stage + 1, a.microbatch);
     forward_.emplace(std::make_pair(a.stage, a.microbatch), std::move(state));
     return absl::OkStatus();
   }
@@ -443,9 +488,7 @@ class StepRun {
     }
     timer_.Begin(j);
     state.output.backward(grad_output);
-    if (a.stage > 0) {
-      return Deliver(state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);
-    }
+    if (a.stage > 0) Deliver(j, state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -463,8 +506,9 @@ class StepRun {
   at::Tensor loss_sum_;  // Double; undefined until the first loss.
 
   StepTimeline timeline_;
-  std::vector<RecvPlan> plans_;
-  size_t next_post_ = 0;
+  std::vector<PeerQueue> queues_;
+  std::map<size_t, size_t> receive_queue_;  // Action -> queues_ index of its input.
+  std::map<size_t, at::Tensor> produced_;   // Action -> its message, not sent yet.
   std::map<size_t, PostedRecv> posted_;
   std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
   std::map<std::pair<int, int>, ForwardState> forward_;
@@ -473,30 +517,35 @@ class StepRun {
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
 };
 
-}  // namespace
-
-absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule) {
-  // The forwards before each rank's first B: {virtual stage, microbatch}.
-  std::set<std::pair<int, int>> speculative;
-  for (const std::vector<Action>& actions : schedule.actions) {
-    for (const Action& a : actions) {
-      if (IsBackward(a)) break;
-      if (a.kind == PassKind::kF) speculative.insert({a.stage, a.microbatch});
+// The messages of forward-only runs (RunForwardOnly: each rank runs its
+// chunks in model order for microbatch 0, 1, ...), per pair in the order of
+// (microbatch, sending virtual stage), which every rank's passes follow.
+sched::PairOrders ForwardOnlyOrders(const sched::Schedule& forward) {
+  std::map<std::pair<int, int>, size_t> index;  // (mb, stage) -> action index.
+  for (int w = 0; w < forward.workers; ++w) {
+    for (size_t i = 0; i < forward.actions[w].size(); ++i) {
+      const Action& a = forward.actions[w][i];
+      index[{a.microbatch, a.stage}] = i;
     }
   }
-  for (size_t rank = 0; rank < schedule.actions.size(); ++rank) {
-    for (const Action& a : schedule.actions[rank]) {
-      if (IsBackward(a)) break;
-      if (a.kind == PassKind::kF && a.stage > 0 &&
-          speculative.count({a.stage - 1, a.microbatch}) == 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "rank ", rank, " runs ", sched::ActionToString(a),
-            " before its first B, but its input comes from a forward that follows a B"));
-      }
+  sched::PairOrders orders;
+  for (int mb = 0; mb < forward.microbatches; ++mb) {
+    for (int s = 0; s + 1 < forward.num_stages(); ++s) {
+      const int from = forward.worker_of_stage[s];
+      const int to = forward.worker_of_stage[s + 1];
+      if (from == to) continue;
+      sched::Message m;
+      m.from = from;
+      m.to = to;
+      m.producer = static_cast<int>(index[{mb, s}]);
+      m.consumer = static_cast<int>(index[{mb, s + 1}]);
+      orders[{std::min(from, to), std::max(from, to)}].push_back(m);
     }
   }
-  return absl::OkStatus();
+  return orders;
 }
+
+}  // namespace
 
 absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   const int p = options_.communicator->size();
@@ -512,6 +561,17 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
       !sim.ok()) {
     return absl::Status(sim.status().code(),
                         absl::StrCat("schedule refused: ", std::string(sim.status().message())));
+  }
+  // Every transport issues each pair's messages in one derived order; one
+  // that runs them one at a time (NCCL) must not deadlock on it.
+  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
+  if (!orders.ok()) {
+    return absl::Status(orders.status().code(), absl::StrCat("schedule refused: ",
+                                                             std::string(orders.status().message())));
+  }
+  if (absl::Status st = sched::CheckPairOrders(schedule, *orders); !st.ok()) {
+    return absl::Status(st.code(),
+                        absl::StrCat("schedule refused: ", std::string(st.message())));
   }
   int reductions = 0;
   for (const Action& a : schedule.actions[options_.rank]) {
@@ -556,8 +616,10 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunStep(int64_t step,
                                                        const sched::Schedule& schedule,
                                                        int generation,
                                                        const BeforeFirstBackward& check) {
-  StepRun run(options_, step, generation, schedule, /*forward_only=*/false, options_.batches,
-              check ? &check : nullptr);
+  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
+  if (!orders.ok()) return orders.status();
+  StepRun run(options_, step, generation, schedule, *orders, /*forward_only=*/false,
+              options_.batches, check ? &check : nullptr);
   absl::StatusOr<StepTimeline> timeline = run.Run();
   if (!timeline.ok()) {
     for (auto& [stage, chunk] : options_.chunks) chunk.store->Clear();
@@ -577,8 +639,8 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
       forward.actions[forward.worker_of_stage[s]].push_back({PassKind::kF, s, mb});
     }
   }
-  StepRun run(options_, tag_step, /*generation=*/0, forward, /*forward_only=*/true, batches,
-              /*check=*/nullptr);
+  StepRun run(options_, tag_step, /*generation=*/0, forward, ForwardOnlyOrders(forward),
+              /*forward_only=*/true, batches, /*check=*/nullptr);
   return run.Run();
 }
 

@@ -63,9 +63,6 @@ struct ExecutorOptions {
   /// Longest wait for one message; a peer that stays silent longer fails
   /// the step with DeadlineExceeded.
   absl::Duration recv_timeout = absl::Seconds(60);
-  /// Receives are posted this many actions ahead of the action consuming
-  /// them (more overlap, more receive buffers alive).
-  int recv_lookahead_actions = 4;
   /// Fault injection (demo, end-to-end tests): every pass is stretched to
   /// this multiple of its compute time by sleeping after it, as a slower
   /// device would; >= 1, 1 for none.
@@ -109,22 +106,18 @@ struct StepTimeline {
 /// error fails the step.
 using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 
-/// OK when every rank of `schedule` can run the forwards before its first B
-/// without any pass that follows another rank's first B: then every rank
-/// reaches its BeforeFirstBackward point whatever the others decide, and a
-/// discarded step's speculative messages are exactly the activations sent
-/// by those forwards. FailedPrecondition naming the first forward that
-/// depends on a later pass otherwise (post-update validation then settles
-/// each step before the next, as synchronous validation does).
-absl::Status CheckSpeculativeForwards(const sched::Schedule& schedule);
-
 /// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,
 /// W and fused BW passes in the schedule's order (Zero Bubble paper §2–3),
 /// moving activations forward and input gradients backward.
 ///
-/// Receives are posted `recv_lookahead_actions` ahead; sends are never waited
-/// for until the step's end, so an action blocks only on its own inputs and
-/// every schedule whose dependencies are acyclic runs without deadlock.
+/// Messages go in one order per pair of ranks, derived from the schedule
+/// alone (sched::DerivePairOrders), on every transport: transports that
+/// match messages by order rather than tag (NCCL) need it, and one mechanism
+/// serves all (docs/transport.md). Each pair's next messages are issued as
+/// soon as they can be: a send once its producing pass ran, a receive at
+/// once. Sends are never waited for until the step's end, so an action
+/// blocks only on its own inputs, and every schedule that passes
+/// sched::CheckPairOrders runs without deadlock.
 /// Chunks on the same rank hand tensors over without the network (V
 /// schedules). Gradients are accumulated into the parameters' `.grad`
 /// (the caller zeroes them); the loss of each microbatch is scaled by 1/m
@@ -140,7 +133,8 @@ class PipelineExecutor {
   explicit PipelineExecutor(ExecutorOptions options) : options_(std::move(options)) {}
 
   /// Checks that `schedule` can run on this rank before any pass does:
-  /// well-formed (CheckSchedule), deadlock-free (a simulation), as many
+  /// well-formed (CheckSchedule), deadlock-free (a simulation, and its
+  /// pair orders under sched::CheckPairOrders), as many
   /// workers as the communicator has ranks, and this rank's virtual stages
   /// equal to the chunks it holds. FailedPrecondition / InvalidArgument with
   /// the reason, e.g. the deadlock's stuck actions.
@@ -150,8 +144,9 @@ class PipelineExecutor {
   /// `generation` in their tags (MakeTag): a step replayed after a discarded
   /// speculative run uses the next generation. `check`, when set, runs
   /// before the first B (see BeforeFirstBackward; the schedule must pass
-  /// CheckSpeculativeForwards, and receives for passes after that point are
-  /// not posted before it). Errors: those of the communicator
+  /// sched::CheckSpeculativePrefixes: before the check only the speculative
+  /// prefixes' messages are issued, and a discard completes exactly those).
+  /// Errors: those of the communicator
   /// (DeadlineExceeded when a peer is silent), FailedPrecondition for an
   /// inconsistent schedule, the check's. After an error the step's partial
   /// state is dropped and the gradients are unspecified.

@@ -133,7 +133,7 @@ struct StepResult {
 ///   data (next message generation). Ranks whose partial state demanded a
 ///   change never stepped optimistically: they wait for the full state (a
 ///   rank with an inf/nan gradient therefore never applies it).
-///   A schedule that fails CheckSpeculativeForwards gets each step settled
+///   A schedule that fails sched::CheckSpeculativePrefixes gets each step settled
 ///   before the next (correct, without the overlap).
 ///
 /// Mixed precision (spec.precision): the chunks compute in bfloat16 or

@@ -15,9 +15,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "scheduler/comm_order.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "worker/comm/in_process_communicator.h"
+#include "worker/comm/order_strict_communicator.h"
 #include "worker/model/gpt.h"
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
@@ -99,7 +101,10 @@ std::pair<sched::Schedule, v1::JobSpec> Job(const RunOptions& run) {
 
 std::vector<RankRun> Train(const RunOptions& run) {
   const auto [schedule, spec] = Job(run);
-  std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(run.p);
+  // NCCL's matching: every pair's messages, discarded speculative ones
+  // included, in the derived order.
+  OrderStrictGroup group = CreateOrderStrictGroup(run.p);
+  std::vector<std::unique_ptr<Communicator>>& comms = group.ranks;
   std::vector<RankRun> out(run.p);
   std::vector<absl::Status> errors(run.p);
   std::vector<std::thread> ranks;
@@ -151,6 +156,7 @@ std::vector<RankRun> Train(const RunOptions& run) {
   for (int r = 0; r < run.p; ++r) {
     EXPECT_TRUE(errors[r].ok()) << run.schedule << " rank " << r << ": " << errors[r];
   }
+  EXPECT_TRUE(group.check_idle().ok()) << run.schedule << ": " << group.check_idle();
   return out;
 }
 
@@ -215,11 +221,9 @@ class PostValidationTest : public ::testing::TestWithParam<std::pair<std::string
 TEST_P(PostValidationTest, EqualsSynchronousWithAndWithoutClipping) {
   const auto& [schedule, p] = GetParam();
   const sched::ScheduleTraits traits = *sched::FindSchedule(schedule);
-  ASSERT_TRUE(CheckSpeculativeForwards(
-                  *sched::Generate(schedule, sched::Problem::Uniform(
-                                                 p, traits.default_chunks, 2 * p,
-                                                 sched::StageCost{}, 0.0)))
-                  .ok())
+  const sched::Schedule generated = *sched::Generate(
+      schedule, sched::Problem::Uniform(p, traits.default_chunks, 2 * p, sched::StageCost{}, 0.0));
+  ASSERT_TRUE(sched::CheckSpeculativePrefixes(generated, *sched::DerivePairOrders(generated)).ok())
       << "the schedule must allow speculation, or this test exercises nothing";
   RunOptions run;
   run.schedule = schedule;
@@ -529,40 +533,6 @@ TEST(CheckpointDeviceTest, ACheckpointMovesBetweenDevices) {
   ASSERT_TRUE(back->RestoreCheckpoint(directory, 2).ok());
   EXPECT_TRUE(Equal(on_cpu(back->OptimizerState()), on_cpu(trained->OptimizerState())));
   for (const NamedTensor& t : back->Parameters()) EXPECT_EQ(t.second.device(), TestDevice());
-}
-
-// Every schedule of the registry lets the forwards before each rank's first
-// B run speculatively, so post-validation overlaps the check with the
-// warm-up everywhere (a schedule that did not would be settled step by
-// step, correct but without the gain).
-TEST(SpeculativeForwardsTest, EveryRegistryScheduleAllowsThem) {
-  for (const sched::ScheduleTraits& t : sched::AllSchedules()) {
-    for (int p : {2, 4, 8}) {
-      for (int m : {p, 2 * p, 3 * p}) {
-        absl::StatusOr<sched::Schedule> schedule = sched::Generate(
-            t.name, sched::Problem::Uniform(p, t.default_chunks, m, sched::StageCost{}, 0.0));
-        if (!schedule.ok()) continue;  // E.g. ZB-H2 refuses m < 2p.
-        EXPECT_TRUE(CheckSpeculativeForwards(*schedule).ok())
-            << t.name << " p=" << p << " m=" << m << ": "
-            << CheckSpeculativeForwards(*schedule);
-      }
-    }
-  }
-}
-
-// A forward before a rank's first B that needs a forward its producer runs
-// only after its own first B is refused, naming the action.
-TEST(SpeculativeForwardsTest, RefusesAForwardWaitingOnALaterPass) {
-  sched::Schedule schedule = *sched::Generate(
-      "1f1b", sched::Problem::Uniform(2, 1, 4, sched::StageCost{}, 0.0));
-  // Rank 1 runs all its forwards first (GPipe-like), rank 0 stays 1F1B:
-  // rank 1's F of microbatch 2 needs rank 0's, which follows rank 0's B.
-  std::vector<sched::Action>& last = schedule.actions[1];
-  std::stable_partition(last.begin(), last.end(),
-                        [](const sched::Action& a) { return a.kind == sched::PassKind::kF; });
-  const absl::Status refused = CheckSpeculativeForwards(schedule);
-  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(refused.message().find("rank 1"), std::string::npos) << refused;
 }
 
 }  // namespace

@@ -1,0 +1,69 @@
+#ifndef ZBPP_TESTS_WORKER_RUNTIME_EQUIVALENCE_H_
+#define ZBPP_TESTS_WORKER_RUNTIME_EQUIVALENCE_H_
+
+// The pipeline equivalence check, shared by its two settings: ranks as
+// threads over the order-strict communicator (pipeline_equivalence_test.cc)
+// and ranks as processes over Gloo or NCCL (process_equivalence_test.cc).
+// After kEquivalenceSteps optimizer steps, the parameters of a pipelined run
+// — d replicas of p stages, each replica on its share of the global batch —
+// equal those of one process training the whole model on the whole global
+// batch with plain autograd (at::linear's fused backward), within 1e-5
+// relative. Every step is clipped and, where the schedule's speculative
+// prefixes allow it (sched::CheckSpeculativePrefixes), validated post-update
+// (paper §4): every step is then rolled back and redone, and its
+// successor's speculative forwards discarded and replayed.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "scheduler/schedule.h"
+#include "worker/comm/communicator.h"
+#include "worker/runtime/executor.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::worker {
+
+inline constexpr int kEquivalenceSteps = 3;
+/// The largest relative error allowed against the reference.
+inline constexpr double kEquivalenceTolerance = 1e-5;
+
+/// A tiny GPT (h = 32, 4 heads, vocabulary 64, s = 16, at least 8 layers, a
+/// multiple of stages·chunks) whose every step is clipped.
+v1::JobSpec TinySpec(int stages, int chunks, int microbatches);
+
+/// The same random tokens on every rank for (step, microbatch): [2, 16].
+MicrobatchData Batch(int64_t step, int microbatch);
+
+/// The schedule `name` for p ranks and m = 2·max(p, 2) microbatches per
+/// replica; with d > 1 its reductions placed by the solver (as the
+/// coordinator does).
+absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d);
+
+/// The reference parameters by name, after kEquivalenceSteps steps on the
+/// global batch of d·m microbatches in one process.
+std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d);
+
+/// Trains worker `w` (rank w % p of replica w / p) of `schedule` for
+/// kEquivalenceSteps steps over `pipeline` (its replica's p ranks) and
+/// `replicas` (its rank's d replicas; null when d = 1), checking each step's
+/// timeline; returns its parameters by name. The first error otherwise.
+absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Schedule& schedule,
+                                                              const v1::JobSpec& spec, int w,
+                                                              Communicator* pipeline,
+                                                              Communicator* replicas);
+
+/// Adds a gtest failure for every parameter of `params` further than
+/// kEquivalenceTolerance (relative to its largest entry) from the reference,
+/// and for one the reference lacks, naming `label`; returns the worst error.
+double ExpectNearReference(const std::map<std::string, at::Tensor>& params,
+                           const std::map<std::string, at::Tensor>& reference,
+                           const std::string& label);
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_TESTS_WORKER_RUNTIME_EQUIVALENCE_H_

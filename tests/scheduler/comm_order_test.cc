@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,13 +20,13 @@
 #include "scheduler/problem.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
+#include "scheduler/simulator.h"
 #include "tests/scheduler/schedule_builder.h"
 
 namespace zbpp::sched {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::zbpp::sched::testing::ScheduleFromRows;
@@ -170,32 +171,74 @@ PairOrders PrefixMessagesFirst(const Schedule& schedule, PairOrders orders) {
   return orders;
 }
 
+// `orders` with each pair's messages sorted by the end of their producing
+// pass in `schedule` simulated with unit costs, then by sender, then by the
+// producer's position: DerivePairOrders' order without its prefix messages
+// put first (the order it derived before they were).
+PairOrders ByUnitCostEnd(const Schedule& schedule, PairOrders orders) {
+  absl::StatusOr<SimulationResult> sim = Simulate(
+      Problem::Uniform(schedule.workers, schedule.chunks, schedule.microbatches, StageCost{}, 0),
+      schedule);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  if (!sim.ok()) return orders;
+  for (auto& [pair, list] : orders) {
+    std::sort(list.begin(), list.end(), [&](const Message& x, const Message& y) {
+      return std::make_tuple(sim->timings[x.from][x.producer].end_seconds, x.from, x.producer) <
+             std::make_tuple(sim->timings[y.from][y.producer].end_seconds, y.from, y.producer);
+    });
+  }
+  return orders;
+}
+
+// A pair's messages in their text form ("0F3 => 1F3"), in order.
+std::vector<std::string> MessageTexts(const Schedule& schedule, const std::vector<Message>& list) {
+  std::vector<std::string> texts;
+  for (const Message& m : list) {
+    texts.push_back(absl::StrCat(ActionToString(schedule.actions[m.from][m.producer]), " => ",
+                                 ActionToString(schedule.actions[m.to][m.consumer])));
+  }
+  return texts;
+}
+
+// Every pair's messages of `orders` in their text form, to compare orders.
+std::map<std::pair<int, int>, std::vector<std::string>> OrderTexts(const Schedule& schedule,
+                                                                   const PairOrders& orders) {
+  std::map<std::pair<int, int>, std::vector<std::string>> texts;
+  for (const auto& [pair, list] : orders) texts[pair] = MessageTexts(schedule, list);
+  return texts;
+}
+
 // Every schedule of the registry at p in {2, 3, 4, 8}, m in {p, 2p}, each
 // chunk count in {1, 2} its generator takes, with and without data-parallel
-// reductions. Checked by hand where a proof is short:
-//  * GPipe, 1F1B and ZB-H1 pass everywhere. Worker r's prefix is forwards
-//    only: its warm-up (and, for 1F1B and ZB-H1, the first steady-state
-//    forward), which run back to back from t = r and end by t = p (GPipe:
-//    r + m) in the unit-cost simulation that orders each pair's messages;
-//    the first gradient worker r+1 sends needs the last stage's first B,
-//    which starts at p (GPipe: p - 1 + m) at the earliest, so it ends later.
+// reductions: with the order DerivePairOrders derives, every one runs
+// (CheckPairOrders) and its speculative prefixes can run ahead
+// (CheckSpeculativePrefixes), the V schedules (zb-v, v-half, v-min,
+// dualpipe-v) included. Checked by hand where a proof is short:
 //  * No one-chunk schedule breaks rule (a): the F whose activation worker
 //    r+1 consumes in its prefix precedes worker r's first B, which waits for
 //    a gradient that worker r+1 sends only after its whole prefix.
-//  * ZB-V at p = 2, m = 2 (0F0 0F1 3F0 3I0 ... / 1F0 2F0 1F1 2F1 2I0 ...)
-//    breaks rule (b): worker 0's first B 3I0 and worker 1's last prefix
-//    forward 2F1 both end at t = 5, and the tie goes to the lower sender.
+//  * Rule (b) holds for every order DerivePairOrders derives: it puts each
+//    pair's prefix messages first. Where rule (a) holds, that order stays
+//    deadlock-free: a prefix message then waits only for prefix passes and
+//    earlier prefix messages.
+//  * GPipe's, 1F1B's and ZB-H1's prefixes are forwards only; their unit-cost
+//    order (ByUnitCostEnd) already has the prefix messages leading: worker
+//    r's prefix forwards run back to back from t = r and end by t = p (GPipe:
+//    r + m); the first gradient worker r+1 sends needs the last stage's
+//    first B, which starts at p (GPipe: p - 1 + m) at the earliest.
+//  * That unit-cost order breaks rule (b) for ZB-V at p = 2, m = 2
+//    (0F0 0F1 3F0 3I0 ... / 1F0 2F0 1F1 2F1 2I0 ...): worker 0's first B
+//    3I0 and worker 1's last prefix forward 2F1 both end at t = 5, and the
+//    tie goes to the lower sender.
 //  * Reductions change nothing: they are not messages, and they follow a
 //    stage's last W, so no prefix holds one.
-//  * Where rule (a) holds, moving each pair's prefix messages to its front
-//    (PrefixMessagesFirst) makes (b) hold and keeps the order deadlock-free:
-//    a prefix message then waits only for prefix passes and earlier prefix
-//    messages.
-// Which of the others fail is recorded in the test's properties
-// (speculative_prefixes_fail: "name p m v" of each failure, or "none").
-TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryIsCheckedAndTheSimpleOnesPass) {
-  std::vector<std::string> failing;
+// The schedules whose unit-cost order breaks rule (b) are recorded in the
+// test's properties (unit_cost_order_not_leading: "name p m v" of each, or
+// "none").
+TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryPassesWithTheDerivedOrder) {
+  std::vector<std::string> unit_cost_not_leading;
   std::set<std::string> names;
+  bool zb_v_checked = false;
   for (const ScheduleTraits& traits : AllSchedules()) {
     for (int p : {2, 3, 4, 8}) {
       for (int m : {p, 2 * p}) {
@@ -207,16 +250,29 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryIsCheckedAndTheSimpleOnesP
           const std::string name = absl::StrCat(traits.name, " p=", p, " m=", m, " v=", v);
           absl::StatusOr<PairOrders> orders = DerivePairOrders(*schedule);
           ASSERT_TRUE(orders.ok()) << name << ": " << orders.status();
+          const absl::Status runs = CheckPairOrders(*schedule, *orders);
+          EXPECT_TRUE(runs.ok()) << name << ": " << runs;
           const absl::Status status = CheckSpeculativePrefixes(*schedule, *orders);
-          const std::string message(status.message());
-          if (!status.ok()) {
-            failing.push_back(absl::StrCat(traits.name, " ", p, " ", m, " ", v));
-            EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition)
-                << name << ": " << status;
-            EXPECT_THAT(message, AnyOf(HasSubstr(kNotClosed), HasSubstr(kNotLeading))) << name;
+          EXPECT_TRUE(status.ok()) << name << ": " << status;
+
+          // The derived order is the unit-cost order with each pair's prefix
+          // messages moved to its front.
+          const PairOrders unit_cost = ByUnitCostEnd(*schedule, *orders);
+          EXPECT_EQ(OrderTexts(*schedule, PrefixMessagesFirst(*schedule, unit_cost)),
+                    OrderTexts(*schedule, *orders))
+              << name;
+          EXPECT_TRUE(CheckPairOrders(*schedule, unit_cost).ok()) << name << ", unit-cost order";
+          const absl::Status unit_cost_status = CheckSpeculativePrefixes(*schedule, unit_cost);
+          const std::string message(unit_cost_status.message());
+          EXPECT_THAT(message, Not(HasSubstr(kNotClosed))) << name << ", unit-cost order";
+          if (!unit_cost_status.ok()) {
+            unit_cost_not_leading.push_back(absl::StrCat(traits.name, " ", p, " ", m, " ", v));
+            EXPECT_EQ(unit_cost_status.code(), absl::StatusCode::kFailedPrecondition)
+                << name << ": " << unit_cost_status;
+            EXPECT_THAT(message, HasSubstr(kNotLeading)) << name;
           }
           if (traits.name == "gpipe" || traits.name == "1f1b" || traits.name == "zb-h1") {
-            EXPECT_TRUE(status.ok()) << name << ": " << status;
+            EXPECT_TRUE(unit_cost_status.ok()) << name << ": " << unit_cost_status;
             const std::vector<int> prefix = SpeculativePrefixLengths(*schedule);
             for (int r = 0; r < p; ++r) {
               for (int j = 0; j < prefix[r]; ++j) {
@@ -224,20 +280,14 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryIsCheckedAndTheSimpleOnesP
               }
             }
           }
-          if (v == 1) {
-            EXPECT_THAT(message, Not(HasSubstr(kNotClosed))) << name;
-          }
           if (traits.name == "zb-v" && p == 2 && m == 2) {
-            EXPECT_THAT(message, AllOf(HasSubstr("message 2F1 => 3F1"),
-                                       HasSubstr("follows message 3I0 => 2I0"),
-                                       HasSubstr(kNotLeading)));
+            zb_v_checked = true;
+            EXPECT_EQ(message,
+                      "workers 0 and 1: message 2F1 => 3F1 comes from worker 1's speculative "
+                      "prefix, but in the pair's order it follows message 3I0 => 2I0, which "
+                      "worker 0 sends at or after its first B (3I0): prefix messages not leading");
           }
-          if (message.find(kNotClosed) == std::string::npos) {
-            const PairOrders first = PrefixMessagesFirst(*schedule, *orders);
-            EXPECT_TRUE(CheckPairOrders(*schedule, first).ok()) << name << ", prefix first";
-            EXPECT_TRUE(CheckSpeculativePrefixes(*schedule, first).ok())
-                << name << ", prefix first";
-          }
+
           StageCost cost;
           cost.reduce_seconds = 1.5;
           absl::StatusOr<Schedule> reduced = PlaceReductions(
@@ -245,14 +295,17 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryIsCheckedAndTheSimpleOnesP
           ASSERT_TRUE(reduced.ok()) << name << ": " << reduced.status();
           EXPECT_EQ(SpeculativePrefixLengths(*reduced), SpeculativePrefixLengths(*schedule))
               << name;
-          EXPECT_EQ(CheckDerivedPrefixes(*reduced), status) << name << " with reductions";
+          const absl::Status reduced_status = CheckDerivedPrefixes(*reduced);
+          EXPECT_TRUE(reduced_status.ok()) << name << " with reductions: " << reduced_status;
         }
       }
     }
   }
   EXPECT_EQ(names.size(), AllSchedules().size()) << "every schedule takes some size";
-  RecordProperty("speculative_prefixes_fail",
-                 failing.empty() ? std::string("none") : absl::StrJoin(failing, ", "));
+  EXPECT_TRUE(zb_v_checked) << "zb-v takes p = 2, m = 2";
+  RecordProperty("unit_cost_order_not_leading",
+                 unit_cost_not_leading.empty() ? std::string("none")
+                                               : absl::StrJoin(unit_cost_not_leading, ", "));
 }
 
 // A V on two workers (worker 0 holds stages 0 and 3, worker 1 stages 1
@@ -275,36 +328,49 @@ TEST(SpeculativePrefixTest, APrefixThatConsumesWhatFollowsTheSendersPrefixIsNotC
 
 // Worker 0 runs all four forwards before its first B (a long warm-up),
 // worker 1 alternates F and B: its first input gradient 1I0 ends at t = 3
-// in the unit-cost order, before worker 0's last prefix forward 0F3 (t = 4).
-// Both ranks would have to issue the receive of 1I0's gradient before the
-// send of 0F3's activation, a receive that a discard cannot take back. The
-// prefixes themselves are closed: worker 1's holds 1F0 only.
+// in the unit-cost simulation, before worker 0's last prefix forward 0F3
+// (t = 4). DerivePairOrders puts 0F3's activation before 1I0's gradient; an
+// order that puts it after (as sorting by those end times alone would) runs,
+// but both ranks would have to issue the receive of 1I0's gradient before
+// the send of 0F3's activation, a receive that a discard cannot take back.
+// The prefixes themselves are closed: worker 1's holds 1F0 only.
 TEST(SpeculativePrefixTest, APrefixMessageAfterAMessageOfTheRestOfTheStepIsNotLeading) {
   const Schedule s = ScheduleFromRows(
       "hand", 2, 1, 4, Placement::kLoop,
       {{"0F0", "0F1", "0F2", "0F3", "0I0", "0I1", "0I2", "0I3", "0W0", "0W1", "0W2", "0W3"},
        {"1F0", "1I0", "1F1", "1I1", "1F2", "1I2", "1F3", "1I3", "1W0", "1W1", "1W2", "1W3"}});
   EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{4, 1}));
-  const absl::Status status = CheckDerivedPrefixes(s);
+  absl::StatusOr<PairOrders> derived = DerivePairOrders(s);
+  ASSERT_TRUE(derived.ok()) << derived.status();
+  ASSERT_EQ(derived->size(), 1u);
+  EXPECT_EQ(MessageTexts(s, derived->begin()->second),
+            (std::vector<std::string>{"0F0 => 1F0", "0F1 => 1F1", "0F2 => 1F2", "0F3 => 1F3",
+                                      "1I0 => 0I0", "1I1 => 0I1", "1I2 => 0I2", "1I3 => 0I3"}));
+  EXPECT_TRUE(CheckPairOrders(s, *derived).ok());
+  EXPECT_TRUE(CheckSpeculativePrefixes(s, *derived).ok());
+
+  // 1I0's gradient moved before 0F3's activation: still runs, not leading.
+  PairOrders orders = *derived;
+  std::vector<Message>& list = orders.begin()->second;
+  std::swap(list[3], list[4]);
+  ASSERT_EQ(MessageTexts(s, list)[3], "1I0 => 0I0");
+  EXPECT_TRUE(CheckPairOrders(s, orders).ok());
+  const absl::Status status = CheckSpeculativePrefixes(s, orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(status.message(),
             "workers 0 and 1: message 0F3 => 1F3 comes from worker 0's speculative prefix, but "
             "in the pair's order it follows message 1I0 => 0I0, which worker 1 sends at or "
             "after its first B (1I0): prefix messages not leading");
   EXPECT_THAT(std::string(status.message()), Not(HasSubstr(kNotClosed)));
-
-  // The same messages with the prefix's ones first pass.
-  absl::StatusOr<PairOrders> orders = DerivePairOrders(s);
-  ASSERT_TRUE(orders.ok()) << orders.status();
-  const PairOrders first = PrefixMessagesFirst(s, *std::move(orders));
-  EXPECT_TRUE(CheckPairOrders(s, first).ok());
-  EXPECT_TRUE(CheckSpeculativePrefixes(s, first).ok());
 }
 
 // Both rules broken: one error names both, each with how many messages
 // break it. Worker 0's prefix runs 2F2 and 2F3 on activations worker 1
-// produces after its first B (not closed), and sends 2F2's and 2F3's
-// activations after that B's gradient (not leading).
+// produces after its first B 3B0 (not closed). DerivePairOrders' order, with
+// the prefix messages first, then queues 2F2's activation before the 1F2
+// one that 2F2 waits for and deadlocks; moving 1F2's and 1F3's activations
+// before 2F2's runs, but then 2F2's and 2F3's prefix activations follow
+// messages sent after 3B0 (not leading).
 TEST(SpeculativePrefixTest, BothRulesBrokenAreBothNamed) {
   const Schedule s = ScheduleFromRows(
       "hand", 2, 2, 4, Placement::kLoop,
@@ -312,12 +378,39 @@ TEST(SpeculativePrefixTest, BothRulesBrokenAreBothNamed) {
         "0B0", "0B1", "0B2", "0B3"},
        {"1F0", "1F1", "3F0", "3B0", "1F2", "1F3", "3F1", "3B1", "3F2", "3B2", "3F3", "3B3",
         "1B0", "1B1", "1B2", "1B3"}});
-  const absl::Status status = CheckDerivedPrefixes(s);
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{8, 3}));
+  absl::StatusOr<PairOrders> derived = DerivePairOrders(s);
+  ASSERT_TRUE(derived.ok()) << derived.status();
+  ASSERT_EQ(derived->size(), 1u);
+  const absl::Status deadlock = CheckPairOrders(s, *derived);
+  EXPECT_EQ(deadlock.code(), absl::StatusCode::kFailedPrecondition) << deadlock;
+  EXPECT_THAT(std::string(deadlock.message()),
+              AllOf(HasSubstr("deadlocks"), HasSubstr("message 1F2 => 2F2")));
+
+  PairOrders orders = *derived;
+  std::vector<Message>& list = orders.begin()->second;
+  const std::vector<std::string> texts = MessageTexts(s, list);
+  const auto at = [&](const std::string& text) {
+    return static_cast<int>(std::find(texts.begin(), texts.end(), text) - texts.begin());
+  };
+  const int f2 = at("2F2 => 3F2"), one_f2 = at("1F2 => 2F2"), one_f3 = at("1F3 => 2F3");
+  ASSERT_EQ(one_f3, one_f2 + 1);
+  ASSERT_LT(f2, one_f2);
+  std::rotate(list.begin() + f2, list.begin() + one_f2, list.begin() + one_f3 + 1);
+  ASSERT_EQ(MessageTexts(s, list)[f2], "1F2 => 2F2");
+  ASSERT_EQ(MessageTexts(s, list)[f2 + 2], "2F2 => 3F2");
+  const absl::Status runs = CheckPairOrders(s, orders);
+  EXPECT_TRUE(runs.ok()) << runs;
+
+  const absl::Status status = CheckSpeculativePrefixes(s, orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(std::string(status.message()),
-              AllOf(HasSubstr("worker 0 runs 2F2 in its speculative prefix"),
-                    HasSubstr(kNotClosed), HasSubstr(kNotLeading),
-                    HasSubstr("(2 messages break this rule)")));
+  EXPECT_EQ(status.message(),
+            "worker 0 runs 2F2 in its speculative prefix, but its input comes from worker 1's "
+            "1F2, which follows that worker's first B (3B0): prefix not closed (2 messages "
+            "break this rule); workers 0 and 1: message 2F2 => 3F2 comes from worker 0's "
+            "speculative prefix, but in the pair's order it follows message 1F2 => 2F2, which "
+            "worker 1 sends at or after its first B (3B0): prefix messages not leading "
+            "(2 messages break this rule)");
 }
 
 TEST(SpeculativePrefixTest, AMessageWhosePassesAreNotInTheScheduleIsInvalidArgument) {

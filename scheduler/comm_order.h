@@ -93,10 +93,11 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 /// An order that breaks only (b) is mended by moving each pair's prefix
 /// messages, in their order, to its front: with closed prefixes a prefix
 /// message then waits only for prefix passes and earlier prefix messages, so
-/// CheckPairOrders stays OK. DerivePairOrders' orders pass for the registry's
-/// loop-placed schedules and break (b) for its V schedules, where a worker's
-/// first B and a neighbour's last prefix forward end together or in that
-/// order in the unit-cost simulation (tests/scheduler/comm_order_test.cc).
+/// CheckPairOrders stays OK. DerivePairOrders does exactly that, so its
+/// orders satisfy (b) for every schedule and every registry schedule passes
+/// (tests/scheduler/comm_order_test.cc); ordered by the unit-cost end times
+/// alone, the V schedules would break (b), where a worker's first B and a
+/// neighbour's last prefix forward end together or in that order.
 /// FailedPrecondition otherwise, naming for each rule that fails its first
 /// offending message (pairs in order, then the pair's order), the workers,
 /// the passes in their text form (where "first B" is the first B or BW:

@@ -52,9 +52,9 @@ TEST(NcclCommunicatorTest, RefusesBadOptionsNamingTheField) {
 }
 
 // A GPU the process does not have is refused in one line, before NCCL is
-// touched: cuda:0 on a machine without GPU, cuda:255 on any.
+// touched: cuda:0 on a machine without GPU, cuda:100 on any.
 TEST(NcclCommunicatorTest, RefusesADeviceThatIsNotHere) {
-  const int index = c10::cuda::device_count() == 0 ? 0 : 255;
+  const int index = c10::cuda::device_count() == 0 ? 0 : 100;
   absl::Status refused =
       CreateNcclCommunicator(OptionsOn(c10::Device(c10::kCUDA, index))).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;

@@ -109,23 +109,27 @@ class AttemptRun {
 
     const int p = spec_.pipeline().stages();
     const int d = DataParallelOf(spec_.pipeline());
+    absl::StatusOr<const CommunicatorFactory*> factory = Transport();
+    if (!factory.ok()) return factory.status();
+    const char* transport = TransportLabel(a_.transport());
     // Two groups meet through the attempt's scope: this replica's pipeline
     // (p ranks) and this stage's replicas (d ranks, when d > 1).
     auto join = [&](const std::string& group, int rank, int size,
                     const char* what) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm =
-          env_.communicators(a_, group, rank, size);
-      if (!comm.ok()) return WithContext(comm.status(), absl::StrCat("joining the ", what));
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = (**factory)(a_, group, rank, size);
+      if (!comm.ok()) {
+        return WithContext(comm.status(),
+                           absl::StrCat("joining the ", what, " ", transport, " group"));
+      }
       return comm;
     };
     absl::StatusOr<std::unique_ptr<Communicator>> comm =
-        join(absl::StrCat("pipeline", a_.replica()), a_.stage(), p, "pipeline's Gloo group");
+        join(absl::StrCat("pipeline", a_.replica()), a_.stage(), p, "pipeline's");
     if (!comm.ok()) return comm.status();
     comm_ = *std::move(comm);
     if (d > 1) {
       absl::StatusOr<std::unique_ptr<Communicator>> replicas =
-          join(absl::StrCat("replicas", a_.stage()), a_.replica(), d,
-               "data-parallel Gloo group");
+          join(absl::StrCat("replicas", a_.stage()), a_.replica(), d, "data-parallel");
       if (!replicas.ok()) return replicas.status();
       data_parallel_ = *std::move(replicas);
     }
@@ -186,6 +190,31 @@ class AttemptRun {
     }
     env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
     return absl::OkStatus();
+  }
+
+  // The factory of the assignment's transport (worker.proto
+  // Assignment.transport), or why this worker cannot run it.
+  absl::StatusOr<const CommunicatorFactory*> Transport() const {
+    switch (a_.transport()) {
+      case v1::TRANSPORT_AUTO:  // A coordinator that predates the field.
+      case v1::TRANSPORT_GLOO:
+        return &env_.communicators;
+      case v1::TRANSPORT_NCCL:
+        if (!env_.device.is_cuda()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the assignment's transport is NCCL, which needs a CUDA device; this worker "
+              "runs on ", env_.device.str()));
+        }
+        if (!env_.nccl_communicators) {
+          return absl::FailedPreconditionError(
+              "transport NCCL: this worker binary was built without NCCL");
+        }
+        return &env_.nccl_communicators;
+      default:
+        return absl::FailedPreconditionError(absl::StrCat(
+            "transport ", static_cast<int>(a_.transport()),
+            " is unknown to this worker (a newer coordinator?)"));
+    }
   }
 
   // The parsed and validated schedule in force at `step`.
@@ -328,24 +357,36 @@ class AttemptRun {
 
 }  // namespace
 
+c10::intrusive_ptr<c10d::Store> AttemptGroupStore(const std::shared_ptr<grpc::Channel>& channel,
+                                                  const SessionClient& session,
+                                                  const v1::Assignment& assignment,
+                                                  const std::string& group,
+                                                  absl::Duration timeout) {
+  // Each group under its own key prefix of the attempt's scope.
+  const c10::intrusive_ptr<c10d::Store> store =
+      CreateRendezvousStore(channel, session.worker_id(), assignment.rendezvous_scope(),
+                            timeout, session.call_metadata());
+  return c10::make_intrusive<c10d::PrefixStore>(group, store);
+}
+
 CommunicatorFactory GlooCommunicatorFactory(std::shared_ptr<grpc::Channel> channel,
                                             const SessionClient* session,
                                             std::string gloo_hostname, absl::Duration timeout) {
   return [channel = std::move(channel), session, gloo_hostname = std::move(gloo_hostname),
           timeout](const v1::Assignment& assignment, const std::string& group, int rank,
                    int size) {
-    // Each group under its own key prefix of the attempt's scope.
-    const c10::intrusive_ptr<c10d::Store> store =
-        CreateRendezvousStore(channel, session->worker_id(), assignment.rendezvous_scope(),
-                              timeout, session->call_metadata());
     GlooOptions gloo;
-    gloo.store = c10::make_intrusive<c10d::PrefixStore>(group, store);
+    gloo.store = AttemptGroupStore(channel, *session, assignment, group, timeout);
     gloo.rank = rank;
     gloo.size = size;
     gloo.timeout = timeout;
     gloo.hostname = gloo_hostname;
     return CreateGlooCommunicator(gloo);
   };
+}
+
+const char* TransportLabel(v1::Transport transport) {
+  return transport == v1::TRANSPORT_NCCL ? "NCCL" : "Gloo";
 }
 
 AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {

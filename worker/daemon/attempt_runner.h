@@ -6,6 +6,7 @@
 #include <string>
 
 #include <grpcpp/grpcpp.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,17 @@ namespace zbpp::worker {
 using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
     const v1::Assignment& assignment, const std::string& group, int rank, int size)>;
 
+/// The store through which one group of an attempt meets: the
+/// coordinator's rendezvous store (worker/comm/rendezvous_store.h) over
+/// `channel`, under the assignment's rendezvous_scope, with the session's
+/// worker id and call metadata, behind a c10d::PrefixStore of `group`. What
+/// the Gloo and NCCL factories share; `timeout` bounds each wait for a key.
+c10::intrusive_ptr<c10d::Store> AttemptGroupStore(const std::shared_ptr<grpc::Channel>& channel,
+                                                  const SessionClient& session,
+                                                  const v1::Assignment& assignment,
+                                                  const std::string& group,
+                                                  absl::Duration timeout);
+
 /// The daemon's CommunicatorFactory: Gloo (worker/comm/gloo_communicator.h)
 /// meeting its peers through the coordinator's rendezvous store
 /// (worker/comm/rendezvous_store.h) over `channel`, under the assignment's
@@ -39,12 +51,38 @@ CommunicatorFactory GlooCommunicatorFactory(std::shared_ptr<grpc::Channel> chann
                                             const SessionClient* session,
                                             std::string gloo_hostname, absl::Duration timeout);
 
+/// The daemon's CommunicatorFactory for NCCL (worker/comm/nccl_communicator.h):
+/// the same rendezvous as GlooCommunicatorFactory's (the coordinator's
+/// store under the assignment's rendezvous_scope, one c10d::PrefixStore per
+/// group), NCCL on `device` (this worker's CUDA device), `timeout` for the
+/// rendezvous and as NCCL's operation timeout. A CPU `device` (or a
+/// machine without a GPU) makes every call FailedPrecondition.
+///
+/// Defined in attempt_runner_nccl.cc, library zbpp_worker_daemon_nccl,
+/// which links libtorch_cuda: only binaries that may run on a GPU
+/// (zbpp-worker) link it and hand it to WorkerServer::Options; the
+/// CPU-only tests do not. `session` is not owned and must outlive the
+/// factory.
+CommunicatorFactory NcclCommunicatorFactory(std::shared_ptr<grpc::Channel> channel,
+                                            const SessionClient* session, c10::Device device,
+                                            absl::Duration timeout);
+
+/// The name of a transport in messages: "Gloo", "NCCL". Assignments
+/// without one (from a coordinator that predates JobSpec.transport) run
+/// Gloo. Thread-safe.
+const char* TransportLabel(v1::Transport transport);
+
 /// What RunAttempt needs from the daemon.
 struct AttemptEnvironment {
   StepReporter* reporter = nullptr;   ///< Where step reports go; not owned.
   ControlState* state = nullptr;      ///< Grants, versions, aborts; not owned.
-  /// Joins the attempt's groups (GlooCommunicatorFactory in the daemon).
+  /// Joins the attempt's groups over Gloo (GlooCommunicatorFactory in the
+  /// daemon): Assignment.transport GLOO, or none.
   CommunicatorFactory communicators;
+  /// Joins them over NCCL (NcclCommunicatorFactory): Assignment.transport
+  /// NCCL. Null when this binary has no NCCL: such an assignment then fails
+  /// the attempt (FailedPrecondition).
+  CommunicatorFactory nccl_communicators;
   /// Where corpora are cached as token files.
   std::string cache_dir;
   /// Longest wait for a peer's message or a grant.
@@ -69,7 +107,10 @@ struct AttemptOutcome {
 };
 
 /// Runs one job attempt on this worker from its Assignment to the end:
-/// loads the corpus, joins the attempt's groups (env.communicators),
+/// loads the corpus, joins the attempt's groups over the assignment's
+/// transport (env.communicators for Gloo, env.nccl_communicators for NCCL;
+/// NCCL on a worker whose device is not CUDA, or without an NCCL factory,
+/// fails the attempt with FailedPrecondition saying so),
 /// builds the rank's chunks (or restores the assigned
 /// checkpoint), measures the link latency to the next rank, then for every
 /// step waits for its grant, runs it with the schedule version in force,

@@ -8,6 +8,8 @@
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
 //               [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
 //               [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]
+//               [--nccl-shared-gpu-test-host-id ID]   (TEST-ONLY)
+//               zbpp-worker --help
 //
 // The last two inject faults on purpose (demo, end-to-end tests): the
 // worker holding pipeline rank S runs its passes FACTOR times slower from
@@ -16,6 +18,15 @@
 //
 // --token-file F: the coordinator's bearer token (its --token-file), sent on
 // every call; without it a coordinator that has one refuses the worker.
+//
+// A CUDA worker registers its GPU's identity (GpuIdentity: the PCI bus id)
+// so that the coordinator can tell whether every rank of a job has a GPU of
+// its own (JobSpec.transport; README.md, "Transport").
+// --nccl-shared-gpu-test-host-id ID is for tests only: it lets several
+// workers share one GPU under NCCL by presenting each process to NCCL as a
+// host of its own (ConfigureNcclForSharedGpuTests: NCCL_HOSTID=ID, sockets on
+// loopback) and registers the worker with nccl_shared_gpu_test, without
+// which the coordinator refuses NCCL on a shared GPU. Correct, never fast.
 
 #include <pthread.h>
 #include <signal.h>
@@ -35,6 +46,8 @@
 #include "absl/strings/string_view.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
+#include "worker/comm/nccl_communicator.h"
+#include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/worker_server.h"
 #include "worker/runtime/device.h"
 
@@ -45,7 +58,35 @@ constexpr char kUsage[] =
     "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
     "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
     "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
-    "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]";
+    "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K] "
+    "[--nccl-shared-gpu-test-host-id ID]; zbpp-worker --help";
+
+constexpr char kHelp[] =
+    "zbpp-worker: the worker daemon, one per GPU or CPU core. It registers with the\n"
+    "coordinator, keeps its Session open and runs the assignments it gets.\n"
+    "\n"
+    "  --coordinator HOST:PORT   the coordinator (required)\n"
+    "  --device cpu|cuda:N       where the passes run (default cpu); a CUDA worker\n"
+    "                            registers its GPU's PCI bus id, so that the coordinator\n"
+    "                            can choose NCCL (job spec transport: auto|gloo|nccl)\n"
+    "  --threads N               LibTorch intra-op threads (default 1)\n"
+    "  --listen HOST:PORT        this worker's own gRPC server (default 127.0.0.1:0)\n"
+    "  --cache-dir DIR           token cache of corpora (default ~/.cache/zbpp)\n"
+    "  --gloo-hostname H         the address Gloo binds and advertises\n"
+    "  --name NAME               a name for people (e.g. the pod and GPU)\n"
+    "  --memory-bytes N          memory the coordinator plans with (default: the device's)\n"
+    "  --comm-timeout SECONDS    longest wait for a peer, the rendezvous or a grant\n"
+    "                            (default 120; also NCCL's operation timeout)\n"
+    "  --tls-ca F [--tls-cert F --tls-key F]   TLS to the coordinator\n"
+    "  --token-file F            the coordinator's bearer token\n"
+    "  --slow-stage S:FACTOR[@STEP]   fault injection: rank S runs FACTOR times slower\n"
+    "  --inject-nan-step K       fault injection: the last rank's gradient turns NaN at K\n"
+    "  --nccl-shared-gpu-test-host-id ID\n"
+    "                            TEST-ONLY: lets several workers share one GPU under\n"
+    "                            NCCL (NCCL_HOSTID=ID, sockets on loopback,\n"
+    "                            NCCL_IB_DISABLE=1); give each worker its own ID. Correct\n"
+    "                            and ordered, never fast. Needs --device cuda:N.\n"
+    "  --help                    this text\n";
 
 struct Flags {
   // Everything but the device and the channel credentials, which Main
@@ -54,6 +95,8 @@ struct Flags {
   std::string device = "cpu";
   int threads = 1;
   ClientTlsFiles tls;  // To the coordinator; all empty: plaintext.
+  // --nccl-shared-gpu-test-host-id (TEST-ONLY); empty: not given.
+  std::string nccl_shared_gpu_test_host_id;
 };
 
 // --slow-stage S:FACTOR[@STEP].
@@ -96,7 +139,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       argc, argv,
       {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
        "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key",
-       "--token-file", "--slow-stage", "--inject-nan-step"});
+       "--token-file", "--slow-stage", "--inject-nan-step", "--nccl-shared-gpu-test-host-id"});
   if (!values.ok()) return values.status();
   Flags flags;
   auto get = [&](const std::string& name, std::string* out) {
@@ -112,6 +155,13 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   get("--tls-cert", &flags.tls.cert);
   get("--tls-key", &flags.tls.key);
   get("--token-file", &flags.server.token_file);
+  if (auto it = values->find("--nccl-shared-gpu-test-host-id"); it != values->end()) {
+    if (it->second.empty()) {
+      return absl::InvalidArgumentError(
+          "--nccl-shared-gpu-test-host-id must not be empty (one ID per worker)");
+    }
+    flags.nccl_shared_gpu_test_host_id = it->second;
+  }
   if (flags.server.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator is required");
   }
@@ -164,6 +214,18 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags,
                                                           const c10::Device& device) {
   WorkerServer::Options options = flags.server;
   options.device = device;
+  options.nccl_factory = NcclCommunicatorFactory;
+  options.nccl_shared_gpu_test = !flags.nccl_shared_gpu_test_host_id.empty();
+  if (device.is_cuda()) {
+    // Without it the worker still runs Gloo; auto never picks NCCL for it.
+    absl::StatusOr<std::string> identity = GpuIdentity(device.index());
+    if (identity.ok()) {
+      options.device_identity = *std::move(identity);
+    } else {
+      std::fprintf(stderr, "zbpp-worker: %s: registering without a GPU identity (no NCCL)\n",
+                   std::string(identity.status().message()).c_str());
+    }
+  }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ClientCredentials(flags.tls);
   if (!credentials.ok()) return credentials.status();
@@ -188,14 +250,34 @@ void LeaveOnTerminationSignal(const sigset_t& signals, WorkerServer& worker) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (absl::string_view(argv[i]) == "--help" || absl::string_view(argv[i]) == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+  }
   absl::StatusOr<Flags> flags = ParseFlags(argc, argv);
   absl::StatusOr<c10::Device> device =
       flags.ok() ? ParseDevice(flags->device) : absl::StatusOr<c10::Device>(flags.status());
+  if (device.ok() && !flags->nccl_shared_gpu_test_host_id.empty() && !device->is_cuda()) {
+    device = absl::InvalidArgumentError("--nccl-shared-gpu-test-host-id needs --device cuda:N");
+  }
   if (absl::IsInvalidArgument(device.status())) {
     return Fail(2, absl::StrCat(device.status().message(), " (", kUsage, ")"));
   }
   // A well-formed --device that is not there (no GPU here): one line, 1.
   if (!device.ok()) return Fail(1, device.status().message());
+  if (!flags->nccl_shared_gpu_test_host_id.empty()) {
+    // Before any NCCL group exists: it sets NCCL's environment.
+    if (absl::Status st = ConfigureNcclForSharedGpuTests(flags->nccl_shared_gpu_test_host_id);
+        !st.ok()) {
+      return Fail(2, st.message());
+    }
+    std::fprintf(stderr,
+                 "zbpp-worker: TEST-ONLY NCCL shared-GPU setting, host id \"%s\": correct, "
+                 "not fast\n",
+                 flags->nccl_shared_gpu_test_host_id.c_str());
+  }
   const sigset_t signals = BlockTerminationSignals();
   // One worker per core: intra-op parallelism is a deliberate choice.
   at::set_num_threads(flags->threads);

@@ -80,6 +80,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(Options optio
   }
   d.set_memory_bytes(o.memory_bytes > 0 ? o.memory_bytes : DeviceMemoryBytes(o.device));
   d.set_name(o.name);
+  if (o.device.is_cuda()) d.set_device_identity(o.device_identity);
+  d.set_nccl_shared_gpu_test(o.nccl_shared_gpu_test);
   absl::StatusOr<std::unique_ptr<SessionClient>> session =
       SessionClient::Create(session_options);
   if (!session.ok()) return session.status();
@@ -91,6 +93,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(Options optio
   env.state = &worker->state_;
   env.communicators = GlooCommunicatorFactory(worker->channel_, worker->session_.get(),
                                               o.gloo_hostname, o.comm_timeout);
+  if (o.nccl_factory) {
+    env.nccl_communicators =
+        o.nccl_factory(worker->channel_, worker->session_.get(), o.device, o.comm_timeout);
+  }
   env.cache_dir = o.cache_dir;
   env.comm_timeout = o.comm_timeout;
   env.faults = o.faults;
@@ -110,12 +116,13 @@ void WorkerServer::RunTrainingLoop() {
     if (!assignment.has_value()) continue;
     std::fprintf(stderr,
                  "zbpp-worker: job %s attempt %lld: rank %d of %d, replica %d of %d, "
-                 "steps %lld..%lld\n",
+                 "steps %lld..%lld, over %s\n",
                  assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
                  assignment->stage(), assignment->spec().pipeline().stages(),
                  assignment->replica(), DataParallelOf(assignment->spec().pipeline()),
                  static_cast<long long>(assignment->start_step()),
-                 static_cast<long long>(assignment->spec().steps() - 1));
+                 static_cast<long long>(assignment->spec().steps() - 1),
+                 TransportLabel(assignment->transport()));
     const AttemptOutcome result = RunAttempt(*assignment, env_);
     if (!result.status.ok()) {
       std::fprintf(stderr, "zbpp-worker: job %s failed on this worker: %s\n",

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,7 +21,8 @@ namespace zbpp::worker {
 /// The worker daemon as an object: its own gRPC server (health and
 /// reflection), the registration and Session with the coordinator
 /// (SessionClient), and the training loop that runs every assignment
-/// (RunAttempt) over Gloo. zbpp-worker (worker/daemon/worker_main.cc) is its
+/// (RunAttempt) over the transport the coordinator chose (Gloo, or NCCL
+/// with `Options.nccl_factory`). zbpp-worker (worker/daemon/worker_main.cc) is its
 /// flags around Create and RunTrainingLoop.
 ///
 /// Thread-safe: the accessors and Shutdown from any thread;
@@ -55,6 +57,23 @@ class WorkerServer {
     std::string token_file;
     /// Faults to inject (--slow-stage, --inject-nan-step).
     FaultInjection faults;
+
+    // --- NCCL (zbpp-worker sets these; CPU-only tests leave them) ---
+    /// Makes the factory of NCCL groups from the channel to the
+    /// coordinator, the session, `device` and `comm_timeout`:
+    /// NcclCommunicatorFactory (attempt_runner.h). Null: this binary has no
+    /// NCCL, and an assignment with transport NCCL fails.
+    std::function<CommunicatorFactory(std::shared_ptr<grpc::Channel>, const SessionClient*,
+                                      c10::Device, absl::Duration)>
+        nccl_factory;
+    /// WorkerDescription.device_identity: GpuIdentity of `device` (its PCI
+    /// bus id), by which the coordinator tells GPUs apart; empty for a CPU
+    /// worker (or one whose GPU could not be identified: it never gets
+    /// NCCL).
+    std::string device_identity;
+    /// WorkerDescription.nccl_shared_gpu_test: TEST-ONLY, set with
+    /// --nccl-shared-gpu-test-host-id, after ConfigureNcclForSharedGpuTests.
+    bool nccl_shared_gpu_test = false;
   };
 
   /// Starts the worker's server, then registers with the coordinator and

@@ -432,5 +432,84 @@ TEST_F(AttemptRunnerTest, MissingTextFileIsAJobErrorNamingThePath) {
   EXPECT_TRUE(w.reporter.reports().empty());
 }
 
+// The assignment's transport picks the factory, for both groups, and the
+// error of a join names it. Each factory here refuses, recording its calls
+// (the worker's device is CUDA only in name: the join comes before any
+// tensor lives there).
+TEST_F(AttemptRunnerTest, TheAssignmentsTransportPicksTheFactoryAndTheErrorNamesIt) {
+  std::vector<std::string> calls;
+  auto refusing = [&calls](const std::string& name) -> CommunicatorFactory {
+    return [&calls, name](const v1::Assignment&, const std::string& group, int, int)
+               -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      calls.push_back(absl::StrCat(name, " ", group));
+      return absl::UnavailableError(absl::StrCat(name, " refused"));
+    };
+  };
+  Worker& w = *workers_[0];
+  w.env.communicators = refusing("gloo");
+  w.env.nccl_communicators = refusing("nccl");
+  w.env.device = c10::Device(c10::kCUDA, 0);
+  for (auto [transport, want] :
+       {std::pair{v1::TRANSPORT_NCCL, "joining the pipeline's NCCL group: nccl refused"},
+        std::pair{v1::TRANSPORT_GLOO, "joining the pipeline's Gloo group: gloo refused"},
+        std::pair{v1::TRANSPORT_AUTO, "joining the pipeline's Gloo group: gloo refused"}}) {
+    SCOPED_TRACE(v1::Transport_Name(transport));
+    calls.clear();
+    v1::Assignment a = AssignmentOf(TinyJob(2), 1, 0);
+    a.set_transport(transport);
+    const AttemptOutcome outcome = RunAttempt(a, w.env);
+    EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable) << outcome.status;
+    EXPECT_EQ(outcome.status.message(), want);
+    EXPECT_FALSE(outcome.job_error);
+    EXPECT_THAT(calls, ::testing::ElementsAre(absl::StrCat(
+                           transport == v1::TRANSPORT_NCCL ? "nccl" : "gloo", " pipeline0")));
+  }
+  // The data-parallel group goes over the same transport.
+  v1::JobSpec two_replicas = TinyJob(2);
+  two_replicas.mutable_pipeline()->set_data_parallel(2);
+  calls.clear();
+  w.env.nccl_communicators = [&calls](const v1::Assignment& a, const std::string& group,
+                                      int rank, int size)
+      -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    calls.push_back(absl::StrCat("nccl ", group, " ", rank, "/", size));
+    if (group == "pipeline1") return std::unique_ptr<Communicator>();  // Never used.
+    return absl::UnavailableError("nccl refused");
+  };
+  v1::Assignment a = AssignmentOf(two_replicas, 1, 0);
+  a.set_replica(1);
+  a.set_transport(v1::TRANSPORT_NCCL);
+  const AttemptOutcome outcome = RunAttempt(a, w.env);
+  EXPECT_EQ(outcome.status.message(), "joining the data-parallel NCCL group: nccl refused");
+  EXPECT_THAT(calls, ::testing::ElementsAre("nccl pipeline1 0/2", "nccl replicas0 1/2"));
+}
+
+// NCCL on a CPU worker, or in a binary without NCCL, fails the attempt
+// before any group is joined, saying why.
+TEST_F(AttemptRunnerTest, NcclWithoutAGpuOrWithoutNcclIsAFailedPrecondition) {
+  int joins = 0;
+  Worker& w = *workers_[0];
+  w.env.communicators = w.env.nccl_communicators =
+      [&joins](const v1::Assignment&, const std::string&, int, int)
+      -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    ++joins;
+    return absl::UnavailableError("joined");
+  };
+  v1::Assignment a = AssignmentOf(TinyJob(2), 1, 0);
+  a.set_transport(v1::TRANSPORT_NCCL);
+  AttemptOutcome outcome = RunAttempt(a, w.env);  // env.device: cpu.
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kFailedPrecondition) << outcome.status;
+  EXPECT_EQ(outcome.status.message(),
+            "the assignment's transport is NCCL, which needs a CUDA device; this worker runs "
+            "on cpu");
+  w.env.device = c10::Device(c10::kCUDA, 0);
+  w.env.nccl_communicators = nullptr;
+  outcome = RunAttempt(a, w.env);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kFailedPrecondition) << outcome.status;
+  EXPECT_EQ(outcome.status.message(),
+            "transport NCCL: this worker binary was built without NCCL");
+  EXPECT_EQ(joins, 0);
+  EXPECT_TRUE(w.reporter.reports().empty());
+}
+
 }  // namespace
 }  // namespace zbpp::worker

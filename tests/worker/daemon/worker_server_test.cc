@@ -1,6 +1,7 @@
 // WorkerServer in-process with CoordinatorServer: two workers register, a
 // job submitted to the coordinator runs on them over Gloo through the
-// coordinator's rendezvous and succeeds; Shutdown ends the training loops.
+// coordinator's rendezvous and succeeds (NCCL is refused: they have no
+// GPU); Shutdown ends the training loops.
 // The daemons as processes (flags, signals, exit codes) are
 // tests/worker/e2e's.
 
@@ -20,6 +21,7 @@
 #include "coordinator/server/coordinator_server.h"
 #include "tests/worker/daemon/tiny_job.h"
 #include "zbpp/v1/job.grpc.pb.h"
+#include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::worker {
 namespace {
@@ -52,6 +54,9 @@ TEST(WorkerServerTest, TwoWorkersRunAJobToSuccessThenShutDown) {
     options.gloo_hostname = "127.0.0.1";
     options.memory_bytes = uint64_t{1} << 30;
     options.comm_timeout = absl::Seconds(60);
+    // Registered as given; a CPU worker registers no GPU identity.
+    options.nccl_shared_gpu_test = i == 1;
+    options.device_identity = "0000:1B:00.0";
     absl::StatusOr<std::unique_ptr<WorkerServer>> worker = WorkerServer::Create(options);
     ASSERT_TRUE(worker.ok()) << worker.status();
     EXPECT_THAT((*worker)->address(), StartsWith("127.0.0.1:"));
@@ -60,11 +65,33 @@ TEST(WorkerServerTest, TwoWorkersRunAJobToSuccessThenShutDown) {
     loops.emplace_back([w = workers.back().get()] { w->RunTrainingLoop(); });
   }
 
-  auto jobs = v1::JobService::NewStub(
-      grpc::CreateChannel((*coordinator)->address(), grpc::InsecureChannelCredentials()));
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel((*coordinator)->address(), grpc::InsecureChannelCredentials());
+  v1::ListWorkersResponse listed;
+  ASSERT_TRUE(v1::WorkerService::NewStub(channel)
+                  ->ListWorkers(Context().get(), v1::ListWorkersRequest(), &listed)
+                  .ok());
+  ASSERT_EQ(listed.workers_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const v1::WorkerDescription& d = listed.workers(i).description();
+    EXPECT_EQ(d.device_kind(), v1::DEVICE_KIND_CPU);
+    EXPECT_EQ(d.device_identity(), "");
+    EXPECT_EQ(d.nccl_shared_gpu_test(), i == 1);
+  }
+
+  auto jobs = v1::JobService::NewStub(channel);
   v1::SubmitJobRequest submit;
   *submit.mutable_spec() = TinyJob(4);
   v1::Job job;
+  // NCCL on these CPU workers: refused at submission, naming the field and
+  // a worker.
+  submit.mutable_spec()->set_transport(v1::TRANSPORT_NCCL);
+  const grpc::Status refused = jobs->SubmitJob(Context().get(), submit, &job);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              StartsWith("transport: nccl needs a GPU of its own for every rank; worker-1 "
+                         "(stage 0) has no GPU (device cpu)"));
+  submit.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
   const grpc::Status submitted = jobs->SubmitJob(Context().get(), submit, &job);
   ASSERT_TRUE(submitted.ok()) << submitted.error_message();
   v1::GetJobRequest get;
@@ -77,6 +104,8 @@ TEST(WorkerServerTest, TwoWorkersRunAJobToSuccessThenShutDown) {
   }
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.state_message();
   EXPECT_EQ(job.steps_completed(), 4);
+  EXPECT_EQ(job.transport(), v1::TRANSPORT_GLOO);
+  EXPECT_EQ(job.transport_reason(), "auto: worker-1 (stage 0) has no GPU (device cpu)");
 
   for (auto& w : workers) w->Shutdown();
   for (std::thread& t : loops) t.join();

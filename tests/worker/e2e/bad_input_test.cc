@@ -117,10 +117,33 @@ INSTANTIATE_TEST_SUITE_P(
                   "--device"},
         UsageCase{"ZeroThreads",
                   {"--coordinator", "127.0.0.1:1", "--threads", "0"},
-                  "--threads"}),
+                  "--threads"},
+        // The TEST-ONLY shared-GPU setting: one ID per worker, on a GPU.
+        UsageCase{"EmptyNcclTestHostId",
+                  {"--coordinator", "127.0.0.1:1", "--nccl-shared-gpu-test-host-id="},
+                  "--nccl-shared-gpu-test-host-id must not be empty"},
+        UsageCase{"NcclTestHostIdOnTheCpu",
+                  {"--coordinator", "127.0.0.1:1", "--nccl-shared-gpu-test-host-id", "w-0"},
+                  "--nccl-shared-gpu-test-host-id needs --device cuda:N"}),
     [](const ::testing::TestParamInfo<UsageCase>& info) {
       return info.param.name;
     });
+
+// --help: every flag, the test-only one marked as such, on stdout; exit 0
+// without contacting anything.
+TEST_F(WorkerBadInput, HelpListsEveryFlagAndMarksTheTestOnlyOne) {
+  const ctltest::ProcessResult result = RunWorker({"--help"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  for (const char* flag : {"--coordinator", "--device", "--threads", "--listen", "--cache-dir",
+                           "--gloo-hostname", "--name", "--memory-bytes", "--comm-timeout",
+                           "--tls-ca", "--token-file", "--slow-stage", "--inject-nan-step"}) {
+    EXPECT_THAT(result.out, HasSubstr(flag));
+  }
+  EXPECT_THAT(result.out, HasSubstr("--nccl-shared-gpu-test-host-id ID\n"
+                                    "                            TEST-ONLY: "));
+  EXPECT_FALSE(std::filesystem::exists(cache_dir_)) << "cache written";
+}
 
 // A GPU asked for where there is none: one line and exit 1 at start, before
 // the worker registers anywhere.

@@ -242,5 +242,44 @@ TEST_F(TransportTest, PostValidationStaysWhereNcclCanSpeculate) {
   }
 }
 
+// Under validation AUTO the switch to POST after clean steps is vetoed
+// under NCCL for such a schedule (no version is published: it would be
+// SYNCHRONOUS again), and taken under Gloo.
+TEST_F(TransportTest, AutoValidationDoesNotSwitchToPostWhereNcclCannotSpeculate) {
+  for (v1::Transport transport : {v1::TRANSPORT_NCCL, v1::TRANSPORT_GLOO}) {
+    SCOPED_TRACE(v1::Transport_Name(transport));
+    validation_policy_.post_after_clean_steps = 1;
+    Start(":memory:");
+    v1::JobSpec spec = VetoedScheduleSpec();
+    spec.set_transport(transport);
+    spec.set_validation(v1::VALIDATION_MODE_AUTO);
+    std::vector<FakeWorker> workers = OwnGpus();
+    workers.resize(2);
+    const v1::Job job = Assigned(spec, workers);
+    ASSERT_EQ(job.transport(), transport);
+    ASSERT_EQ(job.schedule_version(), 1);
+    ASSERT_EQ(job.validation_mode(), v1::VALIDATION_MODE_SYNCHRONOUS);
+    const sched::Problem truth = testing::TrueCosts(spec, 0, 1.0);
+    for (FakeWorker& w : workers) {
+      w.Drain();
+      v1::ReportStepRequest report = w.Report(0, truth);
+      v1::ValidationResult* v = report.add_validations();
+      v->set_step(0);
+      v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+      v->set_decision(v1::VALIDATION_DECISION_COMMITTED);
+      v->set_clip_coefficient(1);
+      ASSERT_TRUE(coordinator_->ReportStep(report).ok());
+    }
+    const v1::Job after = *coordinator_->GetJob(job.id(), v1::JOB_VIEW_FULL);
+    if (transport == v1::TRANSPORT_NCCL) {
+      EXPECT_EQ(after.schedule_version(), 1);
+      EXPECT_EQ(after.validation_mode(), v1::VALIDATION_MODE_SYNCHRONOUS);
+    } else {
+      EXPECT_EQ(after.schedule_version(), 2);
+      EXPECT_EQ(after.validation_mode(), v1::VALIDATION_MODE_POST);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

@@ -43,7 +43,10 @@ rm -rf "$out"
 mkdir -p "$out"
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
   echo "run: no PyTorch on this machine" >&2; exit 1; }
-export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib"
+# The CUDA runtime our binaries link (c10d's inline code calls it) comes
+# with torch's NVIDIA wheels there.
+cudart=$(find "$(dirname "$(dirname "$torch_lib")")/nvidia" -name 'libcudart.so.13' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib${cudart:+:$(dirname "$cudart")}"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__)'
@@ -68,13 +71,9 @@ for t in worker_model_tests worker_post_validation_tests worker_runtime_tests wo
   step "$t" on_gpu build-gpu/bin/"$t"
 done
 step nccl-tests on_gpu build-gpu/bin/worker_process_tests --gtest_filter='*Nccl*'
-# The demo's options for the main job: $1 the output folder; the rest added.
-demo() {
-  local name=$1
-  shift
-  env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/$name" \
-    bash scripts/demo --device cuda:0 --text-file build-gpu/kjv.txt --json "$@"
-}
+# The main job on cuda:0 (ZBPP_OUT set per run).
+demo=(env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu bash scripts/demo --device cuda:0
+      --text-file build-gpu/kjv.txt --json)
 # model hidden heads p:m
 for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3B 6144 48 32:96"; do
   set -- $shape
@@ -91,11 +90,12 @@ step main-job-fp16 timeout 150 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP
 step main-job-dp timeout 200 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job-dp" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json \
   --workers 4 --data-parallel 2 --steps 60
-step main-job-nccl timeout 240 demo main-job-nccl --precision bf16 --transport nccl
-step main-job-nccl-fp16 timeout 150 demo main-job-nccl-fp16 --precision fp16 --transport nccl \
-  --validation post --steps 100 --inject-nan-step 40
-step main-job-nccl-dp timeout 200 demo main-job-nccl-dp --precision bf16 --transport nccl \
-  --workers 4 --data-parallel 2 --steps 60
+step main-job-nccl timeout 240 env ZBPP_OUT="$out/main-job-nccl" "${demo[@]}" \
+  --precision bf16 --transport nccl
+step main-job-nccl-fp16 timeout 150 env ZBPP_OUT="$out/main-job-nccl-fp16" "${demo[@]}" \
+  --precision fp16 --transport nccl --validation post --steps 100 --inject-nan-step 40
+step main-job-nccl-dp timeout 200 env ZBPP_OUT="$out/main-job-nccl-dp" "${demo[@]}" \
+  --precision bf16 --transport nccl --workers 4 --data-parallel 2 --steps 60
 # The checksums of the Gloo and NCCL runs, side by side.
 grep -o '"param_checksum": *[-0-9.e]*' "$out"/main-job*.txt >"$out/checksums.txt" || true
 cat "$out/checksums.txt"

@@ -35,8 +35,9 @@ class PendingOp {
 /// receive with the same (sender, receiver, tag).
 ///
 /// Thread-safety: Send and Recv may be called from one thread while other
-/// threads wait on PendingOps; collectives (AllReduceSum, Barrier) must be
-/// called by every rank in the same order, from one thread per rank.
+/// threads wait on PendingOps; collectives (StartAllReduceSum, AllReduceSum,
+/// Barrier) must be called by every rank in the same order, from one thread
+/// per rank.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -59,10 +60,25 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<PendingOp>> Recv(at::Tensor tensor, int peer,
                                                           uint32_t tag) = 0;
 
-  /// In-place element-wise sum of `tensor` (same shape and dtype on every
-  /// rank) over all ranks. DeadlineExceeded when some rank did not join within
-  /// `timeout`.
-  virtual absl::Status AllReduceSum(at::Tensor tensor, absl::Duration timeout) = 0;
+  /// Starts the in-place element-wise sum of `tensor` (same shape and dtype
+  /// on every rank) over all ranks; the op's Wait(timeout) returns when the
+  /// sum is in `tensor` (readable by the caller's thread), DeadlineExceeded
+  /// when some rank did not join within `timeout`. Every rank starts its
+  /// all-reduces in the same order, from one thread, and may wait for them
+  /// on another; the caller keeps `tensor` alive and unread until Wait
+  /// returned. Where the transport launches the operation is where Start is
+  /// called (NCCL enqueues it on its stream there): starting collectives in
+  /// the schedule's order gives every rank one launch order across its
+  /// communicators (docs/transport.md). InvalidArgument for an undefined or
+  /// non-contiguous tensor.
+  virtual absl::StatusOr<std::unique_ptr<PendingOp>> StartAllReduceSum(at::Tensor tensor) = 0;
+
+  /// StartAllReduceSum and its Wait(timeout), on the calling thread.
+  absl::Status AllReduceSum(at::Tensor tensor, absl::Duration timeout) {
+    absl::StatusOr<std::unique_ptr<PendingOp>> op = StartAllReduceSum(std::move(tensor));
+    if (!op.ok()) return op.status();
+    return (*op)->Wait(timeout);
+  }
 
   /// Returns when every rank called Barrier; DeadlineExceeded after `timeout`.
   virtual absl::Status Barrier(absl::Duration timeout) = 0;

@@ -303,25 +303,27 @@ class GlooCommunicator final : public Communicator {
     return PointToPoint(false, tensor, peer, tag);
   }
 
-  absl::Status AllReduceSum(at::Tensor tensor,
-                            absl::Duration timeout) override {
-    const std::string what = absl::StrCat("rank ", rank_, " all-reduce of ",
-                                          DescribeTensor(tensor));
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartAllReduceSum(at::Tensor tensor) override {
+    std::string what = absl::StrCat("rank ", rank_, " all-reduce of ", DescribeTensor(tensor));
     if (!tensor.defined() || !tensor.is_contiguous()) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": the tensor must be defined and contiguous"));
     }
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    const at::Tensor host = tensor.is_cpu() ? tensor : tensor.to(at::kCPU);
-    absl::Status status = Collective(
-        [&] {
-          std::vector<at::Tensor> tensors{host};
-          return group_->allreduce(tensors, options);
-        },
-        timeout, what);
-    if (status.ok() && !tensor.is_cpu()) tensor.copy_(host);
-    return status;
+    try {
+      c10d::AllreduceOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      // Gloo sums host memory: a device tensor goes through a host copy,
+      // copied back when the op is waited for.
+      at::Tensor host = tensor.is_cpu() ? tensor : tensor.to(at::kCPU);
+      std::vector<at::Tensor> tensors{host};
+      c10::intrusive_ptr<c10d::Work> work = group_->allreduce(tensors, options);
+      // Not among the ops Abort cancels: a collective runs to its end.
+      return std::make_unique<GlooOp>(std::move(work), std::move(what), in_flight_,
+                                      std::move(host),
+                                      tensor.is_cpu() ? at::Tensor() : tensor);
+    } catch (...) {
+      return CurrentExceptionToStatus(what);
+    }
   }
 
   absl::Status Barrier(absl::Duration timeout) override {

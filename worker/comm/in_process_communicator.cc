@@ -182,6 +182,22 @@ class RecvOp final : public PendingOp {
   at::Tensor tensor_;
 };
 
+// An all-reduce: the rank joins the group's collective when it waits.
+class CollectiveOp final : public PendingOp {
+ public:
+  CollectiveOp(std::shared_ptr<Group> group, int rank, at::Tensor tensor)
+      : group_(std::move(group)), rank_(rank), tensor_(std::move(tensor)) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    return group_->Collective(rank_, tensor_, timeout);
+  }
+
+ private:
+  const std::shared_ptr<Group> group_;
+  const int rank_;
+  const at::Tensor tensor_;
+};
+
 absl::Status AbortedOp(bool send, int self, int peer, uint32_t tag) {
   return absl::AbortedError(
       absl::StrCat(DescribeOp(send, self, peer, tag), ": the communicator was aborted"));
@@ -216,13 +232,12 @@ class InProcessCommunicator final : public Communicator {
                                     std::move(tensor));
   }
 
-  absl::Status AllReduceSum(at::Tensor tensor,
-                            absl::Duration timeout) override {
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartAllReduceSum(at::Tensor tensor) override {
     if (!tensor.defined()) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", rank_, ": all-reduce of an undefined tensor"));
     }
-    return group_->Collective(rank_, std::move(tensor), timeout);
+    return std::make_unique<CollectiveOp>(group_, rank_, std::move(tensor));
   }
 
   void Abort() override { group_->Abort(rank_); }

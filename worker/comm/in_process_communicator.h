@@ -24,7 +24,9 @@ namespace zbpp::worker {
 ///    shapes and dtypes when they differ from the message's (the message is
 ///    consumed); DeadlineExceeded naming rank, peer and tag when none came
 ///    within the timeout.
-///  * AllReduceSum and Barrier meet at a generation-counted barrier; a rank
+///  * An all-reduce joins the group when its op is waited for (the start
+///    only records the tensor). AllReduceSum and Barrier meet at a
+///    generation-counted barrier; a rank
 ///    that times out withdraws its contribution, so the others can still
 ///    complete with a later arriving rank. InvalidArgument for every rank
 ///    when the ranks' tensors differ in shape or dtype (or some ranks call

@@ -49,22 +49,26 @@ absl::Status WaitOnHost(c10d::Work& work, absl::Duration timeout, const std::str
 
 class NcclOp final : public PendingOp {
  public:
-  // `device`: the tensor NCCL moves; `host`: for a receive into a host
-  // tensor, where the result goes once it arrived (undefined otherwise).
+  // `device`: the tensor NCCL moves; `host`: where the result goes once it
+  // arrived, for a receive or an all-reduce of a host tensor (undefined
+  // otherwise); `block`: Wait blocks the caller's thread until the operation
+  // completed (a collective, or a result for the host) instead of only
+  // ordering the caller's stream after it.
   NcclOp(c10::intrusive_ptr<c10d::Work> work, std::string what, at::Tensor device,
-         at::Tensor host)
+         at::Tensor host, bool block)
       : work_(std::move(work)),
         what_(std::move(what)),
         device_(std::move(device)),
-        host_(std::move(host)) {}
+        host_(std::move(host)),
+        block_(block || host_.defined()) {}
 
   absl::Status Wait(absl::Duration timeout) override {
-    if (!host_.defined()) {
+    if (!block_) {
       // The caller's stream waits on the GPU; its thread goes on.
       return WaitForWork(*work_, absl::InfiniteDuration(), what_);
     }
     absl::Status status = WaitOnHost(*work_, timeout, what_);
-    if (status.ok()) host_.copy_(device_);
+    if (status.ok() && host_.defined()) host_.copy_(device_);
     return status;
   }
 
@@ -73,6 +77,7 @@ class NcclOp final : public PendingOp {
   const std::string what_;
   const at::Tensor device_;
   const at::Tensor host_;
+  const bool block_;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -106,7 +111,7 @@ class NcclCommunicator final : public Communicator {
     return PointToPoint(/*send=*/false, tensor, peer, tag);
   }
 
-  absl::Status AllReduceSum(at::Tensor tensor, absl::Duration timeout) override {
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartAllReduceSum(at::Tensor tensor) override {
     const std::string what =
         absl::StrCat("rank ", rank_, " NCCL all-reduce of ", DescribeTensor(tensor));
     if (!tensor.defined() || !tensor.is_contiguous()) {
@@ -117,18 +122,16 @@ class NcclCommunicator final : public Communicator {
     absl::StatusOr<at::Tensor> on_device = OnDevice(tensor, what);
     if (!on_device.ok()) return on_device.status();
     c10::cuda::CUDAGuard guard(device_);
-    c10::intrusive_ptr<c10d::Work> work;
     try {
       std::vector<at::Tensor> tensors{*on_device};
       c10d::AllreduceOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
-      work = group_->allreduce(tensors, options);
+      c10::intrusive_ptr<c10d::Work> work = group_->allreduce(tensors, options);
+      return std::make_unique<NcclOp>(std::move(work), what, *on_device,
+                                      tensor.is_cpu() ? tensor : at::Tensor(), /*block=*/true);
     } catch (...) {
       return CurrentExceptionToStatus(what);
     }
-    absl::Status status = WaitOnHost(*work, timeout, what);
-    if (status.ok() && tensor.is_cpu()) tensor.copy_(*on_device);
-    return status;
   }
 
   absl::Status Barrier(absl::Duration timeout) override {
@@ -201,7 +204,8 @@ class NcclCommunicator final : public Communicator {
     absl::StatusOr<c10::intrusive_ptr<c10d::Work>> work = Issue(send, *on_device, peer, what);
     if (!work.ok()) return work.status();
     at::Tensor host = !send && tensor.is_cpu() ? tensor : at::Tensor();
-    return std::make_unique<NcclOp>(*std::move(work), what, *on_device, std::move(host));
+    return std::make_unique<NcclOp>(*std::move(work), what, *on_device, std::move(host),
+                                    /*block=*/false);
   }
 
   // Queues NCCL's send or receive of `on_device` (on this rank's device)

@@ -62,8 +62,9 @@ struct NcclOptions {
 ///    a tensor on the host (the post-update validation states), Send copies
 ///    it to the device first and Wait of a receive copies the result back
 ///    and blocks until it is there.
-///  * AllReduceSum and Barrier block the caller's thread until done (at most
-///    `timeout`); a host tensor goes through the device.
+///  * StartAllReduceSum enqueues the all-reduce at once; its Wait (and
+///    AllReduceSum, and Barrier) blocks the caller's thread until it is done
+///    (at most `timeout`); a host tensor goes through the device.
 ///  * A silent peer: a Wait does not notice it; the operation hangs on the
 ///    GPU until c10d's watchdog reaches `timeout` and aborts the
 ///    communicators, after which every operation fails. Abort does the same

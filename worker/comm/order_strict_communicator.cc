@@ -182,8 +182,8 @@ class OrderStrictCommunicator final : public Communicator {
                                                   uint32_t tag) override {
     return PointToPoint(false, std::move(tensor), peer, tag);
   }
-  absl::Status AllReduceSum(at::Tensor tensor, absl::Duration timeout) override {
-    return collectives_->AllReduceSum(std::move(tensor), timeout);
+  absl::StatusOr<std::unique_ptr<PendingOp>> StartAllReduceSum(at::Tensor tensor) override {
+    return collectives_->StartAllReduceSum(std::move(tensor));
   }
   absl::Status Barrier(absl::Duration timeout) override { return collectives_->Barrier(timeout); }
   void Abort() override {

@@ -1,5 +1,6 @@
 #include "worker/runtime/gradient_reducer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -30,9 +31,20 @@ void GradientReducer::Issue(std::vector<at::Tensor> parameters) {
   auto reduction = std::make_shared<Reduction>();
   reduction->parameters = std::move(parameters);
   reduction->flat = at::cat(pieces);
+  // Started here, on the executor's thread, in the schedule's order: every
+  // replica launches its collectives in one order (docs/transport.md).
+  reduction->timing.start = Clock::now();
+  absl::StatusOr<std::unique_ptr<PendingOp>> op =
+      data_parallel_->StartAllReduceSum(reduction->flat);
   issued_.push_back(reduction);
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(reduction));
+  if (op.ok()) {
+    reduction->op = *std::move(op);
+    queue_.push_back(std::move(reduction));
+  } else {
+    reduction->status = op.status();
+    reduction->done = true;
+  }
 }
 
 void GradientReducer::Loop() {
@@ -49,12 +61,13 @@ void GradientReducer::Loop() {
       next = queue_.front();
       queue_.pop_front();
     }
-    const Clock::time_point start = Clock::now();
-    absl::Status status = data_parallel_->AllReduceSum(next->flat, timeout_);
+    absl::Status status = next->op->Wait(timeout_);
     const Clock::time_point end = Clock::now();
     absl::MutexLock lock(&mu_);
     next->status = std::move(status);
-    next->timing = {start, end};
+    // A reduction starts on the wire once the one before it ended.
+    next->timing.start = std::max(next->timing.start, last_end_);
+    next->timing.end = last_end_ = end;
     next->done = true;
   }
 }

@@ -28,10 +28,13 @@ namespace zbpp::worker {
 ///
 /// Issue copies the gradients into one flat float32 buffer at once (later W
 /// passes of other chunks may run meanwhile; those of the reduced chunk are
-/// over); the thread all-reduces it (Communicator::AllReduceSum); WaitAll
-/// divides by d and writes the averages back into each parameter's `.grad`.
-/// Every replica issues the same reductions in the same order (the schedule
-/// is the same), which is what the collective needs.
+/// over) and starts its all-reduce (Communicator::StartAllReduceSum) on the
+/// caller's thread, so that every replica launches its collectives in the
+/// schedule's order (docs/transport.md); the thread waits for them in order
+/// and records when each ended; WaitAll divides by d and writes the averages
+/// back into each parameter's `.grad`. Every replica issues the same
+/// reductions in the same order (the schedule is the same), which is what
+/// the collective needs.
 ///
 /// Thread-compatible: one thread (the rank's executor) calls Issue and
 /// WaitAll; the destructor waits for a reduction in progress (at most the
@@ -72,6 +75,7 @@ class GradientReducer {
   struct Reduction {
     std::vector<at::Tensor> parameters;
     at::Tensor flat;
+    std::unique_ptr<PendingOp> op;  // The started all-reduce.
     absl::Status status;
     Timing timing;
     bool done = false;
@@ -84,6 +88,8 @@ class GradientReducer {
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Reduction>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When the last waited reduction ended (the thread's).
+  Clock::time_point last_end_ ABSL_GUARDED_BY(mu_);
   // Issued since the last WaitAll, in order (executor thread only).
   std::vector<std::shared_ptr<Reduction>> issued_;
   std::thread thread_;

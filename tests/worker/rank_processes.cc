@@ -143,6 +143,12 @@ absl::Status RunTestAsRankProcesses(int size, absl::Duration timeout) {
         absl::FormatDuration(timeout), " and were killed; rank ", killed[0],
         "'s output ends:\n", Tail(logs[killed[0]], 40)));
   }
+  for (int r = 0; r < size; ++r) {
+    std::ifstream in(logs[r]);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(kRankReport, 0) == 0) std::printf("rank %d: %s\n", r, line.c_str());
+    }
+  }
   if (result.ok()) {
     for (const std::string& log : logs) std::remove(log.c_str());
     std::remove(absl::StrCat(dir, "/store").c_str());

@@ -24,6 +24,10 @@ struct RankProcess {
   std::string store_path;
 };
 
+/// A child's output lines that start with this are copied to the parent's
+/// standard output (measurements a test reports).
+inline constexpr char kRankReport[] = "[rank report]";
+
 /// In a child started by RunTestAsRankProcesses: its RankProcess; nullopt in
 /// any other process.
 std::optional<RankProcess> CurrentRankProcess();
@@ -33,8 +37,9 @@ std::optional<RankProcess> CurrentRankProcess();
 /// `timeout`. Otherwise an error naming the first rank that failed (or all
 /// that were still running at the timeout, which are killed), its exit
 /// status and the last lines of its output. When one child fails, the others
-/// get 10 s to end before they are killed (they may wait for it). Call from
-/// the test body of the parent only.
+/// get 10 s to end before they are killed (they may wait for it). The
+/// children's kRankReport lines are printed. Call from the test body of the
+/// parent only.
 absl::Status RunTestAsRankProcesses(int size, absl::Duration timeout);
 
 }  // namespace zbpp::worker

@@ -7,6 +7,9 @@
 
 #include "worker/comm/nccl_communicator.h"
 
+#include <chrono>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/rank_processes.h"
@@ -151,6 +155,53 @@ TEST_P(NcclRanksTest, ExchangesInPairOrderAndReduces) {
   ASSERT_TRUE((*comm)->AllReduceSum(host, kPatience).ok());
   EXPECT_EQ(host[0].item<double>(), size * (size - 1) / 2.0);
   EXPECT_EQ(host[1].item<double>(), size);
+  EXPECT_TRUE((*comm)->Barrier(kPatience).ok());
+}
+
+// Rank 1 posts a receive from rank 0, then sends to rank 2. Rank 0 sends
+// only once rank 2 has the message (they meet through the store). Were
+// rank 1's operations queued on one stream, the send would wait behind the
+// receive and the three would deadlock; on its pairs' own communicators and
+// streams the send goes at once. Reports how long rank 2 waited.
+TEST(NcclPairsTest, ASendIsNotHeldBehindAReceiveFromAnotherPeer) {
+  if (!TestDevice().is_cuda()) GTEST_SKIP() << "NCCL needs ZBPP_TEST_DEVICE=cuda:N";
+  const std::optional<RankProcess> me = CurrentRankProcess();
+  if (!me.has_value()) {
+    absl::Status ran = RunTestAsRankProcesses(3, absl::Seconds(120));
+    EXPECT_TRUE(ran.ok()) << ran;
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      JoinTestGroup(TestTransport::kNccl, *me, "nccl-pairs", me->rank, 3);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const auto on_device = at::TensorOptions().dtype(at::kFloat).device(TestDevice());
+  c10::intrusive_ptr<c10d::Store> store = RunStore(*me);
+  const std::string delivered = "rank 2 received rank 1's message";
+  if (me->rank == 0) {
+    store->wait({delivered}, std::chrono::seconds(60));
+    auto send = (*comm)->Send(at::full({1 << 20}, 3.0, on_device), 1, 0);
+    ASSERT_TRUE(send.ok());
+    ASSERT_TRUE((*send)->Wait(kPatience).ok());
+  } else if (me->rank == 1) {
+    at::Tensor from_0 = at::zeros({1 << 20}, on_device);
+    auto recv = (*comm)->Recv(from_0, 0, 0);
+    auto send = (*comm)->Send(at::full({1 << 20}, 5.0, on_device), 2, 0);
+    ASSERT_TRUE(recv.ok() && send.ok());
+    ASSERT_TRUE((*send)->Wait(kPatience).ok());
+    ASSERT_TRUE((*recv)->Wait(kPatience).ok());
+    EXPECT_TRUE(at::equal(from_0.cpu(), at::full({1 << 20}, 3.0)));
+  } else {
+    const absl::Time start = absl::Now();
+    at::Tensor from_1 = at::zeros({1 << 20}, on_device);
+    auto recv = (*comm)->Recv(from_1, 1, 0);
+    ASSERT_TRUE(recv.ok());
+    ASSERT_TRUE((*recv)->Wait(kPatience).ok());
+    EXPECT_TRUE(at::equal(from_1.cpu(), at::full({1 << 20}, 5.0)));  // Synchronises.
+    std::printf("%s rank 2 had rank 1's 4 MiB message %.1f ms after posting its receive, rank 1's "
+                "receive from rank 0 still pending\n",
+                kRankReport, absl::ToDoubleMilliseconds(absl::Now() - start));
+    store->set(delivered, std::vector<uint8_t>{1});
+  }
   EXPECT_TRUE((*comm)->Barrier(kPatience).ok());
 }
 

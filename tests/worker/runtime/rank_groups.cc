@@ -15,8 +15,10 @@ namespace {
 
 constexpr absl::Duration kJoinTimeout = absl::Seconds(60);
 
-// The process's one store: FileStore counts its users per process.
-c10::intrusive_ptr<c10d::Store> SharedStore(const RankProcess& process) {
+}  // namespace
+
+// One per process: FileStore counts its users per process.
+c10::intrusive_ptr<c10d::Store> RunStore(const RankProcess& process) {
   static std::once_flag once;
   static c10::intrusive_ptr<c10d::Store> store;
   std::call_once(once, [&] {
@@ -24,8 +26,6 @@ c10::intrusive_ptr<c10d::Store> SharedStore(const RankProcess& process) {
   });
   return store;
 }
-
-}  // namespace
 
 std::string TransportName(TestTransport transport) {
   return transport == TestTransport::kGloo ? "Gloo" : "Nccl";
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinTestGroup(TestTransport transp
                                                             const RankProcess& process,
                                                             const std::string& group, int rank,
                                                             int size) {
-  auto store = c10::make_intrusive<c10d::PrefixStore>(group, SharedStore(process));
+  auto store = c10::make_intrusive<c10d::PrefixStore>(group, RunStore(process));
   if (transport == TestTransport::kGloo) {
     GlooOptions options;
     options.store = store;

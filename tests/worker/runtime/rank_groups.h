@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "absl/status/statusor.h"
 #include "tests/worker/rank_processes.h"
 #include "worker/comm/communicator.h"
@@ -22,6 +24,10 @@ std::string TransportName(TestTransport transport);
 /// True when `transport` can run here: Gloo always; NCCL with a CUDA test
 /// device (ZBPP_TEST_DEVICE=cuda:N).
 bool TransportAvailable(TestTransport transport);
+
+/// The c10d::FileStore every rank process of the run shares (one per
+/// process); tests may coordinate their ranks through it.
+c10::intrusive_ptr<c10d::Store> RunStore(const RankProcess& process);
 
 /// Joins group `group` (a key prefix, the same on every member) as `rank` of
 /// `size`, from the child process `process`. NCCL on the test device, this

@@ -127,6 +127,14 @@ void AdamW::PoisonGradient() {
   }
 }
 
+void AdamW::ScaleGradients(double factor) {
+  at::NoGradGuard no_grad;
+  for (Slot& s : slots_) {
+    at::Tensor& grad = s.param.mutable_grad();
+    if (grad.defined()) grad.mul_(factor);
+  }
+}
+
 double AdamW::LocalGradNormSquared(bool* found_inf_nan) const {
   double sum = 0;
   bool bad = false;

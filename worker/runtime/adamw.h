@@ -68,6 +68,10 @@ class AdamW {
   /// gradient to NaN (FaultInjection::nan_step).
   void PoisonGradient();
 
+  /// Fault injection: multiplies every `.grad` by `factor`
+  /// (FaultInjection::clip_step).
+  void ScaleGradients(double factor);
+
   /// Σ over parameters of ‖grad‖² (float64), and whether some entry is inf
   /// or nan. Missing gradients count as zero.
   double LocalGradNormSquared(bool* found_inf_nan) const;

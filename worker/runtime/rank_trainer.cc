@@ -168,9 +168,9 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     }
   }
   if (!timeline.ok()) return timeline.status();
-  if (step == faults.nan_step && options_.rank == options_.spec.pipeline().stages() - 1) {
-    optimizer_->PoisonGradient();
-  }
+  const bool last_rank = options_.rank == options_.spec.pipeline().stages() - 1;
+  if (step == faults.nan_step && last_rank) optimizer_->PoisonGradient();
+  if (step == faults.clip_step && last_rank) optimizer_->ScaleGradients(1e4);
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {
     result.loss = result.timeline.loss_sum / result.timeline.loss_count;

@@ -34,6 +34,13 @@ struct FaultInjection {
   /// gradient entries into NaN after its passes (before validation); -1:
   /// none.
   int64_t nan_step = -1;
+  /// At this step the worker holding the last pipeline rank multiplies its
+  /// gradients by 1e4 after its passes (before validation), so that the
+  /// step must be clipped where the job clips (OptimizerSpec.max_grad_norm):
+  /// under post-update validation the ranks that stepped optimistically
+  /// roll back and the next step's speculative forwards are replayed. Tests
+  /// only; -1: none.
+  int64_t clip_step = -1;
 };
 
 /// What a rank needs to train its part of a job.

@@ -38,6 +38,10 @@ struct RunOptions {
   v1::RollbackMode rollback = v1::ROLLBACK_MODE_EXACT;
   std::optional<double> max_grad_norm;
   int64_t nan_step = -1;
+  /// FaultInjection::clip_step.
+  int64_t clip_step = -1;
+  /// Microbatches per step; 0: 2p.
+  int microbatches = 0;
   int steps = 5;
   v1::Precision precision = v1::PRECISION_FP32;
   /// LossScaleSpec.initial_scale for FP16; unset: the default.
@@ -71,13 +75,16 @@ TensorMap Copy(const std::vector<NamedTensor>& tensors) {
 std::pair<sched::Schedule, v1::JobSpec> Job(const RunOptions& run) {
   const sched::ScheduleTraits traits = *sched::FindSchedule(run.schedule);
   const int v = traits.default_chunks;
-  const int m = 2 * run.p;
-  sched::Schedule schedule = *sched::Generate(
-      run.schedule, sched::Problem::Uniform(run.p, v, m, sched::StageCost{}, 0.0));
+  const int m = run.microbatches > 0 ? run.microbatches : 2 * run.p;
+  absl::StatusOr<sched::Schedule> generated =
+      sched::Generate(run.schedule, sched::Problem::Uniform(run.p, v, m, sched::StageCost{}, 0.0));
+  if (!generated.ok()) return {sched::Schedule{}, v1::JobSpec{}};
+  sched::Schedule schedule = *std::move(generated);
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
   model->set_architecture("gpt");
-  model->set_layers(4 * v);
+  // 4 layers per chunk where p divides 4, else p (a multiple of p·v).
+  model->set_layers(v * run.p * ((4 + run.p - 1) / run.p));
   model->set_hidden(32);
   model->set_heads(4);
   model->set_vocab(64);
@@ -122,6 +129,7 @@ std::vector<RankRun> Train(const RunOptions& run) {
       o.eval_batches = Batch;
       o.timeout = absl::Seconds(30);
       o.faults.nan_step = run.nan_step;
+      o.faults.clip_step = run.clip_step;
       absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
       if (!trainer.ok()) {
         errors[r] = trainer.status();
@@ -346,6 +354,48 @@ TEST(PostValidationNanTest, RollsBackBitForBitAndContinues) {
     EXPECT_EQ(t.skipped, 1);
     EXPECT_EQ(t.replays, 1) << "rank " << r;
   }
+}
+
+// (b') Every schedule of the registry at p = 2, 3, 4, 8 and m = p, 2p
+// (where its generator takes them), over the order-strict communicator
+// (NCCL's matching): a step forced to be clipped at step 3 (the ranks that
+// stepped optimistically roll back, step 4's speculative forwards are
+// discarded and replayed) and a NaN at step 5 (rolled back, skipped) end
+// bit-identical to synchronous validation on every rank.
+TEST(PostValidationNanTest, EveryScheduleRollsBackAndSkipsLikeSynchronous) {
+  int cases = 0;
+  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
+    for (int p : {2, 3, 4, 8}) {
+      for (int m : {p, 2 * p}) {
+        RunOptions run;
+        run.schedule = traits.name;
+        run.p = p;
+        run.microbatches = m;
+        run.steps = 6;
+        run.clip_step = 3;
+        run.nan_step = 5;
+        // Above every natural norm of the tiny model, far below the
+        // forced step's.
+        run.max_grad_norm = 100;
+        if (Job(run).first.workers == 0) continue;  // The generator refuses (p, m).
+        SCOPED_TRACE(::testing::Message() << traits.name << " p=" << p << " m=" << m);
+        const std::vector<RankRun> post = Train(run);
+        run.mode = v1::VALIDATION_MODE_SYNCHRONOUS;
+        const std::vector<RankRun> sync = Train(run);
+        ++cases;
+        for (int r = 0; r < p; ++r) {
+          EXPECT_TRUE(Equal(post[r].final_state, sync[r].final_state)) << "rank " << r;
+          const Tally t = Count(post[r]);
+          EXPECT_EQ(t.clipped, 1) << "rank " << r;
+          EXPECT_EQ(t.skipped, 1) << "rank " << r;
+          // Every rank but the last steps optimistically at both steps.
+          EXPECT_EQ(t.rolled_back, r < p - 1 ? 2 : 0) << "rank " << r;
+          EXPECT_EQ(t.replays, 1) << "rank " << r << ": step 4's forwards, after step 3";
+        }
+      }
+    }
+  }
+  EXPECT_GE(cases, 80) << "most of the registry's (schedule, p, m) should run";
 }
 
 // (c) The in-place inverse of AdamW instead of the saved copy, on steps

@@ -112,6 +112,18 @@ absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id,
   return job;
 }
 
+absl::StatusOr<v1::ScheduleVersion> CoordinatorClient::GetScheduleVersion(
+    const std::string& job_id, int64_t version) {
+  v1::GetScheduleVersionRequest request;
+  request.set_job_id(job_id);
+  request.set_version(version);
+  v1::ScheduleVersion response;
+  auto context = NewContext(true);
+  grpc::Status status = jobs_->GetScheduleVersion(context.get(), request, &response);
+  if (!status.ok()) return Convert(status);
+  return response;
+}
+
 absl::StatusOr<std::vector<v1::Job>> CoordinatorClient::ListJobs() {
   std::vector<v1::Job> jobs;
   v1::ListJobsRequest request;

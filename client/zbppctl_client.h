@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,6 +47,10 @@ class CoordinatorClient {
 
   absl::StatusOr<v1::Job> SubmitJob(const v1::JobSpec& spec);
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id, v1::JobView view);
+  /// Schedule version `version` (>= 1) of a job, whatever was published
+  /// after it.
+  absl::StatusOr<v1::ScheduleVersion> GetScheduleVersion(const std::string& job_id,
+                                                         int64_t version);
   /// Every job, newest first, following next_page_token (each page its own
   /// deadline).
   absl::StatusOr<std::vector<v1::Job>> ListJobs();

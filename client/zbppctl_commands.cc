@@ -117,13 +117,33 @@ absl::StatusOr<v1::Job> JobWithSchedule(const CtlOptions& options,
   return job;
 }
 
+// The schedule version that ran the last completed step of `job` (FULL
+// view): Job.schedule, or the older version GetScheduleVersion reads back
+// when a later one was published since (a re-solve published after the
+// last step once hid the schedule that ran it: issue 24). Job.schedule
+// before the first step.
+absl::StatusOr<v1::ScheduleVersion> VersionThatRanLastStep(const v1::Job& job,
+                                                           CoordinatorClient& client) {
+  const int64_t ran = job.last_step_timeline().schedule_version();
+  if (ran == 0 || ran == job.schedule().version()) return job.schedule();
+  return client.GetScheduleVersion(job.id(), ran);
+}
+
 int Schedule(const CtlOptions& options, CoordinatorClient& client,
              const CommandIo& io) {
-  absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
-  if (!job.ok()) return Fail(io, Context(options), job.status());
+  absl::StatusOr<v1::Job> job;  // FULL view; not read with --schedule-version.
+  absl::StatusOr<v1::ScheduleVersion> version;
+  if (options.schedule_version > 0) {
+    version = client.GetScheduleVersion(options.argument, options.schedule_version);
+  } else {
+    job = JobWithSchedule(options, client);
+    version = job.ok() ? VersionThatRanLastStep(*job, client) : job.status();
+  }
+  if (!version.ok()) return Fail(io, Context(options), version.status());
+  // ParseCommandLine refuses measured-trace with --schedule-version: `job` is read.
   absl::StatusOr<std::string> text = options.format == "measured-trace"
-                                          ? RenderMeasuredTrace(*job)
-                                          : RenderSchedule(job->schedule(), options.format);
+                                         ? RenderMeasuredTrace(*job, *version)
+                                         : RenderSchedule(*version, options.format);
   if (!text.ok()) return Fail(io, Context(options), text.status());
   io.out << *text;
   if (!text->empty() && text->back() != '\n') io.out << "\n";
@@ -132,9 +152,15 @@ int Schedule(const CtlOptions& options, CoordinatorClient& client,
 
 int Costs(const CtlOptions& options, CoordinatorClient& client,
           const CommandIo& io) {
-  absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
-  if (!job.ok()) return Fail(io, Context(options), job.status());
-  absl::StatusOr<std::string> text = RenderCostFile(job->schedule());
+  absl::StatusOr<v1::ScheduleVersion> version;
+  if (options.schedule_version > 0) {
+    version = client.GetScheduleVersion(options.argument, options.schedule_version);
+  } else {
+    absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
+    version = job.ok() ? absl::StatusOr<v1::ScheduleVersion>(job->schedule()) : job.status();
+  }
+  if (!version.ok()) return Fail(io, Context(options), version.status());
+  absl::StatusOr<std::string> text = RenderCostFile(*version);
   if (!text.ok()) return Fail(io, Context(options), text.status());
   io.out << *text;
   return kExitOk;

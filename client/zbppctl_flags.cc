@@ -23,13 +23,16 @@ Commands:
   watch JOB         follow a job until it ends (exit 0 SUCCEEDED, 3 FAILED,
                     4 CANCELLED)
   cancel JOB        cancel a job
-  schedule JOB      show a job's current schedule
+  schedule JOB      show the schedule version that ran a job's last step (the
+                    latest before any step), or version N
                     [--format table|svg|chrome-trace|measured-trace]
+                    [--schedule-version N]
                     (measured-trace: the last step as the workers ran it)
   report JOB        what a job achieved: losses, tokens/s, bubble rate
                     measured vs predicted per stage [--format table|json]
   costs JOB         the cost model of the job's current schedule version (the
-                    measured one after a re-solve) as a cost file for
+                    measured one after a re-solve), or of version N
+                    [--schedule-version N], as a cost file for
                     zbpp-sched --costs (YAML, per virtual stage)
   workers           list registered workers
 
@@ -49,6 +52,7 @@ struct CommandInfo {
   Command command;
   bool takes_argument;
   std::vector<std::string> formats;  // First is the default; empty: none.
+  bool takes_schedule_version = false;
 };
 
 const std::map<std::string, CommandInfo>& Commands() {
@@ -59,9 +63,9 @@ const std::map<std::string, CommandInfo>& Commands() {
       {"watch", {Command::kWatch, true, {}}},
       {"cancel", {Command::kCancel, true, {}}},
       {"schedule",
-       {Command::kSchedule, true, {"table", "svg", "chrome-trace", "measured-trace"}}},
+       {Command::kSchedule, true, {"table", "svg", "chrome-trace", "measured-trace"}, true}},
       {"report", {Command::kReport, true, {"table", "json"}}},
-      {"costs", {Command::kCosts, true, {}}},
+      {"costs", {Command::kCosts, true, {}, true}},
       {"workers", {Command::kWorkers, false, {}}},
   };
   return *commands;
@@ -82,7 +86,8 @@ struct SplitArgs {
 
 absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
   static const std::set<std::string> kKnown = {
-      "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key"};
+      "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key",
+      "schedule-version"};
   SplitArgs split;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -197,6 +202,22 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
           absl::StrJoin(info.formats, ", "), ", got \"", f->second, "\""));
     }
     options.format = f->second;
+  }
+  if (auto f = flags.find("schedule-version"); f != flags.end()) {
+    if (!info.takes_schedule_version) {
+      return UsageError(words[0] + " takes no --schedule-version");
+    }
+    if (options.format == "measured-trace") {
+      return UsageError(
+          "--format measured-trace takes no --schedule-version: the last step is drawn "
+          "with the version it ran");
+    }
+    int64_t version = 0;
+    if (!absl::SimpleAtoi(f->second, &version) || version < 1) {
+      return UsageError("--schedule-version must be a version number >= 1, got \"" +
+                        f->second + "\"");
+    }
+    options.schedule_version = version;
   }
   return options;
 }

@@ -4,6 +4,7 @@
 #ifndef ZBPP_CLIENT_ZBPPCTL_FLAGS_H_
 #define ZBPP_CLIENT_ZBPPCTL_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,12 @@ enum class Command {
   kStatus,    ///< status JOB [--format table|json]: GetJob (FULL).
   kWatch,     ///< watch JOB: WatchJob until the job ends.
   kCancel,    ///< cancel JOB: CancelJob.
-  kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace|measured-trace].
+  kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace|measured-trace]
+              ///< [--schedule-version N].
   kWorkers,   ///< workers: ListWorkers, one row per worker.
   kReport,    ///< report JOB [--format table|json]: GetJob + ListSteps.
-  kCosts,     ///< costs JOB: the current version's cost model as a cost file.
+  kCosts,     ///< costs JOB [--schedule-version N]: a version's cost model as
+              ///< a cost file.
 };
 
 /// Address used when neither --coordinator nor $ZBPP_COORDINATOR is given.
@@ -50,6 +53,9 @@ struct CtlOptions {
   /// Output format: "table" (default), "json" (status), "svg" or
   /// "chrome-trace" (schedule).
   std::string format = "table";
+  /// --schedule-version N (schedule, costs): that schedule version of the
+  /// job, >= 1; 0 when absent (the command's default version).
+  int64_t schedule_version = 0;
 };
 
 /// The command's name as typed ("submit", ...).
@@ -60,7 +66,9 @@ const char* UsageText();
 
 /// Parses `args` (argv without the program name). Global flags
 /// (--coordinator, --token-file, --timeout) may appear before or after the
-/// command; --format only with status, schedule and report. Flags take their value
+/// command; --format only with status, schedule and report; --schedule-version
+/// only with schedule (not --format measured-trace: the last step's version
+/// draws it) and costs. Flags take their value
 /// as `--flag value` or `--flag=value`. `default_coordinator` (from
 /// $ZBPP_COORDINATOR; empty means kDefaultCoordinator) applies when
 /// --coordinator is absent.
@@ -69,7 +77,9 @@ const char* UsageText();
 /// command, a missing or extra positional argument, an unknown or repeated
 /// flag, a flag without a value, a JOB that is not UTF-8 ("JOB: not valid
 /// UTF-8 (byte 0xE9 at offset 4)"; protobuf cannot carry it), a --timeout that is not a positive finite
-/// number, or a --format the command does not offer. Thread-safe (pure).
+/// number, a --format the command does not offer, or a --schedule-version
+/// that is not an integer >= 1 or that the command (format) does not take.
+/// Thread-safe (pure).
 absl::StatusOr<CtlOptions> ParseCommandLine(
     const std::vector<std::string>& args,
     const std::string& default_coordinator);

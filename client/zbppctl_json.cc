@@ -111,6 +111,7 @@ std::string ReportJson(const TrainingReport& r) {
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},
                {"schedule_versions", r.schedule_versions},
+               {"last_step_schedule_version", r.last_step_schedule_version},
                {"history_complete", r.history_complete},
                {"missing_steps", r.missing_steps},
                {"param_checksum", NumberOrNull(r.param_checksum)}};

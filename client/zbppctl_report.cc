@@ -26,13 +26,14 @@ std::string Loss(std::optional<double> value) {
 }
 
 // "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped; 0 recoveries; 2
-// schedule versions".
+// schedule versions (the last step ran v2)".
 std::string ValidationLine(const TrainingReport& r) {
   return absl::StrCat(
       ValidationSummary(r.validation_mode, r.validation_policy, r.rollbacks, r.skipped_steps,
                         r.clipped_steps),
       "; ", r.recoveries, r.recoveries == 1 ? " recovery; " : " recoveries; ",
-      r.schedule_versions, r.schedule_versions == 1 ? " schedule version" : " schedule versions");
+      r.schedule_versions, r.schedule_versions == 1 ? " schedule version" : " schedule versions",
+      " (the last step ran v", r.last_step_schedule_version, ")");
 }
 
 }  // namespace
@@ -76,6 +77,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   std::set<int64_t> versions;
   for (const v1::StepSummary& s : steps) versions.insert(s.schedule_version());
   r.schedule_versions = static_cast<int64_t>(versions.size());
+  r.last_step_schedule_version = steps.back().schedule_version();
   r.loss_start = steps.front().loss();
   r.loss_end = steps.back().loss();
   for (const v1::StepSummary& s : steps) {

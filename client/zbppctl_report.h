@@ -73,6 +73,10 @@ struct TrainingReport {
   /// recovered to an earlier step first) does not count, and a step redone
   /// after a recovery keeps the summary (and version) of its first run.
   int64_t schedule_versions = 0;
+  /// The version the last listed step ran (its StepSummary.schedule_version),
+  /// which later versions may have followed: what `zbppctl schedule JOB`
+  /// draws.
+  int64_t last_step_schedule_version = 0;
   /// Completed steps (from the first the job ran: 0, or its resume step + 1,
   /// up to Job.steps_completed) whose summary the coordinator's store does
   /// not hold. The store keeps every one in order (README.md, "The control
@@ -94,7 +98,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 /// Human-readable form: a summary (after the title, a "history:" line saying
 /// how many steps are missing when the stored history is incomplete; a
 /// compact validation line: mode,
-/// rollbacks, skipped and clipped steps, recoveries, schedule versions; with
+/// rollbacks, skipped and clipped steps, recoveries, schedule versions and
+/// the one the last step ran; with
 /// d > 1 a replicas line) and a per-stage bubble table (with d > 1, also
 /// each stage's reduction and exposed reduction seconds).
 std::string ReportTable(const TrainingReport& report);

@@ -53,8 +53,12 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
                          : sched::ToChromeTrace(planned->schedule, planned->timing);
 }
 
-absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job) {
-  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job);
+absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
+                                                const v1::ScheduleVersion& ran) {
+  // MeasuredLastStep names the actions from Job.schedule.
+  v1::Job as_run = job;
+  *as_run.mutable_schedule() = ran;
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(as_run);
   if (!measured.ok()) return measured.status();
   return sched::ToChromeTrace(measured->schedule, measured->timing);
 }

@@ -27,9 +27,12 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
 
 /// Chrome trace of the job's last completed step as the workers measured it
 /// (Job.last_step_timeline, FULL view): one row per rank, each rank's clock
-/// from its own step start. FailedPrecondition before the first step or when
-/// the last step ran an older schedule version than the job's current one.
-absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job);
+/// from its own step start, the actions named by `ran`, the schedule version
+/// that step ran (StepTimeline.schedule_version), whatever the job published
+/// after it. FailedPrecondition before the first step or when `ran` is
+/// another version.
+absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
+                                                const v1::ScheduleVersion& ran);
 
 /// The cost model of `version` (measured costs after a re-solve, the job
 /// spec's analytic model for a first version) as a cost file of

@@ -318,6 +318,26 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::GetJob(const std::string& job_id,
   return result;
 }
 
+absl::StatusOr<zbpp::v1::ScheduleVersion> Coordinator::GetScheduleVersion(
+    const std::string& job_id, int64_t version) const {
+  if (version < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("version: must be >= 1, got ", version));
+  }
+  absl::MutexLock lock(&mu_);
+  const Job* job = jobs_->Find(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  }
+  const zbpp::v1::ScheduleVersion* found = job->Version(version);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat("version: job ", job_id, " has no schedule version ",
+                                            version, " (its latest is ",
+                                            job->proto().schedule_version(), ")"));
+  }
+  return *found;
+}
+
 absl::StatusOr<zbpp::v1::ListJobsResponse> Coordinator::ListJobs(
     const zbpp::v1::ListJobsRequest& request) const {
   absl::MutexLock lock(&mu_);

@@ -51,7 +51,11 @@ namespace zbpp::coordinator {
 /// min-over-ranks(last completed step) + `grant_lookahead_steps`; a new
 /// version takes effect one step after the highest grant already sent, and
 /// is queued on every worker's outbox before any grant that reaches it, so
-/// every worker switches at the same step.
+/// every worker switches at the same step. Once the job's last step is
+/// granted no version is published (no step could run it: re-solves and
+/// validation-mode switches then are dropped), and every version stays
+/// readable by number (GetScheduleVersion), so the one a step ran is
+/// always there.
 ///
 /// Persistence: a new job is written to the Store before SubmitJob returns
 /// (a store error is SubmitJob's error). Everything decided afterwards —
@@ -124,6 +128,14 @@ class Coordinator {
   absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id,
                                        zbpp::v1::JobView view) const
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Schedule version `version` of `job_id` (job.proto GetScheduleVersion):
+  /// every published version, from memory (Recover loads them all), so the
+  /// one a step ran stays readable whatever was published after it.
+  /// InvalidArgument "version: ..." below 1; NotFound for an unknown id or
+  /// a version the job does not have.
+  absl::StatusOr<zbpp::v1::ScheduleVersion> GetScheduleVersion(
+      const std::string& job_id, int64_t version) const ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Jobs newest first, paged (job.proto ListJobsRequest). InvalidArgument
   /// for a malformed page token.

@@ -162,9 +162,15 @@ class Job {
   /// the job's last step (then nothing is due).
   std::unique_ptr<ResolveTask> CompleteStep(PendingStep& pending, bool* last);
   /// Publishes a solved re-solve when it still applies (same attempt,
-  /// still running, no other schedule since), filling task.record;
-  /// persists the job then.
+  /// still running, no other schedule since) and a step is left to run it
+  /// (StepLeftForNewVersion), filling task.record; persists the job then.
   void FinishResolve(ResolveTask& task);
+  /// Version `number` of the job's schedule; null when it has none such.
+  /// Every published version stays here (and in the store), whatever was
+  /// published after it.
+  const zbpp::v1::ScheduleVersion* Version(int64_t number) const {
+    return versions_.Find(number);
+  }
 
   // --- Recovery ---
   /// A stored version (Coordinator::Recover). ScheduleFromProto's errors.
@@ -198,6 +204,12 @@ class Job {
   /// (PostValidationObstacle), publishes a copy of the latest version that
   /// PublishVersion makes SYNCHRONOUS, saying why.
   void ValidateOverTransport();
+  /// Whether a version published now would take effect at a step the job
+  /// still runs: its effective step (ScheduleVersions::NextEffectiveStep:
+  /// after every step granted) is below spec.steps. Once the last step is
+  /// granted, a new version could never run; publishing it anyway left the
+  /// job's latest version one that no step ran (issue 24).
+  bool StepLeftForNewVersion() const;
   /// CompleteStep's parts.
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);
   void RecordCheckpoint(const StepOutcome& outcome, int64_t step);

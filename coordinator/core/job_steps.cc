@@ -157,9 +157,16 @@ void Job::ValidateOverTransport() {
   PublishVersion(std::move(version), schedule);
 }
 
+bool Job::StepLeftForNewVersion() const {
+  return versions_.NextEffectiveStep(attempt_.granted(), attempt_.start_step()) <
+         job_.spec().steps();
+}
+
 void Job::SwitchValidationMode(zbpp::v1::ValidationMode mode,
                                const zbpp::v1::ValidationOutcome& last) {
   if (versions_.empty() || !attempt_.active() || IsTerminal(state())) return;
+  // The version would take effect after the job's last step: none would run it.
+  if (!StepLeftForNewVersion()) return;
   // Same schedule and predictions, the other mode, from the next step no
   // worker has been granted: every worker switches at the same step.
   zbpp::v1::ScheduleVersion version = versions_.latest();
@@ -241,7 +248,10 @@ std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last)
   RecordStep(outcome, pending);
   RecordCheckpoint(outcome, pending.step);
   *last = job_.steps_completed() >= job_.spec().steps();
-  if (*last) return nullptr;
+  // A re-solve whose result no step could run is not started (the solver's
+  // time is the workers' CPU on a small machine); FinishResolve checks
+  // again, as grants may reach the last step while it solves.
+  if (*last || !StepLeftForNewVersion()) return nullptr;
   return model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
 }
 
@@ -258,6 +268,12 @@ void Job::FinishResolve(ResolveTask& task) {
     task.record.reason = absl::StrCat(
         task.record.reason,
         "; not published: the job's attempt or version changed while solving");
+    return;
+  }
+  if (!StepLeftForNewVersion()) {
+    task.record.reason = absl::StrCat(
+        task.record.reason, "; not published: every step up to the job's last (",
+        job_.spec().steps() - 1, ") was granted while solving, so no step could run it");
     return;
   }
   task.record.published = true;

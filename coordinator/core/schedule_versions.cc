@@ -45,15 +45,26 @@ std::vector<const zbpp::v1::ScheduleVersion*> ScheduleVersions::After(
   return later;
 }
 
+const zbpp::v1::ScheduleVersion* ScheduleVersions::Find(int64_t number) const {
+  if (number >= 1 && number <= static_cast<int64_t>(versions_.size()) &&
+      versions_[number - 1].version() == number) {
+    return &versions_[number - 1];
+  }
+  // Numbers are 1.. without gaps unless the store lost one; search then.
+  auto it = std::find_if(versions_.begin(), versions_.end(),
+                         [number](const auto& v) { return v.version() == number; });
+  return it == versions_.end() ? nullptr : &*it;
+}
+
+int64_t ScheduleVersions::NextEffectiveStep(int64_t granted, int64_t start_step) const {
+  if (versions_.empty()) return start_step;
+  return std::max({granted + 1, versions_.back().effective_step() + 1, start_step});
+}
+
 void ScheduleVersions::Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
                              int64_t start_step, absl::Time now) const {
   version.set_version(static_cast<int64_t>(versions_.size()) + 1);
-  int64_t effective = start_step;
-  if (!versions_.empty()) {
-    effective = std::max({granted + 1, versions_.back().effective_step() + 1,
-                          start_step});
-  }
-  version.set_effective_step(effective);
+  version.set_effective_step(NextEffectiveStep(granted, start_step));
   *version.mutable_publish_time() = ToTimestamp(now);
 }
 

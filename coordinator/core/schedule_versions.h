@@ -46,6 +46,8 @@ class ScheduleVersions {
   const zbpp::v1::ScheduleVersion& at(int64_t number) const {
     return versions_[number - 1];
   }
+  /// Version `number`; null when the job has no such version.
+  const zbpp::v1::ScheduleVersion* Find(int64_t number) const;
   /// The parsed schedule of version `number`; requires that it exists.
   const sched::Schedule& schedule(int64_t number) const { return parsed_.at(number); }
 
@@ -57,12 +59,15 @@ class ScheduleVersions {
   /// order: what a worker starting at `step` must hold besides that one.
   std::vector<const zbpp::v1::ScheduleVersion*> After(int64_t step) const;
 
+  /// The effective step the next version would get: `start_step` for the
+  /// first version; otherwise strictly after every step granted
+  /// (`granted`) and after the latest version's effective step, and not
+  /// before `start_step`, so no worker can have started its first step
+  /// under the old one (worker.proto StepGrant).
+  int64_t NextEffectiveStep(int64_t granted, int64_t start_step) const;
+
   /// Numbers `version` as the next one and sets its publish time (`now`)
-  /// and effective step: `start_step` for the first version; otherwise
-  /// strictly after every step granted (`granted`) and after the latest
-  /// version's effective step, and not before `start_step`, so no worker
-  /// can have started its first step under the old one (worker.proto
-  /// StepGrant). Does not add it.
+  /// and effective step (NextEffectiveStep). Does not add it.
   void Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
              int64_t start_step, absl::Time now) const;
 

@@ -75,6 +75,23 @@ grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
   return rpc.Finish(steps.status());
 }
 
+grpc::Status JobServiceImpl::GetScheduleVersion(
+    grpc::ServerContext* context, const zbpp::v1::GetScheduleVersionRequest* request,
+    zbpp::v1::ScheduleVersion* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/GetScheduleVersion");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
+  if (request->job_id().empty()) {
+    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
+  }
+  absl::StatusOr<zbpp::v1::ScheduleVersion> version =
+      options_.coordinator->GetScheduleVersion(request->job_id(), request->version());
+  if (version.ok()) *response = *std::move(version);
+  return rpc.Finish(version.status());
+}
+
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const zbpp::v1::CancelJobRequest* request,
                                        zbpp::v1::Job* response) {

@@ -41,6 +41,9 @@ class JobServiceImpl final : public zbpp::v1::JobService::Service {
   grpc::Status ListSteps(grpc::ServerContext* context,
                          const zbpp::v1::ListStepsRequest* request,
                          zbpp::v1::ListStepsResponse* response) override;
+  grpc::Status GetScheduleVersion(grpc::ServerContext* context,
+                                  const zbpp::v1::GetScheduleVersionRequest* request,
+                                  zbpp::v1::ScheduleVersion* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const zbpp::v1::CancelJobRequest* request,
                          zbpp::v1::Job* response) override;

@@ -104,8 +104,9 @@ std::string Head(const std::string& title, bool refresh, int refresh_seconds) {
 
 constexpr char kTail[] = "</main></body></html>\n";
 
-// The body of one job: figures, the two charts, bubble per stage.
-std::string JobSection(const v1::Job& job) {
+// The body of one job: figures, the two charts of the version that ran its
+// last step (`ran`), bubble per stage.
+std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
   const v1::StepSummary& last = job.last_step();
   std::string html = absl::StrCat(
       "<section class=\"job\" id=\"job-", Escape(job.id()), "\"><h2><a href=\"/jobs/",
@@ -136,18 +137,23 @@ std::string JobSection(const v1::Job& job) {
 
   absl::StrAppend(&html, "<h3>Last step as measured (step ", Stepped(job) ? last.step() : 0,
                   ")</h3>");
-  absl::StatusOr<std::string> measured = MeasuredStepSvg(job);
+  absl::StatusOr<std::string> measured = MeasuredStepSvg(job, ran);
   if (measured.ok()) {
     absl::StrAppend(&html, "<div class=\"chart measured\">", Inline(*measured), "</div>");
   } else {
     absl::StrAppend(&html, "<p class=\"note measured-missing\">",
                     Escape(std::string(measured.status().message())), "</p>");
   }
-  absl::StrAppend(&html, "<h3>Planned (the simulator, schedule version ",
-                  job.schedule().version(), ")</h3>");
+  absl::StrAppend(&html, "<h3>Planned (the simulator, schedule version ", ran.version(),
+                  ")</h3>");
+  if (job.schedule().version() > ran.version()) {
+    absl::StrAppend(&html, "<p class=\"note later-version\">The latest version is ",
+                    job.schedule().version(), ", from step ", job.schedule().effective_step(),
+                    ".</p>");
+  }
   absl::StatusOr<std::string> planned =
-      job.has_schedule() && job.schedule().version() > 0
-          ? PlannedScheduleSvg(job.schedule())
+      ran.version() > 0
+          ? PlannedScheduleSvg(ran)
           : absl::StatusOr<std::string>(absl::FailedPreconditionError("no schedule yet"));
   if (planned.ok()) {
     absl::StrAppend(&html, "<div class=\"chart planned\">", Inline(*planned), "</div>");
@@ -181,14 +187,25 @@ std::string JobSection(const v1::Job& job) {
   return html;
 }
 
+// VersionThatRanLastStep, or the job's latest version should the core lack
+// it (a store that lost a version): the measured chart then says why it
+// cannot be drawn, and the rest of the page is still there.
+v1::ScheduleVersion RanOrLatest(const Coordinator& core, const v1::Job& job) {
+  absl::StatusOr<v1::ScheduleVersion> ran = VersionThatRanLastStep(core, job);
+  return ran.ok() ? *std::move(ran) : job.schedule();
+}
+
 metrics::HttpResponse NotFound(const std::string& what) {
   return {404, "text/plain; charset=utf-8", absl::StrCat(what, "\n")};
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job) {
-  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job);
+absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job, const v1::ScheduleVersion& ran) {
+  // MeasuredLastStep names the actions from Job.schedule.
+  v1::Job as_run = job;
+  *as_run.mutable_schedule() = ran;
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(as_run);
   if (!measured.ok()) return measured.status();
   return sched::ToSvg(measured->schedule, measured->timing);
 }
@@ -199,7 +216,15 @@ absl::StatusOr<std::string> PlannedScheduleSvg(const v1::ScheduleVersion& versio
   return sched::ToSvg(planned->schedule, planned->timing);
 }
 
-std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) {
+absl::StatusOr<v1::ScheduleVersion> VersionThatRanLastStep(const Coordinator& core,
+                                                           const v1::Job& job) {
+  const int64_t ran = job.last_step_timeline().schedule_version();
+  if (ran == 0 || ran == job.schedule().version()) return job.schedule();
+  return core.GetScheduleVersion(job.id(), ran);
+}
+
+std::string JobsPageHtml(const std::vector<v1::Job>& jobs, const v1::ScheduleVersion& first_ran,
+                         int refresh_seconds) {
   const bool live = std::any_of(jobs.begin(), jobs.end(),
                                 [](const v1::Job& j) { return !IsTerminal(j.state()); });
   std::string html = Head("zbpp jobs", live, refresh_seconds);
@@ -231,15 +256,16 @@ std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds) 
     absl::StrAppend(&html, "</table>");
   }
   absl::StrAppend(&html, "</section>\n");
-  if (!jobs.empty()) absl::StrAppend(&html, JobSection(jobs.front()));
+  if (!jobs.empty()) absl::StrAppend(&html, JobSection(jobs.front(), first_ran));
   absl::StrAppend(&html, kTail);
   return html;
 }
 
-std::string JobPageHtml(const v1::Job& job, int refresh_seconds) {
+std::string JobPageHtml(const v1::Job& job, const v1::ScheduleVersion& ran,
+                        int refresh_seconds) {
   std::string html = Head(absl::StrCat("zbpp ", job.id()), !IsTerminal(job.state()),
                           refresh_seconds);
-  absl::StrAppend(&html, JobSection(job), kTail);
+  absl::StrAppend(&html, JobSection(job, ran), kTail);
   return html;
 }
 
@@ -253,12 +279,15 @@ metrics::HttpResponse ServeSchedulePage(const Coordinator& core, const std::stri
       return {500, "text/plain; charset=utf-8", std::string(jobs.status().message())};
     }
     std::vector<v1::Job> list(jobs->jobs().begin(), jobs->jobs().end());
-    // The newest job's charts need its FULL view.
+    // The newest job's charts need its FULL view and the version that ran
+    // its last step.
+    v1::ScheduleVersion first_ran;
     if (!list.empty()) {
       absl::StatusOr<v1::Job> full = core.GetJob(list.front().id(), v1::JOB_VIEW_FULL);
       if (full.ok()) list.front() = *std::move(full);
+      first_ran = RanOrLatest(core, list.front());
     }
-    return {200, "text/html; charset=utf-8", JobsPageHtml(list)};
+    return {200, "text/html; charset=utf-8", JobsPageHtml(list, first_ran)};
   }
   absl::string_view rest = path;
   if (!absl::ConsumePrefix(&rest, "/jobs/") || rest.empty()) {
@@ -271,10 +300,10 @@ metrics::HttpResponse ServeSchedulePage(const Coordinator& core, const std::stri
   const std::string job_id(rest);
   absl::StatusOr<v1::Job> job = core.GetJob(job_id, v1::JOB_VIEW_FULL);
   if (!job.ok()) return NotFound(absl::StrCat("no job \"", job_id, "\""));
-  if (suffix.empty()) return {200, "text/html; charset=utf-8", JobPageHtml(*job)};
-  absl::StatusOr<std::string> svg = suffix == "/measured.svg"
-                                        ? MeasuredStepSvg(*job)
-                                        : PlannedScheduleSvg(job->schedule());
+  const v1::ScheduleVersion ran = RanOrLatest(core, *job);
+  if (suffix.empty()) return {200, "text/html; charset=utf-8", JobPageHtml(*job, ran)};
+  absl::StatusOr<std::string> svg = suffix == "/measured.svg" ? MeasuredStepSvg(*job, ran)
+                                                              : PlannedScheduleSvg(ran);
   if (!svg.ok()) return NotFound(std::string(svg.status().message()));
   return {200, "image/svg+xml", *std::move(svg)};
 }

@@ -18,11 +18,12 @@ namespace zbpp::coordinator {
 
 /// The last completed step of `job` (FULL view) as the workers measured it,
 /// drawn by sched::ToSvg: one row per worker (pipeline rank), each rank's
-/// clock from its own step start, F/B/W coloured, idle left blank.
-/// FailedPrecondition before the first measured step or when that step ran
-/// another schedule version than the job's current one (the actions could
-/// not be named). Pure.
-absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job);
+/// clock from its own step start, F/B/W coloured, idle left blank; its
+/// actions named by `ran`, the schedule version that step ran
+/// (StepTimeline.schedule_version: VersionThatRanLastStep), which later
+/// versions may have followed. FailedPrecondition before the first
+/// measured step or when `ran` is another version. Pure.
+absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job, const v1::ScheduleVersion& ran);
 
 /// The schedule `version` as planned: simulated under its own cost model
 /// and drawn by sched::ToSvg — the picture `zbppctl schedule JOB --format
@@ -30,16 +31,28 @@ absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job);
 /// sched::Simulate. Pure.
 absl::StatusOr<std::string> PlannedScheduleSvg(const v1::ScheduleVersion& version);
 
+/// The schedule version that ran the last completed step of `job` (FULL
+/// view): Job.schedule when that is it, else read from `core` (every
+/// version stays there, Coordinator::GetScheduleVersion); Job.schedule
+/// before the first step. NotFound when the core lacks it.
+absl::StatusOr<v1::ScheduleVersion> VersionThatRanLastStep(const Coordinator& core,
+                                                           const v1::Job& job);
+
 /// The page at "/": a table of `jobs` (newest first, each linking to its
-/// own page) followed by the first job's charts. Refreshes itself every
+/// own page) followed by the first job's charts (JobPageHtml's, `first_ran`
+/// the version its last step ran). Refreshes itself every
 /// `refresh_seconds` while any job is not terminal. Pure.
-std::string JobsPageHtml(const std::vector<v1::Job>& jobs, int refresh_seconds = 2);
+std::string JobsPageHtml(const std::vector<v1::Job>& jobs, const v1::ScheduleVersion& first_ran,
+                         int refresh_seconds = 2);
 
 /// The page of one job (FULL view) at "/jobs/ID": state and progress, the
-/// last step as measured above the planned schedule, and the bubble rate
-/// per stage (measured and predicted). Refreshes itself every
-/// `refresh_seconds` while the job is not terminal. Pure.
-std::string JobPageHtml(const v1::Job& job, int refresh_seconds = 2);
+/// last step as measured above the same schedule version as planned
+/// (`ran`, the version that step ran: VersionThatRanLastStep; a note names
+/// a later one), and the bubble rate per stage (measured and predicted).
+/// Refreshes itself every `refresh_seconds` while the job is not terminal.
+/// Pure.
+std::string JobPageHtml(const v1::Job& job, const v1::ScheduleVersion& ran,
+                        int refresh_seconds = 2);
 
 /// Answers a GET of `path` from `core`: "/" (JobsPageHtml), "/jobs/ID"
 /// (JobPageHtml), "/jobs/ID/measured.svg" and "/jobs/ID/planned.svg" (the

@@ -27,6 +27,11 @@ class FakeJobService final : public v1::JobService::Service {
                         v1::ListJobsResponse* response) override {
     return state_->List(context, response);
   }
+  grpc::Status GetScheduleVersion(grpc::ServerContext* context,
+                                  const v1::GetScheduleVersionRequest* request,
+                                  v1::ScheduleVersion* version) override {
+    return state_->Version(context, *request, version);
+  }
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const v1::CancelJobRequest* request,
                          v1::Job* job) override {
@@ -66,6 +71,11 @@ void FakeState::PutJob(const v1::Job& job) {
   absl::MutexLock lock(&mu_);
   if (!jobs_.count(job.id())) order_.push_back(job.id());
   jobs_[job.id()] = job;
+}
+
+void FakeState::PutVersion(const v1::ScheduleVersion& version) {
+  absl::MutexLock lock(&mu_);
+  versions_[{version.job_id(), version.version()}] = version;
 }
 
 v1::Job FakeState::GetJob(const std::string& id) {
@@ -153,6 +163,27 @@ grpc::Status FakeState::Get(grpc::ServerContext* context, const std::string& id,
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(id);
   *job = it->second;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeState::Version(grpc::ServerContext* context,
+                                const v1::GetScheduleVersionRequest& request,
+                                v1::ScheduleVersion* version) {
+  absl::MutexLock lock(&mu_);
+  if (grpc::Status auth = Authorize(context, false); !auth.ok()) return auth;
+  auto job = jobs_.find(request.job_id());
+  if (job == jobs_.end()) return NotFound(request.job_id());
+  if (job->second.schedule().version() == request.version()) {
+    *version = job->second.schedule();
+    return grpc::Status::OK;
+  }
+  auto it = versions_.find({request.job_id(), request.version()});
+  if (it == versions_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("version: job ", request.job_id(),
+                                     " has no schedule version ", request.version()));
+  }
+  *version = it->second;
   return grpc::Status::OK;
 }
 

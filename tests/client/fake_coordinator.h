@@ -7,9 +7,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -24,6 +26,9 @@ class FakeState {
   /// Adds `job` as it is (its id must be set; SubmitJob hands out
   /// "sub-1", "sub-2", ...).
   void PutJob(const v1::Job& job);
+  /// Adds an older schedule version of a job for GetScheduleVersion, which
+  /// also answers with each job's Job.schedule.
+  void PutVersion(const v1::ScheduleVersion& version);
   /// The stored job; a default Job when absent.
   v1::Job GetJob(const std::string& id);
   /// Events WatchJob sends for `job_id` after its snapshot, then ends OK.
@@ -49,6 +54,9 @@ class FakeState {
                    v1::Job* job);
   grpc::Status List(grpc::ServerContext* context,
                     v1::ListJobsResponse* response);
+  grpc::Status Version(grpc::ServerContext* context,
+                       const v1::GetScheduleVersionRequest& request,
+                       v1::ScheduleVersion* version);
   grpc::Status Cancel(grpc::ServerContext* context, const std::string& id,
                       v1::Job* job);
   grpc::Status Watch(grpc::ServerContext* context, const std::string& id,
@@ -64,6 +72,8 @@ class FakeState {
   absl::Mutex mu_;
   std::map<std::string, v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Submission order.
+  std::map<std::pair<std::string, int64_t>, v1::ScheduleVersion> versions_
+      ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<v1::JobEvent>> scripts_
       ABSL_GUARDED_BY(mu_);
   std::vector<v1::Worker> workers_ ABSL_GUARDED_BY(mu_);

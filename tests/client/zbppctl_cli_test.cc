@@ -377,6 +377,54 @@ TEST_F(ZbppctlFakeServer, ScheduleInEveryFormat) {
   EXPECT_THAT(result.err, HasSubstr("no schedule yet (state PENDING)"));
 }
 
+// A job whose latest version was published after its last step (issue 24:
+// a re-solve came out while the last step ran): schedule shows, and the
+// measured trace draws, the version that ran that step; --schedule-version
+// reads any version.
+TEST_F(ZbppctlFakeServer, ScheduleShowsTheVersionThatRanTheLastStep) {
+  const v1::ScheduleVersion ran = ZbVScheduleVersion("job-3");  // Version 2.
+  v1::Job job = RunningJob("job-3");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.set_steps_completed(100);
+  job.mutable_last_step()->set_step(99);
+  v1::ScheduleVersion later = ran;
+  later.set_version(3);
+  later.set_effective_step(100);
+  job.set_schedule_version(3);
+  *job.mutable_schedule() = later;
+  v1::StepTimeline* timeline = job.mutable_last_step_timeline();
+  timeline->set_step(99);
+  timeline->set_schedule_version(2);
+  for (const v1::WorkerActions& worker : ran.schedule().worker_actions()) {
+    v1::RankTimeline* rank = timeline->add_ranks();
+    for (int i = 0; i < worker.actions_size(); ++i) {
+      rank->add_action_start_seconds(0.01 * i);
+      rank->add_action_end_seconds(0.01 * i + 0.009);
+    }
+  }
+  state().PutJob(job);
+  state().PutVersion(ran);
+
+  ProcessResult result = Run({"schedule", "job-3"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, StartsWith("job job-3 schedule v2 from step 40 "));
+  result = Run({"schedule", "job-3", "--format", "measured-trace"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NO_THROW(nlohmann::json::parse(result.out));
+  EXPECT_THAT(result.out, HasSubstr("step 99 (measured)"));
+
+  result = Run({"schedule", "job-3", "--schedule-version", "3"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, StartsWith("job job-3 schedule v3 from step 100 "));
+  result = Run({"costs", "job-3", "--schedule-version", "2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, StartsWith("# job job-3, schedule version 2 "));
+  result = Run({"schedule", "job-3", "--schedule-version", "9"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("NOT_FOUND: version: job job-3 has no schedule version 9"));
+}
+
 TEST_F(ZbppctlFakeServer, Workers) {
   v1::Worker worker;
   worker.set_worker_id("w-0");

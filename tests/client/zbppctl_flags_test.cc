@@ -88,6 +88,12 @@ TEST(ZbppctlFlags, UsageErrorsSayWhatIsWrong) {
       {{"schedule", "j", "--format", "png"}, "table, svg, chrome-trace"},
       {{"--timeout", "1", "--timeout", "2", "list"}, "repeated flag --timeout"},
       {{"status", "job-\xE9"}, "JOB: not valid UTF-8 (byte 0xE9 at offset 4)"},
+      {{"status", "j", "--schedule-version", "2"}, "status takes no --schedule-version"},
+      {{"schedule", "j", "--schedule-version", "0"},
+       "--schedule-version must be a version number >= 1, got \"0\""},
+      {{"costs", "j", "--schedule-version=v2"}, "got \"v2\""},
+      {{"schedule", "j", "--format", "measured-trace", "--schedule-version", "2"},
+       "--format measured-trace takes no --schedule-version"},
       {{"cancel", "\xC0\xAF"}, "JOB: not valid UTF-8 (byte 0xC0 at offset 0)"},
   };
   for (const auto& [args, message] : cases) {
@@ -96,6 +102,19 @@ TEST(ZbppctlFlags, UsageErrorsSayWhatIsWrong) {
     EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(options.status().message()), HasSubstr(message));
   }
+}
+
+TEST(ZbppctlFlags, ScheduleVersionPicksAVersionOfScheduleAndCosts) {
+  EXPECT_EQ(Parse({"schedule", "j"})->schedule_version, 0);
+  absl::StatusOr<CtlOptions> options =
+      Parse({"schedule", "j", "--schedule-version", "2", "--format", "svg"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->schedule_version, 2);
+  EXPECT_EQ(options->format, "svg");
+  options = Parse({"--schedule-version=7", "costs", "j"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->command, Command::kCosts);
+  EXPECT_EQ(options->schedule_version, 7);
 }
 
 TEST(ZbppctlFlags, UsageNamesEveryCommand) {

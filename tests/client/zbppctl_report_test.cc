@@ -182,13 +182,14 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   EXPECT_EQ(json["skipped_steps"], 1);
   EXPECT_EQ(json["clipped_steps"], 11);
   EXPECT_EQ(json["schedule_versions"], 3);
+  EXPECT_EQ(json["last_step_schedule_version"], 3) << "not 4: no step ran it";
   // Every digit survives: two runs compare to ~1e-6 relative.
   EXPECT_EQ(json["param_checksum"].get<double>(), -1234.5678901234567);
 
   const std::string table = ReportTable(r);
   EXPECT_THAT(table, testing::HasSubstr(
                          "validation:   POST (policy AUTO): 12 rollbacks, 1 skipped, 11 clipped; "
-                         "1 recovery; 3 schedule versions\n"));
+                         "1 recovery; 3 schedule versions (the last step ran v3)\n"));
   EXPECT_THAT(table, testing::HasSubstr("checksum:     -1234.5678901234567"));
   EXPECT_THAT(table, testing::HasSubstr("precision:    BF16\n"));
 }
@@ -238,7 +239,7 @@ TEST(Report, NoStepYetIsFailedPrecondition) {
   EXPECT_THAT(std::string(r.status().message()), testing::HasSubstr("no completed step"));
 }
 
-TEST(MeasuredTrace, DrawsEveryRanksActionsAndRefusesAStaleVersion) {
+TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   v1::Job job = TwoStageJob();
   v1::ScheduleVersion* version = job.mutable_schedule();
   version->set_version(3);
@@ -253,7 +254,8 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsAndRefusesAStaleVersion) {
   s->mutable_worker_actions(0)->add_actions("0B0");
   s->add_worker_actions()->add_actions("1F0");
   s->mutable_worker_actions(1)->add_actions("1B0");
-  EXPECT_EQ(RenderMeasuredTrace(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RenderMeasuredTrace(job, *version).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 
   v1::StepTimeline* timeline = job.mutable_last_step_timeline();
   timeline->set_step(19);
@@ -265,16 +267,22 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsAndRefusesAStaleVersion) {
     rank->add_action_start_seconds(0.004);
     rank->add_action_end_seconds(0.006 + 0.001 * r);
   }
-  absl::StatusOr<std::string> trace = RenderMeasuredTrace(job);
+  // The version the step ran names its actions, whatever the job holds now
+  // (a version published after the last step: issue 24).
+  const v1::ScheduleVersion ran = *version;
+  version->set_version(4);
+  version->mutable_schedule()->set_name("published-later");
+  absl::StatusOr<std::string> trace = RenderMeasuredTrace(job, ran);
   ASSERT_TRUE(trace.ok()) << trace.status();
   nlohmann::json json = nlohmann::json::parse(*trace);
   int actions = 0;
   for (const auto& event : json["traceEvents"]) actions += event["ph"] == "X";
   EXPECT_EQ(actions, 4);
-  EXPECT_THAT(*trace, testing::HasSubstr("step 19 (measured)"));
+  EXPECT_THAT(*trace, testing::HasSubstr("gpipe step 19 (measured)"));
 
+  // Another version than the step ran cannot name its actions.
   timeline->set_schedule_version(2);
-  EXPECT_THAT(std::string(RenderMeasuredTrace(job).status().message()),
+  EXPECT_THAT(std::string(RenderMeasuredTrace(job, ran).status().message()),
               testing::HasSubstr("ran schedule version 2"));
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "api/pipeline_shape.h"
 #include "common/clock.h"
@@ -163,6 +164,18 @@ class CoordinatorTest : public ::testing::Test {
     }
     HeartbeatAll(workers);
     return workers;
+  }
+
+  /// From now on the first re-solve notifies `started`, then waits in
+  /// resolve_hook_ (at most 10 s) until `release` is notified; later ones
+  /// go on. Both must outlive the coordinator's re-solves.
+  void HoldFirstResolve(absl::Notification& started, absl::Notification& release) {
+    auto hooks = std::make_shared<int>(0);
+    resolve_hook_ = [&started, &release, hooks](const std::string&) {
+      if ((*hooks)++ > 0) return;
+      started.Notify();
+      release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    };
   }
 
   FakeClock clock_;

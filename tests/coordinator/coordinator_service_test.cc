@@ -28,12 +28,14 @@
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/schedule_page.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/coordinator_metrics.h"
 #include "prometheus/registry.h"
+#include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "tests/coordinator/fake_worker.h"
 #include "tests/coordinator/raw_call.h"
@@ -299,6 +301,96 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   list.set_job_id("job-unknown");
   EXPECT_EQ(job_stub_->ListSteps(Context().get(), list, &none).error_code(),
             grpc::StatusCode::NOT_FOUND);
+
+  // Every version by number: the one the last step ran, and version 1.
+  zbpp::v1::GetScheduleVersionRequest get_version;
+  get_version.set_job_id(job.id());
+  zbpp::v1::ScheduleVersion version;
+  for (int64_t number : {timeline.schedule_version(), int64_t{1}}) {
+    get_version.set_version(number);
+    grpc::Status got = job_stub_->GetScheduleVersion(Context().get(), get_version, &version);
+    ASSERT_TRUE(got.ok()) << got.error_message();
+    EXPECT_EQ(version.version(), number);
+    EXPECT_EQ(version.job_id(), job.id());
+  }
+  EXPECT_EQ(version.reason(), zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL);
+  // Bad requests name the field.
+  get_version.set_version(0);
+  grpc::Status bad = job_stub_->GetScheduleVersion(Context().get(), get_version, &version);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("version: must be >= 1"));
+  get_version.set_version(done.schedule_version() + 1);
+  bad = job_stub_->GetScheduleVersion(Context().get(), get_version, &version);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(bad.error_message(), HasSubstr("version: job " + job.id() + " has no schedule"));
+  get_version.set_version(1);
+  get_version.set_job_id("");
+  bad = job_stub_->GetScheduleVersion(Context().get(), get_version, &version);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("job_id: required"));
+  get_version.set_job_id("job-unknown");
+  EXPECT_EQ(job_stub_->GetScheduleVersion(Context().get(), get_version, &version).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// The core on a store file and fake workers that call it directly
+// (coordinator_fixture.h), for what the schedule page shows.
+class SchedulePageTest : public testing::CoordinatorTest {};
+
+// Issue 24: a job whose store holds a version published after its last step
+// (as a coordinator before the fix wrote it when a re-solve came out once
+// the last step was granted). After a restart, the version that ran the
+// last step still names the measured step's actions and is the one drawn
+// as planned; a note names the later one.
+TEST_F(SchedulePageTest, LastStepIsDrawnWithTheVersionItRanAfterARestart) {
+  const std::string path = NewDatabasePath();
+  Start(path);
+  zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 6, 2);
+  spec.mutable_schedule()->mutable_resolve()->set_window_steps(100);
+  std::string job_id;
+  std::vector<testing::FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.5), 5);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  absl::StatusOr<zbpp::v1::Job> done = coordinator_->GetJob(job_id, zbpp::v1::JOB_VIEW_FULL);
+  ASSERT_EQ(done->state(), zbpp::v1::JOB_STATE_SUCCEEDED) << done->state_message();
+  ASSERT_EQ(done->schedule_version(), 1);
+  zbpp::v1::ScheduleVersion later = done->schedule();
+  later.set_version(2);
+  later.set_effective_step(6);
+  later.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE);
+  later.mutable_schedule()->set_name("never-ran");
+  ASSERT_TRUE(store_->AddScheduleVersion(later).ok());
+  zbpp::v1::Job record = *done;
+  record.clear_schedule();
+  record.set_schedule_version(2);
+  ASSERT_TRUE(store_->UpdateJob(record).ok());
+
+  Start(path);  // Same file, new process state.
+  absl::StatusOr<zbpp::v1::Job> job = coordinator_->GetJob(job_id, zbpp::v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->schedule().version(), 2);
+  ASSERT_EQ(job->last_step_timeline().schedule_version(), 1);
+  absl::StatusOr<zbpp::v1::ScheduleVersion> ran = VersionThatRanLastStep(*coordinator_, *job);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->version(), 1);
+  EXPECT_EQ(ran->schedule().name(), done->schedule().schedule().name());
+
+  const metrics::HttpResponse measured =
+      ServeSchedulePage(*coordinator_, "/jobs/" + job_id + "/measured.svg");
+  EXPECT_EQ(measured.status, 200) << measured.body;
+  EXPECT_THAT(measured.body, HasSubstr("step 5 (measured)"));
+  EXPECT_THAT(measured.body, ::testing::Not(HasSubstr("never-ran")));
+  const metrics::HttpResponse planned =
+      ServeSchedulePage(*coordinator_, "/jobs/" + job_id + "/planned.svg");
+  EXPECT_EQ(planned.status, 200) << planned.body;
+  EXPECT_THAT(planned.body, ::testing::Not(HasSubstr("never-ran")));
+  const metrics::HttpResponse page = ServeSchedulePage(*coordinator_, "/jobs/" + job_id);
+  EXPECT_EQ(page.status, 200);
+  EXPECT_THAT(page.body, HasSubstr("class=\"chart measured\""));
+  EXPECT_THAT(page.body, ::testing::Not(HasSubstr("measured-missing")));
+  EXPECT_THAT(page.body, HasSubstr("Planned (the simulator, schedule version 1)"));
+  EXPECT_THAT(page.body, HasSubstr("The latest version is 2, from step 6."));
+  std::remove(path.c_str());
 }
 
 TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {

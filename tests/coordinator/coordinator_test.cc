@@ -41,6 +41,17 @@ using testing::TrueTimings;
 using testing::CoordinatorTest;
 using testing::FakeWorker;
 
+// `report` carrying a clean synchronous validation of `step` (committed,
+// no clipping).
+v1::ReportStepRequest WithCleanValidation(v1::ReportStepRequest report, int64_t step) {
+  v1::ValidationResult* v = report.add_validations();
+  v->set_step(step);
+  v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+  v->set_decision(v1::VALIDATION_DECISION_COMMITTED);
+  v->set_clip_coefficient(1);
+  return report;
+}
+
 // Options that only the parts check (Membership's bounds) are refused
 // too, and the half-built coordinator goes away cleanly.
 TEST(CoordinatorOptions, BadOptionsAreInvalidArgument) {
@@ -257,6 +268,101 @@ TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) 
   EXPECT_THAT((*records)[0].reason, HasSubstr("not published"));
 }
 
+// Issue 24: a re-solve that came out once every step up to the last was
+// granted was published to take effect after the job's end; the job's
+// latest version then was one no step ran, and the measured trace of the
+// last step was refused. Now such a version is not published (the re-solve
+// is logged as not published), and every version stays readable by number.
+TEST_F(CoordinatorTest, ResolveDoneOnceTheLastStepIsGrantedIsNotPublished) {
+  background_resolves_ = true;
+  Start(":memory:");
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  // The first re-solve (due at step 1; it would publish a shorter
+  // schedule: see the straggler test below) waits until every step up to
+  // the last is granted and all but the last have run.
+  absl::Notification started;
+  absl::Notification release;
+  HoldFirstResolve(started, release);
+  RunSteps(workers, truth, 18);
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  for (auto& w : workers) {
+    w.Drain();
+    ASSERT_EQ(w.granted, 19);
+    ASSERT_EQ(w.next_step, 19);
+  }
+  release.Notify();
+  coordinator_->WaitForResolves();
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->schedule_version(), 1);
+  RunSteps(workers, truth, 19);
+  coordinator_->WaitForResolves();
+
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+  EXPECT_EQ(job->schedule_version(), 1);
+  EXPECT_EQ(job->last_step_timeline().step(), 19);
+  EXPECT_EQ(job->last_step_timeline().schedule_version(), 1);
+  EXPECT_EQ(job->schedule().version(), 1);
+  // The measured trace of the last step is drawn with the version it ran.
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(*job);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_THAT(measured->schedule.name, HasSubstr("step 19 (measured)"));
+  for (const FakeWorker& w : workers) {
+    EXPECT_EQ(w.versions.size(), 1u) << "a version reached worker " << w.id;
+  }
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  EXPECT_EQ(store_->LoadAll()->schedule_versions.size(), 1u);
+  auto records = store_->ListResolveRecords(job_id);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_FALSE((*records)[0].published);
+  EXPECT_THAT((*records)[0].reason, HasSubstr("not published: every step up to the job's last "
+                                              "(19) was granted while solving"));
+
+  absl::StatusOr<v1::ScheduleVersion> ran = coordinator_->GetScheduleVersion(job_id, 1);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->version(), 1);
+  EXPECT_EQ(ran->SerializeAsString(), job->schedule().SerializeAsString());
+  absl::StatusOr<v1::ScheduleVersion> missing = coordinator_->GetScheduleVersion(job_id, 2);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("version: job " + job_id + " has no schedule version 2"));
+  absl::StatusOr<v1::ScheduleVersion> zero = coordinator_->GetScheduleVersion(job_id, 0);
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(zero.status().message()), HasSubstr("version: must be >= 1, got 0"));
+  EXPECT_EQ(coordinator_->GetScheduleVersion("job-404", 1).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A validation-mode switch whose version no step could run is not
+// published either.
+TEST_F(CoordinatorTest, ModeSwitchOnceTheLastStepIsGrantedIsNotPublished) {
+  validation_policy_.post_after_clean_steps = 1;
+  Start(":memory:");
+  v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 2, 2);
+  spec.mutable_schedule()->mutable_resolve()->set_window_steps(100);
+  spec.set_validation(v1::VALIDATION_MODE_AUTO);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  for (auto& w : workers) w.Drain();
+  ASSERT_EQ(workers[0].granted, 1) << "both steps are granted at once";
+  // Step 0's clean outcome would switch AUTO to POST from step 2: past the
+  // job's last step.
+  for (auto& w : workers) {
+    ASSERT_TRUE(coordinator_->ReportStep(WithCleanValidation(w.Report(0, truth), 0)).ok());
+    ++w.next_step;
+  }
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->schedule_version(), 1);
+  RunSteps(workers, truth, 1);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+  EXPECT_EQ(job->schedule_version(), 1);
+}
+
 TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether) {
   const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
   std::string job_id;
@@ -348,12 +454,7 @@ TEST_F(CoordinatorTest, ModeSwitchDuringAResolveDoesNotDiscardItsCandidate) {
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
   absl::Notification started;
   absl::Notification release;
-  int hooks = 0;
-  resolve_hook_ = [&](const std::string&) {
-    if (hooks++ > 0) return;
-    started.Notify();
-    release.WaitForNotificationWithTimeout(absl::Seconds(10));
-  };
+  HoldFirstResolve(started, release);
   // Steps without validation results until the first re-solve waits.
   int64_t step = 0;
   for (; step < 10 && !started.HasBeenNotified(); ++step) {
@@ -370,13 +471,8 @@ TEST_F(CoordinatorTest, ModeSwitchDuringAResolveDoesNotDiscardItsCandidate) {
   for (auto& w : workers) {
     w.Drain();
     ASSERT_LE(step, w.granted);
-    v1::ReportStepRequest r = w.Report(step, truth);
-    v1::ValidationResult* v = r.add_validations();
-    v->set_step(step);
-    v->set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
-    v->set_decision(v1::VALIDATION_DECISION_COMMITTED);
-    v->set_clip_coefficient(1);
-    ASSERT_TRUE(coordinator_->ReportStep(r).ok());
+    ASSERT_TRUE(
+        coordinator_->ReportStep(WithCleanValidation(w.Report(step, truth), step)).ok());
   }
   ASSERT_EQ(coordinator_->GetJob(job_id, {})->schedule_version(), 2);
   release.Notify();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -25,13 +26,18 @@ using internal::ListChoices;
 using internal::Orders;
 using internal::PassModel;
 
-// Refinement budget: kRefineScale / N^1.5 candidate evaluations for N =
-// 3·p·v·m passes. One evaluation costs about 3.5·N ns at -O2, so the
-// refinement takes time shrinking like 1/sqrt(N): a few ms for small
-// pipelines, where search pays off most, about 1.5 ms at p = 32, m = 128,
-// and the floor of 16 evaluations for the largest ones.
+// Refinement budget (RefineBudget): kRefineScale / N^1.5 candidate
+// evaluations for N = 3·p·v·m passes up to kRefineKnee passes, then
+// shrinking like N^-3, between kMinEvaluations and kMaxEvaluations. One
+// evaluation costs about 3.5·N ns at -O2, so the refinement takes a few ms
+// for small pipelines, where search pays off most, and less beyond the
+// knee, where its few evaluations hardly ever shorten the best candidate
+// and the constructions dominate the solve time (p = 32, m = 128, one
+// chunk: 6 evaluations instead of 32; over the grids of bench/results/
+// solver.md, 3 of 2,920 cases lose up to 0.0002 of bubble rate by it).
 constexpr double kRefineScale = 4.4e7;
-constexpr int64_t kMinEvaluations = 16;
+constexpr double kRefineKnee = 4096;
+constexpr int64_t kMinEvaluations = 4;
 constexpr int64_t kMaxEvaluations = 20'000;
 // The V building blocks tried per pace: the two smallest turn delays
 // (over the comparison grid of bench/results/solver.md the third and
@@ -46,6 +52,8 @@ constexpr int kAllowanceRounds = 4;
 // (see Candidates). Smaller problems, the grid of bench/results/solver.md
 // included, get every candidate.
 constexpr int kLargeProblem = 1 << 18;
+// Relative margin by which a candidate counts as shorter (Leximax's).
+constexpr double kShorter = 1e-9;
 // Seed of the refinement's random kicks.
 constexpr unsigned kKickSeed = 20240110;
 
@@ -100,12 +108,15 @@ class Pool {
 
   // A pattern built for unit pass times: kept when it fits the limit, and
   // also with its W's placed anew for the real costs (which never needs
-  // more memory than the pattern). Returns whether it fits.
-  bool AddPattern(Orders orders) {
+  // more memory than the pattern): by the §3.1 rules with partial gaps
+  // filled and, when `retime_whole_gaps_only`, also without. Returns
+  // whether it fits.
+  bool AddPattern(Orders orders, bool retime_whole_gaps_only) {
     Candidate candidate;
     candidate.value = Leximax::Of(evaluator_, evaluator_.Run(orders));
     if (!candidate.value.BetterThan(Leximax::Worst())) return false;
     for (bool fill_partial : {false, true}) {
+      if (!fill_partial && !retime_whole_gaps_only) continue;
       Orders retimed;
       std::vector<double> spans;
       if (internal::RetimeW(model_, orders, fill_partial, &retimed, &spans)) {
@@ -115,6 +126,17 @@ class Pool {
     candidate.orders = std::move(orders);
     candidates_.push_back(std::move(candidate));
     return true;
+  }
+
+  // The shortest makespan among the candidates so far (infinity: none).
+  double BestMakespan() const {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Candidate& c : candidates_) {
+      if (c.value.BetterThan(Leximax::Worst())) {
+        best = std::min(best, c.value.makespan());
+      }
+    }
+    return best;
   }
 
   std::vector<Candidate> Sorted() && {
@@ -129,6 +151,64 @@ class Pool {
   const PassModel& model_;
   Evaluator& evaluator_;
   std::vector<Candidate> candidates_;
+};
+
+// The paper's greedy (LoopGreedy) without fill_partial_gaps under its four
+// other choices, each made once: choices that build the same orders as
+// another (LoopGreedyTrace, LoopGreedyWarmup) share its run.
+class LoopGreedyRuns {
+ public:
+  struct Run {
+    bool ok = false;
+    Orders orders;
+    std::vector<double> spans;
+    internal::LoopGreedyTrace trace;
+  };
+
+  explicit LoopGreedyRuns(const PassModel& model) : model_(model) {}
+
+  const Run& Get(bool bubble_before_first_b, bool favour_b) {
+    if (bubble_before_first_b && SameWarmup()) return Get(false, favour_b);
+    if (!favour_b) {
+      // favour_b only ever makes a stage skip an F: if it never did, the
+      // run without it is the same.
+      const Run& with = Get(bubble_before_first_b, true);
+      if (!with.trace.favour_b_decided) return with;
+    }
+    std::optional<Run>& run = runs_[2 * bubble_before_first_b + favour_b];
+    if (!run.has_value()) {
+      GreedyChoices choices;
+      choices.bubble_before_first_b = bubble_before_first_b;
+      choices.favour_b = favour_b;
+      run.emplace();
+      run->ok = internal::LoopGreedy(model_, choices, &run->orders,
+                                     &run->spans, &run->trace);
+    }
+    return *run;
+  }
+
+  // Whether the run with fill_partial_gaps under these choices may build
+  // orders that neither its twin without it (Get) nor the one with the
+  // other bubble_before_first_b (when the warm-ups are equal) builds.
+  bool FillMayDiffer(bool bubble_before_first_b, bool favour_b) {
+    if (bubble_before_first_b && SameWarmup()) return false;
+    return Get(bubble_before_first_b, favour_b).trace.partial_gap_left;
+  }
+
+ private:
+  bool SameWarmup() {
+    if (!same_warmup_.has_value()) {
+      GreedyChoices before;
+      before.bubble_before_first_b = true;
+      same_warmup_ = internal::LoopGreedyWarmup(model_, GreedyChoices{}) ==
+                     internal::LoopGreedyWarmup(model_, before);
+    }
+    return *same_warmup_;
+  }
+
+  const PassModel& model_;
+  std::optional<bool> same_warmup_;
+  std::optional<Run> runs_[4];
 };
 
 // The round-based V greedy under its four choices, each re-run with the
@@ -172,19 +252,21 @@ std::vector<Candidate> Candidates(const Problem& problem,
   // under its default choices too: the other constructions cover it (over
   // the comparison grid of bench/results/solver.md its other variants
   // change no result). It stays as the candidate that always fits (see
-  // ListGreedy). Likewise the paper's greedy without fill_partial_gaps
-  // (there, its four variants with it change no result either).
+  // ListGreedy).
   const bool default_list_only =
       large || options.placement == Placement::kV || one_chunk_loop;
+  LoopGreedyRuns loop_greedy(model);
   for (int bits = 0; bits < 8; ++bits) {
     Orders orders;
     std::vector<double> spans;
-    if (one_chunk_loop) {
-      const GreedyChoices choices{
-          (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, {}};
-      if (!choices.fill_partial_gaps &&
-          internal::LoopGreedy(model, choices, &orders, &spans)) {
-        pool.AddTimed(std::move(orders), std::move(spans), &choices);
+    if (one_chunk_loop && bits < 4) {
+      const LoopGreedyRuns::Run& run =
+          loop_greedy.Get((bits & 1) != 0, (bits & 2) != 0);
+      if (run.ok) {
+        GreedyChoices choices;
+        choices.bubble_before_first_b = (bits & 1) != 0;
+        choices.favour_b = (bits & 2) != 0;
+        pool.AddTimed(run.orders, run.spans, &choices);
       }
     }
     const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
@@ -201,7 +283,34 @@ std::vector<Candidate> Candidates(const Problem& problem,
       absl::StatusOr<Schedule> seed = generate(problem);
       Orders orders;
       if (seed.ok() && internal::FromSchedule(model, *seed, &orders)) {
-        pool.AddPattern(std::move(orders));
+        // Re-placing their W's into whole gaps only never gives a shorter
+        // schedule over the grids of bench/results/solver.md.
+        pool.AddPattern(std::move(orders), /*retime_whole_gaps_only=*/false);
+      }
+    }
+    // The paper's greedy with fill_partial_gaps, kept only where it is
+    // shorter than every candidate above: with these four choices the
+    // solver is never worse than the Zero Bubble authors' greedy (the
+    // same eight choices; e.g. uniform costs with T_comm = 0.1 T_F, ZB-2p
+    // p = 16 m = 48, bubble 0.0150 -> 0.0137). Where they are not
+    // shorter, they would only lead the refinement elsewhere (over the
+    // grids of bench/results/solver.md, as often to a worse end as to a
+    // better one), so a run gives up once it cannot be shorter, and a run
+    // that would build the orders of one above is not made.
+    for (int bits = 0; bits < 4; ++bits) {
+      if (!loop_greedy.FillMayDiffer((bits & 1) != 0, (bits & 2) != 0)) {
+        continue;
+      }
+      GreedyChoices choices;
+      choices.bubble_before_first_b = (bits & 1) != 0;
+      choices.favour_b = (bits & 2) != 0;
+      choices.fill_partial_gaps = true;
+      choices.abandon_above = pool.BestMakespan() * (1 - kShorter);
+      Orders orders;
+      std::vector<double> spans;
+      if (internal::LoopGreedy(model, choices, &orders, &spans)) {
+        choices.abandon_above = std::numeric_limits<double>::infinity();
+        pool.AddTimed(std::move(orders), std::move(spans), &choices);
       }
     }
   }
@@ -212,7 +321,8 @@ std::vector<Candidate> Candidates(const Problem& problem,
     // pace (the longest activation lifespans, hence the fewest bubbles) of
     // which one fits the limit: a smaller pace only gives memory away. Over
     // the grid of bench/results/solver.md neither skipped kind ever wins.
-    const bool zb_v_fits = pool.AddPattern(internal::ZbVOrders(model));
+    const bool zb_v_fits = pool.AddPattern(internal::ZbVOrders(model),
+                                           /*retime_whole_gaps_only=*/true);
     for (int pace = kMaxPace; pace >= 1 && !zb_v_fits; --pace) {
       std::vector<internal::VTurnDelays> delays =
           internal::VTurnDelayOptions(problem.workers, pace, 2);
@@ -222,15 +332,30 @@ std::vector<Candidate> Candidates(const Problem& problem,
       for (const internal::VTurnDelays& d : delays) {
         // Squeezing keeps the block's activation peak (zb_vblocks.h): a
         // block that does not fit does not fit squeezed either.
-        if (pool.AddPattern(internal::VBlockOrders(model, pace, d))) {
+        if (pool.AddPattern(internal::VBlockOrders(model, pace, d),
+                            /*retime_whole_gaps_only=*/true)) {
           fits = true;
-          pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d));
+          pool.AddPattern(internal::SqueezedVBlockOrders(model, pace, d),
+                          /*retime_whole_gaps_only=*/true);
         }
       }
       if (fits) break;
     }
   }
   return std::move(pool).Sorted();
+}
+
+// Evaluations the refinement may spend on a problem of `passes` passes.
+int64_t RefineBudget(int passes) {
+  const double n = std::max(passes, 1);
+  double budget = kRefineScale / (n * std::sqrt(n));
+  if (n > kRefineKnee) {
+    const double shrink = kRefineKnee / n;
+    budget = kRefineScale / (kRefineKnee * std::sqrt(kRefineKnee)) * shrink *
+             shrink * shrink;
+  }
+  return std::clamp(static_cast<int64_t>(budget), kMinEvaluations,
+                    kMaxEvaluations);
 }
 
 // Number of F's each worker runs before its first B (one chunk per worker).
@@ -380,13 +505,9 @@ absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
   }
   Orders orders = candidates.front().orders;
   if (options.refine) {
-    const double size = std::max(model.num_ids(), 1);
-    const int64_t budget =
-        options.refine_evaluations > 0
-            ? options.refine_evaluations
-            : std::clamp(
-                  static_cast<int64_t>(kRefineScale / (size * std::sqrt(size))),
-                  kMinEvaluations, kMaxEvaluations);
+    const int64_t budget = options.refine_evaluations > 0
+                               ? options.refine_evaluations
+                               : RefineBudget(model.num_ids());
     orders = Refine(model, evaluator, candidates, budget);
   }
   return internal::ToSchedule(model, orders, "zb-auto", problem.chunks);

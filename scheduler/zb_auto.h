@@ -22,11 +22,11 @@ struct AutoSolverOptions {
   bool refine = true;
   /// Work bound of the refinement, in candidate evaluations (each costs one
   /// pass over all N = 3·p·v·m passes). 0 chooses it from the problem
-  /// size: about 4.4·10^7 / N^1.5, at least 16 and at most 20000, so the
-  /// refinement's time shrinks like 1/sqrt(N) (a few ms for small
-  /// pipelines, where search pays off most; about 1.5 ms at p = 32,
-  /// m = 128). Deterministic: the result never depends on the machine's
-  /// speed.
+  /// size: about 4.4·10^7 / N^1.5 up to N = 4096, shrinking like N^-3
+  /// beyond, at least 4 and at most 20000 (a few ms for small pipelines,
+  /// where search pays off most; 6 evaluations, about 0.3 ms, at p = 32,
+  /// m = 128, v = 1). Deterministic: the result never depends on the
+  /// machine's speed.
   int64_t refine_evaluations = 0;
 };
 
@@ -35,10 +35,12 @@ struct AutoSolverOptions {
 /// limit of `problem.memory_limit_bytes` (none when empty), searched over
 /// the paper's binary choices, then refined (see AutoSolverOptions::refine).
 ///
-/// Candidates: the paper's round-based greedy under 4 of its binary
-/// choices (kLoop, v == 1), an event-driven list scheduler (every
-/// placement; under 8 choices for kLoop with v >= 2, its default ones
-/// otherwise), ZB-H1 and ZB-H2 when they fit the limit (kLoop, v == 1);
+/// Candidates: the paper's round-based greedy under its 8 binary choices
+/// (kLoop, v == 1; those with fill_partial_gaps only where shorter than
+/// every other candidate), so never worse than the Zero Bubble authors'
+/// own greedy; an event-driven list scheduler (every placement; under 8
+/// choices for kLoop with v >= 2, its default ones otherwise), ZB-H1 and
+/// ZB-H2 when they fit the limit (kLoop, v == 1);
 /// for kV a round-based V greedy (zb_greedy.h, VRoundGreedy) under its 4
 /// choices, ZB-V's pattern and, where that does not fit, the V building
 /// blocks of Qi et al. (arXiv 2405.15362) of the largest pace that fits,

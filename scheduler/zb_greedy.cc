@@ -161,8 +161,14 @@ class Builder {
                            : std::max(max_bubble_, allowance_[worker]);
     if (gap > largest - bubble_[worker] || fill_partial_gaps_) {
       PutW(worker);
+    } else {
+      partial_gap_left_ = true;
     }
   }
+
+  // Whether FillGap ever left a W out of a partial gap that it would have
+  // filled with fill_partial_gaps.
+  bool PartialGapLeft() const { return partial_gap_left_; }
 
   // Bubble each worker may reach before the gap rule of FillGap fills a
   // partial gap, on top of the largest bubble so far: a second greedy pass
@@ -173,6 +179,25 @@ class Builder {
   }
   // Per worker: idle seconds between its first pass and its last one.
   const std::vector<double>& Bubbles() const { return bubble_; }
+
+  // From now on, Abandoned() tells whether some worker's span is bound to
+  // exceed `seconds`: its idle time so far plus the seconds of all of its
+  // passes (the span of a complete run is exactly that sum).
+  void AbandonAbove(double seconds) {
+    if (!(seconds < kInf)) return;
+    idle_allowed_.assign(model_.workers(), 0.0);
+    for (int w = 0; w < model_.workers(); ++w) {
+      double busy = 0;
+      for (int s : model_.StagesOf(w)) {
+        busy += model_.microbatches() *
+                    (model_.Duration(kF, s) + model_.Duration(kB, s) +
+                     model_.Duration(kW, s));
+      }
+      idle_allowed_[w] = seconds - busy;
+    }
+    abandon_ = true;
+  }
+  bool Abandoned() const { return abandoned_; }
 
   // Hands over the orders and, when `spans` is set, each worker's span
   // (first start to last end), as the evaluator would compute them.
@@ -198,6 +223,9 @@ class Builder {
     } else {
       bubble_[worker] += start - free_at_[worker];
       max_bubble_ = std::max(max_bubble_, bubble_[worker]);
+      if (abandon_ && bubble_[worker] > idle_allowed_[worker]) {
+        abandoned_ = true;
+      }
     }
     end_[id] = start + model_.Duration(id);
     free_at_[worker] = end_[id];
@@ -213,6 +241,8 @@ class Builder {
   std::vector<double> free_at_, first_start_, memory_, bubble_;
   double max_bubble_ = 0;
   std::vector<double> allowance_;
+  bool abandon_ = false, abandoned_ = false, partial_gap_left_ = false;
+  std::vector<double> idle_allowed_;  // per worker, with abandon_
   std::vector<std::vector<int32_t>> pending_w_;
   std::vector<size_t> pending_head_;
   std::vector<double> pending_w_bytes_;
@@ -233,7 +263,13 @@ class WakeTimes {
   double Get(int worker) const { return time_[worker]; }
   void Set(int worker, double time) {
     time_[worker] = time;
-    for (int node = (leaves_ + worker) / 2; node >= 1; node /= 2) Replay(node);
+    for (int node = (leaves_ + worker) / 2; node >= 1; node /= 2) {
+      const int before = winner_[node];
+      Replay(node);
+      // Above a node whose winner is another worker both before and after,
+      // nothing changes.
+      if (winner_[node] == before && before != worker) break;
+    }
   }
   // The worker with the earliest finite time (lowest index on ties), -1
   // when all are infinite.
@@ -253,23 +289,26 @@ class WakeTimes {
   std::vector<int> winner_;
 };
 
-}  // namespace
+// Warm-up of LoopGreedy, part 1: microbatch 0 down the pipe. False when a
+// stage cannot hold it.
+bool PutFirstMicrobatch(const PassModel& model, Builder& g) {
+  for (int s = 0; s < model.workers(); ++s) {
+    if (!g.MakeRoom(s, model.MemoryDelta(kF, s))) return false;
+    g.Put(kF, s);
+  }
+  return true;
+}
 
-bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
-                Orders* orders, std::vector<double>* spans) {
+// Warm-up of LoopGreedy, part 2, once microbatch 0 is placed: from the last
+// stage up, the extra F's each stage runs before its first B, those that
+// fit before that B can arrive (estimated from the stage below) and under
+// its limit, or those of choices.warmup.
+std::vector<int> WarmupExtras(const PassModel& model, const Builder& g,
+                              const GreedyChoices& choices) {
   const int p = model.workers(), m = model.microbatches();
-  Builder g(model, choices.fill_partial_gaps);
   auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
   auto f_seconds = [&](int s) { return model.Duration(kF, s); };
   auto b_seconds = [&](int s) { return model.Duration(kB, s); };
-
-  // Warm-up. Microbatch 0 goes down the pipe; then, from the last stage
-  // up, each stage gets the extra F's that fit before its first B can
-  // arrive (estimated from the stage below) and under its limit.
-  for (int s = 0; s < p; ++s) {
-    if (!g.MakeRoom(s, f_bytes(s))) return false;
-    g.Put(kF, s);
-  }
   std::vector<int> extra(p, 0);
   double b_end = g.End(model.Id(kF, p - 1, 0)) + b_seconds(p - 1);
   for (int s = p - 2; s >= 0; --s) {
@@ -286,9 +325,6 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     }
     b_end = std::max(t, b_arrives) + b_seconds(s);
   }
-  // Each stage keeps at least one more F in flight than the next (so that
-  // the 1F-1B steady state never starves it), unless the stage above has
-  // already run all of its F's.
   if (!choices.warmup.empty()) {
     for (int s = 0; s < p; ++s) {
       extra[s] = std::clamp(choices.warmup[s] - 1, 0, m - 1);
@@ -296,11 +332,47 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
       while (extra[s] > 0 && extra[s] * f_bytes(s) > room) --extra[s];
     }
   }
+  // Each stage keeps at least one more F in flight than the next (so that
+  // the 1F-1B steady state never starves it), unless the stage above has
+  // already run all of its F's.
   for (int s = 1; s < p; ++s) {
     const int cap =
         1 + extra[s - 1] == m ? extra[s - 1] : std::max(0, extra[s - 1] - 1);
     extra[s] = std::min(extra[s], cap);
   }
+  return extra;
+}
+
+}  // namespace
+
+std::vector<int> LoopGreedyWarmup(const PassModel& model,
+                                  const GreedyChoices& choices) {
+  Builder g(model, choices.fill_partial_gaps);
+  if (!PutFirstMicrobatch(model, g)) return {};
+  return WarmupExtras(model, g, choices);
+}
+
+bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
+                Orders* orders, std::vector<double>* spans,
+                LoopGreedyTrace* trace) {
+  const int p = model.workers(), m = model.microbatches();
+  Builder g(model, choices.fill_partial_gaps);
+  g.AbandonAbove(choices.abandon_above);
+  auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
+  auto f_seconds = [&](int s) { return model.Duration(kF, s); };
+  auto b_seconds = [&](int s) { return model.Duration(kB, s); };
+  LoopGreedyTrace seen;
+  if (trace == nullptr) trace = &seen;
+  *trace = LoopGreedyTrace{};
+  auto give_up = [&] {
+    trace->partial_gap_left = g.PartialGapLeft();
+    return false;
+  };
+
+  // Warm-up: microbatch 0, then each stage's extra F's, then the B's of
+  // microbatch 0 up the pipe.
+  if (!PutFirstMicrobatch(model, g)) return false;
+  const std::vector<int> extra = WarmupExtras(model, g, choices);
   for (int s = 0; s < p; ++s) {
     for (int k = 0; k < extra[s]; ++k) g.Put(kF, s);
   }
@@ -309,6 +381,7 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
   // Steady state: one round per microbatch, F's down the pipe then B's up.
   std::vector<char> want(p);
   for (int round = 1; round < m; ++round) {
+    if (g.Abandoned()) return give_up();
     for (int s = 0; s < p; ++s) {
       want[s] = !g.Done(kF, s);
       if (!want[s] || !choices.favour_b || s + 1 == p ||
@@ -326,12 +399,13 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
                  b_arrives) {
         want[s] = b_arrives - g.FreeAt(s) > g.MaxBubble() - g.Bubble(s);
       }
+      trace->favour_b_decided |= !want[s];
     }
     // A stage never runs more F's than the one above it has.
     for (int s = p - 2; s >= 0; --s) want[s] = want[s] && want[s + 1];
     for (int s = 0; s < p; ++s) {
       if (!want[s]) continue;
-      if (!g.MakeRoom(s, f_bytes(s))) return false;
+      if (!g.MakeRoom(s, f_bytes(s))) return give_up();
       if (s > 0) g.FillGap(s, g.InputReady(kF, s));
       g.Put(kF, s);
     }
@@ -343,6 +417,8 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     }
   }
   for (int s = 0; s < p; ++s) g.FlushW(s);
+  if (g.Abandoned()) return give_up();
+  trace->partial_gap_left = g.PartialGapLeft();
   *orders = g.Take(spans);
   return true;
 }

@@ -9,6 +9,7 @@
 // set, also returns every worker's span (first start to last end, seconds)
 // exactly as Evaluator::Run would, sparing the caller an evaluation.
 
+#include <limits>
 #include <vector>
 
 #include "scheduler/zb_orders.h"
@@ -31,15 +32,44 @@ struct GreedyChoices {
   /// first B, instead of the warm-up rule's estimate. Clamped to [1, m] and
   /// to memory. Used by the refinement to search over warm-up depth.
   std::vector<int> warmup;
+  /// Seconds: give up (return false) as soon as some worker's span is
+  /// bound to exceed this (its idle time so far plus all of its passes'
+  /// seconds), so that a search looking only for a shorter makespan does
+  /// not finish runs that cannot give one. Infinity: never.
+  double abandon_above = std::numeric_limits<double>::infinity();
 };
 
 /// The paper's greedy for one chunk per worker (Placement::kLoop, v == 1):
 /// warm-up F's bounded by memory and by the first B's arrival, steady
-/// 1F-1B with W's in the gaps, leftover W's at the end. Respects
-/// model.Limit on every worker. Returns false when the limit leaves no
-/// feasible move (e.g. it cannot hold one F's activations).
+/// 1F-1B with W's in the gaps, leftover W's at the end. Under each of its
+/// choices it builds the same orders as the Zero Bubble authors' published
+/// greedy (`manual_order` in their zb.py). Respects model.Limit on every
+/// worker. Returns false when the limit leaves no feasible move (e.g. it
+/// cannot hold one F's activations) or on choices.abandon_above. `trace`
+/// (may be null) receives what the run says about its twins (also when it
+/// gives up: up to there).
+/// What a LoopGreedy run tells about the runs under other choices.
+struct LoopGreedyTrace {
+  /// favour_b made a stage skip its F at least once. When false (with
+  /// favour_b set), the run without favour_b builds the same orders.
+  bool favour_b_decided = false;
+  /// Without fill_partial_gaps: a W was left out of a gap shorter than
+  /// T_W that fill_partial_gaps would have filled. When false, the run
+  /// with fill_partial_gaps builds the same orders.
+  bool partial_gap_left = false;
+};
+
 bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
-                Orders* orders, std::vector<double>* spans = nullptr);
+                Orders* orders, std::vector<double>* spans = nullptr,
+                LoopGreedyTrace* trace = nullptr);
+
+/// The number of extra F's (beyond microbatch 0) each stage runs before its
+/// first B in LoopGreedy under `choices`, the only use of
+/// bubble_before_first_b and choices.warmup: two choices that differ only
+/// there and give equal warm-ups build the same orders. Empty when a stage
+/// cannot hold one F.
+std::vector<int> LoopGreedyWarmup(const PassModel& model,
+                                  const GreedyChoices& choices);
 
 /// Choices of the event-driven list scheduler (ListGreedy).
 struct ListChoices {

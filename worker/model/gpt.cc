@@ -177,7 +177,7 @@ const at::Tensor& GptChunk::Param(const std::string& name) const {
   return parameters_[it->second].second;
 }
 
-at::Tensor GptChunk::Block(int layer, const at::Tensor& x, const at::Tensor& future) const {
+at::Tensor GptChunk::Block(int layer, const at::Tensor& x) const {
   const std::string p = absl::StrCat("block", layer);
   const int64_t b = x.size(0), s = x.size(1), h = config_.hidden, a = config_.heads;
   const int64_t d = h / a;
@@ -190,16 +190,23 @@ at::Tensor GptChunk::Block(int layer, const at::Tensor& x, const at::Tensor& fut
   };
 
   // Causal self-attention: [b, s, h] -> q, k, v [b, a, s, d] in the compute
-  // type (the linear's output type); the softmax in float32, as autocast
-  // does. Every cast is a no-op in float32.
+  // type (the linear's output type; views, no copies), then one fused kernel
+  // instead of s x s scores and a materialised mask: flash / cuDNN /
+  // memory-efficient attention on a GPU, LibTorch's CPU flash kernel on the
+  // CPU. Each keeps the softmax's running max and sum in float32 for 16-bit
+  // inputs (as the float32 softmax of autocast does) and saves only its
+  // output and a [b, a, s] log-sum-exp for the backward, not the s x s
+  // probabilities. It has no weights, so its whole backward is autograd's and
+  // belongs to B; the projections around it stay SplitLinear. On the CPU the
+  // flash kernel's bfloat16 backward is slower than the unfused attention was
+  // (bench/results/compute.md, run 6): the fused kernels are for the GPU.
   at::Tensor qkv = lin(p + ".attn.qkv", ln(p + ".ln1", x));
   std::vector<at::Tensor> parts = qkv.split(h, /*dim=*/2);
   auto heads = [&](const at::Tensor& t) { return t.view({b, s, a, d}).transpose(1, 2); };
-  at::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
-  at::Tensor attention =
-      at::softmax(scores.to(at::kFloat).masked_fill(future, -INFINITY), -1).to(type);
-  at::Tensor y = at::matmul(attention, v).transpose(1, 2).reshape({b, s, h});
+  at::Tensor attention = at::scaled_dot_product_attention(
+      heads(parts[0]), heads(parts[1]), heads(parts[2]), /*attn_mask=*/{}, /*dropout_p=*/0.0,
+      /*is_causal=*/true);
+  at::Tensor y = attention.transpose(1, 2).reshape({b, s, h});
   // The residual stream stays float32: float32 + compute type promotes.
   at::Tensor out = x + lin(p + ".attn.proj", y);
 
@@ -215,10 +222,7 @@ at::Tensor GptChunk::Forward(const at::Tensor& input) const {
   } else {
     x = input;
   }
-  // Positions a query must not see (its future), shared by the blocks.
-  const int64_t s = x.size(1);
-  const at::Tensor future = at::ones({s, s}, x.options().dtype(at::kBool)).triu(1);
-  for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x, future);
+  for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
   if (!is_last()) return x;
   x = at::layer_norm(x, {config_.hidden}, Param("final_ln.weight"), Param("final_ln.bias"),
                      1e-5);

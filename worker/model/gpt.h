@@ -26,7 +26,9 @@ struct GptConfig {
   int ffn_hidden = 256;  ///< MLP inner size (4h by default).
   /// The type of the matrix products (linear layers, attention): float32,
   /// or bfloat16 / float16 for mixed precision (ComputeTypeOf). Parameters,
-  /// LayerNorm, softmax, the loss and the residual stream stay float32.
+  /// LayerNorm, the loss and the residual stream stay float32; the
+  /// attention's softmax runs inside at::scaled_dot_product_attention, which
+  /// accumulates it in float32.
   at::ScalarType compute_type = at::kFloat;
 };
 
@@ -48,8 +50,10 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 /// the first stage and the final LayerNorm and LM head on the last.
 ///
 /// Every linear layer runs through SplitLinear, so inside a WeightGradScope
-/// backward is the B pass and the W pass is the scope's store. LayerNorm and
-/// embedding gradients are computed in B (README.md, "Split backward").
+/// backward is the B pass and the W pass is the scope's store. LayerNorm,
+/// embedding and attention gradients are computed in B (README.md, "Split
+/// backward"); the attention is causal at::scaled_dot_product_attention,
+/// which has no weights.
 ///
 /// Parameters are initialised from (seed, parameter name) alone, as GPT-2
 /// does (normal(0, 0.02), residual projections scaled by 1/√(2L), zero
@@ -87,9 +91,8 @@ class GptChunk {
   GptChunk(const GptConfig& config, int stage, int num_stages)
       : config_(config), stage_(stage), num_stages_(num_stages) {}
   const at::Tensor& Param(const std::string& name) const;
-  // One transformer block; `future` is the [s, s] causal mask (true above
-  // the diagonal).
-  at::Tensor Block(int layer, const at::Tensor& x, const at::Tensor& future) const;
+  // One pre-LayerNorm transformer block: [b, s, h] float32 -> the same.
+  at::Tensor Block(int layer, const at::Tensor& x) const;
 
   GptConfig config_;
   int stage_;

@@ -490,6 +490,12 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
         best_b = s;
         b_ready = rb;
       }
+    }
+    if (best_b >= 0) {
+      place(w, kB, best_b, b_ready);
+      continue;
+    }
+    for (int s : model.StagesOf(w)) {
       const double rf = g.Ready(kF, s);
       if (rf == kInf) continue;
       // Closest to the loss first: it finishes a microbatch in flight
@@ -505,9 +511,7 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
       }
     }
     next_any = std::min(next_any, next_b);
-    if (best_b >= 0) {
-      place(w, kB, best_b, b_ready);
-    } else if (best_f >= 0 &&
+    if (best_f >= 0 &&
                !(choices.favour_b && next_b < std::max(g.FreeAt(w), f_ready) +
                                                   model.Duration(kF, best_f))) {
       place(w, kF, best_f, f_ready);

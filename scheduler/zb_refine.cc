@@ -68,16 +68,7 @@ class Search {
     while (evaluations_ > 0) {
       // The evaluator holds the timing of the current orders here: after
       // the initial Run or after the accepted candidate's Run.
-      Candidates(exhaustive);
-      bool improved = false;
-      for (const Move& move : moves_) {
-        if (evaluations_ <= 0) break;
-        if (Try(move)) {
-          improved = true;
-          break;
-        }
-      }
-      if (improved) {
+      if (TryMoves(exhaustive)) {
         exhaustive = false;
       } else if (!exhaustive) {
         exhaustive = true;
@@ -113,10 +104,13 @@ class Search {
     return false;
   }
 
-  // Moves worth trying from the current timing, most promising first: the
-  // gaps of the workers with the longest spans.
-  void Candidates(bool exhaustive) {
-    moves_.clear();
+  // Tries the moves worth trying from the current timing, most promising
+  // first (the gaps of the workers with the longest spans), until one
+  // improves (true) or the budget is spent. The gaps are read from the
+  // timing before the first try (a rejected try leaves the evaluator with
+  // its own timing); each gap's moves are made only when its turn comes,
+  // since a small budget tries only the first few.
+  bool TryMoves(bool exhaustive) {
     const int p = model_.workers();
     for (int w = 0; w < p; ++w) {
       for (size_t i = 0; i < orders_[w].size(); ++i) {
@@ -128,31 +122,59 @@ class Search {
     std::stable_sort(workers.begin(), workers.end(), [&](int a, int b) {
       return evaluator_.Span()[a] > evaluator_.Span()[b];
     });
+    gaps_.clear();
     for (int w : workers) {
       const std::vector<int32_t>& order = orders_[w];
       const int n = static_cast<int>(order.size());
       if (exhaustive) {
-        for (int i = 0; i + 1 < n; ++i) moves_.push_back({w, i + 1, i});
+        for (int i = 0; i + 1 < n; ++i) gaps_.push_back({w, i + 1});
         continue;
       }
       const double slack = kRelativeSlack * (1 + evaluator_.Span()[w]);
       for (int i = 1; i < n; ++i) {
         const double gap =
             evaluator_.Start(order[i]) - evaluator_.End(order[i - 1]);
-        if (gap <= slack) continue;
-        // Fill the gap with one of the next passes of this worker.
-        for (int j = i + 1; j < std::min(n, i + 1 + kReach); ++j) {
-          moves_.push_back({w, j, i});
-        }
-        // Or make the input of the waiting pass arrive sooner.
-        const int32_t input = model_.CrossDependency(order[i]);
-        if (input < 0) continue;
-        const int producer = model_.WorkerOf(input);
-        const int at = position_[input];
-        for (int d = 1; d <= kReach && at - d >= 0; ++d) {
-          moves_.push_back({producer, at, at - d});
-        }
+        if (gap > slack) gaps_.push_back({w, i});
       }
+    }
+    for (const Gap& gap : gaps_) {
+      MovesInto(gap, exhaustive);
+      for (const Move& move : moves_) {
+        if (evaluations_ <= 0) return false;
+        if (Try(move)) return true;
+      }
+    }
+    return false;
+  }
+
+  // A worker and a position in its order: an idle gap before that pass
+  // or, in the exhaustive sweep, the pass to swap with the one before it.
+  struct Gap {
+    int worker;
+    int at;
+  };
+
+  // The moves for `gap`, in moves_: fill the gap with one of the next
+  // passes of its worker, or make the input of the waiting pass arrive
+  // sooner by moving it earlier on its producer. Exhaustive: the swap.
+  void MovesInto(const Gap& gap, bool exhaustive) {
+    moves_.clear();
+    const int w = gap.worker, i = gap.at;
+    if (exhaustive) {
+      moves_.push_back({w, i, i - 1});
+      return;
+    }
+    const std::vector<int32_t>& order = orders_[w];
+    const int n = static_cast<int>(order.size());
+    for (int j = i + 1; j < std::min(n, i + 1 + kReach); ++j) {
+      moves_.push_back({w, j, i});
+    }
+    const int32_t input = model_.CrossDependency(order[i]);
+    if (input < 0) return;
+    const int producer = model_.WorkerOf(input);
+    const int at = position_[input];
+    for (int d = 1; d <= kReach && at - d >= 0; ++d) {
+      moves_.push_back({producer, at, at - d});
     }
   }
 
@@ -161,6 +183,7 @@ class Search {
   Orders& orders_;
   int64_t& evaluations_;
   std::vector<int> position_;
+  std::vector<Gap> gaps_;
   std::vector<Move> moves_;
   Leximax best_ = Leximax::Worst();
 };

@@ -114,14 +114,17 @@ class StepRun {
                                                     DescribeAction(actions_[j]), ": ",
                                                     std::string(st.message())));
       }
-      if (absl::Status st = IssueMessages(); !st.ok()) return st;
-      if (actions_[j].kind == PassKind::kReduce) continue;  // Timed by the reducer.
-      timer_.End(j);
-      if (o_.pass_slowdown > 1) {
-        std::this_thread::sleep_for(
-            std::chrono::duration<double>((o_.pass_slowdown - 1) * timer_.Duration(j)));
+      if (actions_[j].kind != PassKind::kReduce) {  // A reduction is timed by the reducer.
         timer_.End(j);
+        if (o_.pass_slowdown > 1) {
+          std::this_thread::sleep_for(
+              std::chrono::duration<double>((o_.pass_slowdown - 1) * timer_.Duration(j)));
+          timer_.End(j);
+        }
       }
+      // The pass's output goes out once the pass (stretched like a slower
+      // device's) ended.
+      if (absl::Status st = IssueMessages(); !st.ok()) return st;
     }
     ResolvePasses();
     if (absl::Status st = AwaitReductions(); !st.ok()) return st;

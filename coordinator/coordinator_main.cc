@@ -94,7 +94,7 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
     if (!absl::SimpleAtod(drain, &seconds) || !std::isfinite(seconds) ||
         seconds < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--store-drain-seconds must be a number >= 0, got "", drain, """));
+          "--store-drain-seconds must be a number >= 0, got \"", drain, "\""));
     }
     flags.store_drain_timeout = absl::Seconds(seconds);
   }

@@ -377,8 +377,8 @@ TEST_F(ZbppctlFakeServer, ScheduleInEveryFormat) {
   EXPECT_THAT(result.err, HasSubstr("no schedule yet (state PENDING)"));
 }
 
-// A job whose latest version was published after its last step (issue 24:
-// a re-solve came out while the last step ran): schedule shows, and the
+// A job whose latest version was published after its last step (a
+// re-solve came out while the last step ran): schedule shows, and the
 // measured trace draws, the version that ran that step; --schedule-version
 // reads any version.
 TEST_F(ZbppctlFakeServer, ScheduleShowsTheVersionThatRanTheLastStep) {

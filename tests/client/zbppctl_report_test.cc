@@ -268,7 +268,7 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
     rank->add_action_end_seconds(0.006 + 0.001 * r);
   }
   // The version the step ran names its actions, whatever the job holds now
-  // (a version published after the last step: issue 24).
+  // (a version published after the last step).
   const v1::ScheduleVersion ran = *version;
   version->set_version(4);
   version->mutable_schedule()->set_name("published-later");

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
+#include "tests/client/subprocess.h"
 #include "gtest/gtest.h"
 #include "metrics/coordinator_metrics.h"
 #include "prometheus/registry.h"
@@ -47,6 +49,7 @@
 namespace zbpp::coordinator {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::TestSpec;
 using testing::TrueCosts;
@@ -899,6 +902,8 @@ TEST(DaemonTest, SilentSessionStreamsAreBoundedByMaxThreads) {
   EXPECT_EQ(WaitForExit(daemon.pid), 0);
 }
 
+// Each bad value exits 2 with one line on stderr naming the flag and the
+// value the user typed.
 TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{
@@ -908,11 +913,14 @@ TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
            {"--lost-worker-retention-seconds", "inf"},
            {"--store-drain-seconds", "-1"},
            {"--store-drain-seconds", "soon"}}) {
-    const Daemon daemon = StartDaemon(flags);
-    ASSERT_GT(daemon.pid, 0);
-    EXPECT_EQ(daemon.line, "") << flags[0] << " " << flags[1];
-    EXPECT_EQ(WaitForExit(daemon.pid, /*terminate=*/false), 2)
+    const ctltest::ProcessResult result = ctltest::RunProcess(
+        {ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+         "--db", ":memory:", flags[0], flags[1]});
+    EXPECT_EQ(result.exit_code, 2) << flags[0] << " " << flags[1];
+    EXPECT_EQ(result.out, "") << flags[0] << " " << flags[1];
+    EXPECT_THAT(result.err, AllOf(HasSubstr(flags[0]), HasSubstr("\"" + flags[1] + "\"")))
         << flags[0] << " " << flags[1];
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   }
 }
 // The database file deleted under a running daemon: the store probe finds

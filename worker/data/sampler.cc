@@ -3,7 +3,7 @@
 #include <ATen/ops/empty.h>
 
 #include "absl/strings/str_cat.h"
-#include "worker/data/counter_hash.h"
+#include "common/counter_hash.h"
 
 namespace zbpp::worker {
 

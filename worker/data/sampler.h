@@ -29,7 +29,7 @@ struct Batch {
 /// and a resumed job gets the batches it would have had.
 ///
 /// Definition (a change breaks reproducibility of existing jobs), with
-/// `h(x1, ..., xk)` the key hash of counter_hash.h (HashCombine folded over
+/// `h(x1, ..., xk)` the key hash of common/counter_hash.h (HashCombine folded over
 /// SplitMix64(x1)), UniformIndex as there, and `split` 0 for train, 1 for
 /// eval:
 /// * Text corpus with N tokens in `split`: row r starts at

@@ -7,7 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
-#include "worker/data/counter_hash.h"
+#include "common/counter_hash.h"
 #include "worker/model/split_linear.h"
 
 namespace zbpp::worker {

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/counter_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
 #include "worker/data/corpus.h"
-#include "worker/data/counter_hash.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::worker {

@@ -1,9 +1,9 @@
-#ifndef ZBPP_WORKER_DATA_COUNTER_HASH_H_
-#define ZBPP_WORKER_DATA_COUNTER_HASH_H_
+#ifndef ZBPP_COMMON_COUNTER_HASH_H_
+#define ZBPP_COMMON_COUNTER_HASH_H_
 
 #include <cstdint>
 
-namespace zbpp::worker {
+namespace zbpp {
 
 /// The SplitMix64 finalizer (Steele, Lea, Flood, "Fast splittable
 /// pseudorandom number generators", OOPSLA 2014): a bijective 64-bit mix;
@@ -31,6 +31,6 @@ constexpr uint64_t UniformIndex(uint64_t hash, uint64_t n) {
                                64);
 }
 
-}  // namespace zbpp::worker
+}  // namespace zbpp
 
-#endif  // ZBPP_WORKER_DATA_COUNTER_HASH_H_
+#endif  // ZBPP_COMMON_COUNTER_HASH_H_

@@ -181,8 +181,8 @@ class LoopGreedyRuns {
       choices.bubble_before_first_b = bubble_before_first_b;
       choices.favour_b = favour_b;
       run.emplace();
-      run->ok = internal::LoopGreedy(model_, choices, &run->orders,
-                                     &run->spans, &run->trace);
+      run->ok = internal::LoopGreedy(model_, choices, &run->orders, &run->spans,
+                                     &run->trace);
     }
     return *run;
   }

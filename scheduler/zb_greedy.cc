@@ -190,8 +190,8 @@ class Builder {
       double busy = 0;
       for (int s : model_.StagesOf(w)) {
         busy += model_.microbatches() *
-                    (model_.Duration(kF, s) + model_.Duration(kB, s) +
-                     model_.Duration(kW, s));
+                (model_.Duration(kF, s) + model_.Duration(kB, s) +
+                 model_.Duration(kW, s));
       }
       idle_allowed_[w] = seconds - busy;
     }
@@ -512,8 +512,8 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
     }
     next_any = std::min(next_any, next_b);
     if (best_f >= 0 &&
-               !(choices.favour_b && next_b < std::max(g.FreeAt(w), f_ready) +
-                                                  model.Duration(kF, best_f))) {
+        !(choices.favour_b && next_b < std::max(g.FreeAt(w), f_ready) +
+                                           model.Duration(kF, best_f))) {
       place(w, kF, best_f, f_ready);
     } else {
       wake.Set(w, next_any);  // infinity: until a producer places an input

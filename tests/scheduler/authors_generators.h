@@ -178,8 +178,7 @@ inline bool FillGap(Timeline& t, int worker, double arrival, double largest,
 
 // zb.py's `manual_order` with its three choices; stage j on worker j.
 inline bool ZbGreedyOnce(const PassModel& model, bool bubble_before_first_b,
-                         bool prioritize_b, bool fill_partial,
-                         Orders* orders) {
+                         bool prioritize_b, bool fill_partial, Orders* orders) {
   const int p = model.workers(), m = model.microbatches();
   const double comm = model.comm_seconds();
   Timeline t(model);
@@ -231,8 +230,8 @@ inline bool ZbGreedyOnce(const PassModel& model, bool bubble_before_first_b,
           t.Count(kF, j) < t.Count(kF, j + 1) + 2) {
         continue;
       }
-      const double next_b = t.Free(j + 1) + f_cost(j + 1) + b_cost(j + 1) +
-                            comm;
+      const double next_b =
+          t.Free(j + 1) + f_cost(j + 1) + b_cost(j + 1) + comm;
       if (t.Free(j) >= next_b) {
         want[j] = 0;
         continue;
@@ -357,8 +356,7 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
       const bool crosses = stage == first(i) ? i < p - 1 : i > 0;
       if (crosses) {
         const double arrival = t.Arrival(kB, stage);
-        if (arrival < 0 ||
-            !FillGap(t, i, arrival, largest(i), fill, false)) {
+        if (arrival < 0 || !FillGap(t, i, arrival, largest(i), fill, false)) {
           return false;
         }
       }
@@ -389,8 +387,7 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
       const bool crosses = stage == first(i) ? i > 0 : i < p - 1;
       if (crosses) {
         const double arrival = t.Arrival(kF, stage);
-        if (arrival < 0 ||
-            !FillGap(t, i, arrival, largest(i), fill_f, false)) {
+        if (arrival < 0 || !FillGap(t, i, arrival, largest(i), fill_f, false)) {
           return false;
         }
       }

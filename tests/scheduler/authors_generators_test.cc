@@ -87,8 +87,8 @@ TEST(AuthorsGenerators, LoopGreedyBuildsTheirOrdersUnderEachChoice) {
       const PassModel model(problem,
                             PlaceStages(Placement::kLoop, problem.workers, 1));
       for (int bits = 0; bits < 8; ++bits) {
-        SCOPED_TRACE(std::string(schedule) + " p=" +
-                     std::to_string(problem.workers) +
+        SCOPED_TRACE(std::string(schedule) +
+                     " p=" + std::to_string(problem.workers) +
                      " m=" + std::to_string(problem.microbatches) +
                      " comm=" + std::to_string(problem.comm_seconds) +
                      " choices=" + std::to_string(bits));
@@ -132,9 +132,8 @@ TEST(AuthorsGenerators, VRoundGreedyBuildsTheirOrdersUnderEachChoice) {
                      " run=" + std::to_string(run));
         Orders ours, theirs;
         std::vector<double> our_bubbles, their_bubbles;
-        const bool ours_ok =
-            internal::VRoundGreedy(model, {fill_f, fill_b}, allowance, &ours,
-                                   nullptr, &our_bubbles);
+        const bool ours_ok = internal::VRoundGreedy(
+            model, {fill_f, fill_b}, allowance, &ours, nullptr, &our_bubbles);
         const bool theirs_ok = testing::authors_internal::ZbVOnce(
             model, fill_f, fill_b, approved, &theirs, &their_bubbles);
         ASSERT_EQ(ours_ok, theirs_ok);

@@ -169,9 +169,9 @@ double BubbleOf(const Problem& limited,
 
 TEST(SolverAgainstAuthors, CommCasesWhereZbppLostNowAtOrBelow) {
   for (const testing::CommReferenceCase& c : testing::kCommReferenceCases) {
-    SCOPED_TRACE(std::string(c.schedule) + " comm=" +
-                 std::to_string(c.comm_share) + " p=" + std::to_string(c.p) +
-                 " m=" + std::to_string(c.m));
+    SCOPED_TRACE(std::string(c.schedule) +
+                 " comm=" + std::to_string(c.comm_share) +
+                 " p=" + std::to_string(c.p) + " m=" + std::to_string(c.m));
     const Problem problem = testing::CommGridProblem(c.comm_share, c.p, 1, c.m);
     const double bubble = BubbleOf(WithOwnLimit(problem, c.schedule),
                                    Generate(c.schedule, problem));
@@ -188,8 +188,8 @@ TEST(SolverAgainstAuthors, NeverLongerThanTheirGenerators) {
   int compared = 0;
   auto check = [&](const std::string& label, const Problem& problem,
                    const char* schedule) {
-    SCOPED_TRACE(label + " " + schedule + " p=" +
-                 std::to_string(problem.workers) +
+    SCOPED_TRACE(label + " " + schedule +
+                 " p=" + std::to_string(problem.workers) +
                  " m=" + std::to_string(problem.microbatches));
     const Problem limited = WithOwnLimit(problem, schedule);
     const std::optional<Schedule> theirs = testing::AuthorsSchedule(limited);
@@ -209,8 +209,7 @@ TEST(SolverAgainstAuthors, NeverLongerThanTheirGenerators) {
     for (int p : {4, 8, 16, 32}) {
       for (int m : {p, 2 * p, 3 * p, 4 * p}) {
         for (const testing::GridCosts& costs : GridCostModels()) {
-          check(costs.name, GridProblem(costs, p, shape.chunks, m),
-                shape.name);
+          check(costs.name, GridProblem(costs, p, shape.chunks, m), shape.name);
         }
         for (double share : testing::kCommShares) {
           check("uniform, comm " + std::to_string(share),

@@ -381,6 +381,11 @@ class StepRun {
       return absl::FailedPreconditionError(
           absl::StrCat("virtual stage ", a.stage, " is not held by rank ", o_.rank));
     }
+    if (o_.synthetic.has_value() && a.kind != PassKind::kReduce) return SyntheticPass(j, a);
+    if (chunk->model == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("virtual stage ", a.stage, " has no model on rank ", o_.rank));
+    }
     switch (a.kind) {
       case PassKind::kF:
         return Forward(j, a, *chunk);
@@ -425,6 +430,50 @@ class StepRun {
       it = buckets_.emplace(a.stage, *std::move(split)).first;
     }
     return &it->second[a.bucket];
+  }
+
+  // Synthetic compute (ExecutorOptions::synthetic): takes the pass's input
+  // like the real pass, then waits until the pass's start plus its
+  // cost-model duration, so the time spent making the output (zeros) and the
+  // executor's bookkeeping inside the pass are part of that duration, not
+  // added to it.
+  absl::Status SyntheticPass(size_t j, const Action& a) {
+    const bool last = a.stage == num_stages() - 1;
+    if (a.kind == PassKind::kF && a.stage > 0) {
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.stage,
+                                                a.microbatch);
+      if (!in.ok()) return in.status();
+    } else if (IsBackward(a) && !last) {
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.stage,
+                                               a.microbatch);
+      if (!g.ok()) return g.status();
+    }
+    timer_.Begin(j);
+    const SteadyClock::time_point begin = SteadyClock::now();
+    int buckets = 1;
+    if (a.kind == PassKind::kW && a.bucket != sched::kAllBuckets) {
+      if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerStage(schedule_);
+      buckets = synthetic_buckets_[a.stage];
+    }
+    const double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
+    if (a.kind == PassKind::kF) {
+      if (last) {
+        AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
+      } else {
+        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.stage + 1, a.microbatch);
+      }
+    } else if (IsBackward(a) && a.stage > 0) {
+      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.stage - 1, a.microbatch);
+    }
+    std::this_thread::sleep_until(
+        begin + std::chrono::duration_cast<SteadyClock::duration>(
+                    std::chrono::duration<double>(seconds)));
+    return absl::OkStatus();
+  }
+
+  at::Tensor ActivationZeros() const {
+    return at::zeros({o_.microbatch_size, o_.seq_len, o_.hidden},
+                     at::TensorOptions().dtype(at::kFloat).device(o_.device));
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
@@ -518,6 +567,7 @@ class StepRun {
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
   std::vector<at::Tensor> send_buffers_;
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
+  std::vector<int> synthetic_buckets_;  // BucketsPerStage, once a partial W needs it.
 };
 
 // The messages of forward-only runs (RunForwardOnly: each rank runs its
@@ -594,9 +644,15 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
                      "holds (",
                      options_.chunks.size(), "), the schedule has ", reductions));
   }
+  if (options_.synthetic.has_value()) {
+    if (absl::Status st = CheckSyntheticCompute(*options_.synthetic, schedule.num_stages());
+        !st.ok()) {
+      return st;
+    }
+  }
   const std::vector<int> buckets = sched::BucketsPerStage(schedule);
   for (const auto& [stage, chunk] : options_.chunks) {
-    if (buckets[stage] == 1) continue;
+    if (buckets[stage] == 1 || chunk.model == nullptr) continue;
     if (absl::StatusOr<std::vector<std::vector<at::Tensor>>> split =
             GradientBuckets(*chunk.model, buckets[stage]);
         !split.ok()) {
@@ -625,7 +681,9 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunStep(int64_t step,
               options_.batches, check ? &check : nullptr);
   absl::StatusOr<StepTimeline> timeline = run.Run();
   if (!timeline.ok()) {
-    for (auto& [stage, chunk] : options_.chunks) chunk.store->Clear();
+    for (auto& [stage, chunk] : options_.chunks) {
+      if (chunk.store != nullptr) chunk.store->Clear();
+    }
   }
   return timeline;
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -17,6 +18,7 @@
 #include "worker/model/gpt.h"
 #include "worker/model/weight_grad_store.h"
 #include "worker/runtime/gradient_reducer.h"
+#include "worker/runtime/synthetic_compute.h"
 
 namespace zbpp::worker {
 
@@ -31,7 +33,9 @@ struct MicrobatchData {
 /// for the same arguments (see worker/data/sampler.h).
 using BatchFn = std::function<MicrobatchData(int64_t step, int microbatch)>;
 
-/// A model chunk this worker holds and the W work its B passes leave.
+/// A model chunk this worker holds and the W work its B passes leave. Under
+/// synthetic compute both may be null (no pass touches them), except for a
+/// chunk whose gradients a REDUCE_GRAD action reduces.
 struct LocalChunk {
   GptChunk* model = nullptr;         ///< Not owned.
   WeightGradStore* store = nullptr;  ///< Not owned.
@@ -71,6 +75,13 @@ struct ExecutorOptions {
   /// virtual stage differentiates loss·loss_scale, so every gradient of the
   /// step comes out multiplied by it; > 0, 1 for none.
   double loss_scale = 1;
+  /// Benchmarking, not training (worker/runtime/synthetic_compute.h): when
+  /// set, every F, B, W and BW pass waits its cost-model duration (from the
+  /// pass's start, once its input arrived, so the executor's own overhead
+  /// inside the pass is not added) instead of computing, sends zeros of the
+  /// real shape, leaves the gradients untouched and reports the constant
+  /// loss. Validate checks one cost per virtual stage.
+  std::optional<SyntheticCompute> synthetic;
 };
 
 /// What one rank measured running one step's actions. Times are seconds

@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
                      int64_t step, int microbatch) { return batches(step, first + microbatch); };
   exec.recv_timeout = o.timeout;
   exec.loss_scale = trainer->loss_scaler_.scale();
+  exec.synthetic = o.synthetic;
   config->compute_type = ComputeTypeOf(o.spec.precision());
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {

@@ -73,6 +73,10 @@ struct RankTrainerOptions {
   /// Longest wait for a peer's message or a collective.
   absl::Duration timeout = absl::Seconds(60);
   FaultInjection faults;
+  /// Benchmarking, not training: passes wait these times instead of
+  /// computing (ExecutorOptions::synthetic); the optimizer and validation
+  /// still run, on zero gradients.
+  std::optional<SyntheticCompute> synthetic;
 };
 
 /// One rank's record of the validation of one optimizer step (paper §4):

@@ -1,0 +1,152 @@
+// Synthetic compute (worker/runtime/synthetic_compute.h): the executor waits
+// each pass's cost-model duration instead of computing, over the
+// order-strict communicator (NCCL's matching), for every registry schedule
+// at p = 4. Each measured pass lasts what was asked, and the step lasts
+// about the simulator's makespan for those costs. Tolerances are generous:
+// the test machine is shared and sleeps overshoot under load; speed goals
+// belong to bench/pipeline_scale_bench, not here.
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "scheduler/problem.h"
+#include "scheduler/registry.h"
+#include "scheduler/simulator.h"
+#include "worker/comm/order_strict_communicator.h"
+#include "worker/runtime/synthetic_compute.h"
+#include "worker/runtime/synthetic_pipeline.h"
+
+namespace zbpp::worker {
+namespace {
+
+constexpr int kWorkers = 4;
+constexpr int kMicrobatches = 8;
+constexpr int kSteps = 2;
+
+// Per virtual stage: the last one slower, as a head with the loss is.
+sched::Problem CostProblem(int chunks) {
+  sched::StageCost cost;
+  cost.f_seconds = 0.004;
+  cost.b_seconds = 0.005;
+  cost.w_seconds = 0.003;
+  sched::Problem problem = sched::Problem::Uniform(kWorkers, chunks, kMicrobatches, cost, 0.0);
+  problem.stages.back().f_seconds = 0.006;
+  return problem;
+}
+
+SyntheticCompute FromProblem(const sched::Problem& problem) {
+  SyntheticCompute synthetic;
+  synthetic.stages = problem.stages;
+  synthetic.loss = 2.5;
+  return synthetic;
+}
+
+class SyntheticComputeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
+  const sched::ScheduleTraits traits = *sched::FindSchedule(GetParam());
+  const sched::Problem problem = CostProblem(traits.default_chunks);
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(GetParam(), problem);
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  absl::StatusOr<sched::SimulationResult> predicted = sched::Simulate(problem, *schedule);
+  ASSERT_TRUE(predicted.ok()) << predicted.status();
+
+  OrderStrictGroup group = CreateOrderStrictGroup(kWorkers);
+  std::vector<Communicator*> ranks;
+  for (auto& c : group.ranks) ranks.push_back(c.get());
+  const SyntheticCompute synthetic = FromProblem(problem);
+  absl::StatusOr<std::vector<std::vector<StepTimeline>>> steps =
+      RunSyntheticPipeline(*schedule, synthetic, ranks, kSteps, SyntheticShape{2, 8, 16});
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_TRUE(group.check_idle().ok()) << group.check_idle();
+
+  const std::vector<int> buckets = sched::BucketsPerStage(*schedule);
+  std::vector<double> overshoots;
+  for (int step = 0; step < kSteps; ++step) {
+    double step_seconds = 0;
+    for (int r = 0; r < kWorkers; ++r) {
+      const StepTimeline& t = (*steps)[step][r];
+      const std::vector<sched::Action>& actions = schedule->actions[r];
+      ASSERT_EQ(t.action_start_seconds.size(), actions.size());
+      for (size_t j = 0; j < actions.size(); ++j) {
+        if (actions[j].kind == sched::PassKind::kReduce) continue;
+        const double asked = SyntheticPassSeconds(synthetic, actions[j], step,
+                                                  buckets[actions[j].stage]);
+        const double took = t.action_end_seconds[j] - t.action_start_seconds[j];
+        // A sleep never ends early; a loaded machine may wake it late.
+        EXPECT_GE(took, asked - 1e-4) << GetParam() << " rank " << r << " action " << j;
+        overshoots.push_back(took - asked);
+      }
+      // The last virtual stage's rank reports the constant loss per
+      // microbatch.
+      if (schedule->worker_of_stage.back() == r) {
+        EXPECT_EQ(t.loss_count, kMicrobatches);
+        EXPECT_DOUBLE_EQ(t.loss_sum, 2.5 * kMicrobatches);
+      }
+      step_seconds = std::max(step_seconds, t.step_seconds);
+    }
+    // Ranks start their step within a thread start of each other, so the
+    // longest rank's step is the makespan; never shorter than the
+    // simulator's (passes cannot be shorter, dependencies are the same).
+    EXPECT_GE(step_seconds, 0.97 * predicted->step_seconds) << GetParam();
+    EXPECT_LE(step_seconds, 1.5 * predicted->step_seconds + 0.02) << GetParam();
+  }
+  std::sort(overshoots.begin(), overshoots.end());
+  EXPECT_LT(overshoots[overshoots.size() / 2], 0.002) << GetParam() << ": median overshoot";
+}
+
+std::vector<std::string> Names() {
+  std::vector<std::string> names;
+  for (const sched::ScheduleTraits& t : sched::AllSchedules()) names.push_back(t.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchedules, SyntheticComputeTest, ::testing::ValuesIn(Names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(SyntheticComputeCheck, RefusesWrongStageCountsTimesAndNoise) {
+  SyntheticCompute s;
+  s.stages.resize(4);
+  EXPECT_TRUE(CheckSyntheticCompute(s, 4).ok());
+  EXPECT_FALSE(CheckSyntheticCompute(s, 8).ok());
+  s.noise = 1;
+  EXPECT_FALSE(CheckSyntheticCompute(s, 4).ok());
+  s.noise = 0;
+  s.stages[2].b_seconds = -1;
+  EXPECT_FALSE(CheckSyntheticCompute(s, 4).ok());
+}
+
+TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
+  SyntheticCompute s;
+  s.stages.resize(2);
+  s.noise = 0.2;
+  s.seed = 7;
+  double lo = 10, hi = 0;
+  for (int mb = 0; mb < 200; ++mb) {
+    const sched::Action a{sched::PassKind::kF, 1, mb};
+    const double t = SyntheticPassSeconds(s, a, 3, 1);
+    EXPECT_EQ(t, SyntheticPassSeconds(s, a, 3, 1));
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  EXPECT_GE(lo, 0.8);
+  EXPECT_LE(hi, 1.2);
+  EXPECT_GT(hi - lo, 0.2);
+  // A fused BW waits T_B + T_W; a partial W its share.
+  s.noise = 0;
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, 0, 0}, 0, 1), 2.0);
+  sched::Action w{sched::PassKind::kW, 0, 0};
+  w.bucket = 1;
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4), 0.25);
+}
+
+}  // namespace
+}  // namespace zbpp::worker

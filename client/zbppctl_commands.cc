@@ -120,7 +120,7 @@ absl::StatusOr<v1::Job> JobWithSchedule(const CtlOptions& options,
 // The schedule version that ran the last completed step of `job` (FULL
 // view): Job.schedule, or the older version GetScheduleVersion reads back
 // when a later one was published since (a re-solve published after the
-// last step once hid the schedule that ran it: issue 24). Job.schedule
+// last step once hid the schedule that ran it). Job.schedule
 // before the first step.
 absl::StatusOr<v1::ScheduleVersion> VersionThatRanLastStep(const v1::Job& job,
                                                            CoordinatorClient& client) {

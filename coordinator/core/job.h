@@ -208,7 +208,7 @@ class Job {
   /// still runs: its effective step (ScheduleVersions::NextEffectiveStep:
   /// after every step granted) is below spec.steps. Once the last step is
   /// granted, a new version could never run; publishing it anyway left the
-  /// job's latest version one that no step ran (issue 24).
+  /// job's latest version one that no step ran.
   bool StepLeftForNewVersion() const;
   /// CompleteStep's parts.
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);

@@ -263,7 +263,7 @@ TEST(JobSpecFromYaml, BadInputNamesTheKeyAndLine) {
   }
 }
 
-// Issue 3 §5's table, end to end from the YAML a user writes: the parser
+// Malformed specs end to end from the YAML a user writes: the parser
 // accepts each spec, the coordinator's check names the field.
 TEST(JobSpecFromYaml, MalformedSpecsAreRefusedByTheCheck) {
   const std::string base =

@@ -340,7 +340,7 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
 // (coordinator_fixture.h), for what the schedule page shows.
 class SchedulePageTest : public testing::CoordinatorTest {};
 
-// Issue 24: a job whose store holds a version published after its last step
+// A job whose store holds a version published after its last step
 // (as a coordinator before the fix wrote it when a re-solve came out once
 // the last step was granted). After a restart, the version that ran the
 // last step still names the measured step's actions and is the one drawn

@@ -268,7 +268,7 @@ TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) 
   EXPECT_THAT((*records)[0].reason, HasSubstr("not published"));
 }
 
-// Issue 24: a re-solve that came out once every step up to the last was
+// A re-solve that came out once every step up to the last was
 // granted was published to take effect after the job's end; the job's
 // latest version then was one no step ran, and the measured trace of the
 // last step was refused. Now such a version is not published (the re-solve

@@ -304,7 +304,7 @@ TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
   EXPECT_EQ(Refusals(kJobs, kMissing), 1);
 }
 
-// Issue 5 §4: with TLS and a token, SubmitJob without the token is refused
+// With TLS and a token, SubmitJob without the token is refused
 // even with a client certificate, and without a certificate before the
 // token is looked at; each refusal is counted once, under its reason.
 TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {

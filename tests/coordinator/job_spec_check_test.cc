@@ -100,7 +100,7 @@ struct BadCase {
 std::vector<BadCase> BadCases() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return {
-      // Issue 3 §5's list.
+      // Inconsistent shapes and values, one field at a time.
       {"zero microbatches",
        [](JobSpec& s) { s.mutable_pipeline()->set_microbatches(0); },
        "pipeline.microbatches: must be >= 1, got 0"},

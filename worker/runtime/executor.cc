@@ -471,9 +471,15 @@ class StepRun {
     return absl::OkStatus();
   }
 
-  at::Tensor ActivationZeros() const {
-    return at::zeros({o_.microbatch_size, o_.seq_len, o_.hidden},
-                     at::TensorOptions().dtype(at::kFloat).device(o_.device));
+  // One tensor of zeros serves every synthetic output of the step: nothing
+  // writes a sent or handed-over tensor, and p ranks on a few cores should
+  // spend their CPU on the runtime, not on filling buffers.
+  const at::Tensor& ActivationZeros() {
+    if (!synthetic_zeros_.defined()) {
+      synthetic_zeros_ = at::zeros({o_.microbatch_size, o_.seq_len, o_.hidden},
+                                   at::TensorOptions().dtype(at::kFloat).device(o_.device));
+    }
+    return synthetic_zeros_;
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
@@ -568,6 +574,7 @@ class StepRun {
   std::vector<at::Tensor> send_buffers_;
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
   std::vector<int> synthetic_buckets_;  // BucketsPerStage, once a partial W needs it.
+  at::Tensor synthetic_zeros_;          // ActivationZeros, once made.
 };
 
 // The messages of forward-only runs (RunForwardOnly: each rank runs its

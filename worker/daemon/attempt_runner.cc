@@ -153,6 +153,16 @@ class AttemptRun {
     options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
     options.timeout = env_.comm_timeout;
     options.faults = env_.faults;
+    if (env_.synthetic.has_value()) {
+      // The noise is drawn from the job's seed: every rank and every attempt
+      // waits the same for the same pass.
+      SyntheticComputeSource source = *env_.synthetic;
+      source.seed = spec_.seed();
+      absl::StatusOr<SyntheticCompute> synthetic = SyntheticFromCostModel(
+          a_.schedule().cost_model(), a_.schedule().schedule().worker_of_stage_size(), source);
+      if (!synthetic.ok()) return JobError(synthetic.status());
+      options.synthetic = *std::move(synthetic);
+    }
     absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -92,6 +93,10 @@ struct AttemptEnvironment {
   absl::Duration report_timeout = absl::Seconds(30);
   /// Faults to inject in every attempt (--slow-stage, --inject-nan-step).
   FaultInjection faults;
+  /// Synthetic compute (--synthetic-compute; benchmarking, not training):
+  /// passes wait the times of the Assignment's cost model, scaled; the
+  /// noise seed is the job's.
+  std::optional<SyntheticComputeSource> synthetic;
   /// Where the passes run (--device; RankTrainerOptions::device).
   c10::Device device = c10::Device(c10::kCPU);
 };

@@ -8,6 +8,7 @@
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
 //               [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
 //               [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]
+//               [--synthetic-compute SCALE[:NOISE]]
 //               [--nccl-shared-gpu-test-host-id ID]   (TEST-ONLY)
 //               zbpp-worker --help
 //
@@ -15,6 +16,13 @@
 // worker holding pipeline rank S runs its passes FACTOR times slower from
 // step STEP (default 0) on; the worker holding the last rank turns a
 // gradient entry into NaN at step K.
+//
+// --synthetic-compute SCALE[:NOISE] is a benchmarking mode, not training
+// (worker/runtime/synthetic_compute.h): every pass waits the time the job's
+// cost model (the Assignment's schedule version's) gives it, times SCALE,
+// with multiplicative noise NOISE in [0, 1), instead of computing; messages,
+// the executor, validation and reports stay real, no gradient is produced
+// (the optimizer moves nothing) and the loss is a constant.
 //
 // --token-file F: the coordinator's bearer token (its --token-file), sent on
 // every call; without it a coordinator that has one refuses the worker.
@@ -59,7 +67,7 @@ constexpr char kUsage[] =
     "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
     "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
     "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K] "
-    "[--nccl-shared-gpu-test-host-id ID]; zbpp-worker --help";
+    "[--synthetic-compute SCALE[:NOISE]] [--nccl-shared-gpu-test-host-id ID]; zbpp-worker --help";
 
 constexpr char kHelp[] =
     "zbpp-worker: the worker daemon, one per GPU or CPU core. It registers with the\n"
@@ -81,6 +89,10 @@ constexpr char kHelp[] =
     "  --token-file F            the coordinator's bearer token\n"
     "  --slow-stage S:FACTOR[@STEP]   fault injection: rank S runs FACTOR times slower\n"
     "  --inject-nan-step K       fault injection: the last rank's gradient turns NaN at K\n"
+    "  --synthetic-compute SCALE[:NOISE]\n"
+    "                            BENCHMARKING, not training: passes wait the job's cost\n"
+    "                            model times SCALE (noise NOISE in [0, 1)) instead of\n"
+    "                            computing; no gradients, constant loss\n"
     "  --nccl-shared-gpu-test-host-id ID\n"
     "                            TEST-ONLY: lets several workers share one GPU under\n"
     "                            NCCL (NCCL_HOSTID=ID, sockets on loopback,\n"
@@ -134,12 +146,31 @@ std::string DefaultCacheDir() {
   return "/tmp/zbpp-cache";
 }
 
+// --synthetic-compute SCALE[:NOISE].
+absl::StatusOr<SyntheticComputeSource> ParseSyntheticCompute(const std::string& value) {
+  SyntheticComputeSource source;
+  const size_t colon = value.find(':');
+  const bool ok =
+      absl::SimpleAtod(value.substr(0, colon), &source.scale) && source.scale > 0 &&
+      source.scale <= 1e6 &&
+      (colon == std::string::npos ||
+       (absl::SimpleAtod(value.substr(colon + 1), &source.noise) && source.noise >= 0 &&
+        source.noise < 1));
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--synthetic-compute must be SCALE[:NOISE], SCALE > 0, NOISE in [0, 1), got \"", value,
+        "\""));
+  }
+  return source;
+}
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(
       argc, argv,
       {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
        "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key",
-       "--token-file", "--slow-stage", "--inject-nan-step", "--nccl-shared-gpu-test-host-id"});
+       "--token-file", "--slow-stage", "--inject-nan-step", "--synthetic-compute",
+       "--nccl-shared-gpu-test-host-id"});
   if (!values.ok()) return values.status();
   Flags flags;
   auto get = [&](const std::string& name, std::string* out) {
@@ -195,6 +226,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("--inject-nan-step must be a step >= 0, got \"", it->second, "\""));
     }
+  }
+  if (auto it = values->find("--synthetic-compute"); it != values->end()) {
+    absl::StatusOr<SyntheticComputeSource> source = ParseSyntheticCompute(it->second);
+    if (!source.ok()) return source.status();
+    flags.server.synthetic = *source;
   }
   if (flags.server.cache_dir.empty()) flags.server.cache_dir = DefaultCacheDir();
   return flags;

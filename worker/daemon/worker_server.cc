@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(Options optio
   env.cache_dir = o.cache_dir;
   env.comm_timeout = o.comm_timeout;
   env.faults = o.faults;
+  env.synthetic = o.synthetic;
   env.device = o.device;
   return worker;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -57,6 +58,8 @@ class WorkerServer {
     std::string token_file;
     /// Faults to inject (--slow-stage, --inject-nan-step).
     FaultInjection faults;
+    /// Synthetic compute (--synthetic-compute); benchmarking, not training.
+    std::optional<SyntheticComputeSource> synthetic;
 
     // --- NCCL (zbpp-worker sets these; CPU-only tests leave them) ---
     /// Makes the factory of NCCL groups from the channel to the

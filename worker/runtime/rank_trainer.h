@@ -74,8 +74,8 @@ struct RankTrainerOptions {
   absl::Duration timeout = absl::Seconds(60);
   FaultInjection faults;
   /// Benchmarking, not training: passes wait these times instead of
-  /// computing (ExecutorOptions::synthetic); the optimizer and validation
-  /// still run, on zero gradients.
+  /// computing (ExecutorOptions::synthetic); validation and the optimizer
+  /// still run, over gradients no pass defines (zero norm, no update).
   std::optional<SyntheticCompute> synthetic;
 };
 

@@ -22,11 +22,11 @@ namespace zbpp::worker {
 /// so the runtime's own overhead and ordering are measured at scale.
 ///
 /// What a synthetic step computes: nothing. F sends zeros, B sends zeros and
-/// leaves every `.grad` as the caller set it (zero), W does nothing, and each
-/// microbatch's loss on the last virtual stage is the constant `loss`. An
-/// optimizer step over those zero gradients is still taken by the caller
-/// (AdamW's weight decay still moves the weights): the loss curve is flat and
-/// the parameters are meaningless.
+/// leaves every `.grad` as the caller left it (in RankTrainer never defined,
+/// so the validation protocol exchanges a zero gradient norm and AdamW's step
+/// skips every parameter), W does nothing, and each microbatch's loss on the
+/// last virtual stage is the constant `loss`: the loss curve is flat and the
+/// parameters stay at their initial values.
 struct SyntheticCompute {
   /// Per virtual stage, in model order: T_F, T_B, T_W of one microbatch, in
   /// seconds (the memory fields are not used). A fused BW waits T_B + T_W; a

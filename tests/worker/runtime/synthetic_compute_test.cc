@@ -9,14 +9,18 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
+#include "worker/comm/in_process_communicator.h"
 #include "worker/comm/order_strict_communicator.h"
+#include "worker/runtime/rank_trainer.h"
 #include "worker/runtime/synthetic_compute.h"
 #include "worker/runtime/synthetic_pipeline.h"
 
@@ -146,6 +150,110 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   sched::Action w{sched::PassKind::kW, 0, 0};
   w.bucket = 1;
   EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4), 0.25);
+}
+
+TEST(SyntheticComputeFromCostModel, ScalesTheVersionsCosts) {
+  v1::CostModel model;
+  for (int s = 0; s < 2; ++s) {
+    v1::StageCost* c = model.add_stages();
+    c->set_f_seconds(0.001 * (s + 1));
+    c->set_b_seconds(0.002);
+    c->set_w_seconds(0.003);
+  }
+  absl::StatusOr<SyntheticCompute> synthetic =
+      SyntheticFromCostModel(model, 2, SyntheticComputeSource{10, 0.1, 5});
+  ASSERT_TRUE(synthetic.ok()) << synthetic.status();
+  EXPECT_DOUBLE_EQ(synthetic->stages[1].f_seconds, 0.02);
+  EXPECT_DOUBLE_EQ(synthetic->stages[0].w_seconds, 0.03);
+  EXPECT_EQ(synthetic->noise, 0.1);
+  EXPECT_EQ(synthetic->seed, 5u);
+  EXPECT_FALSE(SyntheticFromCostModel(model, 4, SyntheticComputeSource{}).ok());
+  EXPECT_FALSE(SyntheticFromCostModel(model, 2, SyntheticComputeSource{0, 0, 0}).ok());
+}
+
+// The rank trainer around synthetic passes: post-update validation settles
+// every step (zero gradients: nothing clipped or skipped), the loss is the
+// constant, and each step lasts at least the simulator's step.
+TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
+  v1::JobSpec spec;
+  v1::ModelSpec* model = spec.mutable_model();
+  model->set_architecture("gpt");
+  model->set_layers(4);
+  model->set_hidden(16);
+  model->set_heads(2);
+  model->set_vocab(32);
+  model->set_seq_len(8);
+  spec.mutable_pipeline()->set_stages(2);
+  spec.mutable_pipeline()->set_chunks(1);
+  spec.mutable_pipeline()->set_microbatches(4);
+  spec.mutable_pipeline()->set_microbatch_size(2);
+  spec.mutable_optimizer()->set_learning_rate(1e-2);
+  spec.mutable_optimizer()->set_max_grad_norm(1.0);
+  spec.set_seed(3);
+  sched::StageCost cost;
+  cost.f_seconds = 0.003;
+  cost.b_seconds = 0.004;
+  cost.w_seconds = 0.002;
+  const sched::Problem problem = sched::Problem::Uniform(2, 1, 4, cost, 0.0);
+  const sched::Schedule schedule = *sched::Generate("zb-h1", problem);
+  const double predicted = sched::Simulate(problem, schedule)->step_seconds;
+  SyntheticCompute synthetic;
+  synthetic.stages = problem.stages;
+  synthetic.loss = 1.25;
+
+  std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(2);
+  constexpr int kTrainerSteps = 3;
+  std::vector<std::vector<StepResult>> results(2);
+  std::vector<absl::Status> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      RankTrainerOptions o;
+      o.spec = spec;
+      o.rank = r;
+      o.virtual_stages = {r};
+      o.communicator = comms[r].get();
+      o.train_batches = [](int64_t, int) {
+        return MicrobatchData{at::zeros({2, 8}, at::kLong), at::zeros({2, 8}, at::kLong)};
+      };
+      o.eval_batches = o.train_batches;
+      o.timeout = absl::Seconds(20);
+      o.synthetic = synthetic;
+      absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+      if (!trainer.ok()) {
+        errors[r] = trainer.status();
+        return;
+      }
+      for (int step = 0; step < kTrainerSteps; ++step) {
+        absl::StatusOr<StepResult> result =
+            (*trainer)->RunStep(step, schedule, v1::VALIDATION_MODE_POST);
+        if (!result.ok()) {
+          errors[r] = result.status();
+          return;
+        }
+        results[r].push_back(*std::move(result));
+      }
+      absl::StatusOr<std::optional<StepValidation>> last = (*trainer)->Settle();
+      if (!last.ok()) errors[r] = last.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
+    for (const StepResult& result : results[r]) {
+      EXPECT_EQ(result.local_grad_norm_sq, 0);
+      EXPECT_FALSE(result.found_inf_nan);
+      EXPECT_GE(result.timeline.step_seconds, 0.97 * predicted);
+      for (const StepValidation& v : result.validations) {
+        EXPECT_EQ(v.clip_coefficient, 1);
+        EXPECT_FALSE(v.rolled_back);
+      }
+      if (r == 1) {
+        ASSERT_TRUE(result.loss.has_value());
+        EXPECT_DOUBLE_EQ(*result.loss, 1.25);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The pipeline runtime at scale on a few cores (issue 24 §1): p ranks as
+// The pipeline runtime at scale on a few cores: p ranks as
 // threads of this process, each a real PipelineExecutor over the order-strict
 // communicator (NCCL's matching) exchanging [b, s, h] float32 messages, with
 // synthetic compute (worker/runtime/synthetic_compute.h): every pass waits

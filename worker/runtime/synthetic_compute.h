@@ -12,8 +12,8 @@
 
 namespace zbpp::worker {
 
-/// Synthetic compute: a benchmarking mode of the executor, not training
-/// (issue 24 §1). Every F, B and W pass takes the duration a cost model gives
+/// Synthetic compute: a benchmarking mode of the executor, not training.
+/// Every F, B and W pass takes the duration a cost model gives
 /// it by waiting instead of computing, while everything else is real: the
 /// executor's order, messages of the real shape ([b, s, h] float32 zeros)
 /// over the real transport in the pair orders, the BeforeFirstBackward check

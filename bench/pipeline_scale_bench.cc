@@ -10,7 +10,9 @@
 // T_B, T_W = 1.63, 1.98, 1.29 ms on an H100), times kLayersPerRank layers
 // per rank, split evenly over the rank's chunks; no communication term.
 //
-//   pipeline_scale_bench [--in-process] [P...]    (default: 8 16)
+//   pipeline_scale_bench [--in-process] [--schedules=A,B,...] [P...]
+//
+// Defaults: p = 8 16; schedules 1f1b, zb-h1, zb-2p, zb-v.
 //
 // --in-process: CreateInProcessGroup (matches by tag) instead of the
 // order-strict group.
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -82,9 +85,13 @@ Measured Measure(const std::vector<StepTimeline>& ranks, const zbpp::sched::Sche
 int main(int argc, char** argv) {
   std::vector<int> ps;
   bool in_process = false;
+  std::vector<std::string> names = {"1f1b", "zb-h1", "zb-2p", "zb-v"};
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--in-process") {
+    const std::string arg = argv[i];
+    if (arg == "--in-process") {
       in_process = true;
+    } else if (arg.rfind("--schedules=", 0) == 0) {
+      names = absl::StrSplit(arg.substr(12), ',', absl::SkipEmpty());
     } else {
       ps.push_back(std::atoi(argv[i]));
     }
@@ -96,9 +103,13 @@ int main(int argc, char** argv) {
               "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int p : ps) {
     const int m = 2 * p;
-    for (const std::string name : {"1f1b", "zb-h1", "zb-2p", "zb-v"}) {
-      const zbpp::sched::ScheduleTraits traits = *zbpp::sched::FindSchedule(name);
-      const int v = traits.default_chunks;
+    for (const std::string& name : names) {
+      absl::StatusOr<zbpp::sched::ScheduleTraits> traits = zbpp::sched::FindSchedule(name);
+      if (!traits.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(traits.status().message()).c_str());
+        return 2;
+      }
+      const int v = traits->default_chunks;
       zbpp::sched::StageCost cost;
       cost.f_seconds = 1.63e-3 * kLayersPerRank / v;
       cost.b_seconds = 1.98e-3 * kLayersPerRank / v;

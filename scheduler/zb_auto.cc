@@ -158,8 +158,10 @@ class Pool {
 // another (LoopGreedyTrace, LoopGreedyWarmup) share its run.
 class LoopGreedyRuns {
  public:
+  // No default member initialisers: clang cannot default-construct a nested
+  // class that has them inside its enclosing class (std::optional::emplace).
   struct Run {
-    bool ok = false;
+    bool ok;  // Set with the orders, by Get.
     Orders orders;
     std::vector<double> spans;
     internal::LoopGreedyTrace trace;

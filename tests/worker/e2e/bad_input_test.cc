@@ -124,7 +124,17 @@ INSTANTIATE_TEST_SUITE_P(
                   "--nccl-shared-gpu-test-host-id must not be empty"},
         UsageCase{"NcclTestHostIdOnTheCpu",
                   {"--coordinator", "127.0.0.1:1", "--nccl-shared-gpu-test-host-id", "w-0"},
-                  "--nccl-shared-gpu-test-host-id needs --device cuda:N"}),
+                  "--nccl-shared-gpu-test-host-id needs --device cuda:N"},
+        // The benchmarking mode: a positive scale, noise in [0, 1).
+        UsageCase{"SyntheticComputeZeroScale",
+                  {"--coordinator", "127.0.0.1:1", "--synthetic-compute", "0"},
+                  "--synthetic-compute must be SCALE[:NOISE]"},
+        UsageCase{"SyntheticComputeNoiseOfOne",
+                  {"--coordinator", "127.0.0.1:1", "--synthetic-compute", "2:1"},
+                  "got \"2:1\""},
+        UsageCase{"SyntheticComputeNotANumber",
+                  {"--coordinator", "127.0.0.1:1", "--synthetic-compute", "fast"},
+                  "got \"fast\""}),
     [](const ::testing::TestParamInfo<UsageCase>& info) {
       return info.param.name;
     });
@@ -137,7 +147,8 @@ TEST_F(WorkerBadInput, HelpListsEveryFlagAndMarksTheTestOnlyOne) {
   EXPECT_EQ(result.err, "");
   for (const char* flag : {"--coordinator", "--device", "--threads", "--listen", "--cache-dir",
                            "--gloo-hostname", "--name", "--memory-bytes", "--comm-timeout",
-                           "--tls-ca", "--token-file", "--slow-stage", "--inject-nan-step"}) {
+                           "--tls-ca", "--token-file", "--slow-stage", "--inject-nan-step",
+                           "--synthetic-compute"}) {
     EXPECT_THAT(result.out, HasSubstr(flag));
   }
   EXPECT_THAT(result.out, HasSubstr("--nccl-shared-gpu-test-host-id ID\n"

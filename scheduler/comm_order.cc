@@ -133,6 +133,27 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
   return orders;
 }
 
+PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
+  std::map<std::pair<int, int>, int> index;  // (microbatch, stage) -> action index.
+  for (int w = 0; w < forward.workers; ++w) {
+    for (int i = 0; i < static_cast<int>(forward.actions[w].size()); ++i) {
+      const Action& a = forward.actions[w][i];
+      index[{a.microbatch, a.stage}] = i;
+    }
+  }
+  PairOrders orders;
+  for (int mb = 0; mb < forward.microbatches; ++mb) {
+    for (int s = 0; s + 1 < forward.num_stages(); ++s) {
+      const int from = forward.worker_of_stage[s];
+      const int to = forward.worker_of_stage[s + 1];
+      if (from == to) continue;
+      orders[{std::min(from, to), std::max(from, to)}].push_back(
+          Message{from, to, index[{mb, s}], index[{mb, s + 1}]});
+    }
+  }
+  return orders;
+}
+
 absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders) {
   // Pass nodes: an offset per worker.
   std::vector<int> first_node(schedule.workers + 1, 0);

@@ -54,6 +54,13 @@ using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 /// schedule that is malformed, incomplete or deadlocked itself.
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 
+/// The pair orders of a forward-only schedule (evaluation) in which every
+/// worker runs its virtual stages in model order for microbatch 0, 1, ...:
+/// each pair's activations by (microbatch, sending virtual stage), the order
+/// every worker's passes follow, so it cannot deadlock. Requires exactly one
+/// F per (virtual stage, microbatch) and no other pass.
+PairOrders ForwardOnlyPairOrders(const Schedule& forward);
+
 /// OK when a transport that runs each pair's messages in `orders` (one at a
 /// time on both ranks; each waits for its producer, its consumer waits for
 /// it) runs `schedule` to the end: the graph of each worker's passes in

@@ -109,6 +109,13 @@ struct Schedule {
   std::vector<std::vector<Action>> actions;
 
   int num_stages() const { return workers * chunks; }
+
+  friend bool operator==(const Schedule& a, const Schedule& b) {
+    return a.name == b.name && a.workers == b.workers && a.chunks == b.chunks &&
+           a.microbatches == b.microbatches && a.worker_of_stage == b.worker_of_stage &&
+           a.actions == b.actions;
+  }
+  friend bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }
 };
 
 }  // namespace zbpp::sched

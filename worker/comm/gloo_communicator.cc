@@ -326,9 +326,18 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
+  // Only the wait is bounded by `timeout` (c10d's Gloo does not honour the
+  // timeout in BarrierOptions); the barrier itself runs until Gloo's context
+  // timeout.
   absl::Status Barrier(absl::Duration timeout) override {
-    return Collective([&] { return group_->barrier(); }, timeout,
-                      absl::StrCat("rank ", rank_, " barrier"));
+    const std::string what = absl::StrCat("rank ", rank_, " barrier");
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = group_->barrier();
+    } catch (...) {
+      return CurrentExceptionToStatus(what);
+    }
+    return WaitForWork(*work, timeout, what);
   }
 
   void Abort() override {
@@ -372,22 +381,6 @@ class GlooCommunicator final : public Communicator {
     } catch (...) {
       return CurrentExceptionToStatus(what);
     }
-  }
-
-  /// Starts a collective and waits for it. Only the wait is bounded by
-  /// `timeout` (c10d's Gloo did not honour the timeout in
-  /// AllreduceOptions/BarrierOptions); the collective itself runs until
-  /// Gloo's context timeout.
-  template <typename Start>
-  absl::Status Collective(Start start, absl::Duration timeout,
-                          const std::string& what) {
-    c10::intrusive_ptr<c10d::Work> work;
-    try {
-      work = start();
-    } catch (...) {
-      return CurrentExceptionToStatus(what);
-    }
-    return WaitForWork(*work, timeout, what);
   }
 
   const c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;

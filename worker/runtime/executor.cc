@@ -4,8 +4,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -16,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/comm_order.h"
-#include "scheduler/problem.h"
 #include "scheduler/simulator.h"
 #include "worker/model/split_linear.h"
 #include "worker/runtime/device.h"
@@ -87,15 +84,17 @@ class StepRun {
   // instead of the options' training data.
   // `check` (may be null) runs before the first B; see BeforeFirstBackward.
   // `orders`: the schedule's messages per pair of ranks, in the order
-  // every rank issues them.
+  // every rank issues them; `prefix`: each rank's speculative prefix length
+  // (read only with a `check`).
   StepRun(const ExecutorOptions& options, int64_t step, int generation,
-          const sched::Schedule& schedule, const sched::PairOrders& orders, bool forward_only,
-          const BatchFn& batches, const BeforeFirstBackward* check)
+          const sched::Schedule& schedule, const sched::PairOrders& orders,
+          const std::vector<int>& prefix, bool forward_only, const BatchFn& batches,
+          const BeforeFirstBackward* check)
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
         start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
-    PlanMessages(orders);
+    PlanMessages(orders, prefix);
   }
 
   absl::StatusOr<StepTimeline> Run() {
@@ -248,10 +247,7 @@ class StepRun {
   int WorkerOf(int stage) const { return schedule_.worker_of_stage[stage]; }
 
   // This rank's messages per peer, in the pairs' orders, with their tags.
-  void PlanMessages(const sched::PairOrders& orders) {
-    const std::vector<int> prefix = check_ != nullptr
-                                        ? sched::SpeculativePrefixLengths(schedule_)
-                                        : std::vector<int>(schedule_.workers, 0);
+  void PlanMessages(const sched::PairOrders& orders, const std::vector<int>& prefix) {
     for (const auto& [pair, messages] : orders) {
       if (pair.first != o_.rank && pair.second != o_.rank) continue;
       PeerQueue queue;
@@ -267,7 +263,7 @@ class StepRun {
         message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
                                                  : MessageKind::kGradient,
                           to_stage, a.microbatch);
-        message.speculative = m.producer < prefix[m.from];
+        message.speculative = check_ != nullptr && m.producer < prefix[m.from];
         if (!message.send) receive_queue_[message.action] = queues_.size();
         queue.messages.push_back(message);
       }
@@ -577,34 +573,6 @@ class StepRun {
   at::Tensor synthetic_zeros_;          // ActivationZeros, once made.
 };
 
-// The messages of forward-only runs (RunForwardOnly: each rank runs its
-// chunks in model order for microbatch 0, 1, ...), per pair in the order of
-// (microbatch, sending virtual stage), which every rank's passes follow.
-sched::PairOrders ForwardOnlyOrders(const sched::Schedule& forward) {
-  std::map<std::pair<int, int>, size_t> index;  // (mb, stage) -> action index.
-  for (int w = 0; w < forward.workers; ++w) {
-    for (size_t i = 0; i < forward.actions[w].size(); ++i) {
-      const Action& a = forward.actions[w][i];
-      index[{a.microbatch, a.stage}] = i;
-    }
-  }
-  sched::PairOrders orders;
-  for (int mb = 0; mb < forward.microbatches; ++mb) {
-    for (int s = 0; s + 1 < forward.num_stages(); ++s) {
-      const int from = forward.worker_of_stage[s];
-      const int to = forward.worker_of_stage[s + 1];
-      if (from == to) continue;
-      sched::Message m;
-      m.from = from;
-      m.to = to;
-      m.producer = static_cast<int>(index[{mb, s}]);
-      m.consumer = static_cast<int>(index[{mb, s + 1}]);
-      orders[{std::min(from, to), std::max(from, to)}].push_back(m);
-    }
-  }
-  return orders;
-}
-
 }  // namespace
 
 absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
@@ -613,17 +581,10 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
     return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.workers,
                                                    " workers, the job has ", p, " ranks"));
   }
-  sched::Problem problem = sched::Problem::Uniform(schedule.workers, schedule.chunks,
-                                                   schedule.microbatches, sched::StageCost{},
-                                                   0.0);
-  // Simulate checks the form (CheckSchedule) and finds deadlocks.
-  if (absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(problem, schedule);
-      !sim.ok()) {
-    return absl::Status(sim.status().code(),
-                        absl::StrCat("schedule refused: ", std::string(sim.status().message())));
-  }
-  // Every transport issues each pair's messages in one derived order; one
-  // that runs them one at a time (NCCL) must not deadlock on it.
+  // DerivePairOrders simulates the schedule, which checks its form
+  // (CheckSchedule) and finds deadlocks. Every transport issues each pair's
+  // messages in that order; one that runs them one at a time (NCCL) must
+  // not deadlock on it.
   absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
   if (!orders.ok()) {
     return absl::Status(orders.status().code(), absl::StrCat("schedule refused: ",
@@ -682,10 +643,10 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunStep(int64_t step,
                                                        const sched::Schedule& schedule,
                                                        int generation,
                                                        const BeforeFirstBackward& check) {
-  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
-  if (!orders.ok()) return orders.status();
-  StepRun run(options_, step, generation, schedule, *orders, /*forward_only=*/false,
-              options_.batches, check ? &check : nullptr);
+  absl::StatusOr<const SchedulePlan*> plan = PlanFor(schedule);
+  if (!plan.ok()) return plan.status();
+  StepRun run(options_, step, generation, schedule, (*plan)->orders, (*plan)->prefix,
+              /*forward_only=*/false, options_.batches, check ? &check : nullptr);
   absl::StatusOr<StepTimeline> timeline = run.Run();
   if (!timeline.ok()) {
     for (auto& [stage, chunk] : options_.chunks) {
@@ -707,9 +668,28 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
       forward.actions[forward.worker_of_stage[s]].push_back({PassKind::kF, s, mb});
     }
   }
-  StepRun run(options_, tag_step, /*generation=*/0, forward, ForwardOnlyOrders(forward),
-              /*forward_only=*/true, batches, /*check=*/nullptr);
+  StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),
+              /*prefix=*/{}, /*forward_only=*/true, batches, /*check=*/nullptr);
   return run.Run();
+}
+
+absl::StatusOr<const PipelineExecutor::SchedulePlan*> PipelineExecutor::PlanFor(
+    const sched::Schedule& schedule) {
+  if (plan_ != nullptr && plan_->schedule == schedule) return plan_.get();
+  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
+  if (!orders.ok()) return orders.status();
+  auto plan = std::make_unique<SchedulePlan>();
+  plan->schedule = schedule;
+  plan->orders = *std::move(orders);
+  plan->prefix = sched::SpeculativePrefixLengths(schedule);
+  plan->speculation_allowed = sched::CheckSpeculativePrefixes(schedule, plan->orders).ok();
+  plan_ = std::move(plan);
+  return plan_.get();
+}
+
+bool PipelineExecutor::SpeculationAllowed(const sched::Schedule& schedule) {
+  absl::StatusOr<const SchedulePlan*> plan = PlanFor(schedule);
+  return plan.ok() && (*plan)->speculation_allowed;
 }
 
 }  // namespace zbpp::worker

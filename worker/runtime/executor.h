@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "scheduler/comm_order.h"
 #include "scheduler/schedule.h"
 #include "worker/comm/communicator.h"
 #include "worker/model/gpt.h"
@@ -174,6 +176,12 @@ class PipelineExecutor {
   absl::StatusOr<StepTimeline> RunForwardOnly(int64_t tag_step, const sched::Schedule& schedule,
                                               int microbatches, const BatchFn& batches);
 
+  /// Whether post-update validation may run `schedule`'s speculative
+  /// prefixes before the previous step is settled
+  /// (sched::CheckSpeculativePrefixes over its pair orders). Derived once
+  /// per schedule, like the orders RunStep issues messages in.
+  bool SpeculationAllowed(const sched::Schedule& schedule);
+
   /// ExecutorOptions::pass_slowdown for the following steps; >= 1.
   void set_pass_slowdown(double factor) { options_.pass_slowdown = factor; }
   /// ExecutorOptions::loss_scale for the B passes from now on, including
@@ -181,7 +189,21 @@ class PipelineExecutor {
   void set_loss_scale(double scale) { options_.loss_scale = scale; }
 
  private:
+  // What the executor derives from a schedule, once for the many steps it
+  // runs of it: each pair's message order, the speculative prefixes
+  // (sched::SpeculativePrefixLengths) and whether they may run ahead.
+  struct SchedulePlan {
+    sched::Schedule schedule;
+    sched::PairOrders orders;
+    std::vector<int> prefix;
+    bool speculation_allowed = false;
+  };
+  // The plan of `schedule`, derived anew when it differs from the last one.
+  // The simulator's error for a malformed or deadlocked schedule.
+  absl::StatusOr<const SchedulePlan*> PlanFor(const sched::Schedule& schedule);
+
   ExecutorOptions options_;
+  std::unique_ptr<SchedulePlan> plan_;  // Null until the first PlanFor.
 };
 
 }  // namespace zbpp::worker

@@ -7,7 +7,6 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/comm_order.h"
 #include "worker/data/checkpoint.h"
 
 namespace zbpp::worker {
@@ -95,14 +94,6 @@ namespace {
 uint32_t PartialStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 0, 0); }
 uint32_t FullStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 1, 0); }
 
-// Whether the next step's speculative prefixes may run before the last
-// step's outcome is known (sched::CheckSpeculativePrefixes over the
-// schedule's pair orders); otherwise each step is settled before the next.
-bool SpeculationAllowed(const sched::Schedule& schedule) {
-  absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
-  return orders.ok() && sched::CheckSpeculativePrefixes(schedule, *orders).ok();
-}
-
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -134,7 +125,7 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
                                                                           : 1.0);
   const bool post = mode == v1::VALIDATION_MODE_POST;
   StepResult result;
-  if (pending_ != nullptr && (!post || !SpeculationAllowed(schedule))) {
+  if (pending_ != nullptr && (!post || !executor_->SpeculationAllowed(schedule))) {
     absl::StatusOr<std::optional<StepValidation>> settled = Settle();
     if (!settled.ok()) return settled.status();
     result.validations.push_back(**settled);

@@ -1,0 +1,250 @@
+#include "worker/model/model_chunk.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/counter_hash.h"
+#include "worker/model/gpt.h"
+#include "worker/model/llama.h"
+#include "worker/model/split_linear.h"
+
+namespace zbpp::worker {
+namespace {
+
+// The architecture registry: adding a family is a subclass of ModelChunk and
+// one line here (plus its costs in the coordinator's analytic model,
+// coordinator/core/model_costs.h).
+struct Architecture {
+  const char* name;
+  // The family's own rules on a spec whose common fields are valid.
+  absl::Status (*check)(const v1::ModelSpec& spec);
+  std::unique_ptr<ModelChunk> (*make)(const ModelConfig& config, int stage, int num_stages,
+                                      uint64_t seed, c10::Device device);
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"gpt", CheckGptSpec, MakeGptChunk},
+    {"llama", CheckLlamaSpec, MakeLlamaChunk},
+};
+
+const Architecture* FindArchitecture(const std::string& name) {
+  for (const Architecture& a : kArchitectures) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+// A parameter's generator seed from (job seed, name), so that its initial
+// value does not depend on which other parameters a process holds.
+uint64_t NameSeed(uint64_t seed, const std::string& name) {
+  uint64_t h = SplitMix64(seed);
+  for (unsigned char c : name) h = HashCombine(h, c);
+  return h;
+}
+
+}  // namespace
+
+at::ScalarType ComputeTypeOf(v1::Precision precision) {
+  switch (precision) {
+    case v1::PRECISION_BF16:
+      return at::kBFloat16;
+    case v1::PRECISION_FP16:
+      return at::kHalf;
+    default:
+      return at::kFloat;
+  }
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec) {
+  const Architecture* architecture = FindArchitecture(spec.architecture());
+  if (architecture == nullptr) {
+    std::vector<std::string> known;
+    for (const Architecture& a : kArchitectures) known.push_back(a.name);
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.architecture: unknown architecture \"",
+                     std::string(spec.architecture()), "\"; known: ", absl::StrJoin(known, ", ")));
+  }
+  auto positive = [](int value, const char* field) -> absl::Status {
+    if (value >= 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be >= 1, got ", value));
+  };
+  for (auto [value, field] : {std::pair{spec.layers(), "model.layers"},
+                              std::pair{spec.hidden(), "model.hidden"},
+                              std::pair{spec.heads(), "model.heads"},
+                              std::pair{spec.vocab(), "model.vocab"},
+                              std::pair{spec.seq_len(), "model.seq_len"}}) {
+    if (absl::Status st = positive(value, field); !st.ok()) return st;
+  }
+  if (spec.hidden() % spec.heads() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model.hidden (", spec.hidden(),
+                                                   ") must be divisible by model.heads (",
+                                                   spec.heads(), ")"));
+  }
+  if (spec.has_norm_eps() && !(spec.norm_eps() > 0 && spec.norm_eps() < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.norm_eps must be in (0, 1), got ", spec.norm_eps()));
+  }
+  if (absl::Status st = architecture->check(spec); !st.ok()) return st;
+  ModelConfig config;
+  config.architecture = spec.architecture();
+  config.layers = spec.layers();
+  config.hidden = spec.hidden();
+  config.heads = spec.heads();
+  config.vocab = spec.vocab();
+  config.seq_len = spec.seq_len();
+  config.ffn_hidden = spec.has_ffn_hidden() ? spec.ffn_hidden() : 4 * spec.hidden();
+  config.kv_heads = spec.has_kv_heads() ? spec.kv_heads() : spec.heads();
+  if (spec.has_rope_theta()) config.rope_theta = spec.rope_theta();
+  if (spec.has_norm_eps()) config.norm_eps = spec.norm_eps();
+  config.tie_embeddings = spec.tie_embeddings();
+  if (absl::Status st = positive(config.ffn_hidden, "model.ffn_hidden"); !st.ok()) return st;
+  return config;
+}
+
+ModelChunk::ModelChunk(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+                       c10::Device device)
+    : config_(config),
+      stage_(stage),
+      num_stages_(num_stages),
+      first_layer_(stage * (config.layers / num_stages)),
+      end_layer_((stage + 1) * (config.layers / num_stages)),
+      seed_(seed),
+      device_(device) {}
+
+absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig& config,
+                                                               int stage, int num_stages,
+                                                               uint64_t seed,
+                                                               c10::Device device) {
+  const Architecture* architecture = FindArchitecture(config.architecture);
+  if (architecture == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.architecture: unknown architecture \"", config.architecture, "\""));
+  }
+  if (num_stages < 1 || stage < 0 || stage >= num_stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("virtual stage ", stage, " is not in [0, ", num_stages, ")"));
+  }
+  if (config.layers % num_stages != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model.layers (", config.layers,
+                                                   ") must be divisible by the ", num_stages,
+                                                   " virtual stages"));
+  }
+  std::unique_ptr<ModelChunk> chunk = architecture->make(config, stage, num_stages, seed, device);
+  chunk->AddParameters();
+  return chunk;
+}
+
+void ModelChunk::AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
+                              double fill, const std::string& init_name) {
+  at::Generator gen =
+      at::detail::createCPUGenerator(NameSeed(seed_, init_name.empty() ? name : init_name));
+  at::Tensor t = at::empty(shape, at::kFloat);
+  if (std > 0) {
+    t.normal_(0.0, std, gen);
+  } else {
+    t.fill_(fill);
+  }
+  t = t.to(device_);
+  t.set_requires_grad(true);
+  index_[name] = parameters_.size();
+  parameters_.emplace_back(name, t);
+}
+
+void ModelChunk::AddLinear(const std::string& name, int64_t out, int64_t in, double std,
+                           bool bias) {
+  AddParameter(name + ".weight", {out, in}, std);
+  at::Tensor weight = parameters_.back().second;
+  if (bias) AddParameter(name + ".bias", {out}, /*std=*/0.0);
+  linear_layers_.push_back({weight, bias ? parameters_.back().second : at::Tensor()});
+}
+
+void ModelChunk::AddTokenEmbedding(const std::string& name) {
+  AddParameter(name, {config_.vocab, config_.hidden}, 0.02);
+  if (config_.tie_embeddings && !is_last()) tied_ = parameters_.back().second;
+}
+
+void ModelChunk::AddHead(const std::string& name, const std::string& embedding_name) {
+  if (config_.tie_embeddings && is_first()) {
+    // One chunk holds both ends: the head is the embedding itself. Its
+    // weight gradient comes from W (SplitLinear) and B (the embedding);
+    // the W pass adds into the same .grad.
+    head_ = Param(embedding_name);
+    linear_layers_.push_back({head_, at::Tensor()});
+    return;
+  }
+  AddParameter(name, {config_.vocab, config_.hidden}, 0.02, 0.0,
+               config_.tie_embeddings ? embedding_name : name);
+  head_ = parameters_.back().second;
+  if (config_.tie_embeddings) tied_ = head_;
+  linear_layers_.push_back({head_, at::Tensor()});
+}
+
+const at::Tensor& ModelChunk::Param(const std::string& name) const {
+  auto it = index_.find(name);
+  // Names are built by the family from the same strings; a miss is a bug.
+  TORCH_CHECK(it != index_.end(), "ModelChunk: no parameter ", name);
+  return parameters_[it->second].second;
+}
+
+at::Tensor ModelChunk::Linear(const std::string& name, const at::Tensor& x) const {
+  auto bias = index_.find(name + ".bias");
+  return SplitLinear(x, Param(name + ".weight"),
+                     bias == index_.end() ? at::Tensor() : parameters_[bias->second].second,
+                     config_.compute_type);
+}
+
+at::Tensor ModelChunk::Forward(const at::Tensor& input) const {
+  at::Tensor x = is_first() ? Embed(input) : input;
+  for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
+  if (!is_last()) return x;
+  return SplitLinear(FinalNorm(x), head_, at::Tensor(), config_.compute_type);
+}
+
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const ModelChunk& chunk,
+                                                                     int buckets) {
+  const auto& layers = chunk.linear_layers();
+  const int n = static_cast<int>(layers.size());
+  if (buckets < 1 || buckets > n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "virtual stage ", chunk.stage(), " has ", n, " linear layers: it cannot be split into ",
+        buckets, " gradient buckets"));
+  }
+  auto size = [](const std::pair<at::Tensor, at::Tensor>& layer) {
+    return layer.first.numel() + (layer.second.defined() ? layer.second.numel() : 0);
+  };
+  double total = 0;
+  for (const auto& layer : layers) total += size(layer);
+  std::vector<std::vector<at::Tensor>> out(buckets);
+  int b = 0;
+  double filled = 0;
+  for (int i = 0; i < n; ++i) {
+    // The next bucket starts once this one holds its share, or when every
+    // later bucket needs one of the layers left.
+    if (!out[b].empty() && b + 1 < buckets &&
+        (filled >= (b + 1) * total / buckets || n - i <= buckets - 1 - b)) {
+      ++b;
+    }
+    out[b].push_back(layers[i].first);
+    if (layers[i].second.defined()) out[b].push_back(layers[i].second);
+    filled += size(layers[i]);
+  }
+  for (const NamedTensor& p : chunk.parameters()) {
+    const bool linear = std::any_of(layers.begin(), layers.end(), [&](const auto& layer) {
+      return layer.first.is_same(p.second) ||
+             (layer.second.defined() && layer.second.is_same(p.second));
+    });
+    if (!linear) out[0].push_back(p.second);
+  }
+  return out;
+}
+
+at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& targets) {
+  return at::cross_entropy_loss(logits.to(at::kFloat).reshape({-1, logits.size(-1)}),
+                                targets.reshape({-1}));
+}
+
+}  // namespace zbpp::worker

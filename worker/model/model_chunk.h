@@ -1,0 +1,197 @@
+#ifndef ZBPP_WORKER_MODEL_MODEL_CHUNK_H_
+#define ZBPP_WORKER_MODEL_MODEL_CHUNK_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "absl/status/statusor.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::worker {
+
+/// Sizes of a decoder-only transformer (zbpp.v1.ModelSpec after defaults).
+struct ModelConfig {
+  /// The family (ModelSpec.architecture): "gpt" or "llama" (the registry in
+  /// model_chunk.cc).
+  std::string architecture = "gpt";
+  int layers = 1;        ///< Transformer blocks in the whole model.
+  int hidden = 64;       ///< h.
+  int heads = 4;         ///< a; divides h.
+  int vocab = 256;       ///< Tokens; byte-level data needs 256.
+  int seq_len = 64;      ///< s: longest sequence (gpt: learned positions).
+  int ffn_hidden = 256;  ///< MLP inner size (4h by default).
+  /// The type of the matrix products (linear layers, attention): float32,
+  /// or bfloat16 / float16 for mixed precision (ComputeTypeOf). Parameters,
+  /// the norms, the loss and the residual stream stay float32; the
+  /// attention's softmax runs inside at::scaled_dot_product_attention, which
+  /// accumulates it in float32.
+  at::ScalarType compute_type = at::kFloat;
+  int kv_heads = 0;           ///< Key/value heads (llama's GQA); 0: heads.
+  double rope_theta = 10000;  ///< RoPE base θ (llama).
+  double norm_eps = 1e-5;     ///< ε of the LayerNorms / RMSNorms.
+  /// The LM head is the token embedding's matrix (see ModelChunk).
+  bool tie_embeddings = false;
+};
+
+/// Former names, still used by the pipeline runtime
+/// (worker/runtime/executor.h) and older tests.
+using GptConfig = ModelConfig;
+
+/// The compute type of a job's precision: FP32 (and unset) float32, BF16
+/// bfloat16, FP16 float16 (zbpp.v1.Precision).
+at::ScalarType ComputeTypeOf(v1::Precision precision);
+
+/// The config of `spec` with its defaults (kv_heads = heads, rope_theta
+/// 10000, norm_eps 1e-5, ffn_hidden 4h); InvalidArgument naming the field
+/// for an unknown architecture or inconsistent sizes (the coordinator checks
+/// the same at submission; a worker checks again because it trusts nobody's
+/// bytes). compute_type stays float32.
+absl::StatusOr<ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec);
+inline absl::StatusOr<ModelConfig> GptConfigFromSpec(const v1::ModelSpec& spec) {
+  return ModelConfigFromSpec(spec);
+}
+
+/// A named parameter: the name is global to the model (e.g.
+/// "block3.attn.qkv.weight", "model.layers.3.self_attn.q_proj.weight"), the
+/// same in every partition.
+using NamedTensor = std::pair<std::string, at::Tensor>;
+
+/// One virtual stage (chunk) of a decoder of the architecture registry: the
+/// blocks [stage·L/S, (stage+1)·L/S) of S virtual stages, plus the token
+/// embedding on the first stage and the final norm and LM head on the last.
+/// A family (gpt.h, llama.h) is a subclass that adds its parameters and
+/// runs its embedding, blocks and final norm; the runtime sees only this
+/// class.
+///
+/// Every linear layer runs through SplitLinear, so inside a WeightGradScope
+/// backward is the B pass and the W pass is the scope's store. Norm,
+/// embedding and attention gradients are computed in B (README.md, "Split
+/// backward"); attention is causal at::scaled_dot_product_attention, which
+/// has no weights.
+///
+/// Parameters are initialised from (seed, parameter name) alone, so every
+/// partition of a model starts from the same weights. They are float32
+/// (master weights) on the chunk's device; the products run in
+/// config.compute_type.
+///
+/// Tied embeddings (config.tie_embeddings): a chunk that is both first and
+/// last uses the token embedding as the LM head (one tensor, autograd sums
+/// both gradients). Otherwise the last chunk holds a copy of the embedding
+/// under the head's name, initialised from the embedding's name (so equal to
+/// it), and tied_embedding() of the first and last chunk returns the two
+/// copies: whoever trains them must add the two gradients once before each
+/// update and give both copies the sum (RankTrainer does), so that they stay
+/// equal. Thread-compatible.
+class ModelChunk {
+ public:
+  /// The chunk of config.architecture. Parameters are initialised on the
+  /// CPU, then moved to `device`, so that every device starts from the same
+  /// weights. InvalidArgument for an unknown architecture, when stage is not
+  /// in [0, num_stages) or layers is not divisible by num_stages.
+  static absl::StatusOr<std::unique_ptr<ModelChunk>> Create(
+      const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+      c10::Device device = c10::Device(c10::kCPU));
+  virtual ~ModelChunk() = default;
+  ModelChunk(const ModelChunk&) = delete;
+  ModelChunk& operator=(const ModelChunk&) = delete;
+
+  /// First stage: tokens int64 [b, s] -> hidden float32 [b, s, h]. Other
+  /// stages: hidden [b, s, h] -> hidden [b, s, h]; the last stage returns
+  /// logits [b, s, vocab] of the compute type instead. s <= seq_len.
+  at::Tensor Forward(const at::Tensor& input) const;
+
+  bool is_first() const { return stage_ == 0; }
+  bool is_last() const { return stage_ == num_stages_ - 1; }
+  int stage() const { return stage_; }
+  const ModelConfig& config() const { return config_; }
+
+  /// Every parameter, in a fixed order (leaves with requires_grad).
+  const std::vector<NamedTensor>& parameters() const { return parameters_; }
+  /// The linear layers (those whose weight gradient the W pass computes),
+  /// in model order: (weight [out, in], bias [out] or undefined), the same
+  /// tensors as in parameters().
+  const std::vector<std::pair<at::Tensor, at::Tensor>>& linear_layers() const {
+    return linear_layers_;
+  }
+  /// With tied embeddings split over two chunks: this chunk's copy of the
+  /// tied matrix [vocab, h] (the token embedding on the first chunk, the LM
+  /// head on the last); undefined otherwise (untied, a middle chunk, or one
+  /// chunk holding both ends).
+  const at::Tensor& tied_embedding() const { return tied_; }
+
+ protected:
+  ModelChunk(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+             c10::Device device);
+
+  // What a family provides. AddParameters (called once by Create) adds the
+  // chunk's parameters in model order through the helpers below, calling
+  // AddTokenEmbedding first on the first chunk and AddHead last on the last.
+  virtual void AddParameters() = 0;
+  // tokens [b, s] -> [b, s, h] float32 (first chunk only).
+  virtual at::Tensor Embed(const at::Tensor& tokens) const = 0;
+  // Block `layer` (global index): [b, s, h] float32 -> the same.
+  virtual at::Tensor Block(int layer, const at::Tensor& x) const = 0;
+  // The final norm before the head (last chunk only).
+  virtual at::Tensor FinalNorm(const at::Tensor& x) const = 0;
+
+  // A parameter of `shape`, initialised from (seed, init_name or name):
+  // normal(0, std) when std > 0, else filled with `fill`.
+  void AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
+                    double fill = 0.0, const std::string& init_name = "");
+  // "<name>.weight" [out, in] ~ normal(0, std) and, with `bias`,
+  // "<name>.bias" [out] = 0; registered as a linear layer.
+  void AddLinear(const std::string& name, int64_t out, int64_t in, double std, bool bias);
+  // `name` [vocab, h] ~ normal(0, 0.02): the token embedding.
+  void AddTokenEmbedding(const std::string& name);
+  // `name` [vocab, h]: the LM head, a linear layer without bias; with tied
+  // embeddings the embedding `embedding_name` itself (same chunk) or a copy
+  // of its initial value.
+  void AddHead(const std::string& name, const std::string& embedding_name);
+  const at::Tensor& Param(const std::string& name) const;
+  // SplitLinear through "<name>.weight" (and "<name>.bias" when present).
+  at::Tensor Linear(const std::string& name, const at::Tensor& x) const;
+
+  const ModelConfig config_;
+  const int stage_;
+  const int num_stages_;
+  const int first_layer_;  // Global index of this chunk's first block.
+  const int end_layer_;    // One past its last block.
+
+ private:
+  uint64_t seed_;
+  c10::Device device_;
+  std::vector<NamedTensor> parameters_;
+  std::map<std::string, size_t> index_;  // Name -> position in parameters_.
+  std::vector<std::pair<at::Tensor, at::Tensor>> linear_layers_;
+  at::Tensor head_;  // The LM head's weight (maybe the embedding itself).
+  at::Tensor tied_;
+};
+
+/// The name the pipeline runtime (worker/runtime/executor.h) still uses.
+using GptChunk = ModelChunk;
+
+/// The parameters of `chunk` in `buckets` gradient buckets (the partial W
+/// passes and reductions of scheduler/schedule.h): contiguous groups of its
+/// linear layers in model order, of about equal parameter counts, each with
+/// the layers' weights and biases; the other parameters (norms, embeddings,
+/// whose gradients B computes) go to bucket 0. The same split for the same
+/// chunk on every replica. InvalidArgument when `buckets` is below 1 or
+/// above the number of linear layers.
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const ModelChunk& chunk,
+                                                                     int buckets);
+
+/// Mean next-token cross-entropy in nats: logits [b, s, vocab] (any floating
+/// type; computed in float32), targets int64 [b, s]; returns a float32
+/// scalar.
+at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace zbpp::worker
+
+#endif  // ZBPP_WORKER_MODEL_MODEL_CHUNK_H_

@@ -1,5 +1,6 @@
 #include "coordinator/core/data_parallel.h"
 
+#include "coordinator/core/model_costs.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
 
@@ -7,16 +8,8 @@ namespace zbpp::coordinator {
 
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
                            int num_stages) {
-  // In doubles: 4h² and vocab·h overflow int32 for sizes the spec check
-  // admits (h <= 65536, vocab <= 2^20).
-  const double h = model.hidden();
-  const double vocab = model.vocab();
-  const double f = model.has_ffn_hidden() ? model.ffn_hidden() : 4 * h;
   const double blocks = static_cast<double>(model.layers()) / num_stages;
-  double count = blocks * (4 * h * h + 2 * h * f + 9 * h + f);
-  if (stage == 0) count += (vocab + model.seq_len()) * h;
-  if (stage == num_stages - 1) count += 2 * h + vocab * h;
-  return count;
+  return blocks * BlockCostsOf(model, 1).parameters + EndParameters(model, stage, num_stages);
 }
 
 double RingAllReduceSeconds(double bytes, int replicas) {

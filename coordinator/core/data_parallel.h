@@ -25,13 +25,12 @@ inline constexpr double kAllReduceBytesPerSecond = 1e9;
 /// TCP message between two hosts of one cluster).
 inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
 
-/// Parameters of virtual stage `stage` of `num_stages` of the GPT decoder
-/// `model` (the worker's GptChunk): L = layers / num_stages blocks of
-/// 4h² + 2hf + 9h + f parameters each (QKV, projection, two MLP layers with
-/// biases, two LayerNorms; f = ffn_hidden or 4h), plus the token and
-/// position embeddings ((vocab + seq_len)·h) on the first stage and the
-/// final LayerNorm and LM head (2h + vocab·h) on the last. Requires a model
-/// that passed the spec check and num_stages dividing its layers.
+/// Parameters of virtual stage `stage` of `num_stages` of the decoder
+/// `model` (the worker's ModelChunk): L = layers / num_stages blocks of its
+/// family's BlockCostsOf(model).parameters each, plus EndParameters
+/// (embeddings on the first stage, final norm and LM head on the last;
+/// coordinator/core/model_costs.h). Requires a model that passed the spec
+/// check and num_stages dividing its layers.
 /// Thread-safe (pure).
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
                            int num_stages);

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/job_limits.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/model_costs.h"
 #include "coordinator/core/schedule_file.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule_io.h"
@@ -82,14 +83,50 @@ absl::Status Fraction(double value, const std::string& field) {
   return absl::OkStatus();
 }
 
+// The fields one family reads and the other must leave unset (the worker's
+// worker/model/gpt.h and llama.h check the same).
+absl::Status CheckFamilyShape(const zbpp::v1::ModelSpec& model, bool llama) {
+  if (model.has_kv_heads()) {
+    if (!llama && model.kv_heads() != model.heads()) {
+      return Invalid("model.kv_heads", "gpt has no grouped-query attention: leave it unset "
+                     "or equal to model.heads = ", model.heads(), ", got ", model.kv_heads());
+    }
+    if (absl::Status st = InRange(model.kv_heads(), 1, model.heads(), "model.kv_heads");
+        !st.ok()) {
+      return st;
+    }
+    if (model.heads() % model.kv_heads() != 0) {
+      return Invalid("model.kv_heads", model.kv_heads(),
+                     " does not divide model.heads = ", model.heads());
+    }
+  }
+  if (llama && (model.hidden() / model.heads()) % 2 != 0) {
+    return Invalid("model.hidden", "model.hidden / model.heads = head dim ",
+                   model.hidden() / model.heads(),
+                   " must be even for rotary position embeddings");
+  }
+  if (model.has_rope_theta()) {
+    if (!llama) {
+      return Invalid("model.rope_theta", "gpt learns its positions (no rotary "
+                     "embeddings): leave it unset");
+    }
+    if (absl::Status st = Positive(model.rope_theta(), "model.rope_theta"); !st.ok()) return st;
+  }
+  if (model.has_norm_eps() && !(model.norm_eps() > 0 && model.norm_eps() < 1)) {
+    return Invalid("model.norm_eps", "must be in (0, 1), got ", model.norm_eps());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckModel(const JobSpec& spec) {
   if (!spec.has_model()) return Invalid("model", "required");
   const zbpp::v1::ModelSpec& model = spec.model();
-  if (model.architecture() != "gpt") {
+  const bool llama = model.architecture() == "llama";
+  if (model.architecture() != "gpt" && !llama) {
     return model.architecture().empty()
-               ? Invalid("model.architecture", "required; known: gpt")
+               ? Invalid("model.architecture", "required; known: gpt, llama")
                : Invalid("model.architecture", "unknown architecture \"",
-                         model.architecture(), "\"; known: gpt");
+                         model.architecture(), "\"; known: gpt, llama");
   }
   for (auto [value, max, field] :
        {std::tuple{model.layers(), kMaxLayers, "model.layers"},
@@ -104,9 +141,12 @@ absl::Status CheckModel(const JobSpec& spec) {
                    " is not divisible by model.heads = ", model.heads());
   }
   if (model.has_ffn_hidden()) {
-    return InRange(model.ffn_hidden(), 1, kMaxFfnHidden, "model.ffn_hidden");
+    if (absl::Status st = InRange(model.ffn_hidden(), 1, kMaxFfnHidden, "model.ffn_hidden");
+        !st.ok()) {
+      return st;
+    }
   }
-  return absl::OkStatus();
+  return CheckFamilyShape(model, llama);
 }
 
 // A path the workers open: absolute, in normal form (no empty, "." or ".."
@@ -506,20 +546,14 @@ absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
 // One virtual stage's analytic costs with `layers` transformer blocks:
 // paper §2 and Megatron-LM's FLOP count (the header has the formulas).
 sched::StageCost AnalyticStageCost(const JobSpec& spec, double layers) {
-  const zbpp::v1::ModelSpec& model = spec.model();
-  const double s = model.seq_len();
-  const double b = spec.pipeline().microbatch_size();
-  const double h = model.hidden();
-  const double a = model.heads();
-  const double f = model.has_ffn_hidden() ? model.ffn_hidden() : 4 * h;
-  const double forward_flops =
-      layers * (2 * s * b * (4 * h * h + 2 * h * f) + 4 * s * s * b * h);
+  const BlockCosts block =
+      BlockCostsOf(spec.model(), spec.pipeline().microbatch_size());
   sched::StageCost cost;
-  cost.f_seconds = forward_flops / kNominalFlopsPerSecond;
+  cost.f_seconds = layers * block.forward_flops / kNominalFlopsPerSecond;
   cost.b_seconds = cost.f_seconds;
   cost.w_seconds = cost.f_seconds * kWOverF;
-  cost.m_b_bytes = s * b * (34 * h + 5 * a * s) * layers;
-  cost.m_w_bytes = 32 * s * b * h * layers;
+  cost.m_b_bytes = layers * block.m_b_bytes;
+  cost.m_w_bytes = layers * block.m_w_bytes;
   return cost;
 }
 

@@ -83,17 +83,17 @@ absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
 ///   measured costs replace all of this after the first steps):
 ///   - T_F = FLOPs of L blocks' forward / 1e12 seconds (a nominal 1 TFLOP/s
 ///     device: only ratios matter to the scheduler), with the forward FLOPs
-///     of one block = 2sb(4h^2 + 2h*f) + 4s^2*b*h (QKV + output projection,
-///     the MLP with inner size f = ffn_hidden or 4h, QK^T and AV; the
-///     causal mask's savings are ignored) — Megatron-LM's 24sbh^2 + 4s^2bh
-///     for f = 4h (Narayanan et al. 2021, §5.1).
+///     of one block of the model's family (BlockCostsOf,
+///     coordinator/core/model_costs.h: for gpt 2sb(4h^2 + 2h*f) + 4s^2*b*h,
+///     Megatron-LM's 24sbh^2 + 4s^2bh for f = 4h, Narayanan et al. 2021,
+///     §5.1; for llama its GQA and SwiGLU projections).
 ///   - T_B = T_F and T_W = (2/3) T_F: by FLOPs B and W each match F, but the
 ///     Zero Bubble paper's profiled Table 5 (scheduler/paper_table5.h) has
 ///     T_B/T_F = 0.98 and T_W/T_F between 0.50 and 0.74 (W is a few large
 ///     GEMMs with nothing else in it); 2/3 is their middle.
 ///   - T_comm = 0 (unknown until measured).
-///   - M_B = s*b*(34h + 5as)*L bytes and M_W = 32*s*b*h*L bytes (the paper's
-///     §2 per-layer activation memory, 16-bit activations).
+///   - M_B and M_W: L times the family's per-block bytes (BlockCostsOf; for
+///     gpt the paper's §2 s*b*(34h + 5as) and 32*s*b*h, 16-bit activations).
 ///   - reduce_seconds, with d = pipeline.data_parallel > 1: a ring
 ///     all-reduce of the stage's float32 weight gradients,
 ///     RingAllReduceSeconds(4 * StageParameterCount(model, stage, p*v), d)

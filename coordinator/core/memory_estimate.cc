@@ -3,8 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/model_costs.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -58,16 +60,23 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(
           activation_factor * version.predicted().peak_memory_bytes(rank);
     }
   }
+  if (num_stages > 0) {
+    const int last = schedule.worker_of_stage(num_stages - 1);
+    if (last >= 0 && last < schedule.workers()) ranks[last].logits_bytes = LogitsBytes(spec);
+  }
   return ranks;
 }
 
 std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate) {
   return absl::StrFormat(
       "pipeline rank %d needs about %s (%s of weights and optimizer state for "
-      "%.4g parameters, %s of activations)",
+      "%.4g parameters, %s of activations%s)",
       rank, HumanBytes(estimate.total_bytes()),
       HumanBytes(estimate.state_bytes), estimate.parameters,
-      HumanBytes(estimate.activation_bytes));
+      HumanBytes(estimate.activation_bytes),
+      estimate.logits_bytes > 0
+          ? absl::StrCat(", ", HumanBytes(estimate.logits_bytes), " of logits")
+          : "");
 }
 
 }  // namespace zbpp::coordinator

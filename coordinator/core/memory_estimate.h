@@ -27,8 +27,13 @@ struct RankMemoryEstimate {
   /// (SchedulePrediction.peak_memory_bytes, from the paper's §2 per-layer
   /// M_B / M_W, which count 16-bit activations), doubled for fp32 passes.
   double activation_bytes = 0;
+  /// On the rank holding the last virtual stage: the LM head's logits and
+  /// the loss's float32 copies for one microbatch (model_costs.h's
+  /// LogitsBytes), which the paper's per-layer M_B does not count and which
+  /// dominate for large vocabularies; 0 on the other ranks.
+  double logits_bytes = 0;
 
-  double total_bytes() const { return state_bytes + activation_bytes; }
+  double total_bytes() const { return state_bytes + activation_bytes + logits_bytes; }
 };
 
 /// The estimate of every pipeline rank (size schedule.workers) of a job with
@@ -41,7 +46,8 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(
 
 /// One line for a job's state message: "pipeline rank 2 needs about 1.10 TiB
 /// (4.30 GiB of weights and optimizer state for 2.9e+08 parameters,
-/// 1.10 TiB of activations)". Thread-safe (pure).
+/// 1.10 TiB of activations)", with ", 6.00 GiB of logits" before the
+/// parenthesis closes where logits_bytes > 0. Thread-safe (pure).
 std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate);
 
 }  // namespace zbpp::coordinator

@@ -151,7 +151,8 @@ TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
 TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
   // A 2^20-token vocabulary at hidden 256: 2^28 embedding parameters on
   // rank 0 and as many in the LM head on rank 1, 28 bytes each (weights,
-  // gradient, AdamW moments, rollback copy): about 7 GiB per rank.
+  // gradient, AdamW moments, rollback copy): about 7 GiB per rank, and on
+  // rank 1 0.375 GiB of logits (32 x 2^20 float32 elements, 12 bytes each).
   v1::JobSpec big = TestSpec(/*stages=*/2);
   big.mutable_model()->set_vocab(1 << 20);
   big.mutable_model()->set_hidden(256);
@@ -162,7 +163,8 @@ TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
   auto waiting = coordinator_->GetJob(job->id(), {});
   EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(waiting->state_message(),
-              HasSubstr("pipeline rank 0 needs about 7."));
+              HasSubstr("pipeline rank 1 needs about 7."));
+  EXPECT_THAT(waiting->state_message(), HasSubstr("384.00 MiB of logits"));
   EXPECT_THAT(waiting->state_message(),
               HasSubstr("largest free: 1073741824 bytes"));
 
@@ -180,6 +182,28 @@ TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
   ASSERT_EQ(assigned->assignments_size(), 2);
   EXPECT_EQ(assigned->assignments(0).worker_id(), workers[2].id);
   EXPECT_EQ(assigned->assignments(1).worker_id(), workers[3].id);
+}
+
+TEST_F(CoordinatorTest, LogitsOfALargeVocabularyCountInTheMemoryCheck) {
+  // A 2^20-token vocabulary at hidden 64: 2^26 parameters at each end, about
+  // 1.75 GiB of weights and optimizer state per rank, and tiny activations
+  // per block; but the last rank's logits of one microbatch, 2 x 512 x 2^20
+  // elements at 12 bytes (logits, log-softmax, gradient), are 12 GiB: the
+  // job does not fit workers of 11.8 GiB.
+  v1::JobSpec big = TestSpec(/*stages=*/2);
+  big.mutable_model()->set_vocab(1 << 20);
+  big.mutable_model()->set_seq_len(512);
+  big.mutable_pipeline()->set_microbatch_size(2);
+  auto job = coordinator_->SubmitJob(big);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(AddWorker(i, static_cast<uint64_t>(11.8 * (uint64_t{1} << 30))));
+  }
+  auto waiting = coordinator_->GetJob(job->id(), {});
+  EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(waiting->state_message(), HasSubstr("pipeline rank 1 needs about 13."));
+  EXPECT_THAT(waiting->state_message(), HasSubstr("12.00 GiB of logits"));
 }
 
 // `spec` running, from a schedule file, the schedule that its named

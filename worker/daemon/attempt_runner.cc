@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
+#include "common/counter_hash.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/latency_probe.h"
 #include "worker/comm/rendezvous_store.h"
@@ -60,10 +62,28 @@ BatchFn Sampler(std::shared_ptr<const Corpus> corpus, Split split, const v1::Job
   };
 }
 
+// The owner of the job's checkpoint files (worker/data/checkpoint.h): its id
+// and a fingerprint of its spec, the same for every attempt and across
+// coordinator restarts. The fingerprint tells apart two jobs with the same id
+// from different coordinator databases ("job-1" after a fresh start).
+std::string CheckpointOwner(const v1::Assignment& assignment) {
+  const std::string bytes = assignment.spec().SerializeAsString();
+  uint64_t hash = SplitMix64(bytes.size());
+  for (size_t i = 0; i < bytes.size(); i += sizeof(uint64_t)) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + i, std::min(sizeof(word), bytes.size() - i));
+    hash = HashCombine(hash, word);
+  }
+  return absl::StrCat(assignment.job_id(), " spec ", absl::Hex(hash, absl::kZeroPad16));
+}
+
 class AttemptRun {
  public:
   AttemptRun(const v1::Assignment& assignment, const AttemptEnvironment& env)
-      : a_(assignment), env_(env), spec_(assignment.spec()) {}
+      : a_(assignment),
+        env_(env),
+        spec_(assignment.spec()),
+        checkpoint_owner_(CheckpointOwner(assignment)) {}
   ~AttemptRun() { env_.state->ClearAbortHook(); }
 
   /// Whether the error Run returned is in the job itself (see
@@ -166,14 +186,20 @@ class AttemptRun {
     absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);
-    // A crash of an earlier attempt may have left unfinished checkpoint
-    // writes of this stage behind (the writer of a stage is replica 0).
-    if (!spec_.checkpoint().directory().empty() && a_.replica() == 0) {
-      absl::StatusOr<int> removed =
-          RemoveUnfinishedCheckpointWrites(spec_.checkpoint().directory(), a_.stage());
+    // The steps this attempt checkpoints must be free of other jobs' files
+    // (refused now, before any step runs, rather than overwritten), and a
+    // crash of an earlier attempt may have left unfinished writes of this
+    // stage behind (the writer of a stage is replica 0).
+    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
+    if (ckpt.interval_steps() > 0 && a_.replica() == 0) {
+      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
+          ckpt.directory(), a_.stage(), p, checkpoint_owner_,
+          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.interval_steps()});
       if (!removed.ok()) {
-        std::cerr << "zbpp-worker: " << removed.status().message() << "\n";
-      } else if (*removed > 0) {
+        return JobError(WithContext(removed.status(),
+                                    absl::StrCat("checkpoint.directory ", ckpt.directory())));
+      }
+      if (*removed > 0) {
         std::cerr << "zbpp-worker: removed " << *removed
                   << " unfinished checkpoint write(s) of an earlier attempt\n";
       }
@@ -281,9 +307,17 @@ class AttemptRun {
       report.set_checkpoint_written(true);
       if (ckpt.keep_last() > 0) {
         // A failed clean-up costs disk, not the checkpoint just written.
-        absl::StatusOr<int> pruned = PruneCheckpoints(ckpt.directory(), a_.stage(),
-                                                      spec_.pipeline().stages(), ckpt.keep_last());
+        absl::StatusOr<int> pruned =
+            PruneCheckpoints(ckpt.directory(), a_.stage(), spec_.pipeline().stages(),
+                             ckpt.keep_last(), checkpoint_owner_, step);
         if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
+      }
+      // The owner file first: a checkpoint file is never without one. Both
+      // are durable when these return, so the report below never names a
+      // checkpoint a crash could lose.
+      if (absl::Status st = ClaimCheckpoint(ckpt.directory(), step, a_.stage(), checkpoint_owner_);
+          !st.ok()) {
+        return WithContext(st, "writing the checkpoint");
       }
     }
     if (last) {
@@ -365,6 +399,7 @@ class AttemptRun {
   bool job_error_ = false;
 };
 
+  const std::string checkpoint_owner_;  // CheckpointOwner(a_)
 }  // namespace
 
 c10::intrusive_ptr<c10d::Store> AttemptGroupStore(const std::shared_ptr<grpc::Channel>& channel,

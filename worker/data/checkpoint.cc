@@ -1,8 +1,10 @@
 #include "worker/data/checkpoint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -17,18 +20,32 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "worker/data/file_io.h"
 
 namespace zbpp::worker {
 namespace {
 
 constexpr char kStepPrefix[] = "step-";
+constexpr char kOwnerSuffix[] = ".owner";
+constexpr char kTemporaryInfix[] = ".tmp-";  // AtomicFileWriter's
+constexpr size_t kMaxOwnerBytes = 256;
 
 absl::Status CheckStepAndRank(int64_t step, int rank) {
   if (step < 0 || rank < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint step and rank must be >= 0, got step ", step,
                      " rank ", rank));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOwner(const std::string& owner) {
+  if (owner.empty() || owner.size() > kMaxOwnerBytes ||
+      owner.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a checkpoint owner must be one line of 1 to ", kMaxOwnerBytes, " bytes, got ",
+        owner.size(), " bytes"));
   }
   return absl::OkStatus();
 }
@@ -45,21 +62,33 @@ at::Tensor CompactCpuCopy(const at::Tensor& tensor) {
   return cpu;
 }
 
-// The ordered part of "step-<digits>"; nullopt for any other name.
+std::string StepName(int64_t step) { return absl::StrFormat("%s%08d", kStepPrefix, step); }
+std::string StepDirectoryPath(const std::string& directory, int64_t step) {
+  return absl::StrCat(directory, "/", StepName(step));
+}
+std::string RankName(int rank) { return absl::StrFormat("rank-%03d", rank); }
+std::string OwnerPath(const std::string& step_directory, int rank) {
+  return absl::StrCat(step_directory, "/", RankName(rank), kOwnerSuffix);
+}
+
+// The step of a directory named as StepName names it; nullopt for any other
+// name ("step-4", "step-junk"): zbpp writes only the canonical names, so
+// only those can be its own.
 std::optional<int64_t> ParseStepDirectory(const std::string& name) {
   if (!absl::StartsWith(name, kStepPrefix)) return std::nullopt;
   const std::string digits = name.substr(sizeof(kStepPrefix) - 1);
   int64_t step = 0;
   if (digits.empty() ||
       !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(digits, &step)) {
+      !absl::SimpleAtoi(digits, &step) || StepName(step) != name) {
     return std::nullopt;
   }
   return step;
 }
 
-// Every step directory under `directory`, ascending; empty when it does not
-// exist. The errno's code when it cannot be listed.
+// Every step directory name under `directory` (links included; see
+// Inspect), ascending; empty when it does not exist. The errno's code when
+// it cannot be listed.
 absl::StatusOr<std::vector<int64_t>> StepDirectories(const std::string& directory) {
   std::error_code error;
   std::vector<int64_t> steps;
@@ -76,23 +105,201 @@ absl::StatusOr<std::vector<int64_t>> StepDirectories(const std::string& director
   return steps;
 }
 
-// Whether every rank in [0, ranks) has its file at `step`.
-bool Complete(const std::string& directory, int64_t step, int ranks) {
-  for (int rank = 0; rank < ranks; ++rank) {
-    std::error_code ignored;  // unreadable counts as absent
-    if (!std::filesystem::is_regular_file(CheckpointPath(directory, step, rank), ignored)) {
-      return false;
+// What is at a path, the path itself and not what a link points to (lstat).
+enum class Entry { kAbsent, kFile, kDirectory, kLink, kOther };
+
+absl::StatusOr<Entry> Inspect(const std::string& path) {
+  struct stat status;
+  if (::lstat(path.c_str(), &status) != 0) {
+    if (errno == ENOENT) return Entry::kAbsent;
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot inspect ", path));
+  }
+  if (S_ISLNK(status.st_mode)) return Entry::kLink;
+  if (S_ISREG(status.st_mode)) return Entry::kFile;
+  if (S_ISDIR(status.st_mode)) return Entry::kDirectory;
+  return Entry::kOther;
+}
+
+absl::Status NotFollowed(const std::string& path, Entry entry, const char* expected) {
+  return absl::FailedPreconditionError(
+      entry == Entry::kLink
+          ? absl::StrCat(path, " is a symbolic link; zbpp does not follow links in a "
+                               "checkpoint directory")
+          : absl::StrCat(path, " is not a ", expected));
+}
+
+// Makes `path` a directory if it is absent (its parent must exist) and
+// checks that it is a real one; fsyncs the parent when it was created, so
+// that the new entry survives a crash.
+absl::Status MakeDirectory(const std::string& path) {
+  const bool created = ::mkdir(path.c_str(), 0755) == 0;
+  if (!created && errno != EEXIST) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot create directory ", path));
+  }
+  absl::StatusOr<Entry> entry = Inspect(path);
+  if (!entry.ok()) return entry.status();
+  if (*entry != Entry::kDirectory) return NotFollowed(path, *entry, "directory");
+  if (!created) return absl::OkStatus();
+  return SyncDirectory(std::filesystem::path(path).parent_path());
+}
+
+// Creates `directory` (with its parents) and its step directory of `step`.
+absl::Status MakeStepDirectory(const std::string& directory, int64_t step) {
+  std::error_code error;
+  const bool created = std::filesystem::create_directories(directory, error);
+  if (error) {
+    return absl::ErrnoToStatus(error.value(),
+                               absl::StrCat("cannot create directory ", directory));
+  }
+  if (created) {
+    const std::string parent = std::filesystem::path(directory).parent_path();
+    if (absl::Status synced = SyncDirectory(parent.empty() ? "." : parent); !synced.ok()) {
+      return synced;
     }
   }
+  return MakeDirectory(StepDirectoryPath(directory, step));
+}
+
+// An open file descriptor, closed on destruction.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The line of the owner file at `path`: nullopt when there is none; "" when
+// it is no regular file or too long to be one zbpp wrote. Read without
+// following a link or blocking (a FIFO planted there is not opened for
+// reading in earnest).
+absl::StatusOr<std::optional<std::string>> ReadOwner(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP) return std::string();
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
+  }
+  struct stat status;
+  if (::fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode) ||
+      status.st_size > static_cast<off_t>(kMaxOwnerBytes + 1)) {
+    return std::string();
+  }
+  std::string text(static_cast<size_t>(status.st_size), '\0');
+  if (::pread(fd.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    return std::string();
+  }
+  if (absl::EndsWith(text, "\n")) text.pop_back();
+  return text;
+}
+
+// Whose `rank`'s files in the step directory `step_directory` (a real
+// directory) are.
+struct RankFiles {
+  bool present = false;   // a checkpoint or an owner file exists
+  bool owned = false;     // the owner file names the caller's owner
+  bool checkpoint = false;  // and rank-<r>.pt is a regular file
+  std::string foreign;    // why not owned, when present
+};
+
+absl::StatusOr<RankFiles> InspectRank(const std::string& step_directory, int rank,
+                                      const std::string& owner) {
+  const std::string file = absl::StrCat(step_directory, "/", RankName(rank), ".pt");
+  absl::StatusOr<Entry> checkpoint = Inspect(file);
+  if (!checkpoint.ok()) return checkpoint.status();
+  absl::StatusOr<std::optional<std::string>> line = ReadOwner(OwnerPath(step_directory, rank));
+  if (!line.ok()) return line.status();
+  RankFiles files;
+  files.present = *checkpoint != Entry::kAbsent || line->has_value();
+  if (!files.present) return files;
+  if (*checkpoint != Entry::kAbsent && *checkpoint != Entry::kFile) {
+    files.foreign = std::string(NotFollowed(file, *checkpoint, "regular file").message());
+  } else if (!line->has_value()) {
+    files.foreign = absl::StrCat(file, " has no owner file (", RankName(rank), kOwnerSuffix,
+                                 "): zbpp did not write it for a job");
+  } else if (**line != owner) {
+    // The line is shown only when it is plain text: it comes from disk.
+    const bool printable = !(*line)->empty() && std::all_of((*line)->begin(), (*line)->end(),
+                                                            [](char c) { return c >= ' ' && c < 127; });
+    files.foreign = absl::StrCat(step_directory, "/", RankName(rank), " belongs to ",
+                                 printable ? **line : std::string("another owner"));
+  } else {
+    files.owned = true;
+    files.checkpoint = *checkpoint == Entry::kFile;
+  }
+  return files;
+}
+
+// Whether every rank in [0, ranks) has its checkpoint at `step`, owned by
+// `owner` (any writer when `owner` is null).
+absl::StatusOr<bool> Complete(const std::string& directory, int64_t step, int ranks,
+                              const std::string* owner) {
+  const std::string step_directory = StepDirectoryPath(directory, step);
+  absl::StatusOr<Entry> entry = Inspect(step_directory);
+  if (!entry.ok()) return entry.status();
+  if (*entry != Entry::kDirectory) return false;
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (owner == nullptr) {
+      absl::StatusOr<Entry> file =
+          Inspect(absl::StrCat(step_directory, "/", RankName(rank), ".pt"));
+      if (!file.ok()) return file.status();
+      if (*file != Entry::kFile) return false;
+      continue;
+    }
+    absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, *owner);
+    if (!files.ok()) return files.status();
+    if (!files->checkpoint) return false;
+  }
   return true;
+}
+
+// Removes `rank`'s temporary files (unfinished writes of its checkpoint or
+// owner file) in `step_directory`; the number removed.
+absl::StatusOr<int> RemoveTemporaryFiles(const std::string& step_directory, int rank) {
+  const std::string checkpoint = absl::StrCat(RankName(rank), ".pt", kTemporaryInfix);
+  const std::string owner = absl::StrCat(RankName(rank), kOwnerSuffix, kTemporaryInfix);
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(step_directory, error)) {
+    const std::string name = entry.path().filename();
+    if (!absl::StartsWith(name, checkpoint) && !absl::StartsWith(name, owner)) continue;
+    // unlink removes a link itself, never what it points to.
+    if (::unlink(entry.path().c_str()) != 0 && errno != ENOENT) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("cannot remove unfinished checkpoint write ", entry.path().string()));
+    }
+    ++removed;
+  }
+  if (error && error != std::errc::no_such_file_or_directory) {
+    return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot list ", step_directory));
+  }
+  return removed;
+}
+
+// Removes the file at `path` (a link itself, never its target); whether it
+// existed.
+absl::StatusOr<bool> RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  return absl::ErrnoToStatus(errno, absl::StrCat("cannot remove old checkpoint ", path));
 }
 
 }  // namespace
 
 std::string CheckpointPath(const std::string& directory, int64_t step,
                            int rank) {
-  return absl::StrFormat("%s/%s%08d/rank-%03d.pt", directory, kStepPrefix, step,
-                         rank);
+  return absl::StrCat(StepDirectoryPath(directory, step), "/", RankName(rank), ".pt");
+}
+
+bool CheckpointSteps::Contains(int64_t step) const {
+  return interval_steps > 0 && step >= first_step && step < end_step &&
+         (step + 1) % interval_steps == 0;
 }
 
 absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
@@ -120,6 +327,7 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
                                             error.what_without_backtrace()));
   }
 
+  if (absl::Status made = MakeStepDirectory(directory, step); !made.ok()) return made;
   absl::StatusOr<AtomicFileWriter> writer = AtomicFileWriter::Open(path);
   if (!writer.ok()) return writer.status();
   // After a failed write the callback still reports every byte as written:
@@ -146,18 +354,48 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
   if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) {
     return status;
   }
+  const std::string step_directory = StepDirectoryPath(directory, step);
   const std::string path = CheckpointPath(directory, step, rank);
-  struct stat file_status;
-  if (::stat(path.c_str(), &file_status) != 0) {
+  // Both the step directory and the file are opened without following a
+  // link; ErrnoToStatus appends ": <strerror>" ("No such file or directory").
+  FileDescriptor step_fd(
+      ::open(step_directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (step_fd.get() < 0) {
     const int error_number = errno;
-    // ErrnoToStatus appends ": <strerror>" ("No such file or directory").
+    if (error_number == ELOOP || error_number == ENOTDIR) {
+      absl::StatusOr<Entry> entry = Inspect(step_directory);
+      return NotFollowed(step_directory, entry.ok() ? *entry : Entry::kOther, "directory");
+    }
     return absl::ErrnoToStatus(error_number, absl::StrCat("checkpoint ", path));
   }
+  FileDescriptor fd(::openat(step_fd.get(), absl::StrCat(RankName(rank), ".pt").c_str(),
+                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ELOOP) return NotFollowed(path, Entry::kLink, "regular file");
+    return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint ", path));
+  }
+  struct stat file_status;
+  if (::fstat(fd.get(), &file_status) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint ", path));
+  }
+  if (!S_ISREG(file_status.st_mode)) return NotFollowed(path, Entry::kOther, "regular file");
+  const auto read = [&fd](uint64_t position, void* buffer, size_t size) -> size_t {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t got = ::pread(fd.get(), static_cast<char*>(buffer) + done, size - done,
+                                  static_cast<off_t>(position + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // LibTorch reports the short read
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  };
+  const size_t size = static_cast<size_t>(file_status.st_size);
   const std::string mismatch =
       absl::StrCat("checkpoint ", path, " does not match the model: ");
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path, at::Device(at::kCPU));
+    archive.load_from(read, [size] { return size; }, at::Device(at::kCPU));
     std::set<std::string> expected_names;
     for (const auto& [name, shape] : expected) expected_names.insert(name);
     for (const std::string& key : archive.keys()) {
@@ -202,71 +440,127 @@ absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,
   absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
   if (!steps.ok()) return steps.status();
   for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
-    if (Complete(directory, *it, ranks)) return *it;
+    absl::StatusOr<bool> complete = Complete(directory, *it, ranks, /*owner=*/nullptr);
+    if (!complete.ok()) return complete.status();
+    if (*complete) return *it;
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint (all ",
                                           ranks, " ranks) in ", directory));
 }
 
+absl::Status ClaimCheckpoint(const std::string& directory, int64_t step, int rank,
+                             const std::string& owner) {
+  if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) return status;
+  if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
+  if (absl::Status made = MakeStepDirectory(directory, step); !made.ok()) return made;
+  const std::string step_directory = StepDirectoryPath(directory, step);
+  absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, owner);
+  if (!files.ok()) return files.status();
+  if (files->owned) return absl::OkStatus();
+  if (files->present) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        files->foreign, "; zbpp never overwrites a checkpoint it did not write for this job"));
+  }
+  absl::StatusOr<AtomicFileWriter> writer =
+      AtomicFileWriter::Open(OwnerPath(step_directory, rank));
+  if (!writer.ok()) return writer.status();
+  const std::string line = owner + "\n";
+  if (absl::Status st = writer->Append(line.data(), line.size()); !st.ok()) return st;
+  return writer->Commit();
+}
+
+absl::StatusOr<int> PrepareCheckpointDirectory(const std::string& directory, int rank,
+                                               int ranks, const std::string& owner,
+                                               const CheckpointSteps& steps) {
+  if (rank < 0 || rank >= ranks || steps.interval_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preparing checkpoints needs 0 <= rank < ranks and interval_steps >= 1, got rank ",
+        rank, " of ", ranks, ", interval_steps ", steps.interval_steps));
+  }
+  if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
+  absl::StatusOr<std::vector<int64_t>> found = StepDirectories(directory);
+  if (!found.ok()) return found.status();
+  int removed = 0;
+  for (int64_t step : *found) {
+    if (!steps.Contains(step)) continue;
+    const std::string step_directory = StepDirectoryPath(directory, step);
+    const std::string refused = absl::StrCat(
+        "this job writes step ", step, " but ");
+    const std::string remedy = absl::StrCat(
+        "; zbpp never overwrites another job's checkpoint: choose another directory, or move ",
+        StepName(step), " away");
+    absl::StatusOr<Entry> entry = Inspect(step_directory);
+    if (!entry.ok()) return entry.status();
+    if (*entry != Entry::kDirectory) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          refused, NotFollowed(step_directory, *entry, "directory").message(), remedy));
+    }
+    for (int other = 0; other < ranks; ++other) {
+      absl::StatusOr<RankFiles> files = InspectRank(step_directory, other, owner);
+      if (!files.ok()) return files.status();
+      if (files->present && !files->owned) {
+        return absl::FailedPreconditionError(absl::StrCat(refused, files->foreign, remedy));
+      }
+    }
+    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, rank);
+    if (!temporary.ok()) return temporary.status();
+    removed += *temporary;
+  }
+  return removed;
+}
+
 absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
-                                     int keep_last) {
+                                     int keep_last, const std::string& owner,
+                                     int64_t written_step) {
   if (rank < 0 || rank >= ranks || keep_last < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pruning checkpoints needs 0 <= rank < ranks and keep_last >= 1, got rank ", rank,
         " of ", ranks, ", keep_last ", keep_last));
   }
-  absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
-  if (!steps.ok()) return steps.status();
-  // The oldest step kept: the keep_last-th newest complete one.
-  int complete = 0;
-  std::optional<int64_t> oldest_kept;
-  for (auto it = steps->rbegin(); it != steps->rend() && complete < keep_last; ++it) {
-    if (Complete(directory, *it, ranks)) {
-      ++complete;
-      oldest_kept = *it;
-    }
+  if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
+  absl::StatusOr<std::vector<int64_t>> found = StepDirectories(directory);
+  if (!found.ok()) return found.status();
+  // The owner's steps of this rank up to the one just written, and which of
+  // them are complete. Steps after it (an earlier attempt's, about to be
+  // rewritten) and everything not the owner's are left alone.
+  std::vector<int64_t> mine;
+  std::vector<int64_t> complete;
+  for (int64_t step : *found) {
+    if (step > written_step) break;
+    const std::string step_directory = StepDirectoryPath(directory, step);
+    absl::StatusOr<Entry> entry = Inspect(step_directory);
+    if (!entry.ok()) return entry.status();
+    if (*entry != Entry::kDirectory) continue;
+    absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, owner);
+    if (!files.ok()) return files.status();
+    if (!files->owned) continue;
+    mine.push_back(step);
+    absl::StatusOr<bool> whole = Complete(directory, step, ranks, &owner);
+    if (!whole.ok()) return whole.status();
+    if (*whole) complete.push_back(step);
   }
-  if (complete < keep_last) return 0;
+  if (static_cast<int>(complete.size()) < keep_last) return 0;
+  // The oldest step kept: the keep_last-th newest complete one, never after
+  // written_step, so the step just written stays too.
+  const int64_t oldest_kept = complete[complete.size() - keep_last];
   int removed = 0;
-  for (int64_t step : *steps) {
-    if (step >= *oldest_kept) break;
-    const std::string path = CheckpointPath(directory, step, rank);
-    std::error_code error;
-    if (std::filesystem::remove(path, error)) {
-      ++removed;
-    } else if (error) {
-      return absl::ErrnoToStatus(error.value(), absl::StrCat("cannot remove old checkpoint ",
-                                                             path, ": ", error.message()));
+  for (int64_t step : mine) {
+    if (step >= oldest_kept || step == written_step) break;
+    const std::string step_directory = StepDirectoryPath(directory, step);
+    // The checkpoint first, its owner file last: a crash in between leaves
+    // an owner file alone, which the next prune removes.
+    absl::StatusOr<bool> gone = RemoveFile(CheckpointPath(directory, step, rank));
+    if (!gone.ok()) return gone.status();
+    removed += *gone ? 1 : 0;
+    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, rank);
+    if (!temporary.ok()) return temporary.status();
+    if (absl::StatusOr<bool> owner_gone = RemoveFile(OwnerPath(step_directory, rank));
+        !owner_gone.ok()) {
+      return owner_gone.status();
     }
     // The last rank to prune a step removes its directory; the others'
     // attempts fail because it is not empty yet, which is fine.
-    std::error_code not_empty;
-    std::filesystem::remove(std::filesystem::path(path).parent_path(), not_empty);
-  }
-  return removed;
-}
-
-absl::StatusOr<int> RemoveUnfinishedCheckpointWrites(const std::string& directory, int rank) {
-  if (rank < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("rank must be >= 0, got ", rank));
-  }
-  absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
-  if (!steps.ok()) return steps.status();
-  int removed = 0;
-  for (int64_t step : *steps) {
-    const std::filesystem::path file = CheckpointPath(directory, step, rank);
-    const std::string prefix = file.filename().string() + ".tmp-";
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(file.parent_path(), error)) {
-      if (!absl::StartsWith(entry.path().filename().string(), prefix)) continue;
-      std::error_code removal;
-      if (!std::filesystem::remove(entry.path(), removal) && removal) {
-        return absl::ErrnoToStatus(removal.value(),
-                                   absl::StrCat("cannot remove unfinished checkpoint write ",
-                                                entry.path().string(), ": ", removal.message()));
-      }
-      ++removed;
-    }
+    ::rmdir(step_directory.c_str());
   }
   return removed;
 }

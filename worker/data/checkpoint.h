@@ -27,15 +27,30 @@ using ExpectedShapes =
 std::string CheckpointPath(const std::string& directory, int64_t step,
                            int rank);
 
+/// The steps a job writes checkpoints at (CheckpointSpec.interval_steps):
+/// every step s in [first_step, end_step) with (s + 1) % interval_steps == 0.
+struct CheckpointSteps {
+  int64_t first_step = 0;      ///< The attempt's start step.
+  int64_t end_step = 0;        ///< JobSpec.steps: one past the last step.
+  int64_t interval_steps = 0;  ///< >= 1; 0 means none.
+
+  bool Contains(int64_t step) const;
+};
+
 /// Writes the checkpoint file of `rank` at `step` (CheckpointPath), in
 /// LibTorch's serialize format (torch::serialize::OutputArchive, one entry
 /// per name; loadable by torch.jit.load), creating the directories.
 ///
-/// Atomic: the bytes go to `<file>.tmp-<pid>` in the same directory, which
-/// is fsynced and renamed over the file, and the directory is fsynced; a
-/// reader sees the old file whole or the new one whole, a crash leaves at
-/// most the temporary file (which LatestCompleteCheckpoint ignores), and a
-/// failed write removes it.
+/// Durable and atomic: the bytes go to `<file>.tmp-<pid>` in the same
+/// directory (opened with O_NOFOLLOW), which is fsynced and renamed over the
+/// file, and the step directory is fsynced (so is `directory` when the step
+/// directory is new); a reader sees the old file whole or the new one
+/// whole, a crash leaves at most the temporary file (which
+/// LatestCompleteCheckpoint ignores), and a failed write removes it. When
+/// it returns OK the file survives a power cut.
+///
+/// Links are not followed: a step directory that is a symbolic link (or no
+/// directory) is FailedPrecondition naming it, and nothing is written.
 ///
 /// Tensors may live on any device; they are stored as CPU tensors with
 /// their dtype and shape (non-contiguous ones are fine).
@@ -51,22 +66,28 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
                              int rank, const NamedTensors& tensors);
 
 /// Reads the checkpoint file of `rank` at `step` and returns its tensors in
-/// the order of `expected`, as CPU tensors with the stored dtypes.
+/// the order of `expected`, as CPU tensors with the stored dtypes. The file
+/// may have been written by any job (CheckpointSpec.resume_step); only its
+/// contents are checked.
 ///
 /// The file must hold exactly the expected names, each with the expected
 /// shape. Errors: NotFound naming the missing file; FailedPrecondition
 /// naming the file and the first mismatch: a tensor with another shape
 /// (`checkpoint F does not match the model: "w" has shape [384, 128], the
 /// model expects [192, 64]`), an expected name it lacks, or a name the model
-/// does not expect; DataLoss when the file is not a readable checkpoint;
-/// InvalidArgument for step < 0 or rank < 0. Blocking; thread-safe.
+/// does not expect; FailedPrecondition naming the path when the step
+/// directory or the file is a symbolic link or not what it should be (links
+/// are not followed: O_NOFOLLOW on both); DataLoss when the file is not a
+/// readable checkpoint; InvalidArgument for step < 0 or rank < 0. Blocking;
+/// thread-safe.
 absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
                                             int64_t step, int rank,
                                             const ExpectedShapes& expected);
 
 /// The highest step under `directory` whose rank files exist for every rank
-/// in [0, ranks): a step some rank did not finish writing is skipped.
-/// Temporary files of unfinished writes do not count.
+/// in [0, ranks), whoever wrote them: a step some rank did not finish
+/// writing is skipped, and so are step directories and files that are
+/// symbolic links. Temporary files of unfinished writes do not count.
 ///
 /// Errors: InvalidArgument for ranks < 1; NotFound (naming the directory)
 /// when it does not exist or holds no complete step; the errno's code when
@@ -74,27 +95,66 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
 absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,
                                                  int ranks);
 
-/// Removes `rank`'s files of every step older than the `keep_last` newest
-/// complete steps under `directory` (complete: every rank in [0, ranks) has
-/// its file; see LatestCompleteCheckpoint), and a step directory once it is
-/// empty. Nothing is removed while fewer than `keep_last` steps are
-/// complete, and an incomplete newer step never counts: a crash between two
-/// ranks' writes leaves a complete checkpoint to restart from. Each rank
-/// prunes its own files (CheckpointSpec.keep_last, after each write).
-///
-/// Returns the number of files removed. Errors: InvalidArgument for rank
-/// outside [0, ranks) or keep_last < 1; the errno's code naming the path
-/// when listing or removing fails. Blocking; thread-safe for different
-/// ranks.
-absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
-                                     int keep_last);
+// Ownership. A job's checkpoints belong to the job: beside each rank file
+// `rank-<r>.pt` it writes `rank-<r>.owner`, one line naming the owner (the
+// job id and its spec's fingerprint: the same for every attempt of the job
+// and across coordinator restarts). Pruning removes only files whose owner
+// file names the pruning job; a step the job is about to write must be free
+// of anyone else's files. Nothing here follows a symbolic link.
 
-/// Removes the temporary files (`<file>.tmp-<pid>`, WriteCheckpoint) of
-/// `rank`'s writes that a crash left under `directory`. Call when the rank
-/// starts, before it writes: no write of its is in flight then. Returns the
-/// number of files removed. Errors: InvalidArgument for rank < 0; the
-/// errno's code naming the path when listing or removing fails. Blocking.
-absl::StatusOr<int> RemoveUnfinishedCheckpointWrites(const std::string& directory, int rank);
+/// Marks `rank`'s file at `step` as `owner`'s, before WriteCheckpoint: makes
+/// the step directory (as WriteCheckpoint does) and writes the owner file
+/// durably (temporary file, fsync, rename, directory fsync).
+///
+/// Errors: InvalidArgument for step < 0, rank < 0, or an owner that is
+/// empty, longer than 256 bytes or holds a line break; FailedPrecondition
+/// naming the path when the step directory is a symbolic link or no
+/// directory, or `rank`'s file or owner file there belongs to someone else
+/// (another owner, no owner file, a link): zbpp never overwrites a
+/// checkpoint it did not write for this owner; the errno's code naming the
+/// path when a file operation fails. Blocking; thread-safe for different
+/// (directory, step, rank).
+absl::Status ClaimCheckpoint(const std::string& directory, int64_t step, int rank,
+                             const std::string& owner);
+
+/// Checks, when an attempt starts and before any write, that every step in
+/// `steps` is free for `owner` under `directory`: its step directory is
+/// absent, or a real directory whose rank files (of ranks [0, ranks)) are
+/// absent or `owner`'s (an earlier attempt of the same job). Then removes
+/// the temporary files (`<file>.tmp-<pid>`) that a crash of an earlier
+/// attempt left of `rank`'s writes at those steps (no write of the rank is
+/// in flight then). Steps outside `steps` are neither checked nor touched.
+///
+/// Returns the number of temporary files removed. Errors: InvalidArgument
+/// for rank outside [0, ranks), an invalid owner (ClaimCheckpoint) or
+/// steps.interval_steps < 1; FailedPrecondition naming the step directory
+/// or file and its owner ("belongs to job-3 spec …", "has no owner file",
+/// "is a symbolic link") for the first step that is not free; the errno's
+/// code naming the path when listing or removing fails. Blocking.
+absl::StatusOr<int> PrepareCheckpointDirectory(const std::string& directory, int rank,
+                                               int ranks, const std::string& owner,
+                                               const CheckpointSteps& steps);
+
+/// After `rank` wrote its file at `written_step` (ClaimCheckpoint, then
+/// WriteCheckpoint), removes `rank`'s files (checkpoint, owner file,
+/// temporary files) of `owner`'s steps older than the `keep_last` newest of
+/// `owner`'s complete steps up to `written_step` (complete: every rank in
+/// [0, ranks) has its file there, owned by `owner`), and a step directory
+/// once it is empty. Never removed: `written_step`, any step after it,
+/// anything not `owner`'s (another job's checkpoints at any step, files
+/// without an owner file, symbolic links and what they point to). Nothing
+/// is removed while fewer than `keep_last` of `owner`'s steps are complete,
+/// and an incomplete step never counts: a crash between two ranks' writes
+/// leaves a complete checkpoint to restart from. Each rank prunes its own
+/// files (CheckpointSpec.keep_last, after each write).
+///
+/// Returns the number of checkpoint files removed. Errors: InvalidArgument
+/// for rank outside [0, ranks), keep_last < 1 or an invalid owner; the
+/// errno's code naming the path when listing or removing fails. Blocking;
+/// thread-safe for different ranks.
+absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
+                                     int keep_last, const std::string& owner,
+                                     int64_t written_step);
 
 }  // namespace zbpp::worker
 

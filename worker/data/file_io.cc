@@ -19,7 +19,8 @@ absl::Status ErrnoError(int error_number, const std::string& what,
   return absl::ErrnoToStatus(error_number, absl::StrCat("cannot ", what, " ", path));
 }
 
-// The rename is durable only once the directory entry is: fsync the parent.
+}  // namespace
+
 absl::Status SyncDirectory(const std::string& directory) {
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open directory", directory);
@@ -30,8 +31,6 @@ absl::Status SyncDirectory(const std::string& directory) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(std::string path) {
   const std::filesystem::path parent =
       std::filesystem::path(path).parent_path();
@@ -41,10 +40,11 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Open(std::string path) {
     if (error) return ErrnoError(error.value(), "create directory", parent);
   }
   // The process id keeps concurrent writers (two workers on one machine
-  // filling the same cache) off each other's temporary file.
+  // filling the same cache) off each other's temporary file. A link planted
+  // under its name is not followed (it would truncate what it points to).
   std::string temporary_path = absl::StrCat(path, ".tmp-", ::getpid());
   const int fd = ::open(temporary_path.c_str(),
-                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, "create", temporary_path);
   return AtomicFileWriter(std::move(path), std::move(temporary_path), fd);
 }

@@ -9,6 +9,12 @@
 
 namespace zbpp::worker {
 
+/// Makes the entries of `directory` durable (fsync of the directory): a
+/// rename or a new file or subdirectory in it survives a crash once this
+/// returns OK. Errors (naming the directory and the errno text): it cannot
+/// be opened or fsynced. Blocking; thread-safe.
+absl::Status SyncDirectory(const std::string& directory);
+
 /// Writes a file whole or not at all: bytes go to a temporary file beside the
 /// target (`<path>.tmp-<pid>`), and `Commit` fsyncs it, renames it over
 /// `path` and fsyncs the directory. Readers of `path` see either the old

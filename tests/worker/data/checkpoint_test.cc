@@ -3,14 +3,19 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/randn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
@@ -223,69 +228,229 @@ TEST(CheckpointTest, LatestCompleteCheckpointSkipsIncompleteSteps) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// keep_last: each rank removes its files of steps older than the N newest
-// complete ones; an incomplete newer step does not count, and nothing goes
-// while fewer than N are complete.
+constexpr char kOwner[] = "job-1 spec 00000000000000a1";
+// Another job (or the same id from another coordinator's database).
+constexpr char kOtherOwner[] = "job-1 spec 00000000000000b2";
+
+// What an attempt's rank does for one checkpoint: the owner file, then the
+// checkpoint file.
+void WriteOwned(const std::string& directory, int64_t step, int rank,
+                const NamedTensors& tensors, const std::string& owner = kOwner) {
+  const absl::Status claimed = ClaimCheckpoint(directory, step, rank, owner);
+  ASSERT_TRUE(claimed.ok()) << claimed;
+  const absl::Status written = WriteCheckpoint(directory, step, rank, tensors);
+  ASSERT_TRUE(written.ok()) << written;
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// keep_last: each rank removes its files of its job's steps older than the N
+// newest complete ones; an incomplete newer step does not count, and
+// nothing goes while fewer than N are complete.
 TEST(CheckpointTest, PruneKeepsTheNewestCompleteStepsOfEachRank) {
   TestDirectory dir;
   const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
   for (int64_t step : {10, 20, 30}) {
-    for (int rank : {0, 1}) ASSERT_TRUE(WriteCheckpoint(dir.path(), step, rank, tensors).ok());
+    for (int rank : {0, 1}) WriteOwned(dir.path(), step, rank, tensors);
   }
   // Step 40: only rank 0 finished (a crash before rank 1 wrote).
-  ASSERT_TRUE(WriteCheckpoint(dir.path(), 40, 0, tensors).ok());
+  WriteOwned(dir.path(), 40, 0, tensors);
   auto exists = [&](int64_t step, int rank) {
     return std::filesystem::exists(CheckpointPath(dir.path(), step, rank));
   };
 
-  absl::StatusOr<int> none = PruneCheckpoints(dir.path(), 0, 2, 4);
+  absl::StatusOr<int> none = PruneCheckpoints(dir.path(), 0, 2, 4, kOwner, 40);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(*none, 0) << "only 3 complete steps: keep_last 4 keeps them all";
 
-  absl::StatusOr<int> pruned = PruneCheckpoints(dir.path(), 0, 2, 2);
+  absl::StatusOr<int> pruned = PruneCheckpoints(dir.path(), 0, 2, 2, kOwner, 40);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   EXPECT_EQ(*pruned, 1);
   EXPECT_FALSE(exists(10, 0));
   EXPECT_TRUE(exists(10, 1)) << "rank 0 removes only its own files";
+  EXPECT_THAT(ListDirectory(dir / "step-00000010"), ElementsAre("rank-001.owner", "rank-001.pt"))
+      << "rank 0's owner file goes with its checkpoint";
   EXPECT_TRUE(exists(20, 0)) << "20 and 30 are the 2 newest complete steps";
   EXPECT_TRUE(exists(30, 0));
   EXPECT_TRUE(exists(40, 0));
-  ASSERT_TRUE(PruneCheckpoints(dir.path(), 1, 2, 2).ok());
+  ASSERT_TRUE(PruneCheckpoints(dir.path(), 1, 2, 2, kOwner, 30).ok());
   EXPECT_FALSE(exists(10, 1));
-  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(CheckpointPath(dir.path(), 10, 0))
-                                           .parent_path()))
+  EXPECT_FALSE(std::filesystem::exists(dir / "step-00000010"))
       << "the emptied step directory goes too";
   absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(dir.path(), 2);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, 30);
 
-  EXPECT_EQ(PruneCheckpoints(dir.path(), 2, 2, 1).status().code(),
+  EXPECT_EQ(PruneCheckpoints(dir.path(), 2, 2, 1, kOwner, 40).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PruneCheckpoints(dir.path(), 0, 2, 0).status().code(),
+  EXPECT_EQ(PruneCheckpoints(dir.path(), 0, 2, 0, kOwner, 40).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PruneCheckpoints(dir.path(), 0, 2, 1, "two\nlines", 40).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(CheckpointTest, UnfinishedWritesOfTheRankAreRemovedAtStart) {
+// A leftover of another run at a higher step (complete, with or without an
+// owner file) and a step directory that is a link to elsewhere: pruning
+// keeps the job's own newest checkpoint and touches nothing else.
+TEST(CheckpointTest, PruneLeavesOtherJobsFilesLinksAndTheStepJustWritten) {
   TestDirectory dir;
+  const std::string checkpoints = dir / "checkpoints";
   const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
-  ASSERT_TRUE(WriteCheckpoint(dir.path(), 5, 0, tensors).ok());
-  ASSERT_TRUE(WriteCheckpoint(dir.path(), 5, 1, tensors).ok());
-  const std::string rank0 = CheckpointPath(dir.path(), 5, 0);
-  const std::string rank1 = CheckpointPath(dir.path(), 5, 1);
-  WriteFile(rank0 + ".tmp-4242", "partial");
-  WriteFile(rank0 + ".tmp-77", "partial");
-  WriteFile(rank1 + ".tmp-4242", "partial");
+  for (int rank : {0, 1}) {
+    WriteOwned(checkpoints, 99999, rank, tensors, kOtherOwner);
+    ASSERT_TRUE(WriteCheckpoint(checkpoints, 99998, rank, tensors).ok());  // no owner
+  }
+  std::filesystem::create_directories(dir / "elsewhere");
+  WriteFile(dir / "elsewhere/rank-000.pt", "not zbpp's");
+  WriteFile(dir / "elsewhere/rank-000.owner", std::string(kOwner) + "\n");
+  WriteFile(dir / "elsewhere/rank-001.pt", "not zbpp's");
+  WriteFile(dir / "elsewhere/rank-001.owner", std::string(kOwner) + "\n");
+  std::filesystem::create_directory_symlink(dir / "elsewhere", checkpoints + "/step-00000001");
+  // An earlier attempt of the job wrote step 8; this one restarted from 2.
+  for (int64_t step : {2, 5, 8}) {
+    for (int rank : {0, 1}) WriteOwned(checkpoints, step, rank, tensors);
+  }
+  const std::map<std::string, std::string> foreign = {
+      {dir / "elsewhere/rank-000.pt", "not zbpp's"},
+      {dir / "elsewhere/rank-001.pt", "not zbpp's"},
+      {checkpoints + "/step-00099999/rank-000.pt",
+       Contents(CheckpointPath(checkpoints, 99999, 0))},
+      {checkpoints + "/step-00099998/rank-001.pt",
+       Contents(CheckpointPath(checkpoints, 99998, 1))}};
 
-  absl::StatusOr<int> removed = RemoveUnfinishedCheckpointWrites(dir.path(), 0);
+  for (int rank : {0, 1}) {
+    absl::StatusOr<int> pruned = PruneCheckpoints(checkpoints, rank, 2, 1, kOwner, 5);
+    ASSERT_TRUE(pruned.ok()) << pruned.status();
+    EXPECT_EQ(*pruned, 1) << "only the job's step 2";
+  }
+  EXPECT_FALSE(std::filesystem::exists(checkpoints + "/step-00000002"));
+  for (int64_t step : {5, 8, 99998, 99999}) {
+    for (int rank : {0, 1}) {
+      EXPECT_TRUE(std::filesystem::is_regular_file(CheckpointPath(checkpoints, step, rank)))
+          << "step " << step << " rank " << rank;
+    }
+  }
+  for (const auto& [path, bytes] : foreign) EXPECT_EQ(Contents(path), bytes) << path;
+  EXPECT_THAT(ListDirectory(dir / "elsewhere"),
+              ElementsAre("rank-000.owner", "rank-000.pt", "rank-001.owner", "rank-001.pt"));
+  EXPECT_TRUE(std::filesystem::is_symlink(checkpoints + "/step-00000001"));
+  absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(checkpoints, 2);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 99999) << "whoever wrote it, links skipped";
+}
+
+// An attempt starts: the steps it writes must hold nothing but its own
+// job's files; temporary files of its rank's crashed writes there go.
+TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
+  TestDirectory dir;
+  const std::string checkpoints = dir / "checkpoints";
+  const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
+  const CheckpointSteps steps{/*first_step=*/0, /*end_step=*/12, /*interval_steps=*/3};
+  EXPECT_TRUE(steps.Contains(2) && steps.Contains(11) && !steps.Contains(3) &&
+              !steps.Contains(14));
+  // Not steps this job writes: left alone, whoever wrote them.
+  WriteOwned(checkpoints, 3, 0, tensors, kOtherOwner);
+  WriteOwned(checkpoints, 14, 0, tensors, kOtherOwner);
+  std::filesystem::create_directories(dir / "elsewhere");
+  std::filesystem::create_directory_symlink(dir / "elsewhere", checkpoints + "/step-00000004");
+  // Its own earlier attempt's step 5, with a crashed write of each rank.
+  WriteOwned(checkpoints, 5, 0, tensors);
+  WriteFile(CheckpointPath(checkpoints, 5, 0) + ".tmp-4242", "partial");
+  WriteFile(checkpoints + "/step-00000005/rank-000.owner.tmp-77", "partial");
+  WriteFile(CheckpointPath(checkpoints, 5, 1) + ".tmp-4242", "partial");
+  WriteFile(CheckpointPath(checkpoints, 3, 0) + ".tmp-4242", "another job's write");
+
+  absl::StatusOr<int> removed = PrepareCheckpointDirectory(checkpoints, 0, 2, kOwner, steps);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 2);
-  EXPECT_FALSE(std::filesystem::exists(rank0 + ".tmp-4242"));
-  EXPECT_FALSE(std::filesystem::exists(rank0 + ".tmp-77"));
-  EXPECT_TRUE(std::filesystem::exists(rank1 + ".tmp-4242")) << "another rank's write";
-  EXPECT_TRUE(std::filesystem::exists(rank0)) << "the finished file stays";
-  absl::StatusOr<int> empty = RemoveUnfinishedCheckpointWrites(dir.path() + "/absent", 0);
-  ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(*empty, 0);
+  EXPECT_THAT(ListDirectory(checkpoints + "/step-00000005"),
+              ElementsAre("rank-000.owner", "rank-000.pt", "rank-001.pt.tmp-4242"));
+  EXPECT_TRUE(std::filesystem::exists(CheckpointPath(checkpoints, 3, 0) + ".tmp-4242"));
+
+  auto refused = [&](const std::string& expected) {
+    absl::Status status = PrepareCheckpointDirectory(checkpoints, 1, 2, kOwner, steps).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(expected));
+    EXPECT_THAT(std::string(status.message()), HasSubstr("never overwrites"));
+  };
+  // Step 8: another job's rank 1; step 8 written by hand or an older zbpp;
+  // step 8 a link.
+  WriteOwned(checkpoints, 8, 1, tensors, kOtherOwner);
+  refused(absl::StrCat("this job writes step 8 but ", checkpoints,
+                       "/step-00000008/rank-001 belongs to ", kOtherOwner));
+  std::filesystem::remove_all(checkpoints + "/step-00000008");
+  ASSERT_TRUE(WriteCheckpoint(checkpoints, 8, 0, tensors).ok());
+  refused(CheckpointPath(checkpoints, 8, 0) + " has no owner file");
+  std::filesystem::remove_all(checkpoints + "/step-00000008");
+  std::filesystem::create_directory_symlink(dir / "elsewhere", checkpoints + "/step-00000008");
+  refused(checkpoints + "/step-00000008 is a symbolic link");
+  // A later attempt that starts after step 8 does not write it.
+  absl::StatusOr<int> later = PrepareCheckpointDirectory(checkpoints, 1, 2, kOwner,
+                                                         CheckpointSteps{9, 12, 3});
+  EXPECT_TRUE(later.ok()) << later.status();
+  EXPECT_THAT(ListDirectory(dir / "elsewhere"), ::testing::IsEmpty());
+  EXPECT_EQ(PrepareCheckpointDirectory(checkpoints, 2, 2, kOwner, steps).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Writes and reads never go through a link: a step directory, a rank file
+// or a temporary file's name planted as a link to elsewhere.
+TEST(CheckpointTest, LinksAreNeverFollowed) {
+  TestDirectory dir;
+  const std::string checkpoints = dir / "checkpoints";
+  const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
+  std::filesystem::create_directories(checkpoints);
+  std::filesystem::create_directories(dir / "elsewhere");
+  ASSERT_TRUE(WriteCheckpoint(dir / "elsewhere", 7, 0, tensors).ok());
+  const std::string target = CheckpointPath(dir / "elsewhere", 7, 0);
+  const std::string bytes = Contents(target);
+  std::filesystem::create_directory_symlink(dir / "elsewhere/step-00000007",
+                                            checkpoints + "/step-00000007");
+
+  absl::Status status = WriteCheckpoint(checkpoints, 7, 0, tensors);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("step-00000007 is a symbolic link"));
+  status = ClaimCheckpoint(checkpoints, 7, 0, kOwner);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  status = ReadCheckpoint(checkpoints, 7, 0, {{"w", {2}}}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("symbolic link"));
+
+  std::filesystem::create_directories(checkpoints + "/step-00000008");
+  std::filesystem::create_symlink(target, CheckpointPath(checkpoints, 8, 0));
+  status = ReadCheckpoint(checkpoints, 8, 0, {{"w", {2}}}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(CheckpointPath(checkpoints, 8, 0) + " is a symbolic link"));
+  status = ClaimCheckpoint(checkpoints, 8, 0, kOwner);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+
+  // The temporary file's name (this process's id) planted as a link.
+  std::filesystem::create_directories(checkpoints + "/step-00000009");
+  std::filesystem::create_symlink(
+      target, absl::StrCat(CheckpointPath(checkpoints, 9, 0), ".tmp-", ::getpid()));
+  EXPECT_FALSE(WriteCheckpoint(checkpoints, 9, 0, {{"v", at::full({3}, 2.0)}}).ok());
+  EXPECT_EQ(Contents(target), bytes) << "a link's target was written";
+  EXPECT_THAT(ListDirectory(dir / "elsewhere/step-00000007"), ElementsAre("rank-000.pt"));
+}
+
+// A step of the job's own files is claimed again (a later attempt), another
+// owner's never.
+TEST(CheckpointTest, ClaimRefusesAnotherOwnersFile) {
+  TestDirectory dir;
+  const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
+  WriteOwned(dir.path(), 5, 0, tensors);
+  EXPECT_TRUE(ClaimCheckpoint(dir.path(), 5, 0, kOwner).ok());
+  const std::string bytes = Contents(CheckpointPath(dir.path(), 5, 0));
+  absl::Status status = ClaimCheckpoint(dir.path(), 5, 0, kOtherOwner);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("belongs to ", kOwner)));
+  EXPECT_EQ(Contents(dir / "step-00000005/rank-000.owner"), std::string(kOwner) + "\n");
+  EXPECT_EQ(Contents(CheckpointPath(dir.path(), 5, 0)), bytes);
+  EXPECT_EQ(ClaimCheckpoint(dir.path(), 5, 0, "").code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

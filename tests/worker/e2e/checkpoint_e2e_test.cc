@@ -105,7 +105,7 @@ TEST_F(CheckpointEndToEnd, CheckpointOfAnotherModelFailsNamingFileAndTensor) {
   ASSERT_EQ(RunToSuccess(CheckpointedJob(directory_, 5, 5)).state(),
             v1::JOB_STATE_SUCCEEDED);
   const std::map<std::string, std::string> before = Snapshot(directory_);
-  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(before.size(), 4u) << "each rank's checkpoint and owner file";
 
   v1::JobSpec narrower = CheckpointedJob(directory_, 8, 0, 4);
   narrower.mutable_model()->set_hidden(32);
@@ -126,6 +126,27 @@ TEST_F(CheckpointEndToEnd, CheckpointOfAnotherModelFailsNamingFileAndTensor) {
           "/rank-00[01]\\.pt .*\"[A-Za-z0-9_.]+\" has shape \\[.*32\\]"));
   EXPECT_FALSE(job.has_first_step()) << "no step may run";
   EXPECT_EQ(job.steps_completed(), 5);  // resume_step + 1, as submitted.
+  EXPECT_EQ(Snapshot(directory_), before) << "checkpoint files changed";
+}
+
+// A job never overwrites another job's checkpoint: the same spec run again
+// in the same directory would write step 4 over the first job's, and is
+// refused before any step runs, naming the directory and the step; the
+// first job's files are untouched.
+TEST_F(CheckpointEndToEnd, AStepAnotherJobWroteIsRefusedAtTheStart) {
+  const v1::Job first = RunToSuccess(CheckpointedJob(directory_, 5, 5));
+  ASSERT_EQ(first.state(), v1::JOB_STATE_SUCCEEDED);
+  const std::map<std::string, std::string> before = Snapshot(directory_);
+
+  absl::StatusOr<JobOutcome> outcome = cluster_->Run(CheckpointedJob(directory_, 5, 5));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const v1::Job& job = outcome->job;
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED) << job.state_message();
+  EXPECT_THAT(job.state_message(), HasSubstr("checkpoint.directory " + directory_));
+  EXPECT_THAT(job.state_message(), HasSubstr("this job writes step 4 but"));
+  EXPECT_THAT(job.state_message(), HasSubstr("belongs to " + first.id() + " spec "));
+  EXPECT_FALSE(job.has_first_step()) << "no step may run";
+  EXPECT_EQ(job.recoveries_total(), 0) << "an error in the job is not retried";
   EXPECT_EQ(Snapshot(directory_), before) << "checkpoint files changed";
 }
 

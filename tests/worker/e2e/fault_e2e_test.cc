@@ -12,9 +12,12 @@
 #include <signal.h>
 #include <torch/serialize/input-archive.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -23,7 +26,9 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/read_file.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
 #include "tests/worker/e2e/cluster.h"
@@ -132,10 +137,13 @@ class FaultEndToEnd : public ::testing::Test {
     return std::uniform_int_distribution<int64_t>(1, kSteps - 3)(rng_);
   }
 
-  /// Submits the job to interrupt and waits until step `after` completed;
-  /// the job then, still RUNNING.
+  /// Submits `spec` (by default the job to interrupt) and waits until step
+  /// `after` completed; the job then, still RUNNING.
   v1::Job RunInterruptedJobUntil(int64_t after) {
-    absl::StatusOr<v1::Job> submitted = cluster_->Submit(Job(interrupted_));
+    return RunInterruptedJobUntil(after, Job(interrupted_));
+  }
+  v1::Job RunInterruptedJobUntil(int64_t after, const v1::JobSpec& spec) {
+    absl::StatusOr<v1::Job> submitted = cluster_->Submit(spec);
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     if (!submitted.ok()) return {};
     absl::StatusOr<v1::Job> running =
@@ -145,6 +153,19 @@ class FaultEndToEnd : public ::testing::Test {
     EXPECT_EQ(running->state(), v1::JOB_STATE_RUNNING) << running->state_message();
     EXPECT_LT(running->steps_completed(), kSteps) << "the job ended before the fault";
     return *running;
+  }
+
+  /// SIGKILLs the worker that holds rank `rank` of the `running` job.
+  void KillWorkerOfRank(const v1::Job& running, int rank) {
+    ASSERT_EQ(running.assignments_size(), kRanks);
+    const std::string victim = running.assignments(rank).worker_id();
+    size_t index = 0;
+    while (index < cluster_->workers().size() &&
+           cluster_->workers()[index].worker_id != victim) {
+      ++index;
+    }
+    ASSERT_LT(index, cluster_->workers().size()) << "no worker " << victim;
+    cluster_->KillWorker(index);
   }
 
   /// Waits for `job_id` to end and checks that it recovered and finished.
@@ -182,15 +203,7 @@ TEST_F(FaultEndToEnd, WorkerKilledMidRunIsReplacedAndTheJobEndsAsIfUninterrupted
             << kill_after << " completed\n";
   const v1::Job running = RunInterruptedJobUntil(kill_after);
   ASSERT_FALSE(HasFailure());
-  ASSERT_EQ(running.assignments_size(), kRanks);
-  const std::string victim = running.assignments(victim_rank).worker_id();
-  size_t index = 0;
-  while (index < cluster_->workers().size() &&
-         cluster_->workers()[index].worker_id != victim) {
-    ++index;
-  }
-  ASSERT_LT(index, cluster_->workers().size()) << "no worker " << victim;
-  cluster_->KillWorker(index);
+  ASSERT_NO_FATAL_FAILURE(KillWorkerOfRank(running, victim_rank));
   const absl::Time killed = absl::Now();
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
@@ -199,6 +212,61 @@ TEST_F(FaultEndToEnd, WorkerKilledMidRunIsReplacedAndTheJobEndsAsIfUninterrupted
   std::cout << "recovered and finished "
             << absl::FormatDuration(absl::Now() - killed) << " after the kill\n";
   ExpectSameFinalCheckpoints(reference_, interrupted_);
+}
+
+// What another run left in the checkpoint directory costs the job nothing
+// (README.md, "Checkpoints"): a complete checkpoint of a higher step and a
+// step directory that is a link to elsewhere stay as they are, keep_last 1
+// prunes only the job's own older steps, and after a worker is SIGKILLed
+// (the job's checkpoints at steps 2 and 5 written, at least) the job
+// restores its own last one and ends as the uninterrupted run.
+TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(":memory:"));
+  ASSERT_NO_FATAL_FAILURE(RunReference());
+
+  // Real checkpoints of another run: the reference's last ones, copied to
+  // step 99999 and to the target of a link named like step 0 (a step this
+  // job never writes).
+  const std::string elsewhere = scratch_ / "elsewhere";
+  const std::string leftover = interrupted_ + "/step-00099999";
+  std::filesystem::create_directories(leftover);
+  std::filesystem::create_directories(elsewhere);
+  std::map<std::string, std::string> planted;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const std::string from = CheckpointPath(reference_, kSteps - 1, rank);
+    for (const std::string& to : {CheckpointPath(interrupted_, 99999, rank),
+                                  absl::StrCat(elsewhere, "/rank-00", rank, ".pt")}) {
+      std::filesystem::copy_file(from, to);
+      planted[to] = ReadFileToString(to).value_or("");
+      ASSERT_FALSE(planted[to].empty()) << to;
+    }
+  }
+  std::filesystem::create_directory_symlink(elsewhere, interrupted_ + "/step-00000000");
+
+  v1::JobSpec spec = Job(interrupted_);
+  spec.mutable_checkpoint()->set_keep_last(1);
+  const int victim_rank = std::uniform_int_distribution<int>(0, kRanks - 1)(rng_);
+  std::cout << "killing the worker of rank " << victim_rank << " after step 6 completed\n";
+  const v1::Job running = RunInterruptedJobUntil(6, spec);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GE(running.last_checkpoint_step(), 5);
+  ASSERT_NO_FATAL_FAILURE(KillWorkerOfRank(running, victim_rank));
+  absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+
+  ASSERT_NO_FATAL_FAILURE(ExpectRecoveredToSuccess(running.id()));
+  ExpectSameFinalCheckpoints(reference_, interrupted_);
+  for (const auto& [path, bytes] : planted) {
+    EXPECT_EQ(ReadFileToString(path).value_or("<missing>"), bytes) << path << " changed";
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(interrupted_ + "/step-00000000"));
+  std::vector<std::string> steps;
+  for (const auto& entry : std::filesystem::directory_iterator(interrupted_)) {
+    steps.push_back(entry.path().filename());
+  }
+  std::sort(steps.begin(), steps.end());
+  EXPECT_EQ(steps, (std::vector<std::string>{"step-00000000", "step-00000011", "step-00099999"}))
+      << "keep_last 1 keeps the job's last step only, and nothing of another run goes";
 }
 
 // SIGKILL of the coordinator mid-run and a restart on the same address and

@@ -18,11 +18,11 @@ namespace {
 // A bubble rate to 4 decimals; a rounding error below zero (the simulator's
 // 1 - busy / span) prints as 0.0000, not -0.0000.
 std::string Rate(double value) {
-  return absl::StrFormat("%.4f", std::abs(value) < 0.00005 ? 0.0 : value);
+  return Number("%.4f", std::abs(value) < 0.00005 ? 0.0 : value);
 }
 
 std::string Loss(std::optional<double> value) {
-  return value.has_value() ? absl::StrFormat("%.4f", *value) : "-";
+  return value.has_value() ? Number("%.4f", *value) : "-";
 }
 
 // "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped; 0 recoveries; 2
@@ -142,16 +142,17 @@ std::string ReportTable(const TrainingReport& r) {
                     r.workers, "-stage pipeline (", r.workers * r.data_parallel, " workers, ",
                     r.microbatches * r.data_parallel, " microbatches per step in all)\n");
   }
-  absl::StrAppendFormat(&text, "train loss:   %.4f -> %.4f\n", r.loss_start, r.loss_end);
+  absl::StrAppend(&text, "train loss:   ", Number("%.4f", r.loss_start), " -> ",
+                  Number("%.4f", r.loss_end), "\n");
   absl::StrAppend(&text, "eval loss:    ", Loss(r.eval_loss_start), " -> ", Loss(r.eval_loss),
                   "\n");
   absl::StrAppend(&text, "precision:    ", r.precision, "\n");
   absl::StrAppend(&text, "transport:    ", r.transport,
                   r.transport_reason.empty() ? "" : absl::StrCat(" (", r.transport_reason, ")"),
                   "\n");
-  absl::StrAppendFormat(&text, "throughput:   %.0f tokens/s (wall clock over the last %d steps)\n",
-                        r.tokens_per_second, r.window_steps);
-  absl::StrAppendFormat(&text, "step time:    %.4f s (median)\n", r.step_seconds);
+  absl::StrAppend(&text, "throughput:   ", Number("%.0f", r.tokens_per_second),
+                  " tokens/s (wall clock over the last ", r.window_steps, " steps)\n");
+  absl::StrAppend(&text, "step time:    ", Number("%.4f", r.step_seconds), " s (median)\n");
   absl::StrAppend(&text, "validation:   ", ValidationLine(r), "\n");
   if (r.param_checksum.has_value()) {
     absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
@@ -168,8 +169,8 @@ std::string ReportTable(const TrainingReport& r) {
                                                  r.bubble_rate_predicted[w])});
     if (reduces) {
       rows.back().insert(rows.back().end(),
-                         {absl::StrFormat("%.4f", r.reduce_seconds[w]),
-                          absl::StrFormat("%.4f", r.exposed_reduce_seconds[w])});
+                         {Number("%.4f", r.reduce_seconds[w]),
+                          Number("%.4f", r.exposed_reduce_seconds[w])});
     }
   }
   return text + FormatTable(rows);

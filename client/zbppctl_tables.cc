@@ -14,12 +14,6 @@
 namespace zbpp::ctl {
 namespace {
 
-// A number for a table cell; "-" for nan (e.g. a loss not yet reported).
-std::string Number(const char* format, double value) {
-  if (std::isnan(value)) return "-";
-  return absl::StrFormat(format, value);
-}
-
 std::string Steps(const v1::Job& job) {
   return absl::StrCat(job.steps_completed(), "/", job.spec().steps());
 }
@@ -33,6 +27,19 @@ std::string ScheduleCell(const v1::Job& job) {
 }
 
 }  // namespace
+
+std::string Number(const char* format, double value) {
+  if (std::isnan(value)) return "-";
+  if (std::abs(value) < 1e9) return absl::StrFormat(format, value);
+  const std::string text(format);
+  const size_t percent = text.find('%');
+  const size_t conversion = text.find('f', percent);
+  if (percent == std::string::npos || conversion == std::string::npos) {
+    return absl::StrFormat("%.4g", value);
+  }
+  return absl::StrCat(text.substr(0, percent), absl::StrFormat("%.4g", value),
+                      text.substr(conversion + 1));
+}
 
 std::string ShortEnumName(const std::string& name, const std::string& prefix) {
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;

@@ -13,6 +13,12 @@
 
 namespace zbpp::ctl {
 
+/// `value` printed with `format`, one printf conversion of a double ("%.4f",
+/// "%.3f s"), for a cell or a line: "-" for nan; past 1e9 in magnitude
+/// (a diverged loss, a forged time) the conversion becomes "%.4g", so 1e308
+/// prints as "1e+308", not as 309 digits.
+std::string Number(const char* format, double value);
+
 /// `name` without `prefix` when it starts with it: ShortEnumName(
 /// "WORKER_STATE_IDLE", "WORKER_STATE_") is "IDLE".
 std::string ShortEnumName(const std::string& name, const std::string& prefix);

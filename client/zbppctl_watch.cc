@@ -26,7 +26,8 @@ std::string Quoted(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string Fixed(double value) { return absl::StrFormat("%.4f", value); }
+// Event lines spell nan out (a field, not a table cell).
+std::string Fixed(double value) { return std::isnan(value) ? "nan" : Number("%.4f", value); }
 
 std::string StepOf(int64_t completed, int64_t steps) {
   return steps > 0 ? absl::StrCat(completed, "/", steps)
@@ -67,7 +68,7 @@ std::string EventLine(const v1::JobEvent& event, int64_t steps) {
       return absl::StrCat(
           "step ", job, " step=", StepOf(s.step() + 1, steps),
           " loss=", Fixed(s.loss()),
-          " tokens_per_second=", absl::StrFormat("%.1f", s.tokens_per_second()),
+          " tokens_per_second=", Number("%.1f", s.tokens_per_second()),
           " bubble_rate=", Fixed(s.measured_bubble_rate()),
           " predicted_bubble_rate=", Fixed(s.predicted_bubble_rate()),
           " step_seconds=", Fixed(s.step_seconds()),
@@ -131,8 +132,8 @@ std::string ProgressLine(const WatchProgress& p) {
                    StepOf(p.steps_completed, p.steps));
   if (p.has_step) {
     absl::StrAppend(
-        &line, "  loss ", absl::StrFormat("%.4f", p.loss), "  ",
-        absl::StrFormat("%.0f", p.tokens_per_second), " tok/s  bubble ",
+        &line, "  loss ", Number("%.4f", p.loss), "  ",
+        Number("%.0f", p.tokens_per_second), " tok/s  bubble ",
         absl::StrFormat("%.1f%% (pred %.1f%%)", 100 * p.measured_bubble_rate,
                         100 * p.predicted_bubble_rate));
   }

@@ -7,6 +7,8 @@
 //                    --db FILE|:memory: [--db-sync full|normal]
 //                    [--token-file F] [--max-workers N] [--max-threads N]
 //                    [--lost-worker-retention-seconds S]
+//                    [--max-watch-streams N] [--max-watch-streams-per-client N]
+//                    [--max-active-jobs N] [--retain-finished-jobs N]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
 
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +35,8 @@ constexpr char kUsage[] =
     "--db FILE|:memory: [--db-sync full|normal] [--token-file F] "
     "[--max-workers N] [--max-threads N] [--lost-worker-retention-seconds S] "
     "[--store-drain-seconds S] "
+    "[--max-watch-streams N] [--max-watch-streams-per-client N] "
+    "[--max-active-jobs N] [--retain-finished-jobs N] "
     "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
@@ -44,6 +49,10 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
   std::string max_threads;
   std::string retention;
   std::string drain;
+  std::string max_watch;
+  std::string max_watch_per_client;
+  std::string max_active_jobs;
+  std::string retained_jobs;
   const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &db_sync},
@@ -52,6 +61,10 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
       {"--max-threads", &max_threads},
       {"--lost-worker-retention-seconds", &retention},
       {"--store-drain-seconds", &drain},
+      {"--max-watch-streams", &max_watch},
+      {"--max-watch-streams-per-client", &max_watch_per_client},
+      {"--max-active-jobs", &max_active_jobs},
+      {"--retain-finished-jobs", &retained_jobs},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
   std::set<std::string> names;
@@ -80,6 +93,17 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
        flags.max_threads < 8)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-threads must be an integer >= 8, got \"", max_threads, "\""));
+  }
+  for (const auto& [flag, text, value] :
+       {std::tuple{"--max-watch-streams", &max_watch, &flags.max_watch_streams},
+        std::tuple{"--max-watch-streams-per-client", &max_watch_per_client,
+                   &flags.max_watch_streams_per_client},
+        std::tuple{"--max-active-jobs", &max_active_jobs, &flags.max_active_jobs},
+        std::tuple{"--retain-finished-jobs", &retained_jobs, &flags.retained_finished_jobs}}) {
+    if (!text->empty() && (!absl::SimpleAtoi(*text, value) || *value < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " must be an integer >= 1, got \"", *text, "\""));
+    }
   }
   if (!retention.empty() &&
       (!absl::SimpleAtod(retention, &flags.lost_worker_retention_seconds) ||

@@ -212,6 +212,7 @@ void Coordinator::Tick() {
   }
   ForgetLostWorkers();
   AssignWaitingJobs();
+  ApplyRetention();
   // With nothing else to write, a probe makes a lost database a failing
   // write like any other (store.h Probe): health, metrics, paused grants.
   if (writer_->GetHealth().pending == 0) {
@@ -235,7 +236,19 @@ void Coordinator::ForgetLostWorkers() {
 
 absl::Status Coordinator::Recover() {
   absl::MutexLock lock(&mu_);
-  return jobs_->Recover(*options_.store);
+  if (absl::Status recovered = jobs_->Recover(*options_.store); !recovered.ok()) {
+    return recovered;
+  }
+  ApplyRetention();
+  return absl::OkStatus();
+}
+
+void Coordinator::ApplyRetention() {
+  for (const std::string& id : jobs_->EraseFinishedBeyond(options_.retained_finished_jobs)) {
+    // Queued after every write of the job, which was decided before.
+    writer_->Enqueue([id](Store& store) { return store.DeleteJob(id); },
+                     absl::StrCat("deleting finished job ", id, " (retention)"));
+  }
 }
 
 // ---------------------------------------------------------------- jobs
@@ -266,6 +279,13 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
     }
   }
   absl::MutexLock lock(&mu_);
+  if (const int active = jobs_->ActiveCount(); active >= options_.max_active_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_active_jobs: ", active, " jobs are not finished, the cap of ",
+        options_.max_active_jobs, " (zbpp-coordinator --max-active-jobs); wait for one to "
+        "finish or cancel one"));
+  }
+  ApplyRetention();
   if (spec.transport() == zbpp::v1::TRANSPORT_NCCL && !needs.empty()) {
     if (absl::Status carried = CheckTransportAtSubmission(spec, needs); !carried.ok()) {
       return carried;
@@ -346,6 +366,10 @@ absl::StatusOr<zbpp::v1::ListJobsResponse> Coordinator::ListJobs(
 
 absl::StatusOr<zbpp::v1::Job> Coordinator::CancelJob(const std::string& job_id,
                                                      const std::string& reason) {
+  if (reason.size() > kMaxCancelReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("reason: at most ", kMaxCancelReasonBytes,
+                                                   " bytes, got ", reason.size()));
+  }
   absl::MutexLock lock(&mu_);
   Job* job = jobs_->Find(job_id);
   if (job == nullptr) {

@@ -105,7 +105,8 @@ class Coordinator {
   ~Coordinator();
 
   /// Loads every job and schedule version from the store (call once, before
-  /// serving: restore state, then serve). Jobs that were ASSIGNING go back to
+  /// serving: restore state, then serve), then applies the retention of
+  /// finished jobs (Options.retained_finished_jobs). Jobs that were ASSIGNING go back to
   /// PENDING and RUNNING ones to RECOVERING ("coordinator restarted"): the
   /// workers of the old process must register again. Errors from the store.
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,7 +114,10 @@ class Coordinator {
   // ------------------------------------------------------------- Jobs
 
   /// Validates and stores a new job in PENDING, then assigns workers if
-  /// enough are free. InvalidArgument naming the field for a bad spec,
+  /// enough are free (and first deletes the finished jobs past the
+  /// retention: Options.retained_finished_jobs). ResourceExhausted naming
+  /// max_active_jobs when that many jobs are not finished;
+  /// InvalidArgument naming the field for a bad spec,
   /// naming pipeline.data_parallel when checkpoint.resume_step names a
   /// checkpoint recorded by a job with another data_parallel, and naming
   /// transport (and the workers) for transport NCCL when the workers that
@@ -150,10 +154,14 @@ class Coordinator {
       const zbpp::v1::ListStepsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Moves a non-terminal job to CANCELLED (state_message = `reason`),
-  /// aborting its workers. NotFound; FailedPrecondition when terminal.
+  /// aborting its workers. InvalidArgument naming `reason` when it is
+  /// longer than kMaxCancelReasonBytes; NotFound; FailedPrecondition when
+  /// terminal.
   absl::StatusOr<zbpp::v1::Job> CancelJob(const std::string& job_id,
                                           const std::string& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
+  /// Longest CancelJobRequest.reason, bytes.
+  static constexpr size_t kMaxCancelReasonBytes = 1024;
 
   /// Opens a watch on `job_id`: the outbox holds a snapshot (BASIC view)
   /// first, then live events; it is closed OK after the terminal state
@@ -248,7 +256,7 @@ class Coordinator {
   /// Expires leases (a lost worker's job goes RECOVERING, or back to
   /// PENDING while ASSIGNING), forgets workers LOST for more than
   /// `lost_worker_retention_seconds`, then assigns free workers to waiting
-  /// jobs; with no store write waiting, queues a Store::Probe. Call
+  /// jobs and deletes the finished jobs past the retention; with no store write waiting, queues a Store::Probe. Call
   /// periodically (the daemon: every half heartbeat interval).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -342,6 +350,9 @@ class Coordinator {
   /// RECOVERING). Job::SetState's error.
   absl::Status LoseWorker(const WorkerRecord& record, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Deletes the finished jobs beyond Options.retained_finished_jobs, in
+  /// memory now and in the store through the writer.
+  void ApplyRetention() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Forgets workers past their retention that no job's current attempt
   /// holds (WorkerRegistry::ForgetLost).
   void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -34,6 +34,11 @@ absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options) {
                      "each step boundary), got ",
                      options.grant_lookahead_steps));
   }
+  if (options.max_active_jobs < 1 || options.retained_finished_jobs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_active_jobs and retained_finished_jobs must be >= 1, got ",
+        options.max_active_jobs, " and ", options.retained_finished_jobs));
+  }
   return absl::OkStatus();
 }
 

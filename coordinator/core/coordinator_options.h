@@ -69,6 +69,19 @@ struct CoordinatorOptions {
   /// and post-update validation.
   ValidationPolicy::Options validation_policy;
 
+  // --- Jobs held (README.md, "Security and operations": limits) ---
+  /// Jobs not yet finished (PENDING to RECOVERING) held at once: SubmitJob
+  /// refuses more with ResourceExhausted naming max_active_jobs. >= 1.
+  int max_active_jobs = 1000;
+  /// Finished jobs (SUCCEEDED, FAILED, CANCELLED) kept: beyond the
+  /// `retained_finished_jobs` most recently created ones, the older ones
+  /// are deleted, from memory and from the store with every record of
+  /// theirs (checkpoint records included: a job can no longer resume from
+  /// their checkpoints), at Recover, at each SubmitJob and at each Tick.
+  /// So at most max_active_jobs + retained_finished_jobs jobs are held.
+  /// >= 1.
+  int retained_finished_jobs = 1000;
+
   // --- Watchers ---
   /// Events a WatchJob reader may lag before step events are dropped.
   size_t watch_queue_capacity = 256;
@@ -98,7 +111,8 @@ struct CoordinatorOptions {
 /// OK when Coordinator::Create may use `options`: InvalidArgument naming
 /// the first missing dependency (clock, store, validate_spec,
 /// initial_problem) or bad value (heartbeat interval and timeout,
-/// max_recoveries_without_progress, grant_lookahead_steps). Pure.
+/// max_recoveries_without_progress, grant_lookahead_steps, max_active_jobs,
+/// retained_finished_jobs). Pure.
 absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options);
 
 }  // namespace zbpp::coordinator

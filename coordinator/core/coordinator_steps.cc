@@ -53,8 +53,10 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
 
 void Coordinator::FinishResolve(ResolveTask& task) {
   absl::MutexLock lock(&mu_);
-  // Jobs are never erased: the task's job is there.
-  if (Job* job = jobs_->Find(task.job_id)) job->FinishResolve(task);
+  Job* job = jobs_->Find(task.job_id);
+  // Deleted meanwhile (finished, past the retention): nothing to record.
+  if (job == nullptr) return;
+  job->FinishResolve(task);
   const ResolveRecord& record = task.record;
   writer_->Enqueue(
       [id = task.job_id, step = record.step,

@@ -39,6 +39,9 @@ zbpp::v1::Job Job::View(bool full) const {
     if (!versions_.empty()) *view.mutable_schedule() = versions_.latest();
     return view;
   }
+  // A schedule file's text may be MiBs (job_spec.proto); the full view of
+  // one job carries it, lists do not.
+  if (view.spec().has_schedule()) view.mutable_spec()->mutable_schedule()->clear_file_text();
   if (view.has_last_step()) view.mutable_last_step()->clear_stages();
   if (view.has_first_step()) view.mutable_first_step()->clear_stages();
   view.clear_last_step_timeline();

@@ -69,8 +69,9 @@ class Job {
   /// Waits for workers: PENDING, or RECOVERING without an attempt.
   bool Waiting() const;
   /// The job as the API shows it: `full` adds the latest schedule version;
-  /// otherwise (BASIC) step summaries lose their per-stage rows and the
-  /// last step's timeline is dropped (job.proto JobView).
+  /// otherwise (BASIC) step summaries lose their per-stage rows, the last
+  /// step's timeline and the spec's schedule file text are dropped
+  /// (job.proto JobView).
   zbpp::v1::Job View(bool full) const;
 
   // --- State machine ---
@@ -152,8 +153,11 @@ class Job {
   /// where it comes from (JobAttempt::CheckReportPlace) and its schedule
   /// version (the one in force), measures it (MeasureStepReport), then
   /// records it: hop samples, acknowledgement, the pending step, its
-  /// validation results (gathering each step every worker validated).
-  /// InvalidArgument naming the field (nothing recorded); SetState's error.
+  /// validation results (gathering each step every worker validated). A
+  /// report of a step that worker already reported (a retry whose answer
+  /// was lost, a replay) is acknowledged with no effect: nothing counted
+  /// twice, no state rewound. InvalidArgument naming the field (nothing
+  /// recorded); SetState's error.
   absl::StatusOr<ReportEffect> AcceptReport(const zbpp::v1::ReportStepRequest& report,
                                             int index);
   /// Adds a complete step to the cost model, stores its summary (and the

@@ -57,6 +57,9 @@ class JobAttempt {
   /// The highest step granted; start_step() - 1 before the first grant, -1
   /// without workers.
   int64_t granted() const { return granted_; }
+  /// The highest step worker index `index` reported; start_step() - 1
+  /// before its first report.
+  int64_t last_reported(int index) const { return last_completed_[index]; }
 
   /// The rendezvous scope of this attempt of job `job_id`,
   /// "<job id>/attempt-<n>".

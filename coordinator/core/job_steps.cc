@@ -65,6 +65,9 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
 absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
                                               int index) {
   if (absl::Status st = attempt_.CheckReportPlace(report, index); !st.ok()) return st;
+  // Each rank reports its steps in order, once each: a step at or below its
+  // last is a repeat, and the first report stands.
+  if (report.step() <= attempt_.last_reported(index)) return ReportEffect{};
   const zbpp::v1::ScheduleVersion* version = versions_.InForce(report.step());
   if (version == nullptr || version->version() != report.schedule_version()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -125,4 +125,25 @@ std::map<std::string, int> JobTable::Counts() const {
   return counts;
 }
 
+int JobTable::ActiveCount() const {
+  int active = 0;
+  for (const auto& [seq, job] : jobs_) active += IsTerminal(job->state()) ? 0 : 1;
+  return active;
+}
+
+std::vector<std::string> JobTable::EraseFinishedBeyond(int keep) {
+  std::vector<int64_t> finished;  // Newest first.
+  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+    if (IsTerminal(it->second->state())) finished.push_back(it->first);
+  }
+  std::vector<std::string> erased;
+  for (size_t i = finished.size(); i > static_cast<size_t>(std::max(keep, 1)); --i) {
+    auto it = jobs_.find(finished[i - 1]);
+    erased.push_back(it->second->id());
+    seq_of_job_.erase(it->second->id());
+    jobs_.erase(it);
+  }
+  return erased;
+}
+
 }  // namespace zbpp::coordinator

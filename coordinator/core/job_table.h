@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -16,8 +17,10 @@
 namespace zbpp::coordinator {
 
 /// Every job the coordinator holds, by creation number ("job-<n>", n from
-/// 1); jobs are never erased. Iteration (ForEach) is oldest first, the
-/// order in which waiting jobs get workers.
+/// 1); only finished jobs past the retention are erased (EraseFinishedBeyond),
+/// and never the newest job, so a number is never given twice, restarts
+/// included. Iteration (ForEach) is oldest first, the order in which waiting
+/// jobs get workers.
 ///
 /// Thread-compatible: the Coordinator uses it under its mutex.
 class JobTable {
@@ -51,6 +54,13 @@ class JobTable {
 
   /// Jobs per state name ("PENDING", ...), every state present. O(jobs).
   std::map<std::string, int> Counts() const;
+
+  /// Jobs not in a terminal state. O(jobs).
+  int ActiveCount() const;
+  /// Erases the finished (terminal) jobs beyond the `keep` most recently
+  /// created ones and returns their ids, oldest first; `keep` >= 1. A job
+  /// that is not terminal is never erased. O(jobs).
+  std::vector<std::string> EraseFinishedBeyond(int keep);
 
  private:
   Job& Insert(int64_t seq, zbpp::v1::Job proto);

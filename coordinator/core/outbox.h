@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -29,23 +30,44 @@ class Outbox {
   /// Appends `message` unless the outbox is closed, or full and the message
   /// `droppable`. Returns false when it was not queued.
   bool Push(Message message, bool droppable = false) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!status_.ok() || finished_) return false;
-    if (droppable && capacity_ > 0 && queue_.size() >= capacity_) return false;
-    queue_.push_back(std::move(message));
+    std::function<void()> listener;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status_.ok() || finished_) return false;
+      if (droppable && capacity_ > 0 && queue_.size() >= capacity_) return false;
+      queue_.push_back(std::move(message));
+      listener = listener_;
+    }
+    if (listener) listener();
     return true;
   }
 
   /// Ends the stream with `status` (OK: a normal end, after what is
   /// queued; an error: at once). The first call wins.
   void Close(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!status_.ok() || finished_) return;
-    if (status.ok()) {
-      finished_ = true;
-    } else {
-      status_ = std::move(status);
+    std::function<void()> listener;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status_.ok() || finished_) return;
+      if (status.ok()) {
+        finished_ = true;
+      } else {
+        status_ = std::move(status);
+      }
+      listener = listener_;
     }
+    if (listener) listener();
+  }
+
+  /// For a consumer that does not block in Pop (a stream on gRPC's callback
+  /// API): `listener` is called after each message queued and after the
+  /// first Close, outside the outbox's lock but on the producer's thread,
+  /// which may hold the coordinator's mutex, so it must only hand the news
+  /// on (never block, never call the core). Pop(absl::InfinitePast(), ...)
+  /// then takes what is there without waiting.
+  void SetListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    listener_ = std::move(listener);
   }
 
   /// Waits until a message is queued, the outbox is closed or `deadline`
@@ -76,6 +98,7 @@ class Outbox {
   std::deque<Message> queue_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> listener_ ABSL_GUARDED_BY(mu_);
 };
 
 /// One message of a Session stream. Immutable and shared: a schedule

@@ -19,7 +19,8 @@ constexpr absl::Duration kCancelPoll = absl::Seconds(1);
 absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Create(
     Options options) {
   if (options.max_key_bytes == 0 || options.max_value_bytes == 0 ||
-      options.max_keys_per_scope == 0 || options.max_scope_bytes == 0) {
+      options.max_keys_per_scope == 0 || options.max_scope_bytes == 0 ||
+      options.max_total_bytes == 0) {
     return absl::InvalidArgumentError(
         "RendezvousStore limits must be >= 1 (byte, key)");
   }
@@ -64,6 +65,13 @@ absl::Status RendezvousStore::Put(Scope& scope, const std::string& key,
     return absl::ResourceExhaustedError(absl::StrCat(
         "the scope would hold ", bytes, " bytes, limit ", options_.max_scope_bytes));
   }
+  const size_t total = total_bytes_ - scope.bytes + bytes;
+  if (bytes > scope.bytes && total > options_.max_total_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the rendezvous would hold ", total, " bytes in all scopes, limit ",
+                     options_.max_total_bytes));
+  }
+  total_bytes_ = total;
   scope.bytes = bytes;
   scope.keys[key] = std::move(value);
   changed_.SignalAll();
@@ -187,6 +195,7 @@ bool RendezvousStore::Delete(const std::string& scope, const std::string& key) {
   auto kv = keys.keys.find(key);
   if (kv == keys.keys.end()) return false;
   keys.bytes -= key.size() + kv->second.size();
+  total_bytes_ -= key.size() + kv->second.size();
   keys.keys.erase(kv);
   return true;
 }
@@ -196,8 +205,14 @@ void RendezvousStore::DeleteScope(const std::string& scope) {
   auto it = scopes_.find(scope);
   if (it == scopes_.end()) return;
   it->second->ended = true;
+  total_bytes_ -= it->second->bytes;
   scopes_.erase(it);
   changed_.SignalAll();
+}
+
+size_t RendezvousStore::total_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return total_bytes_;
 }
 
 int RendezvousStore::KeyCount(const std::string& scope) const {

@@ -27,7 +27,7 @@ namespace zbpp::coordinator {
 /// asks, ends within a second of `cancelled` turning true (the RPC's client
 /// went away), and ends at once when its scope is deleted (the attempt
 /// ended): a waiting call cannot pin a server thread. Scopes are bounded in
-/// keys and bytes. Thread-safe.
+/// keys and bytes, and all of them together in bytes. Thread-safe.
 class RendezvousStore {
  public:
   struct Options {
@@ -40,6 +40,10 @@ class RendezvousStore {
     size_t max_keys_per_scope = 4096;
     /// Bytes of keys and values in one scope (RESOURCE_EXHAUSTED beyond).
     size_t max_scope_bytes = 64 << 20;
+    /// Bytes of keys and values in every scope together (RESOURCE_EXHAUSTED
+    /// beyond): many attempts' scopes cannot add up past it. Gloo and NCCL
+    /// keep a few KiB per rank.
+    size_t max_total_bytes = 256 << 20;
     /// Longest wait of one Get or Wait, whatever its deadline; > 0.
     absl::Duration max_wait = absl::Minutes(10);
   };
@@ -97,6 +101,8 @@ class RendezvousStore {
 
   /// Keys stored in `scope` (for tests).
   int KeyCount(const std::string& scope) const ABSL_LOCKS_EXCLUDED(mu_);
+  /// Bytes of keys and values held in every scope.
+  size_t total_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The keys of one scope. Waiters hold it by pointer, so that deleting the
@@ -127,6 +133,8 @@ class RendezvousStore {
   /// Signalled on every change.
   absl::CondVar changed_;
   std::map<std::string, std::shared_ptr<Scope>> scopes_ ABSL_GUARDED_BY(mu_);
+  /// Sum of the scopes' `bytes`.
+  size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace zbpp::coordinator

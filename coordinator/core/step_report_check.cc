@@ -23,10 +23,10 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
   for (int i = 0; i < report.hop_latencies_size(); ++i) {
     const zbpp::v1::HopLatency& latency = report.hop_latencies(i);
     const double seconds = latency.one_way_seconds();
-    if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    if (!(seconds >= 0) || !(seconds <= kMaxReportedSeconds)) {
       return absl::InvalidArgumentError(
           absl::StrCat("hop_latencies[", i, "].one_way_seconds: ", seconds,
-                       " is not a finite time >= 0"));
+                       " is not a time in [0, ", kMaxReportedSeconds, "] s"));
     }
     const size_t before = hops.size();
     const int from = report.stage();
@@ -52,6 +52,17 @@ absl::Status CheckTime(double seconds, const std::string& field) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": must be a finite time >= 0, got ", seconds));
+  }
+  return absl::OkStatus();
+}
+
+// CheckTime, and at most kMaxReportedSeconds: for the times that bound the
+// others (step_seconds bounds every time inside the step).
+absl::Status CheckBoundedTime(double seconds, const std::string& field) {
+  if (absl::Status st = CheckTime(seconds, field); !st.ok()) return st;
+  if (seconds > kMaxReportedSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be at most ",
+                                                   kMaxReportedSeconds, " s, got ", seconds));
   }
   return absl::OkStatus();
 }
@@ -87,7 +98,8 @@ absl::Status CheckValidationRanges(const zbpp::v1::ValidationResult& v,
         absl::StrCat(at, "global_grad_norm_sq: must be >= 0 unless found_inf_nan, got ",
                      v.global_grad_norm_sq()));
   }
-  if (absl::Status st = CheckTime(v.rollback_seconds(), at + "rollback_seconds"); !st.ok()) {
+  if (absl::Status st = CheckBoundedTime(v.rollback_seconds(), at + "rollback_seconds");
+      !st.ok()) {
     return st;
   }
   if (v.replayed_forwards() < 0) {
@@ -176,7 +188,7 @@ void CopyReportFacts(const zbpp::v1::ReportStepRequest& report, StageReport& sta
 }  // namespace
 
 absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& r) {
-  if (absl::Status st = CheckTime(r.step_seconds(), "step_seconds"); !st.ok()) return st;
+  if (absl::Status st = CheckBoundedTime(r.step_seconds(), "step_seconds"); !st.ok()) return st;
   const double limit = r.step_seconds() * (1 + 1e-9) + 1e-6;
   for (auto [value, field] : {std::pair{r.idle_seconds(), "idle_seconds"},
                               std::pair{r.comm_seconds(), "comm_seconds"}}) {

@@ -39,9 +39,17 @@ absl::StatusOr<MeasuredReport> MeasureStepReport(
     const zbpp::v1::ReportStepRequest& report, const sched::Schedule& schedule,
     int64_t version, const sched::Problem& base, int64_t start_step);
 
+/// The longest time a step report may hold, seconds (one day): a step's
+/// time, any time inside it, a rollback's, a hop's latency. No optimizer
+/// step of a pipeline takes that long, so a larger value is a broken or
+/// forged report, refused before it reaches the duration histograms, whose
+/// sums it would hold for good.
+inline constexpr double kMaxReportedSeconds = 86400;
+
 /// The measurements of `report` within their ranges (worker.proto), before
 /// anything reaches the cost model, the metrics or the store: times finite
-/// and >= 0, times inside the step bounded by step_seconds (a small slack
+/// and >= 0, step_seconds and rollbacks at most kMaxReportedSeconds, times
+/// inside the step bounded by step_seconds (a small slack
 /// for rounding), losses >= 0 (NaN and +inf are facts to record), squared
 /// norms >= 0 unless found_inf_nan, a finite parameter sum, validations of
 /// a known mode and decision with a clip coefficient in [0, 1].

@@ -76,6 +76,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(Opt
 }
 
 absl::Status CoordinatorServer::Start(const Options& options) {
+  if (options.max_watch_streams < 1 || options.max_watch_streams_per_client < 1) {
+    return absl::InvalidArgumentError(
+        "--max-watch-streams and --max-watch-streams-per-client must be >= 1");
+  }
   std::string token;
   if (!options.token_file.empty()) {
     absl::StatusOr<std::string> contents = ReadTokenFile(options.token_file);
@@ -112,6 +116,8 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   core_options.max_workers = options.max_workers;
   core_options.lost_worker_retention_seconds = options.lost_worker_retention_seconds;
   core_options.store_drain_timeout = options.store_drain_timeout;
+  core_options.max_active_jobs = options.max_active_jobs;
+  core_options.retained_finished_jobs = options.retained_finished_jobs;
   // ReportStep returns without waiting for a re-solve (coordinator.h,
   // Options.resolve_on_background_thread).
   core_options.resolve_on_background_thread = true;
@@ -137,8 +143,9 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   // 4. Services and the server.
   // With a token every service but health requires it; a worker's
   // credential is required regardless.
-  job_service_ = std::make_unique<JobServiceImpl>(
-      JobServiceImpl::Options{core_.get(), metrics_.get(), token});
+  job_service_ = std::make_unique<JobServiceImpl>(JobServiceImpl::Options{
+      core_.get(), metrics_.get(), token,
+      WatchStreamLimits{options.max_watch_streams, options.max_watch_streams_per_client}});
   worker_service_ = std::make_unique<WorkerServiceImpl>(
       WorkerServiceImpl::Options{core_.get(), metrics_.get(), token});
   rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(

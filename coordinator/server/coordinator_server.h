@@ -64,6 +64,16 @@ class CoordinatorServer {
     /// ServerPolicies.max_threads (--max-threads); >= 8, or 0 for
     /// 2 * max_workers + 256.
     int max_threads = 0;
+    /// Coordinator::Options.max_active_jobs (--max-active-jobs) and
+    /// .retained_finished_jobs (--retain-finished-jobs); >= 1.
+    int max_active_jobs = Coordinator::Options().max_active_jobs;
+    int retained_finished_jobs = Coordinator::Options().retained_finished_jobs;
+    /// WatchStreamLimits (coordinator/service/watch_streams.h;
+    /// --max-watch-streams, --max-watch-streams-per-client): WatchJob
+    /// streams open at once in total and from one client host; >= 1. Past
+    /// either, a stream is refused with RESOURCE_EXHAUSTED naming the flag.
+    int max_watch_streams = 1024;
+    int max_watch_streams_per_client = 64;
     /// TLS (--tls-cert, --tls-key, --tls-client-ca): PEM files; all empty:
     /// plaintext. Cert and key go together; a client CA requires them.
     std::string tls_cert;

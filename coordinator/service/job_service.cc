@@ -1,11 +1,16 @@
 #include "coordinator/service/job_service.h"
 
-#include <vector>
+#include <utility>
 
-#include "absl/time/clock.h"
 #include "coordinator/service/rpc_scope.h"
 
 namespace zbpp::coordinator {
+
+JobServiceImpl::JobServiceImpl(Options options)
+    : options_(std::move(options)),
+      watch_(std::make_unique<WatchStreams>(WatchStreams::Options{
+          options_.coordinator, options_.metrics, options_.bearer_token,
+          options_.watch_limits})) {}
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const zbpp::v1::SubmitJobRequest* request,
@@ -32,9 +37,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
       !auth.ok()) {
     return rpc.Finish(auth);
   }
-  if (request->job_id().empty()) {
-    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
-  }
+  if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::Job> job =
       options_.coordinator->GetJob(request->job_id(), request->view());
   if (job.ok()) *response = *std::move(job);
@@ -66,9 +69,7 @@ grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
       !auth.ok()) {
     return rpc.Finish(auth);
   }
-  if (request->job_id().empty()) {
-    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
-  }
+  if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::ListStepsResponse> steps =
       options_.coordinator->ListSteps(*request);
   if (steps.ok()) *response = *std::move(steps);
@@ -83,9 +84,7 @@ grpc::Status JobServiceImpl::GetScheduleVersion(
       !auth.ok()) {
     return rpc.Finish(auth);
   }
-  if (request->job_id().empty()) {
-    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
-  }
+  if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::ScheduleVersion> version =
       options_.coordinator->GetScheduleVersion(request->job_id(), request->version());
   if (version.ok()) *response = *std::move(version);
@@ -100,50 +99,16 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
       !auth.ok()) {
     return rpc.Finish(auth);
   }
-  if (request->job_id().empty()) {
-    return rpc.Finish(absl::InvalidArgumentError("job_id: required"));
-  }
+  if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::Job> job =
       options_.coordinator->CancelJob(request->job_id(), request->reason());
   if (job.ok()) *response = *std::move(job);
   return rpc.Finish(job.status());
 }
 
-grpc::Status JobServiceImpl::WatchJob(
-    grpc::ServerContext* context, const zbpp::v1::WatchJobRequest* request,
-    grpc::ServerWriter<zbpp::v1::JobEvent>* writer) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/WatchJob");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
-  absl::StatusOr<std::shared_ptr<WatchOutbox>> outbox =
-      options_.coordinator->WatchJob(request->job_id());
-  if (!outbox.ok()) return rpc.Finish(outbox.status());
-  absl::Status ended;
-  while (true) {
-    std::vector<zbpp::v1::JobEvent> events;
-    absl::Status popped = (*outbox)->Pop(
-        absl::Now() + absl::Seconds(options_.watch_poll_seconds), &events);
-    bool written = true;
-    for (const auto& event : events) {
-      if (!writer->Write(event)) {
-        written = false;
-        break;
-      }
-    }
-    if (absl::IsOutOfRange(popped)) break;  // The job ended: stream ends OK.
-    if (!popped.ok()) {
-      ended = popped;
-      break;
-    }
-    if (!written || context->IsCancelled()) {
-      ended = absl::CancelledError("client went away");
-      break;
-    }
-  }
-  options_.coordinator->Unwatch(request->job_id(), *outbox);
-  return rpc.Finish(ended);
+grpc::ServerWriteReactor<zbpp::v1::JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* context, const zbpp::v1::WatchJobRequest* request) {
+  return watch_->Start(context, *request);
 }
 
 }  // namespace zbpp::coordinator

@@ -1,9 +1,11 @@
 #ifndef ZBPP_COORDINATOR_SERVICE_JOB_SERVICE_H_
 #define ZBPP_COORDINATOR_SERVICE_JOB_SERVICE_H_
 
+#include <memory>
 #include <string>
 
 #include "coordinator/core/coordinator.h"
+#include "coordinator/service/watch_streams.h"
 #include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/job.grpc.pb.h"
 
@@ -13,8 +15,12 @@ namespace zbpp::coordinator {
 /// call the core, convert the Status, record the RPC. Every RPC requires
 /// "authorization: Bearer <token>" when a token is set (UNAUTHENTICATED
 /// otherwise, counted in zbpp_rpc_refusals_total): jobs name their workers.
-/// Thread-safe.
-class JobServiceImpl final : public zbpp::v1::JobService::Service {
+/// WatchJob runs on gRPC's callback API (WatchStreams: a waiting stream
+/// holds no server thread), capped per client and in total; the other
+/// methods are synchronous. Thread-safe; destroy it after the server has
+/// shut down.
+class JobServiceImpl final
+    : public zbpp::v1::JobService::WithCallbackMethod_WatchJob<zbpp::v1::JobService::Service> {
  public:
   struct Options {
     /// The core; not owned, required.
@@ -23,11 +29,11 @@ class JobServiceImpl final : public zbpp::v1::JobService::Service {
     metrics::CoordinatorMetrics* metrics = nullptr;
     /// Bearer token required on every RPC; empty: no authentication.
     std::string bearer_token;
-    /// How often a WatchJob stream checks for a cancelled client, seconds.
-    double watch_poll_seconds = 0.2;
+    /// Caps on WatchJob streams.
+    WatchStreamLimits watch_limits;
   };
 
-  explicit JobServiceImpl(Options options) : options_(std::move(options)) {}
+  explicit JobServiceImpl(Options options);
 
   grpc::Status SubmitJob(grpc::ServerContext* context,
                          const zbpp::v1::SubmitJobRequest* request,
@@ -47,12 +53,16 @@ class JobServiceImpl final : public zbpp::v1::JobService::Service {
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const zbpp::v1::CancelJobRequest* request,
                          zbpp::v1::Job* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context,
-                        const zbpp::v1::WatchJobRequest* request,
-                        grpc::ServerWriter<zbpp::v1::JobEvent>* writer) override;
+  grpc::ServerWriteReactor<zbpp::v1::JobEvent>* WatchJob(
+      grpc::CallbackServerContext* context,
+      const zbpp::v1::WatchJobRequest* request) override;
+
+  /// WatchJob streams open now.
+  int watch_streams() const { return watch_->open(); }
 
  private:
   const Options options_;
+  std::unique_ptr<WatchStreams> watch_;
 };
 
 }  // namespace zbpp::coordinator

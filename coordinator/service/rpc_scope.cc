@@ -17,7 +17,7 @@ std::string_view ServiceOf(std::string_view method) {
   return method.substr(1, slash - 1);
 }
 
-absl::Status RpcScope::CheckBearerToken(const grpc::ServerContext& context,
+absl::Status RpcScope::CheckBearerToken(const grpc::ServerContextBase& context,
                                         const std::string& token) {
   if (token.empty()) return absl::OkStatus();
   const auto refuse = [this](metrics::RefusalReason reason,
@@ -45,7 +45,7 @@ absl::Status RpcScope::CheckBearerToken(const grpc::ServerContext& context,
   return absl::OkStatus();
 }
 
-absl::Status RpcScope::CheckWorkerCredential(const grpc::ServerContext& context,
+absl::Status RpcScope::CheckWorkerCredential(const grpc::ServerContextBase& context,
                                              const Coordinator& coordinator,
                                              const std::string& worker_id) {
   const auto& metadata = context.client_metadata();
@@ -89,6 +89,15 @@ grpc::Status ClientCertificateCheck::Process(
   }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "client certificate required");
+}
+
+absl::Status CheckJobId(const std::string& job_id) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id: required");
+  if (job_id.size() > kMaxJobIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("job_id: at most ", kMaxJobIdBytes,
+                                                   " bytes, got ", job_id.size()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Time WaitDeadline(const grpc::ServerContext& context,

@@ -40,7 +40,7 @@ class RpcScope {
   /// independent of where it differs); otherwise Unauthenticated, and the
   /// refusal is counted under the method's service with reason
   /// missing_token or wrong_token.
-  absl::Status CheckBearerToken(const grpc::ServerContext& context,
+  absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
                                 const std::string& token);
 
   /// OK when the call carries metadata kWorkerCredentialMetadataKey
@@ -49,7 +49,7 @@ class RpcScope {
   /// unknown worker (it must register again); otherwise Unauthenticated
   /// naming the worker and the key, never the value, and the refusal is
   /// counted with reason wrong_worker_credential.
-  absl::Status CheckWorkerCredential(const grpc::ServerContext& context,
+  absl::Status CheckWorkerCredential(const grpc::ServerContextBase& context,
                                      const Coordinator& coordinator,
                                      const std::string& worker_id);
 
@@ -111,6 +111,14 @@ class ClientCertificateCheck final : public grpc::AuthMetadataProcessor {
  private:
   const Options options_;
 };
+
+/// Longest job id a request may name, bytes (the coordinator's are
+/// "job-<n>").
+inline constexpr size_t kMaxJobIdBytes = 64;
+
+/// OK for a request's job id; InvalidArgument naming job_id when it is
+/// empty or longer than kMaxJobIdBytes (it would be echoed in errors).
+absl::Status CheckJobId(const std::string& job_id);
 
 /// The earlier of `now + timeout_seconds` and the call's deadline.
 absl::Time WaitDeadline(const grpc::ServerContext& context,

@@ -3,19 +3,18 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <limits>
-#include <optional>
+#include <memory>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "coordinator/store/sqlite_rows.h"
 
 namespace zbpp::coordinator {
+
+using sqlite_detail::Quote;
+
 namespace {
 
 // Migration i (0-based) takes the schema from version i to i + 1. Append new
@@ -111,10 +110,6 @@ constexpr absl::string_view kMemoryPath = ":memory:";
   "job_id, step, directory, stages_written, complete, data_parallel"
 
 
-// A quoted id for messages; ids are the coordinator's own, but a bad one
-// should still read unambiguously.
-std::string Quote(const std::string& id) { return absl::StrCat("\"", id, "\""); }
-
 bool IsTransient(int primary_code) {
   switch (primary_code) {
     case SQLITE_BUSY:
@@ -128,136 +123,7 @@ bool IsTransient(int primary_code) {
   }
 }
 
-// Serializes `message` into `out`; InvalidArgument naming `field` when it
-// cannot be (a message over 2 GiB, or a missing required field of proto2).
-absl::Status Serialize(const google::protobuf::MessageLite& message,
-                       absl::string_view field, std::string* out) {
-  if (!message.SerializeToString(out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": cannot be serialized (",
-                     message.ByteSizeLong(), " bytes)"));
-  }
-  return absl::OkStatus();
-}
-
-std::string StagesToText(std::vector<int32_t> stages) {
-  std::sort(stages.begin(), stages.end());
-  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
-  return absl::StrJoin(stages, ",");
-}
-
 }  // namespace
-
-// Owns one prepared statement for the life of the connection.
-class SqliteStore::Statement {
- public:
-  Statement() = default;
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  absl::Status Prepare(SqliteStore& store, const char* sql)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(store.mu_) {
-    int rc = sqlite3_prepare_v3(store.db_, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                                &stmt_, nullptr);
-    if (rc != SQLITE_OK) {
-      return store.Error(rc, absl::StrCat("preparing \"", sql, "\""));
-    }
-    return absl::OkStatus();
-  }
-
-  sqlite3_stmt* get() const { return stmt_; }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-// Every statement a call may run, prepared once in Create.
-struct SqliteStore::Statements {
-  Statement begin_immediate, begin_deferred, commit, rollback;
-  Statement job_exists, insert_job, update_job, get_job, load_jobs;
-  Statement insert_schedule_version, load_schedule_versions;
-  Statement insert_cost_snapshot, list_cost_snapshots;
-  Statement insert_step_summary, list_step_summaries;
-  Statement insert_validation_outcome, list_validation_outcomes;
-  Statement put_checkpoint, load_checkpoints, list_checkpoints_at;
-  Statement insert_resolve_record, list_resolve_records;
-};
-
-// One use of a prepared statement: binds, steps, and resets it (and clears
-// its bindings) when it goes out of scope, so a statement never holds a read
-// lock or a stale binding between calls. A failed bind is remembered and
-// returned by the first Step, so call sites bind without checking each one.
-class SqliteStore::Run {
- public:
-  explicit Run(const Statement& statement) : stmt_(statement.get()) {}
-  Run(const Run&) = delete;
-  Run& operator=(const Run&) = delete;
-  ~Run() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  Run& Text(int index, const std::string& value) {
-    return Check(sqlite3_bind_text(stmt_, index, value.data(),
-                                   static_cast<int>(value.size()),
-                                   SQLITE_TRANSIENT));
-  }
-  // `value` must outlive the Step calls (no copy).
-  Run& Blob(int index, const std::string& value) {
-    return Check(sqlite3_bind_blob(stmt_, index, value.data(),
-                                   static_cast<int>(value.size()),
-                                   SQLITE_STATIC));
-  }
-  Run& Int(int index, int64_t value) {
-    return Check(sqlite3_bind_int64(stmt_, index, value));
-  }
-  Run& Real(int index, double value) {
-    return Check(sqlite3_bind_double(stmt_, index, value));
-  }
-
-  // SQLITE_ROW, SQLITE_DONE, or an error code.
-  int Step() {
-    if (bind_rc_ != SQLITE_OK) return bind_rc_;
-    return sqlite3_step(stmt_);
-  }
-
-  int64_t ColumnInt(int column) const {
-    return sqlite3_column_int64(stmt_, column);
-  }
-  // NaN for NULL, the form SQLite gives a stored NaN.
-  double ColumnReal(int column) const {
-    if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) {
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    return sqlite3_column_double(stmt_, column);
-  }
-  std::string ColumnText(int column) const {
-    const unsigned char* text = sqlite3_column_text(stmt_, column);
-    int bytes = sqlite3_column_bytes(stmt_, column);
-    if (text == nullptr) return std::string();
-    return std::string(reinterpret_cast<const char*>(text), bytes);
-  }
-  // Parses a BLOB column into `message`; false when it is not one.
-  bool ColumnMessage(int column, google::protobuf::MessageLite* message) const {
-    const void* blob = sqlite3_column_blob(stmt_, column);
-    int bytes = sqlite3_column_bytes(stmt_, column);
-    if (bytes == 0) {  // A zero-length BLOB reads back as a null pointer.
-      message->Clear();
-      return true;
-    }
-    return message->ParseFromArray(blob, bytes);
-  }
-
- private:
-  Run& Check(int rc) {
-    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-    return *this;
-  }
-
-  sqlite3_stmt* stmt_;
-  int bind_rc_ = SQLITE_OK;
-};
 
 SqliteStore::SqliteStore(Options options) : options_(std::move(options)) {}
 
@@ -470,6 +336,13 @@ absl::Status SqliteStore::Prepare() {
        "SELECT step, published, version, old_makespan_seconds, "
        "new_makespan_seconds, solve_seconds, reason FROM resolve_records "
        "WHERE job_id = ?1 ORDER BY seq"},
+      {&s.delete_schedule_versions, "DELETE FROM schedule_versions WHERE job_id = ?1"},
+      {&s.delete_cost_snapshots, "DELETE FROM cost_snapshots WHERE job_id = ?1"},
+      {&s.delete_step_summaries, "DELETE FROM step_summaries WHERE job_id = ?1"},
+      {&s.delete_validation_outcomes, "DELETE FROM validation_outcomes WHERE job_id = ?1"},
+      {&s.delete_checkpoints, "DELETE FROM checkpoints WHERE job_id = ?1"},
+      {&s.delete_resolve_records, "DELETE FROM resolve_records WHERE job_id = ?1"},
+      {&s.delete_job, "DELETE FROM jobs WHERE id = ?1"},
   };
   for (const auto& [statement, sql] : all) {
     if (absl::Status status = statement->Prepare(*this, sql); !status.ok()) {
@@ -550,36 +423,6 @@ absl::Status SqliteStore::Error(int rc, const std::string& what) const {
 }
 
 
-template <typename Body>
-absl::Status SqliteStore::InTransaction(Access access, Body body) {
-  // Writes take the write lock up front (IMMEDIATE): a deferred transaction
-  // that reads (the job check) and then writes could fail with SQLITE_BUSY
-  // mid-way, past the busy handler, when another connection writes. Reads
-  // stay deferred: in WAL mode they see one snapshot without blocking
-  // writers in other processes.
-  if (absl::Status files = CheckFiles(); !files.ok()) return files;
-  {
-    const bool write = access == Access::kWrite;
-    Run begin(write ? statements_->begin_immediate
-                    : statements_->begin_deferred);
-    if (int rc = begin.Step(); rc != SQLITE_DONE) {
-      return Error(rc, write ? "BEGIN IMMEDIATE" : "BEGIN");
-    }
-  }
-  absl::Status status = body();
-  if (status.ok()) {
-    Run commit(statements_->commit);
-    if (int rc = commit.Step(); rc != SQLITE_DONE) {
-      status = Error(rc, "COMMIT");
-    }
-  }
-  if (!status.ok() && !sqlite3_get_autocommit(db_)) {
-    Run rollback(statements_->rollback);
-    (void)rollback.Step();  // Nothing more to do if even this fails.
-  }
-  return status;
-}
-
 absl::Status SqliteStore::CheckJobExists(const std::string& job_id) {
   Run run(statements_->job_exists);
   run.Text(1, job_id);
@@ -592,48 +435,6 @@ absl::Status SqliteStore::CheckJobExists(const std::string& job_id) {
   return Error(rc, absl::StrCat("looking up job ", Quote(job_id)));
 }
 
-template <typename Bind>
-absl::Status SqliteStore::WriteForJob(const std::string& job_id,
-                                      const Statement& statement,
-                                      const std::string& what, Bind bind) {
-  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                           mu_) {
-    // Checked here rather than left to the foreign key, for a NotFound that
-    // names the job instead of "FOREIGN KEY constraint failed".
-    if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-    Run run(statement);
-    bind(run);
-    if (int rc = run.Step(); rc != SQLITE_DONE) {
-      return Error(rc, absl::StrCat("storing ", what));
-    }
-    return absl::OkStatus();
-  });
-}
-
-template <typename Read>
-absl::Status SqliteStore::ReadRows(Run& run, const std::string& what,
-                                   Read read) {
-  int rc;
-  while ((rc = run.Step()) == SQLITE_ROW) {
-    if (absl::Status s = read(run); !s.ok()) return s;
-  }
-  if (rc != SQLITE_DONE) return Error(rc, absl::StrCat("reading ", what));
-  return absl::OkStatus();
-}
-
-template <typename Read>
-absl::Status SqliteStore::ReadForJob(const std::string& job_id,
-                                     const Statement& statement,
-                                     const std::string& what, Read read) {
-  return InTransaction(Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                          mu_) {
-    if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-    Run run(statement);
-    run.Text(1, job_id);
-    return ReadRows(run, what, read);
-  });
-}
-
 absl::Status SqliteStore::ParseColumn(
     const Run& run, int column, const std::string& what,
     google::protobuf::MessageLite* message) const {
@@ -642,355 +443,6 @@ absl::Status SqliteStore::ParseColumn(
                                           ": ", what, " holds a row that is "
                                           "not a valid ",
                                           message->GetTypeName()));
-}
-
-// ---------------------------------------------------------------------------
-// Jobs.
-
-absl::Status SqliteStore::CreateJob(const zbpp::v1::Job& job) {
-  if (job.id().empty()) return absl::InvalidArgumentError("job.id: empty");
-  std::string blob;
-  if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                           mu_) {
-    Run run(statements_->insert_job);
-    run.Text(1, job.id())
-        .Int(2, job.state())
-        .Int(3, job.create_time().seconds())
-        .Int(4, job.create_time().nanos())
-        .Blob(5, blob);
-    if (int rc = run.Step(); rc != SQLITE_DONE) {
-      return Error(rc, absl::StrCat("storing job ", Quote(job.id())));
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status SqliteStore::UpdateJob(const zbpp::v1::Job& job) {
-  if (job.id().empty()) return absl::InvalidArgumentError("job.id: empty");
-  std::string blob;
-  if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(job.id(), statements_->update_job,
-                     absl::StrCat("job ", Quote(job.id())), [&](Run& run) {
-                       run.Text(1, job.id())
-                           .Int(2, job.state())
-                           .Int(3, job.create_time().seconds())
-                           .Int(4, job.create_time().nanos())
-                           .Blob(5, blob);
-                     });
-}
-
-absl::StatusOr<zbpp::v1::Job> SqliteStore::GetJob(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrCat("job ", Quote(job_id));
-  std::optional<zbpp::v1::Job> job;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        Run run(statements_->get_job);
-        run.Text(1, job_id);
-        return ReadRows(run, what, [&](Run& row) {
-          return ParseColumn(row, 0, what, &job.emplace());
-        });
-      });
-  if (!status.ok()) return status;
-  if (!job.has_value()) return absl::NotFoundError(what + " not found");
-  return *std::move(job);
-}
-
-// ---------------------------------------------------------------------------
-// Per-job histories.
-
-absl::Status SqliteStore::AddScheduleVersion(
-    const zbpp::v1::ScheduleVersion& version) {
-  if (version.job_id().empty()) {
-    return absl::InvalidArgumentError("schedule_version.job_id: empty");
-  }
-  if (version.version() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schedule_version.version: ", version.version(), " is below 1"));
-  }
-  std::string blob;
-  if (absl::Status s = Serialize(version, "schedule_version", &blob);
-      !s.ok()) {
-    return s;
-  }
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(version.job_id(), statements_->insert_schedule_version,
-                     absl::StrCat("schedule version ", version.version(),
-                                  " of job ", Quote(version.job_id())),
-                     [&](Run& run) {
-                       run.Text(1, version.job_id())
-                           .Int(2, version.version())
-                           .Int(3, version.effective_step())
-                           .Blob(4, blob);
-                     });
-}
-
-absl::Status SqliteStore::AddCostSnapshot(const std::string& job_id,
-                                          int64_t step,
-                                          const zbpp::v1::CostModel& costs) {
-  if (step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step: ", step, " is negative"));
-  }
-  std::string blob;
-  if (absl::Status s = Serialize(costs, "costs", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(job_id, statements_->insert_cost_snapshot,
-                     absl::StrCat("the cost snapshot of job ", Quote(job_id),
-                                  " at step ", step),
-                     [&](Run& run) {
-                       run.Text(1, job_id).Int(2, step).Blob(3, blob);
-                     });
-}
-
-absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
-SqliteStore::ListCostSnapshots(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrCat("cost snapshots of job ", Quote(job_id));
-  std::vector<std::pair<int64_t, zbpp::v1::CostModel>> snapshots;
-  absl::Status status = ReadForJob(
-      job_id, statements_->list_cost_snapshots, what, [&](Run& row) {
-        auto& [step, costs] = snapshots.emplace_back();
-        step = row.ColumnInt(0);
-        return ParseColumn(row, 1, what, &costs);
-      });
-  if (!status.ok()) return status;
-  return snapshots;
-}
-
-absl::Status SqliteStore::AddStepSummary(const std::string& job_id,
-                                         const zbpp::v1::StepSummary& step) {
-  if (step.step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step.step: ", step.step(), " is negative"));
-  }
-  std::string blob;
-  if (absl::Status s = Serialize(step, "step", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(
-      job_id, statements_->insert_step_summary,
-      absl::StrCat("step ", step.step(), " of job ", Quote(job_id)),
-      [&](Run& run) { run.Text(1, job_id).Int(2, step.step()).Blob(3, blob); });
-}
-
-absl::StatusOr<std::vector<zbpp::v1::StepSummary>>
-SqliteStore::ListStepSummaries(const std::string& job_id, int64_t from_step,
-                               int limit) {
-  if (limit < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit: ", limit, " is negative"));
-  }
-  absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrCat("step summaries of job ", Quote(job_id));
-  std::vector<zbpp::v1::StepSummary> steps;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (absl::Status s = CheckJobExists(job_id); !s.ok()) return s;
-        Run run(statements_->list_step_summaries);
-        run.Text(1, job_id).Int(2, from_step).Int(3, limit);
-        return ReadRows(run, what, [&](Run& row) {
-          return ParseColumn(row, 0, what, &steps.emplace_back());
-        });
-      });
-  if (!status.ok()) return status;
-  return steps;
-}
-
-absl::Status SqliteStore::AddValidationOutcome(
-    const std::string& job_id, const zbpp::v1::ValidationOutcome& outcome) {
-  if (outcome.step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("outcome.step: ", outcome.step(), " is negative"));
-  }
-  std::string blob;
-  if (absl::Status s = Serialize(outcome, "outcome", &blob); !s.ok()) {
-    return s;
-  }
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(job_id, statements_->insert_validation_outcome,
-                     absl::StrCat("the validation outcome of step ",
-                                  outcome.step(), " of job ", Quote(job_id)),
-                     [&](Run& run) {
-                       run.Text(1, job_id)
-                           .Int(2, outcome.step())
-                           .Int(3, outcome.decision())
-                           .Blob(4, blob);
-                     });
-}
-
-absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
-SqliteStore::ListValidationOutcomes(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  const std::string what =
-      absl::StrCat("validation outcomes of job ", Quote(job_id));
-  std::vector<zbpp::v1::ValidationOutcome> outcomes;
-  absl::Status status = ReadForJob(
-      job_id, statements_->list_validation_outcomes, what, [&](Run& row) {
-        return ParseColumn(row, 0, what, &outcomes.emplace_back());
-      });
-  if (!status.ok()) return status;
-  return outcomes;
-}
-
-absl::Status SqliteStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
-  if (checkpoint.job_id.empty()) {
-    return absl::InvalidArgumentError("checkpoint.job_id: empty");
-  }
-  if (checkpoint.step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint.step: ", checkpoint.step, " is negative"));
-  }
-  for (int32_t stage : checkpoint.stages_written) {
-    if (stage < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint.stages_written: stage ", stage, " is negative"));
-    }
-  }
-  if (checkpoint.data_parallel < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint.data_parallel: must be >= 1, got ", checkpoint.data_parallel));
-  }
-  const std::string stages = StagesToText(checkpoint.stages_written);
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(checkpoint.job_id, statements_->put_checkpoint,
-                     absl::StrCat("the checkpoint of job ",
-                                  Quote(checkpoint.job_id), " at step ",
-                                  checkpoint.step),
-                     [&](Run& run) {
-                       run.Text(1, checkpoint.job_id)
-                           .Int(2, checkpoint.step)
-                           .Text(3, checkpoint.directory)
-                           .Text(4, stages)
-                           .Int(5, checkpoint.complete ? 1 : 0)
-                           .Int(6, checkpoint.data_parallel);
-                     });
-}
-
-absl::StatusOr<std::vector<CheckpointRecord>> SqliteStore::ListCheckpointsAt(
-    const std::string& directory, int64_t step) {
-  if (step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("step: ", step, " is negative"));
-  }
-  absl::MutexLock lock(&mu_);
-  std::vector<CheckpointRecord> records;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        Run run(statements_->list_checkpoints_at);
-        run.Text(1, directory).Int(2, step);
-        return ReadRows(run, "checkpoints", [&](Run& row) {
-          absl::StatusOr<CheckpointRecord> record = ReadCheckpoint(row);
-          if (!record.ok()) return record.status();
-          records.push_back(*std::move(record));
-          return absl::OkStatus();
-        });
-      });
-  if (!status.ok()) return status;
-  return records;
-}
-
-absl::StatusOr<CheckpointRecord> SqliteStore::ReadCheckpoint(const Run& row) const {
-  CheckpointRecord checkpoint;
-  checkpoint.job_id = row.ColumnText(0);
-  checkpoint.step = row.ColumnInt(1);
-  checkpoint.directory = row.ColumnText(2);
-  for (absl::string_view part :
-       absl::StrSplit(row.ColumnText(3), ',', absl::SkipEmpty())) {
-    int32_t stage;
-    if (!absl::SimpleAtoi(part, &stage)) {
-      return absl::InternalError(absl::StrCat(
-          "SQLite database ", options_.path, ": checkpoint of job ",
-          Quote(checkpoint.job_id), " at step ", checkpoint.step,
-          ": stages_written holds \"", part, "\""));
-    }
-    checkpoint.stages_written.push_back(stage);
-  }
-  checkpoint.complete = row.ColumnInt(4) != 0;
-  checkpoint.data_parallel = static_cast<int32_t>(row.ColumnInt(5));
-  return checkpoint;
-}
-
-absl::Status SqliteStore::AddResolveRecord(const ResolveRecord& record) {
-  if (record.job_id.empty()) {
-    return absl::InvalidArgumentError("record.job_id: empty");
-  }
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(record.job_id, statements_->insert_resolve_record,
-                     absl::StrCat("a re-solve record of job ",
-                                  Quote(record.job_id)),
-                     [&](Run& run) {
-                       run.Text(1, record.job_id)
-                           .Int(2, record.step)
-                           .Int(3, record.published ? 1 : 0)
-                           .Int(4, record.version)
-                           .Real(5, record.old_makespan_seconds)
-                           .Real(6, record.new_makespan_seconds)
-                           .Real(7, record.solve_seconds)
-                           .Text(8, record.reason);
-                     });
-}
-
-absl::StatusOr<std::vector<ResolveRecord>> SqliteStore::ListResolveRecords(
-    const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  std::vector<ResolveRecord> records;
-  absl::Status status = ReadForJob(
-      job_id, statements_->list_resolve_records,
-      absl::StrCat("re-solve records of job ", Quote(job_id)), [&](Run& row) {
-        ResolveRecord& record = records.emplace_back();
-        record.job_id = job_id;
-        record.step = row.ColumnInt(0);
-        record.published = row.ColumnInt(1) != 0;
-        record.version = row.ColumnInt(2);
-        record.old_makespan_seconds = row.ColumnReal(3);
-        record.new_makespan_seconds = row.ColumnReal(4);
-        record.solve_seconds = row.ColumnReal(5);
-        record.reason = row.ColumnText(6);
-        return absl::OkStatus();
-      });
-  if (!status.ok()) return status;
-  return records;
-}
-
-// ---------------------------------------------------------------------------
-// Recovery.
-
-absl::StatusOr<StoredState> SqliteStore::LoadAll() {
-  absl::MutexLock lock(&mu_);
-  StoredState state;
-  absl::Status status = InTransaction(
-      Access::kRead, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        {
-          Run run(statements_->load_jobs);
-          if (absl::Status s = ReadRows(run, "jobs", [&](Run& row) {
-                return ParseColumn(row, 0, "jobs", &state.jobs.emplace_back());
-              });
-              !s.ok()) {
-            return s;
-          }
-        }
-        {
-          Run run(statements_->load_schedule_versions);
-          if (absl::Status s = ReadRows(run, "schedule_versions", [&](Run& row) {
-                return ParseColumn(row, 0, "schedule_versions",
-                                   &state.schedule_versions.emplace_back());
-              });
-              !s.ok()) {
-            return s;
-          }
-        }
-        Run run(statements_->load_checkpoints);
-        return ReadRows(run, "checkpoints", [&](Run& row) {
-          absl::StatusOr<CheckpointRecord> checkpoint = ReadCheckpoint(row);
-          if (!checkpoint.ok()) return checkpoint.status();
-          state.checkpoints.push_back(*std::move(checkpoint));
-          return absl::OkStatus();
-        });
-      });
-  if (!status.ok()) return status;
-  return state;
 }
 
 }  // namespace zbpp::coordinator

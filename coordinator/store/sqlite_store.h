@@ -142,6 +142,8 @@ class SqliteStore final : public Store {
   /// See Store. NotFound for an unknown job.
   absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
   ListCostSnapshots(const std::string& job_id) override;
+  /// See Store: one transaction, the job's rows in every table.
+  absl::Status DeleteJob(const std::string& job_id) override;
 
   /// See Store: jobs in creation (insertion) order, schedule versions by
   /// (job id, version), checkpoints by (job id, step). One read

@@ -102,6 +102,13 @@ class Store {
   virtual absl::StatusOr<std::vector<std::pair<int64_t, zbpp::v1::CostModel>>>
   ListCostSnapshots(const std::string& job_id) = 0;
 
+  /// Deletes job `job_id` and every record of it (schedule versions, cost
+  /// snapshots, step summaries, validation outcomes, checkpoint records,
+  /// re-solve records): the coordinator's retention of finished jobs. A
+  /// checkpoint's files are not touched, but a job can no longer resume
+  /// from it (its record is gone). NotFound when absent.
+  virtual absl::Status DeleteJob(const std::string& job_id) = 0;
+
   /// Everything needed to resume serving after a restart.
   virtual absl::StatusOr<StoredState> LoadAll() = 0;
 

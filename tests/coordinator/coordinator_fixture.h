@@ -55,6 +55,8 @@ class CoordinatorTest : public ::testing::Test {
     options.validation_policy = validation_policy_;
     options.max_workers = max_workers_;
     options.lost_worker_retention_seconds = lost_worker_retention_seconds_;
+    options.retained_finished_jobs = retained_finished_jobs_;
+    options.observer = observer_;
     options.before_resolve_publish_for_testing = [this](const std::string& id) {
       if (resolve_hook_) resolve_hook_(id);
     };
@@ -195,6 +197,9 @@ class CoordinatorTest : public ::testing::Test {
   int max_workers_ = Coordinator::Options().max_workers;
   double lost_worker_retention_seconds_ =
       Coordinator::Options().lost_worker_retention_seconds;
+  /// Options.retained_finished_jobs and observer for the next Start().
+  int retained_finished_jobs_ = Coordinator::Options().retained_finished_jobs;
+  CoordinatorObserver* observer_ = nullptr;
 };
 
 }  // namespace zbpp::coordinator::testing

@@ -40,6 +40,7 @@
 #include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "tests/coordinator/fake_worker.h"
+#include "tests/coordinator/grpc_fake_worker.h"
 #include "tests/coordinator/raw_call.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
@@ -90,7 +91,7 @@ class ServiceTest : public ::testing::Test {
     metrics_options.rpc_services = {"zbpp.v1.JobService"};
     metrics_ = *metrics::CoordinatorMetrics::Create(metrics_options, registry_);
     jobs_ = std::make_unique<JobServiceImpl>(
-        JobServiceImpl::Options{core_.get(), metrics_.get(), kToken, 0.05});
+        JobServiceImpl::Options{core_.get(), metrics_.get(), kToken});
     workers_ = std::make_unique<WorkerServiceImpl>(
         WorkerServiceImpl::Options{core_.get(), nullptr, kToken, 0.05});
     rendezvous_ = std::make_unique<RendezvousServiceImpl>(
@@ -130,94 +131,13 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<zbpp::v1::RendezvousService::Stub> rendezvous_stub_;
 };
 
-/// What one fake worker saw and did.
-struct WorkerLog {
-  /// The worker, its versions and the version it ran each step with.
-  testing::FakeWorker worker;
-  std::string error;
-  bool rendezvous_ok = false;
-};
+using testing::WorkerLog;
 
-/// One fake worker (testing::FakeWorker, on the worker's ControlState) over
-/// gRPC: register, Session, every message applied; on its assignment a
-/// PREPARING heartbeat and the rendezvous, then every granted step reported
-/// (timings simulated on `truth`), until the attempt is aborted (the job's
-/// end).
+/// testing::RunFakeWorker with this suite's token.
 void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
                    zbpp::v1::RendezvousService::Stub* kv, int n,
                    const sched::Problem& truth, WorkerLog* log) {
-  zbpp::v1::RegisterWorkerRequest reg;
-  reg.mutable_worker()->set_address(absl::StrCat("127.0.0.1:", 9000 + n));
-  reg.mutable_worker()->set_host("localhost");
-  reg.mutable_worker()->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
-  reg.mutable_worker()->set_memory_bytes(1 << 30);
-  zbpp::v1::RegisterWorkerResponse registered;
-  grpc::Status s = stub->RegisterWorker(Context().get(), reg, &registered);
-  if (!s.ok()) {
-    log->error = s.error_message();
-    return;
-  }
-  testing::FakeWorker& w = log->worker;
-  w.id = registered.worker_id();
-  w.credential = registered.credential();
-  grpc::ClientContext session;
-  session.AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
-  session.AddMetadata(kWorkerCredentialMetadataKey, w.credential);
-  auto stream = stub->Session(&session);
-  zbpp::v1::SessionRequest open;
-  open.mutable_open()->set_worker_id(w.id);
-  open.mutable_open()->set_address(reg.worker().address());
-  stream->Write(open);
-  bool prepared = false;
-  zbpp::v1::SessionResponse message;
-  while (w.aborts == 0 && stream->Read(&message)) {
-    w.Apply(message);
-    if (!w.assignment.has_value()) continue;
-    const zbpp::v1::Assignment& assignment = *w.assignment;
-    if (!prepared) {
-      prepared = true;
-      w.state->SetPhase(zbpp::v1::WORKER_PHASE_PREPARING);
-      zbpp::v1::SessionRequest hb;
-      *hb.mutable_heartbeat() = w.state->Heartbeat();
-      stream->Write(hb);
-      // The communicator bootstrap: every rank adds 1 and waits for all.
-      zbpp::v1::AddRequest add;
-      add.mutable_context()->set_worker_id(w.id);
-      add.mutable_context()->set_scope(assignment.rendezvous_scope());
-      add.set_key("joined");
-      add.set_delta(1);
-      zbpp::v1::AddResponse added;
-      zbpp::v1::SetRequest set;
-      *set.mutable_context() = add.context();
-      set.set_key(absl::StrCat("rank-", assignment.stage()));
-      set.set_value("addr");
-      zbpp::v1::SetResponse set_response;
-      zbpp::v1::WaitRequest wait;
-      *wait.mutable_context() = add.context();
-      for (int r = 0; r < assignment.peers_size(); ++r) {
-        wait.add_keys(absl::StrCat("rank-", r));
-      }
-      wait.set_timeout_seconds(10);
-      zbpp::v1::WaitResponse waited;
-      log->rendezvous_ok =
-          kv->Add(WorkerContext(w.credential).get(), add, &added).ok() &&
-          kv->Set(WorkerContext(w.credential).get(), set, &set_response).ok() &&
-          kv->Wait(WorkerContext(w.credential).get(), wait, &waited).ok();
-    }
-    for (; w.next_step <= w.granted; ++w.next_step) {
-      zbpp::v1::ReportStepResponse reported;
-      grpc::Status r = stub->ReportStep(WorkerContext(w.credential).get(),
-                                        w.Report(w.next_step, truth), &reported);
-      if (!r.ok()) {
-        log->error = r.error_message();
-        session.TryCancel();
-        break;
-      }
-    }
-  }
-  stream->WritesDone();
-  session.TryCancel();
-  stream->Finish().ok();
+  testing::RunFakeWorker(stub, kv, n, truth, kToken, log);
 }
 
 TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
@@ -394,6 +314,23 @@ TEST_F(SchedulePageTest, LastStepIsDrawnWithTheVersionItRanAfterARestart) {
   EXPECT_THAT(page.body, HasSubstr("Planned (the simulator, schedule version 1)"));
   EXPECT_THAT(page.body, HasSubstr("The latest version is 2, from step 6."));
   std::remove(path.c_str());
+}
+
+// Text a user chose (a job's name, a cancel reason in its state message)
+// reaches both pages escaped: no raw control byte (an ESC sequence would
+// drive a terminal showing the page's source) and no markup.
+TEST(SchedulePageHtml, ControlBytesAndMarkupOfUserTextAreEscaped) {
+  zbpp::v1::Job job;
+  job.set_id("job-1");
+  job.set_state(zbpp::v1::JOB_STATE_CANCELLED);
+  job.mutable_spec()->set_name("evil\x1b]0;title\x07<b>");
+  job.set_state_message("cancelled: \x1b[2J<script>");
+  for (const std::string& page : {JobsPageHtml({job}, {}), JobPageHtml(job, {})}) {
+    EXPECT_EQ(page.find('\x1b'), std::string::npos);
+    EXPECT_EQ(page.find('\x07'), std::string::npos);
+    EXPECT_THAT(page, HasSubstr("evil\\x1b]0;title\\x07&lt;b&gt;"));
+    EXPECT_THAT(page, HasSubstr("cancelled: \\x1b[2J&lt;script&gt;"));
+  }
 }
 
 TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {

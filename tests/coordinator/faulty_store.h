@@ -104,6 +104,9 @@ class FaultyStore final : public Store {
   ListCostSnapshots(const std::string& job_id) override {
     return inner_->ListCostSnapshots(job_id);
   }
+  absl::Status DeleteJob(const std::string& job_id) override {
+    return Write("DeleteJob", [&] { return inner_->DeleteJob(job_id); });
+  }
   absl::StatusOr<StoredState> LoadAll() override { return inner_->LoadAll(); }
   absl::Status Probe() override {
     return Write("Probe", [&] { return inner_->Probe(); });

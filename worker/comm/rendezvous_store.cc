@@ -1,9 +1,11 @@
 #include "worker/comm/rendezvous_store.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -167,18 +169,37 @@ class RendezvousStore final : public c10d::Store {
   }
 
   /// Runs one RPC with a deadline of `wait` plus the margin, or the store's
-  /// timeout for a call that does not wait (`wait` == 0).
+  /// timeout for a call that does not wait (`wait` == 0). A call the
+  /// coordinator's gRPC server refused for want of a handler thread ran
+  /// nothing, so it is sent again (with back-off) until that deadline: a
+  /// busy coordinator is not this attempt failing.
   template <typename Request, typename Response>
   grpc::Status Rpc(grpc::Status (zbpp::v1::RendezvousService::Stub::*method)(
                        grpc::ClientContext*, const Request&, Response*),
                    const Request& request, Response* response,
                    std::chrono::milliseconds wait) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         (wait.count() > 0 ? wait + kDeadlineMargin
-                                           : WaitFor(timeout_)));
-    AddCallMetadata(metadata_, context);
-    return (stub_.get()->*method)(&context, request, response);
+    const auto deadline = std::chrono::system_clock::now() +
+                          (wait.count() > 0 ? wait + kDeadlineMargin : WaitFor(timeout_));
+    std::chrono::milliseconds backoff(10);
+    while (true) {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      AddCallMetadata(metadata_, context);
+      grpc::Status status = (stub_.get()->*method)(&context, request, response);
+      if (!RefusedForThreads(status) ||
+          std::chrono::system_clock::now() + backoff >= deadline) {
+        return status;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(2 * backoff, std::chrono::milliseconds(500));
+    }
+  }
+
+  /// gRPC's own refusal of a synchronous server out of threads; the
+  /// rendezvous service's RESOURCE_EXHAUSTED (a scope's bounds) is final.
+  static bool RefusedForThreads(const grpc::Status& status) {
+    return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+           status.error_message() == "Server Threadpool Exhausted";
   }
 
   /// Rpc, throwing on any error.

@@ -10,6 +10,7 @@
 
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_grpc.h"
 
 namespace zbpp::worker {
@@ -73,11 +74,27 @@ absl::Status SessionClient::Register() {
 
 absl::Status SessionClient::ReportStep(const v1::ReportStepRequest& report,
                                        absl::Duration timeout) {
-  v1::ReportStepResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoSeconds(timeout));
-  AddCallMetadata(call_metadata(), context);
-  return FromGrpcStatus(stub_->ReportStep(&context, report, &response));
+  // A coordinator out of handler threads answers RESOURCE_EXHAUSTED, one
+  // not reached UNAVAILABLE: neither is this attempt failing, so the report
+  // is sent again until `timeout`. A repeat of a report the coordinator
+  // already recorded (its reply lost) is acknowledged without effect.
+  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoSeconds(timeout);
+  absl::Duration backoff = absl::Milliseconds(10);
+  while (true) {
+    v1::ReportStepResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    AddCallMetadata(call_metadata(), context);
+    const grpc::Status status = stub_->ReportStep(&context, report, &response);
+    const bool retry = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                       status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (!retry || std::chrono::system_clock::now() + absl::ToChronoMilliseconds(backoff) >=
+                      deadline) {
+      return FromGrpcStatus(status);
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Milliseconds(500));
+  }
 }
 
 std::string SessionClient::worker_id() const {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/call_auth.h"
 #include "common/status_grpc.h"
+#include "common/tls_hint.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -71,9 +72,9 @@ absl::Status CoordinatorClient::Convert(const grpc::Status& status) const {
   // which says more than "cannot reach".
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
       channel_->GetState(false) != GRPC_CHANNEL_READY) {
-    return absl::UnavailableError(absl::StrCat("cannot reach coordinator at ",
-                                               options_.address, ": ",
-                                               status.error_message()));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach coordinator at ", options_.address, ": ", status.error_message(),
+        TlsMismatchHint(options_.address, options_.tls, status.error_message())));
   }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     // A call to an address that never answers TCP sits in CONNECTING until
@@ -81,7 +82,8 @@ absl::Status CoordinatorClient::Convert(const grpc::Status& status) const {
     if (channel_->GetState(false) != GRPC_CHANNEL_READY) {
       return absl::UnavailableError(
           absl::StrCat("cannot reach coordinator at ", options_.address,
-                       ": no connection within ", Seconds(options_.timeout)));
+                       ": no connection within ", Seconds(options_.timeout),
+                       TlsMismatchHint(options_.address, options_.tls, "")));
     }
     return absl::DeadlineExceededError(
         absl::StrCat("no answer from coordinator at ", options_.address,
@@ -201,7 +203,8 @@ absl::Status CoordinatorClient::WatchJob(
     if (!channel_->WaitForStateChange(state, deadline)) {
       return absl::UnavailableError(
           absl::StrCat("cannot reach coordinator at ", options_.address,
-                       ": no connection within ", Seconds(options_.timeout)));
+                       ": no connection within ", Seconds(options_.timeout),
+                       TlsMismatchHint(options_.address, options_.tls, "")));
     }
   }
   v1::WatchJobRequest request;

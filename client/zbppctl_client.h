@@ -25,7 +25,8 @@ namespace zbpp::ctl {
 /// Errors: the server's status (FromGrpcStatus) for errors the coordinator
 /// returns (an UNAVAILABLE on a connected channel included, e.g. a failing
 /// store), except that a failure to connect is Unavailable with the message
-/// "cannot reach coordinator at ADDR: <why>" and a call that found the
+/// "cannot reach coordinator at ADDR: <why>" (with TlsMismatchHint's
+/// clause when a TLS mismatch is the likely cause) and a call that found the
 /// channel connected but got no answer in time is DeadlineExceeded with
 /// "no answer from coordinator at ADDR within Ns". Not thread-safe.
 class CoordinatorClient {
@@ -37,6 +38,9 @@ class CoordinatorClient {
     std::string bearer_token;
     /// TLS (common/channel_credentials.h); null means plaintext.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    /// Whether `credentials` are TLS (--tls-ca given): a failure to connect
+    /// then names a TLS mismatch as its likely cause (common/tls_hint.h).
+    bool tls = false;
     /// Deadline of each unary call, and of the connection before WatchJob's
     /// stream (which itself has none).
     absl::Duration timeout = absl::Seconds(10);

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     return absl::IsInvalidArgument(credentials.status()) ? kExitUsage : kExitError;
   }
   client_options.credentials = *credentials;
+  client_options.tls = !options->tls.ca.empty();
   gpr_set_log_function(DropGrpcLog);
   std::unique_ptr<CoordinatorClient> client =
       CoordinatorClient::Create(std::move(client_options));

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/text_table.h"
 
 namespace zbpp::sched {
 namespace {
@@ -57,28 +59,6 @@ std::string Px(double value) {
   return buffer;
 }
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // 1, 2 or 5 times a power of ten, near span/8: about eight ticks.
 double TickStep(double span) {
@@ -103,6 +83,32 @@ std::vector<int> ChunkOfStage(const Schedule& schedule) {
 }
 
 }  // namespace
+
+std::string EscapeMarkup(std::string_view text) {
+  std::string out;
+  for (const char c : PrintableText(text)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
   const int rows = static_cast<int>(
@@ -146,16 +152,16 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       "\" height=\"", Px(height), "\" fill=\"white\"/>\n");
 
   absl::StrAppend(
-      &svg, "<text class=\"title\" x=\"", Px(kLeft), "\" y=\"20\" font-size=\"15\" "
+      &svg, "<text class=\"title\" x=\"", Px(kLeft),
+      "\" y=\"20\" font-size=\"15\" "
       "font-weight=\"bold\">",
-      Escape(absl::StrCat(schedule.name, ": p=", schedule.workers,
-                          " v=", schedule.chunks, " m=", schedule.microbatches,
-                          ", makespan ", result.makespan_seconds,
-                          " s, bubble rate ",
-                          std::round(result.bubble_rate * 10000) / 100, "%",
-                          comm_rows ? absl::StrCat(", exposed reduction ",
-                                                   result.exposed_reduce_seconds, " s")
-                                    : "")),
+      EscapeMarkup(absl::StrCat(
+          schedule.name, ": p=", schedule.workers, " v=", schedule.chunks,
+          " m=", schedule.microbatches, ", makespan ", result.makespan_seconds,
+          " s, bubble rate ", std::round(result.bubble_rate * 10000) / 100, "%",
+          comm_rows ? absl::StrCat(", exposed reduction ",
+                                   result.exposed_reduce_seconds, " s")
+                    : "")),
       "</text>\n");
 
   // Legend: one swatch per pass kind present.

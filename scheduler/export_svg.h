@@ -2,6 +2,7 @@
 #define ZBPP_SCHEDULER_EXPORT_SVG_H_
 
 #include <string>
+#include <string_view>
 
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
@@ -16,6 +17,14 @@ namespace zbpp::sched {
 /// row gets a lower communication row under it where they are drawn, grey,
 /// since they overlap the passes.
 std::string ToSvg(const Schedule& schedule, const SimulationResult& result);
+
+/// `text` made safe inside XML or HTML, as text or as a quoted attribute
+/// value: PrintableText's (common/text_table.h: line breaks and tabs become
+/// spaces, every other control byte "\xHH", so no ESC sequence reaches a
+/// terminal showing the page's source and no byte XML 1.0 forbids remains),
+/// then & < > " ' as character references. Other bytes, UTF-8 included, are
+/// kept. ToSvg's labels and the coordinator's pages go through it. Pure.
+std::string EscapeMarkup(std::string_view text);
 
 }  // namespace zbpp::sched
 

@@ -17,21 +17,7 @@
 namespace zbpp::coordinator {
 namespace {
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+using sched::EscapeMarkup;
 
 bool Stepped(const v1::Job& job) { return job.steps_completed() > 0 && job.has_last_step(); }
 
@@ -87,7 +73,7 @@ std::string Head(const std::string& title, bool refresh, int refresh_seconds) {
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
       refresh ? absl::StrCat("<meta http-equiv=\"refresh\" content=\"", refresh_seconds, "\">")
               : "",
-      "<title>", Escape(title), "</title><style>", kStyle, "</style></head><body>\n",
+      "<title>", EscapeMarkup(title), "</title><style>", kStyle, "</style></head><body>\n",
       // The hatch that marks idle time in both charts.
       "<svg width=\"0\" height=\"0\" style=\"position:absolute\"><defs>"
       "<pattern id=\"idle\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
@@ -109,17 +95,18 @@ constexpr char kTail[] = "</main></body></html>\n";
 std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
   const v1::StepSummary& last = job.last_step();
   std::string html = absl::StrCat(
-      "<section class=\"job\" id=\"job-", Escape(job.id()), "\"><h2><a href=\"/jobs/",
-      Escape(job.id()), "\">", Escape(job.id()), "</a> ", Escape(job.spec().name()),
+      "<section class=\"job\" id=\"job-", EscapeMarkup(job.id()), "\"><h2><a href=\"/jobs/",
+      EscapeMarkup(job.id()), "\">", EscapeMarkup(job.id()), "</a> ",
+      EscapeMarkup(job.spec().name()),
       " <span class=\"badge ", JobStateName(job.state()), "\">", JobStateName(job.state()),
       "</span></h2>");
   if (!job.state_message().empty()) {
-    absl::StrAppend(&html, "<p class=\"note\">", Escape(job.state_message()), "</p>");
+    absl::StrAppend(&html, "<p class=\"note\">", EscapeMarkup(job.state_message()), "</p>");
   }
   absl::StrAppend(
       &html, "<div class=\"cards\">", "<div class=\"card\"><b>", job.steps_completed(), " / ",
       job.spec().steps(), "</b><span>steps</span></div>", "<div class=\"card\"><b>",
-      Escape(job.schedule().schedule().name().empty() ? job.spec().schedule().name()
+      EscapeMarkup(job.schedule().schedule().name().empty() ? job.spec().schedule().name()
                                                       : job.schedule().schedule().name()),
       " v", job.schedule_version(), "</b><span>schedule</span></div>");
   if (Stepped(job)) {
@@ -142,7 +129,7 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
     absl::StrAppend(&html, "<div class=\"chart measured\">", Inline(*measured), "</div>");
   } else {
     absl::StrAppend(&html, "<p class=\"note measured-missing\">",
-                    Escape(std::string(measured.status().message())), "</p>");
+                    EscapeMarkup(std::string(measured.status().message())), "</p>");
   }
   absl::StrAppend(&html, "<h3>Planned (the simulator, schedule version ", ran.version(),
                   ")</h3>");
@@ -158,8 +145,8 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
   if (planned.ok()) {
     absl::StrAppend(&html, "<div class=\"chart planned\">", Inline(*planned), "</div>");
   } else {
-    absl::StrAppend(&html, "<p class=\"note\">", Escape(std::string(planned.status().message())),
-                    "</p>");
+    absl::StrAppend(&html, "<p class=\"note\">",
+                    EscapeMarkup(std::string(planned.status().message())), "</p>");
   }
 
   if (Stepped(job) && last.stages_size() > 0) {
@@ -169,7 +156,7 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
                     "<th></th><th>F s</th><th>B s</th><th>W s</th><th>idle s</th></tr>");
     for (const v1::StageStepStats& s : last.stages()) {
       absl::StrAppend(
-          &html, "<tr class=\"stage\"><td>", s.stage(), "</td><td>", Escape(s.worker_id()),
+          &html, "<tr class=\"stage\"><td>", s.stage(), "</td><td>", EscapeMarkup(s.worker_id()),
           "</td><td class=\"num\">", Percent(s.measured_bubble_rate()),
           "</td><td><span class=\"bar m\" style=\"width:",
           absl::StrFormat("%.0f", 200 * std::clamp(s.measured_bubble_rate(), 0.0, 1.0)),
@@ -239,11 +226,11 @@ std::string JobsPageHtml(const std::vector<v1::Job>& jobs, const v1::ScheduleVer
     for (const v1::Job& job : jobs) {
       const bool stepped = Stepped(job);
       absl::StrAppend(
-          &html, "<tr class=\"job-row\"><td><a href=\"/jobs/", Escape(job.id()), "\">",
-          Escape(job.id()), "</a></td><td>", Escape(job.spec().name()),
+          &html, "<tr class=\"job-row\"><td><a href=\"/jobs/", EscapeMarkup(job.id()), "\">",
+          EscapeMarkup(job.id()), "</a></td><td>", EscapeMarkup(job.spec().name()),
           "</td><td><span class=\"badge ", JobStateName(job.state()), "\">",
           JobStateName(job.state()), "</span></td><td class=\"num\">", job.steps_completed(),
-          " / ", job.spec().steps(), "</td><td>", Escape(job.spec().schedule().name()),
+          " / ", job.spec().steps(), "</td><td>", EscapeMarkup(job.spec().schedule().name()),
           "</td><td class=\"num\">",
           stepped ? absl::StrFormat("%.4f", job.last_step().loss()) : "-",
           "</td><td class=\"num\">",

@@ -1,6 +1,8 @@
 // What zbppctl prints, without a server: status JSON, tables, watch lines
 // and progress bar, and schedules rendered.
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -105,6 +107,27 @@ TEST(ZbppctlTables, JobsTableHasAHeaderAndOneRowPerJob) {
   EXPECT_THAT(table, HasSubstr("2.5000"));
   EXPECT_THAT(table, HasSubstr("5m"));
   EXPECT_THAT(table, HasSubstr("job-2  -        PENDING  0/0"));
+}
+
+// A diverged loss (or a forged one) of 1e308 under "%.4f" would print 309
+// digits; past 1e9 a number prints in %.4g, its unit kept.
+TEST(ZbppctlTables, HugeNumbersPrintShort) {
+  v1::Job job = RunningJob("job-1");
+  job.mutable_last_step()->set_loss(1e308);
+  job.mutable_last_step()->set_tokens_per_second(3e12);
+  const std::string listed = JobsTable({job}, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(listed, HasSubstr("1e+308"));
+  const std::string status = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(status, HasSubstr("1e+308"));
+  EXPECT_THAT(status, HasSubstr("3e+12"));
+  for (const std::string& text : {listed, status}) {
+    size_t run = 0, longest = 0;
+    for (char c : text) longest = std::max(longest, run = std::isdigit(c) ? run + 1 : 0);
+    EXPECT_LT(longest, 20u) << text;
+  }
+  EXPECT_EQ(Number("%.3f s", 2e10), "2e+10 s");
+  EXPECT_EQ(Number("%.3f s", 2.5), "2.500 s");
+  EXPECT_EQ(Number("%.4f", std::nan("")), "-");
 }
 
 TEST(ZbppctlTables, StatusTableShowsTheJobAndItsStages) {

@@ -384,6 +384,39 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
   EXPECT_THAT(unreadable.err, HasSubstr("--tls-ca: cannot read"));
 }
 
+// A TLS mismatch is named as the likely cause, not only "cannot reach":
+// zbppctl and zbpp-worker in plaintext against a TLS coordinator (gRPC says
+// "Socket closed", or nothing), zbppctl trusting another CA, and zbppctl
+// with --tls-ca against a plaintext coordinator.
+TEST_F(CoordinatorTlsTest, MismatchesNameTlsAsTheLikelyCause) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(ServerTlsFlags()));
+  const ProcessResult plaintext =
+      RunProcess({ZBPPCTL_BINARY, "--coordinator", address_, "--timeout", "5", "list"});
+  EXPECT_EQ(plaintext.exit_code, 1);
+  EXPECT_THAT(plaintext.err, HasSubstr("cannot reach coordinator at " + address_));
+  EXPECT_THAT(plaintext.err, HasSubstr("most likely serves TLS (pass --tls-ca"));
+
+  const ProcessResult other_ca = RunProcess({ZBPPCTL_BINARY, "--coordinator", address_,
+                                             "--timeout", "5", "--tls-ca", other_pki_.ca_cert,
+                                             "list"});
+  EXPECT_EQ(other_ca.exit_code, 1);
+  EXPECT_THAT(other_ca.err, HasSubstr(address_));
+  EXPECT_THAT(other_ca.err, ::testing::ContainsRegex("another CA|does not verify against"));
+
+  const ProcessResult worker =
+      RunProcess({ZBPP_WORKER_BINARY, "--coordinator", address_}, {}, absl::Seconds(40));
+  EXPECT_EQ(worker.exit_code, 1) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("cannot reach the coordinator at " + address_));
+  EXPECT_THAT(worker.err, HasSubstr("most likely serves TLS (pass --tls-ca"));
+
+  ASSERT_NO_FATAL_FAILURE(StartDaemon({}));
+  const ProcessResult tls_to_plaintext = RunProcess({ZBPPCTL_BINARY, "--coordinator", address_,
+                                                     "--timeout", "5", "--tls-ca", pki_.ca_cert,
+                                                     "list"});
+  EXPECT_EQ(tls_to_plaintext.exit_code, 1);
+  EXPECT_THAT(tls_to_plaintext.err, HasSubstr("drop --tls-ca"));
+}
+
 // Usage errors exit 2 with one line on stderr naming the flags.
 TEST_F(CoordinatorTlsTest, KeyWithoutCertIsAUsageError) {
   const ProcessResult result = RunCoordinator({"--tls-key", pki_.server_key});

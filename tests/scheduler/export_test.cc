@@ -220,6 +220,21 @@ TEST(ExportSvg, EscapesTheNameAndIsDeterministic) {
   EXPECT_EQ(svg, ToSvg(schedule, result));
 }
 
+// Control bytes in a name (an ESC sequence that would recolour a terminal
+// showing the page's source; bytes XML 1.0 forbids) leave as visible text.
+TEST(ExportSvg, ControlBytesOfTheNameBecomeVisibleText) {
+  Schedule schedule = Mixed();
+  schedule.name = "red\x1b[31m\x07" "bell\x7f'";
+  const SimulationResult result = SimulateMixed(schedule);
+  const std::string svg = ToSvg(schedule, result);
+  EXPECT_EQ(svg.find('\x1b'), std::string::npos);
+  EXPECT_EQ(svg.find('\x07'), std::string::npos);
+  EXPECT_EQ(svg.find('\x7f'), std::string::npos);
+  EXPECT_THAT(svg, HasSubstr("red\\x1b[31m\\x07bell\\x7f&#39;"));
+  EXPECT_TRUE(WellFormedXml(svg));
+  EXPECT_EQ(EscapeMarkup("tab\tline\nutf-8 \xc3\xa9"), "tab line utf-8 \xc3\xa9");
+}
+
 TEST(ExportSvg, WellFormednessCheckRejectsBrokenXml) {
   // Guards the helper itself, so that a passing check above means something.
   EXPECT_FALSE(WellFormedXml("<svg><rect></svg>"));

@@ -57,6 +57,7 @@
 #include "worker/comm/nccl_communicator.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/worker_server.h"
+#include "common/tls_hint.h"
 #include "worker/runtime/device.h"
 
 namespace zbpp::worker {
@@ -266,7 +267,17 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags,
       ClientCredentials(flags.tls);
   if (!credentials.ok()) return credentials.status();
   options.credentials = *std::move(credentials);
-  return WorkerServer::Create(std::move(options));
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Create(std::move(options));
+  // "cannot reach the coordinator" alone hides the usual cause when
+  // something does answer there: a TLS mismatch.
+  if (absl::IsUnavailable(server.status()) &&
+      absl::StartsWith(server.status().message(), "cannot reach the coordinator")) {
+    return absl::UnavailableError(
+        absl::StrCat(server.status().message(),
+                     TlsMismatchHint(flags.server.coordinator, !flags.tls.ca.empty(),
+                                     std::string(server.status().message()))));
+  }
+  return server;
 }
 
 // Leaves the process at the first SIGTERM or SIGINT (blocked in `signals`):

@@ -1,35 +1,30 @@
 #include "metrics/metrics_server.h"
 
-#include <CivetServer.h>
 #include <arpa/inet.h>
-#include <civetweb.h>
+#include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/text_serializer.h"
 
 namespace zbpp::metrics {
 namespace {
 
-// The address (port 0) that reaches a listener on `host`, resolved as
-// civetweb resolves a listening host (Debian builds it without IPv6): IPv4,
-// names through getaddrinfo, the first address found. A wildcard host
-// listens on the loopback address too.
+// The IPv4 address to listen on for `host` (port 0): names through
+// getaddrinfo, the first address found.
 absl::StatusOr<sockaddr_in> ListenerAddress(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -42,93 +37,64 @@ absl::StatusOr<sockaddr_in> ListenerAddress(const std::string& host) {
   sockaddr_in address{};
   std::memcpy(&address, found->ai_addr, sizeof(address));
   ::freeaddrinfo(found);
-  if (address.sin_addr.s_addr == htonl(INADDR_ANY)) {
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  }
   return address;
 }
 
-// Opens a connection to `address` and closes it. False when it is refused:
-// nothing listens there any more.
-bool Knock(const sockaddr_in& address) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  // A full accept queue drops the SYN and connect would retry it for
-  // seconds; give up on this knock instead.
-  const timeval timeout{0, 100'000};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  const bool refused =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
-      errno == ECONNREFUSED;
-  ::close(fd);
-  return !refused;
+// Queues `response` on `connection`; libmicrohttpd leaves a HEAD's body out.
+MHD_Result Send(MHD_Connection* connection, const HttpResponse& response) {
+  MHD_Response* reply = MHD_create_response_from_buffer(
+      response.body.size(), const_cast<char*>(response.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (reply == nullptr) return MHD_NO;
+  MHD_add_response_header(reply, MHD_HTTP_HEADER_CONTENT_TYPE, response.content_type.c_str());
+  MHD_add_response_header(reply, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  const MHD_Result queued =
+      MHD_queue_response(connection, static_cast<unsigned int>(response.status), reply);
+  MHD_destroy_response(reply);
+  return queued;
 }
 
 }  // namespace
 
-// One handler for every path: civetweb gives a handler registered at "/"
-// every URI that no longer registration matches, so /metrics and the pages
-// are told apart here, in one place.
-class MetricsServer::Handler : public CivetHandler {
- public:
-  explicit Handler(const MetricsServer* server) : server_(server) {}
-
-  bool handleGet(CivetServer*, mg_connection* conn) override {
-    const mg_request_info* request = mg_get_request_info(conn);
-    const std::string path = request->local_uri != nullptr ? request->local_uri : "/";
-    HttpResponse response;
-    if (path == kPath) {
-      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      response.body = prometheus::TextSerializer().Serialize(server_->registry_->Collect());
-    } else if (server_->page_handler_) {
-      try {
-        response = server_->page_handler_(path);
-      } catch (const std::exception& e) {
-        response = {500, "text/plain; charset=utf-8", absl::StrCat("error: ", e.what(), "\n")};
-      }
-    } else {
-      response = {404, "text/plain; charset=utf-8", absl::StrCat("no page at ", path, "\n")};
-    }
-    Send(conn, response);
-    return true;
+HttpResponse MetricsServer::Answer(const std::string& path) const {
+  if (path == kPath) {
+    return {200, "text/plain; version=0.0.4; charset=utf-8",
+            prometheus::TextSerializer().Serialize(registry_->Collect())};
   }
-
-  bool handleHead(CivetServer* server, mg_connection* conn) override {
-    return handleGet(server, conn);
+  if (!page_handler_) {
+    return {404, "text/plain; charset=utf-8", absl::StrCat("no page at ", path, "\n")};
   }
-
- private:
-  static void Send(mg_connection* conn, const HttpResponse& response) {
-    const std::string head = absl::StrCat(
-        "HTTP/1.1 ", response.status, " ",
-        mg_get_response_code_text(conn, response.status), "\r\nContent-Type: ",
-        response.content_type, "\r\nContent-Length: ", response.body.size(),
-        "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
-    mg_write(conn, head.data(), head.size());
-    if (std::string(mg_get_request_info(conn)->request_method) != "HEAD") {
-      mg_write(conn, response.body.data(), response.body.size());
-    }
+  try {
+    return page_handler_(path);
+  } catch (const std::exception& e) {
+    return {500, "text/plain; charset=utf-8", absl::StrCat("error: ", e.what(), "\n")};
   }
-
-  const MetricsServer* const server_;
-};
+}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     Options options, std::shared_ptr<prometheus::Registry> registry) {
   if (registry == nullptr) {
     return absl::InvalidArgumentError("registry is null");
   }
-  if (!(options.request_timeout_seconds > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request_timeout_seconds must be > 0, got ", options.request_timeout_seconds));
-  }
   if (options.num_threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads must be >= 1, got ", options.num_threads));
   }
-  // civetweb reads "PORT", "HOST:PORT" and suffixes such as "8080s" (TLS) or
-  // "8080r" (redirect); accept only HOST:PORT so that the flag means one
-  // thing and the bound address can be reported back in the same form.
+  if (options.idle_timeout_seconds < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("idle_timeout_seconds must be >= 1, got ",
+                                                   options.idle_timeout_seconds));
+  }
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_connections must be >= 1, got ", options.max_connections));
+  }
+  if (options.max_connections_per_client < 1 ||
+      options.max_connections_per_client > options.max_connections) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_connections_per_client must be in [1, max_connections = ",
+                     options.max_connections, "], got ", options.max_connections_per_client));
+  }
+  // Only HOST:PORT, so that the flag means one thing and the bound address
+  // can be reported back in the same form.
   const std::string& listen = options.listen_address;
   const size_t colon = listen.rfind(':');
   int requested_port = -1;
@@ -141,37 +107,58 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
         "\" is not HOST:PORT with PORT in [0, 65535]"));
   }
   const std::string host = listen.substr(0, colon);
-  absl::StatusOr<sockaddr_in> listener = ListenerAddress(host);
-  if (!listener.ok()) {
+  absl::StatusOr<sockaddr_in> address = ListenerAddress(host);
+  if (!address.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", listener.status().message()));
+        absl::StrCat("cannot serve metrics on ", listen, ": ", address.status().message()));
   }
+  address->sin_port = htons(static_cast<uint16_t>(requested_port));
 
   auto server = std::unique_ptr<MetricsServer>(
       new MetricsServer(std::move(registry), std::move(options.page_handler)));
-  server->wake_address_ = *listener;  // Port 0 until the listener's is known.
-  server->handler_ = std::make_unique<Handler>(server.get());
-  std::vector<int> ports;
-  try {
-    server->server_ = std::make_unique<CivetServer>(std::vector<std::string>{
-        "listening_ports", listen, "num_threads", std::to_string(options.num_threads),
-        "request_timeout_ms",
-        std::to_string(static_cast<int64_t>(options.request_timeout_seconds * 1000))});
-    server->server_->addHandler("/", server->handler_.get());
-    ports = server->server_->getListeningPorts();
-  } catch (const std::exception& e) {
-    // CivetException ("null context when constructing CivetServer") says
-    // little; the address is what the operator needs.
+  // Every request is answered on its first call: GET and HEAD carry no body
+  // to wait for; other methods are refused.
+  MHD_AccessHandlerCallback on_request =
+      [](void* self, MHD_Connection* connection, const char* url, const char* method,
+         const char* /*version*/, const char* /*upload_data*/, size_t* /*upload_data_size*/,
+         void** /*request_state*/) -> MHD_Result {
+    const absl::string_view verb = method;
+    if (verb != MHD_HTTP_METHOD_GET && verb != MHD_HTTP_METHOD_HEAD) {
+      return Send(connection, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"});
+    }
+    return Send(connection, static_cast<const MetricsServer*>(self)->Answer(url));
+  };
+  // libmicrohttpd's error log: the last line is the reason of a failed
+  // start (e.g. "Failed to bind to port 9464: Address already in use").
+  MHD_LogCallback keep_last_error = [](void* self, const char* format, va_list args) {
+    char line[512];
+    std::vsnprintf(line, sizeof(line), format, args);
+    auto* server = static_cast<MetricsServer*>(self);
+    absl::MutexLock lock(&server->log_mutex_);
+    server->last_error_ = std::string(absl::StripTrailingAsciiWhitespace(line));
+  };
+  server->daemon_ = MHD_start_daemon(
+      MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, on_request,
+      server.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&*address),
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned int>(options.num_threads),
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(options.idle_timeout_seconds),
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(options.max_connections),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned int>(options.max_connections_per_client),
+      MHD_OPTION_EXTERNAL_LOGGER, keep_last_error, server.get(), MHD_OPTION_END);
+  if (server->daemon_ == nullptr) {
+    absl::MutexLock lock(&server->log_mutex_);
     return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", listen, ": ", e.what()));
+        "cannot serve metrics on ", listen, ": ",
+        server->last_error_.empty() ? "libmicrohttpd did not start" : server->last_error_));
   }
-  if (ports.empty() || ports.front() <= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", listen, ": no listening port reported"));
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  if (bound == nullptr || bound->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": no listening port reported"));
   }
-  server->port_ = ports.front();
+  server->port_ = bound->port;
   server->address_ = absl::StrCat(host, ":", server->port_);
-  server->wake_address_.sin_port = htons(static_cast<uint16_t>(server->port_));
   return server;
 }
 
@@ -181,23 +168,7 @@ MetricsServer::MetricsServer(
     : registry_(std::move(registry)), page_handler_(std::move(page_handler)) {}
 
 MetricsServer::~MetricsServer() {
-  // civetweb's listener thread polls the listening socket in rounds of 2 s
-  // (SOCKET_TIMEOUT_QUANTUM) and reads the stop flag only between rounds;
-  // mg_stop sets the flag, then waits for the listener. A connection ends
-  // the round: made before the flag is set, it is accepted and served as an
-  // empty request; made after, the listener stops without accepting it and
-  // closes its socket, which refuses the next one. So knock until then.
-  // After a failed Create the knock goes to port 0 and is refused.
-  absl::Notification stopped;
-  std::thread waker([this, &stopped] {
-    while (Knock(wake_address_) &&
-           !stopped.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
-    }
-  });
-  // Stop the server (joining its threads) before the handler goes.
-  server_.reset();
-  stopped.Notify();
-  waker.join();
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
 }  // namespace zbpp::metrics

@@ -1,16 +1,16 @@
 #ifndef ZBPP_METRICS_METRICS_SERVER_H_
 #define ZBPP_METRICS_METRICS_SERVER_H_
 
-#include <netinet/in.h>
-
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/registry.h"
 
-class CivetServer;
+struct MHD_Daemon;
 
 namespace zbpp::metrics {
 
@@ -30,10 +30,12 @@ struct HttpResponse {
 /// page, coordinator/service/schedule_page.h), so that the HTTP code stays
 /// out of the core.
 ///
-/// Built on civetweb (Debian's libcivetweb, the server prometheus-cpp's own
-/// `Exposer` wraps): the Exposer cannot serve other paths. Keep it out of
-/// processes that load LibTorch: civetweb's fixed thread stack cannot hold
-/// their static TLS (shared/TOOLCHAIN.md).
+/// Built on GNU libmicrohttpd (Debian's libmicrohttpd), event-driven: each
+/// of `num_threads` threads polls many connections (epoll), so a client that
+/// opens connections and sends its request slowly, or never, holds no
+/// thread, and a scrape is answered while such clients wait. Connections are
+/// capped in all and per client address, and closed after
+/// `idle_timeout_seconds` without traffic.
 ///
 /// Thread-safety: const methods may be called from any thread; requests are
 /// served by the server's own threads (the page handler may be called from
@@ -45,14 +47,20 @@ class MetricsServer {
     /// ("127.0.0.1", "0.0.0.0", "localhost"); PORT 0 picks a free port
     /// (see `address()`).
     std::string listen_address = "127.0.0.1:0";
-    /// HTTP threads that serve requests; >= 1. A thread is held by each open
-    /// connection until its request arrives, and browsers open several
-    /// connections ahead of their requests: one tab on the schedule page
-    /// could hold two threads and stall Prometheus' scrapes.
-    int num_threads = 8;
-    /// A connection that sends no complete request within this time is
-    /// closed, freeing its thread (civetweb's request_timeout_ms); > 0.
-    double request_timeout_seconds = 5;
+    /// Threads that poll the connections and answer requests; >= 1. A
+    /// request is answered by the thread polling its connection while it
+    /// renders the reply; a slow client costs no thread.
+    int num_threads = 4;
+    /// A connection with no traffic for this long is closed; >= 1 s
+    /// (libmicrohttpd's MHD_OPTION_CONNECTION_TIMEOUT, whole seconds).
+    int idle_timeout_seconds = 10;
+    /// Open connections at most, in all; >= 1. A connection past the cap is
+    /// closed as soon as it is accepted.
+    int max_connections = 512;
+    /// Open connections at most from one client address; >= 1, at most
+    /// max_connections. Prometheus keeps one per scrape target; browsers
+    /// on the schedule page keep a few.
+    int max_connections_per_client = 64;
     /// Answers a GET of any path other than `kPath` (the path without the
     /// query string); thread-safe. Null: 404 for every other path.
     std::function<HttpResponse(const std::string& path)> page_handler;
@@ -62,16 +70,16 @@ class MetricsServer {
   static constexpr char kPath[] = "/metrics";
 
   /// Starts serving `registry` (shared: the server keeps it alive).
-  /// InvalidArgument for a null registry, a listen address that is not
-  /// HOST:PORT with PORT in [0, 65535], num_threads < 1 or
-  /// request_timeout_seconds <= 0; Unavailable,
-  /// naming the address, when the server cannot listen there (port in use,
-  /// address not local, host that does not resolve, ...).
+  /// InvalidArgument, naming the option, for a null registry, a listen
+  /// address that is not HOST:PORT with PORT in [0, 65535], or a count or
+  /// timeout out of its range; Unavailable, naming the address and the
+  /// reason, when the server cannot listen there (port in use, address not
+  /// local, host that does not resolve, ...).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
       Options options, std::shared_ptr<prometheus::Registry> registry);
 
-  /// Stops serving; waits for requests in progress (not for civetweb's
-  /// listener to notice the stop on its own, which takes up to 2 s).
+  /// Stops serving: closes the listener and every connection, after the
+  /// requests being answered.
   ~MetricsServer();
 
   MetricsServer(const MetricsServer&) = delete;
@@ -84,22 +92,21 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  class Handler;  // civetweb's callback; defined in the .cc
-
   MetricsServer(std::shared_ptr<prometheus::Registry> registry,
                 std::function<HttpResponse(const std::string&)> page_handler);
 
-  // Declared before the server, so destroyed after it: no request outlives
-  // what it reads.
+  // The reply to a GET or HEAD of `path`.
+  HttpResponse Answer(const std::string& path) const;
+
+  // Declared before the daemon, whose threads read them.
   const std::shared_ptr<prometheus::Registry> registry_;
   const std::function<HttpResponse(const std::string&)> page_handler_;
-  std::unique_ptr<Handler> handler_;
-  std::unique_ptr<CivetServer> server_;
+  // libmicrohttpd's last error line (the reason of a failed start).
+  absl::Mutex log_mutex_;
+  std::string last_error_ ABSL_GUARDED_BY(log_mutex_);
+  MHD_Daemon* daemon_ = nullptr;
   std::string address_;
   int port_ = 0;
-  // Where a connection reaches the listener: the host resolved as civetweb
-  // resolves it, the loopback address for a wildcard host.
-  sockaddr_in wake_address_{};
 };
 
 }  // namespace zbpp::metrics

@@ -13,8 +13,9 @@ packages=(
   libabsl-dev nlohmann-json3-dev
   # RPC: the public API (proto/) and its C++ code generators
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  # coordinator: store, job specs in YAML, metrics
-  libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev
+  # coordinator: store, job specs in YAML, metrics and the HTTP server that
+  # exposes them (libmicrohttpd: event-driven, so a slow client holds no thread)
+  libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libmicrohttpd-dev
   # tests and benchmarks; prometheus brings promtool (lint of /metrics)
   libgtest-dev libgmock-dev libbenchmark-dev prometheus
   # coordinator TLS tests make their certificates with the openssl CLI

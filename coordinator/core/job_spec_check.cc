@@ -29,7 +29,7 @@ namespace {
 using zbpp::v1::JobSpec;
 
 // The corpora the worker can read from Debian packages (job_spec.proto,
-// DatasetSpec.builtin). All datasets except `synthetic` are byte-level.
+// DatasetSpec.builtin). The builtin corpora and text files are byte-level.
 constexpr const char* kBuiltinCorpora[] = {"bible-kjv", "fortunes",
                                            "jargon-text"};
 constexpr int kByteVocab = 256;
@@ -176,12 +176,44 @@ absl::Status CheckPath(const std::string& path, const std::string& field) {
   return absl::OkStatus();
 }
 
+// DatasetSpec.tokens: what can be told without the files (the workers check
+// their sizes and ids when the job starts).
+absl::Status CheckTokenFiles(const zbpp::v1::TokenFileDataset& tokens, int64_t vocab) {
+  if (absl::Status st = CheckPath(tokens.path(), "dataset.tokens.path"); !st.ok()) return st;
+  if (!tokens.eval_path().empty()) {
+    if (tokens.has_eval_fraction()) {
+      return Invalid("dataset.tokens.eval_fraction", "must be unset when eval_path is set");
+    }
+    if (absl::Status st = CheckPath(tokens.eval_path(), "dataset.tokens.eval_path"); !st.ok()) {
+      return st;
+    }
+  }
+  if (tokens.has_eval_fraction() &&
+      !(tokens.eval_fraction() > 0 && tokens.eval_fraction() < 1)) {
+    return Invalid("dataset.tokens.eval_fraction", "must be in (0, 1), got ",
+                   tokens.eval_fraction());
+  }
+  const bool wide = tokens.dtype() == zbpp::v1::TOKEN_DTYPE_UINT32;
+  if (!wide && tokens.dtype() != zbpp::v1::TOKEN_DTYPE_UNSPECIFIED &&
+      tokens.dtype() != zbpp::v1::TOKEN_DTYPE_UINT16) {
+    return Invalid("dataset.tokens.dtype", "unknown value ", static_cast<int>(tokens.dtype()));
+  }
+  // Ids of a uint16 file are below 65536: a larger vocabulary is reachable
+  // only with uint32 ids.
+  constexpr int64_t kUint16Ids = int64_t{1} << 16;
+  if (!wide && vocab > kUint16Ids) {
+    return Invalid("dataset.tokens.dtype", "uint16 ids cannot reach model.vocab = ", vocab,
+                   " (at most ", kUint16Ids, "); use uint32");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckDataset(const JobSpec& spec) {
   const zbpp::v1::DatasetSpec& dataset = spec.dataset();
   switch (dataset.source_case()) {
     case zbpp::v1::DatasetSpec::SOURCE_NOT_SET:
       return Invalid("dataset",
-                     "required (one of builtin, text_file, synthetic)");
+                     "required (one of builtin, text_file, synthetic, tokens)");
     case zbpp::v1::DatasetSpec::kBuiltin: {
       bool known = false;
       for (const char* corpus : kBuiltinCorpora) {
@@ -208,6 +240,8 @@ absl::Status CheckDataset(const JobSpec& spec) {
                        "dataset.synthetic.sequences");
       }
       return absl::OkStatus();
+    case zbpp::v1::DatasetSpec::kTokens:
+      return CheckTokenFiles(dataset.tokens(), spec.model().vocab());
   }
   // Text is tokenized byte-level: every byte value needs an embedding row.
   if (spec.model().vocab() < kByteVocab) {

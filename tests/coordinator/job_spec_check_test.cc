@@ -90,6 +90,23 @@ TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
   }
 }
 
+TEST(ValidateJobSpec, TokenFilesOfEitherWidthPass) {
+  JobSpec spec = ValidSpec();
+  zbpp::v1::TokenFileDataset* tokens = spec.mutable_dataset()->mutable_tokens();
+  tokens->set_path("/data/kjv/train.bin");
+  spec.mutable_model()->set_vocab(100);  // Token files are not byte-level.
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  tokens->set_eval_fraction(0.05);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  tokens->clear_eval_fraction();
+  tokens->set_eval_path("/data/kjv/val.bin");
+  spec.mutable_model()->set_vocab(65536);  // the largest uint16 ids reach
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  tokens->set_dtype(zbpp::v1::TOKEN_DTYPE_UINT32);
+  spec.mutable_model()->set_vocab(128256);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
 struct BadCase {
   const char* name;
   std::function<void(JobSpec&)> mutate;
@@ -162,6 +179,28 @@ std::vector<BadCase> BadCases() {
          s.mutable_dataset()->mutable_synthetic()->set_sequences(0);
        },
        "dataset.synthetic.sequences: must be >= 1, got 0"},
+      {"token file path relative",
+       [](JobSpec& s) { s.mutable_dataset()->mutable_tokens()->set_path("train.bin"); },
+       "dataset.tokens.path: must be an absolute path, got \"train.bin\""},
+      {"token file eval path and fraction",
+       [](JobSpec& s) {
+         s.mutable_dataset()->mutable_tokens()->set_path("/data/train.bin");
+         s.mutable_dataset()->mutable_tokens()->set_eval_path("/data/val.bin");
+         s.mutable_dataset()->mutable_tokens()->set_eval_fraction(0.1);
+       },
+       "dataset.tokens.eval_fraction: must be unset when eval_path is set"},
+      {"token file eval fraction of 1",
+       [](JobSpec& s) {
+         s.mutable_dataset()->mutable_tokens()->set_path("/data/train.bin");
+         s.mutable_dataset()->mutable_tokens()->set_eval_fraction(1);
+       },
+       "dataset.tokens.eval_fraction: must be in (0, 1), got 1"},
+      {"uint16 ids below the vocabulary",
+       [](JobSpec& s) {
+         s.mutable_dataset()->mutable_tokens()->set_path("/data/train.bin");
+         s.mutable_model()->set_vocab(65537);
+       },
+       "dataset.tokens.dtype: uint16 ids cannot reach model.vocab = 65537"},
       // Pipeline.
       {"missing pipeline", [](JobSpec& s) { s.clear_pipeline(); },
        "pipeline: required"},

@@ -432,6 +432,32 @@ TEST_F(AttemptRunnerTest, MissingTextFileIsAJobErrorNamingThePath) {
   EXPECT_TRUE(w.reporter.reports().empty());
 }
 
+// A job cancelled while its token file is scanned frees the worker at
+// once: the load stops, no group is joined, and the attempt ends without
+// an error (before, preparing ran on to the join and the latency probe).
+TEST_F(AttemptRunnerTest, CancelledWhilePreparingStopsBeforeAnyJoin) {
+  v1::JobSpec spec = TinyJob(2);
+  std::string ids;
+  for (int i = 0; i < 100000; ++i) ids += std::string{static_cast<char>(i % 200), '\0'};
+  testing::WriteFile(scratch_ / "train.bin", ids);
+  spec.mutable_dataset()->mutable_tokens()->set_path(scratch_ / "train.bin");
+  int joins = 0;
+  Worker& w = *workers_[0];
+  w.env.communicators = [&joins](const v1::Assignment&, const std::string&, int, int)
+      -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    ++joins;
+    return absl::UnavailableError("no peer in this test");
+  };
+  w.state.Apply(Assign(AssignmentOf(spec, 1, 0)));
+  std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::ZeroDuration());
+  ASSERT_TRUE(a.has_value());
+  w.state.Apply(Abort(1));  // the user cancels while the worker prepares
+  const AttemptOutcome outcome = RunAttempt(*a, w.env);
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(joins, 0);
+  EXPECT_TRUE(w.reporter.reports().empty());
+}
+
 // The assignment's transport picks the factory, for both groups, and the
 // error of a join names it. Each factory here refuses, recording its calls
 // (the worker's device is CUDA only in name: the join comes before any

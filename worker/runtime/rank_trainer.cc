@@ -163,6 +163,8 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   const bool last_rank = options_.rank == options_.spec.pipeline().stages() - 1;
   if (step == faults.nan_step && last_rank) optimizer_->PoisonGradient();
   if (step == faults.clip_step && last_rank) optimizer_->ScaleGradients(1e4);
+  absl::StatusOr<double> tied_copy_norm_sq = SumTiedGradients(step, schedule);
+  if (!tied_copy_norm_sq.ok()) return tied_copy_norm_sq.status();
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {
     result.loss = result.timeline.loss_sum / result.timeline.loss_count;
@@ -171,11 +173,63 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   // out is exact).
   const double scale = loss_scaler_.scale();
   result.local_grad_norm_sq =
-      optimizer_->LocalGradNormSquared(&result.found_inf_nan) / (scale * scale);
+      (optimizer_->LocalGradNormSquared(&result.found_inf_nan) - *tied_copy_norm_sq) /
+      (scale * scale);
   absl::Status validated =
       post ? StepOptimistically(step, result) : ValidateSynchronously(step, result);
   if (!validated.ok()) return validated;
   return result;
+}
+
+absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
+                                                      const sched::Schedule& schedule) {
+  if (options_.synthetic.has_value()) return 0.0;  // No pass defines a gradient.
+  at::Tensor first, last;  // This rank's copies of the tied matrix.
+  for (const auto& chunk : chunks_) {
+    if (!chunk->tied_embedding().defined()) continue;
+    (chunk->is_first() ? first : last) = chunk->tied_embedding();
+  }
+  if (!first.defined() && !last.defined()) return 0.0;
+  auto grad = [](at::Tensor& param) -> at::Tensor& {
+    if (!param.mutable_grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    return param.mutable_grad();
+  };
+  if (first.defined() && last.defined()) {
+    const at::Tensor sum = grad(first) + grad(last);
+    grad(first).copy_(sum);
+    grad(last).copy_(sum);
+  } else {
+    // The other end is on rank `peer`: each rank adds the other's gradient
+    // to its own; a + b == b + a in IEEE arithmetic, so both hold the same
+    // bits. The lower rank sends first and the higher receives first, so
+    // that a transport matching by order (NCCL) pairs them.
+    at::Tensor& mine = grad(first.defined() ? first : last);
+    const int peer = schedule.worker_of_stage[first.defined() ? schedule.num_stages() - 1 : 0];
+    const uint32_t tag = MakeTag(step, MessageKind::kValidation, 2, 0);
+    const at::Tensor outgoing = mine.contiguous().clone();
+    at::Tensor incoming = at::empty_like(outgoing);
+    std::unique_ptr<PendingOp> ops[2];
+    for (int i = 0; i < 2; ++i) {
+      const bool send = (i == 0) == (options_.rank < peer);
+      absl::StatusOr<std::unique_ptr<PendingOp>> op =
+          send ? options_.communicator->Send(outgoing, peer, tag)
+               : options_.communicator->Recv(incoming, peer, tag);
+      if (!op.ok()) return op.status();
+      ops[i] = *std::move(op);
+    }
+    for (auto& op : ops) {
+      if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("step ", step, ", tied embedding gradient "
+                                                    "with rank ", peer, ": ",
+                                                    std::string(st.message())));
+      }
+    }
+    mine.add_(incoming);
+  }
+  // The LocalGradNormSquared of the optimizer counts the tied matrix once per
+  // copy; the head's copy is the one not to count.
+  if (!last.defined()) return 0.0;
+  return at::sum(last.grad().square(), at::kDouble).item<double>();
 }
 
 absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result) {

@@ -230,6 +230,12 @@ class RankTrainer {
   // Records the validated outcome of the step that ran with the current
   // loss scale and hands the next scale to the executor.
   void UpdateLossScale(bool found_inf_nan);
+  // Tied embeddings split over two chunks (ModelChunk::tied_embedding):
+  // gives both copies of the tied matrix the sum of their gradients (the
+  // same bits on both ranks) before the norm and the update, so that the
+  // copies stay equal. Returns the head copy's squared gradient norm, which
+  // the local norm must not count a second time.
+  absl::StatusOr<double> SumTiedGradients(int64_t step, const sched::Schedule& schedule);
   absl::Status ValidateSynchronously(int64_t step, StepResult& result);
   absl::Status StepOptimistically(int64_t step, StepResult& result);
   // Waits for the pending step's full state and acts on it; sets *replay

@@ -49,10 +49,16 @@ absl::Status CheckTimeline(const StepTimeline& t, const std::vector<sched::Actio
 
 }  // namespace
 
-v1::JobSpec TinySpec(int stages, int chunks, int microbatches) {
+v1::JobSpec TinySpec(int stages, int chunks, int microbatches,
+                     const std::string& architecture) {
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
-  model->set_architecture("gpt");
+  model->set_architecture(architecture);
+  if (architecture == "llama") {
+    model->set_kv_heads(2);
+    model->set_ffn_hidden(48);
+    model->set_tie_embeddings(true);
+  }
   // At least 8 layers, a multiple of the virtual stages.
   const int virtual_stages = stages * chunks;
   model->set_layers(virtual_stages * ((8 + virtual_stages - 1) / virtual_stages));
@@ -87,9 +93,24 @@ MicrobatchData Batch(int64_t step, int microbatch) {
 // but float rounding of a different order, which AdamW's normalisation
 // amplifies to ~1e-5 where a gradient is nearly zero (the key bias's is
 // zero in exact arithmetic).
+std::optional<std::pair<std::string, std::string>> TiedNames(const v1::JobSpec& spec) {
+  const int stages = spec.pipeline().stages() * std::max(1, spec.pipeline().chunks());
+  if (!spec.model().tie_embeddings() || stages == 1) return std::nullopt;
+  const ModelConfig config = *ModelConfigFromSpec(spec.model());
+  auto name = [&](int stage) {
+    auto chunk = *ModelChunk::Create(config, stage, stages, spec.seed());
+    for (const auto& [n, t] : chunk->parameters()) {
+      if (t.is_same(chunk->tied_embedding())) return n;
+    }
+    return std::string();
+  };
+  return std::pair{name(0), name(stages - 1)};
+}
+
 std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d) {
-  GptConfig config = *GptConfigFromSpec(spec.model());
-  auto model = *GptChunk::Create(config, 0, 1, spec.seed(), TestDevice());
+  ModelConfig config = *ModelConfigFromSpec(spec.model());
+  config.compute_type = ComputeTypeOf(spec.precision());
+  auto model = *ModelChunk::Create(config, 0, 1, spec.seed(), TestDevice());
   AdamW optimizer(model->parameters(), AdamWOptions::FromSpec(spec.optimizer()));
   const int m = spec.pipeline().microbatches();
   for (int step = 0; step < kEquivalenceSteps; ++step) {
@@ -122,6 +143,7 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d) {
   }
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, t] : model->parameters()) out[name] = t.detach().clone();
+  if (auto tied = TiedNames(spec)) out[tied->second] = out.at(tied->first);
   return out;
 }
 

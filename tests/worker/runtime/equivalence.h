@@ -14,7 +14,9 @@
 // successor's speculative forwards discarded and replayed.
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -32,9 +34,17 @@ inline constexpr int kEquivalenceSteps = 3;
 /// The largest relative error allowed against the reference.
 inline constexpr double kEquivalenceTolerance = 1e-5;
 
-/// A tiny GPT (h = 32, 4 heads, vocabulary 64, s = 16, at least 8 layers, a
-/// multiple of stages·chunks) whose every step is clipped.
-v1::JobSpec TinySpec(int stages, int chunks, int microbatches);
+/// A tiny model (h = 32, 4 heads, vocabulary 64, s = 16, at least 8 layers,
+/// a multiple of stages·chunks) whose every step is clipped: a GPT, or with
+/// architecture "llama" a Llama with 2 key/value heads, a SwiGLU of 48 and
+/// tied embeddings (split over the first and last stage when p·v > 1).
+v1::JobSpec TinySpec(int stages, int chunks, int microbatches,
+                     const std::string& architecture = "gpt");
+
+/// With tied embeddings split over two chunks: the names of the first
+/// chunk's token embedding and of the last chunk's copy of it (the LM
+/// head); nothing otherwise.
+std::optional<std::pair<std::string, std::string>> TiedNames(const v1::JobSpec& spec);
 
 /// The same random tokens on every rank for (step, microbatch): [2, 16].
 MicrobatchData Batch(int64_t step, int microbatch);
@@ -45,7 +55,9 @@ MicrobatchData Batch(int64_t step, int microbatch);
 absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d);
 
 /// The reference parameters by name, after kEquivalenceSteps steps on the
-/// global batch of d·m microbatches in one process.
+/// global batch of d·m microbatches in one process, in spec.precision.
+/// With tied embeddings split (TiedNames), the head's copy is listed too,
+/// equal to the one embedding.
 std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d);
 
 /// Trains worker `w` (rank w % p of replica w / p) of `schedule` for

@@ -1,14 +1,18 @@
 // Compute efficiency of one rank's passes (one process, one thread): F, B and
-// W of each GptChunk of a p-stage cut, per microbatch, against the physical
-// ceiling of this core — plain at::mm / at::bmm calls of the very GEMM
-// shapes those passes contain.
+// W of each model chunk of a p-stage cut, per microbatch, against the
+// physical ceiling of this core — plain at::mm / at::bmm calls of the very
+// GEMM shapes those passes contain.
 //
-//   compute_bench [--layers=4] [--hidden=256] [--heads=4] [--seq-len=128]
-//       [--microbatch-size=4] [--vocab=256] [--ffn=4h] [--stages=2]
-//       [--reps=15] [--warmup=3] [--precision=fp32|bf16|fp16]
-//       [--device=cpu|cuda:N] [--pipeline=P:M]
+//   compute_bench [--architecture=gpt|llama] [--layers=4] [--hidden=256]
+//       [--heads=4] [--kv-heads=heads] [--seq-len=128] [--microbatch-size=4]
+//       [--vocab=256] [--ffn=4h] [--stages=2] [--reps=15] [--warmup=3]
+//       [--precision=fp32|bf16|fp16] [--device=cpu|cuda:N] [--pipeline=P:M]
 //
-// --precision sets the model's compute type (worker/model/gpt.h) and the
+// --architecture picks the family (worker/model/model_chunk.h; llama with
+// --kv-heads key/value heads, untied); a Llama-3-8B-shaped layer is
+// --architecture=llama --hidden=4096 --heads=32 --kv-heads=8 --ffn=14336
+// --seq-len=4096 --vocab=128256.
+// --precision sets the model's compute type (worker/model/model_chunk.h) and the
 // ceiling's GEMMs; --device runs everything there (on a GPU the times are
 // wall-clock between device synchronisations, and the caching allocator's
 // statistics give each chunk's M_B and M_W); --pipeline=P:M simulates 1F1B,
@@ -22,15 +26,18 @@
 // over --reps repetitions after --warmup, on the CPU in this thread's CPU time
 // (robust to other processes on a shared core).
 //
-// FLOPs (T = b·s tokens, h hidden, f ffn, V vocab, per transformer layer):
-//   F: linears 2·T·(4h² + 2h·f)  (qkv 3h², proj h², fc h·f, fc2 f·h)
-//      + attention 4·b·s²·h      (QKᵀ and A·V, causal mask not exploited)
-//   B: linears' dX 2·T·(4h² + 2h·f) + attention backward 8·b·s²·h
-//   W: linears' dW 2·T·(4h² + 2h·f)
+// FLOPs (T = b·s tokens, h hidden, f ffn, V vocab, per transformer layer;
+// L = the linears' Σ out·in: gpt 4h² + 2h·f (qkv 3h², proj h², fc h·f, fc2
+// f·h), llama 2h² + 2h·h_kv + 3h·f (q, o h², k, v h·h_kv, gate, up, down
+// h·f), h_kv = kv_heads·h/heads):
+//   F: linears 2·T·L + attention 4·b·s²·h (QKᵀ and A·V, causal mask not
+//      exploited)
+//   B: linears' dX 2·T·L + attention backward 8·b·s²·h
+//   W: linears' dW 2·T·L
 //   last chunk: + LM head 2·T·h·V in each of F, B and W.
-// LayerNorm, GELU, softmax, embeddings and the loss are not counted (they
-// are O(T·h) and O(b·a·s²) element-wise work), so they lower the achieved
-// rate: that is the point of the comparison.
+// Norms, GELU / SiLU, RoPE, softmax, embeddings and the loss are not counted
+// (they are O(T·h) and O(b·a·s²) element-wise work), so they lower the
+// achieved rate: that is the point of the comparison.
 
 #include <unistd.h>
 
@@ -53,6 +60,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/core/model_costs.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
@@ -65,8 +73,8 @@ namespace zbpp::worker {
 namespace {
 
 struct Flags {
-  GptConfig model{/*layers=*/4, /*hidden=*/256, /*heads=*/4, /*vocab=*/256,
-                  /*seq_len=*/128, /*ffn_hidden=*/0};
+  ModelConfig model{/*architecture=*/"gpt", /*layers=*/4, /*hidden=*/256, /*heads=*/4,
+                    /*vocab=*/256, /*seq_len=*/128, /*ffn_hidden=*/0};
   int microbatch_size = 4;
   int stages = 2;
   int reps = 15;
@@ -77,10 +85,29 @@ struct Flags {
   int pipeline_microbatches = 0;
 };
 
+/// The job-spec form of the bench's model (for the checks and the analytic
+/// costs the worker and the coordinator share).
+v1::ModelSpec SpecOf(const ModelConfig& c) {
+  v1::ModelSpec spec;
+  spec.set_architecture(c.architecture);
+  spec.set_layers(c.layers);
+  spec.set_hidden(c.hidden);
+  spec.set_heads(c.heads);
+  spec.set_vocab(c.vocab);
+  spec.set_seq_len(c.seq_len);
+  spec.set_ffn_hidden(c.ffn_hidden);
+  if (c.kv_heads > 0) spec.set_kv_heads(c.kv_heads);
+  return spec;
+}
+
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     std::pair<std::string, std::string> kv =
         absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    if (kv.first == "--architecture") {
+      flags->model.architecture = kv.second;
+      continue;
+    }
     if (kv.first == "--precision") {
       flags->precision = kv.second;
       v1::Precision precision;
@@ -115,6 +142,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     if (kv.first == "--layers") target = &flags->model.layers;
     if (kv.first == "--hidden") target = &flags->model.hidden;
     if (kv.first == "--heads") target = &flags->model.heads;
+    if (kv.first == "--kv-heads") target = &flags->model.kv_heads;
     if (kv.first == "--seq-len") target = &flags->model.seq_len;
     if (kv.first == "--vocab") target = &flags->model.vocab;
     if (kv.first == "--ffn") target = &flags->model.ffn_hidden;
@@ -129,9 +157,16 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     }
   }
   if (flags->model.ffn_hidden == 0) flags->model.ffn_hidden = 4 * flags->model.hidden;
-  if (flags->model.hidden % flags->model.heads != 0 ||
-      flags->model.layers % flags->stages != 0) {
-    std::fprintf(stderr, "compute_bench: heads must divide hidden, stages layers\n");
+  // The worker's own checks, naming the field (model.kv_heads, ...).
+  absl::StatusOr<ModelConfig> checked = ModelConfigFromSpec(SpecOf(flags->model));
+  if (!checked.ok()) {
+    std::fprintf(stderr, "compute_bench: %s\n", std::string(checked.status().message()).c_str());
+    return false;
+  }
+  checked->compute_type = flags->model.compute_type;
+  flags->model = *checked;
+  if (flags->model.layers % flags->stages != 0) {
+    std::fprintf(stderr, "compute_bench: --stages must divide --layers\n");
     return false;
   }
   return true;
@@ -200,13 +235,17 @@ struct Gemm {
 };
 
 /// The GEMMs of F, B and W of one chunk (index 0, 1, 2).
-std::vector<Gemm> PassGemms(const GptConfig& c, int64_t b, int blocks, bool last,
+std::vector<Gemm> PassGemms(const ModelConfig& c, int64_t b, int blocks, bool last,
                             int pass) {
   const int64_t t = b * c.seq_len, h = c.hidden, f = c.ffn_hidden, s = c.seq_len;
-  const int64_t ba = b * c.heads, d = h / c.heads;
-  // The four linears as (out, in).
-  const std::vector<std::pair<int64_t, int64_t>> linears = {
-      {3 * h, h}, {h, h}, {f, h}, {h, f}};
+  const int64_t ba = b * c.heads, d = h / c.heads, kv = int64_t{c.kv_heads} * d;
+  // A block's linears as (out, in): gpt's fused qkv, proj, fc, fc2; llama's
+  // q, k, v, o, gate, up, down.
+  const std::vector<std::pair<int64_t, int64_t>> linears =
+      c.architecture == "llama"
+          ? std::vector<std::pair<int64_t, int64_t>>{{h, h}, {kv, h}, {kv, h}, {h, h},
+                                                     {f, h}, {f, h}, {h, f}}
+          : std::vector<std::pair<int64_t, int64_t>>{{3 * h, h}, {h, h}, {f, h}, {h, f}};
   std::vector<Gemm> out;
   auto add_linear = [&](int64_t o, int64_t i, int count) {
     if (pass == 0) out.push_back({"F x·Wᵀ", 1, t, i, o, false, true, count});
@@ -253,8 +292,8 @@ struct PassTimes {
   std::optional<double> m_b_bytes, m_w_bytes;
 };
 
-PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
-  const GptConfig& c = flags.model;
+PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
+  const ModelConfig& c = flags.model;
   const int64_t b = flags.microbatch_size, s = c.seq_len, h = c.hidden;
   const int m = 8;  // Loss scale only, as the executor's 1/m.
   const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong).device(flags.device);
@@ -343,7 +382,9 @@ PassTimes TimeChunk(const GptChunk& chunk, const Flags& flags) {
 /// stage and no communication time (the paper's Table 5 setting without
 /// T_comm).
 void Simulate(const Flags& flags, const PassTimes& chunk0) {
-  const GptConfig& c = flags.model;
+  const ModelConfig& c = flags.model;
+  const coordinator::BlockCosts block =
+      coordinator::BlockCostsOf(SpecOf(c), flags.microbatch_size);
   const int p = flags.pipeline_stages, m = flags.pipeline_microbatches;
   const int blocks_measured = c.layers / flags.stages;
   const double f = chunk0.f / blocks_measured, b = chunk0.b / blocks_measured,
@@ -359,9 +400,8 @@ void Simulate(const Flags& flags, const PassTimes& chunk0) {
     cost.f_seconds = f * layers_per_stage;
     cost.b_seconds = b * layers_per_stage;
     cost.w_seconds = w * layers_per_stage;
-    const double sb = double(c.seq_len) * flags.microbatch_size;
-    cost.m_b_bytes = sb * (34.0 * c.hidden + 5.0 * c.heads * c.seq_len) * layers_per_stage;
-    cost.m_w_bytes = 32.0 * sb * c.hidden * layers_per_stage;
+    cost.m_b_bytes = block.m_b_bytes * layers_per_stage;
+    cost.m_w_bytes = block.m_w_bytes * layers_per_stage;
     const sched::Problem problem = sched::Problem::Uniform(p, chunks, m, cost, 0.0);
     absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
     absl::StatusOr<sched::SimulationResult> result =
@@ -376,14 +416,16 @@ void Simulate(const Flags& flags, const PassTimes& chunk0) {
 }
 
 void Report(const Flags& flags) {
-  const GptConfig& c = flags.model;
+  const ModelConfig& c = flags.model;
   const int blocks = c.layers / flags.stages;
   std::printf(
-      "model: layers %d (%d per chunk), hidden %d, heads %d, ffn %d, vocab %d, "
-      "seq_len %d, microbatch_size %d; %s on %s (at::get_num_threads() = %d)\n\n",
-      c.layers, blocks, c.hidden, c.heads, c.ffn_hidden, c.vocab, c.seq_len,
-      flags.microbatch_size, flags.precision.c_str(), flags.device.str().c_str(),
-      at::get_num_threads());
+      "model: %s, layers %d (%d per chunk), hidden %d, heads %d (%d key/value), ffn %d, "
+      "vocab %d, seq_len %d, microbatch_size %d; %s on %s (at::get_num_threads() = %d)\n\n",
+      c.architecture.c_str(), c.layers, blocks, c.hidden, c.heads, c.kv_heads, c.ffn_hidden,
+      c.vocab, c.seq_len, flags.microbatch_size, flags.precision.c_str(),
+      flags.device.str().c_str(), at::get_num_threads());
+  const coordinator::BlockCosts block =
+      coordinator::BlockCostsOf(SpecOf(c), flags.microbatch_size);
   std::printf(
       "| chunk | pass | ms / microbatch | GFLOP | GFLOP/s | GEMM-only ms | GEMM GFLOP/s "
       "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
@@ -391,16 +433,16 @@ void Report(const Flags& flags) {
   std::vector<std::string> notes, gemm_rows, memory_rows;
   PassTimes first_chunk;
   for (int stage : {0, last_stage}) {
-    absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
-        GptChunk::Create(c, stage, flags.stages, /*seed=*/1234, flags.device);
+    absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
+        ModelChunk::Create(c, stage, flags.stages, /*seed=*/1234, flags.device);
     if (!chunk.ok()) std::abort();
     const PassTimes t = TimeChunk(**chunk, flags);
     if (stage == 0) first_chunk = t;
-    // Per transformer layer, analytic (Zero Bubble paper §3.1, for 16-bit
-    // activations): M_B = s·b·(34h + 5as), M_W = 32·s·b·h bytes.
-    const double sb = double(c.seq_len) * flags.microbatch_size;
-    const double analytic_m_b = sb * (34.0 * c.hidden + 5.0 * c.heads * c.seq_len) * blocks;
-    const double analytic_m_w = 32.0 * sb * c.hidden * blocks;
+    // Per transformer layer, analytic (16-bit activations; gpt: the Zero
+    // Bubble paper's §2 M_B = s·b·(34h + 5as), M_W = 32·s·b·h bytes; llama:
+    // coordinator/core/model_costs.h).
+    const double analytic_m_b = block.m_b_bytes * blocks;
+    const double analytic_m_w = block.m_w_bytes * blocks;
     if (t.m_b_bytes.has_value()) {
       memory_rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f |", stage,
                                             *t.m_b_bytes / 1e6, analytic_m_b / 1e6,
@@ -449,7 +491,7 @@ void Report(const Flags& flags) {
   for (const std::string& line : gemm_rows) std::printf("%s\n", line.c_str());
   if (!memory_rows.empty()) {
     std::printf("\nActivation memory per microbatch, from the caching allocator (held after F; "
-                "after B, with B's parameter gradients) against the paper's formulas:\n\n"
+                "after B, with B's parameter gradients) against the analytic ones:\n\n"
                 "| chunk | M_B MB | analytic M_B MB | M_W MB | analytic M_W MB |\n"
                 "|---|---:|---:|---:|---:|\n");
     for (const std::string& line : memory_rows) std::printf("%s\n", line.c_str());

@@ -15,7 +15,9 @@
 #     model shapes in bf16 (T_F, T_B, T_W against bf16 GEMMs of the same
 #     shapes, M_B and M_W from the caching allocator, and the simulated
 #     bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m) of each
-#     model in the paper's Table 5);
+#     model in the paper's Table 5), and of a Llama-3-8B-shaped layer (h 4096,
+#     32 heads, 8 key/value heads, SwiGLU 14336, s 4096, vocabulary 128256;
+#     step compute-llama3-8B);
 #  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
 #     cuda:0 in bf16; in fp16 under post-validation with a NaN injected at
 #     step 40 (rolled back and skipped); then 4 workers as 2 replicas of a
@@ -32,7 +34,9 @@
 #     parallel (2 replicas x 2 stages: the all-reduce's summation order may
 #     differ from Gloo's).
 # Arguments, if any, name the steps to run (e.g. worker_comm_tests
-# main-job), for a short device budget; none: every step.
+# main-job), for a short device budget; none: every step. A leading
+# `--architecture gpt|llama` keeps only that family's compute steps (e.g.
+# `--architecture llama compute-llama3-8B`).
 # Results go to out-gpu/; where $OUT is set (the device tool fetches what
 # is under it, a few files only), they are also packed, checkpoints and
 # databases left out, into $OUT/gpu-results.tar.gz.
@@ -51,6 +55,12 @@ export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$torch_lib${cudart:+:$(dirname "$cuda
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__)'
 } >"$out/machine.txt" 2>&1
+architecture=all
+if [ "${1:-}" = --architecture ]; then
+  [[ "${2:-}" =~ ^(gpt|llama)$ ]] || { echo "run: --architecture must be gpt or llama" >&2; exit 2; }
+  architecture=$2
+  shift 2
+fi
 status=0
 only=" $* "
 # $1: a name for the result file; the rest: the command.
@@ -76,11 +86,17 @@ demo=(env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu bash scripts/demo --device cu
       --text-file build-gpu/kjv.txt --json)
 # model hidden heads p:m
 for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3B 6144 48 32:96"; do
+  [ "$architecture" != llama ] || break
   set -- $shape
   step "compute-$1" on_gpu build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 \
     --hidden="$2" --heads="$3" --seq-len=1024 --layers=4 --stages=2 --microbatch-size=1 \
     --vocab=50304 --reps=20 --warmup=5 --pipeline="$4"
 done
+if [ "$architecture" != gpt ]; then
+  step compute-llama3-8B on_gpu build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 \
+    --architecture=llama --hidden=4096 --heads=32 --kv-heads=8 --ffn=14336 --seq-len=4096 \
+    --layers=4 --stages=2 --microbatch-size=1 --vocab=128256 --reps=20 --warmup=5 --pipeline=8:24
+fi
 # Bounded: a worker that cannot start would leave the job waiting for it.
 step main-job timeout 240 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json

@@ -12,7 +12,7 @@
 namespace zbpp::worker {
 
 absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOptions options) {
-  absl::StatusOr<GptConfig> config = GptConfigFromSpec(options.spec.model());
+  absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options.spec.model());
   if (!config.ok()) return config.status();
   if (options.communicator == nullptr) {
     return absl::InvalidArgumentError("RankTrainer needs a communicator");
@@ -52,8 +52,8 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   config->compute_type = ComputeTypeOf(o.spec.precision());
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {
-    absl::StatusOr<std::unique_ptr<GptChunk>> chunk =
-        GptChunk::Create(*config, stage, p * v, o.spec.seed(), o.device);
+    absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
+        ModelChunk::Create(*config, stage, p * v, o.spec.seed(), o.device);
     if (!chunk.ok()) return chunk.status();
     for (const NamedTensor& t : (*chunk)->parameters()) parameters.push_back(t);
     trainer->stores_.push_back(std::make_unique<WeightGradStore>());

@@ -252,7 +252,7 @@ class RankTrainer {
   absl::Status WaitStateSends(int64_t step);
 
   RankTrainerOptions options_;
-  std::vector<std::unique_ptr<GptChunk>> chunks_;
+  std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<GradientReducer> reducer_;  // Null when d = 1.
   std::unique_ptr<PipelineExecutor> executor_;

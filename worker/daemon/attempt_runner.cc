@@ -91,7 +91,14 @@ class AttemptRun {
   bool job_error() const { return job_error_; }
 
   absl::Status Run() {
-    if (absl::Status st = Prepare(); !st.ok()) return st;
+    if (absl::Status st = Prepare(); !st.ok()) {
+      // Loading the corpus stops once the attempt is aborted (cancelled,
+      // restarted): no failure of this worker.
+      if (absl::IsCancelled(st) && env_.state->Aborted(a_.job_id(), a_.attempt())) {
+        return absl::OkStatus();
+      }
+      return st;
+    }
     for (int64_t step = a_.start_step(); step < spec_.steps(); ++step) {
       switch (env_.state->WaitForGrant(a_.job_id(), a_.attempt(), step, env_.comm_timeout)) {
         case ControlState::GrantWait::kAborted:
@@ -123,8 +130,14 @@ class AttemptRun {
     CorpusOptions corpus_options;
     corpus_options.cache_dir = env_.cache_dir;
     corpus_options.seq_len = spec_.model().seq_len();
+    corpus_options.vocab = spec_.model().vocab();
+    corpus_options.roots = env_.data_roots;
+    // A cancelled job frees the worker during a long read (a token file's
+    // scan), not after it.
+    corpus_options.cancelled = [this] { return env_.state->Aborted(a_.job_id(), a_.attempt()); };
     absl::StatusOr<std::shared_ptr<const Corpus>> corpus =
         LoadCorpus(spec_.dataset(), corpus_options);
+    if (absl::IsCancelled(corpus.status())) return corpus.status();
     if (!corpus.ok()) return JobError(corpus.status());
 
     const int p = spec_.pipeline().stages();

@@ -16,6 +16,7 @@
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
 #include "worker/daemon/step_reporter.h"
+#include "worker/data/dataset_file.h"
 #include "worker/runtime/rank_trainer.h"
 #include "zbpp/v1/worker.pb.h"
 
@@ -86,6 +87,8 @@ struct AttemptEnvironment {
   CommunicatorFactory nccl_communicators;
   /// Where corpora are cached as token files.
   std::string cache_dir;
+  /// Where dataset files may be opened (--data-root); empty: anywhere.
+  DataRoots data_roots;
   /// Longest wait for a peer's message or a grant.
   absl::Duration comm_timeout = absl::Seconds(120);
   /// Longest wait for the answer to one step report

@@ -4,7 +4,8 @@
 // and its training loop over assignments until SIGTERM.
 //
 //   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
-//               [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H]
+//               [--listen HOST:PORT] [--cache-dir DIR] [--data-root DIR]...
+//               [--gloo-hostname H]
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
 //               [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
 //               [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K]
@@ -46,9 +47,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -65,7 +68,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
-    "[--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] [--name NAME] "
+    "[--listen HOST:PORT] [--cache-dir DIR] [--data-root DIR]... [--gloo-hostname H] "
+    "[--name NAME] "
     "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
     "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K] "
     "[--synthetic-compute SCALE[:NOISE]] [--nccl-shared-gpu-test-host-id ID]; zbpp-worker --help";
@@ -81,6 +85,8 @@ constexpr char kHelp[] =
     "  --threads N               LibTorch intra-op threads (default 1)\n"
     "  --listen HOST:PORT        this worker's own gRPC server (default 127.0.0.1:0)\n"
     "  --cache-dir DIR           token cache of corpora (default ~/.cache/zbpp)\n"
+    "  --data-root DIR           repeatable: open dataset files (text_file, tokens) only\n"
+    "                            under these directories (default: anywhere)\n"
     "  --gloo-hostname H         the address Gloo binds and advertises\n"
     "  --name NAME               a name for people (e.g. the pod and GPU)\n"
     "  --memory-bytes N          memory the coordinator plans with (default: the device's)\n"
@@ -165,10 +171,26 @@ absl::StatusOr<SyntheticComputeSource> ParseSyntheticCompute(const std::string& 
   return source;
 }
 
+// Every value of a repeatable flag, in order (ParseLongFlags keeps the
+// last one only): `--name value` and `--name=value`.
+std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& name) {
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == name && i + 1 < argc) {
+      values.push_back(argv[++i]);
+    } else if (absl::StartsWith(arg, name + "=")) {
+      values.push_back(arg.substr(name.size() + 1));
+    }
+  }
+  return values;
+}
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   absl::StatusOr<std::map<std::string, std::string>> values = ParseLongFlags(
       argc, argv,
-      {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--gloo-hostname",
+      {"--coordinator", "--device", "--threads", "--listen", "--cache-dir", "--data-root",
+       "--gloo-hostname",
        "--name", "--memory-bytes", "--comm-timeout", "--tls-ca", "--tls-cert", "--tls-key",
        "--token-file", "--slow-stage", "--inject-nan-step", "--synthetic-compute",
        "--nccl-shared-gpu-test-host-id"});
@@ -234,6 +256,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     flags.server.synthetic = *source;
   }
   if (flags.server.cache_dir.empty()) flags.server.cache_dir = DefaultCacheDir();
+  absl::StatusOr<DataRoots> roots =
+      ResolveDataRoots(RepeatedFlag(argc, argv, "--data-root"), "--data-root");
+  if (!roots.ok()) return roots.status();
+  flags.server.data_roots = *std::move(roots);
   return flags;
 }
 

@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(Options optio
         o.nccl_factory(worker->channel_, worker->session_.get(), o.device, o.comm_timeout);
   }
   env.cache_dir = o.cache_dir;
+  env.data_roots = o.data_roots;
   env.comm_timeout = o.comm_timeout;
   env.faults = o.faults;
   env.synthetic = o.synthetic;

@@ -43,6 +43,9 @@ class WorkerServer {
     std::string listen = "127.0.0.1:0";
     /// Where corpora are cached as token files (--cache-dir).
     std::string cache_dir;
+    /// Where dataset files may be opened (--data-root, resolved by
+    /// ResolveDataRoots); empty: anywhere the worker's user may read.
+    DataRoots data_roots;
     /// Address Gloo binds and advertises (--gloo-hostname); empty: c10d's
     /// default.
     std::string gloo_hostname;

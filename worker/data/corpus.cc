@@ -1,11 +1,12 @@
 #include "worker/data/corpus.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/read_file.h"
 #include "worker/data/token_cache.h"
 #include "zbpp/v1/job_spec.pb.h"
 
@@ -14,6 +15,8 @@ namespace {
 
 constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+// Ids between two polls of CorpusOptions::cancelled.
+constexpr int64_t kIdsPerPoll = int64_t{64} << 20;
 
 uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -21,6 +24,36 @@ uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
     hash = (hash ^ bytes[i]) * kFnvPrime;
   }
   return hash;
+}
+
+// FNV-1a over ids (each folded in whole; for width 1 the same as over the
+// bytes), checking each against `vocab` (0: no check) on the way.
+// `first_index` is the index of ids[0] in its file, for messages.
+absl::Status ScanIds(const TokenView& ids, int64_t first_index, int64_t vocab,
+                     const std::string& field, const CorpusOptions& options, uint64_t* hash) {
+  uint64_t h = *hash;
+  for (int64_t begin = 0; begin < ids.size(); begin += kIdsPerPoll) {
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError(absl::StrCat(field, ": loading cancelled"));
+    }
+    const int64_t end = std::min(ids.size(), begin + kIdsPerPoll);
+    int64_t largest = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t id = ids[i];
+      largest = std::max(largest, id);
+      h = (h ^ static_cast<uint64_t>(id)) * kFnvPrime;
+    }
+    if (vocab > 0 && largest >= vocab) {
+      int64_t i = begin;
+      while (ids[i] < vocab) ++i;
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": token id ", ids[i], " at index ", first_index + i,
+          " of the file is >= model.vocab = ", vocab,
+          " (a tokenizer with a larger vocabulary, or the wrong dtype?)"));
+    }
+  }
+  *hash = h;
+  return absl::OkStatus();
 }
 
 absl::Status WithPrefix(const std::string& prefix, const absl::Status& status) {
@@ -60,14 +93,25 @@ absl::StatusOr<std::string> LoadBuiltin(const std::string& name,
 
 Corpus Corpus::Text(std::string description, std::string tokens,
                     int64_t eval_tokens) {
+  auto text = std::make_shared<const std::string>(std::move(tokens));
+  const auto* data = reinterpret_cast<const uint8_t*>(text->data());
+  const auto total = static_cast<int64_t>(text->size());
+  const TokenView train(data, total - eval_tokens, 1);
+  const TokenView eval(data + train.size(), eval_tokens, 1);
+  uint64_t fingerprint = Fnv1a(kFnvOffsetBasis, data, text->size());
+  const int64_t train_tokens = train.size();
+  fingerprint = Fnv1a(fingerprint, &train_tokens, sizeof(train_tokens));
+  return Stored(std::move(description), std::move(text), train, eval, fingerprint);
+}
+
+Corpus Corpus::Stored(std::string description, std::shared_ptr<const void> owner,
+                      TokenView train, TokenView eval, uint64_t fingerprint) {
   Corpus corpus;
   corpus.description_ = std::move(description);
-  corpus.tokens_ = std::move(tokens);
-  corpus.train_tokens_ =
-      static_cast<int64_t>(corpus.tokens_.size()) - eval_tokens;
-  corpus.fingerprint_ = Fnv1a(
-      Fnv1a(kFnvOffsetBasis, corpus.tokens_.data(), corpus.tokens_.size()),
-      &corpus.train_tokens_, sizeof(corpus.train_tokens_));
+  corpus.owner_ = std::move(owner);
+  corpus.train_ = train;
+  corpus.eval_ = eval;
+  corpus.fingerprint_ = fingerprint;
   return corpus;
 }
 
@@ -81,15 +125,106 @@ Corpus Corpus::Synthetic(int64_t sequences) {
   return corpus;
 }
 
-absl::Span<const uint8_t> Corpus::tokens(Split split) const {
-  const auto* data = reinterpret_cast<const uint8_t*>(tokens_.data());
-  if (split == Split::kTrain) {
-    return absl::MakeConstSpan(data, static_cast<size_t>(train_tokens_));
+namespace {
+
+absl::Status CheckSplitSizes(const std::string& description, int64_t train, int64_t eval,
+                             const std::string& how, const CorpusOptions& options) {
+  const int64_t needed = options.seq_len + 1;
+  for (const auto& [split, size] : {std::pair<const char*, int64_t>{"train", train},
+                                    std::pair<const char*, int64_t>{"eval", eval}}) {
+    if (size < needed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          description, ": the ", split, " split has ", size, " tokens (", how,
+          "), fewer than seq_len + 1 = ", needed,
+          "; use a longer text or a shorter seq_len, or change eval_fraction"));
+    }
   }
-  return absl::MakeConstSpan(
-      data + train_tokens_,
-      tokens_.size() - static_cast<size_t>(train_tokens_));
+  return absl::OkStatus();
 }
+
+// One token file, mapped and viewed as ids of `width` bytes.
+absl::StatusOr<std::pair<std::shared_ptr<const MappedFile>, TokenView>> MapTokens(
+    const std::string& path, const std::string& field, int width,
+    const CorpusOptions& options) {
+  absl::StatusOr<std::shared_ptr<const MappedFile>> file =
+      MapDatasetFile(path, field, options.roots, kMaxTokenFileBytes);
+  if (!file.ok()) return file.status();
+  const int64_t bytes = (*file)->size();
+  if (bytes % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " \"", path, "\": ", bytes, " bytes is not a multiple of ", width,
+        " (dataset.tokens.dtype uint", 8 * width, ")"));
+  }
+  return std::make_pair(*file, TokenView((*file)->data(), bytes / width, width));
+}
+
+absl::StatusOr<std::shared_ptr<const Corpus>> LoadTokenFiles(const v1::TokenFileDataset& spec,
+                                                             const CorpusOptions& options) {
+  const std::string description =
+      absl::StrCat("dataset.tokens.path \"", spec.path(), "\"");
+  if (options.vocab < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.vocab must be >= 1 for dataset.tokens, got ", options.vocab));
+  }
+  if (!spec.eval_path().empty() && spec.has_eval_fraction()) {
+    return absl::InvalidArgumentError(
+        "dataset.tokens: set eval_path or eval_fraction, not both");
+  }
+  const double eval_fraction =
+      spec.has_eval_fraction() ? spec.eval_fraction() : options.eval_fraction;
+  if (!(eval_fraction > 0 && eval_fraction < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset.tokens.eval_fraction must be in (0, 1), got ", eval_fraction));
+  }
+  const int width = spec.dtype() == v1::TOKEN_DTYPE_UINT32 ? 4 : 2;
+  auto train = MapTokens(spec.path(), "dataset.tokens.path", width, options);
+  if (!train.ok()) return train.status();
+  std::vector<std::shared_ptr<const MappedFile>> files = {train->first};
+  TokenView train_ids = train->second;
+  TokenView eval_ids;
+  std::string how;
+  if (!spec.eval_path().empty()) {
+    auto eval = MapTokens(spec.eval_path(), "dataset.tokens.eval_path", width, options);
+    if (!eval.ok()) return eval.status();
+    files.push_back(eval->first);
+    eval_ids = eval->second;
+    how = "path and eval_path";
+  } else {
+    const int64_t total = train_ids.size();
+    const auto eval_tokens =
+        static_cast<int64_t>(std::floor(static_cast<double>(total) * eval_fraction));
+    const uint8_t* data = train->first->data();
+    train_ids = TokenView(data, total - eval_tokens, width);
+    eval_ids = TokenView(data + (total - eval_tokens) * width, eval_tokens, width);
+    how = absl::StrCat("of ", total, ", eval_fraction ", eval_fraction);
+  }
+  if (absl::Status st =
+          CheckSplitSizes(description, train_ids.size(), eval_ids.size(), how, options);
+      !st.ok()) {
+    return st;
+  }
+  uint64_t fingerprint = kFnvOffsetBasis;
+  if (absl::Status st = ScanIds(train_ids, 0, options.vocab, "dataset.tokens.path", options,
+                                &fingerprint);
+      !st.ok()) {
+    return st;
+  }
+  const bool own_file = !spec.eval_path().empty();
+  if (absl::Status st = ScanIds(eval_ids, own_file ? 0 : train_ids.size(), options.vocab,
+                                own_file ? "dataset.tokens.eval_path" : "dataset.tokens.path",
+                                options, &fingerprint);
+      !st.ok()) {
+    return st;
+  }
+  const int64_t train_tokens = train_ids.size();
+  fingerprint = Fnv1a(fingerprint, &train_tokens, sizeof(train_tokens));
+  return std::make_shared<const Corpus>(Corpus::Stored(
+      description,
+      std::make_shared<const std::vector<std::shared_ptr<const MappedFile>>>(std::move(files)),
+      train_ids, eval_ids, fingerprint));
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const Corpus>> LoadCorpus(
     const v1::DatasetSpec& spec, const CorpusOptions& options) {
@@ -111,10 +246,11 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadCorpus(
     case v1::DatasetSpec::kTextFile:
       description =
           absl::StrCat("dataset.text_file \"", spec.text_file(), "\"");
-      tokens = ReadFileToString(spec.text_file());
-      if (!tokens.ok())
-        return WithPrefix("dataset.text_file: ", tokens.status());
+      tokens = ReadDatasetFile(spec.text_file(), "dataset.text_file", options.roots,
+                               kMaxTextFileBytes);
       break;
+    case v1::DatasetSpec::kTokens:
+      return LoadTokenFiles(spec.tokens(), options);
     case v1::DatasetSpec::kSynthetic: {
       const v1::SyntheticDataset& synthetic = spec.synthetic();
       if (synthetic.has_sequences() && synthetic.sequences() < 1) {
@@ -134,17 +270,11 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadCorpus(
   const int64_t total = static_cast<int64_t>(tokens->size());
   const auto eval_tokens = static_cast<int64_t>(
       std::floor(static_cast<double>(total) * options.eval_fraction));
-  const int64_t needed = options.seq_len + 1;
-  for (const auto& [split, size] :
-       {std::pair<const char*, int64_t>{"train", total - eval_tokens},
-        std::pair<const char*, int64_t>{"eval", eval_tokens}}) {
-    if (size < needed) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          description, ": the ", split, " split has ", size, " tokens (of ",
-          total, ", eval_fraction ", options.eval_fraction,
-          "), fewer than seq_len + 1 = ", needed,
-          "; use a longer text or a shorter seq_len, or change eval_fraction"));
-    }
+  if (absl::Status st = CheckSplitSizes(
+          description, total - eval_tokens, eval_tokens,
+          absl::StrCat("of ", total, ", eval_fraction ", options.eval_fraction), options);
+      !st.ok()) {
+    return st;
   }
   return std::make_shared<const Corpus>(
       Corpus::Text(std::move(description), *std::move(tokens), eval_tokens));

@@ -15,9 +15,8 @@ absl::StatusOr<Batch> SampleBatch(const Corpus& corpus, Split split,
         "SampleBatch: microbatch_size and seq_len must be >= 1, got ",
         microbatch_size, " and ", seq_len));
   }
-  const absl::Span<const uint8_t> tokens = corpus.tokens(split);
-  if (!corpus.synthetic() &&
-      static_cast<int64_t>(tokens.size()) < int64_t{seq_len} + 1) {
+  const TokenView tokens = corpus.tokens(split);
+  if (!corpus.synthetic() && tokens.size() < int64_t{seq_len} + 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         corpus.description(), ": the ",
         split == Split::kTrain ? "train" : "eval", " split has ", tokens.size(),
@@ -55,7 +54,8 @@ absl::StatusOr<Batch> SampleBatch(const Corpus& corpus, Split split,
         previous = next;
       }
     } else {
-      const uint64_t start = UniformIndex(row_hash, tokens.size() - seq_len);
+      const auto start = static_cast<int64_t>(
+          UniformIndex(row_hash, static_cast<uint64_t>(tokens.size() - seq_len)));
       for (int j = 0; j < seq_len; ++j) {
         row_inputs[j] = tokens[start + j];
         row_targets[j] = tokens[start + j + 1];

@@ -12,7 +12,8 @@ namespace zbpp::worker {
 
 /// One microbatch of next-token training data.
 struct Batch {
-  /// int64 CPU tensor [microbatch_size, seq_len] of tokens in [0, 256).
+  /// int64 CPU tensor [microbatch_size, seq_len] of token ids: in [0, 256)
+  /// for text and synthetic data, in [0, model.vocab) for a token file.
   at::Tensor inputs;
   /// int64 CPU tensor [microbatch_size, seq_len]: targets[r][t] is the token
   /// that follows inputs[r][t] in the corpus (inputs shifted by one).
@@ -32,7 +33,7 @@ struct Batch {
 /// `h(x1, ..., xk)` the key hash of common/counter_hash.h (HashCombine folded over
 /// SplitMix64(x1)), UniformIndex as there, and `split` 0 for train, 1 for
 /// eval:
-/// * Text corpus with N tokens in `split`: row r starts at
+/// * Stored corpus (text or token file) with N tokens in `split`: row r starts at
 ///   `UniformIndex(h(seed, split, step, microbatch, r), N - seq_len)`; inputs
 ///   are the seq_len tokens from there, targets the seq_len tokens one further.
 /// * Synthetic corpus: row r is sequence

@@ -67,8 +67,14 @@ std::vector<std::vector<int64_t>> Windows(const Batch& batch, int rows) {
   return windows;
 }
 
-bool Contains(absl::Span<const uint8_t> tokens,
-              const std::vector<int64_t>& window) {
+std::vector<int64_t> Ids(const TokenView& tokens) {
+  std::vector<int64_t> ids(static_cast<size_t>(tokens.size()));
+  for (int64_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i];
+  return ids;
+}
+
+bool Contains(const TokenView& view, const std::vector<int64_t>& window) {
+  const std::vector<int64_t> tokens = Ids(view);
   return std::search(tokens.begin(), tokens.end(), window.begin(),
                      window.end()) != tokens.end();
 }
@@ -143,7 +149,7 @@ TEST(CounterHashTest, SplitMix64MatchesTheReferenceOutput) {
 TEST_F(TextSamplerTest, StartOffsetsFollowTheDocumentedHash) {
   const uint64_t seed = 42, step = 9, microbatch = 2;
   const Batch batch = Sample(*corpus_, Split::kEval, seed, step, microbatch);
-  const absl::Span<const uint8_t> eval = corpus_->tokens(Split::kEval);
+  const std::vector<int64_t> eval = Ids(corpus_->tokens(Split::kEval));
   const auto inputs = Rows(batch.inputs);
   for (uint64_t row = 0; row < kRows; ++row) {
     const uint64_t hash = HashCombine(

@@ -37,6 +37,11 @@ torch_options=()
 if [ -e /usr/local/cuda/lib64/libcudart.so.13 ]; then torch_options=(--no-deps); fi
 bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt ${torch_options[@]+"${torch_options[@]}"}
 
+# Hugging Face's tokenizers, safetensors and transformers (scripts/tokenize,
+# scripts/export and their tests). --no-warn-conflicts: torch was installed
+# with --no-deps, as above; the file pins its own dependencies in full.
+bash "$(dirname "$0")/pip-install.sh" huggingface requirements/huggingface.txt --no-warn-conflicts
+
 # Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).
 if [ "${ZBPP_DEPLOY_TEST_DEPS:-1}" != 0 ]; then

@@ -122,6 +122,17 @@ def check_objects(tally, overlay, kinds):
     else:
         expect(probes(coordinator, "grpc"), "coordinator needs gRPC probes")
     expect(probes(worker, "grpc"), "workers need gRPC probes")
+    # Datasets: a read-only volume, and the workers confined to it.
+    mounts = {m.get("mountPath"): m for m in worker.get("volumeMounts", [])}
+    expect(
+        (mounts.get("/var/lib/zbpp/datasets") or {}).get("readOnly") is True,
+        "workers mount /var/lib/zbpp/datasets read-only",
+    )
+    expect(
+        ((kinds.get("ConfigMap") or {}).get("data") or {}).get("ZBPP_DATA_ROOTS")
+        == "/var/lib/zbpp/datasets",
+        "the workers' --data-root (ZBPP_DATA_ROOTS) is the datasets volume",
+    )
     expect(worker.get("resources", {}).get("requests"), "workers need resource requests")
     anti = pod.get("affinity", {}).get("podAntiAffinity", {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"

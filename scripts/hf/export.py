@@ -32,12 +32,13 @@ Exit status: 0 done; 2 bad arguments or input (one line on stderr); 1
 anything else.
 """
 
-import argparse
 import json
 import os
 import re
 import shutil
 import sys
+
+from hf_cli import Parser, UsageError, run
 
 # The AdamW state beside the parameters: each one's moments, and the
 # optimizer's own counters ("optimizer.step").
@@ -45,15 +46,6 @@ OPTIMIZER_SUFFIXES = (".exp_avg", ".exp_avg_sq")
 OPTIMIZER_PREFIX = "optimizer."
 STEP_DIRECTORY = re.compile(r"^step-(\d{8,})$")
 RANK_FILE = re.compile(r"^rank-(\d{3,})\.pt$")
-
-
-class UsageError(Exception):
-    """Bad arguments or input: exit 2 with one line."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
 
 
 def load_document(flag, path):
@@ -269,8 +261,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as e:
-        print(f"export: {e}", file=sys.stderr)
-        sys.exit(2)
+    run("export", main)

@@ -24,11 +24,11 @@ Exit status: 0 done; 2 bad arguments or input (one line on stderr naming
 the flag and the reason); 1 anything else.
 """
 
-import argparse
 import json
 import os
 import subprocess
-import sys
+
+from hf_cli import Parser, UsageError, run
 
 # The special token every trained tokenizer gets (GPT-2's document
 # separator); ids 0.. are the special tokens, then the 256 byte symbols.
@@ -37,15 +37,6 @@ END_OF_TEXT = "<|endoftext|>"
 # (worker/data/builtin_corpus.h).
 BIBLE_COMMAND = ["/usr/bin/bible", "gen1:1-rev22:21"]
 UINT16_IDS = 1 << 16
-
-
-class UsageError(Exception):
-    """Bad arguments or input: exit 2 with one line."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
 
 
 def parse_args(argv):
@@ -164,8 +155,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as e:
-        print(f"tokenize: {e}", file=sys.stderr)
-        sys.exit(2)
+    run("tokenize", main)

@@ -11,12 +11,10 @@ grouped-query attention and an embedding tied across the two stages).
 
 import json
 import os
-import re
+import pathlib
 import shutil
 import subprocess
 import sys
-import threading
-import time
 import unittest
 
 import numpy as np
@@ -24,6 +22,8 @@ import torch
 import transformers
 
 REPO, BUILD, SCRATCH = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.join(REPO, "tests", "deploy"))
+from live_stack import Daemon  # noqa: E402  (daemons whose stdout lines can be waited for)
 BINARIES = {
     "coordinator": os.path.join(BUILD, "coordinator", "zbpp-coordinator"),
     "worker": os.path.join(BUILD, "worker", "daemon", "zbpp-worker"),
@@ -33,37 +33,6 @@ BINARIES = {
 STEPS = 4
 EVAL_BATCHES = 8  # the worker's kEvalMicrobatches
 TOLERANCE = 1e-4
-
-
-class Daemon:
-    """A child process whose stdout lines can be waited for."""
-
-    def __init__(self, argv, log):
-        with open(log, "wb") as err:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=err, text=True)
-        self.out = ""
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.out += line
-
-    def line(self, pattern, seconds=60):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.out)
-            if match:
-                return match
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no line matching {pattern}: {self.out}")
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 def job_yaml(architecture, tokens, checkpoint):
@@ -117,7 +86,7 @@ class ExportTest(unittest.TestCase):
 
     @classmethod
     def start(cls, argv, name):
-        daemon = Daemon(argv, os.path.join(SCRATCH, f"{name}.log"))
+        daemon = Daemon(name, argv, pathlib.Path(SCRATCH) / f"{name}.log")
         cls.daemons.append(daemon)
         return daemon
 

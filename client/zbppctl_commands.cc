@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
 #include "client/job_spec_yaml.h"
+#include "client/zbppctl_export.h"
 #include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
@@ -204,6 +205,15 @@ int RunCommand(const CtlOptions& options, CoordinatorClient& client,
       absl::StatusOr<v1::Job> job = client.CancelJob(options.argument);
       if (!job.ok()) return Fail(io, Context(options), job.status());
       io.out << job->id() << " " << JobStateName(job->state()) << "\n";
+      return kExitOk;
+    }
+    case Command::kExport: {
+      absl::StatusOr<v1::Job> job = client.GetJob(options.argument, v1::JOB_VIEW_FULL);
+      if (!job.ok()) return Fail(io, Context(options), job.status());
+      std::string summary;
+      absl::Status exported = ExportJob(*job, options.out_dir, ExporterScript(), &summary);
+      io.out << summary;
+      if (!exported.ok()) return Fail(io, Context(options), exported);
       return kExitOk;
     }
     case Command::kWorkers: {

@@ -35,6 +35,10 @@ Commands:
                     [--schedule-version N], as a cost file for
                     zbpp-sched --costs (YAML, per virtual stage)
   workers           list registered workers
+  export JOB        write the job's last checkpoint as a Hugging Face model
+                    directory (model.safetensors, config.json, tokenizer.json)
+                    --out DIR [--format safetensors]; runs scripts/export
+                    ($ZBPP_EXPORT_SCRIPT)
 
 Flags:
   --coordinator ADDR   coordinator gRPC address (default $ZBPP_COORDINATOR,
@@ -67,6 +71,7 @@ const std::map<std::string, CommandInfo>& Commands() {
       {"report", {Command::kReport, true, {"table", "json"}}},
       {"costs", {Command::kCosts, true, {}, true}},
       {"workers", {Command::kWorkers, false, {}}},
+      {"export", {Command::kExport, true, {"safetensors"}}},
   };
   return *commands;
 }
@@ -87,7 +92,7 @@ struct SplitArgs {
 absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
   static const std::set<std::string> kKnown = {
       "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key",
-      "schedule-version"};
+      "schedule-version", "out"};
   SplitArgs split;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -218,6 +223,14 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
                         f->second + "\"");
     }
     options.schedule_version = version;
+  }
+  if (info.command == Command::kExport) {
+    if (!flags.count("format")) options.format = "safetensors";
+    auto f = flags.find("out");
+    if (f == flags.end() || f->second.empty()) return UsageError("export needs --out DIR");
+    options.out_dir = f->second;
+  } else if (flags.count("out")) {
+    return UsageError(words[0] + " takes no --out");
   }
   return options;
 }

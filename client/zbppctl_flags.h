@@ -27,6 +27,8 @@ enum class Command {
   kReport,    ///< report JOB [--format table|json]: GetJob + ListSteps.
   kCosts,     ///< costs JOB [--schedule-version N]: a version's cost model as
               ///< a cost file.
+  kExport,    ///< export JOB --out DIR [--format safetensors]: the job's last
+              ///< checkpoint as a Hugging Face model directory.
 };
 
 /// Address used when neither --coordinator nor $ZBPP_COORDINATOR is given.
@@ -56,6 +58,8 @@ struct CtlOptions {
   /// --schedule-version N (schedule, costs): that schedule version of the
   /// job, >= 1; 0 when absent (the command's default version).
   int64_t schedule_version = 0;
+  /// --out DIR (export, required): the model directory to write.
+  std::string out_dir;
 };
 
 /// The command's name as typed ("submit", ...).

@@ -1,5 +1,6 @@
 """Weights out: a short job on the King James Bible tokenized by
-scripts/tokenize, trained by real daemons, exported by scripts/export, loaded
+scripts/tokenize, trained by real daemons, exported (zbppctl export for gpt,
+scripts/export on the YAML spec for llama), loaded
 with transformers on the CPU: its logits on the held-out batches equal the
 worker's own (checkpoint_logits, the worker's model code on the same
 checkpoint) within 1e-4, and its loss equals the eval loss the job
@@ -115,9 +116,15 @@ class ExportTest(unittest.TestCase):
             f.write(self.ctl("status", job, "--format", "json"))
         eval_loss = json.loads(self.ctl("report", job, "--format", "json"))["eval_loss"]
         out = os.path.join(work, "hf")
-        result = subprocess.run([os.path.join(REPO, "scripts", "export"), "--job", status,
-                                 "--out", out], capture_output=True, text=True, timeout=120)
-        self.assertEqual(result.returncode, 0, result.stderr)
+        if architecture == "gpt":
+            # zbppctl export: the job's last checkpoint, through scripts/export.
+            self.assertIn("GPT2LMHeadModel", self.ctl("export", job, "--out", out))
+        else:
+            # The script on the YAML spec: its checkpoint directory, the newest
+            # complete step.
+            result = subprocess.run([os.path.join(REPO, "scripts", "export"), "--spec", spec,
+                                     "--out", out], capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, 0, result.stderr)
         return status, eval_loss, out
 
     def worker_evaluation(self, status, work):

@@ -40,7 +40,10 @@ bash "$(dirname "$0")/pip-install.sh" libtorch requirements/libtorch.txt ${torch
 # Hugging Face's tokenizers, safetensors and transformers (scripts/tokenize,
 # scripts/export and their tests). --no-warn-conflicts: torch was installed
 # with --no-deps, as above; the file pins its own dependencies in full.
-bash "$(dirname "$0")/pip-install.sh" huggingface requirements/huggingface.txt --no-warn-conflicts
+# ZBPP_HF_DEPS=0 skips them (the Docker images, which run the daemons only).
+if [ "${ZBPP_HF_DEPS:-1}" != 0 ]; then
+  bash "$(dirname "$0")/pip-install.sh" huggingface requirements/huggingface.txt --no-warn-conflicts
+fi
 
 # Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).

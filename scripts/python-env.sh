@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the project's Python virtual environment exists and prints its
 # directory: ${ZBPP_HOME:-~/.cache/zbpp}/venv, outside the clone. It holds
-# LibTorch (requirements/libtorch.txt) and the deploy tests' tools
+# LibTorch (requirements/libtorch.txt), Hugging Face's libraries
+# (requirements/huggingface.txt) and the deploy tests' tools
 # (requirements/deploy-tests.txt); CMake reads the same directory
 # (cmake/ZbppTorch.cmake). Idempotent.
 #

@@ -85,21 +85,6 @@ struct Flags {
   int pipeline_microbatches = 0;
 };
 
-/// The job-spec form of the bench's model (for the checks and the analytic
-/// costs the worker and the coordinator share).
-v1::ModelSpec SpecOf(const ModelConfig& c) {
-  v1::ModelSpec spec;
-  spec.set_architecture(c.architecture);
-  spec.set_layers(c.layers);
-  spec.set_hidden(c.hidden);
-  spec.set_heads(c.heads);
-  spec.set_vocab(c.vocab);
-  spec.set_seq_len(c.seq_len);
-  spec.set_ffn_hidden(c.ffn_hidden);
-  if (c.kv_heads > 0) spec.set_kv_heads(c.kv_heads);
-  return spec;
-}
-
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     std::pair<std::string, std::string> kv =
@@ -158,7 +143,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   }
   if (flags->model.ffn_hidden == 0) flags->model.ffn_hidden = 4 * flags->model.hidden;
   // The worker's own checks, naming the field (model.kv_heads, ...).
-  absl::StatusOr<ModelConfig> checked = ModelConfigFromSpec(SpecOf(flags->model));
+  absl::StatusOr<ModelConfig> checked = ModelConfigFromSpec(ModelSpecOf(flags->model));
   if (!checked.ok()) {
     std::fprintf(stderr, "compute_bench: %s\n", std::string(checked.status().message()).c_str());
     return false;
@@ -384,7 +369,7 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
 void Simulate(const Flags& flags, const PassTimes& chunk0) {
   const ModelConfig& c = flags.model;
   const coordinator::BlockCosts block =
-      coordinator::BlockCostsOf(SpecOf(c), flags.microbatch_size);
+      coordinator::BlockCostsOf(ModelSpecOf(c), flags.microbatch_size);
   const int p = flags.pipeline_stages, m = flags.pipeline_microbatches;
   const int blocks_measured = c.layers / flags.stages;
   const double f = chunk0.f / blocks_measured, b = chunk0.b / blocks_measured,
@@ -425,7 +410,7 @@ void Report(const Flags& flags) {
       c.vocab, c.seq_len, flags.microbatch_size, flags.precision.c_str(),
       flags.device.str().c_str(), at::get_num_threads());
   const coordinator::BlockCosts block =
-      coordinator::BlockCostsOf(SpecOf(c), flags.microbatch_size);
+      coordinator::BlockCostsOf(ModelSpecOf(c), flags.microbatch_size);
   std::printf(
       "| chunk | pass | ms / microbatch | GFLOP | GFLOP/s | GEMM-only ms | GEMM GFLOP/s "
       "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");

@@ -115,25 +115,40 @@ ModelChunk::ModelChunk(const ModelConfig& config, int stage, int num_stages, uin
       seed_(seed),
       device_(device) {}
 
-absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig& config,
+v1::ModelSpec ModelSpecOf(const ModelConfig& config) {
+  v1::ModelSpec spec;
+  spec.set_architecture(config.architecture);
+  spec.set_layers(config.layers);
+  spec.set_hidden(config.hidden);
+  spec.set_heads(config.heads);
+  spec.set_vocab(config.vocab);
+  spec.set_seq_len(config.seq_len);
+  spec.set_ffn_hidden(config.ffn_hidden);
+  if (config.kv_heads != 0) spec.set_kv_heads(config.kv_heads);
+  if (config.architecture != "gpt") spec.set_rope_theta(config.rope_theta);
+  spec.set_norm_eps(config.norm_eps);
+  spec.set_tie_embeddings(config.tie_embeddings);
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig& given,
                                                                int stage, int num_stages,
                                                                uint64_t seed,
                                                                c10::Device device) {
-  const Architecture* architecture = FindArchitecture(config.architecture);
-  if (architecture == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.architecture: unknown architecture \"", config.architecture, "\""));
-  }
+  absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(ModelSpecOf(given));
+  if (!config.ok()) return config.status();
+  config->compute_type = given.compute_type;
   if (num_stages < 1 || stage < 0 || stage >= num_stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("virtual stage ", stage, " is not in [0, ", num_stages, ")"));
   }
-  if (config.layers % num_stages != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model.layers (", config.layers,
+  if (config->layers % num_stages != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model.layers (", config->layers,
                                                    ") must be divisible by the ", num_stages,
                                                    " virtual stages"));
   }
-  std::unique_ptr<ModelChunk> chunk = architecture->make(config, stage, num_stages, seed, device);
+  std::unique_ptr<ModelChunk> chunk = FindArchitecture(config->architecture)
+                                          ->make(*config, stage, num_stages, seed, device);
   chunk->AddParameters();
   return chunk;
 }

@@ -58,6 +58,10 @@ inline absl::StatusOr<ModelConfig> GptConfigFromSpec(const v1::ModelSpec& spec) 
   return ModelConfigFromSpec(spec);
 }
 
+/// The spec of `config` (compute_type aside; kv_heads 0 is left unset):
+/// ModelConfigFromSpec(ModelSpecOf(c)) checks a config built by hand.
+v1::ModelSpec ModelSpecOf(const ModelConfig& config);
+
 /// A named parameter: the name is global to the model (e.g.
 /// "block3.attn.qkv.weight", "model.layers.3.self_attn.q_proj.weight"), the
 /// same in every partition.
@@ -93,8 +97,9 @@ class ModelChunk {
  public:
   /// The chunk of config.architecture. Parameters are initialised on the
   /// CPU, then moved to `device`, so that every device starts from the same
-  /// weights. InvalidArgument for an unknown architecture, when stage is not
-  /// in [0, num_stages) or layers is not divisible by num_stages.
+  /// weights. InvalidArgument for a config ModelConfigFromSpec would refuse
+  /// (naming the field), when stage is not in [0, num_stages) or layers is
+  /// not divisible by num_stages. kv_heads 0 means heads.
   static absl::StatusOr<std::unique_ptr<ModelChunk>> Create(
       const ModelConfig& config, int stage, int num_stages, uint64_t seed,
       c10::Device device = c10::Device(c10::kCPU));

@@ -849,7 +849,11 @@ TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
            {"--lost-worker-retention-seconds", "-1"},
            {"--lost-worker-retention-seconds", "inf"},
            {"--store-drain-seconds", "-1"},
-           {"--store-drain-seconds", "soon"}}) {
+           {"--store-drain-seconds", "soon"},
+           {"--max-watch-streams", "0"},
+           {"--max-watch-streams-per-client", "x"},
+           {"--max-active-jobs", "-3"},
+           {"--retain-finished-jobs", "0"}}) {
     const ctltest::ProcessResult result = ctltest::RunProcess(
         {ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
          "--db", ":memory:", flags[0], flags[1]});

@@ -40,7 +40,7 @@ namespace zbpp::client {
 ///   "pipeline.microbatches: expected an integer (int32), got \"many\"
 ///    (line 12, column 17)"
 ///   "dataset.text_file: conflicts with dataset.builtin (line 5, ...);
-///    set one of builtin, text_file, synthetic"
+///    set one of builtin, text_file, synthetic, tokens"
 ///   "yaml: not YAML (line 3, column 9): end of map not found"
 ///   "name: not valid UTF-8 (byte 0xE9 at offset 4) (line 1, column 7)"
 /// A string value that is not UTF-8 (protobuf cannot carry it; the offset

@@ -246,7 +246,7 @@ TEST(JobSpecFromYaml, BadInputNamesTheKeyAndLine) {
       {"two sources of one oneof",
        "dataset:\n  builtin: bible-kjv\n  text_file: /x",
        "dataset.text_file: conflicts with dataset.builtin; set one of "
-       "builtin, text_file, synthetic (line 3, column 3)"},
+       "builtin, text_file, synthetic, tokens (line 3, column 3)"},
       {"two memory limits",
        "schedule: {name: auto, memory_limit_m_b: 4, memory_limit_bytes: 9}",
        "schedule.memory_limit_bytes: conflicts with "

@@ -314,6 +314,13 @@ class AttemptRun {
     // One copy per stage: replica 0's (the replicas' parameters and
     // optimizer states are equal).
     if (checkpoints && a_.replica() == 0) {
+      // The owner file first: a checkpoint file is never without one. Both
+      // are durable when these return, so the report below never names a
+      // checkpoint a crash could lose.
+      if (absl::Status st = ClaimCheckpoint(ckpt.directory(), step, a_.stage(), checkpoint_owner_);
+          !st.ok()) {
+        return WithContext(st, "writing the checkpoint");
+      }
       if (absl::Status st = trainer_->SaveCheckpoint(ckpt.directory(), step); !st.ok()) {
         return WithContext(st, "writing the checkpoint");
       }
@@ -324,13 +331,6 @@ class AttemptRun {
             PruneCheckpoints(ckpt.directory(), a_.stage(), spec_.pipeline().stages(),
                              ckpt.keep_last(), checkpoint_owner_, step);
         if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
-      }
-      // The owner file first: a checkpoint file is never without one. Both
-      // are durable when these return, so the report below never names a
-      // checkpoint a crash could lose.
-      if (absl::Status st = ClaimCheckpoint(ckpt.directory(), step, a_.stage(), checkpoint_owner_);
-          !st.ok()) {
-        return WithContext(st, "writing the checkpoint");
       }
     }
     if (last) {
@@ -402,6 +402,7 @@ class AttemptRun {
   const v1::Assignment& a_;
   const AttemptEnvironment& env_;
   const v1::JobSpec& spec_;
+  const std::string checkpoint_owner_;  // CheckpointOwner(a_)
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Communicator> data_parallel_;  // Null when d = 1.
   std::unique_ptr<RankTrainer> trainer_;
@@ -412,7 +413,6 @@ class AttemptRun {
   bool job_error_ = false;
 };
 
-  const std::string checkpoint_owner_;  // CheckpointOwner(a_)
 }  // namespace
 
 c10::intrusive_ptr<c10d::Store> AttemptGroupStore(const std::shared_ptr<grpc::Channel>& channel,

@@ -57,10 +57,10 @@
 #include "absl/strings/string_view.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
+#include "common/tls_hint.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/worker_server.h"
-#include "common/tls_hint.h"
 #include "worker/runtime/device.h"
 
 namespace zbpp::worker {

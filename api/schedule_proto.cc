@@ -11,12 +11,12 @@ namespace zbpp {
 v1::Schedule ScheduleToProto(const sched::Schedule& schedule) {
   v1::Schedule proto;
   proto.set_name(schedule.name);
-  proto.set_workers(schedule.workers);
+  proto.set_stages(schedule.stages);
   proto.set_chunks(schedule.chunks);
   proto.set_microbatches(schedule.microbatches);
-  for (int w : schedule.worker_of_stage) proto.add_worker_of_stage(w);
+  for (int w : schedule.stage_of) proto.add_stage_of(w);
   for (const auto& actions : schedule.actions) {
-    v1::WorkerActions* out = proto.add_worker_actions();
+    v1::StageActions* out = proto.add_stage_actions();
     for (const sched::Action& a : actions) {
       out->add_actions(sched::ActionToString(a));
     }
@@ -27,47 +27,47 @@ v1::Schedule ScheduleToProto(const sched::Schedule& schedule) {
 absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto) {
   sched::Schedule schedule;
   schedule.name = proto.name();
-  schedule.workers = proto.workers();
+  schedule.stages = proto.stages();
   schedule.chunks = proto.chunks();
   schedule.microbatches = proto.microbatches();
   // The message comes off the wire or out of the store: check every size the
   // simulator will index by before trusting it.
-  if (schedule.workers < 1 || schedule.chunks < 1 ||
+  if (schedule.stages < 1 || schedule.chunks < 1 ||
       schedule.microbatches < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "schedule.workers, schedule.chunks and schedule.microbatches must "
+        "schedule.stages, schedule.chunks and schedule.microbatches must "
         "each be >= 1, got ",
-        schedule.workers, ", ", schedule.chunks, " and ",
+        schedule.stages, ", ", schedule.chunks, " and ",
         schedule.microbatches));
   }
-  if (proto.worker_of_stage_size() != schedule.num_stages()) {
+  if (proto.stage_of_size() != schedule.num_virtual_stages()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "schedule.worker_of_stage has ", proto.worker_of_stage_size(),
-        " entries, schedule.workers * schedule.chunks is ",
-        schedule.num_stages()));
+        "schedule.stage_of has ", proto.stage_of_size(),
+        " entries, schedule.stages * schedule.chunks is ",
+        schedule.num_virtual_stages()));
   }
-  if (proto.worker_actions_size() != schedule.workers) {
+  if (proto.stage_actions_size() != schedule.stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("schedule.worker_actions has ", proto.worker_actions_size(),
-                     " entries, schedule.workers is ", schedule.workers));
+        absl::StrCat("schedule.stage_actions has ", proto.stage_actions_size(),
+                     " entries, schedule.stages is ", schedule.stages));
   }
-  for (int s = 0; s < proto.worker_of_stage_size(); ++s) {
-    const int w = proto.worker_of_stage(s);
-    if (w < 0 || w >= schedule.workers) {
+  for (int s = 0; s < proto.stage_of_size(); ++s) {
+    const int w = proto.stage_of(s);
+    if (w < 0 || w >= schedule.stages) {
       return absl::InvalidArgumentError(
-          absl::StrCat("schedule.worker_of_stage[", s, "]: ", w,
-                       " is not a worker in [0, ", schedule.workers, ")"));
+          absl::StrCat("schedule.stage_of[", s, "]: ", w,
+                       " is not a worker in [0, ", schedule.stages, ")"));
     }
   }
-  schedule.worker_of_stage.assign(proto.worker_of_stage().begin(),
-                                  proto.worker_of_stage().end());
-  schedule.actions.resize(schedule.workers);
-  for (int w = 0; w < schedule.workers; ++w) {
-    for (const std::string& text : proto.worker_actions(w).actions()) {
+  schedule.stage_of.assign(proto.stage_of().begin(),
+                                  proto.stage_of().end());
+  schedule.actions.resize(schedule.stages);
+  for (int w = 0; w < schedule.stages; ++w) {
+    for (const std::string& text : proto.stage_actions(w).actions()) {
       absl::StatusOr<sched::Action> action = sched::ParseAction(text);
       if (!action.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("schedule.worker_actions[", w,
+            absl::StrCat("schedule.stage_actions[", w,
                          "]: ", action.status().message()));
       }
       schedule.actions[w].push_back(*action);
@@ -78,8 +78,8 @@ absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto) {
 
 v1::CostModel CostModelToProto(const sched::Problem& problem) {
   v1::CostModel proto;
-  for (const sched::StageCost& cost : problem.stages) {
-    v1::StageCost* out = proto.add_stages();
+  for (const sched::VirtualStageCost& cost : problem.virtual_stages) {
+    v1::VirtualStageCost* out = proto.add_virtual_stages();
     out->set_f_seconds(cost.f_seconds);
     out->set_b_seconds(cost.b_seconds);
     out->set_w_seconds(cost.w_seconds);
@@ -97,27 +97,27 @@ v1::CostModel CostModelToProto(const sched::Problem& problem) {
 absl::StatusOr<sched::Problem> ProblemFromCostModel(
     const v1::Schedule& schedule, const v1::CostModel& cost_model) {
   sched::Problem problem;
-  problem.workers = schedule.workers();
+  problem.stages = schedule.stages();
   problem.chunks = schedule.chunks();
   problem.microbatches = schedule.microbatches();
   problem.comm_seconds = cost_model.comm_seconds();
-  const int stages = problem.num_stages();
-  if (cost_model.stages_size() == 0) {
-    problem.stages.assign(stages, sched::StageCost{});
-  } else if (cost_model.stages_size() != stages) {
+  const int stages = problem.num_virtual_stages();
+  if (cost_model.virtual_stages_size() == 0) {
+    problem.virtual_stages.assign(stages, sched::VirtualStageCost{});
+  } else if (cost_model.virtual_stages_size() != stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cost model has ", cost_model.stages_size(),
+        absl::StrCat("cost model has ", cost_model.virtual_stages_size(),
                      " stages; the schedule has ", stages));
   }
-  for (const v1::StageCost& c : cost_model.stages()) {
-    problem.stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
+  for (const v1::VirtualStageCost& c : cost_model.virtual_stages()) {
+    problem.virtual_stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
                               c.m_b_bytes(), c.m_w_bytes(), c.reduce_seconds()});
   }
   if (cost_model.memory_limit_bytes_size() != 0 &&
-      cost_model.memory_limit_bytes_size() != problem.workers) {
+      cost_model.memory_limit_bytes_size() != problem.stages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cost model has ", cost_model.memory_limit_bytes_size(),
-        " memory limits; the schedule has ", problem.workers, " workers"));
+        " memory limits; the schedule has ", problem.stages, " workers"));
   }
   problem.memory_limit_bytes.assign(cost_model.memory_limit_bytes().begin(),
                                     cost_model.memory_limit_bytes().end());
@@ -131,7 +131,7 @@ v1::SchedulePrediction PredictionToProto(
   proto.set_step_seconds(result.step_seconds);
   proto.set_bubble_rate(result.bubble_rate);
   for (double idle : result.idle_seconds) {
-    proto.add_worker_bubble_rate(
+    proto.add_stage_bubble_rate(
         result.makespan_seconds > 0 ? idle / result.makespan_seconds : 0);
   }
   for (double peak : result.peak_memory_bytes) {

@@ -20,11 +20,11 @@ namespace zbpp {
 v1::Schedule ScheduleToProto(const sched::Schedule& schedule);
 
 /// Inverse of ScheduleToProto, each action parsed with sched::ParseAction.
-/// Errors: InvalidArgument naming the field when schedule.workers,
+/// Errors: InvalidArgument naming the field when schedule.stages,
 /// schedule.chunks or schedule.microbatches is below 1, when
-/// schedule.worker_of_stage does not have workers * chunks entries or
-/// schedule.worker_actions not `workers`, and for an unparsable action
-/// ("schedule.worker_actions[w]: " and ParseAction's message). Pure.
+/// schedule.stage_of does not have workers * chunks entries or
+/// schedule.stage_actions not `workers`, and for an unparsable action
+/// ("schedule.stage_actions[w]: " and ParseAction's message). Pure.
 absl::StatusOr<sched::Schedule> ScheduleFromProto(const v1::Schedule& proto);
 
 /// The cost part of `problem` (per-stage costs with their data-parallel
@@ -33,7 +33,7 @@ v1::CostModel CostModelToProto(const sched::Problem& problem);
 
 /// Inverse of CostModelToProto: the simulator's problem for `schedule` under
 /// `cost_model`, its shape (p, v, m) from the schedule. A cost model without
-/// stages gives unit costs (sched::StageCost{}: T_F = T_B = T_W = 1,
+/// stages gives unit costs (sched::VirtualStageCost{}: T_F = T_B = T_W = 1,
 /// M_W = M_B / 2), enough to draw the order. Errors: InvalidArgument when
 /// the cost model lists another number of stages or memory limits than the
 /// schedule needs. Pure.

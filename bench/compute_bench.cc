@@ -381,7 +381,7 @@ void Simulate(const Flags& flags, const PassTimes& chunk0) {
   for (const char* name : {"1f1b", "zb-h1", "zb-2p", "zb-v"}) {
     const int chunks = sched::FindSchedule(name)->default_chunks;
     const double layers_per_stage = double(c.layers) / (p * chunks);
-    sched::StageCost cost;
+    sched::VirtualStageCost cost;
     cost.f_seconds = f * layers_per_stage;
     cost.b_seconds = b * layers_per_stage;
     cost.w_seconds = w * layers_per_stage;

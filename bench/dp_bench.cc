@@ -85,7 +85,7 @@ int Main() {
         // ms, as PaperProblem's pass times; split over the stage's chunks.
         const double reduce_ms =
             RingAllReduceSeconds(StageGradientBytes(row), kReplicas, gbps * 1e9) * 1e3;
-        for (StageCost& c : problem.stages) c.reduce_seconds = reduce_ms / sched.chunks;
+        for (VirtualStageCost& c : problem.virtual_stages) c.reduce_seconds = reduce_ms / sched.chunks;
         absl::StatusOr<Schedule> schedule = Generate(sched.name, problem);
         if (!schedule.ok()) {
           std::printf("| %s | %d | %d | %s | %g | n/a: %s |\n", row.model, row.p, row.m,

@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       const int v = traits->default_chunks;
-      zbpp::sched::StageCost cost;
+      zbpp::sched::VirtualStageCost cost;
       cost.f_seconds = 1.63e-3 * kLayersPerRank / v;
       cost.b_seconds = 1.98e-3 * kLayersPerRank / v;
       cost.w_seconds = 1.29e-3 * kLayersPerRank / v;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       std::vector<zbpp::worker::Communicator*> ranks;
       for (auto& c : group) ranks.push_back(c.get());
       zbpp::worker::SyntheticCompute synthetic;
-      synthetic.stages = problem.stages;
+      synthetic.stages = problem.virtual_stages;
       absl::StatusOr<std::vector<std::vector<StepTimeline>>> steps =
           zbpp::worker::RunSyntheticPipeline(*schedule, synthetic, ranks, kSteps, kShape);
       if (!sim.ok() || !steps.ok()) {

@@ -33,11 +33,11 @@ namespace {
 // Table 5's 28.3B costs (ms as seconds), ±5% deterministic per-stage
 // spread, M_W / M_B = 32h / (34h + 5as) with h = 6144, a = 48, s = 1024.
 Problem BenchProblem(int p, int chunks, int m) {
-  Problem problem = Problem::Uniform(p, chunks, m, StageCost{}, 0.408);
+  Problem problem = Problem::Uniform(p, chunks, m, VirtualStageCost{}, 0.408);
   const double m_w_share = 32.0 * 6144 / (34.0 * 6144 + 5.0 * 48 * 1024);
-  for (int s = 0; s < problem.num_stages(); ++s) {
+  for (int s = 0; s < problem.num_virtual_stages(); ++s) {
     const double spread = 1.0 + 0.05 * ((s * 7919) % 21 - 10) / 10.0;
-    StageCost& c = problem.stages[s];
+    VirtualStageCost& c = problem.virtual_stages[s];
     c.f_seconds = 10.408 * spread / chunks;
     c.b_seconds = 10.204 * spread / chunks;
     c.w_seconds = 7.703 * spread / chunks;

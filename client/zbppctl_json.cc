@@ -29,7 +29,7 @@ Json StageRates(const v1::Job& job) {
     return stages;
   }
   // Before the first step: only the simulator's view of the schedule.
-  const auto& predicted = job.schedule().predicted().worker_bubble_rate();
+  const auto& predicted = job.schedule().predicted().stage_bubble_rate();
   for (int w = 0; w < predicted.size(); ++w) {
     std::string worker_id;
     for (const v1::StageAssignment& a : job.assignments()) {

@@ -23,7 +23,7 @@ std::string TableOf(const v1::ScheduleVersion& version) {
                     "SCHEDULE_CHANGE_REASON_"),
       version.reason_detail().empty() ? "" : ": " + version.reason_detail(),
       ")\n");
-  absl::StrAppend(&text, s.name(), ": ", s.workers(), " workers x ", s.chunks(),
+  absl::StrAppend(&text, s.name(), ": ", s.stages(), " workers x ", s.chunks(),
                   " chunks, ", s.microbatches(), " microbatches\n");
   absl::StrAppendFormat(&text,
                         "predicted: step %.4f s, makespan %.4f s, bubble rate "
@@ -31,9 +31,9 @@ std::string TableOf(const v1::ScheduleVersion& version) {
                         predicted.step_seconds(), predicted.makespan_seconds(),
                         predicted.bubble_rate(),
                         predicted.max_peak_memory_m_b());
-  for (int w = 0; w < s.worker_actions_size(); ++w) {
+  for (int w = 0; w < s.stage_actions_size(); ++w) {
     absl::StrAppend(&text, "worker ", w, ": ",
-                    absl::StrJoin(s.worker_actions(w).actions(), " "), "\n");
+                    absl::StrJoin(s.stage_actions(w).actions(), " "), "\n");
   }
   return text;
 }
@@ -64,7 +64,7 @@ absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
 }
 
 absl::StatusOr<std::string> RenderCostFile(const v1::ScheduleVersion& version) {
-  if (version.cost_model().stages_size() == 0) {
+  if (version.cost_model().virtual_stages_size() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "schedule version ", version.version(), " carries no cost model"));
   }

@@ -18,12 +18,12 @@ absl::Status NeedOneChunk(const Problem& problem, const char* name) {
 Schedule Empty(const Problem& problem, const char* name) {
   Schedule schedule;
   schedule.name = name;
-  schedule.workers = problem.workers;
+  schedule.stages = problem.stages;
   schedule.chunks = problem.chunks;
   schedule.microbatches = problem.microbatches;
-  schedule.worker_of_stage =
-      PlaceStages(Placement::kLoop, problem.workers, problem.chunks);
-  schedule.actions.resize(problem.workers);
+  schedule.stage_of =
+      PlaceVirtualStages(Placement::kLoop, problem.stages, problem.chunks);
+  schedule.actions.resize(problem.stages);
   return schedule;
 }
 
@@ -32,7 +32,7 @@ Schedule Empty(const Problem& problem, const char* name) {
 absl::StatusOr<Schedule> GenerateGPipe(const Problem& problem) {
   if (absl::Status st = NeedOneChunk(problem, "gpipe"); !st.ok()) return st;
   Schedule schedule = Empty(problem, "gpipe");
-  for (int r = 0; r < problem.workers; ++r) {
+  for (int r = 0; r < problem.stages; ++r) {
     auto& list = schedule.actions[r];
     for (int mb = 0; mb < problem.microbatches; ++mb) {
       list.push_back({PassKind::kF, r, mb});
@@ -47,7 +47,7 @@ absl::StatusOr<Schedule> GenerateGPipe(const Problem& problem) {
 absl::StatusOr<Schedule> Generate1F1B(const Problem& problem) {
   if (absl::Status st = NeedOneChunk(problem, "1f1b"); !st.ok()) return st;
   Schedule schedule = Empty(problem, "1f1b");
-  const int p = problem.workers, m = problem.microbatches;
+  const int p = problem.stages, m = problem.microbatches;
   for (int r = 0; r < p; ++r) {
     auto& list = schedule.actions[r];
     const int warmup = std::min(p - r, m);
@@ -63,18 +63,18 @@ absl::StatusOr<Schedule> Generate1F1B(const Problem& problem) {
 
 absl::StatusOr<Schedule> GenerateInterleaved1F1B(const Problem& problem) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
-  const int p = problem.workers, v = problem.chunks, m = problem.microbatches;
+  const int p = problem.stages, v = problem.chunks, m = problem.microbatches;
   if (v < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "1f1b-interleaved needs chunks >= 2, got ", v, " (use 1f1b)"));
   }
   if (m % p != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "1f1b-interleaved needs microbatches to be a multiple of stages (",
+        "1f1b-interleaved needs microbatches to be a multiple of virtual stages (",
         p, "), got ", m));
   }
   Schedule schedule = Empty(problem, "1f1b-interleaved");
-  // The k-th forward (or backward) of a worker: microbatches advance in
+  // The k-th forward (or backward) of a stage: microbatches advance in
   // groups of p through chunk 0, then chunk 1, ...; backwards visit the
   // chunks in reverse.
   const int total = m * v;

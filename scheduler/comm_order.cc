@@ -15,24 +15,24 @@ namespace {
 
 bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
 
-// Where each worker runs the F and the backward of (stage, microbatch).
+// Where each stage runs the F and the backward of (virtual stage, microbatch).
 struct PassIndex {
-  // [worker] -> (is backward, stage, microbatch) -> action index.
+  // [stage] -> (is backward, virtual stage, microbatch) -> action index.
   std::vector<std::map<std::tuple<bool, int, int>, int>> of;
 
-  explicit PassIndex(const Schedule& schedule) : of(schedule.workers) {
-    for (int w = 0; w < schedule.workers; ++w) {
+  explicit PassIndex(const Schedule& schedule) : of(schedule.stages) {
+    for (int w = 0; w < schedule.stages; ++w) {
       for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
         const Action& a = schedule.actions[w][j];
         if (a.kind == PassKind::kF || IsBackward(a)) {
-          of[w][{IsBackward(a), a.stage, a.microbatch}] = j;
+          of[w][{IsBackward(a), a.virtual_stage, a.microbatch}] = j;
         }
       }
     }
   }
 };
 
-// Graph nodes: passes (worker, action index) first, then messages.
+// Graph nodes: passes (stage, action index) first, then messages.
 class Graph {
  public:
   explicit Graph(int nodes) : succ_(nodes), pred_(nodes) {}
@@ -78,27 +78,27 @@ class Graph {
   std::vector<std::vector<int>> succ_, pred_;
 };
 
-// InvalidArgument when message #k of `pair` names a worker or a pass that
+// InvalidArgument when message #k of `pair` names a stage or a pass that
 // `schedule` does not have.
 absl::Status CheckInSchedule(const Schedule& schedule, const std::pair<int, int>& pair, size_t k,
                              const Message& m) {
-  auto in_schedule = [&](int worker, int action) {
-    return worker >= 0 && worker < schedule.workers &&
-           worker < static_cast<int>(schedule.actions.size()) && action >= 0 &&
-           action < static_cast<int>(schedule.actions[worker].size());
+  auto in_schedule = [&](int stage, int action) {
+    return stage >= 0 && stage < schedule.stages &&
+           stage < static_cast<int>(schedule.actions.size()) && action >= 0 &&
+           action < static_cast<int>(schedule.actions[stage].size());
   };
   if (in_schedule(m.from, m.producer) && in_schedule(m.to, m.consumer)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "pair (", pair.first, ", ", pair.second, "), message #", k,
-      ": its passes are not in the schedule (worker ", m.from, " action #", m.producer,
-      ", worker ", m.to, " action #", m.consumer, ")"));
+      ": its passes are not in the schedule (stage ", m.from, " action #", m.producer,
+      ", stage ", m.to, " action #", m.consumer, ")"));
 }
 
 }  // namespace
 
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
-  Problem unit = Problem::Uniform(schedule.workers, schedule.chunks, schedule.microbatches,
-                                  StageCost{}, /*comm_seconds=*/0);
+  Problem unit = Problem::Uniform(schedule.stages, schedule.chunks, schedule.microbatches,
+                                  VirtualStageCost{}, /*comm_seconds=*/0);
   absl::StatusOr<SimulationResult> sim = Simulate(unit, schedule);
   if (!sim.ok()) return sim.status();
   const PassIndex index(schedule);
@@ -109,17 +109,17 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
   std::map<std::pair<int, int>,
            std::vector<std::pair<std::tuple<bool, double, int, int>, Message>>>
       keyed;
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
       const Action& a = schedule.actions[w][j];
-      int next_stage = -1;
-      if (a.kind == PassKind::kF && a.stage + 1 < schedule.num_stages()) next_stage = a.stage + 1;
-      if (IsBackward(a) && a.stage > 0) next_stage = a.stage - 1;
-      if (next_stage < 0) continue;
-      const int to = schedule.worker_of_stage[next_stage];
+      int next_virtual_stage = -1;
+      if (a.kind == PassKind::kF && a.virtual_stage + 1 < schedule.num_virtual_stages()) next_virtual_stage = a.virtual_stage + 1;
+      if (IsBackward(a) && a.virtual_stage > 0) next_virtual_stage = a.virtual_stage - 1;
+      if (next_virtual_stage < 0) continue;
+      const int to = schedule.stage_of[next_virtual_stage];
       if (to == w) continue;
       // Simulate checked that the consumer is there.
-      const int consumer = index.of[to].at({IsBackward(a), next_stage, a.microbatch});
+      const int consumer = index.of[to].at({IsBackward(a), next_virtual_stage, a.microbatch});
       keyed[{std::min(w, to), std::max(w, to)}].push_back(
           {{j >= prefix[w], sim->timings[w][j].end_seconds, w, j}, Message{w, to, j, consumer}});
     }
@@ -134,18 +134,18 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
 }
 
 PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
-  std::map<std::pair<int, int>, int> index;  // (microbatch, stage) -> action index.
-  for (int w = 0; w < forward.workers; ++w) {
+  std::map<std::pair<int, int>, int> index;  // (microbatch, virtual stage) -> action index.
+  for (int w = 0; w < forward.stages; ++w) {
     for (int i = 0; i < static_cast<int>(forward.actions[w].size()); ++i) {
       const Action& a = forward.actions[w][i];
-      index[{a.microbatch, a.stage}] = i;
+      index[{a.microbatch, a.virtual_stage}] = i;
     }
   }
   PairOrders orders;
   for (int mb = 0; mb < forward.microbatches; ++mb) {
-    for (int s = 0; s + 1 < forward.num_stages(); ++s) {
-      const int from = forward.worker_of_stage[s];
-      const int to = forward.worker_of_stage[s + 1];
+    for (int s = 0; s + 1 < forward.num_virtual_stages(); ++s) {
+      const int from = forward.stage_of[s];
+      const int to = forward.stage_of[s + 1];
       if (from == to) continue;
       orders[{std::min(from, to), std::max(from, to)}].push_back(
           Message{from, to, index[{mb, s}], index[{mb, s + 1}]});
@@ -155,9 +155,9 @@ PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
 }
 
 absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders) {
-  // Pass nodes: an offset per worker.
-  std::vector<int> first_node(schedule.workers + 1, 0);
-  for (int w = 0; w < schedule.workers; ++w) {
+  // Pass nodes: an offset per stage.
+  std::vector<int> first_node(schedule.stages + 1, 0);
+  for (int w = 0; w < schedule.stages; ++w) {
     first_node[w + 1] = first_node[w] + static_cast<int>(schedule.actions[w].size());
   }
   std::vector<const Message*> messages;
@@ -166,7 +166,7 @@ absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders)
   }
   const int passes = first_node.back();
   Graph graph(passes + static_cast<int>(messages.size()));
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     int previous = -1;
     for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
       if (schedule.actions[w][j].kind == PassKind::kReduce) continue;
@@ -194,7 +194,7 @@ absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders)
     }
     const int w = static_cast<int>(std::upper_bound(first_node.begin(), first_node.end(), node) -
                                    first_node.begin()) - 1;
-    return absl::StrCat("worker ", w, ": ",
+    return absl::StrCat("stage ", w, ": ",
                         ActionToString(schedule.actions[w][node - first_node[w]]));
   };
   std::vector<std::string> names;
@@ -216,8 +216,8 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule) {
 
 absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders& orders) {
   const std::vector<int> prefix = SpeculativePrefixLengths(schedule);
-  auto text = [&](int worker, int action) {
-    return ActionToString(schedule.actions[worker][action]);
+  auto text = [&](int stage, int action) {
+    return ActionToString(schedule.actions[stage][action]);
   };
   auto message_text = [&](const Message& m) {
     return absl::StrCat("message ", text(m.from, m.producer), " => ", text(m.to, m.consumer));
@@ -237,9 +237,9 @@ absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders
       if (consumed_in_prefix && !produced_in_prefix && not_closed_count++ == 0) {
         // The producer is not in the prefix, so the sender has a first B.
         not_closed = absl::StrCat(
-            "worker ", m.to, " runs ", text(m.to, m.consumer),
-            " in its speculative prefix, but its input comes from worker ", m.from, "'s ",
-            text(m.from, m.producer), ", which follows that worker's first B (",
+            "stage ", m.to, " runs ", text(m.to, m.consumer),
+            " in its speculative prefix, but its input comes from stage ", m.from, "'s ",
+            text(m.from, m.producer), ", which follows that stage's first B (",
             text(m.from, prefix[m.from]), "): prefix not closed");
       }
       if (!produced_in_prefix) {
@@ -247,9 +247,9 @@ absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders
       } else if (first_outside != nullptr && not_leading_count++ == 0) {
         const Message& late = *first_outside;
         not_leading = absl::StrCat(
-            "workers ", pair.first, " and ", pair.second, ": ", message_text(m),
-            " comes from worker ", m.from, "'s speculative prefix, but in the pair's order it "
-            "follows ", message_text(late), ", which worker ", late.from,
+            "stages ", pair.first, " and ", pair.second, ": ", message_text(m),
+            " comes from stage ", m.from, "'s speculative prefix, but in the pair's order it "
+            "follows ", message_text(late), ", which stage ", late.from,
             " sends at or after its first B (", text(late.from, prefix[late.from]),
             "): prefix messages not leading");
       }

@@ -25,29 +25,29 @@
 
 namespace zbpp::sched {
 
-/// One message between two workers of a schedule: the activation an F of
-/// virtual stage s sends to the F of stage s+1, or the input gradient a B
-/// (or BW) of stage s sends to the B (or BW) of stage s-1, when the two
-/// stages are on different workers.
+/// One message between two stages of a schedule: the activation an F of
+/// virtual stage s sends to the F of virtual stage s+1, or the input gradient a B
+/// (or BW) of virtual stage s sends to the B (or BW) of virtual stage s-1, when the two
+/// virtual stages are on different stages.
 struct Message {
-  int from = 0;  ///< Sending worker.
-  int to = 0;    ///< Receiving worker.
+  int from = 0;  ///< Sending stage.
+  int to = 0;    ///< Receiving stage.
   /// Indices in Schedule::actions[from] and [to]: the pass that produces
   /// the message and the pass that consumes it.
   int producer = 0;
   int consumer = 0;
 };
 
-/// A pair of workers (lower index first) and its messages in order.
+/// A pair of stages (lower index first) and its messages in order.
 using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 
-/// Every message of `schedule`, per pair of workers,
-/// in the order both workers of the pair can derive: first the messages
+/// Every message of `schedule`, per pair of stages,
+/// in the order both stages of the pair can derive: first the messages
 /// produced inside the sender's speculative prefix
 /// (SpeculativePrefixLengths), then the others; within each group by the
 /// end of the producing pass in the schedule simulated with unit costs
 /// (T_F = T_B = T_W = 1, no communication), then by sender, then by the
-/// producer's position. A worker's sends to one peer thus keep its own pass
+/// producer's position. A stage's sends to one peer thus keep its own pass
 /// order, and the prefix messages lead each pair's order, as post-update
 /// validation over NCCL needs (CheckSpeculativePrefixes).
 /// Pairs without messages are absent. Errors: the simulator's, for a
@@ -55,25 +55,25 @@ using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 
 /// The pair orders of a forward-only schedule (evaluation) in which every
-/// worker runs its virtual stages in model order for microbatch 0, 1, ...:
+/// stage runs its virtual stages in model order for microbatch 0, 1, ...:
 /// each pair's activations by (microbatch, sending virtual stage), the order
-/// every worker's passes follow, so it cannot deadlock. Requires exactly one
+/// every stage's passes follow, so it cannot deadlock. Requires exactly one
 /// F per (virtual stage, microbatch) and no other pass.
 PairOrders ForwardOnlyPairOrders(const Schedule& forward);
 
 /// OK when a transport that runs each pair's messages in `orders` (one at a
 /// time on both ranks; each waits for its producer, its consumer waits for
-/// it) runs `schedule` to the end: the graph of each worker's passes in
+/// it) runs `schedule` to the end: the graph of each stage's passes in
 /// order, each pair's messages in order, producer -> message -> consumer has
 /// no cycle. Data-parallel reductions run on another group and are left out.
 /// FailedPrecondition otherwise, naming the passes and messages of one cycle
-/// (e.g. "worker 1: 1F3 -> message 1F3 => 2F3 -> worker 2: 2F3 -> ...").
-/// InvalidArgument for a message in `orders` whose workers or passes are
+/// (e.g. "stage 1: 1F3 -> message 1F3 => 2F3 -> stage 2: 2F3 -> ...").
+/// InvalidArgument for a message in `orders` whose stages or passes are
 /// not in `schedule`.
 absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders);
 
-/// The speculative prefix of each worker under post-update validation
-/// (paper §4; worker/runtime/rank_trainer.h): the leading actions of its list
+/// The speculative prefix of each stage under post-update validation
+/// (paper §4; stage/runtime/rank_trainer.h): the leading actions of its list
 /// that it runs in step k+1 before it learns whether step k stands — every
 /// action before its first B or BW (PassKind::kB, kBW). Size
 /// `schedule.actions.size()` (p); entry r is a number of actions of
@@ -103,19 +103,19 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 /// CheckPairOrders stays OK. DerivePairOrders does exactly that, so its
 /// orders satisfy (b) for every schedule and every registry schedule passes
 /// (tests/scheduler/comm_order_test.cc); ordered by the unit-cost end times
-/// alone, the V schedules would break (b), where a worker's first B and a
+/// alone, the V schedules would break (b), where a stage's first B and a
 /// neighbour's last prefix forward end together or in that order.
 /// FailedPrecondition otherwise, naming for each rule that fails its first
-/// offending message (pairs in order, then the pair's order), the workers,
+/// offending message (pairs in order, then the pair's order), the stages,
 /// the passes in their text form (where "first B" is the first B or BW:
 /// I or B) and the rule, with "(N messages break this rule)" when more than
-/// one does, e.g. "worker 0 runs 2F3 in
-/// its speculative prefix, but its input comes from worker 1's 1F3, which
-/// follows that worker's first B (3B0): prefix not closed", or "workers 0
-/// and 1: message 0F3 => 1F3 comes from worker 0's speculative prefix, but
-/// in the pair's order it follows message 1I0 => 0I0, which worker 1 sends
+/// one does, e.g. "stage 0 runs 2F3 in
+/// its speculative prefix, but its input comes from stage 1's 1F3, which
+/// follows that stage's first B (3B0): prefix not closed", or "stages 0
+/// and 1: message 0F3 => 1F3 comes from stage 0's speculative prefix, but
+/// in the pair's order it follows message 1I0 => 0I0, which stage 1 sends
 /// at or after its first B (1I0): prefix messages not leading".
-/// InvalidArgument for a message in `orders` whose workers or passes are not
+/// InvalidArgument for a message in `orders` whose stages or passes are not
 /// in `schedule`. Pure; thread-compatible.
 absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders& orders);
 

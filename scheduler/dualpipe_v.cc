@@ -8,19 +8,19 @@
 namespace zbpp::sched {
 namespace {
 
-// One worker's order, appended pass by pass: each chunk's passes of one
+// One stage's order, appended pass by pass: each chunk's passes of one
 // kind take the microbatches in order, and every input-gradient pass leaves
 // a W owed, run (oldest first) where the order calls for one.
-class WorkerOrder {
+class StageOrder {
  public:
-  WorkerOrder(int p, int r) : stage_{r, 2 * p - 1 - r} {}
+  StageOrder(int p, int r) : virtual_stage_{r, 2 * p - 1 - r} {}
 
   void F(int chunk) { Add(PassKind::kF, chunk, next_f_[chunk]++); }
   // A backward of `chunk`: fused (BW), or split (B now, its W owed).
   void Backward(int chunk, bool split) {
     const int mb = next_b_[chunk]++;
     Add(split ? PassKind::kB : PassKind::kBW, chunk, mb);
-    if (split) owed_w_.push_back({PassKind::kW, stage_[chunk], mb});
+    if (split) owed_w_.push_back({PassKind::kW, virtual_stage_[chunk], mb});
   }
   void W() {
     if (owed_w_.empty()) return;
@@ -31,21 +31,21 @@ class WorkerOrder {
 
  private:
   void Add(PassKind kind, int chunk, int mb) {
-    actions_.push_back({kind, stage_[chunk], mb});
+    actions_.push_back({kind, virtual_stage_[chunk], mb});
   }
 
-  const int stage_[2];
+  const int virtual_stage_[2];
   int next_f_[2] = {0, 0};
   int next_b_[2] = {0, 0};
   std::deque<Action> owed_w_;
   std::vector<Action> actions_;
 };
 
-// Worker r's order, phase by phase as the header lists them.
+// Stage r's order, phase by phase as the header lists them.
 std::vector<Action> DualPipeVOrder(int p, int m, int r) {
-  WorkerOrder order(p, r);
-  const int down = p - 1 - r;  // Workers after r on the way down.
-  const int up = r + 1;        // Workers up to r, itself included.
+  StageOrder order(p, r);
+  const int down = p - 1 - r;  // Stages after r on the way down.
+  const int up = r + 1;        // Stages up to r, itself included.
   for (int i = 0; i < 2 * down; ++i) order.F(0);
   for (int i = 0; i < up; ++i) {
     order.F(0);
@@ -82,7 +82,7 @@ std::vector<Action> DualPipeVOrder(int p, int m, int r) {
 
 absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
-  const int p = problem.workers;
+  const int p = problem.stages;
   const int m = problem.microbatches;
   if (problem.chunks != 2) {
     return absl::InvalidArgumentError(
@@ -90,14 +90,14 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem) {
   }
   if (m < 2 * p) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dualpipe-v needs microbatches >= 2 * stages (", 2 * p, "), got ", m));
+        "dualpipe-v needs microbatches >= 2 * virtual stages (", 2 * p, "), got ", m));
   }
   Schedule schedule;
   schedule.name = "dualpipe-v";
-  schedule.workers = p;
+  schedule.stages = p;
   schedule.chunks = 2;
   schedule.microbatches = m;
-  schedule.worker_of_stage = PlaceStages(Placement::kV, p, 2);
+  schedule.stage_of = PlaceVirtualStages(Placement::kV, p, 2);
   for (int r = 0; r < p; ++r) schedule.actions.push_back(DualPipeVOrder(p, m, r));
   return schedule;
 }

@@ -15,12 +15,12 @@ namespace zbpp::sched {
 namespace {
 
 // Layout in pixels.
-constexpr double kLeft = 90;        // worker labels
+constexpr double kLeft = 90;        // stage labels
 constexpr double kRight = 20;
 constexpr double kTop = 56;         // title and legend
 constexpr double kRowHeight = 26;
 constexpr double kRowGap = 4;
-constexpr double kCommHeight = 12;  // a worker's communication row
+constexpr double kCommHeight = 12;  // a stage's communication row
 constexpr double kCommGap = 2;      // between it and the compute row
 constexpr double kBottom = 44;      // time axis
 constexpr double kMinPassPx = 18;   // the shortest pass is at least this wide
@@ -70,14 +70,14 @@ double TickStep(double span) {
   return base * 10;
 }
 
-// Chunk of each virtual stage on its worker: how many stages of the same
-// worker come before it in model order.
-std::vector<int> ChunkOfStage(const Schedule& schedule) {
-  std::vector<int> chunk(schedule.worker_of_stage.size(), 0);
-  std::vector<int> seen(static_cast<size_t>(std::max(0, schedule.workers)), 0);
+// Chunk of each virtual stage on its stage: how many virtual stages of the same
+// stage come before it in model order.
+std::vector<int> ChunkOfVirtualStage(const Schedule& schedule) {
+  std::vector<int> chunk(schedule.stage_of.size(), 0);
+  std::vector<int> seen(static_cast<size_t>(std::max(0, schedule.stages)), 0);
   for (size_t s = 0; s < chunk.size(); ++s) {
-    const int w = schedule.worker_of_stage[s];
-    if (w >= 0 && w < schedule.workers) chunk[s] = seen[w]++;
+    const int w = schedule.stage_of[s];
+    if (w >= 0 && w < schedule.stages) chunk[s] = seen[w]++;
   }
   return chunk;
 }
@@ -136,7 +136,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       kMaxPlotPx);
   const double scale = plot / span;  // px per second
   const double width = kLeft + plot + kRight;
-  // With reductions, every worker's row gets a communication row under it.
+  // With reductions, every stage's row gets a communication row under it.
   const bool comm_rows = used[static_cast<int>(PassKind::kReduce)];
   const double row_pitch =
       kRowHeight + kRowGap + (comm_rows ? kCommGap + kCommHeight : 0);
@@ -156,7 +156,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       "\" y=\"20\" font-size=\"15\" "
       "font-weight=\"bold\">",
       EscapeMarkup(absl::StrCat(
-          schedule.name, ": p=", schedule.workers, " v=", schedule.chunks,
+          schedule.name, ": p=", schedule.stages, " v=", schedule.chunks,
           " m=", schedule.microbatches, ", makespan ", result.makespan_seconds,
           " s, bubble rate ", std::round(result.bubble_rate * 10000) / 100, "%",
           comm_rows ? absl::StrCat(", exposed reduction ",
@@ -180,13 +180,13 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
                     "\" y=\"41\">darker: chunk 1 and later</text>\n");
   }
 
-  const std::vector<int> chunk_of = ChunkOfStage(schedule);
+  const std::vector<int> chunk_of = ChunkOfVirtualStage(schedule);
   for (int w = 0; w < rows; ++w) {
     const double y = kTop + w * row_pitch;
     const double comm_y = y + kRowHeight + kCommGap;
-    absl::StrAppend(&svg, "<text class=\"worker\" x=\"", Px(kLeft - 8),
+    absl::StrAppend(&svg, "<text class=\"stage\" x=\"", Px(kLeft - 8),
                     "\" y=\"", Px(y + kRowHeight / 2 + 4),
-                    "\" text-anchor=\"end\">worker ", w, "</text>\n");
+                    "\" text-anchor=\"end\">stage ", w, "</text>\n");
     absl::StrAppend(&svg, "<rect class=\"row\" x=\"", Px(kLeft), "\" y=\"",
                     Px(y), "\" width=\"", Px(plot), "\" height=\"",
                     Px(kRowHeight), "\" fill=\"none\" stroke=\"#dddddd\"/>\n");
@@ -202,8 +202,8 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       const ActionTiming& t = result.timings[w][i];
       const PassStyle style = StyleOf(a.kind);
       const bool later_chunk =
-          a.stage >= 0 && a.stage < static_cast<int>(chunk_of.size()) &&
-          chunk_of[a.stage] > 0;
+          a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(chunk_of.size()) &&
+          chunk_of[a.virtual_stage] > 0;
       const double left = kLeft + (t.start_seconds - t0) * scale;
       const double box = (t.end_seconds - t.start_seconds) * scale;
       const bool reduce = a.kind == PassKind::kReduce;
@@ -213,7 +213,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
           "\" height=\"", Px(reduce ? kCommHeight : kRowHeight), "\" fill=\"",
           later_chunk ? style.fill_dark : style.fill,
           "\" stroke=\"white\" stroke-width=\"0.5\"><title>",
-          ActionToString(a), ": ", style.label, " of stage ", a.stage,
+          ActionToString(a), ": ", style.label, " of virtual stage ", a.virtual_stage,
           reduce ? "" : absl::StrCat(", microbatch ", a.microbatch), ", ",
           t.start_seconds, " to ", t.end_seconds, " s</title></rect>\n");
       // Reductions are labelled by their title only: the row is too low.

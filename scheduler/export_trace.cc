@@ -10,7 +10,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// One pid for the whole schedule; workers are its threads, so that the
+// One pid for the whole schedule; stages are its threads, so that the
 // viewer stacks them as the paper's figures do.
 constexpr int kPid = 0;
 
@@ -51,7 +51,7 @@ Json Metadata(const char* what, int tid, const std::string& name) {
 std::string ToChromeTrace(const Schedule& schedule,
                           const SimulationResult& result) {
   const int rows = static_cast<int>(schedule.actions.size());
-  // Reductions overlap the passes, so each worker with any gets a second
+  // Reductions overlap the passes, so each stage with any gets a second
   // thread, its communication row (tid rows + w), sorted under its compute
   // row.
   std::vector<char> has_reduce(rows, 0);
@@ -69,9 +69,9 @@ std::string ToChromeTrace(const Schedule& schedule,
                       {"args", {{"sort_index", sort_index}}}});
   };
   for (int w = 0; w < rows; ++w) {
-    thread(w, "worker " + std::to_string(w), 2 * w);
+    thread(w, "stage " + std::to_string(w), 2 * w);
     if (has_reduce[w]) {
-      thread(rows + w, "worker " + std::to_string(w) + " comm", 2 * w + 1);
+      thread(rows + w, "stage " + std::to_string(w) + " comm", 2 * w + 1);
     }
   }
   for (int w = 0; w < rows; ++w) {
@@ -95,7 +95,7 @@ std::string ToChromeTrace(const Schedule& schedule,
                         {"dur", (t.end_seconds - t.start_seconds) * 1e6},
                         {"cname", look.colour},
                         {"args",
-                         {{"stage", a.stage},
+                         {{"virtual_stage", a.virtual_stage},
                           {"microbatch", a.microbatch},
                           {"pass", look.name}}}});
     }
@@ -104,7 +104,7 @@ std::string ToChromeTrace(const Schedule& schedule,
                 {"displayTimeUnit", "ms"},
                 {"otherData",
                  {{"schedule", schedule.name},
-                  {"workers", schedule.workers},
+                  {"stages", schedule.stages},
                   {"chunks", schedule.chunks},
                   {"microbatches", schedule.microbatches},
                   {"makespan_seconds", result.makespan_seconds},

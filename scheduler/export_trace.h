@@ -9,11 +9,11 @@
 namespace zbpp::sched {
 
 /// Chrome trace-event JSON of a simulated schedule (opens in Perfetto and
-/// chrome://tracing): one thread row per worker, one complete ("X") event
+/// chrome://tracing): one thread row per stage, one complete ("X") event
 /// per action named in its text form, timestamps in microseconds, and
 /// colours as in the Zero Bubble paper's figures (F blue, B green, W teal,
 /// fused BW their mix). Reductions (PassKind::kReduce) go on a second
-/// thread per worker, "worker W comm" (tid p + W), in grey.
+/// thread per stage, "stage W comm" (tid p + W), in grey.
 std::string ToChromeTrace(const Schedule& schedule,
                           const SimulationResult& result);
 

@@ -6,15 +6,15 @@
 namespace zbpp::sched {
 
 /// One row of the Zero Bubble paper's Table 5 (Qi et al., ICLR 2024, arXiv
-/// 2401.10241): per-stage pass times profiled on A100s for a GPT model, and
+/// 2401.10241): per-virtual stage pass times profiled on A100s for a GPT model, and
 /// the bubble rates the paper reports for each schedule.
 struct PaperSetting {
   const char* model;  ///< "1.5B", "6.2B", "14.6B", "28.3B".
   int hidden;         ///< h.
   int heads;          ///< a.
-  int p;              ///< Pipeline stages.
+  int p;              ///< Pipeline virtual stages.
   int m;              ///< Microbatches.
-  double f_ms, b_ms, w_ms, comm_ms;  ///< T_F, T_B, T_W, T_comm per stage.
+  double f_ms, b_ms, w_ms, comm_ms;  ///< T_F, T_B, T_W, T_comm per virtual stage.
   /// The paper's bubble rates.
   double one_f_one_b, zb_h1, zb_h2, zb_1p, zb_2p;
 };
@@ -38,13 +38,13 @@ inline constexpr PaperSetting kPaperTable5[] = {
 };
 // clang-format on
 
-/// The problem of `row` with v chunks per worker: uniform stages with the
+/// The problem of `row` with v chunks per stage: uniform virtual stages with the
 /// profiled times (ms used as seconds: only ratios matter), each chunk
-/// paying 1/v of the stage; M_B = 1/v per chunk and M_W / M_B =
+/// paying 1/v of the virtual stage; M_B = 1/v per chunk and M_W / M_B =
 /// 32h / (34h + 5as) at sequence length s = 1024 (paper §2: M_B =
 /// sb(34h + 5as), M_W = 32sbh). No memory limit.
 inline Problem PaperProblem(const PaperSetting& row, int chunks = 1) {
-  StageCost cost;
+  VirtualStageCost cost;
   cost.f_seconds = row.f_ms / chunks;
   cost.b_seconds = row.b_ms / chunks;
   cost.w_seconds = row.w_ms / chunks;

@@ -19,9 +19,9 @@ absl::Status CheckNonNegative(double value, const std::string& field) {
 }  // namespace
 
 absl::Status Problem::Validate() const {
-  if (workers < 1) {
+  if (stages < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("workers must be >= 1, got ", workers));
+        absl::StrCat("stages must be >= 1, got ", stages));
   }
   if (chunks < 1) {
     return absl::InvalidArgumentError(
@@ -31,14 +31,14 @@ absl::Status Problem::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("microbatches must be >= 1, got ", microbatches));
   }
-  if (static_cast<int>(stages.size()) != num_stages()) {
+  if (static_cast<int>(virtual_stages.size()) != num_virtual_stages()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("stages must hold workers*chunks = ", num_stages(),
-                     " entries, got ", stages.size()));
+        absl::StrCat("virtual stages must hold stages*chunks = ", num_virtual_stages(),
+                     " entries, got ", virtual_stages.size()));
   }
-  for (int s = 0; s < num_stages(); ++s) {
-    const StageCost& c = stages[s];
-    const std::string at = absl::StrCat("stages[", s, "].");
+  for (int s = 0; s < num_virtual_stages(); ++s) {
+    const VirtualStageCost& c = virtual_stages[s];
+    const std::string at = absl::StrCat("virtual_stages[", s, "].");
     for (auto [value, name] : {std::pair{c.f_seconds, "f_seconds"},
                                std::pair{c.b_seconds, "b_seconds"},
                                std::pair{c.w_seconds, "w_seconds"},
@@ -60,12 +60,12 @@ absl::Status Problem::Validate() const {
     return st;
   }
   if (!memory_limit_bytes.empty()) {
-    if (static_cast<int>(memory_limit_bytes.size()) != workers) {
+    if (static_cast<int>(memory_limit_bytes.size()) != stages) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "memory_limit_bytes must be empty or hold one entry per worker (",
-          workers, "), got ", memory_limit_bytes.size()));
+          "memory_limit_bytes must be empty or hold one entry per stage (",
+          stages, "), got ", memory_limit_bytes.size()));
     }
-    for (int w = 0; w < workers; ++w) {
+    for (int w = 0; w < stages; ++w) {
       if (std::isnan(memory_limit_bytes[w]) || memory_limit_bytes[w] <= 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("memory_limit_bytes[", w, "] must be > 0, got ",
@@ -76,18 +76,18 @@ absl::Status Problem::Validate() const {
   return absl::OkStatus();
 }
 
-Problem Problem::Uniform(int workers, int chunks, int microbatches,
-                         const StageCost& cost, double comm_seconds,
+Problem Problem::Uniform(int stages, int chunks, int microbatches,
+                         const VirtualStageCost& cost, double comm_seconds,
                          double limit_bytes) {
   Problem problem;
-  problem.workers = workers;
+  problem.stages = stages;
   problem.chunks = chunks;
   problem.microbatches = microbatches;
-  problem.stages.assign(static_cast<size_t>(std::max(0, workers * chunks)),
+  problem.virtual_stages.assign(static_cast<size_t>(std::max(0, stages * chunks)),
                         cost);
   problem.comm_seconds = comm_seconds;
   if (!std::isinf(limit_bytes)) {
-    problem.memory_limit_bytes.assign(static_cast<size_t>(std::max(0, workers)),
+    problem.memory_limit_bytes.assign(static_cast<size_t>(std::max(0, stages)),
                                       limit_bytes);
   }
   return problem;

@@ -10,17 +10,17 @@ namespace zbpp::sched {
 
 /// Cost of one virtual stage (one model chunk) for one microbatch.
 ///
-/// Times are wall-clock seconds of one pass on the worker that holds the
-/// stage; memories are activation bytes (Zero Bubble paper §2, "memory"):
-/// an F pass allocates `m_b_bytes` that stay alive until the stage's B pass,
+/// Times are wall-clock seconds of one pass on the stage that holds the
+/// virtual stage; memories are activation bytes (Zero Bubble paper §2, "memory"):
+/// an F pass allocates `m_b_bytes` that stay alive until the virtual stage's B pass,
 /// which frees all but `m_w_bytes`, freed by the W pass.
-struct StageCost {
+struct VirtualStageCost {
   double f_seconds = 1.0;  ///< T_F: forward pass.
-  double b_seconds = 1.0;  ///< T_B: gradient w.r.t. the stage input.
-  double w_seconds = 1.0;  ///< T_W: gradient w.r.t. the stage weights.
+  double b_seconds = 1.0;  ///< T_B: gradient w.r.t. the virtual stage input.
+  double w_seconds = 1.0;  ///< T_W: gradient w.r.t. the virtual stage weights.
   double m_b_bytes = 1.0;  ///< M_B: held from the end of F until B.
   double m_w_bytes = 0.5;  ///< M_W: part of M_B still held from B until W.
-  /// Data parallelism: the all-reduce of this stage's weight gradients over
+  /// Data parallelism: the all-reduce of this virtual stage's weight gradients over
   /// its d replicas (a kReduce action), in seconds; 0 when d = 1.
   double reduce_seconds = 0.0;
 };
@@ -28,44 +28,44 @@ struct StageCost {
 /// A pipeline scheduling problem: the input of every generator and of the
 /// simulator.
 ///
-/// The model is cut into `workers * chunks` virtual stages, indexed in model
+/// The model is cut into `stages * chunks` virtual stages, indexed in model
 /// order (virtual stage 0 holds the embedding, the last one the loss). Which
-/// worker holds which virtual stage is decided by the schedule (see
-/// `Schedule::worker_of_stage`), not by the problem. Costs are per virtual
+/// stage holds which virtual stage is decided by the schedule (see
+/// `Schedule::stage_of`), not by the problem. Costs are per virtual
 /// stage and never assumed uniform.
 ///
 /// Plain value type; thread-compatible.
 struct Problem {
-  int workers = 1;       ///< p: pipeline ranks (one per device).
-  int chunks = 1;        ///< v: virtual stages per worker.
+  int stages = 1;       ///< p: pipeline ranks (one per device).
+  int chunks = 1;        ///< v: virtual stages per stage.
   int microbatches = 1;  ///< m: microbatches per optimizer step.
-  /// Per virtual stage, size `workers * chunks`, in model order.
-  std::vector<StageCost> stages;
-  /// Latency of one point-to-point hop between two different workers, in
-  /// seconds (T_comm). A hand-off between two chunks on one worker is free.
+  /// Per virtual stage, size `stages * chunks`, in model order.
+  std::vector<VirtualStageCost> virtual_stages;
+  /// Latency of one point-to-point hop between two different stages, in
+  /// seconds (T_comm). A hand-off between two chunks on one stage is free.
   double comm_seconds = 0.0;
-  /// Activation memory limit of each worker, in bytes. Empty means no
-  /// limit; otherwise size `workers`.
+  /// Activation memory limit of each stage, in bytes. Empty means no
+  /// limit; otherwise size `stages`.
   std::vector<double> memory_limit_bytes;
 
-  /// Number of virtual stages, `workers * chunks`.
-  int num_stages() const { return workers * chunks; }
+  /// Number of virtual stages, `stages * chunks`.
+  int num_virtual_stages() const { return stages * chunks; }
 
-  /// Limit of `worker` in bytes; +infinity when there is none.
-  double limit_of(int worker) const {
+  /// Limit of `stage` in bytes; +infinity when there is none.
+  double limit_of(int stage) const {
     return memory_limit_bytes.empty()
                ? std::numeric_limits<double>::infinity()
-               : memory_limit_bytes[worker];
+               : memory_limit_bytes[stage];
   }
 
   /// Checks sizes and signs. Returns InvalidArgument naming the field and the
-  /// reason, e.g. "stages[3].f_seconds must be > 0, got -1".
+  /// reason, e.g. "virtual_stages[3].f_seconds must be > 0, got -1".
   absl::Status Validate() const;
 
-  /// A problem whose virtual stages all cost `cost`, with every worker
+  /// A problem whose virtual stages all cost `cost`, with every stage
   /// limited to `limit_bytes` (+infinity for none).
-  static Problem Uniform(int workers, int chunks, int microbatches,
-                         const StageCost& cost, double comm_seconds,
+  static Problem Uniform(int stages, int chunks, int microbatches,
+                         const VirtualStageCost& cost, double comm_seconds,
                          double limit_bytes =
                              std::numeric_limits<double>::infinity());
 };

@@ -18,18 +18,18 @@ bool IsWeightPass(PassKind kind) {
   return kind == PassKind::kW || kind == PassKind::kBW;
 }
 
-// Per virtual stage, the position of its last W or BW in its worker's list.
+// Per virtual stage, the position of its last W or BW in its stage's list.
 std::vector<int> LastWeightPass(const Schedule& schedule) {
-  std::vector<int> last(schedule.num_stages(), -1);
+  std::vector<int> last(schedule.num_virtual_stages(), -1);
   for (const std::vector<Action>& list : schedule.actions) {
     for (size_t i = 0; i < list.size(); ++i) {
-      if (IsWeightPass(list[i].kind)) last[list[i].stage] = static_cast<int>(i);
+      if (IsWeightPass(list[i].kind)) last[list[i].virtual_stage] = static_cast<int>(i);
     }
   }
   return last;
 }
 
-// `list` (one worker's passes) with each stage's reduction right after its
+// `list` (one stage's passes) with each virtual stage's reduction right after its
 // last W or BW.
 std::vector<Action> WithReductionsAfterLastBackward(
     const std::vector<Action>& list, const std::vector<int>& last) {
@@ -37,8 +37,8 @@ std::vector<Action> WithReductionsAfterLastBackward(
   out.reserve(list.size() + 2);
   for (size_t i = 0; i < list.size(); ++i) {
     out.push_back(list[i]);
-    if (IsWeightPass(list[i].kind) && last[list[i].stage] == static_cast<int>(i)) {
-      out.push_back({PassKind::kReduce, list[i].stage, 0});
+    if (IsWeightPass(list[i].kind) && last[list[i].virtual_stage] == static_cast<int>(i)) {
+      out.push_back({PassKind::kReduce, list[i].virtual_stage, 0});
     }
   }
   return out;
@@ -56,53 +56,53 @@ Schedule AfterLastBackward(const Schedule& schedule) {
 Schedule AfterSchedule(const Schedule& schedule) {
   const std::vector<int> last = LastWeightPass(schedule);
   Schedule out = schedule;
-  for (int w = 0; w < schedule.workers; ++w) {
-    std::vector<int> stages;
-    for (int s = 0; s < schedule.num_stages(); ++s) {
-      if (schedule.worker_of_stage[s] == w) stages.push_back(s);
+  for (int w = 0; w < schedule.stages; ++w) {
+    std::vector<int> virtual_stages;
+    for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+      if (schedule.stage_of[s] == w) virtual_stages.push_back(s);
     }
-    std::sort(stages.begin(), stages.end(),
+    std::sort(virtual_stages.begin(), virtual_stages.end(),
               [&](int a, int b) { return last[a] < last[b]; });
-    for (int s : stages) out.actions[w].push_back({PassKind::kReduce, s, 0});
+    for (int s : virtual_stages) out.actions[w].push_back({PassKind::kReduce, s, 0});
   }
   return out;
 }
 
-// The solver's view of one worker: its passes re-timed alone, with the
-// arrivals from other workers fixed at what the after-last-backward
+// The solver's view of one stage: its passes re-timed alone, with the
+// arrivals from other stages fixed at what the after-last-backward
 // simulation gave. Reordering only W passes never delays an F or B here
-// (checked), so every other worker's arrivals can only come earlier, and the
+// (checked), so every other stage's arrivals can only come earlier, and the
 // real schedule ends no later than this estimate (dependencies are max-plus
 // in the start times).
-class WorkerModel {
+class StageModel {
  public:
-  // What one order of the worker's passes gives.
+  // What one order of the stage's passes gives.
   struct Eval {
     double end_seconds = 0;     // later of its last pass and last reduction
     double peak_bytes = 0;      // activation memory, as the simulator counts it
     bool no_pass_later = true;  // no F or B starts after its base time
   };
 
-  WorkerModel(const Problem& problem, const Schedule& base,
-              const SimulationResult& sim, int worker)
-      : problem_(problem), owner_(base.worker_of_stage), worker_(worker),
-        m_(problem.microbatches), local_(problem.num_stages(), -1) {
+  StageModel(const Problem& problem, const Schedule& base,
+              const SimulationResult& sim, int stage)
+      : problem_(problem), owner_(base.stage_of), stage_(stage),
+        m_(problem.microbatches), local_(problem.num_virtual_stages(), -1) {
     int held = 0;
-    for (int s = 0; s < problem.num_stages(); ++s) {
-      if (owner_[s] == worker) local_[s] = held++;
+    for (int s = 0; s < problem.num_virtual_stages(); ++s) {
+      if (owner_[s] == stage) local_[s] = held++;
     }
-    const int n = problem.num_stages() * m_;
+    const int n = problem.num_virtual_stages() * m_;
     f_end_.assign(n, 0);
     b_end_.assign(n, 0);
     f_start_.assign(n, 0);
     b_start_.assign(n, 0);
     weight_passes_.assign(held, 0);
-    for (int w = 0; w < problem.workers; ++w) {
+    for (int w = 0; w < problem.stages; ++w) {
       const std::vector<Action>& list = base.actions[w];
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
         const ActionTiming& t = sim.timings[w][i];
-        const int k = a.stage * m_ + a.microbatch;
+        const int k = a.virtual_stage * m_ + a.microbatch;
         if (a.kind == PassKind::kF) {
           f_end_[k] = t.end_seconds;
           f_start_[k] = t.start_seconds;
@@ -110,35 +110,35 @@ class WorkerModel {
           b_end_[k] = t.end_seconds;
           b_start_[k] = t.start_seconds;
         }
-        if (w == worker && IsWeightPass(a.kind)) ++weight_passes_[local_[a.stage]];
+        if (w == stage && IsWeightPass(a.kind)) ++weight_passes_[local_[a.virtual_stage]];
       }
     }
     // Relative, so that it does not depend on the time unit.
     slack_ = 1e-9 * std::max(1.0, sim.step_seconds);
   }
 
-  // Times `order` (the worker's passes, no reductions) with each stage's
+  // Times `order` (the stage's passes, no reductions) with each virtual stage's
   // reduction issued at the end of its last W or BW.
   Eval Evaluate(const std::vector<Action>& order) const {
     Eval e;
-    // End of F and of B or BW of this worker's stages, re-timed.
+    // End of F and of B or BW of this stage's virtual stages, re-timed.
     std::vector<double> f_end(weight_passes_.size() * m_, 0);
     std::vector<double> b_end(weight_passes_.size() * m_, 0);
     std::vector<int> weight_left = weight_passes_;
     double free_at = 0, comm_free_at = 0, memory = 0;
     for (const Action& a : order) {
-      const int own = local_[a.stage] * m_ + a.microbatch;
-      const int k = a.stage * m_ + a.microbatch;
-      const StageCost& c = problem_.stages[a.stage];
+      const int own = local_[a.virtual_stage] * m_ + a.microbatch;
+      const int k = a.virtual_stage * m_ + a.microbatch;
+      const VirtualStageCost& c = problem_.virtual_stages[a.virtual_stage];
       double start = free_at;
       if (a.kind == PassKind::kF) {
-        if (a.stage > 0) start = std::max(start, Arrival(f_end, f_end_, a.stage - 1, a.microbatch));
+        if (a.virtual_stage > 0) start = std::max(start, Arrival(f_end, f_end_, a.virtual_stage - 1, a.microbatch));
       } else if (a.kind == PassKind::kW) {
         start = std::max(start, b_end[own]);
       } else {  // B or BW: no reduction is in `order`
         start = std::max(start, f_end[own]);
-        if (a.stage + 1 < problem_.num_stages()) {
-          start = std::max(start, Arrival(b_end, b_end_, a.stage + 1, a.microbatch));
+        if (a.virtual_stage + 1 < problem_.num_virtual_stages()) {
+          start = std::max(start, Arrival(b_end, b_end_, a.virtual_stage + 1, a.microbatch));
         }
       }
       if (a.kind != PassKind::kW &&
@@ -150,7 +150,7 @@ class WorkerModel {
       e.peak_bytes = std::max(e.peak_bytes, memory);
       if (a.kind == PassKind::kF) f_end[own] = free_at;
       if (a.kind == PassKind::kB || a.kind == PassKind::kBW) b_end[own] = free_at;
-      if (IsWeightPass(a.kind) && --weight_left[local_[a.stage]] == 0) {
+      if (IsWeightPass(a.kind) && --weight_left[local_[a.virtual_stage]] == 0) {
         comm_free_at = std::max(comm_free_at, free_at) + c.reduce_seconds;
       }
     }
@@ -159,38 +159,38 @@ class WorkerModel {
   }
 
  private:
-  // When the pass of (`stage`, `microbatch`) that a pass on this worker
-  // needs is there: re-timed (`own`) on this worker, else as simulated
+  // When the pass of (`virtual stage`, `microbatch`) that a pass on this stage
+  // needs is there: re-timed (`own`) on this stage, else as simulated
   // (`base`) plus one hop.
   double Arrival(const std::vector<double>& own, const std::vector<double>& base,
-                 int stage, int microbatch) const {
-    if (owner_[stage] == worker_) return own[local_[stage] * m_ + microbatch];
-    return base[stage * m_ + microbatch] + problem_.comm_seconds;
+                 int virtual_stage, int microbatch) const {
+    if (owner_[virtual_stage] == stage_) return own[local_[virtual_stage] * m_ + microbatch];
+    return base[virtual_stage * m_ + microbatch] + problem_.comm_seconds;
   }
 
   const Problem& problem_;
   const std::vector<int>& owner_;
-  const int worker_;
+  const int stage_;
   const int m_;
-  std::vector<int> local_;  // per stage, its index among the worker's, or -1
+  std::vector<int> local_;  // per virtual stage, its index among the stage's, or -1
   std::vector<double> f_end_, b_end_, f_start_, b_start_;  // simulated
-  std::vector<int> weight_passes_;  // per own stage: its W and BW passes
+  std::vector<int> weight_passes_;  // per own virtual stage: its W and BW passes
   double slack_ = 0;
 };
 
-// `order` with the last `count` W passes of stages other than `stage` that
-// precede `stage`'s last W moved to right after it (in their order), so that
-// `stage`'s reduction is issued earlier and overlaps them. Moving a W later
+// `order` with the last `count` W passes of virtual stages other than `virtual stage` that
+// precede `virtual stage`'s last W moved to right after it (in their order), so that
+// `virtual stage`'s reduction is issued earlier and overlaps them. Moving a W later
 // keeps it after its B.
-std::vector<Action> HoldBack(const std::vector<Action>& order, int stage,
+std::vector<Action> HoldBack(const std::vector<Action>& order, int virtual_stage,
                              int count) {
   int last = -1;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i].kind == PassKind::kW && order[i].stage == stage) last = static_cast<int>(i);
+    if (order[i].kind == PassKind::kW && order[i].virtual_stage == virtual_stage) last = static_cast<int>(i);
   }
   std::vector<char> moved(order.size(), 0);
   for (int i = last - 1, left = count; i >= 0 && left > 0; --i) {
-    if (order[i].kind == PassKind::kW && order[i].stage != stage) {
+    if (order[i].kind == PassKind::kW && order[i].virtual_stage != virtual_stage) {
       moved[i] = 1;
       --left;
     }
@@ -208,27 +208,27 @@ std::vector<Action> HoldBack(const std::vector<Action>& order, int stage,
   return out;
 }
 
-// `order` with every W of `stage` after position `at` moved to right before
+// `order` with every W of `virtual stage` after position `at` moved to right before
 // it (in their order): they jump the F or B pass there, which may be
-// waiting for another worker, so that `stage`'s W passes end earlier. The
-// W passes stay after `stage`'s last B, which precedes `at`.
-std::vector<Action> PullForward(const std::vector<Action>& order, int stage,
+// waiting for another stage, so that `virtual stage`'s W passes end earlier. The
+// W passes stay after `virtual stage`'s last B, which precedes `at`.
+std::vector<Action> PullForward(const std::vector<Action>& order, int virtual_stage,
                                 int at) {
   std::vector<Action> out(order.begin(), order.begin() + at), rest;
   for (size_t i = at; i < order.size(); ++i) {
-    const bool pulled = order[i].kind == PassKind::kW && order[i].stage == stage;
+    const bool pulled = order[i].kind == PassKind::kW && order[i].virtual_stage == virtual_stage;
     (pulled ? out : rest).push_back(order[i]);
   }
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
-// The positions PullForward may take for `stage`: every F or B pass after
-// `stage`'s last B and before its last W.
-std::vector<int> PullPoints(const std::vector<Action>& order, int stage) {
+// The positions PullForward may take for `virtual stage`: every F or B pass after
+// `virtual stage`'s last B and before its last W.
+std::vector<int> PullPoints(const std::vector<Action>& order, int virtual_stage) {
   int last_b = -1, last_w = -1;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i].stage != stage) continue;
+    if (order[i].virtual_stage != virtual_stage) continue;
     if (order[i].kind == PassKind::kB) last_b = static_cast<int>(i);
     if (order[i].kind == PassKind::kW) last_w = static_cast<int>(i);
   }
@@ -239,69 +239,69 @@ std::vector<int> PullPoints(const std::vector<Action>& order, int stage) {
   return points;
 }
 
-// The seconds of each W pass of other stages that precedes `stage`'s last W
+// The seconds of each W pass of other virtual stages that precedes `virtual stage`'s last W
 // in `order`, nearest first: HoldBack's candidates in the order it takes them.
 std::vector<double> HoldableBefore(const Problem& problem,
-                                   const std::vector<Action>& order, int stage) {
+                                   const std::vector<Action>& order, int virtual_stage) {
   int last = -1;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i].kind == PassKind::kW && order[i].stage == stage) last = static_cast<int>(i);
+    if (order[i].kind == PassKind::kW && order[i].virtual_stage == virtual_stage) last = static_cast<int>(i);
   }
   std::vector<double> seconds;
   for (int i = last - 1; i >= 0; --i) {
-    if (order[i].kind == PassKind::kW && order[i].stage != stage) {
-      seconds.push_back(problem.stages[order[i].stage].w_seconds);
+    if (order[i].kind == PassKind::kW && order[i].virtual_stage != virtual_stage) {
+      seconds.push_back(problem.virtual_stages[order[i].virtual_stage].w_seconds);
     }
   }
   return seconds;
 }
 
-// One worker's W order, improved greedily: each round tries every hold-back
-// (stage, count) and pull-forward (stage, position) and keeps the best,
+// One stage's W order, improved greedily: each round tries every hold-back
+// (virtual stage, count) and pull-forward (virtual stage, position) and keeps the best,
 // until none helps. `target`: the
 // makespan the passes alone set; ending within it is as good as it gets, so
 // ties there go to the fewest W passes held back (least extra memory).
-// Holding back more W work than all the worker's reductions last (plus one
+// Holding back more W work than all the stage's reductions last (plus one
 // pass, for a gap it may fill) only adds memory: the count stops there,
-// which keeps a worker at O(passes * reduction / T_W) evaluations.
-std::vector<Action> SolveWorker(const Problem& problem, const WorkerModel& model,
+// which keeps a stage at O(passes * reduction / T_W) evaluations.
+std::vector<Action> SolveStage(const Problem& problem, const StageModel& model,
                                 const std::vector<Action>& passes,
-                                const std::vector<int>& stages, double start,
+                                const std::vector<int>& virtual_stages, double start,
                                 double target, double limit_bytes,
                                 double slack) {
-  auto value = [&](const WorkerModel::Eval& e) {
+  auto value = [&](const StageModel::Eval& e) {
     return std::max(e.end_seconds - start, target);
   };
   double reduce = 0, longest = 0;
-  for (int stage : stages) {
-    const StageCost& c = problem.stages[stage];
+  for (int virtual_stage : virtual_stages) {
+    const VirtualStageCost& c = problem.virtual_stages[virtual_stage];
     reduce += c.reduce_seconds;
     longest = std::max({longest, c.f_seconds, c.b_seconds + c.w_seconds});
   }
   const double enough = reduce + longest;
   std::vector<Action> current = passes;
   double current_value = value(model.Evaluate(current));
-  for (size_t round = 0; round < stages.size() && current_value > target + slack;
+  for (size_t round = 0; round < virtual_stages.size() && current_value > target + slack;
        ++round) {
     std::vector<Action> best;
     double best_value = current_value - slack;
     auto consider = [&](std::vector<Action> candidate) {
-      const WorkerModel::Eval e = model.Evaluate(candidate);
+      const StageModel::Eval e = model.Evaluate(candidate);
       if (!e.no_pass_later || e.peak_bytes > limit_bytes) return;
       if (value(e) < best_value) {
         best_value = value(e);
         best = std::move(candidate);
       }
     };
-    for (int stage : stages) {
-      const std::vector<double> holdable = HoldableBefore(problem, current, stage);
+    for (int virtual_stage : virtual_stages) {
+      const std::vector<double> holdable = HoldableBefore(problem, current, virtual_stage);
       double held = 0;
       for (int count = 1; count <= static_cast<int>(holdable.size()) && held <= enough;
            ++count) {
         held += holdable[count - 1];
-        consider(HoldBack(current, stage, count));
+        consider(HoldBack(current, virtual_stage, count));
       }
-      for (int at : PullPoints(current, stage)) consider(PullForward(current, stage, at));
+      for (int at : PullPoints(current, virtual_stage)) consider(PullForward(current, virtual_stage, at));
     }
     if (best.empty()) break;
     current = std::move(best);
@@ -311,25 +311,25 @@ std::vector<Action> SolveWorker(const Problem& problem, const WorkerModel& model
 }
 
 // Bucket counts the solver tries: every chunk of the GPT has at least one
-// transformer block, four linear layers (worker/model/gpt.h), so four
+// transformer block, four linear layers (stage/model/gpt.h), so four
 // non-empty buckets always exist.
 constexpr int kBucketChoices[] = {2, 4};
 
 // `schedule` (reductions placed, none partial) with the last `held` W passes
-// of `stage` run bucket by bucket in `buckets` buckets: the stage's earlier
+// of `virtual stage` run bucket by bucket in `buckets` buckets: the virtual stage's earlier
 // W passes stay whole and where they are; at the position of its last W
 // come, for each bucket b, W@b of every held microbatch (in their order)
-// then REDUCE_GRAD@b, and the stage's whole reduction goes. Bucket b's
+// then REDUCE_GRAD@b, and the virtual stage's whole reduction goes. Bucket b's
 // reduction then overlaps the W work of buckets b+1.. (Zero Bubble paper
 // §2: W has no successor but the optimizer, so holding it back delays
 // nothing but memory).
-Schedule Bucketed(const Schedule& schedule, int stage, int held, int buckets) {
+Schedule Bucketed(const Schedule& schedule, int virtual_stage, int held, int buckets) {
   Schedule out = schedule;
-  const int w = schedule.worker_of_stage[stage];
+  const int w = schedule.stage_of[virtual_stage];
   const std::vector<Action>& list = schedule.actions[w];
   std::vector<int> ws;
   for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].kind == PassKind::kW && list[i].stage == stage) ws.push_back(static_cast<int>(i));
+    if (list[i].kind == PassKind::kW && list[i].virtual_stage == virtual_stage) ws.push_back(static_cast<int>(i));
   }
   const std::vector<int> tail(ws.end() - std::min<int>(held, ws.size()), ws.end());
   std::vector<Action>& result = out.actions[w];
@@ -337,13 +337,13 @@ Schedule Bucketed(const Schedule& schedule, int stage, int held, int buckets) {
   size_t next = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const Action& a = list[i];
-    if (a.kind == PassKind::kReduce && a.stage == stage) continue;
+    if (a.kind == PassKind::kReduce && a.virtual_stage == virtual_stage) continue;
     if (next < tail.size() && tail[next] == static_cast<int>(i)) {
       ++next;
       if (next < tail.size()) continue;
       for (int b = 0; b < buckets; ++b) {
-        for (int j : tail) result.push_back({PassKind::kW, stage, list[j].microbatch, b});
-        result.push_back({PassKind::kReduce, stage, 0, b});
+        for (int j : tail) result.push_back({PassKind::kW, virtual_stage, list[j].microbatch, b});
+        result.push_back({PassKind::kReduce, virtual_stage, 0, b});
       }
       continue;
     }
@@ -360,49 +360,49 @@ bool Shorter(const SimulationResult& a, const SimulationResult& b, double slack)
          a.step_seconds < b.step_seconds - slack;
 }
 
-// The bucket phase of kSolved: while the makespan is set by a worker whose
+// The bucket phase of kSolved: while the makespan is set by a stage whose
 // reductions end after its passes (the one with the most exposed, when
-// several), try splitting one of its stages' last W passes and its
+// several), try splitting one of its virtual stages' last W passes and its
 // reduction into buckets (Bucketed, over kBucketChoices and 1.. held W
 // passes, while holding one more still shortens the makespan and the held
 // W work is below the reduction plus one W) and keep the best change that
-// shortens the simulated step within each worker's memory bound. Each stage
-// is tried once: a few simulations per stage of the critical workers.
+// shortens the simulated step within each stage's memory bound. Each virtual stage
+// is tried once: a few simulations per virtual stage of the critical stages.
 Schedule SolveBuckets(const Problem& problem, Schedule schedule, SimulationResult sim,
                       double slack) {
-  std::vector<double> limit(problem.workers);
-  for (int w = 0; w < problem.workers; ++w) {
+  std::vector<double> limit(problem.stages);
+  for (int w = 0; w < problem.stages; ++w) {
     limit[w] = std::max(problem.limit_of(w), sim.peak_memory_bytes[w]);
   }
-  std::vector<char> tried(problem.num_stages(), 0);
+  std::vector<char> tried(problem.num_virtual_stages(), 0);
   while (true) {
-    // The worker that sets the makespan with the most exposed reduction.
+    // The stage that sets the makespan with the most exposed reduction.
     int critical = -1;
-    for (int w = 0; w < problem.workers; ++w) {
+    for (int w = 0; w < problem.stages; ++w) {
       const auto& t = sim.timings[w];
-      if (t.empty() || sim.exposed_reduce_seconds_per_worker[w] <= slack) continue;
+      if (t.empty() || sim.exposed_reduce_seconds_per_stage[w] <= slack) continue;
       double end = t.front().start_seconds;
       for (const ActionTiming& x : t) end = std::max(end, x.end_seconds);
       if (end - t.front().start_seconds < sim.makespan_seconds - slack) continue;
-      if (critical < 0 || sim.exposed_reduce_seconds_per_worker[w] >
-                              sim.exposed_reduce_seconds_per_worker[critical]) {
+      if (critical < 0 || sim.exposed_reduce_seconds_per_stage[w] >
+                              sim.exposed_reduce_seconds_per_stage[critical]) {
         critical = w;
       }
     }
     std::vector<int> candidates;
     for (const Action& a : critical < 0 ? std::vector<Action>{} : schedule.actions[critical]) {
-      if (a.kind == PassKind::kReduce && a.bucket == kAllBuckets && !tried[a.stage] &&
-          problem.stages[a.stage].reduce_seconds > 0) {
-        candidates.push_back(a.stage);
+      if (a.kind == PassKind::kReduce && a.bucket == kAllBuckets && !tried[a.virtual_stage] &&
+          problem.virtual_stages[a.virtual_stage].reduce_seconds > 0) {
+        candidates.push_back(a.virtual_stage);
       }
     }
     std::optional<std::pair<Schedule, SimulationResult>> best;
-    for (int stage : candidates) {
-      tried[stage] = 1;
-      const StageCost& c = problem.stages[stage];
+    for (int virtual_stage : candidates) {
+      tried[virtual_stage] = 1;
+      const VirtualStageCost& c = problem.virtual_stages[virtual_stage];
       int ws = 0;
-      for (const Action& a : schedule.actions[schedule.worker_of_stage[stage]]) {
-        ws += a.kind == PassKind::kW && a.stage == stage;
+      for (const Action& a : schedule.actions[schedule.stage_of[virtual_stage]]) {
+        ws += a.kind == PassKind::kW && a.virtual_stage == virtual_stage;
       }
       for (int buckets : kBucketChoices) {
         // Holding back one more W helps while the tail hides more of the
@@ -411,13 +411,13 @@ Schedule SolveBuckets(const Problem& problem, Schedule schedule, SimulationResul
         double previous = std::numeric_limits<double>::infinity();
         for (int held = 1; held <= ws && (held - 1) * c.w_seconds <= c.reduce_seconds + c.w_seconds;
              ++held) {
-          Schedule candidate = Bucketed(schedule, stage, held, buckets);
+          Schedule candidate = Bucketed(schedule, virtual_stage, held, buckets);
           absl::StatusOr<SimulationResult> s = Simulate(problem, candidate);
           if (!s.ok()) continue;
           if (s->makespan_seconds >= previous - slack) break;
           previous = s->makespan_seconds;
           bool fits = true;
-          for (int w = 0; w < problem.workers; ++w) fits &= s->peak_memory_bytes[w] <= limit[w];
+          for (int w = 0; w < problem.stages; ++w) fits &= s->peak_memory_bytes[w] <= limit[w];
           if (fits && Shorter(*s, best ? best->second : sim, slack)) {
             best.emplace(std::move(candidate), *std::move(s));
           }
@@ -438,23 +438,23 @@ absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule
   const double slack = 1e-9 * std::max(1.0, base_sim->step_seconds);
 
   Schedule solved = schedule;
-  for (int w = 0; w < problem.workers; ++w) {
-    std::vector<int> stages;
+  for (int w = 0; w < problem.stages; ++w) {
+    std::vector<int> virtual_stages;
     bool any_reduce = false;
-    for (int s = 0; s < problem.num_stages(); ++s) {
-      if (schedule.worker_of_stage[s] != w) continue;
-      stages.push_back(s);
-      any_reduce |= problem.stages[s].reduce_seconds > 0;
+    for (int s = 0; s < problem.num_virtual_stages(); ++s) {
+      if (schedule.stage_of[s] != w) continue;
+      virtual_stages.push_back(s);
+      any_reduce |= problem.virtual_stages[s].reduce_seconds > 0;
     }
-    // With one stage its reduction needs every W the worker holds: no order
+    // With one virtual stage its reduction needs every W the stage holds: no order
     // of them issues it earlier.
-    if (stages.size() < 2 || !any_reduce || schedule.actions[w].empty()) continue;
-    const WorkerModel model(problem, base, *base_sim, w);
+    if (virtual_stages.size() < 2 || !any_reduce || schedule.actions[w].empty()) continue;
+    const StageModel model(problem, base, *base_sim, w);
     // The input's peak when it already exceeds the limit: the solver must
     // not make it worse, but need not repair it.
     const double limit =
         std::max(problem.limit_of(w), base_sim->peak_memory_bytes[w]);
-    solved.actions[w] = SolveWorker(problem, model, schedule.actions[w], stages,
+    solved.actions[w] = SolveStage(problem, model, schedule.actions[w], virtual_stages,
                                     base_sim->timings[w].front().start_seconds,
                                     target, limit, slack);
   }
@@ -503,11 +503,11 @@ absl::StatusOr<Schedule> PlaceReductions(const Problem& problem,
                                          ReducePlacement placement) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (absl::Status st = CheckSchedule(problem, schedule); !st.ok()) return st;
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     for (const Action& a : schedule.actions[w]) {
       if (a.kind == PassKind::kReduce || a.bucket != kAllBuckets) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "worker ", w, " already holds ",
+            "stage ", w, " already holds ",
             a.kind == PassKind::kReduce ? "a reduction" : "a partial W", " (",
             ActionToString(a), "); place reductions in a schedule without any"));
       }

@@ -73,12 +73,12 @@ absl::StatusOr<ScheduleTraits> FindSchedule(std::string_view name) {
 }
 
 std::vector<double> MbUnitBytes(const Problem& problem, Placement placement) {
-  std::vector<double> unit(static_cast<size_t>(std::max(0, problem.workers)),
+  std::vector<double> unit(static_cast<size_t>(std::max(0, problem.stages)),
                            0.0);
   const std::vector<int> owner =
-      PlaceStages(placement, problem.workers, problem.chunks);
-  for (size_t s = 0; s < owner.size() && s < problem.stages.size(); ++s) {
-    unit[owner[s]] += problem.stages[s].m_b_bytes;
+      PlaceVirtualStages(placement, problem.stages, problem.chunks);
+  for (size_t s = 0; s < owner.size() && s < problem.virtual_stages.size(); ++s) {
+    unit[owner[s]] += problem.virtual_stages[s].m_b_bytes;
   }
   return unit;
 }
@@ -95,7 +95,7 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   }
   if (traits->limit_is_input) {
     const double limit_m_b =
-        traits->default_limit_m_b(problem.workers, problem.microbatches);
+        traits->default_limit_m_b(problem.stages, problem.microbatches);
     if (!problem.memory_limit_bytes.empty() || std::isinf(limit_m_b)) {
       return Build(name, problem);
     }
@@ -109,13 +109,13 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   // A fixed shape cannot adapt to the limit: check that it fits.
   absl::StatusOr<SimulationResult> sim = Simulate(problem, *schedule);
   if (!sim.ok()) return sim.status();
-  for (int w = 0; w < problem.workers; ++w) {
+  for (int w = 0; w < problem.stages; ++w) {
     const double limit = problem.memory_limit_bytes[w];
     if (OverMemoryLimit(sim->peak_memory_bytes[w], limit)) {
       const double m_b = sim->peak_memory_bytes[w] / sim->peak_memory_m_b[w];
       return absl::ResourceExhaustedError(absl::StrCat(
           std::string(name), " needs ", sim->peak_memory_bytes[w],
-          " bytes of activations on worker ", w, " (",
+          " bytes of activations on stage ", w, " (",
           sim->peak_memory_m_b[w], " M_B); the limit is ", limit, " bytes (",
           limit / m_b, " M_B)"));
     }

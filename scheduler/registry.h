@@ -22,9 +22,9 @@ struct ScheduleTraits {
   /// automatic solver); false when its memory follows from its shape and a
   /// limit is only checked.
   bool limit_is_input;
-  /// The schedule's own limit per worker in units of M_B for p workers and
+  /// The schedule's own limit per stage in units of M_B for p stages and
   /// m microbatches (e.g. ZB-2p: 2p); +infinity for none.
-  double (*default_limit_m_b)(int workers, int microbatches);
+  double (*default_limit_m_b)(int stages, int microbatches);
 };
 
 /// Every schedule name, in the order `zbpp-sched compare` lists them:
@@ -35,8 +35,8 @@ const std::vector<ScheduleTraits>& AllSchedules();
 /// Traits of `name`. NotFound listing the known names otherwise.
 absl::StatusOr<ScheduleTraits> FindSchedule(std::string_view name);
 
-/// Bytes of one M_B unit on each worker for `problem` under `placement`:
-/// the sum of M_B over the virtual stages the worker holds. Size p.
+/// Bytes of one M_B unit on each stage for `problem` under `placement`:
+/// the sum of M_B over the virtual stages the stage holds. Size p.
 std::vector<double> MbUnitBytes(const Problem& problem, Placement placement);
 
 /// Builds the schedule `name` for `problem` (whose chunks must suit the

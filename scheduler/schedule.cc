@@ -32,9 +32,9 @@ std::string ActionToString(const Action& action) {
   const std::string bucket =
       action.bucket == kAllBuckets ? "" : absl::StrCat("@", action.bucket);
   if (action.kind == PassKind::kReduce) {
-    return absl::StrCat(action.stage, std::string(kReduceText), bucket);
+    return absl::StrCat(action.virtual_stage, std::string(kReduceText), bucket);
   }
-  return absl::StrCat(action.stage, std::string(1, PassLetter(action.kind)),
+  return absl::StrCat(action.virtual_stage, std::string(1, PassLetter(action.kind)),
                       action.microbatch, bucket);
 }
 
@@ -49,7 +49,7 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
          std::isdigit(static_cast<unsigned char>(text[letter]))) {
     ++letter;
   }
-  if (letter == 0) return bad("must start with the stage number");
+  if (letter == 0) return bad("must start with the virtual stage number");
   Action action;
   // An optional bucket suffix, on W and REDUCE_GRAD only.
   if (const size_t at = text.find('@'); at != std::string_view::npos) {
@@ -65,8 +65,8 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
   }
   if (text.substr(letter) == kReduceText) {
     action.kind = PassKind::kReduce;
-    if (!ParseDecimalInt(text.substr(0, letter), &action.stage)) {
-      return bad("stage is not a number");
+    if (!ParseDecimalInt(text.substr(0, letter), &action.virtual_stage)) {
+      return bad("virtual stage is not a number");
     }
     return action;
   }
@@ -87,8 +87,8 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     default:
       return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
   }
-  if (!ParseDecimalInt(text.substr(0, letter), &action.stage)) {
-    return bad("stage is not a number");
+  if (!ParseDecimalInt(text.substr(0, letter), &action.virtual_stage)) {
+    return bad("virtual stage is not a number");
   }
   if (!ParseDecimalInt(text.substr(letter + 1), &action.microbatch)) {
     return bad("microbatch is not a number");
@@ -105,20 +105,20 @@ bool ParseDecimalInt(std::string_view digits, int* out) {
   return ec == std::errc() && ptr == end;
 }
 
-std::vector<int> PlaceStages(Placement placement, int workers, int chunks) {
-  std::vector<int> worker_of_stage;
-  if (workers < 1 || chunks < 1) return worker_of_stage;
+std::vector<int> PlaceVirtualStages(Placement placement, int stages, int chunks) {
+  std::vector<int> stage_of;
+  if (stages < 1 || chunks < 1) return stage_of;
   if (placement == Placement::kV) {
-    if (chunks != 2) return worker_of_stage;
-    for (int s = 0; s < 2 * workers; ++s) {
-      worker_of_stage.push_back(s < workers ? s : 2 * workers - 1 - s);
+    if (chunks != 2) return stage_of;
+    for (int s = 0; s < 2 * stages; ++s) {
+      stage_of.push_back(s < stages ? s : 2 * stages - 1 - s);
     }
-    return worker_of_stage;
+    return stage_of;
   }
-  for (int s = 0; s < workers * chunks; ++s) {
-    worker_of_stage.push_back(s % workers);
+  for (int s = 0; s < stages * chunks; ++s) {
+    stage_of.push_back(s % stages);
   }
-  return worker_of_stage;
+  return stage_of;
 }
 
 }  // namespace zbpp::sched

@@ -12,9 +12,9 @@ namespace zbpp::sched {
 /// The passes of the Zero Bubble paper (§2): F, B (input gradient only),
 /// W (weight gradient only), and BW (B and W fused, as 1F1B and GPipe run);
 /// plus kReduce, the data-parallel gradient reduction of one virtual stage
-/// (an all-reduce of its weight gradients over the stage's d replicas, once
-/// per step, after the stage's last W or BW). A reduction runs on the
-/// worker's communication timeline: it is issued where it stands in the
+/// (an all-reduce of its weight gradients over the virtual stage's d replicas, once
+/// per step, after the virtual stage's last W or BW). A reduction runs on the
+/// stage's communication timeline: it is issued where it stands in the
 /// order, overlaps the passes that follow it, and is waited for only before
 /// the optimizer step.
 ///
@@ -22,16 +22,16 @@ namespace zbpp::sched {
 /// (contiguous groups of its linear layers of about equal size; the
 /// parameters whose gradients B computes belong to bucket 0): a W pass may
 /// then run as K partial passes `W@b`, one per bucket, each computing that
-/// bucket's weight gradients (T_W/K, freeing M_W/K), and the stage's
+/// bucket's weight gradients (T_W/K, freeing M_W/K), and the virtual stage's
 /// reduction as K partial reductions `REDUCE_GRAD@b` (each R/K), bucket b's
-/// issued once every W of the stage covering b has run. Reducing bucket by
+/// issued once every W of the virtual stage covering b has run. Reducing bucket by
 /// bucket lets the first buckets' reductions overlap the W work of the last
-/// ones — the one way to hide a stage's reduction behind its own W passes.
-/// K is the number of buckets the schedule names for the stage (1 + the
-/// largest bucket index); 1, the whole stage, when it names none.
+/// ones — the one way to hide a virtual stage's reduction behind its own W passes.
+/// K is the number of buckets the schedule names for the virtual stage (1 + the
+/// largest bucket index); 1, the whole virtual stage, when it names none.
 enum class PassKind { kF, kB, kW, kBW, kReduce };
 
-/// Bucket index of an action that covers every bucket of its stage.
+/// Bucket index of an action that covers every bucket of its virtual stage.
 inline constexpr int kAllBuckets = -1;
 /// Bucket indices are below this bound (CheckSchedule).
 inline constexpr int kMaxBuckets = 64;
@@ -40,14 +40,14 @@ inline constexpr int kMaxBuckets = 64;
 /// its microbatch is 0).
 struct Action {
   PassKind kind = PassKind::kF;
-  int stage = 0;       ///< Virtual stage, in model order.
+  int virtual_stage = 0;       ///< Virtual stage, in model order.
   int microbatch = 0;  ///< Microbatch index in [0, m); 0 for kReduce.
   /// kW and kReduce: the gradient bucket covered, in [0, K), or
   /// kAllBuckets; kAllBuckets for the other kinds.
   int bucket = kAllBuckets;
 
   friend bool operator==(const Action& a, const Action& b) {
-    return a.kind == b.kind && a.stage == b.stage &&
+    return a.kind == b.kind && a.virtual_stage == b.virtual_stage &&
            a.microbatch == b.microbatch && a.bucket == b.bucket;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
@@ -56,13 +56,13 @@ struct Action {
 /// Whether `a` stands for its virtual stage's reduction, counted once: a
 /// whole REDUCE_GRAD, or the partial one of bucket 0 (a complete schedule
 /// with reductions has exactly one such action per virtual stage).
-inline bool IsStageReduction(const Action& a) {
+inline bool IsVirtualStageReduction(const Action& a) {
   return a.kind == PassKind::kReduce && a.bucket <= 0;
 }
 
 /// Text form of one action, as PyTorch pipelining writes it:
-/// `{stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
-/// and B the fused backward (our BW); a reduction is `{stage}REDUCE_GRAD`.
+/// `{virtual stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
+/// and B the fused backward (our BW); a reduction is `{virtual stage}REDUCE_GRAD`.
 /// A bucket is a suffix `@{bucket}` on W and REDUCE_GRAD (zbpp's own
 /// extension: PyTorch pipelining has no partial W).
 /// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`, `1W3@0`,
@@ -79,40 +79,40 @@ absl::StatusOr<Action> ParseAction(std::string_view text);
 /// ParseAction and of the PyTorch CSV reader (schedule_io.h). Pure.
 bool ParseDecimalInt(std::string_view digits, int* out);
 
-/// How virtual stages map to workers.
+/// How virtual stages map to stages.
 enum class Placement {
-  /// Virtual stage s on worker s mod p (1F1B, interleaved 1F1B, ZB-H1/H2).
+  /// Virtual stage s on stage s mod p (1F1B, interleaved 1F1B, ZB-H1/H2).
   kLoop,
-  /// Two chunks in a "V" (ZB-V paper §6): worker d holds virtual stages d
+  /// Two chunks in a "V" (ZB-V paper §6): stage d holds virtual stages d
   /// and 2p-1-d, so the forward and the backward both start and end on
-  /// worker 0.
+  /// stage 0.
   kV,
 };
 
-/// `worker_of_stage` for `placement` with p workers and v chunks. kV requires
+/// `stage_of` for `placement` with p stages and v chunks. kV requires
 /// v == 2 (checked by callers; returns an empty vector otherwise).
-std::vector<int> PlaceStages(Placement placement, int workers, int chunks);
+std::vector<int> PlaceVirtualStages(Placement placement, int stages, int chunks);
 
-/// A pipeline schedule: per worker, the ordered list of actions it runs in
+/// A pipeline schedule: per stage, the ordered list of actions it runs in
 /// one optimizer step. Communication is not part of the IR: it follows from
-/// the dependencies between actions on different workers.
+/// the dependencies between actions on different stages.
 ///
 /// Plain value type; thread-compatible.
 struct Schedule {
   std::string name;      ///< Generator name, e.g. "zb-h1".
-  int workers = 0;       ///< p.
+  int stages = 0;       ///< p.
   int chunks = 1;        ///< v.
   int microbatches = 0;  ///< m.
-  /// Size p*v: the worker that holds each virtual stage.
-  std::vector<int> worker_of_stage;
-  /// Size p: each worker's actions in execution order.
+  /// Size p*v: the stage that holds each virtual stage.
+  std::vector<int> stage_of;
+  /// Size p: each stage's actions in execution order.
   std::vector<std::vector<Action>> actions;
 
-  int num_stages() const { return workers * chunks; }
+  int num_virtual_stages() const { return stages * chunks; }
 
   friend bool operator==(const Schedule& a, const Schedule& b) {
-    return a.name == b.name && a.workers == b.workers && a.chunks == b.chunks &&
-           a.microbatches == b.microbatches && a.worker_of_stage == b.worker_of_stage &&
+    return a.name == b.name && a.stages == b.stages && a.chunks == b.chunks &&
+           a.microbatches == b.microbatches && a.stage_of == b.stage_of &&
            a.actions == b.actions;
   }
   friend bool operator!=(const Schedule& a, const Schedule& b) { return !(a == b); }

@@ -19,26 +19,26 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Checks that `action`, found at `where`, fits the schedule's own header:
-// stage and microbatch in range and the stage held by `worker`. Both
+// virtual stage and microbatch in range and the virtual stage held by `stage`. Both
 // readers call it so that a parsed schedule is at least self-consistent.
-absl::Status CheckFits(const Schedule& schedule, int worker,
+absl::Status CheckFits(const Schedule& schedule, int stage,
                        const Action& action, const std::string& where) {
   const std::string text = ActionToString(action);
-  if (action.stage >= schedule.num_stages()) {
+  if (action.virtual_stage >= schedule.num_virtual_stages()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, " (", text, "): stage ", action.stage,
-                     " out of range [0, ", schedule.num_stages(), ")"));
+        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage,
+                     " out of range [0, ", schedule.num_virtual_stages(), ")"));
   }
   if (action.microbatch >= schedule.microbatches) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, " (", text, "): microbatch ", action.microbatch,
                      " out of range [0, ", schedule.microbatches, ")"));
   }
-  const int owner = schedule.worker_of_stage[action.stage];
-  if (owner != worker) {
+  const int owner = schedule.stage_of[action.virtual_stage];
+  if (owner != stage) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, " (", text, "): stage ", action.stage,
-                     " is held by worker ", owner, ", not ", worker));
+        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage,
+                     " is held by stage ", owner, ", not ", stage));
   }
   return absl::OkStatus();
 }
@@ -64,7 +64,7 @@ std::string_view Trim(std::string_view text) {
 }
 
 std::string RowName(size_t row) {
-  return absl::StrCat("row ", row + 1, " (worker ", row, ")");
+  return absl::StrCat("row ", row + 1, " (stage ", row, ")");
 }
 
 // PyTorch's transfer actions (schedules.py: SEND_F, RECV_F, SEND_B, RECV_B),
@@ -75,7 +75,7 @@ enum class CommKind { kSendF, kRecvF, kSendB, kRecvB };
 struct CommCell {
   CommKind kind = CommKind::kSendF;
   std::string text;  // As written, for errors.
-  int stage = 0;     // The stage on this row's side.
+  int virtual_stage = 0;     // The virtual stage on this row's side.
   int microbatch = 0;
   int row = 0;
   int cell = 0;      // 1-based.
@@ -109,13 +109,13 @@ struct Rows {
   bool has_comms = false;  // Any SEND, RECV, UNSHARD or RESHARD.
   int ignored = 0;         // UNSHARD and RESHARD.
   int overlapped = 0;      // OVERLAP_F_B.
-  int max_stage = -1;
+  int max_virtual_stage = -1;
   int max_microbatch = -1;
 };
 
 // PyTorch's actions other than compute ones (schedules.py, _ComputationType
-// and _action_regex): `{stage}{NAME}{microbatch}` for the four transfers,
-// `{stage}{NAME}` for UNSHARD and RESHARD. Returns false when `text` is
+// and _action_regex): `{virtual stage}{NAME}{microbatch}` for the four transfers,
+// `{virtual stage}{NAME}` for UNSHARD and RESHARD. Returns false when `text` is
 // none of them (it is then read as a compute action), an error when it is
 // one but malformed.
 absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
@@ -133,9 +133,9 @@ absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
   };
   for (std::string_view name : {"UNSHARD", "RESHARD"}) {
     if (rest != name) continue;
-    int stage = 0;
-    if (!ParseDecimalInt(text.substr(0, letter), &stage)) {
-      return bad("must start with the stage number");
+    int virtual_stage = 0;
+    if (!ParseDecimalInt(text.substr(0, letter), &virtual_stage)) {
+      return bad("must start with the virtual stage number");
     }
     rows->has_comms = true;
     ++rows->ignored;
@@ -154,8 +154,8 @@ absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
     comm.row = row;
     comm.cell = cell;
     comm.after = rows->actions[row].size();
-    if (!ParseDecimalInt(text.substr(0, letter), &comm.stage)) {
-      return bad("must start with the stage number");
+    if (!ParseDecimalInt(text.substr(0, letter), &comm.virtual_stage)) {
+      return bad("must start with the virtual stage number");
     }
     if (!ParseDecimalInt(rest.substr(name.size()), &comm.microbatch)) {
       return bad("must end with the microbatch");
@@ -171,7 +171,7 @@ absl::StatusOr<bool> ParseOtherCell(std::string_view text, Rows* rows,
 // PyTorch's OVERLAP_F_B, transfers, UNSHARD and RESHARD.
 absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
   // One trailing newline ends the last row; any other empty line is a
-  // worker with no actions.
+  // stage with no actions.
   if (!csv.empty() && csv.back() == '\n') csv.remove_suffix(1);
   if (Trim(csv).empty()) {
     return absl::InvalidArgumentError("CSV has no rows");
@@ -218,7 +218,7 @@ absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
               RowName(row), ", cell ", cell, " (", std::string(text),
               "): OVERLAP_F_B holds compute actions only"));
         }
-        rows.max_stage = std::max(rows.max_stage, action->stage);
+        rows.max_virtual_stage = std::max(rows.max_virtual_stage, action->virtual_stage);
         rows.max_microbatch = std::max(rows.max_microbatch, action->microbatch);
         rows.actions.back().push_back(*action);
         rows.cells.back().push_back(cell);
@@ -232,40 +232,40 @@ absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
 absl::StatusOr<Schedule> ShapeFromRows(const Rows& rows) {
   Schedule schedule;
   schedule.actions = rows.actions;
-  schedule.workers = static_cast<int>(rows.actions.size());
-  const int p = schedule.workers;
-  if (rows.max_stage < 0) {
+  schedule.stages = static_cast<int>(rows.actions.size());
+  const int p = schedule.stages;
+  if (rows.max_virtual_stage < 0) {
     return absl::InvalidArgumentError("CSV has no actions");
   }
-  // Every (stage, microbatch) pair needs at least one action, so one cell
-  // naming a huge stage or microbatch ("0F399999992") is refused here
+  // Every (virtual stage, microbatch) pair needs at least one action, so one cell
+  // naming a huge virtual stage or microbatch ("0F399999992") is refused here
   // instead of sizing tables by it downstream (found by
-  // tests/fuzz/schedule_io_fuzz). 64-bit: max_stage + 1 may not fit an int.
+  // tests/fuzz/schedule_io_fuzz). 64-bit: max_virtual_stage + 1 may not fit an int.
   size_t total_actions = 0;
   for (const std::vector<Action>& row : rows.actions) {
     total_actions += row.size();
   }
   const int64_t pairs =
-      (int64_t{rows.max_stage} + 1) * (int64_t{rows.max_microbatch} + 1);
+      (int64_t{rows.max_virtual_stage} + 1) * (int64_t{rows.max_microbatch} + 1);
   if (pairs > static_cast<int64_t>(total_actions)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CSV has ", total_actions, " actions, too few for its ",
-        int64_t{rows.max_stage} + 1, " virtual stages x ",
+        int64_t{rows.max_virtual_stage} + 1, " virtual stages x ",
         int64_t{rows.max_microbatch} + 1, " microbatches"));
   }
-  if ((rows.max_stage + 1) % p != 0) {
+  if ((rows.max_virtual_stage + 1) % p != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CSV names ", rows.max_stage + 1,
-        " virtual stages, not a multiple of its ", p, " rows (workers)"));
+        "CSV names ", rows.max_virtual_stage + 1,
+        " virtual stages, not a multiple of its ", p, " rows (stages)"));
   }
-  schedule.chunks = (rows.max_stage + 1) / p;
+  schedule.chunks = (rows.max_virtual_stage + 1) / p;
   schedule.microbatches = rows.max_microbatch + 1;
   return schedule;
 }
 
 // CheckFits for every action of `rows` in `schedule`, naming row and cell.
 absl::Status CheckRowsFit(const Schedule& schedule, const Rows& rows) {
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     const std::vector<Action>& actions = schedule.actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
       if (absl::Status st = CheckFits(
@@ -287,16 +287,16 @@ bool Carries(const CommCell& comm, const Action& action) {
   const bool kind_matches =
       forward ? action.kind == PassKind::kF
               : action.kind == PassKind::kB || action.kind == PassKind::kBW;
-  return kind_matches && action.stage == comm.stage &&
+  return kind_matches && action.virtual_stage == comm.virtual_stage &&
          action.microbatch == comm.microbatch;
 }
 
 // The transfers of `rows` against those the compute actions of `schedule`
 // imply (see ScheduleFromPytorchCsv).
 absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
-  const int n = schedule.num_stages();
-  const std::vector<int>& owner = schedule.worker_of_stage;
-  // The stage on the other end of a transfer of `kind` at stage `s`; -1 or
+  const int n = schedule.num_virtual_stages();
+  const std::vector<int>& owner = schedule.stage_of;
+  // The virtual stage on the other end of a transfer of `kind` at virtual stage `s`; -1 or
   // n when there is none.
   auto peer = [](CommKind kind, int s) {
     return kind == CommKind::kSendF || kind == CommKind::kRecvB ? s + 1 : s - 1;
@@ -308,29 +308,29 @@ absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
   for (const CommCell& comm : rows.comms) {
     const std::string where = absl::StrCat(RowName(comm.row), ", cell ",
                                            comm.cell, " (", comm.text, ")");
-    if (comm.stage >= n || comm.microbatch >= schedule.microbatches) {
+    if (comm.virtual_stage >= n || comm.microbatch >= schedule.microbatches) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": stage or microbatch out of range (", n, " stages, ",
+          where, ": virtual stage or microbatch out of range (", n, " virtual stages, ",
           schedule.microbatches, " microbatches)"));
     }
-    if (owner[comm.stage] != comm.row) {
+    if (owner[comm.virtual_stage] != comm.row) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": stage ", comm.stage, " is held by worker ",
-                       owner[comm.stage], ", not ", comm.row));
+          absl::StrCat(where, ": virtual stage ", comm.virtual_stage, " is held by stage ",
+                       owner[comm.virtual_stage], ", not ", comm.row));
     }
-    const int other = peer(comm.kind, comm.stage);
+    const int other = peer(comm.kind, comm.virtual_stage);
     if (other < 0 || other >= n) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": no matching dependency, stage ", comm.stage, " is the ",
-          other < 0 ? "first" : "last", " stage"));
+          where, ": no matching dependency, virtual stage ", comm.virtual_stage, " is the ",
+          other < 0 ? "first" : "last", " virtual stage"));
     }
     if (owner[other] == comm.row) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": no matching dependency, stage ", other,
-          " is on the same worker"));
+          where, ": no matching dependency, virtual stage ", other,
+          " is on the same stage"));
     }
     auto [it, fresh] = seen.emplace(
-        std::tuple{comm.kind, comm.stage, comm.microbatch}, &comm);
+        std::tuple{comm.kind, comm.virtual_stage, comm.microbatch}, &comm);
     if (!fresh) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": repeats ", RowName(it->second->row), ", cell ",
@@ -352,8 +352,8 @@ absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
           "), which it ", is_send(comm.kind) ? "sends the output of" : "feeds"));
     }
   }
-  // Every dependency between workers needs its SEND and its RECV.
-  for (int w = 0; w < schedule.workers; ++w) {
+  // Every dependency between stages needs its SEND and its RECV.
+  for (int w = 0; w < schedule.stages; ++w) {
     const std::vector<Action>& actions = schedule.actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
@@ -364,17 +364,17 @@ absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
       const bool forward = a.kind == PassKind::kF;
       const CommKind send = forward ? CommKind::kSendF : CommKind::kSendB;
       const CommKind recv = forward ? CommKind::kRecvF : CommKind::kRecvB;
-      for (auto [kind, other] : {std::pair{send, peer(send, a.stage)},
-                                 std::pair{recv, peer(recv, a.stage)}}) {
+      for (auto [kind, other] : {std::pair{send, peer(send, a.virtual_stage)},
+                                 std::pair{recv, peer(recv, a.virtual_stage)}}) {
         if (other < 0 || other >= n || owner[other] == w) continue;
-        if (seen.count({kind, a.stage, a.microbatch})) continue;
+        if (seen.count({kind, a.virtual_stage, a.microbatch})) continue;
         static constexpr const char* kNames[] = {"SEND_F", "RECV_F", "SEND_B",
                                                  "RECV_B"};
         return absl::InvalidArgumentError(absl::StrCat(
             RowName(w), ", cell ", rows.cells[w][i], " (", ActionToString(a),
-            "): no ", a.stage, kNames[static_cast<int>(kind)], a.microbatch,
-            is_send(kind) ? " after it (stage " : " before it (stage ", other,
-            " is on worker ", owner[other], ")"));
+            "): no ", a.virtual_stage, kNames[static_cast<int>(kind)], a.microbatch,
+            is_send(kind) ? " after it (virtual stage " : " before it (virtual stage ", other,
+            " is on stage ", owner[other], ")"));
       }
     }
   }
@@ -401,11 +401,11 @@ absl::StatusOr<Schedule> ScheduleFromCsv(std::string_view csv,
   if (!rows.ok()) return rows.status();
   absl::StatusOr<Schedule> schedule = ShapeFromRows(*rows);
   if (!schedule.ok()) return schedule.status();
-  schedule->worker_of_stage =
-      PlaceStages(placement, schedule->workers, schedule->chunks);
-  if (schedule->worker_of_stage.empty()) {
+  schedule->stage_of =
+      PlaceVirtualStages(placement, schedule->stages, schedule->chunks);
+  if (schedule->stage_of.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("V placement needs 2 chunks per worker; the CSV has ",
+        absl::StrCat("V placement needs 2 chunks per stage; the CSV has ",
                      schedule->chunks));
   }
   if (absl::Status st = CheckRowsFit(*schedule, *rows); !st.ok()) return st;
@@ -417,41 +417,41 @@ absl::StatusOr<PytorchCsvImport> ScheduleFromPytorchCsv(std::string_view csv) {
   if (!rows.ok()) return rows.status();
   absl::StatusOr<Schedule> schedule = ShapeFromRows(*rows);
   if (!schedule.ok()) return schedule.status();
-  // The row that holds a stage's actions is its worker: each stage in one
-  // row, each row the same number of stages.
-  const int n = schedule->num_stages();
+  // The row that holds a virtual stage's actions is its stage: each virtual stage in one
+  // row, each row the same number of virtual stages.
+  const int n = schedule->num_virtual_stages();
   std::vector<int> owner(n, -1);
-  std::vector<int> held(schedule->workers, 0);
-  for (int w = 0; w < schedule->workers; ++w) {
+  std::vector<int> held(schedule->stages, 0);
+  for (int w = 0; w < schedule->stages; ++w) {
     const std::vector<Action>& actions = schedule->actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
-      const int s = actions[i].stage;
+      const int s = actions[i].virtual_stage;
       if (owner[s] == -1) {
         owner[s] = w;
         ++held[w];
       } else if (owner[s] != w) {
         return absl::InvalidArgumentError(absl::StrCat(
             RowName(w), ", cell ", rows->cells[w][i], " (",
-            ActionToString(actions[i]), "): stage ", s, " is also in ",
-            RowName(owner[s]), "; a stage runs on one worker"));
+            ActionToString(actions[i]), "): virtual stage ", s, " is also in ",
+            RowName(owner[s]), "; a virtual stage runs on one stage"));
       }
     }
   }
   for (int s = 0; s < n; ++s) {
     if (owner[s] == -1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "stage ", s, " is in no row, but the CSV names stages up to ", n - 1));
+          "virtual stage ", s, " is in no row, but the CSV names virtual stages up to ", n - 1));
     }
   }
-  for (int w = 0; w < schedule->workers; ++w) {
+  for (int w = 0; w < schedule->stages; ++w) {
     if (held[w] != schedule->chunks) {
       return absl::InvalidArgumentError(absl::StrCat(
-          RowName(w), " holds ", held[w], " stage(s), not ", schedule->chunks,
-          " (", n, " stages over ", schedule->workers,
-          " rows); zbpp needs the same number on every worker"));
+          RowName(w), " holds ", held[w], " virtual stage(s), not ", schedule->chunks,
+          " (", n, " virtual stages over ", schedule->stages,
+          " rows); zbpp needs the same number on every stage"));
     }
   }
-  schedule->worker_of_stage = std::move(owner);
+  schedule->stage_of = std::move(owner);
   if (absl::Status st = CheckRowsFit(*schedule, *rows); !st.ok()) return st;
   if (rows->has_comms) {
     if (absl::Status st = CheckCommunication(*schedule, *rows); !st.ok()) {
@@ -474,10 +474,10 @@ std::string ScheduleToJson(const Schedule& schedule) {
     actions.push_back(std::move(texts));
   }
   Json json = {{"name", schedule.name},
-               {"workers", schedule.workers},
+               {"stages", schedule.stages},
                {"chunks", schedule.chunks},
                {"microbatches", schedule.microbatches},
-               {"worker_of_stage", schedule.worker_of_stage},
+               {"stage_of", schedule.stage_of},
                {"actions", std::move(actions)}};
   return json.dump();
 }
@@ -502,47 +502,47 @@ absl::StatusOr<Schedule> ScheduleFromJson(std::string_view text) {
     }
     schedule.name = it->get<std::string>();
   }
-  for (auto [field, value] : {std::pair{"workers", &schedule.workers},
+  for (auto [field, value] : {std::pair{"stages", &schedule.stages},
                               std::pair{"chunks", &schedule.chunks},
                               std::pair{"microbatches", &schedule.microbatches}}) {
     absl::StatusOr<int> parsed = IntField(json, field, 1);
     if (!parsed.ok()) return parsed.status();
     *value = *parsed;
   }
-  // workers * chunks must fit an int (Schedule::num_stages).
-  if (int64_t{schedule.workers} * schedule.chunks > 1'000'000'000) {
+  // stages * chunks must fit an int (Schedule::num_virtual_stages).
+  if (int64_t{schedule.stages} * schedule.chunks > 1'000'000'000) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "workers * chunks = ", int64_t{schedule.workers} * schedule.chunks,
+        "stages * chunks = ", int64_t{schedule.stages} * schedule.chunks,
         " is too large"));
   }
 
-  auto owners = json.find("worker_of_stage");
+  auto owners = json.find("stage_of");
   if (owners == json.end() || !owners->is_array() ||
-      static_cast<int>(owners->size()) != schedule.num_stages()) {
+      static_cast<int>(owners->size()) != schedule.num_virtual_stages()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "field \"worker_of_stage\" must be an array of workers*chunks = ",
-        schedule.num_stages(), " workers"));
+        "field \"stage_of\" must be an array of stages*chunks = ",
+        schedule.num_virtual_stages(), " stages"));
   }
   for (size_t s = 0; s < owners->size(); ++s) {
     const Json& owner = (*owners)[s];
     if (!owner.is_number_integer() || owner.get<long long>() < 0 ||
-        owner.get<long long>() >= schedule.workers) {
+        owner.get<long long>() >= schedule.stages) {
       return absl::InvalidArgumentError(
-          absl::StrCat("worker_of_stage[", s, "] must be a worker in [0, ",
-                       schedule.workers, "), got ", owner.dump()));
+          absl::StrCat("stage_of[", s, "] must be a stage in [0, ",
+                       schedule.stages, "), got ", owner.dump()));
     }
-    schedule.worker_of_stage.push_back(owner.get<int>());
+    schedule.stage_of.push_back(owner.get<int>());
   }
 
   auto rows = json.find("actions");
   if (rows == json.end() || !rows->is_array() ||
-      static_cast<int>(rows->size()) != schedule.workers) {
+      static_cast<int>(rows->size()) != schedule.stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("field \"actions\" must be an array of one list per "
-                     "worker (",
-                     schedule.workers, ")"));
+                     "stage (",
+                     schedule.stages, ")"));
   }
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     const Json& row = (*rows)[w];
     if (!row.is_array()) {
       return absl::InvalidArgumentError(
@@ -588,14 +588,14 @@ absl::StatusOr<PytorchCsvImport> ImportSchedule(std::string_view text) {
 absl::StatusOr<Placement> PlacementOf(const Schedule& schedule) {
   for (Placement placement : {Placement::kLoop, Placement::kV}) {
     if (placement == Placement::kV && schedule.chunks != 2) continue;
-    if (schedule.worker_of_stage ==
-        PlaceStages(placement, schedule.workers, schedule.chunks)) {
+    if (schedule.stage_of ==
+        PlaceVirtualStages(placement, schedule.stages, schedule.chunks)) {
       return placement;
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "its ", schedule.num_stages(), " virtual stages are placed neither as a "
-      "loop (stage s on worker s mod p) nor as a V (two chunks, the second "
+      "its ", schedule.num_virtual_stages(), " virtual stages are placed neither as a "
+      "loop (virtual stage s on stage s mod p) nor as a V (two chunks, the second "
       "in reverse)"));
 }
 

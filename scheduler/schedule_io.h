@@ -11,27 +11,27 @@
 
 namespace zbpp::sched {
 
-/// CSV as torchtitan loads it: one row per worker, one action per cell in
+/// CSV as torchtitan loads it: one row per stage, one action per cell in
 /// the text form of ActionToString (`0F0,0F1,0I0,0W0,...`). Rows may have
 /// different lengths; nothing else is written.
 std::string ScheduleToCsv(const Schedule& schedule);
 
 /// Parses ScheduleToCsv's form. The CSV carries only actions, so the caller
 /// says how virtual stages are placed; p is the number of rows, v and m are
-/// inferred (largest stage + 1 over p, largest microbatch + 1). Errors:
+/// inferred (largest virtual stage + 1 over p, largest microbatch + 1). Errors:
 /// InvalidArgument naming the row, the cell and why.
 absl::StatusOr<Schedule> ScheduleFromCsv(std::string_view csv,
                                          Placement placement);
 
 /// What ScheduleFromPytorchCsv read: the schedule and what else the file held.
 struct PytorchCsvImport {
-  /// The compute actions, with `worker_of_stage` taken from which row holds
-  /// each stage (so a V schedule's file imports with V placement).
+  /// The compute actions, with `stage_of` taken from which row holds
+  /// each virtual stage (so a V schedule's file imports with V placement).
   Schedule schedule;
   /// SEND_F, RECV_F, SEND_B and RECV_B actions read, each checked against the
   /// communication the compute actions imply.
   int communication_actions = 0;
-  /// UNSHARD and RESHARD actions (FSDP's all-gather and release of a stage's
+  /// UNSHARD and RESHARD actions (FSDP's all-gather and release of a virtual stage's
   /// parameters) read and ignored: zbpp's cost model has no such cost.
   int ignored_actions = 0;
   /// OVERLAP_F_B actions read, each split into its sub-actions in order.
@@ -41,33 +41,33 @@ struct PytorchCsvImport {
 /// Parses a schedule as PyTorch 2.11's `torch.distributed.pipelining` writes
 /// it (`_PipelineScheduleRuntime._dump_csv`, schedules.py): one row per rank,
 /// one action per cell in `_Action`'s text form, in either of its formats:
-///   * "compute_only": `{stage}{F|I|W|B}{microbatch}` (PyTorch's B is the
+///   * "compute_only": `{virtual stage}{F|I|W|B}{microbatch}` (PyTorch's B is the
 ///     fused backward, zbpp's BW; I the input gradient, zbpp's B), empty
-///     cells for idle slots, `{stage}REDUCE_GRAD`, and `(a;b)OVERLAP_F_B`
+///     cells for idle slots, `{virtual stage}REDUCE_GRAD`, and `(a;b)OVERLAP_F_B`
 ///     (DualPipeV's overlapped forward and backward), read as a then b;
-///   * "compute_comms": the same plus `{stage}SEND_F{mb}`, `RECV_F`,
-///     `SEND_B`, `RECV_B` and `{stage}UNSHARD` / `RESHARD`.
+///   * "compute_comms": the same plus `{virtual stage}SEND_F{mb}`, `RECV_F`,
+///     `SEND_B`, `RECV_B` and `{virtual stage}UNSHARD` / `RESHARD`.
 /// ScheduleToCsv's form is the compute-only one. p is the number of rows,
-/// the stages each row holds give `worker_of_stage` (every stage in exactly
+/// the virtual stages each row holds give `stage_of` (every virtual stage in exactly
 /// one row, every row the same number v of them), m is the largest
 /// microbatch + 1.
 ///
 /// When the file holds any communication action, every dependency between
-/// two workers that the compute actions imply (F of s on another worker
-/// than F of s+1; I or B of s on another worker than that of s-1) must have
+/// two stages that the compute actions imply (F of s on another stage
+/// than F of s+1; I or B of s on another stage than that of s-1) must have
 /// its SEND after the producing action in the sender's row and its RECV
 /// before the consuming action in the receiver's row, exactly once, and no
 /// other SEND or RECV may appear. UNSHARD and RESHARD are ignored.
 ///
 /// Errors: InvalidArgument naming the row, the cell and why, e.g.
-/// `row 1 (worker 0), cell 5 (0SEND_F3): stage 1 is on the same worker, no
-/// SEND_F is needed` or `row 2 (worker 1), cell 7 (1F2): no 1SEND_F2 after
+/// `row 1 (stage 0), cell 5 (0SEND_F3): virtual stage 1 is on the same stage, no
+/// SEND_F is needed` or `row 2 (stage 1), cell 7 (1F2): no 1SEND_F2 after
 /// it`. Whether the schedule is complete, deadlock-free and within memory is
 /// the simulator's to say (CheckSchedule, Simulate). Thread-safe (pure).
 absl::StatusOr<PytorchCsvImport> ScheduleFromPytorchCsv(std::string_view csv);
 
-/// JSON object {"name", "workers", "chunks", "microbatches",
-/// "worker_of_stage": [..], "actions": [["0F0", ...], ...]}.
+/// JSON object {"name", "stages", "chunks", "microbatches",
+/// "stage_of": [..], "actions": [["0F0", ...], ...]}.
 std::string ScheduleToJson(const Schedule& schedule);
 
 /// Parses ScheduleToJson's form. Errors: InvalidArgument naming the field.
@@ -81,8 +81,8 @@ absl::StatusOr<Schedule> ScheduleFromJson(std::string_view json);
 absl::StatusOr<PytorchCsvImport> ImportSchedule(std::string_view text);
 
 /// How `schedule` places its virtual stages: kLoop or kV when its
-/// worker_of_stage is PlaceStages' for that placement. InvalidArgument
-/// otherwise (the problem's per-worker M_B unit, MbUnitBytes, needs one of
+/// stage_of is PlaceVirtualStages' for that placement. InvalidArgument
+/// otherwise (the problem's per-stage M_B unit, MbUnitBytes, needs one of
 /// the two). Thread-safe (pure).
 absl::StatusOr<Placement> PlacementOf(const Schedule& schedule);
 

@@ -14,35 +14,35 @@ namespace {
 
 constexpr double kNotDone = -1.0;
 
-// Flat index of (stage, microbatch).
+// Flat index of (virtual stage, microbatch).
 struct Index {
   int m;
-  int operator()(int stage, int microbatch) const {
-    return stage * m + microbatch;
+  int operator()(int virtual_stage, int microbatch) const {
+    return virtual_stage * m + microbatch;
   }
 };
 
-std::string Where(int worker, size_t position, const Action& action) {
-  return absl::StrCat("worker ", worker, ", action #", position, " (",
+std::string Where(int stage, size_t position, const Action& action) {
+  return absl::StrCat("stage ", stage, ", action #", position, " (",
                       ActionToString(action), ")");
 }
 
 }  // namespace
 
-std::vector<int> BucketsPerStage(const Schedule& schedule) {
-  std::vector<int> buckets(std::max(0, schedule.num_stages()), 1);
+std::vector<int> BucketsPerVirtualStage(const Schedule& schedule) {
+  std::vector<int> buckets(std::max(0, schedule.num_virtual_stages()), 1);
   for (const auto& list : schedule.actions) {
     for (const Action& a : list) {
-      if (a.stage >= 0 && a.stage < static_cast<int>(buckets.size()) && a.bucket >= 0 &&
+      if (a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(buckets.size()) && a.bucket >= 0 &&
           a.bucket < kMaxBuckets) {
-        buckets[a.stage] = std::max(buckets[a.stage], a.bucket + 1);
+        buckets[a.virtual_stage] = std::max(buckets[a.virtual_stage], a.bucket + 1);
       }
     }
   }
   return buckets;
 }
 
-double PassSeconds(const StageCost& c, const Action& a, int buckets) {
+double PassSeconds(const VirtualStageCost& c, const Action& a, int buckets) {
   const double share = a.bucket == kAllBuckets ? 1.0 : 1.0 / buckets;
   switch (a.kind) {
     case PassKind::kF:
@@ -59,7 +59,7 @@ double PassSeconds(const StageCost& c, const Action& a, int buckets) {
   return 0;
 }
 
-double PassMemoryBytes(const StageCost& c, const Action& a, int buckets) {
+double PassMemoryBytes(const VirtualStageCost& c, const Action& a, int buckets) {
   switch (a.kind) {
     case PassKind::kF:
       return c.m_b_bytes;
@@ -76,83 +76,83 @@ double PassMemoryBytes(const StageCost& c, const Action& a, int buckets) {
 }
 
 absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
-  if (schedule.workers != problem.workers ||
+  if (schedule.stages != problem.stages ||
       schedule.chunks != problem.chunks ||
       schedule.microbatches != problem.microbatches) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "schedule is for p=", schedule.workers, " v=", schedule.chunks,
+        "schedule is for p=", schedule.stages, " v=", schedule.chunks,
         " m=", schedule.microbatches, " but the problem has p=",
-        problem.workers, " v=", problem.chunks, " m=", problem.microbatches));
+        problem.stages, " v=", problem.chunks, " m=", problem.microbatches));
   }
-  const int num_stages = problem.num_stages();
+  const int num_virtual_stages = problem.num_virtual_stages();
   const int m = problem.microbatches;
-  if (static_cast<int>(schedule.worker_of_stage.size()) != num_stages) {
+  if (static_cast<int>(schedule.stage_of.size()) != num_virtual_stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("worker_of_stage must have ", num_stages,
-                     " entries, got ", schedule.worker_of_stage.size()));
+        absl::StrCat("stage_of must have ", num_virtual_stages,
+                     " entries, got ", schedule.stage_of.size()));
   }
-  for (int s = 0; s < num_stages; ++s) {
-    const int w = schedule.worker_of_stage[s];
-    if (w < 0 || w >= problem.workers) {
+  for (int s = 0; s < num_virtual_stages; ++s) {
+    const int w = schedule.stage_of[s];
+    if (w < 0 || w >= problem.stages) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker_of_stage[", s, "] = ", w, " is not a worker in [0, ",
-          problem.workers, ")"));
+          "stage_of[", s, "] = ", w, " is not a stage in [0, ",
+          problem.stages, ")"));
     }
   }
-  if (static_cast<int>(schedule.actions.size()) != problem.workers) {
+  if (static_cast<int>(schedule.actions.size()) != problem.stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("actions must have one list per worker (",
-                     problem.workers, "), got ", schedule.actions.size()));
+        absl::StrCat("actions must have one list per stage (",
+                     problem.stages, "), got ", schedule.actions.size()));
   }
-  // Every (stage, microbatch) needs an F and a B or BW, so a schedule with
+  // Every (virtual stage, microbatch) needs an F and a B or BW, so a schedule with
   // fewer actions than pairs is incomplete. Checked before the tables of
-  // num_stages * m entries below, so that one huge microbatch number (an
+  // num_virtual_stages * m entries below, so that one huge microbatch number (an
   // imported "0F399999992") is refused instead of allocating gigabytes
   // (found by tests/fuzz/schedule_io_fuzz).
   size_t total_actions = 0;
   for (const auto& list : schedule.actions) total_actions += list.size();
-  const int64_t pairs = int64_t{num_stages} * m;
+  const int64_t pairs = int64_t{num_virtual_stages} * m;
   if (pairs > static_cast<int64_t>(total_actions)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "schedule has ", total_actions, " actions, too few for its ", pairs,
-        " (stage, microbatch) pairs"));
+        " (virtual stage, microbatch) pairs"));
   }
-  // Position of each pass in its worker's list, -1 when absent; w_pos is a
+  // Position of each pass in its stage's list, -1 when absent; w_pos is a
   // whole W's, w_bucket_pos a partial W's, at bucket_base[s] + mb * K_s + b.
   const Index at{m};
-  const std::vector<int> buckets = BucketsPerStage(schedule);
-  std::vector<int> bucket_base(num_stages + 1, 0);
-  for (int s = 0; s < num_stages; ++s) bucket_base[s + 1] = bucket_base[s] + buckets[s];
+  const std::vector<int> buckets = BucketsPerVirtualStage(schedule);
+  std::vector<int> bucket_base(num_virtual_stages + 1, 0);
+  for (int s = 0; s < num_virtual_stages; ++s) bucket_base[s + 1] = bucket_base[s] + buckets[s];
   auto w_bucket_at = [&](int s, int mb, int b) {
     return static_cast<size_t>(bucket_base[s]) * m + static_cast<size_t>(mb) * buckets[s] + b;
   };
-  std::vector<int> f_pos(num_stages * m, -1), b_pos(num_stages * m, -1),
-      w_pos(num_stages * m, -1);
-  std::vector<int> w_bucket_pos(static_cast<size_t>(bucket_base[num_stages]) * m, -1);
-  std::vector<int> w_buckets_seen(num_stages * m, 0);
-  std::vector<char> fused(num_stages * m, 0);
-  // Position of each stage's whole reduction and of its partial ones
+  std::vector<int> f_pos(num_virtual_stages * m, -1), b_pos(num_virtual_stages * m, -1),
+      w_pos(num_virtual_stages * m, -1);
+  std::vector<int> w_bucket_pos(static_cast<size_t>(bucket_base[num_virtual_stages]) * m, -1);
+  std::vector<int> w_buckets_seen(num_virtual_stages * m, 0);
+  std::vector<char> fused(num_virtual_stages * m, 0);
+  // Position of each virtual stage's whole reduction and of its partial ones
   // (reduce_bucket_pos[bucket_base[s] + b]), -1 when absent.
-  std::vector<int> reduce_pos(num_stages, -1);
-  std::vector<int> reduce_bucket_pos(bucket_base[num_stages], -1);
+  std::vector<int> reduce_pos(num_virtual_stages, -1);
+  std::vector<int> reduce_bucket_pos(bucket_base[num_virtual_stages], -1);
   bool any_reduce = false;
-  for (int w = 0; w < problem.workers; ++w) {
+  for (int w = 0; w < problem.stages; ++w) {
     const auto& list = schedule.actions[w];
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      if (a.stage < 0 || a.stage >= num_stages) {
+      if (a.virtual_stage < 0 || a.virtual_stage >= num_virtual_stages) {
         return absl::InvalidArgumentError(
-            absl::StrCat(Where(w, i, a), ": stage out of range [0, ",
-                         num_stages, ")"));
+            absl::StrCat(Where(w, i, a), ": virtual stage out of range [0, ",
+                         num_virtual_stages, ")"));
       }
       if (a.microbatch < 0 || a.microbatch >= m) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(w, i, a), ": microbatch out of range [0, ", m, ")"));
       }
-      if (schedule.worker_of_stage[a.stage] != w) {
+      if (schedule.stage_of[a.virtual_stage] != w) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Where(w, i, a), ": stage ", a.stage, " is held by worker ",
-            schedule.worker_of_stage[a.stage]));
+            Where(w, i, a), ": virtual stage ", a.virtual_stage, " is held by stage ",
+            schedule.stage_of[a.virtual_stage]));
       }
       const bool partial = a.bucket != kAllBuckets;
       if (partial && ((a.kind != PassKind::kW && a.kind != PassKind::kReduce) ||
@@ -167,20 +167,20 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
               Where(w, i, a), ": a reduction covers every microbatch; its "
                               "microbatch must be 0, got ", a.microbatch));
         }
-        int& slot = partial ? reduce_bucket_pos[bucket_base[a.stage] + a.bucket]
-                            : reduce_pos[a.stage];
+        int& slot = partial ? reduce_bucket_pos[bucket_base[a.virtual_stage] + a.bucket]
+                            : reduce_pos[a.virtual_stage];
         if (slot >= 0) {
           return absl::InvalidArgumentError(
-              absl::StrCat(Where(w, i, a), ": duplicate reduction of stage ",
-                           a.stage));
+              absl::StrCat(Where(w, i, a), ": duplicate reduction of virtual stage ",
+                           a.virtual_stage));
         }
         slot = static_cast<int>(i);
         any_reduce = true;
         continue;
       }
-      const int k = at(a.stage, a.microbatch);
+      const int k = at(a.virtual_stage, a.microbatch);
       if (a.kind == PassKind::kW && partial) {
-        int& slot = w_bucket_pos[w_bucket_at(a.stage, a.microbatch, a.bucket)];
+        int& slot = w_bucket_pos[w_bucket_at(a.virtual_stage, a.microbatch, a.bucket)];
         if (slot >= 0 || w_pos[k] >= 0 || fused[k]) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(w, i, a), ": duplicate pass"));
@@ -201,24 +201,24 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
       if (a.kind == PassKind::kBW) fused[k] = 1;
     }
   }
-  for (int s = 0; s < num_stages; ++s) {
-    const int w = schedule.worker_of_stage[s];
+  for (int s = 0; s < num_virtual_stages; ++s) {
+    const int w = schedule.stage_of[s];
     for (int mb = 0; mb < m; ++mb) {
       const int k = at(s, mb);
       if (f_pos[k] < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "worker ", w, ": missing F of stage ", s, " microbatch ", mb));
+            "stage ", w, ": missing F of virtual stage ", s, " microbatch ", mb));
       }
       if (b_pos[k] < 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("worker ", w, ": missing B of stage ", s,
+            absl::StrCat("stage ", w, ": missing B of virtual stage ", s,
                          " microbatch ", mb));
       }
       if (!fused[k] && w_pos[k] < 0) {
         for (int b = 0; b < buckets[s]; ++b) {
           if (w_bucket_pos[w_bucket_at(s, mb, b)] < 0) {
             return absl::InvalidArgumentError(absl::StrCat(
-                "worker ", w, ": missing W of stage ", s, " microbatch ", mb,
+                "stage ", w, ": missing W of virtual stage ", s, " microbatch ", mb,
                 w_buckets_seen[k] > 0 ? absl::StrCat(" bucket ", b) : ""));
           }
         }
@@ -240,14 +240,14 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
     }
   }
   if (!any_reduce) return absl::OkStatus();
-  for (int s = 0; s < num_stages; ++s) {
-    const int w = schedule.worker_of_stage[s];
+  for (int s = 0; s < num_virtual_stages; ++s) {
+    const int w = schedule.stage_of[s];
     const int K = buckets[s];
     int partial_reductions = 0;
     for (int b = 0; b < K; ++b) partial_reductions += reduce_bucket_pos[bucket_base[s] + b] >= 0;
     if (reduce_pos[s] >= 0 && partial_reductions > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker ", w, ": stage ", s,
+          "stage ", w, ": virtual stage ", s,
           " has a whole reduction and partial ones; it needs one or the other"));
     }
     if (reduce_pos[s] < 0 && partial_reductions < K) {
@@ -259,10 +259,10 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         }
       }
       return absl::InvalidArgumentError(absl::StrCat(
-          "worker ", w, ": missing reduction of stage ", s, " (", ActionToString(missing),
+          "stage ", w, ": missing reduction of virtual stage ", s, " (", ActionToString(missing),
           "); a schedule with reductions needs one per virtual stage (or one per bucket)"));
     }
-    // Each reduction against the stage's last weight-gradient pass covering
+    // Each reduction against the virtual stage's last weight-gradient pass covering
     // its buckets: a W (whole or of the bucket), or BW where fused.
     const auto& list = schedule.actions[w];
     for (int b = reduce_pos[s] >= 0 ? -1 : 0; b < (reduce_pos[s] >= 0 ? 0 : K); ++b) {
@@ -282,7 +282,7 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
       const int pos = b < 0 ? reduce_pos[s] : reduce_bucket_pos[bucket_base[s] + b];
       if (pos < last) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Where(w, pos, list[pos]), ": reduction before the stage's last W or BW (",
+            Where(w, pos, list[pos]), ": reduction before the virtual stage's last W or BW (",
             ActionToString(list[last]), ")"));
       }
     }
@@ -295,22 +295,22 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (absl::Status st = CheckSchedule(problem, schedule); !st.ok()) return st;
 
-  const int p = problem.workers;
-  const int num_stages = problem.num_stages();
+  const int p = problem.stages;
+  const int num_virtual_stages = problem.num_virtual_stages();
   const int m = problem.microbatches;
   const Index at{m};
-  const auto& owner = schedule.worker_of_stage;
-  const std::vector<int> buckets = BucketsPerStage(schedule);
+  const auto& owner = schedule.stage_of;
+  const std::vector<int> buckets = BucketsPerVirtualStage(schedule);
 
   // End time of each pass; the B slot holds B or BW.
-  std::vector<double> f_end(num_stages * m, kNotDone);
-  std::vector<double> b_end(num_stages * m, kNotDone);
+  std::vector<double> f_end(num_virtual_stages * m, kNotDone);
+  std::vector<double> b_end(num_virtual_stages * m, kNotDone);
 
   SimulationResult result;
   result.timings.resize(p);
   for (int w = 0; w < p; ++w) result.timings[w].resize(schedule.actions[w].size());
   std::vector<size_t> next(p, 0);
-  // Each worker's compute timeline, and its communication timeline where
+  // Each stage's compute timeline, and its communication timeline where
   // reductions run one at a time.
   std::vector<double> free_at(p, 0.0);
   std::vector<double> comm_free_at(p, 0.0);
@@ -318,15 +318,15 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   std::deque<int> ready;
   for (int w = 0; w < p; ++w) ready.push_back(w);
 
-  // When a dependency is produced on another worker, it arrives one hop
-  // later; between chunks of the same worker it is handed over at once.
-  auto arrival = [&](int from_stage, int to_stage, double end) {
-    return owner[from_stage] == owner[to_stage] ? end
+  // When a dependency is produced on another stage, it arrives one hop
+  // later; between chunks of the same stage it is handed over at once.
+  auto arrival = [&](int from_virtual_stage, int to_virtual_stage, double end) {
+    return owner[from_virtual_stage] == owner[to_virtual_stage] ? end
                                                 : end + problem.comm_seconds;
   };
-  auto wake = [&](int stage) {
-    if (stage < 0 || stage >= num_stages) return;
-    const int w = owner[stage];
+  auto wake = [&](int virtual_stage) {
+    if (virtual_stage < 0 || virtual_stage >= num_virtual_stages) return;
+    const int w = owner[virtual_stage];
     if (!queued[w]) {
       queued[w] = 1;
       ready.push_back(w);
@@ -340,17 +340,17 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     const auto& list = schedule.actions[w];
     while (next[w] < list.size()) {
       const Action& a = list[next[w]];
-      const int k = at(a.stage, a.microbatch);
+      const int k = at(a.virtual_stage, a.microbatch);
       double start = free_at[w];
       bool blocked = false;
       switch (a.kind) {
         case PassKind::kF:
-          if (a.stage > 0) {
-            const double dep = f_end[at(a.stage - 1, a.microbatch)];
+          if (a.virtual_stage > 0) {
+            const double dep = f_end[at(a.virtual_stage - 1, a.microbatch)];
             if (dep == kNotDone) {
               blocked = true;
             } else {
-              start = std::max(start, arrival(a.stage - 1, a.stage, dep));
+              start = std::max(start, arrival(a.virtual_stage - 1, a.virtual_stage, dep));
             }
           }
           break;
@@ -358,12 +358,12 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         case PassKind::kBW:
           // Own F precedes B in the list (CheckSchedule), so it is done.
           start = std::max(start, f_end[k]);
-          if (a.stage + 1 < num_stages) {
-            const double dep = b_end[at(a.stage + 1, a.microbatch)];
+          if (a.virtual_stage + 1 < num_virtual_stages) {
+            const double dep = b_end[at(a.virtual_stage + 1, a.microbatch)];
             if (dep == kNotDone) {
               blocked = true;
             } else {
-              start = std::max(start, arrival(a.stage + 1, a.stage, dep));
+              start = std::max(start, arrival(a.virtual_stage + 1, a.virtual_stage, dep));
             }
           }
           break;
@@ -371,12 +371,12 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
           start = std::max(start, b_end[k]);
           break;
         case PassKind::kReduce: {
-          // Issued now (every W of the stage is done: CheckSchedule), it
+          // Issued now (every W of the virtual stage is done: CheckSchedule), it
           // waits only for the reductions before it; the passes after it
           // do not wait for it.
           const double comm_start = std::max(free_at[w], comm_free_at[w]);
           const double comm_end =
-              comm_start + PassSeconds(problem.stages[a.stage], a, buckets[a.stage]);
+              comm_start + PassSeconds(problem.virtual_stages[a.virtual_stage], a, buckets[a.virtual_stage]);
           result.timings[w][next[w]] = {comm_start, comm_end};
           comm_free_at[w] = comm_end;
           ++next[w];
@@ -384,16 +384,16 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         }
       }
       if (blocked) break;
-      const double end = start + PassSeconds(problem.stages[a.stage], a, buckets[a.stage]);
+      const double end = start + PassSeconds(problem.virtual_stages[a.virtual_stage], a, buckets[a.virtual_stage]);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];
       if (a.kind == PassKind::kF) {
         f_end[k] = end;
-        wake(a.stage + 1);
+        wake(a.virtual_stage + 1);
       } else if (a.kind != PassKind::kW) {
         b_end[k] = end;
-        wake(a.stage - 1);
+        wake(a.virtual_stage - 1);
       }
     }
   }
@@ -405,11 +405,11 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     const Action& a = list[next[w]];
     const Action needs =
         a.kind == PassKind::kF
-            ? Action{PassKind::kF, a.stage - 1, a.microbatch}
-            : Action{PassKind::kB, a.stage + 1, a.microbatch};
+            ? Action{PassKind::kF, a.virtual_stage - 1, a.microbatch}
+            : Action{PassKind::kB, a.virtual_stage + 1, a.microbatch};
     stuck.push_back(absl::StrCat(Where(w, next[w], a), " waits for ",
-                                 ActionToString(needs), " on worker ",
-                                 owner[needs.stage]));
+                                 ActionToString(needs), " on stage ",
+                                 owner[needs.virtual_stage]));
   }
   if (!stuck.empty()) {
     return absl::FailedPreconditionError(
@@ -418,7 +418,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
 
   result.busy_seconds.assign(p, 0.0);
   result.idle_seconds.assign(p, 0.0);
-  result.exposed_reduce_seconds_per_worker.assign(p, 0.0);
+  result.exposed_reduce_seconds_per_stage.assign(p, 0.0);
   result.peak_memory_bytes.assign(p, 0.0);
   result.peak_memory_m_b.assign(p, 0.0);
   double first_start = 0, last_end = 0, busy_total = 0;
@@ -432,34 +432,34 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     double memory = 0;
     // Span of the passes alone, and of everything; a reduction never
     // starts before the pass it follows, so the first action starts both.
-    const double worker_start = t.front().start_seconds;
-    double compute_end = worker_start, reduce_end = worker_start;
+    const double stage_start = t.front().start_seconds;
+    double compute_end = stage_start, reduce_end = stage_start;
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      const StageCost& c = problem.stages[a.stage];
+      const VirtualStageCost& c = problem.virtual_stages[a.virtual_stage];
       if (a.kind == PassKind::kReduce) {
         reduce_end = std::max(reduce_end, t[i].end_seconds);
         continue;
       }
       compute_end = std::max(compute_end, t[i].end_seconds);
       result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
-      memory += PassMemoryBytes(c, a, buckets[a.stage]);
+      memory += PassMemoryBytes(c, a, buckets[a.virtual_stage]);
       result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
     }
-    const double worker_end = std::max(compute_end, reduce_end);
-    result.exposed_reduce_seconds_per_worker[w] = worker_end - compute_end;
+    const double stage_end = std::max(compute_end, reduce_end);
+    result.exposed_reduce_seconds_per_stage[w] = stage_end - compute_end;
     result.makespan_seconds =
-        std::max(result.makespan_seconds, worker_end - worker_start);
-    compute_makespan = std::max(compute_makespan, compute_end - worker_start);
-    first_start = any ? std::min(first_start, worker_start) : worker_start;
-    last_end = std::max(last_end, worker_end);
+        std::max(result.makespan_seconds, stage_end - stage_start);
+    compute_makespan = std::max(compute_makespan, compute_end - stage_start);
+    first_start = any ? std::min(first_start, stage_start) : stage_start;
+    last_end = std::max(last_end, stage_end);
     any = true;
     busy_total += result.busy_seconds[w];
   }
   result.step_seconds = last_end - first_start;
   result.exposed_reduce_seconds = result.makespan_seconds - compute_makespan;
   std::vector<double> unit(p, 0.0);
-  for (int s = 0; s < num_stages; ++s) unit[owner[s]] += problem.stages[s].m_b_bytes;
+  for (int s = 0; s < num_virtual_stages; ++s) unit[owner[s]] += problem.virtual_stages[s].m_b_bytes;
   for (int w = 0; w < p; ++w) {
     result.idle_seconds[w] = result.makespan_seconds - result.busy_seconds[w];
     result.peak_memory_m_b[w] =

@@ -10,7 +10,7 @@
 namespace zbpp::sched {
 
 /// Start and end of one action, in seconds from the start of the step. For a
-/// reduction (PassKind::kReduce): when the worker's communication timeline
+/// reduction (PassKind::kReduce): when the stage's communication timeline
 /// starts it and when it completes.
 struct ActionTiming {
   double start_seconds = 0;
@@ -22,94 +22,94 @@ struct ActionTiming {
 struct SimulationResult {
   /// Parallel to `Schedule::actions`: timing of every action.
   std::vector<std::vector<ActionTiming>> timings;
-  /// The paper's "cost" (§5.3): the largest per-worker span, from a worker's
-  /// first start to its last end, in seconds. A worker ends at the later of
+  /// The paper's "cost" (§5.3): the largest per-stage span, from a stage's
+  /// first start to its last end, in seconds. A stage ends at the later of
   /// its last pass and its last reduction.
   double makespan_seconds = 0;
-  /// From the first start to the last end over all workers, in seconds: the
+  /// From the first start to the last end over all stages, in seconds: the
   /// wall-clock time of one step (reductions included).
   double step_seconds = 0;
   /// Idle fraction in [0, 1]: 1 - sum_w busy_w / (p * makespan). For equal
-  /// work on every worker this is the paper's (cost - m(T_F+T_B+T_W))/cost.
+  /// work on every stage this is the paper's (cost - m(T_F+T_B+T_W))/cost.
   /// A reduction is not busy time: where it is exposed it is bubble.
   double bubble_rate = 0;
   /// Seconds the reductions add to the step: makespan_seconds minus the
   /// makespan of the same schedule with its reductions removed (those
   /// timings do not depend on the reductions). 0 without reductions, and 0
-  /// when every worker's reductions end within the makespan its passes set.
+  /// when every stage's reductions end within the makespan its passes set.
   double exposed_reduce_seconds = 0;
-  /// Per worker: seconds spent running passes (reductions excluded).
+  /// Per stage: seconds spent running passes (reductions excluded).
   std::vector<double> busy_seconds;
-  /// Per worker: how long its last reduction ends after its last pass,
+  /// Per stage: how long its last reduction ends after its last pass,
   /// max(0, last reduction end - last pass end), in seconds; 0 without
-  /// reductions. A worker's own exposure: it shows in the makespan only as
-  /// far as that worker's span, so extended, exceeds the others'.
-  std::vector<double> exposed_reduce_seconds_per_worker;
-  /// Per worker: makespan - busy, in seconds (the worker's bubble measured
+  /// reductions. A stage's own exposure: it shows in the makespan only as
+  /// far as that stage's span, so extended, exceeds the others'.
+  std::vector<double> exposed_reduce_seconds_per_stage;
+  /// Per stage: makespan - busy, in seconds (the stage's bubble measured
   /// against the common makespan, so that sum_w idle / (p * makespan) is
   /// the bubble rate).
   std::vector<double> idle_seconds;
-  /// Per worker: peak activation memory in bytes.
+  /// Per stage: peak activation memory in bytes.
   std::vector<double> peak_memory_bytes;
-  /// Per worker: peak in units of that worker's M_B (the sum of M_B over the
+  /// Per stage: peak in units of that stage's M_B (the sum of M_B over the
   /// virtual stages it holds, i.e. one microbatch's activations).
   std::vector<double> peak_memory_m_b;
-  /// Max over workers of `peak_memory_m_b`.
+  /// Max over stages of `peak_memory_m_b`.
   double max_peak_memory_m_b = 0;
 };
 
 /// Per virtual stage, the number K of gradient buckets `schedule` splits it
 /// into: 1 + the largest bucket index of its W and REDUCE_GRAD actions, 1
-/// when it names none (see PassKind). Size num_stages(); indices out of
+/// when it names none (see PassKind). Size num_virtual_stages(); indices out of
 /// [0, kMaxBuckets) are ignored here (CheckSchedule refuses them).
-std::vector<int> BucketsPerStage(const Schedule& schedule);
+std::vector<int> BucketsPerVirtualStage(const Schedule& schedule);
 
-/// Seconds that `action` of a stage costing `cost` and split into `buckets`
+/// Seconds that `action` of a virtual stage costing `cost` and split into `buckets`
 /// lasts: T_F, T_B, T_W (T_W / K for one bucket), T_B + T_W for BW,
-/// StageCost::reduce_seconds (its K-th for one bucket) for a reduction.
-double PassSeconds(const StageCost& cost, const Action& action, int buckets);
+/// VirtualStageCost::reduce_seconds (its K-th for one bucket) for a reduction.
+double PassSeconds(const VirtualStageCost& cost, const Action& action, int buckets);
 
-/// Change of the worker's activation memory, in bytes, when it runs `action`
-/// of a stage costing `cost` and split into `buckets` (paper §2): F +M_B,
+/// Change of the stage's activation memory, in bytes, when it runs `action`
+/// of a virtual stage costing `cost` and split into `buckets` (paper §2): F +M_B,
 /// B -(M_B - M_W), W -M_W (-M_W / K for one bucket), BW -M_B, a reduction
 /// 0.
-double PassMemoryBytes(const StageCost& cost, const Action& action, int buckets);
+double PassMemoryBytes(const VirtualStageCost& cost, const Action& action, int buckets);
 
 /// Checks that `schedule` is well formed for `problem`: matching sizes, every
-/// stage on the worker `worker_of_stage` names, every (stage, microbatch)
+/// virtual stage on the stage `stage_of` names, every (virtual stage, microbatch)
 /// with exactly one F and either one B and one W or one BW, and on each
-/// worker F before B before W of the same (stage, microbatch). Reductions
+/// stage F before B before W of the same (virtual stage, microbatch). Reductions
 /// (PassKind::kReduce, microbatch 0) are optional as a whole: a schedule
 /// without any is one data-parallel replica (d = 1); one with any must hold
-/// exactly one per virtual stage, after that stage's last W or BW. With
-/// gradient buckets (PassKind; K from BucketsPerStage): a W is either one
-/// whole W or one W@b for every bucket b (never for BW), and a stage's
-/// reduction either one whole REDUCE_GRAD, after every W of the stage, or
+/// exactly one per virtual stage, after that virtual stage's last W or BW. With
+/// gradient buckets (PassKind; K from BucketsPerVirtualStage): a W is either one
+/// whole W or one W@b for every bucket b (never for BW), and a virtual stage's
+/// reduction either one whole REDUCE_GRAD, after every W of the virtual stage, or
 /// one REDUCE_GRAD@b per bucket, each after every W covering b.
 ///
-/// Returns InvalidArgument naming the worker, the position and the action,
-/// e.g. `worker 1, action #7 (1W3): W before its B (1I3)` or
-/// `worker 0, action #9 (0REDUCE_GRAD): reduction before the stage's last
+/// Returns InvalidArgument naming the stage, the position and the action,
+/// e.g. `stage 1, action #7 (1W3): W before its B (1I3)` or
+/// `stage 0, action #9 (0REDUCE_GRAD): reduction before the virtual stage's last
 /// W or BW (0W3)`.
 absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule);
 
 /// Runs `schedule` on `problem`'s cost model, event by event: an action
-/// starts when its worker is free and its inputs are there. F of stage s
-/// needs F of s-1, B of s needs F of s and B of s+1 (the last stage: its own
-/// F), W needs its B; a dependency crossing workers arrives
+/// starts when its stage is free and its inputs are there. F of virtual stage s
+/// needs F of s-1, B of s needs F of s and B of s+1 (the last virtual stage: its own
+/// F), W needs its B; a dependency crossing stages arrives
 /// `comm_seconds` after the producer ends, one between chunks of the same
-/// worker at once. Memory: F holds M_B from its start, B frees M_B - M_W,
+/// stage at once. Memory: F holds M_B from its start, B frees M_B - M_W,
 /// W frees M_W, BW frees M_B.
 ///
 /// Reductions do not occupy the compute timeline: a kReduce is issued when
-/// its worker's passes reach it in the order (at the end of the pass before
-/// it, or at 0 when it comes first), runs on that worker's communication
-/// timeline (one at a time, in list order) for its stage's
-/// StageCost::reduce_seconds, and the worker ends at the later of its last
+/// its stage's passes reach it in the order (at the end of the pass before
+/// it, or at 0 when it comes first), runs on that stage's communication
+/// timeline (one at a time, in list order) for its virtual stage's
+/// VirtualStageCost::reduce_seconds, and the stage ends at the later of its last
 /// pass and its last reduction.
 ///
 /// Errors: those of `Problem::Validate` and `CheckSchedule`;
-/// FailedPrecondition for a deadlock, listing each stuck worker's next action
+/// FailedPrecondition for a deadlock, listing each stuck stage's next action
 /// and the pass it waits for. O(number of actions). Thread-safe (pure).
 absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
                                           const Schedule& schedule);

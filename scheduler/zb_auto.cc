@@ -66,19 +66,19 @@ struct Candidate {
   GreedyChoices choices;
 };
 
-// A worker must hold at least one microbatch's activations of all of its
+// A stage must hold at least one microbatch's activations of all of its
 // virtual stages, or no schedule exists (the list scheduler keeps that much
 // room so that a microbatch can always reach the loss).
 absl::Status CheckLimits(const Problem& problem,
                          const std::vector<int>& owner) {
-  std::vector<double> need(problem.workers, 0.0);
-  for (int s = 0; s < problem.num_stages(); ++s) {
-    need[owner[s]] += problem.stages[s].m_b_bytes;
+  std::vector<double> need(problem.stages, 0.0);
+  for (int s = 0; s < problem.num_virtual_stages(); ++s) {
+    need[owner[s]] += problem.virtual_stages[s].m_b_bytes;
   }
-  for (int w = 0; w < problem.workers; ++w) {
+  for (int w = 0; w < problem.stages; ++w) {
     if (OverMemoryLimit(need[w], problem.limit_of(w))) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "worker ", w, "'s activation memory limit (", problem.limit_of(w),
+          "stage ", w, "'s activation memory limit (", problem.limit_of(w),
           " bytes) is below one microbatch's activations on it (", need[w],
           " bytes, the M_B of its virtual stages); no schedule fits"));
     }
@@ -172,7 +172,7 @@ class LoopGreedyRuns {
   const Run& Get(bool bubble_before_first_b, bool favour_b) {
     if (bubble_before_first_b && SameWarmup()) return Get(false, favour_b);
     if (!favour_b) {
-      // favour_b only ever makes a stage skip an F: if it never did, the
+      // favour_b only ever makes a virtual stage skip an F: if it never did, the
       // run without it is the same.
       const Run& with = Get(bubble_before_first_b, true);
       if (!with.trace.favour_b_decided) return with;
@@ -245,12 +245,12 @@ std::vector<Candidate> Candidates(const Problem& problem,
   Pool pool(model, evaluator);
   const bool one_chunk_loop =
       options.placement == Placement::kLoop && problem.chunks == 1;
-  // later_stage_first only matters where a worker holds several stages.
-  const bool several_stages = problem.chunks > 1;
+  // later_virtual_stage_first only matters where a stage holds several virtual stages.
+  const bool several_virtual_stages = problem.chunks > 1;
   // Large problems: the list scheduler under its default choices only,
   // the round-based V greedy with one re-run, one building block per kind.
   const bool large = model.num_ids() >= kLargeProblem;
-  // With the V placement or one chunk per worker, the list scheduler only
+  // With the V placement or one chunk per stage, the list scheduler only
   // under its default choices too: the other constructions cover it (over
   // the comparison grid of bench/results/solver.md its other variants
   // change no result). It stays as the candidate that always fits (see
@@ -273,7 +273,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
     }
     const ListChoices list{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
     if ((!default_list_only || bits == 1) &&
-        (several_stages || !list.later_stage_first) &&
+        (several_virtual_stages || !list.later_virtual_stage_first) &&
         internal::ListGreedy(model, list, &orders, &spans)) {
       pool.AddTimed(std::move(orders), std::move(spans));
     }
@@ -327,7 +327,7 @@ std::vector<Candidate> Candidates(const Problem& problem,
                                            /*retime_whole_gaps_only=*/true);
     for (int pace = kMaxPace; pace >= 1 && !zb_v_fits; --pace) {
       std::vector<internal::VTurnDelays> delays =
-          internal::VTurnDelayOptions(problem.workers, pace, 2);
+          internal::VTurnDelayOptions(problem.stages, pace, 2);
       const size_t options = large ? 1 : kBlockDelayOptions;
       if (delays.size() > options) delays.resize(options);
       bool fits = false;
@@ -360,10 +360,10 @@ int64_t RefineBudget(int passes) {
                     kMaxEvaluations);
 }
 
-// Number of F's each worker runs before its first B (one chunk per worker).
+// Number of F's each stage runs before its first B (one chunk per stage).
 std::vector<int> WarmupDepths(const PassModel& model, const Orders& orders) {
-  std::vector<int> depth(model.workers(), 0);
-  for (int w = 0; w < model.workers(); ++w) {
+  std::vector<int> depth(model.stages(), 0);
+  for (int w = 0; w < model.stages(); ++w) {
     for (int32_t id : orders[w]) {
       if (model.PassOf(id) == internal::kB) break;
       if (model.PassOf(id) == internal::kF) ++depth[w];
@@ -372,8 +372,8 @@ std::vector<int> WarmupDepths(const PassModel& model, const Orders& orders) {
   return depth;
 }
 
-// Warm-up depth vectors next to `depth`: one stage, a prefix of stages or a
-// suffix of stages one F deeper or shallower. A prefix moves the whole
+// Warm-up depth vectors next to `depth`: one virtual stage, a prefix of virtual stages or a
+// suffix of virtual stages one F deeper or shallower. A prefix moves the whole
 // upper pipe together, which the 1F-1B steady state needs to stay aligned.
 std::vector<std::vector<int>> WarmupNeighbours(const std::vector<int>& depth,
                                                int m) {
@@ -394,12 +394,12 @@ std::vector<std::vector<int>> WarmupNeighbours(const std::vector<int>& depth,
   return out;
 }
 
-// Seconds of passes of the busiest worker: a lower bound on the makespan.
-double BusiestWorkerSeconds(const PassModel& model) {
+// Seconds of passes of the busiest stage: a lower bound on the makespan.
+double BusiestStageSeconds(const PassModel& model) {
   double busiest = 0;
-  for (int w = 0; w < model.workers(); ++w) {
+  for (int w = 0; w < model.stages(); ++w) {
     double busy = 0;
-    for (int s : model.StagesOf(w)) {
+    for (int s : model.VirtualStagesOf(w)) {
       busy += model.Duration(internal::kF, s) + model.Duration(internal::kB, s) +
               model.Duration(internal::kW, s);
     }
@@ -408,7 +408,7 @@ double BusiestWorkerSeconds(const PassModel& model) {
   return busiest;
 }
 
-// The refinement: polish the best candidate, then (one chunk per worker)
+// The refinement: polish the best candidate, then (one chunk per stage)
 // search warm-up depths, each decoded by the paper's greedy and polished.
 Orders Refine(const PassModel& model, Evaluator& evaluator,
               std::vector<Candidate>& candidates, int64_t budget) {
@@ -463,8 +463,8 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
   // Budget still left (small problems): iterated local search from the
   // best, kicked by a few random moves each time (fixed seed: the result
   // does not depend on the machine), until the makespan reaches the
-  // largest worker's busy time, below which no schedule goes.
-  const double busiest = BusiestWorkerSeconds(model);
+  // largest stage's busy time, below which no schedule goes.
+  const double busiest = BusiestStageSeconds(model);
   std::mt19937 random(kKickSeed);
   for (int kick = 0;
        budget > 0 && best_value.makespan() > busiest * (1 + 1e-9); ++kick) {
@@ -492,7 +492,7 @@ absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
         absl::StrCat("the V placement needs chunks = 2, got ", problem.chunks));
   }
   std::vector<int> owner =
-      PlaceStages(options.placement, problem.workers, problem.chunks);
+      PlaceVirtualStages(options.placement, problem.stages, problem.chunks);
   if (absl::Status st = CheckLimits(problem, owner); !st.ok()) return st;
 
   const PassModel model(problem, std::move(owner));

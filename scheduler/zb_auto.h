@@ -17,7 +17,7 @@ struct AutoSolverOptions {
   Placement placement = Placement::kLoop;
   /// Run the refinement after the greedy search. The refinement only keeps
   /// changes that the simulator's semantics say shorten the makespan (or,
-  /// at equal makespan, the other workers' spans), so the result is never
+  /// at equal makespan, the other stages' spans), so the result is never
   /// worse than the greedy one.
   bool refine = true;
   /// Work bound of the refinement, in candidate evaluations (each costs one
@@ -31,7 +31,7 @@ struct AutoSolverOptions {
 };
 
 /// The automatic scheduler of the Zero Bubble paper (§3.1): a greedy list
-/// scheduler over per-stage heterogeneous costs with the activation memory
+/// scheduler over per-virtual stage heterogeneous costs with the activation memory
 /// limit of `problem.memory_limit_bytes` (none when empty), searched over
 /// the paper's binary choices, then refined (see AutoSolverOptions::refine).
 ///
@@ -47,14 +47,14 @@ struct AutoSolverOptions {
 /// plain and squeezed. Problems of 2^18 passes and more get fewer variants
 /// (so that p = 128, m = 1024 solves in about a second). The shortest is
 /// refined by local search over W placement and pass order and, for kLoop
-/// with v == 1, by a search over each stage's warm-up depth, then by
+/// with v == 1, by a search over each virtual stage's warm-up depth, then by
 /// iterated local search with the budget left. The result respects the
-/// limit on every worker, is deadlock-free and complete; any m >= 1 is
+/// limit on every stage, is deadlock-free and complete; any m >= 1 is
 /// served.
 ///
 /// Errors: InvalidArgument for a bad problem or a placement/chunks
-/// mismatch (kV needs v == 2); ResourceExhausted, naming the worker, when
-/// a worker's limit is below one microbatch's activations on it (for kV:
+/// mismatch (kV needs v == 2); ResourceExhausted, naming the stage, when
+/// a stage's limit is below one microbatch's activations on it (for kV:
 /// the M_B of both of its chunks). Thread-safe (pure).
 absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
                                          const AutoSolverOptions& options);

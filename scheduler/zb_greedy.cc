@@ -11,10 +11,10 @@ namespace {
 constexpr double kNotPlaced = -1.0;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Appends passes to per-worker orders and times each one as it goes: a pass
-// starts when its worker is free and its input has arrived (simulator.h).
-// Also keeps the state the paper's rules read: per-worker memory, pending
-// W's and the bubble accumulated since the worker's first pass (§3.1: idle
+// Appends passes to per-stage orders and times each one as it goes: a pass
+// starts when its stage is free and its input has arrived (simulator.h).
+// Also keeps the state the paper's rules read: per-stage memory, pending
+// W's and the bubble accumulated since the stage's first pass (§3.1: idle
 // before the first F does not count, the span starts there).
 class Builder {
  public:
@@ -22,53 +22,53 @@ class Builder {
       : model_(model),
         fill_partial_gaps_(fill_partial_gaps),
         end_(model.num_ids(), kNotPlaced),
-        next_(3 * model.stages(), 0),
-        orders_(model.workers()),
-        free_at_(model.workers(), 0.0),
-        first_start_(model.workers(), 0.0),
-        memory_(model.workers(), 0.0),
-        bubble_(model.workers(), 0.0),
-        pending_w_(model.workers()),
-        pending_head_(model.workers(), 0),
-        pending_w_bytes_(model.workers(), 0.0) {
+        next_(3 * model.virtual_stages(), 0),
+        orders_(model.stages()),
+        free_at_(model.stages(), 0.0),
+        first_start_(model.stages(), 0.0),
+        memory_(model.stages(), 0.0),
+        bubble_(model.stages(), 0.0),
+        pending_w_(model.stages()),
+        pending_head_(model.stages(), 0),
+        pending_w_bytes_(model.stages(), 0.0) {
     for (auto& order : orders_) order.reserve(3 * model.microbatches() * 2);
   }
 
-  // Microbatch of the next `pass` of `stage` (== m when all are placed).
-  int Next(Pass pass, int stage) const {
-    return next_[pass * model_.stages() + stage];
+  // Microbatch of the next `pass` of `virtual stage` (== m when all are placed).
+  int Next(Pass pass, int virtual_stage) const {
+    return next_[pass * model_.virtual_stages() + virtual_stage];
   }
-  bool Done(Pass pass, int stage) const {
-    return Next(pass, stage) >= model_.microbatches();
+  bool Done(Pass pass, int virtual_stage) const {
+    return Next(pass, virtual_stage) >= model_.microbatches();
   }
-  double FreeAt(int worker) const { return free_at_[worker]; }
-  double Memory(int worker) const { return memory_[worker]; }
-  double Bubble(int worker) const { return bubble_[worker]; }
+  double FreeAt(int stage) const { return free_at_[stage]; }
+  double Memory(int stage) const { return memory_[stage]; }
+  double Bubble(int stage) const { return bubble_[stage]; }
   double MaxBubble() const { return max_bubble_; }
   double End(int32_t id) const { return end_[id]; }
-  bool HasPendingW(int worker) const {
-    return pending_head_[worker] < pending_w_[worker].size();
+  bool HasPendingW(int stage) const {
+    return pending_head_[stage] < pending_w_[stage].size();
   }
-  // Bytes that running every pending W of `worker` would release.
-  double PendingWBytes(int worker) const { return pending_w_bytes_[worker]; }
-  double NextWSeconds(int worker) const {
-    return model_.Duration(pending_w_[worker][pending_head_[worker]]);
-  }
-
-  // When the input of the next `pass` of `stage` is there (it must be
-  // placed): the previous stage's F or the next stage's B plus one hop;
-  // 0 for passes without a cross-stage input.
-  double InputReady(Pass pass, int stage) const {
-    return InputReadyOf(model_.Id(pass, stage, Next(pass, stage)));
+  // Bytes that running every pending W of `stage` would release.
+  double PendingWBytes(int stage) const { return pending_w_bytes_[stage]; }
+  double NextWSeconds(int stage) const {
+    return model_.Duration(pending_w_[stage][pending_head_[stage]]);
   }
 
-  // When the next `pass` of `stage` could start as far as its inputs go:
-  // its cross-stage input's arrival and, for B, its own F's end. Infinity
+  // When the input of the next `pass` of `virtual stage` is there (it must be
+  // placed): the previous virtual stage's F or the next virtual stage's B plus one hop;
+  // 0 for passes without a cross-virtual stage input.
+  double InputReady(Pass pass, int virtual_stage) const {
+    return InputReadyOf(model_.Id(pass, virtual_stage, Next(pass, virtual_stage)));
+  }
+
+  // When the next `pass` of `virtual stage` could start as far as its inputs go:
+  // its cross-virtual stage input's arrival and, for B, its own F's end. Infinity
   // while an input is not placed or when no such pass remains.
-  double Ready(Pass pass, int stage) const {
-    const int mb = Next(pass, stage);
+  double Ready(Pass pass, int virtual_stage) const {
+    const int mb = Next(pass, virtual_stage);
     if (mb >= model_.microbatches()) return kInf;
-    const PassModel::PassInfo& info = model_.Info(model_.Id(pass, stage, mb));
+    const PassModel::PassInfo& info = model_.Info(model_.Id(pass, virtual_stage, mb));
     double ready = 0;
     if (info.dependency >= 0) {
       const double end = end_[info.dependency];
@@ -76,66 +76,66 @@ class Builder {
       ready = end + info.hop;
     }
     if (pass == kB) {
-      const double own_f = end_[model_.Id(kF, stage, mb)];
+      const double own_f = end_[model_.Id(kF, virtual_stage, mb)];
       if (own_f == kNotPlaced) return kInf;
       ready = std::max(ready, own_f);
     }
     return ready;
   }
 
-  // Places the next `pass` of `stage`. B's own F and W's own B are placed
+  // Places the next `pass` of `virtual stage`. B's own F and W's own B are placed
   // before by construction; the caller checks memory for F.
-  void Put(Pass pass, int stage) {
-    const int32_t id = model_.Id(pass, stage, Next(pass, stage));
-    ++next_[pass * model_.stages() + stage];
-    const int worker = model_.owner()[stage];
-    double start = std::max(free_at_[worker], InputReadyOf(id));
+  void Put(Pass pass, int virtual_stage) {
+    const int32_t id = model_.Id(pass, virtual_stage, Next(pass, virtual_stage));
+    ++next_[pass * model_.virtual_stages() + virtual_stage];
+    const int stage = model_.owner()[virtual_stage];
+    double start = std::max(free_at_[stage], InputReadyOf(id));
     if (pass == kB)
       start =
-          std::max(start, end_[model_.Id(kF, stage, model_.MicrobatchOf(id))]);
-    Append(worker, id, start);
+          std::max(start, end_[model_.Id(kF, virtual_stage, model_.MicrobatchOf(id))]);
+    Append(stage, id, start);
     if (pass == kB) {
-      const int32_t w = model_.Id(kW, stage, model_.MicrobatchOf(id));
-      pending_w_[worker].push_back(w);
-      pending_w_bytes_[worker] -= model_.MemoryDelta(w);
+      const int32_t w = model_.Id(kW, virtual_stage, model_.MicrobatchOf(id));
+      pending_w_[stage].push_back(w);
+      pending_w_bytes_[stage] -= model_.MemoryDelta(w);
     }
   }
 
-  // Places the oldest pending W of `worker` (W's run in the order of their
+  // Places the oldest pending W of `stage` (W's run in the order of their
   // B's, so that M_W is released first-in first-out).
-  void PutW(int worker) {
-    const int32_t id = pending_w_[worker][pending_head_[worker]++];
-    pending_w_bytes_[worker] += model_.MemoryDelta(id);
-    ++next_[kW * model_.stages() + model_.StageOf(id)];
-    Append(worker, id, free_at_[worker]);
+  void PutW(int stage) {
+    const int32_t id = pending_w_[stage][pending_head_[stage]++];
+    pending_w_bytes_[stage] += model_.MemoryDelta(id);
+    ++next_[kW * model_.virtual_stages() + model_.VirtualStageOf(id)];
+    Append(stage, id, free_at_[stage]);
   }
 
-  void FlushW(int worker) {
-    while (HasPendingW(worker)) PutW(worker);
+  void FlushW(int stage) {
+    while (HasPendingW(stage)) PutW(stage);
   }
 
-  // Runs pending W's until `bytes` more fit under the worker's limit
+  // Runs pending W's until `bytes` more fit under the stage's limit
   // (§3.1: "when memory must be released before the next F"). False when
   // the pending W's cannot release enough.
-  bool MakeRoom(int worker, double bytes) {
-    while (memory_[worker] + bytes > model_.Limit(worker)) {
-      if (!HasPendingW(worker)) return false;
-      PutW(worker);
+  bool MakeRoom(int stage, double bytes) {
+    while (memory_[stage] + bytes > model_.Limit(stage)) {
+      if (!HasPendingW(stage)) return false;
+      PutW(stage);
     }
     return true;
   }
 
-  // Seconds of the W's that MakeRoom(worker, bytes) would run; infinity
+  // Seconds of the W's that MakeRoom(stage, bytes) would run; infinity
   // when even all pending W's are not enough.
-  double RoomCost(int worker, double bytes) const {
-    double memory = memory_[worker], seconds = 0;
-    for (size_t i = pending_head_[worker];
-         memory + bytes > model_.Limit(worker); ++i) {
-      if (i >= pending_w_[worker].size()) {
+  double RoomCost(int stage, double bytes) const {
+    double memory = memory_[stage], seconds = 0;
+    for (size_t i = pending_head_[stage];
+         memory + bytes > model_.Limit(stage); ++i) {
+      if (i >= pending_w_[stage].size()) {
         return std::numeric_limits<double>::infinity();
       }
-      memory += model_.MemoryDelta(pending_w_[worker][i]);
-      seconds += model_.Duration(pending_w_[worker][i]);
+      memory += model_.MemoryDelta(pending_w_[stage][i]);
+      seconds += model_.Duration(pending_w_[stage][i]);
     }
     return seconds;
   }
@@ -143,24 +143,24 @@ class Builder {
   // The paper's W insertion before a pass whose input arrives at `ready`
   // (§3.1): W's that fit whole into the gap run; then, when
   // `may_fill_partial`, a W goes into the remaining shorter gap when idling
-  // through it would make this worker's bubble the largest (or always, with
-  // fill_partial_gaps). "The largest" is at least the worker's allowance
+  // through it would make this stage's bubble the largest (or always, with
+  // fill_partial_gaps). "The largest" is at least the stage's allowance
   // (SetAllowance).
-  void FillGap(int worker, double ready, bool may_fill_partial = true) {
-    while (HasPendingW(worker) &&
-           free_at_[worker] + NextWSeconds(worker) <= ready) {
-      PutW(worker);
+  void FillGap(int stage, double ready, bool may_fill_partial = true) {
+    while (HasPendingW(stage) &&
+           free_at_[stage] + NextWSeconds(stage) <= ready) {
+      PutW(stage);
     }
-    if (!may_fill_partial || !HasPendingW(worker) ||
-        free_at_[worker] >= ready) {
+    if (!may_fill_partial || !HasPendingW(stage) ||
+        free_at_[stage] >= ready) {
       return;
     }
-    const double gap = ready - free_at_[worker];
+    const double gap = ready - free_at_[stage];
     const double largest =
         allowance_.empty() ? max_bubble_
-                           : std::max(max_bubble_, allowance_[worker]);
-    if (gap > largest - bubble_[worker] || fill_partial_gaps_) {
-      PutW(worker);
+                           : std::max(max_bubble_, allowance_[stage]);
+    if (gap > largest - bubble_[stage] || fill_partial_gaps_) {
+      PutW(stage);
     } else {
       partial_gap_left_ = true;
     }
@@ -170,25 +170,25 @@ class Builder {
   // filled with fill_partial_gaps.
   bool PartialGapLeft() const { return partial_gap_left_; }
 
-  // Bubble each worker may reach before the gap rule of FillGap fills a
+  // Bubble each stage may reach before the gap rule of FillGap fills a
   // partial gap, on top of the largest bubble so far: a second greedy pass
-  // that knows each worker's final bubble from a first one leaves idle the
-  // workers that end up with less than the others. Size p, or empty.
+  // that knows each stage's final bubble from a first one leaves idle the
+  // stages that end up with less than the others. Size p, or empty.
   void SetAllowance(std::vector<double> allowance) {
     allowance_ = std::move(allowance);
   }
-  // Per worker: idle seconds between its first pass and its last one.
+  // Per stage: idle seconds between its first pass and its last one.
   const std::vector<double>& Bubbles() const { return bubble_; }
 
-  // From now on, Abandoned() tells whether some worker's span is bound to
+  // From now on, Abandoned() tells whether some stage's span is bound to
   // exceed `seconds`: its idle time so far plus the seconds of all of its
   // passes (the span of a complete run is exactly that sum).
   void AbandonAbove(double seconds) {
     if (!(seconds < kInf)) return;
-    idle_allowed_.assign(model_.workers(), 0.0);
-    for (int w = 0; w < model_.workers(); ++w) {
+    idle_allowed_.assign(model_.stages(), 0.0);
+    for (int w = 0; w < model_.stages(); ++w) {
       double busy = 0;
-      for (int s : model_.StagesOf(w)) {
+      for (int s : model_.VirtualStagesOf(w)) {
         busy += model_.microbatches() *
                 (model_.Duration(kF, s) + model_.Duration(kB, s) +
                  model_.Duration(kW, s));
@@ -199,12 +199,12 @@ class Builder {
   }
   bool Abandoned() const { return abandoned_; }
 
-  // Hands over the orders and, when `spans` is set, each worker's span
+  // Hands over the orders and, when `spans` is set, each stage's span
   // (first start to last end), as the evaluator would compute them.
   Orders Take(std::vector<double>* spans) {
     if (spans != nullptr) {
-      spans->assign(model_.workers(), 0.0);
-      for (int w = 0; w < model_.workers(); ++w) {
+      spans->assign(model_.stages(), 0.0);
+      for (int w = 0; w < model_.stages(); ++w) {
         if (!orders_[w].empty()) (*spans)[w] = free_at_[w] - first_start_[w];
       }
     }
@@ -217,20 +217,20 @@ class Builder {
     return dep < 0 ? 0.0 : end_[dep] + model_.CrossHop(id);
   }
 
-  void Append(int worker, int32_t id, double start) {
-    if (orders_[worker].empty()) {
-      first_start_[worker] = start;
+  void Append(int stage, int32_t id, double start) {
+    if (orders_[stage].empty()) {
+      first_start_[stage] = start;
     } else {
-      bubble_[worker] += start - free_at_[worker];
-      max_bubble_ = std::max(max_bubble_, bubble_[worker]);
-      if (abandon_ && bubble_[worker] > idle_allowed_[worker]) {
+      bubble_[stage] += start - free_at_[stage];
+      max_bubble_ = std::max(max_bubble_, bubble_[stage]);
+      if (abandon_ && bubble_[stage] > idle_allowed_[stage]) {
         abandoned_ = true;
       }
     }
     end_[id] = start + model_.Duration(id);
-    free_at_[worker] = end_[id];
-    memory_[worker] += model_.MemoryDelta(id);
-    orders_[worker].push_back(id);
+    free_at_[stage] = end_[id];
+    memory_[stage] += model_.MemoryDelta(id);
+    orders_[stage].push_back(id);
   }
 
   const PassModel& model_;
@@ -242,36 +242,36 @@ class Builder {
   double max_bubble_ = 0;
   std::vector<double> allowance_;
   bool abandon_ = false, abandoned_ = false, partial_gap_left_ = false;
-  std::vector<double> idle_allowed_;  // per worker, with abandon_
+  std::vector<double> idle_allowed_;  // per stage, with abandon_
   std::vector<std::vector<int32_t>> pending_w_;
   std::vector<size_t> pending_head_;
   std::vector<double> pending_w_bytes_;
 };
 
-// Next decision time per worker, with the earliest one kept at the root of
+// Next decision time per stage, with the earliest one kept at the root of
 // a tournament tree (leaves padded to a power of two): O(log p) per update,
 // O(1) to find the earliest, ties to the lowest index.
 class WakeTimes {
  public:
-  explicit WakeTimes(int workers) {
-    while (leaves_ < workers) leaves_ *= 2;
+  explicit WakeTimes(int stages) {
+    while (leaves_ < stages) leaves_ *= 2;
     time_.assign(leaves_, kInf);
     winner_.assign(2 * leaves_, -1);
     for (int w = 0; w < leaves_; ++w) winner_[leaves_ + w] = w;
     for (int node = leaves_ - 1; node >= 1; --node) Replay(node);
   }
-  double Get(int worker) const { return time_[worker]; }
-  void Set(int worker, double time) {
-    time_[worker] = time;
-    for (int node = (leaves_ + worker) / 2; node >= 1; node /= 2) {
+  double Get(int stage) const { return time_[stage]; }
+  void Set(int stage, double time) {
+    time_[stage] = time;
+    for (int node = (leaves_ + stage) / 2; node >= 1; node /= 2) {
       const int before = winner_[node];
       Replay(node);
-      // Above a node whose winner is another worker both before and after,
+      // Above a node whose winner is another stage both before and after,
       // nothing changes.
-      if (winner_[node] == before && before != worker) break;
+      if (winner_[node] == before && before != stage) break;
     }
   }
-  // The worker with the earliest finite time (lowest index on ties), -1
+  // The stage with the earliest finite time (lowest index on ties), -1
   // when all are infinite.
   int Earliest() const {
     const int w = winner_[1];
@@ -290,9 +290,9 @@ class WakeTimes {
 };
 
 // Warm-up of LoopGreedy, part 1: microbatch 0 down the pipe. False when a
-// stage cannot hold it.
+// virtual stage cannot hold it.
 bool PutFirstMicrobatch(const PassModel& model, Builder& g) {
-  for (int s = 0; s < model.workers(); ++s) {
+  for (int s = 0; s < model.stages(); ++s) {
     if (!g.MakeRoom(s, model.MemoryDelta(kF, s))) return false;
     g.Put(kF, s);
   }
@@ -300,12 +300,12 @@ bool PutFirstMicrobatch(const PassModel& model, Builder& g) {
 }
 
 // Warm-up of LoopGreedy, part 2, once microbatch 0 is placed: from the last
-// stage up, the extra F's each stage runs before its first B, those that
-// fit before that B can arrive (estimated from the stage below) and under
+// virtual stage up, the extra F's each virtual stage runs before its first B, those that
+// fit before that B can arrive (estimated from the virtual stage below) and under
 // its limit, or those of choices.warmup.
 std::vector<int> WarmupExtras(const PassModel& model, const Builder& g,
                               const GreedyChoices& choices) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
   auto f_seconds = [&](int s) { return model.Duration(kF, s); };
   auto b_seconds = [&](int s) { return model.Duration(kB, s); };
@@ -332,8 +332,8 @@ std::vector<int> WarmupExtras(const PassModel& model, const Builder& g,
       while (extra[s] > 0 && extra[s] * f_bytes(s) > room) --extra[s];
     }
   }
-  // Each stage keeps at least one more F in flight than the next (so that
-  // the 1F-1B steady state never starves it), unless the stage above has
+  // Each virtual stage keeps at least one more F in flight than the next (so that
+  // the 1F-1B steady state never starves it), unless the virtual stage above has
   // already run all of its F's.
   for (int s = 1; s < p; ++s) {
     const int cap =
@@ -355,7 +355,7 @@ std::vector<int> LoopGreedyWarmup(const PassModel& model,
 bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
                 Orders* orders, std::vector<double>* spans,
                 LoopGreedyTrace* trace) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   Builder g(model, choices.fill_partial_gaps);
   g.AbandonAbove(choices.abandon_above);
   auto f_bytes = [&](int s) { return model.MemoryDelta(kF, s); };
@@ -369,7 +369,7 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     return false;
   };
 
-  // Warm-up: microbatch 0, then each stage's extra F's, then the B's of
+  // Warm-up: microbatch 0, then each virtual stage's extra F's, then the B's of
   // microbatch 0 up the pipe.
   if (!PutFirstMicrobatch(model, g)) return false;
   const std::vector<int> extra = WarmupExtras(model, g, choices);
@@ -388,9 +388,9 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
           g.Next(kF, s) < g.Next(kF, s + 1) + 2) {
         continue;
       }
-      // This stage is well ahead of the next: skip the F if the next B
-      // (estimated from the next stage's F and B) would otherwise wait,
-      // unless skipping makes this stage's bubble the largest.
+      // This virtual stage is well ahead of the next: skip the F if the next B
+      // (estimated from the next virtual stage's F and B) would otherwise wait,
+      // unless skipping makes this virtual stage's bubble the largest.
       const double b_arrives = g.FreeAt(s + 1) + f_seconds(s + 1) +
                                b_seconds(s + 1) + model.Hop(s + 1, s);
       if (g.FreeAt(s) >= b_arrives) {
@@ -401,7 +401,7 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
       }
       trace->favour_b_decided |= !want[s];
     }
-    // A stage never runs more F's than the one above it has.
+    // A virtual stage never runs more F's than the one above it has.
     for (int s = p - 2; s >= 0; --s) want[s] = want[s] && want[s + 1];
     for (int s = 0; s < p; ++s) {
       if (!want[s]) continue;
@@ -411,7 +411,7 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
     }
     for (int s = p - 1; s >= 0; --s) {
       if (s + 1 < p) g.FillGap(s, g.InputReady(kB, s));
-      // Stage 0's B feeds no one: once its F's are done, W's first.
+      // Virtual stage 0's B feeds no one: once its F's are done, W's first.
       if (s == 0 && g.Done(kF, 0)) g.FlushW(0);
       g.Put(kB, s);
     }
@@ -425,42 +425,42 @@ bool LoopGreedy(const PassModel& model, const GreedyChoices& choices,
 
 bool ListGreedy(const PassModel& model, const ListChoices& choices,
                 Orders* orders, std::vector<double>* spans) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   Builder g(model, choices.fill_partial_gaps);
-  // Room an F of `stage` must leave for one activation of each later
-  // virtual stage of its worker, whose F's are still to come.
-  auto reserve = [&](int stage) {
+  // Room an F of `virtual stage` must leave for one activation of each later
+  // virtual stage of its stage, whose F's are still to come.
+  auto reserve = [&](int virtual_stage) {
     double bytes = 0;
-    for (int later : model.StagesOf(model.owner()[stage])) {
-      if (later > stage && !g.Done(kF, later)) {
+    for (int later : model.VirtualStagesOf(model.owner()[virtual_stage])) {
+      if (later > virtual_stage && !g.Done(kF, later)) {
         bytes += model.MemoryDelta(kF, later);
       }
     }
     return bytes;
   };
   for (int w = 0; w < p; ++w) {
-    for (int s : model.StagesOf(w)) {
+    for (int s : model.VirtualStagesOf(w)) {
       if (model.MemoryDelta(kF, s) + reserve(s) > model.Limit(w)) return false;
     }
   }
 
-  // Each worker's next decision time: when it is free, or when the next
+  // Each stage's next decision time: when it is free, or when the next
   // of its inputs arrives; infinity while it waits for a pass that is not
   // placed yet. Decisions are taken in time order, so at time t every pass
   // that can be ready by t has been placed.
   WakeTimes wake(p);
   for (int w = 0; w < p; ++w) wake.Set(w, 0.0);
-  std::vector<int> left(p, 0);  // F's and B's still to place per worker
+  std::vector<int> left(p, 0);  // F's and B's still to place per stage
   for (int w = 0; w < p; ++w) {
-    left[w] = 2 * m * static_cast<int>(model.StagesOf(w).size());
+    left[w] = 2 * m * static_cast<int>(model.VirtualStagesOf(w).size());
   }
   constexpr double kEps = 1e-12;
 
-  auto place = [&](int w, Pass pass, int stage, double ready) {
-    g.MakeRoom(w, model.MemoryDelta(kF, stage) * (pass == kF));
+  auto place = [&](int w, Pass pass, int virtual_stage, double ready) {
+    g.MakeRoom(w, model.MemoryDelta(kF, virtual_stage) * (pass == kF));
     g.FillGap(w, ready);
-    const int32_t id = model.Id(pass, stage, g.Next(pass, stage));
-    g.Put(pass, stage);
+    const int32_t id = model.Id(pass, virtual_stage, g.Next(pass, virtual_stage));
+    g.Put(pass, virtual_stage);
     --left[w];
     if (left[w] == 0) g.FlushW(w);
     wake.Set(w, left[w] > 0 ? g.FreeAt(w) : kInf);
@@ -474,11 +474,11 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
 
   for (int w = wake.Earliest(); w >= 0; w = wake.Earliest()) {
     const double t = wake.Get(w);
-    // Candidates: the next B and F of each virtual stage of this worker
+    // Candidates: the next B and F of each virtual stage of this stage
     // whose input is placed, with the time that input is there.
     int best_b = -1, best_f = -1;
     double b_ready = 0, f_ready = 0, next_b = kInf, next_any = kInf;
-    for (int s : model.StagesOf(w)) {
+    for (int s : model.VirtualStagesOf(w)) {
       const double rb = g.Ready(kB, s);
       if (rb == kInf) {
         // Its input is not placed yet: a producer's placement wakes us.
@@ -486,7 +486,7 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
         next_b = std::min(next_b, rb);
       } else if (best_b < 0 || rb < b_ready - kEps ||
                  (rb <= b_ready + kEps &&
-                  (s > best_b) == choices.later_stage_first)) {
+                  (s > best_b) == choices.later_virtual_stage_first)) {
         best_b = s;
         b_ready = rb;
       }
@@ -495,7 +495,7 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
       place(w, kB, best_b, b_ready);
       continue;
     }
-    for (int s : model.StagesOf(w)) {
+    for (int s : model.VirtualStagesOf(w)) {
       const double rf = g.Ready(kF, s);
       if (rf == kInf) continue;
       // Closest to the loss first: it finishes a microbatch in flight
@@ -529,28 +529,28 @@ bool ListGreedy(const PassModel& model, const ListChoices& choices,
 bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
                   const std::vector<double>& allowance, Orders* orders,
                   std::vector<double>* spans, std::vector<double>* bubbles) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   for (int w = 0; w < p; ++w) {
-    const std::vector<int>& held = model.StagesOf(w);
+    const std::vector<int>& held = model.VirtualStagesOf(w);
     if (held.size() != 2 || held[0] != w || held[1] != 2 * p - 1 - w) {
       return false;
     }
   }
   Builder g(model, /*fill_partial_gaps=*/false);
   if (!allowance.empty()) g.SetAllowance(allowance);
-  // Worker w holds stage w (first chunk, forward going down) and stage
-  // 2p-1-w (second chunk, forward coming back up to the loss on worker 0).
+  // Stage w holds virtual stage w (first chunk, forward going down) and virtual stage
+  // 2p-1-w (second chunk, forward coming back up to the loss on stage 0).
   auto first = [](int w) { return w; };
   auto second = [p](int w) { return 2 * p - 1 - w; };
-  auto fits = [&](int w, int stage) {
-    return g.Memory(w) + model.MemoryDelta(kF, stage) <= model.Limit(w);
+  auto fits = [&](int w, int virtual_stage) {
+    return g.Memory(w) + model.MemoryDelta(kF, virtual_stage) <= model.Limit(w);
   };
   // Places an F whose input is placed and that fits; false otherwise.
-  auto put_f = [&](int w, int stage) {
-    if (g.Done(kF, stage) || g.Ready(kF, stage) == kInf || !fits(w, stage)) {
+  auto put_f = [&](int w, int virtual_stage) {
+    if (g.Done(kF, virtual_stage) || g.Ready(kF, virtual_stage) == kInf || !fits(w, virtual_stage)) {
       return false;
     }
-    g.Put(kF, stage);
+    g.Put(kF, virtual_stage);
     return true;
   };
   auto forwards = [&](int w) {
@@ -561,7 +561,7 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
   for (int w = 0; w < p; ++w) {
     if (!put_f(w, first(w))) return false;
   }
-  // Warm-up 2: from worker p-1 up, extra first-chunk F's on workers 0..w
+  // Warm-up 2: from stage p-1 up, extra first-chunk F's on stages 0..w
   // while they end before the second chunk's first F reaches w and leave
   // room for the F's still to come on w; then w's first second-chunk F.
   for (int w = p - 1; w >= 0; --w) {
@@ -578,8 +578,8 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
     }
     if (!put_f(w, second(w))) return false;
   }
-  // Warm-up 3: each worker w >= 1 catches up with the one above in F's
-  // (and in second-chunk F's), workers p-1..w alternating chunks.
+  // Warm-up 3: each stage w >= 1 catches up with the one above in F's
+  // (and in second-chunk F's), stages p-1..w alternating chunks.
   int chunk = 0;
   for (int w = 1; w < p; ++w) {
     while (forwards(w) < forwards(w - 1) ||
@@ -594,7 +594,7 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
     }
   }
 
-  // Steady state and cool-down: rounds of one B, then one F, per worker.
+  // Steady state and cool-down: rounds of one B, then one F, per stage.
   std::vector<int> b_first, b_second;
   auto left = [&] {
     for (int w = 0; w < p; ++w) {
@@ -609,18 +609,18 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
     for (int w = 0; w < p; ++w) {
       const int done_a = g.Next(kB, first(w)), done_b = g.Next(kB, second(w));
       if (done_a >= m && done_b >= m) continue;
-      // The first chunk's B once its input is there (worker p-1: once its
+      // The first chunk's B once its input is there (stage p-1: once its
       // own second-chunk B ran), else the second chunk's.
       const bool take_first =
           done_a < done_b &&
           (w == p - 1 || g.Ready(kB, first(w)) != kInf || done_b >= m);
       (take_first ? b_first : b_second).push_back(w);
     }
-    auto put_b = [&](int w, int stage, bool may_fill_partial) {
-      const double ready = g.Ready(kB, stage);
+    auto put_b = [&](int w, int virtual_stage, bool may_fill_partial) {
+      const double ready = g.Ready(kB, virtual_stage);
       if (ready == kInf) return;
       g.FillGap(w, ready, may_fill_partial);
-      g.Put(kB, stage);
+      g.Put(kB, virtual_stage);
       progress = true;
     };
     for (auto it = b_first.rbegin(); it != b_first.rend(); ++it) {
@@ -631,20 +631,20 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
     }
     for (int w = 0; w < p; ++w) {
       if (g.Done(kF, second(w))) continue;
-      int stage = -1;
+      int virtual_stage = -1;
       if (g.Next(kF, second(w)) >= g.Next(kF, first(w))) {
-        stage = first(w);
+        virtual_stage = first(w);
       } else if (w == p - 1 || g.Ready(kF, second(w)) != kInf) {
-        stage = second(w);
+        virtual_stage = second(w);
       } else if (!g.Done(kF, first(w))) {
-        stage = first(w);
+        virtual_stage = first(w);
       }
-      if (stage < 0) continue;
-      const double ready = g.Ready(kF, stage);
+      if (virtual_stage < 0) continue;
+      const double ready = g.Ready(kF, virtual_stage);
       if (ready == kInf) continue;
-      if (!g.MakeRoom(w, model.MemoryDelta(kF, stage))) return false;
+      if (!g.MakeRoom(w, model.MemoryDelta(kF, virtual_stage))) return false;
       g.FillGap(w, ready, choices.fill_before_f);
-      g.Put(kF, stage);
+      g.Put(kF, virtual_stage);
       progress = true;
     }
     if (!progress) return false;
@@ -658,11 +658,11 @@ bool VRoundGreedy(const PassModel& model, const VRoundChoices& choices,
 bool RetimeW(const PassModel& model, const Orders& orders,
              bool fill_partial_gaps, Orders* retimed,
              std::vector<double>* spans) {
-  const int p = model.workers();
+  const int p = model.stages();
   Builder g(model, fill_partial_gaps);
   std::vector<size_t> next(p, 0);
-  // Workers are advanced like the evaluator does: as far as the inputs of
-  // their next F or B are placed; a blocked one is retried when the worker
+  // Stages are advanced like the evaluator does: as far as the inputs of
+  // their next F or B are placed; a blocked one is retried when the stage
   // it waits for has placed something.
   std::vector<int> queue(p);
   std::vector<char> queued(p, 1);
@@ -675,15 +675,15 @@ bool RetimeW(const PassModel& model, const Orders& orders,
       const int32_t id = order[next[w]];
       const Pass pass = model.PassOf(id);
       if (pass == kW) continue;
-      const int stage = model.StageOf(id);
-      if (model.MicrobatchOf(id) != g.Next(pass, stage)) return false;
-      const double ready = g.Ready(pass, stage);
+      const int virtual_stage = model.VirtualStageOf(id);
+      if (model.MicrobatchOf(id) != g.Next(pass, virtual_stage)) return false;
+      const double ready = g.Ready(pass, virtual_stage);
       if (ready == kInf) break;
-      if (pass == kF && !g.MakeRoom(w, model.MemoryDelta(kF, stage))) {
+      if (pass == kF && !g.MakeRoom(w, model.MemoryDelta(kF, virtual_stage))) {
         return false;
       }
       g.FillGap(w, ready);
-      g.Put(pass, stage);
+      g.Put(pass, virtual_stage);
       const int consumer = model.Consumer(id);
       if (consumer >= 0 && !queued[consumer]) {
         queued[consumer] = 1;

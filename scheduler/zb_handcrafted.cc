@@ -7,7 +7,7 @@
 namespace zbpp::sched {
 namespace {
 
-// Worker r of a handcrafted zero-bubble schedule: `warmup` forwards, then
+// Stage r of a handcrafted zero-bubble schedule: `warmup` forwards, then
 // for each microbatch its B, the W that lags it by `lag`, and the next F;
 // the W's still owed run at the end, filling the cool-down.
 std::vector<Action> SplitOrder(int r, int m, int warmup, int lag) {
@@ -31,13 +31,13 @@ absl::StatusOr<Schedule> Build(const Problem& problem, const char* name,
     return absl::InvalidArgumentError(
         absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
   }
-  const int p = problem.workers;
+  const int p = problem.stages;
   Schedule schedule;
   schedule.name = name;
-  schedule.workers = p;
+  schedule.stages = p;
   schedule.chunks = 1;
   schedule.microbatches = problem.microbatches;
-  schedule.worker_of_stage = PlaceStages(Placement::kLoop, p, 1);
+  schedule.stage_of = PlaceVirtualStages(Placement::kLoop, p, 1);
   for (int r = 0; r < p; ++r) {
     schedule.actions.push_back(
         SplitOrder(r, problem.microbatches, warmup(p, r), lag(p, r)));
@@ -54,9 +54,9 @@ absl::StatusOr<Schedule> GenerateZbH1(const Problem& problem) {
 }
 
 absl::StatusOr<Schedule> GenerateZbH2(const Problem& problem) {
-  if (problem.microbatches < 2 * problem.workers) {
+  if (problem.microbatches < 2 * problem.stages) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "zb-h2 needs microbatches >= 2 * stages (", 2 * problem.workers,
+        "zb-h2 needs microbatches >= 2 * virtual stages (", 2 * problem.stages,
         "): its warm-up alone takes 2p-1; got ", problem.microbatches));
   }
   return Build(

@@ -7,14 +7,14 @@
 
 namespace zbpp::sched {
 
-/// ZB-H1 (Zero Bubble paper §2.1, Figure 3 top): 1F1B's warm-up (worker r
-/// runs p-r forwards), with B and W split and worker r's W lagging its B by
+/// ZB-H1 (Zero Bubble paper §2.1, Figure 3 top): 1F1B's warm-up (stage r
+/// runs p-r forwards), with B and W split and stage r's W lagging its B by
 /// r microbatches so that the W's fill the cool-down. Bubble
 /// (p-1)(T_F+T_B-T_W) for uniform costs with T_W <= T_F+T_B and no
 /// communication; peak p·M_B, like 1F1B. Needs v == 1; any m >= 1.
 absl::StatusOr<Schedule> GenerateZbH1(const Problem& problem);
 
-/// ZB-H2 (paper §2.1, Figure 3 bottom): worker r warms up with
+/// ZB-H2 (paper §2.1, Figure 3 bottom): stage r warms up with
 /// 2(p-1-r)+1 forwards and lets W lag B by 2r microbatches, filling the
 /// warm-up bubble too. Bubble (p-1)(T_F+T_B-2T_W) for uniform costs with
 /// 2T_W <= T_F+T_B and no communication; peak (2p-1)·M_B. Needs v == 1.

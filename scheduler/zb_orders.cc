@@ -14,47 +14,47 @@ constexpr double kSlack = 1e-9;
 }  // namespace
 
 PassModel::PassModel(const Problem& problem, std::vector<int> owner)
-    : workers_(problem.workers),
-      stages_(problem.num_stages()),
+    : stages_(problem.stages),
+      virtual_stages_(problem.num_virtual_stages()),
       microbatches_(problem.microbatches),
       comm_(problem.comm_seconds),
       owner_(std::move(owner)),
-      stages_of_(problem.workers),
-      duration_(3 * stages_),
-      memory_delta_(3 * stages_),
-      limit_(problem.workers) {
-  for (int s = 0; s < stages_; ++s) {
-    const StageCost& c = problem.stages[s];
-    duration_[kF * stages_ + s] = c.f_seconds;
-    duration_[kB * stages_ + s] = c.b_seconds;
-    duration_[kW * stages_ + s] = c.w_seconds;
-    memory_delta_[kF * stages_ + s] = c.m_b_bytes;
-    memory_delta_[kB * stages_ + s] = -(c.m_b_bytes - c.m_w_bytes);
-    memory_delta_[kW * stages_ + s] = -c.m_w_bytes;
-    stages_of_[owner_[s]].push_back(s);
+      virtual_stages_of_(problem.stages),
+      duration_(3 * virtual_stages_),
+      memory_delta_(3 * virtual_stages_),
+      limit_(problem.stages) {
+  for (int s = 0; s < virtual_stages_; ++s) {
+    const VirtualStageCost& c = problem.virtual_stages[s];
+    duration_[kF * virtual_stages_ + s] = c.f_seconds;
+    duration_[kB * virtual_stages_ + s] = c.b_seconds;
+    duration_[kW * virtual_stages_ + s] = c.w_seconds;
+    memory_delta_[kF * virtual_stages_ + s] = c.m_b_bytes;
+    memory_delta_[kB * virtual_stages_ + s] = -(c.m_b_bytes - c.m_w_bytes);
+    memory_delta_[kW * virtual_stages_ + s] = -c.m_w_bytes;
+    virtual_stages_of_[owner_[s]].push_back(s);
   }
-  for (int w = 0; w < workers_; ++w) {
+  for (int w = 0; w < stages_; ++w) {
     const double limit = problem.limit_of(w);
     limit_[w] = std::isinf(limit) ? limit : limit * (1 + kSlack);
   }
   info_.assign(num_ids(), PassInfo{});
   for (int32_t id = 0; id < num_ids(); ++id) {
     const Pass pass = PassOf(id);
-    const int stage = StageOf(id);
+    const int virtual_stage = VirtualStageOf(id);
     const int mb = MicrobatchOf(id);
     PassInfo& info = info_[id];
-    info.duration = Duration(pass, stage);
-    info.memory = MemoryDelta(pass, stage);
-    const int to = pass == kF ? stage + 1 : pass == kB ? stage - 1 : -1;
-    if (to >= 0 && to < stages_ && owner_[to] != owner_[stage]) {
+    info.duration = Duration(pass, virtual_stage);
+    info.memory = MemoryDelta(pass, virtual_stage);
+    const int to = pass == kF ? virtual_stage + 1 : pass == kB ? virtual_stage - 1 : -1;
+    if (to >= 0 && to < virtual_stages_ && owner_[to] != owner_[virtual_stage]) {
       info.consumer = owner_[to];
     }
     int from = -1;
-    if (pass == kF && stage > 0) from = stage - 1;
-    if (pass == kB && stage + 1 < stages_) from = stage + 1;
+    if (pass == kF && virtual_stage > 0) from = virtual_stage - 1;
+    if (pass == kB && virtual_stage + 1 < virtual_stages_) from = virtual_stage + 1;
     if (from < 0) continue;
     info.dependency = Id(pass, from, mb);
-    info.hop = Hop(from, stage);
+    info.hop = Hop(from, virtual_stage);
   }
 }
 
@@ -62,18 +62,18 @@ Evaluator::Evaluator(const PassModel& model)
     : model_(model),
       start_(model.num_ids()),
       end_(model.num_ids()),
-      span_(model.workers()),
-      peak_(model.workers()),
-      free_at_(model.workers()),
-      memory_(model.workers()),
-      next_(model.workers()),
-      queued_(model.workers()) {}
+      span_(model.stages()),
+      peak_(model.stages()),
+      free_at_(model.stages()),
+      memory_(model.stages()),
+      next_(model.stages()),
+      queued_(model.stages()) {}
 
 OrderCost Evaluator::Run(const Orders& orders) {
-  // The simulator's algorithm (simulator.cc): advance each worker through
-  // its order while the next pass's inputs are done; a worker that blocks
+  // The simulator's algorithm (simulator.cc): advance each stage through
+  // its order while the next pass's inputs are done; a stage that blocks
   // is revisited when the pass it waits for finishes.
-  const int p = model_.workers();
+  const int p = model_.stages();
   std::fill(end_.begin(), end_.end(), kNotDone);
   std::fill(free_at_.begin(), free_at_.end(), 0.0);
   std::fill(next_.begin(), next_.end(), 0);
@@ -95,7 +95,7 @@ OrderCost Evaluator::Run(const Orders& orders) {
     queued[w] = 0;
     const int32_t* const list = orders[w].data();
     const size_t size = orders[w].size();
-    // The worker's state lives in locals while it advances.
+    // The stage's state lives in locals while it advances.
     size_t next = next_[w];
     double free_at = free_at_[w], memory = memory_[w], peak = peak_[w];
     while (next < size) {
@@ -107,8 +107,8 @@ OrderCost Evaluator::Run(const Orders& orders) {
         if (dep_end == kNotDone) break;
         begin = std::max(begin, dep_end + info.hop);
       }
-      // The same-stage dependencies (own F for B, own B for W) precede this
-      // pass in the worker's order, so free_at already covers them.
+      // The same-virtual stage dependencies (own F for B, own B for W) precede this
+      // pass in the stage's order, so free_at already covers them.
       start[id] = begin;
       free_at = end[id] = begin + info.duration;
       memory += info.memory;
@@ -151,18 +151,18 @@ Schedule ToSchedule(const PassModel& model, const Orders& orders,
                     const char* name, int chunks) {
   Schedule schedule;
   schedule.name = name;
-  schedule.workers = model.workers();
+  schedule.stages = model.stages();
   schedule.chunks = chunks;
   schedule.microbatches = model.microbatches();
-  schedule.worker_of_stage = model.owner();
-  schedule.actions.resize(model.workers());
+  schedule.stage_of = model.owner();
+  schedule.actions.resize(model.stages());
   static constexpr PassKind kKinds[] = {PassKind::kF, PassKind::kB,
                                         PassKind::kW};
-  for (int w = 0; w < model.workers(); ++w) {
+  for (int w = 0; w < model.stages(); ++w) {
     schedule.actions[w].reserve(orders[w].size());
     for (int32_t id : orders[w]) {
       schedule.actions[w].push_back({kKinds[model.PassOf(id)],
-                                     model.StageOf(id),
+                                     model.VirtualStageOf(id),
                                      model.MicrobatchOf(id)});
     }
   }
@@ -180,7 +180,7 @@ bool FromSchedule(const PassModel& model, const Schedule& schedule,
       const Pass pass = a.kind == PassKind::kF   ? kF
                         : a.kind == PassKind::kB ? kB
                                                  : kW;
-      (*orders)[w].push_back(model.Id(pass, a.stage, a.microbatch));
+      (*orders)[w].push_back(model.Id(pass, a.virtual_stage, a.microbatch));
     }
   }
   return true;

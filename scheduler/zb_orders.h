@@ -2,7 +2,7 @@
 #define ZBPP_SCHEDULER_ZB_ORDERS_H_
 
 // Internal to the automatic solvers (zb_auto.cc, zb_v.cc): a compact form of
-// per-worker pass orders and a fast evaluator for them. The evaluator follows
+// per-stage pass orders and a fast evaluator for them. The evaluator follows
 // the simulator's semantics exactly (simulator.h) but skips its checks and
 // allocations, because the solvers evaluate thousands of candidate orders.
 // Final results are still checked by Simulate() in the tests.
@@ -19,64 +19,64 @@ namespace zbpp::sched::internal {
 /// gradient). The solvers never fuse B and W.
 enum Pass : int { kF = 0, kB = 1, kW = 2 };
 
-/// Per worker, the pass ids it runs, in order. A pass id packs
+/// Per stage, the pass ids it runs, in order. A pass id packs
 /// (pass, virtual stage, microbatch); see PassModel::Id.
 using Orders = std::vector<std::vector<int32_t>>;
 
 /// The problem flattened for the solvers: durations and memory deltas per
 /// (pass, virtual stage), the owner of every virtual stage, one limit per
-/// worker. Plain value; thread-compatible.
+/// stage. Plain value; thread-compatible.
 class PassModel {
  public:
-  /// `owner[s]` is the worker of virtual stage s (Schedule::worker_of_stage).
+  /// `owner[s]` is the stage of virtual stage s (Schedule::stage_of).
   PassModel(const Problem& problem, std::vector<int> owner);
 
-  int workers() const { return workers_; }
   int stages() const { return stages_; }
+  int virtual_stages() const { return virtual_stages_; }
   int microbatches() const { return microbatches_; }
-  /// Number of pass ids, 3 * stages * microbatches.
-  int num_ids() const { return 3 * stages_ * microbatches_; }
+  /// Number of pass ids, 3 * virtual stages * microbatches.
+  int num_ids() const { return 3 * virtual_stages_ * microbatches_; }
 
-  int32_t Id(Pass pass, int stage, int microbatch) const {
-    return (pass * stages_ + stage) * microbatches_ + microbatch;
+  int32_t Id(Pass pass, int virtual_stage, int microbatch) const {
+    return (pass * virtual_stages_ + virtual_stage) * microbatches_ + microbatch;
   }
   Pass PassOf(int32_t id) const {
-    return static_cast<Pass>(id / (stages_ * microbatches_));
+    return static_cast<Pass>(id / (virtual_stages_ * microbatches_));
   }
-  int StageOf(int32_t id) const { return (id / microbatches_) % stages_; }
+  int VirtualStageOf(int32_t id) const { return (id / microbatches_) % virtual_stages_; }
   int MicrobatchOf(int32_t id) const { return id % microbatches_; }
-  int WorkerOf(int32_t id) const { return owner_[StageOf(id)]; }
+  int StageOf(int32_t id) const { return owner_[VirtualStageOf(id)]; }
 
   /// Seconds of one pass.
-  double Duration(Pass pass, int stage) const {
-    return duration_[pass * stages_ + stage];
+  double Duration(Pass pass, int virtual_stage) const {
+    return duration_[pass * virtual_stages_ + virtual_stage];
   }
   double Duration(int32_t id) const { return info_[id].duration; }
-  /// Change of the worker's activation bytes when the pass runs: +M_B for
+  /// Change of the stage's activation bytes when the pass runs: +M_B for
   /// F, -(M_B - M_W) for B, -M_W for W (paper §2 memory model).
-  double MemoryDelta(Pass pass, int stage) const {
-    return memory_delta_[pass * stages_ + stage];
+  double MemoryDelta(Pass pass, int virtual_stage) const {
+    return memory_delta_[pass * virtual_stages_ + virtual_stage];
   }
   double MemoryDelta(int32_t id) const { return info_[id].memory; }
-  /// The worker's limit in bytes, relaxed by a relative 1e-9 so that limits
+  /// The stage's limit in bytes, relaxed by a relative 1e-9 so that limits
   /// written as exact multiples of M_B are not refused by rounding.
-  double Limit(int worker) const { return limit_[worker]; }
-  /// One-hop latency between stages `from` and `to`: comm_seconds across
-  /// workers, 0 between chunks of one worker.
+  double Limit(int stage) const { return limit_[stage]; }
+  /// One-hop latency between virtual stages `from` and `to`: comm_seconds across
+  /// stages, 0 between chunks of one stage.
   double Hop(int from, int to) const {
     return owner_[from] == owner_[to] ? 0.0 : comm_;
   }
   double comm_seconds() const { return comm_; }
   const std::vector<int>& owner() const { return owner_; }
-  /// Virtual stages held by `worker`, in model order.
-  const std::vector<int>& StagesOf(int worker) const {
-    return stages_of_[worker];
+  /// Virtual stages held by `stage`, in model order.
+  const std::vector<int>& VirtualStagesOf(int stage) const {
+    return virtual_stages_of_[stage];
   }
 
-  /// The id of the pass that `id` waits for on another stage (F of the
-  /// previous stage, B of the next one), or -1. For B of the last stage and
-  /// for W the dependency is on the same stage and always earlier in the
-  /// worker's order, so it is not reported.
+  /// The id of the pass that `id` waits for on another virtual stage (F of the
+  /// previous virtual stage, B of the next one), or -1. For B of the last virtual stage and
+  /// for W the dependency is on the same virtual stage and always earlier in the
+  /// stage's order, so it is not reported.
   int32_t CrossDependency(int32_t id) const { return info_[id].dependency; }
   /// Everything the evaluator reads about a pass, packed together (32
   /// bytes) because it reads all of it for every pass of every candidate.
@@ -88,17 +88,17 @@ class PassModel {
     double memory = 0;        ///< MemoryDelta
   };
   const PassInfo& Info(int32_t id) const { return info_[id]; }
-  /// Hop() from the stage of CrossDependency(id) to the stage of `id`.
+  /// Hop() from the virtual stage of CrossDependency(id) to the virtual stage of `id`.
   double CrossHop(int32_t id) const { return info_[id].hop; }
-  /// The worker whose next pass may wait for `id` (the owner of the next
-  /// stage for F, of the previous one for B), or -1.
+  /// The stage whose next pass may wait for `id` (the owner of the next
+  /// virtual stage for F, of the previous one for B), or -1.
   int Consumer(int32_t id) const { return info_[id].consumer; }
 
  private:
-  int workers_, stages_, microbatches_;
+  int stages_, virtual_stages_, microbatches_;
   double comm_;
   std::vector<int> owner_;
-  std::vector<std::vector<int>> stages_of_;
+  std::vector<std::vector<int>> virtual_stages_of_;
   std::vector<double> duration_, memory_delta_, limit_;
   std::vector<PassInfo> info_;
 };
@@ -106,8 +106,8 @@ class PassModel {
 /// What the evaluator computes for one candidate.
 struct OrderCost {
   bool complete = false;     ///< Every pass ran (no deadlock).
-  double makespan = 0;       ///< Max per-worker span, seconds (paper's cost).
-  bool fits_memory = false;  ///< Peak <= limit on every worker.
+  double makespan = 0;       ///< Max per-stage span, seconds (paper's cost).
+  bool fits_memory = false;  ///< Peak <= limit on every stage.
 };
 
 /// Times `Orders` against a PassModel. Keeps its buffers between calls, so
@@ -116,15 +116,15 @@ class Evaluator {
  public:
   explicit Evaluator(const PassModel& model);
 
-  /// Computes start/end of every pass, per-worker spans and peaks. The
+  /// Computes start/end of every pass, per-stage spans and peaks. The
   /// orders must hold each pass once, F before B before W of the same
-  /// (stage, microbatch) on each worker; a deadlock gives complete = false.
+  /// (virtual stage, microbatch) on each stage; a deadlock gives complete = false.
   OrderCost Run(const Orders& orders);
 
   /// Of the last Run: start and end of pass `id`, seconds.
   double Start(int32_t id) const { return start_[id]; }
   double End(int32_t id) const { return end_[id]; }
-  /// Of the last Run: per-worker span and peak activation bytes.
+  /// Of the last Run: per-stage span and peak activation bytes.
   const std::vector<double>& Span() const { return span_; }
   const std::vector<double>& Peak() const { return peak_; }
 

@@ -14,17 +14,17 @@ constexpr double kRelativeSlack = 1e-9;
 // the memory limit.
 constexpr int kReach = 8;
 
-// A move: the pass at `from` in worker `worker`'s order goes to `to`.
+// A move: the pass at `from` in stage `stage`'s order goes to `to`.
 struct Move {
-  int worker;
+  int stage;
   int from;
   int to;
 };
 
-// Passes of one (stage, microbatch) keep F < B < W; passes of one kind and
-// stage keep first-in first-out order.
+// Passes of one (virtual stage, microbatch) keep F < B < W; passes of one kind and
+// virtual stage keep first-in first-out order.
 bool MustKeepOrder(const PassModel& model, int32_t a, int32_t b) {
-  if (model.StageOf(a) != model.StageOf(b)) return false;
+  if (model.VirtualStageOf(a) != model.VirtualStageOf(b)) return false;
   return model.MicrobatchOf(a) == model.MicrobatchOf(b) ||
          model.PassOf(a) == model.PassOf(b);
 }
@@ -73,7 +73,7 @@ class Search {
       } else if (!exhaustive) {
         exhaustive = true;
         // The exhaustive sweep needs the current timing again only to
-        // order workers; re-run once (cheap next to the sweep itself).
+        // order stages; re-run once (cheap next to the sweep itself).
         evaluator_.Run(orders_);
         --evaluations_;
       } else {
@@ -85,13 +85,13 @@ class Search {
 
  private:
   bool Legal(const Move& move) const {
-    return LegalMove(model_, orders_[move.worker], move.from, move.to);
+    return LegalMove(model_, orders_[move.stage], move.from, move.to);
   }
 
   // Applies `move`, evaluates, keeps it if better. One evaluation.
   bool Try(const Move& move) {
     if (!Legal(move)) return false;
-    std::vector<int32_t>& order = orders_[move.worker];
+    std::vector<int32_t>& order = orders_[move.stage];
     MovePass(order, move.from, move.to);
     --evaluations_;
     const OrderCost cost = evaluator_.Run(orders_);
@@ -105,25 +105,25 @@ class Search {
   }
 
   // Tries the moves worth trying from the current timing, most promising
-  // first (the gaps of the workers with the longest spans), until one
+  // first (the gaps of the stages with the longest spans), until one
   // improves (true) or the budget is spent. The gaps are read from the
   // timing before the first try (a rejected try leaves the evaluator with
   // its own timing); each gap's moves are made only when its turn comes,
   // since a small budget tries only the first few.
   bool TryMoves(bool exhaustive) {
-    const int p = model_.workers();
+    const int p = model_.stages();
     for (int w = 0; w < p; ++w) {
       for (size_t i = 0; i < orders_[w].size(); ++i) {
         position_[orders_[w][i]] = static_cast<int>(i);
       }
     }
-    std::vector<int> workers(p);
-    std::iota(workers.begin(), workers.end(), 0);
-    std::stable_sort(workers.begin(), workers.end(), [&](int a, int b) {
+    std::vector<int> stages(p);
+    std::iota(stages.begin(), stages.end(), 0);
+    std::stable_sort(stages.begin(), stages.end(), [&](int a, int b) {
       return evaluator_.Span()[a] > evaluator_.Span()[b];
     });
     gaps_.clear();
-    for (int w : workers) {
+    for (int w : stages) {
       const std::vector<int32_t>& order = orders_[w];
       const int n = static_cast<int>(order.size());
       if (exhaustive) {
@@ -147,19 +147,19 @@ class Search {
     return false;
   }
 
-  // A worker and a position in its order: an idle gap before that pass
+  // A stage and a position in its order: an idle gap before that pass
   // or, in the exhaustive sweep, the pass to swap with the one before it.
   struct Gap {
-    int worker;
+    int stage;
     int at;
   };
 
   // The moves for `gap`, in moves_: fill the gap with one of the next
-  // passes of its worker, or make the input of the waiting pass arrive
+  // passes of its stage, or make the input of the waiting pass arrive
   // sooner by moving it earlier on its producer. Exhaustive: the swap.
   void MovesInto(const Gap& gap, bool exhaustive) {
     moves_.clear();
-    const int w = gap.worker, i = gap.at;
+    const int w = gap.stage, i = gap.at;
     if (exhaustive) {
       moves_.push_back({w, i, i - 1});
       return;
@@ -171,7 +171,7 @@ class Search {
     }
     const int32_t input = model_.CrossDependency(order[i]);
     if (input < 0) return;
-    const int producer = model_.WorkerOf(input);
+    const int producer = model_.StageOf(input);
     const int at = position_[input];
     for (int d = 1; d <= kReach && at - d >= 0; ++d) {
       moves_.push_back({producer, at, at - d});
@@ -193,7 +193,7 @@ class Search {
 Leximax Kick(const PassModel& model, Evaluator& evaluator, Orders* orders,
              int moves, std::mt19937& random, int64_t* evaluations) {
   Orders& o = *orders;
-  const int p = model.workers();
+  const int p = model.stages();
   for (int done = 0, tries = 0; done < moves && tries < 64 * moves; ++tries) {
     const int w = static_cast<int>(random() % p);
     const int n = static_cast<int>(o[w].size());

@@ -1,7 +1,7 @@
 #ifndef ZBPP_SCHEDULER_ZB_REFINE_H_
 #define ZBPP_SCHEDULER_ZB_REFINE_H_
 
-// Internal to the automatic solvers: local search over per-worker pass
+// Internal to the automatic solvers: local search over per-stage pass
 // orders. It plays the role of the paper's ILP refinement (§3.1): it starts
 // from the greedy's result and only ever accepts a candidate that the
 // evaluator (the simulator's semantics) says is better, so it is never
@@ -16,7 +16,7 @@
 
 namespace zbpp::sched::internal {
 
-/// The quality of a candidate, compared "leximax": the largest per-worker
+/// The quality of a candidate, compared "leximax": the largest per-stage
 /// span first (the paper's cost), then the second largest, and so on. The
 /// tail breaks ties so that the search can move along plateaus of equal
 /// makespan without cycling.
@@ -26,7 +26,7 @@ class Leximax {
   static Leximax Worst();
   /// From the last Run of `evaluator` that returned `cost`.
   static Leximax Of(const Evaluator& evaluator, const OrderCost& cost);
-  /// From the per-worker spans of a complete candidate within memory.
+  /// From the per-stage spans of a complete candidate within memory.
   static Leximax OfSpans(std::vector<double> spans);
 
   double makespan() const { return spans_.empty() ? 0 : spans_.front(); }
@@ -38,14 +38,14 @@ class Leximax {
 };
 
 /// Local search over pass orders. Moves, tried first-improvement:
-///  * into each idle gap of a worker, pull one of its next few passes
+///  * into each idle gap of a stage, pull one of its next few passes
 ///    (a W that fits the gap, or an F or B that is ready sooner);
 ///  * for the pass after a gap, move the pass it waits for (on another
-///    worker) a few places earlier;
+///    stage) a few places earlier;
 ///  * when those are exhausted and the budget allows, every swap of two
 ///    adjacent passes.
-/// Keeps F before B before W of each (stage, microbatch), first-in
-/// first-out order among passes of one kind and stage, and each worker's
+/// Keeps F before B before W of each (virtual stage, microbatch), first-in
+/// first-out order among passes of one kind and virtual stage, and each stage's
 /// memory limit; rejects deadlocked candidates.
 ///
 /// `orders` must be complete and within memory. Runs until no move

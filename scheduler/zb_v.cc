@@ -23,17 +23,17 @@ const char* NameOf(VShape shape) {
 
 }  // namespace
 
-double VShapeLimitMb(VShape shape, int workers) {
-  if (workers <= 0) return 0;
+double VShapeLimitMb(VShape shape, int stages) {
+  if (stages <= 0) return 0;
   switch (shape) {
     case VShape::kZbV:
-      return workers;
+      return stages;
     case VShape::kHalf:
-      return (workers + 2) / 2;
+      return (stages + 2) / 2;
     case VShape::kMin:
-      return (workers + 4) / 3;
+      return (stages + 4) / 3;
   }
-  return workers;
+  return stages;
 }
 
 absl::StatusOr<Schedule> GenerateVSchedule(const Problem& problem,
@@ -52,7 +52,7 @@ absl::StatusOr<Schedule> GenerateVSchedule(const Problem& problem,
   if (limited.memory_limit_bytes.empty()) {
     limited.memory_limit_bytes = MbUnitBytes(problem, Placement::kV);
     for (double& bytes : limited.memory_limit_bytes) {
-      bytes *= VShapeLimitMb(shape, problem.workers);
+      bytes *= VShapeLimitMb(shape, problem.stages);
     }
   }
   AutoSolverOptions options;

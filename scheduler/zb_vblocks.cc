@@ -9,9 +9,9 @@
 namespace zbpp::sched::internal {
 namespace {
 
-constexpr int kPeriod = 6;  // six unit passes per microbatch and worker
+constexpr int kPeriod = 6;  // six unit passes per microbatch and stage
 
-// Slot offsets of microbatch 0 on worker w: first-chunk F, second-chunk F,
+// Slot offsets of microbatch 0 on stage w: first-chunk F, second-chunk F,
 // second-chunk B, first-chunk B.
 struct Offsets {
   int fa, fb, bb, ba;
@@ -20,9 +20,9 @@ struct Offsets {
 Offsets OffsetsOf(int p, int w, int pace, const VTurnDelays& delays) {
   Offsets o;
   o.fa = pace * w;
-  // The forward turns on worker p-1 (first chunk to second), climbs back
-  // to worker 0 one slot per worker, turns into the backward there (the
-  // loss), goes down at `pace`, turns on worker p-1 and climbs back.
+  // The forward turns on stage p-1 (first chunk to second), climbs back
+  // to stage 0 one slot per stage, turns into the backward there (the
+  // loss), goes down at `pace`, turns on stage p-1 and climbs back.
   const int fb_last = pace * (p - 1) + 1 + delays.top;
   o.fb = fb_last + (p - 1 - w);
   const int bb_first = fb_last + (p - 1) + 1 + delays.bottom;
@@ -45,7 +45,7 @@ bool Distinct(const Offsets& o) {
 
 }  // namespace
 
-std::vector<VTurnDelays> VTurnDelayOptions(int workers, int pace,
+std::vector<VTurnDelays> VTurnDelayOptions(int stages, int pace,
                                            int max_extra) {
   std::vector<VTurnDelays> options;
   int smallest = -1;
@@ -55,8 +55,8 @@ std::vector<VTurnDelays> VTurnDelayOptions(int workers, int pace,
       for (int bottom = 0; top + bottom <= total; ++bottom) {
         const VTurnDelays delays{top, bottom, total - top - bottom};
         bool ok = true;
-        for (int w = 0; w < workers && ok; ++w) {
-          ok = Distinct(OffsetsOf(workers, w, pace, delays));
+        for (int w = 0; w < stages && ok; ++w) {
+          ok = Distinct(OffsetsOf(stages, w, pace, delays));
         }
         if (!ok) continue;
         if (smallest < 0) smallest = total;
@@ -69,9 +69,9 @@ std::vector<VTurnDelays> VTurnDelayOptions(int workers, int pace,
 
 Orders VBlockOrders(const PassModel& model, int pace,
                     const VTurnDelays& delays) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   Orders orders(p);
-  // Slots are small integers, distinct per worker for F and B: lay the
+  // Slots are small integers, distinct per stage for F and B: lay the
   // passes out in a slot array instead of sorting them.
   std::vector<int32_t> at_slot;
   std::vector<int32_t> pending_w;
@@ -100,7 +100,7 @@ Orders VBlockOrders(const PassModel& model, int pace,
       order.push_back(id);
       if (model.PassOf(id) == kB) {
         pending_w.push_back(
-            model.Id(kW, model.StageOf(id), model.MicrobatchOf(id)));
+            model.Id(kW, model.VirtualStageOf(id), model.MicrobatchOf(id)));
       }
     }
     order.insert(order.end(), pending_w.begin() + head, pending_w.end());
@@ -110,8 +110,8 @@ Orders VBlockOrders(const PassModel& model, int pace,
 
 namespace {
 
-// The passes of a V block on worker w, by kind: F and B of the first chunk
-// (stage w), of the second chunk (stage 2p-1-w), and the worker's W's,
+// The passes of a V block on stage w, by kind: F and B of the first chunk
+// (virtual stage w), of the second chunk (virtual stage 2p-1-w), and the stage's W's,
 // counted but not named while squeezing (the k-th W follows the k-th B).
 enum Kind { kFa = 0, kFb = 1, kBb = 2, kBa = 3, kAnyW = 4, kKinds = 5 };
 
@@ -132,7 +132,7 @@ class SlotBlock {
     }
   }
 
-  // W's of worker w (anonymous, first-in first-out) into its free slots
+  // W's of stage w (anonymous, first-in first-out) into its free slots
   // after their B's; those left over right after its last pass.
   void PlaceAnyW() {
     for (int w = 0; w < p_; ++w) {
@@ -151,7 +151,7 @@ class SlotBlock {
   }
 
   // Moves the passes of the warm-up (with_w) and of the cool-down to the
-  // earliest free slot their inputs allow, keeping every worker's
+  // earliest free slot their inputs allow, keeping every stage's
   // activation count within the largest one of the block: W's explicit
   // (with_w) or implied by the free slots after B's.
   void Squeeze(bool with_w) {
@@ -177,7 +177,7 @@ class SlotBlock {
     int phase = 0;  // 0 warm-up, 1 steady state, 2 cool-down
     ResetBs();
     for (const Pass4& pass : order) {
-      const int w = pass.worker;
+      const int w = pass.stage;
       int& at = At(pass.kind, w, pass.mb);
       if (phase == 0 && pass.kind == kBa && w == 0) phase = 1;
       const bool movable = phase == 2 || (phase == 0 && with_w);
@@ -211,20 +211,20 @@ class SlotBlock {
     }
   }
 
-  // Every pass as early as its inputs and its worker allow with unit times
+  // Every pass as early as its inputs and its stage allow with unit times
   // and in the current order (the evaluator's semantics, every hop free).
   void Compact(bool with_w) {
     std::vector<int> free_at(p_, 0);
     ResetBs();
     for (const Pass4& pass : GlobalOrder(with_w)) {
-      const int start = std::max(free_at[pass.worker], EarliestSlot(pass));
-      At(pass.kind, pass.worker, pass.mb) = start;
-      free_at[pass.worker] = start + 1;
+      const int start = std::max(free_at[pass.stage], EarliestSlot(pass));
+      At(pass.kind, pass.stage, pass.mb) = start;
+      free_at[pass.stage] = start + 1;
       NoteB(pass, start);
     }
   }
 
-  // The per-worker orders: F's and B's by slot, W's per chunk into the free
+  // The per-stage orders: F's and B's by slot, W's per chunk into the free
   // slots, the second chunk's first (then the leftovers, in that order).
   Orders ToOrders(const PassModel& model) {
     Orders orders(p_);
@@ -236,8 +236,8 @@ class SlotBlock {
       int w_done[2] = {}, b_done[2] = {};
       for (int kind : kind_at) {
         if (kind >= 0) {
-          const int stage = kind == kFa || kind == kBa ? a : b;
-          order.push_back(model.Id(kind <= kFb ? kF : kB, stage, next[kind]++));
+          const int virtual_stage = kind == kFa || kind == kBa ? a : b;
+          order.push_back(model.Id(kind <= kFb ? kF : kB, virtual_stage, next[kind]++));
           if (kind == kBb) ++b_done[1];
           if (kind == kBa) ++b_done[0];
           continue;
@@ -258,7 +258,7 @@ class SlotBlock {
 
  private:
   struct Pass4 {
-    int slot, worker, kind, mb;
+    int slot, stage, kind, mb;
   };
 
   int Count(int kind) const { return kind == kAnyW ? 2 * m_ : m_; }
@@ -268,7 +268,7 @@ class SlotBlock {
     return kind == kFa || kind == kFb ? 1 : kind == kAnyW ? -1 : 0;
   }
 
-  // Per slot of worker w, the kind of the pass there or -1.
+  // Per slot of stage w, the kind of the pass there or -1.
   std::vector<int> Layout(int w, bool with_w) {
     int last = 0;
     for (int k = 0; k < kKinds; ++k) {
@@ -283,7 +283,7 @@ class SlotBlock {
     return kind_at;
   }
 
-  // Every pass by slot, ties by worker, kind, microbatch (a counting sort:
+  // Every pass by slot, ties by stage, kind, microbatch (a counting sort:
   // slots are small integers).
   std::vector<Pass4> GlobalOrder(bool with_w) {
     const int kinds = with_w ? kKinds : kAnyW;
@@ -309,10 +309,10 @@ class SlotBlock {
   }
 
   // One past the latest slot of the passes `pass` waits for: the previous
-  // microbatch's pass of its kind, its input from the neighbouring worker
-  // (or from its own worker at the turns of the V), its B for a W.
+  // microbatch's pass of its kind, its input from the neighbouring stage
+  // (or from its own stage at the turns of the V), its B for a W.
   int EarliestSlot(const Pass4& pass) {
-    const int w = pass.worker, j = pass.mb;
+    const int w = pass.stage, j = pass.mb;
     int dep = -1;
     if (j > 0) dep = At(pass.kind, w, j - 1);
     switch (pass.kind) {
@@ -338,16 +338,16 @@ class SlotBlock {
     return dep + 1;
   }
 
-  // The B's of each worker seen so far in the global order, by slot: the
+  // The B's of each stage seen so far in the global order, by slot: the
   // k-th W waits for the k-th of them.
   void ResetBs() { b_slots_.assign(p_, {}); }
   void NoteB(const Pass4& pass, int slot) {
     if (pass.kind != kBb && pass.kind != kBa) return;
-    std::vector<int>& b = b_slots_[pass.worker];
+    std::vector<int>& b = b_slots_[pass.stage];
     b.insert(std::upper_bound(b.begin(), b.end(), slot), slot);
   }
 
-  // A worker's activation count after each slot (F +1, W -1) under range
+  // A stage's activation count after each slot (F +1, W -1) under range
   // additions, with the last slot of a range at or above a value: a segment
   // tree whose nodes hold the maximum of their range and an addition not
   // pushed down. O(log slots) per operation.
@@ -415,7 +415,7 @@ class SlotBlock {
     return std::max(lo, level.LastAtLeast(lo, from, peak) + 1);
   }
 
-  // A worker's activation count when each free slot runs one W owed by an
+  // A stage's activation count when each free slot runs one W owed by an
   // earlier B, kept per slot so that a move is checked from its target
   // slot on (the cool-down moves are near the end of the layout).
   class ImpliedCount {
@@ -461,7 +461,7 @@ class SlotBlock {
   };
 
   // Whether moving a pass of `kind` from slot `from` to the earlier `to`
-  // keeps the worker's implied count within `peak`.
+  // keeps the stage's implied count within `peak`.
   static bool FitsImplied(const ImpliedCount& implied,
                           std::vector<int>& kind_at, int kind, int to,
                           int from, int peak) {
@@ -482,7 +482,7 @@ class SlotBlock {
 
 Orders SqueezedVBlockOrders(const PassModel& model, int pace,
                             const VTurnDelays& delays) {
-  SlotBlock block(model.workers(), model.microbatches(), pace, delays);
+  SlotBlock block(model.stages(), model.microbatches(), pace, delays);
   block.PlaceAnyW();
   block.Squeeze(/*with_w=*/true);
   block.Compact(/*with_w=*/true);
@@ -493,7 +493,7 @@ Orders SqueezedVBlockOrders(const PassModel& model, int pace,
 }
 
 Orders ZbVOrders(const PassModel& model) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   // The pattern needs 2p-1 microbatches in flight to close its warm-up;
   // with fewer, build it for 2p-1 and drop the ones that do not exist.
   const int n = std::max(m, 2 * p - 1);

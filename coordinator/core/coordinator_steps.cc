@@ -33,7 +33,7 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
         absl::StrCat("worker ", report.worker_id(), " does not hold job ",
                      report.job_id(), " attempt ", report.attempt()));
   }
-  absl::StatusOr<ReportEffect> effect = job->AcceptReport(report, record->rank);
+  absl::StatusOr<ReportEffect> effect = job->AcceptReport(report, record->worker_index);
   if (!effect.ok()) return effect.status();
   absl::Status status = absl::OkStatus();
   if (!effect->disagreement.ok()) {

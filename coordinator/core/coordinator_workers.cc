@@ -57,7 +57,7 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
   // Replay the worker's current state (worker.proto SessionResponse).
   const WorkerRecord& record = opened->record;
   if (Job* job = record.job_id.empty() ? nullptr : jobs_->Find(record.job_id)) {
-    job->ReplaySession(worker_id, record.rank);
+    job->ReplaySession(worker_id, record.worker_index);
   }
   return opened->outbox;
 }
@@ -86,7 +86,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   }
   switch (heartbeat.phase()) {
     case zbpp::v1::WORKER_PHASE_FAILED:
-      return WorkerFailed(*job, worker_id, record->rank, *error, heartbeat.job_error());
+      return WorkerFailed(*job, worker_id, record->worker_index, *error, heartbeat.job_error());
     case zbpp::v1::WORKER_PHASE_PREPARING:
     case zbpp::v1::WORKER_PHASE_RUNNING:
     case zbpp::v1::WORKER_PHASE_WAITING: {

@@ -46,10 +46,10 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
   };
   std::map<int, Sums> per_stage;
   for (const MeasuredPass& pass : passes) {
-    if (pass.stage < 0 || pass.stage >= base.num_stages()) {
+    if (pass.stage < 0 || pass.stage >= base.num_virtual_stages()) {
       return absl::InvalidArgumentError(
           absl::StrCat("measured pass of stage ", pass.stage, " outside [0, ",
-                       base.num_stages(), ")"));
+                       base.num_virtual_stages(), ")"));
     }
     if (absl::Status st = CheckSeconds(
             pass.seconds, absl::StrCat("stage ", pass.stage, " pass time"));
@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
       timing.b_seconds = sums.b / sums.nb;
       timing.w_seconds = sums.w / sums.nw;
     } else if (sums.nbw > 0) {
-      const sched::StageCost& prior = base.stages[stage];
+      const sched::VirtualStageCost& prior = base.virtual_stages[stage];
       const double total = prior.b_seconds + prior.w_seconds;
       const double b_share = total > 0 ? prior.b_seconds / total : 0.5;
       const double bw = sums.bw / sums.nbw;
@@ -188,9 +188,9 @@ double CostModel::Drift() const {
 
 absl::StatusOr<sched::Problem> CostModel::ToProblem(
     const sched::Problem& base) const {
-  if (static_cast<int>(base.stages.size()) != options_.num_stages) {
+  if (static_cast<int>(base.virtual_stages.size()) != options_.num_stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("base problem has ", base.stages.size(),
+        absl::StrCat("base problem has ", base.virtual_stages.size(),
                      " stages; the cost model measures ", options_.num_stages));
   }
   sched::Problem measured = base;
@@ -207,12 +207,12 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
       b.push_back(sample.b_seconds);
       w.push_back(sample.w_seconds);
     }
-    measured.stages[s].f_seconds = Median(std::move(f));
-    measured.stages[s].b_seconds = Median(std::move(b));
-    measured.stages[s].w_seconds = Median(std::move(w));
+    measured.virtual_stages[s].f_seconds = Median(std::move(f));
+    measured.virtual_stages[s].b_seconds = Median(std::move(b));
+    measured.virtual_stages[s].w_seconds = Median(std::move(w));
     const std::deque<double>& reduce = reduce_samples_[s];
     if (!reduce.empty()) {
-      measured.stages[s].reduce_seconds =
+      measured.virtual_stages[s].reduce_seconds =
           Median(std::vector<double>(reduce.begin(), reduce.end()));
     }
   }

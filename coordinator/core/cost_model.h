@@ -50,7 +50,7 @@ struct MeasuredPass {
 /// Averages one step's passes into one StageTiming per virtual stage that
 /// has an F, a B and a W (or a BW) measured, sorted by stage. A fused BW
 /// (1F1B, GPipe) is split between B and W in the proportion
-/// `base.stages[s].b_seconds : w_seconds` (the only information there is
+/// `base.virtual_stages[s].b_seconds : w_seconds` (the only information there is
 /// about the split). A kReduce sets the stage's reduce_seconds (the mean
 /// when there are several). InvalidArgument for a stage outside `base`, a
 /// negative or non-finite time.

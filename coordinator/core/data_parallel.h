@@ -45,7 +45,7 @@ double RingAllReduceSeconds(double bytes, int replicas);
 /// The registry schedule `name` generated for `problem`, with, when
 /// `data_parallel` > 1, one reduction per virtual stage placed by the
 /// solver (`sched::PlaceReductions(..., ReducePlacement::kSolved)`, timed by
-/// the problem's StageCost::reduce_seconds). Every schedule the coordinator
+/// the problem's VirtualStageCost::reduce_seconds). Every schedule the coordinator
 /// publishes comes from here, so with d > 1 none lacks its reductions and
 /// with d = 1 none has any.
 ///

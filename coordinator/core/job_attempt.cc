@@ -29,7 +29,7 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_stage(rank);
   assignment.set_replica(replica_of(index));
   if (const zbpp::v1::ScheduleVersion* version = versions.InForce(start_step_)) {
-    const auto& owners = version->schedule().worker_of_stage();
+    const auto& owners = version->schedule().stage_of();
     for (int s = 0; s < owners.size(); ++s) {
       if (owners[s] == rank) assignment.add_virtual_stages(s);
     }

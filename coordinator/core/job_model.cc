@@ -49,7 +49,7 @@ absl::Status JobModel::PreparePolicies(const zbpp::v1::Job& proto,
   const zbpp::v1::JobSpec& spec = proto.spec();
   const auto& resolve = spec.schedule().resolve();
   absl::StatusOr<std::unique_ptr<CostModel>> costs = CostModel::Create(
-      {base_->num_stages(), resolve.has_window_steps() ? resolve.window_steps() : 8});
+      {base_->num_virtual_stages(), resolve.has_window_steps() ? resolve.window_steps() : 8});
   ResolvePolicy::Options policy_options;
   policy_options.clock = context.clock;
   policy_options.min_improvement_fraction =
@@ -114,8 +114,8 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
     if (sim.ok()) prediction = PredictionToProto(*sim);
   }
   reports.predicted_bubble_rate = prediction.bubble_rate();
-  reports.predicted_rank_bubble_rate.assign(prediction.worker_bubble_rate().begin(),
-                                            prediction.worker_bubble_rate().end());
+  reports.predicted_rank_bubble_rate.assign(prediction.stage_bubble_rate().begin(),
+                                            prediction.stage_bubble_rate().end());
   reports.reports = std::move(pending.reports);
   return reports;
 }

@@ -579,10 +579,10 @@ absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
 
 // One virtual stage's analytic costs with `layers` transformer blocks:
 // paper §2 and Megatron-LM's FLOP count (the header has the formulas).
-sched::StageCost AnalyticStageCost(const JobSpec& spec, double layers) {
+sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, double layers) {
   const BlockCosts block =
       BlockCostsOf(spec.model(), spec.pipeline().microbatch_size());
-  sched::StageCost cost;
+  sched::VirtualStageCost cost;
   cost.f_seconds = layers * block.forward_flops / kNominalFlopsPerSecond;
   cost.b_seconds = cost.f_seconds;
   cost.w_seconds = cost.f_seconds * kWOverF;
@@ -597,7 +597,7 @@ sched::StageCost AnalyticStageCost(const JobSpec& spec, double layers) {
 absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
                             const sched::ScheduleTraits& traits,
                             sched::Problem& problem) {
-  const int p = problem.workers;
+  const int p = problem.stages;
   const std::vector<double> unit = sched::MbUnitBytes(problem, traits.placement);
   switch (policy.memory_limit_case()) {
     case zbpp::v1::SchedulePolicy::kMemoryLimitBytes: {
@@ -665,9 +665,9 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
       AnalyticStageCost(spec, model.layers() / virtual_stages),
       /*comm_seconds=*/0.0);
   const int d = DataParallelOf(pipeline);
-  for (int stage = 0; stage < problem.num_stages() && d > 1; ++stage) {
-    problem.stages[stage].reduce_seconds = RingAllReduceSeconds(
-        4 * StageParameterCount(model, stage, problem.num_stages()), d);
+  for (int stage = 0; stage < problem.num_virtual_stages() && d > 1; ++stage) {
+    problem.virtual_stages[stage].reduce_seconds = RingAllReduceSeconds(
+        4 * StageParameterCount(model, stage, problem.num_virtual_stages()), d);
   }
   if (absl::Status st = SetMemoryLimit(spec.schedule(), *traits, problem); !st.ok()) {
     return st;

@@ -186,7 +186,7 @@ absl::StatusOr<std::vector<int64_t>> Membership::ChooseLocked(
     if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", job_id, " already holds workers (", record.id,
-                       " has rank ", record.rank, "); release them first"));
+                       " has rank ", record.worker_index, "); release them first"));
     }
     if (record.state == WorkerState::kRegistered && !record.draining) {
       free.push_back(&record);
@@ -248,7 +248,7 @@ absl::StatusOr<Assignment> Membership::Assign(
     WorkerRecord& record = workers_.at((*chosen)[rank]);
     record.state = WorkerState::kAssigned;
     record.job_id = job_id;
-    record.rank = rank;
+    record.worker_index = rank;
     assignment.worker_ids.push_back(record.id);
   }
   return assignment;
@@ -261,7 +261,7 @@ int Membership::Release(const std::string& job_id) {
     if (record.state == WorkerState::kAssigned && record.job_id == job_id) {
       record.state = WorkerState::kRegistered;
       record.job_id.clear();
-      record.rank = -1;
+      record.worker_index = -1;
       record.draining = true;
       ++released;
     }

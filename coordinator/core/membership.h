@@ -54,7 +54,7 @@ struct WorkerRecord {
   /// worker index replica * stages + stage); kept when the worker is LOST
   /// so that the caller knows which job to recover. Empty / -1 otherwise.
   std::string job_id;
-  int rank = -1;
+  int worker_index = -1;
   /// Released from an attempt (which was aborted, or ended) and not heard
   /// idle since: not assignable yet. A worker whose process died keeps its
   /// lease until it expires; without this a recovery could re-assign the

@@ -41,11 +41,11 @@ std::string HumanBytes(double bytes) {
 std::vector<RankMemoryEstimate> EstimateRankMemory(
     const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
   const zbpp::v1::Schedule& schedule = version.schedule();
-  std::vector<RankMemoryEstimate> ranks(schedule.workers());
-  const int num_stages = schedule.worker_of_stage_size();
+  std::vector<RankMemoryEstimate> ranks(schedule.stages());
+  const int num_stages = schedule.stage_of_size();
   for (int stage = 0; stage < num_stages; ++stage) {
-    const int rank = schedule.worker_of_stage(stage);
-    if (rank < 0 || rank >= schedule.workers()) continue;
+    const int rank = schedule.stage_of(stage);
+    if (rank < 0 || rank >= schedule.stages()) continue;
     ranks[rank].parameters +=
         StageParameterCount(spec.model(), stage, num_stages);
   }
@@ -53,7 +53,7 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(
       kStateBytesPerParameter +
       (KeepsRollbackCopy(spec) ? kRollbackBytesPerParameter : 0);
   const double activation_factor = PassesInFp32(spec) ? 2 : 1;
-  for (int rank = 0; rank < schedule.workers(); ++rank) {
+  for (int rank = 0; rank < schedule.stages(); ++rank) {
     ranks[rank].state_bytes = ranks[rank].parameters * per_parameter;
     if (rank < version.predicted().peak_memory_bytes_size()) {
       ranks[rank].activation_bytes =
@@ -61,8 +61,8 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(
     }
   }
   if (num_stages > 0) {
-    const int last = schedule.worker_of_stage(num_stages - 1);
-    if (last >= 0 && last < schedule.workers()) ranks[last].logits_bytes = LogitsBytes(spec);
+    const int last = schedule.stage_of(num_stages - 1);
+    if (last >= 0 && last < schedule.stages()) ranks[last].logits_bytes = LogitsBytes(spec);
   }
   return ranks;
 }

@@ -36,9 +36,9 @@ struct RankMemoryEstimate {
   double total_bytes() const { return state_bytes + activation_bytes + logits_bytes; }
 };
 
-/// The estimate of every pipeline rank (size schedule.workers) of a job with
+/// The estimate of every pipeline rank (size schedule.stages) of a job with
 /// `spec` running `version`. Requires a spec that passed ValidateJobSpec and
-/// a version built for it (worker_of_stage and predicted.peak_memory_bytes
+/// a version built for it (stage_of and predicted.peak_memory_bytes
 /// of size workers*chunks and workers); ranks missing from the prediction get
 /// no activation bytes. Thread-safe (pure).
 std::vector<RankMemoryEstimate> EstimateRankMemory(

@@ -87,7 +87,7 @@ absl::StatusOr<ResolveDecision> ResolvePolicy::Decide(
                      candidate.status().ToString());
     return decision;
   }
-  if (candidate->worker_of_stage != current.worker_of_stage) {
+  if (candidate->stage_of != current.stage_of) {
     decision.reason = absl::StrCat(
         "candidate ", name,
         " places virtual stages on other workers; keeping version ",

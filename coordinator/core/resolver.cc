@@ -16,19 +16,19 @@ namespace {
 // r× the pipeline's mean cost ratio; <reason>".
 std::string ResolveDetail(const ResolveTask& task, const std::string& reason) {
   const sched::Schedule& current = task.current;
-  std::vector<double> ratio(current.workers, 0);
-  std::vector<double> model(current.workers, 0);
-  for (int s = 0; s < task.measured.num_stages(); ++s) {
-    const int w = current.worker_of_stage[s];
-    const auto& m = task.measured.stages[s];
-    const auto& b = task.base.stages[s];
+  std::vector<double> ratio(current.stages, 0);
+  std::vector<double> model(current.stages, 0);
+  for (int s = 0; s < task.measured.num_virtual_stages(); ++s) {
+    const int w = current.stage_of[s];
+    const auto& m = task.measured.virtual_stages[s];
+    const auto& b = task.base.virtual_stages[s];
     ratio[w] += m.f_seconds + m.b_seconds + m.w_seconds;
     model[w] += b.f_seconds + b.b_seconds + b.w_seconds;
   }
   double mean = 0;
-  for (int w = 0; w < current.workers; ++w) {
+  for (int w = 0; w < current.stages; ++w) {
     ratio[w] = model[w] > 0 ? ratio[w] / model[w] : 1;
-    mean += ratio[w] / current.workers;
+    mean += ratio[w] / current.stages;
   }
   const int slowest =
       static_cast<int>(std::max_element(ratio.begin(), ratio.end()) - ratio.begin());

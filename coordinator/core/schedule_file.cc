@@ -44,9 +44,9 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
   absl::StatusOr<sched::Schedule> schedule = ParseScheduleFile(spec);
   if (!schedule.ok()) return schedule.status();
   const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
-  if (schedule->workers != pipeline.stages()) {
+  if (schedule->stages != pipeline.stages()) {
     return ShapeMismatch(spec, "pipeline.stages", pipeline.stages(),
-                         schedule->workers, "workers (rows)");
+                         schedule->stages, "workers (rows)");
   }
   if (schedule->microbatches != pipeline.microbatches()) {
     return ShapeMismatch(spec, "pipeline.microbatches",
@@ -73,7 +73,7 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
     return absl::InvalidArgumentError(absl::StrCat(
         "schedule.file_text: ", FileName(spec), ": ", sim.status().message()));
   }
-  for (int w = 0; w < schedule->workers; ++w) {
+  for (int w = 0; w < schedule->stages; ++w) {
     if (sched::OverMemoryLimit(sim->peak_memory_bytes[w], problem.limit_of(w))) {
       const char* field =
           spec.schedule().has_memory_limit_bytes()

@@ -31,9 +31,9 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
     const size_t before = hops.size();
     const int from = report.stage();
     const int to = latency.to_stage();
-    for (int h = 0; from != to && h + 1 < schedule.num_stages(); ++h) {
-      const int a = schedule.worker_of_stage[h];
-      const int b = schedule.worker_of_stage[h + 1];
+    for (int h = 0; from != to && h + 1 < schedule.num_virtual_stages(); ++h) {
+      const int a = schedule.stage_of[h];
+      const int b = schedule.stage_of[h + 1];
       if ((a == from && b == to) || (a == to && b == from)) {
         hops.push_back({h, seconds});
       }
@@ -124,7 +124,7 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
   double last_reduce_end = 0;
   // A partial W or reduction (one gradient bucket of K) stands for 1/K of
   // the whole one the cost model and the report speak of.
-  const std::vector<int> buckets = sched::BucketsPerStage(schedule);
+  const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
   for (size_t i = 0; i < actions.size(); ++i) {
     const double seconds =
         report.action_end_seconds(i) - report.action_start_seconds(i);
@@ -134,8 +134,8 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
           sched::ActionToString(actions[i]), " has duration ", seconds));
     }
     const double whole =
-        seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].stage]);
-    passes.push_back({actions[i].kind, actions[i].stage, whole});
+        seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].virtual_stage]);
+    passes.push_back({actions[i].kind, actions[i].virtual_stage, whole});
     const sched::PassKind kind = actions[i].kind;
     const int slot = kind == sched::PassKind::kF        ? 0
                      : kind == sched::PassKind::kW      ? 2

@@ -200,7 +200,7 @@ zbpp::v1::WorkerState WorkerRegistry::ApiState(const WorkerRecord& record,
     case WorkerState::kLost:
       return zbpp::v1::WORKER_STATE_LOST;
     case WorkerState::kAssigned: {
-      const std::optional<WorkerPlace> where = place(record.job_id, record.rank);
+      const std::optional<WorkerPlace> where = place(record.job_id, record.worker_index);
       return where.has_value() && where->running ? zbpp::v1::WORKER_STATE_RUNNING
                                                  : zbpp::v1::WORKER_STATE_ASSIGNED;
     }
@@ -247,7 +247,7 @@ absl::StatusOr<zbpp::v1::ListWorkersResponse> WorkerRegistry::List(
       *worker->mutable_description() = *d;
     }
     const std::optional<WorkerPlace> where =
-        record.state == WorkerState::kAssigned ? place(record.job_id, record.rank)
+        record.state == WorkerState::kAssigned ? place(record.job_id, record.worker_index)
                                                : std::nullopt;
     worker->set_state(state);
     worker->set_job_id(where.has_value() ? record.job_id : "");

@@ -32,13 +32,13 @@ absl::StatusOr<double> NonNegative(const YAML::Node& node,
 }
 
 // One entry of `stages` or `virtual_stages`.
-absl::StatusOr<StageCost> ParseEntry(const YAML::Node& node,
+absl::StatusOr<VirtualStageCost> ParseEntry(const YAML::Node& node,
                                      const std::string& field,
                                      bool* has_reduce) {
   if (!node.IsMap()) {
     return Invalid(field, "must be a mapping of t_f, t_b, t_w, m_b, m_w");
   }
-  StageCost cost;
+  VirtualStageCost cost;
   const std::pair<const char*, double*> kFields[] = {
       {"t_f", &cost.f_seconds}, {"t_b", &cost.b_seconds},
       {"t_w", &cost.w_seconds}, {"m_b", &cost.m_b_bytes},
@@ -109,7 +109,7 @@ absl::StatusOr<CostFile> ParseRoot(const YAML::Node& root) {
     return Invalid(list_name, "must be a non-empty list of entries");
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    absl::StatusOr<StageCost> cost = ParseEntry(
+    absl::StatusOr<VirtualStageCost> cost = ParseEntry(
         list[i], absl::StrCat(list_name, "[", i, "]"), &out.has_reduce);
     if (!cost.ok()) return cost.status();
     out.entries.push_back(*cost);
@@ -122,7 +122,7 @@ absl::StatusOr<CostFile> ParseRoot(const YAML::Node& root) {
   if (const YAML::Node limits = root["memory_limit_bytes"]) {
     if (!limits.IsSequence() || limits.size() == 0) {
       return Invalid("memory_limit_bytes",
-                     "must be a non-empty list, one limit per worker");
+                     "must be a non-empty list, one limit per stage");
     }
     for (size_t w = 0; w < limits.size(); ++w) {
       const std::string at = absl::StrCat("memory_limit_bytes[", w, "]");
@@ -159,42 +159,42 @@ absl::StatusOr<CostFile> ReadCostFile(const std::string& path) {
   return costs;
 }
 
-absl::StatusOr<Problem> CostProblem(const CostFile& costs, int workers,
+absl::StatusOr<Problem> CostProblem(const CostFile& costs, int stages,
                                     int chunks, int microbatches,
-                                    const std::vector<int>& worker_of_stage) {
-  const int n = workers * chunks;
-  const int want = costs.per_virtual_stage ? n : workers;
+                                    const std::vector<int>& stage_of) {
+  const int n = stages * chunks;
+  const int want = costs.per_virtual_stage ? n : stages;
   if (static_cast<int>(costs.entries.size()) != want) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--costs: ", costs.per_virtual_stage ? "virtual_stages" : "stages",
         " has ", costs.entries.size(), " entries, the schedule needs ", want,
-        " (p=", workers, ", v=", chunks, ")"));
+        " (p=", stages, ", v=", chunks, ")"));
   }
   if (!costs.memory_limit_bytes.empty() &&
-      static_cast<int>(costs.memory_limit_bytes.size()) != workers) {
+      static_cast<int>(costs.memory_limit_bytes.size()) != stages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--costs: memory_limit_bytes has ", costs.memory_limit_bytes.size(),
-        " entries, the schedule has ", workers, " workers"));
+        " entries, the schedule has ", stages, " stages"));
   }
   Problem problem;
-  problem.workers = workers;
+  problem.stages = stages;
   problem.chunks = chunks;
   problem.microbatches = microbatches;
   problem.comm_seconds = costs.comm_seconds;
   problem.memory_limit_bytes = costs.memory_limit_bytes;
   for (int s = 0; s < n; ++s) {
     if (costs.per_virtual_stage) {
-      problem.stages.push_back(costs.entries[s]);
+      problem.virtual_stages.push_back(costs.entries[s]);
       continue;
     }
-    // A worker's costs split evenly over the chunks it holds.
-    StageCost cost = costs.entries[worker_of_stage[s]];
+    // A stage's costs split evenly over the chunks it holds.
+    VirtualStageCost cost = costs.entries[stage_of[s]];
     for (double* value : {&cost.f_seconds, &cost.b_seconds, &cost.w_seconds,
                           &cost.m_b_bytes, &cost.m_w_bytes,
                           &cost.reduce_seconds}) {
       *value /= chunks;
     }
-    problem.stages.push_back(cost);
+    problem.virtual_stages.push_back(cost);
   }
   return problem;
 }
@@ -202,10 +202,10 @@ absl::StatusOr<Problem> CostProblem(const CostFile& costs, int workers,
 std::string CostFileYaml(const Problem& problem) {
   auto number = [](double x) { return absl::StrFormat("%.17g", x); };
   std::string text = absl::StrCat(
-      "# zbpp cost model: p=", problem.workers, " v=", problem.chunks, " m=",
-      problem.microbatches, " (zbpp-sched --stages ", problem.workers,
+      "# zbpp cost model: p=", problem.stages, " v=", problem.chunks, " m=",
+      problem.microbatches, " (zbpp-sched --stages ", problem.stages,
       " --costs FILE)\nvirtual_stages:\n");
-  for (const StageCost& c : problem.stages) {
+  for (const VirtualStageCost& c : problem.virtual_stages) {
     absl::StrAppend(&text, "  - {t_f: ", number(c.f_seconds),
                     ", t_b: ", number(c.b_seconds),
                     ", t_w: ", number(c.w_seconds),

@@ -15,17 +15,17 @@ namespace zbpp::sched::cli {
 
 /// A parsed cost file. In JSON or YAML (the same keys):
 ///
-///   stages:            # one entry per pipeline stage (worker), or ...
+///   stages:            # one entry per pipeline stage (stage), or ...
 ///     - {t_f: 0.0185, t_b: 0.0181, t_w: 0.0093, m_b: 2.1e9, m_w: 1.0e9}
 ///   virtual_stages:    # ... one per virtual stage, in model order
 ///   comm: 0.0006       # seconds of one point-to-point hop (default 0)
-///   memory_limit_bytes: [8.0e10, 8.0e10]   # per worker (default: none)
+///   memory_limit_bytes: [8.0e10, 8.0e10]   # per stage (default: none)
 ///
 /// Per entry: t_f, t_b, t_w seconds of F, B (input gradient) and W (weight
 /// gradient); m_b, m_w bytes (M_B held from F until B, M_W of it until W);
 /// optional reduce, seconds of the stage's data-parallel gradient
-/// all-reduce (default 0). `stages` are costs of a whole worker, which a
-/// worker holding v chunks pays 1/v of per chunk, as the --cost-* flags;
+/// all-reduce (default 0). `stages` are costs of a whole stage, which a
+/// stage holding v chunks pays 1/v of per chunk, as the --cost-* flags;
 /// `virtual_stages` are the coordinator's cost model as it is
 /// (proto/zbpp/v1/schedule.proto, CostModel) and fit only a schedule with
 /// that many virtual stages.
@@ -33,7 +33,7 @@ struct CostFile {
   /// True for `virtual_stages`, false for `stages`.
   bool per_virtual_stage = false;
   /// The entries, in seconds and bytes.
-  std::vector<StageCost> entries;
+  std::vector<VirtualStageCost> entries;
   double comm_seconds = 0;  ///< `comm`.
   /// `memory_limit_bytes`; empty = none.
   std::vector<double> memory_limit_bytes;
@@ -51,14 +51,14 @@ absl::StatusOr<CostFile> ParseCostFile(std::string_view text);
 /// read; ParseCostFile's, prefixed with the path.
 absl::StatusOr<CostFile> ReadCostFile(const std::string& path);
 
-/// The problem of `costs` for p workers, v chunks and m microbatches, the
-/// virtual stages held as `worker_of_stage` (size p*v) says: a `stages`
-/// entry (size p) split evenly over the chunks of its worker, a
+/// The problem of `costs` for p stages, v chunks and m microbatches, the
+/// virtual stages held as `stage_of` (size p*v) says: a `stages`
+/// entry (size p) split evenly over the chunks of its stage, a
 /// `virtual_stages` entry (size p*v) as it is. Errors: InvalidArgument when
 /// the number of entries does not fit (naming both numbers).
-absl::StatusOr<Problem> CostProblem(const CostFile& costs, int workers,
+absl::StatusOr<Problem> CostProblem(const CostFile& costs, int stages,
                                     int chunks, int microbatches,
-                                    const std::vector<int>& worker_of_stage);
+                                    const std::vector<int>& stage_of);
 
 /// `problem`'s costs as a cost file in YAML: `virtual_stages` (one entry per
 /// virtual stage in model order, with `reduce` where it is not 0), `comm`

@@ -51,7 +51,7 @@ struct InOrderTransport {
   // OK when post-update validation's speculative prefixes are closed and
   // lead each pair's order; otherwise the rule broken and where.
   absl::Status prefixes;
-  // Actions per worker in its speculative prefix.
+  // Actions per stage in its speculative prefix.
   std::vector<int> prefix_lengths;
 };
 
@@ -78,11 +78,11 @@ Json ErrorJson(const absl::Status& status) {
 Json OutcomeJson(const Outcome& o) {
   const InOrderTransport in_order = CheckInOrderTransport(o.schedule);
   const SimulationResult& sim = o.sim;
-  const StageCost& c = o.problem.stages.front();
+  const VirtualStageCost& c = o.problem.virtual_stages.front();
   const int v = o.problem.chunks;
   const bool uniform = o.costs_path.empty();
   return {{"schedule", o.traits.name},
-          {"stages", o.problem.workers},
+          {"stages", o.problem.stages},
           {"microbatches", o.problem.microbatches},
           {"chunks", v},
           {"placement", o.traits.placement == Placement::kV ? "v" : "loop"},
@@ -111,23 +111,23 @@ Json OutcomeJson(const Outcome& o) {
            {{"runs", in_order.runs.ok()}, {"error", ErrorJson(in_order.runs)}}},
           // "closed": both rules of CheckSpeculativePrefixes hold.
           {"speculative_prefixes",
-           {{"actions_per_worker", in_order.prefix_lengths},
+           {{"actions_per_stage", in_order.prefix_lengths},
             {"closed", in_order.prefixes.ok()},
             {"error", ErrorJson(in_order.prefixes)}}},
-          {"per_worker",
+          {"per_stage",
            {{"busy_seconds", sim.busy_seconds},
             {"idle_seconds", sim.idle_seconds},
             {"peak_memory_m_b", sim.peak_memory_m_b},
-            {"exposed_reduce_seconds", sim.exposed_reduce_seconds_per_worker}}}};
+            {"exposed_reduce_seconds", sim.exposed_reduce_seconds_per_stage}}}};
 }
 
 std::string OutcomeTable(const Outcome& o) {
   const SimulationResult& sim = o.sim;
-  const StageCost& c = o.problem.stages.front();
+  const VirtualStageCost& c = o.problem.virtual_stages.front();
   const int v = o.problem.chunks;
   std::vector<std::vector<std::string>> head = {
       {"schedule", o.traits.name},
-      {"stages (p)", std::to_string(o.problem.workers)},
+      {"stages (p)", std::to_string(o.problem.stages)},
       {"microbatches (m)", std::to_string(o.problem.microbatches)},
       {"chunks (v)", std::to_string(o.problem.chunks)},
       o.costs_path.empty()
@@ -154,7 +154,7 @@ std::string OutcomeTable(const Outcome& o) {
                                     : std::string(in_order.runs.message())});
   head.push_back({"speculative prefixes",
                   in_order.prefixes.ok()
-                      ? absl::StrCat("closed, leading each pair's order; actions per worker ",
+                      ? absl::StrCat("closed, leading each pair's order; actions per stage ",
                                      absl::StrJoin(in_order.prefix_lengths, " "))
                       : std::string(in_order.prefixes.message())});
   if (o.reduce_placement) {
@@ -168,21 +168,21 @@ std::string OutcomeTable(const Outcome& o) {
                                              : 0),
                                  " of the makespan)")});
   }
-  std::vector<std::vector<std::string>> workers = {
-      {"worker", "busy_s", "idle_s", "idle", "peak_M_B"}};
-  if (o.reduce_placement) workers.front().push_back("exposed_reduce_s");
-  for (int w = 0; w < o.problem.workers; ++w) {
+  std::vector<std::vector<std::string>> stages = {
+      {"stage", "busy_s", "idle_s", "idle", "peak_M_B"}};
+  if (o.reduce_placement) stages.front().push_back("exposed_reduce_s");
+  for (int w = 0; w < o.problem.stages; ++w) {
     const double idle_ratio = sim.makespan_seconds > 0
                                   ? sim.idle_seconds[w] / sim.makespan_seconds
                                   : 0;
-    workers.push_back({std::to_string(w), absl::StrCat(sim.busy_seconds[w]),
+    stages.push_back({std::to_string(w), absl::StrCat(sim.busy_seconds[w]),
                        absl::StrCat(sim.idle_seconds[w]), Percent(idle_ratio),
                        absl::StrCat(sim.peak_memory_m_b[w])});
     if (o.reduce_placement) {
-      workers.back().push_back(absl::StrCat(sim.exposed_reduce_seconds_per_worker[w]));
+      stages.back().push_back(absl::StrCat(sim.exposed_reduce_seconds_per_stage[w]));
     }
   }
-  return FormatTable(head) + "\n" + FormatTable(workers);
+  return FormatTable(head) + "\n" + FormatTable(stages);
 }
 
 }  // namespace
@@ -198,26 +198,26 @@ std::string OutcomeReport(const Outcome& o, const std::string& format) {
 std::string TextGrid(const Outcome& o, std::optional<int> width) {
   const Schedule& s = o.schedule;
   const SimulationResult& sim = o.sim;
-  std::vector<int> chunk_of(s.worker_of_stage.size(), 0);
-  std::vector<int> seen(s.workers, 0);
+  std::vector<int> chunk_of(s.stage_of.size(), 0);
+  std::vector<int> seen(s.stages, 0);
   for (size_t st = 0; st < chunk_of.size(); ++st) {
-    chunk_of[st] = seen[s.worker_of_stage[st]]++;
+    chunk_of[st] = seen[s.stage_of[st]]++;
   }
   // A reduction is labelled with its stage: it covers every microbatch.
   auto label = [&](const Action& a) {
-    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.stage);
+    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.virtual_stage);
     std::string pass = a.kind == PassKind::kF   ? "F"
                        : a.kind == PassKind::kB ? "B"
                        : a.kind == PassKind::kW ? "W"
                                                 : "BW";
-    if (chunk_of[a.stage] % 2 == 1) {
+    if (chunk_of[a.virtual_stage] % 2 == 1) {
       for (char& ch : pass) ch = static_cast<char>(ch - 'A' + 'a');
     }
     return pass + std::to_string(a.microbatch);
   };
   double t0 = 0, t1 = 0, shortest = 0;
   bool any = false;
-  for (int w = 0; w < s.workers; ++w) {
+  for (int w = 0; w < s.stages; ++w) {
     for (const ActionTiming& t : sim.timings[w]) {
       const double d = t.end_seconds - t.start_seconds;
       t0 = any ? std::min(t0, t.start_seconds) : t.start_seconds;
@@ -233,7 +233,7 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
     per_second = *width / (t1 - t0);
   } else if (shortest > 0) {
     double cells = 1;  // columns per `shortest` seconds
-    for (int w = 0; w < s.workers; ++w) {
+    for (int w = 0; w < s.stages; ++w) {
       for (size_t i = 0; i < s.actions[w].size(); ++i) {
         const ActionTiming& t = sim.timings[w][i];
         const double d = t.end_seconds - t.start_seconds;
@@ -249,15 +249,15 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
   };
   const size_t total = column(t1);
   std::string out = absl::StrCat(
-      o.traits.name, ": p=", s.workers, " v=", s.chunks, " m=", s.microbatches,
+      o.traits.name, ": p=", s.stages, " v=", s.chunks, " m=", s.microbatches,
       ", makespan ", absl::StrCat(sim.makespan_seconds), " s, bubble rate ",
       Percent(sim.bubble_rate), ", peak memory ",
       absl::StrCat(sim.max_peak_memory_m_b), " M_B, memory limit ",
       LimitText(o.mem_limit_m_b, " M_B"), "\n");
-  const std::string prefix_width = absl::StrCat("worker ", s.workers - 1);
-  // Reductions overlap the passes: each worker's go on a line of their own.
+  const std::string prefix_width = absl::StrCat("stage ", s.stages - 1);
+  // Reductions overlap the passes: each stage's go on a line of their own.
   const bool comm = o.reduce_placement.has_value();
-  for (int w = 0; w < s.workers; ++w) {
+  for (int w = 0; w < s.stages; ++w) {
     std::string line(total, '.'), comm_line(total, ' ');
     for (size_t i = 0; i < s.actions[w].size(); ++i) {
       const ActionTiming& t = sim.timings[w][i];
@@ -269,7 +269,7 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
       (s.actions[w][i].kind == PassKind::kReduce ? comm_line : line)
           .replace(begin, end - begin, cell);
     }
-    std::string name = absl::StrCat("worker ", w);
+    std::string name = absl::StrCat("stage ", w);
     name.resize(prefix_width.size(), ' ');
     absl::StrAppend(&out, name, " |", line, "|\n");
     if (comm) {
@@ -314,7 +314,7 @@ std::string ComparisonReport(const ProblemFlags& problem,
                     absl::StrCat(o.sim.max_peak_memory_m_b),
                     LimitText(o.mem_limit_m_b), absl::StrCat(o.solve_seconds), "ok"});
     Json row = OutcomeJson(o);
-    row.erase("per_worker");
+    row.erase("per_stage");
     list.push_back(std::move(row));
   }
   if (format == "json") {

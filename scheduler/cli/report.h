@@ -22,19 +22,19 @@ inline const std::vector<std::string> kComparisonFormats = {"table", "json",
                                                             "csv"};
 
 /// `o` in `format` (one of kOutcomeFormats; anything else reads as "table"):
-/// table = the problem and metrics, then one row per worker (busy and idle
+/// table = the problem and metrics, then one row per stage (busy and idle
 /// seconds, idle share, peak memory in M_B, and with reductions the
-/// worker's exposed reduction in seconds); json = the same as an object
+/// stage's exposed reduction in seconds); json = the same as an object
 /// (costs in seconds per stage, memory in M_B); csv = the generated schedule
 /// (ScheduleToCsv); chrome-trace = ToChromeTrace; svg = ToSvg. Ends with a
 /// newline except where the exporter's own text does not.
 std::string OutcomeReport(const Outcome& o, const std::string& format);
 
 /// `o` as a text grid in the style of the paper's figures: a header line,
-/// one line per worker where each action is a cell as wide as its duration
+/// one line per stage where each action is a cell as wide as its duration
 /// labelled with its pass and microbatch ("F3", "B3", "W3", "BW3"; lower case
 /// for odd chunks) and '.' is idle, with reductions a "comm" line under each
-/// worker where the reduction of stage s is "R<s>", and a legend giving
+/// stage where the reduction of stage s is "R<s>", and a legend giving
 /// seconds per column.
 /// `width`: columns of the time axis; none = the shortest pass gets one
 /// labelled cell.
@@ -43,7 +43,7 @@ std::string TextGrid(const Outcome& o, std::optional<int> width);
 /// One schedule's line in `compare`: what it produced, or why it could not.
 struct ComparisonEntry {
   std::string schedule;             ///< Schedule name, e.g. "zb-h1".
-  int chunks = 1;                   ///< Chunks per worker it ran (or would run) with.
+  int chunks = 1;                   ///< Chunks per stage it ran (or would run) with.
   absl::StatusOr<Outcome> outcome;  ///< The run, or its error.
 };
 

@@ -15,12 +15,12 @@ namespace zbpp::sched::cli {
 
 namespace {
 
-// The tightest of `problem`'s per-worker limits in units of that worker's
+// The tightest of `problem`'s per-stage limits in units of that stage's
 // M_B under `placement` (as the report gives limits).
 double LimitInMb(const Problem& problem, Placement placement) {
   const std::vector<double> unit = MbUnitBytes(problem, placement);
   double limit = std::numeric_limits<double>::infinity();
-  for (int w = 0; w < problem.workers; ++w) {
+  for (int w = 0; w < problem.stages; ++w) {
     if (unit[w] > 0) limit = std::min(limit, problem.memory_limit_bytes[w] / unit[w]);
   }
   return limit;
@@ -56,7 +56,7 @@ absl::Status ReadCosts(const FlagMap& flags, ProblemFlags* out) {
   } else if (!flags.count("stages") && !flags.count("import")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--costs \"", out->costs_path,
-        "\" gives virtual_stages: --stages must say how many workers hold them"));
+        "\" gives virtual_stages: --stages must say how many stages hold them"));
   } else if (flags.count("stages")) {
     if (entries % out->stages != 0 ||
         (out->chunks && *out->chunks * out->stages != entries)) {
@@ -164,31 +164,31 @@ bool HasReductions(const ProblemFlags& flags) {
          (flags.costs && flags.costs->has_reduce);
 }
 
-Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
+Problem FlagsProblem(const ProblemFlags& flags, int stages, int chunks,
                      int microbatches) {
   // A stage's costs and M_B (one byte-unit) are split evenly over the chunks
-  // that the worker holds, so that totals per worker match the flags.
-  StageCost cost;
+  // that the stage holds, so that totals per stage match the flags.
+  VirtualStageCost cost;
   cost.f_seconds = flags.cost_f / chunks;
   cost.b_seconds = flags.cost_b / chunks;
   cost.w_seconds = flags.cost_w / chunks;
   cost.m_b_bytes = 1.0 / chunks;
   cost.m_w_bytes = flags.weight_memory_fraction / chunks;
   cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;
-  return Problem::Uniform(workers, chunks, microbatches, cost, flags.cost_comm);
+  return Problem::Uniform(stages, chunks, microbatches, cost, flags.cost_comm);
 }
 
-absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int workers,
+absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int stages,
                                    int chunks, int microbatches,
-                                   const std::vector<int>& worker_of_stage) {
-  if (!flags.costs) return FlagsProblem(flags, workers, chunks, microbatches);
-  if (static_cast<int>(worker_of_stage.size()) != workers * chunks) {
+                                   const std::vector<int>& stage_of) {
+  if (!flags.costs) return FlagsProblem(flags, stages, chunks, microbatches);
+  if (static_cast<int>(stage_of.size()) != stages * chunks) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--costs: no placement of ", chunks, " chunk(s) on ", workers,
-        " workers"));
+        "--costs: no placement of ", chunks, " chunk(s) on ", stages,
+        " stages"));
   }
-  return CostProblem(*flags.costs, workers, chunks, microbatches,
-                     worker_of_stage);
+  return CostProblem(*flags.costs, stages, chunks, microbatches,
+                     stage_of);
 }
 
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags) {
@@ -203,14 +203,14 @@ absl::StatusOr<Outcome> RunSchedule(const ScheduleTraits& traits,
       *flags.chunks != traits.default_chunks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--chunks: ", traits.name, " runs with exactly ",
-        traits.default_chunks, " chunk(s) per worker, got ", *flags.chunks));
+        traits.default_chunks, " chunk(s) per stage, got ", *flags.chunks));
   }
   const int chunks = ChunksFor(traits, flags);
   Outcome out;
   out.traits = traits;
   absl::StatusOr<Problem> problem =
       ProblemFor(flags, flags.stages, chunks, flags.microbatches,
-                 PlaceStages(traits.placement, flags.stages, chunks));
+                 PlaceVirtualStages(traits.placement, flags.stages, chunks));
   if (!problem.ok()) return problem.status();
   out.problem = *std::move(problem);
   out.costs_path = flags.costs_path;
@@ -297,12 +297,12 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
         imported->overlapped_actions, " OVERLAP_F_B split into F and B");
   }
   for (absl::Status st :
-       {CheckMatches(flags, "stages", problem_flags->stages, schedule.workers,
-                     "workers (rows)"),
+       {CheckMatches(flags, "stages", problem_flags->stages, schedule.stages,
+                     "stages (rows)"),
         CheckMatches(flags, "microbatches", problem_flags->microbatches,
                      schedule.microbatches, "microbatches"),
         CheckMatches(flags, "chunks", problem_flags->chunks.value_or(0),
-                     schedule.chunks, "chunks per worker")}) {
+                     schedule.chunks, "chunks per stage")}) {
     if (!st.ok()) return st;
   }
   Outcome out;
@@ -317,8 +317,8 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
     return std::numeric_limits<double>::infinity();
   };
   absl::StatusOr<Problem> problem =
-      ProblemFor(*problem_flags, schedule.workers, schedule.chunks,
-                 schedule.microbatches, schedule.worker_of_stage);
+      ProblemFor(*problem_flags, schedule.stages, schedule.chunks,
+                 schedule.microbatches, schedule.stage_of);
   if (!problem.ok()) return problem.status();
   out.problem = *std::move(problem);
   out.costs_path = problem_flags->costs_path;
@@ -332,19 +332,19 @@ absl::StatusOr<Outcome> RunImportedSchedule(const FlagMap& flags,
     return absl::InvalidArgumentError(
         absl::StrCat("--import \"", path, "\": ", sim.status().message()));
   }
-  for (int w = 0; w < schedule.workers; ++w) {
+  for (int w = 0; w < schedule.stages; ++w) {
     if (OverMemoryLimit(sim->peak_memory_bytes[w], out.problem.limit_of(w))) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "--import \"", path, "\": worker ", w, " peaks at ",
+          "--import \"", path, "\": stage ", w, " peaks at ",
           sim->peak_memory_bytes[w], " bytes, over memory_limit_bytes[", w,
           "] = ", out.problem.limit_of(w), " of --costs"));
     }
   }
   if (out.mem_limit_m_b) {
-    for (int w = 0; w < schedule.workers; ++w) {
+    for (int w = 0; w < schedule.stages; ++w) {
       if (OverMemoryLimit(sim->peak_memory_m_b[w], *out.mem_limit_m_b)) {
         return absl::ResourceExhaustedError(absl::StrCat(
-            "--import \"", path, "\": worker ", w, " peaks at ",
+            "--import \"", path, "\": stage ", w, " peaks at ",
             sim->peak_memory_m_b[w], " M_B, over --mem-limit ",
             *out.mem_limit_m_b));
       }

@@ -18,19 +18,19 @@
 
 namespace zbpp::sched::cli {
 
-/// The problem as the flags give it: costs per pipeline stage (per worker),
-/// before they are split over the chunks a schedule puts on each worker.
+/// The problem as the flags give it: costs per pipeline stage (per stage),
+/// before they are split over the chunks a schedule puts on each stage.
 struct ProblemFlags {
-  int stages = 1;        ///< --stages: p, pipeline stages (workers), >= 1.
+  int stages = 1;        ///< --stages: p, pipeline stages (stages), >= 1.
   int microbatches = 1;  ///< --microbatches: m, per step, >= 1.
   /// --cost-f/-b/-w/-comm: seconds of F, B (input gradient) and W (weight
   /// gradient) per stage, and seconds per point-to-point hop; all >= 0.
   double cost_f = 1, cost_b = 1, cost_w = 1, cost_comm = 0;
-  /// --mem-limit: activation limit per worker in units of M_B (> 0); none =
+  /// --mem-limit: activation limit per stage in units of M_B (> 0); none =
   /// the schedule's own.
   std::optional<double> mem_limit_m_b;
   double weight_memory_fraction = 0.5;  ///< --weight-memory-fraction: M_W / M_B in [0, 1].
-  std::optional<int> chunks;            ///< --chunks: v per worker; none = the schedule's.
+  std::optional<int> chunks;            ///< --chunks: v per stage; none = the schedule's.
   /// Seconds of one stage's data-parallel gradient all-reduce (split evenly
   /// over its chunks): --reduce-seconds, or the ring model of
   /// RingAllReduceSeconds from --data-parallel D > 1, --gradient-bytes and
@@ -73,21 +73,21 @@ struct Outcome {
   std::string costs_path;    ///< --costs FILE the costs came from; empty = the flags.
 };
 
-/// The problem of `flags` for a schedule of p = `workers`, v = `chunks`, m =
-/// `microbatches` whose virtual stages are held as `worker_of_stage` says:
+/// The problem of `flags` for a schedule of p = `stages`, v = `chunks`, m =
+/// `microbatches` whose virtual stages are held as `stage_of` says:
 /// CostProblem of the --costs file, or FlagsProblem. Errors: CostProblem's.
-absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int workers,
+absl::StatusOr<Problem> ProblemFor(const ProblemFlags& flags, int stages,
                                    int chunks, int microbatches,
-                                   const std::vector<int>& worker_of_stage);
+                                   const std::vector<int>& stage_of);
 
-/// The problem of the --cost-* flags for p = `workers`, v = `chunks` and m =
+/// The problem of the --cost-* flags for p = `stages`, v = `chunks` and m =
 /// `microbatches`: every virtual stage costs 1/v of the flags' per-stage
-/// seconds, M_B = 1/v (one unit per worker), M_W = R/v with R =
+/// seconds, M_B = 1/v (one unit per stage), M_W = R/v with R =
 /// --weight-memory-fraction, the reduction 1/v of `reduce_seconds`.
-Problem FlagsProblem(const ProblemFlags& flags, int workers, int chunks,
+Problem FlagsProblem(const ProblemFlags& flags, int stages, int chunks,
                      int microbatches);
 
-/// Chunks per worker that `traits` runs with under `flags`: --chunks where
+/// Chunks per stage that `traits` runs with under `flags`: --chunks where
 /// the schedule accepts any, else its own.
 int ChunksFor(const ScheduleTraits& traits, const ProblemFlags& flags);
 
@@ -120,7 +120,7 @@ absl::StatusOr<Outcome> RunNamedSchedule(const FlagMap& flags);
 /// Errors: NotFound for an unreadable file; InvalidArgument naming the file
 /// and what is wrong (parse errors with row and cell, a mismatching flag,
 /// and CheckSchedule's and Simulate's errors: incomplete, malformed or
-/// deadlocked), ResourceExhausted when a worker's peak exceeds --mem-limit
+/// deadlocked), ResourceExhausted when a stage's peak exceeds --mem-limit
 /// or the --costs file's memory_limit_bytes,
 /// InvalidArgument for --reduce-seconds or --data-parallel (the file says
 /// where reductions are).

@@ -37,10 +37,10 @@ constexpr char kUsage[] = R"(usage: zbpp-sched COMMAND [FLAGS]
 
 Commands:
   simulate  build one schedule, simulate it, print its metrics or export it
-  show      draw one schedule as a text grid, one line per worker
+  show      draw one schedule as a text grid, one line per stage
   compare   build and simulate every known schedule for one problem
 
-Problem flags (costs are per pipeline stage, i.e. per worker; a worker that
+Problem flags (costs are per pipeline stage, i.e. per stage; a stage that
 holds v chunks pays 1/v of them per chunk):
   --schedule NAME               gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p
                                 zb-2p zb-auto zb-v v-half v-min dualpipe-v
@@ -51,7 +51,7 @@ holds v chunks pays 1/v of them per chunk):
                                 which are checked; UNSHARD/RESHARD ignored;
                                 OVERLAP_F_B read as F then B) or zbpp's JSON;
                                 --stages/--microbatches/--chunks come from it
-  --stages P                    pipeline stages (workers), >= 1
+  --stages P                    pipeline stages (stages), >= 1
   --microbatches M              microbatches per step, >= 1
   --cost-f TF --cost-b TB --cost-w TW
                                 seconds of F, B (input gradient) and W (weight
@@ -59,18 +59,18 @@ holds v chunks pays 1/v of them per chunk):
                                 1 by default for show and compare
   --cost-comm TC                seconds per point-to-point hop (default 0)
   --costs FILE                  costs from a JSON or YAML file instead of the
-                                --cost-* flags: per pipeline stage (worker) or
+                                --cost-* flags: per pipeline stage (stage) or
                                 per virtual stage, with M_B/M_W in bytes, comm
                                 and memory limits (README, zbpp-sched); its
                                 stages give --stages
-  --mem-limit K                 activation limit per worker in units of M_B
+  --mem-limit K                 activation limit per stage in units of M_B
                                 (default: the schedule's own)
   --weight-memory-fraction R    M_W / M_B in [0, 1] (default 0.5)
-  --chunks V                    chunks per worker (default: the schedule's;
+  --chunks V                    chunks per stage (default: the schedule's;
                                 compare applies it where a schedule accepts it)
 
 Data parallelism (d replicas of the pipeline; each virtual stage all-reduces
-its weight gradients once per step, a REDUCE_GRAD action on the worker's
+its weight gradients once per step, a REDUCE_GRAD action on the stage's
 communication timeline; none of these flags = d = 1, no reductions):
   --reduce-seconds X            seconds of one stage's all-reduce (split over
                                 its chunks), >= 0

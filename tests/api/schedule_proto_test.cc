@@ -20,7 +20,7 @@ using ::testing::StartsWith;
 
 // ZB-V, p = 4, v = 2, m = 8, unit costs (8 virtual stages).
 sched::Problem ZbVProblem() {
-  return sched::Problem::Uniform(4, 2, 8, sched::StageCost{1, 1, 1, 1, 0.5},
+  return sched::Problem::Uniform(4, 2, 8, sched::VirtualStageCost{1, 1, 1, 1, 0.5},
                                  0);
 }
 
@@ -34,17 +34,17 @@ TEST(ScheduleProto, ScheduleRoundTrips) {
   const sched::Schedule schedule = ZbV();
   const v1::Schedule proto = ScheduleToProto(schedule);
   EXPECT_EQ(proto.name(), "zb-v");
-  EXPECT_EQ(proto.worker_actions_size(), 4);
-  EXPECT_EQ(proto.worker_actions(0).actions(0),
+  EXPECT_EQ(proto.stage_actions_size(), 4);
+  EXPECT_EQ(proto.stage_actions(0).actions(0),
             sched::ActionToString(schedule.actions[0][0]));
 
   absl::StatusOr<sched::Schedule> back = ScheduleFromProto(proto);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->name, schedule.name);
-  EXPECT_EQ(back->workers, 4);
+  EXPECT_EQ(back->stages, 4);
   EXPECT_EQ(back->chunks, 2);
   EXPECT_EQ(back->microbatches, 8);
-  EXPECT_EQ(back->worker_of_stage, schedule.worker_of_stage);
+  EXPECT_EQ(back->stage_of, schedule.stage_of);
   EXPECT_EQ(back->actions, schedule.actions);
 }
 
@@ -71,71 +71,71 @@ TEST(ScheduleProto, ConvertsBackAndSimulatesToThePrediction) {
 
 TEST(ScheduleProto, CostModelRoundTrips) {
   sched::Problem problem = sched::Problem::Uniform(
-      2, 1, 4, sched::StageCost{1, 2, 3, 4, 5}, 0.25, 100);
-  problem.stages[1].f_seconds = 1.5;
-  problem.stages[1].reduce_seconds = 0.75;
+      2, 1, 4, sched::VirtualStageCost{1, 2, 3, 4, 5}, 0.25, 100);
+  problem.virtual_stages[1].f_seconds = 1.5;
+  problem.virtual_stages[1].reduce_seconds = 0.75;
   const v1::CostModel proto = CostModelToProto(problem);
-  EXPECT_EQ(proto.stages(1).reduce_seconds(), 0.75);
-  EXPECT_EQ(proto.stages_size(), 2);
+  EXPECT_EQ(proto.virtual_stages(1).reduce_seconds(), 0.75);
+  EXPECT_EQ(proto.virtual_stages_size(), 2);
   EXPECT_EQ(proto.comm_seconds(), 0.25);
   EXPECT_THAT(proto.memory_limit_bytes(), ElementsAre(100, 100));
 
   v1::Schedule shape;
-  shape.set_workers(2);
+  shape.set_stages(2);
   shape.set_chunks(1);
   shape.set_microbatches(4);
   absl::StatusOr<sched::Problem> back = ProblemFromCostModel(shape, proto);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->workers, 2);
+  EXPECT_EQ(back->stages, 2);
   EXPECT_EQ(back->chunks, 1);
   EXPECT_EQ(back->microbatches, 4);
   EXPECT_EQ(back->comm_seconds, 0.25);
   EXPECT_EQ(back->memory_limit_bytes, problem.memory_limit_bytes);
-  ASSERT_EQ(back->stages.size(), 2u);
-  EXPECT_EQ(back->stages[1].f_seconds, 1.5);
-  EXPECT_EQ(back->stages[0].b_seconds, 2);
-  EXPECT_EQ(back->stages[0].w_seconds, 3);
-  EXPECT_EQ(back->stages[0].m_b_bytes, 4);
-  EXPECT_EQ(back->stages[0].m_w_bytes, 5);
-  EXPECT_EQ(back->stages[0].reduce_seconds, 0);
-  EXPECT_EQ(back->stages[1].reduce_seconds, 0.75);
+  ASSERT_EQ(back->virtual_stages.size(), 2u);
+  EXPECT_EQ(back->virtual_stages[1].f_seconds, 1.5);
+  EXPECT_EQ(back->virtual_stages[0].b_seconds, 2);
+  EXPECT_EQ(back->virtual_stages[0].w_seconds, 3);
+  EXPECT_EQ(back->virtual_stages[0].m_b_bytes, 4);
+  EXPECT_EQ(back->virtual_stages[0].m_w_bytes, 5);
+  EXPECT_EQ(back->virtual_stages[0].reduce_seconds, 0);
+  EXPECT_EQ(back->virtual_stages[1].reduce_seconds, 0.75);
 }
 
 TEST(ScheduleProto, CostModelWithoutStagesGivesUnitCosts) {
   absl::StatusOr<sched::Problem> problem =
       ProblemFromCostModel(ScheduleToProto(ZbV()), v1::CostModel());
   ASSERT_TRUE(problem.ok()) << problem.status();
-  ASSERT_EQ(problem->stages.size(), 8u);
-  EXPECT_EQ(problem->stages[7].f_seconds, sched::StageCost{}.f_seconds);
+  ASSERT_EQ(problem->virtual_stages.size(), 8u);
+  EXPECT_EQ(problem->virtual_stages[7].f_seconds, sched::VirtualStageCost{}.f_seconds);
   EXPECT_TRUE(problem->memory_limit_bytes.empty());
   EXPECT_TRUE(sched::Simulate(*problem, ZbV()).ok());
 }
 
 TEST(ScheduleProto, BadScheduleIsInvalidArgumentNamingTheField) {
   v1::Schedule proto = ScheduleToProto(ZbV());
-  proto.mutable_worker_actions(1)->set_actions(0, "3X1");
+  proto.mutable_stage_actions(1)->set_actions(0, "3X1");
   absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(proto);
   ASSERT_FALSE(schedule.ok());
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(MessageOf(schedule.status()),
-              StartsWith("schedule.worker_actions[1]: "));
+              StartsWith("schedule.stage_actions[1]: "));
 
   proto = ScheduleToProto(ZbV());
-  proto.add_worker_of_stage(0);
+  proto.add_stage_of(0);
   EXPECT_THAT(MessageOf(ScheduleFromProto(proto).status()),
-              HasSubstr("schedule.worker_of_stage has 9 entries"));
+              HasSubstr("schedule.stage_of has 9 entries"));
 
   proto = ScheduleToProto(ZbV());
-  proto.set_worker_of_stage(5, 4);
+  proto.set_stage_of(5, 4);
   EXPECT_THAT(MessageOf(ScheduleFromProto(proto).status()),
-              HasSubstr("schedule.worker_of_stage[5]: 4 is not a worker in "
+              HasSubstr("schedule.stage_of[5]: 4 is not a worker in "
                         "[0, 4)"));
 
   proto = ScheduleToProto(ZbV());
-  proto.mutable_worker_actions()->RemoveLast();
+  proto.mutable_stage_actions()->RemoveLast();
   EXPECT_THAT(MessageOf(ScheduleFromProto(proto).status()),
-              HasSubstr("schedule.worker_actions has 3 entries, "
-                        "schedule.workers is 4"));
+              HasSubstr("schedule.stage_actions has 3 entries, "
+                        "schedule.stages is 4"));
 
   proto = ScheduleToProto(ZbV());
   proto.set_microbatches(0);
@@ -145,7 +145,7 @@ TEST(ScheduleProto, BadScheduleIsInvalidArgumentNamingTheField) {
 
   // A negative count is refused before it sizes anything.
   proto = ScheduleToProto(ZbV());
-  proto.set_workers(-1);
+  proto.set_stages(-1);
   EXPECT_EQ(ScheduleFromProto(proto).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -153,7 +153,7 @@ TEST(ScheduleProto, BadScheduleIsInvalidArgumentNamingTheField) {
 TEST(ScheduleProto, CostModelOfAnotherShapeIsInvalidArgument) {
   const v1::Schedule schedule = ScheduleToProto(ZbV());
   v1::CostModel costs = CostModelToProto(ZbVProblem());
-  costs.add_stages();
+  costs.add_virtual_stages();
   absl::StatusOr<sched::Problem> problem =
       ProblemFromCostModel(schedule, costs);
   EXPECT_EQ(problem.status().code(), absl::StatusCode::kInvalidArgument);
@@ -181,13 +181,13 @@ TEST(ScheduleProto, PredictionGivesPerWorkerBubbleRates) {
   EXPECT_EQ(proto.makespan_seconds(), 10);
   EXPECT_EQ(proto.step_seconds(), 12);
   EXPECT_EQ(proto.bubble_rate(), 0.25);
-  EXPECT_THAT(proto.worker_bubble_rate(), ElementsAre(0.2, 0.3));
+  EXPECT_THAT(proto.stage_bubble_rate(), ElementsAre(0.2, 0.3));
   EXPECT_THAT(proto.peak_memory_bytes(), ElementsAre(100, 200));
   EXPECT_EQ(proto.max_peak_memory_m_b(), 4);
 
   // No division by a zero makespan.
   result.makespan_seconds = 0;
-  EXPECT_THAT(PredictionToProto(result).worker_bubble_rate(),
+  EXPECT_THAT(PredictionToProto(result).stage_bubble_rate(),
               ElementsAre(0, 0));
 }
 

@@ -11,7 +11,7 @@ namespace zbpp::ctltest {
 
 v1::ScheduleVersion ZbVScheduleVersion(const std::string& job_id) {
   const sched::Problem problem =
-      sched::Problem::Uniform(4, 2, 8, sched::StageCost{1, 1, 1, 1, 0.5}, 0);
+      sched::Problem::Uniform(4, 2, 8, sched::VirtualStageCost{1, 1, 1, 1, 0.5}, 0);
   absl::StatusOr<sched::Schedule> schedule = sched::Generate("zb-v", problem);
   absl::StatusOr<sched::SimulationResult> result =
       schedule.ok()

@@ -395,7 +395,7 @@ TEST_F(ZbppctlFakeServer, ScheduleShowsTheVersionThatRanTheLastStep) {
   v1::StepTimeline* timeline = job.mutable_last_step_timeline();
   timeline->set_step(99);
   timeline->set_schedule_version(2);
-  for (const v1::WorkerActions& worker : ran.schedule().worker_actions()) {
+  for (const v1::StageActions& worker : ran.schedule().stage_actions()) {
     v1::RankTimeline* rank = timeline->add_ranks();
     for (int i = 0; i < worker.actions_size(); ++i) {
       rank->add_action_start_seconds(0.01 * i);

@@ -38,8 +38,8 @@ v1::Job JobWithMeasuredCosts(const std::string& id) {
   v1::Job job = RunningJob(id);
   v1::ScheduleVersion& version = *job.mutable_schedule();
   v1::CostModel& costs = *version.mutable_cost_model();
-  for (int s = 0; s < costs.stages_size(); ++s) {
-    v1::StageCost& c = *costs.mutable_stages(s);
+  for (int s = 0; s < costs.virtual_stages_size(); ++s) {
+    v1::VirtualStageCost& c = *costs.mutable_virtual_stages(s);
     const double slow = s == 5 ? 1.5 : 1.0;
     c.set_f_seconds(slow * (0.010 + 0.001 * s));
     c.set_b_seconds(slow * 0.012);
@@ -83,13 +83,13 @@ TEST_F(ZbppctlCosts, ExportsTheVersionsCostModelAsACostFile) {
   const v1::Job job = JobWithMeasuredCosts("job-1");
   const v1::CostModel& want = job.schedule().cost_model();
   EXPECT_TRUE(file->per_virtual_stage);
-  ASSERT_EQ(static_cast<int>(file->entries.size()), want.stages_size());
-  for (int s = 0; s < want.stages_size(); ++s) {
-    EXPECT_EQ(file->entries[s].f_seconds, want.stages(s).f_seconds()) << s;
-    EXPECT_EQ(file->entries[s].b_seconds, want.stages(s).b_seconds()) << s;
-    EXPECT_EQ(file->entries[s].w_seconds, want.stages(s).w_seconds()) << s;
-    EXPECT_EQ(file->entries[s].m_b_bytes, want.stages(s).m_b_bytes()) << s;
-    EXPECT_EQ(file->entries[s].m_w_bytes, want.stages(s).m_w_bytes()) << s;
+  ASSERT_EQ(static_cast<int>(file->entries.size()), want.virtual_stages_size());
+  for (int s = 0; s < want.virtual_stages_size(); ++s) {
+    EXPECT_EQ(file->entries[s].f_seconds, want.virtual_stages(s).f_seconds()) << s;
+    EXPECT_EQ(file->entries[s].b_seconds, want.virtual_stages(s).b_seconds()) << s;
+    EXPECT_EQ(file->entries[s].w_seconds, want.virtual_stages(s).w_seconds()) << s;
+    EXPECT_EQ(file->entries[s].m_b_bytes, want.virtual_stages(s).m_b_bytes()) << s;
+    EXPECT_EQ(file->entries[s].m_w_bytes, want.virtual_stages(s).m_w_bytes()) << s;
   }
   EXPECT_EQ(file->comm_seconds, want.comm_seconds());
   EXPECT_EQ(file->memory_limit_bytes,

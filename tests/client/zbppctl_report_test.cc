@@ -245,15 +245,15 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   version->set_version(3);
   v1::Schedule* s = version->mutable_schedule();
   s->set_name("gpipe");
-  s->set_workers(2);
+  s->set_stages(2);
   s->set_chunks(1);
   s->set_microbatches(1);
-  s->add_worker_of_stage(0);
-  s->add_worker_of_stage(1);
-  s->add_worker_actions()->add_actions("0F0");
-  s->mutable_worker_actions(0)->add_actions("0B0");
-  s->add_worker_actions()->add_actions("1F0");
-  s->mutable_worker_actions(1)->add_actions("1B0");
+  s->add_stage_of(0);
+  s->add_stage_of(1);
+  s->add_stage_actions()->add_actions("0F0");
+  s->mutable_stage_actions(0)->add_actions("0B0");
+  s->add_stage_actions()->add_actions("1F0");
+  s->mutable_stage_actions(1)->add_actions("1B0");
   EXPECT_EQ(RenderMeasuredTrace(job, *version).status().code(),
             absl::StatusCode::kFailedPrecondition);
 

@@ -73,27 +73,27 @@ TEST(Proto, JobSpecRoundTripsThroughTheWireFormat) {
 
 TEST(Proto, ScheduleKeepsTheSchedulerTextForm) {
   const sched::Problem problem = sched::Problem::Uniform(
-      4, 2, 8, sched::StageCost{1, 1, 1, 1, 0.5}, 0);
+      4, 2, 8, sched::VirtualStageCost{1, 1, 1, 1, 0.5}, 0);
   absl::StatusOr<sched::Schedule> schedule = sched::Generate("zb-v", problem);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
 
   v1::Schedule message;
   message.set_name(schedule->name);
-  message.set_workers(schedule->workers);
+  message.set_stages(schedule->stages);
   message.set_chunks(schedule->chunks);
   message.set_microbatches(schedule->microbatches);
-  for (int w : schedule->worker_of_stage) message.add_worker_of_stage(w);
+  for (int w : schedule->stage_of) message.add_stage_of(w);
   for (const auto& actions : schedule->actions) {
-    v1::WorkerActions* out = message.add_worker_actions();
+    v1::StageActions* out = message.add_stage_actions();
     for (const sched::Action& a : actions) {
       out->add_actions(sched::ActionToString(a));
     }
   }
   v1::Schedule parsed;
   ASSERT_TRUE(parsed.ParseFromString(message.SerializeAsString()));
-  ASSERT_EQ(parsed.worker_actions_size(), schedule->workers);
-  for (int w = 0; w < schedule->workers; ++w) {
-    const auto& texts = parsed.worker_actions(w).actions();
+  ASSERT_EQ(parsed.stage_actions_size(), schedule->stages);
+  for (int w = 0; w < schedule->stages; ++w) {
+    const auto& texts = parsed.stage_actions(w).actions();
     ASSERT_EQ(texts.size(), static_cast<int>(schedule->actions[w].size()));
     for (int i = 0; i < texts.size(); ++i) {
       absl::StatusOr<sched::Action> action = sched::ParseAction(texts[i]);
@@ -101,7 +101,7 @@ TEST(Proto, ScheduleKeepsTheSchedulerTextForm) {
       EXPECT_EQ(*action, schedule->actions[w][i]) << texts[i];
     }
   }
-  EXPECT_THAT(parsed.worker_actions(0).actions(0), ::testing::MatchesRegex(
+  EXPECT_THAT(parsed.stage_actions(0).actions(0), ::testing::MatchesRegex(
                                                        "[0-9]+[FIWB][0-9]+"));
 }
 

@@ -34,11 +34,11 @@ TEST_F(CoordinatorTest, AutoRunsItsVScheduleOnTwoChunksAcrossARestart) {
   // problem, its rank 1 half again as slow, so that re-solves have
   // measurements of all 2p virtual stages to work on.
   sched::Problem truth = choice->problem;
-  ASSERT_EQ(truth.num_stages(), 4);
+  ASSERT_EQ(truth.num_virtual_stages(), 4);
   for (int s : {1, 2}) {  // Rank 1's two chunks (V placement).
-    truth.stages[s].f_seconds *= 1.5;
-    truth.stages[s].b_seconds *= 1.5;
-    truth.stages[s].w_seconds *= 1.5;
+    truth.virtual_stages[s].f_seconds *= 1.5;
+    truth.virtual_stages[s].b_seconds *= 1.5;
+    truth.virtual_stages[s].w_seconds *= 1.5;
   }
 
   std::string job_id;

@@ -193,7 +193,7 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   ASSERT_EQ(timeline.ranks_size(), 4);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(timeline.ranks(r).action_start_seconds_size(),
-              done.schedule().schedule().worker_actions(r).actions_size());
+              done.schedule().schedule().stage_actions(r).actions_size());
   }
 
   // The training curve, paged: every step once, ascending, with its stages.

@@ -240,7 +240,7 @@ TEST_P(ScheduleFileTest, RunsAsWrittenAndIsResolvedOnlyWhenAsked) {
     const sched::Schedule written =
         *sched::ScheduleFromJson(spec.schedule().file_text());
     for (int w = 0; w < 4; ++w) {
-      const auto& actions = first->schedule().schedule().worker_actions(w);
+      const auto& actions = first->schedule().schedule().stage_actions(w);
       ASSERT_EQ(actions.actions_size(), written.actions[w].size());
       for (int i = 0; i < actions.actions_size(); ++i) {
         EXPECT_EQ(actions.actions(i), sched::ActionToString(written.actions[w][i]));
@@ -968,7 +968,7 @@ TEST_F(CoordinatorTest, HopLatenciesBecomeTheCostModelsCommSeconds) {
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
-  const double one_way = truth.stages[0].f_seconds / 2;
+  const double one_way = truth.virtual_stages[0].f_seconds / 2;
   for (auto& w : workers) w.one_way_seconds = one_way;
   RunSteps(workers, truth, 19);
   ASSERT_TRUE(coordinator_->FlushStore().ok());

@@ -24,7 +24,7 @@ std::unique_ptr<CostModel> MustCreate(int stages, int window) {
 }
 
 sched::Problem Base(int stages) {
-  return sched::Problem::Uniform(stages, 1, 8, sched::StageCost{}, 0.25);
+  return sched::Problem::Uniform(stages, 1, 8, sched::VirtualStageCost{}, 0.25);
 }
 
 TEST(Median, OddEvenAndEmpty) {
@@ -51,10 +51,10 @@ TEST(CostModel, MedianIgnoresOneOutlierThatTheMeanWouldNot) {
   absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(1));
   ASSERT_TRUE(problem.ok()) << problem.status();
   const double mean = std::accumulate(f.begin(), f.end(), 0.0) / f.size();
-  EXPECT_DOUBLE_EQ(problem->stages[0].f_seconds, 1.0);
-  EXPECT_DOUBLE_EQ(problem->stages[0].b_seconds, 2.0);
-  EXPECT_DOUBLE_EQ(problem->stages[0].w_seconds, 0.5);
-  EXPECT_GT(mean, 10 * problem->stages[0].f_seconds);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].f_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].b_seconds, 2.0);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].w_seconds, 0.5);
+  EXPECT_GT(mean, 10 * problem->virtual_stages[0].f_seconds);
 }
 
 TEST(CostModel, WindowSlidesOverTheLastSteps) {
@@ -70,15 +70,15 @@ TEST(CostModel, WindowSlidesOverTheLastSteps) {
     ASSERT_TRUE(model->AddStageTiming({0, 3, 3, 3}).ok());
     absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(2));
     ASSERT_TRUE(problem.ok()) << problem.status();
-    EXPECT_DOUBLE_EQ(problem->stages[0].f_seconds, expected[i]) << i;
-    EXPECT_DOUBLE_EQ(problem->stages[1].f_seconds, 2.0);
+    EXPECT_DOUBLE_EQ(problem->virtual_stages[0].f_seconds, expected[i]) << i;
+    EXPECT_DOUBLE_EQ(problem->virtual_stages[1].f_seconds, 2.0);
   }
   EXPECT_EQ(model->SampleCount(0), 3);
   // Back to fast: the slow samples leave the window after two steps.
   ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
-  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->stages[0].f_seconds, 3.0);
+  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->virtual_stages[0].f_seconds, 3.0);
   ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
-  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->stages[0].f_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->virtual_stages[0].f_seconds, 1.0);
 }
 
 TEST(CostModel, DriftComparesTheNewestHalfOfTheWindowWithTheOldest) {
@@ -122,7 +122,7 @@ TEST(CostModel, KeepsMemoryAndAveragesHopMedians) {
   for (int s = 0; s < 3; ++s)
     ASSERT_TRUE(model->AddStageTiming({s, 1, 1, 1}).ok());
   sched::Problem base = Base(3);
-  base.stages[1].m_b_bytes = 7;
+  base.virtual_stages[1].m_b_bytes = 7;
   base.memory_limit_bytes = {10, 11, 12};
   // No hop measured: the base's T_comm stays.
   EXPECT_DOUBLE_EQ(model->ToProblem(base)->comm_seconds, 0.25);
@@ -133,7 +133,7 @@ TEST(CostModel, KeepsMemoryAndAveragesHopMedians) {
   absl::StatusOr<sched::Problem> problem = model->ToProblem(base);
   ASSERT_TRUE(problem.ok()) << problem.status();
   EXPECT_DOUBLE_EQ(problem->comm_seconds, (0.1 + 0.3) / 2);
-  EXPECT_DOUBLE_EQ(problem->stages[1].m_b_bytes, 7);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[1].m_b_bytes, 7);
   EXPECT_EQ(problem->memory_limit_bytes, base.memory_limit_bytes);
 }
 
@@ -156,8 +156,8 @@ TEST(CostModel, BadSamplesAreRefusedAndNotAdded) {
 
 TEST(AverageStepPasses, AveragesPerStageAndSplitsFusedBackward) {
   sched::Problem base = Base(3);
-  base.stages[1].b_seconds = 1;
-  base.stages[1].w_seconds = 3;  // prior: W is 3/4 of BW
+  base.virtual_stages[1].b_seconds = 1;
+  base.virtual_stages[1].w_seconds = 3;  // prior: W is 3/4 of BW
   const std::vector<MeasuredPass> passes = {
       {PassKind::kF, 0, 1.0}, {PassKind::kF, 0, 3.0},
       {PassKind::kB, 0, 2.0}, {PassKind::kB, 0, 2.0},
@@ -202,8 +202,8 @@ TEST(AverageStepPasses, AReductionTimesItsStage) {
 TEST(CostModel, ReductionMedianReplacesTheEstimateOnceMeasured) {
   std::unique_ptr<CostModel> model = MustCreate(2, 3);
   sched::Problem base = Base(2);
-  base.stages[0].reduce_seconds = 9.0;  // The bandwidth model's estimate.
-  base.stages[1].reduce_seconds = 9.0;
+  base.virtual_stages[0].reduce_seconds = 9.0;  // The bandwidth model's estimate.
+  base.virtual_stages[1].reduce_seconds = 9.0;
   for (double reduce : {0.2, 50.0, 0.4, 0.3}) {
     StageTiming timing{0, 1, 1, 1, reduce};
     ASSERT_TRUE(model->AddStageTiming(timing).ok());
@@ -212,8 +212,8 @@ TEST(CostModel, ReductionMedianReplacesTheEstimateOnceMeasured) {
   absl::StatusOr<sched::Problem> problem = model->ToProblem(base);
   ASSERT_TRUE(problem.ok()) << problem.status();
   // The window of 3 holds 50, 0.4, 0.3.
-  EXPECT_DOUBLE_EQ(problem->stages[0].reduce_seconds, 0.4);
-  EXPECT_DOUBLE_EQ(problem->stages[1].reduce_seconds, 9.0) << "none measured: the estimate";
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].reduce_seconds, 0.4);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[1].reduce_seconds, 9.0) << "none measured: the estimate";
 
   StageTiming bad{0, 1, 1, 1, -1.0};
   EXPECT_EQ(model->AddStageTiming(bad).code(), absl::StatusCode::kInvalidArgument);

@@ -35,12 +35,12 @@ v1::JobSpec ReplicatedSpec(int replicas, const std::string& schedule = "zb-1p",
 /// per set of partial ones (REDUCE_GRAD@0, @1, ...: one entry for bucket 0).
 std::vector<int> ReducedStages(const v1::Schedule& schedule) {
   std::vector<int> stages;
-  for (const v1::WorkerActions& worker : schedule.worker_actions()) {
+  for (const v1::StageActions& worker : schedule.stage_actions()) {
     for (const std::string& text : worker.actions()) {
       const absl::StatusOr<sched::Action> action = sched::ParseAction(text);
       EXPECT_TRUE(action.ok()) << action.status();
-      if (action.ok() && sched::IsStageReduction(*action)) {
-        stages.push_back(action->stage);
+      if (action.ok() && sched::IsVirtualStageReduction(*action)) {
+        stages.push_back(action->virtual_stage);
       }
     }
   }
@@ -210,14 +210,14 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
   // Rank 2 is slow, and the reductions take half an F pass: far less than
   // the estimate, so the measured costs call for another order.
   sched::Problem truth = TrueCosts(spec, 2, 1.5);
-  for (sched::StageCost& stage : truth.stages) stage.reduce_seconds = 0.5 * stage.f_seconds;
+  for (sched::VirtualStageCost& stage : truth.virtual_stages) stage.reduce_seconds = 0.5 * stage.f_seconds;
   auto first = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
   const v1::ScheduleVersion& initial = first->schedule();
   EXPECT_EQ(ReducedStages(initial.schedule()), every_stage);
   // Before any measurement: the ring all-reduce estimate of the stage's
   // float32 gradients.
   for (int s = 0; s < 4; ++s) {
-    EXPECT_DOUBLE_EQ(initial.cost_model().stages(s).reduce_seconds(),
+    EXPECT_DOUBLE_EQ(initial.cost_model().virtual_stages(s).reduce_seconds(),
                      RingAllReduceSeconds(4 * StageParameterCount(spec.model(), s, 4), 2));
   }
   EXPECT_GT(initial.predicted().exposed_reduce_seconds(), 0)
@@ -231,8 +231,8 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
   ASSERT_TRUE(snapshots.ok());
   ASSERT_FALSE(snapshots->empty());
   for (int s = 0; s < 4; ++s) {
-    EXPECT_NEAR(snapshots->back().second.stages(s).reduce_seconds(),
-                truth.stages[s].reduce_seconds, 1e-12);
+    EXPECT_NEAR(snapshots->back().second.virtual_stages(s).reduce_seconds(),
+                truth.virtual_stages[s].reduce_seconds, 1e-12);
   }
   // Measured and predicted bubbles share the simulator's definition
   // (reductions are not busy time, but a rank's span runs to its last
@@ -243,7 +243,7 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
   EXPECT_NEAR(last.predicted_bubble_rate(), last.measured_bubble_rate(), 1e-6);
   for (const v1::StageStepStats& s : last.stages()) {
     EXPECT_NEAR(s.predicted_bubble_rate(), s.measured_bubble_rate(), 1e-6) << s.stage();
-    EXPECT_NEAR(s.reduce_seconds(), truth.stages[s.stage()].reduce_seconds, 1e-12);
+    EXPECT_NEAR(s.reduce_seconds(), truth.virtual_stages[s.stage()].reduce_seconds, 1e-12);
   }
   // Every version, re-solved ones included, carries the reductions.
   const StoredState stored = *store_->LoadAll();
@@ -262,7 +262,7 @@ TEST_F(DataParallelTest, OneReplicaMeansNoReductionAndNoReduceCost) {
     auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
     EXPECT_TRUE(ReducedStages(job->schedule().schedule()).empty()) << replicas;
     EXPECT_EQ(job->assignments_size(), 2);
-    for (const v1::StageCost& cost : job->schedule().cost_model().stages()) {
+    for (const v1::VirtualStageCost& cost : job->schedule().cost_model().virtual_stages()) {
       EXPECT_EQ(cost.reduce_seconds(), 0);
     }
     ASSERT_TRUE(coordinator_->CancelJob(job_id, "next").ok());

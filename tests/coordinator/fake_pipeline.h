@@ -53,11 +53,11 @@ inline zbpp::v1::JobSpec TestSpec(int stages = 4, int microbatches = 8,
 inline sched::Problem TrueCosts(const zbpp::v1::JobSpec& spec, int slow_rank,
                                 double factor) {
   sched::Problem problem = *InitialProblem(spec);
-  for (int s = 0; s < problem.num_stages(); ++s) {
-    if (s % problem.workers != slow_rank) continue;
-    problem.stages[s].f_seconds *= factor;
-    problem.stages[s].b_seconds *= factor;
-    problem.stages[s].w_seconds *= factor;
+  for (int s = 0; s < problem.num_virtual_stages(); ++s) {
+    if (s % problem.stages != slow_rank) continue;
+    problem.virtual_stages[s].f_seconds *= factor;
+    problem.virtual_stages[s].b_seconds *= factor;
+    problem.virtual_stages[s].w_seconds *= factor;
   }
   return problem;
 }

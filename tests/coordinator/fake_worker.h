@@ -125,7 +125,7 @@ struct FakeWorker {
     r.set_replica(assignment->replica());
     double end = 0;
     double busy = 0;
-    const auto& actions = version.schedule().worker_actions(rank).actions();
+    const auto& actions = version.schedule().stage_actions(rank).actions();
     const std::vector<sched::ActionTiming> timings = TrueTimings(version, truth, rank);
     for (size_t i = 0; i < timings.size(); ++i) {
       const sched::ActionTiming& t = timings[i];

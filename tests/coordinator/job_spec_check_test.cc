@@ -492,8 +492,8 @@ TEST(ChooseAutoSchedule, PicksAVScheduleWhereItIsShortest) {
   EXPECT_EQ(choice->name, "zb-v");
   EXPECT_EQ(choice->schedule.name, "zb-v");
   EXPECT_EQ(choice->problem.chunks, 2);
-  EXPECT_EQ(choice->schedule.worker_of_stage,
-            sched::PlaceStages(sched::Placement::kV, 2, 2));
+  EXPECT_EQ(choice->schedule.stage_of,
+            sched::PlaceVirtualStages(sched::Placement::kV, 2, 2));
   EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, CandidateStep(spec, "zb-v"));
   for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
     if (traits.placement == sched::Placement::kLoop) {
@@ -543,9 +543,9 @@ TEST(ChooseAutoSchedule, PlacesReductionsWithDataParallelism) {
   ASSERT_TRUE(choice.ok()) << choice.status();
   int reductions = 0;
   for (const auto& actions : choice->schedule.actions) {
-    for (const sched::Action& a : actions) reductions += sched::IsStageReduction(a);
+    for (const sched::Action& a : actions) reductions += sched::IsVirtualStageReduction(a);
   }
-  EXPECT_EQ(reductions, choice->schedule.num_stages());
+  EXPECT_EQ(reductions, choice->schedule.num_virtual_stages());
 }
 
 TEST(ChooseAutoSchedule, RefusesANamedSchedule) {
@@ -562,8 +562,8 @@ TEST(ChooseSchedule, ANamedScheduleIsItsGeneratorsWithTheReductionsPlaced) {
   EXPECT_EQ(choice->name, "zb-h1");
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(choice->problem.stages[0].reduce_seconds,
-            problem->stages[0].reduce_seconds);
+  EXPECT_EQ(choice->problem.virtual_stages[0].reduce_seconds,
+            problem->virtual_stages[0].reduce_seconds);
   absl::StatusOr<sched::Schedule> expected =
       GenerateSchedule("zb-h1", *problem, 2);
   ASSERT_TRUE(expected.ok()) << expected.status();
@@ -654,7 +654,7 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 1, 2), 4 * 49984 + 16512);
   for (int d : {0, 1}) {
     spec.mutable_pipeline()->set_data_parallel(d);
-    for (const sched::StageCost& cost : InitialProblem(spec)->stages) {
+    for (const sched::VirtualStageCost& cost : InitialProblem(spec)->virtual_stages) {
       EXPECT_EQ(cost.reduce_seconds, 0) << "d = " << d;
     }
   }
@@ -664,10 +664,10 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   for (int s = 0; s < 2; ++s) {
     const double bytes = 4 * StageParameterCount(spec.model(), s, 2);
     // 2(d-1)/d of the bytes at 1 GB/s, and 2(d-1) hops of 50 us.
-    EXPECT_DOUBLE_EQ(problem->stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
+    EXPECT_DOUBLE_EQ(problem->virtual_stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
         << "stage " << s;
   }
-  EXPECT_GT(problem->stages[0].reduce_seconds, problem->stages[1].reduce_seconds)
+  EXPECT_GT(problem->virtual_stages[0].reduce_seconds, problem->virtual_stages[1].reduce_seconds)
       << "the embeddings outweigh the head";
   EXPECT_EQ(RingAllReduceSeconds(1e9, 1), 0);
 }
@@ -675,11 +675,11 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
 TEST(InitialProblem, OneF1BHasFourLayersPerStageAndNoLimit) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(ValidSpec());
   ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->workers, 2);
+  EXPECT_EQ(problem->stages, 2);
   EXPECT_EQ(problem->chunks, 1);
   EXPECT_EQ(problem->microbatches, 8);
-  ASSERT_EQ(problem->stages.size(), 2u);
-  for (const sched::StageCost& cost : problem->stages) {
+  ASSERT_EQ(problem->virtual_stages.size(), 2u);
+  for (const sched::VirtualStageCost& cost : problem->virtual_stages) {
     EXPECT_DOUBLE_EQ(cost.f_seconds, 4 * kLayerFlops / 1e12);  // 2.68e-4 s
     EXPECT_DOUBLE_EQ(cost.b_seconds, cost.f_seconds);
     EXPECT_DOUBLE_EQ(cost.w_seconds, cost.f_seconds * 2 / 3);
@@ -708,11 +708,11 @@ TEST(InitialProblem, ZbVSplitsIntoTwoChunksAndScalesTheMbLimit) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
   ASSERT_TRUE(problem.ok()) << problem.status();
   EXPECT_EQ(problem->chunks, 2);
-  ASSERT_EQ(problem->stages.size(), 4u);
+  ASSERT_EQ(problem->virtual_stages.size(), 4u);
   // 2 layers per virtual stage; f = 128: 1024 * (16384 + 16384) + 16777216
   // = 50331648 FLOPs per layer.
-  EXPECT_DOUBLE_EQ(problem->stages[3].f_seconds, 2 * 50331648 / 1e12);
-  EXPECT_DOUBLE_EQ(problem->stages[3].m_b_bytes, 2 * kLayerMb);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].f_seconds, 2 * 50331648 / 1e12);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].m_b_bytes, 2 * kLayerMb);
   // One M_B of a worker = its two chunks = 4 layers; 3 of them.
   EXPECT_THAT(problem->memory_limit_bytes,
               ::testing::ElementsAre(3 * 4 * kLayerMb, 3 * 4 * kLayerMb));

@@ -223,7 +223,7 @@ TEST_F(MembershipTest, AssignTakesFreeWorkersInRegistrationOrder) {
   ASSERT_TRUE(job_a.ok()) << job_a.status();
   EXPECT_THAT(job_a->worker_ids,
               ElementsAre("worker-1", "worker-3", "worker-4"));
-  EXPECT_EQ(membership_->Get("worker-4")->rank, 2);
+  EXPECT_EQ(membership_->Get("worker-4")->worker_index, 2);
   EXPECT_EQ(membership_->Get("worker-4")->job_id, "job-a");
   EXPECT_EQ(membership_->Count(WorkerState::kAssigned), 3);
 
@@ -239,7 +239,7 @@ TEST_F(MembershipTest, AssignTakesFreeWorkersInRegistrationOrder) {
             absl::StatusCode::kInvalidArgument);
 
   EXPECT_EQ(membership_->Release("job-a"), 3);
-  EXPECT_EQ(membership_->Get("worker-1")->rank, -1);
+  EXPECT_EQ(membership_->Get("worker-1")->worker_index, -1);
   // Released workers drain until they say they are idle: a dead process
   // keeps its lease for a while and must not be handed the next job.
   EXPECT_TRUE(membership_->Get("worker-1")->draining);
@@ -267,7 +267,7 @@ TEST_F(MembershipTest, LostAssignedWorkerKeepsItsJobForRecovery) {
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].id, "worker-2");
   EXPECT_EQ(lost[0].job_id, "job-a");
-  EXPECT_EQ(lost[0].rank, 1);
+  EXPECT_EQ(lost[0].worker_index, 1);
   EXPECT_EQ(membership_->Release("job-a"), 1);  // only the live one
   EXPECT_EQ(membership_->Count(WorkerState::kRegistered), 1);
 }

@@ -27,9 +27,9 @@ v1::JobSpec Spec() {
 v1::ScheduleVersion VVersion() {
   v1::ScheduleVersion version;
   v1::Schedule* schedule = version.mutable_schedule();
-  schedule->set_workers(2);
+  schedule->set_stages(2);
   schedule->set_chunks(2);
-  for (int rank : {0, 1, 1, 0}) schedule->add_worker_of_stage(rank);
+  for (int rank : {0, 1, 1, 0}) schedule->add_stage_of(rank);
   version.mutable_predicted()->add_peak_memory_bytes(100);
   version.mutable_predicted()->add_peak_memory_bytes(200);
   return version;

@@ -173,7 +173,7 @@ TEST(ModelCosts, MemoryEstimatePutsTheLogitsOnTheLastStagesRank) {
   zbpp::v1::ScheduleVersion version;
   version.mutable_schedule()->set_workers(2);
   version.mutable_schedule()->set_chunks(2);
-  for (int rank : {0, 1, 1, 0}) version.mutable_schedule()->add_worker_of_stage(rank);
+  for (int rank : {0, 1, 1, 0}) version.mutable_schedule()->add_stage_of(rank);
   const std::vector<RankMemoryEstimate> ranks = EstimateRankMemory(spec, version);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_DOUBLE_EQ(ranks[0].logits_bytes, LogitsBytes(spec));

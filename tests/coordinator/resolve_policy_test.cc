@@ -24,13 +24,13 @@ constexpr int kMicrobatches = 8;
 
 sched::Problem Uniform() {
   return sched::Problem::Uniform(kStages, 1, kMicrobatches,
-                                 sched::StageCost{1, 1, 1, 1, 0.5}, 0.1);
+                                 sched::VirtualStageCost{1, 1, 1, 1, 0.5}, 0.1);
 }
 
 // The straggler: stage 2 of 4 runs every pass 1.5x slower.
 sched::Problem Straggler() {
   sched::Problem problem = Uniform();
-  sched::StageCost& slow = problem.stages[2];
+  sched::VirtualStageCost& slow = problem.virtual_stages[2];
   slow.f_seconds *= 1.5;
   slow.b_seconds *= 1.5;
   slow.w_seconds *= 1.5;
@@ -110,7 +110,7 @@ TEST_F(ResolvePolicyTest, ReplicatedCandidateCarriesOneReductionPerStage) {
       ResolvePolicy::Create({.clock = &clock_, .data_parallel = 2});
   ASSERT_TRUE(policy.ok()) << policy.status();
   sched::Problem measured = Straggler();
-  for (sched::StageCost& stage : measured.stages) stage.reduce_seconds = 0.5;
+  for (sched::VirtualStageCost& stage : measured.virtual_stages) stage.reduce_seconds = 0.5;
   absl::StatusOr<sched::Schedule> current = GenerateSchedule("zb-1p", Uniform(), 2);
   ASSERT_TRUE(current.ok()) << current.status();
   absl::StatusOr<ResolveDecision> decision =
@@ -119,7 +119,7 @@ TEST_F(ResolvePolicyTest, ReplicatedCandidateCarriesOneReductionPerStage) {
   std::vector<int> reduced;
   for (const std::vector<sched::Action>& actions : decision->candidate.actions) {
     for (const sched::Action& action : actions) {
-      if (sched::IsStageReduction(action)) reduced.push_back(action.stage);
+      if (sched::IsVirtualStageReduction(action)) reduced.push_back(action.virtual_stage);
     }
   }
   std::sort(reduced.begin(), reduced.end());
@@ -176,7 +176,7 @@ TEST_F(ResolvePolicyTest, StragglerIsReSolvedIntoAShorterSchedule) {
   EXPECT_THAT(decision->reason, HasSubstr("publish"));
   // The candidate still honours zb-1p's limit of p·M_B.
   EXPECT_LE(decision->candidate_simulation->max_peak_memory_m_b, kStages + 1e-9);
-  EXPECT_EQ(decision->candidate.worker_of_stage, current.worker_of_stage);
+  EXPECT_EQ(decision->candidate.stage_of, current.stage_of);
 }
 
 TEST_F(ResolvePolicyTest, ZbAutoWithAMemoryLimitAlsoAdaptsToTheStraggler) {

@@ -46,7 +46,7 @@ TEST(ScheduleFile, JsonAndPytorchCsvOfAGeneratedScheduleAreAccepted) {
   const absl::StatusOr<sched::Schedule> schedule =
       ScheduleFromFile(json, *problem);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
-  EXPECT_EQ(schedule->worker_of_stage, zbv.worker_of_stage);
+  EXPECT_EQ(schedule->stage_of, zbv.stage_of);
   EXPECT_EQ(schedule->actions, zbv.actions);
 
   const JobSpec csv = FileSpec("zb-h1", sched::ScheduleToCsv(Generated("zb-h1")));
@@ -107,10 +107,10 @@ TEST(ScheduleFile, DataParallelReductionsArePlacedByTheCoordinator) {
   int reductions = 0;
   for (const auto& actions : schedule->actions) {
     for (const sched::Action& action : actions) {
-      reductions += sched::IsStageReduction(action) ? 1 : 0;
+      reductions += sched::IsVirtualStageReduction(action) ? 1 : 0;
     }
   }
-  EXPECT_EQ(reductions, problem->num_stages());
+  EXPECT_EQ(reductions, problem->num_virtual_stages());
   // A file that already holds them is refused: the coordinator places them.
   const absl::Status twice =
       ValidateJobSpec(FileSpec("zb-1p", sched::ScheduleToJson(*schedule)));

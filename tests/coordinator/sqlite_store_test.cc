@@ -80,16 +80,16 @@ v1::ScheduleVersion MakeVersion(const std::string& job_id, int64_t version,
   v.set_effective_step(effective_step);
   v1::Schedule* schedule = v.mutable_schedule();
   schedule->set_name("zb-h1");
-  schedule->set_workers(2);
+  schedule->set_stages(2);
   schedule->set_chunks(1);
   schedule->set_microbatches(2);
-  schedule->add_worker_of_stage(0);
-  schedule->add_worker_of_stage(1);
+  schedule->add_stage_of(0);
+  schedule->add_stage_of(1);
   for (const char* action : {"0F0", "0F1", "0I0", "0I1", "0W0", "0W1"}) {
-    schedule->add_worker_actions()->add_actions(action);
+    schedule->add_stage_actions()->add_actions(action);
   }
   v.mutable_cost_model()->set_comm_seconds(0.001);
-  v.mutable_cost_model()->add_stages()->set_f_seconds(0.5);
+  v.mutable_cost_model()->add_virtual_stages()->set_f_seconds(0.5);
   v.mutable_predicted()->set_makespan_seconds(3.25);
   v.set_reason(version == 1 ? v1::SCHEDULE_CHANGE_REASON_INITIAL
                             : v1::SCHEDULE_CHANGE_REASON_RESOLVE);
@@ -126,7 +126,7 @@ v1::ValidationOutcome MakeOutcome(int64_t step) {
 
 v1::CostModel MakeCosts(double f_seconds) {
   v1::CostModel c;
-  v1::StageCost* stage = c.add_stages();
+  v1::VirtualStageCost* stage = c.add_virtual_stages();
   stage->set_f_seconds(f_seconds);
   stage->set_b_seconds(2 * f_seconds);
   stage->set_w_seconds(f_seconds);

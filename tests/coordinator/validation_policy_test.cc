@@ -92,7 +92,7 @@ TEST(ValidationPolicyTest, UnspecifiedMeansAutoAndARestartKeepsPost) {
 // NCCL vetoes post-update validation for a schedule whose speculative
 // prefixes are not closed (scheduler/comm_order.h); Gloo never does.
 TEST(PostValidationObstacleTest, OnlyNcclWithPrefixesThatAreNotClosed) {
-  const sched::Problem problem = sched::Problem::Uniform(4, 1, 8, sched::StageCost{}, 0.0);
+  const sched::Problem problem = sched::Problem::Uniform(4, 1, 8, sched::VirtualStageCost{}, 0.0);
   absl::StatusOr<sched::Schedule> zb_h1 = sched::Generate("zb-h1", problem);
   ASSERT_TRUE(zb_h1.ok()) << zb_h1.status();
   EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_NCCL, *zb_h1), "");

@@ -278,8 +278,8 @@ class Fixture {
       const worker::ControlState::VersionPtr v = VersionFor(w, report.step());
       const int stage = report.stage();
       if (v != nullptr && stage >= 0 &&
-          stage < v->schedule().worker_actions_size()) {
-        const int n = v->schedule().worker_actions(stage).actions_size();
+          stage < v->schedule().stage_actions_size()) {
+        const int n = v->schedule().stage_actions(stage).actions_size();
         for (int i = 0; i < n; ++i) {
           report.add_action_start_seconds(0.01 * i);
           report.add_action_end_seconds(0.01 * i + 0.008);

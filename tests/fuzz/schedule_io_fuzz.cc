@@ -45,8 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // M_W = M_B / 2 and T_comm > 0, so that memory and cross-worker hops are
   // both exercised.
   const zbpp::sched::Problem problem = zbpp::sched::Problem::Uniform(
-      schedule->workers, schedule->chunks, schedule->microbatches,
-      zbpp::sched::StageCost{}, /*comm_seconds=*/0.25);
+      schedule->stages, schedule->chunks, schedule->microbatches,
+      zbpp::sched::VirtualStageCost{}, /*comm_seconds=*/0.25);
   (void)zbpp::sched::Simulate(problem, *schedule);
   return 0;
 }

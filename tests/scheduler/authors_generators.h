@@ -12,7 +12,7 @@
 // algorithms as they are described there and in the paper (§3.1, §6), not
 // copied. The solver (scheduler/zb_auto.h) must never be worse than these
 // on the comparison grids (solver_reference_test.cc, bench/results/
-// solver.md); their per-worker orders are timed by our simulator, so both
+// solver.md); their per-stage orders are timed by our simulator, so both
 // sides are measured the same way.
 //
 // Where the authors' code would stop on an assertion (a pass whose input is
@@ -39,39 +39,39 @@ using internal::Orders;
 using internal::Pass;
 using internal::PassModel;
 
-// Per-worker orders built pass by pass with each pass timed as appended
-// (start = max(worker free, input end + hop)), and the per-worker bubble the
-// authors' rules read (idle time after the worker's first pass).
+// Per-stage orders built pass by pass with each pass timed as appended
+// (start = max(stage free, input end + hop)), and the per-stage bubble the
+// authors' rules read (idle time after the stage's first pass).
 class Timeline {
  public:
   explicit Timeline(const PassModel& model)
       : model_(model),
         end_(model.num_ids(), -1.0),
-        count_(3 * model.stages(), 0),
-        orders_(model.workers()),
-        free_(model.workers(), 0.0),
-        memory_(model.workers(), 0.0),
-        bubble_(model.workers(), 0.0),
-        pending_w_(model.workers()) {}
+        count_(3 * model.virtual_stages(), 0),
+        orders_(model.stages()),
+        free_(model.stages(), 0.0),
+        memory_(model.stages(), 0.0),
+        bubble_(model.stages(), 0.0),
+        pending_w_(model.stages()) {}
 
-  int Count(Pass pass, int stage) const {
-    return count_[pass * model_.stages() + stage];
+  int Count(Pass pass, int virtual_stage) const {
+    return count_[pass * model_.virtual_stages() + virtual_stage];
   }
-  bool Done(Pass pass, int stage) const {
-    return Count(pass, stage) >= model_.microbatches();
+  bool Done(Pass pass, int virtual_stage) const {
+    return Count(pass, virtual_stage) >= model_.microbatches();
   }
-  // End of pass (pass, stage, microbatch); -1 while not placed (also for a
+  // End of pass (pass, virtual stage, microbatch); -1 while not placed (also for a
   // microbatch out of range).
-  double End(Pass pass, int stage, int mb) const {
+  double End(Pass pass, int virtual_stage, int mb) const {
     if (mb < 0 || mb >= model_.microbatches()) return -1;
-    return end_[model_.Id(pass, stage, mb)];
+    return end_[model_.Id(pass, virtual_stage, mb)];
   }
-  // When the input of the next `pass` of `stage` arrives from another
-  // stage; -1 when that input is not placed, 0 when it has none.
-  double Arrival(Pass pass, int stage) const {
-    const int mb = Count(pass, stage);
+  // When the input of the next `pass` of `virtual stage` arrives from another
+  // virtual stage; -1 when that input is not placed, 0 when it has none.
+  double Arrival(Pass pass, int virtual_stage) const {
+    const int mb = Count(pass, virtual_stage);
     if (mb >= model_.microbatches()) return -1;
-    const int32_t id = model_.Id(pass, stage, mb);
+    const int32_t id = model_.Id(pass, virtual_stage, mb);
     const int32_t dep = model_.CrossDependency(id);
     if (dep < 0) return 0;
     return end_[dep] < 0 ? -1 : end_[dep] + model_.CrossHop(id);
@@ -87,18 +87,18 @@ class Timeline {
   double NextWSeconds(int w) const {
     return model_.Duration(pending_w_[w].front());
   }
-  bool FitsF(int stage) const {
-    const int w = model_.owner()[stage];
-    return memory_[w] + model_.MemoryDelta(kF, stage) <= model_.Limit(w);
+  bool FitsF(int virtual_stage) const {
+    const int w = model_.owner()[virtual_stage];
+    return memory_[w] + model_.MemoryDelta(kF, virtual_stage) <= model_.Limit(w);
   }
 
-  // Places the next `pass` of `stage`; false when none is left, its input
-  // is not placed or the worker's limit would be exceeded.
-  bool Put(Pass pass, int stage) {
-    const int mb = Count(pass, stage);
+  // Places the next `pass` of `virtual stage`; false when none is left, its input
+  // is not placed or the stage's limit would be exceeded.
+  bool Put(Pass pass, int virtual_stage) {
+    const int mb = Count(pass, virtual_stage);
     if (mb >= model_.microbatches()) return false;
-    const int32_t id = model_.Id(pass, stage, mb);
-    const int w = model_.owner()[stage];
+    const int32_t id = model_.Id(pass, virtual_stage, mb);
+    const int w = model_.owner()[virtual_stage];
     if (memory_[w] + model_.MemoryDelta(id) > model_.Limit(w)) return false;
     double start = free_[w];
     const int32_t dep = model_.CrossDependency(id);
@@ -106,42 +106,42 @@ class Timeline {
       if (end_[dep] < 0) return false;
       start = std::max(start, end_[dep] + model_.CrossHop(id));
     }
-    // Same-stage inputs (B after its F, W after its B) come earlier in the
-    // worker's order by construction.
-    if (pass != kF && end_[model_.Id(pass == kB ? kF : kB, stage, mb)] < 0) {
+    // Same-virtual stage inputs (B after its F, W after its B) come earlier in the
+    // stage's order by construction.
+    if (pass != kF && end_[model_.Id(pass == kB ? kF : kB, virtual_stage, mb)] < 0) {
       return false;
     }
     if (!orders_[w].empty()) bubble_[w] += start - free_[w];
     end_[id] = start + model_.Duration(id);
     free_[w] = end_[id];
     memory_[w] += model_.MemoryDelta(id);
-    ++count_[pass * model_.stages() + stage];
+    ++count_[pass * model_.virtual_stages() + virtual_stage];
     orders_[w].push_back(id);
-    if (pass == kB) pending_w_[w].push_back(model_.Id(kW, stage, mb));
+    if (pass == kB) pending_w_[w].push_back(model_.Id(kW, virtual_stage, mb));
     return true;
   }
 
-  // Places `worker`'s oldest pending W; false when there is none.
-  bool PutW(int worker) {
-    if (pending_w_[worker].empty()) return false;
-    const int32_t id = pending_w_[worker].front();
-    pending_w_[worker].pop_front();
-    const int stage = model_.StageOf(id);
-    return Put(kW, stage);
+  // Places `stage`'s oldest pending W; false when there is none.
+  bool PutW(int stage) {
+    if (pending_w_[stage].empty()) return false;
+    const int32_t id = pending_w_[stage].front();
+    pending_w_[stage].pop_front();
+    const int virtual_stage = model_.VirtualStageOf(id);
+    return Put(kW, virtual_stage);
   }
 
-  // Pending W's until an F of `stage` fits; false when they cannot free
+  // Pending W's until an F of `virtual stage` fits; false when they cannot free
   // enough.
-  bool MakeRoomForF(int stage) {
-    const int w = model_.owner()[stage];
-    while (!FitsF(stage)) {
+  bool MakeRoomForF(int virtual_stage) {
+    const int w = model_.owner()[virtual_stage];
+    while (!FitsF(virtual_stage)) {
       if (!PutW(w)) return false;
     }
     return true;
   }
 
   void FlushW() {
-    for (int w = 0; w < model_.workers(); ++w) {
+    for (int w = 0; w < model_.stages(); ++w) {
       while (PutW(w)) {
       }
     }
@@ -158,28 +158,28 @@ class Timeline {
   std::vector<std::deque<int32_t>> pending_w_;
 };
 
-// The W gap rule both generators apply before a pass of `worker` whose
-// input from another worker arrives at `arrival`: W's that end by the
-// arrival run; then, if the worker would still idle, one more W runs when
+// The W gap rule both generators apply before a pass of `stage` whose
+// input from another stage arrives at `arrival`: W's that end by the
+// arrival run; then, if the stage would still idle, one more W runs when
 // `fill_over` and idling would make its bubble exceed `largest` (the
 // largest bubble it may reach), or anyway when `fill_anyway`.
-inline bool FillGap(Timeline& t, int worker, double arrival, double largest,
+inline bool FillGap(Timeline& t, int stage, double arrival, double largest,
                     bool fill_over, bool fill_anyway) {
-  while (t.HasPendingW(worker) &&
-         arrival >= t.Free(worker) + t.NextWSeconds(worker)) {
-    if (!t.PutW(worker)) return false;
+  while (t.HasPendingW(stage) &&
+         arrival >= t.Free(stage) + t.NextWSeconds(stage)) {
+    if (!t.PutW(stage)) return false;
   }
-  if (t.HasPendingW(worker) && t.Free(worker) < arrival) {
-    const bool over = arrival - t.Free(worker) > largest - t.Bubble(worker);
-    if ((over && fill_over) || fill_anyway) return t.PutW(worker);
+  if (t.HasPendingW(stage) && t.Free(stage) < arrival) {
+    const bool over = arrival - t.Free(stage) > largest - t.Bubble(stage);
+    if ((over && fill_over) || fill_anyway) return t.PutW(stage);
   }
   return true;
 }
 
-// zb.py's `manual_order` with its three choices; stage j on worker j.
+// zb.py's `manual_order` with its three choices; virtual stage j on stage j.
 inline bool ZbGreedyOnce(const PassModel& model, bool bubble_before_first_b,
                          bool prioritize_b, bool fill_partial, Orders* orders) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   const double comm = model.comm_seconds();
   Timeline t(model);
   auto f_cost = [&](int j) { return model.Duration(kF, j); };
@@ -187,7 +187,7 @@ inline bool ZbGreedyOnce(const PassModel& model, bool bubble_before_first_b,
   auto w_cost = [&](int j) { return model.Duration(kW, j); };
   auto f_mem = [&](int j) { return model.MemoryDelta(kF, j); };
 
-  // Microbatch 0 down the pipe, then warm-up F's from the last stage up:
+  // Microbatch 0 down the pipe, then warm-up F's from the last virtual stage up:
   // as many as end before (or, with bubble_before_first_b, start before)
   // the first B arrives, within memory.
   for (int j = 0; j < p; ++j) {
@@ -275,12 +275,12 @@ inline bool ZbGreedyOnce(const PassModel& model, bool bubble_before_first_b,
 }
 
 // zbv.py's `try_v_schedule` (one run; the re-runs are in AuthorsZbV).
-// Worker i holds virtual stages i (first chunk) and 2p-1-i (second chunk).
-// `approved` (size p or empty): each worker's bubble allowance.
+// Stage i holds virtual stages i (first chunk) and 2p-1-i (second chunk).
+// `approved` (size p or empty): each stage's bubble allowance.
 inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
                     const std::vector<double>& approved, Orders* orders,
                     std::vector<double>* bubbles) {
-  const int p = model.workers(), m = model.microbatches();
+  const int p = model.stages(), m = model.microbatches();
   Timeline t(model);
   auto first = [](int i) { return i; };
   auto second = [p](int i) { return 2 * p - 1 - i; };
@@ -299,7 +299,7 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
   for (int i = 0; i < p; ++i) {
     if (!t.Put(kF, first(i))) return false;
   }
-  // From the bottom worker up: first-chunk F's on workers 0..i while they
+  // From the bottom stage up: first-chunk F's on stages 0..i while they
   // end before the second chunk's first F reaches i, leaving room for the
   // F's still to come on i; then i's first second-chunk F.
   for (int i = p - 1; i >= 0; --i) {
@@ -316,7 +316,7 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
     }
     if (!t.Put(kF, second(i))) return false;
   }
-  // Each worker catches up with the one above, the lower workers placing
+  // Each stage catches up with the one above, the lower stages placing
   // F's of alternate chunks.
   int chunk = 0;
   for (int i = 1; i < p; ++i) {
@@ -324,8 +324,8 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
            (t.Count(kF, second(i)) <= t.Count(kF, second(i - 1)) &&
             t.Count(kF, second(i - 1)) < m)) {
       for (int j = p - 1; j >= i; --j) {
-        const int stage = chunk == 0 ? first(j) : second(j);
-        if (!t.Done(kF, stage) && !t.Put(kF, stage)) return false;
+        const int virtual_stage = chunk == 0 ? first(j) : second(j);
+        if (!t.Done(kF, virtual_stage) && !t.Put(kF, virtual_stage)) return false;
       }
       chunk = 1 - chunk;
     }
@@ -333,9 +333,9 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
 
   std::vector<int> b_first, b_second;
   for (int round = 0; round < 2 * m; ++round) {
-    // One B per worker: the second chunk's (from the loss) first while the
-    // first chunk's has caught up or cannot start, from worker 0 down; the
-    // first chunk's from worker p-1 up, before them.
+    // One B per stage: the second chunk's (from the loss) first while the
+    // first chunk's has caught up or cannot start, from stage 0 down; the
+    // first chunk's from stage p-1 up, before them.
     b_first.clear();
     b_second.clear();
     for (int i = 0; i < p; ++i) {
@@ -350,17 +350,17 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
         b_second.push_back(i);
       }
     }
-    auto place_b = [&](int i, int stage, bool fill) {
-      // At the turns of the V the input comes from the worker itself: no
+    auto place_b = [&](int i, int virtual_stage, bool fill) {
+      // At the turns of the V the input comes from the stage itself: no
       // arrival to wait for, no W placed.
-      const bool crosses = stage == first(i) ? i < p - 1 : i > 0;
+      const bool crosses = virtual_stage == first(i) ? i < p - 1 : i > 0;
       if (crosses) {
-        const double arrival = t.Arrival(kB, stage);
+        const double arrival = t.Arrival(kB, virtual_stage);
         if (arrival < 0 || !FillGap(t, i, arrival, largest(i), fill, false)) {
           return false;
         }
       }
-      return t.Put(kB, stage);
+      return t.Put(kB, virtual_stage);
     };
     for (auto it = b_first.rbegin(); it != b_first.rend(); ++it) {
       if (!place_b(*it, first(*it), true)) return false;
@@ -368,30 +368,30 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
     for (int i : b_second) {
       if (!place_b(i, second(i), fill_b)) return false;
     }
-    // One F per worker.
+    // One F per stage.
     for (int i = 0; i < p; ++i) {
       if (t.Done(kF, second(i))) continue;
-      int stage = -1;
+      int virtual_stage = -1;
       if (t.Count(kF, second(i)) >= t.Count(kF, first(i))) {
-        stage = first(i);
+        virtual_stage = first(i);
       } else if (i == p - 1 ||
                  t.End(kF, second(i + 1), t.Count(kF, second(i))) >= 0) {
-        stage = second(i);
+        virtual_stage = second(i);
       } else if (!t.Done(kF, first(i)) &&
                  (i == 0 ||
                   t.End(kF, first(i - 1), t.Count(kF, first(i))) >= 0)) {
-        stage = first(i);
+        virtual_stage = first(i);
       }
-      if (stage < 0) continue;
-      if (!t.MakeRoomForF(stage)) return false;
-      const bool crosses = stage == first(i) ? i > 0 : i < p - 1;
+      if (virtual_stage < 0) continue;
+      if (!t.MakeRoomForF(virtual_stage)) return false;
+      const bool crosses = virtual_stage == first(i) ? i > 0 : i < p - 1;
       if (crosses) {
-        const double arrival = t.Arrival(kF, stage);
+        const double arrival = t.Arrival(kF, virtual_stage);
         if (arrival < 0 || !FillGap(t, i, arrival, largest(i), fill_f, false)) {
           return false;
         }
       }
-      if (!t.Put(kF, stage)) return false;
+      if (!t.Put(kF, virtual_stage)) return false;
     }
   }
   t.FlushW();
@@ -404,7 +404,7 @@ inline bool ZbVOnce(const PassModel& model, bool fill_f, bool fill_b,
 
 /// The authors' ZB-1p/2p greedy (zb.py `initial_solution`, no ILP): the
 /// best of `manual_order` under its 8 choices by makespan (the first of
-/// equals in their loop order). One chunk per worker, Placement::kLoop.
+/// equals in their loop order). One chunk per stage, Placement::kLoop.
 /// False when no choice completes within the model's limits.
 inline bool AuthorsZbGreedy(const internal::PassModel& model,
                             internal::Orders* orders) {
@@ -469,14 +469,14 @@ inline bool AuthorsZbV(const internal::PassModel& model,
 }
 
 /// The authors' schedule on `problem` (which carries the schedule's memory
-/// limit): AuthorsZbGreedy for one chunk per worker (ZB-1p/2p), AuthorsZbV
+/// limit): AuthorsZbGreedy for one chunk per stage (ZB-1p/2p), AuthorsZbV
 /// for two (ZB-V, V placement). nullopt when their generator cannot build
 /// one.
 inline std::optional<Schedule> AuthorsSchedule(const Problem& problem) {
   const Placement placement =
       problem.chunks == 2 ? Placement::kV : Placement::kLoop;
   const internal::PassModel model(
-      problem, PlaceStages(placement, problem.workers, problem.chunks));
+      problem, PlaceVirtualStages(placement, problem.stages, problem.chunks));
   internal::Orders orders;
   const bool built = placement == Placement::kV
                          ? AuthorsZbV(model, &orders)

@@ -85,10 +85,10 @@ TEST(AuthorsGenerators, LoopGreedyBuildsTheirOrdersUnderEachChoice) {
   for (const char* schedule : {"zb-1p", "zb-2p"}) {
     for (const Problem& problem : EqualityProblems(1, schedule)) {
       const PassModel model(problem,
-                            PlaceStages(Placement::kLoop, problem.workers, 1));
+                            PlaceVirtualStages(Placement::kLoop, problem.stages, 1));
       for (int bits = 0; bits < 8; ++bits) {
         SCOPED_TRACE(std::string(schedule) +
-                     " p=" + std::to_string(problem.workers) +
+                     " p=" + std::to_string(problem.stages) +
                      " m=" + std::to_string(problem.microbatches) +
                      " comm=" + std::to_string(problem.comm_seconds) +
                      " choices=" + std::to_string(bits));
@@ -119,13 +119,13 @@ TEST(AuthorsGenerators, VRoundGreedyBuildsTheirOrdersUnderEachChoice) {
   int compared = 0;
   for (const Problem& problem : EqualityProblems(2, "zb-v")) {
     const PassModel model(problem,
-                          PlaceStages(Placement::kV, problem.workers, 2));
+                          PlaceVirtualStages(Placement::kV, problem.stages, 2));
     for (int bits = 0; bits < 4; ++bits) {
       const bool fill_b = (bits & 1) != 0, fill_f = (bits & 2) != 0;
       std::vector<double> approved, allowance;
       double previous = -1;
       for (int run = 0; run < 8; ++run) {
-        SCOPED_TRACE("p=" + std::to_string(problem.workers) +
+        SCOPED_TRACE("p=" + std::to_string(problem.stages) +
                      " m=" + std::to_string(problem.microbatches) +
                      " comm=" + std::to_string(problem.comm_seconds) +
                      " choices=" + std::to_string(bits) +

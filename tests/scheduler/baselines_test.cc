@@ -16,12 +16,12 @@ using ::testing::HasSubstr;
 
 constexpr double kF = 1.0, kB = 1.2, kW = 0.7;  // T_W <= T_F + T_B, 2T_W too
 
-// Bubble in seconds: makespan minus one worker's work.
+// Bubble in seconds: makespan minus one stage's work.
 double Bubble(const Problem& problem, const Schedule& schedule,
-              double work_per_worker) {
+              double work_per_stage) {
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   EXPECT_TRUE(result.ok()) << result.status();
-  return result.ok() ? result->makespan_seconds - work_per_worker : -1;
+  return result.ok() ? result->makespan_seconds - work_per_stage : -1;
 }
 
 class AnalyticGrid : public ::testing::TestWithParam<std::pair<int, int>> {};
@@ -29,7 +29,7 @@ class AnalyticGrid : public ::testing::TestWithParam<std::pair<int, int>> {};
 TEST_P(AnalyticGrid, OneChunkSchedulesMatchTheirFormulas) {
   const auto [p, m] = GetParam();
   const Problem problem =
-      Problem::Uniform(p, 1, m, StageCost{kF, kB, kW, 1, 0.5}, 0);
+      Problem::Uniform(p, 1, m, VirtualStageCost{kF, kB, kW, 1, 0.5}, 0);
   const double work = m * (kF + kB + kW);
   EXPECT_NEAR(Bubble(problem, *GenerateGPipe(problem), work),
               (p - 1) * (kF + kB + kW), 1e-9);
@@ -50,7 +50,7 @@ TEST_P(AnalyticGrid, InterleavedDividesTheBubbleByChunks) {
   if (m % p != 0) GTEST_SKIP() << "interleaving needs m to be a multiple of p";
   for (int v : {2, 3, 4}) {
     const Problem problem = Problem::Uniform(
-        p, v, m, StageCost{kF / v, kB / v, kW / v, 1.0 / v, 0.5 / v}, 0);
+        p, v, m, VirtualStageCost{kF / v, kB / v, kW / v, 1.0 / v, 0.5 / v}, 0);
     EXPECT_NEAR(Bubble(problem, *GenerateInterleaved1F1B(problem),
                        m * (kF + kB + kW)),
                 (p - 1) * (kF + kB + kW) / v, 1e-9)
@@ -61,7 +61,7 @@ TEST_P(AnalyticGrid, InterleavedDividesTheBubbleByChunks) {
 TEST_P(AnalyticGrid, PeakMemoryMatchesTheShape) {
   const auto [p, m] = GetParam();
   const Problem problem =
-      Problem::Uniform(p, 1, m, StageCost{kF, kB, kW, 1, 0.5}, 0);
+      Problem::Uniform(p, 1, m, VirtualStageCost{kF, kB, kW, 1, 0.5}, 0);
   EXPECT_DOUBLE_EQ(Simulate(problem, *GenerateGPipe(problem))->max_peak_memory_m_b, m);
   EXPECT_DOUBLE_EQ(Simulate(problem, *Generate1F1B(problem))->max_peak_memory_m_b,
                    std::min(p, m));
@@ -84,11 +84,11 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{16, 48}, std::pair{32, 64},
                       std::pair{32, 128}));
 
-TEST(Baselines, ZbH1UsesOneCompleteOrderPerWorker) {
-  const Problem problem = Problem::Uniform(4, 1, 6, StageCost{}, 0);
+TEST(Baselines, ZbH1UsesOneCompleteOrderPerStage) {
+  const Problem problem = Problem::Uniform(4, 1, 6, VirtualStageCost{}, 0);
   absl::StatusOr<Schedule> schedule = GenerateZbH1(problem);
   ASSERT_TRUE(schedule.ok());
-  // Worker 3 (last) runs F B alternately and defers 3 W's to the end.
+  // Stage 3 (last) runs F B alternately and defers 3 W's to the end.
   std::string last;
   for (const Action& a : schedule->actions[3]) last += ActionToString(a) + " ";
   EXPECT_EQ(last,
@@ -97,7 +97,7 @@ TEST(Baselines, ZbH1UsesOneCompleteOrderPerWorker) {
 }
 
 TEST(Baselines, RefusalsSayWhy) {
-  const Problem two_chunks = Problem::Uniform(4, 2, 8, StageCost{}, 0);
+  const Problem two_chunks = Problem::Uniform(4, 2, 8, VirtualStageCost{}, 0);
   for (auto* generate : {&GenerateGPipe, &Generate1F1B, &GenerateZbH1,
                          &GenerateZbH2}) {
     absl::StatusOr<Schedule> s = generate(two_chunks);
@@ -106,16 +106,16 @@ TEST(Baselines, RefusalsSayWhy) {
                 HasSubstr("needs chunks = 1, got 2"));
   }
   absl::StatusOr<Schedule> h2 =
-      GenerateZbH2(Problem::Uniform(4, 1, 7, StageCost{}, 0));
+      GenerateZbH2(Problem::Uniform(4, 1, 7, VirtualStageCost{}, 0));
   EXPECT_EQ(h2.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(h2.status().message()),
-              HasSubstr("zb-h2 needs microbatches >= 2 * stages (8)"));
+              HasSubstr("zb-h2 needs microbatches >= 2 * virtual stages (8)"));
   absl::StatusOr<Schedule> interleaved =
-      GenerateInterleaved1F1B(Problem::Uniform(4, 2, 6, StageCost{}, 0));
+      GenerateInterleaved1F1B(Problem::Uniform(4, 2, 6, VirtualStageCost{}, 0));
   EXPECT_THAT(std::string(interleaved.status().message()),
-              HasSubstr("multiple of stages (4), got 6"));
+              HasSubstr("multiple of virtual stages (4), got 6"));
   EXPECT_THAT(std::string(GenerateInterleaved1F1B(
-                              Problem::Uniform(4, 1, 8, StageCost{}, 0))
+                              Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0))
                               .status()
                               .message()),
               HasSubstr("needs chunks >= 2"));

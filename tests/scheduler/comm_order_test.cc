@@ -34,23 +34,23 @@ using ::zbpp::sched::testing::ScheduleFromRows;
 absl::StatusOr<Schedule> Make(const std::string& name, int p, int m) {
   absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
   if (!traits.ok()) return traits.status();
-  return Generate(name, Problem::Uniform(p, traits->default_chunks, m, StageCost{}, 0.0));
+  return Generate(name, Problem::Uniform(p, traits->default_chunks, m, VirtualStageCost{}, 0.0));
 }
 
 // Every message a schedule needs, counted from its placement: one per F
-// whose next stage is on another worker, one per B or BW whose previous
-// stage is.
+// whose next virtual stage is on another stage, one per B or BW whose previous
+// virtual stage is.
 int ExpectedMessages(const Schedule& s) {
   int count = 0;
-  for (int stage = 0; stage + 1 < s.num_stages(); ++stage) {
-    if (s.worker_of_stage[stage] != s.worker_of_stage[stage + 1]) count += 2 * s.microbatches;
+  for (int virtual_stage = 0; virtual_stage + 1 < s.num_virtual_stages(); ++virtual_stage) {
+    if (s.stage_of[virtual_stage] != s.stage_of[virtual_stage + 1]) count += 2 * s.microbatches;
   }
   return count;
 }
 
 // Every schedule of the registry, at several sizes, with its reductions
 // placed for data parallelism too: each pair's messages in the derived
-// order run to the end, every message is there once, and a worker's sends
+// order run to the end, every message is there once, and a stage's sends
 // to one peer keep its own pass order.
 TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
   int checked = 0;
@@ -62,7 +62,7 @@ TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
         for (bool reductions : {false, true}) {
           Schedule s = *schedule;
           if (reductions) {
-            StageCost cost;
+            VirtualStageCost cost;
             cost.reduce_seconds = 1.5;
             absl::StatusOr<Schedule> placed = PlaceReductions(
                 Problem::Uniform(p, s.chunks, m, cost, 0.0), s, ReducePlacement::kSolved);
@@ -81,7 +81,7 @@ TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
               int last = -1;
               for (const Message& msg : list) {
                 if (msg.from != w) continue;
-                EXPECT_GT(msg.producer, last) << name << ": worker " << w << "'s sends";
+                EXPECT_GT(msg.producer, last) << name << ": stage " << w << "'s sends";
                 last = msg.producer;
               }
             }
@@ -98,10 +98,10 @@ TEST(CommOrderTest, DerivedOrdersOfEveryScheduleRunToTheEnd) {
       << "most schedules take most sizes";
 }
 
-// 1F1B on two workers: worker 0 sends each microbatch's activation and
+// 1F1B on two stages: stage 0 sends each microbatch's activation and
 // receives its gradient. Sending both activations first, then the
 // gradients, runs (GPipe's order); putting microbatch 0's gradient first
-// does not: worker 1 produces it only after consuming microbatch 0's
+// does not: stage 1 produces it only after consuming microbatch 0's
 // activation, which waits behind it.
 TEST(CommOrderTest, AnOrderThatMakesAWorkerWaitForItselfIsADeadlockNamingTheCycle) {
   absl::StatusOr<Schedule> schedule = Make("1f1b", 2, 2);
@@ -177,7 +177,7 @@ PairOrders PrefixMessagesFirst(const Schedule& schedule, PairOrders orders) {
 // put first (the order it derived before they were).
 PairOrders ByUnitCostEnd(const Schedule& schedule, PairOrders orders) {
   absl::StatusOr<SimulationResult> sim = Simulate(
-      Problem::Uniform(schedule.workers, schedule.chunks, schedule.microbatches, StageCost{}, 0),
+      Problem::Uniform(schedule.stages, schedule.chunks, schedule.microbatches, VirtualStageCost{}, 0),
       schedule);
   EXPECT_TRUE(sim.ok()) << sim.status();
   if (!sim.ok()) return orders;
@@ -214,24 +214,24 @@ std::map<std::pair<int, int>, std::vector<std::string>> OrderTexts(const Schedul
 // (CheckPairOrders) and its speculative prefixes can run ahead
 // (CheckSpeculativePrefixes), the V schedules (zb-v, v-half, v-min,
 // dualpipe-v) included. Checked by hand where a proof is short:
-//  * No one-chunk schedule breaks rule (a): the F whose activation worker
-//    r+1 consumes in its prefix precedes worker r's first B, which waits for
-//    a gradient that worker r+1 sends only after its whole prefix.
+//  * No one-chunk schedule breaks rule (a): the F whose activation stage
+//    r+1 consumes in its prefix precedes stage r's first B, which waits for
+//    a gradient that stage r+1 sends only after its whole prefix.
 //  * Rule (b) holds for every order DerivePairOrders derives: it puts each
 //    pair's prefix messages first. Where rule (a) holds, that order stays
 //    deadlock-free: a prefix message then waits only for prefix passes and
 //    earlier prefix messages.
 //  * GPipe's, 1F1B's and ZB-H1's prefixes are forwards only; their unit-cost
-//    order (ByUnitCostEnd) already has the prefix messages leading: worker
+//    order (ByUnitCostEnd) already has the prefix messages leading: stage
 //    r's prefix forwards run back to back from t = r and end by t = p (GPipe:
-//    r + m); the first gradient worker r+1 sends needs the last stage's
+//    r + m); the first gradient stage r+1 sends needs the last virtual stage's
 //    first B, which starts at p (GPipe: p - 1 + m) at the earliest.
 //  * That unit-cost order breaks rule (b) for ZB-V at p = 2, m = 2
-//    (0F0 0F1 3F0 3I0 ... / 1F0 2F0 1F1 2F1 2I0 ...): worker 0's first B
-//    3I0 and worker 1's last prefix forward 2F1 both end at t = 5, and the
+//    (0F0 0F1 3F0 3I0 ... / 1F0 2F0 1F1 2F1 2I0 ...): stage 0's first B
+//    3I0 and stage 1's last prefix forward 2F1 both end at t = 5, and the
 //    tie goes to the lower sender.
 //  * Reductions change nothing: they are not messages, and they follow a
-//    stage's last W, so no prefix holds one.
+//    virtual stage's last W, so no prefix holds one.
 // The schedules whose unit-cost order breaks rule (b) are recorded in the
 // test's properties (unit_cost_order_not_leading: "name p m v" of each, or
 // "none").
@@ -244,7 +244,7 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryPassesWithTheDerivedOrder)
       for (int m : {p, 2 * p}) {
         for (int v : {1, 2}) {
           absl::StatusOr<Schedule> schedule =
-              Generate(traits.name, Problem::Uniform(p, v, m, StageCost{}, 0.0));
+              Generate(traits.name, Problem::Uniform(p, v, m, VirtualStageCost{}, 0.0));
           if (!schedule.ok()) continue;  // A size this schedule does not take.
           names.insert(traits.name);
           const std::string name = absl::StrCat(traits.name, " p=", p, " m=", m, " v=", v);
@@ -276,19 +276,19 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryPassesWithTheDerivedOrder)
             const std::vector<int> prefix = SpeculativePrefixLengths(*schedule);
             for (int r = 0; r < p; ++r) {
               for (int j = 0; j < prefix[r]; ++j) {
-                EXPECT_EQ(schedule->actions[r][j].kind, PassKind::kF) << name << " worker " << r;
+                EXPECT_EQ(schedule->actions[r][j].kind, PassKind::kF) << name << " stage " << r;
               }
             }
           }
           if (traits.name == "zb-v" && p == 2 && m == 2) {
             zb_v_checked = true;
             EXPECT_EQ(message,
-                      "workers 0 and 1: message 2F1 => 3F1 comes from worker 1's speculative "
+                      "stages 0 and 1: message 2F1 => 3F1 comes from stage 1's speculative "
                       "prefix, but in the pair's order it follows message 3I0 => 2I0, which "
-                      "worker 0 sends at or after its first B (3I0): prefix messages not leading");
+                      "stage 0 sends at or after its first B (3I0): prefix messages not leading");
           }
 
-          StageCost cost;
+          VirtualStageCost cost;
           cost.reduce_seconds = 1.5;
           absl::StatusOr<Schedule> reduced = PlaceReductions(
               Problem::Uniform(p, v, m, cost, 0.0), *schedule, ReducePlacement::kSolved);
@@ -308,10 +308,10 @@ TEST(SpeculativePrefixTest, EveryScheduleOfTheRegistryPassesWithTheDerivedOrder)
                                                : absl::StrJoin(unit_cost_not_leading, ", "));
 }
 
-// A V on two workers (worker 0 holds stages 0 and 3, worker 1 stages 1
-// and 2) where worker 0 starts microbatch 1 only after microbatch 0's
-// backward of the last stage: worker 1's prefix runs 1F1, whose input 0F1
-// worker 0 produces after its first B. Rule (b) holds: worker 1's 1F1 feeds
+// A V on two stages (stage 0 holds virtual stages 0 and 3, stage 1 virtual stages 1
+// and 2) where stage 0 starts microbatch 1 only after microbatch 0's
+// backward of the last virtual stage: stage 1's prefix runs 1F1, whose input 0F1
+// stage 0 produces after its first B. Rule (b) holds: stage 1's 1F1 feeds
 // its own 2F1, so the prefixes' only messages (0F0, 2F0) lead the order.
 TEST(SpeculativePrefixTest, APrefixThatConsumesWhatFollowsTheSendersPrefixIsNotClosed) {
   const Schedule s = ScheduleFromRows(
@@ -322,18 +322,18 @@ TEST(SpeculativePrefixTest, APrefixThatConsumesWhatFollowsTheSendersPrefixIsNotC
   const absl::Status status = CheckDerivedPrefixes(s);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(status.message(),
-            "worker 1 runs 1F1 in its speculative prefix, but its input comes from worker 0's "
-            "0F1, which follows that worker's first B (3B0): prefix not closed");
+            "stage 1 runs 1F1 in its speculative prefix, but its input comes from stage 0's "
+            "0F1, which follows that stage's first B (3B0): prefix not closed");
 }
 
-// Worker 0 runs all four forwards before its first B (a long warm-up),
-// worker 1 alternates F and B: its first input gradient 1I0 ends at t = 3
-// in the unit-cost simulation, before worker 0's last prefix forward 0F3
+// Stage 0 runs all four forwards before its first B (a long warm-up),
+// stage 1 alternates F and B: its first input gradient 1I0 ends at t = 3
+// in the unit-cost simulation, before stage 0's last prefix forward 0F3
 // (t = 4). DerivePairOrders puts 0F3's activation before 1I0's gradient; an
 // order that puts it after (as sorting by those end times alone would) runs,
 // but both ranks would have to issue the receive of 1I0's gradient before
 // the send of 0F3's activation, a receive that a discard cannot take back.
-// The prefixes themselves are closed: worker 1's holds 1F0 only.
+// The prefixes themselves are closed: stage 1's holds 1F0 only.
 TEST(SpeculativePrefixTest, APrefixMessageAfterAMessageOfTheRestOfTheStepIsNotLeading) {
   const Schedule s = ScheduleFromRows(
       "hand", 2, 1, 4, Placement::kLoop,
@@ -358,14 +358,14 @@ TEST(SpeculativePrefixTest, APrefixMessageAfterAMessageOfTheRestOfTheStepIsNotLe
   const absl::Status status = CheckSpeculativePrefixes(s, orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(status.message(),
-            "workers 0 and 1: message 0F3 => 1F3 comes from worker 0's speculative prefix, but "
-            "in the pair's order it follows message 1I0 => 0I0, which worker 1 sends at or "
+            "stages 0 and 1: message 0F3 => 1F3 comes from stage 0's speculative prefix, but "
+            "in the pair's order it follows message 1I0 => 0I0, which stage 1 sends at or "
             "after its first B (1I0): prefix messages not leading");
   EXPECT_THAT(std::string(status.message()), Not(HasSubstr(kNotClosed)));
 }
 
 // Both rules broken: one error names both, each with how many messages
-// break it. Worker 0's prefix runs 2F2 and 2F3 on activations worker 1
+// break it. Stage 0's prefix runs 2F2 and 2F3 on activations stage 1
 // produces after its first B 3B0 (not closed). DerivePairOrders' order, with
 // the prefix messages first, then queues 2F2's activation before the 1F2
 // one that 2F2 waits for and deadlocks; moving 1F2's and 1F3's activations
@@ -405,11 +405,11 @@ TEST(SpeculativePrefixTest, BothRulesBrokenAreBothNamed) {
   const absl::Status status = CheckSpeculativePrefixes(s, orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(status.message(),
-            "worker 0 runs 2F2 in its speculative prefix, but its input comes from worker 1's "
-            "1F2, which follows that worker's first B (3B0): prefix not closed (2 messages "
-            "break this rule); workers 0 and 1: message 2F2 => 3F2 comes from worker 0's "
+            "stage 0 runs 2F2 in its speculative prefix, but its input comes from stage 1's "
+            "1F2, which follows that stage's first B (3B0): prefix not closed (2 messages "
+            "break this rule); stages 0 and 1: message 2F2 => 3F2 comes from stage 0's "
             "speculative prefix, but in the pair's order it follows message 1F2 => 2F2, which "
-            "worker 1 sends at or after its first B (3B0): prefix messages not leading "
+            "stage 1 sends at or after its first B (3B0): prefix messages not leading "
             "(2 messages break this rule)");
 }
 
@@ -422,7 +422,7 @@ TEST(SpeculativePrefixTest, AMessageWhosePassesAreNotInTheScheduleIsInvalidArgum
   orders->begin()->second.back().to = 7;
   const absl::Status status = CheckSpeculativePrefixes(*schedule, *orders);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr("worker 7"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("stage 7"));
 }
 
 }  // namespace

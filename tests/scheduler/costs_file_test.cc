@@ -33,7 +33,7 @@ TEST(CostFile, ReadsYamlAndJsonAlike) {
     ASSERT_TRUE(costs.ok()) << costs.status();
     EXPECT_FALSE(costs->per_virtual_stage);
     ASSERT_EQ(costs->entries.size(), 2u);
-    const StageCost& second = costs->entries[1];
+    const VirtualStageCost& second = costs->entries[1];
     EXPECT_EQ(second.f_seconds, 3);
     EXPECT_EQ(second.b_seconds, 4);
     EXPECT_EQ(second.w_seconds, 1.5);
@@ -83,19 +83,19 @@ TEST(CostFile, ErrorsNameTheField) {
   }
 }
 
-TEST(CostFile, StagesAreSplitOverTheChunksOfTheirWorker) {
+TEST(CostFile, StagesAreSplitOverTheChunksOfTheirStage) {
   absl::StatusOr<CostFile> costs = ParseCostFile(kYaml);
   ASSERT_TRUE(costs.ok()) << costs.status();
-  // V placement on 2 workers: worker 0 holds stages 0 and 3, worker 1
+  // V placement on 2 stages: stage 0 holds stages 0 and 3, stage 1
   // stages 1 and 2.
   absl::StatusOr<Problem> problem =
-      CostProblem(*costs, 2, 2, 6, PlaceStages(Placement::kV, 2, 2));
+      CostProblem(*costs, 2, 2, 6, PlaceVirtualStages(Placement::kV, 2, 2));
   ASSERT_TRUE(problem.ok()) << problem.status();
   EXPECT_TRUE(problem->Validate().ok());
   EXPECT_EQ(problem->microbatches, 6);
   EXPECT_EQ(problem->comm_seconds, 0.125);
   std::vector<double> f, m_b;
-  for (const StageCost& c : problem->stages) {
+  for (const VirtualStageCost& c : problem->virtual_stages) {
     f.push_back(c.f_seconds);
     m_b.push_back(c.m_b_bytes);
   }
@@ -114,20 +114,20 @@ TEST(CostFile, VirtualStagesAreTakenAsTheyAre) {
   ASSERT_TRUE(costs.ok()) << costs.status();
   EXPECT_TRUE(costs->per_virtual_stage);
   absl::StatusOr<Problem> problem =
-      CostProblem(*costs, 2, 2, 4, PlaceStages(Placement::kLoop, 2, 2));
+      CostProblem(*costs, 2, 2, 4, PlaceVirtualStages(Placement::kLoop, 2, 2));
   ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->stages[2].f_seconds, 3);
+  EXPECT_EQ(problem->virtual_stages[2].f_seconds, 3);
   absl::StatusOr<Problem> wrong =
-      CostProblem(*costs, 4, 2, 4, PlaceStages(Placement::kLoop, 4, 2));
+      CostProblem(*costs, 4, 2, 4, PlaceVirtualStages(Placement::kLoop, 4, 2));
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(),
               HasSubstr("virtual_stages has 4 entries, the schedule needs 8"));
 }
 
 TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
-  Problem want = Problem::Uniform(2, 2, 6, StageCost{}, 0.1);
-  for (int s = 0; s < want.num_stages(); ++s) {
-    StageCost& c = want.stages[s];
+  Problem want = Problem::Uniform(2, 2, 6, VirtualStageCost{}, 0.1);
+  for (int s = 0; s < want.num_virtual_stages(); ++s) {
+    VirtualStageCost& c = want.virtual_stages[s];
     c.f_seconds = 0.1 + s / 3.0;
     c.b_seconds = 1e-7 * (s + 1);
     c.w_seconds = 2.0 / 7.0;
@@ -142,12 +142,12 @@ TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
   ASSERT_TRUE(costs.ok()) << costs.status() << "\n" << yaml;
   EXPECT_TRUE(costs->per_virtual_stage);
   absl::StatusOr<Problem> got =
-      CostProblem(*costs, 2, 2, 6, PlaceStages(Placement::kV, 2, 2));
+      CostProblem(*costs, 2, 2, 6, PlaceVirtualStages(Placement::kV, 2, 2));
   ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->stages.size(), want.stages.size());
-  for (size_t s = 0; s < want.stages.size(); ++s) {
-    const StageCost& a = got->stages[s];
-    const StageCost& b = want.stages[s];
+  ASSERT_EQ(got->virtual_stages.size(), want.virtual_stages.size());
+  for (size_t s = 0; s < want.virtual_stages.size(); ++s) {
+    const VirtualStageCost& a = got->virtual_stages[s];
+    const VirtualStageCost& b = want.virtual_stages[s];
     EXPECT_EQ(a.f_seconds, b.f_seconds) << s;
     EXPECT_EQ(a.b_seconds, b.b_seconds) << s;
     EXPECT_EQ(a.w_seconds, b.w_seconds) << s;

@@ -30,7 +30,7 @@ Schedule Mixed() {
 SimulationResult SimulateMixed(const Schedule& schedule) {
   // F=1, B=2, W=3 s, one hop 0.5 s.
   const Problem problem =
-      Problem::Uniform(2, 1, 2, StageCost{1, 2, 3, 1, 0.5}, 0.5);
+      Problem::Uniform(2, 1, 2, VirtualStageCost{1, 2, 3, 1, 0.5}, 0.5);
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   EXPECT_TRUE(result.ok()) << result.status();
   return result.ok() ? *result : SimulationResult{};
@@ -47,23 +47,23 @@ TEST(ExportChromeTrace, OneCompleteEventPerActionWithMicrosecondTimes) {
   const nlohmann::json trace = nlohmann::json::parse(ToChromeTrace(schedule, result));
   ASSERT_TRUE(trace.is_object());
   EXPECT_EQ(trace.at("displayTimeUnit"), "ms");
-  std::map<int, std::vector<nlohmann::json>> by_worker;
+  std::map<int, std::vector<nlohmann::json>> by_stage;
   for (const nlohmann::json& event : trace.at("traceEvents")) {
-    if (event.at("ph") == "X") by_worker[event.at("tid").get<int>()].push_back(event);
+    if (event.at("ph") == "X") by_stage[event.at("tid").get<int>()].push_back(event);
   }
-  ASSERT_EQ(by_worker.size(), 2u);
+  ASSERT_EQ(by_stage.size(), 2u);
   std::map<std::string, std::set<std::string>> colours_by_pass;
   for (int w = 0; w < 2; ++w) {
-    ASSERT_EQ(by_worker[w].size(), schedule.actions[w].size());
+    ASSERT_EQ(by_stage[w].size(), schedule.actions[w].size());
     for (size_t i = 0; i < schedule.actions[w].size(); ++i) {
       const Action& a = schedule.actions[w][i];
       const ActionTiming& t = result.timings[w][i];
-      const nlohmann::json& e = by_worker[w][i];
+      const nlohmann::json& e = by_stage[w][i];
       EXPECT_EQ(e.at("name"), ActionToString(a));
       EXPECT_DOUBLE_EQ(e.at("ts").get<double>(), t.start_seconds * 1e6);
       EXPECT_DOUBLE_EQ(e.at("dur").get<double>(),
                        (t.end_seconds - t.start_seconds) * 1e6);
-      EXPECT_EQ(e.at("args").at("stage"), a.stage);
+      EXPECT_EQ(e.at("args").at("virtual_stage"), a.virtual_stage);
       EXPECT_EQ(e.at("args").at("microbatch"), a.microbatch);
       EXPECT_EQ(e.at("args").at("pass"), kPassName.at(a.kind));
       colours_by_pass[kPassName.at(a.kind)].insert(e.at("cname").get<std::string>());
@@ -71,8 +71,8 @@ TEST(ExportChromeTrace, OneCompleteEventPerActionWithMicrosecondTimes) {
   }
   // The simulator's times for a hand-checked action: 1F0 starts after the
   // 0.5 s hop, at 1.5 s, and runs 1 s.
-  EXPECT_DOUBLE_EQ(by_worker[1][0].at("ts").get<double>(), 1.5e6);
-  EXPECT_DOUBLE_EQ(by_worker[1][0].at("dur").get<double>(), 1e6);
+  EXPECT_DOUBLE_EQ(by_stage[1][0].at("ts").get<double>(), 1.5e6);
+  EXPECT_DOUBLE_EQ(by_stage[1][0].at("dur").get<double>(), 1e6);
   // One colour per pass kind, four distinct ones.
   std::set<std::string> all;
   for (const auto& [pass, colours] : colours_by_pass) {
@@ -83,7 +83,7 @@ TEST(ExportChromeTrace, OneCompleteEventPerActionWithMicrosecondTimes) {
   EXPECT_EQ(all.size(), 4u);
 }
 
-TEST(ExportChromeTrace, NamesProcessAndWorkerThreads) {
+TEST(ExportChromeTrace, NamesProcessAndStageThreads) {
   const Schedule schedule = Mixed();
   const nlohmann::json trace =
       nlohmann::json::parse(ToChromeTrace(schedule, SimulateMixed(schedule)));
@@ -98,8 +98,8 @@ TEST(ExportChromeTrace, NamesProcessAndWorkerThreads) {
     }
   }
   EXPECT_EQ(process, "zbpp mixed");
-  EXPECT_EQ(threads, (std::map<int, std::string>{{0, "worker 0"},
-                                                 {1, "worker 1"}}));
+  EXPECT_EQ(threads, (std::map<int, std::string>{{0, "stage 0"},
+                                                 {1, "stage 1"}}));
 }
 
 TEST(ExportChromeTrace, IsDeterministic) {
@@ -192,9 +192,9 @@ TEST(ExportSvg, OneBoxWithTooltipPerActionSizedByDuration) {
   const std::vector<SvgBox> boxes = ActionBoxes(svg);
   ASSERT_EQ(boxes.size(), 10u);
   EXPECT_EQ(Count(svg, "<title>"), 10u);
-  EXPECT_THAT(svg, HasSubstr("<title>1I0: B of stage 1, microbatch 0"));
+  EXPECT_THAT(svg, HasSubstr("<title>1I0: B of virtual stage 1, microbatch 0"));
   // Boxes come in schedule order; widths follow the durations (F=1 s, B=2,
-  // W=3, BW=5) and rows differ per worker.
+  // W=3, BW=5) and rows differ per stage.
   const double unit = boxes[0].width;  // 0F0
   ASSERT_GT(unit, 0);
   const std::map<std::string, double> seconds = {

@@ -7,16 +7,16 @@
 
 namespace zbpp::sched::testing {
 
-/// A problem with random heterogeneous per-stage costs: T_F, T_B, T_W in
-/// [0.3, 2) s and M_B in [0.5, 2) bytes per stage, each divided by v for a
+/// A problem with random heterogeneous per-virtual stage costs: T_F, T_B, T_W in
+/// [0.3, 2) s and M_B in [0.5, 2) bytes per virtual stage, each divided by v for a
 /// chunk; M_W a random share of M_B in [0.1, 0.9); one hop in [0, 0.3) s.
 /// No memory limit. Deterministic for a seeded `rng`.
 inline Problem RandomHeterogeneousProblem(int p, int v, int m,
                                           std::mt19937& rng) {
   std::uniform_real_distribution<double> seconds(0.3, 2.0), bytes(0.5, 2.0),
       w_share(0.1, 0.9), comm(0.0, 0.3);
-  Problem problem = Problem::Uniform(p, v, m, StageCost{}, comm(rng));
-  for (StageCost& c : problem.stages) {
+  Problem problem = Problem::Uniform(p, v, m, VirtualStageCost{}, comm(rng));
+  for (VirtualStageCost& c : problem.virtual_stages) {
     c.f_seconds = seconds(rng) / v;
     c.b_seconds = seconds(rng) / v;
     c.w_seconds = seconds(rng) / v;

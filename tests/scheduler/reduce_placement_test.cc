@@ -32,8 +32,8 @@ using ::zbpp::sched::testing::ScheduleFromRows;
 
 // Every pass 1 s, M_B = 1, M_W = 0.5, no hop; reductions of `reduce[s]` s.
 Problem UnitProblem(int p, int v, int m, const std::vector<double>& reduce) {
-  Problem problem = Problem::Uniform(p, v, m, StageCost{1, 1, 1, 1, 0.5}, 0);
-  for (size_t s = 0; s < reduce.size(); ++s) problem.stages[s].reduce_seconds = reduce[s];
+  Problem problem = Problem::Uniform(p, v, m, VirtualStageCost{1, 1, 1, 1, 0.5}, 0);
+  for (size_t s = 0; s < reduce.size(); ++s) problem.virtual_stages[s].reduce_seconds = reduce[s];
   return problem;
 }
 
@@ -94,15 +94,15 @@ TEST(ReduceCheck, BucketsCoverEveryWAndEachBucketReducesAfterItsWs) {
   // Partial W passes with one whole reduction after both.
   EXPECT_TRUE(check({"0F0", "0I0", "0W0@1", "0W0@0", "0REDUCE_GRAD"}).ok());
   EXPECT_THAT(check({"0F0", "0I0", "0W0@1", "0REDUCE_GRAD@1"}).message(),
-              HasSubstr("missing W of stage 0 microbatch 0 bucket 0"));
+              HasSubstr("missing W of virtual stage 0 microbatch 0 bucket 0"));
   EXPECT_THAT(check({"0F0", "0I0", "0W0", "0W0@1", "0REDUCE_GRAD"}).message(),
               HasSubstr("duplicate pass"));
   EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0W0@1", "0REDUCE_GRAD", "0REDUCE_GRAD@1"}).message(),
               HasSubstr("has a whole reduction and partial ones"));
   EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0W0@1", "0REDUCE_GRAD@1"}).message(),
-              HasSubstr("missing reduction of stage 0 (0REDUCE_GRAD@0)"));
+              HasSubstr("missing reduction of virtual stage 0 (0REDUCE_GRAD@0)"));
   EXPECT_THAT(check({"0F0", "0I0", "0W0@0", "0REDUCE_GRAD@1", "0W0@1", "0REDUCE_GRAD@0"}).message(),
-              HasSubstr("action #3 (0REDUCE_GRAD@1): reduction before the stage's last W or BW "
+              HasSubstr("action #3 (0REDUCE_GRAD@1): reduction before the virtual stage's last W or BW "
                         "(0W0@1)"));
   EXPECT_THAT(check({"0F0", "0W0@0", "0I0", "0W0@1"}).message(), HasSubstr("W before its B"));
 }
@@ -113,19 +113,19 @@ TEST(ReduceProblem, ValidateRefusesNegativeOrNonFiniteReduceSeconds) {
     Problem problem = UnitProblem(1, 1, 1, {bad});
     absl::Status st = problem.Validate();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(st.message(), HasSubstr("stages[0].reduce_seconds"));
+    EXPECT_THAT(st.message(), HasSubstr("virtual_stages[0].reduce_seconds"));
   }
   EXPECT_TRUE(UnitProblem(1, 1, 1, {0.0}).Validate().ok());
 }
 
-// p = 2, m = 1, one stage per worker.
-Schedule TwoWorkers(std::vector<std::string> row0, std::vector<std::string> row1) {
+// p = 2, m = 1, one virtual stage per stage.
+Schedule TwoStages(std::vector<std::string> row0, std::vector<std::string> row1) {
   return ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop, {row0, row1});
 }
 
 TEST(ReduceCheck, SchedulesWithoutReductionsStayValid) {
   const Problem problem = UnitProblem(2, 1, 1, {1, 1});
-  EXPECT_TRUE(CheckSchedule(problem, TwoWorkers({"0F0", "0B0"}, {"1F0", "1B0"})).ok());
+  EXPECT_TRUE(CheckSchedule(problem, TwoStages({"0F0", "0B0"}, {"1F0", "1B0"})).ok());
 }
 
 TEST(ReduceCheck, RefusesMisplacedMissingAndDuplicateReductions) {
@@ -135,16 +135,16 @@ TEST(ReduceCheck, RefusesMisplacedMissingAndDuplicateReductions) {
     const char* message;
   };
   const Case cases[] = {
-      {TwoWorkers({"0F0", "0B0", "0REDUCE_GRAD"}, {"1F0", "1B0"}),
-       "worker 1: missing reduction of stage 1 (1REDUCE_GRAD)"},
-      {TwoWorkers({"0F0", "0REDUCE_GRAD", "0B0"}, {"1F0", "1B0", "1REDUCE_GRAD"}),
-       "worker 0, action #1 (0REDUCE_GRAD): reduction before the stage's last W "
+      {TwoStages({"0F0", "0B0", "0REDUCE_GRAD"}, {"1F0", "1B0"}),
+       "stage 1: missing reduction of virtual stage 1 (1REDUCE_GRAD)"},
+      {TwoStages({"0F0", "0REDUCE_GRAD", "0B0"}, {"1F0", "1B0", "1REDUCE_GRAD"}),
+       "stage 0, action #1 (0REDUCE_GRAD): reduction before the virtual stage's last W "
        "or BW (0B0)"},
-      {TwoWorkers({"0F0", "0B0", "0REDUCE_GRAD", "0REDUCE_GRAD"},
+      {TwoStages({"0F0", "0B0", "0REDUCE_GRAD", "0REDUCE_GRAD"},
                   {"1F0", "1B0", "1REDUCE_GRAD"}),
-       "worker 0, action #3 (0REDUCE_GRAD): duplicate reduction of stage 0"},
-      {TwoWorkers({"0F0", "0B0", "0REDUCE_GRAD", "1REDUCE_GRAD"}, {"1F0", "1B0"}),
-       "worker 0, action #3 (1REDUCE_GRAD): stage 1 is held by worker 1"},
+       "stage 0, action #3 (0REDUCE_GRAD): duplicate reduction of virtual stage 0"},
+      {TwoStages({"0F0", "0B0", "0REDUCE_GRAD", "1REDUCE_GRAD"}, {"1F0", "1B0"}),
+       "stage 0, action #3 (1REDUCE_GRAD): virtual stage 1 is held by stage 1"},
   };
   for (const Case& c : cases) {
     absl::Status st = CheckSchedule(problem, c.schedule);
@@ -156,7 +156,7 @@ TEST(ReduceCheck, RefusesMisplacedMissingAndDuplicateReductions) {
   Schedule early =
       ScheduleFromRows("hand", 1, 1, 1, Placement::kLoop, {{"0F0", "0I0", "0REDUCE_GRAD", "0W0"}});
   EXPECT_THAT(CheckSchedule(split, early).message(),
-              HasSubstr("reduction before the stage's last W or BW (0W0)"));
+              HasSubstr("reduction before the virtual stage's last W or BW (0W0)"));
   // Only the parser enforces microbatch 0 on text; a built action is checked.
   Schedule odd =
       ScheduleFromRows("hand", 1, 1, 1, Placement::kLoop, {{"0F0", "0I0", "0W0"}});
@@ -170,7 +170,7 @@ TEST(ReduceCheck, RefusesMisplacedMissingAndDuplicateReductions) {
 }
 
 TEST(ReduceSimulation, ExposedAfterTheLastPass) {
-  // One worker, F=B=W=1: the passes end at 6, the reduction runs [6, 7.5].
+  // One stage, F=B=W=1: the passes end at 6, the reduction runs [6, 7.5].
   const Problem problem = UnitProblem(1, 1, 2, {1.5});
   const Schedule schedule = ScheduleFromRows(
       "hand", 1, 1, 2, Placement::kLoop,
@@ -181,20 +181,20 @@ TEST(ReduceSimulation, ExposedAfterTheLastPass) {
   EXPECT_DOUBLE_EQ(sim.makespan_seconds, 7.5);
   EXPECT_DOUBLE_EQ(sim.step_seconds, 7.5);
   EXPECT_DOUBLE_EQ(sim.exposed_reduce_seconds, 1.5);
-  EXPECT_THAT(sim.exposed_reduce_seconds_per_worker, ElementsAre(1.5));
+  EXPECT_THAT(sim.exposed_reduce_seconds_per_stage, ElementsAre(1.5));
   EXPECT_THAT(sim.busy_seconds, ElementsAre(6));  // the reduction is not busy
   EXPECT_THAT(sim.idle_seconds, ElementsAre(1.5));
   EXPECT_DOUBLE_EQ(sim.bubble_rate, 1 - 6 / 7.5);
 }
 
 TEST(ReduceSimulation, HiddenUnderLaterPassesAndQueuedOneAtATime) {
-  // V on one worker (stages 0 and 1), every pass 1 s. 1REDUCE_GRAD is issued
+  // V on one stage (virtual stages 0 and 1), every pass 1 s. 1REDUCE_GRAD is issued
   // at the end of 1W0 (4) and overlaps 0I0 [4,5] and 0W0 [5,6].
   const Schedule schedule = ScheduleFromRows(
       "hand", 1, 2, 1, Placement::kV,
       {{"0F0", "1F0", "1I0", "1W0", "1REDUCE_GRAD", "0I0", "0W0", "0REDUCE_GRAD"}});
   {
-    // Stage 1's 1.5 s end at 5.5, inside the passes; stage 0's [6, 6.5].
+    // Virtual stage 1's 1.5 s end at 5.5, inside the passes; virtual stage 0's [6, 6.5].
     const SimulationResult sim = MustSimulate(UnitProblem(1, 2, 1, {0.5, 1.5}), schedule);
     EXPECT_DOUBLE_EQ(sim.timings[0][4].start_seconds, 4);
     EXPECT_DOUBLE_EQ(sim.timings[0][4].end_seconds, 5.5);
@@ -205,7 +205,7 @@ TEST(ReduceSimulation, HiddenUnderLaterPassesAndQueuedOneAtATime) {
     EXPECT_DOUBLE_EQ(sim.exposed_reduce_seconds, 0.5);
   }
   {
-    // Stage 1's 2.5 s run [4, 6.5]: stage 0's, issued at 6, waits for them.
+    // Virtual stage 1's 2.5 s run [4, 6.5]: virtual stage 0's, issued at 6, waits for them.
     const SimulationResult sim = MustSimulate(UnitProblem(1, 2, 1, {0.5, 2.5}), schedule);
     EXPECT_DOUBLE_EQ(sim.timings[0][7].start_seconds, 6.5);
     EXPECT_DOUBLE_EQ(sim.timings[0][7].end_seconds, 7);
@@ -213,15 +213,15 @@ TEST(ReduceSimulation, HiddenUnderLaterPassesAndQueuedOneAtATime) {
   }
 }
 
-TEST(ReduceSimulation, HiddenWithinAnotherWorkersLongerSpan) {
+TEST(ReduceSimulation, HiddenWithinAnotherStagesLongerSpan) {
   // 1F1B, p=2, m=1, F=1, BW=2: 0F0 [0,1], 1F0 [1,2], 1B0 [2,4], 0B0 [4,6].
-  // Worker 1's reduction [4,6] makes its span 1..6 = 5 < worker 0's 6.
+  // Stage 1's reduction [4,6] makes its span 1..6 = 5 < stage 0's 6.
   const Problem problem = UnitProblem(2, 1, 1, {0, 2});
   const SimulationResult sim = MustSimulate(
-      problem, TwoWorkers({"0F0", "0B0", "0REDUCE_GRAD"}, {"1F0", "1B0", "1REDUCE_GRAD"}));
+      problem, TwoStages({"0F0", "0B0", "0REDUCE_GRAD"}, {"1F0", "1B0", "1REDUCE_GRAD"}));
   EXPECT_DOUBLE_EQ(sim.timings[1][2].start_seconds, 4);
   EXPECT_DOUBLE_EQ(sim.timings[1][2].end_seconds, 6);
-  EXPECT_THAT(sim.exposed_reduce_seconds_per_worker, ElementsAre(0, 2));
+  EXPECT_THAT(sim.exposed_reduce_seconds_per_stage, ElementsAre(0, 2));
   EXPECT_DOUBLE_EQ(sim.exposed_reduce_seconds, 0);
   EXPECT_DOUBLE_EQ(sim.makespan_seconds, 6);
   EXPECT_DOUBLE_EQ(sim.step_seconds, 6);
@@ -241,20 +241,20 @@ TEST(ReducePlacementName, RoundTripsAndRefusesOthers) {
   EXPECT_THAT(bad.status().message(), HasSubstr("after-schedule, after-last-backward or solved"));
 }
 
-// V on one worker, m = 2, every pass 1 s: stage 1's W passes both precede
-// stage 0's last W, with 0W0 between them and 0W1 after.
-const std::vector<std::string> kOneWorkerV = {"0F0", "1F0", "1I0", "0I0", "0W0", "1W0",
+// V on one stage, m = 2, every pass 1 s: virtual stage 1's W passes both precede
+// virtual stage 0's last W, with 0W0 between them and 0W1 after.
+const std::vector<std::string> kOneStageV = {"0F0", "1F0", "1I0", "0I0", "0W0", "1W0",
                                               "0F1", "1F1", "1I1", "0I1", "0W1", "1W1"};
 
 TEST(ReducePlacement, AfterScheduleAndAfterLastBackwardPositions) {
   const Problem problem = UnitProblem(1, 2, 2, {1, 1});
-  const Schedule schedule = ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneWorkerV});
-  std::vector<std::string> appended = kOneWorkerV;
+  const Schedule schedule = ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneStageV});
+  std::vector<std::string> appended = kOneStageV;
   appended.push_back("0REDUCE_GRAD");  // 0W1 is before 1W1
   appended.push_back("1REDUCE_GRAD");
   EXPECT_EQ(Texts(MustPlace(problem, schedule, ReducePlacement::kAfterSchedule).actions[0]),
             appended);
-  std::vector<std::string> inserted = kOneWorkerV;
+  std::vector<std::string> inserted = kOneStageV;
   inserted.insert(inserted.begin() + 11, "0REDUCE_GRAD");
   inserted.push_back("1REDUCE_GRAD");
   EXPECT_EQ(Texts(MustPlace(problem, schedule, ReducePlacement::kAfterLastBackward).actions[0]),
@@ -264,7 +264,7 @@ TEST(ReducePlacement, AfterScheduleAndAfterLastBackwardPositions) {
 TEST(ReducePlacement, RefusesAScheduleThatHoldsReductions) {
   const Problem problem = UnitProblem(1, 2, 2, {1, 1});
   const Schedule placed =
-      MustPlace(problem, ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneWorkerV}),
+      MustPlace(problem, ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneStageV}),
                 ReducePlacement::kAfterLastBackward);
   absl::StatusOr<Schedule> again =
       PlaceReductions(problem, placed, ReducePlacement::kSolved);
@@ -272,9 +272,9 @@ TEST(ReducePlacement, RefusesAScheduleThatHoldsReductions) {
   EXPECT_THAT(again.status().message(), HasSubstr("already holds a reduction"));
 }
 
-TEST(ReducePlacement, SolvedHoldsBackOtherStageWithinTheMemoryLimit) {
-  // Stage 1 reduces for 1.5 s, stage 0 for nothing. The 12 passes run back
-  // to back, [0, 12], whatever their order (no hop, one worker).
+TEST(ReducePlacement, SolvedHoldsBackOtherVirtualStageWithinTheMemoryLimit) {
+  // Virtual stage 1 reduces for 1.5 s, virtual stage 0 for nothing. The 12 passes run back
+  // to back, [0, 12], whatever their order (no hop, one stage).
   // After last backward: 1REDUCE_GRAD follows 1W1 (ends 12): exposed 1.5.
   // Holding back 0W1 (k=1): 1W1 becomes the 11th pass, ends at 11, and the
   // reduction runs [11, 12.5]: 0.5 exposed; the order up to 0I1 is the
@@ -283,7 +283,7 @@ TEST(ReducePlacement, SolvedHoldsBackOtherStageWithinTheMemoryLimit) {
   // 0W0 and 0W1: nothing exposed, but 0W0's M_W is held over 0F1 and 1F1:
   // peak 0.5 + 2 = 2.5.
   Problem problem = UnitProblem(1, 2, 2, {0, 1.5});
-  const Schedule schedule = ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneWorkerV});
+  const Schedule schedule = ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneStageV});
   const SimulationResult alb =
       MustSimulate(problem, MustPlace(problem, schedule, ReducePlacement::kAfterLastBackward));
   EXPECT_DOUBLE_EQ(alb.exposed_reduce_seconds, 1.5);
@@ -316,7 +316,7 @@ TEST(ReducePlacement, SolvedHoldsBackOtherStageWithinTheMemoryLimit) {
   EXPECT_DOUBLE_EQ(limited.peak_memory_bytes[0], 2);
 }
 
-// One stage per worker: no order of its W passes issues the reduction
+// One virtual stage per stage: no order of its W passes issues the reduction
 // before the last of them, but buckets do. Unit passes, a 1 s reduction,
 // 12 passes back to back on [0, 12]. After last backward the reduction runs
 // [12, 13]: 1 s exposed. Split in 4 buckets with the last W held: 0W3@b
@@ -324,7 +324,7 @@ TEST(ReducePlacement, SolvedHoldsBackOtherStageWithinTheMemoryLimit) {
 // last [12, 12.25]: 0.25 s exposed, R/K. Holding back more W passes cannot
 // do better (the last bucket's reduction follows the last W) and 2 buckets
 // leave 0.5 s: the solver keeps 4 buckets and one held W.
-TEST(ReducePlacement, SolvedSplitsAOneStageReductionIntoBuckets) {
+TEST(ReducePlacement, SolvedSplitsAOneVirtualStageReductionIntoBuckets) {
   const Problem problem = UnitProblem(1, 1, 4, {1.0});
   const Schedule schedule =
       ScheduleFromRows("hand", 1, 1, 4, Placement::kLoop,
@@ -363,9 +363,9 @@ std::vector<GridCase> Grid() {
         for (double reduce : {0.25, 1.0, 4.0, 16.0}) {
           const int v = traits.default_chunks;
           Problem problem = Problem::Uniform(
-              p, v, m, StageCost{1.0 / v, 1.0 / v, 0.7 / v, 1.0 / v, 0.4 / v}, 0.05);
+              p, v, m, VirtualStageCost{1.0 / v, 1.0 / v, 0.7 / v, 1.0 / v, 0.4 / v}, 0.05);
           if (reduce == 4.0) problem = RandomHeterogeneousProblem(p, v, m, rng);
-          for (StageCost& c : problem.stages) c.reduce_seconds = reduce * c.f_seconds;
+          for (VirtualStageCost& c : problem.virtual_stages) c.reduce_seconds = reduce * c.f_seconds;
           absl::StatusOr<Schedule> schedule = Generate(name, problem);
           if (!schedule.ok()) continue;  // e.g. dualpipe-v with m < 2p
           grid.push_back({absl::StrCat(name, " p=", p, " m=", m, " R=", reduce, "F"), problem,
@@ -408,35 +408,35 @@ TEST(ReducePlacement, SolvedNeverSlowerThanAfterLastBackwardAndWithinMemory) {
   EXPECT_GT(improved, 0);
 }
 
-TEST(ReducePlacement, SolvedKeepsEachWorkersPeakWithinItsLimit) {
+TEST(ReducePlacement, SolvedKeepsEachStagesPeakWithinItsLimit) {
   for (const GridCase& c : Grid()) {
     if (c.schedule.chunks < 2) continue;
     Problem limited = c.problem;
     const SimulationResult bare = MustSimulate(c.problem, c.schedule);
-    // Each worker limited to its own peak under the input order: no room to
+    // Each stage limited to its own peak under the input order: no room to
     // hold anything back that raises it.
     limited.memory_limit_bytes = bare.peak_memory_bytes;
     const SimulationResult sim =
         MustSimulate(limited, MustPlace(limited, c.schedule, ReducePlacement::kSolved));
-    for (int w = 0; w < c.problem.workers; ++w) {
+    for (int w = 0; w < c.problem.stages; ++w) {
       EXPECT_LE(sim.peak_memory_bytes[w], limited.memory_limit_bytes[w] * (1 + 1e-12))
-          << c.name << " worker " << w;
+          << c.name << " stage " << w;
     }
   }
 }
 
 TEST(ReducePlacement, SolvedHidesAReductionShorterThanTheOtherChunksRemainingW) {
-  // ZB-V: worker w holds stage w and stage 2p-1-w, whose backward ends first.
-  // Only the latter reduce, for R s. After its last B the worker still has
-  // the W passes of stage w that start after that B ends; when they last
+  // ZB-V: stage w holds virtual stage w and virtual stage 2p-1-w, whose backward ends first.
+  // Only the latter reduce, for R s. After its last B the stage still has
+  // the W passes of virtual stage w that start after that B ends; when they last
   // longer than R, solved must hide every reduction. (R = 3 at p = 4 is the
   // documented miss: see PlaceReductions.)
   int hidden_cases = 0;
   for (int p : {2, 4, 8}) {
     for (int m : {2 * p, 3 * p}) {
       for (double reduce : {0.5, 1.5, 2.0}) {
-        Problem problem = Problem::Uniform(p, 2, m, StageCost{1, 1, 1, 1, 0.5}, 0);
-        for (int s = p; s < 2 * p; ++s) problem.stages[s].reduce_seconds = reduce;
+        Problem problem = Problem::Uniform(p, 2, m, VirtualStageCost{1, 1, 1, 1, 0.5}, 0);
+        for (int s = p; s < 2 * p; ++s) problem.virtual_stages[s].reduce_seconds = reduce;
         const Schedule schedule = Generate("zb-v", problem).value();
         const SimulationResult bare = MustSimulate(problem, schedule);
         bool coverable = true;
@@ -445,14 +445,14 @@ TEST(ReducePlacement, SolvedHidesAReductionShorterThanTheOtherChunksRemainingW) 
           double last_b_end = 0, remaining_w = 0;
           const auto& list = schedule.actions[w];
           for (size_t i = 0; i < list.size(); ++i) {
-            if (list[i].kind == PassKind::kB && list[i].stage == first_done) {
+            if (list[i].kind == PassKind::kB && list[i].virtual_stage == first_done) {
               last_b_end = std::max(last_b_end, bare.timings[w][i].end_seconds);
             }
           }
           for (size_t i = 0; i < list.size(); ++i) {
-            if (list[i].kind == PassKind::kW && list[i].stage == w &&
+            if (list[i].kind == PassKind::kW && list[i].virtual_stage == w &&
                 bare.timings[w][i].start_seconds >= last_b_end) {
-              remaining_w += problem.stages[w].w_seconds;
+              remaining_w += problem.virtual_stages[w].w_seconds;
             }
           }
           coverable &= remaining_w > reduce;
@@ -472,7 +472,7 @@ TEST(ReducePlacement, SolvedHidesAReductionShorterThanTheOtherChunksRemainingW) 
 
 Schedule PlacedV() {
   const Problem problem = UnitProblem(1, 2, 2, {0, 1.5});
-  return MustPlace(problem, ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneWorkerV}),
+  return MustPlace(problem, ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneStageV}),
                    ReducePlacement::kSolved);
 }
 
@@ -488,10 +488,10 @@ TEST(ReduceExport, CsvAndJsonRoundTripReductions) {
   absl::StatusOr<Schedule> from_json = ScheduleFromJson(ScheduleToJson(placed));
   ASSERT_TRUE(from_json.ok()) << from_json.status();
   EXPECT_EQ(from_json->actions, placed.actions);
-  // A reduction on the wrong worker is refused on import.
+  // A reduction on the wrong stage is refused on import.
   absl::StatusOr<Schedule> wrong =
       ScheduleFromCsv("0F0,0B0,1REDUCE_GRAD\n1F0,1B0\n", Placement::kLoop);
-  EXPECT_THAT(wrong.status().message(), HasSubstr("stage 1 is held by worker 1, not 0"));
+  EXPECT_THAT(wrong.status().message(), HasSubstr("virtual stage 1 is held by stage 1, not 0"));
 }
 
 TEST(ReduceExport, SvgAndTraceDrawReductionsOnACommunicationRow) {
@@ -501,11 +501,11 @@ TEST(ReduceExport, SvgAndTraceDrawReductionsOnACommunicationRow) {
   const std::string svg = ToSvg(placed, sim);
   EXPECT_THAT(svg, HasSubstr("class=\"comm-row\""));
   EXPECT_THAT(svg, HasSubstr("<rect class=\"action reduce\""));
-  EXPECT_THAT(svg, HasSubstr("1REDUCE_GRAD: reduce of stage 1, 10 to 11.5 s"));
+  EXPECT_THAT(svg, HasSubstr("1REDUCE_GRAD: reduce of virtual stage 1, 10 to 11.5 s"));
   // Without reductions there is no communication row.
-  EXPECT_THAT(ToSvg(ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneWorkerV}),
+  EXPECT_THAT(ToSvg(ScheduleFromRows("hand", 1, 2, 2, Placement::kV, {kOneStageV}),
                     MustSimulate(problem, ScheduleFromRows("hand", 1, 2, 2, Placement::kV,
-                                                           {kOneWorkerV}))),
+                                                           {kOneStageV}))),
               ::testing::Not(HasSubstr("comm-row")));
 
   const nlohmann::json trace = nlohmann::json::parse(ToChromeTrace(placed, sim));
@@ -513,8 +513,8 @@ TEST(ReduceExport, SvgAndTraceDrawReductionsOnACommunicationRow) {
   int reductions = 0;
   for (const auto& event : trace.at("traceEvents")) {
     if (event.at("ph") == "M" && event.at("name") == "thread_name" &&
-        event.at("args").at("name") == "worker 0 comm") {
-      comm_thread = event.at("tid") == 1;  // p + worker
+        event.at("args").at("name") == "stage 0 comm") {
+      comm_thread = event.at("tid") == 1;  // p + stage
     }
     if (event.at("ph") == "X" && event.at("cat") == "REDUCE") {
       ++reductions;

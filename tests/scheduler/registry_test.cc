@@ -33,33 +33,33 @@ TEST(Registry, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(traits.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(traits.status().message()),
               HasSubstr("unknown schedule \"zb-h3\"; known: gpipe 1f1b"));
-  EXPECT_EQ(Generate("zb-h3", Problem::Uniform(2, 1, 2, StageCost{}, 0))
+  EXPECT_EQ(Generate("zb-h3", Problem::Uniform(2, 1, 2, VirtualStageCost{}, 0))
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST(Registry, FixedShapeOverAnExplicitLimitIsRefused) {
-  Problem problem = Problem::Uniform(4, 1, 8, StageCost{}, 0, 2.0);
+  Problem problem = Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0, 2.0);
   absl::StatusOr<Schedule> schedule = Generate("1f1b", problem);
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(schedule.status().message()),
-              HasSubstr("1f1b needs 4 bytes of activations on worker 0"));
+              HasSubstr("1f1b needs 4 bytes of activations on stage 0"));
   problem.memory_limit_bytes.assign(4, 4.0);
   EXPECT_TRUE(Generate("1f1b", problem).ok());
 }
 
 TEST(Registry, WrongChunkCountIsRefused) {
   absl::StatusOr<Schedule> schedule =
-      Generate("zb-v", Problem::Uniform(4, 1, 8, StageCost{}, 0));
+      Generate("zb-v", Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0));
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(schedule.status().message()),
               HasSubstr("zb-v needs chunks = 2, got 1"));
 }
 
 TEST(Registry, MbUnitFollowsPlacement) {
-  Problem problem = Problem::Uniform(2, 2, 1, StageCost{}, 0);
-  for (int s = 0; s < 4; ++s) problem.stages[s].m_b_bytes = 1 << s;
+  Problem problem = Problem::Uniform(2, 2, 1, VirtualStageCost{}, 0);
+  for (int s = 0; s < 4; ++s) problem.virtual_stages[s].m_b_bytes = 1 << s;
   EXPECT_THAT(MbUnitBytes(problem, Placement::kLoop),
               ::testing::ElementsAre(1 + 4, 2 + 8));
   EXPECT_THAT(MbUnitBytes(problem, Placement::kV),
@@ -105,7 +105,7 @@ TEST(RegistryProperty, EveryScheduleIsCompleteDeadlockFreeAndWithinItsLimit) {
           for (int w = 0; w < p; ++w) {
             EXPECT_LE(result->peak_memory_bytes[w],
                       limit_m_b * unit[w] * (1 + 1e-9))
-                << "worker " << w;
+                << "stage " << w;
           }
         }
       }

@@ -20,9 +20,9 @@ TEST(Schedule, TextFormMatchesPyTorchPipelining) {
 TEST(Schedule, ParseRoundTrips) {
   for (PassKind kind :
        {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
-    for (int stage : {0, 7, 63}) {
+    for (int virtual_stage : {0, 7, 63}) {
       for (int mb : {0, 9, 511}) {
-        const Action action{kind, stage, mb};
+        const Action action{kind, virtual_stage, mb};
         absl::StatusOr<Action> parsed = ParseAction(ActionToString(action));
         ASSERT_TRUE(parsed.ok()) << parsed.status();
         EXPECT_EQ(*parsed, action);
@@ -43,14 +43,14 @@ TEST(Schedule, ParseRejectsMalformedText) {
 }
 
 TEST(Schedule, LoopPlacementIsRoundRobin) {
-  EXPECT_THAT(PlaceStages(Placement::kLoop, 3, 2),
+  EXPECT_THAT(PlaceVirtualStages(Placement::kLoop, 3, 2),
               ElementsAre(0, 1, 2, 0, 1, 2));
 }
 
 TEST(Schedule, VPlacementFoldsBack) {
-  EXPECT_THAT(PlaceStages(Placement::kV, 3, 2),
+  EXPECT_THAT(PlaceVirtualStages(Placement::kV, 3, 2),
               ElementsAre(0, 1, 2, 2, 1, 0));
-  EXPECT_TRUE(PlaceStages(Placement::kV, 3, 3).empty());
+  EXPECT_TRUE(PlaceVirtualStages(Placement::kV, 3, 3).empty());
 }
 
 }  // namespace

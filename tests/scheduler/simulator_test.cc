@@ -23,7 +23,7 @@ std::vector<double> Starts(const std::vector<ActionTiming>& timings) {
 TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
   // F=1, B=2, W=3, one hop = 0.5: 0F0 [0,1], 1F0 [1.5,2.5], 1B0 [2.5,7.5],
   // 0B0 [8,13].
-  Problem problem = Problem::Uniform(2, 1, 1, StageCost{1, 2, 3, 1, 0.5}, 0.5);
+  Problem problem = Problem::Uniform(2, 1, 1, VirtualStageCost{1, 2, 3, 1, 0.5}, 0.5);
   Schedule schedule = ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
                                        {{"0F0", "0B0"}, {"1F0", "1B0"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
@@ -31,7 +31,7 @@ TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
   EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 8));
   EXPECT_THAT(Starts(result->timings[1]), ElementsAre(1.5, 2.5));
   EXPECT_DOUBLE_EQ(result->timings[0][1].end_seconds, 13);
-  EXPECT_DOUBLE_EQ(result->makespan_seconds, 13);  // worker 0's span
+  EXPECT_DOUBLE_EQ(result->makespan_seconds, 13);  // stage 0's span
   EXPECT_DOUBLE_EQ(result->step_seconds, 13);
   EXPECT_THAT(result->busy_seconds, ElementsAre(6, 6));
   EXPECT_THAT(result->idle_seconds, ElementsAre(7, 7));
@@ -40,9 +40,9 @@ TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
 }
 
 TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
-  // Stages 0..3 on workers 0,1,1,0; every pass 1 s, one hop 0.5 s. The
-  // hand-offs 1->2 (worker 1) and 3->... (worker 0) cost nothing.
-  Problem problem = Problem::Uniform(2, 2, 1, StageCost{1, 1, 1, 1, 0.5}, 0.5);
+  // Virtual stages 0..3 on stages 0,1,1,0; every pass 1 s, one hop 0.5 s. The
+  // hand-offs 1->2 (stage 1) and 3->... (stage 0) cost nothing.
+  Problem problem = Problem::Uniform(2, 2, 1, VirtualStageCost{1, 1, 1, 1, 0.5}, 0.5);
   Schedule schedule =
       ScheduleFromRows("hand", 2, 2, 1, Placement::kV,
                        {{"0F0", "3F0", "3I0", "3W0", "0I0", "0W0"},
@@ -53,15 +53,15 @@ TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
   EXPECT_THAT(Starts(result->timings[1]),
               ElementsAre(1.5, 2.5, 6.5, 7.5, 8.5, 9.5));
   EXPECT_DOUBLE_EQ(result->makespan_seconds, 11);
-  // Worker 0 holds both chunks' M_B (2 bytes) after 3F0: one unit of M_B.
+  // Stage 0 holds both chunks' M_B (2 bytes) after 3F0: one unit of M_B.
   EXPECT_THAT(result->peak_memory_bytes, ElementsAre(2, 2));
   EXPECT_THAT(result->peak_memory_m_b, ElementsAre(1, 1));
   EXPECT_DOUBLE_EQ(result->max_peak_memory_m_b, 1);
 }
 
 TEST(Simulator, SplitBackwardReleasesMemoryInTwoSteps) {
-  // One worker, two microbatches: F F B W B W with M_B = 4, M_W = 1.
-  Problem problem = Problem::Uniform(1, 1, 2, StageCost{1, 1, 1, 4, 1}, 0);
+  // One stage, two microbatches: F F B W B W with M_B = 4, M_W = 1.
+  Problem problem = Problem::Uniform(1, 1, 2, VirtualStageCost{1, 1, 1, 4, 1}, 0);
   Schedule a = ScheduleFromRows("hand", 1, 1, 2, Placement::kLoop,
                                 {{"0F0", "0F1", "0I0", "0W0", "0I1", "0W1"}});
   Schedule b = ScheduleFromRows("hand", 1, 1, 2, Placement::kLoop,
@@ -80,32 +80,32 @@ struct Malformed {
 
 TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
   const Malformed cases[] = {
-      {"missing W", {{"0F0", "0I0"}, {"1F0", "1B0"}}, "missing W of stage 0"},
-      {"missing F", {{"0F0", "0B0"}, {"1B0"}}, "missing F of stage 1"},
+      {"missing W", {{"0F0", "0I0"}, {"1F0", "1B0"}}, "missing W of virtual stage 0"},
+      {"missing F", {{"0F0", "0B0"}, {"1B0"}}, "missing F of virtual stage 1"},
       {"duplicate",
        {{"0F0", "0F0", "0B0"}, {"1F0", "1B0"}},
-       "worker 0, action #1 (0F0): duplicate pass"},
+       "stage 0, action #1 (0F0): duplicate pass"},
       {"fused and split",
        {{"0F0", "0B0", "0W0"}, {"1F0", "1B0"}},
        "(0W0): duplicate pass"},
       {"W before B",
        {{"0F0", "0W0", "0I0"}, {"1F0", "1B0"}},
-       "worker 0, action #1 (0W0): W before its B (0I0)"},
+       "stage 0, action #1 (0W0): W before its B (0I0)"},
       {"B before F",
        {{"0B0", "0F0"}, {"1F0", "1B0"}},
-       "worker 0, action #0 (0B0): B before its F (0F0)"},
-      {"wrong worker",
+       "stage 0, action #0 (0B0): B before its F (0F0)"},
+      {"wrong stage",
        {{"0F0", "1F0", "0B0"}, {"1B0"}},
-       "(1F0): stage 1 is held by worker 1"},
-      {"stage range",
+       "(1F0): virtual stage 1 is held by stage 1"},
+      {"virtual stage range",
        {{"0F0", "5F0", "0B0"}, {"1F0", "1B0"}},
-       "stage out of range"},
+       "virtual stage out of range"},
       {"microbatch range",
        {{"0F0", "0F3", "0B0"}, {"1F0", "1B0"}},
        "microbatch out of range"},
-      {"row count", {{"0F0", "0B0"}}, "one list per worker"},
+      {"row count", {{"0F0", "0B0"}}, "one list per stage"},
   };
-  Problem problem = Problem::Uniform(2, 1, 1, StageCost{}, 0);
+  Problem problem = Problem::Uniform(2, 1, 1, VirtualStageCost{}, 0);
   for (const Malformed& c : cases) {
     absl::StatusOr<SimulationResult> result = Simulate(
         problem, ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop, c.rows));
@@ -117,32 +117,32 @@ TEST(Simulator, RejectsMalformedSchedulesNamingTheAction) {
 }
 
 TEST(Simulator, RejectsScheduleForAnotherProblem) {
-  Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
+  Problem problem = Problem::Uniform(2, 1, 2, VirtualStageCost{}, 0);
   Schedule schedule = ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
                                        {{"0F0", "0B0"}, {"1F0", "1B0"}});
   EXPECT_EQ(Simulate(problem, schedule).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(Simulator, DetectsCrossWorkerDeadlock) {
-  // Worker 1 wants microbatch 1 first, but worker 0 sends it only after
-  // microbatch 0's backward, which needs worker 1's.
-  Problem problem = Problem::Uniform(2, 1, 2, StageCost{}, 0);
+TEST(Simulator, DetectsCrossStageDeadlock) {
+  // Stage 1 wants microbatch 1 first, but stage 0 sends it only after
+  // microbatch 0's backward, which needs stage 1's.
+  Problem problem = Problem::Uniform(2, 1, 2, VirtualStageCost{}, 0);
   Schedule schedule = ScheduleFromRows(
       "hand", 2, 1, 2, Placement::kLoop,
       {{"0F0", "0B0", "0F1", "0B1"}, {"1F1", "1F0", "1B0", "1B1"}});
   absl::StatusOr<SimulationResult> result = Simulate(problem, schedule);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("worker 0, action #1 (0B0) waits for 1I0 on worker 1"));
+              HasSubstr("stage 0, action #1 (0B0) waits for 1I0 on stage 1"));
   EXPECT_THAT(std::string(result.status().message()),
-              HasSubstr("worker 1, action #0 (1F1) waits for 0F1 on worker 0"));
+              HasSubstr("stage 1, action #0 (1F1) waits for 0F1 on stage 0"));
 }
 
-TEST(Simulator, DetectsBBeforeNextStagesBOnOneWorker) {
-  // V placement: worker 0 runs stage 0's B before stage 3's, whose
-  // gradient it needs (through workers 1 and back).
-  Problem problem = Problem::Uniform(2, 2, 1, StageCost{}, 0);
+TEST(Simulator, DetectsBBeforeNextVirtualStagesBOnOneStage) {
+  // V placement: stage 0 runs virtual stage 0's B before virtual stage 3's, whose
+  // gradient it needs (through stages 1 and back).
+  Problem problem = Problem::Uniform(2, 2, 1, VirtualStageCost{}, 0);
   Schedule schedule =
       ScheduleFromRows("hand", 2, 2, 1, Placement::kV,
                        {{"0F0", "3F0", "0I0", "3I0", "3W0", "0W0"},
@@ -153,10 +153,10 @@ TEST(Simulator, DetectsBBeforeNextStagesBOnOneWorker) {
               HasSubstr("(0I0) waits for 1I0"));
 }
 
-TEST(Simulator, HeterogeneousStagesUseTheirOwnCosts) {
-  // Stage 1 is three times slower: the step is bound by it.
-  Problem problem = Problem::Uniform(2, 1, 2, StageCost{1, 1, 1, 1, .5}, 0);
-  problem.stages[1] = StageCost{3, 3, 3, 1, .5};
+TEST(Simulator, HeterogeneousVirtualStagesUseTheirOwnCosts) {
+  // Virtual stage 1 is three times slower: the step is bound by it.
+  Problem problem = Problem::Uniform(2, 1, 2, VirtualStageCost{1, 1, 1, 1, .5}, 0);
+  problem.virtual_stages[1] = VirtualStageCost{3, 3, 3, 1, .5};
   Schedule schedule = ScheduleFromRows(
       "hand", 2, 1, 2, Placement::kLoop,
       {{"0F0", "0F1", "0B0", "0B1"}, {"1F0", "1B0", "1F1", "1B1"}});

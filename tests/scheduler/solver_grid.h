@@ -35,7 +35,7 @@ inline std::vector<GridCosts> GridCostModels() {
   return models;
 }
 
-/// The schedules of the grid and their chunks per worker.
+/// The schedules of the grid and their chunks per stage.
 struct GridSchedule {
   const char* name;
   int chunks;
@@ -43,14 +43,14 @@ struct GridSchedule {
 inline constexpr GridSchedule kGridSchedules[] = {
     {"zb-1p", 1}, {"zb-2p", 1}, {"zb-v", 2}, {"v-half", 2}, {"v-min", 2}};
 
-/// The problem of `costs` with p workers, v chunks, m microbatches and no
-/// memory limit (the registry applies each schedule's own). A stage's costs
+/// The problem of `costs` with p stages, v chunks, m microbatches and no
+/// memory limit (the registry applies each schedule's own). A virtual stage's costs
 /// are split evenly over its v chunks (paper_table5.h).
 inline Problem GridProblem(const GridCosts& costs, int p, int chunks, int m) {
   if (costs.row == nullptr) {
     const double share = 1.0 / chunks;
     return Problem::Uniform(p, chunks, m,
-                            StageCost{share, share, share, share, share / 2},
+                            VirtualStageCost{share, share, share, share, share / 2},
                             0.0);
   }
   PaperSetting row = *costs.row;
@@ -60,13 +60,13 @@ inline Problem GridProblem(const GridCosts& costs, int p, int chunks, int m) {
 }
 
 /// `problem` under the memory limit the registry gives schedule `name`
-/// (ScheduleTraits::default_limit_m_b M_B units on every worker), as
+/// (ScheduleTraits::default_limit_m_b M_B units on every stage), as
 /// Generate applies it.
 inline Problem WithOwnLimit(Problem problem, const std::string& name) {
   const absl::StatusOr<ScheduleTraits> traits = FindSchedule(name);
   if (!traits.ok()) return problem;
   const double m_b =
-      traits->default_limit_m_b(problem.workers, problem.microbatches);
+      traits->default_limit_m_b(problem.stages, problem.microbatches);
   problem.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
   for (double& bytes : problem.memory_limit_bytes) bytes *= m_b;
   return problem;
@@ -91,8 +91,8 @@ inline constexpr ReferenceCase kReferenceCases[] = {
 
 /// The grid with communication (bench/results/solver.md): uniform costs
 /// as in GridProblem and one hop of T_comm = `comm_share` x T_F of a
-/// stage between workers, for ZB-1p, ZB-2p and ZB-V, p in {4, 8, 16, 32},
-/// m in {p, 2p, 3p, 4p}. T_F of a stage is 1 s; with the V placement a
+/// virtual stage between stages, for ZB-1p, ZB-2p and ZB-V, p in {4, 8, 16, 32},
+/// m in {p, 2p, 3p, 4p}. T_F of a virtual stage is 1 s; with the V placement a
 /// chunk's T_F is 0.5 s, so 0.05 there is 0.1 of a chunk's.
 inline constexpr double kCommShares[] = {0.05, 0.1, 0.2};
 inline constexpr GridSchedule kCommGridSchedules[] = {

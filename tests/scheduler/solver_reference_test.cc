@@ -41,7 +41,7 @@ using testing::WithOwnLimit;
 std::vector<double> CandidateMakespans(const Problem& problem,
                                        Placement placement) {
   const PassModel model(
-      problem, PlaceStages(placement, problem.workers, problem.chunks));
+      problem, PlaceVirtualStages(placement, problem.stages, problem.chunks));
   Evaluator evaluator(model);
   std::vector<double> makespans;
   auto add = [&](const Orders& orders) {
@@ -91,7 +91,7 @@ std::vector<double> CandidateMakespans(const Problem& problem,
   add_pattern(internal::ZbVOrders(model));
   for (int pace = 1; pace <= 3; ++pace) {
     std::vector<internal::VTurnDelays> delays =
-        internal::VTurnDelayOptions(problem.workers, pace, 2);
+        internal::VTurnDelayOptions(problem.stages, pace, 2);
     if (delays.size() > 4) delays.resize(4);
     for (const internal::VTurnDelays& d : delays) {
       add_pattern(internal::VBlockOrders(model, pace, d));
@@ -189,7 +189,7 @@ TEST(SolverAgainstAuthors, NeverLongerThanTheirGenerators) {
   auto check = [&](const std::string& label, const Problem& problem,
                    const char* schedule) {
     SCOPED_TRACE(label + " " + schedule +
-                 " p=" + std::to_string(problem.workers) +
+                 " p=" + std::to_string(problem.stages) +
                  " m=" + std::to_string(problem.microbatches));
     const Problem limited = WithOwnLimit(problem, schedule);
     const std::optional<Schedule> theirs = testing::AuthorsSchedule(limited);

@@ -35,7 +35,7 @@ AutoSolverOptions GreedyOnly(Placement placement = Placement::kLoop) {
   return options;
 }
 
-// `problem` with every worker limited to `m_b` of its own M_B units.
+// `problem` with every stage limited to `m_b` of its own M_B units.
 Problem Limited(Problem problem, Placement placement, double m_b) {
   problem.memory_limit_bytes = MbUnitBytes(problem, placement);
   for (double& bytes : problem.memory_limit_bytes) bytes *= m_b;
@@ -51,9 +51,9 @@ SimulationResult Checked(const Problem& problem,
   if (!result.ok()) return {};
   EXPECT_GE(result->bubble_rate, 0.0);
   EXPECT_LT(result->bubble_rate, 1.0);
-  for (int w = 0; w < problem.workers; ++w) {
+  for (int w = 0; w < problem.stages; ++w) {
     EXPECT_LE(result->peak_memory_bytes[w], problem.limit_of(w) * (1 + 1e-9))
-        << "worker " << w;
+        << "stage " << w;
   }
   return *result;
 }
@@ -73,7 +73,7 @@ TEST(ZbAuto, RefinementBeatsTheGreedyWhereAnIlpDoes) {
   // The case: T_F = T_B = T_W = 1, T_comm = 0.1, p = 4, m = 8,
   // limit 2p·M_B. The paper's greedy reaches 0.0244, an ILP 0.0083.
   const Problem problem =
-      Limited(Problem::Uniform(4, 1, 8, StageCost{1, 1, 1, 1, 0.5}, 0.1),
+      Limited(Problem::Uniform(4, 1, 8, VirtualStageCost{1, 1, 1, 1, 0.5}, 0.1),
               Placement::kLoop, 8);
   const SimulationResult greedy =
       Checked(problem, SolveZeroBubble(problem, GreedyOnly()));
@@ -181,13 +181,13 @@ TEST(ZbAuto, ExplicitRefinementBudgetIsHonoured) {
 }
 
 TEST(ZbAuto, RefusesALimitBelowOneMicrobatch) {
-  Problem problem = Problem::Uniform(4, 1, 8, StageCost{1, 1, 1, 2, 1}, 0);
+  Problem problem = Problem::Uniform(4, 1, 8, VirtualStageCost{1, 1, 1, 2, 1}, 0);
   problem.memory_limit_bytes = {8, 8, 1.5, 8};
   const absl::StatusOr<Schedule> schedule =
       SolveZeroBubble(problem, AutoSolverOptions{});
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(schedule.status().message()),
-              HasSubstr("worker 2's activation memory limit (1.5 bytes)"));
+              HasSubstr("stage 2's activation memory limit (1.5 bytes)"));
   // Exactly one microbatch fits: served, one F in flight at a time.
   problem.memory_limit_bytes = {2, 2, 2, 2};
   Checked(problem, SolveZeroBubble(problem, AutoSolverOptions{}));
@@ -197,15 +197,15 @@ TEST(ZbAuto, RefusesAVPlacementWithoutTwoChunks) {
   AutoSolverOptions options;
   options.placement = Placement::kV;
   const absl::StatusOr<Schedule> schedule =
-      SolveZeroBubble(Problem::Uniform(4, 1, 8, StageCost{}, 0), options);
+      SolveZeroBubble(Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0), options);
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(schedule.status().message()),
               HasSubstr("V placement needs chunks = 2, got 1"));
 }
 
 TEST(ZbAuto, RefusesAnInvalidProblem) {
-  Problem problem = Problem::Uniform(4, 1, 8, StageCost{}, 0);
-  problem.stages[1].b_seconds = -1;
+  Problem problem = Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0);
+  problem.virtual_stages[1].b_seconds = -1;
   EXPECT_EQ(SolveZeroBubble(problem, AutoSolverOptions{}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -15,9 +15,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Two chunks per worker, each with half of a stage's uniform cost.
+// Two chunks per stage, each with half of a virtual stage's uniform cost.
 Problem UniformV(int p, int m, double m_w_share) {
-  return Problem::Uniform(p, 2, m, StageCost{1, 1, 1, 0.5, 0.5 * m_w_share}, 0);
+  return Problem::Uniform(p, 2, m, VirtualStageCost{1, 1, 1, 0.5, 0.5 * m_w_share}, 0);
 }
 
 SimulationResult Simulated(const Problem& problem, VShape shape) {
@@ -62,9 +62,9 @@ TEST(VHalfAndVMin, FitTheirLimitsBelowZbVAndBeat1F1B) {
                      " M_W/M_B=" + std::to_string(m_w_share));
         const Problem problem = UniformV(p, m, m_w_share);
         const SimulationResult zb_v = Simulated(problem, VShape::kZbV);
-        // 1F1B on the same model, one stage per worker.
+        // 1F1B on the same model, one virtual stage per stage.
         const Problem loop =
-            Problem::Uniform(p, 1, m, StageCost{2, 2, 2, 1, m_w_share}, 0);
+            Problem::Uniform(p, 1, m, VirtualStageCost{2, 2, 2, 1, m_w_share}, 0);
         const double one_f_one_b =
             Simulate(loop, *Generate1F1B(loop))->bubble_rate;
         for (VShape shape : {VShape::kHalf, VShape::kMin}) {
@@ -84,7 +84,7 @@ TEST(VShapes, RegistryNamesAndLimits) {
     const absl::StatusOr<Schedule> schedule = Generate(name, problem);
     ASSERT_TRUE(schedule.ok()) << name << ": " << schedule.status();
     EXPECT_EQ(schedule->name, name);
-    EXPECT_EQ(schedule->worker_of_stage, PlaceStages(Placement::kV, 8, 2));
+    EXPECT_EQ(schedule->stage_of, PlaceVirtualStages(Placement::kV, 8, 2));
   }
 }
 
@@ -99,7 +99,7 @@ TEST(VShapes, ServeFewMicrobatches) {
 
 TEST(VShapes, RefuseOtherChunkCounts) {
   const absl::StatusOr<Schedule> schedule = GenerateVSchedule(
-      Problem::Uniform(4, 1, 8, StageCost{}, 0), VShape::kHalf);
+      Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0), VShape::kHalf);
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(schedule.status().message()),
               HasSubstr("v-half needs chunks = 2 (the V placement), got 1"));

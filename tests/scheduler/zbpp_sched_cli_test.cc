@@ -106,11 +106,11 @@ TEST(ZbppSchedCli, JsonMatchesDirectSimulationFor1F1B) {
        {"schedule", "stages", "microbatches", "chunks", "makespan",
         "bubble_rate", "peak_memory_m_b", "mem_limit", "solve_seconds",
         "cost_f", "cost_b", "cost_w", "cost_comm", "step_seconds",
-        "per_worker"}) {
+        "per_stage"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   const SimulationResult want = Direct(
-      "1f1b", Problem::Uniform(4, 1, 8, StageCost{1, 2, 1.5, 1, 0.5}, 0.1));
+      "1f1b", Problem::Uniform(4, 1, 8, VirtualStageCost{1, 2, 1.5, 1, 0.5}, 0.1));
   EXPECT_EQ(j["schedule"], "1f1b");
   EXPECT_EQ(j["stages"], 4);
   EXPECT_EQ(j["microbatches"], 8);
@@ -121,9 +121,9 @@ TEST(ZbppSchedCli, JsonMatchesDirectSimulationFor1F1B) {
   EXPECT_DOUBLE_EQ(j["peak_memory_m_b"].get<double>(), 4.0);
   EXPECT_TRUE(j["mem_limit"].is_null());
   EXPECT_GE(j["solve_seconds"].get<double>(), 0.0);
-  EXPECT_EQ(j["per_worker"]["idle_seconds"].get<std::vector<double>>(),
+  EXPECT_EQ(j["per_stage"]["idle_seconds"].get<std::vector<double>>(),
             want.idle_seconds);
-  EXPECT_EQ(j["per_worker"]["peak_memory_m_b"].get<std::vector<double>>(),
+  EXPECT_EQ(j["per_stage"]["peak_memory_m_b"].get<std::vector<double>>(),
             want.peak_memory_m_b);
 }
 
@@ -136,7 +136,7 @@ TEST(ZbppSchedCli, SplitsStageCostsAndMemoryOverChunks) {
   ASSERT_TRUE(j.is_object());
   const SimulationResult want =
       Direct("1f1b-interleaved",
-             Problem::Uniform(4, 2, 8, StageCost{1, 1, 1, 0.5, 0.25}, 0));
+             Problem::Uniform(4, 2, 8, VirtualStageCost{1, 1, 1, 0.5, 0.25}, 0));
   EXPECT_EQ(j["chunks"], 2);
   EXPECT_DOUBLE_EQ(j["cost_f"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), want.makespan_seconds);
@@ -149,7 +149,7 @@ TEST(ZbppSchedCli, MemLimitIsReportedAndEnforced) {
                                           {"--mem-limit", "4", "--format", "json"}));
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["mem_limit"], 4.0);
-  // 1F1B needs p = 4 M_B on worker 0: a limit of 3 is refused.
+  // 1F1B needs p = 4 M_B on stage 0: a limit of 3 is refused.
   const RunResult run = RunCli(Concat(SimulateArgs("1f1b", 4, 8), {"--mem-limit", "3"}));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, StartsWith("zbpp-sched: "));
@@ -271,7 +271,7 @@ TEST(ZbppSchedCli, CsvFormatIsTheGeneratedSchedule) {
   absl::StatusOr<Schedule> got = ScheduleFromCsv(run.out, Placement::kLoop);
   ASSERT_TRUE(got.ok()) << got.status();
   absl::StatusOr<Schedule> want =
-      Generate("zb-h1", Problem::Uniform(3, 1, 6, StageCost{}, 0));
+      Generate("zb-h1", Problem::Uniform(3, 1, 6, VirtualStageCost{}, 0));
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_EQ(got->actions, want->actions);
 }
@@ -298,17 +298,17 @@ TEST(ZbppSchedCli, TableIsTheDefaultFormat) {
   // 1F1B: bubble (p-1)*3 over makespan 8*3 + 3*3 = 33.
   EXPECT_THAT(run.out, HasSubstr("bubble rate           0.272727 (27.27%)"));
   EXPECT_THAT(run.out, HasSubstr("makespan              33 s"));
-  EXPECT_THAT(run.out, HasSubstr("\n3       24      9"));  // worker 3's row
+  EXPECT_THAT(run.out, HasSubstr("\n3       24      9"));  // stage 3's row
 }
 
-TEST(ZbppSchedCli, ShowDrawsOneLinePerWorker) {
+TEST(ZbppSchedCli, ShowDrawsOneLinePerStage) {
   // 1F1B, p=2, m=2, every pass 1 s (fused BW 2 s); the shortest pass is
   // three columns, "F0 " or "BW0   ".
   const RunResult run = RunCli({"show", "--schedule", "1f1b", "--stages", "2",
                              "--microbatches", "2"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("worker 0 |F0 F1 ......BW0   ...BW1   |\n"));
-  EXPECT_THAT(run.out, HasSubstr("worker 1 |...F0 BW0   F1 BW1   ......|\n"));
+  EXPECT_THAT(run.out, HasSubstr("stage 0 |F0 F1 ......BW0   ...BW1   |\n"));
+  EXPECT_THAT(run.out, HasSubstr("stage 1 |...F0 BW0   F1 BW1   ......|\n"));
   EXPECT_THAT(run.out, HasSubstr("bubble rate"));
   EXPECT_THAT(run.out, HasSubstr("legend:"));
 }
@@ -318,7 +318,7 @@ TEST(ZbppSchedCli, ShowWidthSetsTheColumns) {
                              "--microbatches", "2", "--width", "9"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // 9 s over 9 columns: one column per second.
-  EXPECT_THAT(run.out, HasSubstr("worker 0 |FF..BW.BW|\n"));
+  EXPECT_THAT(run.out, HasSubstr("stage 0 |FF..BW.BW|\n"));
 }
 
 TEST(ZbppSchedCli, CompareListsEverySchedule) {
@@ -355,7 +355,7 @@ TEST(ZbppSchedCli, CompareJsonMatchesDirectSimulation) {
         << row.dump();
   }
   const SimulationResult want =
-      Direct("zb-h1", Problem::Uniform(4, 1, 8, StageCost{}, 0));
+      Direct("zb-h1", Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0));
   EXPECT_DOUBLE_EQ(j["schedules"][3]["bubble_rate"].get<double>(),
                    want.bubble_rate);
 }
@@ -370,9 +370,9 @@ TEST(ZbppSchedCli, CompareCsvHasOneRowPerSchedule) {
 }
 
 TEST(ZbppSchedCli, ReductionsShowOnACommunicationLineAndCountInTheMakespan) {
-  // 1F1B, p=2, m=1, F=1, BW=2: worker 0 runs F0 [0,1] and BW0 [4,6],
-  // worker 1 F0 [1,2] and BW0 [2,4]. 2 s reductions: worker 1's [4,6]
-  // within its span, worker 0's [6,8] after everything: 2 s exposed.
+  // 1F1B, p=2, m=1, F=1, BW=2: stage 0 runs F0 [0,1] and BW0 [4,6],
+  // stage 1 F0 [1,2] and BW0 [2,4]. 2 s reductions: stage 1's [4,6]
+  // within its span, stage 0's [6,8] after everything: 2 s exposed.
   const std::vector<std::string> args = {"--schedule", "1f1b", "--stages", "2",
                                          "--microbatches", "1", "--reduce-seconds", "2",
                                          "--reduce-placement", "after-last-backward"};
@@ -388,7 +388,7 @@ TEST(ZbppSchedCli, ReductionsShowOnACommunicationLineAndCountInTheMakespan) {
   EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), 8);
   EXPECT_DOUBLE_EQ(j["exposed_reduce_seconds"].get<double>(), 2);
   EXPECT_EQ(j["reduce_placement"], "after-last-backward");
-  EXPECT_EQ(j["per_worker"]["exposed_reduce_seconds"].get<std::vector<double>>(),
+  EXPECT_EQ(j["per_stage"]["exposed_reduce_seconds"].get<std::vector<double>>(),
             (std::vector<double>{2, 2}));
 }
 
@@ -426,7 +426,7 @@ TEST(ZbppSchedCli, CsvExportCarriesReductionsThatImportBack) {
   }
   absl::StatusOr<Schedule> schedule = ScheduleFromCsv(run.out, Placement::kV);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
-  StageCost cost{0.5, 0.5, 0.5, 0.5, 0.25};
+  VirtualStageCost cost{0.5, 0.5, 0.5, 0.5, 0.25};
   cost.reduce_seconds = 1.5;
   EXPECT_TRUE(CheckSchedule(Problem::Uniform(2, 2, 4, cost, 0), *schedule).ok());
 }
@@ -488,7 +488,7 @@ TEST(ZbppSchedCli, ImportedExportSimulatesLikeTheGeneratedSchedule) {
 }
 
 TEST(ZbppSchedCli, ShowDrawsAnImportedSchedule) {
-  // DualPipeV's overlapped F and B on a V of 2 workers, PyTorch's form.
+  // DualPipeV's overlapped F and B on a V of 2 stages, PyTorch's form.
   const std::string path = WriteTemp(
       "overlap.csv",
       "0F0,0F1,3F0,3I0,3W0,(3F1;0B0)OVERLAP_F_B,3B1,0B1\n"
@@ -496,8 +496,8 @@ TEST(ZbppSchedCli, ShowDrawsAnImportedSchedule) {
   const RunResult run = RunCli({"show", "--import", path});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, StartsWith("imported: p=2 v=2 m=2"));
-  EXPECT_THAT(run.out, HasSubstr("worker 0 |"));
-  EXPECT_THAT(run.out, HasSubstr("worker 1 |"));
+  EXPECT_THAT(run.out, HasSubstr("stage 0 |"));
+  EXPECT_THAT(run.out, HasSubstr("stage 1 |"));
   EXPECT_THAT(run.err, HasSubstr("1 OVERLAP_F_B split into F and B"));
 }
 
@@ -506,34 +506,34 @@ TEST(ZbppSchedCli, ShowDrawsAnImportedSchedule) {
 // warm-up forwards and the first steady-state one, and pass; ZB-V's at p = 2,
 // m = 2 pass too, as every registry schedule's do, since the derived order
 // puts each pair's prefix messages first (rule (b);
-// tests/scheduler/comm_order_test.cc); an imported V whose worker 1 forwards
-// microbatch 1 before worker 0 has produced it outside its prefix breaks
+// tests/scheduler/comm_order_test.cc); an imported V whose stage 1 forwards
+// microbatch 1 before stage 0 has produced it outside its prefix breaks
 // rule (a), which is about the schedule, not the order.
 TEST(ZbppSchedCli, ReportsWhetherTheSpeculativePrefixesAreClosed) {
   const std::vector<std::string> one_f_one_b = SimulateArgs("1f1b", 4, 8);
   const nlohmann::json j = RunJson(Concat(one_f_one_b, {"--format", "json"}));
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j["speculative_prefixes"]["actions_per_worker"].get<std::vector<int>>(),
+  EXPECT_EQ(j["speculative_prefixes"]["actions_per_stage"].get<std::vector<int>>(),
             (std::vector<int>{4, 3, 2, 1}));
   EXPECT_EQ(j["speculative_prefixes"]["closed"], true);
   EXPECT_TRUE(j["speculative_prefixes"]["error"].is_null());
   const RunResult table = RunCli(one_f_one_b);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out,
-              HasSubstr("closed, leading each pair's order; actions per worker 4 3 2 1"));
+              HasSubstr("closed, leading each pair's order; actions per stage 4 3 2 1"));
 
   const std::vector<std::string> zb_v = SimulateArgs("zb-v", 2, 2);
   const nlohmann::json v = RunJson(Concat(zb_v, {"--format", "json"}));
   ASSERT_TRUE(v.is_object());
   EXPECT_EQ(v["in_order_transport"]["runs"], true);
-  EXPECT_EQ(v["speculative_prefixes"]["actions_per_worker"].get<std::vector<int>>(),
+  EXPECT_EQ(v["speculative_prefixes"]["actions_per_stage"].get<std::vector<int>>(),
             (std::vector<int>{3, 4}));
   EXPECT_EQ(v["speculative_prefixes"]["closed"], true);
   EXPECT_TRUE(v["speculative_prefixes"]["error"].is_null());
   const RunResult v_table = RunCli(zb_v);
   ASSERT_EQ(v_table.exit_code, 0) << v_table.err;
   EXPECT_THAT(v_table.out, HasSubstr("speculative prefixes  closed, leading each pair's order; "
-                                     "actions per worker 3 4"));
+                                     "actions per stage 3 4"));
 
   const std::string open_v = WriteTemp("open-prefix.csv",
                                        "0F0,3F0,3B0,0F1,3F1,3B1,0B0,0B1\n"
@@ -544,8 +544,8 @@ TEST(ZbppSchedCli, ReportsWhetherTheSpeculativePrefixesAreClosed) {
   EXPECT_EQ(imported["placement"], "v");
   EXPECT_EQ(imported["speculative_prefixes"]["closed"], false);
   EXPECT_EQ(imported["speculative_prefixes"]["error"],
-            "worker 1 runs 1F1 in its speculative prefix, but its input comes from worker 0's "
-            "0F1, which follows that worker's first B (3B0): prefix not closed");
+            "stage 1 runs 1F1 in its speculative prefix, but its input comes from stage 0's "
+            "0F1, which follows that stage's first B (3B0): prefix not closed");
 }
 
 TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
@@ -557,14 +557,14 @@ TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
   const std::string good = WriteTemp("good.csv", "0F0,0F1,0B0,0B1\n");
   const std::vector<UsageCase> cases = {
       {Concat({"simulate", "--import", missing_send}, kUnitCosts),
-       "row 1 (worker 0), cell 1 (0F0): no 0SEND_F0 after it"},
+       "row 1 (stage 0), cell 1 (0F0): no 0SEND_F0 after it"},
       {Concat({"simulate", "--import", deadlock}, kUnitCosts), "deadlock"},
       {Concat({"simulate", "--import", incomplete}, kUnitCosts),
        "missing B of stage 0 microbatch 1"},
       {Concat({"simulate", "--import", good, "--stages", "2"}, kUnitCosts),
-       "--stages 2 does not match the imported schedule's 1 workers"},
+       "--stages 2 does not match the imported schedule's 1 stages"},
       {Concat({"simulate", "--import", good, "--mem-limit", "1"}, kUnitCosts),
-       "worker 0 peaks at 2 M_B, over --mem-limit 1"},
+       "stage 0 peaks at 2 M_B, over --mem-limit 1"},
       {Concat({"simulate", "--import", good, "--schedule", "1f1b"}, kUnitCosts),
        "--schedule or --import, not both"},
       {Concat({"simulate", "--import", "/nonexistent/x.csv"}, kUnitCosts),
@@ -573,7 +573,7 @@ TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
   ExpectUsageErrors(cases);
 }
 
-// p = 4 where stage (worker) 3 is 1.5x slower than the others.
+// p = 4 where stage (stage) 3 is 1.5x slower than the others.
 constexpr char kSlowStage3[] = R"(stages:
   - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
   - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
@@ -582,17 +582,17 @@ constexpr char kSlowStage3[] = R"(stages:
 comm: 0.05
 )";
 
-// kSlowStage3 for v chunks per worker under `placement`.
+// kSlowStage3 for v chunks per stage under `placement`.
 Problem SlowStage3(int chunks, Placement placement) {
   Problem problem = Problem::Uniform(4, chunks, 8,
-                                     StageCost{1.0 / chunks, 1.0 / chunks,
+                                     VirtualStageCost{1.0 / chunks, 1.0 / chunks,
                                                1.0 / chunks, 1.0 / chunks,
                                                0.5 / chunks},
                                      0.05);
-  const std::vector<int> owner = PlaceStages(placement, 4, chunks);
-  for (int s = 0; s < problem.num_stages(); ++s) {
+  const std::vector<int> owner = PlaceVirtualStages(placement, 4, chunks);
+  for (int s = 0; s < problem.num_virtual_stages(); ++s) {
     if (owner[s] != 3) continue;
-    StageCost& c = problem.stages[s];
+    VirtualStageCost& c = problem.virtual_stages[s];
     c.f_seconds = c.b_seconds = c.w_seconds = 1.5 / chunks;
   }
   return problem;
@@ -662,7 +662,7 @@ TEST(ZbppSchedCli, CostsFileErrorsExitTwoWithOneLineNamingTheField) {
       {{"compare", "--microbatches", "8", "--costs", good, "--stages", "3"},
        "--stages 3 does not match the 4 entries"},
       {{"compare", "--microbatches", "8", "--costs", virtual_stages},
-       "--stages must say how many workers hold them"},
+       "--stages must say how many stages hold them"},
       {{"compare", "--microbatches", "8", "--costs", "/nonexistent.yaml"},
        "cannot read --costs"},
       {{"simulate", "--schedule", "zb-v", "--stages", "4", "--microbatches",
@@ -670,13 +670,13 @@ TEST(ZbppSchedCli, CostsFileErrorsExitTwoWithOneLineNamingTheField) {
        "has 2 virtual_stages, not --stages 4 x chunks"},
       {{"simulate", "--schedule", "1f1b", "--microbatches", "8"},
        "missing required flag --cost-f"},
-      // The imported schedule peaks at 2 M_B = 2 bytes on its worker.
+      // The imported schedule peaks at 2 M_B = 2 bytes on its stage.
       {{"simulate", "--import", WriteTemp("two-f.csv", "0F0,0F1,0B0,0B1\n"),
         "--costs",
         WriteTemp("tiny-limit.yaml",
                   "stages: [{t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}]\n"
                   "memory_limit_bytes: [1.5]\n")},
-       "worker 0 peaks at 2 bytes, over memory_limit_bytes[0] = 1.5"},
+       "stage 0 peaks at 2 bytes, over memory_limit_bytes[0] = 1.5"},
   };
   ExpectUsageErrors(cases);
 }

@@ -192,7 +192,7 @@ class AttemptRun {
       SyntheticComputeSource source = *env_.synthetic;
       source.seed = spec_.seed();
       absl::StatusOr<SyntheticCompute> synthetic = SyntheticFromCostModel(
-          a_.schedule().cost_model(), a_.schedule().schedule().worker_of_stage_size(), source);
+          a_.schedule().cost_model(), a_.schedule().schedule().stage_of_size(), source);
       if (!synthetic.ok()) return JobError(synthetic.status());
       options.synthetic = *std::move(synthetic);
     }

@@ -67,13 +67,13 @@ bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == Pa
 std::string DescribeAction(const Action& a) {
   if (a.kind == PassKind::kReduce) {
     return absl::StrCat(sched::ActionToString(a),
-                        " (data-parallel gradient reduction, virtual stage ", a.stage, ")");
+                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage, ")");
   }
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
                      : a.kind == PassKind::kW ? "W"
                                               : "BW";
-  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.stage,
+  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage,
                       ", microbatch ", a.microbatch, ")");
 }
 
@@ -243,8 +243,8 @@ class StepRun {
                      at::TensorOptions().dtype(at::kFloat).device(o_.device));
   }
 
-  int num_stages() const { return schedule_.num_stages(); }
-  int WorkerOf(int stage) const { return schedule_.worker_of_stage[stage]; }
+  int num_virtual_stages() const { return schedule_.num_virtual_stages(); }
+  int StageOf(int stage) const { return schedule_.stage_of[stage]; }
 
   // This rank's messages per peer, in the pairs' orders, with their tags.
   void PlanMessages(const sched::PairOrders& orders, const std::vector<int>& prefix) {
@@ -258,8 +258,8 @@ class StepRun {
         message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
         const Action& a = actions_[message.action];
         // Tags name the receiving virtual stage.
-        const int to_stage = !message.send ? a.stage : a.kind == PassKind::kF ? a.stage + 1
-                                                                                : a.stage - 1;
+        const int to_stage = !message.send ? a.virtual_stage : a.kind == PassKind::kF ? a.virtual_stage + 1
+                                                                                : a.virtual_stage - 1;
         message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
                                                  : MessageKind::kGradient,
                           to_stage, a.microbatch);
@@ -358,7 +358,7 @@ class StepRun {
   // Hands `tensor`, the output of action j, to virtual stage `to_stage`:
   // locally, or as a message IssueMessages sends in the pair's order.
   void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
-    if (WorkerOf(to_stage) == o_.rank) {
+    if (StageOf(to_stage) == o_.rank) {
       local_[{kind, to_stage, microbatch}] = std::move(tensor);
     } else {
       produced_[j] = tensor.contiguous();
@@ -372,15 +372,15 @@ class StepRun {
 
   absl::Status RunAction(size_t j) {
     const Action& a = actions_[j];
-    const LocalChunk* chunk = Chunk(a.stage);
+    const LocalChunk* chunk = Chunk(a.virtual_stage);
     if (chunk == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.stage, " is not held by rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage, " is not held by rank ", o_.rank));
     }
     if (o_.synthetic.has_value() && a.kind != PassKind::kReduce) return SyntheticPass(j, a);
     if (chunk->model == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.stage, " has no model on rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage, " has no model on rank ", o_.rank));
     }
     switch (a.kind) {
       case PassKind::kF:
@@ -418,12 +418,12 @@ class StepRun {
   // covers (GradientBuckets, with the schedule's bucket count for the
   // stage); computed once per stage and step.
   absl::StatusOr<const std::vector<at::Tensor>*> Bucket(const Action& a) {
-    auto it = buckets_.find(a.stage);
+    auto it = buckets_.find(a.virtual_stage);
     if (it == buckets_.end()) {
       absl::StatusOr<std::vector<std::vector<at::Tensor>>> split = GradientBuckets(
-          *Chunk(a.stage)->model, sched::BucketsPerStage(schedule_)[a.stage]);
+          *Chunk(a.virtual_stage)->model, sched::BucketsPerVirtualStage(schedule_)[a.virtual_stage]);
       if (!split.ok()) return absl::FailedPreconditionError(split.status().message());
-      it = buckets_.emplace(a.stage, *std::move(split)).first;
+      it = buckets_.emplace(a.virtual_stage, *std::move(split)).first;
     }
     return &it->second[a.bucket];
   }
@@ -434,13 +434,13 @@ class StepRun {
   // executor's bookkeeping inside the pass are part of that duration, not
   // added to it.
   absl::Status SyntheticPass(size_t j, const Action& a) {
-    const bool last = a.stage == num_stages() - 1;
-    if (a.kind == PassKind::kF && a.stage > 0) {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.stage,
+    const bool last = a.virtual_stage == num_virtual_stages() - 1;
+    if (a.kind == PassKind::kF && a.virtual_stage > 0) {
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
                                                 a.microbatch);
       if (!in.ok()) return in.status();
     } else if (IsBackward(a) && !last) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.stage,
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
                                                a.microbatch);
       if (!g.ok()) return g.status();
     }
@@ -448,18 +448,18 @@ class StepRun {
     const SteadyClock::time_point begin = SteadyClock::now();
     int buckets = 1;
     if (a.kind == PassKind::kW && a.bucket != sched::kAllBuckets) {
-      if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerStage(schedule_);
-      buckets = synthetic_buckets_[a.stage];
+      if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerVirtualStage(schedule_);
+      buckets = synthetic_buckets_[a.virtual_stage];
     }
     const double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
     if (a.kind == PassKind::kF) {
       if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       } else {
-        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.stage + 1, a.microbatch);
+        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
       }
-    } else if (IsBackward(a) && a.stage > 0) {
-      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.stage - 1, a.microbatch);
+    } else if (IsBackward(a) && a.virtual_stage > 0) {
+      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
     }
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<SteadyClock::duration>(
@@ -479,8 +479,8 @@ class StepRun {
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
-    const bool first = a.stage == 0;
-    const bool last = a.stage == num_stages() - 1;
+    const bool first = a.virtual_stage == 0;
+    const bool last = a.virtual_stage == num_virtual_stages() - 1;
     MicrobatchData data;
     if (first || last) {
       data = batches_(step_, a.microbatch);
@@ -491,7 +491,7 @@ class StepRun {
     if (first) {
       state.input = data.inputs;
     } else {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.stage,
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
                                                 a.microbatch);
       if (!in.ok()) return in.status();
       state.input = in->detach().requires_grad_(true);
@@ -504,7 +504,7 @@ class StepRun {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
-      Deliver(j, out, MessageKind::kActivation, a.stage + 1, a.microbatch);
+      Deliver(j, out, MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
       return absl::OkStatus();
     }
     {
@@ -518,31 +518,31 @@ class StepRun {
         state.output = out;
       }
     }
-    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.stage + 1, a.microbatch);
-    forward_.emplace(std::make_pair(a.stage, a.microbatch), std::move(state));
+    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
+    forward_.emplace(std::make_pair(a.virtual_stage, a.microbatch), std::move(state));
     return absl::OkStatus();
   }
 
   absl::Status Backward(size_t j, const Action& a, const LocalChunk& chunk) {
-    auto it = forward_.find({a.stage, a.microbatch});
+    auto it = forward_.find({a.virtual_stage, a.microbatch});
     if (it == forward_.end()) {
       return absl::FailedPreconditionError("B before its F on this rank");
     }
     ForwardState state = std::move(it->second);
     forward_.erase(it);
     at::Tensor grad_output;
-    if (a.stage < num_stages() - 1) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.stage,
+    if (a.virtual_stage < num_virtual_stages() - 1) {
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
                                                a.microbatch);
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     }
-    if (a.stage == num_stages() - 1 && o_.loss_scale != 1) {
+    if (a.virtual_stage == num_virtual_stages() - 1 && o_.loss_scale != 1) {
       grad_output = at::full({}, o_.loss_scale, state.output.options());
     }
     timer_.Begin(j);
     state.output.backward(grad_output);
-    if (a.stage > 0) Deliver(j, state.input.grad(), MessageKind::kGradient, a.stage - 1, a.microbatch);
+    if (a.virtual_stage > 0) Deliver(j, state.input.grad(), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -569,7 +569,7 @@ class StepRun {
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
   std::vector<at::Tensor> send_buffers_;
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
-  std::vector<int> synthetic_buckets_;  // BucketsPerStage, once a partial W needs it.
+  std::vector<int> synthetic_buckets_;  // BucketsPerVirtualStage, once a partial W needs it.
   at::Tensor synthetic_zeros_;          // ActivationZeros, once made.
 };
 
@@ -577,8 +577,8 @@ class StepRun {
 
 absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   const int p = options_.communicator->size();
-  if (schedule.workers != p) {
-    return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.workers,
+  if (schedule.stages != p) {
+    return absl::InvalidArgumentError(absl::StrCat("schedule has ", schedule.stages,
                                                    " workers, the job has ", p, " ranks"));
   }
   // DerivePairOrders simulates the schedule, which checks its form
@@ -597,7 +597,7 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   int reductions = 0;
   for (const Action& a : schedule.actions[options_.rank]) {
     // The simulation above checked that a set of partial ones is complete.
-    reductions += sched::IsStageReduction(a);
+    reductions += sched::IsVirtualStageReduction(a);
   }
   if (reductions > 0 && options_.reducer == nullptr) {
     return absl::FailedPreconditionError(
@@ -613,12 +613,12 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
                      options_.chunks.size(), "), the schedule has ", reductions));
   }
   if (options_.synthetic.has_value()) {
-    if (absl::Status st = CheckSyntheticCompute(*options_.synthetic, schedule.num_stages());
+    if (absl::Status st = CheckSyntheticCompute(*options_.synthetic, schedule.num_virtual_stages());
         !st.ok()) {
       return st;
     }
   }
-  const std::vector<int> buckets = sched::BucketsPerStage(schedule);
+  const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
   for (const auto& [stage, chunk] : options_.chunks) {
     if (buckets[stage] == 1 || chunk.model == nullptr) continue;
     if (absl::StatusOr<std::vector<std::vector<at::Tensor>>> split =
@@ -628,8 +628,8 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
           absl::StrCat("schedule refused: ", std::string(split.status().message())));
     }
   }
-  for (int s = 0; s < schedule.num_stages(); ++s) {
-    const bool mine = schedule.worker_of_stage[s] == options_.rank;
+  for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+    const bool mine = schedule.stage_of[s] == options_.rank;
     if (mine != (options_.chunks.count(s) == 1)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "schedule places virtual stage ", s, mine ? " on" : " off", " rank ", options_.rank,
@@ -664,8 +664,8 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
   forward.microbatches = microbatches;
   for (std::vector<Action>& actions : forward.actions) actions.clear();
   for (int mb = 0; mb < microbatches; ++mb) {
-    for (int s = 0; s < forward.num_stages(); ++s) {
-      forward.actions[forward.worker_of_stage[s]].push_back({PassKind::kF, s, mb});
+    for (int s = 0; s < forward.num_virtual_stages(); ++s) {
+      forward.actions[forward.stage_of[s]].push_back({PassKind::kF, s, mb});
     }
   }
   StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),

@@ -47,7 +47,7 @@ struct LocalChunk {
 struct ExecutorOptions {
   /// Pipeline rank: the index of this worker's list in Schedule::actions.
   int rank = 0;
-  /// Transport to the other ranks; not owned; size() == schedule.workers.
+  /// Transport to the other ranks; not owned; size() == schedule.stages.
   Communicator* communicator = nullptr;
   /// Data parallelism (d > 1): runs the schedule's REDUCE_GRAD actions over
   /// the replicas of this rank's stages; not owned. Null when d = 1, and

@@ -204,7 +204,7 @@ absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
     // bits. The lower rank sends first and the higher receives first, so
     // that a transport matching by order (NCCL) pairs them.
     at::Tensor& mine = grad(first.defined() ? first : last);
-    const int peer = schedule.worker_of_stage[first.defined() ? schedule.num_stages() - 1 : 0];
+    const int peer = schedule.stage_of[first.defined() ? schedule.num_virtual_stages() - 1 : 0];
     const uint32_t tag = MakeTag(step, MessageKind::kValidation, 2, 0);
     const at::Tensor outgoing = mine.contiguous().clone();
     at::Tensor incoming = at::empty_like(outgoing);

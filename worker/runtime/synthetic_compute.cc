@@ -22,7 +22,7 @@ double Noise(uint64_t seed, int64_t step, const sched::Action& a) {
   uint64_t h = Mix(seed);
   h = Mix(h ^ static_cast<uint64_t>(step));
   h = Mix(h ^ static_cast<uint64_t>(a.kind));
-  h = Mix(h ^ static_cast<uint64_t>(a.stage));
+  h = Mix(h ^ static_cast<uint64_t>(a.virtual_stage));
   h = Mix(h ^ static_cast<uint64_t>(a.microbatch));
   h = Mix(h ^ static_cast<uint64_t>(a.bucket + 1));
   return 2.0 * (static_cast<double>(h >> 11) / 9007199254740992.0) - 1.0;
@@ -32,7 +32,7 @@ double Noise(uint64_t seed, int64_t step, const sched::Action& a) {
 
 double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Action& a,
                             int64_t step, int buckets) {
-  const sched::StageCost& cost = synthetic.stages[a.stage];
+  const sched::VirtualStageCost& cost = synthetic.stages[a.virtual_stage];
   double seconds = 0;
   switch (a.kind) {
     case sched::PassKind::kF:
@@ -65,8 +65,8 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
   SyntheticCompute synthetic;
   synthetic.noise = source.noise;
   synthetic.seed = source.seed;
-  for (const v1::StageCost& c : cost_model.stages()) {
-    sched::StageCost cost;
+  for (const v1::VirtualStageCost& c : cost_model.virtual_stages()) {
+    sched::VirtualStageCost cost;
     cost.f_seconds = c.f_seconds() * source.scale;
     cost.b_seconds = c.b_seconds() * source.scale;
     cost.w_seconds = c.w_seconds() * source.scale;
@@ -83,7 +83,7 @@ absl::Status CheckSyntheticCompute(const SyntheticCompute& synthetic, int num_st
                      " virtual stages, the schedule has ", num_stages));
   }
   for (size_t s = 0; s < synthetic.stages.size(); ++s) {
-    const sched::StageCost& c = synthetic.stages[s];
+    const sched::VirtualStageCost& c = synthetic.stages[s];
     for (double t : {c.f_seconds, c.b_seconds, c.w_seconds}) {
       if (!std::isfinite(t) || t < 0) {
         return absl::InvalidArgumentError(absl::StrCat(

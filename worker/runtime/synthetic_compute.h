@@ -31,7 +31,7 @@ struct SyntheticCompute {
   /// Per virtual stage, in model order: T_F, T_B, T_W of one microbatch, in
   /// seconds (the memory fields are not used). A fused BW waits T_B + T_W; a
   /// partial W of one of k gradient buckets waits T_W / k.
-  std::vector<sched::StageCost> stages;
+  std::vector<sched::VirtualStageCost> stages;
   /// Multiplicative noise: a pass waits its duration times (1 + noise * u),
   /// u uniform in [-1, 1] drawn from (seed, step, pass, virtual stage,
   /// microbatch), so two runs with one seed wait the same; in [0, 1).
@@ -66,8 +66,8 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
 
 /// The seconds action `a` of `step` waits under `synthetic`: its stage's
 /// cost for the pass, with noise; `buckets` is the number of gradient
-/// buckets of a's virtual stage (sched::BucketsPerStage), used by a partial
-/// W. 0 for a reduction (the reducer runs it for real). `a.stage` must be a
+/// buckets of a's virtual stage (sched::BucketsPerVirtualStage), used by a partial
+/// W. 0 for a reduction (the reducer runs it for real). `a.virtual_stage` must be a
 /// valid index of `synthetic.stages` (CheckSyntheticCompute).
 double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Action& a,
                             int64_t step, int buckets);

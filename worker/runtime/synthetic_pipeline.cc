@@ -11,7 +11,7 @@ absl::StatusOr<std::vector<std::vector<StepTimeline>>> RunSyntheticPipeline(
     const sched::Schedule& schedule, const SyntheticCompute& synthetic,
     const std::vector<Communicator*>& ranks, int steps, const SyntheticShape& shape,
     absl::Duration recv_timeout) {
-  const int p = schedule.workers;
+  const int p = schedule.stages;
   if (static_cast<int>(ranks.size()) != p) {
     return absl::InvalidArgumentError(
         absl::StrCat(ranks.size(), " communicators for a schedule of ", p, " workers"));
@@ -21,8 +21,8 @@ absl::StatusOr<std::vector<std::vector<StepTimeline>>> RunSyntheticPipeline(
     ExecutorOptions o;
     o.rank = r;
     o.communicator = ranks[r];
-    for (int s = 0; s < schedule.num_stages(); ++s) {
-      if (schedule.worker_of_stage[s] == r) o.chunks[s] = LocalChunk{};
+    for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+      if (schedule.stage_of[s] == r) o.chunks[s] = LocalChunk{};
     }
     o.microbatch_size = shape.microbatch_size;
     o.seq_len = shape.seq_len;

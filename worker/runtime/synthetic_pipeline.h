@@ -22,7 +22,7 @@ struct SyntheticShape {
 
 /// Runs `steps` steps of `schedule` under synthetic compute in this process,
 /// one thread per rank (a PipelineExecutor each, with model-less chunks),
-/// over `ranks` (element r is rank r; not owned; size schedule.workers):
+/// over `ranks` (element r is rank r; not owned; size schedule.stages):
 /// the executor and the transport are real, the passes wait. For tests and
 /// benches of the runtime at scale on a few cores.
 /// Returns timelines[step][rank]. Errors: Validate's for the schedule, then

@@ -125,10 +125,10 @@ TEST(OrderStrictCommunicatorTest, AbortReleasesAWaiter) {
 // for them; returns the first error.
 absl::Status IssueSchedule(const sched::Schedule& schedule, const sched::PairOrders& orders,
                            bool by_pair_order) {
-  OrderStrictGroup group = CreateOrderStrictGroup(schedule.workers);
-  std::vector<absl::Status> errors(schedule.workers);
+  OrderStrictGroup group = CreateOrderStrictGroup(schedule.stages);
+  std::vector<absl::Status> errors(schedule.stages);
   std::vector<std::thread> threads;
-  for (int r = 0; r < schedule.workers; ++r) {
+  for (int r = 0; r < schedule.stages; ++r) {
     threads.emplace_back([&, r] {
       // Every message of rank r: where it goes in the issue order, its
       // direction, peer and tag (its index in the pair's order, the same on
@@ -188,7 +188,7 @@ TEST(OrderStrictCommunicatorTest, ActionIndexOrderFailsWhereTheDerivedOrderWorks
   for (const sched::ScheduleTraits& t : sched::AllSchedules()) {
     for (int p : {2, 4}) {
       absl::StatusOr<sched::Schedule> schedule = sched::Generate(
-          t.name, sched::Problem::Uniform(p, t.default_chunks, 2 * p, sched::StageCost{}, 0.0));
+          t.name, sched::Problem::Uniform(p, t.default_chunks, 2 * p, sched::VirtualStageCost{}, 0.0));
       if (!schedule.ok()) continue;
       absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(*schedule);
       ASSERT_TRUE(orders.ok()) << orders.status();

@@ -45,7 +45,7 @@ const absl::Duration kCommTimeout = absl::Minutes(10);
 
 sched::Schedule Generate(const std::string& name) {
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(
-      name, sched::Problem::Uniform(kStages, 1, kMicrobatches, sched::StageCost{}, 0.0));
+      name, sched::Problem::Uniform(kStages, 1, kMicrobatches, sched::VirtualStageCost{}, 0.0));
   EXPECT_TRUE(schedule.ok()) << schedule.status();
   return *schedule;
 }

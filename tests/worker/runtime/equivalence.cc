@@ -152,7 +152,7 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d) {
 absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d) {
   const sched::ScheduleTraits traits = *sched::FindSchedule(name);
   const int m = 2 * std::max(p, 2);
-  sched::StageCost cost;
+  sched::VirtualStageCost cost;
   cost.reduce_seconds = d > 1 ? 1.5 : 0.0;
   sched::Problem problem =
       sched::Problem::Uniform(p, traits.default_chunks, m, cost, 0.0);
@@ -165,7 +165,7 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
                                                               const v1::JobSpec& spec, int w,
                                                               Communicator* pipeline,
                                                               Communicator* replicas) {
-  const int p = schedule.workers;
+  const int p = schedule.stages;
   const int r = w % p;
   absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
   if (!orders.ok()) return orders.status();
@@ -175,8 +175,8 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   RankTrainerOptions o;
   o.spec = spec;
   o.rank = r;
-  for (int s = 0; s < schedule.num_stages(); ++s) {
-    if (schedule.worker_of_stage[s] == r) o.virtual_stages.push_back(s);
+  for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+    if (schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
   }
   o.communicator = pipeline;
   o.data_parallel = replicas;

@@ -58,7 +58,7 @@ BatchFn Batches(int seq_len) {
 }
 
 sched::Schedule Generate(const std::string& name, int chunks) {
-  sched::Problem problem = sched::Problem::Uniform(2, chunks, 4, sched::StageCost{}, 0.0);
+  sched::Problem problem = sched::Problem::Uniform(2, chunks, 4, sched::VirtualStageCost{}, 0.0);
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
   EXPECT_TRUE(schedule.ok()) << schedule.status();
   return *schedule;
@@ -90,8 +90,8 @@ std::vector<RankOutcome> RunStep(const std::vector<RankPlan>& plans) {
       RankTrainerOptions o;
       o.spec = plan.spec;
       o.rank = r;
-      for (int s = 0; s < plan.schedule.num_stages(); ++s) {
-        if (plan.schedule.worker_of_stage[s] == r) o.virtual_stages.push_back(s);
+      for (int s = 0; s < plan.schedule.num_virtual_stages(); ++s) {
+        if (plan.schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
       }
       o.communicator = comms[r].get();
       o.train_batches = Batches(plan.spec.model().seq_len());
@@ -134,7 +134,7 @@ TEST(ExecutorHangTest, PeerThatNeverAnswersTimesOutNamingPeerStepMicrobatchAndPa
 TEST(ExecutorHangTest, RanksOnDifferentScheduleVersionsTimeOutNamingTheAction) {
   const sched::Schedule v = Generate("zb-v", 2);
   const sched::Schedule interleaved = Generate("1f1b-interleaved", 2);
-  ASSERT_NE(v.worker_of_stage, interleaved.worker_of_stage);
+  ASSERT_NE(v.stage_of, interleaved.stage_of);
   const std::vector<RankOutcome> outcomes =
       RunStep({{TinySpec(2, 8), v}, {TinySpec(2, 8), interleaved}});
   for (int r = 0; r < 2; ++r) {

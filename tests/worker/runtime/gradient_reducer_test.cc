@@ -100,9 +100,9 @@ TEST(GradientReducerTest, ExecutorRefusesReductionsThatDoNotMatchTheJob) {
   auto schedule = [](std::vector<std::string> texts) {
     sched::Schedule s;
     s.name = "hand";
-    s.workers = 1;
+    s.stages = 1;
     s.microbatches = 1;
-    s.worker_of_stage = {0};
+    s.stage_of = {0};
     s.actions.resize(1);
     for (const std::string& t : texts) s.actions[0].push_back(*sched::ParseAction(t));
     return s;

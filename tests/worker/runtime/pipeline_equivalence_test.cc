@@ -42,7 +42,7 @@ void ExpectEquivalence(const std::string& name, int p, int d, const std::string&
   const int m = schedule->microbatches;
   int reductions = 0;
   for (const auto& actions : schedule->actions) {
-    for (const sched::Action& a : actions) reductions += sched::IsStageReduction(a);
+    for (const sched::Action& a : actions) reductions += sched::IsVirtualStageReduction(a);
   }
   ASSERT_EQ(reductions, d > 1 ? p * v : 0)
       << "one REDUCE_GRAD (or one set of partial ones) per virtual stage";
@@ -86,8 +86,8 @@ void ExpectEquivalence(const std::string& name, int p, int d, const std::string&
   }
   if (auto tied = TiedNames(spec)) {
     for (int replica = 0; replica < d; ++replica) {
-      const int first = replica * p + schedule->worker_of_stage.front();
-      const int last = replica * p + schedule->worker_of_stage.back();
+      const int first = replica * p + schedule->stage_of.front();
+      const int last = replica * p + schedule->stage_of.back();
       EXPECT_TRUE(at::equal(params[first]->at(tied->first), params[last]->at(tied->second)))
           << "replica " << replica << ": the tied copies differ";
     }
@@ -150,7 +150,7 @@ std::vector<Case> Cases() {
     // One stage, two replicas: plain data parallelism, where a schedule
     // can run on one rank.
     if (sched::Generate(t.name, sched::Problem::Uniform(1, t.default_chunks, 4,
-                                                         sched::StageCost{}, 0.0))
+                                                         sched::VirtualStageCost{}, 0.0))
             .ok()) {
       cases.emplace_back(t.name, 1, 2);
     }

@@ -77,7 +77,7 @@ std::pair<sched::Schedule, v1::JobSpec> Job(const RunOptions& run) {
   const int v = traits.default_chunks;
   const int m = run.microbatches > 0 ? run.microbatches : 2 * run.p;
   absl::StatusOr<sched::Schedule> generated =
-      sched::Generate(run.schedule, sched::Problem::Uniform(run.p, v, m, sched::StageCost{}, 0.0));
+      sched::Generate(run.schedule, sched::Problem::Uniform(run.p, v, m, sched::VirtualStageCost{}, 0.0));
   if (!generated.ok()) return {sched::Schedule{}, v1::JobSpec{}};
   sched::Schedule schedule = *std::move(generated);
   v1::JobSpec spec;
@@ -120,8 +120,8 @@ std::vector<RankRun> Train(const RunOptions& run) {
       RankTrainerOptions o;
       o.spec = spec;
       o.rank = r;
-      for (int s = 0; s < schedule.num_stages(); ++s) {
-        if (schedule.worker_of_stage[s] == r) o.virtual_stages.push_back(s);
+      for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+        if (schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
       }
       o.communicator = comms[r].get();
       o.device = TestDevice();
@@ -230,7 +230,7 @@ TEST_P(PostValidationTest, EqualsSynchronousWithAndWithoutClipping) {
   const auto& [schedule, p] = GetParam();
   const sched::ScheduleTraits traits = *sched::FindSchedule(schedule);
   const sched::Schedule generated = *sched::Generate(
-      schedule, sched::Problem::Uniform(p, traits.default_chunks, 2 * p, sched::StageCost{}, 0.0));
+      schedule, sched::Problem::Uniform(p, traits.default_chunks, 2 * p, sched::VirtualStageCost{}, 0.0));
   ASSERT_TRUE(sched::CheckSpeculativePrefixes(generated, *sched::DerivePairOrders(generated)).ok())
       << "the schedule must allow speculation, or this test exercises nothing";
   RunOptions run;
@@ -377,7 +377,7 @@ TEST(PostValidationNanTest, EveryScheduleRollsBackAndSkipsLikeSynchronous) {
         // Above every natural norm of the tiny model, far below the
         // forced step's.
         run.max_grad_norm = 100;
-        if (Job(run).first.workers == 0) continue;  // The generator refuses (p, m).
+        if (Job(run).first.stages == 0) continue;  // The generator refuses (p, m).
         SCOPED_TRACE(::testing::Message() << traits.name << " p=" << p << " m=" << m);
         const std::vector<RankRun> post = Train(run);
         run.mode = v1::VALIDATION_MODE_SYNCHRONOUS;

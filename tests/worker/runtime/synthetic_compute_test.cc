@@ -33,18 +33,18 @@ constexpr int kSteps = 2;
 
 // Per virtual stage: the last one slower, as a head with the loss is.
 sched::Problem CostProblem(int chunks) {
-  sched::StageCost cost;
+  sched::VirtualStageCost cost;
   cost.f_seconds = 0.004;
   cost.b_seconds = 0.005;
   cost.w_seconds = 0.003;
   sched::Problem problem = sched::Problem::Uniform(kWorkers, chunks, kMicrobatches, cost, 0.0);
-  problem.stages.back().f_seconds = 0.006;
+  problem.virtual_stages.back().f_seconds = 0.006;
   return problem;
 }
 
 SyntheticCompute FromProblem(const sched::Problem& problem) {
   SyntheticCompute synthetic;
-  synthetic.stages = problem.stages;
+  synthetic.stages = problem.virtual_stages;
   synthetic.loss = 2.5;
   return synthetic;
 }
@@ -68,7 +68,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
   ASSERT_TRUE(steps.ok()) << steps.status();
   EXPECT_TRUE(group.check_idle().ok()) << group.check_idle();
 
-  const std::vector<int> buckets = sched::BucketsPerStage(*schedule);
+  const std::vector<int> buckets = sched::BucketsPerVirtualStage(*schedule);
   std::vector<double> overshoots;
   for (int step = 0; step < kSteps; ++step) {
     double step_seconds = 0;
@@ -79,7 +79,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
       for (size_t j = 0; j < actions.size(); ++j) {
         if (actions[j].kind == sched::PassKind::kReduce) continue;
         const double asked = SyntheticPassSeconds(synthetic, actions[j], step,
-                                                  buckets[actions[j].stage]);
+                                                  buckets[actions[j].virtual_stage]);
         const double took = t.action_end_seconds[j] - t.action_start_seconds[j];
         // A sleep never ends early; a loaded machine may wake it late.
         EXPECT_GE(took, asked - 1e-4) << GetParam() << " rank " << r << " action " << j;
@@ -87,7 +87,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
       }
       // The last virtual stage's rank reports the constant loss per
       // microbatch.
-      if (schedule->worker_of_stage.back() == r) {
+      if (schedule->stage_of.back() == r) {
         EXPECT_EQ(t.loss_count, kMicrobatches);
         EXPECT_DOUBLE_EQ(t.loss_sum, 2.5 * kMicrobatches);
       }
@@ -155,7 +155,7 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
 TEST(SyntheticComputeFromCostModel, ScalesTheVersionsCosts) {
   v1::CostModel model;
   for (int s = 0; s < 2; ++s) {
-    v1::StageCost* c = model.add_stages();
+    v1::VirtualStageCost* c = model.add_virtual_stages();
     c->set_f_seconds(0.001 * (s + 1));
     c->set_b_seconds(0.002);
     c->set_w_seconds(0.003);
@@ -190,7 +190,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   spec.mutable_optimizer()->set_learning_rate(1e-2);
   spec.mutable_optimizer()->set_max_grad_norm(1.0);
   spec.set_seed(3);
-  sched::StageCost cost;
+  sched::VirtualStageCost cost;
   cost.f_seconds = 0.003;
   cost.b_seconds = 0.004;
   cost.w_seconds = 0.002;
@@ -198,7 +198,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   const sched::Schedule schedule = *sched::Generate("zb-h1", problem);
   const double predicted = sched::Simulate(problem, schedule)->step_seconds;
   SyntheticCompute synthetic;
-  synthetic.stages = problem.stages;
+  synthetic.stages = problem.virtual_stages;
   synthetic.loss = 1.25;
 
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(2);

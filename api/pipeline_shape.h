@@ -20,6 +20,17 @@ inline int WorkersOf(const v1::PipelineSpec& pipeline) {
   return pipeline.stages() * DataParallelOf(pipeline);
 }
 
+/// The worker index of the worker that runs stage s of replica r in a
+/// pipeline of p `stages`: r * p + s, the one order of a job's p * d
+/// workers (the p stages of replica 0, then those of replica 1, ...) in
+/// which the coordinator takes them and keys their assignments and step
+/// reports (`WorkerRecord::worker_index`). Pure.
+inline int WorkerIndex(int replica, int stage, int stages) { return replica * stages + stage; }
+/// The stage s and the replica r of worker index `index` (WorkerIndex's
+/// inverse). Pure.
+inline int StageOfWorker(int index, int stages) { return index % stages; }
+inline int ReplicaOfWorker(int index, int stages) { return index / stages; }
+
 }  // namespace zbpp
 
 #endif  // ZBPP_API_PIPELINE_SHAPE_H_

@@ -48,8 +48,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.job_id = job.id();
   r.state = JobStateName(job.state());
   r.schedule = job.spec().schedule().name();
-  r.workers = job.spec().pipeline().stages();
-  r.data_parallel = DataParallelOf(job.spec().pipeline());
+  r.stages = job.spec().pipeline().stages();
+  r.replicas = DataParallelOf(job.spec().pipeline());
   r.microbatches = job.spec().pipeline().microbatches();
   r.steps = job.steps_completed();
   r.recoveries = job.recoveries_total();
@@ -89,7 +89,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   const size_t skip = std::min(steps.size() - 1, steps.size() / 10);
   const std::vector<v1::StepSummary> window(steps.begin() + skip, steps.end());
   r.window_steps = static_cast<int64_t>(window.size());
-  const double tokens_per_step = double(r.data_parallel) *
+  const double tokens_per_step = double(r.replicas) *
                                  job.spec().pipeline().microbatches() *
                                  job.spec().pipeline().microbatch_size() *
                                  job.spec().model().seq_len();
@@ -109,18 +109,18 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   // Per-stage means over the window.
   std::vector<std::vector<double>*> means = {&r.bubble_rate_measured, &r.bubble_rate_predicted,
                                              &r.reduce_seconds, &r.exposed_reduce_seconds};
-  for (std::vector<double>* mean : means) mean->assign(r.workers, 0.0);
-  std::vector<int> counts(r.workers, 0);
+  for (std::vector<double>* mean : means) mean->assign(r.stages, 0.0);
+  std::vector<int> counts(r.stages, 0);
   for (const v1::StepSummary& s : window) {
     for (const v1::StageStepStats& stage : s.stages()) {
-      if (stage.stage() < 0 || stage.stage() >= r.workers) continue;
+      if (stage.stage() < 0 || stage.stage() >= r.stages) continue;
       const double values[] = {stage.measured_bubble_rate(), stage.predicted_bubble_rate(),
                                stage.reduce_seconds(), stage.exposed_reduce_seconds()};
       for (size_t i = 0; i < means.size(); ++i) (*means[i])[stage.stage()] += values[i];
       ++counts[stage.stage()];
     }
   }
-  for (int w = 0; w < r.workers; ++w) {
+  for (int w = 0; w < r.stages; ++w) {
     if (counts[w] == 0) continue;
     for (std::vector<double>* mean : means) (*mean)[w] /= counts[w];
   }
@@ -130,17 +130,17 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 std::string ReportTable(const TrainingReport& r) {
   std::string text = absl::StrCat(
       "job ", r.job_id, " ", r.state, ": ", r.steps, " steps of ", r.schedule, " on ",
-      r.workers * r.data_parallel, " workers, ", r.microbatches,
-      r.data_parallel > 1 ? " microbatches per step and replica\n" : " microbatches per step\n");
+      r.workers(), " workers, ", r.microbatches,
+      r.replicas > 1 ? " microbatches per step and replica\n" : " microbatches per step\n");
   if (!r.history_complete) {
     absl::StrAppend(&text, "history:      INCOMPLETE: the coordinator's store holds no summary of ",
                     r.missing_steps, r.missing_steps == 1 ? " completed step" : " completed steps",
                     "; the figures below cover the stored steps only\n");
   }
-  if (r.data_parallel > 1) {
-    absl::StrAppend(&text, "replicas:     ", r.data_parallel, " data-parallel copies of the ",
-                    r.workers, "-stage pipeline (", r.workers * r.data_parallel, " workers, ",
-                    r.microbatches * r.data_parallel, " microbatches per step in all)\n");
+  if (r.replicas > 1) {
+    absl::StrAppend(&text, "replicas:     ", r.replicas, " data-parallel copies of the ",
+                    r.stages, "-stage pipeline (", r.workers(), " workers, ",
+                    r.microbatches * r.replicas, " microbatches per step in all)\n");
   }
   absl::StrAppend(&text, "train loss:   ", Number("%.4f", r.loss_start), " -> ",
                   Number("%.4f", r.loss_end), "\n");
@@ -158,11 +158,11 @@ std::string ReportTable(const TrainingReport& r) {
     absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
                           *r.param_checksum);
   }
-  const bool reduces = r.data_parallel > 1;
+  const bool reduces = r.replicas > 1;
   std::vector<std::vector<std::string>> rows = {
       {"STAGE", "BUBBLE_MEASURED", "BUBBLE_PREDICTED", "DIFFERENCE"}};
   if (reduces) rows[0].insert(rows[0].end(), {"REDUCE_S", "EXPOSED_REDUCE_S"});
-  for (int w = 0; w < r.workers; ++w) {
+  for (int w = 0; w < r.stages; ++w) {
     rows.push_back({absl::StrCat(w), Rate(r.bubble_rate_measured[w]),
                     Rate(r.bubble_rate_predicted[w]),
                     absl::StrFormat("%+.4f", r.bubble_rate_measured[w] -

@@ -16,8 +16,8 @@ struct TrainingReport {
   std::string job_id;
   std::string state;       ///< e.g. "SUCCEEDED".
   std::string schedule;    ///< JobSpec schedule name, e.g. "zb-h1".
-  int workers = 0;         ///< p: pipeline stages.
-  int data_parallel = 1;   ///< d: replicas of the pipeline (p * d workers).
+  int stages = 0;          ///< p: pipeline stages.
+  int replicas = 1;        ///< d: data-parallel replicas of the pipeline.
   int microbatches = 0;    ///< m.
   int64_t steps = 0;       ///< Steps completed.
   /// Training loss (nats per token) of the first and last listed steps.
@@ -58,6 +58,9 @@ struct TrainingReport {
   /// before any), and why (Job.transport, transport_reason).
   std::string transport;
   std::string transport_reason;
+
+  /// The job's worker daemons, one per (stage, replica): p * d.
+  int workers() const { return stages * replicas; }
   /// Optimistic steps rolled back, steps skipped for inf/nan and steps redone
   /// (or taken) clipped: Job.rollbacks_total, skipped_steps_total,
   /// clipped_steps_total.

@@ -23,7 +23,7 @@ std::string TableOf(const v1::ScheduleVersion& version) {
                     "SCHEDULE_CHANGE_REASON_"),
       version.reason_detail().empty() ? "" : ": " + version.reason_detail(),
       ")\n");
-  absl::StrAppend(&text, s.name(), ": ", s.stages(), " workers x ", s.chunks(),
+  absl::StrAppend(&text, s.name(), ": ", s.stages(), " stages x ", s.chunks(),
                   " chunks, ", s.microbatches(), " microbatches\n");
   absl::StrAppendFormat(&text,
                         "predicted: step %.4f s, makespan %.4f s, bubble rate "
@@ -32,7 +32,7 @@ std::string TableOf(const v1::ScheduleVersion& version) {
                         predicted.bubble_rate(),
                         predicted.max_peak_memory_m_b());
   for (int w = 0; w < s.stage_actions_size(); ++w) {
-    absl::StrAppend(&text, "worker ", w, ": ",
+    absl::StrAppend(&text, "stage ", w, ": ",
                     absl::StrJoin(s.stage_actions(w).actions(), " "), "\n");
   }
   return text;

@@ -70,7 +70,7 @@ absl::StatusOr<Schedule> GenerateInterleaved1F1B(const Problem& problem) {
   }
   if (m % p != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "1f1b-interleaved needs microbatches to be a multiple of virtual stages (",
+        "1f1b-interleaved needs microbatches to be a multiple of stages (",
         p, "), got ", m));
   }
   Schedule schedule = Empty(problem, "1f1b-interleaved");

@@ -90,7 +90,7 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem) {
   }
   if (m < 2 * p) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dualpipe-v needs microbatches >= 2 * virtual stages (", 2 * p, "), got ", m));
+        "dualpipe-v needs microbatches >= 2 * stages (", 2 * p, "), got ", m));
   }
   Schedule schedule;
   schedule.name = "dualpipe-v";

@@ -12,7 +12,7 @@ struct PaperSetting {
   const char* model;  ///< "1.5B", "6.2B", "14.6B", "28.3B".
   int hidden;         ///< h.
   int heads;          ///< a.
-  int p;              ///< Pipeline virtual stages.
+  int p;              ///< Pipeline stages.
   int m;              ///< Microbatches.
   double f_ms, b_ms, w_ms, comm_ms;  ///< T_F, T_B, T_W, T_comm per virtual stage.
   /// The paper's bubble rates.

@@ -56,7 +56,7 @@ absl::StatusOr<Schedule> GenerateZbH1(const Problem& problem) {
 absl::StatusOr<Schedule> GenerateZbH2(const Problem& problem) {
   if (problem.microbatches < 2 * problem.stages) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "zb-h2 needs microbatches >= 2 * virtual stages (", 2 * problem.stages,
+        "zb-h2 needs microbatches >= 2 * stages (", 2 * problem.stages,
         "): its warm-up alone takes 2p-1; got ", problem.microbatches));
   }
   return Build(

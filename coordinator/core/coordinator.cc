@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/job_state.h"
+#include "api/pipeline_shape.h"
 #include "api/time_proto.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"
@@ -135,7 +136,7 @@ std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>&
                                                  int stages) const {
   std::vector<RankWorker> workers;
   for (int i = 0; i < static_cast<int>(worker_ids.size()); ++i) {
-    workers.push_back({worker_ids[i], i % stages, i / stages,
+    workers.push_back({worker_ids[i], StageOfWorker(i, stages), ReplicaOfWorker(i, stages),
                        registry_->Description(worker_ids[i])});
   }
   return workers;

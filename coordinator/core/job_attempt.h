@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "api/pipeline_shape.h"
 #include "coordinator/core/outbox.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
@@ -27,8 +28,7 @@ struct PendingStep {
 };
 
 /// A job's current attempt (job.h): its p × d workers by worker index
-/// replica * p + stage (the p workers of replica 0, then those of replica
-/// 1, ...), the steps granted to them, the step each completed, and the
+/// (`WorkerIndex`, api/pipeline_shape.h), the steps granted to them, the step each completed, and the
 /// step reports and validation results gathered until every worker has
 /// sent its own. Attempts are numbered from 1; between two attempts it
 /// holds no workers and keeps its number.
@@ -41,9 +41,9 @@ class JobAttempt {
 
   int stages() const { return stages_; }
   int replicas() const { return replicas_; }
-  /// The pipeline rank and replica of worker index `index`.
-  int stage_of(int index) const { return index % stages_; }
-  int replica_of(int index) const { return index / stages_; }
+  /// The stage and replica of worker index `index`.
+  int stage_of(int index) const { return StageOfWorker(index, stages_); }
+  int replica_of(int index) const { return ReplicaOfWorker(index, stages_); }
 
   /// The attempt's number; 0 before the first.
   int64_t number() const { return number_; }

@@ -607,7 +607,7 @@ absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
           return Invalid(
               "schedule.memory_limit_bytes", policy.memory_limit_bytes(),
               " is below one microbatch (1 M_B = ",
-              std::llround(std::ceil(unit[w])), " bytes on worker ", w, ")");
+              std::llround(std::ceil(unit[w])), " bytes on stage ", w, ")");
         }
       }
       problem.memory_limit_bytes.assign(p, limit);

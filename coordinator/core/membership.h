@@ -50,8 +50,8 @@ struct WorkerRecord {
   absl::Time last_heartbeat;
   /// When it became LOST; unset (InfinitePast) while live.
   absl::Time lost_at = absl::InfinitePast();
-  /// The job and the worker's rank in it while ASSIGNED (the coordinator's
-  /// worker index replica * stages + stage); kept when the worker is LOST
+  /// The job and the worker's index in it while ASSIGNED (`WorkerIndex`,
+  /// api/pipeline_shape.h: replica * stages + stage); kept when the worker is LOST
   /// so that the caller knows which job to recover. Empty / -1 otherwise.
   std::string job_id;
   int worker_index = -1;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "api/pipeline_shape.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -65,11 +66,12 @@ absl::StatusOr<zbpp::v1::ValidationOutcome> GatherValidationOutcome(
   // would let the replicas' parameters drift apart.
   for (const auto& [index, result] : results) {
     if (index < stages) continue;
-    const std::string why = ValidationMismatch(results.at(index % stages), result);
+    const int stage = StageOfWorker(index, stages);
+    const std::string why = ValidationMismatch(results.at(stage), result);
     if (why.empty()) continue;
     return absl::FailedPreconditionError(absl::StrCat(
-        "validation of step ", step, ": stage ", index % stages, " replica ",
-        index / stages, " disagrees with replica 0 (", why,
+        "validation of step ", step, ": stage ", stage, " replica ",
+        ReplicaOfWorker(index, stages), " disagrees with replica 0 (", why,
         "); the data-parallel replicas did not validate the same reduced gradients"));
   }
   zbpp::v1::ValidationOutcome outcome;

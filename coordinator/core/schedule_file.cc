@@ -81,7 +81,7 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
               : "schedule.memory_limit_m_b";
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": ", FileName(spec), " peaks at ", sim->peak_memory_bytes[w],
-          " bytes on worker ", w, ", over the limit of ",
+          " bytes on stage ", w, ", over the limit of ",
           problem.limit_of(w)));
     }
   }

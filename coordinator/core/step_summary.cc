@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "api/pipeline_shape.h"
+
 namespace zbpp::coordinator {
 namespace {
 
@@ -64,10 +66,10 @@ StepOutcome SummarizeStep(const StepReports& step) {
     summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
   }
   summary.set_predicted_bubble_rate(step.predicted_bubble_rate);
-  for (int rank = 0; rank < p; ++rank) {
+  for (int stage = 0; stage < p; ++stage) {
     StageReport mean;
     for (int replica = 0; replica < d; ++replica) {
-      const StageReport& report = step.reports.at(replica * p + rank);
+      const StageReport& report = step.reports.at(WorkerIndex(replica, stage, p));
       mean.busy_seconds += report.busy_seconds / d;
       mean.idle_seconds += report.idle_seconds / d;
       mean.comm_seconds += report.comm_seconds / d;
@@ -78,13 +80,13 @@ StepOutcome SummarizeStep(const StepReports& step) {
       mean.exposed_reduce_seconds += report.exposed_reduce_seconds / d;
     }
     zbpp::v1::StageStepStats* out = summary.add_stages();
-    out->set_stage(rank);
-    out->set_worker_id(replica0(rank).worker_id);
+    out->set_stage(stage);
+    out->set_worker_id(replica0(stage).worker_id);
     out->set_measured_bubble_rate(
         cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
     out->set_predicted_bubble_rate(
-        rank < static_cast<int>(step.predicted_rank_bubble_rate.size())
-            ? step.predicted_rank_bubble_rate[rank]
+        stage < static_cast<int>(step.predicted_rank_bubble_rate.size())
+            ? step.predicted_rank_bubble_rate[stage]
             : 0);
     out->set_idle_seconds(mean.idle_seconds);
     out->set_comm_seconds(mean.comm_seconds);

@@ -15,7 +15,7 @@ namespace zbpp::sched::cli {
 
 /// A parsed cost file. In JSON or YAML (the same keys):
 ///
-///   stages:            # one entry per pipeline stage (stage), or ...
+///   stages:            # one entry per pipeline stage, or ...
 ///     - {t_f: 0.0185, t_b: 0.0181, t_w: 0.0093, m_b: 2.1e9, m_w: 1.0e9}
 ///   virtual_stages:    # ... one per virtual stage, in model order
 ///   comm: 0.0006       # seconds of one point-to-point hop (default 0)

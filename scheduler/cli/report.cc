@@ -282,7 +282,7 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
                         "gradient, BW fused backward; number = microbatch; "
                         "'.' idle",
                   s.chunks > 1 ? "; lower case = odd chunk" : "",
-                  comm ? "; comm: R<stage> = the stage's gradient all-reduce" : "",
+                  comm ? "; comm: R<v> = virtual stage v's gradient all-reduce" : "",
                   "; 1 column = ", absl::StrCat(per_second > 0 ? 1 / per_second : 0),
                   " s\n");
   return out;

@@ -34,7 +34,7 @@ std::string OutcomeReport(const Outcome& o, const std::string& format);
 /// one line per stage where each action is a cell as wide as its duration
 /// labelled with its pass and microbatch ("F3", "B3", "W3", "BW3"; lower case
 /// for odd chunks) and '.' is idle, with reductions a "comm" line under each
-/// stage where the reduction of stage s is "R<s>", and a legend giving
+/// stage where the reduction of virtual stage s is "R<s>", and a legend giving
 /// seconds per column.
 /// `width`: columns of the time axis; none = the shortest pass gets one
 /// labelled cell.

@@ -18,10 +18,10 @@
 
 namespace zbpp::sched::cli {
 
-/// The problem as the flags give it: costs per pipeline stage (per stage),
+/// The problem as the flags give it: costs per pipeline stage,
 /// before they are split over the chunks a schedule puts on each stage.
 struct ProblemFlags {
-  int stages = 1;        ///< --stages: p, pipeline stages (stages), >= 1.
+  int stages = 1;        ///< --stages: p, pipeline stages, >= 1.
   int microbatches = 1;  ///< --microbatches: m, per step, >= 1.
   /// --cost-f/-b/-w/-comm: seconds of F, B (input gradient) and W (weight
   /// gradient) per stage, and seconds per point-to-point hop; all >= 0.

@@ -40,7 +40,7 @@ Commands:
   show      draw one schedule as a text grid, one line per stage
   compare   build and simulate every known schedule for one problem
 
-Problem flags (costs are per pipeline stage, i.e. per stage; a stage that
+Problem flags (costs are per pipeline stage; a stage that
 holds v chunks pays 1/v of them per chunk):
   --schedule NAME               gpipe 1f1b 1f1b-interleaved zb-h1 zb-h2 zb-1p
                                 zb-2p zb-auto zb-v v-half v-min dualpipe-v
@@ -51,7 +51,7 @@ holds v chunks pays 1/v of them per chunk):
                                 which are checked; UNSHARD/RESHARD ignored;
                                 OVERLAP_F_B read as F then B) or zbpp's JSON;
                                 --stages/--microbatches/--chunks come from it
-  --stages P                    pipeline stages (stages), >= 1
+  --stages P                    pipeline stages, >= 1
   --microbatches M              microbatches per step, >= 1
   --cost-f TF --cost-b TB --cost-w TW
                                 seconds of F, B (input gradient) and W (weight
@@ -59,7 +59,7 @@ holds v chunks pays 1/v of them per chunk):
                                 1 by default for show and compare
   --cost-comm TC                seconds per point-to-point hop (default 0)
   --costs FILE                  costs from a JSON or YAML file instead of the
-                                --cost-* flags: per pipeline stage (stage) or
+                                --cost-* flags: per pipeline stage or
                                 per virtual stage, with M_B/M_W in bytes, comm
                                 and memory limits (README, zbpp-sched); its
                                 stages give --stages

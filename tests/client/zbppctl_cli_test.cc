@@ -359,7 +359,7 @@ TEST_F(ZbppctlFakeServer, WatchExitCodeFollowsTheFinalState) {
 TEST_F(ZbppctlFakeServer, ScheduleInEveryFormat) {
   ProcessResult result = Run({"schedule", "job-1"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_THAT(result.out, HasSubstr("worker 3: "));
+  EXPECT_THAT(result.out, HasSubstr("stage 3: "));
   result = Run({"schedule", "job-1", "--format", "svg"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("<svg"));

@@ -368,8 +368,8 @@ TEST(ZbppctlSchedule, RendersEveryFormat) {
   EXPECT_THAT(
       *table,
       HasSubstr("job job-1 schedule v2 from step 40 (RESOLVE: stage 2"));
-  EXPECT_THAT(*table, HasSubstr("zb-v: 4 workers x 2 chunks, 8 microbatches"));
-  EXPECT_THAT(*table, HasSubstr("worker 0: 0F0 "));
+  EXPECT_THAT(*table, HasSubstr("zb-v: 4 stages x 2 chunks, 8 microbatches"));
+  EXPECT_THAT(*table, HasSubstr("stage 0: 0F0 "));
   absl::StatusOr<std::string> svg = RenderSchedule(version, "svg");
   ASSERT_TRUE(svg.ok()) << svg.status();
   EXPECT_THAT(*svg, HasSubstr("<svg"));

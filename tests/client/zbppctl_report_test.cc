@@ -84,7 +84,9 @@ TEST(Report, DataParallelJobsCountEveryReplicaAndShowTheirReductions) {
     }
   }
   TrainingReport r = *BuildReport(job, steps);
-  EXPECT_EQ(r.data_parallel, 3);
+  EXPECT_EQ(r.stages, 2);
+  EXPECT_EQ(r.replicas, 3);
+  EXPECT_EQ(r.workers(), 6);
   // Three replicas of 4096 tokens per step, a step every 0.5 s.
   EXPECT_NEAR(r.tokens_per_second, 3 * 4096 / 0.5, 1e-6);
   ASSERT_EQ(r.reduce_seconds.size(), 2u);
@@ -100,12 +102,15 @@ TEST(Report, DataParallelJobsCountEveryReplicaAndShowTheirReductions) {
   EXPECT_THAT(table, testing::HasSubstr("DIFFERENCE  REDUCE_S  EXPOSED_REDUCE_S\n"));
   EXPECT_THAT(table, testing::HasSubstr("0.5000    0.0500"));
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
-  EXPECT_EQ(json["data_parallel"], 3);
+  // Stages, replicas and workers separately: 2 stages x 3 replicas are 6 workers.
+  EXPECT_EQ(json["stages"], 2);
+  EXPECT_EQ(json["replicas"], 3);
+  EXPECT_EQ(json["workers"], 6);
   EXPECT_DOUBLE_EQ(json["exposed_reduce_seconds"][1].get<double>(), 0.05);
 
   // One replica: the table is as before.
   TrainingReport single = *BuildReport(TwoStageJob(), Steps());
-  EXPECT_EQ(single.data_parallel, 1);
+  EXPECT_EQ(single.replicas, 1);
   EXPECT_THAT(ReportTable(single), testing::Not(testing::HasSubstr("REDUCE_S")));
   EXPECT_THAT(ReportTable(single), testing::Not(testing::HasSubstr("replicas:")));
 }
@@ -113,7 +118,7 @@ TEST(Report, DataParallelJobsCountEveryReplicaAndShowTheirReductions) {
 TEST(Report, JsonHasTheDemoContractKeys) {
   TrainingReport r = *BuildReport(TwoStageJob(), Steps());
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
-  for (const char* key : {"steps", "schedule", "workers", "loss_start", "loss_end", "eval_loss",
+  for (const char* key : {"steps", "schedule", "stages", "replicas", "workers", "loss_start", "loss_end", "eval_loss",
                           "tokens_per_second", "bubble_rate_measured",
                           "bubble_rate_predicted", "recoveries", "validation_mode",
                           "rollbacks", "skipped_steps", "clipped_steps", "schedule_versions",

@@ -144,7 +144,7 @@ std::vector<BadCase> BadCases() {
       {"memory limit below one microbatch (bytes)",
        [](JobSpec& s) { s.mutable_schedule()->set_memory_limit_bytes(1000); },
        "schedule.memory_limit_bytes: 1000 is below one microbatch (1 M_B = "
-       "9699328 bytes on worker 0)"},
+       "9699328 bytes on stage 0)"},
       {"missing dataset", [](JobSpec& s) { s.clear_dataset(); },
        "dataset: required"},
       // Model.

@@ -105,8 +105,8 @@ TEST(PostValidationObstacleTest, OnlyNcclWithPrefixesThatAreNotClosed) {
        {"1F0", "2F0", "1F1", "2B0", "2F1", "2B1", "1B0", "1B1"}});
   EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_GLOO, not_closed), "");
   EXPECT_EQ(PostValidationObstacle(v1::TRANSPORT_NCCL, not_closed),
-            "NCCL needs closed speculative prefixes: worker 1 runs 1F1 in its speculative "
-            "prefix, but its input comes from worker 0's 0F1, which follows that worker's first "
+            "NCCL needs closed speculative prefixes: stage 1 runs 1F1 in its speculative "
+            "prefix, but its input comes from stage 0's 0F1, which follows that stage's first "
             "B (3B0): prefix not closed");
 }
 

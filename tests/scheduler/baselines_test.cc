@@ -109,11 +109,11 @@ TEST(Baselines, RefusalsSayWhy) {
       GenerateZbH2(Problem::Uniform(4, 1, 7, VirtualStageCost{}, 0));
   EXPECT_EQ(h2.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(h2.status().message()),
-              HasSubstr("zb-h2 needs microbatches >= 2 * virtual stages (8)"));
+              HasSubstr("zb-h2 needs microbatches >= 2 * stages (8)"));
   absl::StatusOr<Schedule> interleaved =
       GenerateInterleaved1F1B(Problem::Uniform(4, 2, 6, VirtualStageCost{}, 0));
   EXPECT_THAT(std::string(interleaved.status().message()),
-              HasSubstr("multiple of virtual stages (4), got 6"));
+              HasSubstr("multiple of stages (4), got 6"));
   EXPECT_THAT(std::string(GenerateInterleaved1F1B(
                               Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0))
                               .status()

@@ -86,8 +86,8 @@ TEST(CostFile, ErrorsNameTheField) {
 TEST(CostFile, StagesAreSplitOverTheChunksOfTheirStage) {
   absl::StatusOr<CostFile> costs = ParseCostFile(kYaml);
   ASSERT_TRUE(costs.ok()) << costs.status();
-  // V placement on 2 stages: stage 0 holds stages 0 and 3, stage 1
-  // stages 1 and 2.
+  // V placement on 2 stages: stage 0 holds virtual stages 0 and 3,
+  // stage 1 virtual stages 1 and 2.
   absl::StatusOr<Problem> problem =
       CostProblem(*costs, 2, 2, 6, PlaceVirtualStages(Placement::kV, 2, 2));
   ASSERT_TRUE(problem.ok()) << problem.status();

@@ -139,7 +139,7 @@ TEST(DualPipeV, NeedsTwoChunksAndTwiceAsManyMicrobatchesAsStages) {
   absl::StatusOr<Schedule> schedule = GenerateDualPipeV(UniformV(4, 7, 1, 0.5));
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(schedule.status().message()),
-              HasSubstr("dualpipe-v needs microbatches >= 2 * virtual stages (8), got 7"));
+              HasSubstr("dualpipe-v needs microbatches >= 2 * stages (8), got 7"));
   schedule = GenerateDualPipeV(Problem::Uniform(4, 1, 8, VirtualStageCost{}, 0));
   EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(schedule.status().message()),

@@ -120,8 +120,8 @@ def check_import(zbpp_sched, path, name, p, v, m, owner):
         # Whether post-update validation can speculate under that transport
         # depends on the schedule: reported either way, with the broken rule.
         prefixes = got["speculative_prefixes"]
-        check(len(prefixes["actions_per_worker"]) == p,
-              f"{name}: {len(prefixes['actions_per_worker'])} speculative prefixes, want {p}")
+        check(len(prefixes["actions_per_stage"]) == p,
+              f"{name}: {len(prefixes['actions_per_stage'])} speculative prefixes, want {p}")
         check(prefixes["closed"] == (prefixes["error"] is None)
               and (prefixes["closed"] or "prefix" in prefixes["error"]),
               f"{name}: speculative prefixes {prefixes}")

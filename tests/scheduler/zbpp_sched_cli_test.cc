@@ -298,7 +298,7 @@ TEST(ZbppSchedCli, TableIsTheDefaultFormat) {
   // 1F1B: bubble (p-1)*3 over makespan 8*3 + 3*3 = 33.
   EXPECT_THAT(run.out, HasSubstr("bubble rate           0.272727 (27.27%)"));
   EXPECT_THAT(run.out, HasSubstr("makespan              33 s"));
-  EXPECT_THAT(run.out, HasSubstr("\n3       24      9"));  // stage 3's row
+  EXPECT_THAT(run.out, HasSubstr("\n3      24      9"));  // stage 3's row
 }
 
 TEST(ZbppSchedCli, ShowDrawsOneLinePerStage) {
@@ -379,7 +379,7 @@ TEST(ZbppSchedCli, ReductionsShowOnACommunicationLineAndCountInTheMakespan) {
   const RunResult show = RunCli(Concat({"show"}, args));
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_THAT(show.out, HasSubstr("makespan 8 s"));
-  EXPECT_THAT(show.out, HasSubstr("\n  comm   |"));
+  EXPECT_THAT(show.out, HasSubstr("\n  comm  |"));
   EXPECT_THAT(show.out, HasSubstr("R0"));
   EXPECT_THAT(show.out, HasSubstr("R1"));
   const nlohmann::json j = RunJson(
@@ -560,7 +560,7 @@ TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
        "row 1 (stage 0), cell 1 (0F0): no 0SEND_F0 after it"},
       {Concat({"simulate", "--import", deadlock}, kUnitCosts), "deadlock"},
       {Concat({"simulate", "--import", incomplete}, kUnitCosts),
-       "missing B of stage 0 microbatch 1"},
+       "missing B of virtual stage 0 microbatch 1"},
       {Concat({"simulate", "--import", good, "--stages", "2"}, kUnitCosts),
        "--stages 2 does not match the imported schedule's 1 stages"},
       {Concat({"simulate", "--import", good, "--mem-limit", "1"}, kUnitCosts),
@@ -573,7 +573,7 @@ TEST(ZbppSchedCli, ImportErrorsExitTwoWithOneLine) {
   ExpectUsageErrors(cases);
 }
 
-// p = 4 where stage (stage) 3 is 1.5x slower than the others.
+// p = 4 where stage 3 is 1.5x slower than the others.
 constexpr char kSlowStage3[] = R"(stages:
   - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}
   - {t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0.5}

@@ -148,15 +148,15 @@ TEST(ModelCosts, InitialProblemUsesTheFamilysCosts) {
   ASSERT_TRUE(llama.ok()) << llama.status();
   const BlockCosts block = BlockCostsOf(spec.model(), 2);
   // 2 blocks per virtual stage.
-  EXPECT_DOUBLE_EQ(llama->stages[0].m_b_bytes, 2 * block.m_b_bytes);
-  EXPECT_DOUBLE_EQ(llama->stages[0].m_w_bytes, 2 * block.m_w_bytes);
+  EXPECT_DOUBLE_EQ(llama->virtual_stages[0].m_b_bytes, 2 * block.m_b_bytes);
+  EXPECT_DOUBLE_EQ(llama->virtual_stages[0].m_w_bytes, 2 * block.m_w_bytes);
   spec.mutable_model()->set_architecture("gpt");
   spec.mutable_model()->clear_kv_heads();
   spec.mutable_model()->clear_rope_theta();
   absl::StatusOr<sched::Problem> gpt = InitialProblem(spec);
   ASSERT_TRUE(gpt.ok()) << gpt.status();
   // GQA and SwiGLU at f = 4h: 2h² + h² + 12h² per block against gpt's 12h².
-  EXPECT_GT(llama->stages[0].f_seconds, gpt->stages[0].f_seconds);
+  EXPECT_GT(llama->virtual_stages[0].f_seconds, gpt->virtual_stages[0].f_seconds);
 }
 
 TEST(ModelCosts, LogitsBytesCountTheLossCopies) {
@@ -169,11 +169,11 @@ TEST(ModelCosts, LogitsBytesCountTheLossCopies) {
 TEST(ModelCosts, MemoryEstimatePutsTheLogitsOnTheLastStagesRank) {
   JobSpec spec = LlamaSpec();
   spec.mutable_model()->set_vocab(1 << 20);
-  // V placement over 2 ranks: rank 0 holds virtual stages 0 and 3.
+  // V placement over 2 stages: stage 0 holds virtual stages 0 and 3.
   zbpp::v1::ScheduleVersion version;
-  version.mutable_schedule()->set_workers(2);
+  version.mutable_schedule()->set_stages(2);
   version.mutable_schedule()->set_chunks(2);
-  for (int rank : {0, 1, 1, 0}) version.mutable_schedule()->add_stage_of(rank);
+  for (int stage : {0, 1, 1, 0}) version.mutable_schedule()->add_stage_of(stage);
   const std::vector<RankMemoryEstimate> ranks = EstimateRankMemory(spec, version);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_DOUBLE_EQ(ranks[0].logits_bytes, LogitsBytes(spec));

@@ -9,7 +9,7 @@
 //
 // Then the grid with communication (uniform costs, T_comm = 0.05, 0.1, 0.2
 // T_F): bubble rate of the Zero Bubble authors' generators (re-implemented
-// in tests/scheduler/authors_generators.h) and of the solver.
+// in scheduler/testing/authors_generators.h) and of the solver.
 //
 // Targets (bench/results/solver.md), checked at the end of the timings: at
 // p=32, m=128 every schedule at least 100 times faster than the authors'
@@ -24,8 +24,8 @@
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 #include "scheduler/zb_auto.h"
-#include "tests/scheduler/authors_generators.h"
-#include "tests/scheduler/solver_grid.h"
+#include "scheduler/testing/authors_generators.h"
+#include "scheduler/testing/solver_grid.h"
 
 namespace zbpp::sched {
 namespace {
@@ -183,7 +183,7 @@ std::pair<double, double> Measured(const Problem& problem,
   return {result->bubble_rate, result->max_peak_memory_m_b};
 }
 
-// The grid with communication of tests/scheduler/solver_grid.h: per
+// The grid with communication of scheduler/testing/solver_grid.h: per
 // T_comm / T_F, schedule, p and m, the bubble rate of the authors'
 // generators and of the solver, both timed by our simulator.
 void PrintCommGrid() {
@@ -210,7 +210,7 @@ void PrintCommGrid() {
   }
 }
 
-// The comparison grid of tests/scheduler/solver_grid.h: per cost model,
+// The comparison grid of scheduler/testing/solver_grid.h: per cost model,
 // schedule, p and m, the bubble rate of the best candidate construction
 // before the refinement ("greedy") and of the solver's result, and the
 // solver's peak; then the published reference cases.

@@ -8,18 +8,6 @@
 
 namespace zbpp::coordinator {
 
-std::string WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kRegistered:
-      return "REGISTERED";
-    case WorkerState::kAssigned:
-      return "ASSIGNED";
-    case WorkerState::kLost:
-      return "LOST";
-  }
-  return absl::StrCat("WorkerState(", static_cast<int>(state), ")");
-}
-
 absl::StatusOr<std::unique_ptr<Membership>> Membership::Create(
     Options options) {
   if (options.clock == nullptr) {

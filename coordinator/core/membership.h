@@ -31,15 +31,11 @@ struct WorkerInfo {
 /// Where a worker is in its life at the coordinator.
 enum class WorkerState {
   kRegistered,  ///< Live and free.
-  kAssigned,    ///< Live and holding a pipeline rank of a job.
+  kAssigned,    ///< Live and holding a stage of a job.
   kLost,        ///< Missed its heartbeats (or superseded); never comes back
                 ///< under this id. Forgotten (removed) after
                 ///< `Options.lost_worker_retention_seconds`.
 };
-
-/// Upper-case name for the API, the store and metric labels: "REGISTERED",
-/// "ASSIGNED", "LOST".
-std::string WorkerStateName(WorkerState state);
 
 /// One worker as the coordinator sees it. Plain value (a copy).
 struct WorkerRecord {

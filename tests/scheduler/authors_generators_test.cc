@@ -2,7 +2,7 @@
 // generators (authors_generators.h): it gives the bubble rates they publish,
 // and the solver's own constructions build the same orders under each of
 // their choices, so the solver searches everything their greedy does.
-#include "tests/scheduler/authors_generators.h"
+#include "scheduler/testing/authors_generators.h"
 
 #include <algorithm>
 #include <string>
@@ -12,7 +12,7 @@
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 #include "scheduler/zb_greedy.h"
-#include "tests/scheduler/solver_grid.h"
+#include "scheduler/testing/solver_grid.h"
 
 namespace zbpp::sched {
 namespace {

@@ -18,8 +18,8 @@
 #include "scheduler/zb_handcrafted.h"
 #include "scheduler/zb_orders.h"
 #include "scheduler/zb_vblocks.h"
-#include "tests/scheduler/authors_generators.h"
-#include "tests/scheduler/solver_grid.h"
+#include "scheduler/testing/authors_generators.h"
+#include "scheduler/testing/solver_grid.h"
 
 namespace zbpp::sched {
 namespace {

@@ -1,7 +1,8 @@
-#ifndef ZBPP_TESTS_SCHEDULER_AUTHORS_GENERATORS_H_
-#define ZBPP_TESTS_SCHEDULER_AUTHORS_GENERATORS_H_
+#ifndef ZBPP_SCHEDULER_TESTING_AUTHORS_GENERATORS_H_
+#define ZBPP_SCHEDULER_TESTING_AUTHORS_GENERATORS_H_
 
-// Test-only reference: zbpp's own re-implementation of the schedule
+// A reference for tests and benchmarks (linked into no binary zbpp
+// ships): zbpp's own re-implementation of the schedule
 // generators the Zero Bubble authors publish with their Megatron fork
 // (github.com/sail-sg/zero-bubble-pipeline-parallelism,
 // megatron/core/pipeline_parallel/zerobubble/scheduler/): the ZB-1p/2p
@@ -487,4 +488,4 @@ inline std::optional<Schedule> AuthorsSchedule(const Problem& problem) {
 
 }  // namespace zbpp::sched::testing
 
-#endif  // ZBPP_TESTS_SCHEDULER_AUTHORS_GENERATORS_H_
+#endif  // ZBPP_SCHEDULER_TESTING_AUTHORS_GENERATORS_H_

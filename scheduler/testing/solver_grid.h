@@ -1,5 +1,5 @@
-#ifndef ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_
-#define ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_
+#ifndef ZBPP_SCHEDULER_TESTING_SOLVER_GRID_H_
+#define ZBPP_SCHEDULER_TESTING_SOLVER_GRID_H_
 
 // The grid on which the automatic solver is compared with the Zero Bubble
 // authors' published schedule generators (bench/results/solver.md): p in
@@ -107,7 +107,7 @@ inline Problem CommGridProblem(double comm_share, int p, int chunks, int m) {
 /// Cases with communication where the Zero Bubble authors' greedy beat
 /// zbpp's solver before it searched that greedy's fill_partial_gaps
 /// choices again: uniform costs, T_comm = `comm_share` x T_F, the bubble
-/// rate of the authors' generator (tests/scheduler/authors_generators.h,
+/// rate of the authors' generator (scheduler/testing/authors_generators.h,
 /// timed by our simulator) to 4 decimals. zbpp had 0.0150, 0.0113,
 /// 0.0064 and 0.0106.
 struct CommReferenceCase {
@@ -125,4 +125,4 @@ inline constexpr CommReferenceCase kCommReferenceCases[] = {
 
 }  // namespace zbpp::sched::testing
 
-#endif  // ZBPP_TESTS_SCHEDULER_SOLVER_GRID_H_
+#endif  // ZBPP_SCHEDULER_TESTING_SOLVER_GRID_H_

@@ -206,7 +206,7 @@ absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
     at::Tensor& mine = grad(first.defined() ? first : last);
     const int peer = schedule.stage_of[first.defined() ? schedule.num_virtual_stages() - 1 : 0];
     const uint32_t tag = MakeTag(step, MessageKind::kValidation, 2, 0);
-    const at::Tensor outgoing = mine.contiguous().clone();
+    const at::Tensor outgoing = mine.clone(at::MemoryFormat::Contiguous);
     at::Tensor incoming = at::empty_like(outgoing);
     std::unique_ptr<PendingOp> ops[2];
     for (int i = 0; i < 2; ++i) {
@@ -220,7 +220,7 @@ absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
     for (auto& op : ops) {
       if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step, ", tied embedding gradient "
-                                                    "with rank ", peer, ": ",
+                                                    "with stage ", peer, ": ",
                                                     std::string(st.message())));
       }
     }

@@ -33,6 +33,11 @@
 #     copies are exact), in fp16 under post-validation with a NaN, and data
 #     parallel (2 replicas x 2 stages: the all-reduce's summation order may
 #     differ from Gloo's).
+#  5. cpu-p8-speedup: no GPU, the machine's 16 CPU cores: 8 CPU workers
+#     train the demo's GPT at h = 256 under 1F1B (synchronous validation),
+#     ZB-2p and ZB-V (post-validation), two alternating rounds
+#     (bench/speedup.py; a table of median tokens/s, the ratio to 1F1B,
+#     step time and bubble rates; about 5 minutes).
 # Arguments, if any, name the steps to run (e.g. worker_comm_tests
 # main-job), for a short device budget; none: every step. A leading
 # `--architecture gpt|llama` keeps only that family's compute steps (e.g.
@@ -112,6 +117,9 @@ step main-job-nccl-fp16 timeout 150 env ZBPP_OUT="$out/main-job-nccl-fp16" "${de
   --precision fp16 --transport nccl --validation post --steps 100 --inject-nan-step 40
 step main-job-nccl-dp timeout 200 env ZBPP_OUT="$out/main-job-nccl-dp" "${demo[@]}" \
   --precision bf16 --transport nccl --workers 4 --data-parallel 2 --steps 60
+step cpu-p8-speedup timeout 540 env ZBPP_BUILD_DIR=build-gpu python3 bench/speedup.py \
+  --workers 8 --hidden 256 --microbatches 16 --steps 16 --rounds 2 --out "$out/cpu-p8-speedup.md" \
+  --demo-arg=--text-file --demo-arg=build-gpu/kjv.txt 1f1b/synchronous zb-2p/post zb-v/post
 # The checksums of the Gloo and NCCL runs, side by side.
 grep -o '"param_checksum": *[-0-9.e]*' "$out"/main-job*.txt >"$out/checksums.txt" || true
 cat "$out/checksums.txt"

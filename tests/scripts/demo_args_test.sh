@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/demo refuses bad --model and --bpe values before it installs,
+# scripts/demo refuses bad --model, --bpe and --hidden values before it installs,
 # builds or starts anything: exit 2 with one line naming the flag.
 # $1: the repository root.
 set -uo pipefail
@@ -21,5 +21,8 @@ expect_refused --model --model
 expect_refused --bpe --bpe 100
 expect_refused --bpe --bpe -5
 expect_refused --bpe --model llama --bpe x
+expect_refused --hidden --hidden 6
+expect_refused --hidden --hidden 0
+expect_refused --hidden --hidden wide
 [ "$failures" -eq 0 ] && echo "demo_args: all refused as expected"
 exit "$failures"

@@ -11,12 +11,13 @@
 #include "coordinator/core/spec_refusal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/core/tiny_spec.h"
+#include "tests/coordinator/core/spec_testing.h"
 
 namespace zbpp::coordinator {
 namespace {
 
-using ::testing::StartsWith;
+using testing::ExpectRefusal;
+using testing::RefusedSpec;
 using testing::TinySpec;
 using zbpp::v1::JobSpec;
 
@@ -79,14 +80,7 @@ TEST(CheckJobSpecFields, TokenFilesOfEitherWidthPass) {
   EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
 }
 
-struct BadCase {
-  const char* name;
-  std::function<void(JobSpec&)> mutate;
-  /// The message must start with this: the field, ": ", the reason.
-  std::string prefix;
-};
-
-std::vector<BadCase> BadCases() {
+std::vector<RefusedSpec> BadCases() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return {
       // Inconsistent shapes and values, one field at a time.
@@ -349,17 +343,11 @@ std::vector<BadCase> BadCases() {
 }
 
 TEST(CheckJobSpecFields, MalformedSpecsNameTheFieldAsData) {
-  for (const BadCase& bad : BadCases()) {
+  for (const RefusedSpec& bad : BadCases()) {
     SCOPED_TRACE(bad.name);
     JobSpec spec = TinySpec();
     bad.mutate(spec);
-    const absl::Status status = CheckJobSpecFields(spec);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(std::string(status.message()), StartsWith(bad.prefix));
-    const std::optional<SpecRefusal> refusal = SpecRefusalOf(status);
-    ASSERT_TRUE(refusal.has_value()) << status;
-    EXPECT_EQ(refusal->field, bad.prefix.substr(0, bad.prefix.find(": ")));
-    EXPECT_EQ(status.message(), refusal->field + ": " + refusal->reason);
+    ExpectRefusal(CheckJobSpecFields(spec), bad.prefix);
   }
 }
 

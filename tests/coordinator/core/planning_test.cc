@@ -15,13 +15,15 @@
 #include "scheduler/refusal.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
-#include "tests/coordinator/core/tiny_spec.h"
+#include "tests/coordinator/core/spec_testing.h"
 
 namespace zbpp::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using testing::ExpectRefusal;
+using testing::RefusedSpec;
 using testing::TinySpec;
 using zbpp::v1::JobSpec;
 
@@ -36,15 +38,8 @@ TEST(PlanJob, EveryRegistryScheduleAcceptsASuitableSpec) {
   }
 }
 
-struct Refused {
-  const char* name;
-  std::function<void(JobSpec&)> mutate;
-  /// The message must start with this: the field, ": ", the reason.
-  std::string prefix;
-};
-
 // What only planning refuses: every field holds a valid value alone.
-std::vector<Refused> PlanningRefusals() {
+std::vector<RefusedSpec> PlanningRefusals() {
   return {
       {"stages do not divide layers",
        [](JobSpec& s) { s.mutable_pipeline()->set_stages(3); },
@@ -105,18 +100,13 @@ std::vector<Refused> PlanningRefusals() {
 }
 
 TEST(PlanJob, RefusalsNameTheFieldTheUserCanChangeAsData) {
-  for (const Refused& bad : PlanningRefusals()) {
+  for (const RefusedSpec& bad : PlanningRefusals()) {
     SCOPED_TRACE(bad.name);
     JobSpec spec = TinySpec();
     bad.mutate(spec);
     EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << "a field rule: " << CheckJobSpecFields(spec);
     const absl::Status status = PlanJob(spec).status();
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(std::string(status.message()), StartsWith(bad.prefix));
-    const std::optional<SpecRefusal> refusal = SpecRefusalOf(status);
-    ASSERT_TRUE(refusal.has_value()) << status;
-    EXPECT_EQ(refusal->field, bad.prefix.substr(0, bad.prefix.find(": ")));
-    EXPECT_EQ(status.message(), refusal->field + ": " + refusal->reason);
+    ExpectRefusal(status, bad.prefix);
     EXPECT_EQ(ValidateJobSpec(spec), status);
   }
 }

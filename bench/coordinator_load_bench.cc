@@ -62,7 +62,6 @@
 #include "bench/process_cpu.h"
 #include "common/read_file.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
 #include "scheduler/simulator.h"
 #include "tests/client/subprocess.h"
@@ -682,8 +681,6 @@ int RunProbe(const Flags& flags) {
   if (!store.ok()) return 1;
   Coordinator::Options options;
   options.store = store->get();
-  options.validate_spec = ValidateJobSpec;
-  options.initial_problem = InitialProblem;
   options.heartbeat_timeout_seconds = 3600;
   auto core = Coordinator::Create(options);
   if (!core.ok() || !(*core)->Recover().ok()) return 1;

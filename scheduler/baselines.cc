@@ -3,14 +3,15 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/refusal.h"
 
 namespace zbpp::sched {
 namespace {
 
 absl::Status NeedOneChunk(const Problem& problem, const char* name) {
   if (problem.chunks != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
   }
   return problem.Validate();
 }
@@ -65,13 +66,13 @@ absl::StatusOr<Schedule> GenerateInterleaved1F1B(const Problem& problem) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   const int p = problem.stages, v = problem.chunks, m = problem.microbatches;
   if (v < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "1f1b-interleaved needs chunks >= 2, got ", v, " (use 1f1b)"));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat("1f1b-interleaved needs chunks >= 2, got ", v, " (use 1f1b)"));
   }
   if (m % p != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "1f1b-interleaved needs microbatches to be a multiple of stages (",
-        p, "), got ", m));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kMicrobatches,
+                  absl::StrCat("1f1b-interleaved needs microbatches to be a multiple of "
+                               "stages (", p, "), got ", m));
   }
   Schedule schedule = Empty(problem, "1f1b-interleaved");
   // The k-th forward (or backward) of a stage: microbatches advance in

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/refusal.h"
 
 namespace zbpp::sched {
 namespace {
@@ -85,12 +86,13 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem) {
   const int p = problem.stages;
   const int m = problem.microbatches;
   if (problem.chunks != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dualpipe-v needs chunks = 2, got ", problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat("dualpipe-v needs chunks = 2, got ", problem.chunks));
   }
   if (m < 2 * p) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dualpipe-v needs microbatches >= 2 * stages (", 2 * p, "), got ", m));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kMicrobatches,
+                  absl::StrCat("dualpipe-v needs microbatches >= 2 * stages (", 2 * p,
+                               "), got ", m));
   }
   Schedule schedule;
   schedule.name = "dualpipe-v";

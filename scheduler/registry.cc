@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "scheduler/baselines.h"
 #include "scheduler/dualpipe_v.h"
+#include "scheduler/refusal.h"
 #include "scheduler/simulator.h"
 #include "scheduler/zb_auto.h"
 #include "scheduler/zb_handcrafted.h"
@@ -89,9 +90,9 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   if (!traits.ok()) return traits.status();
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (traits->chunks_fixed && problem.chunks != traits->default_chunks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(name), " needs chunks = ", traits->default_chunks,
-                     ", got ", problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat(std::string(name), " needs chunks = ", traits->default_chunks,
+                               ", got ", problem.chunks));
   }
   if (traits->limit_is_input) {
     const double limit_m_b =
@@ -113,11 +114,11 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
     const double limit = problem.memory_limit_bytes[w];
     if (OverMemoryLimit(sim->peak_memory_bytes[w], limit)) {
       const double m_b = sim->peak_memory_bytes[w] / sim->peak_memory_m_b[w];
-      return absl::ResourceExhaustedError(absl::StrCat(
-          std::string(name), " needs ", sim->peak_memory_bytes[w],
-          " bytes of activations on stage ", w, " (",
-          sim->peak_memory_m_b[w], " M_B); the limit is ", limit, " bytes (",
-          limit / m_b, " M_B)"));
+      return Refuse(absl::StatusCode::kResourceExhausted, RefusedInput::kMemoryLimit,
+                    absl::StrCat(std::string(name), " needs ", sim->peak_memory_bytes[w],
+                                 " bytes of activations on stage ", w, " (",
+                                 sim->peak_memory_m_b[w], " M_B); the limit is ", limit,
+                                 " bytes (", limit / m_b, " M_B)"));
     }
   }
   return schedule;

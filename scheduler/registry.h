@@ -44,7 +44,9 @@ std::vector<double> MbUnitBytes(const Problem& problem, Placement placement);
 /// shape needs more (1F1B, ZB-H1, ...) is refused with ResourceExhausted
 /// naming the need and the limit; the solver-based ones plan within it.
 /// Errors: NotFound for an unknown name, InvalidArgument for a problem the
-/// generator cannot serve (saying why), ResourceExhausted as above.
+/// generator cannot serve (saying why), ResourceExhausted as above; a
+/// refusal of the problem's microbatches, chunks or memory limit says which
+/// as data (RefusedInputOf, scheduler/refusal.h).
 absl::StatusOr<Schedule> Generate(std::string_view name,
                                   const Problem& problem);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/refusal.h"
 #include "scheduler/zb_greedy.h"
 #include "scheduler/zb_handcrafted.h"
 #include "scheduler/zb_orders.h"
@@ -77,10 +78,12 @@ absl::Status CheckLimits(const Problem& problem,
   }
   for (int w = 0; w < problem.stages; ++w) {
     if (OverMemoryLimit(need[w], problem.limit_of(w))) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "stage ", w, "'s activation memory limit (", problem.limit_of(w),
-          " bytes) is below one microbatch's activations on it (", need[w],
-          " bytes, the M_B of its virtual stages); no schedule fits"));
+      return Refuse(absl::StatusCode::kResourceExhausted, RefusedInput::kMemoryLimit,
+                    absl::StrCat("stage ", w, "'s activation memory limit (",
+                                 problem.limit_of(w),
+                                 " bytes) is below one microbatch's activations on it (",
+                                 need[w], " bytes, the M_B of its virtual stages); no "
+                                 "schedule fits"));
     }
   }
   return absl::OkStatus();
@@ -488,8 +491,8 @@ absl::StatusOr<Schedule> SolveZeroBubble(const Problem& problem,
                                          const AutoSolverOptions& options) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (options.placement == Placement::kV && problem.chunks != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the V placement needs chunks = 2, got ", problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat("the V placement needs chunks = 2, got ", problem.chunks));
   }
   std::vector<int> owner =
       PlaceVirtualStages(options.placement, problem.stages, problem.chunks);

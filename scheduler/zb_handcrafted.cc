@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/refusal.h"
 
 namespace zbpp::sched {
 namespace {
@@ -28,8 +29,8 @@ absl::StatusOr<Schedule> Build(const Problem& problem, const char* name,
                                int (*lag)(int p, int r)) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (problem.chunks != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat(name, " needs chunks = 1, got ", problem.chunks));
   }
   const int p = problem.stages;
   Schedule schedule;
@@ -55,9 +56,10 @@ absl::StatusOr<Schedule> GenerateZbH1(const Problem& problem) {
 
 absl::StatusOr<Schedule> GenerateZbH2(const Problem& problem) {
   if (problem.microbatches < 2 * problem.stages) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "zb-h2 needs microbatches >= 2 * stages (", 2 * problem.stages,
-        "): its warm-up alone takes 2p-1; got ", problem.microbatches));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kMicrobatches,
+                  absl::StrCat("zb-h2 needs microbatches >= 2 * stages (", 2 * problem.stages,
+                               "): its warm-up alone takes 2p-1; got ",
+                               problem.microbatches));
   }
   return Build(
       problem, "zb-h2", [](int p, int r) { return 2 * (p - 1 - r) + 1; },

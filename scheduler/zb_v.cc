@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/refusal.h"
 #include "scheduler/registry.h"
 #include "scheduler/zb_auto.h"
 
@@ -40,9 +41,9 @@ absl::StatusOr<Schedule> GenerateVSchedule(const Problem& problem,
                                            VShape shape) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (problem.chunks != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(NameOf(shape), " needs chunks = 2 (the V placement), got ",
-                     problem.chunks));
+    return Refuse(absl::StatusCode::kInvalidArgument, RefusedInput::kChunks,
+                  absl::StrCat(NameOf(shape), " needs chunks = 2 (the V placement), got ",
+                               problem.chunks));
   }
   // One machinery for the three shapes: the solver with the V placement,
   // under the shape's limit. Which schedule comes out (the list

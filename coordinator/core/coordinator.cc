@@ -14,11 +14,9 @@
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
-#include "coordinator/core/data_parallel.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/log_error.h"
 #include "coordinator/core/memory_estimate.h"
-#include "coordinator/core/schedule_versions.h"
+#include "coordinator/core/planning.h"
 #include "coordinator/core/store_queries.h"
 
 namespace zbpp::coordinator {
@@ -63,10 +61,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
   coordinator->writer_ = *std::move(writer);
   absl::MutexLock lock(&self->mu_);
   self->registry_ = *std::move(registry);
-  self->job_context_ = {options.clock,          self->writer_.get(),
-                        self->registry_.get(),  options.observer,
-                        options.initial_problem, options.validation_policy,
-                        options.grant_lookahead_steps};
+  self->job_context_ = {options.clock,         self->writer_.get(),
+                        self->registry_.get(), options.observer,
+                        options.validation_policy, options.grant_lookahead_steps};
   self->jobs_ = std::make_unique<JobTable>(self->job_context_);
   self->resolver_ = std::make_unique<Resolver>(Resolver::Options{
       options.resolve_on_background_thread,
@@ -255,28 +252,15 @@ void Coordinator::ApplyRetention() {
 // ---------------------------------------------------------------- jobs
 
 absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& spec) {
-  if (absl::Status valid = options_.validate_spec(spec); !valid.ok()) return valid;
+  // The spec's checks and its plan (planning.h), off the mutex: the job's
+  // version 1 is this plan's schedule, solved once.
+  absl::StatusOr<JobPlan> plan = PlanJob(spec);
+  if (!plan.ok()) return plan.status();
   if (spec.checkpoint().has_resume_step()) {
     // A checkpoint recorded just now is in the store.
     if (absl::Status flushed = FlushStore(); !flushed.ok()) return flushed;
     if (absl::Status resumable = CheckResumable(*options_.store, spec); !resumable.ok()) {
       return resumable;
-    }
-  }
-  // NCCL's workers are checked at submission when they are known. Which
-  // ones depends on each rank's memory, hence on version 1's schedule:
-  // chosen here, off the mutex, as StartAttempt will (without a schedule,
-  // e.g. a test's stand-in problem, the check waits for the assignment).
-  std::vector<double> needs;
-  if (spec.transport() == zbpp::v1::TRANSPORT_NCCL) {
-    if (absl::StatusOr<ScheduleChoice> first = ChooseSchedule(spec, options_.initial_problem);
-        first.ok()) {
-      const zbpp::v1::ScheduleVersion version =
-          BuildVersion("", first->schedule, first->problem, first->simulation,
-                       zbpp::v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
-      for (const RankMemoryEstimate& rank : EstimateRankMemory(spec, version)) {
-        needs.push_back(rank.total_bytes());
-      }
     }
   }
   absl::MutexLock lock(&mu_);
@@ -287,7 +271,11 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
         "finish or cancel one"));
   }
   ApplyRetention();
-  if (spec.transport() == zbpp::v1::TRANSPORT_NCCL && !needs.empty()) {
+  if (spec.transport() == zbpp::v1::TRANSPORT_NCCL) {
+    // NCCL's workers are checked at submission when they are known; which
+    // ones depends on each stage's memory under version 1's schedule.
+    std::vector<double> needs;
+    for (const RankMemoryEstimate& stage : plan->memory) needs.push_back(stage.total_bytes());
     if (absl::Status carried = CheckTransportAtSubmission(spec, needs); !carried.ok()) {
       return carried;
     }
@@ -300,6 +288,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
                                                     stored.message()));
   }
   Job& job = jobs_->Add(std::move(proto));
+  job.AdoptPlan(*std::move(plan));
   AssignWaitingJobs();
   return job.proto();
 }

@@ -113,11 +113,13 @@ class Coordinator {
 
   // ------------------------------------------------------------- Jobs
 
-  /// Validates and stores a new job in PENDING, then assigns workers if
-  /// enough are free (and first deletes the finished jobs past the
+  /// Checks and plans a new job (PlanJob, planning.h: the plan's schedule
+  /// becomes its version 1, solved once), stores it in PENDING, then
+  /// assigns workers if enough are free (and first deletes the finished jobs past the
   /// retention: Options.retained_finished_jobs). ResourceExhausted naming
   /// max_active_jobs when that many jobs are not finished;
-  /// InvalidArgument naming the field for a bad spec,
+  /// InvalidArgument naming the field for a bad spec (PlanJob's refusal,
+  /// its SpecRefusal payload included),
   /// naming pipeline.data_parallel when checkpoint.resume_step names a
   /// checkpoint recorded by a job with another data_parallel, and naming
   /// transport (and the workers) for transport NCCL when the workers that

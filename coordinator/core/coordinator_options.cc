@@ -11,10 +11,6 @@ absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options) {
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("Coordinator::Options.store is null");
   }
-  if (!options.validate_spec || !options.initial_problem) {
-    return absl::InvalidArgumentError(
-        "Coordinator::Options.validate_spec and initial_problem are required");
-  }
   if (!(options.heartbeat_interval_seconds > 0) ||
       !(options.heartbeat_timeout_seconds >
         options.heartbeat_interval_seconds)) {

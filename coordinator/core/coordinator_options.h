@@ -7,13 +7,11 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator_observer.h"
 #include "coordinator/core/validation_policy.h"
 #include "coordinator/store/store.h"
-#include "scheduler/problem.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::coordinator {
@@ -27,16 +25,6 @@ struct CoordinatorOptions {
   Store* store = nullptr;
   /// Metrics hooks; null for none.
   CoordinatorObserver* observer = nullptr;
-
-  // --- Job specs (coordinator/core/job_spec_check.h in the daemon) ---
-  /// Checks a spec at SubmitJob: InvalidArgument naming the field.
-  /// Required.
-  std::function<absl::Status(const zbpp::v1::JobSpec&)> validate_spec;
-  /// The analytic cost model of a spec: the problem version 1 is solved
-  /// for, and the base (memory, limits) of the measured cost model.
-  /// Required.
-  std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>
-      initial_problem;
 
   // --- Workers ---
   /// How often workers are told to heartbeat, seconds; > 0.
@@ -109,8 +97,7 @@ struct CoordinatorOptions {
 };
 
 /// OK when Coordinator::Create may use `options`: InvalidArgument naming
-/// the first missing dependency (clock, store, validate_spec,
-/// initial_problem) or bad value (heartbeat interval and timeout,
+/// the first missing dependency (clock, store) or bad value (heartbeat interval and timeout,
 /// max_recoveries_without_progress, grant_lookahead_steps, max_active_jobs,
 /// retained_finished_jobs). Pure.
 absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options);

@@ -12,13 +12,6 @@ double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
   return blocks * BlockCostsOf(model, 1).parameters + EndParameters(model, stage, num_stages);
 }
 
-double RingAllReduceSeconds(double bytes, int replicas) {
-  if (replicas <= 1) return 0;
-  const double d = replicas;
-  return 2 * (d - 1) / d * bytes / kAllReduceBytesPerSecond +
-         2 * (d - 1) * kAllReduceHopLatencySeconds;
-}
-
 absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,
                                                  const sched::Problem& problem,
                                                  int data_parallel) {

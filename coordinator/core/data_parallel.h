@@ -15,15 +15,8 @@ namespace zbpp::coordinator {
 /// p-stage pipeline, each virtual stage's weight gradients all-reduced over
 /// its d replicas once per step by a REDUCE_GRAD action (PassKind::kReduce)
 /// that the solver places in the schedule (scheduler/reduce_placement.h).
-
-/// Bandwidth assumed for a gradient all-reduce before one is measured,
-/// bytes per second: Gloo's ring over TCP between CPU workers (about 1 GB/s
-/// on one host or a 10 GbE link). A GPU job with NCCL is much faster; the
-/// measured REDUCE_GRAD times replace this after the first step.
-inline constexpr double kAllReduceBytesPerSecond = 1e9;
-/// Latency of one of a ring all-reduce's 2(d-1) transfers, seconds (a small
-/// TCP message between two hosts of one cluster).
-inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
+/// What a reduction is assumed to cost before one is measured is
+/// planning's (RingAllReduceSeconds, planning.h).
 
 /// Parameters of virtual stage `stage` of `num_stages` of the decoder
 /// `model` (the worker's ModelChunk): L = layers / num_stages blocks of its
@@ -34,13 +27,6 @@ inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
 /// Thread-safe (pure).
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
                            int num_stages);
-
-/// Seconds of a ring all-reduce of `bytes` over `replicas` ranks:
-/// 2(d-1)/d · bytes / kAllReduceBytesPerSecond + 2(d-1) ·
-/// kAllReduceHopLatencySeconds (each rank sends and receives 2(d-1) chunks
-/// of bytes/d: reduce-scatter then all-gather). 0 for replicas <= 1.
-/// Thread-safe (pure).
-double RingAllReduceSeconds(double bytes, int replicas);
 
 /// The registry schedule `name` generated for `problem`, with, when
 /// `data_parallel` > 1, one reduction per virtual stage placed by the

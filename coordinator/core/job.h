@@ -95,6 +95,9 @@ class Job {
   JobWatchers& watchers() { return watchers_; }
 
   // --- Attempts ---
+  /// The plan SubmitJob made (planning.h): Prepare publishes its schedule
+  /// as version 1 instead of planning again (JobModel::AdoptPlan).
+  void AdoptPlan(JobPlan plan) { model_.AdoptPlan(std::move(plan)); }
   /// Before an attempt: builds the job's model (JobModel::Prepare), sets
   /// the start step after the last checkpoint and publishes version 1 when
   /// there is none. Fail()'s FailedPrecondition when the job cannot run.

@@ -2,16 +2,12 @@
 #define ZBPP_COORDINATOR_CORE_JOB_CONTEXT_H_
 
 #include <cstdint>
-#include <functional>
 
-#include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator_observer.h"
 #include "coordinator/core/store_writer.h"
 #include "coordinator/core/validation_policy.h"
 #include "coordinator/core/worker_registry.h"
-#include "scheduler/problem.h"
-#include "zbpp/v1/job.pb.h"
 
 namespace zbpp::coordinator {
 
@@ -24,8 +20,6 @@ struct JobContext {
   WorkerRegistry* workers = nullptr;        ///< Session outboxes, descriptions.
   CoordinatorObserver* observer = nullptr;  ///< Null: none.
   /// Coordinator::Options' fields of the same names.
-  std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>
-      initial_problem;
   ValidationPolicy::Options validation_policy;
   int64_t grant_lookahead_steps = 2;
 };

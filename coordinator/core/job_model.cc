@@ -6,36 +6,36 @@
 #include "absl/strings/str_cat.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/data_parallel.h"
-#include "coordinator/core/schedule_file.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/log_error.h"
+#include "coordinator/core/planning.h"
+#include "coordinator/core/schedule_file.h"
 #include "coordinator/core/replica_combine.h"
 #include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 
 absl::StatusOr<std::optional<ScheduleChoice>> JobModel::PrepareProblem(
-    const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions,
-    const JobContext& context) {
+    const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions) {
   if (versions.empty()) {
-    // Version 1 is the choice ValidateJobSpec checked at submission
-    // (ChooseSchedule, job_spec_check.h); the base problem is its problem
+    // Version 1 is the plan's choice; the base problem is its problem
     // ("auto": the chosen schedule's chunks).
-    absl::StatusOr<ScheduleChoice> choice =
-        ChooseSchedule(spec, context.initial_problem);
-    if (!choice.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "schedule ", spec.schedule().name(), ": ", choice.status().message()));
+    std::optional<ScheduleChoice> choice = std::move(planned_);
+    planned_.reset();
+    if (!choice.has_value()) {
+      absl::StatusOr<JobPlan> plan = PlanJob(spec);
+      if (!plan.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "schedule ", spec.schedule().name(), ": ", plan.status().message()));
+      }
+      choice = std::move(plan->choice);
     }
     base_ = choice->problem;
-    return std::optional<ScheduleChoice>(*std::move(choice));
+    return choice;
   }
   // A restored job keeps the schedule its versions name.
   absl::StatusOr<sched::Problem> problem =
-      spec.schedule().name() == kAutoScheduleName
-          ? context.initial_problem(
-                AutoCandidateSpec(spec, versions.latest().schedule().name()))
-          : context.initial_problem(spec);
+      PlannedProblem(spec, versions.latest().schedule().name());
   if (!problem.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("cost model: ", problem.status().message()));
@@ -74,7 +74,7 @@ absl::StatusOr<std::optional<ScheduleChoice>> JobModel::Prepare(
   std::optional<ScheduleChoice> first;
   if (!base_.has_value()) {
     absl::StatusOr<std::optional<ScheduleChoice>> prepared =
-        PrepareProblem(proto.spec(), versions, context);
+        PrepareProblem(proto.spec(), versions);
     if (!prepared.ok()) return prepared.status();
     first = *std::move(prepared);
   }
@@ -141,7 +141,7 @@ std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,
   task->attempt = attempt;
   task->current_version = latest.version();
   task->current = versions.schedule(latest.version());
-  // "auto" re-solves the schedule ChooseAutoSchedule picked.
+  // "auto" re-solves the schedule its plan picked.
   if (!spec.schedule().file().empty()) {
     task->policy_name = FileResolver(task->current);
   } else if (spec.schedule().name() == kAutoScheduleName) {

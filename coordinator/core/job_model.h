@@ -5,13 +5,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/core/cost_model.h"
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "coordinator/core/resolve_policy.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
@@ -46,8 +47,8 @@ struct ResolveTask {
 };
 
 /// What a job's schedules are solved from (docs/architecture.md, Flow 2):
-/// the base problem (initial_problem of the spec, or of the schedule
-/// ChooseSchedule picked for "auto"), the measured CostModel over it,
+/// the base problem (its plan's, planning.h: PlannedProblem of the spec
+/// and the schedule chosen), the measured CostModel over it,
 /// the ResolvePolicy and the ValidationPolicy. Built before the job's first
 /// attempt and kept for its life.
 ///
@@ -55,10 +56,18 @@ struct ResolveTask {
 /// policy handed to a ResolveTask is used outside it.
 class JobModel {
  public:
+  /// The plan SubmitJob made for the job (PlanJob): its choice is
+  /// version 1, so that Prepare does not plan again. Call before the first
+  /// Prepare; a job without one (recovered before it had a version) is
+  /// planned by Prepare.
+  void AdoptPlan(JobPlan plan) { planned_ = std::move(plan.choice); }
+
   /// Builds what is missing for the job `proto` whose versions are
   /// `versions`; the first time, with no version yet, returns version 1's
-  /// schedule with its simulation (ChooseSchedule: the spec's generator,
-  /// its schedule file, or auto's pick), else nullopt.
+  /// schedule with its simulation (the adopted plan's choice, else
+  /// PlanJob's: the spec's generator, its schedule file, or auto's pick),
+  /// else nullopt. A restored job's base problem is PlannedProblem of the
+  /// schedule its latest version names.
   /// FailedPrecondition saying why the job cannot run ("cost model: ...",
   /// "resolve policy: ...", "schedule <name>: ...").
   absl::StatusOr<std::optional<ScheduleChoice>> Prepare(
@@ -91,10 +100,11 @@ class JobModel {
  private:
   /// Sets `base_`; returns version 1's choice when `versions` is empty.
   absl::StatusOr<std::optional<ScheduleChoice>> PrepareProblem(
-      const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions,
-      const JobContext& context);
+      const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions);
   absl::Status PreparePolicies(const zbpp::v1::Job& proto, const JobContext& context);
 
+  /// AdoptPlan's choice until Prepare publishes it.
+  std::optional<ScheduleChoice> planned_;
   std::optional<sched::Problem> base_;
   std::unique_ptr<CostModel> costs_;
   /// Created once and never replaced, so a re-solve may use it without

@@ -2,26 +2,18 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <optional>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "api/pipeline_shape.h"
 #include "common/job_limits.h"
-#include "coordinator/core/data_parallel.h"
-#include "coordinator/core/model_costs.h"
-#include "coordinator/core/schedule_file.h"
+#include "coordinator/core/spec_refusal.h"
 #include "scheduler/registry.h"
-#include "scheduler/schedule_io.h"
-#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -35,42 +27,29 @@ constexpr const char* kBuiltinCorpora[] = {"bible-kjv", "fortunes",
 constexpr int kByteVocab = 256;
 constexpr size_t kMaxNameBytes = 128;
 
-// Nominal device speed that turns FLOPs into the scheduler's seconds. Only
-// ratios between passes and stages matter until real timings arrive.
-constexpr double kNominalFlopsPerSecond = 1e12;
-// T_W / T_F (see InitialProblem's comment in the header for the source).
-constexpr double kWOverF = 2.0 / 3.0;
-
-// Every error of this file: the field path first, so that a user (and the
-// table-driven test) can tell at a glance what to change.
-template <typename... Args>
-absl::Status Invalid(const std::string& field, const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", args...));
-}
-
 absl::Status AtLeast(int64_t value, int64_t min, const std::string& field) {
-  if (value < min) return Invalid(field, "must be >= ", min, ", got ", value);
+  if (value < min) return RefuseField(field, "must be >= ", min, ", got ", value);
   return absl::OkStatus();
 }
 
 absl::Status InRange(int64_t value, int64_t min, int64_t max,
                      const std::string& field) {
   if (absl::Status st = AtLeast(value, min, field); !st.ok()) return st;
-  if (value > max) return Invalid(field, "must be <= ", max, ", got ", value);
+  if (value > max) return RefuseField(field, "must be <= ", max, ", got ", value);
   return absl::OkStatus();
 }
 
 // `!(value > 0)` also catches NaN.
 absl::Status Positive(double value, const std::string& field) {
   if (!(value > 0) || std::isinf(value)) {
-    return Invalid(field, "must be > 0, got ", value);
+    return RefuseField(field, "must be > 0, got ", value);
   }
   return absl::OkStatus();
 }
 
 absl::Status NonNegative(double value, const std::string& field) {
   if (!(value >= 0) || std::isinf(value)) {
-    return Invalid(field, "must be >= 0, got ", value);
+    return RefuseField(field, "must be >= 0, got ", value);
   }
   return absl::OkStatus();
 }
@@ -78,7 +57,7 @@ absl::Status NonNegative(double value, const std::string& field) {
 // [0, 1): betas and the re-solve threshold.
 absl::Status Fraction(double value, const std::string& field) {
   if (!(value >= 0 && value < 1)) {
-    return Invalid(field, "must be in [0, 1), got ", value);
+    return RefuseField(field, "must be in [0, 1), got ", value);
   }
   return absl::OkStatus();
 }
@@ -88,7 +67,7 @@ absl::Status Fraction(double value, const std::string& field) {
 absl::Status CheckFamilyShape(const zbpp::v1::ModelSpec& model, bool llama) {
   if (model.has_kv_heads()) {
     if (!llama && model.kv_heads() != model.heads()) {
-      return Invalid("model.kv_heads", "gpt has no grouped-query attention: leave it unset "
+      return RefuseField("model.kv_heads", "gpt has no grouped-query attention: leave it unset "
                      "or equal to model.heads = ", model.heads(), ", got ", model.kv_heads());
     }
     if (absl::Status st = InRange(model.kv_heads(), 1, model.heads(), "model.kv_heads");
@@ -96,36 +75,36 @@ absl::Status CheckFamilyShape(const zbpp::v1::ModelSpec& model, bool llama) {
       return st;
     }
     if (model.heads() % model.kv_heads() != 0) {
-      return Invalid("model.kv_heads", model.kv_heads(),
+      return RefuseField("model.kv_heads", model.kv_heads(),
                      " does not divide model.heads = ", model.heads());
     }
   }
   if (llama && (model.hidden() / model.heads()) % 2 != 0) {
-    return Invalid("model.hidden", "model.hidden / model.heads = head dim ",
+    return RefuseField("model.hidden", "model.hidden / model.heads = head dim ",
                    model.hidden() / model.heads(),
                    " must be even for rotary position embeddings");
   }
   if (model.has_rope_theta()) {
     if (!llama) {
-      return Invalid("model.rope_theta", "gpt learns its positions (no rotary "
+      return RefuseField("model.rope_theta", "gpt learns its positions (no rotary "
                      "embeddings): leave it unset");
     }
     if (absl::Status st = Positive(model.rope_theta(), "model.rope_theta"); !st.ok()) return st;
   }
   if (model.has_norm_eps() && !(model.norm_eps() > 0 && model.norm_eps() < 1)) {
-    return Invalid("model.norm_eps", "must be in (0, 1), got ", model.norm_eps());
+    return RefuseField("model.norm_eps", "must be in (0, 1), got ", model.norm_eps());
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckModel(const JobSpec& spec) {
-  if (!spec.has_model()) return Invalid("model", "required");
+  if (!spec.has_model()) return RefuseField("model", "required");
   const zbpp::v1::ModelSpec& model = spec.model();
   const bool llama = model.architecture() == "llama";
   if (model.architecture() != "gpt" && !llama) {
     return model.architecture().empty()
-               ? Invalid("model.architecture", "required; known: gpt, llama")
-               : Invalid("model.architecture", "unknown architecture \"",
+               ? RefuseField("model.architecture", "required; known: gpt, llama")
+               : RefuseField("model.architecture", "unknown architecture \"",
                          model.architecture(), "\"; known: gpt, llama");
   }
   for (auto [value, max, field] :
@@ -137,7 +116,7 @@ absl::Status CheckModel(const JobSpec& spec) {
     if (absl::Status st = InRange(value, 1, max, field); !st.ok()) return st;
   }
   if (model.hidden() % model.heads() != 0) {
-    return Invalid("model.hidden", model.hidden(),
+    return RefuseField("model.hidden", model.hidden(),
                    " is not divisible by model.heads = ", model.heads());
   }
   if (model.has_ffn_hidden()) {
@@ -155,13 +134,13 @@ absl::Status CheckModel(const JobSpec& spec) {
 // permissions' matter.
 absl::Status CheckPath(const std::string& path, const std::string& field) {
   if (path.size() > kMaxPathBytes) {
-    return Invalid(field, "must be at most ", kMaxPathBytes, " bytes, got ", path.size());
+    return RefuseField(field, "must be at most ", kMaxPathBytes, " bytes, got ", path.size());
   }
   if (path.empty() || path[0] != '/') {
-    return Invalid(field, "must be an absolute path, got \"", path, "\"");
+    return RefuseField(field, "must be an absolute path, got \"", path, "\"");
   }
   if (path.find('\0') != std::string::npos) {
-    return Invalid(field, "must not contain a NUL byte");
+    return RefuseField(field, "must not contain a NUL byte");
   }
   // One trailing slash is fine ("/data/ckpt/").
   absl::string_view rest = absl::string_view(path).substr(1);
@@ -169,7 +148,7 @@ absl::Status CheckPath(const std::string& path, const std::string& field) {
   if (rest.empty()) return absl::OkStatus();  // "/"
   for (absl::string_view part : absl::StrSplit(rest, '/')) {
     if (part.empty() || part == "." || part == "..") {
-      return Invalid(field, "must be a normal path (no empty, \".\" or \"..\" component), got \"",
+      return RefuseField(field, "must be a normal path (no empty, \".\" or \"..\" component), got \"",
                      path, "\"");
     }
   }
@@ -182,7 +161,7 @@ absl::Status CheckTokenFiles(const zbpp::v1::TokenFileDataset& tokens, int64_t v
   if (absl::Status st = CheckPath(tokens.path(), "dataset.tokens.path"); !st.ok()) return st;
   if (!tokens.eval_path().empty()) {
     if (tokens.has_eval_fraction()) {
-      return Invalid("dataset.tokens.eval_fraction", "must be unset when eval_path is set");
+      return RefuseField("dataset.tokens.eval_fraction", "must be unset when eval_path is set");
     }
     if (absl::Status st = CheckPath(tokens.eval_path(), "dataset.tokens.eval_path"); !st.ok()) {
       return st;
@@ -190,19 +169,19 @@ absl::Status CheckTokenFiles(const zbpp::v1::TokenFileDataset& tokens, int64_t v
   }
   if (tokens.has_eval_fraction() &&
       !(tokens.eval_fraction() > 0 && tokens.eval_fraction() < 1)) {
-    return Invalid("dataset.tokens.eval_fraction", "must be in (0, 1), got ",
+    return RefuseField("dataset.tokens.eval_fraction", "must be in (0, 1), got ",
                    tokens.eval_fraction());
   }
   const bool wide = tokens.dtype() == zbpp::v1::TOKEN_DTYPE_UINT32;
   if (!wide && tokens.dtype() != zbpp::v1::TOKEN_DTYPE_UNSPECIFIED &&
       tokens.dtype() != zbpp::v1::TOKEN_DTYPE_UINT16) {
-    return Invalid("dataset.tokens.dtype", "unknown value ", static_cast<int>(tokens.dtype()));
+    return RefuseField("dataset.tokens.dtype", "unknown value ", static_cast<int>(tokens.dtype()));
   }
   // Ids of a uint16 file are below 65536: a larger vocabulary is reachable
   // only with uint32 ids.
   constexpr int64_t kUint16Ids = int64_t{1} << 16;
   if (!wide && vocab > kUint16Ids) {
-    return Invalid("dataset.tokens.dtype", "uint16 ids cannot reach model.vocab = ", vocab,
+    return RefuseField("dataset.tokens.dtype", "uint16 ids cannot reach model.vocab = ", vocab,
                    " (at most ", kUint16Ids, "); use uint32");
   }
   return absl::OkStatus();
@@ -212,7 +191,7 @@ absl::Status CheckDataset(const JobSpec& spec) {
   const zbpp::v1::DatasetSpec& dataset = spec.dataset();
   switch (dataset.source_case()) {
     case zbpp::v1::DatasetSpec::SOURCE_NOT_SET:
-      return Invalid("dataset",
+      return RefuseField("dataset",
                      "required (one of builtin, text_file, synthetic, tokens)");
     case zbpp::v1::DatasetSpec::kBuiltin: {
       bool known = false;
@@ -220,7 +199,7 @@ absl::Status CheckDataset(const JobSpec& spec) {
         known = known || dataset.builtin() == corpus;
       }
       if (!known) {
-        return Invalid("dataset.builtin", "unknown corpus \"",
+        return RefuseField("dataset.builtin", "unknown corpus \"",
                        dataset.builtin(),
                        "\"; known: ", absl::StrJoin(kBuiltinCorpora, " "));
       }
@@ -228,7 +207,7 @@ absl::Status CheckDataset(const JobSpec& spec) {
     }
     case zbpp::v1::DatasetSpec::kTextFile:
       if (dataset.text_file().empty()) {
-        return Invalid("dataset.text_file", "must not be empty");
+        return RefuseField("dataset.text_file", "must not be empty");
       }
       if (absl::Status st = CheckPath(dataset.text_file(), "dataset.text_file"); !st.ok()) {
         return st;
@@ -245,14 +224,14 @@ absl::Status CheckDataset(const JobSpec& spec) {
   }
   // Text is tokenized byte-level: every byte value needs an embedding row.
   if (spec.model().vocab() < kByteVocab) {
-    return Invalid("model.vocab", "a byte-level dataset needs >= ", kByteVocab,
+    return RefuseField("model.vocab", "a byte-level dataset needs >= ", kByteVocab,
                    ", got ", spec.model().vocab());
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckPipeline(const JobSpec& spec) {
-  if (!spec.has_pipeline()) return Invalid("pipeline", "required");
+  if (!spec.has_pipeline()) return RefuseField("pipeline", "required");
   const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
   if (absl::Status st =
           InRange(pipeline.stages(), 1, kMaxStages, "pipeline.stages");
@@ -282,14 +261,14 @@ absl::Status CheckPipeline(const JobSpec& spec) {
   }
   const int64_t workers = int64_t{pipeline.stages()} * DataParallelOf(pipeline);
   if (workers > kMaxWorkersPerJob) {
-    return Invalid("pipeline.data_parallel", "pipeline.stages*data_parallel = ", workers,
+    return RefuseField("pipeline.data_parallel", "pipeline.stages*data_parallel = ", workers,
                    " workers; at most ", kMaxWorkersPerJob);
   }
   return absl::OkStatus();
 }
 
-// The field that holds the memory limit, for messages; "schedule.name" when
-// none is set (the limit is then the schedule's own).
+}  // namespace
+
 std::string LimitField(const zbpp::v1::SchedulePolicy& schedule) {
   switch (schedule.memory_limit_case()) {
     case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
@@ -302,23 +281,25 @@ std::string LimitField(const zbpp::v1::SchedulePolicy& schedule) {
   return "schedule.name";
 }
 
+namespace {
+
 // schedule.file and file_text: both or neither, and within their limits.
 absl::Status CheckScheduleFileFields(const zbpp::v1::SchedulePolicy& schedule) {
   if (schedule.file().empty()) {
     if (schedule.file_text().empty()) return absl::OkStatus();
-    return Invalid("schedule.file", "required with schedule.file_text");
+    return RefuseField("schedule.file", "required with schedule.file_text");
   }
   if (schedule.file().size() > kMaxPathBytes) {
-    return Invalid("schedule.file", "must be at most ", kMaxPathBytes,
+    return RefuseField("schedule.file", "must be at most ", kMaxPathBytes,
                    " bytes, got ", schedule.file().size());
   }
   if (schedule.file_text().empty()) {
-    return Invalid("schedule.file_text",
+    return RefuseField("schedule.file_text",
                    "required with schedule.file (zbppctl reads the file "
                    "into it)");
   }
   if (schedule.file_text().size() > kMaxScheduleFileBytes) {
-    return Invalid("schedule.file_text", "must be at most ",
+    return RefuseField("schedule.file_text", "must be at most ",
                    kMaxScheduleFileBytes, " bytes, got ",
                    schedule.file_text().size());
   }
@@ -326,15 +307,15 @@ absl::Status CheckScheduleFileFields(const zbpp::v1::SchedulePolicy& schedule) {
 }
 
 // Field values of `schedule` alone; how they fit the pipeline is checked
-// with the problem (InitialProblem, ChooseSchedule).
+// with the problem (planning.h).
 absl::Status CheckSchedulePolicy(const JobSpec& spec) {
-  if (!spec.has_schedule()) return Invalid("schedule", "required");
+  if (!spec.has_schedule()) return RefuseField("schedule", "required");
   const zbpp::v1::SchedulePolicy& schedule = spec.schedule();
   const bool is_auto = schedule.name() == kAutoScheduleName;
   if (absl::Status st = CheckScheduleFileFields(schedule); !st.ok()) return st;
   const bool from_file = !schedule.file().empty();
   if (from_file && !schedule.name().empty()) {
-    return Invalid("schedule.name", "must be empty with schedule.file (the "
+    return RefuseField("schedule.name", "must be empty with schedule.file (the "
                    "file is the schedule), got \"", schedule.name(), "\"");
   }
   if (!from_file && !is_auto && !sched::FindSchedule(schedule.name()).ok()) {
@@ -343,33 +324,33 @@ absl::Status CheckSchedulePolicy(const JobSpec& spec) {
       known.push_back(traits.name);
     }
     return schedule.name().empty()
-               ? Invalid("schedule.name",
+               ? RefuseField("schedule.name",
                          "required; known: ", absl::StrJoin(known, " "))
-               : Invalid("schedule.name", "unknown schedule \"",
+               : RefuseField("schedule.name", "unknown schedule \"",
                          schedule.name(),
                          "\"; known: ", absl::StrJoin(known, " "));
   }
   switch (schedule.memory_limit_case()) {
     case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
       if (schedule.memory_limit_bytes() < 1) {
-        return Invalid("schedule.memory_limit_bytes", "must be >= 1, got 0");
+        return RefuseField("schedule.memory_limit_bytes", "must be >= 1, got 0");
       }
       break;
     case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
       // Below one microbatch no schedule can run even one F pass.
       if (!std::isfinite(schedule.memory_limit_m_b())) {
-        return Invalid("schedule.memory_limit_m_b",
+        return RefuseField("schedule.memory_limit_m_b",
                        "must be a finite number >= 1, got ",
                        schedule.memory_limit_m_b());
       }
       if (schedule.memory_limit_m_b() < 1) {
-        return Invalid("schedule.memory_limit_m_b", schedule.memory_limit_m_b(),
+        return RefuseField("schedule.memory_limit_m_b", schedule.memory_limit_m_b(),
                        " is below one microbatch (1 M_B)");
       }
       break;
     case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET:
       if (is_auto) {
-        return Invalid("schedule.memory_limit",
+        return RefuseField("schedule.memory_limit",
                        "required by schedule \"auto\" (memory_limit_bytes or "
                        "memory_limit_m_b)");
       }
@@ -393,7 +374,7 @@ absl::Status CheckSchedulePolicy(const JobSpec& spec) {
 }
 
 absl::Status CheckOptimizer(const JobSpec& spec) {
-  if (!spec.has_optimizer()) return Invalid("optimizer", "required");
+  if (!spec.has_optimizer()) return RefuseField("optimizer", "required");
   const zbpp::v1::OptimizerSpec& opt = spec.optimizer();
   if (absl::Status st =
           Positive(opt.learning_rate(), "optimizer.learning_rate");
@@ -437,17 +418,17 @@ absl::Status CheckOptimizer(const JobSpec& spec) {
     }
   }
   if (!zbpp::v1::RollbackMode_IsValid(opt.rollback())) {
-    return Invalid("optimizer.rollback", "unknown mode ", opt.rollback());
+    return RefuseField("optimizer.rollback", "unknown mode ", opt.rollback());
   }
   if (opt.rollback() == zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE &&
       ((opt.has_beta1() && opt.beta1() == 0) || (opt.has_beta2() && opt.beta2() == 0))) {
-    return Invalid("optimizer.rollback",
+    return RefuseField("optimizer.rollback",
                    "IN_PLACE_INVERSE divides by beta1 and beta2: both must be > 0");
   }
   const double decay = opt.has_weight_decay() ? opt.weight_decay() : 0.1;
   if (opt.rollback() == zbpp::v1::ROLLBACK_MODE_IN_PLACE_INVERSE &&
       !(opt.learning_rate() * decay < 1)) {
-    return Invalid("optimizer.rollback",
+    return RefuseField("optimizer.rollback",
                    "IN_PLACE_INVERSE divides by 1 - learning_rate * weight_decay, which is <= 0 "
                    "here (", opt.learning_rate() * decay, ")");
   }
@@ -456,7 +437,7 @@ absl::Status CheckOptimizer(const JobSpec& spec) {
 
 absl::Status CheckPrecision(const JobSpec& spec) {
   if (!zbpp::v1::Precision_IsValid(spec.precision())) {
-    return Invalid("precision", "unknown precision ", spec.precision());
+    return RefuseField("precision", "unknown precision ", spec.precision());
   }
   const zbpp::v1::LossScaleSpec& scale = spec.loss_scale();
   if (scale.has_initial_scale()) {
@@ -464,7 +445,7 @@ absl::Status CheckPrecision(const JobSpec& spec) {
     int exponent = 0;
     const double mantissa = std::frexp(scale.initial_scale(), &exponent);
     if (!(scale.initial_scale() >= 1) || mantissa != 0.5 || exponent - 1 > 32) {
-      return Invalid("loss_scale.initial_scale", "must be a power of two in [1, 2^32], got ",
+      return RefuseField("loss_scale.initial_scale", "must be a power of two in [1, 2^32], got ",
                      absl::StrFormat("%.17g", scale.initial_scale()));
     }
   }
@@ -485,7 +466,7 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
     return st;
   }
   if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
-    return Invalid("checkpoint.directory",
+    return RefuseField("checkpoint.directory",
                    "required when checkpoint.interval_steps > 0");
   }
   if (!checkpoint.directory().empty()) {
@@ -495,37 +476,31 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
   }
   if (checkpoint.has_resume_step()) {
     if (checkpoint.directory().empty()) {
-      return Invalid("checkpoint.directory", "required with checkpoint.resume_step");
+      return RefuseField("checkpoint.directory", "required with checkpoint.resume_step");
     }
     if (checkpoint.resume_step() < 0 || checkpoint.resume_step() >= spec.steps() - 1) {
-      return Invalid("checkpoint.resume_step", "must be in [0, steps - 1) = [0, ",
+      return RefuseField("checkpoint.resume_step", "must be in [0, steps - 1) = [0, ",
                      spec.steps() - 1, "), got ", checkpoint.resume_step());
     }
   }
   return absl::OkStatus();
 }
 
-// Which field a user changes when the scheduler refuses the problem: the
-// limit for a memory refusal; otherwise the shape the message talks about
-// (ZB-H2's m >= 2p, 1F1B-interleaved's m % p and v >= 2).
-std::string FieldOfRefusal(const JobSpec& spec, const absl::Status& refusal) {
-  if (refusal.code() == absl::StatusCode::kResourceExhausted) {
-    return LimitField(spec.schedule());
-  }
-  if (absl::StrContains(refusal.message(), "microbatches")) {
-    return "pipeline.microbatches";
-  }
-  if (absl::StrContains(refusal.message(), "chunks")) return "pipeline.chunks";
-  return "schedule.name";
-}
-
 }  // namespace
 
-absl::Status ValidateJobSpec(const JobSpec& spec) {
+absl::Status CheckPlanningFields(const JobSpec& spec) {
+  for (absl::Status (*check)(const JobSpec&) :
+       {CheckModel, CheckPipeline, CheckSchedulePolicy}) {
+    if (absl::Status st = check(spec); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobSpecFields(const JobSpec& spec) {
   // Proto field order, so that the first broken rule is the one reported.
   if (spec.name().size() > kMaxNameBytes) {
-    return Invalid("name", "must be at most ", kMaxNameBytes, " bytes, got ",
-                   spec.name().size());
+    return RefuseField("name", "must be at most ", kMaxNameBytes, " bytes, got ",
+                       spec.name().size());
   }
   for (absl::Status (*check)(const JobSpec&) :
        {CheckModel, CheckDataset, CheckPipeline, CheckSchedulePolicy,
@@ -533,7 +508,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
     if (absl::Status st = check(spec); !st.ok()) return st;
   }
   if (!zbpp::v1::ValidationMode_IsValid(spec.validation())) {
-    return Invalid("validation", "unknown mode ", spec.validation());
+    return RefuseField("validation", "unknown mode ", spec.validation());
   }
   if (absl::Status st = InRange(spec.steps(), 1, kMaxSteps, "steps"); !st.ok()) return st;
   if (absl::Status st = CheckCheckpoint(spec); !st.ok()) return st;
@@ -541,208 +516,10 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   // Whether the workers can run it is known only when they are chosen
   // (transport_choice.h).
   if (!zbpp::v1::Transport_IsValid(spec.transport())) {
-    return Invalid("transport", "unknown transport ", spec.transport(),
-                   "; known: auto, gloo, nccl");
-  }
-  // How the fields fit together (chunks, layers, the limit in bytes) and
-  // what the schedule itself accepts: the scheduler is asked.
-  return ChooseSchedule(spec).status();
-}
-
-namespace {
-
-// The traits InitialProblem plans with: the registry's for a named
-// schedule; a schedule file's own chunks and placement (and no default
-// limit); for "auto" the loop placement with one chunk unless told more
-// (the coordinator plans each V candidate on a copy with chunks = 2).
-absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
-  const zbpp::v1::SchedulePolicy& policy = spec.schedule();
-  if (!policy.file().empty()) {
-    absl::StatusOr<sched::Schedule> file = ParseScheduleFile(spec);
-    if (!file.ok()) return file.status();
-    absl::StatusOr<sched::Placement> placement = sched::PlacementOf(*file);
-    if (!placement.ok()) {
-      return Invalid("schedule.file_text", "schedule.file \"", policy.file(),
-                     "\": ", placement.status().message());
-    }
-    return sched::ScheduleTraits{
-        absl::StrCat("schedule.file \"", policy.file(), "\""), file->chunks, true,
-        *placement, false,
-        [](int, int) { return std::numeric_limits<double>::infinity(); }};
-  }
-  if (policy.name() == kAutoScheduleName) {
-    return sched::ScheduleTraits{"auto", 1, false, sched::Placement::kLoop,
-                                 true, nullptr};
-  }
-  return sched::FindSchedule(policy.name());
-}
-
-// One virtual stage's analytic costs with `layers` transformer blocks:
-// paper §2 and Megatron-LM's FLOP count (the header has the formulas).
-sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, double layers) {
-  const BlockCosts block =
-      BlockCostsOf(spec.model(), spec.pipeline().microbatch_size());
-  sched::VirtualStageCost cost;
-  cost.f_seconds = layers * block.forward_flops / kNominalFlopsPerSecond;
-  cost.b_seconds = cost.f_seconds;
-  cost.w_seconds = cost.f_seconds * kWOverF;
-  cost.m_b_bytes = layers * block.m_b_bytes;
-  cost.m_w_bytes = layers * block.m_w_bytes;
-  return cost;
-}
-
-// Sets problem.memory_limit_bytes from the spec's limit (or the schedule's
-// default one) in bytes; InvalidArgument for a byte limit below one
-// microbatch.
-absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
-                            const sched::ScheduleTraits& traits,
-                            sched::Problem& problem) {
-  const int p = problem.stages;
-  const std::vector<double> unit = sched::MbUnitBytes(problem, traits.placement);
-  switch (policy.memory_limit_case()) {
-    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes: {
-      const double limit = static_cast<double>(policy.memory_limit_bytes());
-      for (int w = 0; w < p; ++w) {
-        if (limit < unit[w]) {
-          return Invalid(
-              "schedule.memory_limit_bytes", policy.memory_limit_bytes(),
-              " is below one microbatch (1 M_B = ",
-              std::llround(std::ceil(unit[w])), " bytes on stage ", w, ")");
-        }
-      }
-      problem.memory_limit_bytes.assign(p, limit);
-      break;
-    }
-    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
-      for (int w = 0; w < p; ++w) {
-        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() * unit[w]);
-      }
-      break;
-    case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET: {
-      // "auto" never gets here: CheckSchedulePolicy requires its limit.
-      const double limit_m_b = traits.default_limit_m_b(p, problem.microbatches);
-      if (!std::isinf(limit_m_b)) {
-        for (int w = 0; w < p; ++w) {
-          problem.memory_limit_bytes.push_back(limit_m_b * unit[w]);
-        }
-      }
-      break;
-    }
+    return RefuseField("transport", "unknown transport ", spec.transport(),
+                       "; known: auto, gloo, nccl");
   }
   return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
-  for (absl::Status (*check)(const JobSpec&) :
-       {CheckModel, CheckPipeline, CheckSchedulePolicy}) {
-    if (absl::Status st = check(spec); !st.ok()) return st;
-  }
-  const zbpp::v1::ModelSpec& model = spec.model();
-  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
-  absl::StatusOr<sched::ScheduleTraits> traits = PlanningTraits(spec);
-  if (!traits.ok()) return traits.status();
-  const int p = pipeline.stages();
-  const int v = pipeline.has_chunks() ? pipeline.chunks() : traits->default_chunks;
-  if (traits->chunks_fixed && v != traits->default_chunks) {
-    return Invalid("pipeline.chunks", traits->name,
-                   " needs chunks = ", traits->default_chunks, ", got ", v);
-  }
-  const int64_t virtual_stages = int64_t{p} * v;
-  if (virtual_stages > kMaxVirtualStages) {
-    return Invalid("pipeline.chunks",
-                   "pipeline.stages*chunks = ", virtual_stages,
-                   " virtual stages; at most ", kMaxVirtualStages);
-  }
-  if (model.layers() % virtual_stages != 0) {
-    return Invalid("model.layers", model.layers(),
-                   " layers do not divide into pipeline.stages*chunks = ",
-                   virtual_stages, " virtual stages");
-  }
-  sched::Problem problem = sched::Problem::Uniform(
-      p, v, pipeline.microbatches(),
-      AnalyticStageCost(spec, model.layers() / virtual_stages),
-      /*comm_seconds=*/0.0);
-  const int d = DataParallelOf(pipeline);
-  for (int stage = 0; stage < problem.num_virtual_stages() && d > 1; ++stage) {
-    problem.virtual_stages[stage].reduce_seconds = RingAllReduceSeconds(
-        4 * StageParameterCount(model, stage, problem.num_virtual_stages()), d);
-  }
-  if (absl::Status st = SetMemoryLimit(spec.schedule(), *traits, problem); !st.ok()) {
-    return st;
-  }
-  return problem;
-}
-
-JobSpec AutoCandidateSpec(const JobSpec& spec, std::string_view name) {
-  JobSpec candidate = spec;
-  candidate.mutable_schedule()->set_name(std::string(name));
-  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(name);
-  if (traits.ok() && !spec.pipeline().has_chunks()) {
-    candidate.mutable_pipeline()->set_chunks(traits->default_chunks);
-  }
-  return candidate;
-}
-
-absl::StatusOr<ScheduleChoice> ChooseSchedule(
-    const JobSpec& spec, const InitialProblemFn& initial_problem) {
-  absl::StatusOr<sched::Problem> problem = initial_problem(spec);
-  if (!problem.ok()) return problem.status();
-  const std::string& name = spec.schedule().name();
-  if (name == kAutoScheduleName) return ChooseAutoSchedule(spec, initial_problem);
-  ScheduleChoice choice{name, *std::move(problem), {}, {}};
-  const bool from_file = !spec.schedule().file().empty();
-  absl::StatusOr<sched::Schedule> schedule =
-      from_file ? ScheduleFromFile(spec, choice.problem)
-                : GenerateSchedule(name, choice.problem,
-                                   DataParallelOf(spec.pipeline()));
-  if (!schedule.ok()) {
-    if (from_file) return schedule.status();  // Already names its field.
-    return Invalid(FieldOfRefusal(spec, schedule.status()),
-                   schedule.status().message());
-  }
-  choice.schedule = *std::move(schedule);
-  absl::StatusOr<sched::SimulationResult> sim =
-      sched::Simulate(choice.problem, choice.schedule);
-  if (!sim.ok()) return sim.status();
-  choice.simulation = *std::move(sim);
-  return choice;
-}
-
-absl::StatusOr<ScheduleChoice> ChooseAutoSchedule(
-    const JobSpec& spec, const InitialProblemFn& initial_problem) {
-  if (spec.schedule().name() != kAutoScheduleName) {
-    return Invalid("schedule.name", "\"", spec.schedule().name(),
-                   "\" is not \"auto\"");
-  }
-  const int d = DataParallelOf(spec.pipeline());
-  std::optional<ScheduleChoice> best;
-  std::vector<std::string> refusals;
-  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    absl::StatusOr<sched::Problem> problem =
-        initial_problem(AutoCandidateSpec(spec, traits.name));
-    absl::StatusOr<sched::Schedule> schedule =
-        problem.ok() ? GenerateSchedule(traits.name, *problem, d)
-                     : absl::StatusOr<sched::Schedule>(problem.status());
-    absl::StatusOr<sched::SimulationResult> sim =
-        schedule.ok() ? sched::Simulate(*problem, *schedule)
-                      : absl::StatusOr<sched::SimulationResult>(schedule.status());
-    if (!sim.ok()) {
-      refusals.push_back(absl::StrCat(traits.name, ": ", sim.status().message()));
-      continue;
-    }
-    if (!best.has_value() || sim->step_seconds < best->simulation.step_seconds) {
-      best = ScheduleChoice{traits.name, *std::move(problem),
-                            *std::move(schedule), *std::move(sim)};
-    }
-  }
-  if (!best.has_value()) {
-    return Invalid(LimitField(spec.schedule()),
-                   "schedule \"auto\" found no schedule that runs this job (",
-                   absl::StrJoin(refusals, "; "), ")");
-  }
-  return *std::move(best);
 }
 
 }  // namespace zbpp::coordinator

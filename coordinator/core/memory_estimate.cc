@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/model_costs.h"
 
@@ -36,16 +37,16 @@ std::string HumanBytes(double bytes) {
   return absl::StrFormat("%.2f %s", bytes, units[unit]);
 }
 
-}  // namespace
-
-std::vector<RankMemoryEstimate> EstimateRankMemory(
-    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
-  const zbpp::v1::Schedule& schedule = version.schedule();
-  std::vector<RankMemoryEstimate> ranks(schedule.stages());
-  const int num_stages = schedule.stage_of_size();
+// Each stage's estimate from the stage of each virtual stage and each
+// stage's predicted activation peak (bytes, 16-bit activations).
+std::vector<RankMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stages,
+                                         absl::Span<const int> stage_of,
+                                         absl::Span<const double> peak_bytes) {
+  std::vector<RankMemoryEstimate> ranks(stages);
+  const int num_stages = static_cast<int>(stage_of.size());
   for (int stage = 0; stage < num_stages; ++stage) {
-    const int rank = schedule.stage_of(stage);
-    if (rank < 0 || rank >= schedule.stages()) continue;
+    const int rank = stage_of[stage];
+    if (rank < 0 || rank >= stages) continue;
     ranks[rank].parameters +=
         StageParameterCount(spec.model(), stage, num_stages);
   }
@@ -53,18 +54,32 @@ std::vector<RankMemoryEstimate> EstimateRankMemory(
       kStateBytesPerParameter +
       (KeepsRollbackCopy(spec) ? kRollbackBytesPerParameter : 0);
   const double activation_factor = PassesInFp32(spec) ? 2 : 1;
-  for (int rank = 0; rank < schedule.stages(); ++rank) {
+  for (int rank = 0; rank < stages; ++rank) {
     ranks[rank].state_bytes = ranks[rank].parameters * per_parameter;
-    if (rank < version.predicted().peak_memory_bytes_size()) {
-      ranks[rank].activation_bytes =
-          activation_factor * version.predicted().peak_memory_bytes(rank);
+    if (rank < static_cast<int>(peak_bytes.size())) {
+      ranks[rank].activation_bytes = activation_factor * peak_bytes[rank];
     }
   }
   if (num_stages > 0) {
-    const int last = schedule.stage_of(num_stages - 1);
-    if (last >= 0 && last < schedule.stages()) ranks[last].logits_bytes = LogitsBytes(spec);
+    const int last = stage_of[num_stages - 1];
+    if (last >= 0 && last < stages) ranks[last].logits_bytes = LogitsBytes(spec);
   }
   return ranks;
+}
+
+}  // namespace
+
+std::vector<RankMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
+  const zbpp::v1::Schedule& schedule = version.schedule();
+  return Estimate(spec, schedule.stages(), schedule.stage_of(),
+                  version.predicted().peak_memory_bytes());
+}
+
+std::vector<RankMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,
+    const sched::SimulationResult& simulation) {
+  return Estimate(spec, schedule.stages, schedule.stage_of, simulation.peak_memory_bytes);
 }
 
 std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate) {

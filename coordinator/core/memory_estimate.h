@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
 #include "zbpp/v1/job_spec.pb.h"
 #include "zbpp/v1/schedule.pb.h"
 
@@ -43,6 +45,13 @@ struct RankMemoryEstimate {
 /// no activation bytes. Thread-safe (pure).
 std::vector<RankMemoryEstimate> EstimateRankMemory(
     const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version);
+
+/// The same for a schedule not yet published (planning.h's JobPlan):
+/// `schedule`'s stage_of with `simulation`'s peak_memory_bytes, which the
+/// version built from them holds. Thread-safe (pure).
+std::vector<RankMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,
+    const sched::SimulationResult& simulation);
 
 /// One line for a job's state message: "pipeline rank 2 needs about 1.10 TiB
 /// (4.30 GiB of weights and optimizer state for 2.9e+08 parameters,

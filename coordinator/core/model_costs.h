@@ -6,7 +6,7 @@
 namespace zbpp::coordinator {
 
 /// The analytic costs of one transformer block of a model family, before
-/// anything is measured (job_spec_check.h's InitialProblem, data_parallel.h's
+/// anything is measured (planning.h's InitialProblem, data_parallel.h's
 /// StageParameterCount, memory_estimate.h). s = seq_len, b = microbatch
 /// size, h = hidden, a = heads, f = ffn_hidden (or 4h), h_kv = kv_heads·h/a
 /// (the width of llama's key and value projections).

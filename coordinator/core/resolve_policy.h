@@ -62,7 +62,7 @@ struct ResolveDecision {
 /// re-solved. Fixed shapes (gpipe, 1f1b, 1f1b-interleaved, zb-h1, zb-h2,
 /// dualpipe-v) do not depend on costs: only the prediction is refreshed and
 /// nothing is published. A job's "auto" is not a policy here: it re-solves
-/// the schedule ChooseAutoSchedule picked for it (job_spec_check.h).
+/// the schedule its plan picked for it (PlanJob, planning.h).
 ///
 /// Thread-safe (no mutable state).
 class ResolvePolicy {

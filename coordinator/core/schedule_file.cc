@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "api/pipeline_shape.h"
+#include "coordinator/core/spec_refusal.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/schedule_io.h"
 #include "scheduler/simulator.h"
@@ -20,9 +21,7 @@ std::string FileName(const zbpp::v1::JobSpec& spec) {
 
 absl::Status ShapeMismatch(const zbpp::v1::JobSpec& spec, const char* field,
                            int64_t wanted, int in_file, const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": ", wanted, " but ", FileName(spec), " has ", in_file, " ",
-      what));
+  return RefuseField(field, wanted, " but ", FileName(spec), " has ", in_file, " ", what);
 }
 
 }  // namespace
@@ -32,9 +31,8 @@ absl::StatusOr<sched::Schedule> ParseScheduleFile(
   absl::StatusOr<sched::PytorchCsvImport> imported =
       sched::ImportSchedule(spec.schedule().file_text());
   if (!imported.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("schedule.file_text: ", FileName(spec), ": ",
-                     imported.status().message()));
+    return RefuseField("schedule.file_text", FileName(spec), ": ",
+                       imported.status().message());
   }
   return std::move(imported->schedule);
 }
@@ -60,18 +58,16 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
   for (const auto& actions : schedule->actions) {
     for (const sched::Action& action : actions) {
       if (action.kind == sched::PassKind::kReduce) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "schedule.file_text: ", FileName(spec),
-            " holds REDUCE_GRAD actions; the coordinator places the "
-            "reductions itself (pipeline.data_parallel > 1)"));
+        return RefuseField("schedule.file_text", FileName(spec),
+                           " holds REDUCE_GRAD actions; the coordinator places the "
+                           "reductions itself (pipeline.data_parallel > 1)");
       }
     }
   }
   absl::StatusOr<sched::SimulationResult> sim =
       sched::Simulate(problem, *schedule);
   if (!sim.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schedule.file_text: ", FileName(spec), ": ", sim.status().message()));
+    return RefuseField("schedule.file_text", FileName(spec), ": ", sim.status().message());
   }
   for (int w = 0; w < schedule->stages; ++w) {
     if (sched::OverMemoryLimit(sim->peak_memory_bytes[w], problem.limit_of(w))) {
@@ -79,10 +75,8 @@ absl::StatusOr<sched::Schedule> ScheduleFromFile(
           spec.schedule().has_memory_limit_bytes()
               ? "schedule.memory_limit_bytes"
               : "schedule.memory_limit_m_b";
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", FileName(spec), " peaks at ", sim->peak_memory_bytes[w],
-          " bytes on stage ", w, ", over the limit of ",
-          problem.limit_of(w)));
+      return RefuseField(field, FileName(spec), " peaks at ", sim->peak_memory_bytes[w],
+                         " bytes on stage ", w, ", over the limit of ", problem.limit_of(w));
     }
   }
   if (DataParallelOf(pipeline) <= 1) return schedule;

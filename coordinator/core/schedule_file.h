@@ -15,8 +15,9 @@ namespace zbpp::coordinator {
 
 /// The schedule in `spec.schedule.file_text` as written
 /// (sched::ImportSchedule: zbpp's JSON or PyTorch pipelining's CSV), before
-/// any check against the rest of the spec. Errors: InvalidArgument
-/// "schedule.file_text: <file>: <what the importer says>". Thread-safe
+/// any check against the rest of the spec. Errors: a SpecRefusal
+/// (spec_refusal.h) "schedule.file_text: <file>: <what the importer says>".
+/// Thread-safe
 /// (pure).
 absl::StatusOr<sched::Schedule> ParseScheduleFile(
     const zbpp::v1::JobSpec& spec);
@@ -27,8 +28,8 @@ absl::StatusOr<sched::Schedule> ParseScheduleFile(
 /// holds no REDUCE_GRAD (with pipeline.data_parallel > 1 the coordinator
 /// places the reductions, sched::PlaceReductions kSolved, as for generated
 /// schedules); it is complete and deadlock-free under `problem` (the spec's
-/// InitialProblem) and, when the spec sets a memory limit, within it on
-/// every worker. Errors: InvalidArgument naming the field
+/// InitialProblem, planning.h) and, when the spec sets a memory limit, within it on
+/// every worker. Errors: a SpecRefusal (spec_refusal.h) naming the field
 /// ("pipeline.stages: 4 but schedule.file \"x.csv\" has 2 workers", or
 /// "schedule.file_text: ..." for what the simulator refuses, the limit's
 /// field for a worker above it).

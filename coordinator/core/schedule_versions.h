@@ -17,7 +17,7 @@
 namespace zbpp::coordinator {
 
 /// A version's content — schedule, cost model (`costs`) and `predicted`,
-/// the schedule simulated under `costs` by its caller (ChooseSchedule for
+/// the schedule simulated under `costs` by its caller (PlanJob for
 /// version 1, ResolvePolicy::Decide for a re-solve: no version simulates
 /// twice) — without its number, effective step or publish time
 /// (ScheduleVersions::Stamp sets those). `previous` (may be null): the

@@ -15,7 +15,6 @@
 #include "api/job_state.h"
 #include "common/call_auth.h"
 #include "common/channel_credentials.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/metrics_observer.h"
 #include "coordinator/service/rendezvous_service.h"
@@ -111,8 +110,6 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   Coordinator::Options core_options;
   core_options.store = store_.get();
   core_options.observer = observer_.get();
-  core_options.validate_spec = ValidateJobSpec;
-  core_options.initial_problem = InitialProblem;
   core_options.max_workers = options.max_workers;
   core_options.lost_worker_retention_seconds = options.lost_worker_retention_seconds;
   core_options.store_drain_timeout = options.store_drain_timeout;

@@ -11,7 +11,7 @@
 
 #include "common/job_limits.h"
 #include "common/read_file.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"

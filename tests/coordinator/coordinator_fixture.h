@@ -18,7 +18,6 @@
 #include "api/pipeline_shape.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
@@ -47,8 +46,6 @@ class CoordinatorTest : public ::testing::Test {
     options.store_retry_initial_backoff = absl::Milliseconds(1);
     options.store_retry_max_backoff = absl::Milliseconds(10);
     options.store_drain_timeout = absl::Milliseconds(100);
-    options.validate_spec = ValidateJobSpec;
-    options.initial_problem = InitialProblem;
     options.heartbeat_interval_seconds = 1;
     options.heartbeat_timeout_seconds = 5;
     options.resolve_on_background_thread = background_resolves_;

@@ -26,7 +26,6 @@
 #include "absl/time/clock.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/rendezvous_service.h"
 #include "coordinator/service/schedule_page.h"
@@ -80,8 +79,6 @@ class ServiceTest : public ::testing::Test {
     store_ = *SqliteStore::Create({":memory:"});
     Coordinator::Options options;
     options.store = store_.get();
-    options.validate_spec = ValidateJobSpec;
-    options.initial_problem = InitialProblem;
     options.heartbeat_interval_seconds = 1;
     options.heartbeat_timeout_seconds = 60;
     core_ = *Coordinator::Create(options);

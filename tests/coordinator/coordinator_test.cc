@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "api/schedule_proto.h"
 #include "common/clock.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,8 +60,6 @@ TEST(CoordinatorOptions, BadOptionsAreInvalidArgument) {
   Coordinator::Options options;
   options.clock = &clock;
   options.store = store.get();
-  options.validate_spec = ValidateJobSpec;
-  options.initial_problem = InitialProblem;
   ASSERT_TRUE(Coordinator::Create(options).ok());
   for (auto bad : std::vector<std::function<void(Coordinator::Options&)>>{
            [](Coordinator::Options& o) { o.store = nullptr; },

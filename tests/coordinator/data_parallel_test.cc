@@ -11,6 +11,7 @@
 #include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/data_parallel.h"
+#include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/coordinator_fixture.h"

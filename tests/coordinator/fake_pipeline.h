@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "api/schedule_proto.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "scheduler/problem.h"
 #include "scheduler/simulator.h"
 #include "zbpp/v1/job_spec.pb.h"

@@ -12,7 +12,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "common/job_limits.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "coordinator/server/coordinator_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,62 +1,35 @@
 #include "coordinator/core/job_spec_check.h"
 
-#include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "coordinator/core/data_parallel.h"
+#include "coordinator/core/spec_refusal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "scheduler/registry.h"
-#include "scheduler/simulator.h"
+#include "tests/coordinator/core/spec_testing.h"
 
 namespace zbpp::coordinator {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
+using testing::ExpectRefusal;
+using testing::RefusedSpec;
+using testing::TinySpec;
 using zbpp::v1::JobSpec;
 
-/// A small job every rule accepts: 8 GPT blocks on 2 stages with 1F1B.
-JobSpec ValidSpec() {
-  JobSpec spec;
-  spec.set_name("tiny-gpt");
-  zbpp::v1::ModelSpec* model = spec.mutable_model();
-  model->set_architecture("gpt");
-  model->set_layers(8);
-  model->set_hidden(64);
-  model->set_heads(4);
-  model->set_vocab(256);
-  model->set_seq_len(128);
-  spec.mutable_dataset()->set_builtin("bible-kjv");
-  zbpp::v1::PipelineSpec* pipeline = spec.mutable_pipeline();
-  pipeline->set_stages(2);
-  pipeline->set_microbatches(8);
-  pipeline->set_microbatch_size(4);
-  spec.mutable_schedule()->set_name("1f1b");
-  spec.mutable_optimizer()->set_learning_rate(3e-4);
-  spec.set_steps(100);
-  return spec;
+// The field rules alone (no scheduler); how a spec fits its schedule is
+// planning's (tests/coordinator/core/planning_test.cc).
+
+TEST(CheckJobSpecFields, TinySpecPasses) {
+  EXPECT_TRUE(CheckJobSpecFields(TinySpec()).ok()) << CheckJobSpecFields(TinySpec());
 }
 
-TEST(ValidateJobSpec, ValidSpecPasses) {
-  EXPECT_TRUE(ValidateJobSpec(ValidSpec()).ok())
-      << ValidateJobSpec(ValidSpec());
-}
-
-TEST(ValidateJobSpec, EveryRegistryScheduleAcceptsASuitableSpec) {
-  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    JobSpec spec = ValidSpec();
-    spec.mutable_schedule()->set_name(traits.name);
-    EXPECT_TRUE(ValidateJobSpec(spec).ok())
-        << traits.name << ": " << ValidateJobSpec(spec);
-  }
-}
-
-TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
-  JobSpec spec = ValidSpec();
+TEST(CheckJobSpecFields, OptionalFieldsWithinRangePass) {
+  JobSpec spec = TinySpec();
   spec.mutable_schedule()->set_name("auto");
   spec.mutable_schedule()->set_memory_limit_m_b(2);
   spec.mutable_schedule()->mutable_resolve()->set_min_improvement(0);
@@ -78,43 +51,36 @@ TEST(ValidateJobSpec, OptionalFieldsWithinRangePass) {
   spec.set_precision(zbpp::v1::PRECISION_FP16);
   spec.mutable_loss_scale()->set_initial_scale(1);
   spec.mutable_loss_scale()->set_growth_interval_steps(1);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
   spec.mutable_loss_scale()->set_initial_scale(4294967296.0);  // 2^32
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
   // Every transport is valid in a spec: whether the workers can run it is
   // decided when they are chosen (transport_choice_test.cc).
   for (zbpp::v1::Transport transport :
        {zbpp::v1::TRANSPORT_AUTO, zbpp::v1::TRANSPORT_GLOO, zbpp::v1::TRANSPORT_NCCL}) {
     spec.set_transport(transport);
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << zbpp::v1::Transport_Name(transport);
+    EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << zbpp::v1::Transport_Name(transport);
   }
 }
 
-TEST(ValidateJobSpec, TokenFilesOfEitherWidthPass) {
-  JobSpec spec = ValidSpec();
+TEST(CheckJobSpecFields, TokenFilesOfEitherWidthPass) {
+  JobSpec spec = TinySpec();
   zbpp::v1::TokenFileDataset* tokens = spec.mutable_dataset()->mutable_tokens();
   tokens->set_path("/data/kjv/train.bin");
   spec.mutable_model()->set_vocab(100);  // Token files are not byte-level.
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
   tokens->set_eval_fraction(0.05);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
   tokens->clear_eval_fraction();
   tokens->set_eval_path("/data/kjv/val.bin");
   spec.mutable_model()->set_vocab(65536);  // the largest uint16 ids reach
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
   tokens->set_dtype(zbpp::v1::TOKEN_DTYPE_UINT32);
   spec.mutable_model()->set_vocab(128256);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  EXPECT_TRUE(CheckJobSpecFields(spec).ok()) << CheckJobSpecFields(spec);
 }
 
-struct BadCase {
-  const char* name;
-  std::function<void(JobSpec&)> mutate;
-  /// The message must start with this (field path first).
-  std::string prefix;
-};
-
-std::vector<BadCase> BadCases() {
+std::vector<RefusedSpec> BadCases() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return {
       // Inconsistent shapes and values, one field at a time.
@@ -124,27 +90,12 @@ std::vector<BadCase> BadCases() {
       {"negative microbatches",
        [](JobSpec& s) { s.mutable_pipeline()->set_microbatches(-3); },
        "pipeline.microbatches: must be >= 1, got -3"},
-      {"stages do not divide layers",
-       [](JobSpec& s) { s.mutable_pipeline()->set_stages(3); },
-       "model.layers: 8 layers do not divide into pipeline.stages*chunks = 3 "
-       "virtual stages"},
-      {"virtual stages do not divide layers",
-       [](JobSpec& s) {
-         s.mutable_model()->set_layers(10);
-         s.mutable_schedule()->set_name("zb-v");
-       },
-       "model.layers: 10 layers do not divide into pipeline.stages*chunks = 4 "
-       "virtual stages"},
       {"unknown schedule name",
        [](JobSpec& s) { s.mutable_schedule()->set_name("zb-h3"); },
        "schedule.name: unknown schedule \"zb-h3\"; known: auto gpipe 1f1b "},
       {"memory limit below one microbatch (M_B units)",
        [](JobSpec& s) { s.mutable_schedule()->set_memory_limit_m_b(0.5); },
        "schedule.memory_limit_m_b: 0.5 is below one microbatch (1 M_B)"},
-      {"memory limit below one microbatch (bytes)",
-       [](JobSpec& s) { s.mutable_schedule()->set_memory_limit_bytes(1000); },
-       "schedule.memory_limit_bytes: 1000 is below one microbatch (1 M_B = "
-       "9699328 bytes on stage 0)"},
       {"missing dataset", [](JobSpec& s) { s.clear_dataset(); },
        "dataset: required"},
       // Model.
@@ -216,14 +167,6 @@ std::vector<BadCase> BadCases() {
        "pipeline.microbatches: must be <= 1024, got 1025"},
       {"zero chunks", [](JobSpec& s) { s.mutable_pipeline()->set_chunks(0); },
        "pipeline.chunks: must be >= 1, got 0"},
-      {"too many virtual stages",
-       [](JobSpec& s) {
-         s.mutable_schedule()->set_name("1f1b-interleaved");
-         s.mutable_pipeline()->set_stages(128);
-         s.mutable_pipeline()->set_chunks(8);
-       },
-       "pipeline.chunks: pipeline.stages*chunks = 1024 virtual stages; at "
-       "most 512"},
       {"zero microbatch size",
        [](JobSpec& s) { s.mutable_pipeline()->set_microbatch_size(0); },
        "pipeline.microbatch_size: must be >= 1, got 0"},
@@ -241,40 +184,6 @@ std::vector<BadCase> BadCases() {
        [](JobSpec& s) { s.mutable_pipeline()->set_data_parallel(2147483647); },
        "pipeline.data_parallel: pipeline.stages*data_parallel = 4294967294 workers; at "
        "most 4096"},
-      // Schedule / chunks compatibility (registry traits).
-      {"zb-v with 3 chunks",
-       [](JobSpec& s) {
-         s.mutable_schedule()->set_name("zb-v");
-         s.mutable_model()->set_layers(6);
-         s.mutable_pipeline()->set_chunks(3);
-       },
-       "pipeline.chunks: zb-v needs chunks = 2, got 3"},
-      {"1f1b with 2 chunks",
-       [](JobSpec& s) { s.mutable_pipeline()->set_chunks(2); },
-       "pipeline.chunks: 1f1b needs chunks = 1, got 2"},
-      // What the scheduler itself refuses (asked through Generate).
-      {"zb-h2 with m < 2p",
-       [](JobSpec& s) {
-         s.mutable_schedule()->set_name("zb-h2");
-         s.mutable_pipeline()->set_microbatches(3);
-       },
-       "pipeline.microbatches: zb-h2 needs microbatches >= 2 * stages (4)"},
-      {"interleaved with m % p != 0",
-       [](JobSpec& s) {
-         s.mutable_schedule()->set_name("1f1b-interleaved");
-         s.mutable_pipeline()->set_microbatches(7);
-       },
-       "pipeline.microbatches: 1f1b-interleaved needs microbatches to be a "
-       "multiple of stages (2), got 7"},
-      {"interleaved with one chunk",
-       [](JobSpec& s) {
-         s.mutable_schedule()->set_name("1f1b-interleaved");
-         s.mutable_pipeline()->set_chunks(1);
-       },
-       "pipeline.chunks: 1f1b-interleaved needs chunks >= 2, got 1"},
-      {"1f1b above a limit of 1.5 M_B",
-       [](JobSpec& s) { s.mutable_schedule()->set_memory_limit_m_b(1.5); },
-       "schedule.memory_limit_m_b: 1f1b needs "},
       // Schedule policy fields.
       {"missing schedule", [](JobSpec& s) { s.clear_schedule(); },
        "schedule: required"},
@@ -433,307 +342,56 @@ std::vector<BadCase> BadCases() {
   };
 }
 
-TEST(ValidateJobSpec, MalformedSpecsNameTheField) {
-  for (const BadCase& bad : BadCases()) {
+TEST(CheckJobSpecFields, MalformedSpecsNameTheFieldAsData) {
+  for (const RefusedSpec& bad : BadCases()) {
     SCOPED_TRACE(bad.name);
-    JobSpec spec = ValidSpec();
+    JobSpec spec = TinySpec();
     bad.mutate(spec);
-    const absl::Status status = ValidateJobSpec(spec);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(std::string(status.message()), StartsWith(bad.prefix));
+    ExpectRefusal(CheckJobSpecFields(spec), bad.prefix);
   }
 }
 
-TEST(ValidateJobSpec, AutoReportsWhenNoScheduleFits) {
-  // Every schedule needs at least 1 M_B; with chunks = 3 only
-  // 1f1b-interleaved may run, and it refuses m % p != 0.
-  JobSpec spec = ValidSpec();
-  spec.mutable_model()->set_layers(6);
-  spec.mutable_pipeline()->set_chunks(3);
-  spec.mutable_pipeline()->set_microbatches(7);
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_m_b(4);
-  const absl::Status status = ValidateJobSpec(spec);
+TEST(SpecRefusal, TravelsAsThePayloadOfItsStatus) {
+  const absl::Status status =
+      RefuseField("pipeline.chunks", "zb-v needs chunks = 2, got ", 3);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()),
-              StartsWith("schedule.memory_limit_m_b: schedule \"auto\" found "
-                         "no schedule that runs this job (gpipe: "));
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("1f1b-interleaved: 1f1b-interleaved needs "
-                        "microbatches to be a multiple of stages"));
+  EXPECT_EQ(status.message(), "pipeline.chunks: zb-v needs chunks = 2, got 3");
+  const std::optional<SpecRefusal> refusal = SpecRefusalOf(status);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->field, "pipeline.chunks");
+  EXPECT_EQ(refusal->reason, "zb-v needs chunks = 2, got 3");
+  // A reason may hold newlines (a scheduler's message); the field may not.
+  EXPECT_EQ(SpecRefusalOf(RefusalStatus({"schedule.file_text", "a\nb"}))->reason, "a\nb");
+  EXPECT_EQ(SpecRefusalOf(absl::OkStatus()), std::nullopt);
+  EXPECT_EQ(SpecRefusalOf(absl::InvalidArgumentError("pipeline.chunks: too many")),
+            std::nullopt)
+      << "a message that looks like a refusal is not one";
 }
 
-// The simulated step of the registry schedule `name` for `spec` as auto's
-// candidate, computed here without ChooseAutoSchedule; +infinity when the
-// schedule cannot run it.
-double CandidateStep(const JobSpec& spec, const std::string& name) {
-  absl::StatusOr<sched::Problem> problem =
-      InitialProblem(AutoCandidateSpec(spec, name));
-  if (!problem.ok()) return std::numeric_limits<double>::infinity();
-  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, *problem);
-  if (!schedule.ok()) return std::numeric_limits<double>::infinity();
-  absl::StatusOr<sched::SimulationResult> sim =
-      sched::Simulate(*problem, *schedule);
-  return sim.ok() ? sim->step_seconds : std::numeric_limits<double>::infinity();
-}
-
-TEST(ChooseAutoSchedule, PicksAVScheduleWhereItIsShortest) {
-  // p = 2, m = 8, 8 layers, T_W = 2/3 T_F, limit 2 M_B (1F1B's). Loop
-  // schedules within 2 M_B keep part of 1F1B's bubble (ZB-H1/ZB-1p:
-  // (p-1)(T_F+T_B-T_W) with T per stage); ZB-V's V brings its second chunk
-  // back to worker 0, so it runs with a smaller bubble at the same memory
-  // (Zero Bubble paper §6). V-Half and V-Min get the same 2 M_B here and
-  // tie with it; DualPipeV needs p + 1/2 M_B and is refused.
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_m_b(2);
-  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(choice->name, "zb-v");
-  EXPECT_EQ(choice->schedule.name, "zb-v");
-  EXPECT_EQ(choice->problem.chunks, 2);
-  EXPECT_EQ(choice->schedule.stage_of,
-            sched::PlaceVirtualStages(sched::Placement::kV, 2, 2));
-  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, CandidateStep(spec, "zb-v"));
-  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    if (traits.placement == sched::Placement::kLoop) {
-      EXPECT_LT(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
-          << traits.name;
-    } else {
-      EXPECT_LE(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
-          << traits.name;
-    }
-  }
-  EXPECT_TRUE(std::isinf(CandidateStep(spec, "dualpipe-v")));
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-TEST(ChooseAutoSchedule, PicksALoopScheduleWhereNoVScheduleRuns) {
-  // 6 layers on p = 2: 3 per stage for a loop schedule, but the V
-  // schedules' 2p = 4 virtual stages cannot divide them.
-  JobSpec spec = ValidSpec();
-  spec.mutable_model()->set_layers(6);
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_m_b(2);
-  for (const char* v_schedule : {"zb-v", "v-half", "v-min", "dualpipe-v"}) {
-    EXPECT_TRUE(std::isinf(CandidateStep(spec, v_schedule))) << v_schedule;
-  }
-  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(sched::FindSchedule(choice->name)->placement,
-            sched::Placement::kLoop);
-  EXPECT_EQ(choice->problem.chunks, 1);
-  for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    EXPECT_LE(choice->simulation.step_seconds, CandidateStep(spec, traits.name))
-        << traits.name;
-  }
-  // The same job with a limit DualPipeV's shape (p + 1/2 M_B) fits and 8
-  // layers: every V schedule is a candidate again.
-  spec.mutable_model()->set_layers(8);
-  spec.mutable_schedule()->set_memory_limit_m_b(2.5);
-  EXPECT_TRUE(std::isfinite(CandidateStep(spec, "dualpipe-v")));
-}
-
-TEST(ChooseAutoSchedule, PlacesReductionsWithDataParallelism) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_pipeline()->set_data_parallel(2);
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_m_b(2);
-  absl::StatusOr<ScheduleChoice> choice = ChooseAutoSchedule(spec);
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  int reductions = 0;
-  for (const auto& actions : choice->schedule.actions) {
-    for (const sched::Action& a : actions) reductions += sched::IsVirtualStageReduction(a);
-  }
-  EXPECT_EQ(reductions, choice->schedule.num_virtual_stages());
-}
-
-TEST(ChooseAutoSchedule, RefusesANamedSchedule) {
-  EXPECT_EQ(ChooseAutoSchedule(ValidSpec()).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(ChooseSchedule, ANamedScheduleIsItsGeneratorsWithTheReductionsPlaced) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("zb-h1");
-  spec.mutable_pipeline()->set_data_parallel(2);
-  absl::StatusOr<ScheduleChoice> choice = ChooseSchedule(spec);
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(choice->name, "zb-h1");
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(choice->problem.virtual_stages[0].reduce_seconds,
-            problem->virtual_stages[0].reduce_seconds);
-  absl::StatusOr<sched::Schedule> expected =
-      GenerateSchedule("zb-h1", *problem, 2);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  EXPECT_EQ(choice->schedule.actions, expected->actions);
-  int reductions = 0;
-  for (const auto& row : choice->schedule.actions) {
-    for (const sched::Action& a : row) {
-      reductions += a.kind == sched::PassKind::kReduce;
-    }
-  }
-  EXPECT_GT(reductions, 0) << "d = 2 places each stage's reduction";
-  // The simulation is of that schedule, reductions included.
-  absl::StatusOr<sched::SimulationResult> sim =
-      sched::Simulate(*problem, *expected);
-  ASSERT_TRUE(sim.ok()) << sim.status();
-  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, sim->step_seconds);
-  EXPECT_DOUBLE_EQ(choice->simulation.exposed_reduce_seconds,
-                   sim->exposed_reduce_seconds);
-}
-
-TEST(ChooseSchedule, ARefusalNamesTheFieldTheUserCanChange) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("zb-h2");
-  spec.mutable_pipeline()->set_microbatches(3);  // ZB-H2 needs m >= 2p.
-  const absl::Status refused = ChooseSchedule(spec).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.message()), StartsWith("pipeline.microbatches: "));
-  EXPECT_EQ(refused, ValidateJobSpec(spec)) << "the check is the choice";
-}
-
-TEST(ChooseSchedule, AutoIsChooseAutoSchedulesPick) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_m_b(2);
-  absl::StatusOr<ScheduleChoice> choice = ChooseSchedule(spec);
-  absl::StatusOr<ScheduleChoice> pick = ChooseAutoSchedule(spec);
-  ASSERT_TRUE(choice.ok() && pick.ok()) << choice.status() << pick.status();
-  EXPECT_EQ(choice->name, pick->name);
-  EXPECT_EQ(choice->schedule.actions, pick->schedule.actions);
-  EXPECT_DOUBLE_EQ(choice->simulation.step_seconds, pick->simulation.step_seconds);
-}
-
-TEST(AutoCandidateSpec, GivesEachScheduleItsOwnChunksUnlessTheSpecSetsThem) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("auto");
-  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").pipeline().chunks(), 2);
-  EXPECT_EQ(AutoCandidateSpec(spec, "zb-1p").pipeline().chunks(), 1);
-  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").schedule().name(), "zb-v");
-  spec.mutable_pipeline()->set_chunks(1);
-  EXPECT_EQ(AutoCandidateSpec(spec, "zb-v").pipeline().chunks(), 1);
-}
-
-TEST(ValidateJobSpec, LargestAcceptedShapeIsChecked) {
-  // The caps' worst case for the solver: ZB-V at p = 128, m = 1024.
-  JobSpec spec = ValidSpec();
-  spec.mutable_model()->set_layers(2 * kMaxStages);
-  spec.mutable_pipeline()->set_stages(kMaxStages);
-  spec.mutable_pipeline()->set_microbatches(kMaxMicrobatches);
-  spec.mutable_schedule()->set_name("zb-v");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-// ValidSpec: s = 128, b = 4, h = 64, a = 4, f = 4h = 256, 8 layers.
-// Per layer: forward FLOPs 2sb(4h^2 + 2hf) + 4s^2bh
-//   = 1024 * (16384 + 32768) + 4 * 16384 * 256 = 50331648 + 16777216
-//   = 67108864;
-// M_B = sb(34h + 5as) = 512 * (2176 + 2560) = 2424832 bytes;
-// M_W = 32sbh = 32 * 512 * 64 = 1048576 bytes.
-constexpr double kLayerFlops = 67108864;
-constexpr double kLayerMb = 2424832;
-constexpr double kLayerMw = 1048576;
-
-TEST(ValidateJobSpec, DataParallelismUpToTheWorkerCapPasses) {
-  for (int d : {0, 1, 2, kMaxWorkersPerJob / 2}) {
-    JobSpec spec = ValidSpec();
-    spec.mutable_pipeline()->set_data_parallel(d);
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << d << ": " << ValidateJobSpec(spec);
+TEST(CheckPlanningFields, ChecksWhatPlanningReadsAndNothingElse) {
+  JobSpec spec = TinySpec();
+  spec.clear_dataset();
+  spec.clear_optimizer();
+  EXPECT_TRUE(CheckPlanningFields(spec).ok()) << CheckPlanningFields(spec);
+  EXPECT_FALSE(CheckJobSpecFields(spec).ok());
+  for (const auto& [field, mutate] :
+       std::vector<std::pair<std::string, std::function<void(JobSpec&)>>>{
+           {"model.heads", [](JobSpec& s) { s.mutable_model()->set_heads(0); }},
+           {"pipeline.stages", [](JobSpec& s) { s.mutable_pipeline()->set_stages(0); }},
+           {"schedule.name", [](JobSpec& s) { s.mutable_schedule()->set_name("zb-h3"); }}}) {
+    JobSpec broken = TinySpec();
+    mutate(broken);
+    EXPECT_EQ(SpecRefusalOf(CheckPlanningFields(broken))->field, field);
   }
 }
 
-// ValidSpec's parameters per stage of 2: 4 blocks of 4h^2 + 2hf + 9h + f =
-// 16384 + 32768 + 576 + 256 = 49984; stage 0 adds the embeddings
-// (256 + 128) * 64 = 24576, stage 1 the final LayerNorm and head
-// 128 + 256 * 64 = 16512.
-TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
-  JobSpec spec = ValidSpec();
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 0, 2), 4 * 49984 + 24576);
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 1, 2), 4 * 49984 + 16512);
-  for (int d : {0, 1}) {
-    spec.mutable_pipeline()->set_data_parallel(d);
-    for (const sched::VirtualStageCost& cost : InitialProblem(spec)->virtual_stages) {
-      EXPECT_EQ(cost.reduce_seconds, 0) << "d = " << d;
-    }
-  }
-  spec.mutable_pipeline()->set_data_parallel(4);
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  for (int s = 0; s < 2; ++s) {
-    const double bytes = 4 * StageParameterCount(spec.model(), s, 2);
-    // 2(d-1)/d of the bytes at 1 GB/s, and 2(d-1) hops of 50 us.
-    EXPECT_DOUBLE_EQ(problem->virtual_stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
-        << "stage " << s;
-  }
-  EXPECT_GT(problem->virtual_stages[0].reduce_seconds, problem->virtual_stages[1].reduce_seconds)
-      << "the embeddings outweigh the head";
-  EXPECT_EQ(RingAllReduceSeconds(1e9, 1), 0);
-}
-
-TEST(InitialProblem, OneF1BHasFourLayersPerStageAndNoLimit) {
-  absl::StatusOr<sched::Problem> problem = InitialProblem(ValidSpec());
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->stages, 2);
-  EXPECT_EQ(problem->chunks, 1);
-  EXPECT_EQ(problem->microbatches, 8);
-  ASSERT_EQ(problem->virtual_stages.size(), 2u);
-  for (const sched::VirtualStageCost& cost : problem->virtual_stages) {
-    EXPECT_DOUBLE_EQ(cost.f_seconds, 4 * kLayerFlops / 1e12);  // 2.68e-4 s
-    EXPECT_DOUBLE_EQ(cost.b_seconds, cost.f_seconds);
-    EXPECT_DOUBLE_EQ(cost.w_seconds, cost.f_seconds * 2 / 3);
-    EXPECT_DOUBLE_EQ(cost.m_b_bytes, 4 * kLayerMb);  // 9699328
-    EXPECT_DOUBLE_EQ(cost.m_w_bytes, 4 * kLayerMw);  // 4194304
-  }
-  EXPECT_DOUBLE_EQ(problem->comm_seconds, 0);
-  EXPECT_TRUE(problem->memory_limit_bytes.empty());  // 1F1B has no own limit.
-}
-
-TEST(InitialProblem, Zb2pTakesItsOwnLimitOf2pMb) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("zb-2p");
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  // 2p = 4 M_B of a worker's 4 layers.
-  EXPECT_THAT(problem->memory_limit_bytes,
-              ::testing::ElementsAre(4 * 4 * kLayerMb, 4 * 4 * kLayerMb));
-}
-
-TEST(InitialProblem, ZbVSplitsIntoTwoChunksAndScalesTheMbLimit) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("zb-v");
-  spec.mutable_schedule()->set_memory_limit_m_b(3);
-  spec.mutable_model()->set_ffn_hidden(128);
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->chunks, 2);
-  ASSERT_EQ(problem->virtual_stages.size(), 4u);
-  // 2 layers per virtual stage; f = 128: 1024 * (16384 + 16384) + 16777216
-  // = 50331648 FLOPs per layer.
-  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].f_seconds, 2 * 50331648 / 1e12);
-  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].m_b_bytes, 2 * kLayerMb);
-  // One M_B of a worker = its two chunks = 4 layers; 3 of them.
-  EXPECT_THAT(problem->memory_limit_bytes,
-              ::testing::ElementsAre(3 * 4 * kLayerMb, 3 * 4 * kLayerMb));
-}
-
-TEST(InitialProblem, BytesLimitIsTakenAsGiven) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_schedule()->set_name("auto");
-  spec.mutable_schedule()->set_memory_limit_bytes(123456789);
-  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  EXPECT_EQ(problem->chunks, 1);  // "auto" plans one chunk unless told more.
-  EXPECT_THAT(problem->memory_limit_bytes,
-              ::testing::ElementsAre(123456789, 123456789));
-}
-
-TEST(InitialProblem, RefusesWhatValidateRefuses) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_pipeline()->set_stages(3);
-  EXPECT_THAT(std::string(InitialProblem(spec).status().message()),
-              StartsWith("model.layers: "));
+TEST(LimitField, IsTheFieldThatHoldsTheLimit) {
+  zbpp::v1::SchedulePolicy schedule;
+  EXPECT_EQ(LimitField(schedule), "schedule.name");
+  schedule.set_memory_limit_m_b(2);
+  EXPECT_EQ(LimitField(schedule), "schedule.memory_limit_m_b");
+  schedule.set_memory_limit_bytes(1 << 30);
+  EXPECT_EQ(LimitField(schedule), "schedule.memory_limit_bytes");
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/store_writer.h"
 #include "coordinator/core/worker_registry.h"
 #include "coordinator/store/sqlite_store.h"
@@ -35,7 +34,6 @@ class JobTest : public ::testing::Test {
     context_.clock = &clock_;
     context_.writer = writer_.get();
     context_.workers = registry_.get();
-    context_.initial_problem = InitialProblem;
   }
 
   // Job "job-1" in PENDING for `spec`, stored as SubmitJob stores it.

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "coordinator/core/data_parallel.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/model_costs.h"
+#include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

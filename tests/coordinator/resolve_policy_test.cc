@@ -265,7 +265,7 @@ TEST_F(ResolvePolicyTest, BadInputsAreErrors) {
   const sched::Schedule current = MustGenerate("zb-1p", Uniform());
   EXPECT_EQ(policy->Decide("zb-h3", current, 1, Uniform()).status().code(),
             absl::StatusCode::kNotFound);
-  // A job's "auto" is resolved once, by ChooseAutoSchedule, never here.
+  // A job's "auto" is resolved once, by PlanJob (planning.h), never here.
   EXPECT_EQ(policy->Decide("auto", current, 1, Uniform()).status().code(),
             absl::StatusCode::kNotFound);
   sched::Problem other = Uniform();

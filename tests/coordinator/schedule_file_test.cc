@@ -3,7 +3,7 @@
 #include <string>
 
 #include "common/job_limits.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"

@@ -2,8 +2,8 @@
 // worker and rendezvous services (what their gRPC handlers pass to the core
 // once the caller is authenticated).
 //
-// One Coordinator core per process (FakeClock, in-memory SQLite store, the
-// daemon's ValidateJobSpec and InitialProblem) holding a RUNNING 2-stage job
+// One Coordinator core per process (FakeClock, in-memory SQLite store)
+// holding a RUNNING 2-stage job
 // on two registered workers (the tests' FakeWorker, on the worker's
 // ControlState), so that a ReportStep gets past the worker and
 // job lookups to the checks of its content. Input: one selector byte, then a
@@ -50,7 +50,6 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/store/sqlite_store.h"
 #include "tests/coordinator/fake_pipeline.h"
@@ -120,8 +119,6 @@ class Fixture {
     Coordinator::Options options;
     options.clock = &clock_;
     options.store = store_.get();
-    options.validate_spec = ValidateJobSpec;
-    options.initial_problem = InitialProblem;
     absl::StatusOr<std::unique_ptr<Coordinator>> created =
         Coordinator::Create(options);
     if (!created.ok()) Fail(created.status(), "create");

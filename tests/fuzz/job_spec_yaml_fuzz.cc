@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/job_spec_yaml.h"
-#include "coordinator/core/job_spec_check.h"
+#include "coordinator/core/planning.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,7 +9,6 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/core/job_spec_check.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "tests/coordinator/fake_worker.h"
 
@@ -23,8 +22,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorHarness>> CoordinatorHarness::Start() 
   h->store_ = *std::move(store);
   coordinator::Coordinator::Options options;
   options.store = h->store_.get();
-  options.validate_spec = coordinator::ValidateJobSpec;
-  options.initial_problem = coordinator::InitialProblem;
   options.heartbeat_interval_seconds = 1;
   options.heartbeat_timeout_seconds = 600;
   absl::StatusOr<std::unique_ptr<coordinator::Coordinator>> core =

@@ -163,8 +163,8 @@ TEST(WorkerEndToEnd, TwoReplicasTrainAsOneOnTheGlobalBatch) {
 
 // Two chunks per worker on real processes: DualPipeV (scheduler/dualpipe_v.h)
 // and "auto" under 1F1B's memory (2 M_B), which picks a V schedule here
-// (ChooseAutoSchedule, coordinator/core/job_spec_check.h; ZB-V's bubble is
-// the smallest at that memory: tests/coordinator/job_spec_check_test.cc),
+// (PlanJob, coordinator/core/planning.h; ZB-V's bubble is the smallest at
+// that memory: tests/coordinator/core/planning_test.cc),
 // train as ZB-V does: same model, data and seed, so the same losses and
 // parameters whatever the order of the passes. 4 layers on 2 workers x 2
 // chunks, m = 4 (DualPipeV's 2p), 3 steps.

@@ -1,0 +1,168 @@
+#ifndef ZBPP_COORDINATOR_CORE_PLANNING_H_
+#define ZBPP_COORDINATOR_CORE_PLANNING_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/core/memory_estimate.h"
+#include "coordinator/core/spec_refusal.h"
+#include "scheduler/problem.h"
+#include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
+#include "zbpp/v1/job_spec.pb.h"
+
+namespace zbpp::coordinator {
+
+/// Planning: what a job spec becomes before anything is measured — the
+/// analytic problem, the first schedule and its simulation, each stage's
+/// memory. PlanJob is the one entry: SubmitJob plans once and hands the
+/// plan to the job, whose version 1 is that plan's schedule; a job that
+/// must plan again (recovered before it started) calls PlanJob too, and a
+/// restored job's base problem is PlannedProblem. Measured costs replace
+/// the analytic ones after the first steps (cost_model.h, resolve_policy.h).
+
+/// Bandwidth assumed for a gradient all-reduce before one is measured,
+/// bytes per second: Gloo's ring over TCP between CPU workers (about 1 GB/s
+/// on one host or a 10 GbE link). A GPU job with NCCL is much faster; the
+/// measured REDUCE_GRAD times replace this after the first step.
+inline constexpr double kAllReduceBytesPerSecond = 1e9;
+/// Latency of one of a ring all-reduce's 2(d-1) transfers, seconds (a small
+/// TCP message between two hosts of one cluster).
+inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
+
+/// Seconds of a ring all-reduce of `bytes` over `replicas` ranks before one
+/// is measured: sched::RingAllReduceSeconds at kAllReduceBytesPerSecond
+/// (2(d-1)/d · bytes / bandwidth: reduce-scatter then all-gather) plus
+/// 2(d-1) · kAllReduceHopLatencySeconds. 0 for replicas <= 1.
+/// Thread-safe (pure).
+double RingAllReduceSeconds(double bytes, int replicas);
+
+/// The scheduling problem of `spec` before anything is measured.
+///
+/// * p = pipeline.stages; v = pipeline.chunks, or when unset the schedule's
+///   `default_chunks` (registry), or 1 for "auto" (each of auto's
+///   candidates is planned on AutoCandidateSpec instead);
+///   m = pipeline.microbatches.
+/// * Every virtual stage holds L = model.layers / (p*v) transformer blocks
+///   and gets the same costs (embedding and LM head are not counted; the
+///   measured costs replace all of this after the first steps):
+///   - T_F = FLOPs of L blocks' forward / 1e12 seconds (a nominal 1 TFLOP/s
+///     device: only ratios matter to the scheduler), with the forward FLOPs
+///     of one block of the model's family (BlockCostsOf,
+///     coordinator/core/model_costs.h: for gpt 2sb(4h^2 + 2h*f) + 4s^2*b*h,
+///     Megatron-LM's 24sbh^2 + 4s^2bh for f = 4h, Narayanan et al. 2021,
+///     §5.1; for llama its GQA and SwiGLU projections).
+///   - T_B = T_F and T_W = (2/3) T_F: by FLOPs B and W each match F, but the
+///     Zero Bubble paper's profiled Table 5 (scheduler/paper_table5.h) has
+///     T_B/T_F = 0.98 and T_W/T_F between 0.50 and 0.74 (W is a few large
+///     GEMMs with nothing else in it); 2/3 is their middle.
+///   - T_comm = 0 (unknown until measured).
+///   - M_B and M_W: L times the family's per-block bytes (BlockCostsOf; for
+///     gpt the paper's §2 s*b*(34h + 5as) and 32*s*b*h, 16-bit activations).
+///   - reduce_seconds, with d = pipeline.data_parallel > 1: a ring
+///     all-reduce of the stage's float32 weight gradients,
+///     RingAllReduceSeconds(4 * StageParameterCount(model, stage, p*v), d)
+///     (StageParameterCount in coordinator/core/data_parallel.h; real
+///     seconds at an assumed bandwidth, while the passes above are nominal
+///     until measured); 0 with d = 1.
+/// * memory_limit_bytes, the same for every worker: schedule.memory_limit_bytes
+///   as given; or schedule.memory_limit_m_b times the worker's M_B unit
+///   (`sched::MbUnitBytes`: M_B summed over its virtual stages); or, unset,
+///   the schedule's own `default_limit_m_b(p, m)` in the same units; empty
+///   when that is +infinity (no limit).
+///
+/// Errors: a SpecRefusal (spec_refusal.h) as PlanJob reports it for the
+/// fields it reads (CheckPlanningFields, chunks, layers, the limit in
+/// bytes); it does not run the scheduler. Thread-safe (pure).
+absl::StatusOr<sched::Problem> InitialProblem(const zbpp::v1::JobSpec& spec);
+
+/// `spec` (schedule.name "auto") as auto's candidate `name`, a registry
+/// schedule: schedule.name = `name` and, unless the spec sets
+/// pipeline.chunks, that schedule's `default_chunks` (2 for the V
+/// schedules), so that each candidate is planned with its own chunks and
+/// placement. Everything else, the memory limit included, is the spec's.
+/// Its InitialProblem is the problem the candidate runs on (and refuses a
+/// `name` the registry does not know). Thread-safe (pure).
+zbpp::v1::JobSpec AutoCandidateSpec(const zbpp::v1::JobSpec& spec,
+                                    std::string_view name);
+
+/// The analytic problem of a job with `spec` whose schedule is `chosen`
+/// (a version's schedule name): for "auto", the InitialProblem of
+/// AutoCandidateSpec(spec, chosen); otherwise the spec's own. What a
+/// restored job's measured costs build on. Errors: InitialProblem's.
+/// Thread-safe (pure).
+absl::StatusOr<sched::Problem> PlannedProblem(const zbpp::v1::JobSpec& spec,
+                                              std::string_view chosen);
+
+/// A job's first schedule (what its version 1 runs) and the analytic
+/// problem it is planned on.
+struct ScheduleChoice {
+  /// The registry schedule, e.g. "zb-v" (for "auto": the one chosen); for
+  /// a schedule file, schedule.name as given.
+  std::string name;
+  /// PlannedProblem(spec, name): for "auto", the chosen candidate's.
+  sched::Problem problem;
+  /// With its data-parallel reductions placed when d > 1.
+  sched::Schedule schedule;
+  /// `schedule` simulated under `problem` (sched::Simulate): the version's
+  /// predicted step time, bubble rate and peak memory.
+  sched::SimulationResult simulation;
+};
+
+/// Everything planned for a job spec before anything is measured.
+struct JobPlan {
+  /// The first schedule:
+  /// * "auto": every registry schedule, in registry order, generated for
+  ///   the InitialProblem of AutoCandidateSpec(spec, name) (its own chunks
+  ///   and placement, the spec's memory limit) with its data-parallel
+  ///   reductions placed (GenerateSchedule, d = pipeline.data_parallel),
+  ///   and simulated (sched::Simulate, the single definition of the step
+  ///   time); the shortest `step_seconds` wins, the earlier in registry
+  ///   order on a tie. A schedule whose problem cannot be built (layers
+  ///   that do not divide into its virtual stages, ...) or that refuses it
+  ///   (m < 2p, memory above the limit) is no candidate.
+  /// * schedule.file: the file's schedule on InitialProblem(spec)
+  ///   (ScheduleFromFile).
+  /// * a registry name: its generator on InitialProblem(spec), with the
+  ///   reductions placed (GenerateSchedule).
+  /// Re-solves later regenerate the same schedule under measured costs
+  /// (ResolvePolicy).
+  ScheduleChoice choice;
+  /// What each stage will hold (size pipeline.stages):
+  /// EstimateRankMemory of `choice`, what SubmitJob checks an NCCL job's
+  /// workers against (StartAttempt estimates from the version in force).
+  std::vector<RankMemoryEstimate> memory;
+};
+
+/// The one planning entry: every field rule (CheckJobSpecFields,
+/// job_spec_check.h), then the plan. Costs one generation and simulation
+/// (one per registry schedule for "auto"; well under a second each at
+/// p = 32, m = 128).
+///
+/// Errors: InvalidArgument carrying a SpecRefusal (SpecRefusalOf) whose
+/// message is "field: reason", the first broken rule in proto order; the
+/// scheduler's refusals under the field the user can change
+/// (RefusalOfSchedule); for "auto" with no schedule that runs the job,
+/// under the limit's field ("schedule.memory_limit_m_b: schedule \"auto\"
+/// found no schedule that runs this job (gpipe: ...; 1f1b: ...)") listing
+/// every refusal. Thread-safe (pure).
+absl::StatusOr<JobPlan> PlanJob(const zbpp::v1::JobSpec& spec);
+
+/// PlanJob(spec).status(): OK when the coordinator accepts `spec`; for
+/// callers that need no plan (zbppctl's tests, fuzzers). Thread-safe (pure).
+absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
+
+/// The refusal a user of `spec` reads when the scheduler refuses its
+/// problem with `refusal`: under the field of the input the scheduler
+/// names as data (sched::RefusedInputOf: pipeline.microbatches,
+/// pipeline.chunks, or the limit's field, LimitField), else schedule.name;
+/// the reason is the scheduler's message. Thread-safe (pure).
+SpecRefusal RefusalOfSchedule(const zbpp::v1::JobSpec& spec,
+                              const absl::Status& refusal);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_PLANNING_H_

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "coordinator/core/coordinator_observer.h"
+#include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/store_writer.h"
 #include "coordinator/core/validation_policy.h"
 #include "coordinator/core/worker_registry.h"
@@ -21,13 +22,17 @@ namespace zbpp::coordinator {
 struct JobContext {
   Clock* clock = nullptr;
   StoreWriter* writer = nullptr;            ///< Decided history, in order.
-  WorkerRegistry* workers = nullptr;        ///< Session outboxes, descriptions.
+  /// Session outboxes, descriptions, and the membership in which an ended
+  /// attempt's workers are released.
+  WorkerRegistry* workers = nullptr;
   CoordinatorObserver* observer = nullptr;  ///< Null: none.
   /// Coordinator::Options' fields of the same names.
   std::function<absl::StatusOr<sched::Problem>(const zbpp::v1::JobSpec&)>
       initial_problem;
   ValidationPolicy::Options validation_policy;
   int64_t grant_lookahead_steps = 2;
+  /// The attempts' rendezvous scopes: an ended attempt's is deleted.
+  RendezvousStore* rendezvous = nullptr;
 };
 
 }  // namespace zbpp::coordinator

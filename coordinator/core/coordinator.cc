@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
 #include "coordinator/core/log_error.h"
@@ -64,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
   self->job_context_ = {options.clock,         self->writer_.get(),
                         self->registry_.get(), options.observer,
                         options.validation_policy, options.grant_lookahead_steps};
+  self->job_context_.rendezvous = self->rendezvous_.get();
   self->jobs_ = std::make_unique<JobTable>(self->job_context_);
   self->resolver_ = std::make_unique<Resolver>(Resolver::Options{
       options.resolve_on_background_thread,
@@ -158,21 +158,6 @@ absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& sp
   return ChooseTransport(spec.transport(), RankWorkers(*chosen, stages)).status();
 }
 
-void Coordinator::EndAttempt(Job& job, const std::string& abort_reason) {
-  if (!job.EndAttempt(abort_reason)) return;
-  registry_->membership().Release(job.id());
-  rendezvous_->DeleteScope(job.scope());
-}
-
-absl::Status Coordinator::EndJob(Job& job, zbpp::v1::JobState state,
-                                 const std::string& abort_reason,
-                                 const std::string& message) {
-  EndAttempt(job, abort_reason);
-  absl::Status status = job.SetState(state, message);
-  AssignWaitingJobs();
-  return status;
-}
-
 void Coordinator::AssignWaitingJobs() {
   jobs_->ForEach([this](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!job.Waiting()) return true;
@@ -193,12 +178,8 @@ absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::stri
   registry_->LoseSession(record.id, absl::NotFoundError(why));
   if (record.job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record.job_id);
-  if (job == nullptr) return absl::OkStatus();
-  if (!job->attempt().Holds(record.id)) return absl::OkStatus();
-  EndAttempt(*job, absl::StrCat("attempt ended: ", why));
-  absl::Status status = job->AfterWorkerLost(why);
-  job->Persist();
-  return status;
+  if (job == nullptr || !job->attempt().Holds(record.id)) return absl::OkStatus();
+  return job->AfterWorkerLost(why);
 }
 
 void Coordinator::Tick() {
@@ -365,17 +346,13 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::CancelJob(const std::string& job_id,
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
   }
-  if (IsTerminal(job->state())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id, " is already ", JobStateName(job->state())));
+  if (absl::Status cancelled =
+          job->Cancel(reason.empty() ? std::string("cancelled by user") : reason);
+      !cancelled.ok()) {
+    return cancelled;
   }
-  const std::string message = reason.empty() ? std::string("cancelled by user") : reason;
-  EndAttempt(*job, absl::StrCat("job cancelled: ", message));
-  absl::Status cancelled = job->SetState(zbpp::v1::JOB_STATE_CANCELLED, message);
-  job->Persist();
   zbpp::v1::Job result = job->proto();
-  AssignWaitingJobs();
-  if (!cancelled.ok()) return cancelled;
+  AssignWaitingJobs();  // Its workers are free.
   return result;
 }
 

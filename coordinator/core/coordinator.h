@@ -86,11 +86,14 @@ namespace zbpp::coordinator {
 /// `Options.clock` (leases, timestamps); only the blocking waits of
 /// outboxes and the rendezvous store use real time.
 ///
-/// Job states change along the diagram of job_state.h only (Job::SetState).
-/// A change it forbids would be a bug of the core: the call that asked for
-/// it returns FailedPrecondition naming both states (CancelJob, Heartbeat,
-/// ReportStep, Recover), or logs it where no caller is the job's (assigning
-/// waiting jobs, RegisterWorker, Tick), and the job keeps its state.
+/// Job states change along the diagram of job_state.h only, and only in the
+/// Job (job.h, "State machine"): it checks the edge, ends the attempt
+/// (workers released, rendezvous scope deleted), stores the record and
+/// tells watchers, in that order. A change the diagram forbids would be a
+/// bug of the core: the call that asked for it returns FailedPrecondition
+/// naming both states (CancelJob, Heartbeat, ReportStep, Recover), or logs
+/// it where no caller is the job's (assigning waiting jobs, RegisterWorker,
+/// Tick), and nothing changes.
 ///
 /// Thread-safe: one mutex guards the jobs and the worker registry;
 /// Membership, CostModel and the outboxes have their own.
@@ -322,22 +325,13 @@ class Coordinator {
   absl::Status CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
                                           const std::vector<double>& needs) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Ends the job's attempt (Job::EndAttempt) and frees its workers and
-  /// rendezvous scope.
-  void EndAttempt(Job& job, const std::string& abort_reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Ends the job's attempt (its workers told `abort_reason`) and moves it
-  /// to `state` with `message`, then gives the freed workers to waiting
-  /// jobs. Job::SetState's error.
-  absl::Status EndJob(Job& job, zbpp::v1::JobState state,
-                      const std::string& abort_reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The store recovered: grants to every job with workers again (called
   /// on the StoreWriter's thread).
   void ResumeGrants() ABSL_LOCKS_EXCLUDED(mu_);
-  /// A FAILED heartbeat of the worker at `rank` of the job's attempt:
-  /// FAILED for a job error or while ASSIGNING, else RECOVERING
-  /// (Job::RecoverAfterFailure). Job::SetState's error.
+  /// A FAILED heartbeat of the worker at `rank` of the job's attempt
+  /// (Job::AfterWorkerFailed: FAILED for a job error or while ASSIGNING,
+  /// else RECOVERING), then gives the freed workers to waiting jobs. An
+  /// illegal transition's error.
   absl::Status WorkerFailed(Job& job, const std::string& worker_id, int rank,
                             const std::string& error, bool job_error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -348,8 +342,8 @@ class Coordinator {
   /// and queues its cost snapshot and record; the Resolver's `publish`.
   void FinishResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
   /// A worker lost (lease expired, or superseded): its Session closes and
-  /// the attempt holding it ends (ASSIGNING goes PENDING, RUNNING goes
-  /// RECOVERING). Job::SetState's error.
+  /// the attempt holding it ends (Job::AfterWorkerLost: ASSIGNING goes
+  /// PENDING, RUNNING goes RECOVERING). An illegal transition's error.
   absl::Status LoseWorker(const WorkerRecord& record, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Deletes the finished jobs beyond Options.retained_finished_jobs, in

@@ -33,22 +33,11 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
         absl::StrCat("worker ", report.worker_id(), " does not hold job ",
                      report.job_id(), " attempt ", report.attempt()));
   }
-  absl::StatusOr<ReportEffect> effect = job->AcceptReport(report, record->worker_index);
-  if (!effect.ok()) return effect.status();
-  absl::Status status = absl::OkStatus();
-  if (!effect->disagreement.ok()) {
-    // The replicas disagreed: the job failed, its attempt (and its pending
-    // steps) is gone.
-    const std::string why(effect->disagreement.message());
-    status = EndJob(*job, zbpp::v1::JOB_STATE_FAILED, why, why);
-  } else if (effect->complete.has_value()) {
-    bool last = false;
-    *resolve = job->CompleteStep(*effect->complete, &last);
-    if (last) status = EndJob(*job, zbpp::v1::JOB_STATE_SUCCEEDED, "job succeeded", "");
-  }
-  job->UpdateGrant();
-  if (effect->record_changed || !effect->disagreement.ok()) job->Persist();
-  return status;
+  absl::StatusOr<ReportOutcome> outcome = job->ReportStep(report, record->worker_index);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->ended) AssignWaitingJobs();  // Its workers are free.
+  *resolve = std::move(outcome->resolve);
+  return absl::OkStatus();
 }
 
 void Coordinator::FinishResolve(ResolveTask& task) {

@@ -90,10 +90,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     case zbpp::v1::WORKER_PHASE_PREPARING:
     case zbpp::v1::WORKER_PHASE_RUNNING:
     case zbpp::v1::WORKER_PHASE_WAITING: {
-      absl::StatusOr<bool> running = job->Acknowledge(worker_id);
-      if (!running.ok()) return running.status();
-      if (*running) job->Persist();
-      return absl::OkStatus();
+      return job->Acknowledge(worker_id).status();
     }
     default:
       return absl::OkStatus();
@@ -102,23 +99,13 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
 
 absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, int rank,
                                        const std::string& error, bool job_error) {
-  const std::string why = job.WorkerFailure(worker_id, rank, error);
-  const zbpp::v1::JobState state = job.state();
-  absl::Status status = absl::OkStatus();
-  if (job_error || state == zbpp::v1::JOB_STATE_ASSIGNING) {
-    // The job cannot run (or never started): retrying would fail again.
-    status = EndJob(job, zbpp::v1::JOB_STATE_FAILED, why, why);
-  } else if (state == zbpp::v1::JOB_STATE_RUNNING ||
-             state == zbpp::v1::JOB_STATE_RECOVERING) {
-    EndAttempt(job, why);
-    // While the store fails no step is granted (coordinator.h,
-    // "Persistence"): a worker that gave up waiting for a grant then says
-    // nothing about the job, so the failure does not count.
-    status = job.RecoverAfterFailure(why, options_.max_recoveries_without_progress,
-                                     writer_->Healthy());
-    AssignWaitingJobs();
-  }
-  job.Persist();
+  // While the store fails no step is granted (coordinator.h,
+  // "Persistence"): a worker that gave up waiting for a grant then says
+  // nothing about the job, so the failure does not count.
+  absl::Status status =
+      job.AfterWorkerFailed(worker_id, rank, error, job_error,
+                            options_.max_recoveries_without_progress, writer_->Healthy());
+  AssignWaitingJobs();
   return status;
 }
 

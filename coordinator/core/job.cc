@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -50,24 +52,38 @@ zbpp::v1::Job Job::View(bool full) const {
 
 // ------------------------------------------------------- state machine
 
-absl::Status Job::SetState(zbpp::v1::JobState state, const std::string& message) {
+absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& message,
+                              const std::optional<std::string>& abort_reason) {
   const zbpp::v1::JobState old = job_.state();
-  if (absl::Status legal = Transition(old, state); !legal.ok()) {
-    return absl::Status(legal.code(), absl::StrCat("job ", id(), ": ", legal.message()));
+  // 1. The edge, before anything changes.
+  const bool recovers_again =
+      old == zbpp::v1::JOB_STATE_RECOVERING && state == zbpp::v1::JOB_STATE_RECOVERING;
+  if (!recovers_again) {
+    if (absl::Status legal = Transition(old, state); !legal.ok()) {
+      return absl::Status(legal.code(), absl::StrCat("job ", id(), ": ", legal.message()));
+    }
   }
+  // 2. The attempt; a terminal job holds no worker.
+  const bool terminal = IsTerminal(state);
+  if (abort_reason.has_value() || terminal) EndAttempt(abort_reason.value_or(message));
+  // 3. The record.
   job_.set_state(state);
   job_.set_state_message(message);
   const absl::Time now = context_.clock->Now();
   if (state == zbpp::v1::JOB_STATE_RUNNING && !job_.has_start_time()) {
     *job_.mutable_start_time() = ToTimestamp(now);
   }
-  if (state == zbpp::v1::JOB_STATE_RECOVERING) {
+  if (state == zbpp::v1::JOB_STATE_RECOVERING && !recovers_again) {
     job_.set_recoveries_total(job_.recoveries_total() + 1);
   }
-  EmitStateChange(old, state, message);
-  if (IsTerminal(state)) {
+  if (terminal) {
     *job_.mutable_end_time() = ToTimestamp(now);
     job_.clear_assignments();
+  }
+  // 4. The store, 5. the watchers.
+  Persist();
+  EmitStateChange(old, state, message);
+  if (terminal) {
     watchers_.CloseAll(absl::OkStatus());
     if (context_.observer != nullptr) context_.observer->OnJobFinished(id());
   }
@@ -75,10 +91,19 @@ absl::Status Job::SetState(zbpp::v1::JobState state, const std::string& message)
 }
 
 absl::Status Job::Fail(const std::string& why) {
-  absl::Status failed = SetState(zbpp::v1::JOB_STATE_FAILED, why);
-  Persist();
-  if (!failed.ok()) return failed;
+  if (absl::Status failed = ChangeState(zbpp::v1::JOB_STATE_FAILED, why, why); !failed.ok()) {
+    return failed;
+  }
   return absl::FailedPreconditionError(absl::StrCat("job ", id(), " failed: ", why));
+}
+
+absl::Status Job::Cancel(const std::string& message) {
+  if (IsTerminal(state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id(), " is already ", JobStateName(state())));
+  }
+  return ChangeState(zbpp::v1::JOB_STATE_CANCELLED, message,
+                     absl::StrCat("job cancelled: ", message));
 }
 
 void Job::Persist() {
@@ -147,6 +172,12 @@ void Job::NoteWaiting(const absl::Status& refused,
 
 absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
                                TransportChoice transport) {
+  if (!Waiting()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id(), ": an attempt begins only while the job waits for workers, "
+                     "not while ", JobStateName(state()),
+                     attempt_.active() ? " with an attempt" : ""));
+  }
   job_.set_transport(transport.transport);
   job_.set_transport_reason(std::move(transport.reason));
   if (context_.observer != nullptr) {
@@ -168,11 +199,13 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   }
   absl::Status status = absl::OkStatus();
   if (state() == zbpp::v1::JOB_STATE_PENDING) {
-    status = SetState(zbpp::v1::JOB_STATE_ASSIGNING, "");
+    status = ChangeState(zbpp::v1::JOB_STATE_ASSIGNING, "", std::nullopt);
   } else {
+    // RECOVERING stays so until every worker holds the attempt (Acknowledge).
     job_.set_state_message(absl::StrCat(job_.state_message(), "; attempt ",
                                         attempt_.number(),
                                         " assigned, restarting at step ", start));
+    Persist();
   }
   const std::vector<SessionMessage> later = LaterVersionMessages();
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
@@ -181,21 +214,21 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
     for (const SessionMessage& version : later) context_.workers->Send(workers[i], version);
   }
   UpdateGrant();
-  Persist();
   return status;
 }
 
-bool Job::EndAttempt(const std::string& abort_reason) {
-  if (!attempt_.active()) return false;
+void Job::EndAttempt(const std::string& abort_reason) {
+  if (!attempt_.active()) return;
   auto message = std::make_shared<SessionResponse>();
   zbpp::v1::Command* command = message->mutable_command();
   command->set_job_id(id());
   command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
   SendToWorkers(message);
+  context_.workers->membership().Release(id());
+  context_.rendezvous->DeleteScope(scope());
   attempt_.End();
   job_.clear_assignments();
-  return true;
 }
 
 std::vector<SessionMessage> Job::LaterVersionMessages() const {
@@ -246,17 +279,20 @@ absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
        state() != zbpp::v1::JOB_STATE_RECOVERING)) {
     return false;
   }
-  if (absl::Status st = SetState(zbpp::v1::JOB_STATE_RUNNING, ""); !st.ok()) return st;
+  if (absl::Status st = ChangeState(zbpp::v1::JOB_STATE_RUNNING, "", std::nullopt); !st.ok()) {
+    return st;
+  }
   return true;
 }
 
 absl::Status Job::AfterWorkerLost(const std::string& why) {
+  const std::string abort_reason = absl::StrCat("attempt ended: ", why);
   switch (state()) {
     case zbpp::v1::JOB_STATE_ASSIGNING:
-      return SetState(zbpp::v1::JOB_STATE_PENDING, why);
+      return ChangeState(zbpp::v1::JOB_STATE_PENDING, why, abort_reason);
     case zbpp::v1::JOB_STATE_RUNNING:
     case zbpp::v1::JOB_STATE_RECOVERING:
-      return Recover(why);
+      return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, why, abort_reason);
     default:
       return absl::OkStatus();
   }
@@ -270,29 +306,34 @@ std::string Job::WorkerFailure(const std::string& worker_id, int index,
       ") failed: ", error);
 }
 
-absl::Status Job::RecoverAfterFailure(const std::string& why, int max_recoveries,
-                                      bool count) {
-  if (job_.steps_completed() != steps_at_failed_recovery_) {
-    failed_recoveries_ = 0;
-    steps_at_failed_recovery_ = job_.steps_completed();
+absl::Status Job::AfterWorkerFailed(const std::string& worker_id, int index,
+                                    const std::string& error, bool job_error,
+                                    int max_recoveries, bool count) {
+  const std::string why = WorkerFailure(worker_id, index, error);
+  const zbpp::v1::JobState now = state();
+  // The job cannot run (or never started): retrying would fail again.
+  if (job_error || now == zbpp::v1::JOB_STATE_ASSIGNING) {
+    return ChangeState(zbpp::v1::JOB_STATE_FAILED, why, why);
   }
-  if (count && ++failed_recoveries_ > max_recoveries) {
-    return SetState(zbpp::v1::JOB_STATE_FAILED,
-                    absl::StrCat(why, " (", max_recoveries,
-                                 " recoveries made no progress)"));
-  }
-  return Recover(why);
-}
-
-absl::Status Job::Recover(const std::string& why) {
-  // The attempt that recovers the job ended too: it stays RECOVERING, and
-  // watchers learn why from a change whose old and new states are equal.
-  if (state() == zbpp::v1::JOB_STATE_RECOVERING) {
-    job_.set_state_message(why);
-    EmitStateChange(zbpp::v1::JOB_STATE_RECOVERING, zbpp::v1::JOB_STATE_RECOVERING, why);
+  if (now != zbpp::v1::JOB_STATE_RUNNING && now != zbpp::v1::JOB_STATE_RECOVERING) {
     return absl::OkStatus();
   }
-  return SetState(zbpp::v1::JOB_STATE_RECOVERING, why);
+  // Failures in a row: a step completed since the last one starts a new row.
+  int failures = failed_recoveries_;
+  if (job_.steps_completed() != steps_at_failed_recovery_) failures = 0;
+  if (count) ++failures;
+  const bool give_up = failures > max_recoveries;
+  absl::Status status =
+      give_up ? ChangeState(zbpp::v1::JOB_STATE_FAILED,
+                            absl::StrCat(why, " (", max_recoveries,
+                                         " recoveries made no progress)"),
+                            why)
+              : ChangeState(zbpp::v1::JOB_STATE_RECOVERING, why, why);
+  if (status.ok()) {
+    failed_recoveries_ = failures;
+    steps_at_failed_recovery_ = job_.steps_completed();
+  }
+  return status;
 }
 
 // ------------------------------------------------------------ recovery
@@ -301,8 +342,7 @@ absl::Status Job::RestoreVersion(zbpp::v1::ScheduleVersion version) {
   return versions_.Restore(std::move(version));
 }
 
-absl::StatusOr<bool> Job::Restore(
-    const std::vector<zbpp::v1::ValidationOutcome>& outcomes) {
+absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes) {
   versions_.Sort();
   job_.clear_assignments();
   // The outcomes are stored as they are gathered, the job's counters with
@@ -319,19 +359,17 @@ absl::StatusOr<bool> Job::Restore(
     job_.set_skipped_steps_total(skipped);
     job_.set_clipped_steps_total(clipped);
   }
-  absl::Status status;
+  // The workers of the old process must register again.
   switch (state()) {
     case zbpp::v1::JOB_STATE_ASSIGNING:
-      status = SetState(zbpp::v1::JOB_STATE_PENDING, "coordinator restarted while assigning");
-      break;
+      return ChangeState(zbpp::v1::JOB_STATE_PENDING, "coordinator restarted while assigning",
+                         std::nullopt);
     case zbpp::v1::JOB_STATE_RUNNING:
-      status = SetState(zbpp::v1::JOB_STATE_RECOVERING, "coordinator restarted");
-      break;
+      return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, "coordinator restarted",
+                         std::nullopt);
     default:
-      return false;
+      return absl::OkStatus();
   }
-  if (!status.ok()) return status;
-  return true;
 }
 
 }  // namespace zbpp::coordinator

@@ -24,18 +24,14 @@
 
 namespace zbpp::coordinator {
 
-/// What a step report accepted by Job::AcceptReport leads to.
-struct ReportEffect {
-  /// Not OK (FailedPrecondition, why) when the replicas disagreed on a
-  /// validation: the job must fail. Nothing after that was recorded.
-  absl::Status disagreement;
-  /// The step every worker has now reported, to CompleteStep.
-  std::optional<PendingStep> complete;
-  /// The job's record (job.proto Job: state, validation counters, version)
-  /// changed and must be stored again. Most reports change nothing in it
-  /// until their step completes: storing the record (with its last step's
-  /// timeline) on every one of the p·d reports of a step was wasted work.
-  bool record_changed = false;
+/// What a step report accepted by Job::ReportStep led to.
+struct ReportOutcome {
+  /// The re-solve now due, to run outside the coordinator's mutex
+  /// (resolver.h); null when none is.
+  std::unique_ptr<ResolveTask> resolve;
+  /// The report ended the job (SUCCEEDED after its last step, FAILED when
+  /// the replicas disagreed on a validation): its workers are free.
+  bool ended = false;
 };
 
 /// One job (docs/architecture.md, Flow 1): its API view (job.proto Job,
@@ -75,17 +71,25 @@ class Job {
   zbpp::v1::Job View(bool full) const;
 
   // --- State machine ---
-  /// Moves to `state` with `message`, stamps start/end times, counts
-  /// recoveries, emits the change to watchers; a terminal state closes the
-  /// watchers and clears the assignments. FailedPrecondition "job <id>:
-  /// illegal job state transition A -> B" (job_state.h Transition) when
-  /// the diagram has no such edge; nothing changes then.
-  absl::Status SetState(zbpp::v1::JobState state, const std::string& message);
-  /// Sets the job FAILED with `why` and persists it; returns
-  /// FailedPrecondition "job <id> failed: <why>" (or SetState's error).
+  // Every state change goes through one private path (ChangeState), in this
+  // order: the edge is checked against job_state.h's diagram (an illegal
+  // one is FailedPrecondition "job <id>: illegal job state transition
+  // A -> B" and changes nothing: no attempt ends, nothing is stored, no
+  // event); the attempt ends when the change ends it (its workers are sent
+  // an Abort, released in the registry, and its rendezvous scope is
+  // deleted); the record changes (state, message, start/end times,
+  // recoveries); it is stored (StoreWriter); watchers are told, and a
+  // terminal state closes them. The public transitions below are the only
+  // callers.
+
+  /// FAILED with `why`, ending the attempt if one is active (its workers
+  /// told `why`): the job cannot run. Returns FailedPrecondition
+  /// "job <id> failed: <why>" (or the illegal transition's error).
   absl::Status Fail(const std::string& why);
-  /// Queues the job's store write (StoreWriter: retried until stored).
-  void Persist();
+  /// The user cancels: CANCELLED with `message`, the attempt's workers told
+  /// "job cancelled: <message>". FailedPrecondition "job <id> is already
+  /// <STATE>" for a terminal job (nothing changes).
+  absl::Status Cancel(const std::string& message);
 
   // --- Watchers ---
   /// A new watch: the outbox holds a BASIC snapshot; closed OK at once
@@ -113,12 +117,9 @@ class Job {
   /// `transport` (ChooseTransport for those workers; the job's transport
   /// and reason, and every Assignment's): PENDING goes ASSIGNING; each
   /// worker is sent its Assignment and the later versions, then the first
-  /// grant. SetState's error.
+  /// grant. FailedPrecondition (nothing changes) unless the job waits for
+  /// workers (Waiting()).
   absl::Status BeginAttempt(std::vector<std::string> worker_ids, TransportChoice transport);
-  /// Ends the current attempt: its workers are sent an Abort with
-  /// `abort_reason`. False without one (otherwise the caller releases the
-  /// workers and the rendezvous scope).
-  bool EndAttempt(const std::string& abort_reason);
   /// Replays the attempt to `worker_id` at worker index `index` on a new
   /// Session (Assignment, later versions, latest grant); nothing when it
   /// does not hold that index.
@@ -127,21 +128,26 @@ class Job {
   /// writer is unhealthy (coordinator.h, "Persistence").
   void UpdateGrant();
   /// `worker_id` holds the attempt; when every worker does, ASSIGNING or
-  /// RECOVERING goes RUNNING (true). SetState's error.
+  /// RECOVERING goes RUNNING (true).
   absl::StatusOr<bool> Acknowledge(const std::string& worker_id);
-  /// A worker of the attempt was lost (the attempt ended): ASSIGNING goes
-  /// back to PENDING, RUNNING to RECOVERING, both with `why`; RECOVERING
-  /// keeps its state with `why` as message. SetState's error.
+  /// A worker of the attempt was lost (its lease expired, or a new process
+  /// took its address): the attempt ends (its workers told "attempt ended:
+  /// <why>"); ASSIGNING goes back to PENDING, RUNNING to RECOVERING, both
+  /// with `why`; RECOVERING stays RECOVERING with `why` as message
+  /// (watchers see RECOVERING -> RECOVERING). Nothing in other states.
   absl::Status AfterWorkerLost(const std::string& why);
-  /// "worker <id> (stage s[, replica r]) failed: <error>".
-  std::string WorkerFailure(const std::string& worker_id, int index,
-                            const std::string& error) const;
-  /// After a worker's failure ended the attempt: RECOVERING with `why`
-  /// (already RECOVERING: the message only), or FAILED once more than
-  /// `max_recoveries` failures in a row `count`ed without a step completed
-  /// between them. SetState's error.
-  absl::Status RecoverAfterFailure(const std::string& why, int max_recoveries,
-                                   bool count);
+  /// The worker `worker_id` at worker index `index` of the attempt reported
+  /// FAILED with `error`: the attempt ends, its workers told "worker <id>
+  /// (stage s[, replica r]) failed: <error>", which becomes the state
+  /// message. FAILED when `job_error` (the job cannot run: a retry would
+  /// fail again) or while ASSIGNING (it never started); else (RUNNING,
+  /// RECOVERING) RECOVERING, or FAILED once more than `max_recoveries`
+  /// failures in a row were `count`ed with no step completed between them
+  /// (a failure while the store fails is not counted: coordinator.h,
+  /// "Persistence"). Nothing in other states.
+  absl::Status AfterWorkerFailed(const std::string& worker_id, int index,
+                                 const std::string& error, bool job_error,
+                                 int max_recoveries, bool count);
 
   // --- Versions and steps (job_steps.cc) ---
   /// Numbers and stamps `version` (ScheduleVersions::Stamp; the current
@@ -155,22 +161,23 @@ class Job {
   /// A step report of the worker at `index` of the current attempt: checks
   /// where it comes from (JobAttempt::CheckReportPlace) and its schedule
   /// version (the one in force), measures it (MeasureStepReport), then
-  /// records it: hop samples, acknowledgement, the pending step, its
-  /// validation results (gathering each step every worker validated). A
+  /// records it: hop samples, acknowledgement (RUNNING once every worker
+  /// holds the attempt), the pending step, its validation results
+  /// (gathering each step every worker validated). Once every worker
+  /// reported the step, adds it to the cost model, stores its summary (and
+  /// the checkpoint record once every rank wrote one) and emits it; after
+  /// the job's last step the job SUCCEEDED; when the replicas disagreed on
+  /// a validation it FAILED (nothing after that recorded). Then grants
+  /// (UpdateGrant) and stores the record when the report changed it. A
   /// report of a step that worker already reported (a retry whose answer
   /// was lost, a replay) is acknowledged with no effect: nothing counted
   /// twice, no state rewound. InvalidArgument naming the field (nothing
-  /// recorded); SetState's error.
-  absl::StatusOr<ReportEffect> AcceptReport(const zbpp::v1::ReportStepRequest& report,
-                                            int index);
-  /// Adds a complete step to the cost model, stores its summary (and the
-  /// checkpoint record once every rank wrote one), emits it; returns the
-  /// re-solve now due (JobModel::MaybeResolve). `last` is set when it was
-  /// the job's last step (then nothing is due).
-  std::unique_ptr<ResolveTask> CompleteStep(PendingStep& pending, bool* last);
+  /// recorded); an illegal transition's FailedPrecondition.
+  absl::StatusOr<ReportOutcome> ReportStep(const zbpp::v1::ReportStepRequest& report,
+                                           int index);
   /// Publishes a solved re-solve when it still applies (same attempt,
   /// still running, no other schedule since) and a step is left to run it
-  /// (StepLeftForNewVersion), filling task.record; persists the job then.
+  /// (StepLeftForNewVersion), filling task.record; stores the job then.
   void FinishResolve(ResolveTask& task);
   /// Version `number` of the job's schedule; null when it has none such.
   /// Every published version stays here (and in the store), whatever was
@@ -184,18 +191,51 @@ class Job {
   absl::Status RestoreVersion(zbpp::v1::ScheduleVersion version);
   /// After every version is restored: `outcomes` are the job's stored
   /// validation outcomes (ignored when terminal). ASSIGNING goes PENDING
-  /// and RUNNING goes RECOVERING ("coordinator restarted"); true when the
-  /// state changed. SetState's error.
-  absl::StatusOr<bool> Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes);
+  /// and RUNNING goes RECOVERING ("coordinator restarted"), stored like any
+  /// transition.
+  absl::Status Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes);
 
  private:
+  /// What a step report accepted by AcceptReport leads to (ReportStep).
+  struct ReportEffect {
+    /// Not OK (FailedPrecondition, why) when the replicas disagreed on a
+    /// validation: the job must fail. Nothing after that was recorded.
+    absl::Status disagreement;
+    /// The step every worker has now reported, to CompleteStep.
+    std::optional<PendingStep> complete;
+    /// The job's record (job.proto Job: validation counters, last step)
+    /// changed and must be stored again. Most reports change nothing in it
+    /// until their step completes: storing the record (with its last
+    /// step's timeline) on every one of the p·d reports of a step was
+    /// wasted work.
+    bool record_changed = false;
+  };
+
+  /// The one path of a state change (the class comment, "State machine"):
+  /// to `state` with `message`; when `abort_reason` is set or `state` is
+  /// terminal, the current attempt (if any) ends first, its workers told
+  /// `abort_reason` (or `message`). A job
+  /// RECOVERING may "go" RECOVERING again (its next attempt ended too): no
+  /// edge of the diagram, so no recovery is counted, but the message
+  /// changes and watchers see RECOVERING -> RECOVERING.
+  absl::Status ChangeState(zbpp::v1::JobState state, const std::string& message,
+                           const std::optional<std::string>& abort_reason);
+  /// Ends the current attempt: its workers are sent an Abort with
+  /// `abort_reason`, released in the registry (Membership::Release) and
+  /// the rendezvous scope deleted. Nothing without one.
+  void EndAttempt(const std::string& abort_reason);
+  /// Queues the job's record on the store writer (retried until stored):
+  /// by ChangeState, and for changes of the record that are no transition
+  /// (a waiting job's message, a new attempt of a recovering job, a
+  /// published re-solve, a step report's counters).
+  void Persist();
   void Emit(zbpp::v1::JobEvent event, bool droppable);
   /// Tells watchers of a state change (never dropped).
   void EmitStateChange(zbpp::v1::JobState old_state, zbpp::v1::JobState new_state,
                        const std::string& message);
-  /// RECOVERING with `why`; when already RECOVERING, the message, told to
-  /// watchers as a change from RECOVERING to RECOVERING.
-  absl::Status Recover(const std::string& why);
+  /// "worker <id> (stage s[, replica r]) failed: <error>".
+  std::string WorkerFailure(const std::string& worker_id, int index,
+                            const std::string& error) const;
   void SendToWorkers(const SessionMessage& message);
   /// The versions after the one in force at the attempt's start step, one
   /// message each (shared by the attempt's workers).
@@ -217,6 +257,14 @@ class Job {
   /// granted, a new version could never run; publishing it anyway left the
   /// job's latest version one that no step ran.
   bool StepLeftForNewVersion() const;
+  /// ReportStep's parts: records the report (InvalidArgument naming the
+  /// field, nothing recorded; an illegal transition's error), then, once
+  /// every worker reported the step, completes it and returns the re-solve
+  /// now due (JobModel::MaybeResolve); `last` is set when it was the job's
+  /// last step (then nothing is due).
+  absl::StatusOr<ReportEffect> AcceptReport(const zbpp::v1::ReportStepRequest& report,
+                                            int index);
+  std::unique_ptr<ResolveTask> CompleteStep(PendingStep& pending, bool* last);
   /// CompleteStep's parts.
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);
   void RecordCheckpoint(const StepOutcome& outcome, int64_t step);

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "coordinator/core/coordinator_observer.h"
+#include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/store_writer.h"
 #include "coordinator/core/validation_policy.h"
 #include "coordinator/core/worker_registry.h"
@@ -17,11 +18,15 @@ namespace zbpp::coordinator {
 struct JobContext {
   Clock* clock = nullptr;
   StoreWriter* writer = nullptr;            ///< Decided history, in order.
-  WorkerRegistry* workers = nullptr;        ///< Session outboxes, descriptions.
+  /// Session outboxes, descriptions, and the membership in which an ended
+  /// attempt's workers are released.
+  WorkerRegistry* workers = nullptr;
   CoordinatorObserver* observer = nullptr;  ///< Null: none.
   /// Coordinator::Options' fields of the same names.
   ValidationPolicy::Options validation_policy;
   int64_t grant_lookahead_steps = 2;
+  /// The attempts' rendezvous scopes: an ended attempt's is deleted.
+  RendezvousStore* rendezvous = nullptr;
 };
 
 }  // namespace zbpp::coordinator

@@ -18,6 +18,9 @@ namespace zbpp::coordinator {
 // cannot run, e.g. its schedule cannot be built); every non-terminal state
 // may go to CANCELLED. SUCCEEDED, FAILED and CANCELLED are terminal.
 // JOB_STATE_UNSPECIFIED is no state of a job: no edge leaves or enters it.
+// A RECOVERING job whose next attempt ends too stays RECOVERING: no edge
+// (Job::ChangeState tells watchers RECOVERING -> RECOVERING and counts no
+// recovery). Every change goes through the Job (job.h, "State machine").
 
 /// True when the diagram above has an edge `from` -> `to` (never a
 /// self-loop). Pure; thread-safe.

@@ -62,8 +62,31 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
   return number;
 }
 
-absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
+absl::StatusOr<ReportOutcome> Job::ReportStep(const zbpp::v1::ReportStepRequest& report,
                                               int index) {
+  absl::StatusOr<ReportEffect> effect = AcceptReport(report, index);
+  if (!effect.ok()) return effect.status();
+  ReportOutcome outcome;
+  absl::Status ending = absl::OkStatus();
+  if (!effect->disagreement.ok()) {
+    // The job failed: its attempt (and its pending steps) is gone.
+    const std::string why(effect->disagreement.message());
+    ending = ChangeState(zbpp::v1::JOB_STATE_FAILED, why, why);
+  } else if (effect->complete.has_value()) {
+    bool last = false;
+    outcome.resolve = CompleteStep(*effect->complete, &last);
+    if (last) ending = ChangeState(zbpp::v1::JOB_STATE_SUCCEEDED, "", "job succeeded");
+  }
+  UpdateGrant();
+  // A transition stored the record already.
+  if (effect->record_changed && !IsTerminal(state())) Persist();
+  if (!ending.ok()) return ending;
+  outcome.ended = IsTerminal(state());
+  return outcome;
+}
+
+absl::StatusOr<Job::ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
+                                                   int index) {
   if (absl::Status st = attempt_.CheckReportPlace(report, index); !st.ok()) return st;
   // Each rank reports its steps in order, once each: a step at or below its
   // last is a repeat, and the first report stands.
@@ -82,10 +105,11 @@ absl::StatusOr<ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest
                         version->version(), model_.base(), attempt_.start_step());
   if (!measured.ok()) return measured.status();
   for (const HopTiming& hop : measured->hops) model_.AddHop(hop);
-  absl::StatusOr<bool> running = Acknowledge(report.worker_id());
-  if (!running.ok()) return running.status();
+  // Going RUNNING stores the record itself (a transition).
+  if (absl::StatusOr<bool> running = Acknowledge(report.worker_id()); !running.ok()) {
+    return running.status();
+  }
   ReportEffect effect;
-  effect.record_changed = *running;
   std::optional<PendingStep> complete = attempt_.AddReport(
       index, report.step(), version->version(), std::move(measured->stage));
   for (const zbpp::v1::ValidationResult& validation : report.validations()) {

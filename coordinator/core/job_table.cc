@@ -67,10 +67,8 @@ absl::Status JobTable::RestoreAll(Store& store) {
       if (!listed.ok()) return listed.status();
       outcomes = *std::move(listed);
     }
-    absl::StatusOr<bool> changed = job->Restore(outcomes);
-    if (!changed.ok()) return changed.status();
-    if (!*changed) continue;
-    if (absl::Status stored = store.UpdateJob(job->proto()); !stored.ok()) return stored;
+    // A changed state is stored through the writer, as every transition.
+    if (absl::Status restored = job->Restore(outcomes); !restored.ok()) return restored;
   }
   return absl::OkStatus();
 }

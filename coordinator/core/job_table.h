@@ -39,9 +39,9 @@ class JobTable {
   Job& Add(zbpp::v1::Job proto);
   /// Loads every job and schedule version from `store` (a job keeps the
   /// number of its id "job-<n>" when n is free), restores each job
-  /// (Job::Restore, with its stored validation outcomes) and stores those
-  /// whose state changed. Errors of the store, ScheduleFromProto and
-  /// Job::Restore.
+  /// (Job::Restore, with its stored validation outcomes; a job whose state
+  /// changed is stored through the context's writer, as every transition
+  /// is). Errors of the store, ScheduleFromProto and Job::Restore.
   absl::Status Recover(Store& store);
 
   /// Calls `visit` on every job, oldest first, until it returns false.
@@ -64,7 +64,7 @@ class JobTable {
 
  private:
   Job& Insert(int64_t seq, zbpp::v1::Job proto);
-  /// Recover()'s second half: restores and stores each loaded job.
+  /// Recover()'s second half: restores each loaded job.
   absl::Status RestoreAll(Store& store);
 
   const JobContext& context_;

@@ -101,9 +101,8 @@ void Coordinator::ResumeGrants() {
 // ---------------------------------------------------------- assignment
 
 absl::Status Coordinator::StartAttempt(Job& job) {
-  Membership& membership = registry_->membership();
   const int needed = job.stages() * job.replicas();
-  if (membership.CountAssignable() < needed) {
+  if (registry_->CountAssignable() < needed) {
     return absl::ResourceExhaustedError("too few free workers");
   }
   if (absl::Status prepared = job.Prepare(); !prepared.ok()) return prepared;
@@ -113,7 +112,7 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   for (const RankMemoryEstimate& rank : estimate) needs.push_back(rank.total_bytes());
   // The transport is decided on the workers Assign will choose (both run
   // under mu_): a job its workers cannot carry fails before any is taken.
-  absl::StatusOr<std::vector<std::string>> chosen = membership.Preview(job.id(), needed, needs);
+  absl::StatusOr<std::vector<std::string>> chosen = registry_->Preview(job.id(), needed, needs);
   if (!chosen.ok()) {
     job.NoteWaiting(chosen.status(), estimate);
     return chosen.status();
@@ -121,12 +120,12 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   absl::StatusOr<TransportChoice> transport =
       ChooseTransport(job.proto().spec().transport(), RankWorkers(*chosen, job.stages()));
   if (!transport.ok()) return job.Fail(std::string(transport.status().message()));
-  absl::StatusOr<Assignment> assigned = membership.Assign(job.id(), needed, needs);
+  absl::StatusOr<std::vector<std::string>> assigned = registry_->Assign(job.id(), needed, needs);
   if (!assigned.ok()) {
     job.NoteWaiting(assigned.status(), estimate);
     return assigned.status();
   }
-  return job.BeginAttempt(std::move(assigned->worker_ids), *std::move(transport));
+  return job.BeginAttempt(*std::move(assigned), *std::move(transport));
 }
 
 std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>& worker_ids,
@@ -150,10 +149,9 @@ absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& sp
     waiting = job.Waiting();
     return !waiting;
   });
-  const Membership& membership = registry_->membership();
-  if (waiting || membership.CountAssignable() < needed) return absl::OkStatus();
+  if (waiting || registry_->CountAssignable() < needed) return absl::OkStatus();
   absl::StatusOr<std::vector<std::string>> chosen =
-      membership.Preview("submitted job", needed, needs);
+      registry_->Preview("submitted job", needed, needs);
   if (!chosen.ok()) return absl::OkStatus();  // It would wait; checked when assigned.
   return ChooseTransport(spec.transport(), RankWorkers(*chosen, stages)).status();
 }
@@ -161,7 +159,7 @@ absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& sp
 void Coordinator::AssignWaitingJobs() {
   jobs_->ForEach([this](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!job.Waiting()) return true;
-    if (registry_->membership().CountAssignable() < job.stages() * job.replicas()) {
+    if (registry_->CountAssignable() < job.stages() * job.replicas()) {
       return false;  // Oldest first: a later, smaller job does not overtake it.
     }
     // Waiting for workers (ResourceExhausted) is no error; a job that
@@ -184,9 +182,9 @@ absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::stri
 
 void Coordinator::Tick() {
   absl::MutexLock lock(&mu_);
-  for (const WorkerRecord& lost : registry_->membership().ExpireLeases()) {
-    LogError(LoseWorker(lost, absl::StrFormat("worker %s lost: no heartbeat for %gs",
-                                              lost.id, options_.heartbeat_timeout_seconds)),
+  for (const WorkerRecord* lost : registry_->ExpireLeases()) {
+    LogError(LoseWorker(*lost, absl::StrFormat("worker %s lost: no heartbeat for %gs",
+                                               lost->id, options_.heartbeat_timeout_seconds)),
              "losing a worker");
   }
   ForgetLostWorkers();
@@ -376,10 +374,10 @@ void Coordinator::Unwatch(const std::string& job_id,
 absl::Status Coordinator::CheckRendezvousAccess(const std::string& worker_id,
                                                 const std::string& scope) const {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<WorkerRecord> record = registry_->membership().Get(worker_id);
+  absl::StatusOr<const WorkerRecord*> record = registry_->Get(worker_id);
   if (!record.ok()) return record.status();
   const Job* job =
-      record->state == WorkerState::kAssigned ? jobs_->Find(record->job_id) : nullptr;
+      (*record)->state == WorkerState::kAssigned ? jobs_->Find((*record)->job_id) : nullptr;
   if (job == nullptr || !job->attempt().active() || job->scope() != scope) {
     return absl::PermissionDeniedError(absl::StrCat(
         "worker ", worker_id, " does not hold the attempt of scope \"", scope, "\""));

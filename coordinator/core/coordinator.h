@@ -18,7 +18,6 @@
 #include "coordinator/core/coordinator_options.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/job_table.h"
-#include "coordinator/core/membership.h"
 #include "coordinator/core/outbox.h"
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/resolver.h"
@@ -39,8 +38,8 @@ namespace zbpp::coordinator {
 /// coordinator/service/ translate requests to these calls.
 ///
 /// An orchestrator over two kinds of object: the WorkerRegistry
-/// (worker_registry.h: membership, credentials, descriptions, heartbeats,
-/// Session outboxes) and one Job per job (job.h: its state machine, schedule
+/// (worker_registry.h: one record per worker: its description, credential,
+/// lease, place in a job, last heartbeat and Session outbox) and one Job per job (job.h: its state machine, schedule
 /// versions, attempt, grants, step reports and watchers). It routes each
 /// call to them and does what spans both: assigning free workers to waiting
 /// jobs, ending attempts, losing and forgetting workers, re-solves and
@@ -95,8 +94,8 @@ namespace zbpp::coordinator {
 /// it where no caller is the job's (assigning waiting jobs, RegisterWorker,
 /// Tick), and nothing changes.
 ///
-/// Thread-safe: one mutex guards the jobs and the worker registry;
-/// Membership, CostModel and the outboxes have their own.
+/// Thread-safe: one mutex guards the jobs and the worker registry (which
+/// takes no lock of its own); CostModel and the outboxes have their own.
 class Coordinator {
  public:
   /// Dependencies and limits (coordinator_options.h).

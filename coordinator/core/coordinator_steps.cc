@@ -23,17 +23,17 @@ absl::Status Coordinator::ReportStep(const zbpp::v1::ReportStepRequest& report) 
 
 absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                            std::unique_ptr<ResolveTask>* resolve) {
-  absl::StatusOr<WorkerRecord> record = registry_->membership().Get(report.worker_id());
+  absl::StatusOr<const WorkerRecord*> record = registry_->Get(report.worker_id());
   if (!record.ok()) return record.status();
   Job* job = jobs_->Find(report.job_id());
-  if (job == nullptr || record->state != WorkerState::kAssigned ||
-      record->job_id != report.job_id() || job->attempt().number() != report.attempt() ||
+  if (job == nullptr || (*record)->state != WorkerState::kAssigned ||
+      (*record)->job_id != report.job_id() || job->attempt().number() != report.attempt() ||
       !job->attempt().active()) {
     return absl::FailedPreconditionError(
         absl::StrCat("worker ", report.worker_id(), " does not hold job ",
                      report.job_id(), " attempt ", report.attempt()));
   }
-  absl::StatusOr<ReportOutcome> outcome = job->ReportStep(report, record->worker_index);
+  absl::StatusOr<ReportOutcome> outcome = job->ReportStep(report, (*record)->worker_index);
   if (!outcome.ok()) return outcome.status();
   if (outcome->ended) AssignWaitingJobs();  // Its workers are free.
   *resolve = std::move(outcome->resolve);

@@ -13,16 +13,13 @@ namespace zbpp::coordinator {
 
 absl::StatusOr<zbpp::v1::RegisterWorkerResponse> Coordinator::RegisterWorker(
     const zbpp::v1::WorkerDescription& worker) {
-  if (absl::Status valid = WorkerRegistry::CheckDescription(worker); !valid.ok()) {
-    return valid;
-  }
   absl::StatusOr<std::string> credential = NewWorkerCredential();
   if (!credential.ok()) return credential.status();
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Registration> registration =
       registry_->Add(worker, CredentialDigest(*credential));
   if (!registration.ok()) return registration.status();
-  if (registration->superseded.has_value()) {
+  if (registration->superseded != nullptr) {
     // The new worker is registered whatever became of the old one's job.
     LogError(LoseWorker(*registration->superseded,
                         absl::StrCat("worker ", registration->superseded->id,
@@ -55,7 +52,7 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
       registry_->OpenSession(worker_id, address);
   if (!opened.ok()) return opened.status();
   // Replay the worker's current state (worker.proto SessionResponse).
-  const WorkerRecord& record = opened->record;
+  const WorkerRecord& record = *opened->record;
   if (Job* job = record.job_id.empty() ? nullptr : jobs_->Find(record.job_id)) {
     job->ReplaySession(worker_id, record.worker_index);
   }
@@ -73,20 +70,20 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> error = registry_->RecordHeartbeat(worker_id, heartbeat);
   if (!error.ok()) return error.status();
-  Membership& membership = registry_->membership();
-  if (heartbeat.job_id().empty() && membership.ConfirmIdle(worker_id)) {
+  if (heartbeat.job_id().empty() && registry_->ConfirmIdle(worker_id)) {
     AssignWaitingJobs();
   }
-  absl::StatusOr<WorkerRecord> record = membership.Get(worker_id);
-  if (!record.ok() || record->job_id.empty()) return absl::OkStatus();
-  Job* job = jobs_->Find(record->job_id);
+  absl::StatusOr<const WorkerRecord*> found = registry_->Get(worker_id);
+  if (!found.ok() || (*found)->job_id.empty()) return absl::OkStatus();
+  const WorkerRecord& record = **found;
+  Job* job = jobs_->Find(record.job_id);
   if (job == nullptr || heartbeat.job_id() != job->id() ||
       heartbeat.attempt() != job->attempt().number()) {
     return absl::OkStatus();
   }
   switch (heartbeat.phase()) {
     case zbpp::v1::WORKER_PHASE_FAILED:
-      return WorkerFailed(*job, worker_id, record->worker_index, *error, heartbeat.job_error());
+      return WorkerFailed(*job, worker_id, record.worker_index, *error, heartbeat.job_error());
     case zbpp::v1::WORKER_PHASE_PREPARING:
     case zbpp::v1::WORKER_PHASE_RUNNING:
     case zbpp::v1::WORKER_PHASE_WAITING: {

@@ -225,7 +225,7 @@ void Job::EndAttempt(const std::string& abort_reason) {
   command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
   SendToWorkers(message);
-  context_.workers->membership().Release(id());
+  context_.workers->Release(id());
   context_.rendezvous->DeleteScope(scope());
   attempt_.End();
   job_.clear_assignments();

@@ -109,7 +109,7 @@ class Job {
   /// Each rank's memory under the version in force at the start step
   /// (memory_estimate.h); empty without one.
   std::vector<RankMemoryEstimate> EstimateMemory() const;
-  /// Membership refused the workers with `refused`: a ResourceExhausted
+  /// The registry refused the workers with `refused`: a ResourceExhausted
   /// with an `estimate` puts the largest rank's needs in the state message.
   void NoteWaiting(const absl::Status& refused,
                    const std::vector<RankMemoryEstimate>& estimate);
@@ -221,7 +221,7 @@ class Job {
   absl::Status ChangeState(zbpp::v1::JobState state, const std::string& message,
                            const std::optional<std::string>& abort_reason);
   /// Ends the current attempt: its workers are sent an Abort with
-  /// `abort_reason`, released in the registry (Membership::Release) and
+  /// `abort_reason`, released in the registry (WorkerRegistry::Release) and
   /// the rendezvous scope deleted. Nothing without one.
   void EndAttempt(const std::string& abort_reason);
   /// Queues the job's record on the store writer (retried until stored):

@@ -18,7 +18,7 @@ namespace zbpp::coordinator {
 struct JobContext {
   Clock* clock = nullptr;
   StoreWriter* writer = nullptr;            ///< Decided history, in order.
-  /// Session outboxes, descriptions, and the membership in which an ended
+  /// Every worker's record: Session outboxes, descriptions, and the leases in which an ended
   /// attempt's workers are released.
   WorkerRegistry* workers = nullptr;
   CoordinatorObserver* observer = nullptr;  ///< Null: none.

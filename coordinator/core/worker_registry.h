@@ -9,40 +9,127 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
-#include "coordinator/core/membership.h"
 #include "coordinator/core/outbox.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::coordinator {
 
+/// Where a worker is in its life at the coordinator, in the API's words
+/// (zbpp.v1.WorkerState). The API's RUNNING is not a state of the worker:
+/// it is ASSIGNED to a job that runs, derived from the job (PlaceOfWorker).
+enum class WorkerState {
+  kIdle,      ///< Live and free (assignable unless draining).
+  kAssigned,  ///< Live and holding a stage of a job.
+  kLost,      ///< Missed its heartbeats (or superseded); never comes back
+              ///< under this id. Forgotten (removed) after
+              ///< `Options.lost_worker_retention_seconds`.
+};
+
+/// Everything the coordinator keeps about one worker, in one record (as
+/// Ray's GCS keeps one node-info record per node).
+struct WorkerRecord {
+  // --- Identity
+  /// "worker-<n>", n = registration order from 1.
+  std::string id;
+  /// The description as registered (valid: WorkerRegistry::Add checked it).
+  zbpp::v1::WorkerDescription description;
+  /// SHA-256 of the worker's credential (CredentialDigest); the secret
+  /// itself is never kept.
+  std::string credential_digest;
+  // --- Lease
+  absl::Time registered_at;
+  /// Renewed by a heartbeat or a Session opening.
+  absl::Time last_heartbeat;
+  /// When it became LOST; InfinitePast while live.
+  absl::Time lost_at = absl::InfinitePast();
+  // --- Place
+  WorkerState state = WorkerState::kIdle;
+  /// The job and the worker's index in it while ASSIGNED (`WorkerIndex`,
+  /// api/pipeline_shape.h: replica * stages + stage); kept when the worker
+  /// is LOST so that the caller knows which job to recover. Empty / -1
+  /// otherwise.
+  std::string job_id;
+  int worker_index = -1;
+  /// Released from an attempt (which was aborted, or ended) and not heard
+  /// idle since: not assignable yet. A worker whose process died keeps its
+  /// lease until it expires; without this a recovery could re-assign the
+  /// dead process and wait for it. Cleared by ConfirmIdle.
+  bool draining = false;
+  // --- Channel
+  /// The last heartbeat message, its error cut to
+  /// WorkerRegistry::kMaxHeartbeatErrorBytes; empty before the first.
+  zbpp::v1::Heartbeat heartbeat;
+  /// The open Session's outbox; null while none is open.
+  std::shared_ptr<SessionOutbox> session;
+};
+
+/// Result of `WorkerRegistry::Add`.
+struct Registration {
+  std::string worker_id;  ///< The new worker's id.
+  /// A live worker that had the same address (a restarted process) and is
+  /// now LOST; its job, if any, needs recovery. Null when none. Points into
+  /// the registry (see WorkerRegistry, "Pointers").
+  const WorkerRecord* superseded = nullptr;
+};
+
 /// Where a worker ASSIGNED to a job stands in it, as the job tells the
-/// registry (ListWorkers, WorkerCounts).
+/// registry (List, Counts).
 struct WorkerPlace {
   bool running = false;  ///< The job is RUNNING.
   int stage = -1;        ///< Pipeline rank.
   int replica = -1;      ///< Data-parallel replica.
 };
 
-/// The place of the worker holding rank `rank` of job `job_id`; nullopt
-/// when no such job is known.
+/// The place of the worker holding worker index `index` of job `job_id`;
+/// nullopt when no such job is known.
 using PlaceOfWorker =
-    std::function<std::optional<WorkerPlace>(const std::string& job_id, int rank)>;
+    std::function<std::optional<WorkerPlace>(const std::string& job_id, int index)>;
 
-/// Every worker's state at the coordinator, in one place: its membership
-/// and lease (Membership, owned), the digest of its credential, its
-/// description as registered, its last heartbeat and its open Session
-/// outbox. Everything kept by a worker's id is dropped together when the
-/// worker is forgotten (ForgetLost).
+/// Every worker's state at the coordinator: one WorkerRecord per worker in
+/// one map, keyed by registration number, so iteration is in registration
+/// order and forgetting a worker is one erase.
 ///
-/// Thread-compatible, not thread-safe: the Coordinator calls every method
-/// with its mutex held (Membership and the outboxes lock themselves too).
+/// Leases: a worker registers, renews its lease by heartbeating (or opening
+/// a Session), and is LOST when its last heartbeat is older than
+/// `heartbeat_timeout_seconds` (ExpireLeases). Jobs take free workers in
+/// registration order, so assignments are deterministic. Memory is bounded:
+/// at most `max_workers` records are held (live and LOST alike; a
+/// registration beyond is refused), and a LOST record is dropped by
+/// ForgetLost once `lost_worker_retention_seconds` have passed.
+///
+/// Pointers: a `const WorkerRecord*` returned (Get, ExpireLeases,
+/// Registration.superseded) stays valid until ForgetLost erases the record
+/// or the registry is destroyed; what it shows changes with later calls.
+///
+/// Thread-compatible, not thread-safe: the registry takes no lock; its one
+/// owner, the Coordinator, calls every method with its mutex held
+/// (coordinator.h). Only the Session outboxes lock themselves, since a
+/// Session's stream thread pops from its outbox outside that mutex.
 class WorkerRegistry {
  public:
-  using Options = Membership::Options;
+  struct Options {
+    // --- Time ---
+    /// Source of time; not owned, must outlive the registry. Tests pass a
+    /// FakeClock.
+    Clock* clock = RealClock();
+    // --- Leases ---
+    /// A worker whose last heartbeat is more than this many seconds old is
+    /// lost at the next `ExpireLeases`. Must be > 0.
+    double heartbeat_timeout_seconds = 10.0;
+    // --- Bounds ---
+    /// Most workers held at once, LOST ones not yet forgotten included;
+    /// `Add` refuses more. >= 1.
+    int max_workers = 4096;
+    /// A LOST worker is forgotten by the first `ForgetLost` more than this
+    /// many seconds after it was lost (it stays listed until then). >= 0.
+    double lost_worker_retention_seconds = 600.0;
+  };
 
   /// Most bytes of Heartbeat.error kept, the truncation marker
   /// " [... truncated]" included.
@@ -51,22 +138,24 @@ class WorkerRegistry {
   static constexpr int kDefaultWorkersPage = 100;
   static constexpr int kMaxWorkersPage = 1000;
 
-  /// Membership::Create's errors.
+  /// InvalidArgument naming the option for a null clock, a timeout that is
+  /// not > 0, max_workers < 1 or a retention that is negative or not
+  /// finite.
   static absl::StatusOr<std::unique_ptr<WorkerRegistry>> Create(Options options);
 
-  /// OK when `worker` may register: InvalidArgument naming the field for a
-  /// missing address, host or device kind, an unknown device kind, a
-  /// negative device_index, memory_bytes == 0, a device_identity on a
-  /// worker that is not CUDA, or text longer than worker.proto allows
-  /// (address 261 bytes; host, device_name, name 253; device_identity 64).
-  /// Pure; thread-safe.
-  static absl::Status CheckDescription(const zbpp::v1::WorkerDescription& worker);
+  // ------------------------------------------------ Registration
 
-  /// Adds a worker described by `worker` (CheckDescription passed) whose
-  /// credential hashes to `credential_digest` (CredentialDigest).
-  /// Membership::Register's result and errors (ResourceExhausted naming
-  /// max_workers when full). A superseded worker's Session is left to the
-  /// caller (LoseSession).
+  /// Adds a worker described by `worker` (IDLE, lease starting now) whose
+  /// credential hashes to `credential_digest` (CredentialDigest). A live
+  /// worker with the same address is taken to be the same process
+  /// restarted: it becomes LOST and is returned in `superseded`, its
+  /// Session left to the caller (LoseSession). InvalidArgument naming the
+  /// field for a missing address, host or device kind, an unknown device
+  /// kind, a negative device_index, memory_bytes == 0, a device_identity on
+  /// a worker that is not CUDA, or text longer than worker.proto allows
+  /// (address 261 bytes; host, device_name, name 253; device_identity 64);
+  /// ResourceExhausted naming max_workers when `max_workers` workers are
+  /// held. Nothing changes on an error.
   absl::StatusOr<Registration> Add(const zbpp::v1::WorkerDescription& worker,
                                    std::string credential_digest);
 
@@ -79,6 +168,71 @@ class WorkerRegistry {
                             std::string_view credential,
                             const std::string& digest) const;
 
+  /// The record of `worker_id` (see "Pointers"); NotFound for an unknown or
+  /// forgotten worker.
+  absl::StatusOr<const WorkerRecord*> Get(const std::string& worker_id) const;
+
+  /// The description `worker_id` registered with; null for an unknown one.
+  const zbpp::v1::WorkerDescription* Description(const std::string& worker_id) const;
+
+  // ------------------------------------------------------ Leases
+
+  /// Renews the lease of `worker_id` and keeps `heartbeat`, its error cut
+  /// to kMaxHeartbeatErrorBytes (at a UTF-8 character boundary, with a
+  /// marker). Returns the error as kept. NotFound for an unknown worker and
+  /// for a LOST one (it must register again: its job has moved on).
+  absl::StatusOr<std::string> RecordHeartbeat(const std::string& worker_id,
+                                              const zbpp::v1::Heartbeat& heartbeat);
+
+  /// Marks LOST every live worker whose last heartbeat is more than
+  /// `heartbeat_timeout_seconds` old and returns them (with their job and
+  /// worker index), in registration order. Their Sessions are left to the
+  /// caller (LoseSession). Call periodically.
+  std::vector<const WorkerRecord*> ExpireLeases();
+
+  /// Forgets (erases) every worker LOST more than
+  /// `lost_worker_retention_seconds` ago for which `keep(id)` is false,
+  /// closing its Session, if any, with NotFound: its id becomes unknown and
+  /// its place under `max_workers` free. Call periodically.
+  void ForgetLost(const std::function<bool(const std::string&)>& keep);
+
+  // -------------------------------------------------- Assignment
+
+  /// Gives `job_id` `workers` IDLE, non-draining workers: worker index i
+  /// gets the first such worker in registration order, not already chosen,
+  /// whose memory_bytes is at least `min_memory_bytes[i % size]` (first fit
+  /// in index order; empty: any worker). The chosen become ASSIGNED;
+  /// returns their ids by worker index. InvalidArgument for workers < 1 or
+  /// an empty job id; FailedPrecondition when the job already holds
+  /// workers; ResourceExhausted saying how many are needed and free, or
+  /// which index finds no free worker with enough memory and the largest
+  /// free one (nothing changes then).
+  absl::StatusOr<std::vector<std::string>> Assign(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes = {});
+
+  /// The ids of the workers Assign(job_id, workers, min_memory_bytes)
+  /// would choose now, by worker index, changing nothing: what a caller
+  /// checks before it commits (the job's transport, transport_choice.h).
+  /// Assign's errors.
+  absl::StatusOr<std::vector<std::string>> Preview(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes = {}) const;
+
+  /// Returns the live workers of `job_id` to IDLE (job ended, or recovery
+  /// re-assigns), draining until ConfirmIdle. Returns how many were
+  /// released (0 is fine).
+  int Release(const std::string& job_id);
+
+  /// The worker said it holds no attempt (a heartbeat without a job): a
+  /// draining worker becomes assignable. Returns true when that changed it.
+  bool ConfirmIdle(const std::string& worker_id);
+
+  /// IDLE workers that are not draining: those Assign may choose.
+  int CountAssignable() const;
+
+  // ---------------------------------------------------- Sessions
+
   /// A new Session of a worker: renews its lease and returns a new, empty
   /// outbox with the worker's record. NotFound for an unknown or lost
   /// worker and for an `address` other than the registered one (checked
@@ -86,7 +240,7 @@ class WorkerRegistry {
   /// while another Session of it is open.
   struct OpenedSession {
     std::shared_ptr<SessionOutbox> outbox;
-    WorkerRecord record;
+    const WorkerRecord* record = nullptr;  ///< See "Pointers".
   };
   absl::StatusOr<OpenedSession> OpenSession(const std::string& worker_id,
                                             const std::string& address);
@@ -106,25 +260,7 @@ class WorkerRegistry {
   /// (the state is replayed when a Session opens).
   void Send(const std::string& worker_id, SessionMessage message);
 
-  /// Renews the lease of `worker_id` and keeps `heartbeat`, its error cut
-  /// to kMaxHeartbeatErrorBytes (at a UTF-8 character boundary, with a
-  /// marker). Returns the error as kept. NotFound for an unknown or lost
-  /// worker.
-  absl::StatusOr<std::string> RecordHeartbeat(const std::string& worker_id,
-                                              const zbpp::v1::Heartbeat& heartbeat);
-
-  /// The description `worker_id` registered with; null for an unknown one.
-  const zbpp::v1::WorkerDescription* Description(const std::string& worker_id) const;
-
-  /// Forgets workers past their retention (Membership::ForgetLost) for
-  /// which `keep(id)` is false, with everything kept by their id; closes
-  /// their Sessions with NotFound.
-  void ForgetLost(const std::function<bool(const std::string&)>& keep);
-
-  /// The worker's state as the API shows it: RUNNING when ASSIGNED to a
-  /// job that runs (`place`).
-  zbpp::v1::WorkerState ApiState(const WorkerRecord& record,
-                                 const PlaceOfWorker& place) const;
+  // ------------------------------------------------------- Views
 
   /// Coordinator::ListWorkers: one page of the workers held, in
   /// registration order. InvalidArgument naming page_size or page_token.
@@ -135,23 +271,25 @@ class WorkerRegistry {
   /// O(workers held).
   std::map<std::string, int> Counts(const PlaceOfWorker& place) const;
 
-  /// Leases, assignment and release of workers to jobs.
-  Membership& membership() { return *membership_; }
-  const Membership& membership() const { return *membership_; }
-
  private:
-  explicit WorkerRegistry(std::unique_ptr<Membership> membership)
-      : membership_(std::move(membership)) {}
+  explicit WorkerRegistry(Options options) : options_(options) {}
 
-  std::unique_ptr<Membership> membership_;
-  /// The open Session of a worker.
-  std::map<std::string, std::shared_ptr<SessionOutbox>> sessions_;
-  /// Last heartbeat of each worker (its error cut).
-  std::map<std::string, zbpp::v1::Heartbeat> last_heartbeat_;
-  /// Description as registered, by worker id.
-  std::map<std::string, zbpp::v1::WorkerDescription> descriptions_;
-  /// SHA-256 of each worker's credential (CredentialDigest), by worker id.
-  std::map<std::string, std::string> credential_digests_;
+  /// The record of `worker_id`; null for an unknown one.
+  const WorkerRecord* Find(const std::string& worker_id) const;
+  WorkerRecord* Find(const std::string& worker_id);
+  /// Renews the lease of a live worker: its record; NotFound for an
+  /// unknown or LOST one.
+  absl::StatusOr<WorkerRecord*> Renew(const std::string& worker_id);
+  /// Assign's choice, by worker index, as keys of `workers_`; its errors.
+  absl::StatusOr<std::vector<int64_t>> Choose(
+      const std::string& job_id, int workers,
+      const std::vector<double>& min_memory_bytes) const;
+
+  const Options options_;
+  /// Every worker held, keyed by registration number (the n of its id
+  /// "worker-<n>", from which Find recovers the key).
+  std::map<int64_t, WorkerRecord> workers_;
+  int64_t next_number_ = 1;
 };
 
 }  // namespace zbpp::coordinator

@@ -52,7 +52,7 @@ v1::ReportStepRequest WithCleanValidation(v1::ReportStepRequest report, int64_t 
   return report;
 }
 
-// Options that only the parts check (Membership's bounds) are refused
+// Options that only the parts check (the WorkerRegistry's bounds) are refused
 // too, and the half-built coordinator goes away cleanly.
 TEST(CoordinatorOptions, BadOptionsAreInvalidArgument) {
   FakeClock clock;

@@ -87,12 +87,11 @@ std::vector<FakeWorker> JobHarness::AddWorkers(int n) {
 
 absl::Status JobHarness::StartAttempt(Job& job, std::vector<FakeWorker>& workers) {
   if (absl::Status prepared = job.Prepare(); !prepared.ok()) return prepared;
-  Membership& membership = registry_->membership();
-  for (const FakeWorker& w : workers) membership.ConfirmIdle(w.id);
-  absl::StatusOr<Assignment> taken =
-      membership.Assign(job.id(), static_cast<int>(workers.size()));
+  for (const FakeWorker& w : workers) registry_->ConfirmIdle(w.id);
+  absl::StatusOr<std::vector<std::string>> taken =
+      registry_->Assign(job.id(), static_cast<int>(workers.size()));
   if (!taken.ok()) return taken.status();
-  return job.BeginAttempt(std::move(taken->worker_ids),
+  return job.BeginAttempt(*std::move(taken),
                           {v1::TRANSPORT_GLOO, "gloo: as the job spec asks"});
 }
 
@@ -106,9 +105,9 @@ void JobHarness::AcknowledgeAll(Job& job, std::vector<FakeWorker>& workers) {
 }
 
 std::string JobHarness::HeldBy(const std::string& worker_id) const {
-  absl::StatusOr<WorkerRecord> record = registry_->membership().Get(worker_id);
-  if (!record.ok() || record->state != WorkerState::kAssigned) return "";
-  return record->job_id;
+  absl::StatusOr<const WorkerRecord*> record = registry_->Get(worker_id);
+  if (!record.ok() || (*record)->state != WorkerState::kAssigned) return "";
+  return (*record)->job_id;
 }
 
 int64_t JobHarness::StoredJobUpdates() {

@@ -99,8 +99,9 @@ class CoordinatorServer {
     std::string tls_client_ca;
   };
 
-  /// Builds everything in the daemon's order (token, store, core recovered
-  /// from the store, metrics, services, gRPC server) and starts serving;
+  /// Builds everything in the daemon's order (token, store, metrics, the
+  /// core recovered from the store, the metrics HTTP server, services, TLS
+  /// credentials, gRPC server: the private steps below) and starts serving;
   /// health is SERVING once it returns. On failure nothing keeps running and
   /// the error's message is the daemon's one error line (without the
   /// "zbpp-coordinator: " prefix), naming the flag:

@@ -7,15 +7,16 @@
 //       [--coordinator=PATH] [--db=FILE|:memory:]
 //
 // Phase 1 (load) runs the real daemon as a child process (--db on a temp
-// file by default, as deployed; --db=:memory: to take SQLite's fsyncs out), so its CPU time is its own (/proc/PID/stat) and not
-// mixed with the clients'. The fake workers live in this process: one
-// channel each (a local subchannel pool, so one TCP connection per worker as
-// with real worker processes), the callback API for the Session streams and
-// ReportStep, and one driver thread that ticks every 1/(10·hz) s and serves a
-// tenth of the workers per tick, so 256 workers cost a few threads on a
-// 2-core machine instead of 512. Each job has rank 2 1.5x slower than the
-// analytic model, so the coordinator re-solves (window 8 steps, the default)
-// and publishes a shorter schedule early in the run.
+// file by default, as deployed; --db=:memory: to take SQLite's fsyncs out),
+// so its CPU time is its own (/proc/PID/stat) and not mixed with the
+// clients'. The fake workers (LoadWorker, coordinator_load_worker.h) live in
+// this process: one channel each (a local subchannel pool, so one TCP
+// connection per worker as with real worker processes), the callback API for
+// the Session streams and ReportStep, and one driver thread that ticks every
+// 1/(10·hz) s and serves a tenth of the workers per tick, so 256 workers cost
+// a few threads on a 2-core machine instead of 512. Each job has rank 2 1.5x
+// slower than the analytic model, so the coordinator re-solves (window 8
+// steps, the default) and publishes a shorter schedule early in the run.
 //
 // Phase 2 (probe) builds a Coordinator in this process over SQLite
 // :memory: with no gRPC, drives one p x m job with direct calls, re-solves
@@ -37,7 +38,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,35 +45,36 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-#include <grpcpp/support/client_callback.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "api/schedule_proto.h"
-#include "api/time_proto.h"
-#include "common/call_auth.h"
+#include "bench/coordinator_load_worker.h"
+#include "bench/latencies.h"
 #include "bench/process_cpu.h"
-#include "common/read_file.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/store/sqlite_store.h"
-#include "scheduler/simulator.h"
 #include "tests/client/subprocess.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "tests/coordinator/fake_worker.h"
 #include "zbpp/v1/job.grpc.pb.h"
-#include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::coordinator {
 namespace {
 
+using bench::BuildReport;
+using bench::Latencies;
+using bench::LoadStats;
+using bench::LoadWorker;
+using bench::PrintLatencyHeader;
 using bench::ProcessCpuSeconds;
+using bench::SimulateVersion;
+using bench::TimingCache;
+using bench::VersionTimings;
 using testing::TestSpec;
 using testing::TrueCosts;
 
@@ -123,356 +124,7 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
-/// Samples in seconds, summarised as count / p50 / p90 / p99 / max in ms.
-class Latencies {
- public:
-  void Add(double seconds) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    samples_.push_back(seconds);
-  }
-  void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    samples_.clear();
-  }
-  std::string Row(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_) {
-    std::vector<double> s;
-    {
-      absl::MutexLock lock(&mu_);
-      s = samples_;
-    }
-    std::sort(s.begin(), s.end());
-    auto at = [&](double q) {
-      if (s.empty()) return 0.0;
-      size_t i = static_cast<size_t>(q * (s.size() - 1) + 0.5);
-      return 1e3 * s[std::min(i, s.size() - 1)];
-    };
-    return absl::StrFormat("%-44s %7zu %9.2f %9.2f %9.2f %9.2f", name,
-                           s.size(), at(0.5), at(0.9), at(0.99), at(1.0));
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<double> samples_ ABSL_GUARDED_BY(mu_);
-};
-
-constexpr char kHeader[] =
-    "%-44s %7s %9s %9s %9s %9s\n";
-
-void PrintHeader() {
-  std::printf(kHeader, "what", "n", "p50 ms", "p90 ms", "p99 ms", "max ms");
-}
-
-/// Per-action start/end of every rank of one schedule version under
-/// `truth`, simulated once and shared by the job's workers.
-struct VersionTimings {
-  std::vector<std::vector<double>> start, end;  // [rank][action], seconds
-  std::vector<double> busy;                     // [rank], seconds
-};
-
-std::shared_ptr<const VersionTimings> Simulate(
-    const zbpp::v1::ScheduleVersion& version, const sched::Problem& truth) {
-  auto out = std::make_shared<VersionTimings>();
-  absl::StatusOr<sched::Schedule> schedule =
-      ScheduleFromProto(version.schedule());
-  if (!schedule.ok()) return out;
-  absl::StatusOr<sched::SimulationResult> sim =
-      sched::Simulate(truth, *schedule);
-  if (!sim.ok()) return out;
-  for (const auto& rank : sim->timings) {
-    out->start.emplace_back();
-    out->end.emplace_back();
-    out->busy.push_back(0);
-    for (const auto& t : rank) {
-      out->start.back().push_back(t.start_seconds);
-      out->end.back().push_back(t.end_seconds);
-      out->busy.back() += t.end_seconds - t.start_seconds;
-    }
-  }
-  return out;
-}
-
-/// A step report of `rank` for `step` under `version`.
-zbpp::v1::ReportStepRequest BuildReport(const std::string& worker_id,
-                                        const zbpp::v1::Assignment& a,
-                                        int64_t step, int64_t version,
-                                        const VersionTimings& t) {
-  const int rank = a.stage();
-  zbpp::v1::ReportStepRequest r;
-  r.set_worker_id(worker_id);
-  r.set_job_id(a.job_id());
-  r.set_attempt(a.attempt());
-  r.set_step(step);
-  r.set_schedule_version(version);
-  r.set_stage(rank);
-  if (rank >= static_cast<int>(t.start.size())) return r;
-  r.mutable_action_start_seconds()->Add(t.start[rank].begin(),
-                                        t.start[rank].end());
-  r.mutable_action_end_seconds()->Add(t.end[rank].begin(), t.end[rank].end());
-  const double end =
-      t.end[rank].empty()
-          ? 0
-          : *std::max_element(t.end[rank].begin(), t.end[rank].end());
-  r.set_step_seconds(end);
-  r.set_idle_seconds(std::max(0.0, end - t.busy[rank]));
-  r.set_comm_seconds(0.1 * r.idle_seconds());
-  r.set_local_grad_norm_sq(1.0 + 0.01 * rank);
-  r.set_peak_memory_bytes(uint64_t{1} << 30);
-  if (rank == a.spec().pipeline().stages() - 1) r.set_loss(2.5);
-  return r;
-}
-
 // ------------------------------------------------------------ Phase 1: load
-
-/// What the load phase measures (shared by every fake worker).
-struct LoadStats {
-  std::atomic<bool> measuring{false};
-  Latencies report;           // ReportStep, client side
-  Latencies heartbeat_write;  // Session heartbeat Write -> OnWriteDone
-  Latencies register_worker;  // RegisterWorker, client side (setup)
-  Latencies version_delivery; // ScheduleVersion.publish_time -> received
-  std::atomic<int64_t> reports_ok{0}, reports_failed{0};
-  std::atomic<int64_t> heartbeats{0}, heartbeats_skipped{0};
-  std::atomic<int64_t> reports_in_flight{0};
-  absl::Mutex mu;
-  std::map<std::string, int64_t> failures ABSL_GUARDED_BY(mu);
-};
-
-/// Simulated timings per (job, version), computed on first use.
-class TimingCache {
- public:
-  explicit TimingCache(sched::Problem truth) : truth_(std::move(truth)) {}
-  std::shared_ptr<const VersionTimings> Get(
-      const zbpp::v1::ScheduleVersion& version) ABSL_LOCKS_EXCLUDED(mu_) {
-    const auto key = std::make_pair(version.job_id(), version.version());
-    absl::MutexLock lock(&mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    return cache_[key] = Simulate(version, truth_);
-  }
-
- private:
-  const sched::Problem truth_;
-  absl::Mutex mu_;
-  std::map<std::pair<std::string, int64_t>,
-           std::shared_ptr<const VersionTimings>>
-      cache_ ABSL_GUARDED_BY(mu_);
-};
-
-class FakeWorker;
-
-/// The worker's Session stream (callback API): reads on gRPC's threads,
-/// heartbeat writes from the driver thread, one write in flight at a time.
-class SessionReactor final
-    : public grpc::ClientBidiReactor<zbpp::v1::SessionRequest,
-                                     zbpp::v1::SessionResponse> {
- public:
-  SessionReactor(FakeWorker* worker, LoadStats* stats)
-      : worker_(worker), stats_(stats) {}
-
-  // Opens the Session of worker `id` registered at `address`, with its
-  // credential (RegisterWorkerResponse.credential).
-  void Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id,
-             const std::string& address, const std::string& credential);
-  /// Sends a heartbeat unless the previous write is still in flight.
-  void Heartbeat(const zbpp::v1::Heartbeat& heartbeat);
-  void Stop() {
-    context_.TryCancel();
-    RemoveHold();
-  }
-  void WaitDone() { done_.WaitForNotificationWithTimeout(absl::Seconds(10)); }
-
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override {
-    if (counted_write_ && stats_->measuring) {
-      stats_->heartbeat_write.Add(absl::ToDoubleSeconds(absl::Now() - sent_));
-    }
-    writing_ = false;
-  }
-  void OnDone(const grpc::Status& status) override { done_.Notify(); }
-
- private:
-  FakeWorker* const worker_;
-  LoadStats* const stats_;
-  grpc::ClientContext context_;
-  zbpp::v1::SessionRequest out_;
-  zbpp::v1::SessionResponse in_;
-  std::atomic<bool> writing_{false};
-  bool counted_write_ = false;
-  absl::Time sent_;
-  absl::Notification done_;
-};
-
-/// One fake worker: registration, its Session, and the steps it is
-/// granted, reported one at a time.
-class FakeWorker {
- public:
-  FakeWorker(int index, std::shared_ptr<grpc::Channel> channel,
-             LoadStats* stats, TimingCache* timings)
-      : index_(index),
-        stub_(zbpp::v1::WorkerService::NewStub(std::move(channel))),
-        stats_(stats),
-        timings_(timings),
-        session_(this, stats) {}
-
-  absl::Status Register() {
-    zbpp::v1::RegisterWorkerRequest request;
-    auto* d = request.mutable_worker();
-    d->set_address(absl::StrCat("127.0.0.1:", 20000 + index_));
-    d->set_host(absl::StrCat("node-", index_ / 8));
-    d->set_device_kind(zbpp::v1::DEVICE_KIND_CUDA);
-    d->set_device_index(index_ % 8);
-    d->set_memory_bytes(uint64_t{80} << 30);
-    zbpp::v1::RegisterWorkerResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(20));
-    const absl::Time start = absl::Now();
-    grpc::Status s = stub_->RegisterWorker(&context, request, &response);
-    stats_->register_worker.Add(absl::ToDoubleSeconds(absl::Now() - start));
-    if (!s.ok()) return absl::UnavailableError(s.error_message());
-    id_ = response.worker_id();
-    credential_ = response.credential();
-    session_.Start(stub_.get(), id_, d->address(), credential_);
-    return absl::OkStatus();
-  }
-
-  /// A Session message (called on a gRPC thread).
-  void Receive(const zbpp::v1::SessionResponse& m) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    const size_t known = protocol_.versions.size();
-    protocol_.Apply(m);
-    if (m.has_schedule() && protocol_.versions.size() > known && stats_->measuring) {
-      const absl::Time published = FromTimestamp(m.schedule().publish_time());
-      stats_->version_delivery.Add(absl::ToDoubleSeconds(absl::Now() - published));
-    }
-  }
-
-  /// One tick of the driver: a heartbeat, and the next granted step.
-  void Tick() ABSL_LOCKS_EXCLUDED(mu_) {
-    zbpp::v1::Heartbeat hb;
-    std::optional<zbpp::v1::ReportStepRequest> report;
-    {
-      absl::MutexLock lock(&mu_);
-      const std::optional<zbpp::v1::Assignment>& assignment = protocol_.assignment;
-      const int64_t next_step = protocol_.next_step;
-      if (!assignment.has_value()) {
-        hb.set_phase(zbpp::v1::WORKER_PHASE_IDLE);
-      } else {
-        hb.set_job_id(assignment->job_id());
-        hb.set_attempt(assignment->attempt());
-        hb.set_last_completed_step(next_step - 1);
-        hb.set_memory_used_bytes(uint64_t{40} << 30);
-        const bool runnable = next_step <= protocol_.granted;
-        hb.set_phase(next_step == assignment->start_step() && !runnable
-                         ? zbpp::v1::WORKER_PHASE_PREPARING
-                     : runnable ? zbpp::v1::WORKER_PHASE_RUNNING
-                                : zbpp::v1::WORKER_PHASE_WAITING);
-        const zbpp::v1::ScheduleVersion& version = protocol_.VersionFor(next_step);
-        hb.set_schedule_version(version.version());
-        if (runnable && !report_in_flight_) {
-          report_in_flight_ = true;
-          report = BuildReport(id_, *assignment, next_step, version.version(),
-                               *timings_->Get(version));
-        }
-      }
-    }
-    session_.Heartbeat(hb);
-    if (report.has_value()) Send(*std::move(report));
-  }
-
-  void Stop() { session_.Stop(); }
-  void WaitDone() { session_.WaitDone(); }
-  bool running() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return protocol_.assignment.has_value() && protocol_.next_step > 0;
-  }
-
- private:
-  struct Call {
-    grpc::ClientContext context;
-    zbpp::v1::ReportStepRequest request;
-    zbpp::v1::ReportStepResponse response;
-    absl::Time start;
-  };
-
-  void Send(zbpp::v1::ReportStepRequest request) {
-    auto* call = new Call;
-    call->request = std::move(request);
-    call->context.AddMetadata(zbpp::kWorkerCredentialMetadataKey, credential_);
-    call->context.set_deadline(std::chrono::system_clock::now() +
-                               std::chrono::seconds(20));
-    ++stats_->reports_in_flight;
-    call->start = absl::Now();
-    stub_->async()->ReportStep(
-        &call->context, &call->request, &call->response,
-        [this, call](grpc::Status s) {
-          const double seconds =
-              absl::ToDoubleSeconds(absl::Now() - call->start);
-          if (stats_->measuring) stats_->report.Add(seconds);
-          {
-            absl::MutexLock lock(&mu_);
-            report_in_flight_ = false;
-            if (s.ok()) ++protocol_.next_step;
-          }
-          if (s.ok()) {
-            ++stats_->reports_ok;
-          } else {
-            ++stats_->reports_failed;
-            absl::MutexLock lock(&stats_->mu);
-            ++stats_->failures[absl::StrCat(s.error_code(), " ",
-                                            s.error_message())];
-          }
-          delete call;
-          --stats_->reports_in_flight;
-        });
-  }
-
-  const int index_;
-  std::unique_ptr<zbpp::v1::WorkerService::Stub> stub_;
-  LoadStats* const stats_;
-  TimingCache* const timings_;
-  std::string id_;
-  std::string credential_;  // RegisterWorkerResponse.credential
-  SessionReactor session_;
-
-  absl::Mutex mu_;
-  // The Session protocol (ControlState) and the next step to report.
-  testing::FakeWorker protocol_ ABSL_GUARDED_BY(mu_);
-  bool report_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-void SessionReactor::Start(zbpp::v1::WorkerService::Stub* stub, const std::string& id,
-                           const std::string& address, const std::string& credential) {
-  context_.AddMetadata(zbpp::kWorkerCredentialMetadataKey, credential);
-  stub->async()->Session(&context_, this);
-  out_.mutable_open()->set_worker_id(id);
-  out_.mutable_open()->set_address(address);
-  writing_ = true;
-  counted_write_ = false;
-  StartWrite(&out_);
-  StartRead(&in_);
-  AddHold();
-  StartCall();
-}
-
-void SessionReactor::Heartbeat(const zbpp::v1::Heartbeat& heartbeat) {
-  bool expected = false;
-  if (!writing_.compare_exchange_strong(expected, true)) {
-    ++stats_->heartbeats_skipped;
-    return;
-  }
-  *out_.mutable_heartbeat() = heartbeat;
-  counted_write_ = true;
-  sent_ = absl::Now();
-  ++stats_->heartbeats;
-  StartWrite(&out_);
-}
-
-void SessionReactor::OnReadDone(bool ok) {
-  if (!ok) return;
-  worker_->Receive(in_);
-  StartRead(&in_);
-}
 
 double SelfCpuSeconds() {
   rusage usage;
@@ -524,9 +176,9 @@ int RunLoad(const Flags& flags) {
     job_ids.push_back(job.id());
   }
 
-  std::vector<std::unique_ptr<FakeWorker>> workers;
+  std::vector<std::unique_ptr<LoadWorker>> workers;
   for (int i = 0; i < workers_total; ++i) {
-    workers.push_back(std::make_unique<FakeWorker>(
+    workers.push_back(std::make_unique<LoadWorker>(
         i,
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
                                   args),
@@ -605,7 +257,7 @@ int RunLoad(const Flags& flags) {
       "coordinator: %s, --db %s; setup (register -> all "
       "running) %.2f s\n",
       flags.coordinator.c_str(), db.c_str(), setup_seconds);
-  PrintHeader();
+  PrintLatencyHeader();
   std::printf("%s\n", stats.report.Row("ReportStep RPC (client)").c_str());
   std::printf("%s\n", stats.heartbeat_write
                           .Row("Session heartbeat write (client, to transport)")
@@ -663,7 +315,7 @@ int RunLoad(const Flags& flags) {
     std::printf("re-solves logged by the coordinator (whole run): %d, %d "
                 "published\n",
                 records, published);
-    PrintHeader();
+    PrintLatencyHeader();
     std::printf("%s\n",
                 solve_all.Row("ResolveRecord.solve_seconds (all)").c_str());
     std::printf("%s\n", solve_published
@@ -728,7 +380,7 @@ int RunProbe(const Flags& flags) {
     for (auto& r : ranks) r.Drain();
     const zbpp::v1::ScheduleVersion version = ranks[0].VersionFor(step);
     auto& t = cache[{version.version(), slow}];
-    if (t == nullptr) t = Simulate(version, TrueCosts(spec, slow, 1.5));
+    if (t == nullptr) t = SimulateVersion(version, TrueCosts(spec, slow, 1.5));
     for (auto& r : ranks) {
       if (r.granted < step) {
         std::fprintf(stderr, "probe: step %lld not granted\n",
@@ -772,7 +424,7 @@ int RunProbe(const Flags& flags) {
       "steps, SQLite :memory:, no load ==\n",
       flags.stages, flags.microbatches, flags.probe_steps);
   std::printf("re-solves: %zu, published: %d\n", records->size(), n_published);
-  PrintHeader();
+  PrintLatencyHeader();
   std::printf("%s\n",
               published.Row("step-completing ReportStep, published").c_str());
   std::printf(

@@ -6,7 +6,7 @@
 //   zbpp-coordinator --listen HOST:PORT --metrics-listen HOST:PORT
 //                    --db FILE|:memory: [--db-sync full|normal]
 //                    [--token-file F] [--max-workers N] [--max-threads N]
-//                    [--lost-worker-retention-seconds S]
+//                    [--lost-worker-retention-seconds S] [--store-drain-seconds S]
 //                    [--max-watch-streams N] [--max-watch-streams-per-client N]
 //                    [--max-active-jobs N] [--retain-finished-jobs N]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
@@ -25,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "coordinator/server/coordinator_server.h"
 
 namespace zbpp::coordinator {
@@ -83,8 +84,8 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
   }
   flags.fsync_every_commit = db_sync == "full";
   if (!max_workers.empty() &&
-      (!absl::SimpleAtoi(max_workers, &flags.max_workers) ||
-       flags.max_workers < 1)) {
+      (!absl::SimpleAtoi(max_workers, &flags.core.max_workers) ||
+       flags.core.max_workers < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-workers must be an integer >= 1, got \"", max_workers, "\""));
   }
@@ -98,17 +99,18 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
        {std::tuple{"--max-watch-streams", &max_watch, &flags.max_watch_streams},
         std::tuple{"--max-watch-streams-per-client", &max_watch_per_client,
                    &flags.max_watch_streams_per_client},
-        std::tuple{"--max-active-jobs", &max_active_jobs, &flags.max_active_jobs},
-        std::tuple{"--retain-finished-jobs", &retained_jobs, &flags.retained_finished_jobs}}) {
+        std::tuple{"--max-active-jobs", &max_active_jobs, &flags.core.max_active_jobs},
+        std::tuple{"--retain-finished-jobs", &retained_jobs,
+                   &flags.core.retained_finished_jobs}}) {
     if (!text->empty() && (!absl::SimpleAtoi(*text, value) || *value < 1)) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " must be an integer >= 1, got \"", *text, "\""));
     }
   }
   if (!retention.empty() &&
-      (!absl::SimpleAtod(retention, &flags.lost_worker_retention_seconds) ||
-       !std::isfinite(flags.lost_worker_retention_seconds) ||
-       flags.lost_worker_retention_seconds < 0)) {
+      (!absl::SimpleAtod(retention, &flags.core.lost_worker_retention_seconds) ||
+       !std::isfinite(flags.core.lost_worker_retention_seconds) ||
+       flags.core.lost_worker_retention_seconds < 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lost-worker-retention-seconds must be a number >= 0, got \"",
         retention, "\""));
@@ -120,7 +122,7 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--store-drain-seconds must be a number >= 0, got \"", drain, "\""));
     }
-    flags.store_drain_timeout = absl::Seconds(seconds);
+    flags.core.store_drain_timeout = absl::Seconds(seconds);
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError(
@@ -136,16 +138,14 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
 int Main(int argc, char** argv) {
   absl::StatusOr<CoordinatorServer::Options> flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
-    std::fprintf(stderr, "zbpp-coordinator: %s; %s\n",
-                 std::string(flags.status().message()).c_str(), kUsage);
+    Logf("%s; %s", flags.status().message(), kUsage);
     return 2;
   }
   const sigset_t signals = BlockTerminationSignals();
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Create(*std::move(flags));
   if (!server.ok()) {
-    std::fprintf(stderr, "zbpp-coordinator: %s\n",
-                 std::string(server.status().message()).c_str());
+    LogLine(server.status().message());
     return 1;
   }
   std::printf("zbpp-coordinator listening grpc=%s metrics=%s\n",

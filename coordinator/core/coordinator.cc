@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
-#include "coordinator/core/log_error.h"
+#include "common/log.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/planning.h"
 #include "coordinator/core/store_queries.h"

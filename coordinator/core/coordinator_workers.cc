@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/core/log_error.h"
 #include "coordinator/core/worker_credential.h"
 
 namespace zbpp::coordinator {

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/schedule_proto.h"
+#include "common/log.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"
-#include "coordinator/core/log_error.h"
 #include "coordinator/core/planning.h"
 #include "coordinator/core/schedule_file.h"
 #include "coordinator/core/replica_combine.h"

@@ -1,11 +1,11 @@
 #include "coordinator/core/store_writer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -111,13 +111,9 @@ void StoreWriter::Run() {
       // Shutting down with the store still failing: what is queued behind
       // the write cannot be stored before it (the prefix), so it goes too.
       const int64_t lost = 1 + static_cast<int64_t>(queue_.size());
-      std::fprintf(stderr,
-                   "zbpp-coordinator: store still failing %s after shutdown "
-                   "began: %lld queued writes NOT stored, from \"%s\" on "
-                   "(%s); the stored history ends before them\n",
-                   absl::FormatDuration(options_.drain_timeout).c_str(),
-                   static_cast<long long>(lost), item.context.c_str(),
-                   last_error_.c_str());
+      Logf("store still failing %s after shutdown began: %d queued writes NOT stored, "
+           "from \"%s\" on (%s); the stored history ends before them",
+           absl::FormatDuration(options_.drain_timeout), lost, item.context, last_error_);
       refused_ += lost;
       applied_ += lost - 1;
       queue_.clear();
@@ -135,10 +131,8 @@ bool StoreWriter::Apply(const Item& item) {
                                         absl::IsAlreadyExists(status));
     if (stored || RefusedForTheRecord(status)) {
       if (!stored) {
-        std::fprintf(stderr,
-                     "zbpp-coordinator: %s: %s (refused for the record; not "
-                     "retried)\n",
-                     item.context.c_str(), status.ToString().c_str());
+        Logf("%s: %s (refused for the record; not retried)", item.context,
+             status.ToString());
       }
       bool recovered = false;
       {
@@ -148,11 +142,8 @@ bool StoreWriter::Apply(const Item& item) {
         last_error_.clear();
       }
       if (recovered) {
-        std::fprintf(stderr,
-                     "zbpp-coordinator: store recovered: %s succeeded after "
-                     "%lld failed attempts over %s\n",
-                     item.context.c_str(), static_cast<long long>(failures),
-                     absl::FormatDuration(absl::Now() - first_attempt).c_str());
+        Logf("store recovered: %s succeeded after %d failed attempts over %s", item.context,
+             failures, absl::FormatDuration(absl::Now() - first_attempt));
         if (options_.on_recovered) options_.on_recovered();
       }
       return true;
@@ -163,13 +154,9 @@ bool StoreWriter::Apply(const Item& item) {
     const bool first = last_error_.empty();
     last_error_ = absl::StrCat(item.context, ": ", status.ToString());
     if (first) {
-      std::fprintf(stderr,
-                   "zbpp-coordinator: store FAILING: %s; retrying with "
-                   "back-off up to %s, %lld writes waiting in order behind "
-                   "it; running jobs get no new steps until it succeeds\n",
-                   last_error_.c_str(),
-                   absl::FormatDuration(options_.max_backoff).c_str(),
-                   static_cast<long long>(enqueued_ - applied_ - 1));
+      Logf("store FAILING: %s; retrying with back-off up to %s, %d writes waiting in order "
+           "behind it; running jobs get no new steps until it succeeds",
+           last_error_, absl::FormatDuration(options_.max_backoff), enqueued_ - applied_ - 1);
     }
     const absl::Time now = absl::Now();
     absl::Time wake = now + backoff;

@@ -64,7 +64,42 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
   }
 };
 
+// The server's TLS credentials under `options` (plaintext when no
+// certificate is given); with a client CA, calls without a client
+// certificate are refused and counted in `metrics`. A file that cannot be
+// used: the status names the flag and the file.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListeningCredentials(
+    const CoordinatorServer::Options& options, metrics::CoordinatorMetrics* metrics) {
+  if (options.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<PemKeyCertPair> pair =
+      ReadKeyCertPair("--tls-cert", options.tls_cert, "--tls-key", options.tls_key);
+  if (!pair.ok()) return pair.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({pair->key, pair->cert});
+  if (options.tls_client_ca.empty()) return grpc::SslServerCredentials(ssl);
+  absl::StatusOr<std::string> ca =
+      ReadPemFile("--tls-client-ca", options.tls_client_ca, PemKind::kCertificate);
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *ca;
+  // Requested and verified, not required: a certificate the CA did not
+  // sign fails the handshake, while a client without one connects and
+  // every call it makes is refused (and counted) by ClientCertificateCheck
+  // instead of failing as an unexplained UNAVAILABLE that nothing on this
+  // side could count.
+  ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(ssl);
+  credentials->SetAuthMetadataProcessor(std::make_shared<ClientCertificateCheck>(
+      ClientCertificateCheck::Options{metrics, Services()}));
+  return credentials;
+}
+
 }  // namespace
+
+Coordinator::Options CoordinatorServer::DefaultCoreOptions() {
+  Coordinator::Options options;
+  options.resolve_on_background_thread = true;
+  return options;
+}
 
 CoordinatorServer::CoordinatorServer() = default;
 
@@ -79,22 +114,41 @@ absl::Status CoordinatorServer::Start(const Options& options) {
     return absl::InvalidArgumentError(
         "--max-watch-streams and --max-watch-streams-per-client must be >= 1");
   }
-  std::string token;
-  if (!options.token_file.empty()) {
-    absl::StatusOr<std::string> contents = ReadTokenFile(options.token_file);
-    if (!contents.ok()) return Failed("--token-file", contents.status());
-    token = *std::move(contents);
-  }
+  if (absl::Status st = ReadToken(options.token_file); !st.ok()) return st;
+  if (absl::Status st = OpenStore(options); !st.ok()) return st;
+  if (absl::Status st = CreateMetrics(); !st.ok()) return st;
+  if (absl::Status st = RecoverCore(options.core); !st.ok()) return st;
+  if (absl::Status st = ServeMetricsHttp(options.metrics_listen); !st.ok()) return st;
+  CreateServices(options);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListeningCredentials(options, metrics_.get());
+  if (!credentials.ok()) return credentials.status();
+  if (absl::Status st = StartGrpcServer(options, *std::move(credentials)); !st.ok()) return st;
+  MarkServing();
+  ticker_ = std::thread([this] { Tick(); });
+  return absl::OkStatus();
+}
 
-  // 1. The store, 2. the core recovered from it (before serving).
+absl::Status CoordinatorServer::ReadToken(const std::string& token_file) {
+  if (token_file.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> contents = ReadTokenFile(token_file);
+  if (!contents.ok()) return Failed("--token-file", contents.status());
+  token_ = *std::move(contents);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::OpenStore(const Options& options) {
   SqliteStore::Options store_options;
   store_options.path = options.db;
   store_options.fsync_every_commit = options.fsync_every_commit;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Create(store_options);
   if (!store.ok()) return Failed("--db", store.status());
   store_ = *std::move(store);
+  return absl::OkStatus();
+}
 
-  auto registry = std::make_shared<prometheus::Registry>();
+absl::Status CoordinatorServer::CreateMetrics() {
+  registry_ = std::make_shared<prometheus::Registry>();
   metrics::CoordinatorMetrics::Options metrics_options;
   for (v1::JobState state : kAllJobStates) {
     metrics_options.job_states.push_back(JobStateName(state));
@@ -102,22 +156,18 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
   metrics_options.rpc_services = Services();
   absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =
-      metrics::CoordinatorMetrics::Create(metrics_options, registry);
+      metrics::CoordinatorMetrics::Create(metrics_options, registry_);
   if (!job_metrics.ok()) return Failed("metrics", job_metrics.status());
   metrics_ = *std::move(job_metrics);
   observer_ = std::make_unique<MetricsObserver>(metrics_.get());
+  return absl::OkStatus();
+}
 
-  Coordinator::Options core_options;
+// The core's state is recovered before anything is served (STYLE.md 10).
+absl::Status CoordinatorServer::RecoverCore(const Coordinator::Options& options) {
+  Coordinator::Options core_options = options;
   core_options.store = store_.get();
   core_options.observer = observer_.get();
-  core_options.max_workers = options.max_workers;
-  core_options.lost_worker_retention_seconds = options.lost_worker_retention_seconds;
-  core_options.store_drain_timeout = options.store_drain_timeout;
-  core_options.max_active_jobs = options.max_active_jobs;
-  core_options.retained_finished_jobs = options.retained_finished_jobs;
-  // ReportStep returns without waiting for a re-solve (coordinator.h,
-  // Options.resolve_on_background_thread).
-  core_options.resolve_on_background_thread = true;
   absl::StatusOr<std::unique_ptr<Coordinator>> core = Coordinator::Create(core_options);
   if (!core.ok()) return Failed("coordinator", core.status());
   core_ = *std::move(core);
@@ -125,69 +175,49 @@ absl::Status CoordinatorServer::Start(const Options& options) {
     return Failed("recovering from --db", recovered);
   }
   tick_period_ = absl::Seconds(core_options.heartbeat_interval_seconds / 2);
+  return absl::OkStatus();
+}
 
-  // 3. Metrics exposition, and the schedule page on the same port.
+// Metrics exposition, and the schedule page on the same port.
+absl::Status CoordinatorServer::ServeMetricsHttp(const std::string& metrics_listen) {
   metrics::MetricsServer::Options http_options;
-  http_options.listen_address = options.metrics_listen;
+  http_options.listen_address = metrics_listen;
   http_options.page_handler = [core = core_.get()](const std::string& path) {
     return ServeSchedulePage(*core, path);
   };
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
-      metrics::MetricsServer::Create(std::move(http_options), registry);
+      metrics::MetricsServer::Create(std::move(http_options), registry_);
   if (!metrics_server.ok()) return Failed("--metrics-listen", metrics_server.status());
   metrics_server_ = *std::move(metrics_server);
+  return absl::OkStatus();
+}
 
-  // 4. Services and the server.
-  // With a token every service but health requires it; a worker's
-  // credential is required regardless.
+// With a token every service but health requires it; a worker's
+// credential is required regardless.
+void CoordinatorServer::CreateServices(const Options& options) {
   job_service_ = std::make_unique<JobServiceImpl>(JobServiceImpl::Options{
-      core_.get(), metrics_.get(), token,
+      core_.get(), metrics_.get(), token_,
       WatchStreamLimits{options.max_watch_streams, options.max_watch_streams_per_client}});
   worker_service_ = std::make_unique<WorkerServiceImpl>(
-      WorkerServiceImpl::Options{core_.get(), metrics_.get(), token});
+      WorkerServiceImpl::Options{core_.get(), metrics_.get(), token_});
   rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(
-      RendezvousServiceImpl::Options{core_.get(), metrics_.get(), token});
+      RendezvousServiceImpl::Options{core_.get(), metrics_.get(), token_});
+}
 
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (!options.tls_cert.empty()) {
-    // A TLS file that cannot be used: its status already names the flag
-    // and the file.
-    absl::StatusOr<PemKeyCertPair> pair =
-        ReadKeyCertPair("--tls-cert", options.tls_cert, "--tls-key", options.tls_key);
-    if (!pair.ok()) return pair.status();
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({pair->key, pair->cert});
-    if (!options.tls_client_ca.empty()) {
-      absl::StatusOr<std::string> ca =
-          ReadPemFile("--tls-client-ca", options.tls_client_ca, PemKind::kCertificate);
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-      // Requested and verified, not required: a certificate the CA did not
-      // sign fails the handshake, while a client without one connects and
-      // every call it makes is refused (and counted) by
-      // ClientCertificateCheck instead of failing as an unexplained
-      // UNAVAILABLE that nothing on this side could count.
-      ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
-    }
-    credentials = grpc::SslServerCredentials(ssl);
-    if (!options.tls_client_ca.empty()) {
-      credentials->SetAuthMetadataProcessor(std::make_shared<ClientCertificateCheck>(
-          ClientCertificateCheck::Options{metrics_.get(), Services()}));
-    }
-  }
-
+absl::Status CoordinatorServer::StartGrpcServer(
+    const Options& options, std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Reflection has no hook for the bearer token, so with a token it is not
   // served at all (UNIMPLEMENTED) rather than listing the API to anyone.
   // Under mTLS ClientCertificateCheck guards it like every other service.
-  if (!token.empty()) builder.SetOption(std::make_unique<WithoutReflection>());
+  if (!token_.empty()) builder.SetOption(std::make_unique<WithoutReflection>());
   ApplyServerPolicies({options.max_threads > 0 ? options.max_threads
-                                               : 2 * options.max_workers + 256},
+                                               : 2 * options.core.max_workers + 256},
                       builder);
   int port = 0;
-  builder.AddListeningPort(options.listen, credentials, &port);
+  builder.AddListeningPort(options.listen, std::move(credentials), &port);
   builder.RegisterService(job_service_.get());
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(rendezvous_service_.get());
@@ -198,7 +228,11 @@ absl::Status CoordinatorServer::Start(const Options& options) {
                   absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen)));
   }
   address_ = absl::StrCat(HostOf(options.listen), ":", port);
-  // Ready: the state was recovered before the server started.
+  return absl::OkStatus();
+}
+
+// Ready: the state was recovered before the server started.
+void CoordinatorServer::MarkServing() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(true);
   for (const std::string& name : Services()) health->SetServingStatus(name, true);
@@ -207,8 +241,6 @@ absl::Status CoordinatorServer::Start(const Options& options) {
   // a store outage does not restart the process and lose the writes it
   // still holds.
   health->SetServingStatus("zbpp.coordinator.process", true);
-  ticker_ = std::thread([this] { Tick(); });
-  return absl::OkStatus();
 }
 
 // Leases, forgetting lost workers, gauges and health: the core's Tick every

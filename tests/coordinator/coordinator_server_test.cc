@@ -1,7 +1,7 @@
 // CoordinatorServer in-process: what the options wire (the token, the
 // worker cap, health, reflection), requests that do not parse, and Create's
 // errors naming the flag. The zbpp-coordinator binary itself (flags,
-// listening line, SIGTERM) is DaemonTest's, in coordinator_service_test.cc.
+// listening line, SIGTERM) is DaemonTest's, in coordinator_daemon_test.cc.
 
 #include "coordinator/server/coordinator_server.h"
 
@@ -77,14 +77,17 @@ TEST(CoordinatorServerTest, ServesOnTheBoundPortsUntilShutdown) {
 
 // Options.token_file: the token guards every service but health,
 // reflection included (not served), and worker calls need it before their
-// credential; the worker cap and the lost-worker retention reach the core.
-TEST(CoordinatorServerTest, TokenAndWorkerCapReachTheServices) {
+// credential; the core's options reach the core, those the daemon has a
+// flag for (the worker cap) and those it has not (the heartbeat timing).
+TEST(CoordinatorServerTest, TokenAndCoreOptionsReachTheServices) {
   const std::string token_file = ::testing::TempDir() + "/coordinator_server_test_token";
   std::ofstream(token_file) << kToken;
   CoordinatorServer::Options options = LocalOptions();
   options.token_file = token_file;
-  options.max_workers = 1;
-  options.lost_worker_retention_seconds = 30;
+  options.core.max_workers = 1;
+  options.core.lost_worker_retention_seconds = 30;
+  options.core.heartbeat_interval_seconds = 0.75;
+  options.core.heartbeat_timeout_seconds = 4.5;
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
       CoordinatorServer::Create(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -120,6 +123,8 @@ TEST(CoordinatorServerTest, TokenAndWorkerCapReachTheServices) {
   // With the token: registration and the credential it returns, up to the cap.
   ASSERT_TRUE(workers->RegisterWorker(Context(true).get(), Registration(1), &response).ok());
   EXPECT_EQ(response.credential().size(), 32u);
+  EXPECT_EQ(response.heartbeat_interval_seconds(), 0.75);
+  EXPECT_EQ(response.heartbeat_timeout_seconds(), 4.5);
   EXPECT_TRUE(workers->ListWorkers(Context(true).get(), {}, &listed).ok());
   const grpc::Status second =
       workers->RegisterWorker(Context(true).get(), Registration(2), &response);

@@ -1,14 +1,8 @@
 // The coordinator's gRPC services in process on 127.0.0.1:0, with fake
-// workers (threads speaking the real protocol), and the zbpp-coordinator
-// binary itself (listening line, health, SIGTERM).
+// workers (threads speaking the real protocol): a re-solve reaching every
+// worker, the token and the worker credential, and attacks on a running
+// job. The zbpp-coordinator binary itself is coordinator_daemon_test.cc's.
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,25 +16,20 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/rendezvous_service.h"
-#include "coordinator/service/schedule_page.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
-#include "tests/client/subprocess.h"
 #include "gtest/gtest.h"
 #include "metrics/coordinator_metrics.h"
 #include "prometheus/registry.h"
-#include "tests/coordinator/coordinator_fixture.h"
 #include "tests/coordinator/fake_pipeline.h"
 #include "tests/coordinator/fake_worker.h"
 #include "tests/coordinator/grpc_fake_worker.h"
-#include "tests/coordinator/raw_call.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
@@ -49,7 +38,6 @@
 namespace zbpp::coordinator {
 namespace {
 
-using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::TestSpec;
 using testing::TrueCosts;
@@ -251,83 +239,6 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   get_version.set_job_id("job-unknown");
   EXPECT_EQ(job_stub_->GetScheduleVersion(Context().get(), get_version, &version).error_code(),
             grpc::StatusCode::NOT_FOUND);
-}
-
-// The core on a store file and fake workers that call it directly
-// (coordinator_fixture.h), for what the schedule page shows.
-class SchedulePageTest : public testing::CoordinatorTest {};
-
-// A job whose store holds a version published after its last step
-// (as a coordinator before the fix wrote it when a re-solve came out once
-// the last step was granted). After a restart, the version that ran the
-// last step still names the measured step's actions and is the one drawn
-// as planned; a note names the later one.
-TEST_F(SchedulePageTest, LastStepIsDrawnWithTheVersionItRanAfterARestart) {
-  const std::string path = NewDatabasePath();
-  Start(path);
-  zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 6, 2);
-  spec.mutable_schedule()->mutable_resolve()->set_window_steps(100);
-  std::string job_id;
-  std::vector<testing::FakeWorker> workers = AssignedPipeline(spec, &job_id);
-  RunSteps(workers, TrueCosts(spec, 2, 1.5), 5);
-  ASSERT_TRUE(coordinator_->FlushStore().ok());
-  absl::StatusOr<zbpp::v1::Job> done = coordinator_->GetJob(job_id, zbpp::v1::JOB_VIEW_FULL);
-  ASSERT_EQ(done->state(), zbpp::v1::JOB_STATE_SUCCEEDED) << done->state_message();
-  ASSERT_EQ(done->schedule_version(), 1);
-  zbpp::v1::ScheduleVersion later = done->schedule();
-  later.set_version(2);
-  later.set_effective_step(6);
-  later.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_RESOLVE);
-  later.mutable_schedule()->set_name("never-ran");
-  ASSERT_TRUE(store_->AddScheduleVersion(later).ok());
-  zbpp::v1::Job record = *done;
-  record.clear_schedule();
-  record.set_schedule_version(2);
-  ASSERT_TRUE(store_->UpdateJob(record).ok());
-
-  Start(path);  // Same file, new process state.
-  absl::StatusOr<zbpp::v1::Job> job = coordinator_->GetJob(job_id, zbpp::v1::JOB_VIEW_FULL);
-  ASSERT_TRUE(job.ok());
-  ASSERT_EQ(job->schedule().version(), 2);
-  ASSERT_EQ(job->last_step_timeline().schedule_version(), 1);
-  absl::StatusOr<zbpp::v1::ScheduleVersion> ran = VersionThatRanLastStep(*coordinator_, *job);
-  ASSERT_TRUE(ran.ok()) << ran.status();
-  EXPECT_EQ(ran->version(), 1);
-  EXPECT_EQ(ran->schedule().name(), done->schedule().schedule().name());
-
-  const metrics::HttpResponse measured =
-      ServeSchedulePage(*coordinator_, "/jobs/" + job_id + "/measured.svg");
-  EXPECT_EQ(measured.status, 200) << measured.body;
-  EXPECT_THAT(measured.body, HasSubstr("step 5 (measured)"));
-  EXPECT_THAT(measured.body, ::testing::Not(HasSubstr("never-ran")));
-  const metrics::HttpResponse planned =
-      ServeSchedulePage(*coordinator_, "/jobs/" + job_id + "/planned.svg");
-  EXPECT_EQ(planned.status, 200) << planned.body;
-  EXPECT_THAT(planned.body, ::testing::Not(HasSubstr("never-ran")));
-  const metrics::HttpResponse page = ServeSchedulePage(*coordinator_, "/jobs/" + job_id);
-  EXPECT_EQ(page.status, 200);
-  EXPECT_THAT(page.body, HasSubstr("class=\"chart measured\""));
-  EXPECT_THAT(page.body, ::testing::Not(HasSubstr("measured-missing")));
-  EXPECT_THAT(page.body, HasSubstr("Planned (the simulator, schedule version 1)"));
-  EXPECT_THAT(page.body, HasSubstr("The latest version is 2, from step 6."));
-  std::remove(path.c_str());
-}
-
-// Text a user chose (a job's name, a cancel reason in its state message)
-// reaches both pages escaped: no raw control byte (an ESC sequence would
-// drive a terminal showing the page's source) and no markup.
-TEST(SchedulePageHtml, ControlBytesAndMarkupOfUserTextAreEscaped) {
-  zbpp::v1::Job job;
-  job.set_id("job-1");
-  job.set_state(zbpp::v1::JOB_STATE_CANCELLED);
-  job.mutable_spec()->set_name("evil\x1b]0;title\x07<b>");
-  job.set_state_message("cancelled: \x1b[2J<script>");
-  for (const std::string& page : {JobsPageHtml({job}, {}), JobPageHtml(job, {})}) {
-    EXPECT_EQ(page.find('\x1b'), std::string::npos);
-    EXPECT_EQ(page.find('\x07'), std::string::npos);
-    EXPECT_THAT(page, HasSubstr("evil\\x1b]0;title\\x07&lt;b&gt;"));
-    EXPECT_THAT(page, HasSubstr("cancelled: \\x1b[2J&lt;script&gt;"));
-  }
 }
 
 TEST_F(ServiceTest, BadSpecIsInvalidArgumentAndChangesNothing) {
@@ -653,270 +564,6 @@ TEST_F(AttackTest, WorkerAndRendezvousServicesRequireTheToken) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(worker_stub_->ListWorkers(Context().get(), {}, &listed).ok());
 }
-
-#ifdef ZBPP_COORDINATOR_BINARY
-/// A zbpp-coordinator process on 127.0.0.1:0 with an in-memory store.
-struct Daemon {
-  pid_t pid = -1;
-  /// Its first line on stdout ("" when none came within 30 s).
-  std::string line;
-  /// The gRPC address from that line ("" when none).
-  std::string address;
-};
-
-/// Starts the daemon with `flags` after the required ones; stderr is the
-/// test's.
-Daemon StartDaemon(const std::vector<std::string>& flags) {
-  std::vector<std::string> args = {"zbpp-coordinator", "--listen",
-                                    "127.0.0.1:0", "--metrics-listen",
-                                    "127.0.0.1:0", "--db", ":memory:"};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  Daemon daemon;
-  int out[2];
-  if (pipe(out) != 0) return daemon;
-  daemon.pid = fork();
-  if (daemon.pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    execv(ZBPP_COORDINATOR_BINARY, argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  // One line, read with a bounded wait.
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (daemon.pid > 0 && daemon.line.find('\n') == std::string::npos &&
-         absl::Now() < give_up) {
-    fd_set fds;
-    FD_ZERO(&fds);
-    FD_SET(out[0], &fds);
-    timeval tv{1, 0};
-    if (select(out[0] + 1, &fds, nullptr, nullptr, &tv) <= 0) continue;
-    char buffer[256];
-    ssize_t n = read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;
-    daemon.line.append(buffer, n);
-  }
-  close(out[0]);
-  const size_t grpc_at = daemon.line.find("grpc=");
-  if (grpc_at != std::string::npos) {
-    daemon.address = daemon.line.substr(
-        grpc_at + 5, daemon.line.find(' ', grpc_at) - grpc_at - 5);
-  }
-  return daemon;
-}
-
-/// Sends SIGTERM unless `terminate` is false, then waits up to 20 s for the
-/// process to exit: its exit code, or -1 (killed, or did not exit).
-int WaitForExit(pid_t pid, bool terminate = true) {
-  if (terminate) kill(pid, SIGTERM);
-  int status = 0;
-  pid_t done = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// The daemon's own life: its listening line, health, a call, the worker
-// flags reaching the core (what they do is CoordinatorServerTest's, in
-// process), and exit 0 on SIGTERM.
-TEST(DaemonTest, ServesHealthAndGetJobThenExitsOnSigterm) {
-  const Daemon daemon =
-      StartDaemon({"--max-workers", "1", "--lost-worker-retention-seconds", "30"});
-  ASSERT_GT(daemon.pid, 0);
-  const std::string& line = daemon.line;
-  const std::string& address = daemon.address;
-  ASSERT_THAT(line, HasSubstr("zbpp-coordinator listening grpc=127.0.0.1:"));
-  EXPECT_THAT(line, HasSubstr(" metrics=127.0.0.1:"));
-
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  auto jobs = zbpp::v1::JobService::NewStub(channel);
-  zbpp::v1::GetJobRequest get;
-  get.set_job_id("job-1");
-  zbpp::v1::Job job;
-  EXPECT_EQ(jobs->GetJob(Context().get(), get, &job).error_code(),
-            grpc::StatusCode::NOT_FOUND);
-  std::string health;
-  const grpc::Status health_status = testing::HealthCheck(channel, &health);
-  ASSERT_TRUE(health_status.ok()) << health_status.error_message();
-  EXPECT_EQ(health, testing::kServing);
-
-  auto workers = zbpp::v1::WorkerService::NewStub(channel);
-  std::vector<grpc::Status> answers;
-  for (int n = 1; n <= 2; ++n) {
-    zbpp::v1::RegisterWorkerRequest request;
-    zbpp::v1::WorkerDescription* d = request.mutable_worker();
-    d->set_address(absl::StrCat("10.0.0.", n, ":7000"));
-    d->set_host("node");
-    d->set_device_kind(zbpp::v1::DEVICE_KIND_CPU);
-    d->set_memory_bytes(1 << 30);
-    zbpp::v1::RegisterWorkerResponse response;
-    answers.push_back(workers->RegisterWorker(Context().get(), request, &response));
-  }
-  EXPECT_TRUE(answers[0].ok()) << answers[0].error_message();
-  EXPECT_EQ(answers[1].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(answers[1].error_message(), HasSubstr("cap of 1"));
-  workers.reset();
-  jobs.reset();
-  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-}
-
-/// Threads of process `pid` (/proc/PID/status), or -1.
-int ThreadsOf(pid_t pid) {
-  std::FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  int threads = -1;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::sscanf(line, "Threads: %d", &threads) == 1) break;
-  }
-  std::fclose(f);
-  return threads;
-}
-
-// Session streams opened and left silent (before any SessionOpen) each
-// hold a server thread; --max-threads bounds them, the rest are refused, and
-// the threads come back when the streams close.
-TEST(DaemonTest, SilentSessionStreamsAreBoundedByMaxThreads) {
-  constexpr int kMaxThreads = 16;
-  constexpr int kStreams = 60;
-  const Daemon daemon =
-      StartDaemon({"--max-threads", absl::StrCat(kMaxThreads)});
-  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
-  const int idle_threads = ThreadsOf(daemon.pid);
-  ASSERT_GT(idle_threads, 0);
-  auto channel =
-      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
-  auto workers = zbpp::v1::WorkerService::NewStub(channel);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<std::unique_ptr<grpc::ClientReaderWriter<
-      zbpp::v1::SessionRequest, zbpp::v1::SessionResponse>>>
-      streams;
-  for (int i = 0; i < kStreams; ++i) {
-    contexts.push_back(Context(false));
-    streams.push_back(workers->Session(contexts.back().get()));
-  }
-  absl::SleepFor(absl::Milliseconds(500));
-  const int held_threads = ThreadsOf(daemon.pid);
-  EXPECT_LE(held_threads - idle_threads, kMaxThreads) << "idle " << idle_threads;
-  for (auto& context : contexts) context->TryCancel();
-  for (auto& stream : streams) (void)stream->Finish();
-  // Served again once the streams are gone.
-  zbpp::v1::GetJobRequest get;
-  get.set_job_id("job-1");
-  zbpp::v1::Job job;
-  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
-  for (int attempt = 0; attempt < 50 && code != grpc::StatusCode::NOT_FOUND;
-       ++attempt) {
-    code = zbpp::v1::JobService::NewStub(channel)
-               ->GetJob(Context().get(), get, &job)
-               .error_code();
-    if (code != grpc::StatusCode::NOT_FOUND) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-  }
-  EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
-  streams.clear();
-  contexts.clear();
-  workers.reset();
-  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-}
-
-// Each bad value exits 2 with one line on stderr naming the flag and the
-// value the user typed.
-TEST(DaemonTest, BadWorkerBoundFlagsExitTwo) {
-  for (const std::vector<std::string>& flags :
-       std::vector<std::vector<std::string>>{
-           {"--max-workers", "0"},
-           {"--max-workers", "many"},
-           {"--lost-worker-retention-seconds", "-1"},
-           {"--lost-worker-retention-seconds", "inf"},
-           {"--store-drain-seconds", "-1"},
-           {"--store-drain-seconds", "soon"},
-           {"--max-watch-streams", "0"},
-           {"--max-watch-streams-per-client", "x"},
-           {"--max-active-jobs", "-3"},
-           {"--retain-finished-jobs", "0"}}) {
-    const ctltest::ProcessResult result = ctltest::RunProcess(
-        {ZBPP_COORDINATOR_BINARY, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-         "--db", ":memory:", flags[0], flags[1]});
-    EXPECT_EQ(result.exit_code, 2) << flags[0] << " " << flags[1];
-    EXPECT_EQ(result.out, "") << flags[0] << " " << flags[1];
-    EXPECT_THAT(result.err, AllOf(HasSubstr(flags[0]), HasSubstr("\"" + flags[1] + "\"")))
-        << flags[0] << " " << flags[1];
-    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  }
-}
-// The database file deleted under a running daemon: the store probe finds
-// it, health goes NOT_SERVING, zbpp_store_healthy drops to 0, a submit is
-// refused with the reason, and SIGTERM still ends the process once the
-// drain timeout (--store-drain-seconds 0.5; 10 s by default) gives the
-// failing writes up.
-TEST(DaemonTest, DeletedDatabaseIsReportedAndRefusesSubmits) {
-  char dir_template[] = "/tmp/zbpp_deleted_db_testXXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string path = absl::StrCat(dir_template, "/state.db");
-  const Daemon daemon = StartDaemon({"--db", path, "--store-drain-seconds", "0.5"});
-  ASSERT_FALSE(daemon.address.empty()) << daemon.line;
-  const size_t metrics_at = daemon.line.find("metrics=127.0.0.1:");
-  ASSERT_NE(metrics_at, std::string::npos) << daemon.line;
-  const int metrics_port = std::stoi(daemon.line.substr(metrics_at + 18));
-  auto channel =
-      grpc::CreateChannel(daemon.address, grpc::InsecureChannelCredentials());
-  std::string health;
-  ASSERT_TRUE(testing::HealthCheck(channel, &health).ok());
-  ASSERT_EQ(health, testing::kServing);
-
-  ASSERT_EQ(unlink(path.c_str()), 0);
-  // The probe runs every half heartbeat interval (1 s); wait up to 30 s.
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (health != testing::kNotServing && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(100));
-    ASSERT_TRUE(testing::HealthCheck(channel, &health).ok());
-  }
-  EXPECT_EQ(health, testing::kNotServing);
-  // The process's own name (the Kubernetes probes') stays SERVING.
-  ASSERT_TRUE(testing::HealthCheck(channel, &health, "zbpp.coordinator.process").ok());
-  EXPECT_EQ(health, testing::kServing);
-  absl::StatusOr<metrics::testing::HttpReply> scraped =
-      metrics::testing::HttpGet(metrics_port, "/metrics");
-  ASSERT_TRUE(scraped.ok()) << scraped.status();
-  EXPECT_EQ(metrics::testing::FindSample(scraped->body, "zbpp_store_healthy", {}).value_or(-1), 0.0);
-  EXPECT_GE(metrics::testing::FindSample(scraped->body, "zbpp_store_failed_writes_total", {})
-                .value_or(0),
-            1.0);
-
-  auto jobs = zbpp::v1::JobService::NewStub(channel);
-  zbpp::v1::SubmitJobRequest submit;
-  *submit.mutable_spec() = TestSpec(2);
-  zbpp::v1::Job job;
-  const grpc::Status refused = jobs->SubmitJob(Context().get(), submit, &job);
-  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_THAT(refused.error_message(), HasSubstr("storing job job-1: "));
-  EXPECT_THAT(refused.error_message(), HasSubstr(path + " was deleted"));
-  jobs.reset();
-  channel.reset();  // Closes the connection: SIGTERM need not wait for it.
-  const absl::Time terminated = absl::Now();
-  EXPECT_EQ(WaitForExit(daemon.pid), 0);
-  EXPECT_LT(absl::Now() - terminated, absl::Seconds(8))
-      << "the failing writes were retried for the default 10 s, not 0.5 s";
-}
-
-#endif
 
 }  // namespace
 }  // namespace zbpp::coordinator

@@ -33,7 +33,7 @@ std::unique_ptr<CoordinatorServer> StartServer(int max_active_jobs = 1000) {
   options.listen = "127.0.0.1:0";
   options.metrics_listen = "127.0.0.1:0";
   options.db = ":memory:";
-  options.max_active_jobs = max_active_jobs;
+  options.core.max_active_jobs = max_active_jobs;
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Create(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;

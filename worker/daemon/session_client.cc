@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <iostream>
 #include <utility>
 
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/status_grpc.h"
 
 namespace zbpp::worker {
@@ -195,18 +195,16 @@ void SessionClient::Loop() {
       // The coordinator forgot us (lease expired, or it restarted and lost
       // its workers, or gave our old id to another worker, whose credential
       // ours is not): whatever we ran is void; become a new worker.
-      std::cerr << "zbpp-worker: session ended (" << st.error_message()
-                << "); registering again\n";
+      Logf("session ended (%s); registering again", st.error_message());
       options_.state->Reset();
       while (true) {
         absl::Status registered = Register();
         if (registered.ok()) break;
         const absl::Duration wait = NextBackoff(&backoff);
-        std::cerr << "zbpp-worker: " << registered.message() << "; retrying in "
-                  << absl::FormatDuration(wait) << "\n";
+        Logf("%s; retrying in %s", registered.message(), absl::FormatDuration(wait));
         if (!SleepUnlessShutdown(wait)) return;
       }
-      std::cerr << "zbpp-worker: registered again as " << worker_id() << "\n";
+      Logf("registered again as %s", worker_id());
       backoff = options_.min_reconnect_backoff;
     } else {
       // A broken stream (the coordinator is down or restarting, the
@@ -214,9 +212,8 @@ void SessionClient::Loop() {
       // coordinator has not yet seen our previous stream end: reconnect
       // with back-off, within the lease if the coordinator is still there.
       const absl::Duration wait = NextBackoff(&backoff);
-      std::cerr << "zbpp-worker: session stream ended (" << st.error_code() << ": "
-                << st.error_message() << "); reconnecting in " << absl::FormatDuration(wait)
-                << "\n";
+      Logf("session stream ended (%d: %s); reconnecting in %s", st.error_code(),
+           st.error_message(), absl::FormatDuration(wait));
       if (!SleepUnlessShutdown(wait)) return;
     }
   }

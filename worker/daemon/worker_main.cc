@@ -57,6 +57,7 @@
 #include "absl/strings/string_view.h"
 #include "common/channel_credentials.h"
 #include "common/flags.h"
+#include "common/log.h"
 #include "common/tls_hint.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/daemon/attempt_runner.h"
@@ -265,7 +266,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
 
 // One line on stderr; returns `exit_code` (1: runtime, 2: usage).
 int Fail(int exit_code, absl::string_view message) {
-  std::fprintf(stderr, "zbpp-worker: %s\n", std::string(message).c_str());
+  LogLine(message);
   return exit_code;
 }
 
@@ -285,8 +286,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> StartServer(const Flags& flags,
     if (identity.ok()) {
       options.device_identity = *std::move(identity);
     } else {
-      std::fprintf(stderr, "zbpp-worker: %s: registering without a GPU identity (no NCCL)\n",
-                   std::string(identity.status().message()).c_str());
+      Logf("%s: registering without a GPU identity (no NCCL)", identity.status().message());
     }
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
@@ -314,7 +314,7 @@ void LeaveOnTerminationSignal(const sigset_t& signals, WorkerServer& worker) {
   std::thread([signals, &worker] {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
-    std::fprintf(stderr, "zbpp-worker: signal %d, leaving\n", signal_number);
+    Logf("signal %d, leaving", signal_number);
     worker.Shutdown();
     std::_Exit(0);
   }).detach();
@@ -346,10 +346,8 @@ int Main(int argc, char** argv) {
         !st.ok()) {
       return Fail(2, st.message());
     }
-    std::fprintf(stderr,
-                 "zbpp-worker: TEST-ONLY NCCL shared-GPU setting, host id \"%s\": correct, "
-                 "not fast\n",
-                 flags->nccl_shared_gpu_test_host_id.c_str());
+    Logf("TEST-ONLY NCCL shared-GPU setting, host id \"%s\": correct, not fast",
+         flags->nccl_shared_gpu_test_host_id);
   }
   const sigset_t signals = BlockTerminationSignals();
   // One worker per core: intra-op parallelism is a deliberate choice.

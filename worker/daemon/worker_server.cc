@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <optional>
 #include <utility>
 
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/pipeline_shape.h"
 #include "common/call_auth.h"
+#include "common/log.h"
 #include "worker/runtime/device.h"
 
 namespace zbpp::worker {
@@ -116,19 +116,14 @@ void WorkerServer::RunTrainingLoop() {
   while (!shutdown_) {
     std::optional<v1::Assignment> assignment = state_.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;
-    std::fprintf(stderr,
-                 "zbpp-worker: job %s attempt %lld: rank %d of %d, replica %d of %d, "
-                 "steps %lld..%lld, over %s\n",
-                 assignment->job_id().c_str(), static_cast<long long>(assignment->attempt()),
-                 assignment->stage(), assignment->spec().pipeline().stages(),
-                 assignment->replica(), DataParallelOf(assignment->spec().pipeline()),
-                 static_cast<long long>(assignment->start_step()),
-                 static_cast<long long>(assignment->spec().steps() - 1),
-                 TransportLabel(assignment->transport()));
+    Logf("job %s attempt %d: stage %d of %d, replica %d of %d, steps %d..%d, over %s",
+         assignment->job_id(), assignment->attempt(), assignment->stage(),
+         assignment->spec().pipeline().stages(), assignment->replica(),
+         DataParallelOf(assignment->spec().pipeline()), assignment->start_step(),
+         assignment->spec().steps() - 1, TransportLabel(assignment->transport()));
     const AttemptOutcome result = RunAttempt(*assignment, env_);
     if (!result.status.ok()) {
-      std::fprintf(stderr, "zbpp-worker: job %s failed on this worker: %s\n",
-                   assignment->job_id().c_str(), result.status.ToString().c_str());
+      Logf("job %s failed on this worker: %s", assignment->job_id(), result.status.ToString());
       state_.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.status.message()),
                       result.job_error);
       // The coordinator decides what follows (abort or restart).

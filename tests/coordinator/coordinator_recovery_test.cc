@@ -1,0 +1,203 @@
+// The coordinator core's recovery (FakeClock, SQLite store, fake workers
+// calling the core): a lost worker sends its job to RECOVERING and a new
+// attempt; errors in the job itself fail it; a restarted coordinator
+// recovers jobs, versions and counts from its store file, and refuses the
+// ids of workers from before the restart.
+
+#include "coordinator/core/coordinator.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::CoordinatorTest;
+using testing::FakeWorker;
+using testing::TestSpec;
+using testing::TrueCosts;
+
+TEST_F(CoordinatorTest, SilentWorkerSendsJobToRecoveringThenReassigns) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  RunSteps(workers, TrueCosts(spec, 2, 1.0), 1);
+  // Three keep heartbeating, worker 3 is silent.
+  SilenceUntilLost(workers, 3);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(), HasSubstr(workers[3].id));
+  EXPECT_EQ(job->recoveries_total(), 1);
+  EXPECT_EQ(coordinator_->ListWorkers({})->workers_size(), 3);
+  workers[3].Drain();
+  EXPECT_EQ(workers[3].closed.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_->Heartbeat(workers[3].id, {}).code(),
+            absl::StatusCode::kNotFound);
+  for (int i = 0; i < 3; ++i) {
+    workers[i].Drain();
+    EXPECT_EQ(workers[i].aborts, 1);
+  }
+  // A replacement registers: attempt 2 from step 0 (no checkpoint). The
+  // survivors are assignable again once a heartbeat says they dropped the
+  // aborted attempt; a second round takes the assignment and acknowledges.
+  workers[3] = AddWorker(9);
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  for (auto& w : workers) {
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_EQ(w.assignment->start_step(), 0);
+  }
+  // Reports of the old attempt are refused.
+  v1::ReportStepRequest stale = workers[0].Report(0, TrueCosts(spec, 2, 1.0));
+  stale.set_attempt(1);
+  EXPECT_EQ(coordinator_->ReportStep(stale).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// An error in the job itself (a checkpoint that does not match, a corpus
+// that is missing) fails every attempt the same way: after
+// max_recoveries_without_progress (3) recoveries the job FAILS instead of
+// recovering forever.
+TEST_F(CoordinatorTest, RepeatedFailuresWithoutProgressFailTheJob) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    ASSERT_NO_FATAL_FAILURE(RunThenFailAttempt(
+        workers, job_id, attempt, 1,
+        "checkpoint /c/step-00000004/rank-001.pt does not match the model"));
+    const auto job = coordinator_->GetJob(job_id, {});
+    if (attempt <= 3) {
+      EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING) << "attempt " << attempt;
+    } else {
+      EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+      EXPECT_THAT(job->state_message(), HasSubstr("does not match the model"));
+      EXPECT_THAT(job->state_message(), HasSubstr("3 recoveries made no progress"));
+    }
+  }
+}
+
+TEST_F(CoordinatorTest, JobErrorFailsTheJobWithoutRecovering) {
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec();
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  v1::Heartbeat failed;
+  failed.set_phase(v1::WORKER_PHASE_FAILED);
+  failed.set_job_id(job_id);
+  failed.set_attempt(1);
+  failed.set_error("dataset.text_file /no/such: No such file or directory");
+  failed.set_job_error(true);
+  ASSERT_TRUE(coordinator_->Heartbeat(workers[0].id, failed).ok());
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job->recoveries_total(), 0);
+  EXPECT_THAT(job->state_message(), HasSubstr("/no/such"));
+}
+
+TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
+  const std::string path = NewDatabasePath();
+  Start(path);
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 2);
+  {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    RunSteps(workers, TrueCosts(spec, 2, 1.5), 9);
+  }
+  auto before = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_EQ(before->state(), v1::JOB_STATE_RUNNING);
+  ASSERT_GE(before->schedule_version(), 2);
+  std::string pending_id = coordinator_->SubmitJob(spec)->id();
+
+  Start(path);  // Same file, new process state.
+  auto after = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(after->schedule_version(), before->schedule_version());
+  EXPECT_EQ(after->steps_completed(), 10);
+  EXPECT_EQ(after->schedule().version(), before->schedule_version());
+  EXPECT_EQ(coordinator_->GetJob(pending_id, {})->state(),
+            v1::JOB_STATE_PENDING);
+  // New job ids do not collide with recovered ones.
+  auto third = coordinator_->SubmitJob(spec);
+  EXPECT_NE(third->id(), job_id);
+  EXPECT_NE(third->id(), pending_id);
+  // Fresh workers resume the recovering job first, with every version.
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
+  HeartbeatAll(workers);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(workers[0].versions.size(),
+            static_cast<size_t>(before->schedule_version()));
+  RunSteps(workers, TrueCosts(spec, 2, 1.5), 39);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(),
+            v1::JOB_STATE_SUCCEEDED);
+  std::remove(path.c_str());
+}
+
+// Validation outcomes are stored when gathered and the job's counters with
+// the job afterwards: a crash in between must not lose a count. The
+// restarted coordinator recounts from the stored outcomes.
+TEST_F(CoordinatorTest, RestartRecountsValidationOutcomes) {
+  const std::string path = NewDatabasePath();
+  Start(path);
+  std::string job_id;
+  const v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 20);
+  {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    RunSteps(workers, TrueCosts(spec, 1, 1.0), 4);
+  }
+  // Outcomes the crashed process stored without its job update.
+  v1::ValidationOutcome clipped;
+  clipped.set_step(2);
+  clipped.set_decision(v1::VALIDATION_DECISION_CLIPPED);
+  clipped.add_rolled_back_stages(0);
+  ASSERT_TRUE(store_->AddValidationOutcome(job_id, clipped).ok());
+  v1::ValidationOutcome skipped;
+  skipped.set_step(3);
+  skipped.set_decision(v1::VALIDATION_DECISION_SKIPPED);
+  ASSERT_TRUE(store_->AddValidationOutcome(job_id, skipped).ok());
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->rollbacks_total(), 0);
+
+  Start(path);
+  auto after = coordinator_->GetJob(job_id, {});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->rollbacks_total(), 1);
+  EXPECT_EQ(after->clipped_steps_total(), 1);
+  EXPECT_EQ(after->skipped_steps_total(), 1);
+  std::remove(path.c_str());
+}
+
+// After a restart the coordinator numbers workers from 1 again: a worker
+// reconnecting with the id the old process gave it must not take over the
+// session of the new worker that now holds that id (seen end to end: two
+// workers ping-ponged one id and the job never got its second worker).
+TEST_F(CoordinatorTest, SessionOpenWithAnIdFromBeforeARestartIsRefused) {
+  FakeWorker before = AddWorker(1);  // 10.0.0.1:7000 as worker-1.
+  Start(":memory:");                 // Restart: no workers.
+  FakeWorker other = AddWorker(2);   // 10.0.0.2:7000, now worker-1.
+  ASSERT_EQ(other.id, before.id);
+  auto stale = coordinator_->OpenSession(before.id, "10.0.0.1:7000");
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(stale.status().message(),
+              ::testing::HasSubstr("registered for 10.0.0.2:7000"));
+  other.Drain();
+  EXPECT_TRUE(other.closed.ok()) << "the rightful session was closed: "
+                                 << other.closed;
+  // Nor does its old credential authenticate it as the new worker-1.
+  EXPECT_EQ(coordinator_->AuthenticateWorker(before.id, before.credential).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(coordinator_->AuthenticateWorker(other.id, other.credential).ok());
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

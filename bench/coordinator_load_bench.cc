@@ -58,9 +58,9 @@
 #include "bench/process_cpu.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/store/sqlite_store.h"
-#include "tests/client/subprocess.h"
-#include "tests/coordinator/fake_pipeline.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/subprocess.h"
+#include "testing/fake_pipeline.h"
+#include "testing/fake_worker.h"
 #include "zbpp/v1/job.grpc.pb.h"
 
 namespace zbpp::coordinator {

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "bench/latencies.h"
 #include "scheduler/problem.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/fake_worker.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::bench {

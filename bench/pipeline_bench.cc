@@ -104,7 +104,7 @@
 #include "api/time_proto.h"
 #include "bench/process_cpu.h"
 #include "common/read_file.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/client/fake_coordinator.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "tests/client/test_jobs.h"
 
 namespace zbpp::ctltest {

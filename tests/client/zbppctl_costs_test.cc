@@ -15,7 +15,7 @@
 #include "scheduler/cli/costs_file.h"
 #include "scheduler/schedule_io.h"
 #include "tests/client/fake_coordinator.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "tests/client/test_jobs.h"
 
 namespace zbpp::ctltest {

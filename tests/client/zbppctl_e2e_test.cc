@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 
 namespace zbpp::ctltest {
 namespace {

@@ -21,8 +21,8 @@
 #include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "scheduler/problem.h"
-#include "tests/coordinator/fake_pipeline.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/fake_pipeline.h"
+#include "testing/fake_worker.h"
 #include "tests/coordinator/faulty_store.h"
 
 namespace zbpp::coordinator::testing {

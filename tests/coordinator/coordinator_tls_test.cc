@@ -29,7 +29,7 @@
 #include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "tests/coordinator/raw_call.h"
 #include "tests/metrics/exposition.h"
 #include "zbpp/v1/job.grpc.pb.h"

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/call_auth.h"
-#include "tests/coordinator/fake_pipeline.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/fake_pipeline.h"
+#include "testing/fake_worker.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 

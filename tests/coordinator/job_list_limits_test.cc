@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule_io.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 #include "tests/coordinator/grpc_fake_worker.h"
 #include "zbpp/v1/job.grpc.pb.h"
 

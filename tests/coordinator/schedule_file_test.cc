@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule_io.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -17,7 +17,7 @@
 #include "coordinator/server/coordinator_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 #include "tests/coordinator/grpc_fake_worker.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"

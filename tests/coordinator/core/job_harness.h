@@ -26,7 +26,7 @@
 #include "coordinator/core/worker_registry.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/fake_worker.h"
 #include "tests/coordinator/faulty_store.h"
 #include "zbpp/v1/job.pb.h"
 

@@ -9,7 +9,7 @@
 #include "coordinator/core/planning.h"
 #include "coordinator/core/schedule_versions.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 
 namespace zbpp::coordinator {
 namespace {

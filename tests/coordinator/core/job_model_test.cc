@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/simulator.h"
 #include "tests/coordinator/core/job_harness.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -17,7 +17,7 @@
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
 #include "tests/coordinator/core/job_harness.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 
 namespace zbpp::coordinator {
 namespace {

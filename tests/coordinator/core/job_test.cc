@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/core/job_harness.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 
 namespace zbpp::coordinator {
 namespace {

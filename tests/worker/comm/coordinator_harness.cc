@@ -9,8 +9,8 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "tests/coordinator/fake_pipeline.h"
-#include "tests/coordinator/fake_worker.h"
+#include "testing/fake_pipeline.h"
+#include "testing/fake_worker.h"
 
 namespace zbpp::worker::testing {
 

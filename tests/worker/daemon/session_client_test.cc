@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 

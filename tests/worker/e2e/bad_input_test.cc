@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "tests/worker/data/test_files.h"
 #include "tests/worker/e2e/cluster.h"
 #include "zbpp/v1/job.grpc.pb.h"

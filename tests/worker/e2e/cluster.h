@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/call_auth.h"
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 #include "zbpp/v1/job.grpc.pb.h"
 #include "zbpp/v1/job_spec.pb.h"
 

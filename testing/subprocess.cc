@@ -1,4 +1,4 @@
-#include "tests/client/subprocess.h"
+#include "testing/subprocess.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

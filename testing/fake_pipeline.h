@@ -1,5 +1,5 @@
-#ifndef ZBPP_TESTS_COORDINATOR_FAKE_PIPELINE_H_
-#define ZBPP_TESTS_COORDINATOR_FAKE_PIPELINE_H_
+#ifndef ZBPP_TESTING_FAKE_PIPELINE_H_
+#define ZBPP_TESTING_FAKE_PIPELINE_H_
 
 // Shared by the coordinator's core and service tests: a job spec, the
 // "true" costs of a pipeline with one slow stage, and the per-action timings
@@ -73,4 +73,4 @@ inline std::vector<sched::ActionTiming> TrueTimings(
 
 }  // namespace zbpp::coordinator::testing
 
-#endif  // ZBPP_TESTS_COORDINATOR_FAKE_PIPELINE_H_
+#endif  // ZBPP_TESTING_FAKE_PIPELINE_H_

@@ -1,5 +1,5 @@
-#ifndef ZBPP_TESTS_COORDINATOR_FAKE_WORKER_H_
-#define ZBPP_TESTS_COORDINATOR_FAKE_WORKER_H_
+#ifndef ZBPP_TESTING_FAKE_WORKER_H_
+#define ZBPP_TESTING_FAKE_WORKER_H_
 
 // The fake worker of the coordinator's tests, fuzzer and load benchmark: its
 // Session messages go to the worker's own ControlState
@@ -21,7 +21,7 @@
 #include "absl/time/time.h"
 #include "coordinator/core/coordinator.h"
 #include "scheduler/problem.h"
-#include "tests/coordinator/fake_pipeline.h"
+#include "testing/fake_pipeline.h"
 #include "worker/daemon/control_state.h"
 #include "zbpp/v1/worker.pb.h"
 
@@ -153,4 +153,4 @@ struct FakeWorker {
 
 }  // namespace zbpp::coordinator::testing
 
-#endif  // ZBPP_TESTS_COORDINATOR_FAKE_WORKER_H_
+#endif  // ZBPP_TESTING_FAKE_WORKER_H_

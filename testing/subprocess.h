@@ -1,8 +1,8 @@
 // Running programs from tests: one to completion with its output captured,
 // or one in the background (a daemon) whose stdout lines can be read.
 
-#ifndef ZBPP_TESTS_CLIENT_SUBPROCESS_H_
-#define ZBPP_TESTS_CLIENT_SUBPROCESS_H_
+#ifndef ZBPP_TESTING_SUBPROCESS_H_
+#define ZBPP_TESTING_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -84,4 +84,4 @@ absl::StatusOr<RunningCoordinator> StartCoordinator(
 
 }  // namespace zbpp::ctltest
 
-#endif  // ZBPP_TESTS_CLIENT_SUBPROCESS_H_
+#endif  // ZBPP_TESTING_SUBPROCESS_H_

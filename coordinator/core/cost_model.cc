@@ -38,7 +38,7 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
-absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
+absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base) {
   struct Sums {
     double f = 0, b = 0, w = 0, bw = 0, reduce = 0;
@@ -46,17 +46,17 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
   };
   std::map<int, Sums> per_stage;
   for (const MeasuredPass& pass : passes) {
-    if (pass.stage < 0 || pass.stage >= base.num_virtual_stages()) {
+    if (pass.virtual_stage < 0 || pass.virtual_stage >= base.num_virtual_stages()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("measured pass of stage ", pass.stage, " outside [0, ",
+          absl::StrCat("measured pass of virtual stage ", pass.virtual_stage, " outside [0, ",
                        base.num_virtual_stages(), ")"));
     }
     if (absl::Status st = CheckSeconds(
-            pass.seconds, absl::StrCat("stage ", pass.stage, " pass time"));
+            pass.seconds, absl::StrCat("virtual stage ", pass.virtual_stage, " pass time"));
         !st.ok()) {
       return st;
     }
-    Sums& sums = per_stage[pass.stage];
+    Sums& sums = per_stage[pass.virtual_stage];
     switch (pass.kind) {
       case sched::PassKind::kF:
         sums.f += pass.seconds, ++sums.nf;
@@ -75,10 +75,10 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
         break;
     }
   }
-  std::vector<StageTiming> timings;
+  std::vector<VirtualStageTiming> timings;
   for (const auto& [stage, sums] : per_stage) {
     if (sums.nf == 0) continue;
-    StageTiming timing{stage, sums.f / sums.nf, 0, 0, std::nullopt};
+    VirtualStageTiming timing{stage, sums.f / sums.nf, 0, 0, std::nullopt};
     if (sums.nreduce > 0) timing.reduce_seconds = sums.reduce / sums.nreduce;
     if (sums.nb > 0 && sums.nw > 0) {
       timing.b_seconds = sums.b / sums.nb;
@@ -99,9 +99,9 @@ absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
 }
 
 absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(Options options) {
-  if (options.num_stages < 1) {
+  if (options.num_virtual_stages < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CostModel num_stages must be >= 1, got ", options.num_stages));
+        "CostModel num_virtual_stages must be >= 1, got ", options.num_virtual_stages));
   }
   if (options.window_steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -112,16 +112,16 @@ absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(Options options) {
 
 CostModel::CostModel(Options options)
     : options_(options),
-      stage_samples_(options.num_stages),
-      reduce_samples_(options.num_stages),
-      hop_samples_(std::max(0, options.num_stages - 1)) {}
+      virtual_stage_samples_(options.num_virtual_stages),
+      reduce_samples_(options.num_virtual_stages),
+      hop_samples_(std::max(0, options.num_virtual_stages - 1)) {}
 
-absl::Status CostModel::AddStageTiming(const StageTiming& timing) {
-  if (timing.stage < 0 || timing.stage >= options_.num_stages) {
+absl::Status CostModel::AddVirtualStageTiming(const VirtualStageTiming& timing) {
+  if (timing.virtual_stage < 0 || timing.virtual_stage >= options_.num_virtual_stages) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "stage ", timing.stage, " outside [0, ", options_.num_stages, ")"));
+        "virtual stage ", timing.virtual_stage, " outside [0, ", options_.num_virtual_stages, ")"));
   }
-  const std::string at = absl::StrCat("stage ", timing.stage, " ");
+  const std::string at = absl::StrCat("virtual stage ", timing.virtual_stage, " ");
   for (auto [value, name] : {std::pair{timing.f_seconds, "f_seconds"},
                              std::pair{timing.b_seconds, "b_seconds"},
                              std::pair{timing.w_seconds, "w_seconds"}}) {
@@ -134,18 +134,18 @@ absl::Status CostModel::AddStageTiming(const StageTiming& timing) {
     }
   }
   absl::MutexLock lock(&mu_);
-  PushToWindow(stage_samples_[timing.stage], timing, options_.window_steps);
+  PushToWindow(virtual_stage_samples_[timing.virtual_stage], timing, options_.window_steps);
   if (timing.reduce_seconds.has_value()) {
-    PushToWindow(reduce_samples_[timing.stage], *timing.reduce_seconds,
+    PushToWindow(reduce_samples_[timing.virtual_stage], *timing.reduce_seconds,
                  options_.window_steps);
   }
   return absl::OkStatus();
 }
 
 absl::Status CostModel::AddHopTiming(const HopTiming& timing) {
-  if (timing.hop < 0 || timing.hop >= options_.num_stages - 1) {
+  if (timing.hop < 0 || timing.hop >= options_.num_virtual_stages - 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "hop ", timing.hop, " outside [0, ", options_.num_stages - 1, ")"));
+        "hop ", timing.hop, " outside [0, ", options_.num_virtual_stages - 1, ")"));
   }
   if (absl::Status st = CheckSeconds(
           timing.seconds, absl::StrCat("hop ", timing.hop, " seconds"));
@@ -158,23 +158,23 @@ absl::Status CostModel::AddHopTiming(const HopTiming& timing) {
 }
 
 int CostModel::SampleCount(int stage) const {
-  if (stage < 0 || stage >= options_.num_stages) return 0;
+  if (stage < 0 || stage >= options_.num_virtual_stages) return 0;
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(stage_samples_[stage].size());
+  return static_cast<int>(virtual_stage_samples_[stage].size());
 }
 
 double CostModel::Drift() const {
   absl::MutexLock lock(&mu_);
   double drift = 0;
-  for (const std::deque<StageTiming>& window : stage_samples_) {
+  for (const std::deque<VirtualStageTiming>& window : virtual_stage_samples_) {
     if (window.size() < 2) continue;
     // The oldest half and the newest half (the middle sample of an odd
     // count goes to neither).
     const size_t half = window.size() / 2;
     std::vector<double> oldest, newest;
     for (size_t i = 0; i < half; ++i) {
-      const StageTiming& o = window[i];
-      const StageTiming& n = window[window.size() - 1 - i];
+      const VirtualStageTiming& o = window[i];
+      const VirtualStageTiming& n = window[window.size() - 1 - i];
       oldest.push_back(o.f_seconds + o.b_seconds + o.w_seconds);
       newest.push_back(n.f_seconds + n.b_seconds + n.w_seconds);
     }
@@ -188,21 +188,21 @@ double CostModel::Drift() const {
 
 absl::StatusOr<sched::Problem> CostModel::ToProblem(
     const sched::Problem& base) const {
-  if (static_cast<int>(base.virtual_stages.size()) != options_.num_stages) {
+  if (static_cast<int>(base.virtual_stages.size()) != options_.num_virtual_stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("base problem has ", base.virtual_stages.size(),
-                     " stages; the cost model measures ", options_.num_stages));
+                     " virtual stages; the cost model measures ", options_.num_virtual_stages));
   }
   sched::Problem measured = base;
   absl::MutexLock lock(&mu_);
-  for (int s = 0; s < options_.num_stages; ++s) {
-    const std::deque<StageTiming>& window = stage_samples_[s];
+  for (int s = 0; s < options_.num_virtual_stages; ++s) {
+    const std::deque<VirtualStageTiming>& window = virtual_stage_samples_[s];
     if (window.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "no timing reported yet for stage ", s, " of ", options_.num_stages));
+          "no timing reported yet for virtual stage ", s, " of ", options_.num_virtual_stages));
     }
     std::vector<double> f, b, w;
-    for (const StageTiming& sample : window) {
+    for (const VirtualStageTiming& sample : window) {
       f.push_back(sample.f_seconds);
       b.push_back(sample.b_seconds);
       w.push_back(sample.w_seconds);

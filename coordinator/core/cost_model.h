@@ -18,8 +18,8 @@ namespace zbpp::coordinator {
 
 /// Measured pass times of one virtual stage in one step, each averaged over
 /// that step's microbatches (see `AverageStepPasses`).
-struct StageTiming {
-  int stage = 0;         ///< Virtual stage, in model order.
+struct VirtualStageTiming {
+  int virtual_stage = 0;  ///< In model order.
   double f_seconds = 0;  ///< Mean F pass, seconds.
   double b_seconds = 0;  ///< Mean B (input-gradient) pass, seconds.
   double w_seconds = 0;  ///< Mean W (weight-gradient) pass, seconds.
@@ -41,20 +41,20 @@ struct HopTiming {
 /// end).
 struct MeasuredPass {
   sched::PassKind kind = sched::PassKind::kF;
-  int stage = 0;       ///< Virtual stage.
+  int virtual_stage = 0;
   /// end - start; for a partial W or reduction (one of its stage's K
   /// gradient buckets, scheduler/schedule.h) K times that: the whole pass.
   double seconds = 0;
 };
 
-/// Averages one step's passes into one StageTiming per virtual stage that
+/// Averages one step's passes into one VirtualStageTiming per virtual stage that
 /// has an F, a B and a W (or a BW) measured, sorted by stage. A fused BW
 /// (1F1B, GPipe) is split between B and W in the proportion
 /// `base.virtual_stages[s].b_seconds : w_seconds` (the only information there is
 /// about the split). A kReduce sets the stage's reduce_seconds (the mean
 /// when there are several). InvalidArgument for a stage outside `base`, a
 /// negative or non-finite time.
-absl::StatusOr<std::vector<StageTiming>> AverageStepPasses(
+absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base);
 
 /// Measured cost model of one job: for every virtual stage the last
@@ -69,24 +69,24 @@ class CostModel {
  public:
   struct Options {
     /// Virtual stages of the job, workers * chunks. Must be >= 1.
-    int num_stages = 1;
+    int num_virtual_stages = 1;
     /// Samples kept per stage and per hop (a sliding window over the most
     /// recent steps). Must be >= 1.
     int window_steps = 8;
   };
 
-  /// InvalidArgument for num_stages < 1 or window_steps < 1.
+  /// InvalidArgument for num_virtual_stages < 1 or window_steps < 1.
   static absl::StatusOr<std::unique_ptr<CostModel>> Create(Options options);
 
   /// Adds one step's sample of one stage, dropping the stage's oldest
   /// sample beyond the window; a set `reduce_seconds` goes to the stage's
   /// reduction window likewise. InvalidArgument for a stage outside
-  /// [0, num_stages) or a time that is negative or not finite (nothing is
+  /// [0, num_virtual_stages) or a time that is negative or not finite (nothing is
   /// added then).
-  absl::Status AddStageTiming(const StageTiming& timing)
+  absl::Status AddVirtualStageTiming(const VirtualStageTiming& timing)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// As AddStageTiming for one hop, h in [0, num_stages - 1).
+  /// As AddVirtualStageTiming for one hop, h in [0, num_virtual_stages - 1).
   absl::Status AddHopTiming(const HopTiming& timing) ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Samples currently in `stage`'s window (0 for a stage out of range).
@@ -108,7 +108,7 @@ class CostModel {
   /// measured (the simulator has one T_comm; the mean keeps the sum over
   /// the pipeline's hops, which is what the critical path pays). Memory
   /// fields and limits are kept. InvalidArgument when `base` does not have
-  /// num_stages stages; FailedPrecondition naming the first stage without a
+  /// num_virtual_stages stages; FailedPrecondition naming the first stage without a
   /// sample.
   absl::StatusOr<sched::Problem> ToProblem(const sched::Problem& base) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -118,7 +118,7 @@ class CostModel {
 
   const Options options_;
   mutable absl::Mutex mu_;
-  std::vector<std::deque<StageTiming>> stage_samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<VirtualStageTiming>> virtual_stage_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
 };

@@ -18,15 +18,15 @@ namespace zbpp::coordinator {
 /// What a reduction is assumed to cost before one is measured is
 /// planning's (RingAllReduceSeconds, planning.h).
 
-/// Parameters of virtual stage `stage` of `num_stages` of the decoder
-/// `model` (the worker's ModelChunk): L = layers / num_stages blocks of its
+/// Parameters of virtual stage `stage` of `num_virtual_stages` of the decoder
+/// `model` (the worker's ModelChunk): L = layers / num_virtual_stages blocks of its
 /// family's BlockCostsOf(model).parameters each, plus EndParameters
 /// (embeddings on the first stage, final norm and LM head on the last;
 /// coordinator/core/model_costs.h). Requires a model that passed the spec
-/// check and num_stages dividing its layers.
+/// check and num_virtual_stages dividing its layers.
 /// Thread-safe (pure).
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
-                           int num_stages);
+                           int num_virtual_stages);
 
 /// The registry schedule `name` generated for `problem`, with, when
 /// `data_parallel` > 1, one reduction per virtual stage placed by the

@@ -90,15 +90,15 @@ void JobModel::AddHop(const HopTiming& hop) {
 
 StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pending,
                               const ScheduleVersions& versions) {
-  std::map<int, StageTiming> step_costs;  // By virtual stage.
+  std::map<int, VirtualStageTiming> step_costs;  // By virtual stage.
   for (const auto& [index, report] : pending.reports) {
-    for (const StageTiming& timing : report.timings) {
-      auto [it, first] = step_costs.emplace(timing.stage, timing);
+    for (const VirtualStageTiming& timing : report.timings) {
+      auto [it, first] = step_costs.emplace(timing.virtual_stage, timing);
       if (!first) CombineReplicaTiming(timing, it->second);
     }
   }
   for (const auto& [stage, timing] : step_costs) {
-    LogError(costs_->AddStageTiming(timing), "cost model");
+    LogError(costs_->AddVirtualStageTiming(timing), "cost model");
   }
   StepReports reports;
   reports.step = pending.step;

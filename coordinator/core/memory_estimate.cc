@@ -43,12 +43,12 @@ std::vector<RankMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stag
                                          absl::Span<const int> stage_of,
                                          absl::Span<const double> peak_bytes) {
   std::vector<RankMemoryEstimate> ranks(stages);
-  const int num_stages = static_cast<int>(stage_of.size());
-  for (int stage = 0; stage < num_stages; ++stage) {
+  const int num_virtual_stages = static_cast<int>(stage_of.size());
+  for (int stage = 0; stage < num_virtual_stages; ++stage) {
     const int rank = stage_of[stage];
     if (rank < 0 || rank >= stages) continue;
     ranks[rank].parameters +=
-        StageParameterCount(spec.model(), stage, num_stages);
+        StageParameterCount(spec.model(), stage, num_virtual_stages);
   }
   const double per_parameter =
       kStateBytesPerParameter +
@@ -60,8 +60,8 @@ std::vector<RankMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stag
       ranks[rank].activation_bytes = activation_factor * peak_bytes[rank];
     }
   }
-  if (num_stages > 0) {
-    const int last = stage_of[num_stages - 1];
+  if (num_virtual_stages > 0) {
+    const int last = stage_of[num_virtual_stages - 1];
     if (last >= 0 && last < stages) ranks[last].logits_bytes = LogitsBytes(spec);
   }
   return ranks;

@@ -33,13 +33,13 @@ BlockCosts BlockCostsOf(const zbpp::v1::ModelSpec& model, double microbatch_size
   return costs;
 }
 
-double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_stages) {
+double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages) {
   const double h = model.hidden();
   const double vocab = model.vocab();
   const bool llama = IsLlama(model);
   double count = 0;
   if (stage == 0) count += (vocab + (llama ? 0 : model.seq_len())) * h;
-  if (stage == num_stages - 1) {
+  if (stage == num_virtual_stages - 1) {
     count += (llama ? 1 : 2) * h;
     // One stage holding both ends of a tied model has one matrix.
     if (!(model.tie_embeddings() && stage == 0)) count += vocab * h;

@@ -40,12 +40,12 @@ struct BlockCosts {
 };
 BlockCosts BlockCostsOf(const zbpp::v1::ModelSpec& model, double microbatch_size);
 
-/// Parameters outside the blocks that virtual stage `stage` of `num_stages`
+/// Parameters outside the blocks that virtual stage `stage` of `num_virtual_stages`
 /// holds: on the first, the token embedding (vocab·h) and gpt's position
 /// embedding (seq_len·h); on the last, the final norm (gpt 2h, llama h)
 /// and the LM head (vocab·h: with tie_embeddings the last stage holds a copy
 /// of the embedding, unless it is also the first). Thread-safe (pure).
-double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_stages);
+double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages);
 
 /// Bytes the LM head's logits and the loss take on the rank holding the
 /// last virtual stage, for one microbatch: b·s·vocab elements of the logits

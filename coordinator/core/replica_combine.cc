@@ -46,7 +46,7 @@ std::string ValidationMismatch(const zbpp::v1::ValidationResult& a,
 
 }  // namespace
 
-void CombineReplicaTiming(const StageTiming& replica, StageTiming& combined) {
+void CombineReplicaTiming(const VirtualStageTiming& replica, VirtualStageTiming& combined) {
   combined.f_seconds = std::max(combined.f_seconds, replica.f_seconds);
   combined.b_seconds = std::max(combined.b_seconds, replica.b_seconds);
   combined.w_seconds = std::max(combined.w_seconds, replica.w_seconds);

@@ -17,7 +17,7 @@ namespace zbpp::coordinator {
 /// and W seconds. A reduction is timed from its issue and so includes
 /// waiting for the replicas that issue it later; the replica that issues
 /// it last measures the all-reduce alone: the min. Pure.
-void CombineReplicaTiming(const StageTiming& replica, StageTiming& combined);
+void CombineReplicaTiming(const VirtualStageTiming& replica, VirtualStageTiming& combined);
 
 /// The validation outcome of `step` (job.proto ValidationOutcome) from
 /// every worker's result, by worker index replica * `stages` + stage.

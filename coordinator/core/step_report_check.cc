@@ -152,7 +152,7 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
       last_pass_end = std::max(last_pass_end, report.action_end_seconds(i));
     }
   }
-  absl::StatusOr<std::vector<StageTiming>> timings = AverageStepPasses(passes, base);
+  absl::StatusOr<std::vector<VirtualStageTiming>> timings = AverageStepPasses(passes, base);
   if (!timings.ok()) return timings.status();
   stage.timings = *std::move(timings);
   stage.f_seconds = counts[0] ? sums[0] / counts[0] : 0;

@@ -20,7 +20,7 @@ struct StageReport {
   /// The step's passes averaged per virtual stage (AverageStepPasses); the
   /// cost model gets them once the step is complete, combined over the
   /// replicas.
-  std::vector<StageTiming> timings;
+  std::vector<VirtualStageTiming> timings;
   double step_seconds = 0;
   double idle_seconds = 0;
   double comm_seconds = 0;

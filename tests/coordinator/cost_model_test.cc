@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<CostModel> MustCreate(int stages, int window) {
   absl::StatusOr<std::unique_ptr<CostModel>> model =
-      CostModel::Create({.num_stages = stages, .window_steps = window});
+      CostModel::Create({.num_virtual_stages = stages, .window_steps = window});
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
 }
@@ -35,10 +35,10 @@ TEST(Median, OddEvenAndEmpty) {
 }
 
 TEST(CostModel, BadOptionsAreRefused) {
-  EXPECT_EQ(CostModel::Create({.num_stages = 0}).status().code(),
+  EXPECT_EQ(CostModel::Create({.num_virtual_stages = 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
-      CostModel::Create({.num_stages = 2, .window_steps = 0}).status().code(),
+      CostModel::Create({.num_virtual_stages = 2, .window_steps = 0}).status().code(),
       absl::StatusCode::kInvalidArgument);
 }
 
@@ -46,7 +46,7 @@ TEST(CostModel, MedianIgnoresOneOutlierThatTheMeanWouldNot) {
   std::unique_ptr<CostModel> model = MustCreate(1, 8);
   const std::vector<double> f = {1.0, 1.1, 0.9, 100.0, 1.0, 1.05, 0.95};
   for (double seconds : f) {
-    ASSERT_TRUE(model->AddStageTiming({0, seconds, 2 * seconds, 0.5}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, seconds, 2 * seconds, 0.5}).ok());
   }
   absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(1));
   ASSERT_TRUE(problem.ok()) << problem.status();
@@ -60,14 +60,14 @@ TEST(CostModel, MedianIgnoresOneOutlierThatTheMeanWouldNot) {
 TEST(CostModel, WindowSlidesOverTheLastSteps) {
   std::unique_ptr<CostModel> model = MustCreate(2, 3);
   for (double seconds : {1.0, 1.0, 1.0}) {
-    ASSERT_TRUE(model->AddStageTiming({0, seconds, seconds, seconds}).ok());
-    ASSERT_TRUE(model->AddStageTiming({1, 2, 2, 2}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, seconds, seconds, seconds}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({1, 2, 2, 2}).ok());
   }
   // Stage 0 slows down: one slow step is an outlier, two are the new median,
   // three fill the window.
   std::vector<double> expected = {1.0, 3.0, 3.0};
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(model->AddStageTiming({0, 3, 3, 3}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, 3, 3, 3}).ok());
     absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(2));
     ASSERT_TRUE(problem.ok()) << problem.status();
     EXPECT_DOUBLE_EQ(problem->virtual_stages[0].f_seconds, expected[i]) << i;
@@ -75,9 +75,9 @@ TEST(CostModel, WindowSlidesOverTheLastSteps) {
   }
   EXPECT_EQ(model->SampleCount(0), 3);
   // Back to fast: the slow samples leave the window after two steps.
-  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({0, 1, 1, 1}).ok());
   EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->virtual_stages[0].f_seconds, 3.0);
-  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({0, 1, 1, 1}).ok());
   EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->virtual_stages[0].f_seconds, 1.0);
 }
 
@@ -87,31 +87,31 @@ TEST(CostModel, DriftComparesTheNewestHalfOfTheWindowWithTheOldest) {
   EXPECT_DOUBLE_EQ(model->Drift(), 0);  // No samples.
   // Stage 1 steady at 3 s per F+B+W, stage 0 too until it slows down 2x.
   for (int step = 0; step < 8; ++step) {
-    ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1}).ok());
-    ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({1, 1, 1, 1}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, 1, 1, 1}).ok());
   }
   EXPECT_DOUBLE_EQ(model->Drift(), 0);
   // Four slow steps: the newest half is all slow, the oldest all fast.
   for (int step = 0; step < 4; ++step) {
-    ASSERT_TRUE(model->AddStageTiming({0, 2, 2, 2}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, 2, 2, 2}).ok());
   }
   EXPECT_DOUBLE_EQ(model->Drift(), 1);
   // Seven of eight slow: both halves' medians are slow again.
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(model->AddStageTiming({0, 2, 2, 2}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({0, 2, 2, 2}).ok());
   }
   EXPECT_DOUBLE_EQ(model->Drift(), 0);
 }
 
 TEST(CostModel, ToProblemNeedsEveryStageAndTheRightShape) {
   std::unique_ptr<CostModel> model = MustCreate(3, 4);
-  ASSERT_TRUE(model->AddStageTiming({0, 1, 1, 1}).ok());
-  ASSERT_TRUE(model->AddStageTiming({2, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({0, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({2, 1, 1, 1}).ok());
   absl::StatusOr<sched::Problem> problem = model->ToProblem(Base(3));
   EXPECT_EQ(problem.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(problem.status().message()),
-              HasSubstr("no timing reported yet for stage 1 of 3"));
-  ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1}).ok());
+              HasSubstr("no timing reported yet for virtual stage 1 of 3"));
+  ASSERT_TRUE(model->AddVirtualStageTiming({1, 1, 1, 1}).ok());
   EXPECT_TRUE(model->ToProblem(Base(3)).ok());
   EXPECT_EQ(model->ToProblem(Base(2)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -120,7 +120,7 @@ TEST(CostModel, ToProblemNeedsEveryStageAndTheRightShape) {
 TEST(CostModel, KeepsMemoryAndAveragesHopMedians) {
   std::unique_ptr<CostModel> model = MustCreate(3, 4);
   for (int s = 0; s < 3; ++s)
-    ASSERT_TRUE(model->AddStageTiming({s, 1, 1, 1}).ok());
+    ASSERT_TRUE(model->AddVirtualStageTiming({s, 1, 1, 1}).ok());
   sched::Problem base = Base(3);
   base.virtual_stages[1].m_b_bytes = 7;
   base.memory_limit_bytes = {10, 11, 12};
@@ -139,14 +139,14 @@ TEST(CostModel, KeepsMemoryAndAveragesHopMedians) {
 
 TEST(CostModel, BadSamplesAreRefusedAndNotAdded) {
   std::unique_ptr<CostModel> model = MustCreate(2, 4);
-  EXPECT_EQ(model->AddStageTiming({2, 1, 1, 1}).code(),
+  EXPECT_EQ(model->AddVirtualStageTiming({2, 1, 1, 1}).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->AddStageTiming({-1, 1, 1, 1}).code(),
+  EXPECT_EQ(model->AddVirtualStageTiming({-1, 1, 1, 1}).code(),
             absl::StatusCode::kInvalidArgument);
-  absl::Status negative = model->AddStageTiming({0, 1, -1, 1});
+  absl::Status negative = model->AddVirtualStageTiming({0, 1, -1, 1});
   EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(negative.message()), HasSubstr("stage 0 b_seconds"));
-  EXPECT_EQ(model->AddStageTiming({0, 1, 1, std::nan("")}).code(),
+  EXPECT_EQ(model->AddVirtualStageTiming({0, 1, 1, std::nan("")}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->SampleCount(0), 0);
   EXPECT_EQ(model->AddHopTiming({1, 0.1}).code(),
@@ -165,15 +165,15 @@ TEST(AverageStepPasses, AveragesPerStageAndSplitsFusedBackward) {
       {PassKind::kF, 1, 1.0}, {PassKind::kBW, 1, 8.0},
       {PassKind::kF, 2, 1.0},  // no backward yet: left out
   };
-  absl::StatusOr<std::vector<StageTiming>> timings =
+  absl::StatusOr<std::vector<VirtualStageTiming>> timings =
       AverageStepPasses(passes, base);
   ASSERT_TRUE(timings.ok()) << timings.status();
   ASSERT_EQ(timings->size(), 2u);
-  EXPECT_EQ((*timings)[0].stage, 0);
+  EXPECT_EQ((*timings)[0].virtual_stage, 0);
   EXPECT_DOUBLE_EQ((*timings)[0].f_seconds, 2.0);
   EXPECT_DOUBLE_EQ((*timings)[0].b_seconds, 2.0);
   EXPECT_DOUBLE_EQ((*timings)[0].w_seconds, 1.0);
-  EXPECT_EQ((*timings)[1].stage, 1);
+  EXPECT_EQ((*timings)[1].virtual_stage, 1);
   EXPECT_DOUBLE_EQ((*timings)[1].b_seconds, 2.0);
   EXPECT_DOUBLE_EQ((*timings)[1].w_seconds, 6.0);
 
@@ -190,7 +190,7 @@ TEST(AverageStepPasses, AReductionTimesItsStage) {
       {PassKind::kF, 0, 1.0},      {PassKind::kB, 0, 1.0}, {PassKind::kW, 0, 1.0},
       {PassKind::kReduce, 0, 4.0}, {PassKind::kF, 1, 1.0}, {PassKind::kBW, 1, 2.0},
   };
-  absl::StatusOr<std::vector<StageTiming>> timings = AverageStepPasses(passes, Base(2));
+  absl::StatusOr<std::vector<VirtualStageTiming>> timings = AverageStepPasses(passes, Base(2));
   ASSERT_TRUE(timings.ok()) << timings.status();
   ASSERT_EQ(timings->size(), 2u);
   ASSERT_TRUE((*timings)[0].reduce_seconds.has_value());
@@ -205,18 +205,18 @@ TEST(CostModel, ReductionMedianReplacesTheEstimateOnceMeasured) {
   base.virtual_stages[0].reduce_seconds = 9.0;  // The bandwidth model's estimate.
   base.virtual_stages[1].reduce_seconds = 9.0;
   for (double reduce : {0.2, 50.0, 0.4, 0.3}) {
-    StageTiming timing{0, 1, 1, 1, reduce};
-    ASSERT_TRUE(model->AddStageTiming(timing).ok());
+    VirtualStageTiming timing{0, 1, 1, 1, reduce};
+    ASSERT_TRUE(model->AddVirtualStageTiming(timing).ok());
   }
-  ASSERT_TRUE(model->AddStageTiming({1, 1, 1, 1, std::nullopt}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({1, 1, 1, 1, std::nullopt}).ok());
   absl::StatusOr<sched::Problem> problem = model->ToProblem(base);
   ASSERT_TRUE(problem.ok()) << problem.status();
   // The window of 3 holds 50, 0.4, 0.3.
   EXPECT_DOUBLE_EQ(problem->virtual_stages[0].reduce_seconds, 0.4);
   EXPECT_DOUBLE_EQ(problem->virtual_stages[1].reduce_seconds, 9.0) << "none measured: the estimate";
 
-  StageTiming bad{0, 1, 1, 1, -1.0};
-  EXPECT_EQ(model->AddStageTiming(bad).code(), absl::StatusCode::kInvalidArgument);
+  VirtualStageTiming bad{0, 1, 1, 1, -1.0};
+  EXPECT_EQ(model->AddVirtualStageTiming(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->SampleCount(0), 3);
 }
 

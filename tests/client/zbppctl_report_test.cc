@@ -266,7 +266,7 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   timeline->set_step(19);
   timeline->set_schedule_version(3);
   for (int r = 0; r < 2; ++r) {
-    v1::RankTimeline* rank = timeline->add_ranks();
+    v1::StageTimeline* rank = timeline->add_stages();
     rank->add_action_start_seconds(0.001 * r);
     rank->add_action_end_seconds(0.002 + 0.001 * r);
     rank->add_action_start_seconds(0.004);

@@ -98,11 +98,14 @@ class StepRun {
   }
 
   absl::StatusOr<StepTimeline> Run() {
+    timeline_.start = start_;
     timeline_.action_start_seconds.resize(actions_.size());
     timeline_.action_end_seconds.resize(actions_.size());
     for (size_t j = 0; j < actions_.size(); ++j) {
       if (j == first_backward_ && check_ != nullptr) {
+        const double before = Seconds();
         absl::StatusOr<bool> replay = (*check_)();
+        timeline_.validation_check_seconds += Seconds() - before;
         check_ = nullptr;
         if (!replay.ok()) return replay.status();
         if (*replay) return Discard(j);
@@ -298,8 +301,10 @@ class StepRun {
                                                 DescribeAction(actions_[m.action]),
                                                 " to rank ", queue.peer, " was not produced"));
       }
+      const double before = Seconds();
       absl::StatusOr<std::unique_ptr<PendingOp>> op =
           o_.communicator->Send(it->second, queue.peer, m.tag);
+      timeline_.send_wait_seconds += Seconds() - before;
       if (!op.ok()) return op.status();
       // The tensor must outlive the send: keep it with the op.
       sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
@@ -322,7 +327,7 @@ class StepRun {
   absl::Status Timed(PendingOp& op) {
     const double before = Seconds();
     absl::Status st = op.Wait(o_.recv_timeout);
-    timeline_.comm_seconds += Seconds() - before;
+    timeline_.input_wait_seconds += Seconds() - before;
     return st;
   }
 

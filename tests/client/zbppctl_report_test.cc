@@ -434,7 +434,9 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
     if (event["name"] == "grant latency") {
       EXPECT_NEAR(ts + event["dur"].get<double>(), 10000, 1e-6);
     }
-    if (tid == 1) EXPECT_NEAR(ts, 6000, 1e-6);  // Its 4 ms gap ends at 10 ms.
+    if (tid == 1) {
+      EXPECT_NEAR(ts, 6000, 1e-6);  // Its 4 ms gap ends at 10 ms.
+    }
   }
   EXPECT_THAT(gap_slices,
               testing::ElementsAre("0 validation", "0 grant latency", "1 validation"));

@@ -56,7 +56,7 @@ ReportBreakdown BuildBreakdown(const std::vector<v1::StepSummary>& window, int s
   // and the summed predicted bubble rate.
   std::vector<std::vector<double>> span_share(stages, std::vector<double>(span.size(), 0));
   std::vector<std::vector<double>> gap_share(stages, std::vector<double>(gap.size(), 0));
-  std::vector<double> predicted(stages, 0);
+  std::vector<double> predicted(stages, 0), measured(stages, 0);
   std::vector<int> counts(stages, 0);
   for (const v1::StepSummary& step : window) {
     if (!(step.step_seconds() > 0)) continue;
@@ -68,10 +68,12 @@ ReportBreakdown BuildBreakdown(const std::vector<v1::StepSummary>& window, int s
       for (size_t i = 0; i < span.size(); ++i) span_share[s][i] += span[i].Of(b) / step.step_seconds();
       for (size_t i = 0; i < gap.size(); ++i) gap_share[s][i] += gap[i].Of(b) / step.step_seconds();
       predicted[s] += stage.predicted_bubble_rate();
+      measured[s] += stage.measured_bubble_rate();
       ++counts[s];
     }
   }
   out.stages.assign(stages, v1::StepBreakdown());
+  out.bubble_difference.assign(stages, 0);
   double gap_sum = 0, cycle_sum = 0;
   int measured_stages = 0;
   for (int s = 0; s < stages; ++s) {
@@ -81,9 +83,12 @@ ReportBreakdown BuildBreakdown(const std::vector<v1::StepSummary>& window, int s
     const double n = counts[s];
     AddBreakdown(sums[s], 1 / n, out.stages[s]);
     const v1::StepBreakdown& mean = out.stages[s];
+    out.bubble_difference[s] = (measured[s] - predicted[s]) / n;
     for (size_t i = 0; i < span.size(); ++i) {
       cycle_sum += span[i].Of(mean);
-      if (span[i].field == "compute_seconds") continue;  // Predicted as it is.
+      // Compute is predicted as it is; a stage within its prediction has no
+      // excess to explain.
+      if (span[i].field == "compute_seconds" || !(out.bubble_difference[s] > 0)) continue;
       const double share = span_share[s][i] / n -
                            (span[i].field == "input_wait_seconds" ? predicted[s] / n : 0);
       if (share > 0 && (!out.bubble_excess.has_value() || share > out.bubble_excess->share)) {
@@ -115,12 +120,15 @@ std::string BreakdownText(const ReportBreakdown& b, int replicas) {
   if (b.bubble_excess.has_value()) {
     const BreakdownShare& e = *b.bubble_excess;
     absl::StrAppendFormat(&text,
-                          "bubble excess: %s on stage %d (%+.4f of the step, %.4f s) is the "
-                          "largest part of the measured bubble beyond the predicted one\n",
-                          e.part, e.stage, e.share, e.seconds);
+                          "bubble excess: %s on stage %d (%+.4f of the step, %.4f s), the "
+                          "largest part of the measured bubble beyond the predicted one "
+                          "(stage %d: %+.4f)\n",
+                          e.part, e.stage, e.share, e.seconds, e.stage,
+                          b.bubble_difference[e.stage]);
   } else {
     absl::StrAppend(&text,
-                    "bubble excess: none: every stage's waits are within the prediction\n");
+                    "bubble excess: none: the runtime adds nothing to the predicted bubble on "
+                    "a stage whose measured bubble exceeds it\n");
   }
   absl::StrAppendFormat(&text, "between steps: %.4f s per step (%.1f%% of the wall clock)",
                         b.gap_seconds, 100 * b.gap_share);

@@ -37,12 +37,16 @@ struct ReportBreakdown {
   /// Per stage: StageStepStats.breakdown, the mean over the window's steps
   /// that carry one, seconds per step.
   std::vector<v1::StepBreakdown> stages;
+  /// Per stage, the mean measured minus predicted bubble rate over the same
+  /// steps.
+  std::vector<double> bubble_difference;
   /// The largest contributor to the measured bubble's excess over the
-  /// prediction: over the stages and the span's parts but compute, the
-  /// mean fraction of the step the part took, less, for input waits, the
-  /// stage's predicted bubble rate (the simulator's idle time is all
-  /// waiting for inputs: what the runtime adds is the rest). Unset when no
-  /// part exceeds its prediction.
+  /// prediction: over the stages whose measured bubble exceeds the
+  /// predicted one and the span's parts but compute, the mean fraction of
+  /// the step the part took, less, for input waits, the stage's predicted
+  /// bubble rate (the simulator's idle time is all waiting for inputs: what
+  /// the runtime adds is the rest). Unset when no stage's measured bubble
+  /// exceeds the prediction, or no part does.
   std::optional<BreakdownShare> bubble_excess;
   /// Between steps: the mean gap before a step over the stages, seconds,
   /// its share of the wall clock per step (gap / (step + gap)), and the
@@ -59,8 +63,8 @@ ReportBreakdown BuildBreakdown(const std::vector<v1::StepSummary>& window, int s
 /// Two aligned tables (the step's parts, then the gap's, per stage; the
 /// reduction-wait column only when `replicas` > 1) and two lines: the
 /// bubble's largest excess ("bubble excess: input waits on stage 1 (+0.0410
-/// of the step)") and the gap ("between steps: ..."). Empty when nothing
-/// was measured.
+/// of the step, ...") or "bubble excess: none ..." and the gap ("between
+/// steps: ..."). Empty when nothing was measured.
 std::string BreakdownText(const ReportBreakdown& breakdown, int replicas);
 
 }  // namespace zbpp::ctl

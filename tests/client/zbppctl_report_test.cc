@@ -304,9 +304,12 @@ TEST(Breakdown, NamesTheLargestExcessOverThePredictionAndTheGapsLargestPart) {
   EXPECT_EQ(b.largest_gap_part->stage, 1);
   EXPECT_NEAR(b.largest_gap_part->share, 0.14, 1e-12);
 
+  EXPECT_NEAR(b.bubble_difference[0], 0.1, 1e-12);
+  EXPECT_NEAR(b.bubble_difference[1], 0.22, 1e-12);
   const std::string text = BreakdownText(b, /*replicas=*/1);
-  EXPECT_THAT(text, testing::HasSubstr("bubble excess: input waits on stage 1 (+0.1200 of the step, "
-                              "0.1500 s)"));
+  EXPECT_THAT(text, testing::HasSubstr("bubble excess: input waits on stage 1 (+0.1200 of the "
+                                       "step, 0.1500 s), the largest part of the measured bubble "
+                                       "beyond the predicted one (stage 1: +0.2200)\n"));
   EXPECT_THAT(text, testing::HasSubstr("between steps: 0.1000 s per step (16.7% of the wall clock), "
                               "most of it validation on stage 1 (0.0700 s"));
   EXPECT_THAT(text, testing::HasSubstr("STAGE  STEP    COMPUTE  INPUT_WAIT  SEND_WAIT  VALIDATION_CHECK"
@@ -338,9 +341,18 @@ TEST(Breakdown, NoExcessWhenEveryWaitIsPredicted) {
       st.set_predicted_bubble_rate(0.5);
     }
   }
-  const ReportBreakdown b = BuildBreakdown(steps, 2);
+  ReportBreakdown b = BuildBreakdown(steps, 2);
   EXPECT_FALSE(b.bubble_excess.has_value());
   EXPECT_THAT(BreakdownText(b, 1), testing::HasSubstr("bubble excess: none"));
+
+  // Overhead on stage 0, whose measured bubble (0.2) is still below the
+  // predicted one: nothing to explain there.
+  for (v1::StepSummary& s : steps) {
+    s.mutable_stages(0)->mutable_breakdown()->set_overhead_seconds(0.05);
+  }
+  b = BuildBreakdown(steps, 2);
+  EXPECT_FALSE(b.bubble_excess.has_value());
+  EXPECT_NEAR(b.bubble_difference[0], 0.2 - 0.5, 1e-12);
 }
 
 TEST(Breakdown, InTheReportTableAndJson) {

@@ -93,6 +93,7 @@ class StepRun {
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
+        last_pass_(LastPass(actions_)),
         start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
     PlanMessages(orders, prefix);
   }
@@ -125,8 +126,11 @@ class StepRun {
         }
       }
       // The pass's output goes out once the pass (stretched like a slower
-      // device's) ended.
+      // device's) ended. After the last pass that is no send wait of the
+      // span's: the reductions' wait or the drain after the step.
+      const double sent_before = timeline_.send_wait_seconds;
       if (absl::Status st = IssueMessages(); !st.ok()) return st;
+      if (j >= last_pass_) timeline_.send_wait_seconds = sent_before;
     }
     ResolvePasses();
     if (absl::Status st = AwaitReductions(); !st.ok()) return st;
@@ -143,6 +147,12 @@ class StepRun {
  private:
   static size_t FirstBackward(const std::vector<Action>& actions) {
     return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
+  }
+  // The index of the last action that is a pass, not a reduction.
+  static size_t LastPass(const std::vector<Action>& actions) {
+    size_t j = actions.size();
+    while (j > 1 && actions[j - 1].kind == PassKind::kReduce) --j;
+    return j == 0 ? 0 : j - 1;
   }
 
   // Waits for the step's data-parallel reductions (issued in action order)
@@ -560,6 +570,7 @@ class StepRun {
   const BatchFn& batches_;
   const BeforeFirstBackward* check_;  // Null once run (or when none).
   const size_t first_backward_;
+  const size_t last_pass_;
   const SteadyClock::time_point start_;
   PassTimer timer_;
   at::Tensor loss_sum_;  // Double; undefined until the first loss.

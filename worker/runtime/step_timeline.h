@@ -31,9 +31,10 @@ struct StepTimeline {
   /// End of the last action (a reduction may end after the last pass).
   double step_seconds = 0;
   /// Seconds blocked in receives before passes (within step_seconds), in
-  /// issuing sends, and in post-update validation's check before the first
-  /// B (BeforeFirstBackward). The sends drained after the last action are
-  /// not counted: they are in the gap after the step.
+  /// issuing sends up to the last pass's end, and in post-update
+  /// validation's check before the first B (BeforeFirstBackward). Sends
+  /// issued or drained after the last pass are not counted: they are in
+  /// the reductions' wait or the gap after the step.
   double input_wait_seconds = 0;
   double send_wait_seconds = 0;
   double validation_check_seconds = 0;

@@ -155,7 +155,7 @@ absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& versio
 
 absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
   const v1::StepTimeline& timeline = job.last_step_timeline();
-  if (timeline.ranks_size() == 0) {
+  if (timeline.stages_size() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id(), " has no measured step yet (state ", v1::JobState_Name(job.state()),
         ")"));
@@ -169,13 +169,13 @@ absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
   if (!schedule.ok()) return schedule.status();
   schedule->name = absl::StrCat(schedule->name, " step ", timeline.step(), " (measured)");
   sched::SimulationResult measured;
-  measured.timings.resize(timeline.ranks_size());
-  for (int r = 0; r < timeline.ranks_size(); ++r) {
-    const v1::RankTimeline& rank = timeline.ranks(r);
-    const int n = std::min(rank.action_start_seconds_size(), rank.action_end_seconds_size());
+  measured.timings.resize(timeline.stages_size());
+  for (int s = 0; s < timeline.stages_size(); ++s) {
+    const v1::StageTimeline& stage = timeline.stages(s);
+    const int n = std::min(stage.action_start_seconds_size(), stage.action_end_seconds_size());
     for (int i = 0; i < n; ++i) {
-      measured.timings[r].push_back({rank.action_start_seconds(i), rank.action_end_seconds(i)});
-      measured.makespan_seconds = std::max(measured.makespan_seconds, rank.action_end_seconds(i));
+      measured.timings[s].push_back({stage.action_start_seconds(i), stage.action_end_seconds(i)});
+      measured.makespan_seconds = std::max(measured.makespan_seconds, stage.action_end_seconds(i));
     }
   }
   measured.bubble_rate = job.last_step().measured_bubble_rate();

@@ -59,7 +59,7 @@ Measured Measure(const std::vector<StepTimeline>& ranks, const zbpp::sched::Sche
   int passes = 0;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const StepTimeline& t = ranks[r];
-    m.input_wait_seconds += t.comm_seconds / ranks.size();
+    m.input_wait_seconds += t.input_wait_seconds / ranks.size();
     for (const zbpp::sched::Action& a : schedule.actions[r]) {
       asked += zbpp::worker::SyntheticPassSeconds(synthetic, a, step, 1);
       ++passes;

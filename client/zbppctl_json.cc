@@ -5,6 +5,7 @@
 
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "api/step_breakdown.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -41,6 +42,33 @@ Json StageRates(const v1::Job& job) {
                       {"predicted_bubble_rate", NumberOrNull(predicted[w])}});
   }
   return stages;
+}
+
+Json ShareJson(const std::optional<BreakdownShare>& share) {
+  if (!share.has_value()) return nullptr;
+  return {{"part", share->part},
+          {"stage", share->stage},
+          {"seconds", share->seconds},
+          {"share", share->share}};
+}
+
+// ReportBreakdown: per stage, every part in seconds by its field name.
+Json BreakdownJson(const ReportBreakdown& b) {
+  if (!b.measured) return nullptr;
+  Json stages = Json::array();
+  for (size_t s = 0; s < b.stages.size(); ++s) {
+    Json stage = {{"stage", s}};
+    for (const auto* parts : {&SpanParts(), &GapParts()}) {
+      for (const BreakdownPart& part : *parts) stage[part.field] = part.Of(b.stages[s]);
+    }
+    stage["gap_seconds"] = b.stages[s].gap_seconds();
+    stages.push_back(std::move(stage));
+  }
+  return {{"stages", std::move(stages)},
+          {"bubble_excess", ShareJson(b.bubble_excess)},
+          {"gap_seconds", b.gap_seconds},
+          {"gap_share", b.gap_share},
+          {"largest_gap_part", ShareJson(b.largest_gap_part)}};
 }
 
 }  // namespace
@@ -101,6 +129,7 @@ std::string ReportJson(const TrainingReport& r) {
                {"bubble_rate_predicted", r.bubble_rate_predicted},
                {"reduce_seconds", r.reduce_seconds},
                {"exposed_reduce_seconds", r.exposed_reduce_seconds},
+               {"breakdown", BreakdownJson(r.breakdown)},
                {"recoveries", r.recoveries},
                {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
                                                              : Json(r.validation_mode)},

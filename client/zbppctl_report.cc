@@ -124,6 +124,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
     if (counts[w] == 0) continue;
     for (std::vector<double>* mean : means) (*mean)[w] /= counts[w];
   }
+  r.breakdown = BuildBreakdown(window, r.stages);
   return r;
 }
 
@@ -173,7 +174,7 @@ std::string ReportTable(const TrainingReport& r) {
                           Number("%.4f", r.exposed_reduce_seconds[w])});
     }
   }
-  return text + FormatTable(rows);
+  return text + FormatTable(rows) + BreakdownText(r.breakdown, r.replicas);
 }
 
 }  // namespace zbpp::ctl

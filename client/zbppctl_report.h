@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/zbppctl_breakdown.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::ctl {
@@ -43,6 +44,10 @@ struct TrainingReport {
   /// (exposed_reduce_seconds). All 0 with d = 1.
   std::vector<double> reduce_seconds;
   std::vector<double> exposed_reduce_seconds;
+  /// Where each stage's time went in the window's steps and between them,
+  /// and what makes the measured bubble exceed the predicted one
+  /// (zbppctl_breakdown.h).
+  ReportBreakdown breakdown;
   /// Times the job went RECOVERING (a worker lost, the coordinator
   /// restarted): Job.recoveries_total.
   int64_t recoveries = 0;
@@ -103,8 +108,9 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 /// compact validation line: mode,
 /// rollbacks, skipped and clipped steps, recoveries, schedule versions and
 /// the one the last step ran; with
-/// d > 1 a replicas line) and a per-stage bubble table (with d > 1, also
-/// each stage's reduction and exposed reduction seconds).
+/// d > 1 a replicas line), a per-stage bubble table (with d > 1, also
+/// each stage's reduction and exposed reduction seconds), then the
+/// breakdown's tables and lines (BreakdownText) when the steps carry one.
 std::string ReportTable(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

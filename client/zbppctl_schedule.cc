@@ -1,9 +1,14 @@
 #include "client/zbppctl_schedule.h"
 
+#include <algorithm>
+
+#include "nlohmann/json.hpp"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "api/schedule_proto.h"
+#include "api/step_breakdown.h"
 #include "client/zbppctl_tables.h"
 #include "scheduler/cli/costs_file.h"
 #include "scheduler/export_svg.h"
@@ -12,6 +17,8 @@
 
 namespace zbpp::ctl {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 std::string TableOf(const v1::ScheduleVersion& version) {
   const v1::Schedule& s = version.schedule();
@@ -38,6 +45,44 @@ std::string TableOf(const v1::ScheduleVersion& version) {
   return text;
 }
 
+// The gap before the step (StepBreakdown's second part) drawn on each
+// stage's row, ending at the stage's step start: one slice per phase with
+// time in it, in the order the phases run. Chrome traces start at 0, so
+// every event moves right by the longest gap; otherData says by how much
+// (gap_offset_seconds).
+std::string WithGapPhases(const std::string& trace, const v1::StepTimeline& timeline) {
+  double offset = 0;
+  for (const v1::StageTimeline& stage : timeline.stages()) {
+    offset = std::max(offset, stage.breakdown().gap_seconds());
+  }
+  if (!(offset > 0)) return trace;
+  Json json = Json::parse(trace);
+  Json& events = json["traceEvents"];
+  for (Json& event : events) {
+    if (event.contains("ts")) event["ts"] = event["ts"].get<double>() + offset * 1e6;
+  }
+  for (int s = 0; s < timeline.stages_size(); ++s) {
+    const v1::StepBreakdown& b = timeline.stages(s).breakdown();
+    double at = offset - b.gap_seconds();
+    for (const BreakdownPart& part : GapParts()) {
+      const double seconds = part.Of(b);
+      if (!(seconds > 0)) continue;
+      events.push_back({{"name", part.label},
+                        {"cat", "between steps"},
+                        {"ph", "X"},
+                        {"pid", 0},
+                        {"tid", s},
+                        {"ts", at * 1e6},
+                        {"dur", seconds * 1e6},
+                        {"cname", "grey"},
+                        {"args", {{"phase", part.field}, {"seconds", seconds}}}});
+      at += seconds;
+    }
+  }
+  json["otherData"]["gap_offset_seconds"] = offset;
+  return json.dump();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
@@ -60,7 +105,8 @@ absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
   *as_run.mutable_schedule() = ran;
   absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(as_run);
   if (!measured.ok()) return measured.status();
-  return sched::ToChromeTrace(measured->schedule, measured->timing);
+  const std::string trace = sched::ToChromeTrace(measured->schedule, measured->timing);
+  return WithGapPhases(trace, job.last_step_timeline());
 }
 
 absl::StatusOr<std::string> RenderCostFile(const v1::ScheduleVersion& version) {

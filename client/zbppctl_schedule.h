@@ -26,11 +26,14 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
                                            const std::string& format);
 
 /// Chrome trace of the job's last completed step as the workers measured it
-/// (Job.last_step_timeline, FULL view): one row per rank, each rank's clock
-/// from its own step start, the actions named by `ran`, the schedule version
-/// that step ran (StepTimeline.schedule_version), whatever the job published
-/// after it. FailedPrecondition before the first step or when `ran` is
-/// another version.
+/// (Job.last_step_timeline, FULL view): one row per stage, each stage's
+/// clock from its own step start, the actions named by `ran`, the schedule
+/// version that step ran (StepTimeline.schedule_version), whatever the job
+/// published after it. Before each stage's step start, the gap before the
+/// step as slices named by phase ("grant latency", "validation", ...; cat
+/// "between steps"; StageTimeline.breakdown), the whole trace shifted right
+/// by the longest gap (otherData.gap_offset_seconds). FailedPrecondition
+/// before the first step or when `ran` is another version.
 absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
                                                 const v1::ScheduleVersion& ran);
 

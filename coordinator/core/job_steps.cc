@@ -270,7 +270,7 @@ std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last)
   timeline->set_step(pending.step);
   timeline->set_schedule_version(pending.version);
   for (int rank = 0; rank < stages(); ++rank) {
-    *timeline->add_ranks() = std::move(reports.reports.at(rank).timeline);
+    *timeline->add_stages() = std::move(reports.reports.at(rank).timeline);
   }
   RecordStep(outcome, pending);
   RecordCheckpoint(outcome, pending.step);

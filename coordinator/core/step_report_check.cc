@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/step_breakdown.h"
 #include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
@@ -183,6 +184,36 @@ void CopyReportFacts(const zbpp::v1::ReportStepRequest& report, StageReport& sta
   if (report.has_parameter_sum()) stage.parameter_sum = report.parameter_sum();
   *stage.timeline.mutable_action_start_seconds() = report.action_start_seconds();
   *stage.timeline.mutable_action_end_seconds() = report.action_end_seconds();
+  *stage.timeline.mutable_breakdown() = report.breakdown();
+}
+
+// The breakdown's parts (job.proto StepBreakdown): times, the span's each
+// within `step_seconds` (with the rounding slack), the gap's
+// each within gap_seconds, which is bounded like step_seconds.
+absl::Status CheckBreakdownRanges(const zbpp::v1::StepBreakdown& b, double step_seconds) {
+  const double step_limit = step_seconds * (1 + 1e-9) + 1e-6;
+  for (const BreakdownPart& part : SpanParts()) {
+    const std::string field = "breakdown." + part.field;
+    if (absl::Status st = CheckTime(part.Of(b), field); !st.ok()) return st;
+    if (part.Of(b) > step_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", part.Of(b), " is longer than step_seconds (", step_seconds, ")"));
+    }
+  }
+  if (absl::Status st = CheckBoundedTime(b.gap_seconds(), "breakdown.gap_seconds"); !st.ok()) {
+    return st;
+  }
+  const double gap_limit = b.gap_seconds() * (1 + 1e-9) + 1e-6;
+  for (const BreakdownPart& part : GapParts()) {
+    const std::string field = "breakdown." + part.field;
+    if (absl::Status st = CheckTime(part.Of(b), field); !st.ok()) return st;
+    if (part.Of(b) > gap_limit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", part.Of(b), " is longer than breakdown.gap_seconds (", b.gap_seconds(),
+          ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -198,6 +229,9 @@ absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& r) {
                                                      " is longer than step_seconds (",
                                                      r.step_seconds(), ")"));
     }
+  }
+  if (absl::Status st = CheckBreakdownRanges(r.breakdown(), r.step_seconds()); !st.ok()) {
+    return st;
   }
   for (int i = 0; i < r.action_start_seconds_size(); ++i) {
     const std::string field = absl::StrCat("action_start_seconds[", i, "]");

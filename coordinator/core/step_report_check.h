@@ -50,7 +50,8 @@ inline constexpr double kMaxReportedSeconds = 86400;
 /// anything reaches the cost model, the metrics or the store: times finite
 /// and >= 0, step_seconds and rollbacks at most kMaxReportedSeconds, times
 /// inside the step bounded by step_seconds (a small slack
-/// for rounding), losses >= 0 (NaN and +inf are facts to record), squared
+/// for rounding; the breakdown's span parts too, its gap parts within its
+/// gap_seconds), losses >= 0 (NaN and +inf are facts to record), squared
 /// norms >= 0 unless found_inf_nan, a finite parameter sum, validations of
 /// a known mode and decision with a clip coefficient in [0, 1].
 /// InvalidArgument naming the field. Pure; thread-safe.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "api/pipeline_shape.h"
+#include "api/step_breakdown.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -78,6 +79,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
       mean.w_seconds += report.w_seconds / d;
       mean.reduce_seconds += report.reduce_seconds / d;
       mean.exposed_reduce_seconds += report.exposed_reduce_seconds / d;
+      AddBreakdown(report.timeline.breakdown(), 1.0 / d, *mean.timeline.mutable_breakdown());
     }
     zbpp::v1::StageStepStats* out = summary.add_stages();
     out->set_stage(stage);
@@ -95,6 +97,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
     out->set_w_seconds(mean.w_seconds);
     out->set_reduce_seconds(mean.reduce_seconds);
     out->set_exposed_reduce_seconds(mean.exposed_reduce_seconds);
+    *out->mutable_breakdown() = mean.timeline.breakdown();
   }
   return outcome;
 }

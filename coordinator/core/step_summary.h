@@ -40,7 +40,8 @@ struct StageReport {
   std::optional<double> eval_loss;
   bool checkpoint_written = false;
   std::optional<double> parameter_sum;
-  zbpp::v1::RankTimeline timeline;
+  /// Its actions' times and its breakdown (ReportStepRequest.breakdown).
+  zbpp::v1::StageTimeline timeline;
 };
 
 /// Everything a complete step's summary is computed from.
@@ -83,8 +84,9 @@ struct StepOutcome {
 /// * loss / eval_loss: the mean over the replicas' last stages (each reports
 ///   its microbatches' mean; they train on equally many tokens); loss is NaN
 ///   when no finite mean was reported;
-/// * per rank: idle, comm, F/B/W, reduce and exposed reduce seconds as the
-///   mean over the rank's replicas, worker_id of replica 0's worker.
+/// * per rank: idle, comm, F/B/W, reduce and exposed reduce seconds and
+///   the breakdown (every field of StepBreakdown) as the mean over the
+///   rank's replicas, worker_id of replica 0's worker.
 /// complete_time is left for the caller (it is the clock's, not the
 /// reports'). Thread-safe (pure).
 StepOutcome SummarizeStep(const StepReports& step);

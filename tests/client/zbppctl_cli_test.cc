@@ -396,7 +396,7 @@ TEST_F(ZbppctlFakeServer, ScheduleShowsTheVersionThatRanTheLastStep) {
   timeline->set_step(99);
   timeline->set_schedule_version(2);
   for (const v1::StageActions& worker : ran.schedule().stage_actions()) {
-    v1::RankTimeline* rank = timeline->add_ranks();
+    v1::StageTimeline* rank = timeline->add_stages();
     for (int i = 0; i < worker.actions_size(); ++i) {
       rank->add_action_start_seconds(0.01 * i);
       rank->add_action_end_seconds(0.01 * i + 0.009);

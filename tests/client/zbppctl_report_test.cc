@@ -1,5 +1,6 @@
-// zbppctl report: the training report built from a job and its steps, and
-// the measured trace of the last step.
+// zbppctl report: the training report built from a job and its steps, its
+// breakdown of where each stage's time went (client/zbppctl_breakdown.h),
+// and the measured trace of the last step.
 
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "client/zbppctl_breakdown.h"
 #include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
@@ -244,6 +246,139 @@ TEST(Report, NoStepYetIsFailedPrecondition) {
   EXPECT_THAT(std::string(r.status().message()), testing::HasSubstr("no completed step"));
 }
 
+// Twenty 0.5 s steps. Stage 0: 0.4 s compute, 0.05 s input waits, 0.05 s
+// overhead, and a 0.1 s gap before each step, 0.06 s of it waiting for the
+// grant; predicted bubble 0.1. Stage 1: 0.3 s compute, 0.15 s input waits
+// (0.3 of the step against a predicted 0.18), 0.05 s overhead, and a 0.1 s
+// gap, 0.07 s of it validation.
+std::vector<v1::StepSummary> BreakdownSteps() {
+  std::vector<v1::StepSummary> steps;
+  for (int i = 0; i < 20; ++i) {
+    v1::StepSummary s;
+    s.set_step(i);
+    s.set_step_seconds(0.5);
+    s.mutable_complete_time()->set_seconds(100 + i);
+    for (int r = 0; r < 2; ++r) {
+      v1::StageStepStats* st = s.add_stages();
+      st->set_stage(r);
+      st->set_predicted_bubble_rate(r == 0 ? 0.1 : 0.18);
+      st->set_measured_bubble_rate(r == 0 ? 0.2 : 0.4);
+      v1::StepBreakdown* b = st->mutable_breakdown();
+      b->set_compute_seconds(r == 0 ? 0.4 : 0.3);
+      b->set_input_wait_seconds(r == 0 ? 0.05 : 0.15);
+      b->set_overhead_seconds(0.05);
+      b->set_gap_seconds(0.1);
+      b->set_report_seconds(0.01);
+      if (r == 0) {
+        b->set_grant_seconds(0.06);
+        b->set_validation_seconds(0.03);
+      } else {
+        b->set_grant_seconds(0.02);
+        b->set_validation_seconds(0.07);
+      }
+    }
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+TEST(Breakdown, NamesTheLargestExcessOverThePredictionAndTheGapsLargestPart) {
+  const ReportBreakdown b = BuildBreakdown(BreakdownSteps(), 2);
+  ASSERT_TRUE(b.measured);
+  ASSERT_EQ(b.stages.size(), 2u);
+  EXPECT_NEAR(b.stages[1].input_wait_seconds(), 0.15, 1e-12);
+  EXPECT_NEAR(b.stages[0].grant_seconds(), 0.06, 1e-12);
+  // Stage 1's input waits: 0.3 of the step, 0.18 predicted: +0.12, more
+  // than either stage's overhead (0.1) or stage 0's waits (0.1 - 0.1).
+  ASSERT_TRUE(b.bubble_excess.has_value());
+  EXPECT_EQ(b.bubble_excess->part, "input waits");
+  EXPECT_EQ(b.bubble_excess->stage, 1);
+  EXPECT_NEAR(b.bubble_excess->share, 0.12, 1e-12);
+  EXPECT_NEAR(b.bubble_excess->seconds, 0.15, 1e-12);
+  // 0.1 s between 0.5 s steps: a sixth of the wall clock; the largest part
+  // is stage 1's validation.
+  EXPECT_NEAR(b.gap_seconds, 0.1, 1e-12);
+  EXPECT_NEAR(b.gap_share, 0.1 / 0.6, 1e-12);
+  ASSERT_TRUE(b.largest_gap_part.has_value());
+  EXPECT_EQ(b.largest_gap_part->part, "validation");
+  EXPECT_EQ(b.largest_gap_part->stage, 1);
+  EXPECT_NEAR(b.largest_gap_part->share, 0.14, 1e-12);
+
+  EXPECT_NEAR(b.bubble_difference[0], 0.1, 1e-12);
+  EXPECT_NEAR(b.bubble_difference[1], 0.22, 1e-12);
+  const std::string text = BreakdownText(b, /*replicas=*/1);
+  EXPECT_THAT(text, testing::HasSubstr("bubble excess: input waits on stage 1 (+0.1200 of the "
+                                       "step, 0.1500 s), the largest part of the measured bubble "
+                                       "beyond the predicted one (stage 1: +0.2200)\n"));
+  EXPECT_THAT(text, testing::HasSubstr("between steps: 0.1000 s per step (16.7% of the wall clock), "
+                              "most of it validation on stage 1 (0.0700 s"));
+  EXPECT_THAT(text, testing::HasSubstr("STAGE  STEP    COMPUTE  INPUT_WAIT  SEND_WAIT  VALIDATION_CHECK"
+                              "  OVERHEAD\n"));
+  EXPECT_THAT(text, testing::HasSubstr("GRANT"));
+  EXPECT_THAT(text, testing::Not(testing::HasSubstr("REDUCTION_WAIT")));  // One replica.
+  EXPECT_THAT(BreakdownText(b, /*replicas=*/2), testing::HasSubstr("REDUCTION_WAIT"));
+}
+
+TEST(Breakdown, OverheadBeyondThePredictionIsNamedWhenItIsTheLargest) {
+  std::vector<v1::StepSummary> steps = BreakdownSteps();
+  for (v1::StepSummary& s : steps) {
+    // Stage 1 waits as predicted; stage 0's executor overhead is 0.2 s.
+    s.mutable_stages(1)->mutable_breakdown()->set_input_wait_seconds(0.09);
+    s.mutable_stages(0)->mutable_breakdown()->set_overhead_seconds(0.2);
+  }
+  const ReportBreakdown b = BuildBreakdown(steps, 2);
+  ASSERT_TRUE(b.bubble_excess.has_value());
+  EXPECT_EQ(b.bubble_excess->part, "executor overhead");
+  EXPECT_EQ(b.bubble_excess->stage, 0);
+  EXPECT_NEAR(b.bubble_excess->share, 0.4, 1e-12);
+}
+
+TEST(Breakdown, NoExcessWhenEveryWaitIsPredicted) {
+  std::vector<v1::StepSummary> steps = BreakdownSteps();
+  for (v1::StepSummary& s : steps) {
+    for (v1::StageStepStats& st : *s.mutable_stages()) {
+      st.mutable_breakdown()->set_overhead_seconds(0);
+      st.set_predicted_bubble_rate(0.5);
+    }
+  }
+  ReportBreakdown b = BuildBreakdown(steps, 2);
+  EXPECT_FALSE(b.bubble_excess.has_value());
+  EXPECT_THAT(BreakdownText(b, 1), testing::HasSubstr("bubble excess: none"));
+
+  // Overhead on stage 0, whose measured bubble (0.2) is still below the
+  // predicted one: nothing to explain there.
+  for (v1::StepSummary& s : steps) {
+    s.mutable_stages(0)->mutable_breakdown()->set_overhead_seconds(0.05);
+  }
+  b = BuildBreakdown(steps, 2);
+  EXPECT_FALSE(b.bubble_excess.has_value());
+  EXPECT_NEAR(b.bubble_difference[0], 0.2 - 0.5, 1e-12);
+}
+
+TEST(Breakdown, InTheReportTableAndJson) {
+  absl::StatusOr<TrainingReport> r = BuildReport(TwoStageJob(), BreakdownSteps());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(ReportTable(*r), testing::HasSubstr("bubble excess: input waits on stage 1 (+0.1200"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(*r));
+  const nlohmann::json& b = json["breakdown"];
+  ASSERT_TRUE(b.is_object()) << json.dump();
+  EXPECT_EQ(b["bubble_excess"]["part"], "input waits");
+  EXPECT_EQ(b["bubble_excess"]["stage"], 1);
+  EXPECT_NEAR(b["stages"][1]["input_wait_seconds"].get<double>(), 0.15, 1e-12);
+  EXPECT_NEAR(b["stages"][0]["grant_seconds"].get<double>(), 0.06, 1e-12);
+  EXPECT_NEAR(b["gap_share"].get<double>(), 0.1 / 0.6, 1e-12);
+  EXPECT_EQ(b["largest_gap_part"]["part"], "validation");
+
+  // Steps from a coordinator without breakdowns: nothing said, null.
+  std::vector<v1::StepSummary> plain = BreakdownSteps();
+  for (v1::StepSummary& s : plain) {
+    for (v1::StageStepStats& st : *s.mutable_stages()) st.clear_breakdown();
+  }
+  TrainingReport old = *BuildReport(TwoStageJob(), plain);
+  EXPECT_THAT(ReportTable(old), testing::Not(testing::HasSubstr("bubble excess")));
+  EXPECT_TRUE(nlohmann::json::parse(ReportJson(old))["breakdown"].is_null());
+}
+
 TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   v1::Job job = TwoStageJob();
   v1::ScheduleVersion* version = job.mutable_schedule();
@@ -266,7 +401,7 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   timeline->set_step(19);
   timeline->set_schedule_version(3);
   for (int r = 0; r < 2; ++r) {
-    v1::RankTimeline* rank = timeline->add_ranks();
+    v1::StageTimeline* rank = timeline->add_stages();
     rank->add_action_start_seconds(0.001 * r);
     rank->add_action_end_seconds(0.002 + 0.001 * r);
     rank->add_action_start_seconds(0.004);
@@ -284,6 +419,39 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   for (const auto& event : json["traceEvents"]) actions += event["ph"] == "X";
   EXPECT_EQ(actions, 4);
   EXPECT_THAT(*trace, testing::HasSubstr("gpipe step 19 (measured)"));
+
+  // With each stage's breakdown, the gap before the step is drawn phase by
+  // phase, ending at the stage's step start, and the step moves right by
+  // the longest gap.
+  for (int r = 0; r < 2; ++r) {
+    v1::StepBreakdown* b = timeline->mutable_stages(r)->mutable_breakdown();
+    b->set_gap_seconds(r == 0 ? 0.010 : 0.004);
+    b->set_validation_seconds(r == 0 ? 0.003 : 0.004);
+    if (r == 0) b->set_grant_seconds(0.007);
+  }
+  trace = RenderMeasuredTrace(job, ran);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  json = nlohmann::json::parse(*trace);
+  EXPECT_DOUBLE_EQ(json["otherData"]["gap_offset_seconds"].get<double>(), 0.010);
+  std::vector<std::string> gap_slices;
+  for (const auto& event : json["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    const double ts = event["ts"].get<double>();
+    const int tid = event["tid"].get<int>();
+    if (event["cat"] != "between steps") {
+      EXPECT_GE(ts, 10000 - 1e-6);  // Every action after the longest gap.
+      continue;
+    }
+    gap_slices.push_back(std::to_string(tid) + " " + event["name"].get<std::string>());
+    if (event["name"] == "grant latency") {
+      EXPECT_NEAR(ts + event["dur"].get<double>(), 10000, 1e-6);
+    }
+    if (tid == 1) {
+      EXPECT_NEAR(ts, 6000, 1e-6);  // Its 4 ms gap ends at 10 ms.
+    }
+  }
+  EXPECT_THAT(gap_slices,
+              testing::ElementsAre("0 validation", "0 grant latency", "1 validation"));
 
   // Another version than the step ran cannot name its actions.
   timeline->set_schedule_version(2);

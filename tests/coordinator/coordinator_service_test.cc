@@ -175,9 +175,9 @@ TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
   // per action of the version it ran.
   const zbpp::v1::StepTimeline& timeline = done.last_step_timeline();
   EXPECT_EQ(timeline.step(), 11);
-  ASSERT_EQ(timeline.ranks_size(), 4);
+  ASSERT_EQ(timeline.stages_size(), 4);
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(timeline.ranks(r).action_start_seconds_size(),
+    EXPECT_EQ(timeline.stages(r).action_start_seconds_size(),
               done.schedule().schedule().stage_actions(r).actions_size());
   }
 

@@ -157,7 +157,7 @@ TEST_F(DataParallelTest, StepCompletesOnlyWhenEveryStageOfEveryReplicaReported) 
   EXPECT_EQ(job->steps_completed(), 1);
   // One row per pipeline rank (not per worker), from replica 0's workers.
   ASSERT_EQ(job->last_step().stages_size(), 2);
-  ASSERT_EQ(job->last_step_timeline().ranks_size(), 2);
+  ASSERT_EQ(job->last_step_timeline().stages_size(), 2);
   for (const v1::StageStepStats& stage : job->last_step().stages()) {
     const FakeWorker& owner = *std::find_if(workers.begin(), workers.end(), [&](const auto& w) {
       return w.assignment->replica() == 0 && w.assignment->stage() == stage.stage();

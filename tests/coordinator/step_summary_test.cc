@@ -99,5 +99,26 @@ TEST(SummarizeStep, MissingOrNonFiniteInputsLeaveTheirFieldsHonest) {
   EXPECT_THAT(outcome.checkpointed_ranks, ::testing::ElementsAre(0));
 }
 
+// The breakdown of a stage is the mean of its replicas', field by field
+// (ReportStepRequest.breakdown as CopyReportFacts keeps it).
+TEST(SummarizeStep, BreakdownIsTheMeanOverTheReplicas) {
+  StepReports step = TwoByTwo();
+  for (auto& [index, report] : step.reports) {
+    v1::StepBreakdown* b = report.timeline.mutable_breakdown();
+    b->set_compute_seconds(1 + index);
+    b->set_input_wait_seconds(0.5 * index);
+    b->set_gap_seconds(0.25 * index);
+    b->set_grant_seconds(0.25 * index);
+  }
+  const v1::StepSummary s = SummarizeStep(step).summary;
+  // Stage 0 = worker indexes 0 and 2, stage 1 = 1 and 3.
+  EXPECT_DOUBLE_EQ(s.stages(0).breakdown().compute_seconds(), 2);
+  EXPECT_DOUBLE_EQ(s.stages(0).breakdown().input_wait_seconds(), 0.5);
+  EXPECT_DOUBLE_EQ(s.stages(1).breakdown().compute_seconds(), 3);
+  EXPECT_DOUBLE_EQ(s.stages(1).breakdown().gap_seconds(), 0.5);
+  EXPECT_DOUBLE_EQ(s.stages(1).breakdown().grant_seconds(), 0.5);
+  EXPECT_DOUBLE_EQ(s.stages(1).breakdown().report_seconds(), 0);
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

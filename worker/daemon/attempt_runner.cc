@@ -22,6 +22,7 @@
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
 #include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/step_timeline.h"
 
 namespace zbpp::worker {
 namespace {
@@ -109,6 +110,7 @@ class AttemptRun {
         case ControlState::GrantWait::kGranted:
           break;
       }
+      trainer_->MarkBetweenSteps(GapPhase::kGrant);
       if (absl::Status st = RunOneStep(step); !st.ok()) {
         if (env_.state->Aborted(a_.job_id(), a_.attempt())) return absl::OkStatus();
         return st;
@@ -332,6 +334,7 @@ class AttemptRun {
                              ckpt.keep_last(), checkpoint_owner_, step);
         if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
       }
+      trainer_->MarkBetweenSteps(GapPhase::kCheckpoint);
     }
     if (last) {
       double sum = 0;
@@ -339,7 +342,9 @@ class AttemptRun {
       report.set_parameter_sum(sum);
     }
     Fill(step, **schedule, *result, report);
+    trainer_->MarkBetweenSteps(GapPhase::kOther);
     if (absl::Status st = Report(report); !st.ok()) return st;
+    trainer_->MarkBetweenSteps(GapPhase::kReport);
     env_.state->SetProgress(step, version_number_);
     env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
     return absl::OkStatus();
@@ -355,19 +360,17 @@ class AttemptRun {
     report.set_schedule_version(version_number_);
     report.set_stage(a_.stage());
     report.set_replica(a_.replica());
-    const std::vector<sched::Action>& actions = schedule.actions[a_.stage()];
-    double busy = 0;
     for (size_t i = 0; i < t.action_start_seconds.size(); ++i) {
       report.add_action_start_seconds(t.action_start_seconds[i]);
       report.add_action_end_seconds(t.action_end_seconds[i]);
-      // A reduction is communication, not a pass.
-      if (actions[i].kind != sched::PassKind::kReduce) {
-        busy += t.action_end_seconds[i] - t.action_start_seconds[i];
-      }
     }
     report.set_step_seconds(t.step_seconds);
-    report.set_idle_seconds(std::max(0.0, t.step_seconds - busy));
-    report.set_comm_seconds(std::min(t.comm_seconds, report.idle_seconds()));
+    // A reduction is communication, not a pass: not in compute.
+    const SpanBreakdown span = BreakDownSpan(t, schedule.actions[a_.stage()]);
+    report.set_idle_seconds(std::max(0.0, t.step_seconds - span.compute_seconds));
+    report.set_comm_seconds(
+        std::min(span.input_wait_seconds + span.send_wait_seconds, report.idle_seconds()));
+    FillBreakdown(span, result.gap, *report.mutable_breakdown());
     if (result.loss.has_value()) report.set_loss(*result.loss);
     report.set_local_grad_norm_sq(result.local_grad_norm_sq);
     report.set_found_inf_nan(result.found_inf_nan);
@@ -392,6 +395,28 @@ class AttemptRun {
       hop->set_one_way_seconds(*next_hop_latency_);
       next_hop_latency_.reset();  // One sample per attempt.
     }
+  }
+
+  // ReportStepRequest.breakdown: the step's span and the gap before it
+  // (none before an attempt's first step).
+  static void FillBreakdown(const SpanBreakdown& span, const std::optional<StepGap>& gap,
+                            v1::StepBreakdown& out) {
+    out.set_compute_seconds(span.compute_seconds);
+    out.set_input_wait_seconds(span.input_wait_seconds);
+    out.set_send_wait_seconds(span.send_wait_seconds);
+    out.set_validation_check_seconds(span.validation_check_seconds);
+    out.set_reduction_wait_seconds(span.reduction_wait_seconds);
+    out.set_overhead_seconds(span.overhead_seconds);
+    if (!gap.has_value()) return;
+    out.set_gap_seconds(gap->total_seconds);
+    out.set_drain_seconds(gap->seconds(GapPhase::kDrain));
+    out.set_validation_seconds(gap->seconds(GapPhase::kValidation));
+    out.set_optimizer_seconds(gap->seconds(GapPhase::kOptimizer));
+    out.set_evaluation_seconds(gap->seconds(GapPhase::kEvaluation));
+    out.set_checkpoint_seconds(gap->seconds(GapPhase::kCheckpoint));
+    out.set_report_seconds(gap->seconds(GapPhase::kReport));
+    out.set_grant_seconds(gap->seconds(GapPhase::kGrant));
+    out.set_other_seconds(gap->seconds(GapPhase::kOther));
   }
 
   absl::Status Report(const v1::ReportStepRequest& report) {

@@ -93,16 +93,20 @@ class StepRun {
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.rank]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
+        last_pass_(LastPass(actions_)),
         start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
     PlanMessages(orders, prefix);
   }
 
   absl::StatusOr<StepTimeline> Run() {
+    timeline_.start = start_;
     timeline_.action_start_seconds.resize(actions_.size());
     timeline_.action_end_seconds.resize(actions_.size());
     for (size_t j = 0; j < actions_.size(); ++j) {
       if (j == first_backward_ && check_ != nullptr) {
+        const double before = Seconds();
         absl::StatusOr<bool> replay = (*check_)();
+        timeline_.validation_check_seconds += Seconds() - before;
         check_ = nullptr;
         if (!replay.ok()) return replay.status();
         if (*replay) return Discard(j);
@@ -122,8 +126,11 @@ class StepRun {
         }
       }
       // The pass's output goes out once the pass (stretched like a slower
-      // device's) ended.
+      // device's) ended. After the last pass that is no send wait of the
+      // span's: the reductions' wait or the drain after the step.
+      const double sent_before = timeline_.send_wait_seconds;
       if (absl::Status st = IssueMessages(); !st.ok()) return st;
+      if (j >= last_pass_) timeline_.send_wait_seconds = sent_before;
     }
     ResolvePasses();
     if (absl::Status st = AwaitReductions(); !st.ok()) return st;
@@ -140,6 +147,12 @@ class StepRun {
  private:
   static size_t FirstBackward(const std::vector<Action>& actions) {
     return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
+  }
+  // The index of the last action that is a pass, not a reduction.
+  static size_t LastPass(const std::vector<Action>& actions) {
+    size_t j = actions.size();
+    while (j > 1 && actions[j - 1].kind == PassKind::kReduce) --j;
+    return j == 0 ? 0 : j - 1;
   }
 
   // Waits for the step's data-parallel reductions (issued in action order)
@@ -298,8 +311,10 @@ class StepRun {
                                                 DescribeAction(actions_[m.action]),
                                                 " to rank ", queue.peer, " was not produced"));
       }
+      const double before = Seconds();
       absl::StatusOr<std::unique_ptr<PendingOp>> op =
           o_.communicator->Send(it->second, queue.peer, m.tag);
+      timeline_.send_wait_seconds += Seconds() - before;
       if (!op.ok()) return op.status();
       // The tensor must outlive the send: keep it with the op.
       sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
@@ -322,7 +337,7 @@ class StepRun {
   absl::Status Timed(PendingOp& op) {
     const double before = Seconds();
     absl::Status st = op.Wait(o_.recv_timeout);
-    timeline_.comm_seconds += Seconds() - before;
+    timeline_.input_wait_seconds += Seconds() - before;
     return st;
   }
 
@@ -555,6 +570,7 @@ class StepRun {
   const BatchFn& batches_;
   const BeforeFirstBackward* check_;  // Null once run (or when none).
   const size_t first_backward_;
+  const size_t last_pass_;
   const SteadyClock::time_point start_;
   PassTimer timer_;
   at::Tensor loss_sum_;  // Double; undefined until the first loss.

@@ -20,6 +20,7 @@
 #include "worker/model/gpt.h"
 #include "worker/model/weight_grad_store.h"
 #include "worker/runtime/gradient_reducer.h"
+#include "worker/runtime/step_timeline.h"
 #include "worker/runtime/synthetic_compute.h"
 
 namespace zbpp::worker {
@@ -84,31 +85,6 @@ struct ExecutorOptions {
   /// real shape, leaves the gradients untouched and reports the constant
   /// loss. Validate checks one cost per virtual stage.
   std::optional<SyntheticCompute> synthetic;
-};
-
-/// What one rank measured running one step's actions. Times are seconds
-/// since the step start (the call of RunStep).
-struct StepTimeline {
-  /// Parallel to the rank's actions: when each started (its inputs there)
-  /// and ended. A REDUCE_GRAD action runs on the communication thread: from
-  /// the start of its all-reduce to its completion.
-  std::vector<double> action_start_seconds;
-  std::vector<double> action_end_seconds;
-  /// End of the last action (a reduction may end after the last pass).
-  double step_seconds = 0;
-  /// Seconds blocked in receives before actions (within step_seconds; the
-  /// sends drained after the last action are not counted).
-  double comm_seconds = 0;
-  /// Sum of per-microbatch losses (mean cross-entropy, nats) and how many
-  /// there were; 0 / 0 on ranks without the last virtual stage.
-  double loss_sum = 0;
-  int loss_count = 0;
-  /// The BeforeFirstBackward check asked for a replay: the step stopped
-  /// before this rank's first B after receiving every speculative message
-  /// addressed to it and completing its own sends; the action times are
-  /// those of the discarded forwards (`discarded_forwards` of them).
-  bool discarded = false;
-  int discarded_forwards = 0;
 };
 
 /// Called once per step, just before this rank's first B (or BW) pass, when

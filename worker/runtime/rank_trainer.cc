@@ -125,6 +125,9 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
                                                                           : 1.0);
   const bool post = mode == v1::VALIDATION_MODE_POST;
   StepResult result;
+  // What the caller did since its last mark (a new schedule version
+  // parsed) is bookkeeping.
+  gaps_.Mark(GapPhase::kOther);
   if (pending_ != nullptr && (!post || !executor_->SpeculationAllowed(schedule))) {
     absl::StatusOr<std::optional<StepValidation>> settled = Settle();
     if (!settled.ok()) return settled.status();
@@ -156,10 +159,19 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
       StepValidation& validation = result.validations.back();
       validation.rollback_seconds = timeline->step_seconds;
       validation.replayed_forwards = timeline->discarded_forwards;
+      // The step starts again: the discarded run was validation's.
+      gaps_.Mark(GapPhase::kValidation);
       timeline = executor_->RunStep(step, schedule, /*generation=*/1);
     }
   }
   if (!timeline.ok()) return timeline.status();
+  // The gap before this step ends at its start; the next one opens at its
+  // last action's end, and what follows until the executor returned was
+  // the drain of its sends.
+  result.gap = gaps_.Close(timeline->start);
+  gaps_.Open(timeline->start + std::chrono::duration_cast<GapClock::Clock::duration>(
+                                   std::chrono::duration<double>(timeline->step_seconds)));
+  gaps_.Mark(GapPhase::kDrain);
   const bool last_rank = options_.rank == options_.spec.pipeline().stages() - 1;
   if (step == faults.nan_step && last_rank) optimizer_->PoisonGradient();
   if (step == faults.clip_step && last_rank) optimizer_->ScaleGradients(1e4);
@@ -175,6 +187,7 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   result.local_grad_norm_sq =
       (optimizer_->LocalGradNormSquared(&result.found_inf_nan) - *tied_copy_norm_sq) /
       (scale * scale);
+  gaps_.Mark(GapPhase::kOptimizer);
   absl::Status validated =
       post ? StepOptimistically(step, result) : ValidateSynchronously(step, result);
   if (!validated.ok()) return validated;
@@ -240,6 +253,7 @@ absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result
     return absl::Status(st.code(), absl::StrCat("step ", step, ", validation all-reduce: ",
                                                 std::string(st.message())));
   }
+  gaps_.Mark(GapPhase::kValidation);
   StepValidation validation;
   validation.step = step;
   validation.mode = v1::VALIDATION_MODE_SYNCHRONOUS;
@@ -253,6 +267,7 @@ absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result
   }
   UpdateLossScale(validation.global_found_inf_nan);
   result.validations.push_back(validation);
+  gaps_.Mark(GapPhase::kOptimizer);
   return absl::OkStatus();
 }
 
@@ -336,19 +351,23 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
     }
   }
   pending_ = std::move(pending);
+  gaps_.Mark(GapPhase::kValidation);
   if (pending_->stepped) {
     if (options_.spec.optimizer().rollback() != v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
       optimizer_->Snapshot();
     }
     optimizer_->Step(step, 1.0 / loss_scaler_.scale());
+    gaps_.Mark(GapPhase::kOptimizer);
     return absl::OkStatus();
   }
   // The partial state already calls for clipping or a skip: no optimistic
   // update; wait for the full state and take the validated one (Resolve
   // then has nothing to undo).
   if (absl::Status st = AwaitFullState(); !st.ok()) return st;
+  gaps_.Mark(GapPhase::kValidation);
   const double coefficient = CoefficientFor(*pending_->full);
   if (coefficient > 0) optimizer_->Step(step, coefficient / loss_scaler_.scale());
+  gaps_.Mark(GapPhase::kOptimizer);
   return absl::OkStatus();
 }
 
@@ -393,6 +412,7 @@ absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
   // Every rank settles here and has its receives posted: complete the sends
   // now, so that nothing is left in flight if the trainer ends after this.
   if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
+  gaps_.Mark(GapPhase::kValidation);
   return std::optional<StepValidation>(*std::move(validation));
 }
 
@@ -402,6 +422,7 @@ absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
   absl::StatusOr<StepTimeline> timeline =
       executor_->RunForwardOnly(tag_step, schedule, microbatches, options_.eval_batches);
   if (!timeline.ok()) return timeline.status();
+  gaps_.Mark(GapPhase::kEvaluation);
   if (timeline->loss_count == 0) return std::optional<double>();
   return std::optional<double>(timeline->loss_sum / timeline->loss_count);
 }

@@ -17,6 +17,7 @@
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/loss_scaler.h"
+#include "worker/runtime/step_timeline.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::worker {
@@ -108,6 +109,10 @@ struct StepValidation {
 struct StepResult {
   /// The step's passes (after a replay: the replayed run's).
   StepTimeline timeline;
+  /// The gap before the step, from the previous step's last action end to
+  /// this step's start, by phase (RankTrainer::MarkBetweenSteps); nullopt
+  /// for the trainer's first step.
+  std::optional<StepGap> gap;
   /// Mean training loss over the step's microbatches (nats per token), on the
   /// rank holding the last virtual stage only.
   std::optional<double> loss;
@@ -207,6 +212,13 @@ class RankTrainer {
   /// is missing.
   absl::Status RestoreCheckpoint(const std::string& directory, int64_t step);
 
+  /// The time since the previous mark between two steps was spent in
+  /// `phase` (GapClock::Mark): what the caller does between steps
+  /// (checkpoint, report, grant) marks its phases here; RunStep, Settle and
+  /// Evaluate mark the trainer's own (drain, validation, optimizer,
+  /// evaluation), and the next RunStep returns the gap as StepResult::gap.
+  void MarkBetweenSteps(GapPhase phase) { gaps_.Mark(phase); }
+
   /// Every parameter of this rank's chunks, by global name.
   std::vector<NamedTensor> Parameters() const;
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
@@ -261,6 +273,8 @@ class RankTrainer {
   std::unique_ptr<Pending> pending_;
   // Validation-state sends in flight, with their buffers.
   std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;
+  // The gap since the last step's last action, by phase.
+  GapClock gaps_;
 };
 
 }  // namespace zbpp::worker

@@ -297,6 +297,63 @@ TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
   }
 }
 
+// Every report says where the rank's time went (ReportStepRequest.
+// breakdown): the span's parts sum to step_seconds, the gap's to the gap
+// before the step, and each phase of the gap is where the worker spent it:
+// the evaluation after step 0, the checkpoint after step 1 and a grant held
+// back 250 ms before step 2 show in the next step's gap.
+TEST_F(AttemptRunnerTest, ReportsWhereEachStepsTimeAndTheGapBeforeItWent) {
+  v1::JobSpec spec = TinyJob(4);
+  spec.mutable_checkpoint()->set_directory(scratch_ / "checkpoints");
+  spec.mutable_checkpoint()->set_interval_steps(2);
+  AssignAll(spec, 1);
+  Broadcast(Grant(1, 1));
+  StartAll();
+  for (int r = 0; r < kStages; ++r) workers_[r]->reporter.AwaitStep(1, 1);
+  const absl::Duration held = absl::Milliseconds(250);
+  absl::SleepFor(held);
+  Broadcast(Grant(1, 3));
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    const std::map<int64_t, v1::ReportStepRequest> reports = Reports(r, 1);
+    ASSERT_EQ(reports.size(), 4u);
+    for (const auto& [step, report] : reports) {
+      SCOPED_TRACE(step);
+      ASSERT_TRUE(report.has_breakdown());
+      const v1::StepBreakdown& b = report.breakdown();
+      EXPECT_GT(b.compute_seconds(), 0);
+      EXPECT_NEAR(b.compute_seconds() + b.input_wait_seconds() + b.send_wait_seconds() +
+                      b.validation_check_seconds() + b.reduction_wait_seconds() +
+                      b.overhead_seconds(),
+                  report.step_seconds(), 1e-9);
+      const double gap_parts = b.drain_seconds() + b.validation_seconds() +
+                               b.optimizer_seconds() + b.evaluation_seconds() +
+                               b.checkpoint_seconds() + b.report_seconds() + b.grant_seconds() +
+                               b.other_seconds();
+      EXPECT_NEAR(gap_parts, b.gap_seconds(), 1e-9);
+      if (step == 0) {  // The attempt's first step has no gap before it.
+        EXPECT_EQ(b.gap_seconds(), 0);
+        continue;
+      }
+      // Synchronous validation: an all-reduce and an update after every
+      // step; every step is reported.
+      EXPECT_GT(b.validation_seconds(), 0);
+      EXPECT_GT(b.optimizer_seconds(), 0);
+      EXPECT_GT(b.report_seconds(), 0);
+      // The evaluation after step 0 only (the last step's comes after it).
+      EXPECT_EQ(b.evaluation_seconds() > 0, step == 1);
+      // Replica 0 of each stage writes the checkpoint of step 1.
+      EXPECT_EQ(b.checkpoint_seconds() > 0, step == 2);
+    }
+    const v1::StepBreakdown& held_back = reports.at(2).breakdown();
+    EXPECT_GE(held_back.grant_seconds(), absl::ToDoubleSeconds(held) - 0.01);
+    EXPECT_GT(held_back.grant_seconds(), 0.5 * held_back.gap_seconds());
+    EXPECT_LT(reports.at(3).breakdown().grant_seconds(), absl::ToDoubleSeconds(held));
+  }
+}
+
 // A version published for step 2 takes over at that boundary on every rank:
 // steps 0 and 1 run ZB-H1 (F, B and W per microbatch), steps 2 and 3 1F1B
 // (F and a full backward).

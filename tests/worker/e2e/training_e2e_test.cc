@@ -56,6 +56,24 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
     EXPECT_GT(stage.f_seconds(), 0);
     EXPECT_GT(stage.b_seconds(), 0);
     EXPECT_GT(stage.w_seconds(), 0);
+    // Where its time went (StepBreakdown): passes and the rest of the span,
+    // and the gap before the step, every phase of it from the workers'
+    // clocks: the previous step's validation, update and report at least.
+    const v1::StepBreakdown& b = stage.breakdown();
+    EXPECT_GT(b.compute_seconds(), 0);
+    EXPECT_GE(b.input_wait_seconds(), 0);
+    EXPECT_GT(b.gap_seconds(), 0);
+    EXPECT_GT(b.validation_seconds(), 0);
+    EXPECT_GT(b.optimizer_seconds(), 0);
+    EXPECT_GT(b.report_seconds(), 0);
+    EXPECT_NEAR(b.drain_seconds() + b.validation_seconds() + b.optimizer_seconds() +
+                    b.evaluation_seconds() + b.checkpoint_seconds() + b.report_seconds() +
+                    b.grant_seconds() + b.other_seconds(),
+                b.gap_seconds(), 1e-9);
+    // The last step's timeline carries the stage's own.
+    ASSERT_EQ(job.last_step_timeline().stages_size(), 2);
+    EXPECT_EQ(job.last_step_timeline().stages(rank).breakdown().compute_seconds(),
+              b.compute_seconds());
   }
   EXPECT_NE(job.last_step().stages(0).worker_id(),
             job.last_step().stages(1).worker_id());

@@ -1,0 +1,61 @@
+#include "worker/runtime/step_timeline.h"
+
+#include <algorithm>
+
+namespace zbpp::worker {
+namespace {
+
+double Seconds(GapClock::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+SpanBreakdown BreakDownSpan(const StepTimeline& timeline, const std::vector<sched::Action>& actions) {
+  SpanBreakdown out;
+  out.input_wait_seconds = timeline.input_wait_seconds;
+  out.send_wait_seconds = timeline.send_wait_seconds;
+  out.validation_check_seconds = timeline.validation_check_seconds;
+  const size_t n = std::min({actions.size(), timeline.action_start_seconds.size(),
+                             timeline.action_end_seconds.size()});
+  double last_pass_end = 0;
+  bool reduces = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (actions[i].kind == sched::PassKind::kReduce) {
+      reduces = true;
+      continue;
+    }
+    out.compute_seconds += timeline.action_end_seconds[i] - timeline.action_start_seconds[i];
+    last_pass_end = std::max(last_pass_end, timeline.action_end_seconds[i]);
+  }
+  if (reduces) out.reduction_wait_seconds = std::max(0.0, timeline.step_seconds - last_pass_end);
+  out.overhead_seconds =
+      std::max(0.0, timeline.step_seconds - out.compute_seconds - out.input_wait_seconds -
+                        out.send_wait_seconds - out.validation_check_seconds -
+                        out.reduction_wait_seconds);
+  return out;
+}
+
+void GapClock::Open(Clock::time_point since) {
+  since_ = since;
+  last_ = since;
+  gap_ = StepGap{};
+}
+
+void GapClock::Mark(GapPhase phase, Clock::time_point now) {
+  if (!since_.has_value()) return;
+  // A phase that ended before the last mark (clock reads out of order on
+  // another thread's time point) adds nothing rather than a negative time.
+  if (now <= last_) return;
+  gap_.phase_seconds[static_cast<int>(phase)] += Seconds(now - last_);
+  last_ = now;
+}
+
+std::optional<StepGap> GapClock::Close(Clock::time_point until) {
+  if (!since_.has_value()) return std::nullopt;
+  Mark(GapPhase::kOther, until);
+  StepGap gap = gap_;
+  gap.total_seconds = Seconds(until - *since_);
+  since_.reset();
+  return gap;
+}
+
+}  // namespace zbpp::worker

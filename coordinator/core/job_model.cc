@@ -114,7 +114,7 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
     if (sim.ok()) prediction = PredictionToProto(*sim);
   }
   reports.predicted_bubble_rate = prediction.bubble_rate();
-  reports.predicted_rank_bubble_rate.assign(prediction.stage_bubble_rate().begin(),
+  reports.predicted_stage_bubble_rate.assign(prediction.stage_bubble_rate().begin(),
                                             prediction.stage_bubble_rate().end());
   reports.reports = std::move(pending.reports);
   return reports;

@@ -87,8 +87,8 @@ StepOutcome SummarizeStep(const StepReports& step) {
     out->set_measured_bubble_rate(
         cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
     out->set_predicted_bubble_rate(
-        stage < static_cast<int>(step.predicted_rank_bubble_rate.size())
-            ? step.predicted_rank_bubble_rate[stage]
+        stage < static_cast<int>(step.predicted_stage_bubble_rate.size())
+            ? step.predicted_stage_bubble_rate[stage]
             : 0);
     out->set_idle_seconds(mean.idle_seconds);
     out->set_comm_seconds(mean.comm_seconds);

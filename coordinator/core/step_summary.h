@@ -59,7 +59,7 @@ struct StepReports {
   /// The version's bubble rate, overall and per pipeline rank (size
   /// `stages`), as predicted under the costs known when the step completed.
   double predicted_bubble_rate = 0;
-  std::vector<double> predicted_rank_bubble_rate;
+  std::vector<double> predicted_stage_bubble_rate;
 };
 
 /// A complete step, summarised.

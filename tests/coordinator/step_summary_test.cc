@@ -36,7 +36,7 @@ StepReports TwoByTwo() {
   step.replicas = 2;
   step.tokens_per_replica = 1000;
   step.predicted_bubble_rate = 0.1;
-  step.predicted_rank_bubble_rate = {0.2, 0.3};
+  step.predicted_stage_bubble_rate = {0.2, 0.3};
   step.reports[0] = Report("w0", 10, 9, 6, 3, 3, 0.4, 0.1);
   step.reports[1] = Report("w1", 10.5, 10, 8, 2, 4, 0.2, 0);
   step.reports[2] = Report("w2", 9, 8, 4, 4, 1, 0.6, 0.3);

@@ -46,7 +46,9 @@ struct LocalChunk {
 
 /// What the executor needs about its worker.
 struct ExecutorOptions {
-  /// Pipeline rank: the index of this worker's list in Schedule::actions.
+  /// This worker's stage (the index of its list in Schedule::actions), which
+  /// is also its rank in `communicator`'s group (docs/architecture.md,
+  /// Vocabulary).
   int rank = 0;
   /// Transport to the other ranks; not owned; size() == schedule.stages.
   Communicator* communicator = nullptr;

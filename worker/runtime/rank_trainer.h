@@ -47,7 +47,9 @@ struct FaultInjection {
 /// What a rank needs to train its part of a job.
 struct RankTrainerOptions {
   v1::JobSpec spec;
-  /// Pipeline rank in [0, spec.pipeline.stages).
+  /// This worker's stage in [0, spec.pipeline.stages), which is also its
+  /// rank in the pipeline communicator's group (docs/architecture.md,
+  /// Vocabulary).
   int rank = 0;
   /// The virtual stages this rank holds (Assignment.virtual_stages); the
   /// model has stages * virtual_stages.size() virtual stages.

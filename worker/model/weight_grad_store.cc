@@ -12,15 +12,38 @@
 namespace zbpp::worker {
 namespace {
 
+// `param.grad() += grad`, outside the autograd engine, exactly where
+// AccumulateGrad would write it, in the parameter's own type (mixed
+// precision computes `grad` in a 16-bit type). `param` is a leaf.
 void Accumulate(const at::Tensor& param, const at::Tensor& grad) {
-  // `param` is a leaf; W writes its gradient outside the autograd engine,
-  // exactly where AccumulateGrad would, in the parameter's own type (mixed
-  // precision computes `grad` in a 16-bit type).
   at::Tensor& slot = const_cast<at::Tensor&>(param).mutable_grad();
   if (slot.defined()) {
     slot.add_(grad);
   } else {
     slot = grad.to(param.scalar_type());
+  }
+}
+
+// `weight.grad() += dyᵀ x` (dy [tokens, out], x [tokens, in]). The GEMM
+// writes straight into .grad, adding with beta = 1 where a gradient is
+// already there — no [out, in] temporary and no separate add — when the
+// product's type is the gradient's, and on CUDA also for 16-bit products
+// into a float32 gradient (at::addmm's out_dtype, which LibTorch offers on
+// CUDA only: the CPU computes the 16-bit gradient, then adds it).
+void AccumulateWeight(const at::Tensor& weight, const at::Tensor& dy, const at::Tensor& x) {
+  const at::ScalarType type = weight.scalar_type();
+  const bool same_type = dy.scalar_type() == type;
+  if (!same_type && !(weight.is_cuda() && type == at::kFloat)) {
+    Accumulate(weight, at::mm(dy.t(), x));
+    return;
+  }
+  at::Tensor& slot = const_cast<at::Tensor&>(weight).mutable_grad();
+  if (!slot.defined()) {
+    slot = same_type ? at::mm(dy.t(), x) : at::mm(dy.t(), x, type);
+  } else if (same_type) {
+    at::addmm_out(slot, slot, dy.t(), x);
+  } else {
+    at::addmm_out(slot, slot, dy.t(), x, type);
   }
 }
 
@@ -57,14 +80,17 @@ absl::Status WeightGradStore::RunW(int microbatch, const std::vector<at::Tensor>
     }
   }
   at::NoGradGuard no_grad;
+  // The weight GEMMs back to back, then the bias sums.
   for (const Entry& e : entries) {
-    const int64_t out = e.weight.size(0);
-    const int64_t in = e.weight.size(1);
-    at::Tensor gy = e.grad_output.reshape({-1, out});
-    Accumulate(e.weight, gy.t().mm(e.input.reshape({-1, in})));
+    AccumulateWeight(e.weight, e.grad_output.reshape({-1, e.weight.size(0)}),
+                     e.input.reshape({-1, e.weight.size(1)}));
+  }
+  for (const Entry& e : entries) {
+    if (!e.bias.defined()) continue;
     // The bias gradient sums over every token: in float32 also under mixed
     // precision.
-    if (e.bias.defined()) Accumulate(e.bias, gy.sum(0, /*keepdim=*/false, e.bias.scalar_type()));
+    Accumulate(e.bias, e.grad_output.reshape({-1, e.weight.size(0)})
+                           .sum(0, /*keepdim=*/false, e.bias.scalar_type()));
   }
   return absl::OkStatus();
 }

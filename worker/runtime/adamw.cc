@@ -128,9 +128,9 @@ void AdamW::InvertStep(int64_t step, double grad_scale) {
   const double step_size = StepSize(step);
   for (Slot* s : SlotsWithGradient()) {
     const at::Tensor g = grad_scale == 1.0 ? s->param.grad() : s->param.grad() * grad_scale;
-    // The kernel's update, step_size * m / denominator, recomputed from the
-    // same moments in the same order, added back.
-    s->param.add_(s->exp_avg.mul(step_size).div_(Denominator(*s)));
+    // The kernel's update, step_size · m / denominator, recomputed from the
+    // same moments, added back.
+    s->param.addcdiv_(s->exp_avg, Denominator(*s), step_size);
     if (s->decay) s->param.div_(decay);
     s->exp_avg.sub_(g, 1.0 - options_.beta1).div_(options_.beta1);
     s->exp_avg_sq.addcmul_(g, g, -(1.0 - options_.beta2)).div_(options_.beta2).clamp_min_(0);

@@ -49,8 +49,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -68,6 +66,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_clock.h"
 #include "bench/op_profile.h"
 #include "coordinator/core/model_costs.h"
 #include "scheduler/problem.h"
@@ -174,20 +173,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
 /// The device the bench runs on (--device); set once in main.
 c10::Device g_device = c10::Device(c10::kCPU);
 
-/// On the CPU, seconds of this thread's CPU time: the passes run on it alone
-/// (one intra-op thread), and unlike wall time this does not grow when other
-/// processes share the core. On a GPU, wall-clock seconds after the work
-/// queued so far has run.
-double Now() {
-  if (!g_device.is_cpu()) {
-    SynchronizeDevice(g_device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+/// bench::DeviceSeconds on the bench's device.
+double Now() { return bench::DeviceSeconds(g_device); }
 
 /// Bytes the device's caching allocator holds now; nullopt on the CPU,
 /// which has no such allocator.
@@ -203,23 +190,6 @@ std::optional<double> AllocatedBytes() {
 /// Floating-point tensors of the bench: the compute type, on the device.
 at::TensorOptions Floats(const Flags& flags) {
   return at::TensorOptions().dtype(flags.model.compute_type).device(flags.device);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-/// Median seconds of `fn` over `reps` calls after `warmup` untimed ones.
-double TimeMedian(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> samples;
-  for (int i = 0; i < reps; ++i) {
-    const double start = Now();
-    fn();
-    samples.push_back(Now() - start);
-  }
-  return Median(std::move(samples));
 }
 
 /// One GEMM of a pass: `count` calls of [m, k] x [k, n] (batched `batch`
@@ -275,7 +245,7 @@ double TimeGemm(const Gemm& g, const Flags& flags) {
     bm = bm.select(0, 0);
   }
   at::Tensor c;
-  const double one = TimeMedian(flags.warmup, flags.reps, [&] {
+  const double one = bench::TimeMedian(g_device, flags.warmup, flags.reps, [&] {
     c = g.batch == 1 ? at::mm(a, bm) : at::bmm(a, bm);
   });
   return one * g.count;
@@ -377,13 +347,13 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
     fused.push_back(fused_end - fused_start);
   }
   PassTimes t;
-  t.f = Median(fs);
-  t.b = Median(bs);
-  t.w = Median(ws);
-  t.fused_bw = Median(fused);
+  t.f = bench::Median(fs);
+  t.b = bench::Median(bs);
+  t.w = bench::Median(ws);
+  t.fused_bw = bench::Median(fused);
   if (!m_b.empty()) {
-    t.m_b_bytes = Median(m_b);
-    t.m_w_bytes = Median(m_w);
+    t.m_b_bytes = bench::Median(m_b);
+    t.m_w_bytes = bench::Median(m_w);
   }
   return t;
 }
@@ -416,18 +386,12 @@ void ProfileChunk(const ModelChunk& chunk, const Flags& flags) {
     }
     return total;
   };
-  const std::map<std::string, double> split = profile(true), fused = profile(false);
-  std::vector<std::pair<std::string, std::pair<double, double>>> rows;
+  std::map<std::string, std::pair<double, double>> by_name;  // (B+W, fused) seconds.
+  for (const auto& [name, seconds] : profile(true)) by_name[name].first = seconds;
+  for (const auto& [name, seconds] : profile(false)) by_name[name].second = seconds;
+  std::vector<std::pair<std::string, std::pair<double, double>>> rows(by_name.begin(),
+                                                                      by_name.end());
   double split_sum = 0, fused_sum = 0;
-  for (const auto& [name, seconds] : split) rows.push_back({name, {seconds, 0}});
-  for (const auto& [name, seconds] : fused) {
-    auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == name; });
-    if (it == rows.end()) {
-      rows.push_back({name, {0, seconds}});
-    } else {
-      it->second.second = seconds;
-    }
-  }
   for (const auto& r : rows) {
     split_sum += r.second.first;
     fused_sum += r.second.second;

@@ -1,6 +1,5 @@
 #include "bench/op_profile.h"
 
-#include <ctime>
 #include <memory>
 #include <set>
 #include <vector>
@@ -8,14 +7,12 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "bench/bench_clock.h"
+
 namespace zbpp::bench {
 namespace {
 
-double ThreadSeconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+double ThreadSeconds() { return DeviceSeconds(c10::Device(c10::kCPU)); }
 
 // The CPU profile in progress on this thread: self times by name, and per
 // open operator the time its callees took.

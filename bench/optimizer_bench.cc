@@ -12,10 +12,7 @@
 // times are this thread's CPU time with one intra-op thread, as the worker
 // runs; on a GPU wall-clock time between device synchronisations.
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <functional>
 #include <string>
 #include <utility>
@@ -26,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_clock.h"
 #include "worker/model/model_chunk.h"
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/device.h"
@@ -34,29 +32,6 @@ namespace zbpp::worker {
 namespace {
 
 c10::Device g_device = c10::Device(c10::kCPU);
-
-double Now() {
-  if (!g_device.is_cpu()) {
-    SynchronizeDevice(g_device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-double TimeMedian(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> samples;
-  for (int i = 0; i < reps; ++i) {
-    const double start = Now();
-    fn();
-    samples.push_back(Now() - start);
-  }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
-}
 
 int Run(int argc, char** argv) {
   ModelConfig config{/*architecture=*/"gpt", /*layers=*/4, /*hidden=*/1024, /*heads=*/16,
@@ -71,7 +46,8 @@ int Run(int argc, char** argv) {
     if (kv.first == "--device") {
       absl::StatusOr<c10::Device> device = ParseDevice(kv.second);
       if (!device.ok()) {
-        std::fprintf(stderr, "optimizer_bench: %s\n", std::string(device.status().message()).c_str());
+        std::fprintf(stderr, "optimizer_bench: %s\n",
+                     std::string(device.status().message()).c_str());
         return 2;
       }
       g_device = *device;
@@ -129,7 +105,7 @@ int Run(int argc, char** argv) {
               static_cast<long long>(count), (*chunk)->parameters().size(),
               g_device.str().c_str(), at::get_num_threads(), reps, warmup);
   for (const auto& [name, row] : rows) {
-    const double seconds = TimeMedian(warmup, reps, row.second);
+    const double seconds = bench::TimeMedian(g_device, warmup, reps, row.second);
     std::printf("| %s | %.3f | %.1f |\n", name, 1e3 * seconds, 1e-9 * row.first * count / seconds);
   }
   return 0;

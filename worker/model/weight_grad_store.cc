@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -80,17 +81,23 @@ absl::Status WeightGradStore::RunW(int microbatch, const std::vector<at::Tensor>
     }
   }
   at::NoGradGuard no_grad;
-  // The weight GEMMs back to back, then the bias sums.
+  // ∂L/∂y and x as [tokens, features] (views unless a queued tensor is not
+  // contiguous), then the weight GEMMs back to back, then the bias sums.
+  std::vector<std::pair<at::Tensor, at::Tensor>> rows;
+  rows.reserve(entries.size());
   for (const Entry& e : entries) {
-    AccumulateWeight(e.weight, e.grad_output.reshape({-1, e.weight.size(0)}),
-                     e.input.reshape({-1, e.weight.size(1)}));
+    rows.emplace_back(e.grad_output.reshape({-1, e.weight.size(0)}),
+                      e.input.reshape({-1, e.weight.size(1)}));
   }
-  for (const Entry& e : entries) {
-    if (!e.bias.defined()) continue;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    AccumulateWeight(entries[i].weight, rows[i].first, rows[i].second);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const at::Tensor& bias = entries[i].bias;
     // The bias gradient sums over every token: in float32 also under mixed
     // precision.
-    Accumulate(e.bias, e.grad_output.reshape({-1, e.weight.size(0)})
-                           .sum(0, /*keepdim=*/false, e.bias.scalar_type()));
+    if (!bias.defined()) continue;
+    Accumulate(bias, rows[i].first.sum(0, /*keepdim=*/false, bias.scalar_type()));
   }
   return absl::OkStatus();
 }

@@ -30,12 +30,23 @@ void Accumulate(const at::Tensor& param, const at::Tensor& grad) {
 // already there — no [out, in] temporary and no separate add — when the
 // product's type is the gradient's, and on CUDA also for 16-bit products
 // into a float32 gradient (at::addmm's out_dtype, which LibTorch offers on
-// CUDA only: the CPU computes the 16-bit gradient, then adds it).
-void AccumulateWeight(const at::Tensor& weight, const at::Tensor& dy, const at::Tensor& x) {
+// CUDA only). Elsewhere the 16-bit product goes to `scratch`, a buffer
+// kept between W passes, and is added from there: a fresh [out, in] block
+// per layer and pass would be faulted in anew each time, since glibc hands
+// large freed blocks back to the kernel.
+void AccumulateWeight(const at::Tensor& weight, const at::Tensor& dy, const at::Tensor& x,
+                      at::Tensor* scratch) {
   const at::ScalarType type = weight.scalar_type();
   const bool same_type = dy.scalar_type() == type;
   if (!same_type && !(weight.is_cuda() && type == at::kFloat)) {
-    Accumulate(weight, at::mm(dy.t(), x));
+    const int64_t n = weight.numel();
+    if (!scratch->defined() || scratch->numel() < n || scratch->dtype() != dy.dtype() ||
+        scratch->device() != dy.device()) {
+      *scratch = at::empty({n}, dy.options());
+    }
+    at::Tensor product = scratch->narrow(0, 0, n).view(weight.sizes());
+    at::mm_out(product, dy.t(), x);
+    Accumulate(weight, product);
     return;
   }
   at::Tensor& slot = const_cast<at::Tensor&>(weight).mutable_grad();
@@ -89,8 +100,9 @@ absl::Status WeightGradStore::RunW(int microbatch, const std::vector<at::Tensor>
     rows.emplace_back(e.grad_output.reshape({-1, e.weight.size(0)}),
                       e.input.reshape({-1, e.weight.size(1)}));
   }
+  absl::MutexLock scratch_lock(&scratch_mu_);
   for (size_t i = 0; i < entries.size(); ++i) {
-    AccumulateWeight(entries[i].weight, rows[i].first, rows[i].second);
+    AccumulateWeight(entries[i].weight, rows[i].first, rows[i].second, &scratch_);
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const at::Tensor& bias = entries[i].bias;

@@ -360,14 +360,15 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
 
 /// --profile: where the split backward's time goes against the fused one's,
 /// by operator (bench::ProfileOps: self time on the CPU, kernel time on a
-/// GPU), per microbatch over --reps profiled repetitions after --warmup;
-/// the operators whose times differ most first.
+/// GPU), per microbatch over min(--reps, 5) profiled repetitions after
+/// --warmup; the operators whose times differ most first.
 void ProfileChunk(const ModelChunk& chunk, const Flags& flags) {
   ChunkRunner run(chunk, flags);
   const bool cuda = flags.device.is_cuda();
+  const int profiled = std::min(flags.reps, 5);  // A profiler session each: a few suffice.
   auto profile = [&](bool split) {
     std::map<std::string, double> total;
-    for (int i = 0; i < flags.warmup + flags.reps; ++i) {
+    for (int i = 0; i < flags.warmup + profiled; ++i) {
       run.ZeroGrads();
       at::Tensor out = run.Forward(split);
       if (!g_device.is_cpu()) SynchronizeDevice(g_device);
@@ -381,7 +382,7 @@ void ProfileChunk(const ModelChunk& chunk, const Flags& flags) {
         continue;
       }
       for (const auto& [name, seconds] : bench::ProfileOps(backward, cuda)) {
-        total[name] += seconds / flags.reps;
+        total[name] += seconds / profiled;
       }
     }
     return total;

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True  # No __pycache__ left in the source tree.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference_block  # noqa: E402  (the reference, same directory)
 

@@ -7,6 +7,7 @@
 //       [--heads=4] [--kv-heads=heads] [--seq-len=128] [--microbatch-size=4]
 //       [--vocab=256] [--ffn=4h] [--stages=2] [--reps=15] [--warmup=3]
 //       [--precision=fp32|bf16|fp16] [--device=cpu|cuda:N] [--pipeline=P:M]
+//       [--profile]
 //
 // --architecture picks the family (worker/model/model_chunk.h; llama with
 // --kv-heads key/value heads, untied); a Llama-3-8B-shaped layer is
@@ -17,14 +18,19 @@
 // wall-clock between device synchronisations, and the caching allocator's
 // statistics give each chunk's M_B and M_W); --pipeline=P:M simulates 1F1B,
 // ZB-H1, ZB-2p and ZB-V for P stages and M microbatches of this model with
-// the measured per-layer T_F, T_B, T_W (comm 0).
+// the measured per-layer T_F, T_B, T_W (comm 0); --profile adds, per chunk,
+// the split B then W against the fused backward by operator (LibTorch's
+// profiler: self CPU time, or kernel time on a GPU), to show where the
+// split's cost goes.
 //
 // Passes run as worker/runtime/executor.cc runs them: F inside a
 // WeightGradScope (the SplitLinear layers queue (x, dY) for W), the last
 // chunk's loss scaled by 1/m, B = autograd backward from the received
-// gradient (or the loss), W = WeightGradStore::RunW. Every row is the median
-// over --reps repetitions after --warmup, on the CPU in this thread's CPU time
-// (robust to other processes on a shared core).
+// gradient (or the loss), W = WeightGradStore::RunW, each repetition from
+// zeroed gradient buffers (kept, as between training steps); the fused
+// backward (no scope: plain autograd) from the same state. Every row is the
+// median over --reps repetitions after --warmup, on the CPU in this thread's
+// CPU time (robust to other processes on a shared core).
 //
 // FLOPs (T = b·s tokens, h hidden, f ffn, V vocab, per transformer layer;
 // L = the linears' Σ out·in: gpt 4h² + 2h·f (qkv 3h², proj h², fc h·f, fc2
@@ -42,10 +48,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +66,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_clock.h"
+#include "bench/op_profile.h"
 #include "coordinator/core/model_costs.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
@@ -83,6 +91,7 @@ struct Flags {
   c10::Device device = c10::Device(c10::kCPU);
   int pipeline_stages = 0;  ///< --pipeline=P:M; 0: no simulation.
   int pipeline_microbatches = 0;
+  bool profile = false;  ///< --profile: B+W against the fused backward by operator.
 };
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
@@ -111,6 +120,10 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
         return false;
       }
       flags->device = *device;
+      continue;
+    }
+    if (kv.first == "--profile" && kv.second.empty()) {
+      flags->profile = true;
       continue;
     }
     if (kv.first == "--pipeline") {
@@ -160,20 +173,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
 /// The device the bench runs on (--device); set once in main.
 c10::Device g_device = c10::Device(c10::kCPU);
 
-/// On the CPU, seconds of this thread's CPU time: the passes run on it alone
-/// (one intra-op thread), and unlike wall time this does not grow when other
-/// processes share the core. On a GPU, wall-clock seconds after the work
-/// queued so far has run.
-double Now() {
-  if (!g_device.is_cpu()) {
-    SynchronizeDevice(g_device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+/// bench::DeviceSeconds on the bench's device.
+double Now() { return bench::DeviceSeconds(g_device); }
 
 /// Bytes the device's caching allocator holds now; nullopt on the CPU,
 /// which has no such allocator.
@@ -189,23 +190,6 @@ std::optional<double> AllocatedBytes() {
 /// Floating-point tensors of the bench: the compute type, on the device.
 at::TensorOptions Floats(const Flags& flags) {
   return at::TensorOptions().dtype(flags.model.compute_type).device(flags.device);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-/// Median seconds of `fn` over `reps` calls after `warmup` untimed ones.
-double TimeMedian(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> samples;
-  for (int i = 0; i < reps; ++i) {
-    const double start = Now();
-    fn();
-    samples.push_back(Now() - start);
-  }
-  return Median(std::move(samples));
 }
 
 /// One GEMM of a pass: `count` calls of [m, k] x [k, n] (batched `batch`
@@ -261,7 +245,7 @@ double TimeGemm(const Gemm& g, const Flags& flags) {
     bm = bm.select(0, 0);
   }
   at::Tensor c;
-  const double one = TimeMedian(flags.warmup, flags.reps, [&] {
+  const double one = bench::TimeMedian(g_device, flags.warmup, flags.reps, [&] {
     c = g.batch == 1 ? at::mm(a, bm) : at::bmm(a, bm);
   });
   return one * g.count;
@@ -271,70 +255,90 @@ double TimeGemm(const Gemm& g, const Flags& flags) {
 struct PassTimes {
   double f = 0, b = 0, w = 0;
   double fused_bw = 0;  ///< Backward with no scope: plain autograd, B and W fused.
-  double clone = 0;     ///< Cloning every SplitLinear's dY (split_linear.cc B).
   /// Device bytes held from the end of F until B (M_B) and from B until W
   /// (M_W), per microbatch; nullopt on the CPU.
   std::optional<double> m_b_bytes, m_w_bytes;
 };
 
-PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
-  const ModelConfig& c = flags.model;
-  const int64_t b = flags.microbatch_size, s = c.seq_len, h = c.hidden;
-  const int m = 8;  // Loss scale only, as the executor's 1/m.
-  const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong).device(flags.device);
-  at::Tensor tokens = at::randint(c.vocab, {b, s}, longs);
-  at::Tensor targets = at::randint(c.vocab, {b, s}, longs);
-  // The residual stream between chunks is float32 in every precision.
-  const at::TensorOptions residual = at::TensorOptions().device(flags.device);
-  at::Tensor grad = at::randn({b, s, h}, residual) * 1e-3;
-  const at::Tensor hidden = at::randn({b, s, h}, residual);
-  WeightGradStore store;
-  auto zero_grads = [&] {
-    for (const auto& [name, p] : chunk.parameters()) {
-      const_cast<at::Tensor&>(p).mutable_grad() = at::Tensor();
+/// One chunk's passes on fixed inputs, as the executor runs them.
+class ChunkRunner {
+ public:
+  ChunkRunner(const ModelChunk& chunk, const Flags& flags) : chunk_(chunk) {
+    const ModelConfig& c = flags.model;
+    const int64_t b = flags.microbatch_size, s = c.seq_len, h = c.hidden;
+    const at::TensorOptions longs = at::TensorOptions().dtype(at::kLong).device(flags.device);
+    tokens_ = at::randint(c.vocab, {b, s}, longs);
+    targets_ = at::randint(c.vocab, {b, s}, longs);
+    // The residual stream between chunks is float32 in every precision.
+    const at::TensorOptions residual = at::TensorOptions().device(flags.device);
+    grad_ = at::randn({b, s, h}, residual) * 1e-3;
+    hidden_ = at::randn({b, s, h}, residual);
+  }
+
+  /// Zeroes every `.grad` in place, keeping the buffers, as the trainer
+  /// does between steps (AdamW::ZeroGrad): W and the fused backward then
+  /// add into existing gradients, as every microbatch of a step does.
+  void ZeroGrads() {
+    for (const auto& [name, p] : chunk_.parameters()) {
+      at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
+      if (g.defined()) g.zero_();
     }
-  };
-  // One F with its state, as the executor's ForwardState.
-  auto forward = [&](bool split) {
+  }
+  /// F with its state, as the executor's ForwardState: inside a
+  /// WeightGradScope when `split`; the last chunk's loss scaled by 1/m.
+  at::Tensor Forward(bool split) {
     // A fresh leaf each time, as the executor's received activation.
-    at::Tensor input = chunk.is_first() ? tokens : hidden.detach().requires_grad_(true);
+    at::Tensor input = chunk_.is_first() ? tokens_ : hidden_.detach().requires_grad_(true);
     std::optional<WeightGradScope> scope;
-    if (split) scope.emplace(&store, 0);
-    at::Tensor out = chunk.Forward(input);
-    if (chunk.is_last()) out = LanguageModelLoss(out, targets) / double(m);
+    if (split) scope.emplace(&store_, 0);
+    at::Tensor out = chunk_.Forward(input);
+    if (chunk_.is_last()) out = LanguageModelLoss(out, targets_) / double(kMicrobatches);
     return out;
-  };
-  auto backward = [&](at::Tensor& out) {
-    if (chunk.is_last()) {
+  }
+  /// B (after a split F) or the fused backward.
+  void Backward(at::Tensor& out) {
+    if (chunk_.is_last()) {
       out.backward();
     } else {
-      out.backward(grad);
+      out.backward(grad_);
     }
-  };
+  }
+  void W() {
+    if (!store_.RunW(0).ok()) std::abort();
+  }
 
+ private:
+  static constexpr int kMicrobatches = 8;  // Loss scale only, as the executor's 1/m.
+  const ModelChunk& chunk_;
+  at::Tensor tokens_, targets_, grad_, hidden_;
+  WeightGradStore store_;
+};
+
+PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
+  ChunkRunner run(chunk, flags);
   std::vector<double> fs, bs, ws, fused, m_b, m_w;
   for (int i = 0; i < flags.warmup + flags.reps; ++i) {
-    zero_grads();
+    run.ZeroGrads();
     const double f_start = Now();
     const std::optional<double> before = AllocatedBytes();
-    at::Tensor out = forward(/*split=*/true);
+    at::Tensor out = run.Forward(/*split=*/true);
     const double f_end = Now();
     const std::optional<double> after_f = AllocatedBytes();
-    backward(out);
+    run.Backward(out);
     const double b_end = Now();
     const std::optional<double> after_b = AllocatedBytes();
-    if (!store.RunW(0).ok()) std::abort();
+    run.W();
     const double w_end = Now();
     if (before.has_value() && i >= flags.warmup) {
       m_b.push_back(*after_f - *before);
       m_w.push_back(*after_b - *before);
     }
-    // From the state the split passes started in (no gradients yet), or
-    // the fused backward would also pay for adding onto the split's.
-    zero_grads();
-    at::Tensor plain = forward(/*split=*/false);
+    // From the same state as the split passes (zero gradients), or the
+    // fused backward would add onto the split's.
+    run.ZeroGrads();
+    at::Tensor plain = run.Forward(/*split=*/false);
     const double fused_start = Now();
-    backward(plain);
+    run.Backward(plain);
     const double fused_end = Now();
     if (i < flags.warmup) continue;
     fs.push_back(f_end - f_start);
@@ -343,23 +347,70 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
     fused.push_back(fused_end - fused_start);
   }
   PassTimes t;
-  t.f = Median(fs);
-  t.b = Median(bs);
-  t.w = Median(ws);
-  t.fused_bw = Median(fused);
+  t.f = bench::Median(fs);
+  t.b = bench::Median(bs);
+  t.w = bench::Median(ws);
+  t.fused_bw = bench::Median(fused);
   if (!m_b.empty()) {
-    t.m_b_bytes = Median(m_b);
-    t.m_w_bytes = Median(m_w);
+    t.m_b_bytes = bench::Median(m_b);
+    t.m_w_bytes = bench::Median(m_w);
   }
-  // The clone B makes of each SplitLinear's dY: [b, s, out] per linear.
-  int64_t floats = 0;
-  for (const Gemm& g : PassGemms(c, b, c.layers / flags.stages, chunk.is_last(), 2)) {
-    if (g.batch == 1) floats += g.count * g.m * g.k;
-  }
-  at::Tensor dy = at::randn({floats}, Floats(flags));
-  t.clone = TimeMedian(flags.warmup, flags.reps, [&] { at::Tensor copy = dy.clone(); });
-  zero_grads();
   return t;
+}
+
+/// --profile: where the split backward's time goes against the fused one's,
+/// by operator (bench::ProfileOps: self time on the CPU, kernel time on a
+/// GPU), per microbatch over min(--reps, 5) profiled repetitions after
+/// --warmup; the operators whose times differ most first.
+void ProfileChunk(const ModelChunk& chunk, const Flags& flags) {
+  ChunkRunner run(chunk, flags);
+  const bool cuda = flags.device.is_cuda();
+  const int profiled = std::min(flags.reps, 5);  // A profiler session each: a few suffice.
+  auto profile = [&](bool split) {
+    std::map<std::string, double> total;
+    for (int i = 0; i < flags.warmup + profiled; ++i) {
+      run.ZeroGrads();
+      at::Tensor out = run.Forward(split);
+      if (!g_device.is_cpu()) SynchronizeDevice(g_device);
+      auto backward = [&] {
+        run.Backward(out);
+        if (split) run.W();
+        if (!g_device.is_cpu()) SynchronizeDevice(g_device);
+      };
+      if (i < flags.warmup) {
+        backward();
+        continue;
+      }
+      for (const auto& [name, seconds] : bench::ProfileOps(backward, cuda)) {
+        total[name] += seconds / profiled;
+      }
+    }
+    return total;
+  };
+  std::map<std::string, std::pair<double, double>> by_name;  // (B+W, fused) seconds.
+  for (const auto& [name, seconds] : profile(true)) by_name[name].first = seconds;
+  for (const auto& [name, seconds] : profile(false)) by_name[name].second = seconds;
+  std::vector<std::pair<std::string, std::pair<double, double>>> rows(by_name.begin(),
+                                                                      by_name.end());
+  double split_sum = 0, fused_sum = 0;
+  for (const auto& r : rows) {
+    split_sum += r.second.first;
+    fused_sum += r.second.second;
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::abs(a.second.first - a.second.second) > std::abs(b.second.first - b.second.second);
+  });
+  std::printf("\nChunk %d, B then W against the fused backward by %s, ms per microbatch "
+              "(profiled, so slower than the table above):\n\n| operator | B+W | fused | "
+              "difference |\n|---|---:|---:|---:|\n",
+              chunk.stage(), cuda ? "kernel (device time)" : "operator (self thread CPU time)");
+  for (size_t i = 0; i < rows.size() && i < 16; ++i) {
+    const auto& [name, t] = rows[i];
+    std::printf("| `%s` | %.3f | %.3f | %+.3f |\n", name.substr(0, 90).c_str(), 1e3 * t.first,
+                1e3 * t.second, 1e3 * (t.first - t.second));
+  }
+  std::printf("| all %zu | %.3f | %.3f | %+.3f |\n", rows.size(), 1e3 * split_sum,
+              1e3 * fused_sum, 1e3 * (split_sum - fused_sum));
 }
 
 /// Bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V for --pipeline=P:M of this
@@ -416,6 +467,7 @@ void Report(const Flags& flags) {
       "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
   const int last_stage = flags.stages - 1;
   std::vector<std::string> notes, gemm_rows, memory_rows;
+  std::vector<std::unique_ptr<ModelChunk>> profiles;  // --profile: chunks to profile.
   PassTimes first_chunk;
   for (int stage : {0, last_stage}) {
     absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
@@ -459,17 +511,17 @@ void Report(const Flags& flags) {
                 1e3 * sum, 1e-9 * total_flops, 1e-9 * total_flops / sum, 1e3 * total_gemm,
                 1e-9 * total_flops / total_gemm, 100 * total_gemm / sum);
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "| %d | %.2f | %.0f%% | %.2f | %.2f (%+.0f%%) | %.3f | %.1f%% |", stage,
+    std::snprintf(line, sizeof line, "| %d | %.2f | %.0f%% | %.2f | %.2f (%+.1f%%) |", stage,
                   1e3 * (t.b + t.w), 100 * t.w / (t.b + t.w), 1e3 * t.fused_bw,
-                  1e3 * (t.b + t.w - t.fused_bw), 100 * (t.b + t.w - t.fused_bw) / t.fused_bw,
-                  1e3 * t.clone, 100 * t.clone / t.b);
+                  1e3 * (t.b + t.w - t.fused_bw), 100 * (t.b + t.w - t.fused_bw) / t.fused_bw);
     notes.emplace_back(line);
+    if (flags.profile) profiles.push_back(std::move(*chunk));
   }
   std::printf(
-      "\n| chunk | B+W ms | W share of B+W | fused BW ms (no scope) | split cost ms | "
-      "dY clones ms | clones / B |\n|---|---:|---:|---:|---:|---:|---:|\n");
+      "\n| chunk | B+W ms | W share of B+W | fused BW ms (no scope) | split cost ms |\n"
+      "|---|---:|---:|---:|---:|\n");
   for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  for (const auto& chunk : profiles) ProfileChunk(*chunk, flags);
   std::printf("\nGEMMs of chunk %d (the ceiling's parts):\n\n| GEMM | batch x [m, k] x [k, n] | "
               "calls | ms / call | GFLOP/s |\n|---|---|---:|---:|---:|\n",
               last_stage);

@@ -17,7 +17,13 @@
 #     bubble rates of 1F1B, ZB-H1, ZB-2p and ZB-V at the first (p, m) of each
 #     model in the paper's Table 5), and of a Llama-3-8B-shaped layer (h 4096,
 #     32 heads, 8 key/value heads, SwiGLU 14336, s 4096, vocabulary 128256;
-#     step compute-llama3-8B);
+#     step compute-llama3-8B); at 6.2B also --profile: the split B then W
+#     against one fused backward kernel by kernel (where the split's cost
+#     goes); step compare-block: the same layers against PyTorch's own
+#     (bench/compare_block.py: compute_bench and bench/reference_block.py in
+#     PyTorch eager and, at 6.2B, torch.compile, alternating, one table of
+#     ratios and TFLOP/s); step optimizer: AdamW's fused step over a 6.2B
+#     chunk's parameters (bench/optimizer_bench);
 #  3. the main job (scripts/demo) with a coordinator and 2 workers sharing
 #     cuda:0 in bf16; in fp16 under post-validation with a NaN injected at
 #     step 40 (rolled back and skipped); then 4 workers as 2 replicas of a
@@ -95,13 +101,23 @@ for shape in "1.5B 2304 24 8:24" "6.2B 4096 32 8:24" "14.6B 5120 40 16:48" "28.3
   set -- $shape
   step "compute-$1" on_gpu build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 \
     --hidden="$2" --heads="$3" --seq-len=1024 --layers=4 --stages=2 --microbatch-size=1 \
-    --vocab=50304 --reps=20 --warmup=5 --pipeline="$4"
+    --vocab=50304 --reps=20 --warmup=5 --pipeline="$4" $([ "$1" = 6.2B ] && echo --profile)
 done
 if [ "$architecture" != gpt ]; then
   step compute-llama3-8B on_gpu build-gpu/bin/compute_bench --device=cuda:0 --precision=bf16 \
     --architecture=llama --hidden=4096 --heads=32 --kv-heads=8 --ffn=14336 --seq-len=4096 \
     --layers=4 --stages=2 --microbatch-size=1 --vocab=128256 --reps=20 --warmup=5 --pipeline=8:24
 fi
+# NAME:ARCH:HIDDEN:HEADS:KV_HEADS:FFN:SEQ_LEN, as the compute steps above.
+compare_shapes=()
+[ "$architecture" = llama ] || compare_shapes+=(--shape 1.5B:gpt:2304:24:24:9216:1024
+  --shape 6.2B:gpt:4096:32:32:16384:1024 --shape 14.6B:gpt:5120:40:40:20480:1024
+  --shape 28.3B:gpt:6144:48:48:24576:1024)
+[ "$architecture" = gpt ] || compare_shapes+=(--shape llama3-8B:llama:4096:32:8:14336:4096)
+step compare-block on_gpu python3 bench/compare_block.py --compute-bench build-gpu/bin/compute_bench \
+  --device cuda:0 --precision bf16 --rounds 2 --reps 10 --warmup 3 --compile 6.2B "${compare_shapes[@]}"
+step optimizer on_gpu build-gpu/bin/optimizer_bench --device=cuda:0 --hidden=4096 --heads=32 \
+  --layers=4 --vocab=50304
 # Bounded: a worker that cannot start would leave the job waiting for it.
 step main-job timeout 240 env ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/main-job" \
   bash scripts/demo --device cuda:0 --precision bf16 --text-file build-gpu/kjv.txt --json

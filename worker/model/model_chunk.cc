@@ -209,14 +209,14 @@ at::Tensor ModelChunk::Linear(const std::string& name, const at::Tensor& x) cons
   auto bias = index_.find(name + ".bias");
   return SplitLinear(x, Param(name + ".weight"),
                      bias == index_.end() ? at::Tensor() : parameters_[bias->second].second,
-                     config_.compute_type);
+                     config_.compute_type, &copies_);
 }
 
 at::Tensor ModelChunk::Forward(const at::Tensor& input) const {
   at::Tensor x = is_first() ? Embed(input) : input;
   for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
   if (!is_last()) return x;
-  return SplitLinear(FinalNorm(x), head_, at::Tensor(), config_.compute_type);
+  return SplitLinear(FinalNorm(x), head_, at::Tensor(), config_.compute_type, &copies_);
 }
 
 absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const ModelChunk& chunk,

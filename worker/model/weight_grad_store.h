@@ -21,6 +21,10 @@ namespace zbpp::worker {
 /// model (Qi et al. 2024, §2.1; README.md, "The schedule engine"): they are
 /// released when W runs.
 ///
+/// Memory besides the queues: under mixed precision off CUDA, one 16-bit
+/// buffer as large as the largest linear layer's weight (W's products
+/// before they are added into float32 .grad).
+///
 /// Thread-safe (a mutex guards the queues); the executor uses one thread.
 class WeightGradStore {
  public:
@@ -51,6 +55,11 @@ class WeightGradStore {
  private:
   mutable absl::Mutex mu_;
   std::map<int, std::vector<Entry>> pending_ ABSL_GUARDED_BY(mu_);
+  // W's 16-bit weight gradients before they are added into float32 .grad,
+  // where no GEMM writes that directly (not CUDA): as large as the largest
+  // linear layer, kept between W passes.
+  absl::Mutex scratch_mu_;
+  at::Tensor scratch_ ABSL_GUARDED_BY(scratch_mu_);
 };
 
 }  // namespace zbpp::worker

@@ -35,37 +35,60 @@ AdamW::AdamW(std::vector<NamedTensor> parameters, AdamWOptions options)
     slots_.push_back({name, param, at::zeros_like(param), at::zeros_like(param),
                       param.dim() >= 2});
   }
+  // The fused kernel reads the bias-correction count from a float32 tensor
+  // on the parameters' device (PyTorch's own fused AdamW keeps it so).
+  if (!slots_.empty()) step_count_ = at::zeros({}, slots_[0].param.options().dtype(at::kFloat));
 }
 
 at::Tensor AdamW::Denominator(const Slot& s) const {
-  const double correction2 = 1.0 - std::pow(options_.beta2, double(updates_));
-  return (s.exp_avg_sq / correction2).sqrt_().add_(options_.epsilon);
+  // As the fused kernel computes it: sqrt(v) / sqrt(1 - beta2^t) + epsilon.
+  const double correction2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, double(updates_)));
+  return s.exp_avg_sq.sqrt().div_(correction2_sqrt).add_(options_.epsilon);
 }
 
 double AdamW::StepSize(int64_t step) const {
   return options_.LearningRateAt(step) / (1.0 - std::pow(options_.beta1, double(updates_)));
 }
 
-template <typename Update>
-void AdamW::ForEachGradient(double grad_scale, Update update) {
-  at::NoGradGuard no_grad;
+std::vector<AdamW::Slot*> AdamW::SlotsWithGradient() {
+  std::vector<Slot*> out;
   for (Slot& s : slots_) {
-    const at::Tensor& grad = s.param.grad();
-    if (!grad.defined()) continue;
-    update(s, grad_scale == 1.0 ? grad : grad * grad_scale);
+    if (s.param.grad().defined()) out.push_back(&s);
   }
+  return out;
 }
 
 void AdamW::Step(int64_t step, double grad_scale) {
   ++updates_;
-  const double decay = 1.0 - options_.LearningRateAt(step) * options_.weight_decay;
-  const double step_size = StepSize(step);
-  ForEachGradient(grad_scale, [&](Slot& s, const at::Tensor& g) {
-    if (s.decay) s.param.mul_(decay);
-    s.exp_avg.mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
-    s.exp_avg_sq.mul_(options_.beta2).addcmul_(g, g, 1.0 - options_.beta2);
-    s.param.addcdiv_(s.exp_avg, Denominator(s), -step_size);
-  });
+  at::NoGradGuard no_grad;
+  const std::vector<Slot*> slots = SlotsWithGradient();
+  if (slots.empty()) return;
+  step_count_.fill_(double(updates_));
+  // One fused kernel per weight-decay group (at::_fused_adamw_: PyTorch's
+  // torch.optim.AdamW(fused=True) on CUDA and the CPU): every element's
+  // update in one pass instead of a kernel per operation and parameter.
+  for (const bool decay : {true, false}) {
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    for (Slot* s : slots) {
+      if (s->decay != decay) continue;
+      params.push_back(s->param);
+      grads.push_back(s->param.grad());
+      exp_avgs.push_back(s->exp_avg);
+      exp_avg_sqs.push_back(s->exp_avg_sq);
+    }
+    if (params.empty()) continue;
+    // Scaled copies: the kernel's own grad_scale would divide .grad in
+    // place, and InvertStep and a re-step after a rollback need it as is.
+    if (grad_scale != 1.0) grads = at::_foreach_mul(grads, grad_scale);
+    const std::vector<at::Tensor> steps(params.size(), step_count_);
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps,
+                      options_.LearningRateAt(step), options_.beta1, options_.beta2,
+                      decay ? options_.weight_decay : 0.0, options_.epsilon,
+                      /*amsgrad=*/false, /*maximize=*/false);
+    // The kernel does not bump the parameters' version counters; the
+    // compute-type copies of the weights (ComputeTypeCopies) rely on them.
+    for (const at::Tensor& p : params) p.unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 void AdamW::Snapshot() {
@@ -100,22 +123,26 @@ void AdamW::RestoreSnapshot() {
 }
 
 void AdamW::InvertStep(int64_t step, double grad_scale) {
+  at::NoGradGuard no_grad;
   const double decay = 1.0 - options_.LearningRateAt(step) * options_.weight_decay;
   const double step_size = StepSize(step);
-  ForEachGradient(grad_scale, [&](Slot& s, const at::Tensor& g) {
-    s.param.addcdiv_(s.exp_avg, Denominator(s), step_size);
-    if (s.decay) s.param.div_(decay);
-    s.exp_avg.sub_(g, 1.0 - options_.beta1).div_(options_.beta1);
-    s.exp_avg_sq.addcmul_(g, g, -(1.0 - options_.beta2)).div_(options_.beta2).clamp_min_(0);
-  });
+  for (Slot* s : SlotsWithGradient()) {
+    const at::Tensor g = grad_scale == 1.0 ? s->param.grad() : s->param.grad() * grad_scale;
+    // The kernel's update, step_size · m / denominator, recomputed from the
+    // same moments, added back.
+    s->param.addcdiv_(s->exp_avg, Denominator(*s), step_size);
+    if (s->decay) s->param.div_(decay);
+    s->exp_avg.sub_(g, 1.0 - options_.beta1).div_(options_.beta1);
+    s->exp_avg_sq.addcmul_(g, g, -(1.0 - options_.beta2)).div_(options_.beta2).clamp_min_(0);
+  }
   --updates_;
 }
 
 void AdamW::ZeroGrad() {
-  for (Slot& s : slots_) {
-    at::Tensor& grad = s.param.mutable_grad();
-    if (grad.defined()) grad.zero_();
-  }
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (Slot* s : SlotsWithGradient()) grads.push_back(s->param.grad());
+  if (!grads.empty()) at::_foreach_zero_(grads);
 }
 
 void AdamW::PoisonGradient() {
@@ -136,17 +163,19 @@ void AdamW::ScaleGradients(double factor) {
 }
 
 double AdamW::LocalGradNormSquared(bool* found_inf_nan) const {
-  double sum = 0;
-  bool bad = false;
+  // Squares summed in double without a double copy of the gradient, per
+  // parameter, then over parameters on the device: one read back, not one
+  // per parameter. No entry is negative, so an inf or nan anywhere leaves
+  // the total non-finite.
+  at::Tensor total;
   for (const Slot& s : slots_) {
     const at::Tensor& grad = s.param.grad();
     if (!grad.defined()) continue;
-    // Squares summed in double without a double copy of the gradient.
-    const double sq = at::sum(grad.square(), at::kDouble).item<double>();
-    if (!std::isfinite(sq)) bad = true;
-    sum += sq;
+    const at::Tensor sq = at::sum(grad.square(), at::kDouble);
+    total = total.defined() ? total.add_(sq) : sq;
   }
-  *found_inf_nan = bad;
+  const double sum = total.defined() ? total.item<double>() : 0.0;
+  *found_inf_nan = !std::isfinite(sum);
   return sum;
 }
 

@@ -44,7 +44,12 @@ class AdamW {
 
   /// One update with the parameters' current `.grad` multiplied by
   /// `grad_scale` (the clipping coefficient), at learning rate
-  /// LearningRateAt(step). Parameters without a gradient are left alone.
+  /// LearningRateAt(step). Parameters without a gradient are left alone;
+  /// `.grad` is not changed. LibTorch's fused AdamW kernel
+  /// (at::_fused_adamw_, one per weight-decay group), computing in float32:
+  /// p ← p·(1 − lr·λ); m ← lerp(m, g, 1 − β1); v ← β2·v + (1 − β2)·g²;
+  /// p ← p − (lr / (1 − β1ᵗ))·m / (√v / √(1 − β2ᵗ) + ε). Bumps the
+  /// parameters' version counters (the kernel does not).
   void Step(int64_t step, double grad_scale);
 
   /// Copies what the next Step touches (parameters with a gradient, their
@@ -55,13 +60,16 @@ class AdamW {
   /// Puts back what Snapshot copied. Only after a Snapshot.
   void RestoreSnapshot();
   /// Undoes the last Step(step, grad_scale) arithmetically, in place: the
-  /// moments and the decoupled decay are inverted from the same gradients
-  /// (which must still be those that Step used) with no copy kept. Exact up
-  /// to rounding: a few float32 ulps per entry (measured in
-  /// worker_runtime_tests). Needs beta1 > 0 and beta2 > 0.
+  /// update is recomputed from the new moments as Step's kernel computed it
+  /// and added back, then the decoupled decay and the moments are inverted
+  /// from the same gradients (which must still be those that Step used),
+  /// with no copy kept. Exact up to rounding: a few float32 ulps per entry
+  /// (measured in worker_post_validation_tests). Needs beta1 > 0 and
+  /// beta2 > 0.
   void InvertStep(int64_t step, double grad_scale);
 
-  /// Sets every `.grad` to zero (keeps the buffers).
+  /// Sets every `.grad` to zero (keeps the buffers; one fused kernel on a
+  /// GPU).
   void ZeroGrad();
 
   /// Fault injection: sets the first entry of the first parameter's
@@ -73,7 +81,7 @@ class AdamW {
   void ScaleGradients(double factor);
 
   /// Σ over parameters of ‖grad‖² (float64), and whether some entry is inf
-  /// or nan. Missing gradients count as zero.
+  /// or nan. Missing gradients count as zero. One read back from the device.
   double LocalGradNormSquared(bool* found_inf_nan) const;
 
   /// Parameters and moments by name ("<param>", "<param>.exp_avg",
@@ -96,16 +104,16 @@ class AdamW {
     at::Tensor exp_avg_sq;
     bool decay;
   };
-  // With the step count t = updates_: sqrt(v / (1 - beta2^t)) + epsilon,
-  // and lr(step) / (1 - beta1^t).
+  // With the step count t = updates_: sqrt(v) / sqrt(1 - beta2^t) +
+  // epsilon, and lr(step) / (1 - beta1^t), as the fused kernel has them.
   at::Tensor Denominator(const Slot& s) const;
   double StepSize(int64_t step) const;
-  // Calls update(slot, gradient * grad_scale) for every parameter with a
-  // gradient, without autograd.
-  template <typename Update>
-  void ForEachGradient(double grad_scale, Update update);
+  // The slots whose parameter has a gradient, in order.
+  std::vector<Slot*> SlotsWithGradient();
 
   std::vector<Slot> slots_;
+  // updates_ as a float32 scalar on the parameters' device, for the kernel.
+  at::Tensor step_count_;
   // Snapshot: parameter, exp_avg, exp_avg_sq per slot (undefined for slots
   // without a gradient at the time), and the update counter.
   std::vector<std::array<at::Tensor, 3>> snapshot_;

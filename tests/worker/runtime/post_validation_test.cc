@@ -460,6 +460,58 @@ TEST(AdamWInverseTest, InvertStepUndoesStepUpToRounding) {
   }
 }
 
+// One Step (LibTorch's fused kernel) against AdamW written out in float64
+// (Loshchilov & Hutter, Algorithm 2, with bias correction; decay on 2-D
+// parameters only) over three steps with a clipping coefficient, and the
+// version counters the compute-type weight copies rely on.
+TEST(AdamWTest, StepIsAdamWAndBumpsTheParametersVersions) {
+  at::manual_seed(5);
+  at::Tensor w = at::randn({16, 8}).requires_grad_(true);
+  at::Tensor b = at::randn({8}).requires_grad_(true);
+  AdamWOptions options;
+  options.learning_rate = 1e-2;
+  options.weight_decay = 0.1;
+  options.warmup_steps = 2;
+  AdamW adam({{"w", w}, {"b", b}}, options);
+  TensorMap param = {{"w", w.detach().to(at::kDouble)}, {"b", b.detach().to(at::kDouble)}};
+  TensorMap m = {{"w", at::zeros({16, 8}, at::kDouble)}, {"b", at::zeros({8}, at::kDouble)}};
+  TensorMap v = m;
+  for (int64_t step = 0; step < 3; ++step) {
+    w.mutable_grad() = at::randn({16, 8});
+    b.mutable_grad() = at::randn({8});
+    const int64_t w_version = w._version(), b_version = b._version();
+    const double scale = 0.5;
+    adam.Step(step, scale);
+    EXPECT_GT(w._version(), w_version);
+    EXPECT_GT(b._version(), b_version);
+    const double lr = options.LearningRateAt(step), t = double(step + 1);
+    for (auto& [name, p] : param) {
+      const at::Tensor g = (name == "w" ? w : b).grad().to(at::kDouble) * scale;
+      if (p.dim() >= 2) p = p * (1 - lr * options.weight_decay);
+      m[name] = options.beta1 * m[name] + (1 - options.beta1) * g;
+      v[name] = options.beta2 * v[name] + (1 - options.beta2) * g * g;
+      const at::Tensor m_hat = m[name] / (1 - std::pow(options.beta1, t));
+      const at::Tensor v_hat = v[name] / (1 - std::pow(options.beta2, t));
+      p = p - lr * m_hat / (v_hat.sqrt() + options.epsilon);
+    }
+    const TensorMap state = Copy(adam.StateForCheckpoint());
+    for (const auto& [name, want] : param) {
+      for (const auto& [got, ref] : {std::pair{state.at(name), want},
+                                     std::pair{state.at(name + ".exp_avg"), m.at(name)},
+                                     std::pair{state.at(name + ".exp_avg_sq"), v.at(name)}}) {
+        const double error = (got.to(at::kDouble) - ref).abs().max().item<double>() /
+                             std::max(ref.abs().max().item<double>(), 1e-30);
+        EXPECT_LE(error, 1e-5) << name << " after step " << step;
+      }
+    }
+  }
+  // The gradients are left as they were (the clipping scale is applied to
+  // a copy): InvertStep and a re-step after a rollback read them again.
+  const at::Tensor grad = w.grad().clone();
+  adam.Step(3, 0.25);
+  EXPECT_TRUE(at::equal(w.grad(), grad));
+}
+
 // (d) FP16's overflow rides post-update validation: with a loss scale of
 // 2^24 the float16 products overflow, the inf reaches every rank's check,
 // each such step is skipped on every rank (the state after it equals the

@@ -403,7 +403,7 @@ void ProfileChunk(const ModelChunk& chunk, const Flags& flags) {
   std::printf("\nChunk %d, B then W against the fused backward by %s, ms per microbatch "
               "(profiled, so slower than the table above):\n\n| operator | B+W | fused | "
               "difference |\n|---|---:|---:|---:|\n",
-              chunk.stage(), cuda ? "kernel (device time)" : "operator (self thread CPU time)");
+              chunk.virtual_stage(), cuda ? "kernel (device time)" : "operator (self thread CPU time)");
   for (size_t i = 0; i < rows.size() && i < 16; ++i) {
     const auto& [name, t] = rows[i];
     std::printf("| `%s` | %.3f | %.3f | %+.3f |\n", name.substr(0, 90).c_str(), 1e3 * t.first,

@@ -13,9 +13,9 @@ namespace {
 
 class GptChunkImpl final : public ModelChunk {
  public:
-  GptChunkImpl(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+  GptChunkImpl(const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
                c10::Device device)
-      : ModelChunk(config, stage, num_stages, seed, device) {}
+      : ModelChunk(config, virtual_stage, num_virtual_stages, seed, device) {}
 
  private:
   void AddParameters() override;
@@ -109,9 +109,9 @@ absl::Status CheckGptSpec(const v1::ModelSpec& spec) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<ModelChunk> MakeGptChunk(const ModelConfig& config, int stage, int num_stages,
+std::unique_ptr<ModelChunk> MakeGptChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
                                          uint64_t seed, c10::Device device) {
-  return std::make_unique<GptChunkImpl>(config, stage, num_stages, seed, device);
+  return std::make_unique<GptChunkImpl>(config, virtual_stage, num_virtual_stages, seed, device);
 }
 
 }  // namespace zbpp::worker

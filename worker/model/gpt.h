@@ -35,7 +35,7 @@ namespace zbpp::worker {
 absl::Status CheckGptSpec(const v1::ModelSpec& spec);
 
 /// An uninitialised gpt chunk (ModelChunk::Create adds its parameters).
-std::unique_ptr<ModelChunk> MakeGptChunk(const ModelConfig& config, int stage, int num_stages,
+std::unique_ptr<ModelChunk> MakeGptChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
                                          uint64_t seed, c10::Device device);
 
 }  // namespace zbpp::worker

@@ -13,9 +13,9 @@ namespace {
 
 class LlamaChunk final : public ModelChunk {
  public:
-  LlamaChunk(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+  LlamaChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
              c10::Device device)
-      : ModelChunk(config, stage, num_stages, seed, device) {
+      : ModelChunk(config, virtual_stage, num_virtual_stages, seed, device) {
     std::tie(cos_, sin_) = RotaryCosSin(config.seq_len, config.hidden / config.heads,
                                         config.rope_theta);
     cos_ = cos_.to(device);
@@ -124,9 +124,9 @@ absl::Status CheckLlamaSpec(const v1::ModelSpec& spec) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<ModelChunk> MakeLlamaChunk(const ModelConfig& config, int stage, int num_stages,
+std::unique_ptr<ModelChunk> MakeLlamaChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
                                            uint64_t seed, c10::Device device) {
-  return std::make_unique<LlamaChunk>(config, stage, num_stages, seed, device);
+  return std::make_unique<LlamaChunk>(config, virtual_stage, num_virtual_stages, seed, device);
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryCosSin(int64_t seq_len, int64_t head_dim, double theta) {

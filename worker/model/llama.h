@@ -58,7 +58,7 @@ namespace zbpp::worker {
 absl::Status CheckLlamaSpec(const v1::ModelSpec& spec);
 
 /// An uninitialised llama chunk (ModelChunk::Create adds its parameters).
-std::unique_ptr<ModelChunk> MakeLlamaChunk(const ModelConfig& config, int stage, int num_stages,
+std::unique_ptr<ModelChunk> MakeLlamaChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
                                            uint64_t seed, c10::Device device);
 
 /// RoPE's cos and sin for positions 0..seq_len−1 and head dim `head_dim`

@@ -22,7 +22,7 @@ struct Architecture {
   const char* name;
   // The family's own rules on a spec whose common fields are valid.
   absl::Status (*check)(const v1::ModelSpec& spec);
-  std::unique_ptr<ModelChunk> (*make)(const ModelConfig& config, int stage, int num_stages,
+  std::unique_ptr<ModelChunk> (*make)(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
                                       uint64_t seed, c10::Device device);
 };
 
@@ -105,13 +105,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec) {
   return config;
 }
 
-ModelChunk::ModelChunk(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+ModelChunk::ModelChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
                        c10::Device device)
     : config_(config),
-      stage_(stage),
-      num_stages_(num_stages),
-      first_layer_(stage * (config.layers / num_stages)),
-      end_layer_((stage + 1) * (config.layers / num_stages)),
+      virtual_stage_(virtual_stage),
+      num_virtual_stages_(num_virtual_stages),
+      first_layer_(virtual_stage * (config.layers / num_virtual_stages)),
+      end_layer_((virtual_stage + 1) * (config.layers / num_virtual_stages)),
       seed_(seed),
       device_(device) {}
 
@@ -132,23 +132,23 @@ v1::ModelSpec ModelSpecOf(const ModelConfig& config) {
 }
 
 absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig& given,
-                                                               int stage, int num_stages,
+                                                               int virtual_stage, int num_virtual_stages,
                                                                uint64_t seed,
                                                                c10::Device device) {
   absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(ModelSpecOf(given));
   if (!config.ok()) return config.status();
   config->compute_type = given.compute_type;
-  if (num_stages < 1 || stage < 0 || stage >= num_stages) {
+  if (num_virtual_stages < 1 || virtual_stage < 0 || virtual_stage >= num_virtual_stages) {
     return absl::InvalidArgumentError(
-        absl::StrCat("virtual stage ", stage, " is not in [0, ", num_stages, ")"));
+        absl::StrCat("virtual stage ", virtual_stage, " is not in [0, ", num_virtual_stages, ")"));
   }
-  if (config->layers % num_stages != 0) {
+  if (config->layers % num_virtual_stages != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model.layers (", config->layers,
-                                                   ") must be divisible by the ", num_stages,
+                                                   ") must be divisible by the ", num_virtual_stages,
                                                    " virtual stages"));
   }
   std::unique_ptr<ModelChunk> chunk = FindArchitecture(config->architecture)
-                                          ->make(*config, stage, num_stages, seed, device);
+                                          ->make(*config, virtual_stage, num_virtual_stages, seed, device);
   chunk->AddParameters();
   return chunk;
 }
@@ -225,7 +225,7 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> GradientBuckets(const Model
   const int n = static_cast<int>(layers.size());
   if (buckets < 1 || buckets > n) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "virtual stage ", chunk.stage(), " has ", n, " linear layers: it cannot be split into ",
+        "virtual stage ", chunk.virtual_stage(), " has ", n, " linear layers: it cannot be split into ",
         buckets, " gradient buckets"));
   }
   auto size = [](const std::pair<at::Tensor, at::Tensor>& layer) {

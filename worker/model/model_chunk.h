@@ -69,8 +69,9 @@ v1::ModelSpec ModelSpecOf(const ModelConfig& config);
 using NamedTensor = std::pair<std::string, at::Tensor>;
 
 /// One virtual stage (chunk) of a decoder of the architecture registry: the
-/// blocks [stage·L/S, (stage+1)·L/S) of S virtual stages, plus the token
-/// embedding on the first stage and the final norm and LM head on the last.
+/// blocks [v·L/S, (v+1)·L/S) of virtual stage v of S, plus the token
+/// embedding on the first virtual stage and the final norm and LM head on
+/// the last.
 /// A family (gpt.h, llama.h) is a subclass that adds its parameters and
 /// runs its embedding, blocks and final norm; the runtime sees only this
 /// class.
@@ -101,23 +102,23 @@ class ModelChunk {
   /// The chunk of config.architecture. Parameters are initialised on the
   /// CPU, then moved to `device`, so that every device starts from the same
   /// weights. InvalidArgument for a config ModelConfigFromSpec would refuse
-  /// (naming the field), when stage is not in [0, num_stages) or layers is
-  /// not divisible by num_stages. kv_heads 0 means heads.
+  /// (naming the field), when virtual_stage is not in [0, num_virtual_stages)
+  /// or layers is not divisible by num_virtual_stages. kv_heads 0 means heads.
   static absl::StatusOr<std::unique_ptr<ModelChunk>> Create(
-      const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+      const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
       c10::Device device = c10::Device(c10::kCPU));
   virtual ~ModelChunk() = default;
   ModelChunk(const ModelChunk&) = delete;
   ModelChunk& operator=(const ModelChunk&) = delete;
 
-  /// First stage: tokens int64 [b, s] -> hidden float32 [b, s, h]. Other
-  /// stages: hidden [b, s, h] -> hidden [b, s, h]; the last stage returns
+  /// First virtual stage: tokens int64 [b, s] -> hidden float32 [b, s, h].
+  /// Others: hidden [b, s, h] -> hidden [b, s, h]; the last one returns
   /// logits [b, s, vocab] of the compute type instead. s <= seq_len.
   at::Tensor Forward(const at::Tensor& input) const;
 
-  bool is_first() const { return stage_ == 0; }
-  bool is_last() const { return stage_ == num_stages_ - 1; }
-  int stage() const { return stage_; }
+  bool is_first() const { return virtual_stage_ == 0; }
+  bool is_last() const { return virtual_stage_ == num_virtual_stages_ - 1; }
+  int virtual_stage() const { return virtual_stage_; }
   const ModelConfig& config() const { return config_; }
 
   /// Every parameter, in a fixed order (leaves with requires_grad).
@@ -135,7 +136,7 @@ class ModelChunk {
   const at::Tensor& tied_embedding() const { return tied_; }
 
  protected:
-  ModelChunk(const ModelConfig& config, int stage, int num_stages, uint64_t seed,
+  ModelChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
              c10::Device device);
 
   // What a family provides. AddParameters (called once by Create) adds the
@@ -167,8 +168,8 @@ class ModelChunk {
   at::Tensor Linear(const std::string& name, const at::Tensor& x) const;
 
   const ModelConfig config_;
-  const int stage_;
-  const int num_stages_;
+  const int virtual_stage_;
+  const int num_virtual_stages_;
   const int first_layer_;  // Global index of this chunk's first block.
   const int end_layer_;    // One past its last block.
 

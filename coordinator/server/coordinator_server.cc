@@ -163,7 +163,8 @@ absl::Status CoordinatorServer::CreateMetrics() {
   return absl::OkStatus();
 }
 
-// The core's state is recovered before anything is served (STYLE.md 10).
+// The core's state is recovered before anything is served
+// (docs/architecture.md, Layers: "store, recovered core, ..., in that order").
 absl::Status CoordinatorServer::RecoverCore(const Coordinator::Options& options) {
   Coordinator::Options core_options = options;
   core_options.store = store_.get();

@@ -130,7 +130,8 @@ class CoordinatorServer {
  private:
   CoordinatorServer();
 
-  // Start's steps, in the daemon's order (STYLE.md 10: recover, wire, then
+  // Start's steps, in the daemon's order (docs/architecture.md, Layers:
+  // store, recovered core, metrics, services, gRPC server: recover, wire, then
   // serve). Each sets the members it names; on error the message is the
   // daemon's error line, naming the flag.
   absl::Status Start(const Options& options);

@@ -153,21 +153,23 @@ absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& versio
   return TimedSchedule{*std::move(schedule), *std::move(timing)};
 }
 
-absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
+absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job,
+                                               const v1::ScheduleVersion& ran) {
   const v1::StepTimeline& timeline = job.last_step_timeline();
   if (timeline.stages_size() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id(), " has no measured step yet (state ", v1::JobState_Name(job.state()),
         ")"));
   }
-  if (timeline.schedule_version() != job.schedule().version()) {
+  if (timeline.schedule_version() != ran.version()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the last step (", timeline.step(), ") ran schedule version ",
-        timeline.schedule_version(), ", the job now holds version ", job.schedule().version()));
+        timeline.schedule_version(), ", not version ", ran.version()));
   }
-  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(job.schedule().schedule());
+  absl::StatusOr<sched::Schedule> schedule = ScheduleFromProto(ran.schedule());
   if (!schedule.ok()) return schedule.status();
-  schedule->name = absl::StrCat(schedule->name, " step ", timeline.step(), " (measured)");
+  schedule->name = absl::StrCat(schedule->name, " v", ran.version(), " step ", timeline.step(),
+                                " (measured)");
   sched::SimulationResult measured;
   measured.timings.resize(timeline.stages_size());
   for (int s = 0; s < timeline.stages_size(); ++s) {
@@ -180,6 +182,10 @@ absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
   }
   measured.bubble_rate = job.last_step().measured_bubble_rate();
   return TimedSchedule{*std::move(schedule), std::move(measured)};
+}
+
+absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
+  return MeasuredLastStep(job, job.schedule());
 }
 
 }  // namespace zbpp

@@ -59,9 +59,17 @@ absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& versio
 
 /// The job's last completed step as its ranks measured it
 /// (Job.last_step_timeline, FULL view; seconds from each rank's own step
-/// start), named "<schedule> step N (measured)". FailedPrecondition before
-/// the first step, or when the step ran another schedule version than the
-/// job's current one (`Job.schedule`).
+/// start), its actions named by `ran`, the schedule version that step ran
+/// (StepTimeline.schedule_version, read back with JobService
+/// GetScheduleVersion when the job published another since): named
+/// "<schedule> v<N> step S (measured)". FailedPrecondition before the first
+/// step or when `ran` is another version than the step ran;
+/// ScheduleFromProto's errors. Pure.
+absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job,
+                                               const v1::ScheduleVersion& ran);
+
+/// MeasuredLastStep(job, job.schedule()): for a job whose latest version
+/// (`Job.schedule`) ran its last step; FailedPrecondition otherwise.
 absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job);
 
 }  // namespace zbpp

@@ -29,13 +29,13 @@ const v1::ScheduleVersion& AsVersion(
 
 }  // namespace internal
 
-/// The version in force at `step`: of `versions`, in publication order
-/// (effective steps strictly increase; a container of v1::ScheduleVersion,
-/// or a map from version number to it or to a shared pointer to it), the
-/// last one whose
-/// `effective_step` is <= `step`. A version stays in force until the next
-/// one's effective step, so that every worker switches at the same step
-/// boundary. nullptr when none is (nothing published, or `step` before the
+/// The version in force at `step`: of `versions`, in publication order (a
+/// container of v1::ScheduleVersion, or a map from version number to it or
+/// to a shared pointer to it), the last one whose `effective_step` is <=
+/// `step`. A version stays in force until the next one's effective step, so
+/// that every worker switches at the same step boundary; of versions sharing
+/// an effective step (a CALIBRATION version published at the start step
+/// after the first plan) the later wins. nullptr when none is (nothing published, or `step` before the
 /// first effective step). The pointer is into `versions`. Pure.
 template <typename Versions>
 const v1::ScheduleVersion* VersionInForce(const Versions& versions, int64_t step) {

@@ -130,18 +130,54 @@ absl::StatusOr<v1::ScheduleVersion> VersionThatRanLastStep(const v1::Job& job,
   return client.GetScheduleVersion(job.id(), ran);
 }
 
+// The version in force at `step` (VersionInForce, api/schedule_version.h:
+// of the versions in publication order, the last one effective at `step` or
+// before, so of versions sharing an effective step the later wins), found
+// from the job's newest version down: the first effective at `step` or
+// before is that one. InvalidArgument naming --step for a step past the
+// job's last; NotFound when no version is in force then.
+absl::StatusOr<v1::ScheduleVersion> VersionInForceAt(const std::string& job_id, int64_t step,
+                                                     CoordinatorClient& client) {
+  absl::StatusOr<v1::Job> job = client.GetJob(job_id, v1::JOB_VIEW_BASIC);
+  if (!job.ok()) return job.status();
+  if (step >= job->spec().steps()) {
+    return absl::InvalidArgumentError(absl::StrCat("--step: job ", job_id, " runs steps 0 to ",
+                                                   job->spec().steps() - 1, ", got ", step));
+  }
+  for (int64_t number = job->schedule_version(); number >= 1; --number) {
+    absl::StatusOr<v1::ScheduleVersion> version = client.GetScheduleVersion(job_id, number);
+    // Numbers are never reused but need not all be held: skip a missing one.
+    if (version.status().code() == absl::StatusCode::kNotFound) continue;
+    if (!version.ok() || version->effective_step() <= step) return version;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("--step: job ", job_id, " has no schedule version in force at step ", step));
+}
+
+// The version `schedule` and `costs` show: --schedule-version N, the one in
+// force at --step S, else the job's (FULL view, read into `*job`) version
+// that ran its last step when `else_last_step_ran`, its latest otherwise.
+absl::StatusOr<v1::ScheduleVersion> ChosenVersion(const CtlOptions& options,
+                                                  CoordinatorClient& client,
+                                                  absl::StatusOr<v1::Job>* job,
+                                                  bool else_last_step_ran) {
+  if (options.schedule_version > 0) {
+    return client.GetScheduleVersion(options.argument, options.schedule_version);
+  }
+  if (options.step.has_value()) return VersionInForceAt(options.argument, *options.step, client);
+  *job = JobWithSchedule(options, client);
+  if (!job->ok()) return job->status();
+  if (!else_last_step_ran) return (*job)->schedule();
+  return VersionThatRanLastStep(**job, client);
+}
+
 int Schedule(const CtlOptions& options, CoordinatorClient& client,
              const CommandIo& io) {
-  absl::StatusOr<v1::Job> job;  // FULL view; not read with --schedule-version.
-  absl::StatusOr<v1::ScheduleVersion> version;
-  if (options.schedule_version > 0) {
-    version = client.GetScheduleVersion(options.argument, options.schedule_version);
-  } else {
-    job = JobWithSchedule(options, client);
-    version = job.ok() ? VersionThatRanLastStep(*job, client) : job.status();
-  }
+  absl::StatusOr<v1::Job> job;  // Read only without --schedule-version and --step.
+  absl::StatusOr<v1::ScheduleVersion> version =
+      ChosenVersion(options, client, &job, /*else_last_step_ran=*/true);
   if (!version.ok()) return Fail(io, Context(options), version.status());
-  // ParseCommandLine refuses measured-trace with --schedule-version: `job` is read.
+  // ParseCommandLine refuses measured-trace with either flag: `job` is read.
   absl::StatusOr<std::string> text = options.format == "measured-trace"
                                          ? RenderMeasuredTrace(*job, *version)
                                          : RenderSchedule(*version, options.format);
@@ -153,13 +189,9 @@ int Schedule(const CtlOptions& options, CoordinatorClient& client,
 
 int Costs(const CtlOptions& options, CoordinatorClient& client,
           const CommandIo& io) {
-  absl::StatusOr<v1::ScheduleVersion> version;
-  if (options.schedule_version > 0) {
-    version = client.GetScheduleVersion(options.argument, options.schedule_version);
-  } else {
-    absl::StatusOr<v1::Job> job = JobWithSchedule(options, client);
-    version = job.ok() ? absl::StatusOr<v1::ScheduleVersion>(job->schedule()) : job.status();
-  }
+  absl::StatusOr<v1::Job> job;
+  absl::StatusOr<v1::ScheduleVersion> version =
+      ChosenVersion(options, client, &job, /*else_last_step_ran=*/false);
   if (!version.ok()) return Fail(io, Context(options), version.status());
   absl::StatusOr<std::string> text = RenderCostFile(*version);
   if (!text.ok()) return Fail(io, Context(options), text.status());
@@ -172,7 +204,19 @@ int Report(const CtlOptions& options, CoordinatorClient& client, const CommandIo
   if (!job.ok()) return Fail(io, Context(options), job.status());
   absl::StatusOr<std::vector<v1::StepSummary>> steps = client.ListSteps(options.argument);
   if (!steps.ok()) return Fail(io, Context(options), steps.status());
-  absl::StatusOr<TrainingReport> report = BuildReport(*job, *steps);
+  // The versions that ran the first and the last step, read back by number:
+  // the job may have published others since (Job.schedule is the latest).
+  std::vector<v1::ScheduleVersion> versions;
+  if (!steps->empty()) {
+    for (int64_t number : {steps->front().schedule_version(), steps->back().schedule_version()}) {
+      if (number < 1 || (!versions.empty() && versions.back().version() == number)) continue;
+      absl::StatusOr<v1::ScheduleVersion> version =
+          client.GetScheduleVersion(options.argument, number);
+      if (!version.ok()) return Fail(io, Context(options), version.status());
+      versions.push_back(*std::move(version));
+    }
+  }
+  absl::StatusOr<TrainingReport> report = BuildReport(*job, *steps, versions);
   if (!report.ok()) return Fail(io, Context(options), report.status());
   io.out << (options.format == "json" ? ReportJson(*report) : ReportTable(*report));
   return kExitOk;

@@ -24,15 +24,17 @@ Commands:
                     4 CANCELLED)
   cancel JOB        cancel a job
   schedule JOB      show the schedule version that ran a job's last step (the
-                    latest before any step), or version N
+                    latest before any step), version N, or the version in
+                    force at step S (the latest published from S or before)
                     [--format table|svg|chrome-trace|measured-trace]
-                    [--schedule-version N]
+                    [--schedule-version N | --step S]
                     (measured-trace: the last step as the workers ran it)
   report JOB        what a job achieved: losses, tokens/s, bubble rate
                     measured vs predicted per stage [--format table|json]
   costs JOB         the cost model of the job's current schedule version (the
-                    measured one after a re-solve), or of version N
-                    [--schedule-version N], as a cost file for
+                    measured one after a re-solve), of version N or of the
+                    version in force at step S [--schedule-version N | --step S],
+                    as a cost file for
                     zbpp-sched --costs (YAML, per virtual stage)
   workers           list registered workers
   export JOB        write the job's last checkpoint as a Hugging Face model
@@ -92,7 +94,7 @@ struct SplitArgs {
 absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
   static const std::set<std::string> kKnown = {
       "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key",
-      "schedule-version", "out"};
+      "schedule-version", "step", "out"};
   SplitArgs split;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -223,6 +225,22 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
                         f->second + "\"");
     }
     options.schedule_version = version;
+  }
+  if (auto f = flags.find("step"); f != flags.end()) {
+    if (!info.takes_schedule_version) return UsageError(words[0] + " takes no --step");
+    if (options.format == "measured-trace") {
+      return UsageError(
+          "--format measured-trace takes no --step: the last step is drawn with the version "
+          "it ran");
+    }
+    if (options.schedule_version > 0) {
+      return UsageError("--step and --schedule-version both pick a version: give one");
+    }
+    int64_t step = 0;
+    if (!absl::SimpleAtoi(f->second, &step) || step < 0) {
+      return UsageError("--step must be a step number >= 0, got \"" + f->second + "\"");
+    }
+    options.step = step;
   }
   if (info.command == Command::kExport) {
     if (!flags.count("format")) options.format = "safetensors";

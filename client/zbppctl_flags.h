@@ -5,6 +5,7 @@
 #define ZBPP_CLIENT_ZBPPCTL_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,11 @@ enum class Command {
   kWatch,     ///< watch JOB: WatchJob until the job ends.
   kCancel,    ///< cancel JOB: CancelJob.
   kSchedule,  ///< schedule JOB [--format table|svg|chrome-trace|measured-trace]
-              ///< [--schedule-version N].
+              ///< [--schedule-version N | --step S].
   kWorkers,   ///< workers: ListWorkers, one row per worker.
   kReport,    ///< report JOB [--format table|json]: GetJob + ListSteps.
-  kCosts,     ///< costs JOB [--schedule-version N]: a version's cost model as
-              ///< a cost file.
+  kCosts,     ///< costs JOB [--schedule-version N | --step S]: a version's
+              ///< cost model as a cost file.
   kExport,    ///< export JOB --out DIR [--format safetensors]: the job's last
               ///< checkpoint as a Hugging Face model directory.
 };
@@ -58,6 +59,10 @@ struct CtlOptions {
   /// --schedule-version N (schedule, costs): that schedule version of the
   /// job, >= 1; 0 when absent (the command's default version).
   int64_t schedule_version = 0;
+  /// --step S (schedule, costs): the version in force at optimizer step S
+  /// (0-based, >= 0; api/schedule_version.h VersionInForce); unset when
+  /// absent. Never set together with schedule_version.
+  std::optional<int64_t> step;
   /// --out DIR (export, required): the model directory to write.
   std::string out_dir;
 };
@@ -71,8 +76,8 @@ const char* UsageText();
 /// Parses `args` (argv without the program name). Global flags
 /// (--coordinator, --token-file, --timeout) may appear before or after the
 /// command; --format only with status, schedule and report; --schedule-version
-/// only with schedule (not --format measured-trace: the last step's version
-/// draws it) and costs. Flags take their value
+/// and --step (one of them) only with schedule (not --format measured-trace:
+/// the last step's version draws it) and costs. Flags take their value
 /// as `--flag value` or `--flag=value`. `default_coordinator` (from
 /// $ZBPP_COORDINATOR; empty means kDefaultCoordinator) applies when
 /// --coordinator is absent.
@@ -81,8 +86,9 @@ const char* UsageText();
 /// command, a missing or extra positional argument, an unknown or repeated
 /// flag, a flag without a value, a JOB that is not UTF-8 ("JOB: not valid
 /// UTF-8 (byte 0xE9 at offset 4)"; protobuf cannot carry it), a --timeout that is not a positive finite
-/// number, a --format the command does not offer, or a --schedule-version
-/// that is not an integer >= 1 or that the command (format) does not take.
+/// number, a --format the command does not offer, a --schedule-version
+/// that is not an integer >= 1, a --step that is not an integer >= 0, either
+/// where the command (format) does not take it, or both together.
 /// Thread-safe (pure).
 absl::StatusOr<CtlOptions> ParseCommandLine(
     const std::vector<std::string>& args,

@@ -109,6 +109,22 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job) {
   return out.dump(2) + "\n";
 }
 
+namespace {
+
+// A version a step ran (VersionRan) as an object; null when unset.
+Json VersionRanJson(const std::optional<VersionRan>& v) {
+  if (!v.has_value()) return nullptr;
+  return {{"step", v->step},
+          {"version", v->version},
+          {"reason", v->reason},
+          {"effective_step", v->effective_step},
+          {"predicted_step_seconds", NumberOrNull(v->predicted_step_seconds)},
+          {"predicted_makespan_seconds", NumberOrNull(v->predicted_makespan_seconds)},
+          {"predicted_bubble_rate", NumberOrNull(v->predicted_bubble_rate)}};
+}
+
+}  // namespace
+
 std::string ReportJson(const TrainingReport& r) {
   Json json = {{"job_id", r.job_id},
                {"state", r.state},
@@ -142,6 +158,9 @@ std::string ReportJson(const TrainingReport& r) {
                {"clipped_steps", r.clipped_steps},
                {"schedule_versions", r.schedule_versions},
                {"last_step_schedule_version", r.last_step_schedule_version},
+               {"first_step_version", VersionRanJson(r.first_step_version)},
+               {"last_step_version", VersionRanJson(r.last_step_version)},
+               {"last_version_step_seconds", r.last_version_step_seconds},
                {"history_complete", r.history_complete},
                {"missing_steps", r.missing_steps},
                {"param_checksum", NumberOrNull(r.param_checksum)}};

@@ -36,8 +36,10 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
 
 /// `zbppctl report --format json` (the demo's last line): the report as one
 /// JSON object on one line, keys as TrainingReport's field names (validation
-/// modes by short name, "POST"); missing eval losses, an unset
-/// validation_mode or param_checksum and non-finite numbers are null.
+/// modes by short name, "POST"; first_step_version and last_step_version as
+/// objects keyed by VersionRan's fields); missing eval losses, an unset
+/// validation_mode, param_checksum or version ran and non-finite numbers
+/// are null.
 std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -9,6 +9,7 @@
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
+#include "client/zbppctl_schedule.h"
 #include "client/zbppctl_tables.h"
 #include "common/text_table.h"
 
@@ -36,10 +37,69 @@ std::string ValidationLine(const TrainingReport& r) {
       " (the last step ran v", r.last_step_schedule_version, ")");
 }
 
+// The version among `versions` that ran `step`, as the report shows it;
+// unset when absent.
+std::optional<VersionRan> FindVersion(const std::vector<v1::ScheduleVersion>& versions,
+                                      const v1::StepSummary& step) {
+  for (const v1::ScheduleVersion& v : versions) {
+    if (v.version() != step.schedule_version()) continue;
+    return VersionRan{step.step(),
+                      VersionLabel(v),
+                      v.version(),
+                      ShortEnumName(v1::ScheduleChangeReason_Name(v.reason()),
+                                    "SCHEDULE_CHANGE_REASON_"),
+                      v.effective_step(),
+                      v.predicted().step_seconds(),
+                      v.predicted().makespan_seconds(),
+                      v.predicted().bubble_rate()};
+  }
+  return std::nullopt;
+}
+
+// The versions that ran the first and the last step, and the measured step
+// of the window's steps that ran the last one (the window ends with the
+// last step, so there is at least one).
+void AddVersionsRan(const std::vector<v1::StepSummary>& steps,
+                    const std::vector<v1::StepSummary>& window,
+                    const std::vector<v1::ScheduleVersion>& versions, TrainingReport& r) {
+  r.first_step_version = FindVersion(versions, steps.front());
+  r.last_step_version = FindVersion(versions, steps.back());
+  std::vector<double> times;
+  for (const v1::StepSummary& s : window) {
+    if (s.schedule_version() == steps.back().schedule_version()) times.push_back(s.step_seconds());
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  r.last_version_step_seconds = times[times.size() / 2];
+  r.last_version_window_steps = static_cast<int64_t>(times.size());
+}
+
+// "step 99 ran v3 (RESOLVE, from step 40): predicted step 0.4400 s, makespan 0.4300 s,
+// bubble rate 0.1000", and for the last step "; measured 0.4650 s (median of
+// its 18 steps in the window), 1.057x the prediction".
+std::string VersionRanLine(const VersionRan& v, const TrainingReport* last) {
+  std::string line = absl::StrCat("step ", v.step, " ran ", v.label, ": predicted step ",
+                                  Number("%.4f", v.predicted_step_seconds), " s, makespan ",
+                                  Number("%.4f", v.predicted_makespan_seconds),
+                                  " s, bubble rate ", Rate(v.predicted_bubble_rate));
+  if (last != nullptr) {
+    absl::StrAppend(&line, "; measured ", Number("%.4f", last->last_version_step_seconds),
+                    " s (median of its ", last->last_version_window_steps,
+                    last->last_version_window_steps == 1 ? " step" : " steps",
+                    " in the window)");
+    if (v.predicted_step_seconds > 0) {
+      absl::StrAppend(&line, ", ",
+                      Number("%.3f", last->last_version_step_seconds / v.predicted_step_seconds),
+                      "x the prediction");
+    }
+  }
+  return line + "\n";
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
-                                           const std::vector<v1::StepSummary>& steps) {
+                                           const std::vector<v1::StepSummary>& steps,
+                                           const std::vector<v1::ScheduleVersion>& read_back) {
   if (steps.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id(), " has no completed step yet (state ", JobStateName(job.state()), ")"));
@@ -125,6 +185,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
     for (std::vector<double>* mean : means) (*mean)[w] /= counts[w];
   }
   r.breakdown = BuildBreakdown(window, r.stages);
+  AddVersionsRan(steps, window, read_back, r);
   return r;
 }
 
@@ -155,6 +216,13 @@ std::string ReportTable(const TrainingReport& r) {
                   " tokens/s (wall clock over the last ", r.window_steps, " steps)\n");
   absl::StrAppend(&text, "step time:    ", Number("%.4f", r.step_seconds), " s (median)\n");
   absl::StrAppend(&text, "validation:   ", ValidationLine(r), "\n");
+  if (r.first_step_version.has_value()) {
+    absl::StrAppend(&text, "first step:   ",
+                    VersionRanLine(*r.first_step_version, nullptr));
+  }
+  if (r.last_step_version.has_value()) {
+    absl::StrAppend(&text, "last step:    ", VersionRanLine(*r.last_step_version, &r));
+  }
   if (r.param_checksum.has_value()) {
     absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
                           *r.param_checksum);

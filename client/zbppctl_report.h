@@ -8,8 +8,24 @@
 #include "absl/status/statusor.h"
 #include "client/zbppctl_breakdown.h"
 #include "zbpp/v1/job.pb.h"
+#include "zbpp/v1/schedule.pb.h"
 
 namespace zbpp::ctl {
+
+/// A schedule version that ran a step, as the report shows it.
+struct VersionRan {
+  int64_t step = 0;             ///< The step it ran (the first or the last listed).
+  std::string label;            ///< VersionLabel: "v3 (CALIBRATION, from step 0)".
+  int64_t version = 0;          ///< ScheduleVersion.version.
+  std::string reason;           ///< Its reason's short name: "CALIBRATION", ...
+  int64_t effective_step = 0;   ///< ScheduleVersion.effective_step.
+  /// The version's own prediction (ScheduleVersion.predicted: the simulator
+  /// under the cost model it was planned with, measured costs for a
+  /// CALIBRATION or RESOLVE version), seconds and a ratio in [0, 1].
+  double predicted_step_seconds = 0;
+  double predicted_makespan_seconds = 0;
+  double predicted_bubble_rate = 0;
+};
 
 /// What a finished (or running) training job achieved, from its Job and its
 /// step summaries (`zbppctl report`).
@@ -85,6 +101,15 @@ struct TrainingReport {
   /// which later versions may have followed: what `zbppctl schedule JOB`
   /// draws.
   int64_t last_step_schedule_version = 0;
+  /// The versions that ran the first and the last listed step, when
+  /// BuildReport was given them; unset otherwise.
+  std::optional<VersionRan> first_step_version;
+  std::optional<VersionRan> last_step_version;
+  /// Median StepSummary.step_seconds of the window's steps that ran
+  /// last_step_version (the last step among them), to compare with its
+  /// predicted_step_seconds, and how many those steps are.
+  double last_version_step_seconds = 0;
+  int64_t last_version_window_steps = 0;
   /// Completed steps (from the first the job ran: 0, or its resume step + 1,
   /// up to Job.steps_completed) whose summary the coordinator's store does
   /// not hold. The store keeps every one in order (README.md, "The control
@@ -99,16 +124,22 @@ struct TrainingReport {
 };
 
 /// Builds the report. FailedPrecondition when the job has no completed step
-/// yet. `steps` ascending (CoordinatorClient::ListSteps).
+/// yet. `steps` ascending (CoordinatorClient::ListSteps). `read_back`: the
+/// job's schedule versions read back by number (GetScheduleVersion), any
+/// order; the ones the first and the last step ran (their
+/// StepSummary.schedule_version) fill first_step_version and
+/// last_step_version, which stay unset when absent.
 absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
-                                           const std::vector<v1::StepSummary>& steps);
+                                           const std::vector<v1::StepSummary>& steps,
+                                           const std::vector<v1::ScheduleVersion>& read_back = {});
 
 /// Human-readable form: a summary (after the title, a "history:" line saying
 /// how many steps are missing when the stored history is incomplete; a
 /// compact validation line: mode,
 /// rollbacks, skipped and clipped steps, recoveries, schedule versions and
-/// the one the last step ran; with
-/// d > 1 a replicas line), a per-stage bubble table (with d > 1, also
+/// the one the last step ran; "first step:" and "last step:" lines naming
+/// the version each ran with its prediction, the last one against the
+/// measured step; with d > 1 a replicas line), a per-stage bubble table (with d > 1, also
 /// each stage's reduction and exposed reduction seconds), then the
 /// breakdown's tables and lines (BreakdownText) when the steps carry one.
 std::string ReportTable(const TrainingReport& report);

@@ -85,6 +85,13 @@ std::string WithGapPhases(const std::string& trace, const v1::StepTimeline& time
 
 }  // namespace
 
+std::string VersionLabel(const v1::ScheduleVersion& version) {
+  return absl::StrCat(
+      "v", version.version(), " (",
+      ShortEnumName(v1::ScheduleChangeReason_Name(version.reason()), "SCHEDULE_CHANGE_REASON_"),
+      ", from step ", version.effective_step(), ")");
+}
+
 absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
                                            const std::string& format) {
   if (format == "table") return TableOf(version);
@@ -94,16 +101,17 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
   }
   absl::StatusOr<TimedSchedule> planned = SimulatedVersion(version);
   if (!planned.ok()) return planned.status();
+  // The exporters' title is the name, then the simulated makespan: this
+  // version's prediction under the cost model it was planned with.
+  planned->schedule.name =
+      absl::StrCat(planned->schedule.name, " ", VersionLabel(version), " as planned");
   return format == "svg" ? sched::ToSvg(planned->schedule, planned->timing)
                          : sched::ToChromeTrace(planned->schedule, planned->timing);
 }
 
 absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
                                                 const v1::ScheduleVersion& ran) {
-  // MeasuredLastStep names the actions from Job.schedule.
-  v1::Job as_run = job;
-  *as_run.mutable_schedule() = ran;
-  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(as_run);
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job, ran);
   if (!measured.ok()) return measured.status();
   const std::string trace = sched::ToChromeTrace(measured->schedule, measured->timing);
   return WithGapPhases(trace, job.last_step_timeline());

@@ -13,12 +13,19 @@
 
 namespace zbpp::ctl {
 
+/// How pictures and reports name a version: "v3 (CALIBRATION, from step
+/// 0)" (number, ScheduleChangeReason without its prefix, effective step).
+std::string VersionLabel(const v1::ScheduleVersion& version);
+
 /// `version` rendered as `format`:
 ///   "table": a header (job, version, effective step, reason, name, p, v, m,
 ///            the coordinator's prediction) and one line of actions per
 ///            worker in their text form;
-///   "svg":   sched::ToSvg of the schedule simulated under its cost model;
-///   "chrome-trace": sched::ToChromeTrace of the same.
+///   "svg":   sched::ToSvg of the schedule simulated under its cost model,
+///            titled "<name> <VersionLabel> as planned" with the makespan
+///            (the version's prediction: measured costs for a CALIBRATION
+///            or RESOLVE version, the analytic model for an INITIAL one);
+///   "chrome-trace": sched::ToChromeTrace of the same, named alike.
 /// Errors: those of ScheduleFromProto and ProblemFromCostModel, Simulate's
 /// (e.g. FailedPrecondition for a deadlock), InvalidArgument for another
 /// format.
@@ -32,8 +39,9 @@ absl::StatusOr<std::string> RenderSchedule(const v1::ScheduleVersion& version,
 /// published after it. Before each stage's step start, the gap before the
 /// step as slices named by phase ("grant latency", "validation", ...; cat
 /// "between steps"; StageTimeline.breakdown), the whole trace shifted right
-/// by the longest gap (otherData.gap_offset_seconds). FailedPrecondition
-/// before the first step or when `ran` is another version.
+/// by the longest gap (otherData.gap_offset_seconds). MeasuredLastStep's
+/// errors: FailedPrecondition before the first step or when `ran` is
+/// another version.
 absl::StatusOr<std::string> RenderMeasuredTrace(const v1::Job& job,
                                                 const v1::ScheduleVersion& ran);
 

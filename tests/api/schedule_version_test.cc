@@ -47,5 +47,19 @@ TEST(VersionInForce, AMapByVersionNumberReadsTheSame) {
   EXPECT_EQ(VersionInForce(versions, 100)->version(), 2);
 }
 
+// A calibration version published at the start step, after the plan that
+// was effective there: the later one runs from that step.
+TEST(VersionInForce, OfVersionsSharingAnEffectiveStepTheLaterWins) {
+  const std::vector<v1::ScheduleVersion> versions = {Version(1, 0), Version(2, 0),
+                                                     Version(3, 6), Version(4, 6)};
+  EXPECT_EQ(VersionInForce(versions, 0)->version(), 2);
+  EXPECT_EQ(VersionInForce(versions, 5)->version(), 2);
+  EXPECT_EQ(VersionInForce(versions, 6)->version(), 4);
+  std::map<int64_t, v1::ScheduleVersion> by_number;
+  for (const v1::ScheduleVersion& v : versions) by_number[v.version()] = v;
+  EXPECT_EQ(VersionInForce(by_number, 0)->version(), 2);
+  EXPECT_EQ(VersionInForce(by_number, 7)->version(), 4);
+}
+
 }  // namespace
 }  // namespace zbpp

@@ -32,6 +32,10 @@ class FakeJobService final : public v1::JobService::Service {
                                   v1::ScheduleVersion* version) override {
     return state_->Version(context, *request, version);
   }
+  grpc::Status ListSteps(grpc::ServerContext* context, const v1::ListStepsRequest* request,
+                         v1::ListStepsResponse* response) override {
+    return state_->Steps(context, *request, response);
+  }
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const v1::CancelJobRequest* request,
                          v1::Job* job) override {
@@ -76,6 +80,11 @@ void FakeState::PutJob(const v1::Job& job) {
 void FakeState::PutVersion(const v1::ScheduleVersion& version) {
   absl::MutexLock lock(&mu_);
   versions_[{version.job_id(), version.version()}] = version;
+}
+
+void FakeState::PutSteps(const std::string& job_id, std::vector<v1::StepSummary> steps) {
+  absl::MutexLock lock(&mu_);
+  steps_[job_id] = std::move(steps);
 }
 
 v1::Job FakeState::GetJob(const std::string& id) {
@@ -184,6 +193,18 @@ grpc::Status FakeState::Version(grpc::ServerContext* context,
                                      " has no schedule version ", request.version()));
   }
   *version = it->second;
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeState::Steps(grpc::ServerContext* context, const v1::ListStepsRequest& request,
+                              v1::ListStepsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (grpc::Status auth = Authorize(context, false); !auth.ok()) return auth;
+  if (!jobs_.count(request.job_id())) return NotFound(request.job_id());
+  for (const v1::StepSummary& step : steps_[request.job_id()]) {
+    if (step.step() >= request.from_step()) *response->add_steps() = step;
+  }
+  response->set_next_from_step(-1);
   return grpc::Status::OK;
 }
 

@@ -29,6 +29,8 @@ class FakeState {
   /// Adds an older schedule version of a job for GetScheduleVersion, which
   /// also answers with each job's Job.schedule.
   void PutVersion(const v1::ScheduleVersion& version);
+  /// The step summaries ListSteps returns for `job_id`, in one page.
+  void PutSteps(const std::string& job_id, std::vector<v1::StepSummary> steps);
   /// The stored job; a default Job when absent.
   v1::Job GetJob(const std::string& id);
   /// Events WatchJob sends for `job_id` after its snapshot, then ends OK.
@@ -57,6 +59,8 @@ class FakeState {
   grpc::Status Version(grpc::ServerContext* context,
                        const v1::GetScheduleVersionRequest& request,
                        v1::ScheduleVersion* version);
+  grpc::Status Steps(grpc::ServerContext* context, const v1::ListStepsRequest& request,
+                     v1::ListStepsResponse* response);
   grpc::Status Cancel(grpc::ServerContext* context, const std::string& id,
                       v1::Job* job);
   grpc::Status Watch(grpc::ServerContext* context, const std::string& id,
@@ -74,6 +78,7 @@ class FakeState {
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // Submission order.
   std::map<std::pair<std::string, int64_t>, v1::ScheduleVersion> versions_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<v1::StepSummary>> steps_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<v1::JobEvent>> scripts_
       ABSL_GUARDED_BY(mu_);
   std::vector<v1::Worker> workers_ ABSL_GUARDED_BY(mu_);

@@ -69,6 +69,25 @@ TEST(ZbppctlCli, UsageErrorsExitTwo) {
   }
 }
 
+// A bad --schedule-version or --step is one line naming the flag, before
+// any call.
+TEST(ZbppctlCli, BadVersionOrStepNamesTheFlag) {
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"schedule", "j", "--schedule-version", "0"}, "--schedule-version"},
+           {{"schedule", "j", "--schedule-version=two"}, "--schedule-version"},
+           {{"schedule", "j", "--step", "-1"}, "--step"},
+           {{"costs", "j", "--step", "1.5"}, "--step"},
+           {{"schedule", "j", "--step", "1", "--schedule-version", "2"}, "--step"},
+           {{"schedule", "j", "--format", "measured-trace", "--step", "3"}, "--step"},
+           {{"report", "j", "--step", "3"}, "--step"}}) {
+    const ProcessResult result = Zbppctl(args);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    ExpectOneErrorLine(result);
+    EXPECT_THAT(result.err, HasSubstr(flag));
+    EXPECT_EQ(result.out, "");
+  }
+}
+
 TEST(ZbppctlCli, HelpPrintsUsage) {
   const ProcessResult result = Zbppctl({"--help"});
   EXPECT_EQ(result.exit_code, 0);
@@ -423,6 +442,95 @@ TEST_F(ZbppctlFakeServer, ScheduleShowsTheVersionThatRanTheLastStep) {
   EXPECT_EQ(result.exit_code, 1);
   ExpectOneErrorLine(result);
   EXPECT_THAT(result.err, HasSubstr("NOT_FOUND: version: job job-3 has no schedule version 9"));
+}
+
+// Versions 1 (INITIAL) and 2 (CALIBRATION) share effective step 0, so 2
+// ran steps 0 to 39; 3 (RESOLVE) ran 40 to 99; 4 came out after the last
+// step. --step picks the version in force, the later of those sharing a
+// step; the report names the versions that ran the first and the last step
+// with their predictions, whatever the job published after.
+TEST_F(ZbppctlFakeServer, VersionsSharingAnEffectiveStepAndOneAfterTheLastStep) {
+  std::vector<v1::ScheduleVersion> versions;
+  const std::pair<v1::ScheduleChangeReason, int64_t> published[] = {
+      {v1::SCHEDULE_CHANGE_REASON_INITIAL, 0},
+      {v1::SCHEDULE_CHANGE_REASON_CALIBRATION, 0},
+      {v1::SCHEDULE_CHANGE_REASON_RESOLVE, 40},
+      {v1::SCHEDULE_CHANGE_REASON_RESOLVE, 100}};
+  for (const auto& [reason, effective_step] : published) {
+    v1::ScheduleVersion version = ZbVScheduleVersion("job-4");
+    version.set_version(static_cast<int64_t>(versions.size()) + 1);
+    version.set_effective_step(effective_step);
+    version.set_reason(reason);
+    version.clear_reason_detail();
+    version.mutable_predicted()->set_step_seconds(0.1 * version.version());
+    versions.push_back(version);
+    state().PutVersion(version);
+  }
+  v1::Job job = RunningJob("job-4");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.set_steps_completed(100);
+  job.set_schedule_version(4);
+  *job.mutable_schedule() = versions[3];
+  v1::StepTimeline* timeline = job.mutable_last_step_timeline();
+  timeline->set_step(99);
+  timeline->set_schedule_version(3);
+  for (const v1::StageActions& stage : versions[2].schedule().stage_actions()) {
+    v1::StageTimeline* measured = timeline->add_stages();
+    for (int i = 0; i < stage.actions_size(); ++i) {
+      measured->add_action_start_seconds(0.01 * i);
+      measured->add_action_end_seconds(0.01 * i + 0.009);
+    }
+  }
+  state().PutJob(job);
+  std::vector<v1::StepSummary> steps;
+  for (int i = 0; i < 100; ++i) {
+    v1::StepSummary step;
+    step.set_step(i);
+    step.set_schedule_version(i < 40 ? 2 : 3);
+    step.set_step_seconds(0.45);
+    step.mutable_complete_time()->set_seconds(1000 + i);
+    steps.push_back(step);
+  }
+  state().PutSteps("job-4", steps);
+
+  for (const auto& [step, version] : std::vector<std::pair<std::string, std::string>>{
+           {"0", "v2 from step 0 (CALIBRATION)"},
+           {"39", "v2 from step 0 (CALIBRATION)"},
+           {"40", "v3 from step 40 (RESOLVE)"},
+           {"99", "v3 from step 40 (RESOLVE)"}}) {
+    const ProcessResult result = Run({"schedule", "job-4", "--step", step});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_THAT(result.out, StartsWith("job job-4 schedule " + version + "\n")) << step;
+  }
+  ProcessResult result = Run({"schedule", "job-4", "--step", "0", "--format", "svg"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("v2 (CALIBRATION, from step 0) as planned: p=4"));
+  result = Run({"costs", "job-4", "--step", "0"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, StartsWith("# job job-4, schedule version 2 "));
+  result = Run({"schedule", "job-4", "--step", "100"});
+  EXPECT_EQ(result.exit_code, 1);
+  ExpectOneErrorLine(result);
+  EXPECT_THAT(result.err, HasSubstr("--step: job job-4 runs steps 0 to 99, got 100"));
+
+  result = Run({"schedule", "job-4", "--format", "measured-trace"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("zb-v v3 step 99 (measured)"));
+  result = Run({"report", "job-4"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out,
+              HasSubstr("\nfirst step:   step 0 ran v2 (CALIBRATION, from step 0): predicted "
+                        "step 0.2000 s"));
+  EXPECT_THAT(result.out,
+              HasSubstr("\nlast step:    step 99 ran v3 (RESOLVE, from step 40): predicted "
+                        "step 0.3000 s"));
+  EXPECT_THAT(result.out, HasSubstr("; measured 0.4500 s (median of its 60 steps in the "
+                                    "window), 1.500x the prediction\n"));
+  result = Run({"report", "job-4", "--format", "json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["first_step_version"]["version"], 2);
+  EXPECT_EQ(json["last_step_version"]["version"], 3);
 }
 
 TEST_F(ZbppctlFakeServer, Workers) {

@@ -95,6 +95,13 @@ TEST(ZbppctlFlags, UsageErrorsSayWhatIsWrong) {
       {{"schedule", "j", "--format", "measured-trace", "--schedule-version", "2"},
        "--format measured-trace takes no --schedule-version"},
       {{"cancel", "\xC0\xAF"}, "JOB: not valid UTF-8 (byte 0xC0 at offset 0)"},
+      {{"schedule", "j", "--step", "-2"}, "--step must be a step number >= 0, got \"-2\""},
+      {{"costs", "j", "--step=last"}, "--step must be a step number >= 0, got \"last\""},
+      {{"status", "j", "--step", "2"}, "status takes no --step"},
+      {{"schedule", "j", "--step", "2", "--schedule-version", "3"},
+       "--step and --schedule-version both pick a version"},
+      {{"schedule", "j", "--format=measured-trace", "--step", "0"},
+       "--format measured-trace takes no --step"},
   };
   for (const auto& [args, message] : cases) {
     absl::StatusOr<CtlOptions> options = Parse(args);
@@ -115,6 +122,17 @@ TEST(ZbppctlFlags, ScheduleVersionPicksAVersionOfScheduleAndCosts) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->command, Command::kCosts);
   EXPECT_EQ(options->schedule_version, 7);
+}
+
+TEST(ZbppctlFlags, StepPicksTheVersionInForceForScheduleAndCosts) {
+  EXPECT_FALSE(Parse({"schedule", "j"})->step.has_value());
+  absl::StatusOr<CtlOptions> options = Parse({"schedule", "j", "--step", "0"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->step, 0);
+  EXPECT_EQ(options->schedule_version, 0);
+  options = Parse({"costs", "j", "--step=41"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->step, 41);
 }
 
 TEST(ZbppctlFlags, UsageNamesEveryCommand) {

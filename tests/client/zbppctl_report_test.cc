@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "api/schedule_proto.h"
 #include "client/zbppctl_breakdown.h"
 #include "client/zbppctl_json.h"
 #include "client/zbppctl_report.h"
@@ -418,7 +420,7 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   int actions = 0;
   for (const auto& event : json["traceEvents"]) actions += event["ph"] == "X";
   EXPECT_EQ(actions, 4);
-  EXPECT_THAT(*trace, testing::HasSubstr("gpipe step 19 (measured)"));
+  EXPECT_THAT(*trace, testing::HasSubstr("gpipe v3 step 19 (measured)"));
 
   // With each stage's breakdown, the gap before the step is drawn phase by
   // phase, ending at the stage's step start, and the step moves right by
@@ -453,10 +455,114 @@ TEST(MeasuredTrace, DrawsEveryRanksActionsWithTheVersionTheStepRan) {
   EXPECT_THAT(gap_slices,
               testing::ElementsAre("0 validation", "0 grant latency", "1 validation"));
 
-  // Another version than the step ran cannot name its actions.
-  timeline->set_schedule_version(2);
-  EXPECT_THAT(std::string(RenderMeasuredTrace(job, ran).status().message()),
-              testing::HasSubstr("ran schedule version 2"));
+  // Only the version the step ran names its actions.
+  v1::ScheduleVersion other = ran;
+  other.set_version(2);
+  EXPECT_THAT(std::string(RenderMeasuredTrace(job, other).status().message()),
+              testing::HasSubstr("the last step (19) ran schedule version 3, not version 2"));
+}
+
+// A two-stage GPipe version `number` from `effective_step`, predicting a step
+// of `step_seconds`.
+v1::ScheduleVersion GpipeVersion(int64_t number, int64_t effective_step,
+                                 v1::ScheduleChangeReason reason, double step_seconds) {
+  v1::ScheduleVersion version;
+  version.set_job_id("job-7");
+  version.set_version(number);
+  version.set_effective_step(effective_step);
+  version.set_reason(reason);
+  v1::Schedule* s = version.mutable_schedule();
+  s->set_name(absl::StrCat("gpipe-", number));
+  s->set_stages(2);
+  s->set_chunks(1);
+  s->set_microbatches(1);
+  s->add_stage_of(0);
+  s->add_stage_of(1);
+  for (const char* stage : {"0", "1"}) {
+    v1::StageActions* actions = s->add_stage_actions();
+    actions->add_actions(absl::StrCat(stage, "F0"));
+    actions->add_actions(absl::StrCat(stage, "B0"));
+  }
+  version.mutable_predicted()->set_step_seconds(step_seconds);
+  version.mutable_predicted()->set_makespan_seconds(step_seconds - 0.01);
+  version.mutable_predicted()->set_bubble_rate(0.25);
+  return version;
+}
+
+// The end-of-job race: versions 1 (INITIAL) and 2 (CALIBRATION) share
+// effective step 0, so version 2 ran step 0; a re-solve (3) ran steps 10 to
+// 19; another (4) came out after the last step and is the job's latest. The
+// report, the measured trace and the pictures show what ran: version 2 for
+// the first step, version 3 for the last, each with its own prediction.
+TEST(Report, ShowsTheVersionsThatRanWhateverWasPublishedAfterTheLastStep) {
+  v1::Job job = TwoStageJob();
+  const v1::ScheduleVersion initial =
+      GpipeVersion(1, 0, v1::SCHEDULE_CHANGE_REASON_INITIAL, 0.02);
+  const v1::ScheduleVersion calibrated =
+      GpipeVersion(2, 0, v1::SCHEDULE_CHANGE_REASON_CALIBRATION, 0.5);
+  const v1::ScheduleVersion ran = GpipeVersion(3, 10, v1::SCHEDULE_CHANGE_REASON_RESOLVE, 0.32);
+  const v1::ScheduleVersion later = GpipeVersion(4, 20, v1::SCHEDULE_CHANGE_REASON_RESOLVE, 0.3);
+  job.set_schedule_version(4);
+  *job.mutable_schedule() = later;
+  std::vector<v1::StepSummary> steps = Steps();  // 2.0 s at step 0, 0.4 s after.
+  for (v1::StepSummary& s : steps) s.set_schedule_version(s.step() < 10 ? 2 : 3);
+  steps[15].set_step_seconds(0.5);
+  v1::StepTimeline* timeline = job.mutable_last_step_timeline();
+  timeline->set_step(19);
+  timeline->set_schedule_version(3);
+  for (int r = 0; r < 2; ++r) {
+    v1::StageTimeline* stage = timeline->add_stages();
+    stage->add_action_start_seconds(0.1 * r);
+    stage->add_action_end_seconds(0.1 * r + 0.1);
+    stage->add_action_start_seconds(0.3 - 0.1 * r);
+    stage->add_action_end_seconds(0.4 - 0.1 * r);
+  }
+
+  TrainingReport r = *BuildReport(job, steps, {later, ran, calibrated, initial});
+  ASSERT_TRUE(r.first_step_version.has_value());
+  ASSERT_TRUE(r.last_step_version.has_value());
+  EXPECT_EQ(r.first_step_version->step, 0);
+  EXPECT_EQ(r.first_step_version->version, 2) << "the later of the two at step 0";
+  EXPECT_EQ(r.first_step_version->reason, "CALIBRATION");
+  EXPECT_DOUBLE_EQ(r.first_step_version->predicted_step_seconds, 0.5);
+  EXPECT_EQ(r.last_step_version->step, 19);
+  EXPECT_EQ(r.last_step_version->version, 3) << "not 4, published after the last step";
+  EXPECT_DOUBLE_EQ(r.last_step_version->predicted_step_seconds, 0.32);
+  // Steps 10 to 19 ran version 3, all in the window: nine of 0.4 s, one of
+  // 0.5 s.
+  EXPECT_EQ(r.last_version_window_steps, 10);
+  EXPECT_DOUBLE_EQ(r.last_version_step_seconds, 0.4);
+  const std::string table = ReportTable(r);
+  EXPECT_THAT(table, testing::HasSubstr(
+                         "first step:   step 0 ran v2 (CALIBRATION, from step 0): predicted step "
+                         "0.5000 s, makespan 0.4900 s, bubble rate 0.2500\n"));
+  EXPECT_THAT(table, testing::HasSubstr(
+                         "last step:    step 19 ran v3 (RESOLVE, from step 10): predicted step "
+                         "0.3200 s, makespan 0.3100 s, bubble rate 0.2500; measured 0.4000 s "
+                         "(median of its 10 steps in the window), 1.250x the prediction\n"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["first_step_version"]["version"], 2);
+  EXPECT_EQ(json["last_step_version"]["version"], 3);
+  EXPECT_EQ(json["last_step_version"]["reason"], "RESOLVE");
+  EXPECT_DOUBLE_EQ(json["last_step_version"]["predicted_step_seconds"].get<double>(), 0.32);
+  EXPECT_DOUBLE_EQ(json["last_version_step_seconds"].get<double>(), 0.4);
+
+  // The measured last step is drawn with version 3's actions, though the job
+  // holds version 4 now.
+  EXPECT_EQ(MeasuredLastStep(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::string> trace = RenderMeasuredTrace(job, ran);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_THAT(*trace, testing::HasSubstr("gpipe-3 v3 step 19 (measured)"));
+  // Version 3 as planned is titled with its number, reason and prediction.
+  absl::StatusOr<std::string> svg = RenderSchedule(ran, "svg");
+  ASSERT_TRUE(svg.ok()) << svg.status();
+  EXPECT_THAT(*svg, testing::HasSubstr("gpipe-3 v3 (RESOLVE, from step 10) as planned: p=2"));
+
+  // Without the versions (not read back) the report leaves them out.
+  r = *BuildReport(job, steps);
+  EXPECT_FALSE(r.last_step_version.has_value());
+  EXPECT_THAT(ReportTable(r), testing::Not(testing::HasSubstr("last step:")));
+  EXPECT_TRUE(nlohmann::json::parse(ReportJson(r))["last_step_version"].is_null());
 }
 
 }  // namespace

@@ -205,13 +205,15 @@ int Report(const CtlOptions& options, CoordinatorClient& client, const CommandIo
   absl::StatusOr<std::vector<v1::StepSummary>> steps = client.ListSteps(options.argument);
   if (!steps.ok()) return Fail(io, Context(options), steps.status());
   // The versions that ran the first and the last step, read back by number:
-  // the job may have published others since (Job.schedule is the latest).
+  // the job may have published others since (Job.schedule is the latest). A
+  // version the coordinator no longer holds is left out of the report.
   std::vector<v1::ScheduleVersion> versions;
   if (!steps->empty()) {
     for (int64_t number : {steps->front().schedule_version(), steps->back().schedule_version()}) {
       if (number < 1 || (!versions.empty() && versions.back().version() == number)) continue;
       absl::StatusOr<v1::ScheduleVersion> version =
           client.GetScheduleVersion(options.argument, number);
+      if (version.status().code() == absl::StatusCode::kNotFound) continue;
       if (!version.ok()) return Fail(io, Context(options), version.status());
       versions.push_back(*std::move(version));
     }

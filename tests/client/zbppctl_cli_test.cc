@@ -531,6 +531,14 @@ TEST_F(ZbppctlFakeServer, VersionsSharingAnEffectiveStepAndOneAfterTheLastStep) 
   const nlohmann::json json = nlohmann::json::parse(result.out);
   EXPECT_EQ(json["first_step_version"]["version"], 2);
   EXPECT_EQ(json["last_step_version"]["version"], 3);
+
+  // A version the coordinator no longer holds is left out, not an error.
+  steps.front().set_schedule_version(7);
+  state().PutSteps("job-4", steps);
+  result = Run({"report", "job-4"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, Not(HasSubstr("first step:")));
+  EXPECT_THAT(result.out, HasSubstr("\nlast step:    step 99 ran v3 "));
 }
 
 TEST_F(ZbppctlFakeServer, Workers) {

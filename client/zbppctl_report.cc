@@ -125,6 +125,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
     for (std::vector<double>* mean : means) (*mean)[w] /= counts[w];
   }
   r.breakdown = BuildBreakdown(window, r.stages);
+  r.activation_memory = BuildActivationMemory(window, r.stages);
   return r;
 }
 
@@ -174,7 +175,8 @@ std::string ReportTable(const TrainingReport& r) {
                           Number("%.4f", r.exposed_reduce_seconds[w])});
     }
   }
-  return text + FormatTable(rows) + BreakdownText(r.breakdown, r.replicas);
+  return text + FormatTable(rows) + ActivationMemoryText(r.activation_memory) +
+         BreakdownText(r.breakdown, r.replicas);
 }
 
 }  // namespace zbpp::ctl

@@ -12,6 +12,7 @@
 #include "client/zbppctl_memory.h"
 #include "client/zbppctl_report.h"
 #include "nlohmann/json.hpp"
+#include "tests/client/test_jobs.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -21,19 +22,7 @@ using ::testing::Not;
 
 constexpr double kMiB = 1024 * 1024;
 
-v1::Job TwoStageJob() {
-  v1::Job job;
-  job.set_id("job-3");
-  job.set_state(v1::JOB_STATE_SUCCEEDED);
-  job.set_steps_completed(20);
-  v1::JobSpec* spec = job.mutable_spec();
-  spec->mutable_schedule()->set_name("zb-2p");
-  spec->mutable_pipeline()->set_stages(2);
-  spec->mutable_pipeline()->set_microbatches(8);
-  spec->mutable_pipeline()->set_microbatch_size(4);
-  spec->mutable_model()->set_seq_len(128);
-  return job;
-}
+using ctltest::TwoStageJob;
 
 // 20 steps, a step every 0.5 s. Stage s is predicted to peak at (8 + 2s)
 // MiB; stage 0 measures 8 MiB, stage 1 `stage1_mib` MiB on step 10 and

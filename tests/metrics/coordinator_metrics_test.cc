@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -168,15 +169,16 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsActivationPeaksAndTheBreakdown) {
   const std::string text = Text();
   EXPECT_THAT(text, HasSubstr("# TYPE zbpp_stage_peak_activation_bytes gauge"));
   EXPECT_THAT(text, HasSubstr("# TYPE zbpp_stage_breakdown_seconds gauge"));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_peak_activation_bytes",
-                         {{"job_id", "job-a"}, {"stage", "0"}}),
-              Optional(double(3 << 20)));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_peak_activation_bytes",
-                         {{"job_id", "job-a"}, {"stage", "1"}}),
-              Optional(double(1 << 20)));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_predicted_peak_activation_bytes",
-                         {{"job_id", "job-a"}, {"stage", "1"}}),
-              Optional(double(2 << 20)));
+  // (family, stage, value) as TwoStageStep set them.
+  const std::tuple<const char*, const char*, double> peaks[] = {
+      {"zbpp_stage_peak_activation_bytes", "0", 3 << 20},
+      {"zbpp_stage_peak_activation_bytes", "1", 1 << 20},
+      {"zbpp_stage_predicted_peak_activation_bytes", "1", 2 << 20}};
+  for (const auto& [family, stage, bytes] : peaks) {
+    EXPECT_THAT(FindSample(text, family, {{"job_id", "job-a"}, {"stage", stage}}),
+                Optional(bytes))
+        << family << " stage " << stage;
+  }
   // Every part of job.proto's StepBreakdown, span and gap, by its field's
   // name, and no part for the gap's total (it is their sum).
   EXPECT_THAT(CoordinatorMetrics::BreakdownPartLabels(),
@@ -192,21 +194,16 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsActivationPeaksAndTheBreakdown) {
           << part << " on stage " << stage;
     }
   }
-  EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
-                         {{"job_id", "job-a"}, {"stage", "1"}, {"part", "compute"}}),
-              Optional(0.5));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
-                         {{"job_id", "job-a"}, {"stage", "1"}, {"part", "reduction_wait"}}),
-              Optional(0.03125));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
-                         {{"job_id", "job-a"}, {"stage", "0"}, {"part", "grant"}}),
-              Optional(0.125));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
-                         {{"job_id", "job-a"}, {"stage", "0"}, {"part", "other"}}),
-              Optional(0.5));
-  EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
-                         {{"job_id", "job-a"}, {"stage", "0"}, {"part", "send_wait"}}),
-              Optional(0.0));
+  // (stage, part, seconds) as TwoStageStep set them; unset parts are 0.
+  const std::tuple<const char*, const char*, double> parts[] = {
+      {"1", "compute", 0.5}, {"1", "reduction_wait", 0.03125}, {"0", "grant", 0.125},
+      {"0", "other", 0.5},   {"0", "send_wait", 0}};
+  for (const auto& [stage, part, seconds] : parts) {
+    EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
+                           {{"job_id", "job-a"}, {"stage", stage}, {"part", part}}),
+                Optional(seconds))
+        << part << " on stage " << stage;
+  }
   EXPECT_THAT(text, Not(HasSubstr("part=\"gap\"")));
 }
 

@@ -71,6 +71,29 @@ Json BreakdownJson(const ReportBreakdown& b) {
           {"largest_gap_part", ShareJson(b.largest_gap_part)}};
 }
 
+// ActivationMemory: per stage, bytes, MiB and the ratio (null where not
+// measured or not predicted), and the stage over its prediction.
+Json ActivationMemoryJson(const ActivationMemory& m) {
+  if (!m.measured && !m.predicted) return nullptr;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  Json stages = Json::array();
+  for (size_t s = 0; s < m.peak_bytes.size(); ++s) {
+    const bool measured = m.peak_bytes[s] > 0;
+    stages.push_back({{"stage", s},
+                      {"peak_bytes", measured ? Json(m.peak_bytes[s]) : Json(nullptr)},
+                      {"predicted_peak_bytes", m.predicted_peak_bytes[s]},
+                      {"peak_mib", measured ? Json(m.peak_bytes[s] / kMiB) : Json(nullptr)},
+                      {"predicted_peak_mib", m.predicted_peak_bytes[s] / kMiB},
+                      {"ratio", NumberOrNull(m.ratio[s])}});
+  }
+  Json over = nullptr;
+  if (m.over_prediction_stage.has_value()) {
+    const int s = *m.over_prediction_stage;
+    over = {{"stage", s}, {"ratio", *m.ratio[s]}};
+  }
+  return {{"measured", m.measured}, {"stages", std::move(stages)}, {"over_prediction", over}};
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> JobStatusJson(const v1::Job& job) {
@@ -146,6 +169,7 @@ std::string ReportJson(const TrainingReport& r) {
                {"reduce_seconds", r.reduce_seconds},
                {"exposed_reduce_seconds", r.exposed_reduce_seconds},
                {"breakdown", BreakdownJson(r.breakdown)},
+               {"activation_memory", ActivationMemoryJson(r.activation_memory)},
                {"recoveries", r.recoveries},
                {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
                                                              : Json(r.validation_mode)},

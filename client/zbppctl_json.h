@@ -40,6 +40,10 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
 /// objects keyed by VersionRan's fields); missing eval losses, an unset
 /// validation_mode, param_checksum or version ran and non-finite numbers
 /// are null.
+/// `activation_memory` is null when the steps carry no peak, else
+/// {measured, stages: [{stage, peak_bytes, predicted_peak_bytes, peak_mib,
+/// predicted_peak_mib, ratio}], over_prediction: {stage, ratio} or null};
+/// an unmeasured stage's peak and ratio are null.
 std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -186,6 +186,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   }
   r.breakdown = BuildBreakdown(window, r.stages);
   AddVersionsRan(steps, window, read_back, r);
+  r.activation_memory = BuildActivationMemory(window, r.stages);
   return r;
 }
 
@@ -242,7 +243,8 @@ std::string ReportTable(const TrainingReport& r) {
                           Number("%.4f", r.exposed_reduce_seconds[w])});
     }
   }
-  return text + FormatTable(rows) + BreakdownText(r.breakdown, r.replicas);
+  return text + FormatTable(rows) + ActivationMemoryText(r.activation_memory) +
+         BreakdownText(r.breakdown, r.replicas);
 }
 
 }  // namespace zbpp::ctl

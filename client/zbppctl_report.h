@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/zbppctl_breakdown.h"
+#include "client/zbppctl_memory.h"
 #include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/schedule.pb.h"
 
@@ -64,6 +65,9 @@ struct TrainingReport {
   /// and what makes the measured bubble exceed the predicted one
   /// (zbppctl_breakdown.h).
   ReportBreakdown breakdown;
+  /// Each stage's peak activation memory over the window, measured and
+  /// predicted, and the stage most over its prediction (zbppctl_memory.h).
+  ActivationMemory activation_memory;
   /// Times the job went RECOVERING (a worker lost, the coordinator
   /// restarted): Job.recoveries_total.
   int64_t recoveries = 0;
@@ -140,8 +144,10 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 /// the one the last step ran; "first step:" and "last step:" lines naming
 /// the version each ran with its prediction, the last one against the
 /// measured step; with d > 1 a replicas line), a per-stage bubble table (with d > 1, also
-/// each stage's reduction and exposed reduction seconds), then the
-/// breakdown's tables and lines (BreakdownText) when the steps carry one.
+/// each stage's reduction and exposed reduction seconds), the activation
+/// memory's table and line (ActivationMemoryText) when the steps carry a
+/// peak, then the breakdown's tables and lines (BreakdownText) when they
+/// carry one.
 std::string ReportTable(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -8,6 +8,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "api/step_breakdown.h"
 
 namespace zbpp::metrics {
 
@@ -18,6 +20,9 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Gauge>& stage_pass;
   prometheus::Family<prometheus::Gauge>& stage_reduce;
   prometheus::Family<prometheus::Gauge>& stage_exposed_reduce;
+  prometheus::Family<prometheus::Gauge>& stage_peak_activation;
+  prometheus::Family<prometheus::Gauge>& stage_predicted_peak_activation;
+  prometheus::Family<prometheus::Gauge>& stage_breakdown;
   prometheus::Family<prometheus::Histogram>& step_duration;
   prometheus::Family<prometheus::Gauge>& tokens_per_second;
   prometheus::Family<prometheus::Gauge>& last_step;
@@ -77,6 +82,17 @@ absl::Status CheckStates(const std::vector<std::string>& states,
     }
   }
   return absl::OkStatus();
+}
+
+// The span's parts, then the gap's (api/step_breakdown.h): the series of
+// zbpp_stage_breakdown_seconds, in BreakdownPartLabels' order.
+const std::vector<BreakdownPart>& AllBreakdownParts() {
+  static const std::vector<BreakdownPart>* parts = [] {
+    auto* out = new std::vector<BreakdownPart>(SpanParts());
+    out->insert(out->end(), GapParts().begin(), GapParts().end());
+    return out;
+  }();
+  return *parts;
 }
 
 // Returns `*slot`, adding the series to `family` first when it is null.
@@ -190,6 +206,27 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "reduction ended after its last pass in the last recorded "
                   "step (the reduction the passes did not hide), averaged "
                   "over its replicas; 0 with one replica.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_peak_activation_bytes")
+            .Help("Peak activation memory of the pipeline rank in the last "
+                  "recorded step as its workers measured it (the largest "
+                  "over its replicas), in bytes; 0 when not measured.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_predicted_peak_activation_bytes")
+            .Help("The simulator's peak activation memory of the pipeline "
+                  "rank for the schedule version of the last recorded step "
+                  "under the current cost model, in bytes.")
+            .Register(r),
+        BuildGauge()
+            .Name("zbpp_stage_breakdown_seconds")
+            .Help("Seconds of the pipeline rank's last recorded step and of "
+                  "the gap before it, by part: compute, input_wait, "
+                  "send_wait, validation_check, reduction_wait and overhead "
+                  "sum to the step's span; drain, validation, optimizer, "
+                  "evaluation, checkpoint, report, grant and other to the "
+                  "gap. The mean over the rank's replicas.")
             .Register(r),
         BuildHistogram()
             .Name("zbpp_step_duration_seconds")
@@ -366,7 +403,30 @@ void CoordinatorMetrics::RecordStep(std::string_view job_id,
     Ensure(families_->stage_reduce, stage.reduce, labels).Set(stats.reduce_seconds());
     Ensure(families_->stage_exposed_reduce, stage.exposed_reduce, labels)
         .Set(stats.exposed_reduce_seconds());
+    Ensure(families_->stage_peak_activation, stage.peak_activation, labels)
+        .Set(stats.peak_activation_bytes());
+    Ensure(families_->stage_predicted_peak_activation, stage.predicted_peak_activation, labels)
+        .Set(stats.predicted_peak_activation_bytes());
+    const std::vector<BreakdownPart>& parts = AllBreakdownParts();
+    stage.breakdown.resize(parts.size(), nullptr);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      prometheus::Labels part_labels = labels;
+      part_labels.emplace("part", BreakdownPartLabels()[i]);
+      Ensure(families_->stage_breakdown, stage.breakdown[i], part_labels)
+          .Set(parts[i].Of(stats.breakdown()));
+    }
   }
+}
+
+const std::vector<std::string>& CoordinatorMetrics::BreakdownPartLabels() {
+  static const std::vector<std::string>* labels = [] {
+    auto* out = new std::vector<std::string>;
+    for (const BreakdownPart& part : AllBreakdownParts()) {
+      out->emplace_back(absl::StripSuffix(part.field, "_seconds"));
+    }
+    return out;
+  }();
+  return *labels;
 }
 
 void CoordinatorMetrics::SetPredicted(std::string_view job_id, int stage,
@@ -480,6 +540,9 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
     for (prometheus::Gauge*& pass : stage.pass) Drop(f.stage_pass, pass);
     Drop(f.stage_reduce, stage.reduce);
     Drop(f.stage_exposed_reduce, stage.exposed_reduce);
+    Drop(f.stage_peak_activation, stage.peak_activation);
+    Drop(f.stage_predicted_peak_activation, stage.predicted_peak_activation);
+    for (prometheus::Gauge*& part : stage.breakdown) Drop(f.stage_breakdown, part);
   }
   Drop(f.step_duration, job.step_duration);
   Drop(f.resolves, job.resolves_published);

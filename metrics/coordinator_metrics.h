@@ -58,6 +58,9 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the rank in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
 /// | `zbpp_stage_reduce_seconds` | gauge | job_id, stage | seconds | Mean measured duration of one data-parallel gradient reduction (REDUCE_GRAD) of the rank in the last recorded step, averaged over its replicas; 0 with one replica. |
 /// | `zbpp_stage_exposed_reduce_seconds` | gauge | job_id, stage | seconds | How long the rank's last reduction ended after its last pass in the last recorded step (what the passes did not hide), averaged over its replicas; 0 with one replica. |
+/// | `zbpp_stage_peak_activation_bytes` | gauge | job_id, stage | bytes | Peak activation memory of the pipeline rank in the last recorded step, as its workers measured it (the largest over its replicas); 0 when they did not measure it. |
+/// | `zbpp_stage_predicted_peak_activation_bytes` | gauge | job_id, stage | bytes | The simulator's peak activation memory of the rank for the schedule version of the last recorded step under the cost model its predicted bubble ratio uses. |
+/// | `zbpp_stage_breakdown_seconds` | gauge | job_id, stage, part | seconds | Where the rank's time went in the last recorded step and in the gap before it (job.proto StepBreakdown, the mean over its replicas). `part` is a StepBreakdown field without `_seconds`: the step's span (compute, input_wait, send_wait, validation_check, reduction_wait, overhead; they sum to the span) and the gap before it (drain, validation, optimizer, evaluation, checkpoint, report, grant, other; they sum to the gap). |
 /// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest rank's span from its step start to its last action. |
 /// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
 /// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
@@ -132,9 +135,11 @@ class CoordinatorMetrics {
   /// step histogram (skipped when negative or not finite), sets tokens per
   /// second, the last step, the schedule version, and for each entry of
   /// `summary.stages` the stage's measured and predicted bubble ratio, idle
-  /// seconds, F/B/W seconds and reduction and exposed reduction seconds. Values are exposed as given (the proto
-  /// promises ratios in [0,1]). Entries with a negative stage are ignored;
-  /// an empty `job_id` ignores the call.
+  /// seconds, F/B/W seconds, reduction and exposed reduction seconds,
+  /// measured and predicted peak activation bytes and every part of its
+  /// breakdown (BreakdownPartLabels). Values are exposed as given (the
+  /// proto promises ratios in [0,1]). Entries with a negative stage are
+  /// ignored; an empty `job_id` ignores the call.
   void RecordStep(std::string_view job_id, const zbpp::v1::StepSummary& summary)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -199,6 +204,11 @@ class CoordinatorMetrics {
   void SetStore(bool healthy, int64_t pending, int64_t failed_writes,
                 int64_t refused_writes) ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// The `part` label values of `zbpp_stage_breakdown_seconds`, in
+  /// job.proto's order: the span's parts (api/step_breakdown.h SpanParts),
+  /// then the gap's (GapParts), each its field without `_seconds`.
+  static const std::vector<std::string>& BreakdownPartLabels();
+
   /// Drops every series labelled with `job_id` (call when a job reaches a
   /// terminal state, after its last update) so the number of series stays
   /// bounded. Unknown ids are a no-op. A later call naming the job creates
@@ -215,6 +225,10 @@ class CoordinatorMetrics {
     std::array<prometheus::Gauge*, 3> pass = {};  // F, B, W
     prometheus::Gauge* reduce = nullptr;
     prometheus::Gauge* exposed_reduce = nullptr;
+    prometheus::Gauge* peak_activation = nullptr;
+    prometheus::Gauge* predicted_peak_activation = nullptr;
+    /// By BreakdownPartLabels' index; created with the stage's first step.
+    std::vector<prometheus::Gauge*> breakdown;
   };
   // Series of one job. Counters and the histogram exist from the first
   // mention; gauges from their first value.

@@ -185,6 +185,7 @@ void CopyReportFacts(const zbpp::v1::ReportStepRequest& report, StageReport& sta
   *stage.timeline.mutable_action_start_seconds() = report.action_start_seconds();
   *stage.timeline.mutable_action_end_seconds() = report.action_end_seconds();
   *stage.timeline.mutable_breakdown() = report.breakdown();
+  stage.peak_activation_bytes = static_cast<double>(report.peak_activation_bytes());
 }
 
 // The breakdown's parts (job.proto StepBreakdown): times, the span's each

@@ -69,8 +69,10 @@ StepOutcome SummarizeStep(const StepReports& step) {
   summary.set_predicted_bubble_rate(step.predicted_bubble_rate);
   for (int stage = 0; stage < p; ++stage) {
     StageReport mean;
+    double peak_activation_bytes = 0;
     for (int replica = 0; replica < d; ++replica) {
       const StageReport& report = step.reports.at(WorkerIndex(replica, stage, p));
+      peak_activation_bytes = std::max(peak_activation_bytes, report.peak_activation_bytes);
       mean.busy_seconds += report.busy_seconds / d;
       mean.idle_seconds += report.idle_seconds / d;
       mean.comm_seconds += report.comm_seconds / d;
@@ -98,6 +100,11 @@ StepOutcome SummarizeStep(const StepReports& step) {
     out->set_reduce_seconds(mean.reduce_seconds);
     out->set_exposed_reduce_seconds(mean.exposed_reduce_seconds);
     *out->mutable_breakdown() = mean.timeline.breakdown();
+    out->set_peak_activation_bytes(peak_activation_bytes);
+    out->set_predicted_peak_activation_bytes(
+        stage < static_cast<int>(step.predicted_peak_activation_bytes.size())
+            ? step.predicted_peak_activation_bytes[stage]
+            : 0);
   }
   return outcome;
 }

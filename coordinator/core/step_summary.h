@@ -42,6 +42,9 @@ struct StageReport {
   std::optional<double> parameter_sum;
   /// Its actions' times and its breakdown (ReportStepRequest.breakdown).
   zbpp::v1::StageTimeline timeline;
+  /// Peak activation memory of the step (ReportStepRequest
+  /// .peak_activation_bytes), bytes; 0 when the worker did not measure it.
+  double peak_activation_bytes = 0;
 };
 
 /// Everything a complete step's summary is computed from.
@@ -60,6 +63,9 @@ struct StepReports {
   /// `stages`), as predicted under the costs known when the step completed.
   double predicted_bubble_rate = 0;
   std::vector<double> predicted_stage_bubble_rate;
+  /// The same simulation's peak activation memory per pipeline rank
+  /// (SchedulePrediction.peak_memory_bytes, size `stages`), bytes.
+  std::vector<double> predicted_peak_activation_bytes;
 };
 
 /// A complete step, summarised.
@@ -86,7 +92,11 @@ struct StepOutcome {
 ///   when no finite mean was reported;
 /// * per rank: idle, comm, F/B/W, reduce and exposed reduce seconds and
 ///   the breakdown (every field of StepBreakdown) as the mean over the
-///   rank's replicas, worker_id of replica 0's worker.
+///   rank's replicas, worker_id of replica 0's worker;
+/// * per rank: peak_activation_bytes, the largest over its replicas (the
+///   memory a rank must fit is its fullest replica's), and
+///   predicted_peak_activation_bytes from `predicted_peak_activation_bytes`
+///   (0 where it has no entry).
 /// complete_time is left for the caller (it is the clock's, not the
 /// reports'). Thread-safe (pure).
 StepOutcome SummarizeStep(const StepReports& step);

@@ -23,6 +23,12 @@ bool Stepped(const v1::Job& job) { return job.steps_completed() > 0 && job.has_l
 
 std::string Percent(double ratio) { return absl::StrFormat("%.1f%%", 100 * ratio); }
 
+// Bytes in MiB (2^20), "-" for 0: not measured (workers that predate the
+// measurement) or not predicted.
+std::string MiB(double bytes) {
+  return bytes > 0 ? absl::StrFormat("%.2f", bytes / (1024.0 * 1024.0)) : "-";
+}
+
 // ToSvg writes a standalone file; inside HTML the XML declaration must go.
 // The chart fills the page's width but is never drawn larger than ToSvg
 // made it, nor smaller than 1200 px (a long measured step is wide: ToSvg
@@ -151,9 +157,11 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
 
   if (Stepped(job) && last.stages_size() > 0) {
     absl::StrAppend(&html,
-                    "<h3>Bubble rate per stage (last step)</h3><table class=\"stages\"><tr>"
+                    "<h3>Bubble rate and activation memory per stage (last step)</h3>"
+                    "<table class=\"stages\"><tr>"
                     "<th>stage</th><th>worker</th><th>measured</th><th></th><th>predicted</th>"
-                    "<th></th><th>F s</th><th>B s</th><th>W s</th><th>idle s</th></tr>");
+                    "<th></th><th>F s</th><th>B s</th><th>W s</th><th>idle s</th>"
+                    "<th>peak MiB</th><th>predicted peak MiB</th></tr>");
     for (const v1::StageStepStats& s : last.stages()) {
       absl::StrAppend(
           &html, "<tr class=\"stage\"><td>", s.stage(), "</td><td>", EscapeMarkup(s.worker_id()),
@@ -166,7 +174,10 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
           "px\"></span></td><td class=\"num\">", absl::StrFormat("%.4f", s.f_seconds()),
           "</td><td class=\"num\">", absl::StrFormat("%.4f", s.b_seconds()),
           "</td><td class=\"num\">", absl::StrFormat("%.4f", s.w_seconds()),
-          "</td><td class=\"num\">", absl::StrFormat("%.4f", s.idle_seconds()), "</td></tr>");
+          "</td><td class=\"num\">", absl::StrFormat("%.4f", s.idle_seconds()),
+          "</td><td class=\"num peak\">", MiB(s.peak_activation_bytes()),
+          "</td><td class=\"num predicted-peak\">", MiB(s.predicted_peak_activation_bytes()),
+          "</td></tr>");
     }
     absl::StrAppend(&html, "</table>");
   }

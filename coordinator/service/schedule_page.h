@@ -48,8 +48,8 @@ std::string JobsPageHtml(const std::vector<v1::Job>& jobs, const v1::ScheduleVer
 /// The page of one job (FULL view) at "/jobs/ID": state and progress, the
 /// last step as measured above the same schedule version as planned
 /// (`ran`, the version that step ran: VersionThatRanLastStep; a note names
-/// a later one), and the bubble rate per stage (measured and predicted).
-/// Refreshes itself every `refresh_seconds` while the job is not terminal.
+/// a later one), and per stage the bubble rate and peak activation memory
+/// (measured and predicted, MiB; "-" where 0). Refreshes itself every `refresh_seconds` while the job is not terminal.
 /// Pure.
 std::string JobPageHtml(const v1::Job& job, const v1::ScheduleVersion& ran,
                         int refresh_seconds = 2);

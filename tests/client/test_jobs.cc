@@ -64,6 +64,21 @@ v1::Job RunningJob(const std::string& id) {
   return job;
 }
 
+v1::Job TwoStageJob() {
+  v1::Job job;
+  job.set_id("job-7");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.set_steps_completed(20);
+  job.set_recoveries_total(1);
+  v1::JobSpec* spec = job.mutable_spec();
+  spec->mutable_schedule()->set_name("zb-h1");
+  spec->mutable_pipeline()->set_stages(2);
+  spec->mutable_pipeline()->set_microbatches(8);
+  spec->mutable_pipeline()->set_microbatch_size(4);
+  spec->mutable_model()->set_seq_len(128);
+  return job;
+}
+
 v1::JobEvent StepEvent(int64_t step, double loss) {
   v1::JobEvent event;
   v1::StepSummary* s = event.mutable_step();

@@ -23,6 +23,10 @@ v1::ScheduleVersion ZbVScheduleVersion(const std::string& job_id);
 /// predicted 0.1).
 v1::Job RunningJob(const std::string& id);
 
+/// A SUCCEEDED job "job-7" of 20 steps (1 recovery): zb-h1 on 2 stages,
+/// m = 8 microbatches of 4 sequences of 128 tokens; for report tests.
+v1::Job TwoStageJob();
+
 /// An event: a completed step `step` (0-based) with `loss`.
 v1::JobEvent StepEvent(int64_t step, double loss);
 

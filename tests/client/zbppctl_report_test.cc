@@ -15,24 +15,12 @@
 #include "client/zbppctl_report.h"
 #include "client/zbppctl_schedule.h"
 #include "nlohmann/json.hpp"
+#include "tests/client/test_jobs.h"
 
 namespace zbpp::ctl {
 namespace {
 
-v1::Job TwoStageJob() {
-  v1::Job job;
-  job.set_id("job-7");
-  job.set_state(v1::JOB_STATE_SUCCEEDED);
-  job.set_steps_completed(20);
-  job.set_recoveries_total(1);
-  v1::JobSpec* spec = job.mutable_spec();
-  spec->mutable_schedule()->set_name("zb-h1");
-  spec->mutable_pipeline()->set_stages(2);
-  spec->mutable_pipeline()->set_microbatches(8);
-  spec->mutable_pipeline()->set_microbatch_size(4);
-  spec->mutable_model()->set_seq_len(128);
-  return job;
-}
+using ctltest::TwoStageJob;
 
 // Step i completes at t = 10 + 0.5 i seconds; losses fall 5 -> 3; rank 0's
 // measured bubble is 0.9 on step 0 (warm-up) and 0.1 after, rank 1's 0.2.

@@ -14,6 +14,7 @@
 #include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/simulator.h"
 #include "tests/coordinator/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
@@ -200,6 +201,42 @@ TEST_F(DataParallelTest, LossIsTheMeanOverReplicasAndThroughputCountsThemAll) {
   const double tokens_per_replica = 4.0 * 1 * 32;  // m * b * s
   EXPECT_NEAR(job->last_step().tokens_per_second(),
               2 * tokens_per_replica / job->last_step().step_seconds(), 1e-6);
+}
+
+// Peak activation memory per stage: the measured one is the fullest
+// replica's; the predicted one is the simulator's peak of the version that
+// ran, under the costs that give the step's predicted bubble rate.
+TEST_F(DataParallelTest, PeakActivationIsTheFullestReplicasNextToTheSimulatedPeak) {
+  const v1::JobSpec spec = ReplicatedSpec(2);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (FakeWorker& w : workers) {
+    w.Drain();
+    v1::ReportStepRequest r = w.Report(0, truth);
+    // Stage s: 1 MB per stage, replica 1 a quarter more.
+    r.set_peak_activation_bytes(1000000 * (w.assignment->stage() + 1) +
+                                250000 * w.assignment->replica());
+    ASSERT_TRUE(coordinator_->ReportStep(r).ok());
+  }
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->steps_completed(), 1);
+  const v1::SchedulePrediction simulated = PredictionToProto(
+      *sched::Simulate(truth, *ScheduleFromProto(job->schedule().schedule())));
+  const v1::StepSummary& step = job->last_step();
+  ASSERT_EQ(step.stages_size(), 2);
+  for (const v1::StageStepStats& s : step.stages()) {
+    EXPECT_DOUBLE_EQ(s.peak_activation_bytes(), 1000000 * (s.stage() + 1) + 250000) << s.stage();
+    EXPECT_GT(s.predicted_peak_activation_bytes(), 0) << s.stage();
+    EXPECT_DOUBLE_EQ(s.predicted_peak_activation_bytes(), simulated.peak_memory_bytes(s.stage()))
+        << s.stage();
+  }
+  // Stored with the summary, as `zbppctl report` reads it.
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  auto summaries = store_->ListStepSummaries(job_id, 0, 1);
+  ASSERT_EQ(summaries->size(), 1u);
+  EXPECT_DOUBLE_EQ((*summaries)[0].stages(1).peak_activation_bytes(), 2250000);
 }
 
 TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage) {

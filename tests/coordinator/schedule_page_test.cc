@@ -96,5 +96,29 @@ TEST(SchedulePageHtml, ControlBytesAndMarkupOfUserTextAreEscaped) {
   }
 }
 
+// The stage table shows each stage's measured and predicted peak
+// activation memory of the last step in MiB; "-" where a worker did not
+// measure it.
+TEST(SchedulePageHtml, StageTableShowsMeasuredAndPredictedPeaks) {
+  zbpp::v1::Job job;
+  job.set_id("job-2");
+  job.set_state(zbpp::v1::JOB_STATE_RUNNING);
+  job.set_steps_completed(4);
+  zbpp::v1::StepSummary* last = job.mutable_last_step();
+  last->set_step(3);
+  for (int stage = 0; stage < 2; ++stage) {
+    zbpp::v1::StageStepStats* s = last->add_stages();
+    s->set_stage(stage);
+    s->set_peak_activation_bytes(stage == 0 ? 3.5 * 1024 * 1024 : 0);
+    s->set_predicted_peak_activation_bytes((stage + 2) * 1024 * 1024);
+  }
+  const std::string page = JobPageHtml(job, {});
+  EXPECT_THAT(page, HasSubstr("<th>peak MiB</th><th>predicted peak MiB</th>"));
+  EXPECT_THAT(page, HasSubstr("<td class=\"num peak\">3.50</td>"
+                              "<td class=\"num predicted-peak\">2.00</td>"));
+  EXPECT_THAT(page, HasSubstr("<td class=\"num peak\">-</td>"
+                              "<td class=\"num predicted-peak\">3.00</td>"));
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

@@ -120,5 +120,28 @@ TEST(SummarizeStep, BreakdownIsTheMeanOverTheReplicas) {
   EXPECT_DOUBLE_EQ(s.stages(1).breakdown().report_seconds(), 0);
 }
 
+// A rank's measured peak is its fullest replica's (the memory the rank must
+// fit), not the mean; the predicted peak is the simulation's entry for it.
+TEST(SummarizeStep, PeakActivationIsTheLargestReplicasNextToThePrediction) {
+  StepReports step = TwoByTwo();
+  step.reports[0].peak_activation_bytes = 3e6;  // Stage 0, replica 0.
+  step.reports[2].peak_activation_bytes = 5e6;  // Stage 0, replica 1.
+  step.reports[1].peak_activation_bytes = 2e6;  // Stage 1, replica 0.
+  step.reports[3].peak_activation_bytes = 1e6;  // Stage 1, replica 1.
+  step.predicted_peak_activation_bytes = {4e6, 2.5e6};
+  const v1::StepSummary s = SummarizeStep(step).summary;
+  EXPECT_DOUBLE_EQ(s.stages(0).peak_activation_bytes(), 5e6);
+  EXPECT_DOUBLE_EQ(s.stages(1).peak_activation_bytes(), 2e6);
+  EXPECT_DOUBLE_EQ(s.stages(0).predicted_peak_activation_bytes(), 4e6);
+  EXPECT_DOUBLE_EQ(s.stages(1).predicted_peak_activation_bytes(), 2.5e6);
+
+  // Unmeasured (a worker that predates it) and unpredicted stay 0.
+  step = TwoByTwo();
+  step.predicted_peak_activation_bytes = {4e6};
+  const v1::StepSummary unmeasured = SummarizeStep(step).summary;
+  EXPECT_EQ(unmeasured.stages(0).peak_activation_bytes(), 0);
+  EXPECT_EQ(unmeasured.stages(1).predicted_peak_activation_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

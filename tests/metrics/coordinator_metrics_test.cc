@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,14 @@ zbpp::v1::StepSummary TwoStageStep(int64_t step, double step_seconds) {
     stats->set_w_seconds(0.005 * (stage + 1));
     stats->set_reduce_seconds(0.25 * (stage + 1));
     stats->set_exposed_reduce_seconds(stage == 1 ? 0.125 : 0);
+    stats->set_peak_activation_bytes(stage == 0 ? 3 << 20 : 1 << 20);
+    stats->set_predicted_peak_activation_bytes(2 << 20);
+    zbpp::v1::StepBreakdown* b = stats->mutable_breakdown();
+    b->set_compute_seconds(0.25 * (stage + 1));
+    b->set_input_wait_seconds(0.0625);
+    b->set_reduction_wait_seconds(0.03125 * stage);
+    b->set_grant_seconds(0.125);
+    b->set_other_seconds(0.5);
   }
   return summary;
 }
@@ -153,6 +162,49 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsEveryPerStepFamily) {
   EXPECT_THAT(FindSample(text, "zbpp_resolves_total",
                          {{"job_id", "job-a"}, {"outcome", "kept"}}),
               Optional(0.0));
+}
+
+TEST_F(CoordinatorMetricsTest, RecordStepSetsActivationPeaksAndTheBreakdown) {
+  metrics_->RecordStep("job-a", TwoStageStep(0, 1.0));
+  const std::string text = Text();
+  EXPECT_THAT(text, HasSubstr("# TYPE zbpp_stage_peak_activation_bytes gauge"));
+  EXPECT_THAT(text, HasSubstr("# TYPE zbpp_stage_breakdown_seconds gauge"));
+  // (family, stage, value) as TwoStageStep set them.
+  const std::tuple<const char*, const char*, double> peaks[] = {
+      {"zbpp_stage_peak_activation_bytes", "0", 3 << 20},
+      {"zbpp_stage_peak_activation_bytes", "1", 1 << 20},
+      {"zbpp_stage_predicted_peak_activation_bytes", "1", 2 << 20}};
+  for (const auto& [family, stage, bytes] : peaks) {
+    EXPECT_THAT(FindSample(text, family, {{"job_id", "job-a"}, {"stage", stage}}),
+                Optional(bytes))
+        << family << " stage " << stage;
+  }
+  // Every part of job.proto's StepBreakdown, span and gap, by its field's
+  // name, and no part for the gap's total (it is their sum).
+  EXPECT_THAT(CoordinatorMetrics::BreakdownPartLabels(),
+              ::testing::ElementsAre("compute", "input_wait", "send_wait", "validation_check",
+                                     "reduction_wait", "overhead", "drain", "validation",
+                                     "optimizer", "evaluation", "checkpoint", "report", "grant",
+                                     "other"));
+  for (const std::string& part : CoordinatorMetrics::BreakdownPartLabels()) {
+    for (const char* stage : {"0", "1"}) {
+      EXPECT_TRUE(FindSample(text, "zbpp_stage_breakdown_seconds",
+                             {{"job_id", "job-a"}, {"stage", stage}, {"part", part}})
+                      .has_value())
+          << part << " on stage " << stage;
+    }
+  }
+  // (stage, part, seconds) as TwoStageStep set them; unset parts are 0.
+  const std::tuple<const char*, const char*, double> parts[] = {
+      {"1", "compute", 0.5}, {"1", "reduction_wait", 0.03125}, {"0", "grant", 0.125},
+      {"0", "other", 0.5},   {"0", "send_wait", 0}};
+  for (const auto& [stage, part, seconds] : parts) {
+    EXPECT_THAT(FindSample(text, "zbpp_stage_breakdown_seconds",
+                           {{"job_id", "job-a"}, {"stage", stage}, {"part", part}}),
+                Optional(seconds))
+        << part << " on stage " << stage;
+  }
+  EXPECT_THAT(text, Not(HasSubstr("part=\"gap\"")));
 }
 
 TEST_F(CoordinatorMetricsTest, NoStepOrMicrobatchLabels) {

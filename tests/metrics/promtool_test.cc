@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -83,9 +84,33 @@ zbpp::v1::StepSummary Step(int64_t step, int stages) {
     stats->set_f_seconds(0.01);
     stats->set_b_seconds(0.012);
     stats->set_w_seconds(0.008);
+    stats->set_peak_activation_bytes(1.5e6 + 1e5 * stage);
+    stats->set_predicted_peak_activation_bytes(1.4e6);
+    stats->mutable_breakdown()->set_compute_seconds(0.6);
+    stats->mutable_breakdown()->set_input_wait_seconds(0.08);
+    stats->mutable_breakdown()->set_grant_seconds(0.002);
   }
   return summary;
 }
+
+// Every per-stage family the coordinator exports, with the extra label a
+// series of it carries (none: ""; the value that must exist).
+struct StageFamily {
+  const char* name;
+  const char* label;
+  const char* value;
+};
+constexpr StageFamily kStageFamilies[] = {
+    {"zbpp_stage_measured_bubble_ratio", "", ""},
+    {"zbpp_stage_predicted_bubble_ratio", "", ""},
+    {"zbpp_stage_idle_seconds", "", ""},
+    {"zbpp_stage_pass_seconds", "pass", "W"},
+    {"zbpp_stage_reduce_seconds", "", ""},
+    {"zbpp_stage_exposed_reduce_seconds", "", ""},
+    {"zbpp_stage_peak_activation_bytes", "", ""},
+    {"zbpp_stage_predicted_peak_activation_bytes", "", ""},
+    {"zbpp_stage_breakdown_seconds", "part", "input_wait"},
+};
 
 TEST(PromtoolTest, ExpositionIsLintCleanInEveryJobState) {
   const std::string promtool = FindPromtool();
@@ -142,6 +167,18 @@ TEST(PromtoolTest, ExpositionIsLintCleanInEveryJobState) {
   (*metrics)->ObserveRpc("/zbpp.v1.JobService/GetJob",
                          absl::StatusCode::kNotFound, 0.0001);
   check("running");
+  // Every stage of the running job has a series in every per-stage family
+  // (a family not fed by RecordStep would be missing here).
+  const std::string running = testing::Serialize(*registry);
+  for (const StageFamily& family : kStageFamilies) {
+    for (int stage = 0; stage < 4; ++stage) {
+      std::map<std::string, std::string> labels = {{"job_id", "job-1"},
+                                                   {"stage", std::to_string(stage)}};
+      if (*family.label != '\0') labels[family.label] = family.value;
+      EXPECT_TRUE(testing::FindSample(running, family.name, labels).has_value())
+          << family.name << " has no series for stage " << stage;
+    }
+  }
 
   // 3. The job failed and its series were removed.
   (*metrics)->SetJobs("RUNNING", 0);
@@ -150,6 +187,7 @@ TEST(PromtoolTest, ExpositionIsLintCleanInEveryJobState) {
   (*metrics)->SetWorkers("LOST", 4);
   (*metrics)->RemoveJob("job-1");
   check("job_removed");
+  EXPECT_EQ(testing::Serialize(*registry).find("job-1"), std::string::npos);
 }
 
 // The harness itself: a lint problem must show as exit 3 with output, so the

@@ -21,12 +21,17 @@ using sched::Action;
 using sched::PassKind;
 using ::testing::HasSubstr;
 
-std::unique_ptr<CostModel> MustCreate(int stages, int window) {
-  absl::StatusOr<std::unique_ptr<CostModel>> model =
-      CostModel::Create({.num_virtual_stages = stages, .window_steps = window});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
-}
+// Two virtual stages, a window of three steps.
+class CostModelOverhead : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<CostModel>> created =
+        CostModel::Create({.num_virtual_stages = 2, .window_steps = 3});
+    ASSERT_TRUE(created.ok()) << created.status();
+    model_ = *std::move(created);
+  }
+  std::unique_ptr<CostModel> model_;
+};
 
 sched::Schedule MustGenerate(const char* name, const sched::Problem& problem) {
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
@@ -64,8 +69,8 @@ TEST(PassOverheadSeconds, FusedAndSplitSchedulesPayTheSameOverheadPerMicrobatch)
   }
 }
 
-TEST(CostModelOverhead, MediansAreAddedToEveryPassOfTheirVirtualStage) {
-  std::unique_ptr<CostModel> model = MustCreate(2, 3);
+TEST_F(CostModelOverhead, MediansAreAddedToEveryPassOfTheirVirtualStage) {
+  CostModel* model = model_.get();
   const sched::Problem base = sched::Problem::Uniform(2, 1, 4, sched::VirtualStageCost{}, 0.25);
   for (int s = 0; s < 2; ++s) ASSERT_TRUE(model->AddVirtualStageTiming({s, 1.0, 2.0, 0.5}).ok());
   // No overhead measured: the passes as measured, and zeros.
@@ -89,8 +94,8 @@ TEST(CostModelOverhead, MediansAreAddedToEveryPassOfTheirVirtualStage) {
   EXPECT_DOUBLE_EQ(model->ToProblem(base)->virtual_stages[1].f_seconds, 1.1);
 }
 
-TEST(CostModelOverhead, BadSamplesAreRefusedAndNothingIsKept) {
-  std::unique_ptr<CostModel> model = MustCreate(2, 3);
+TEST_F(CostModelOverhead, BadSamplesAreRefusedAndNothingIsKept) {
+  CostModel* model = model_.get();
   EXPECT_THAT(model->AddPassOverhead(2, 0.1).message(), HasSubstr("virtual stage 2 outside"));
   EXPECT_THAT(model->AddPassOverhead(-1, 0.1).message(), HasSubstr("outside [0, 2)"));
   const absl::Status negative = model->AddPassOverhead(0, -1e-3);

@@ -98,6 +98,51 @@ absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
   return timings;
 }
 
+namespace {
+
+// The F/B/W units `action` stands for: PassSeconds under a cost of one
+// second per F, B and W (BW 2, a bucket's W 1/K, a reduction 0).
+double PassUnits(const sched::Action& action, int buckets) {
+  sched::VirtualStageCost unit;
+  unit.f_seconds = unit.b_seconds = unit.w_seconds = 1;
+  unit.reduce_seconds = 0;
+  return sched::PassSeconds(unit, action, buckets);
+}
+
+}  // namespace
+
+double PassOverheadSeconds(const sched::Schedule& schedule, int stage, double overhead_seconds) {
+  if (stage < 0 || stage >= static_cast<int>(schedule.actions.size())) return 0;
+  const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
+  double units = 0;
+  for (const sched::Action& a : schedule.actions[stage]) {
+    units += PassUnits(a, buckets[a.virtual_stage]);
+  }
+  return units > 0 ? overhead_seconds / units : 0;
+}
+
+void CountOverheadAsIdle(const sched::Schedule& schedule,
+                         absl::Span<const double> overhead_per_virtual_stage,
+                         sched::SimulationResult& sim) {
+  if (overhead_per_virtual_stage.empty()) return;
+  const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
+  double busy_total = 0;
+  const int p = static_cast<int>(sim.busy_seconds.size());
+  for (int w = 0; w < p && w < static_cast<int>(schedule.actions.size()); ++w) {
+    for (const sched::Action& a : schedule.actions[w]) {
+      if (a.virtual_stage >= static_cast<int>(overhead_per_virtual_stage.size())) continue;
+      sim.busy_seconds[w] -=
+          overhead_per_virtual_stage[a.virtual_stage] * PassUnits(a, buckets[a.virtual_stage]);
+    }
+    sim.busy_seconds[w] = std::max(0.0, sim.busy_seconds[w]);
+    sim.idle_seconds[w] = sim.makespan_seconds - sim.busy_seconds[w];
+    busy_total += sim.busy_seconds[w];
+  }
+  sim.bubble_rate = sim.makespan_seconds > 0 && p > 0
+                        ? std::max(0.0, 1.0 - busy_total / (p * sim.makespan_seconds))
+                        : 0.0;
+}
+
 absl::StatusOr<std::unique_ptr<CostModel>> CostModel::Create(Options options) {
   if (options.num_virtual_stages < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -114,7 +159,8 @@ CostModel::CostModel(Options options)
     : options_(options),
       virtual_stage_samples_(options.num_virtual_stages),
       reduce_samples_(options.num_virtual_stages),
-      hop_samples_(std::max(0, options.num_virtual_stages - 1)) {}
+      hop_samples_(std::max(0, options.num_virtual_stages - 1)),
+      overhead_samples_(options.num_virtual_stages) {}
 
 absl::Status CostModel::AddVirtualStageTiming(const VirtualStageTiming& timing) {
   if (timing.virtual_stage < 0 || timing.virtual_stage >= options_.num_virtual_stages) {
@@ -155,6 +201,30 @@ absl::Status CostModel::AddHopTiming(const HopTiming& timing) {
   absl::MutexLock lock(&mu_);
   PushToWindow(hop_samples_[timing.hop], timing.seconds, options_.window_steps);
   return absl::OkStatus();
+}
+
+absl::Status CostModel::AddPassOverhead(int virtual_stage, double seconds) {
+  if (virtual_stage < 0 || virtual_stage >= options_.num_virtual_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "virtual stage ", virtual_stage, " outside [0, ", options_.num_virtual_stages, ")"));
+  }
+  if (absl::Status st = CheckSeconds(
+          seconds, absl::StrCat("virtual stage ", virtual_stage, " pass overhead"));
+      !st.ok()) {
+    return st;
+  }
+  absl::MutexLock lock(&mu_);
+  PushToWindow(overhead_samples_[virtual_stage], seconds, options_.window_steps);
+  return absl::OkStatus();
+}
+
+std::vector<double> CostModel::PassOverheads() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<double> medians;
+  for (const std::deque<double>& window : overhead_samples_) {
+    medians.push_back(Median(std::vector<double>(window.begin(), window.end())));
+  }
+  return medians;
 }
 
 int CostModel::SampleCount(int stage) const {
@@ -210,6 +280,13 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
     measured.virtual_stages[s].f_seconds = Median(std::move(f));
     measured.virtual_stages[s].b_seconds = Median(std::move(b));
     measured.virtual_stages[s].w_seconds = Median(std::move(w));
+    const std::deque<double>& overhead = overhead_samples_[s];
+    if (!overhead.empty()) {
+      const double o = Median(std::vector<double>(overhead.begin(), overhead.end()));
+      measured.virtual_stages[s].f_seconds += o;
+      measured.virtual_stages[s].b_seconds += o;
+      measured.virtual_stages[s].w_seconds += o;
+    }
     const std::deque<double>& reduce = reduce_samples_[s];
     if (!reduce.empty()) {
       measured.virtual_stages[s].reduce_seconds =

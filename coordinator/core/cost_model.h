@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
+#include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
 
@@ -57,6 +58,30 @@ struct MeasuredPass {
 absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base);
 
+/// The executor's own time per pass of `stage` in one step: the overhead
+/// of its step breakdown (job.proto StepBreakdown.overhead_seconds, seconds:
+/// the span less its passes and waits) divided by the passes `schedule`
+/// gives the stage, each counted in units of the F/B/W it stands for (a
+/// fused BW two, one of K gradient buckets' W 1/K, a reduction none), so
+/// that the overhead added to every F, B and W of a virtual stage
+/// (CostModel::ToProblem) sums over the stage's actions to the measured
+/// `overhead_seconds`. 0 for a stage with no pass or a stage outside the
+/// schedule. Pure; thread-safe.
+double PassOverheadSeconds(const sched::Schedule& schedule, int stage, double overhead_seconds);
+
+/// Counts the per-pass overhead inside `sim`'s passes as idle time, as a
+/// worker's measured bubble does (its busy time is its passes alone): for
+/// every stage, busy_seconds less the overhead of its passes,
+/// idle_seconds = makespan - busy, and bubble_rate recomputed as the
+/// simulator defines it. `sim` is Simulate's result for `schedule` under a
+/// problem whose F/B/W include `overhead_per_virtual_stage` (seconds per
+/// pass, by virtual stage; CostModel::PassOverheads); the timings,
+/// makespan and step are left as they are. An empty span changes nothing.
+/// Pure; thread-compatible.
+void CountOverheadAsIdle(const sched::Schedule& schedule,
+                         absl::Span<const double> overhead_per_virtual_stage,
+                         sched::SimulationResult& sim);
+
 /// Measured cost model of one job: for every virtual stage the last
 /// `window_steps` samples of F/B/W seconds and of its data-parallel
 /// reduction's seconds, and for every hop the last `window_steps`
@@ -89,6 +114,17 @@ class CostModel {
   /// As AddVirtualStageTiming for one hop, h in [0, num_virtual_stages - 1).
   absl::Status AddHopTiming(const HopTiming& timing) ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// Adds one step's per-pass executor overhead of `virtual_stage`
+  /// (seconds per pass, PassOverheadSeconds of the stage that holds it) to
+  /// its window, as AddVirtualStageTiming does for its passes.
+  /// InvalidArgument for a stage outside [0, num_virtual_stages) or a time
+  /// that is negative or not finite (nothing is added then).
+  absl::Status AddPassOverhead(int virtual_stage, double seconds) ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Per virtual stage, the median of its overhead window, seconds per pass;
+  /// 0 for a stage with no sample. Size num_virtual_stages.
+  std::vector<double> PassOverheads() const ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Samples currently in `stage`'s window (0 for a stage out of range).
   int SampleCount(int stage) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -101,7 +137,10 @@ class CostModel {
   double Drift() const ABSL_LOCKS_EXCLUDED(mu_);
 
   /// `base` with every stage's f/b/w_seconds replaced by the medians of its
-  /// window (the mean of the two middle samples for an even count), its
+  /// window (the mean of the two middle samples for an even count), each
+  /// plus the median per-pass overhead of the stage when one was measured
+  /// (AddPassOverhead: what the runtime pays per pass is part of the pass's
+  /// cost to the solver and the simulator), its
   /// reduce_seconds by the median of its reduction window when that holds
   /// a sample (else base's estimate stays), and
   /// comm_seconds by the mean of the per-hop medians when any hop has been
@@ -121,6 +160,7 @@ class CostModel {
   std::vector<std::deque<VirtualStageTiming>> virtual_stage_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<double>> overhead_samples_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Median of `values` (mean of the two middle ones for an even count); 0

@@ -100,6 +100,16 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
   for (const auto& [stage, timing] : step_costs) {
     LogError(costs_->AddVirtualStageTiming(timing), "cost model");
   }
+  // The executor's own time per pass, replica 0's as in the step's timeline.
+  const sched::Schedule& ran = versions.schedule(pending.version);
+  for (const auto& [index, report] : pending.reports) {
+    if (index >= spec.pipeline().stages()) continue;
+    const double overhead =
+        PassOverheadSeconds(ran, index, report.timeline.breakdown().overhead_seconds());
+    for (const VirtualStageTiming& timing : report.timings) {
+      LogError(costs_->AddPassOverhead(timing.virtual_stage, overhead), "cost model");
+    }
+  }
   StepReports reports;
   reports.step = pending.step;
   reports.version = pending.version;
@@ -109,9 +119,11 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
                                spec.pipeline().microbatch_size() * spec.model().seq_len();
   zbpp::v1::SchedulePrediction prediction = versions.at(pending.version).predicted();
   if (absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_); measured.ok()) {
-    absl::StatusOr<sched::SimulationResult> sim =
-        sched::Simulate(*measured, versions.schedule(pending.version));
-    if (sim.ok()) prediction = PredictionToProto(*sim);
+    absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(*measured, ran);
+    if (sim.ok()) {
+      CountOverheadAsIdle(ran, costs_->PassOverheads(), *sim);
+      prediction = PredictionToProto(*sim);
+    }
   }
   reports.predicted_bubble_rate = prediction.bubble_rate();
   reports.predicted_stage_bubble_rate.assign(prediction.stage_bubble_rate().begin(),

@@ -26,8 +26,11 @@ class JobModelTest : public testing::JobHarness {
  protected:
   /// Step `step` of version `version` as every stage reports it when its
   /// passes take the times of `truth`.
+  /// `overhead_seconds`: each stage's executor overhead in the step
+  /// (StepBreakdown.overhead_seconds).
   PendingStep MeasuredStep(const ScheduleVersions& versions, int64_t version, int64_t step,
-                           const sched::Problem& truth, const sched::Problem& base) {
+                           const sched::Problem& truth, const sched::Problem& base,
+                           double overhead_seconds = 0) {
     const sched::Schedule& schedule = versions.schedule(version);
     const sched::SimulationResult sim = *sched::Simulate(truth, schedule);
     PendingStep pending;
@@ -44,12 +47,26 @@ class JobModelTest : public testing::JobHarness {
         end = std::max(end, t.end_seconds);
       }
       report.set_step_seconds(end);
+      report.mutable_breakdown()->set_overhead_seconds(overhead_seconds);
       absl::StatusOr<MeasuredReport> measured =
           MeasureStepReport(report, schedule, version, base, 0);
       EXPECT_TRUE(measured.ok()) << measured.status();
       pending.reports[stage] = measured->stage;
     }
     return pending;
+  }
+
+  /// Prepares `model` for `proto` and adds its first version to `versions`.
+  void AddFirstVersion(const v1::Job& proto, JobModel& model, ScheduleVersions& versions) {
+    absl::StatusOr<std::optional<ScheduleChoice>> first =
+        model.Prepare(proto, versions, context_);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(first->has_value());
+    v1::ScheduleVersion version =
+        BuildVersion(proto.id(), (*first)->schedule, (*first)->problem, (*first)->simulation,
+                     v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
+    versions.Stamp(version, -1, 0, absl::UnixEpoch());
+    versions.Add(version, (*first)->schedule);
   }
 };
 
@@ -59,16 +76,9 @@ TEST_F(JobModelTest, AReSolveIsDueAtEachWindowsEndOnceEveryStageHasASample) {
   *proto.mutable_spec() = TestSpec(2, 4, "zb-1p", /*steps=*/20, /*window=*/2);
   JobModel model;
   ScheduleVersions versions;
-  absl::StatusOr<std::optional<ScheduleChoice>> first = model.Prepare(proto, versions, context_);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(first->has_value());
-  EXPECT_EQ((*first)->schedule.name, "zb-1p");
+  AddFirstVersion(proto, model, versions);
+  EXPECT_EQ(versions.schedule(1).name, "zb-1p");
   EXPECT_EQ(model.base().stages, 2);
-  v1::ScheduleVersion version =
-      BuildVersion(proto.id(), (*first)->schedule, (*first)->problem, (*first)->simulation,
-                   v1::SCHEDULE_CHANGE_REASON_INITIAL, "", nullptr);
-  versions.Stamp(version, -1, 0, absl::UnixEpoch());
-  versions.Add(version, (*first)->schedule);
   // Built once: a second Prepare (the next attempt) chooses nothing.
   EXPECT_FALSE(model.Prepare(proto, versions, context_)->has_value());
 
@@ -97,6 +107,47 @@ TEST_F(JobModelTest, AReSolveIsDueAtEachWindowsEndOnceEveryStageHasASample) {
   EXPECT_EQ(model.MaybeResolve(proto, versions, 1, 3), nullptr);
   model.EndResolve();
   EXPECT_NE(model.MaybeResolve(proto, versions, 1, 3), nullptr);
+}
+
+TEST_F(JobModelTest, TheStepsPredictionPaysTheMeasuredOverheadAndCountsItAsIdle) {
+  v1::Job proto;
+  proto.set_id("job-1");
+  *proto.mutable_spec() = TestSpec(2, 4, "zb-1p", /*steps=*/20, /*window=*/2);
+  JobModel bare, paying;
+  ScheduleVersions versions;
+  AddFirstVersion(proto, bare, versions);
+  ASSERT_TRUE(paying.Prepare(proto, versions, context_).ok());
+  const sched::Schedule& schedule = versions.schedule(1);
+  const sched::Problem truth = TrueCosts(proto.spec(), 1, 1.0);
+  // Each stage runs 4 F, 4 B and 4 W: 12 passes, each paying o.
+  const double o = 0.2 * truth.virtual_stages[0].f_seconds;
+  PendingStep without = MeasuredStep(versions, 1, 0, truth, bare.base());
+  PendingStep with = MeasuredStep(versions, 1, 0, truth, paying.base(), 12 * o);
+  const StepReports predicted_bare = bare.AddStep(proto.spec(), without, versions);
+  const StepReports predicted = paying.AddStep(proto.spec(), with, versions);
+
+  // The simulator under the measured passes, each o longer; busy time is
+  // the passes alone, as the workers measure it.
+  sched::Problem paid = paying.base();
+  for (int s = 0; s < paid.num_virtual_stages(); ++s) {
+    paid.virtual_stages[s].f_seconds = truth.virtual_stages[s].f_seconds + o;
+    paid.virtual_stages[s].b_seconds = truth.virtual_stages[s].b_seconds + o;
+    paid.virtual_stages[s].w_seconds = truth.virtual_stages[s].w_seconds + o;
+  }
+  const sched::SimulationResult sim = *sched::Simulate(paid, schedule);
+  double busy = 0;
+  for (int w = 0; w < schedule.stages; ++w) {
+    double stage_busy = 0;
+    for (const sched::Action& a : schedule.actions[w]) {
+      stage_busy += sched::PassSeconds(truth.virtual_stages[a.virtual_stage], a, 1);
+    }
+    EXPECT_NEAR(predicted.predicted_stage_bubble_rate[w], 1 - stage_busy / sim.makespan_seconds,
+                1e-9)
+        << w;
+    busy += stage_busy;
+  }
+  EXPECT_NEAR(predicted.predicted_bubble_rate, 1 - busy / (2 * sim.makespan_seconds), 1e-9);
+  EXPECT_GT(predicted.predicted_bubble_rate, predicted_bare.predicted_bubble_rate + 0.05);
 }
 
 }  // namespace

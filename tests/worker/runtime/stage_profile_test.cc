@@ -16,6 +16,7 @@
 #include "tests/worker/test_device.h"
 #include "worker/comm/in_process_communicator.h"
 #include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/synthetic_compute.h"
 
 namespace zbpp::worker {
 namespace {
@@ -171,6 +172,36 @@ TEST(StageProfileTest, ProfilingLeavesTheModelAsItFoundItFp32) {
 
 TEST(StageProfileTest, ProfilingLeavesTheModelAsItFoundItBf16) {
   ExpectProfileLeavesTheModelAsItFoundIt(v1::PRECISION_BF16);
+}
+
+// Under synthetic compute the passes wait the cost model's times and the
+// memories are the cost model's: the profile echoes it.
+TEST(StageProfileTest, SyntheticComputeEchoesTheCostModel) {
+  SyntheticCompute synthetic;
+  synthetic.stages.assign(1, sched::VirtualStageCost{0.004, 0.008, 0.002, 5000, 2000, 0});
+  std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(1);
+  RankTrainerOptions o;
+  o.spec = Spec(2, 2);
+  o.virtual_stages = {0};
+  o.communicator = comms[0].get();
+  o.train_batches = Batch;
+  o.eval_batches = Batch;
+  o.synthetic = synthetic;
+  absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  absl::StatusOr<std::vector<StageProfile>> profile = (*trainer)->Profile(3);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ASSERT_EQ(profile->size(), 1u);
+  const StageProfile& p = (*profile)[0];
+  // A wait lasts at least its time; a loaded machine may add to it.
+  EXPECT_GE(p.f_seconds, 0.004);
+  EXPECT_LT(p.f_seconds, 0.004 + 0.05);
+  EXPECT_GE(p.b_seconds, 0.008);
+  EXPECT_LT(p.b_seconds, 0.008 + 0.05);
+  EXPECT_GE(p.w_seconds, 0.002);
+  EXPECT_LT(p.w_seconds, 0.002 + 0.05);
+  EXPECT_EQ(p.m_b_bytes, 5000);
+  EXPECT_EQ(p.m_w_bytes, 2000);
 }
 
 // With GPipe every microbatch's F runs before any B: the step holds all m

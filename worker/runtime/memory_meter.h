@@ -27,7 +27,10 @@ struct Counter;
 /// tensor may outlive its meter) and the size. Several ranks as threads of
 /// one process (the worker tests) therefore each count their own tensors.
 /// Memory that is not a tensor's (BLAS workspaces, oneDNN scratch, the
-/// allocator's own headers) is not counted.
+/// allocator's own headers) is not counted, nor the tensors LibTorch's
+/// intra-op worker threads allocate inside a parallel kernel (transient
+/// per-thread buffers; none with one intra-op thread, the worker's default).
+/// A tensor allocated without a meter and freed under one counts nothing.
 ///
 /// Thread-safe (atomics). Copying shares the counts.
 class MemoryMeter {

@@ -489,6 +489,10 @@ absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
 absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
                                                             const sched::Schedule& schedule,
                                                             int microbatches) {
+  // Metered like the steps: the compute-type weight copies its forwards
+  // remake are then counted when made and when released, so the next step's
+  // peak does not see them.
+  MemoryMeterScope metered(memory_.cpu_meter());
   absl::StatusOr<StepTimeline> timeline =
       executor_->RunForwardOnly(tag_step, schedule, microbatches, options_.eval_batches);
   if (!timeline.ok()) return timeline.status();

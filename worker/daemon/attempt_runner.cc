@@ -31,6 +31,8 @@ namespace {
 constexpr int kEvalMicrobatches = 8;
 // Ping-pong rounds of the link-latency probe.
 constexpr int kLatencyRounds = 20;
+// Timed repetitions of each pass in the calibration profile.
+constexpr int kProfileRepetitions = 3;
 
 absl::Status WithContext(const absl::Status& st, const std::string& what) {
   if (st.ok()) return st;
@@ -239,8 +241,49 @@ class AttemptRun {
       if (!latency.ok()) return WithContext(latency.status(), "latency probe");
       next_hop_latency_ = *latency;
     }
+    if (a_.profile()) {
+      if (absl::Status st = ProfileAndReport(); !st.ok()) return st;
+    }
     env_.state->SetPhase(v1::WORKER_PHASE_WAITING);
     return absl::OkStatus();
+  }
+
+  // Calibration (Assignment.profile), still PREPARING: profiles this rank's
+  // virtual stages and sends them with the next hop's latency; the
+  // coordinator grants the first step once every worker's profile is in.
+  // The profile's errors are the model's (job errors); an abort meanwhile
+  // ends the attempt quietly (Cancelled, as while loading the corpus).
+  absl::Status ProfileAndReport() {
+    absl::StatusOr<std::vector<StageProfile>> profiles = trainer_->Profile(kProfileRepetitions);
+    if (!profiles.ok()) return JobError(WithContext(profiles.status(), "calibration profile"));
+    v1::ReportProfileRequest request;
+    request.set_worker_id(env_.reporter->worker_id());
+    request.set_job_id(a_.job_id());
+    request.set_attempt(a_.attempt());
+    request.set_stage(a_.stage());
+    request.set_replica(a_.replica());
+    request.set_repetitions(kProfileRepetitions);
+    for (const StageProfile& p : *profiles) {
+      v1::VirtualStageProfile* v = request.add_virtual_stages();
+      v->set_virtual_stage(p.virtual_stage);
+      v->set_f_seconds(p.f_seconds);
+      v->set_b_seconds(p.b_seconds);
+      v->set_w_seconds(p.w_seconds);
+      v->set_m_b_bytes(static_cast<double>(p.m_b_bytes));
+      v->set_m_w_bytes(static_cast<double>(p.m_w_bytes));
+    }
+    if (next_hop_latency_.has_value()) {
+      v1::HopLatency* hop = request.add_hop_latencies();
+      hop->set_to_stage(a_.stage() + 1);
+      hop->set_one_way_seconds(*next_hop_latency_);
+    }
+    const bool aborted_before = env_.state->Aborted(a_.job_id(), a_.attempt());
+    absl::Status st = aborted_before ? absl::CancelledError("aborted while profiling")
+                                     : env_.reporter->ReportProfile(request, env_.report_timeout);
+    if (!st.ok() && env_.state->Aborted(a_.job_id(), a_.attempt())) {
+      return absl::CancelledError("aborted while profiling");
+    }
+    return WithContext(st, "reporting the calibration profile");
   }
 
   // The factory of the assignment's transport (worker.proto
@@ -389,6 +432,7 @@ class AttemptRun {
       v->set_replayed_forwards(validation.replayed_forwards);
     }
     report.set_peak_memory_bytes(PeakResidentBytes());
+    report.set_peak_activation_bytes(result.peak_activation_bytes);
     if (next_hop_latency_.has_value()) {
       v1::HopLatency* hop = report.add_hop_latencies();
       hop->set_to_stage(a_.stage() + 1);

@@ -120,8 +120,11 @@ struct AttemptOutcome {
 /// NCCL on a worker whose device is not CUDA, or without an NCCL factory,
 /// fails the attempt with FailedPrecondition saying so),
 /// builds the rank's chunks (or restores the assigned
-/// checkpoint), measures the link latency to the next rank, then for every
-/// step waits for its grant, runs it with the schedule version in force,
+/// checkpoint), measures the link latency to the next rank, profiles its
+/// virtual stages and sends the profile (env.reporter's ReportProfile) when
+/// the assignment asks for it (Assignment.profile; still PREPARING, a
+/// profile that fails is a job error), then for every step waits for its
+/// grant, runs it with the schedule version in force,
 /// evaluates (first step, last step and every tenth of the run), writes
 /// checkpoints every `checkpoint.interval_steps`, and reports the step
 /// (env.reporter). An AbortCommand releases a step blocked on a peer at
@@ -131,7 +134,7 @@ struct AttemptOutcome {
 /// by the coordinator, else an error naming what failed (a bad corpus, a
 /// checkpoint that does not match the model, a silent peer, a refused
 /// schedule, a report the coordinator did not take, prefixed "reporting
-/// step N: "). Blocks; runs on the daemon's training thread, one attempt
+/// step N: " or "reporting the calibration profile: "). Blocks; runs on the daemon's training thread, one attempt
 /// at a time per ControlState.
 AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env);
 

@@ -74,18 +74,39 @@ absl::Status SessionClient::Register() {
 
 absl::Status SessionClient::ReportStep(const v1::ReportStepRequest& report,
                                        absl::Duration timeout) {
+  // A repeat of a report the coordinator already recorded (its reply lost)
+  // is acknowledged without effect.
+  return CallWithRetries(
+      [&](grpc::ClientContext* context) {
+        v1::ReportStepResponse response;
+        return stub_->ReportStep(context, report, &response);
+      },
+      timeout);
+}
+
+absl::Status SessionClient::ReportProfile(const v1::ReportProfileRequest& profile,
+                                          absl::Duration timeout) {
+  // A repeat replaces the first profile (worker.proto): harmless.
+  return CallWithRetries(
+      [&](grpc::ClientContext* context) {
+        v1::ReportProfileResponse response;
+        return stub_->ReportProfile(context, profile, &response);
+      },
+      timeout);
+}
+
+absl::Status SessionClient::CallWithRetries(
+    const std::function<grpc::Status(grpc::ClientContext*)>& call, absl::Duration timeout) const {
   // A coordinator out of handler threads answers RESOURCE_EXHAUSTED, one
-  // not reached UNAVAILABLE: neither is this attempt failing, so the report
-  // is sent again until `timeout`. A repeat of a report the coordinator
-  // already recorded (its reply lost) is acknowledged without effect.
+  // not reached UNAVAILABLE: neither is this attempt failing, so the call
+  // is made again until `timeout`.
   const auto deadline = std::chrono::system_clock::now() + absl::ToChronoSeconds(timeout);
   absl::Duration backoff = absl::Milliseconds(10);
   while (true) {
-    v1::ReportStepResponse response;
     grpc::ClientContext context;
     context.set_deadline(deadline);
     AddCallMetadata(call_metadata(), context);
-    const grpc::Status status = stub_->ReportStep(&context, report, &response);
+    const grpc::Status status = call(&context);
     const bool retry = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
                        status.error_code() == grpc::StatusCode::UNAVAILABLE;
     if (!retry || std::chrono::system_clock::now() + absl::ToChronoMilliseconds(backoff) >=

@@ -1,6 +1,7 @@
 #ifndef ZBPP_WORKER_DAEMON_SESSION_CLIENT_H_
 #define ZBPP_WORKER_DAEMON_SESSION_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,6 +77,9 @@ class SessionClient : public StepReporter {
   /// WorkerService.ReportStep with call_metadata(), within `timeout`: OK,
   /// or the call's error as an absl::Status (common/status_grpc.h).
   absl::Status ReportStep(const v1::ReportStepRequest& report, absl::Duration timeout) override;
+  /// WorkerService.ReportProfile likewise.
+  absl::Status ReportProfile(const v1::ReportProfileRequest& profile,
+                             absl::Duration timeout) override;
   /// Closes the stream and stops the threads.
   void Shutdown();
 
@@ -89,6 +93,11 @@ class SessionClient : public StepReporter {
   absl::Duration NextBackoff(absl::Duration* backoff);
   // Sleeps `wait` or until Shutdown; false when shutting down.
   bool SleepUnlessShutdown(absl::Duration wait);
+  // Calls `call` (one unary RPC into a fresh context) with call_metadata()
+  // until `timeout`, again while the coordinator answers RESOURCE_EXHAUSTED
+  // or UNAVAILABLE (neither is this attempt failing), with back-off.
+  absl::Status CallWithRetries(const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                               absl::Duration timeout) const;
 
   SessionClientOptions options_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;

@@ -9,10 +9,11 @@
 
 namespace zbpp::worker {
 
-/// Where a worker's step reports go: the coordinator's
-/// WorkerService.ReportStep (worker.proto) in the daemon (SessionClient),
-/// a recording fake in tests. RunAttempt (attempt_runner.h) reports every
-/// step it ran through one.
+/// Where a worker's step reports and calibration profiles go: the
+/// coordinator's WorkerService.ReportStep and ReportProfile (worker.proto)
+/// in the daemon (SessionClient), a recording fake in tests. RunAttempt
+/// (attempt_runner.h) reports every step it ran, and the profile of an
+/// assignment that asks for one, through one.
 ///
 /// Implementations are thread-safe.
 class StepReporter {
@@ -29,6 +30,12 @@ class StepReporter {
   /// attempt on an error.
   virtual absl::Status ReportStep(const v1::ReportStepRequest& report,
                                   absl::Duration timeout) = 0;
+
+  /// Sends a calibration profile (Assignment.profile), waiting at most
+  /// `timeout` for the answer; OK once the coordinator accepted it, else
+  /// the error as for ReportStep.
+  virtual absl::Status ReportProfile(const v1::ReportProfileRequest& profile,
+                                     absl::Duration timeout) = 0;
 };
 
 }  // namespace zbpp::worker

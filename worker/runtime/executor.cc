@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "scheduler/comm_order.h"
 #include "scheduler/simulator.h"
-#include "worker/model/split_linear.h"
 #include "worker/runtime/device.h"
+#include "worker/runtime/passes.h"
 
 namespace zbpp::worker {
 namespace {
@@ -49,14 +49,6 @@ struct PeerQueue {
 struct PostedRecv {
   at::Tensor buffer;
   std::unique_ptr<PendingOp> op;
-};
-
-// What an F pass leaves for its B: the stage input (a leaf whose .grad B
-// reads) and the output to differentiate (the scaled loss on the last
-// stage).
-struct ForwardState {
-  at::Tensor input;
-  at::Tensor output;
 };
 
 // B or fused BW: a pass that needs the next stage's gradient.
@@ -502,19 +494,19 @@ class StepRun {
       data.inputs = ToDevice(data.inputs);
       data.targets = ToDevice(data.targets);
     }
-    ForwardState state;
+    at::Tensor input;
     if (first) {
-      state.input = data.inputs;
+      input = data.inputs;
     } else {
       absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
                                                 a.microbatch);
       if (!in.ok()) return in.status();
-      state.input = in->detach().requires_grad_(true);
+      input = in->detach().requires_grad_(true);
     }
     timer_.Begin(j);
     if (forward_only_) {
       at::NoGradGuard no_grad;
-      at::Tensor out = chunk.model->Forward(state.input);
+      at::Tensor out = chunk.model->Forward(input);
       if (last) {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
@@ -522,17 +514,10 @@ class StepRun {
       Deliver(j, out, MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
       return absl::OkStatus();
     }
-    {
-      WeightGradScope scope(chunk.store, a.microbatch);
-      at::Tensor out = chunk.model->Forward(state.input);
-      if (last) {
-        at::Tensor loss = LanguageModelLoss(out, data.targets);
-        AddLoss(loss);
-        state.output = loss / double(schedule_.microbatches);
-      } else {
-        state.output = out;
-      }
-    }
+    at::Tensor loss;
+    ForwardState state = ForwardPass(*chunk.model, chunk.store, a.microbatch, std::move(input),
+                                     data.targets, schedule_.microbatches, &loss);
+    if (last) AddLoss(loss);
     if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
     forward_.emplace(std::make_pair(a.virtual_stage, a.microbatch), std::move(state));
     return absl::OkStatus();
@@ -552,12 +537,9 @@ class StepRun {
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     }
-    if (a.virtual_stage == num_virtual_stages() - 1 && o_.loss_scale != 1) {
-      grad_output = at::full({}, o_.loss_scale, state.output.options());
-    }
     timer_.Begin(j);
-    state.output.backward(grad_output);
-    if (a.virtual_stage > 0) Deliver(j, state.input.grad(), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
+    at::Tensor input_grad = BackwardPass(state, std::move(grad_output), o_.loss_scale);
+    if (a.virtual_stage > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
     return absl::OkStatus();
   }
 

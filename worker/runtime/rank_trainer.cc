@@ -1,10 +1,12 @@
 #include "worker/runtime/rank_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
 #include "worker/data/checkpoint.h"
@@ -60,6 +62,14 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
     exec.chunks[stage] = {chunk->get(), trainer->stores_.back().get()};
     trainer->chunks_.push_back(*std::move(chunk));
   }
+  if (!o.synthetic.has_value()) {
+    // Every gradient buffer exists before the first step (each step's B and
+    // W passes give every parameter a gradient, adding 0 + g = g into a
+    // zero buffer): a step allocates activations only, which its peak
+    // (StepResult::peak_activation_bytes) and the profile's M_W measure.
+    at::NoGradGuard no_grad;
+    for (NamedTensor& t : parameters) t.second.mutable_grad() = at::zeros_like(t.second);
+  }
   trainer->executor_ = std::make_unique<PipelineExecutor>(std::move(exec));
   trainer->optimizer_ = std::make_unique<AdamW>(std::move(parameters),
                                                 AdamWOptions::FromSpec(o.spec.optimizer()));
@@ -94,6 +104,11 @@ namespace {
 uint32_t PartialStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 0, 0); }
 uint32_t FullStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 1, 0); }
 
+absl::Status WithVirtualStage(const absl::Status& st, int virtual_stage) {
+  return absl::Status(st.code(), absl::StrCat("profiling virtual stage ", virtual_stage, ": ",
+                                              std::string(st.message())));
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -101,7 +116,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 RankTrainer::RankTrainer(RankTrainerOptions options)
-    : options_(std::move(options)), loss_scaler_(LossScaler::FromSpec(options_.spec)) {}
+    : options_(std::move(options)),
+      loss_scaler_(LossScaler::FromSpec(options_.spec)),
+      memory_(options_.device) {}
 RankTrainer::~RankTrainer() = default;
 
 double RankTrainer::CoefficientFor(const ValidationState& state) const {
@@ -133,6 +150,11 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     if (!settled.ok()) return settled.status();
     result.validations.push_back(**settled);
   }
+  // The step's activation memory: what the passes allocate on this thread
+  // (CPU) or the device (CUDA) above what is held now.
+  MemoryMeterScope metered(memory_.cpu_meter());
+  memory_.ResetPeak();
+  const int64_t held_before = memory_.current_bytes();
   absl::StatusOr<StepTimeline> timeline;
   if (pending_ == nullptr) {
     optimizer_->ZeroGrad();
@@ -165,6 +187,8 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     }
   }
   if (!timeline.ok()) return timeline.status();
+  result.peak_activation_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, memory_.peak_bytes() - held_before));
   // The gap before this step ends at its start; the next one opens at its
   // last action's end, and what follows until the executor returned was
   // the drain of its sends.
@@ -192,6 +216,52 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
       post ? StepOptimistically(step, result) : ValidateSynchronously(step, result);
   if (!validated.ok()) return validated;
   return result;
+}
+
+absl::StatusOr<std::vector<StageProfile>> RankTrainer::Profile(int repetitions) {
+  // The gradients B and W add to, to be put back as they were.
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // (parameter, copy of its .grad)
+  if (!options_.synthetic.has_value()) {
+    for (const NamedTensor& t : Parameters()) {
+      const at::Tensor& grad = t.second.grad();
+      saved.emplace_back(t.second, grad.defined() ? grad.clone() : at::Tensor());
+    }
+  }
+  std::vector<StageProfile> profiles;
+  absl::Status status;
+  for (size_t i = 0; i < chunks_.size() && status.ok(); ++i) {
+    StageProfileOptions o;
+    o.chunk = chunks_[i].get();
+    o.store = stores_[i].get();
+    o.virtual_stage = options_.virtual_stages[i];
+    o.microbatch_size = options_.spec.pipeline().microbatch_size();
+    o.seq_len = o.chunk->config().seq_len;
+    o.hidden = o.chunk->config().hidden;
+    o.vocab = o.chunk->config().vocab;
+    o.microbatches = options_.spec.pipeline().microbatches();
+    o.loss_scale = loss_scaler_.scale();
+    o.repetitions = repetitions;
+    o.seed = options_.spec.seed() + static_cast<uint64_t>(o.virtual_stage);
+    o.device = options_.device;
+    o.memory = &memory_;
+    o.synthetic = options_.synthetic.has_value() ? &*options_.synthetic : nullptr;
+    absl::StatusOr<StageProfile> profile = ProfileVirtualStage(o);
+    if (profile.ok()) {
+      profiles.push_back(*profile);
+    } else {
+      status = WithVirtualStage(profile.status(), o.virtual_stage);
+    }
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [param, grad] : saved) {
+    if (grad.defined()) {
+      param.mutable_grad().copy_(grad);
+    } else {
+      param.mutable_grad().reset();
+    }
+  }
+  if (!status.ok()) return status;
+  return profiles;
 }
 
 absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
@@ -419,6 +489,10 @@ absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
 absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
                                                             const sched::Schedule& schedule,
                                                             int microbatches) {
+  // Metered like the steps: the compute-type weight copies its forwards
+  // remake are then counted when made and when released, so the next step's
+  // peak does not see them.
+  MemoryMeterScope metered(memory_.cpu_meter());
   absl::StatusOr<StepTimeline> timeline =
       executor_->RunForwardOnly(tag_step, schedule, microbatches, options_.eval_batches);
   if (!timeline.ok()) return timeline.status();

@@ -17,6 +17,8 @@
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/loss_scaler.h"
+#include "worker/runtime/memory_meter.h"
+#include "worker/runtime/stage_profile.h"
 #include "worker/runtime/step_timeline.h"
 #include "zbpp/v1/job_spec.pb.h"
 
@@ -122,6 +124,20 @@ struct StepResult {
   /// inf or nan.
   double local_grad_norm_sq = 0;
   bool found_inf_nan = false;
+  /// Peak activation memory of the step, bytes: the most this rank's
+  /// tensors held while its passes ran (the executor's runs of the step,
+  /// replays included) above what they held when the passes began — the
+  /// parameters, their .grad buffers (allocated by Create, so no step
+  /// allocates them), the optimizer's state and the compute-type weight
+  /// copies are all older. On the CPU what the trainer's thread allocated
+  /// (MemoryMeter); on CUDA the device's allocated bytes (DeviceMemoryMeter:
+  /// ranks sharing a GPU mix). It includes the step's received activations,
+  /// the outputs waiting to be sent and, in a step whose post-update
+  /// validation rolls back, the rollback's temporaries; the first
+  /// mixed-precision step also counts the compute-type weight copies and
+  /// W's 16-bit scratch buffer, which later steps reuse. What
+  /// ReportStepRequest.peak_activation_bytes carries.
+  uint64_t peak_activation_bytes = 0;
   /// Validations settled during the call, in step order: this step's when
   /// synchronous; the previous step's (settled before this step's first B)
   /// with post-update validation, whose own outcome comes with the next
@@ -189,6 +205,19 @@ class RankTrainer {
   /// attempt restarts from a checkpoint).
   absl::StatusOr<StepResult> RunStep(int64_t step, const sched::Schedule& schedule,
                                      v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS);
+
+  /// The calibration profile (worker.proto ReportProfileRequest): each of
+  /// this rank's virtual stages, in the order of options.virtual_stages,
+  /// profiled by ProfileVirtualStage on one microbatch of the job's shapes
+  /// (`repetitions` >= 1 timed F, B, W after a warm-up; under synthetic
+  /// compute the passes wait the cost model's times). Call before the first
+  /// step or between steps after Settle. Leaves the model as it found it:
+  /// parameters, optimizer state and loss scale are not touched, the .grad
+  /// buffers the passes add to are restored bit for bit, the random inputs
+  /// come from a generator of their own; only caches (compute-type weight
+  /// copies, W's scratch buffer) may have been filled. Errors:
+  /// InvalidArgument for repetitions < 1, the passes' errors (the model's).
+  absl::StatusOr<std::vector<StageProfile>> Profile(int repetitions = 3);
 
   /// Finishes the pending POST step, if any: waits for its full state and
   /// rolls back / redoes / skips as it says (nothing speculative ran, so
@@ -277,6 +306,8 @@ class RankTrainer {
   std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;
   // The gap since the last step's last action, by phase.
   GapClock gaps_;
+  // What this rank's tensors hold on its device (StepResult's peak).
+  DeviceMemoryMeter memory_;
 };
 
 }  // namespace zbpp::worker

@@ -70,6 +70,8 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
     cost.f_seconds = c.f_seconds() * source.scale;
     cost.b_seconds = c.b_seconds() * source.scale;
     cost.w_seconds = c.w_seconds() * source.scale;
+    cost.m_b_bytes = c.m_b_bytes();
+    cost.m_w_bytes = c.m_w_bytes();
     synthetic.stages.push_back(cost);
   }
   if (absl::Status st = CheckSyntheticCompute(synthetic, num_stages); !st.ok()) return st;

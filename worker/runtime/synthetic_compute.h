@@ -29,8 +29,10 @@ namespace zbpp::worker {
 /// parameters stay at their initial values.
 struct SyntheticCompute {
   /// Per virtual stage, in model order: T_F, T_B, T_W of one microbatch, in
-  /// seconds (the memory fields are not used). A fused BW waits T_B + T_W; a
-  /// partial W of one of k gradient buckets waits T_W / k.
+  /// seconds. A fused BW waits T_B + T_W; a partial W of one of k gradient
+  /// buckets waits T_W / k. The memory fields (M_B, M_W, bytes) are only
+  /// echoed by the calibration profile (stage_profile.h): no pass holds
+  /// them.
   std::vector<sched::VirtualStageCost> stages;
   /// Multiplicative noise: a pass waits its duration times (1 + noise * u),
   /// u uniform in [-1, 1] drawn from (seed, step, pass, virtual stage,
@@ -56,7 +58,8 @@ struct SyntheticComputeSource {
 /// The synthetic compute of a job from `cost_model`: the cost model of the
 /// schedule version in the worker's Assignment (for version 1, the
 /// coordinator's analytic model from the JobSpec; the one the schedule was
-/// planned with), its times multiplied by `source.scale`. The times stay
+/// planned with), its times multiplied by `source.scale`, its memories as
+/// they are. The times stay
 /// those for the whole attempt: re-solves, planned from measured costs,
 /// then see the same workload. InvalidArgument from CheckSyntheticCompute
 /// (`num_stages` virtual stages) or for a scale that is not > 0.

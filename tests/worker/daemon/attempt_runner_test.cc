@@ -123,6 +123,36 @@ class RecordingReporter : public StepReporter {
     return absl::OkStatus();
   }
 
+  absl::Status ReportProfile(const v1::ReportProfileRequest& profile,
+                             absl::Duration timeout) override {
+    absl::MutexLock lock(&mu_);
+    timeouts_.push_back(timeout);
+    profiles_.push_back(profile);
+    // What the worker said it was doing while it sent the profile.
+    if (state_ != nullptr) profile_phases_.push_back(state_->Heartbeat().phase());
+    profile_before_steps_.push_back(reports_.empty());
+    return absl::OkStatus();
+  }
+
+  /// The worker's ControlState, whose phase ReportProfile records.
+  void WatchPhase(const ControlState* state) {
+    absl::MutexLock lock(&mu_);
+    state_ = state;
+  }
+
+  std::vector<v1::ReportProfileRequest> profiles() const {
+    absl::MutexLock lock(&mu_);
+    return profiles_;
+  }
+  std::vector<v1::WorkerPhase> profile_phases() const {
+    absl::MutexLock lock(&mu_);
+    return profile_phases_;
+  }
+  std::vector<bool> profile_before_steps() const {
+    absl::MutexLock lock(&mu_);
+    return profile_before_steps_;
+  }
+
   void FailStep(int64_t step) {
     absl::MutexLock lock(&mu_);
     fail_step_ = step;
@@ -154,6 +184,10 @@ class RecordingReporter : public StepReporter {
   mutable absl::Mutex mu_;
   std::vector<v1::ReportStepRequest> reports_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> timeouts_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReportProfileRequest> profiles_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::WorkerPhase> profile_phases_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> profile_before_steps_ ABSL_GUARDED_BY(mu_);
+  const ControlState* state_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t fail_step_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
@@ -188,6 +222,7 @@ struct Worker {
     env.cache_dir = cache_dir;
     env.comm_timeout = kCommTimeout;
     env.report_timeout = absl::Seconds(7);
+    reporter.WatchPhase(&state);
   }
   ControlState state;
   RecordingReporter reporter;
@@ -209,10 +244,13 @@ class AttemptRunnerTest : public ::testing::Test {
   void Broadcast(const v1::SessionResponse& message) {
     for (auto& w : workers_) w->state.Apply(message);
   }
-  /// Assigns attempt `attempt` of `spec` to every rank (stage = rank).
-  void AssignAll(const v1::JobSpec& spec, int64_t attempt) {
+  /// Assigns attempt `attempt` of `spec` to every rank (stage = rank),
+  /// asking for the calibration profile when `profile`.
+  void AssignAll(const v1::JobSpec& spec, int64_t attempt, bool profile = false) {
     for (int r = 0; r < kStages; ++r) {
-      workers_[r]->state.Apply(Assign(AssignmentOf(spec, attempt, r)));
+      v1::Assignment assignment = AssignmentOf(spec, attempt, r);
+      assignment.set_profile(profile);
+      workers_[r]->state.Apply(Assign(assignment));
     }
   }
 
@@ -241,8 +279,8 @@ class AttemptRunnerTest : public ::testing::Test {
   }
 
   /// Runs attempt `attempt` of `spec` with every step granted to the end.
-  void RunToEnd(const v1::JobSpec& spec, int64_t attempt = 1) {
-    AssignAll(spec, attempt);
+  void RunToEnd(const v1::JobSpec& spec, int64_t attempt = 1, bool profile = false) {
+    AssignAll(spec, attempt, profile);
     Broadcast(Grant(attempt, spec.steps() - 1));
     StartAll();
     JoinAll();
@@ -302,6 +340,50 @@ TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
 // before the step, and each phase of the gap is where the worker spent it:
 // the evaluation after step 0, the checkpoint after step 1 and a grant held
 // back 250 ms before step 2 show in the next step's gap.
+TEST_F(AttemptRunnerTest, AProfilingAssignmentReportsItsVirtualStagesBeforeItsFirstStep) {
+  const v1::JobSpec spec = TinyJob(2);
+  RunToEnd(spec, /*attempt=*/1, /*profile=*/true);
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    const std::vector<v1::ReportProfileRequest> profiles = workers_[r]->reporter.profiles();
+    ASSERT_EQ(profiles.size(), 1u);
+    const v1::ReportProfileRequest& p = profiles[0];
+    EXPECT_EQ(p.worker_id(), absl::StrCat("worker-", r));
+    EXPECT_EQ(p.job_id(), kJob);
+    EXPECT_EQ(p.attempt(), 1);
+    EXPECT_EQ(p.stage(), r);
+    EXPECT_EQ(p.replica(), 0);
+    EXPECT_EQ(p.repetitions(), 3);
+    ASSERT_EQ(p.virtual_stages_size(), 1);
+    const v1::VirtualStageProfile& v = p.virtual_stages(0);
+    EXPECT_EQ(v.virtual_stage(), r);
+    EXPECT_GT(v.f_seconds(), 0);
+    EXPECT_GT(v.b_seconds(), 0);
+    EXPECT_GT(v.w_seconds(), 0);
+    EXPECT_GT(v.m_b_bytes(), 0);
+    EXPECT_GE(v.m_w_bytes(), 0);
+    EXPECT_LE(v.m_w_bytes(), v.m_b_bytes());
+    // The link to the next rank, measured before: on rank 0 only.
+    ASSERT_EQ(p.hop_latencies_size(), r + 1 < kStages ? 1 : 0);
+    if (r == 0) {
+      EXPECT_EQ(p.hop_latencies(0).to_stage(), 1);
+      EXPECT_GT(p.hop_latencies(0).one_way_seconds(), 0);
+    }
+    EXPECT_THAT(workers_[r]->reporter.profile_phases(),
+                ::testing::ElementsAre(v1::WORKER_PHASE_PREPARING));
+    EXPECT_THAT(workers_[r]->reporter.profile_before_steps(), ::testing::ElementsAre(true));
+    // Every step says how much activation memory it held at its peak.
+    const std::map<int64_t, v1::ReportStepRequest> reports = Reports(r, 1);
+    ASSERT_EQ(reports.size(), 2u);
+    for (const auto& [step, report] : reports) EXPECT_GT(report.peak_activation_bytes(), 0u);
+  }
+}
+
+TEST_F(AttemptRunnerTest, AnAssignmentWithoutProfileSendsNone) {
+  RunToEnd(TinyJob(1));
+  for (int r = 0; r < kStages; ++r) EXPECT_TRUE(workers_[r]->reporter.profiles().empty());
+}
+
 TEST_F(AttemptRunnerTest, ReportsWhereEachStepsTimeAndTheGapBeforeItWent) {
   v1::JobSpec spec = TinyJob(4);
   spec.mutable_checkpoint()->set_directory(scratch_ / "checkpoints");

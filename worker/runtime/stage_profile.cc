@@ -1,0 +1,142 @@
+#include "worker/runtime/stage_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "worker/runtime/device.h"
+#include "worker/runtime/passes.h"
+
+namespace zbpp::worker {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The W store's key for the profile's microbatch: no step uses a negative
+// one, so the profile never meets a step's queued work.
+constexpr int kProfileMicrobatch = -1;
+
+// The median of `values` (the mean of the middle two for an even count).
+template <typename T>
+T Median(std::vector<T> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One repetition's measurements.
+struct Sample {
+  double seconds[3] = {0, 0, 0};  // F, B, W.
+  int64_t m_b_bytes = 0;
+  int64_t m_w_bytes = 0;
+};
+
+StageProfile Summarize(int virtual_stage, const std::vector<Sample>& samples) {
+  StageProfile profile;
+  profile.virtual_stage = virtual_stage;
+  double* times[3] = {&profile.f_seconds, &profile.b_seconds, &profile.w_seconds};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<double> values;
+    for (const Sample& s : samples) values.push_back(s.seconds[k]);
+    *times[k] = Median(std::move(values));
+  }
+  std::vector<int64_t> m_b, m_w;
+  for (const Sample& s : samples) {
+    m_b.push_back(s.m_b_bytes);
+    m_w.push_back(s.m_w_bytes);
+  }
+  profile.m_b_bytes = std::max<int64_t>(0, Median(std::move(m_b)));
+  profile.m_w_bytes = std::clamp<int64_t>(Median(std::move(m_w)), 0, profile.m_b_bytes);
+  return profile;
+}
+
+// Synthetic compute: each pass waits what a step's would (the noise drawn
+// for steps before the first, one per repetition); the memory is the cost
+// model's.
+StageProfile SyntheticProfile(const StageProfileOptions& o) {
+  std::vector<Sample> samples(o.repetitions);
+  const sched::PassKind kinds[3] = {sched::PassKind::kF, sched::PassKind::kB,
+                                    sched::PassKind::kW};
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    for (int k = 0; k < 3; ++k) {
+      const sched::Action action{kinds[k], o.virtual_stage, 0};
+      const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, /*buckets=*/1);
+      const SteadyClock::time_point begin = SteadyClock::now();
+      std::this_thread::sleep_until(begin + std::chrono::duration_cast<SteadyClock::duration>(
+                                                std::chrono::duration<double>(wait)));
+      samples[rep].seconds[k] =
+          std::chrono::duration<double>(SteadyClock::now() - begin).count();
+    }
+    const sched::VirtualStageCost& cost = o.synthetic->stages[o.virtual_stage];
+    samples[rep].m_b_bytes = static_cast<int64_t>(cost.m_b_bytes);
+    samples[rep].m_w_bytes = static_cast<int64_t>(cost.m_w_bytes);
+  }
+  return Summarize(o.virtual_stage, samples);
+}
+
+}  // namespace
+
+absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
+  if (o.repetitions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile repetitions must be >= 1, got ", o.repetitions));
+  }
+  if (o.synthetic != nullptr) {
+    if (o.virtual_stage < 0 || o.virtual_stage >= static_cast<int>(o.synthetic->stages.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "virtual stage ", o.virtual_stage, " has no synthetic cost"));
+    }
+    return SyntheticProfile(o);
+  }
+  if (o.chunk == nullptr || o.store == nullptr || o.memory == nullptr) {
+    return absl::InvalidArgumentError("the profile needs the chunk, its W store and a meter");
+  }
+  const bool first = o.chunk->is_first();
+  const bool last = o.chunk->is_last();
+  at::Generator gen = at::detail::createCPUGenerator(o.seed);
+  const std::vector<int64_t> tokens_shape{o.microbatch_size, o.seq_len};
+  const std::vector<int64_t> hidden_shape{o.microbatch_size, o.seq_len, o.hidden};
+  at::Tensor input = first ? at::randint(o.vocab, tokens_shape, gen, at::kLong).to(o.device)
+                           : at::randn(hidden_shape, gen, at::kFloat).to(o.device);
+  if (!first) input.requires_grad_(true);
+  at::Tensor targets;
+  if (last) targets = at::randint(o.vocab, tokens_shape, gen, at::kLong).to(o.device);
+  at::Tensor grad_output;
+  if (!last) grad_output = at::randn(hidden_shape, gen, at::kFloat).to(o.device);
+
+  MemoryMeterScope scope(o.memory->cpu_meter());
+  std::vector<Sample> samples;
+  for (int rep = -1; rep < o.repetitions; ++rep) {  // -1: the warm-up.
+    PassTimer timer(o.device, SteadyClock::now(), 3);
+    Sample sample;
+    const int64_t before = o.memory->current_bytes();
+    timer.Begin(0);
+    ForwardState state = ForwardPass(*o.chunk, o.store, kProfileMicrobatch, input, targets,
+                                     o.microbatches);
+    timer.End(0);
+    sample.m_b_bytes = o.memory->current_bytes() - before;
+    timer.Begin(1);
+    // The input gradient goes, as the executor's goes once sent.
+    BackwardPass(state, grad_output, o.loss_scale);
+    timer.End(1);
+    state = ForwardState();
+    if (!first) input.mutable_grad().reset();
+    sample.m_w_bytes = o.memory->current_bytes() - before;
+    timer.Begin(2);
+    if (absl::Status st = o.store->RunW(kProfileMicrobatch); !st.ok()) {
+      o.store->Clear();
+      return st;
+    }
+    timer.End(2);
+    for (int k = 0; k < 3; ++k) sample.seconds[k] = timer.Duration(k);
+    if (rep >= 0) samples.push_back(sample);
+  }
+  return Summarize(o.virtual_stage, samples);
+}
+
+}  // namespace zbpp::worker

@@ -120,6 +120,26 @@ grpc::Status WorkerServiceImpl::ReportStep(
   return rpc.Finish(options_.coordinator->ReportStep(*request));
 }
 
+grpc::Status WorkerServiceImpl::ReportProfile(
+    grpc::ServerContext* context, const zbpp::v1::ReportProfileRequest* request,
+    zbpp::v1::ReportProfileResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportProfile");
+  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
+  if (request->worker_id().empty() || request->job_id().empty()) {
+    return rpc.Finish(
+        absl::InvalidArgumentError("worker_id and job_id: required"));
+  }
+  if (absl::Status auth = rpc.CheckWorkerCredential(
+          *context, *options_.coordinator, request->worker_id());
+      !auth.ok()) {
+    return rpc.Finish(auth);
+  }
+  return rpc.Finish(options_.coordinator->ReportProfile(*request));
+}
+
 grpc::Status WorkerServiceImpl::ListWorkers(
     grpc::ServerContext* context, const zbpp::v1::ListWorkersRequest* request,
     zbpp::v1::ListWorkersResponse* response) {

@@ -20,10 +20,10 @@ namespace zbpp::coordinator {
 /// reconnects and learns why from OpenSession.
 ///
 /// Authentication: with a bearer token every RPC requires
-/// "authorization: Bearer <token>"; Session and ReportStep also require the
-/// worker's credential (RpcScope::CheckWorkerCredential), and a Session for
-/// a worker that has one open is refused (ALREADY_EXISTS). UNAUTHENTICATED
-/// otherwise. Thread-safe.
+/// "authorization: Bearer <token>"; Session, ReportStep and ReportProfile
+/// also require the worker's credential (RpcScope::CheckWorkerCredential),
+/// and a Session for a worker that has one open is refused
+/// (ALREADY_EXISTS). UNAUTHENTICATED otherwise. Thread-safe.
 class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
  public:
   struct Options {
@@ -51,6 +51,11 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
   grpc::Status ReportStep(grpc::ServerContext* context,
                           const zbpp::v1::ReportStepRequest* request,
                           zbpp::v1::ReportStepResponse* response) override;
+  /// A worker's calibration profile: Coordinator::ReportProfile (its
+  /// worker credential required, as for ReportStep).
+  grpc::Status ReportProfile(grpc::ServerContext* context,
+                             const zbpp::v1::ReportProfileRequest* request,
+                             zbpp::v1::ReportProfileResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context,
                            const zbpp::v1::ListWorkersRequest* request,
                            zbpp::v1::ListWorkersResponse* response) override;

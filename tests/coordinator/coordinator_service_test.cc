@@ -126,7 +126,7 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
 }
 
 TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
-  const zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 12, 2);
+  const zbpp::v1::JobSpec spec = testing::Uncalibrated(TestSpec(4, 8, "zb-1p", 12, 2));
   zbpp::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = spec;
   zbpp::v1::Job job;

@@ -169,6 +169,7 @@ void LoadWorker::Tick() {
     absl::MutexLock lock(&mu_);
     // Calibration: the profile echoes the assignment's cost model.
     profile = protocol_.TakeProfile();
+    if (profile.has_value()) profile->set_worker_id(id_);
     const std::optional<v1::Assignment>& assignment = protocol_.assignment;
     const int64_t next_step = protocol_.next_step;
     if (!assignment.has_value()) {

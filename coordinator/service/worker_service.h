@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "coordinator/core/coordinator.h"
+#include "coordinator/service/rpc_scope.h"
 #include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
@@ -61,6 +62,14 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
                            zbpp::v1::ListWorkersResponse* response) override;
 
  private:
+  /// What a worker's report about its job (ReportStep, ReportProfile)
+  /// passes before the core sees it: the bearer token (UNAUTHENTICATED),
+  /// worker_id and job_id present (INVALID_ARGUMENT), the worker's
+  /// credential (UNAUTHENTICATED).
+  absl::Status CheckWorkerReport(RpcScope& rpc, const grpc::ServerContext& context,
+                                 const std::string& worker_id,
+                                 const std::string& job_id) const;
+
   const Options options_;
 };
 

@@ -356,7 +356,9 @@ class Coordinator {
                                 std::unique_ptr<ResolveTask>* resolve)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Publishes a solved re-solve if it still applies (Job::FinishResolve),
-  /// and queues its cost snapshot and record; the Resolver's `publish`.
+  /// and queues its cost snapshot and record; the Resolver's `publish`. A
+  /// calibration queues its record only, and when it failed the job gives
+  /// the freed workers to waiting jobs.
   void FinishResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
   /// A worker lost (lease expired, or superseded): its Session closes and
   /// the attempt holding it ends (Job::AfterWorkerLost: ASSIGNING goes

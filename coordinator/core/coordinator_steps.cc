@@ -87,7 +87,9 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   }
   writer_->Enqueue([record](Store& store) { return store.AddResolveRecord(record); },
                    "storing a re-solve");
-  if (options_.observer != nullptr) {
+  // A calibration is stored with the re-solves (its reason says so) but
+  // is no re-solve to count: its version is counted as any other.
+  if (options_.observer != nullptr && !task.calibration) {
     options_.observer->OnResolve(task.job_id, record.published);
   }
   // A calibration that fits no schedule failed the job: its workers are free.

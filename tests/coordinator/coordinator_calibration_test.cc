@@ -62,6 +62,36 @@ TEST_F(CoordinatorTest, ResolvesAfterCalibrationKeepPlanningWithTheMeasuredMemor
             v1::SCHEDULE_CHANGE_REASON_RESOLVE);
 }
 
+// A fixed shape whose need under the measured M_B is over a limit in bytes
+// fails its job before any step; the workers go to the job waiting behind.
+TEST_F(CoordinatorTest, CalibrationThatFitsNothingFailsTheJobAndFreesItsWorkers) {
+  v1::JobSpec spec = TestSpec(2, 4, "1f1b", 20, 2);
+  const sched::Problem analytic = *InitialProblem(spec);
+  spec.mutable_schedule()->set_memory_limit_bytes(
+      static_cast<uint64_t>(2 * analytic.virtual_stages[0].m_b_bytes) + 1);
+  sched::Problem profiled = analytic;
+  for (sched::VirtualStageCost& c : profiled.virtual_stages) c.m_b_bytes *= 2;
+  const std::string failing = coordinator_->SubmitJob(spec)->id();
+  const std::string waiting =
+      coordinator_->SubmitJob(testing::Uncalibrated(TestSpec(2, 4, "1f1b", 20, 2)))->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.profile_costs = profiled;
+  HeartbeatAll(workers);
+
+  const auto failed = coordinator_->GetJob(failing, {});
+  EXPECT_EQ(failed->state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed->state_message(), HasSubstr("schedule.memory_limit_bytes: "));
+  EXPECT_EQ(failed->steps_completed(), 0);
+  HeartbeatAll(workers);  // Aborted, they say they are idle, and are taken.
+  for (FakeWorker& w : workers) w.Drain();
+  EXPECT_EQ(coordinator_->GetJob(waiting, {})->state(), v1::JOB_STATE_ASSIGNING);
+  for (FakeWorker& w : workers) {
+    EXPECT_EQ(w.aborts, 1);
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->job_id(), waiting);
+  }
+}
+
 TEST_F(CoordinatorTest, ProfileOfAnAttemptThatEndedIsRefused) {
   const v1::JobSpec spec = TestSpec(2, 4, "zb-1p", 20, 2);
   const std::string job_id = coordinator_->SubmitJob(spec)->id();

@@ -83,6 +83,13 @@ TEST_F(JobCalibrationTest, GrantsWaitForTheLastProfileThenTheCalibratedVersionRu
     std::optional<v1::ReportProfileRequest> profile = workers[i].TakeProfile();
     ASSERT_TRUE(SendProfile(*job, *profile, i));
   }
+  // Neither a grant update nor a replayed Session grants a step meanwhile.
+  job->UpdateGrant();
+  job->ReplaySession(workers[3].id, 3);
+  std::vector<SessionMessage> replayed;
+  ASSERT_TRUE(workers[3].outbox->Pop(absl::InfinitePast(), &replayed).ok());
+  ASSERT_EQ(replayed.size(), 1u);
+  EXPECT_TRUE(replayed[0]->assignment().profile());
   for (FakeWorker& w : workers) w.Drain();
   for (FakeWorker& w : workers) EXPECT_EQ(w.granted, -1);  // Three of four in.
   EXPECT_EQ(job->proto().schedule_version(), 1);

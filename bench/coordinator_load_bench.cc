@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -362,6 +363,15 @@ int RunProbe(const Flags& flags) {
     hb.set_job_id(r.assignment->job_id());
     hb.set_attempt(r.assignment->attempt());
     if (!(*core)->Heartbeat(r.id, hb).ok()) return 1;
+  }
+  // Calibration: every rank's profile (the assignment's costs), then grants.
+  for (auto& r : ranks) {
+    if (std::optional<zbpp::v1::ReportProfileRequest> profile = r.TakeProfile()) {
+      if (absl::Status s = (*core)->ReportProfile(*profile); !s.ok()) {
+        std::fprintf(stderr, "probe ReportProfile: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
   }
   // Ranks sorted by pipeline rank, so the last reporter of each step is
   // the same (the one whose ReportStep completes the step).

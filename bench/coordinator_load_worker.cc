@@ -164,8 +164,12 @@ void LoadWorker::Receive(const v1::SessionResponse& m) {
 void LoadWorker::Tick() {
   v1::Heartbeat hb;
   std::optional<v1::ReportStepRequest> report;
+  std::optional<v1::ReportProfileRequest> profile;
   {
     absl::MutexLock lock(&mu_);
+    // Calibration: the profile echoes the assignment's cost model.
+    profile = protocol_.TakeProfile();
+    if (profile.has_value()) profile->set_worker_id(id_);
     const std::optional<v1::Assignment>& assignment = protocol_.assignment;
     const int64_t next_step = protocol_.next_step;
     if (!assignment.has_value()) {
@@ -190,7 +194,21 @@ void LoadWorker::Tick() {
     }
   }
   session_.Heartbeat(hb);
+  if (profile.has_value()) SendProfile(*std::move(profile));
   if (report.has_value()) Send(*std::move(report));
+}
+
+void LoadWorker::SendProfile(v1::ReportProfileRequest request) {
+  // Once per attempt, so synchronous: a refusal is counted like a report's.
+  grpc::ClientContext context;
+  context.AddMetadata(zbpp::kWorkerCredentialMetadataKey, credential_);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::ReportProfileResponse response;
+  grpc::Status s = stub_->ReportProfile(&context, request, &response);
+  if (s.ok()) return;
+  ++stats_->reports_failed;
+  absl::MutexLock lock(&stats_->mu);
+  ++stats_->failures[absl::StrCat("ReportProfile ", s.error_code(), " ", s.error_message())];
 }
 
 bool LoadWorker::running() {

@@ -126,7 +126,8 @@ class LoadWorker {
   absl::Status Register();
   /// A Session message (called on a gRPC thread).
   void Receive(const v1::SessionResponse& m) ABSL_LOCKS_EXCLUDED(mu_);
-  /// One tick of the driver: a heartbeat, and the next granted step.
+  /// One tick of the driver: a heartbeat, the calibration profile its
+  /// attempt asks for, and the next granted step.
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
   void Stop() { session_.Stop(); }
@@ -138,6 +139,9 @@ class LoadWorker {
   // Sends `request` asynchronously; the callback counts it and moves to the
   // next step when it succeeded.
   void Send(v1::ReportStepRequest request);
+  // Sends the attempt's calibration profile (Assignment.profile) and waits
+  // for the answer; a refusal is counted as a failed report.
+  void SendProfile(v1::ReportProfileRequest request);
 
   const int index_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;

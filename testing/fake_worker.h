@@ -5,8 +5,10 @@
 // Session messages go to the worker's own ControlState
 // (worker/daemon/control_state.h), which decides what they mean (repeats,
 // another job's or attempt's messages, monotone grants, the versions held,
-// aborts and the next assignment), as in zbpp-worker; it then reports steps
-// with timings simulated on the true costs instead of training.
+// aborts and the next assignment), as in zbpp-worker; it answers a
+// calibration request with a profile of given (or the assignment's) costs,
+// then reports steps with timings simulated on the true costs instead of
+// training.
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +28,13 @@
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::coordinator::testing {
+
+/// `spec` without calibration (SchedulePolicy.calibrate false): for tests
+/// about something else, whose version numbers start at the plan's.
+inline v1::JobSpec Uncalibrated(v1::JobSpec spec) {
+  spec.mutable_schedule()->set_calibrate(false);
+  return spec;
+}
 
 /// A worker driven by a test: applies its Session messages, takes each
 /// assignment at once (it has no training thread to wait for) and drops it
@@ -61,6 +70,11 @@ struct FakeWorker {
   std::optional<double> one_way_seconds;
   /// The loss the last rank reports.
   double loss = 2.5;
+  /// What its calibration profiles report (Assignment.profile): these
+  /// costs when set, else the assignment's cost model echoed.
+  std::optional<sched::Problem> profile_costs;
+  /// The attempt whose profile was taken (TakeProfile); 0 for none.
+  int64_t profiled_attempt = 0;
 
   /// Applies one Session message, as SessionClient does.
   void Apply(const v1::SessionResponse& message) {
@@ -99,6 +113,45 @@ struct FakeWorker {
       }
       Apply(*message);
     }
+  }
+
+  /// The profile the held attempt asks for (Assignment.profile), once per
+  /// attempt: each of its virtual stages with the F/B/W seconds and M_B/M_W
+  /// bytes of `profile_costs` or of the assignment's cost model; nullopt
+  /// when none is due. The caller sends it (Coordinator::ReportProfile).
+  std::optional<v1::ReportProfileRequest> TakeProfile() {
+    if (!assignment.has_value() || !assignment->profile() ||
+        profiled_attempt == assignment->attempt()) {
+      return std::nullopt;
+    }
+    profiled_attempt = assignment->attempt();
+    v1::ReportProfileRequest r;
+    r.set_worker_id(id);
+    r.set_job_id(assignment->job_id());
+    r.set_attempt(assignment->attempt());
+    r.set_stage(assignment->stage());
+    r.set_replica(assignment->replica());
+    r.set_repetitions(3);
+    for (int s : assignment->virtual_stages()) {
+      v1::VirtualStageProfile* p = r.add_virtual_stages();
+      p->set_virtual_stage(s);
+      if (profile_costs.has_value()) {
+        const sched::VirtualStageCost& c = profile_costs->virtual_stages[s];
+        p->set_f_seconds(c.f_seconds);
+        p->set_b_seconds(c.b_seconds);
+        p->set_w_seconds(c.w_seconds);
+        p->set_m_b_bytes(c.m_b_bytes);
+        p->set_m_w_bytes(c.m_w_bytes);
+      } else {
+        const v1::VirtualStageCost& c = assignment->schedule().cost_model().virtual_stages(s);
+        p->set_f_seconds(c.f_seconds());
+        p->set_b_seconds(c.b_seconds());
+        p->set_w_seconds(c.w_seconds());
+        p->set_m_b_bytes(c.m_b_bytes());
+        p->set_m_w_bytes(c.m_w_bytes());
+      }
+    }
+    return r;
   }
 
   /// The version in force at `step` (ControlState::VersionFor); the first

@@ -242,6 +242,18 @@ class Coordinator {
   absl::Status ReportStep(const zbpp::v1::ReportStepRequest& report)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// One worker's calibration profile (worker.proto ReportProfile,
+  /// Job::ReportProfile). Once every (stage, replica) of the attempt sent
+  /// one, the calibrated version is planned outside the mutex (on the
+  /// re-solve path, resolver.h) and published, and the first step granted;
+  /// a job whose memory limit in bytes nothing fits under the measured
+  /// memory FAILs. NotFound for an unknown worker; FailedPrecondition when
+  /// it does not hold that job and attempt (an attempt that ended) or the
+  /// attempt has no calibration pending; InvalidArgument naming the field
+  /// (MeasureProfile, profile_check.h).
+  absl::Status ReportProfile(const zbpp::v1::ReportProfileRequest& profile)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// One page of the workers held, in registration order (the numeric
   /// order of "worker-<n>"); `states` empty means all but LOST. page_size
   /// 0 means kDefaultWorkersPage, larger than kMaxWorkersPage means
@@ -334,11 +346,19 @@ class Coordinator {
   absl::Status WorkerFailed(Job& job, const std::string& worker_id, int rank,
                             const std::string& error, bool job_error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The job whose attempt `attempt` worker `worker_id` holds, with the
+  /// worker's index in it (`index`): NotFound for an unknown worker,
+  /// FailedPrecondition "worker <id> does not hold job <job> attempt <n>"
+  /// otherwise.
+  absl::StatusOr<Job*> HeldJob(const std::string& worker_id, const std::string& job_id,
+                               int64_t attempt, int* index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                 std::unique_ptr<ResolveTask>* resolve)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Publishes a solved re-solve if it still applies (Job::FinishResolve),
-  /// and queues its cost snapshot and record; the Resolver's `publish`.
+  /// and queues its cost snapshot and record; the Resolver's `publish`. A
+  /// calibration queues its record only, and when it failed the job gives
+  /// the freed workers to waiting jobs.
   void FinishResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
   /// A worker lost (lease expired, or superseded): its Session closes and
   /// the attempt holding it ends (Job::AfterWorkerLost: ASSIGNING goes

@@ -1,10 +1,11 @@
-// Coordinator: step reports, complete steps and the re-solves they make due
-// (docs/architecture.md, Flow 2).
+// Coordinator: calibration profiles, step reports, complete steps and the
+// re-solves they make due (docs/architecture.md, Flow 2).
 
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 
@@ -23,21 +24,48 @@ absl::Status Coordinator::ReportStep(const zbpp::v1::ReportStepRequest& report) 
 
 absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                            std::unique_ptr<ResolveTask>* resolve) {
-  absl::StatusOr<const WorkerRecord*> record = registry_->Get(report.worker_id());
-  if (!record.ok()) return record.status();
-  Job* job = jobs_->Find(report.job_id());
-  if (job == nullptr || (*record)->state != WorkerState::kAssigned ||
-      (*record)->job_id != report.job_id() || job->attempt().number() != report.attempt() ||
-      !job->attempt().active()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", report.worker_id(), " does not hold job ",
-                     report.job_id(), " attempt ", report.attempt()));
-  }
-  absl::StatusOr<ReportOutcome> outcome = job->ReportStep(report, (*record)->worker_index);
+  int index = 0;
+  absl::StatusOr<Job*> job =
+      HeldJob(report.worker_id(), report.job_id(), report.attempt(), &index);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<ReportOutcome> outcome = (*job)->ReportStep(report, index);
   if (!outcome.ok()) return outcome.status();
   if (outcome->ended) AssignWaitingJobs();  // Its workers are free.
   *resolve = std::move(outcome->resolve);
   return absl::OkStatus();
+}
+
+absl::Status Coordinator::ReportProfile(const zbpp::v1::ReportProfileRequest& profile) {
+  std::unique_ptr<ResolveTask> calibration;
+  {
+    absl::MutexLock lock(&mu_);
+    int index = 0;
+    absl::StatusOr<Job*> job =
+        HeldJob(profile.worker_id(), profile.job_id(), profile.attempt(), &index);
+    if (!job.ok()) return job.status();
+    absl::StatusOr<std::unique_ptr<ResolveTask>> task = (*job)->ReportProfile(profile, index);
+    if (!task.ok()) return task.status();
+    calibration = *std::move(task);
+  }
+  // Solved without the mutex, like a re-solve; FinishResolve publishes it.
+  if (calibration != nullptr) resolver_->Run(std::move(calibration));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Job*> Coordinator::HeldJob(const std::string& worker_id,
+                                          const std::string& job_id, int64_t attempt,
+                                          int* index) {
+  absl::StatusOr<const WorkerRecord*> record = registry_->Get(worker_id);
+  if (!record.ok()) return record.status();
+  Job* job = jobs_->Find(job_id);
+  if (job == nullptr || (*record)->state != WorkerState::kAssigned ||
+      (*record)->job_id != job_id || job->attempt().number() != attempt ||
+      !job->attempt().active()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker_id, " does not hold job ", job_id, " attempt ", attempt));
+  }
+  *index = (*record)->worker_index;
+  return job;
 }
 
 void Coordinator::FinishResolve(ResolveTask& task) {
@@ -47,17 +75,25 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   if (job == nullptr) return;
   job->FinishResolve(task);
   const ResolveRecord& record = task.record;
-  writer_->Enqueue(
-      [id = task.job_id, step = record.step,
-       costs = CostModelToProto(task.measured)](Store& store) {
-        return store.AddCostSnapshot(id, step, costs);
-      },
-      "storing a cost snapshot");
+  // A calibration's costs are its version's cost model (a snapshot keyed
+  // by the step before the attempt could meet a re-solve's of that step).
+  if (!task.calibration) {
+    writer_->Enqueue(
+        [id = task.job_id, step = record.step,
+         costs = CostModelToProto(task.measured)](Store& store) {
+          return store.AddCostSnapshot(id, step, costs);
+        },
+        "storing a cost snapshot");
+  }
   writer_->Enqueue([record](Store& store) { return store.AddResolveRecord(record); },
                    "storing a re-solve");
-  if (options_.observer != nullptr) {
+  // A calibration is stored with the re-solves (its reason says so) but
+  // is no re-solve to count: its version is counted as any other.
+  if (options_.observer != nullptr && !task.calibration) {
     options_.observer->OnResolve(task.job_id, record.published);
   }
+  // A calibration that fits no schedule failed the job: its workers are free.
+  if (IsTerminal(job->state())) AssignWaitingJobs();
 }
 
 }  // namespace zbpp::coordinator

@@ -160,7 +160,8 @@ CostModel::CostModel(Options options)
       virtual_stage_samples_(options.num_virtual_stages),
       reduce_samples_(options.num_virtual_stages),
       hop_samples_(std::max(0, options.num_virtual_stages - 1)),
-      overhead_samples_(options.num_virtual_stages) {}
+      overhead_samples_(options.num_virtual_stages),
+      memory_(options.num_virtual_stages) {}
 
 absl::Status CostModel::AddVirtualStageTiming(const VirtualStageTiming& timing) {
   if (timing.virtual_stage < 0 || timing.virtual_stage >= options_.num_virtual_stages) {
@@ -227,6 +228,24 @@ std::vector<double> CostModel::PassOverheads() const {
   return medians;
 }
 
+absl::Status CostModel::SetMeasuredMemory(int virtual_stage, double m_b_bytes,
+                                          double m_w_bytes) {
+  if (virtual_stage < 0 || virtual_stage >= options_.num_virtual_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "virtual stage ", virtual_stage, " outside [0, ", options_.num_virtual_stages, ")"));
+  }
+  const std::string at = absl::StrCat("virtual stage ", virtual_stage, " ");
+  if (absl::Status st = CheckSeconds(m_b_bytes, at + "m_b_bytes"); !st.ok()) return st;
+  if (absl::Status st = CheckSeconds(m_w_bytes, at + "m_w_bytes"); !st.ok()) return st;
+  if (m_w_bytes > m_b_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes ", m_w_bytes,
+                                                   " is above m_b_bytes ", m_b_bytes));
+  }
+  absl::MutexLock lock(&mu_);
+  memory_[virtual_stage] = std::pair{m_b_bytes, m_w_bytes};
+  return absl::OkStatus();
+}
+
 int CostModel::SampleCount(int stage) const {
   if (stage < 0 || stage >= options_.num_virtual_stages) return 0;
   absl::MutexLock lock(&mu_);
@@ -291,6 +310,10 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
     if (!reduce.empty()) {
       measured.virtual_stages[s].reduce_seconds =
           Median(std::vector<double>(reduce.begin(), reduce.end()));
+    }
+    if (memory_[s].has_value()) {
+      measured.virtual_stages[s].m_b_bytes = memory_[s]->first;
+      measured.virtual_stages[s].m_w_bytes = memory_[s]->second;
     }
   }
   double hop_sum = 0;

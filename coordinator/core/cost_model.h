@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -125,6 +126,15 @@ class CostModel {
   /// 0 for a stage with no sample. Size num_virtual_stages.
   std::vector<double> PassOverheads() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// The activation memory of one microbatch of `virtual_stage` as its
+  /// workers profiled it (worker.proto VirtualStageProfile: the Zero Bubble
+  /// paper's M_B and M_W, §2), bytes; replaces the stage's earlier value
+  /// (memory does not drift like time: the latest profile stands).
+  /// InvalidArgument for a stage outside [0, num_virtual_stages), a value
+  /// negative or not finite, or m_w_bytes > m_b_bytes (nothing set then).
+  absl::Status SetMeasuredMemory(int virtual_stage, double m_b_bytes, double m_w_bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Samples currently in `stage`'s window (0 for a stage out of range).
   int SampleCount(int stage) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -145,8 +155,10 @@ class CostModel {
   /// a sample (else base's estimate stays), and
   /// comm_seconds by the mean of the per-hop medians when any hop has been
   /// measured (the simulator has one T_comm; the mean keeps the sum over
-  /// the pipeline's hops, which is what the critical path pays). Memory
-  /// fields and limits are kept. InvalidArgument when `base` does not have
+  /// the pipeline's hops, which is what the critical path pays); a stage's
+  /// m_b_bytes and m_w_bytes by its measured memory once one was set
+  /// (SetMeasuredMemory), else base's. Limits are kept (a limit relative to
+  /// M_B is re-expressed by the caller, JobModel). InvalidArgument when `base` does not have
   /// num_virtual_stages stages; FailedPrecondition naming the first stage without a
   /// sample.
   absl::StatusOr<sched::Problem> ToProblem(const sched::Problem& base) const
@@ -161,6 +173,8 @@ class CostModel {
   std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> overhead_samples_ ABSL_GUARDED_BY(mu_);
+  /// By virtual stage: the latest profiled {M_B, M_W}, bytes.
+  std::vector<std::optional<std::pair<double, double>>> memory_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Median of `values` (mean of the two middle ones for an even count); 0

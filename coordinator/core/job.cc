@@ -186,7 +186,8 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   // Before the attempt holds workers, so that a version it publishes
   // reaches them after their Assignment (LaterVersionMessages).
   ValidateOverTransport();
-  attempt_.Start(std::move(worker_ids));
+  const zbpp::v1::SchedulePolicy& policy = job_.spec().schedule();
+  attempt_.Start(std::move(worker_ids), !policy.has_calibrate() || policy.calibrate());
   const int64_t start = attempt_.start_step();
   job_.set_steps_completed(std::min(job_.steps_completed(), start));
   job_.clear_assignments();

@@ -178,7 +178,22 @@ class Job {
   /// Publishes a solved re-solve when it still applies (same attempt,
   /// still running, no other schedule since) and a step is left to run it
   /// (StepLeftForNewVersion), filling task.record; stores the job then.
+  /// A calibration goes to FinishCalibration.
   void FinishResolve(ResolveTask& task);
+
+  // --- Calibration (job_calibration.cc) ---
+  /// The calibration profile (worker.proto ReportProfile) of the worker at
+  /// `index` of the current attempt, checked against what its Assignment
+  /// carried (MeasureProfile: InvalidArgument naming the field, nothing
+  /// kept). FailedPrecondition "... has no calibration pending" when the
+  /// attempt is not calibrating (calibrate: false, or its version is out).
+  /// Acknowledges the worker (RUNNING once every worker holds the
+  /// attempt). Once every (stage, replica) sent its profile, returns the
+  /// task that plans the calibrated version (JobModel::Calibrate), to
+  /// solve outside the coordinator's mutex and hand to FinishResolve; null
+  /// before, and for a profile sent again while it is solved.
+  absl::StatusOr<std::unique_ptr<ResolveTask>> ReportProfile(
+      const zbpp::v1::ReportProfileRequest& profile, int index);
   /// Version `number` of the job's schedule; null when it has none such.
   /// Every published version stays here (and in the store), whatever was
   /// published after it.
@@ -257,6 +272,12 @@ class Job {
   /// granted, a new version could never run; publishing it anyway left the
   /// job's latest version one that no step ran.
   bool StepLeftForNewVersion() const;
+  /// FinishResolve of a calibration: when its attempt still waits for it,
+  /// FAILED with task.failure when nothing fits the limit; else publishes
+  /// task.candidate (reason CALIBRATION, effective at the attempt's start
+  /// step: ScheduleVersions::NextEffectiveStep), ends the calibration and
+  /// grants.
+  void FinishCalibration(ResolveTask& task);
   /// ReportStep's parts: records the report (InvalidArgument naming the
   /// field, nothing recorded; an illegal transition's error), then, once
   /// every worker reported the step, completes it and returns the re-solve

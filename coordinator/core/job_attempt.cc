@@ -47,6 +47,7 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_rendezvous_scope(scope(job.id()));
   assignment.set_transport(job.transport());
   assignment.set_start_step(start_step_);
+  assignment.set_profile(calibrating_);
   if (job.last_checkpoint_step() >= 0) {
     assignment.mutable_restore()->set_step(job.last_checkpoint_step());
     assignment.mutable_restore()->set_directory(job.spec().checkpoint().directory());
@@ -63,8 +64,11 @@ SessionMessage JobAttempt::GrantMessage(const std::string& job_id) const {
   return message;
 }
 
-void JobAttempt::Start(std::vector<std::string> workers) {
+void JobAttempt::Start(std::vector<std::string> workers, bool calibrate) {
   ++number_;
+  calibrating_ = calibrate;
+  calibration_solving_ = false;
+  profiles_.clear();
   workers_ = std::move(workers);
   acknowledged_.clear();
   last_completed_.assign(workers_.size(), start_step_ - 1);
@@ -79,10 +83,13 @@ void JobAttempt::End() {
   last_completed_.clear();
   pending_.clear();
   validations_.clear();
+  profiles_.clear();
+  calibrating_ = calibration_solving_ = false;
   granted_ = -1;
 }
 
 bool JobAttempt::NextGrant(int64_t lookahead, int64_t last_step) {
+  if (calibrating_) return false;
   int64_t slowest = std::numeric_limits<int64_t>::max();
   for (int64_t done : last_completed_) slowest = std::min(slowest, done);
   const int64_t through = std::min(slowest + lookahead, last_step);
@@ -134,6 +141,17 @@ std::optional<PendingStep> JobAttempt::AddReport(int index, int64_t step,
   std::optional<PendingStep> complete = std::move(pending);
   pending_.erase(step);
   return complete;
+}
+
+std::optional<std::map<int, zbpp::v1::ReportProfileRequest>> JobAttempt::AddProfile(
+    int index, const zbpp::v1::ReportProfileRequest& profile) {
+  if (!calibrating_ || calibration_solving_) return std::nullopt;
+  profiles_[index] = profile;
+  if (profiles_.size() != workers_.size()) return std::nullopt;
+  calibration_solving_ = true;
+  std::optional<std::map<int, zbpp::v1::ReportProfileRequest>> all = std::move(profiles_);
+  profiles_.clear();
+  return all;
 }
 
 std::optional<std::map<int, zbpp::v1::ValidationResult>> JobAttempt::AddValidation(

@@ -57,6 +57,15 @@ class JobAttempt {
   /// The highest step granted; start_step() - 1 before the first grant, -1
   /// without workers.
   int64_t granted() const { return granted_; }
+  /// Calibration (job_spec.proto SchedulePolicy.calibrate) is pending: the
+  /// workers were asked for a profile (Assignment.profile) and the
+  /// calibrated version is not published yet. Nothing is granted meanwhile.
+  bool calibrating() const { return calibrating_; }
+  /// Every worker's profile is in and the calibration is being solved.
+  bool calibration_solving() const { return calibration_solving_; }
+  /// The calibrated version is published (or the attempt gave up on it):
+  /// grants may begin.
+  void EndCalibration() { calibrating_ = calibration_solving_ = false; }
   /// The highest step worker index `index` reported; start_step() - 1
   /// before its first report.
   int64_t last_reported(int index) const { return last_completed_[index]; }
@@ -69,7 +78,8 @@ class JobAttempt {
   /// of `job`: stage, replica, virtual stages and the version in force at
   /// the start step (of `versions`), every peer with its description (from
   /// `registry`), the rendezvous scope, the checkpoint to restore, the
-  /// transport (job.transport, resolved when the attempt began).
+  /// transport (job.transport, resolved when the attempt began), and
+  /// `profile` while calibrating().
   SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
                                    const ScheduleVersions& versions,
                                    const WorkerRegistry& registry) const;
@@ -77,13 +87,15 @@ class JobAttempt {
   SessionMessage GrantMessage(const std::string& job_id) const;
 
   /// Starts attempt number() + 1 on `workers` (p × d of them, by worker
-  /// index) from start_step(): nothing granted, reported or acknowledged.
-  void Start(std::vector<std::string> workers);
+  /// index) from start_step(): nothing granted, reported or acknowledged;
+  /// calibrating() when `calibrate`.
+  void Start(std::vector<std::string> workers, bool calibrate = false);
   /// Drops the workers and what they reported (the number stays).
   void End();
 
   /// Grants steps through min(slowest worker's last completed step +
   /// `lookahead`, `last_step`) when that is beyond granted(); true then.
+  /// Nothing while calibrating().
   bool NextGrant(int64_t lookahead, int64_t last_step);
   /// Records that `worker_id` holds the attempt; true once every worker
   /// does.
@@ -99,6 +111,12 @@ class JobAttempt {
   /// step, no longer pending, once every worker reported it.
   std::optional<PendingStep> AddReport(int index, int64_t step, int64_t version,
                                        StageReport report);
+  /// Records worker `index`'s calibration profile (checked by the caller),
+  /// replacing an earlier one; once every worker sent one, returns them all
+  /// by worker index and calibration_solving() holds. Nothing (nullopt)
+  /// when not calibrating() or already solving.
+  std::optional<std::map<int, zbpp::v1::ReportProfileRequest>> AddProfile(
+      int index, const zbpp::v1::ReportProfileRequest& profile);
   /// Records worker `index`'s validation result; returns the results of
   /// its step by worker index, no longer kept, once every worker sent one.
   std::optional<std::map<int, zbpp::v1::ValidationResult>> AddValidation(
@@ -113,6 +131,9 @@ class JobAttempt {
   std::set<std::string> acknowledged_;   ///< Workers that hold the attempt.
   std::vector<int64_t> last_completed_;  ///< By worker index.
   int64_t granted_ = -1;
+  bool calibrating_ = false;
+  bool calibration_solving_ = false;
+  std::map<int, zbpp::v1::ReportProfileRequest> profiles_;  ///< By worker index.
   std::map<int64_t, PendingStep> pending_;  ///< By step.
   /// By step, then worker index.
   std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations_;

@@ -1,6 +1,8 @@
 #include "coordinator/core/job_model.h"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +65,8 @@ absl::Status JobModel::PreparePolicies(const zbpp::v1::Job& proto,
   }
   costs_ = *std::move(costs);
   policy_ = *std::move(policy);
+  relative_limit_ =
+      spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::kMemoryLimitBytes;
   validation_ = std::make_unique<ValidationPolicy>(
       spec.validation(), proto.validation_mode(), context.validation_policy);
   return absl::OkStatus();
@@ -118,7 +122,7 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
   reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
                                spec.pipeline().microbatch_size() * spec.model().seq_len();
   zbpp::v1::SchedulePrediction prediction = versions.at(pending.version).predicted();
-  if (absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_); measured.ok()) {
+  if (absl::StatusOr<sched::Problem> measured = MeasuredProblem(ran); measured.ok()) {
     absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(*measured, ran);
     if (sim.ok()) {
       CountOverheadAsIdle(ran, costs_->PassOverheads(), *sim);
@@ -147,9 +151,22 @@ std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,
   const zbpp::v1::ScheduleVersion& latest = versions.latest();
   const int64_t under_latest = step - latest.effective_step() + 1;
   if (under_latest <= 0 || under_latest % window != 0) return nullptr;
-  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
+  absl::StatusOr<sched::Problem> measured =
+      MeasuredProblem(versions.schedule(latest.version()));
   if (!measured.ok()) return nullptr;  // Some stage has no sample yet.
+  std::unique_ptr<ResolveTask> task =
+      NewTask(proto, versions, attempt, step, *std::move(measured));
+  task->cost_drift = costs_->Drift();
+  resolving_ = true;
+  return task;
+}
 
+std::unique_ptr<ResolveTask> JobModel::NewTask(const zbpp::v1::Job& proto,
+                                               const ScheduleVersions& versions,
+                                               int64_t attempt, int64_t step,
+                                               sched::Problem measured) {
+  const zbpp::v1::JobSpec& spec = proto.spec();
+  const zbpp::v1::ScheduleVersion& latest = versions.latest();
   auto task = std::make_unique<ResolveTask>();
   task->job_id = proto.id();
   task->attempt = attempt;
@@ -164,12 +181,80 @@ std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,
     task->policy_name = spec.schedule().name();
   }
   task->policy = policy_.get();
-  task->measured = *std::move(measured);
-  task->cost_drift = costs_->Drift();
+  task->measured = std::move(measured);
   task->base = *base_;
   task->record.job_id = proto.id();
   task->record.step = step;
-  resolving_ = true;
+  return task;
+}
+
+absl::StatusOr<sched::Problem> JobModel::MeasuredProblem(
+    const sched::Schedule& schedule) const {
+  absl::StatusOr<sched::Problem> measured = costs_->ToProblem(*base_);
+  if (!measured.ok() || !relative_limit_ || measured->memory_limit_bytes.empty()) {
+    return measured;
+  }
+  // A limit of k M_B stays k of the stage's measured M_B (planning.h: the
+  // unit is M_B summed over the stage's virtual stages).
+  std::vector<double> base_unit(schedule.stages, 0), measured_unit(schedule.stages, 0);
+  for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
+    base_unit[schedule.stage_of[s]] += base_->virtual_stages[s].m_b_bytes;
+    measured_unit[schedule.stage_of[s]] += measured->virtual_stages[s].m_b_bytes;
+  }
+  for (int w = 0; w < schedule.stages; ++w) {
+    if (base_unit[w] > 0) measured->memory_limit_bytes[w] *= measured_unit[w] / base_unit[w];
+  }
+  return measured;
+}
+
+std::unique_ptr<ResolveTask> JobModel::Calibrate(
+    const zbpp::v1::Job& proto, const ScheduleVersions& versions, int64_t attempt,
+    int64_t start_step, const std::map<int, MeasuredProfile>& profiles) {
+  // Replicas combined as step reports are (replica_combine.h); memory: the
+  // largest, which is what must fit.
+  std::map<int, VirtualStageTiming> timings;
+  std::map<int, VirtualStageMemory> memory;
+  for (const auto& [index, profile] : profiles) {
+    for (const VirtualStageTiming& timing : profile.timings) {
+      auto [it, first] = timings.emplace(timing.virtual_stage, timing);
+      if (!first) CombineReplicaTiming(timing, it->second);
+    }
+    for (const VirtualStageMemory& m : profile.memory) {
+      auto [it, first] = memory.emplace(m.virtual_stage, m);
+      if (!first) {
+        it->second.m_b_bytes = std::max(it->second.m_b_bytes, m.m_b_bytes);
+        it->second.m_w_bytes = std::max(it->second.m_w_bytes, m.m_w_bytes);
+      }
+    }
+    for (const HopTiming& hop : profile.hops) AddHop(hop);
+  }
+  for (const auto& [stage, timing] : timings) {
+    LogError(costs_->AddVirtualStageTiming(timing), "cost model");
+  }
+  for (const auto& [stage, m] : memory) {
+    LogError(costs_->SetMeasuredMemory(stage, m.m_b_bytes, m.m_w_bytes), "cost model");
+  }
+  const zbpp::v1::JobSpec& spec = proto.spec();
+  absl::StatusOr<sched::Problem> measured =
+      MeasuredProblem(versions.schedule(versions.latest().version()));
+  if (!measured.ok()) {
+    LogError(measured.status(), "calibration");
+    return nullptr;
+  }
+  std::unique_ptr<ResolveTask> task =
+      NewTask(proto, versions, attempt, start_step - 1, *std::move(measured));
+  task->calibration = true;
+  if (ResolveDisabled(spec)) task->policy_name.clear();
+  switch (spec.schedule().memory_limit_case()) {
+    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
+      task->memory_limit_field = "schedule.memory_limit_bytes";
+      break;
+    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
+      task->memory_limit_field = "schedule.memory_limit_m_b";
+      break;
+    default:
+      break;
+  }
   return task;
 }
 

@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_CORE_JOB_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
 #include "coordinator/core/planning.h"
+#include "coordinator/core/profile_check.h"
 #include "coordinator/core/resolve_policy.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
@@ -40,6 +42,19 @@ struct ResolveTask {
   sched::Problem measured;
   double cost_drift = 0;  ///< CostModel::Drift() when `measured` was taken.
   sched::Problem base;
+  /// A calibration (JobModel::Calibrate) rather than a re-solve: a
+  /// version is always built (reason CALIBRATION), from the candidate or
+  /// the current order, whichever fits the memory limit and is shorter.
+  /// `policy_name` is empty when the job's order is kept (re-solve
+  /// disabled).
+  bool calibration = false;
+  /// The spec's limit field ("schedule.memory_limit_bytes" or
+  /// "schedule.memory_limit_m_b"); empty without one. A calibration that
+  /// fits no schedule within a limit the user set fails the job.
+  std::string memory_limit_field;
+  /// Set by a calibration that fits nothing within `memory_limit_field`'s
+  /// limit: why the job cannot run (the job then fails).
+  std::string failure;
   // --- Outcome (computed outside the mutex) ---
   ResolveRecord record;
   std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
@@ -80,6 +95,20 @@ class JobModel {
 
   /// Adds a sample to the measured costs (errors are logged).
   void AddHop(const HopTiming& hop);
+
+  /// Calibration of attempt `attempt` starting at `start_step`
+  /// (job_spec.proto SchedulePolicy.calibrate): every worker's profile, by
+  /// worker index, checked (MeasureProfile). Adds each virtual stage's
+  /// F/B/W to the measured costs as a sample and sets its measured M_B and
+  /// M_W, the replicas combined (the slowest pass, CombineReplicaTiming;
+  /// the largest memory), and the hops; returns the task that plans the
+  /// calibrated version outside the mutex (resolver.h SolveResolve) from
+  /// the latest version of `versions` (null, logged, when the measured
+  /// problem cannot be built).
+  std::unique_ptr<ResolveTask> Calibrate(const zbpp::v1::Job& proto,
+                                         const ScheduleVersions& versions, int64_t attempt,
+                                         int64_t start_step,
+                                         const std::map<int, MeasuredProfile>& profiles);
   /// A complete step of `spec`: adds its per-virtual-stage timings, the
   /// replicas combined (CombineReplicaTiming), to the measured costs and
   /// returns what its summary is computed from (SummarizeStep), the
@@ -102,6 +131,16 @@ class JobModel {
   absl::StatusOr<std::optional<ScheduleChoice>> PrepareProblem(
       const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions);
   absl::Status PreparePolicies(const zbpp::v1::Job& proto, const JobContext& context);
+  /// The measured problem for `schedule` (CostModel::ToProblem over the
+  /// base problem) with a limit relative to M_B (memory_limit_m_b, or the
+  /// schedule's own) re-expressed in the measured M_B of each stage's
+  /// virtual stages under `schedule`; a limit in bytes stays.
+  /// FailedPrecondition while some virtual stage has no sample.
+  absl::StatusOr<sched::Problem> MeasuredProblem(const sched::Schedule& schedule) const;
+  /// A task on the latest of `versions`, with the measured problem.
+  std::unique_ptr<ResolveTask> NewTask(const zbpp::v1::Job& proto,
+                                       const ScheduleVersions& versions, int64_t attempt,
+                                       int64_t step, sched::Problem measured);
 
   /// AdoptPlan's choice until Prepare publishes it.
   std::optional<ScheduleChoice> planned_;
@@ -114,6 +153,8 @@ class JobModel {
   /// switches on the gathered outcomes).
   std::unique_ptr<ValidationPolicy> validation_;
   bool resolving_ = false;  ///< A re-solve runs outside the mutex.
+  /// The spec's memory limit is relative to M_B (not memory_limit_bytes).
+  bool relative_limit_ = true;
 };
 
 }  // namespace zbpp::coordinator

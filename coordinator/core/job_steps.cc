@@ -283,6 +283,10 @@ std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last)
 }
 
 void Job::FinishResolve(ResolveTask& task) {
+  if (task.calibration) {
+    FinishCalibration(task);
+    return;
+  }
   model_.EndResolve();
   if (!task.candidate.has_value()) return;
   // Publish only onto what was solved for: the same attempt, still

@@ -1,6 +1,8 @@
 #include "coordinator/core/resolver.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,8 +38,98 @@ std::string ResolveDetail(const ResolveTask& task, const std::string& reason) {
                          mean > 0 ? ratio[slowest] / mean : 1.0, reason);
 }
 
-// Fills task.record and, when the policy publishes, task.candidate.
+// The stage whose peak under `sim` is furthest over the problem's limit;
+// -1 when every stage fits.
+int OverLimitStage(const sched::Problem& problem, const sched::SimulationResult& sim) {
+  int worst = -1;
+  double worst_ratio = 1;
+  for (int w = 0; w < static_cast<int>(sim.peak_memory_bytes.size()); ++w) {
+    const double limit = problem.limit_of(w);
+    if (!sched::OverMemoryLimit(sim.peak_memory_bytes[w], limit)) continue;
+    const double ratio = sim.peak_memory_bytes[w] / limit;
+    if (worst < 0 || ratio > worst_ratio) worst = w, worst_ratio = ratio;
+  }
+  return worst;
+}
+
+// A calibration (ResolveTask::calibration): the policy's candidate under the
+// measured costs and memory, or the current order, whichever fits the limit
+// and predicts the shorter step; a version either way (task.candidate),
+// unless neither fits a limit the user set (task.failure).
+void SolveCalibration(ResolveTask& task) {
+  ResolveRecord& record = task.record;
+  const sched::Problem& measured = task.measured;
+  sched::SimulationResult current_sim;
+  std::optional<sched::Schedule> candidate;
+  std::optional<sched::SimulationResult> candidate_sim;
+  std::string why = "re-solve disabled: the job keeps its order";
+  if (!task.policy_name.empty()) {
+    absl::StatusOr<ResolveDecision> decision = task.policy->Decide(
+        task.policy_name, task.current, task.current_version, measured);
+    if (!decision.ok()) {
+      record.reason = absl::StrCat("calibration failed: ", decision.status().ToString());
+      return;
+    }
+    current_sim = std::move(decision->current_simulation);
+    record.solve_seconds = decision->solve_seconds;
+    why = decision->reason;
+    if (decision->candidate_simulation.has_value()) {
+      candidate = std::move(decision->candidate);
+      candidate_sim = std::move(decision->candidate_simulation);
+    }
+  } else {
+    absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(measured, task.current);
+    if (!sim.ok()) {
+      record.reason = absl::StrCat("calibration failed: ", sim.status().ToString());
+      return;
+    }
+    current_sim = *std::move(sim);
+  }
+  const int current_over = OverLimitStage(measured, current_sim);
+  const bool candidate_fits =
+      candidate_sim.has_value() && OverLimitStage(measured, *candidate_sim) < 0;
+  const bool take_candidate =
+      candidate_fits && (current_over >= 0 || candidate_sim->makespan_seconds <=
+                                                  current_sim.makespan_seconds);
+  record.old_makespan_seconds = current_sim.makespan_seconds;
+  record.new_makespan_seconds =
+      take_candidate ? candidate_sim->makespan_seconds : current_sim.makespan_seconds;
+  if (!take_candidate && current_over >= 0 && !task.memory_limit_field.empty()) {
+    // Nothing of the policy fits the user's limit under the measured M_B.
+    const int w = current_over;
+    double m_b = 0;  // The stage's measured M_B: one microbatch of its chunks.
+    for (int s = 0; s < task.current.num_virtual_stages(); ++s) {
+      if (task.current.stage_of[s] == w) m_b += measured.virtual_stages[s].m_b_bytes;
+    }
+    task.failure = absl::StrFormat(
+        "%s: no %s schedule fits under the measured activation memory: stage %d needs a "
+        "peak of %.0f bytes, above its limit of %.0f bytes (measured M_B = %.0f bytes of "
+        "one microbatch on stage %d)",
+        task.memory_limit_field,
+        task.policy_name.empty() ? task.current.name : task.policy_name, w,
+        current_sim.peak_memory_bytes[w], measured.limit_of(w), m_b, w);
+    record.reason = task.failure;
+    return;
+  }
+  record.reason = absl::StrCat(
+      "calibration: ", take_candidate ? "the re-solved schedule" : "the current order",
+      " under the profiled costs; ", why);
+  const sched::Schedule& chosen = take_candidate ? *candidate : task.current;
+  task.candidate = BuildVersion(
+      task.job_id, chosen, measured, take_candidate ? *candidate_sim : current_sim,
+      zbpp::v1::SCHEDULE_CHANGE_REASON_CALIBRATION,
+      absl::StrCat("profiled F/B/W and M_B/M_W of every virtual stage; ", record.reason),
+      &current_sim);
+  task.candidate_schedule = chosen;
+}
+
+}  // namespace
+
 void SolveResolve(ResolveTask& task) {
+  if (task.calibration) {
+    SolveCalibration(task);
+    return;
+  }
   ResolveRecord& record = task.record;
   absl::StatusOr<ResolveDecision> decision = task.policy->Decide(
       task.policy_name, task.current, task.current_version, task.measured,
@@ -59,8 +151,6 @@ void SolveResolve(ResolveTask& task) {
       &decision->current_simulation);
   task.candidate_schedule = std::move(decision->candidate);
 }
-
-}  // namespace
 
 Resolver::Resolver(Options options) : options_(std::move(options)) {
   if (options_.background) thread_ = std::thread([this] { Loop(); });

@@ -13,12 +13,21 @@
 
 namespace zbpp::coordinator {
 
+/// Solves `task` (no lock held; the task holds copies): for a re-solve,
+/// ResolvePolicy::Decide on the measured costs and, when it publishes, the
+/// candidate's version (BuildVersion, with the old schedule's prediction
+/// under the same costs and which rank moved most against the analytic
+/// model) into task.record and task.candidate; for a calibration
+/// (task.calibration) a version of reason CALIBRATION always — the
+/// policy's candidate or the current order, whichever fits the measured
+/// memory limit and predicts the shorter step (the current order when the
+/// policy is empty or fixed) — or, when neither fits the limit of
+/// task.memory_limit_field, task.failure naming that field, the measured
+/// M_B and the peak needed. Thread-safe.
+void SolveResolve(ResolveTask& task);
+
 /// Runs re-solves outside the coordinator's mutex (docs/architecture.md,
-/// Flow 2): each task is solved — ResolvePolicy::Decide on the measured
-/// costs and, when it publishes, the candidate's version (BuildVersion,
-/// with the old schedule's prediction under the same costs and which rank
-/// moved most against the analytic model) into task.record and
-/// task.candidate — then handed to `publish`, on the caller's thread or,
+/// Flow 2): each task is solved (SolveResolve), then handed to `publish`, on the caller's thread or,
 /// with `background`, on one thread of its own in FIFO order.
 ///
 /// Thread-safe.

@@ -56,15 +56,21 @@ const zbpp::v1::ScheduleVersion* ScheduleVersions::Find(int64_t number) const {
   return it == versions_.end() ? nullptr : &*it;
 }
 
-int64_t ScheduleVersions::NextEffectiveStep(int64_t granted, int64_t start_step) const {
+int64_t ScheduleVersions::NextEffectiveStep(int64_t granted, int64_t start_step,
+                                            bool calibration) const {
   if (versions_.empty()) return start_step;
+  if (calibration && granted < start_step) {
+    return std::max(versions_.back().effective_step(), start_step);
+  }
   return std::max({granted + 1, versions_.back().effective_step() + 1, start_step});
 }
 
 void ScheduleVersions::Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
                              int64_t start_step, absl::Time now) const {
   version.set_version(static_cast<int64_t>(versions_.size()) + 1);
-  version.set_effective_step(NextEffectiveStep(granted, start_step));
+  version.set_effective_step(NextEffectiveStep(
+      granted, start_step,
+      version.reason() == zbpp::v1::SCHEDULE_CHANGE_REASON_CALIBRATION));
   *version.mutable_publish_time() = ToTimestamp(now);
 }
 

@@ -33,8 +33,9 @@ zbpp::v1::ScheduleVersion BuildVersion(
 /// One job's schedule versions (schedule.proto ScheduleVersion), numbered
 /// from 1 in publish order, each with its parsed schedule. The version in
 /// force at a step is the latest whose effective step is <= it
-/// (api/schedule_version.h VersionInForce); effective steps increase with
-/// the number, so no step mixes two versions.
+/// (api/schedule_version.h VersionInForce); effective steps never decrease
+/// with the number (two share one only when a calibration superseded a
+/// version no step ran), so no step mixes two versions.
 ///
 /// Thread-compatible: the owning Job is used under the coordinator's mutex.
 class ScheduleVersions {
@@ -63,11 +64,17 @@ class ScheduleVersions {
   /// first version; otherwise strictly after every step granted
   /// (`granted`) and after the latest version's effective step, and not
   /// before `start_step`, so no worker can have started its first step
-  /// under the old one (worker.proto StepGrant).
-  int64_t NextEffectiveStep(int64_t granted, int64_t start_step) const;
+  /// under the old one (worker.proto StepGrant). A `calibration`
+  /// (SCHEDULE_CHANGE_REASON_CALIBRATION) published while nothing of the
+  /// attempt is granted (`granted` < `start_step`) supersedes the version
+  /// in force before it runs: the start step or the latest version's
+  /// effective step, whichever is later (schedule.proto, versioning rule).
+  int64_t NextEffectiveStep(int64_t granted, int64_t start_step,
+                            bool calibration = false) const;
 
   /// Numbers `version` as the next one and sets its publish time (`now`)
-  /// and effective step (NextEffectiveStep). Does not add it.
+  /// and effective step (NextEffectiveStep; a calibration when its reason
+  /// is CALIBRATION). Does not add it.
   void Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
              int64_t start_step, absl::Time now) const;
 

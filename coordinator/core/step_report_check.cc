@@ -10,19 +10,13 @@
 #include "scheduler/simulator.h"
 
 namespace zbpp::coordinator {
-namespace {
 
-// The hop samples of `report.hop_latencies`: a latency between ranks a and
-// b is a sample of every hop h whose stages h and h+1 sit on a and b (with
-// two chunks, one link carries two hops; the link is the same both ways).
-// InvalidArgument naming the entry for a negative or non-finite latency or a
-// peer that no hop links to the reporting rank.
 absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
-    const zbpp::v1::ReportStepRequest& report,
+    int from, const google::protobuf::RepeatedPtrField<zbpp::v1::HopLatency>& latencies,
     const sched::Schedule& schedule) {
   std::vector<HopTiming> hops;
-  for (int i = 0; i < report.hop_latencies_size(); ++i) {
-    const zbpp::v1::HopLatency& latency = report.hop_latencies(i);
+  for (int i = 0; i < latencies.size(); ++i) {
+    const zbpp::v1::HopLatency& latency = latencies.Get(i);
     const double seconds = latency.one_way_seconds();
     if (!(seconds >= 0) || !(seconds <= kMaxReportedSeconds)) {
       return absl::InvalidArgumentError(
@@ -30,7 +24,6 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
                        " is not a time in [0, ", kMaxReportedSeconds, "] s"));
     }
     const size_t before = hops.size();
-    const int from = report.stage();
     const int to = latency.to_stage();
     for (int h = 0; from != to && h + 1 < schedule.num_virtual_stages(); ++h) {
       const int a = schedule.stage_of[h];
@@ -47,6 +40,8 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
   }
   return hops;
 }
+
+namespace {
 
 // A time a worker measured: finite and >= 0 (seconds).
 absl::Status CheckTime(double seconds, const std::string& field) {
@@ -280,7 +275,7 @@ absl::StatusOr<MeasuredReport> MeasureStepReport(
         " actions of stage ", report.stage(), " in version ", version));
   }
   MeasuredReport measured;
-  absl::StatusOr<std::vector<HopTiming>> hops = HopTimingsOf(report, schedule);
+  absl::StatusOr<std::vector<HopTiming>> hops = HopTimingsOf(report.stage(), report.hop_latencies(), schedule);
   if (!hops.ok()) return hops.status();
   measured.hops = *std::move(hops);
   for (int i = 0; i < report.validations_size(); ++i) {

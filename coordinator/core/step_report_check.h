@@ -39,6 +39,17 @@ absl::StatusOr<MeasuredReport> MeasureStepReport(
     const zbpp::v1::ReportStepRequest& report, const sched::Schedule& schedule,
     int64_t version, const sched::Problem& base, int64_t start_step);
 
+/// The hop samples of `latencies`, measured by pipeline rank `from`: a
+/// latency between ranks a and b is a sample of every hop h whose virtual
+/// stages h and h+1 sit on a and b under `schedule` (with two chunks, one
+/// link carries two hops; the link is the same both ways). InvalidArgument
+/// naming the entry ("hop_latencies[i].one_way_seconds", ".to_stage") for a
+/// latency negative, not finite or above kMaxReportedSeconds, or a peer
+/// that no hop links to `from`. Pure; thread-safe.
+absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
+    int from, const google::protobuf::RepeatedPtrField<zbpp::v1::HopLatency>& latencies,
+    const sched::Schedule& schedule);
+
 /// The longest time a step report may hold, seconds (one day): a step's
 /// time, any time inside it, a rollback's, a hop's latency. No optimizer
 /// step of a pipeline takes that long, so a larger value is a broken or

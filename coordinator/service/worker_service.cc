@@ -100,24 +100,41 @@ grpc::Status WorkerServiceImpl::Session(
   return rpc.Finish(absl::OkStatus());
 }
 
+absl::Status WorkerServiceImpl::CheckWorkerReport(RpcScope& rpc,
+                                                const grpc::ServerContext& context,
+                                                const std::string& worker_id,
+                                                const std::string& job_id) const {
+  if (absl::Status auth = rpc.CheckBearerToken(context, options_.bearer_token); !auth.ok()) {
+    return auth;
+  }
+  if (worker_id.empty() || job_id.empty()) {
+    return absl::InvalidArgumentError("worker_id and job_id: required");
+  }
+  return rpc.CheckWorkerCredential(context, *options_.coordinator, worker_id);
+}
+
 grpc::Status WorkerServiceImpl::ReportStep(
     grpc::ServerContext* context, const zbpp::v1::ReportStepRequest* request,
     zbpp::v1::ReportStepResponse* response) {
   RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportStep");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
-  if (request->worker_id().empty() || request->job_id().empty()) {
-    return rpc.Finish(
-        absl::InvalidArgumentError("worker_id and job_id: required"));
-  }
-  if (absl::Status auth = rpc.CheckWorkerCredential(
-          *context, *options_.coordinator, request->worker_id());
-      !auth.ok()) {
-    return rpc.Finish(auth);
+  if (absl::Status checked =
+          CheckWorkerReport(rpc, *context, request->worker_id(), request->job_id());
+      !checked.ok()) {
+    return rpc.Finish(checked);
   }
   return rpc.Finish(options_.coordinator->ReportStep(*request));
+}
+
+grpc::Status WorkerServiceImpl::ReportProfile(
+    grpc::ServerContext* context, const zbpp::v1::ReportProfileRequest* request,
+    zbpp::v1::ReportProfileResponse* response) {
+  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportProfile");
+  if (absl::Status checked =
+          CheckWorkerReport(rpc, *context, request->worker_id(), request->job_id());
+      !checked.ok()) {
+    return rpc.Finish(checked);
+  }
+  return rpc.Finish(options_.coordinator->ReportProfile(*request));
 }
 
 grpc::Status WorkerServiceImpl::ListWorkers(

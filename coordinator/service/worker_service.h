@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "coordinator/core/coordinator.h"
+#include "coordinator/service/rpc_scope.h"
 #include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
@@ -20,10 +21,10 @@ namespace zbpp::coordinator {
 /// reconnects and learns why from OpenSession.
 ///
 /// Authentication: with a bearer token every RPC requires
-/// "authorization: Bearer <token>"; Session and ReportStep also require the
-/// worker's credential (RpcScope::CheckWorkerCredential), and a Session for
-/// a worker that has one open is refused (ALREADY_EXISTS). UNAUTHENTICATED
-/// otherwise. Thread-safe.
+/// "authorization: Bearer <token>"; Session, ReportStep and ReportProfile
+/// also require the worker's credential (RpcScope::CheckWorkerCredential),
+/// and a Session for a worker that has one open is refused
+/// (ALREADY_EXISTS). UNAUTHENTICATED otherwise. Thread-safe.
 class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
  public:
   struct Options {
@@ -51,11 +52,24 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
   grpc::Status ReportStep(grpc::ServerContext* context,
                           const zbpp::v1::ReportStepRequest* request,
                           zbpp::v1::ReportStepResponse* response) override;
+  /// A worker's calibration profile: Coordinator::ReportProfile (its
+  /// worker credential required, as for ReportStep).
+  grpc::Status ReportProfile(grpc::ServerContext* context,
+                             const zbpp::v1::ReportProfileRequest* request,
+                             zbpp::v1::ReportProfileResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context,
                            const zbpp::v1::ListWorkersRequest* request,
                            zbpp::v1::ListWorkersResponse* response) override;
 
  private:
+  /// What a worker's report about its job (ReportStep, ReportProfile)
+  /// passes before the core sees it: the bearer token (UNAUTHENTICATED),
+  /// worker_id and job_id present (INVALID_ARGUMENT), the worker's
+  /// credential (UNAUTHENTICATED).
+  absl::Status CheckWorkerReport(RpcScope& rpc, const grpc::ServerContext& context,
+                                 const std::string& worker_id,
+                                 const std::string& job_id) const;
+
   const Options options_;
 };
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,19 @@ class CoordinatorTest : public ::testing::Test {
       }
       ASSERT_TRUE(coordinator_->Heartbeat(w.id, hb).ok());
     }
+    SendProfiles(workers);
+  }
+
+  /// Each worker whose attempt asks for a calibration profile sends it
+  /// (FakeWorker::TakeProfile), as zbpp-worker does once its groups are
+  /// joined.
+  void SendProfiles(std::vector<FakeWorker>& workers) {
+    for (auto& w : workers) {
+      if (std::optional<v1::ReportProfileRequest> profile = w.TakeProfile()) {
+        absl::Status sent = coordinator_->ReportProfile(*profile);
+        ASSERT_TRUE(sent.ok()) << sent;
+      }
+    }
   }
 
   /// Runs `attempt` of `job_id` on `workers` — one heartbeat round drops
@@ -140,6 +154,8 @@ class CoordinatorTest : public ::testing::Test {
     bool progress = true;
     while (progress) {
       progress = false;
+      for (auto& w : workers) w.Drain();
+      SendProfiles(workers);
       for (auto& w : workers) w.Drain();
       for (auto& w : workers) {
         if (!w.assignment) continue;

@@ -135,9 +135,18 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   std::vector<FakeWorker> workers;
   for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
   HeartbeatAll(workers);
-  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(workers[0].versions.size(),
-            static_cast<size_t>(before->schedule_version()));
+  // The recovery attempt calibrates again (its workers may be other
+  // hardware): one version more. With no checkpoint the attempt restarts
+  // at step 0, so it takes effect with the latest version, which it
+  // supersedes before any step runs it (schedule.proto, versioning rule).
+  const auto resumed = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  EXPECT_EQ(resumed->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(resumed->schedule_version(), before->schedule_version() + 1);
+  EXPECT_EQ(resumed->schedule().reason(), v1::SCHEDULE_CHANGE_REASON_CALIBRATION);
+  EXPECT_EQ(resumed->schedule().effective_step(), before->schedule().effective_step());
+  for (auto& w : workers) w.Drain();
+  EXPECT_EQ(workers[0].VersionFor(before->schedule().effective_step()).version(),
+            resumed->schedule_version());
   RunSteps(workers, TrueCosts(spec, 2, 1.5), 39);
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(),
             v1::JOB_STATE_SUCCEEDED);

@@ -25,6 +25,7 @@ using ::testing::HasSubstr;
 using testing::CoordinatorTest;
 using testing::FakeWorker;
 using testing::TestSpec;
+using testing::Uncalibrated;
 using testing::TrueCosts;
 
 // `report` carrying a clean synchronous validation of `step` (committed,
@@ -39,7 +40,7 @@ v1::ReportStepRequest WithCleanValidation(v1::ReportStepRequest report, int64_t 
 }
 
 TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) {
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
@@ -79,7 +80,7 @@ TEST_F(CoordinatorTest, ResolveIsNotPublishedWhenTheAttemptChangedWhileSolving) 
 TEST_F(CoordinatorTest, ResolveDoneOnceTheLastStepIsGrantedIsNotPublished) {
   background_resolves_ = true;
   Start(":memory:");
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
@@ -145,7 +146,7 @@ TEST_F(CoordinatorTest, ResolveDoneOnceTheLastStepIsGrantedIsNotPublished) {
 TEST_F(CoordinatorTest, ModeSwitchOnceTheLastStepIsGrantedIsNotPublished) {
   validation_policy_.post_after_clean_steps = 1;
   Start(":memory:");
-  v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 2, 2);
+  v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 2, 2));
   spec.mutable_schedule()->mutable_resolve()->set_window_steps(100);
   spec.set_validation(v1::VALIDATION_MODE_AUTO);
   std::string job_id;
@@ -167,7 +168,7 @@ TEST_F(CoordinatorTest, ModeSwitchOnceTheLastStepIsGrantedIsNotPublished) {
 }
 
 TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether) {
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
@@ -228,7 +229,7 @@ TEST_F(CoordinatorTest, StragglerResolvePublishesShorterVersionAllSwitchTogether
 }
 
 TEST_F(CoordinatorTest, PublishedVersionIsOneMessageSharedByEveryOutbox) {
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   RunSteps(workers, TrueCosts(spec, 2, 1.5), 19);
@@ -250,7 +251,7 @@ TEST_F(CoordinatorTest, ModeSwitchDuringAResolveDoesNotDiscardItsCandidate) {
   background_resolves_ = true;
   validation_policy_.post_after_clean_steps = 1;
   Start(":memory:");
-  v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   spec.set_validation(v1::VALIDATION_MODE_AUTO);
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
@@ -297,7 +298,7 @@ TEST_F(CoordinatorTest, ModeSwitchDuringAResolveDoesNotDiscardItsCandidate) {
 TEST_F(CoordinatorTest, BackgroundResolveLetsReportStepReturnFirst) {
   background_resolves_ = true;
   Start(":memory:");
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);
@@ -350,7 +351,7 @@ TEST_F(CoordinatorTest, BackgroundResolveLetsReportStepReturnFirst) {
 
 TEST_F(CoordinatorTest, NewVersionTakesEffectAfterEveryGrant) {
   std::string job_id;
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 40, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 40, 2));
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   RunSteps(workers, TrueCosts(spec, 2, 1.5), 5);
   for (auto& w : workers) w.Drain();
@@ -364,7 +365,7 @@ TEST_F(CoordinatorTest, NewVersionTakesEffectAfterEveryGrant) {
 }
 
 TEST_F(CoordinatorTest, HopLatenciesBecomeTheCostModelsCommSeconds) {
-  const v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
   const sched::Problem truth = TrueCosts(spec, 2, 1.5);

@@ -126,7 +126,7 @@ void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
 }
 
 TEST_F(ServiceTest, StragglerGetsShorterScheduleAllWorkersSwitchTogether) {
-  const zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 12, 2);
+  const zbpp::v1::JobSpec spec = testing::Uncalibrated(TestSpec(4, 8, "zb-1p", 12, 2));
   zbpp::v1::SubmitJobRequest submit;
   *submit.mutable_spec() = spec;
   zbpp::v1::Job job;
@@ -453,6 +453,47 @@ TEST_F(AttackTest, ForgedReportStepIsRefusedAndTheJobUnaffected) {
   EXPECT_NE(worker_stub_->ReportStep(WorkerContext(w.credential).get(), report, &response)
                 .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// ReportProfile over gRPC: the worker's credential, then the core's checks
+// (each naming its field); the real profiles complete the calibration.
+TEST_F(AttackTest, ProfilesNeedTheCredentialAndAreCheckedFieldByField) {
+  const RealWorker& w = workers_held_[0];
+  zbpp::v1::ReportProfileRequest profile;
+  profile.set_worker_id(w.id);
+  profile.set_job_id(job_.id());
+  profile.set_attempt(attempt_);
+  profile.set_stage(0);
+  profile.set_repetitions(3);
+  zbpp::v1::VirtualStageProfile* entry = profile.add_virtual_stages();
+  entry->set_virtual_stage(0);
+  entry->set_f_seconds(0.01);
+  entry->set_b_seconds(0.01);
+  entry->set_w_seconds(0.005);
+  entry->set_m_b_bytes(1 << 20);
+  entry->set_m_w_bytes(1 << 21);  // Above M_B.
+  zbpp::v1::ReportProfileResponse response;
+  grpc::Status s = worker_stub_->ReportProfile(
+      WorkerContext(workers_held_[1].credential).get(), profile, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  s = worker_stub_->ReportProfile(WorkerContext(w.credential).get(), profile, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), ::testing::StartsWith("virtual_stages[0].m_w_bytes: "));
+  entry->set_m_w_bytes(1 << 19);
+  profile.set_attempt(attempt_ + 1);
+  s = worker_stub_->ReportProfile(WorkerContext(w.credential).get(), profile, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  profile.set_attempt(attempt_);
+  EXPECT_TRUE(
+      worker_stub_->ReportProfile(WorkerContext(w.credential).get(), profile, &response).ok());
+  EXPECT_EQ(JobNow().schedule_version(), 1);  // Stage 1's is still missing.
+  profile.set_worker_id(workers_held_[1].id);
+  profile.set_stage(1);
+  profile.mutable_virtual_stages(0)->set_virtual_stage(1);
+  EXPECT_TRUE(worker_stub_->ReportProfile(WorkerContext(workers_held_[1].credential).get(),
+                                          profile, &response)
+                  .ok());
+  EXPECT_EQ(JobNow().schedule_version(), 2);
 }
 
 TEST_F(AttackTest, ForgedHeartbeatWithJobErrorIsRefused) {

@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using testing::CoordinatorTest;
 using testing::FakeWorker;
 using testing::TestSpec;
+using testing::Uncalibrated;
 using testing::TrueCosts;
 
 TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
@@ -65,7 +66,7 @@ TEST_F(CoordinatorTest, ValidationOutcomesCountRollbacksAndSkips) {
 // at the same step, and the last step's parameter sums add up to the job's
 // param_checksum.
 TEST_F(CoordinatorTest, AutoValidationSwitchesModeLikeAScheduleVersion) {
-  v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 40);
+  v1::JobSpec spec = Uncalibrated(TestSpec(2, 4, "zb-h1", 40));
   spec.mutable_schedule()->mutable_resolve()->set_min_improvement(0.9);  // No re-solves.
   spec.set_validation(v1::VALIDATION_MODE_AUTO);
   std::string job_id;
@@ -190,7 +191,7 @@ TEST_F(CoordinatorTest, ReportStepChecksItsInput) {
   EXPECT_EQ(coordinator_->ReportStep(bad).code(),
             absl::StatusCode::kInvalidArgument);
   bad = r;
-  bad.set_schedule_version(2);
+  bad.set_schedule_version(coordinator_->GetJob(job_id, {})->schedule_version() + 1);
   EXPECT_EQ(coordinator_->ReportStep(bad).code(),
             absl::StatusCode::kInvalidArgument);
   // Measurements out of range, each refused naming its field.

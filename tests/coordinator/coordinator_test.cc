@@ -26,6 +26,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::TestSpec;
+using testing::Uncalibrated;
 using testing::TrueCosts;
 using testing::CoordinatorTest;
 using testing::FakeWorker;
@@ -113,11 +114,21 @@ TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
     EXPECT_EQ(workers[r].assignment->stage(), r);
     EXPECT_EQ(workers[r].assignment->attempt(), 1);
     EXPECT_EQ(workers[r].assignment->peers_size(), 4);
-    EXPECT_EQ(workers[r].granted, 1);  // Lookahead 2 from step -1.
+    // Calibration first: a profile is asked for and nothing granted yet.
+    EXPECT_TRUE(workers[r].assignment->profile());
+    EXPECT_EQ(workers[r].granted, -1);
   }
-  HeartbeatAll(workers);
-  EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(),
-            v1::JOB_STATE_RUNNING);
+  HeartbeatAll(workers);  // Acknowledges, then sends every profile.
+  const auto running = coordinator_->GetJob(job->id(), v1::JOB_VIEW_FULL);
+  EXPECT_EQ(running->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running->schedule_version(), 2);
+  EXPECT_EQ(running->schedule().reason(), v1::SCHEDULE_CHANGE_REASON_CALIBRATION);
+  EXPECT_EQ(running->schedule().effective_step(), 0);
+  for (auto& w : workers) {
+    w.Drain();
+    EXPECT_EQ(w.granted, 1);  // Lookahead 2 from step -1.
+    EXPECT_EQ(w.VersionFor(0).version(), 2);
+  }
   auto listed = coordinator_->ListWorkers({});
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->workers_size(), 4);
@@ -201,7 +212,7 @@ class ScheduleFileTest : public CoordinatorTest,
 
 TEST_P(ScheduleFileTest, RunsAsWrittenAndIsResolvedOnlyWhenAsked) {
   const bool resolve = GetParam();
-  const v1::JobSpec named = TestSpec(4, 8, "zb-1p", 20, 2);
+  const v1::JobSpec named = Uncalibrated(TestSpec(4, 8, "zb-1p", 20, 2));
   const sched::Problem truth = TrueCosts(named, 2, 1.5);
   v1::JobSpec spec = AsScheduleFile(named);
   if (resolve) {

@@ -81,6 +81,28 @@ TEST(CostModel, WindowSlidesOverTheLastSteps) {
   EXPECT_DOUBLE_EQ(model->ToProblem(Base(2))->virtual_stages[0].f_seconds, 1.0);
 }
 
+TEST(CostModel, MeasuredMemoryReplacesTheBaseUntilTheNextProfile) {
+  std::unique_ptr<CostModel> model = MustCreate(2, 3);
+  ASSERT_TRUE(model->AddVirtualStageTiming({0, 1, 1, 1}).ok());
+  ASSERT_TRUE(model->AddVirtualStageTiming({1, 1, 1, 1}).ok());
+  const sched::Problem base = Base(2);
+  EXPECT_DOUBLE_EQ(model->ToProblem(base)->virtual_stages[0].m_b_bytes,
+                   base.virtual_stages[0].m_b_bytes);
+  ASSERT_TRUE(model->SetMeasuredMemory(0, 300, 100).ok());
+  ASSERT_TRUE(model->SetMeasuredMemory(0, 500, 200).ok());  // The latest stands.
+  const sched::Problem measured = *model->ToProblem(base);
+  EXPECT_DOUBLE_EQ(measured.virtual_stages[0].m_b_bytes, 500);
+  EXPECT_DOUBLE_EQ(measured.virtual_stages[0].m_w_bytes, 200);
+  EXPECT_DOUBLE_EQ(measured.virtual_stages[1].m_b_bytes, base.virtual_stages[1].m_b_bytes);
+  EXPECT_EQ(measured.memory_limit_bytes, base.memory_limit_bytes);
+  // Refused, nothing changed: out of range, negative, M_W above M_B.
+  EXPECT_EQ(model->SetMeasuredMemory(2, 1, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(1, -1, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(1, 1, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_DOUBLE_EQ(model->ToProblem(base)->virtual_stages[1].m_b_bytes,
+                   base.virtual_stages[1].m_b_bytes);
+}
+
 TEST(CostModel, DriftComparesTheNewestHalfOfTheWindowWithTheOldest) {
   std::unique_ptr<CostModel> model = MustCreate(2, 8);
   ASSERT_NE(model, nullptr);

@@ -23,6 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::FakeWorker;
 using testing::TestSpec;
+using testing::Uncalibrated;
 using testing::TrueCosts;
 
 /// `TestSpec(stages, 2 * stages, schedule, steps, window)` with d replicas.
@@ -240,7 +241,7 @@ TEST_F(DataParallelTest, PeakActivationIsTheFullestReplicasNextToTheSimulatedPea
 }
 
 TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage) {
-  const v1::JobSpec spec = ReplicatedSpec(2, "zb-1p", 12, 2, /*stages=*/4);
+  const v1::JobSpec spec = Uncalibrated(ReplicatedSpec(2, "zb-1p", 12, 2, /*stages=*/4));
   const std::vector<int> every_stage = {0, 1, 2, 3};
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);

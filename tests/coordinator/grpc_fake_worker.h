@@ -110,6 +110,17 @@ inline void RunFakeWorker(zbpp::v1::WorkerService::Stub* stub,
           kv->Set(WorkerContext(w.credential).get(), set, &set_response).ok() &&
           kv->Wait(WorkerContext(w.credential).get(), wait, &waited).ok();
     }
+    if (std::optional<zbpp::v1::ReportProfileRequest> profile = w.TakeProfile()) {
+      // Calibration: the profile once the groups are joined, as zbpp-worker.
+      zbpp::v1::ReportProfileResponse profiled;
+      grpc::Status p = stub->ReportProfile(WorkerContext(w.credential).get(), *profile,
+                                           &profiled);
+      if (!p.ok()) {
+        log->error = p.error_message();
+        session.TryCancel();
+        break;
+      }
+    }
     for (; w.next_step <= w.granted; ++w.next_step) {
       zbpp::v1::ReportStepResponse reported;
       grpc::Status r = stub->ReportStep(WorkerContext(w.credential).get(),

@@ -31,7 +31,7 @@ class SchedulePageTest : public testing::CoordinatorTest {};
 TEST_F(SchedulePageTest, LastStepIsDrawnWithTheVersionItRanAfterARestart) {
   const std::string path = NewDatabasePath();
   Start(path);
-  zbpp::v1::JobSpec spec = TestSpec(4, 8, "zb-1p", 6, 2);
+  zbpp::v1::JobSpec spec = testing::Uncalibrated(TestSpec(4, 8, "zb-1p", 6, 2));
   spec.mutable_schedule()->mutable_resolve()->set_window_steps(100);
   std::string job_id;
   std::vector<testing::FakeWorker> workers = AssignedPipeline(spec, &job_id);

@@ -24,6 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::FakeWorker;
 using testing::TestSpec;
+using testing::Uncalibrated;
 
 class TransportTest : public testing::CoordinatorTest {
  protected:
@@ -68,7 +69,7 @@ class TransportTest : public testing::CoordinatorTest {
   }
 
   static v1::JobSpec Spec(v1::Transport transport) {
-    v1::JobSpec spec = TestSpec(4, 8, "zb-h1");
+    v1::JobSpec spec = Uncalibrated(TestSpec(4, 8, "zb-h1"));
     spec.set_transport(transport);
     return spec;
   }
@@ -190,7 +191,7 @@ TEST_F(TransportTest, NcclOnASharedGpuRunsWhenEveryWorkerRunsTheTestSetting) {
 // APrefixThatConsumesWhatFollowsTheSendersPrefixIsNotClosed). No registry
 // schedule is vetoed today.
 v1::JobSpec VetoedScheduleSpec() {
-  v1::JobSpec spec = TestSpec(2, 2, "zb-v");
+  v1::JobSpec spec = Uncalibrated(TestSpec(2, 2, "zb-v"));
   const sched::Schedule schedule = sched::testing::ScheduleFromRows(
       "hand", 2, 2, 2, sched::Placement::kV,
       {{"0F0", "3F0", "3B0", "0F1", "3F1", "3B1", "0B0", "0B1"},
@@ -230,7 +231,8 @@ TEST_F(TransportTest, PostValidationStaysWhereNcclCanSpeculate) {
        {std::pair{false, v1::TRANSPORT_NCCL}, std::pair{true, v1::TRANSPORT_GLOO}}) {
     SCOPED_TRACE(vetoed_schedule);
     Start(":memory:");
-    v1::JobSpec spec = vetoed_schedule ? VetoedScheduleSpec() : TestSpec(4, 8, "zb-h1");
+    v1::JobSpec spec =
+        vetoed_schedule ? VetoedScheduleSpec() : Uncalibrated(TestSpec(4, 8, "zb-h1"));
     spec.set_transport(transport);
     spec.set_validation(v1::VALIDATION_MODE_POST);
     std::vector<FakeWorker> workers = OwnGpus();

@@ -154,6 +154,15 @@ class Fixture {
         Fail(st, "heartbeat");
       }
     }
+    // Calibration: the profiles the attempt asks for, so that steps are
+    // granted and reports reach their checks.
+    for (FakeWorker& w : workers_) {
+      if (std::optional<v1::ReportProfileRequest> profile = w.TakeProfile()) {
+        if (absl::Status st = coordinator_->ReportProfile(*profile); !st.ok()) {
+          Fail(st, "profile");
+        }
+      }
+    }
     for (FakeWorker& w : workers_) w.Drain();
   }
 

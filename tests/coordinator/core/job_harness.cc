@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
+#include "coordinator/core/resolver.h"
 
 namespace zbpp::coordinator::testing {
 
@@ -137,6 +138,31 @@ void JobHarness::Spawn(int n, const std::function<void(int)>& body) {
   for (std::thread& thread : threads) thread.join();
 }
 
+bool JobHarness::SendProfile(Job& job, const v1::ReportProfileRequest& profile, int index) {
+  absl::StatusOr<std::unique_ptr<ResolveTask>> task = job.ReportProfile(profile, index);
+  if (!task.ok()) {
+    ADD_FAILURE() << "worker " << profile.worker_id() << " profile: " << task.status();
+    return false;
+  }
+  if (*task != nullptr) {
+    // Solved under the mutex here: the harness has no resolver thread.
+    SolveResolve(**task);
+    job.FinishResolve(**task);
+  }
+  return true;
+}
+
+void JobHarness::AcknowledgeAndProfile(Job& job, std::vector<FakeWorker>& workers) {
+  AcknowledgeAll(job, workers);
+  for (FakeWorker& w : workers) {
+    std::optional<v1::ReportProfileRequest> profile = w.TakeProfile();
+    if (!profile.has_value()) continue;
+    SendProfile(job, *profile,
+                WorkerIndex(w.assignment->replica(), w.assignment->stage(), job.stages()));
+  }
+  for (FakeWorker& w : workers) w.Drain();
+}
+
 void JobHarness::RunWorker(Job& job, FakeWorker& worker, const sched::Problem& truth) {
   const int stages = job.stages();
   while (true) {
@@ -149,6 +175,10 @@ void JobHarness::RunWorker(Job& job, FakeWorker& worker, const sched::Problem& t
     if (!worker.assignment.has_value()) return;  // Aborted: the job ended.
     const int index =
         WorkerIndex(worker.assignment->replica(), worker.assignment->stage(), stages);
+    if (std::optional<v1::ReportProfileRequest> profile = worker.TakeProfile()) {
+      absl::MutexLock lock(&mu_);
+      if (!SendProfile(job, *profile, index)) return;
+    }
     while (worker.next_step <= worker.granted) {
       const v1::ReportStepRequest report = worker.Report(worker.next_step, truth);
       absl::MutexLock lock(&mu_);

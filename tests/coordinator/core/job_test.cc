@@ -22,6 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::FakeWorker;
 using testing::TestSpec;
+using testing::Uncalibrated;
 using testing::TrueCosts;
 
 class JobTest : public testing::JobHarness {
@@ -253,8 +254,10 @@ TEST_F(JobTest, FailBeforeAnyAttemptIsAnErrorThatEndsTheJob) {
             absl::StatusCode::kOutOfRange);  // Closed OK and drained.
 }
 
+// Without calibration (calibrate: false) no profile is asked for and the
+// first steps are granted with the assignment, under version 1.
 TEST_F(JobTest, AttemptSendsAssignmentsAndGrantsThenRunsOnceAllAcknowledge) {
-  std::unique_ptr<Job> job = NewJob(TestSpec(/*stages=*/2));
+  std::unique_ptr<Job> job = NewJob(Uncalibrated(TestSpec(/*stages=*/2)));
   std::vector<FakeWorker> workers = AddWorkers(2);
   ASSERT_TRUE(StartAttempt(*job, workers).ok());
   ASSERT_EQ(job->proto().schedule_version(), 1);
@@ -271,6 +274,7 @@ TEST_F(JobTest, AttemptSendsAssignmentsAndGrantsThenRunsOnceAllAcknowledge) {
     EXPECT_EQ(messages[0]->assignment().stage(), i);
     EXPECT_EQ(messages[0]->assignment().schedule().version(), 1);
     EXPECT_EQ(messages[0]->assignment().transport(), v1::TRANSPORT_GLOO);
+    EXPECT_FALSE(messages[0]->assignment().profile());
     EXPECT_EQ(messages[1]->grant().through_step(), 1);  // Lookahead 2 from -1.
   }
   EXPECT_EQ(*job->Acknowledge(workers[0].id), false);

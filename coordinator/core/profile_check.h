@@ -1,0 +1,50 @@
+#ifndef ZBPP_COORDINATOR_CORE_PROFILE_CHECK_H_
+#define ZBPP_COORDINATOR_CORE_PROFILE_CHECK_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/core/cost_model.h"
+#include "scheduler/schedule.h"
+#include "zbpp/v1/worker.pb.h"
+
+namespace zbpp::coordinator {
+
+/// One virtual stage's activation memory of one microbatch as a worker
+/// profiled it (the Zero Bubble paper's M_B and M_W, §2), bytes.
+struct VirtualStageMemory {
+  int virtual_stage = 0;
+  double m_b_bytes = 0;
+  double m_w_bytes = 0;
+};
+
+/// A calibration profile (worker.proto ReportProfileRequest) checked and
+/// measured: one entry per virtual stage of the worker, ascending.
+struct MeasuredProfile {
+  std::vector<VirtualStageTiming> timings;  ///< F/B/W medians, seconds.
+  std::vector<VirtualStageMemory> memory;
+  std::vector<HopTiming> hops;  ///< Its hop latencies (HopTimingsOf).
+};
+
+/// Checks the profile `profile` of the worker that runs pipeline rank
+/// `stage` and data-parallel rank `replica` of `replicas` under `schedule`
+/// (the version its Assignment carried), then measures it. InvalidArgument
+/// naming the field (nothing is kept from a refused profile):
+/// * "stage", "replica": not the worker's (a replica outside
+///   [0, replicas) says so);
+/// * "repetitions": below 1;
+/// * "virtual_stages[i].virtual_stage": not one of the stage's virtual
+///   stages, or repeated; "virtual_stages": one of them missing;
+/// * "virtual_stages[i].f_seconds" (b_, w_): not finite and > 0, or above
+///   kMaxReportedSeconds;
+/// * "virtual_stages[i].m_b_bytes" (m_w_): negative or not finite;
+///   m_w_bytes above m_b_bytes;
+/// * "hop_latencies[i]...": HopTimingsOf's.
+/// Pure; thread-safe.
+absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequest& profile,
+                                               const sched::Schedule& schedule, int stage,
+                                               int replica, int replicas);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_PROFILE_CHECK_H_

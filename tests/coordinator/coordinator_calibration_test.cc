@@ -1,0 +1,112 @@
+// Calibration through the Coordinator (coordinator/core/coordinator.h,
+// ReportProfile): the measured memory stays in the cost model for the later
+// re-solves, and profiles of attempts that ended are refused.
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/coordinator.h"
+#include "coordinator/core/planning.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/coordinator_fixture.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::CoordinatorTest;
+using testing::FakeWorker;
+using testing::TestSpec;
+using testing::TrueCosts;
+
+// ZB-2p under a limit in bytes, with M_B measured twice the formula's and a
+// straggler: the calibrated version and every re-solve after it plan with
+// the measured M_B, so each fits the limit in bytes.
+TEST_F(CoordinatorTest, ResolvesAfterCalibrationKeepPlanningWithTheMeasuredMemory) {
+  v1::JobSpec spec = TestSpec(4, 8, "zb-2p", 20, 2);
+  const sched::Problem analytic = *InitialProblem(spec);
+  const double limit = analytic.limit_of(0);  // ZB-2p's 2p M_B, in bytes.
+  spec.mutable_schedule()->set_memory_limit_bytes(static_cast<uint64_t>(limit));
+  sched::Problem profiled = analytic;
+  for (sched::VirtualStageCost& c : profiled.virtual_stages) {
+    c.m_b_bytes *= 2;
+    c.m_w_bytes *= 2;
+  }
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.push_back(AddWorker(i));
+    workers.back().profile_costs = profiled;
+  }
+  HeartbeatAll(workers);
+  sched::Problem truth = TrueCosts(spec, 2, 1.5);
+  RunSteps(workers, truth, 19);
+
+  const auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->state_message();
+  ASSERT_GE(job->schedule_version(), 3);  // Calibrated, then re-solved.
+  EXPECT_EQ(coordinator_->GetScheduleVersion(job_id, 2)->reason(),
+            v1::SCHEDULE_CHANGE_REASON_CALIBRATION);
+  for (int64_t v = 2; v <= job->schedule_version(); ++v) {
+    const v1::ScheduleVersion version = *coordinator_->GetScheduleVersion(job_id, v);
+    EXPECT_DOUBLE_EQ(version.cost_model().virtual_stages(0).m_b_bytes(),
+                     profiled.virtual_stages[0].m_b_bytes)
+        << v;
+    for (double peak : version.predicted().peak_memory_bytes()) {
+      EXPECT_LE(peak, limit * (1 + 1e-9)) << v;
+    }
+  }
+  EXPECT_EQ(coordinator_->GetScheduleVersion(job_id, job->schedule_version())->reason(),
+            v1::SCHEDULE_CHANGE_REASON_RESOLVE);
+}
+
+// A fixed shape whose need under the measured M_B is over a limit in bytes
+// fails its job before any step; the workers go to the job waiting behind.
+TEST_F(CoordinatorTest, CalibrationThatFitsNothingFailsTheJobAndFreesItsWorkers) {
+  v1::JobSpec spec = TestSpec(2, 4, "1f1b", 20, 2);
+  const sched::Problem analytic = *InitialProblem(spec);
+  spec.mutable_schedule()->set_memory_limit_bytes(
+      static_cast<uint64_t>(2 * analytic.virtual_stages[0].m_b_bytes) + 1);
+  sched::Problem profiled = analytic;
+  for (sched::VirtualStageCost& c : profiled.virtual_stages) c.m_b_bytes *= 2;
+  const std::string failing = coordinator_->SubmitJob(spec)->id();
+  const std::string waiting =
+      coordinator_->SubmitJob(testing::Uncalibrated(TestSpec(2, 4, "1f1b", 20, 2)))->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.profile_costs = profiled;
+  HeartbeatAll(workers);
+
+  const auto failed = coordinator_->GetJob(failing, {});
+  EXPECT_EQ(failed->state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed->state_message(), HasSubstr("schedule.memory_limit_bytes: "));
+  EXPECT_EQ(failed->steps_completed(), 0);
+  HeartbeatAll(workers);  // Aborted, they say they are idle, and are taken.
+  for (FakeWorker& w : workers) w.Drain();
+  EXPECT_EQ(coordinator_->GetJob(waiting, {})->state(), v1::JOB_STATE_ASSIGNING);
+  for (FakeWorker& w : workers) {
+    EXPECT_EQ(w.aborts, 1);
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->job_id(), waiting);
+  }
+}
+
+TEST_F(CoordinatorTest, ProfileOfAnAttemptThatEndedIsRefused) {
+  const v1::JobSpec spec = TestSpec(2, 4, "zb-1p", 20, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.Drain();
+  const v1::ReportProfileRequest stale = *workers[0].TakeProfile();
+  RunThenFailAttempt(workers, job_id, 1, 1, "out of memory");
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING);
+  const absl::Status refused = coordinator_->ReportProfile(stale);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("does not hold job"));
+  v1::ReportProfileRequest unknown = stale;
+  unknown.set_worker_id("worker-77");
+  EXPECT_EQ(coordinator_->ReportProfile(unknown).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -20,6 +20,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
@@ -103,6 +104,25 @@ class VersionWatcher {
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> stream_;
 };
 
+absl::StatusOr<v1::ScheduleVersion> GetScheduleVersion(const std::string& address,
+                                                       const std::string& job_id,
+                                                       int64_t number) {
+  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::GetScheduleVersionRequest request;
+  request.set_job_id(job_id);
+  request.set_version(number);
+  v1::ScheduleVersion response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  const grpc::Status st = stub->GetScheduleVersion(&context, request, &response);
+  if (!st.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                        absl::StrCat("GetScheduleVersion ", number, ": ", st.error_message()));
+  }
+  return response;
+}
+
 absl::StatusOr<std::vector<v1::StepSummary>> ListSteps(
     const std::string& address, const std::string& job_id) {
   std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(
@@ -180,31 +200,36 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   ASSERT_EQ(outcome->job.state(), v1::JOB_STATE_SUCCEEDED)
       << outcome->job.state_message();
 
-  // Versions by number: 1 is the initial one (maybe published before the
-  // watch began), every later one must be on the stream.
-  std::vector<v1::ScheduleVersion> versions(outcome->job.schedule_version());
-  ASSERT_GE(versions.size(), 2u) << "no version after the initial one";
-  for (const v1::ScheduleVersion& version : published) {
-    ASSERT_GE(version.version(), 1);
-    ASSERT_LE(version.version(), static_cast<int64_t>(versions.size()));
-    versions[version.version() - 1] = version;
+  // Versions by number, read back: 1 is the initial (analytic) one and 2
+  // the calibration from the workers' profiles, both effective at step 0
+  // (2 supersedes 1 before any step ran it); every later one is a re-solve
+  // and must also have been on the WatchJob stream.
+  std::vector<v1::ScheduleVersion> versions;
+  for (int64_t n = 1; n <= outcome->job.schedule_version(); ++n) {
+    absl::StatusOr<v1::ScheduleVersion> version =
+        GetScheduleVersion((*cluster)->address(), job_id, n);
+    ASSERT_TRUE(version.ok()) << version.status();
+    versions.push_back(*std::move(version));
   }
-  if (versions[0].version() == 0) {  // Published before the watch began.
-    versions[0].set_version(1);
-    versions[0].set_effective_step(0);
-  }
-  for (size_t i = 1; i < versions.size(); ++i) {
-    ASSERT_EQ(versions[i].version(), static_cast<int64_t>(i) + 1)
-        << "version " << i + 1 << " was not seen on the WatchJob stream";
+  ASSERT_GE(versions.size(), 3u) << "no version after the calibrated one";
+  EXPECT_EQ(versions[0].reason(), v1::SCHEDULE_CHANGE_REASON_INITIAL);
+  EXPECT_EQ(versions[1].reason(), v1::SCHEDULE_CHANGE_REASON_CALIBRATION);
+  EXPECT_EQ(versions[1].effective_step(), 0);
+  for (size_t i = 2; i < versions.size(); ++i) {
     EXPECT_EQ(versions[i].reason(), v1::SCHEDULE_CHANGE_REASON_RESOLVE);
     EXPECT_GT(versions[i].effective_step(), versions[i - 1].effective_step());
+    EXPECT_TRUE(std::any_of(published.begin(), published.end(),
+                            [&](const v1::ScheduleVersion& seen) {
+                              return seen.version() == versions[i].version();
+                            }))
+        << "version " << i + 1 << " was not seen on the WatchJob stream";
   }
   // The version in force when the slowdown began, and the first one
   // published for it.
   const v1::ScheduleVersion* old_version = nullptr;
   const v1::ScheduleVersion* new_version = nullptr;
   for (const v1::ScheduleVersion& version : versions) {
-    if (version.version() == 1 || version.effective_step() <= kSlowFrom) {
+    if (version.version() <= 2 || version.effective_step() <= kSlowFrom) {
       old_version = &version;
     } else if (new_version == nullptr) {
       new_version = &version;

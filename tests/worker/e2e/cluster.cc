@@ -189,6 +189,15 @@ absl::StatusOr<v1::Job> Cluster::Get(const std::string& job_id) {
                         "GetJob", auth_);
 }
 
+absl::StatusOr<v1::ScheduleVersion> Cluster::Version(const std::string& job_id,
+                                                    int64_t number) {
+  v1::GetScheduleVersionRequest request;
+  request.set_job_id(job_id);
+  request.set_version(number);
+  return Unary<v1::ScheduleVersion>(*jobs_, &v1::JobService::Stub::GetScheduleVersion, request,
+                                    "GetScheduleVersion", auth_);
+}
+
 absl::StatusOr<JobOutcome> Cluster::WaitForEnd(const std::string& job_id,
                                                absl::Duration timeout) {
   JobOutcome outcome;

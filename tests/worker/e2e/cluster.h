@@ -93,6 +93,9 @@ class Cluster {
 
   /// GetJob in the FULL view.
   absl::StatusOr<zbpp::v1::Job> Get(const std::string& job_id);
+  /// GetScheduleVersion: version `number` (>= 1) of `job_id`.
+  absl::StatusOr<zbpp::v1::ScheduleVersion> Version(const std::string& job_id,
+                                                    int64_t number);
   /// Polls `job_id` until steps_completed >= `steps` (or it ended), at most
   /// `timeout`; the job then. DeadlineExceeded naming its state otherwise.
   absl::StatusOr<zbpp::v1::Job> WaitForSteps(

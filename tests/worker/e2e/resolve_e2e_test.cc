@@ -104,25 +104,6 @@ class VersionWatcher {
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> stream_;
 };
 
-absl::StatusOr<v1::ScheduleVersion> GetScheduleVersion(const std::string& address,
-                                                       const std::string& job_id,
-                                                       int64_t number) {
-  std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  v1::GetScheduleVersionRequest request;
-  request.set_job_id(job_id);
-  request.set_version(number);
-  v1::ScheduleVersion response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  const grpc::Status st = stub->GetScheduleVersion(&context, request, &response);
-  if (!st.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
-                        absl::StrCat("GetScheduleVersion ", number, ": ", st.error_message()));
-  }
-  return response;
-}
-
 absl::StatusOr<std::vector<v1::StepSummary>> ListSteps(
     const std::string& address, const std::string& job_id) {
   std::unique_ptr<v1::JobService::Stub> stub = v1::JobService::NewStub(
@@ -206,8 +187,7 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   // and must also have been on the WatchJob stream.
   std::vector<v1::ScheduleVersion> versions;
   for (int64_t n = 1; n <= outcome->job.schedule_version(); ++n) {
-    absl::StatusOr<v1::ScheduleVersion> version =
-        GetScheduleVersion((*cluster)->address(), job_id, n);
+    absl::StatusOr<v1::ScheduleVersion> version = (*cluster)->Version(job_id, n);
     ASSERT_TRUE(version.ok()) << version.status();
     versions.push_back(*std::move(version));
   }

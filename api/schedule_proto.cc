@@ -184,8 +184,4 @@ absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job,
   return TimedSchedule{*std::move(schedule), std::move(measured)};
 }
 
-absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job) {
-  return MeasuredLastStep(job, job.schedule());
-}
-
 }  // namespace zbpp

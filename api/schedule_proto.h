@@ -68,10 +68,6 @@ absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& versio
 absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job,
                                                const v1::ScheduleVersion& ran);
 
-/// MeasuredLastStep(job, job.schedule()): for a job whose latest version
-/// (`Job.schedule`) ran its last step; FailedPrecondition otherwise.
-absl::StatusOr<TimedSchedule> MeasuredLastStep(const v1::Job& job);
-
 }  // namespace zbpp
 
 #endif  // ZBPP_API_SCHEDULE_PROTO_H_

@@ -200,10 +200,7 @@ metrics::HttpResponse NotFound(const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::string> MeasuredStepSvg(const v1::Job& job, const v1::ScheduleVersion& ran) {
-  // MeasuredLastStep names the actions from Job.schedule.
-  v1::Job as_run = job;
-  *as_run.mutable_schedule() = ran;
-  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(as_run);
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(job, ran);
   if (!measured.ok()) return measured.status();
   return sched::ToSvg(measured->schedule, measured->timing);
 }

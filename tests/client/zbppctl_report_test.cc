@@ -537,7 +537,8 @@ TEST(Report, ShowsTheVersionsThatRanWhateverWasPublishedAfterTheLastStep) {
 
   // The measured last step is drawn with version 3's actions, though the job
   // holds version 4 now.
-  EXPECT_EQ(MeasuredLastStep(job).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MeasuredLastStep(job, job.schedule()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   absl::StatusOr<std::string> trace = RenderMeasuredTrace(job, ran);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_THAT(*trace, testing::HasSubstr("gpipe-3 v3 step 19 (measured)"));

@@ -111,7 +111,7 @@ TEST_F(CoordinatorTest, ResolveDoneOnceTheLastStepIsGrantedIsNotPublished) {
   EXPECT_EQ(job->last_step_timeline().schedule_version(), 1);
   EXPECT_EQ(job->schedule().version(), 1);
   // The measured trace of the last step is drawn with the version it ran.
-  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(*job);
+  absl::StatusOr<TimedSchedule> measured = MeasuredLastStep(*job, job->schedule());
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_THAT(measured->schedule.name, HasSubstr("step 19 (measured)"));
   for (const FakeWorker& w : workers) {

@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tests=(worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests
-       worker_process_tests compute_bench optimizer_bench)
+       worker_memory_tests worker_process_tests compute_bench optimizer_bench)
 daemons=(coordinator/zbpp-coordinator worker/daemon/zbpp-worker client/zbppctl)
 bash scripts/build.sh >/dev/null
 build=${ZBPP_BUILD_DIR:-build}

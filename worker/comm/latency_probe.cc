@@ -3,7 +3,7 @@
 #include <chrono>
 #include <memory>
 
-#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -25,15 +25,20 @@ absl::Status Exchange(Communicator& comm, bool send, const at::Tensor& tensor,
 
 absl::StatusOr<double> MeasureOneWayLatency(Communicator& comm, int peer,
                                             bool initiator, int rounds,
-                                            absl::Duration timeout) {
+                                            absl::Duration timeout,
+                                            const at::Tensor& message) {
   if (rounds < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("latency probe to peer ", peer, ": rounds must be >= 1, got ",
                      rounds));
   }
+  if (!message.defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("latency probe to peer ", peer, ": the message is undefined"));
+  }
   const absl::Time deadline = absl::Now() + timeout;
-  at::Tensor ping = at::zeros({1});
-  at::Tensor pong = at::zeros({1});
+  at::Tensor ping = at::zeros_like(message, at::MemoryFormat::Contiguous);
+  at::Tensor pong = at::zeros_like(message, at::MemoryFormat::Contiguous);
   std::chrono::steady_clock::time_point start;
   // Round 0 is the warm-up: the first message on a connection may pay for
   // its set-up.

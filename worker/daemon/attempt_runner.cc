@@ -229,15 +229,22 @@ class AttemptRun {
       }
     }
     // T_comm of the link to the next rank (paper §5: profiled, not
-    // assumed): each rank answers the previous one, then asks the next.
+    // assumed), with a message of one microbatch's activation, as the
+    // pipeline sends them ([b, s, h] float32 on this worker's device): each
+    // rank answers the previous one, then asks the next.
+    const at::Tensor activation = at::zeros(
+        {spec_.pipeline().microbatch_size(), spec_.model().seq_len(), spec_.model().hidden()},
+        at::TensorOptions().dtype(at::kFloat).device(env_.device));
     if (a_.stage() > 0) {
-      absl::StatusOr<double> answered = MeasureOneWayLatency(
-          *comm_, a_.stage() - 1, /*initiator=*/false, kLatencyRounds, env_.comm_timeout);
+      absl::StatusOr<double> answered =
+          MeasureOneWayLatency(*comm_, a_.stage() - 1, /*initiator=*/false, kLatencyRounds,
+                               env_.comm_timeout, activation);
       if (!answered.ok()) return WithContext(answered.status(), "latency probe");
     }
     if (a_.stage() + 1 < p) {
-      absl::StatusOr<double> latency = MeasureOneWayLatency(
-          *comm_, a_.stage() + 1, /*initiator=*/true, kLatencyRounds, env_.comm_timeout);
+      absl::StatusOr<double> latency =
+          MeasureOneWayLatency(*comm_, a_.stage() + 1, /*initiator=*/true, kLatencyRounds,
+                               env_.comm_timeout, activation);
       if (!latency.ok()) return WithContext(latency.status(), "latency probe");
       next_hop_latency_ = *latency;
     }

@@ -336,7 +336,7 @@ TEST_P(CommunicatorTest, BadPeersAndTensorsAreInvalidArguments) {
 TEST_P(CommunicatorTest, LatencyProbeIsFiniteAndPositive) {
   std::vector<absl::StatusOr<double>> latency(2, 0.0);
   OnEveryRank(2, [&](int r) {
-    latency[r] = MeasureOneWayLatency(*group_[r], 1 - r, r == 0, 20, kPatience);
+    latency[r] = MeasureOneWayLatency(*group_[r], 1 - r, r == 0, 20, kPatience, at::zeros({1}));
   });
   ASSERT_TRUE(latency[0].ok()) << latency[0].status();
   ASSERT_TRUE(latency[1].ok()) << latency[1].status();
@@ -344,6 +344,25 @@ TEST_P(CommunicatorTest, LatencyProbeIsFiniteAndPositive) {
   EXPECT_TRUE(std::isfinite(*latency[0]));
   EXPECT_LT(*latency[0], 0.1);  // Loopback: well under 100 ms.
   EXPECT_EQ(*latency[1], 0);
+}
+
+// The probe sends messages like the one it is given, so that a job's T_comm
+// carries its activations' size: 16 MiB one way costs more than 4 bytes on
+// every transport (a copy at the least), measured side by side.
+TEST_P(CommunicatorTest, LatencyProbeSendsMessagesOfTheGivenSize) {
+  std::vector<absl::StatusOr<double>> small(2, 0.0);
+  std::vector<absl::StatusOr<double>> large(2, 0.0);
+  OnEveryRank(2, [&](int r) {
+    small[r] = MeasureOneWayLatency(*group_[r], 1 - r, r == 0, 5, kPatience, at::zeros({1}));
+    large[r] = MeasureOneWayLatency(*group_[r], 1 - r, r == 0, 5, kPatience,
+                                    at::zeros({4, 1024, 1024}));
+  });
+  ASSERT_TRUE(small[0].ok()) << small[0].status();
+  ASSERT_TRUE(large[0].ok()) << large[0].status();
+  ASSERT_TRUE(large[1].ok()) << large[1].status();
+  EXPECT_GT(*large[0], *small[0]);
+  EXPECT_EQ(MeasureOneWayLatency(*group_[0], 1, true, 5, kPatience, at::Tensor()).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,15 +28,25 @@ MATCHER_P(EqualsProto, expected, "") {
   return ::google::protobuf::util::MessageDifferencer::Equals(arg, expected);
 }
 
-// A fresh directory under the test temp dir, unique per test.
+// A fresh, empty directory under the test temp dir, the same for every call
+// within one test (of one process; --gtest_repeat runs it again in the same
+// directory). mkdtemp makes it new: a name built from the test and the
+// pid alone would find an earlier run's database once the pid is reused.
 inline std::string TestDir() {
   const ::testing::TestInfo* info =
       ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string dir =
-      absl::StrCat(::testing::TempDir(), "/sqlite_store_", info->test_suite_name(),
-                   "_", info->name(), "_", ::getpid());
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
+  const std::string test = absl::StrCat(info->test_suite_name(), "_", info->name());
+  static std::string* last_test = new std::string;
+  static std::string* last_dir = new std::string;
+  if (*last_test != test) {
+    std::string pattern =
+        absl::StrCat(::testing::TempDir(), "/sqlite_store_", test, "_XXXXXX");
+    const char* dir = ::mkdtemp(pattern.data());
+    EXPECT_NE(dir, nullptr) << "mkdtemp " << pattern;
+    *last_test = test;
+    *last_dir = dir != nullptr ? dir : pattern;
+  }
+  return *last_dir;
 }
 
 inline std::unique_ptr<SqliteStore> Open(const std::string& path) {

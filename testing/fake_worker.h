@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
+#include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "scheduler/problem.h"
 #include "testing/fake_pipeline.h"
@@ -132,24 +133,20 @@ struct FakeWorker {
     r.set_stage(assignment->stage());
     r.set_replica(assignment->replica());
     r.set_repetitions(3);
+    const sched::Problem costs =
+        profile_costs.has_value()
+            ? *profile_costs
+            : *ProblemFromCostModel(assignment->schedule().schedule(),
+                                    assignment->schedule().cost_model());
     for (int s : assignment->virtual_stages()) {
+      const sched::VirtualStageCost& c = costs.virtual_stages[s];
       v1::VirtualStageProfile* p = r.add_virtual_stages();
       p->set_virtual_stage(s);
-      if (profile_costs.has_value()) {
-        const sched::VirtualStageCost& c = profile_costs->virtual_stages[s];
-        p->set_f_seconds(c.f_seconds);
-        p->set_b_seconds(c.b_seconds);
-        p->set_w_seconds(c.w_seconds);
-        p->set_m_b_bytes(c.m_b_bytes);
-        p->set_m_w_bytes(c.m_w_bytes);
-      } else {
-        const v1::VirtualStageCost& c = assignment->schedule().cost_model().virtual_stages(s);
-        p->set_f_seconds(c.f_seconds());
-        p->set_b_seconds(c.b_seconds());
-        p->set_w_seconds(c.w_seconds());
-        p->set_m_b_bytes(c.m_b_bytes());
-        p->set_m_w_bytes(c.m_w_bytes());
-      }
+      p->set_f_seconds(c.f_seconds);
+      p->set_b_seconds(c.b_seconds);
+      p->set_w_seconds(c.w_seconds);
+      p->set_m_b_bytes(c.m_b_bytes);
+      p->set_m_w_bytes(c.m_w_bytes);
     }
     return r;
   }

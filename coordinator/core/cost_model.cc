@@ -38,6 +38,15 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
+namespace {
+
+// Median of one window of samples; 0 for an empty one.
+double WindowMedian(const std::deque<double>& window) {
+  return Median(std::vector<double>(window.begin(), window.end()));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
     absl::Span<const MeasuredPass> passes, const sched::Problem& base) {
   struct Sums {
@@ -223,7 +232,7 @@ std::vector<double> CostModel::PassOverheads() const {
   absl::MutexLock lock(&mu_);
   std::vector<double> medians;
   for (const std::deque<double>& window : overhead_samples_) {
-    medians.push_back(Median(std::vector<double>(window.begin(), window.end())));
+    medians.push_back(WindowMedian(window));
   }
   return medians;
 }
@@ -301,15 +310,14 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
     measured.virtual_stages[s].w_seconds = Median(std::move(w));
     const std::deque<double>& overhead = overhead_samples_[s];
     if (!overhead.empty()) {
-      const double o = Median(std::vector<double>(overhead.begin(), overhead.end()));
+      const double o = WindowMedian(overhead);
       measured.virtual_stages[s].f_seconds += o;
       measured.virtual_stages[s].b_seconds += o;
       measured.virtual_stages[s].w_seconds += o;
     }
     const std::deque<double>& reduce = reduce_samples_[s];
     if (!reduce.empty()) {
-      measured.virtual_stages[s].reduce_seconds =
-          Median(std::vector<double>(reduce.begin(), reduce.end()));
+      measured.virtual_stages[s].reduce_seconds = WindowMedian(reduce);
     }
     if (memory_[s].has_value()) {
       measured.virtual_stages[s].m_b_bytes = memory_[s]->first;
@@ -320,7 +328,7 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
   int hops = 0;
   for (const std::deque<double>& window : hop_samples_) {
     if (window.empty()) continue;
-    hop_sum += Median(std::vector<double>(window.begin(), window.end()));
+    hop_sum += WindowMedian(window);
     ++hops;
   }
   if (hops > 0) measured.comm_seconds = hop_sum / hops;

@@ -245,15 +245,8 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
       NewTask(proto, versions, attempt, start_step - 1, *std::move(measured));
   task->calibration = true;
   if (ResolveDisabled(spec)) task->policy_name.clear();
-  switch (spec.schedule().memory_limit_case()) {
-    case zbpp::v1::SchedulePolicy::kMemoryLimitBytes:
-      task->memory_limit_field = "schedule.memory_limit_bytes";
-      break;
-    case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
-      task->memory_limit_field = "schedule.memory_limit_m_b";
-      break;
-    default:
-      break;
+  if (spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET) {
+    task->memory_limit_field = LimitField(spec.schedule());
   }
   return task;
 }

@@ -97,10 +97,11 @@ void SolveCalibration(ResolveTask& task) {
   if (!take_candidate && current_over >= 0 && !task.memory_limit_field.empty()) {
     // Nothing of the policy fits the user's limit under the measured M_B.
     const int w = current_over;
-    double m_b = 0;  // The stage's measured M_B: one microbatch of its chunks.
-    for (int s = 0; s < task.current.num_virtual_stages(); ++s) {
-      if (task.current.stage_of[s] == w) m_b += measured.virtual_stages[s].m_b_bytes;
-    }
+    // The stage's measured M_B (one microbatch of its chunks): the unit of
+    // the simulator's peak in M_B.
+    const double m_b = current_sim.peak_memory_m_b[w] > 0
+                           ? current_sim.peak_memory_bytes[w] / current_sim.peak_memory_m_b[w]
+                           : 0;
     task.failure = absl::StrFormat(
         "%s: no %s schedule fits under the measured activation memory: stage %d needs a "
         "peak of %.0f bytes, above its limit of %.0f bytes (measured M_B = %.0f bytes of "

@@ -140,8 +140,8 @@ void MemoryMeter::ResetPeak() {
 }
 
 MemoryMeterScope::MemoryMeterScope(const MemoryMeter* meter) : previous_(current_counter) {
-  // A binary whose static initialiser could not install it tries once more
-  // (and counts nothing if that fails too).
+  // The allocator was installed before main (installed_at_start); where
+  // that failed, the cached failure makes the scope count nothing.
   if (meter != nullptr && InstallCountingCpuAllocator().ok()) {
     current_counter = meter->counter_.get();
   } else {

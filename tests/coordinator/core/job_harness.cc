@@ -152,17 +152,6 @@ bool JobHarness::SendProfile(Job& job, const v1::ReportProfileRequest& profile, 
   return true;
 }
 
-void JobHarness::AcknowledgeAndProfile(Job& job, std::vector<FakeWorker>& workers) {
-  AcknowledgeAll(job, workers);
-  for (FakeWorker& w : workers) {
-    std::optional<v1::ReportProfileRequest> profile = w.TakeProfile();
-    if (!profile.has_value()) continue;
-    SendProfile(job, *profile,
-                WorkerIndex(w.assignment->replica(), w.assignment->stage(), job.stages()));
-  }
-  for (FakeWorker& w : workers) w.Drain();
-}
-
 void JobHarness::RunWorker(Job& job, FakeWorker& worker, const sched::Problem& truth) {
   const int stages = job.stages();
   while (true) {

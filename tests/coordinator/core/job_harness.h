@@ -72,10 +72,6 @@ class JobHarness : public ::testing::Test {
   /// Each worker applies its messages and acknowledges the attempt it
   /// holds, as its heartbeat would: the job goes RUNNING.
   void AcknowledgeAll(Job& job, std::vector<FakeWorker>& workers);
-  /// AcknowledgeAll, then each worker sends the calibration profile its
-  /// attempt asks for (SendProfile), and applies what that brought (the
-  /// calibrated version, the first grant).
-  void AcknowledgeAndProfile(Job& job, std::vector<FakeWorker>& workers);
   /// Job::ReportProfile of `profile` from worker index `index`; the
   /// calibration it completes is solved (SolveResolve) and published
   /// (Job::FinishResolve) at once. A refusal fails the test: false.

@@ -335,11 +335,6 @@ TEST_F(AttemptRunnerTest, RunsItsGrantedStepsAndReportsEach) {
   }
 }
 
-// Every report says where the rank's time went (ReportStepRequest.
-// breakdown): the span's parts sum to step_seconds, the gap's to the gap
-// before the step, and each phase of the gap is where the worker spent it:
-// the evaluation after step 0, the checkpoint after step 1 and a grant held
-// back 250 ms before step 2 show in the next step's gap.
 TEST_F(AttemptRunnerTest, AProfilingAssignmentReportsItsVirtualStagesBeforeItsFirstStep) {
   const v1::JobSpec spec = TinyJob(2);
   RunToEnd(spec, /*attempt=*/1, /*profile=*/true);
@@ -384,6 +379,11 @@ TEST_F(AttemptRunnerTest, AnAssignmentWithoutProfileSendsNone) {
   for (int r = 0; r < kStages; ++r) EXPECT_TRUE(workers_[r]->reporter.profiles().empty());
 }
 
+// Every report says where the rank's time went (ReportStepRequest.
+// breakdown): the span's parts sum to step_seconds, the gap's to the gap
+// before the step, and each phase of the gap is where the worker spent it:
+// the evaluation after step 0, the checkpoint after step 1 and a grant held
+// back 250 ms before step 2 show in the next step's gap.
 TEST_F(AttemptRunnerTest, ReportsWhereEachStepsTimeAndTheGapBeforeItWent) {
   v1::JobSpec spec = TinyJob(4);
   spec.mutable_checkpoint()->set_directory(scratch_ / "checkpoints");

@@ -180,7 +180,7 @@ std::unique_ptr<ResolveTask> JobModel::NewTask(const zbpp::v1::Job& proto,
   } else {
     task->policy_name = spec.schedule().name();
   }
-  task->policy = policy_.get();
+  task->policy = policy_;
   task->measured = std::move(measured);
   task->base = *base_;
   task->record.job_id = proto.id();

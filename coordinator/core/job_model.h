@@ -35,9 +35,10 @@ struct ResolveTask {
   int64_t attempt = 0;
   int64_t current_version = 0;  ///< The job's latest version at the copy.
   std::string policy_name;      ///< Registry name.
-  /// The job's; never replaced (jobs are never erased), so usable without
-  /// the mutex.
-  const ResolvePolicy* policy = nullptr;
+  /// The job's, shared: the task keeps it alive when the job is erased
+  /// (retention) while the task waits for the resolver thread. Immutable,
+  /// so usable without the mutex.
+  std::shared_ptr<const ResolvePolicy> policy;
   sched::Schedule current;
   sched::Problem measured;
   double cost_drift = 0;  ///< CostModel::Drift() when `measured` was taken.
@@ -146,9 +147,10 @@ class JobModel {
   std::optional<ScheduleChoice> planned_;
   std::optional<sched::Problem> base_;
   std::unique_ptr<CostModel> costs_;
-  /// Created once and never replaced, so a re-solve may use it without
-  /// the mutex.
-  std::unique_ptr<ResolvePolicy> policy_;
+  /// Created once and never replaced; immutable and shared with each
+  /// ResolveTask, so a re-solve uses it without the mutex and after the
+  /// job is gone.
+  std::shared_ptr<const ResolvePolicy> policy_;
   /// The validation mode new versions get (JobSpec.validation AUTO: it
   /// switches on the gathered outcomes).
   std::unique_ptr<ValidationPolicy> validation_;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
+#include "coordinator/core/resolver.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_report_check.h"
 #include "gtest/gtest.h"
@@ -107,6 +108,33 @@ TEST_F(JobModelTest, AReSolveIsDueAtEachWindowsEndOnceEveryStageHasASample) {
   EXPECT_EQ(model.MaybeResolve(proto, versions, 1, 3), nullptr);
   model.EndResolve();
   EXPECT_NE(model.MaybeResolve(proto, versions, 1, 3), nullptr);
+}
+
+// A job erased (retention) while its re-solve waits for the resolver thread:
+// the task owns what it solves with, so solving it afterwards touches
+// nothing of the job.
+TEST_F(JobModelTest, AReSolveTaskOutlivesItsJob) {
+  v1::Job proto;
+  proto.set_id("job-1");
+  *proto.mutable_spec() = TestSpec(2, 4, "zb-1p", /*steps=*/20, /*window=*/2);
+  auto model = std::make_unique<JobModel>();
+  ScheduleVersions versions;
+  AddFirstVersion(proto, *model, versions);
+  const sched::Problem truth = TrueCosts(proto.spec(), 1, 1.5);
+  for (int64_t step = 0; step < 2; ++step) {
+    PendingStep pending = MeasuredStep(versions, 1, step, truth, model->base());
+    model->AddStep(proto.spec(), pending, versions);
+  }
+  std::unique_ptr<ResolveTask> task = model->MaybeResolve(proto, versions, 1, 1);
+  ASSERT_NE(task, nullptr);
+  const std::weak_ptr<const ResolvePolicy> policy = task->policy;
+  model.reset();  // The job and its model are gone.
+  EXPECT_FALSE(policy.expired());
+  SolveResolve(*task);
+  // Decided from the task's own copies: both makespans simulated.
+  EXPECT_GT(task->record.old_makespan_seconds, 0);
+  EXPECT_GT(task->record.new_makespan_seconds, 0);
+  EXPECT_FALSE(task->record.reason.empty());
 }
 
 TEST_F(JobModelTest, TheStepsPredictionPaysTheMeasuredOverheadAndCountsItAsIdle) {

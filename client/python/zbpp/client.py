@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import grpc
 from google.protobuf import json_format
@@ -35,11 +35,11 @@ _RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
 _PAGE_SIZE = 1000  # the most the coordinator returns per ListJobs page
 
 
-def _state_number(state: str) -> int:
+def _state_number(state: str) -> job_pb2.JobState:
+    """A JobState by name ("RUNNING" or "JOB_STATE_RUNNING"); ValueError if none."""
     name = state.upper()
-    number: int = job_pb2.JobState.Value(name if name.startswith("JOB_STATE_")
-                                         else "JOB_STATE_" + name)
-    return number
+    return cast(job_pb2.JobState, job_pb2.JobState.Value(
+        name if name.startswith("JOB_STATE_") else "JOB_STATE_" + name))
 
 
 class Client:
@@ -111,7 +111,7 @@ class Client:
         """The job in full (GetJob, FULL view). Raises NotFound."""
         return Job.from_proto(self._get(job_id, job_pb2.JOB_VIEW_FULL))
 
-    def _get(self, job_id: str, view: int) -> job_pb2.Job:
+    def _get(self, job_id: str, view: job_pb2.JobView) -> job_pb2.Job:
         job: job_pb2.Job = self._call(self._jobs.GetJob,
                                       job_pb2.GetJobRequest(job_id=job_id, view=view))
         return job
@@ -214,7 +214,7 @@ class Client:
                     if tracker.done:
                         return
             except grpc.RpcError as e:
-                code = e.code()  # type: ignore[attr-defined]
+                code = e.code()
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
                     raise DeadlineExceeded(f"job {job_id}: still "
                                            f"{tracker.state if tracker else 'unseen'} at the "

@@ -180,8 +180,8 @@ class Connection:
     def error(self, e: grpc.RpcError, lost: bool = False) -> Error:
         """`e` as a zbpp.Error. `lost`: a stream that had delivered events
         broke ("lost connection to coordinator at ADDR: why")."""
-        code: grpc.StatusCode = e.code()  # type: ignore[attr-defined]
-        details: str = e.details() or ""  # type: ignore[attr-defined]
+        code = e.code()
+        details = e.details() or ""
         tls = self.tls is not None
         if code == grpc.StatusCode.UNAVAILABLE:
             if lost:

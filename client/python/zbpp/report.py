@@ -319,8 +319,12 @@ def _activation_memory(window: Sequence[job_pb2.StepSummary],
     return ActivationMemory(measured, [
         StageMemory(s, peak[s] if peak[s] > 0 else None, predicted_peak[s],
                     peak[s] / _MIB if peak[s] > 0 else None, predicted_peak[s] / _MIB,
-                    finite(ratios[s]) if ratios[s] is not None else None)
+                    _finite_or_none(ratios[s]))
         for s in range(stages)], over)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None else finite(value)
 
 
 def _seconds_between(a: job_pb2.StepSummary, b: job_pb2.StepSummary) -> float:

@@ -125,7 +125,7 @@ def _invalid(path: str, node: yaml.Node, marks: bool, why: str) -> SpecError:
     return SpecError(f"{path}: {why}{_where(node, marks)}", path)
 
 
-def _real_oneof(field: FieldDescriptor) -> Any:
+def _real_oneof(field: Any) -> Any:
     """The field's oneof unless it is proto3 `optional`'s synthetic one."""
     oneof = field.containing_oneof
     if oneof is None or (len(oneof.fields) == 1 and oneof.name == "_" + field.name):
@@ -170,7 +170,9 @@ def _fill(node: yaml.Node, path: str, message: Message, marks: bool) -> None:
             _set_value(item, f"{field_path}[{i}]", field, message, marks)
 
 
-def _set_value(node: yaml.Node, path: str, field: FieldDescriptor, message: Message,
+# Fields are protobuf's FieldDescriptor (its C implementation's type at run
+# time, which the type stubs name apart): Any.
+def _set_value(node: yaml.Node, path: str, field: Any, message: Message,
                marks: bool) -> None:
     if field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
         if not isinstance(node, yaml.MappingNode) and not _is_null(node):
@@ -193,7 +195,7 @@ def _set_value(node: yaml.Node, path: str, field: FieldDescriptor, message: Mess
         setattr(message, field.name, value)
 
 
-def _scalar(node: yaml.ScalarNode, path: str, field: FieldDescriptor, marks: bool) -> Any:
+def _scalar(node: yaml.ScalarNode, path: str, field: Any, marks: bool) -> Any:
     text: str = node.value
 
     def wrong(expected: str) -> SpecError:

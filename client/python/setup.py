@@ -10,6 +10,7 @@ The protos are ZBPP_PROTO_DIR, else ../../proto beside this file.
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -37,12 +38,15 @@ def generate_stubs(out: Path) -> None:
     source = proto_dir()
     protos = sorted(str(p.relative_to(source)) for p in (source / "zbpp" / "v1").glob("*.proto"))
     well_known = str(files("grpc_tools") / "_proto")
+    package = out / "zbpp" / "v1"
+    # A build tree reused from an earlier build may hold the stubs of a
+    # proto since removed.
+    shutil.rmtree(package, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     args = ["grpc_tools.protoc", f"-I{source}", f"-I{well_known}", f"--python_out={out}",
             f"--pyi_out={out}", f"--grpc_python_out={out}", *protos]
     if protoc.main(args) != 0:
         sys.exit(f"zbpp: protoc failed on {source} (its message is above)")
-    package = out / "zbpp" / "v1"
     (package / "__init__.py").write_text(
         '"""Messages and service stubs generated from proto/zbpp/v1 at build time."""\n')
 

@@ -47,7 +47,7 @@ class Client:
 
     `address` is host:port of its gRPC server (default $ZBPP_COORDINATOR,
     else 127.0.0.1:50051). `token` is the bearer token the coordinator
-    requires (zbpp-coordinator --token-file) for submit and cancel;
+    requires when started with --token-file, sent on every call;
     `token_file` reads it from a file as `zbppctl --token-file` does. `tls`
     is a `Tls` (or the CA file's path: Tls(ca=...)), as zbppctl's --tls-ca,
     --tls-cert and --tls-key; None for plaintext. `timeout` is each call's

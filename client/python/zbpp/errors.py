@@ -56,8 +56,9 @@ class NotFound(Error):
 
 class PermissionDenied(Error):
     """The coordinator refused the caller: UNAUTHENTICATED (no or a wrong
-    bearer token where it requires one: submit and cancel) or
-    PERMISSION_DENIED; `code` says which."""
+    bearer token where it requires one, zbpp-coordinator --token-file; a
+    missing client certificate under mutual TLS) or PERMISSION_DENIED;
+    `code` says which."""
 
 
 class Unavailable(Error):

@@ -155,12 +155,15 @@ def test_each_error_class_from_a_real_refusal(stack: Stack, tmp_path: Path) -> N
             c.wait_for_job(stuck, timeout=0.5)
         c.cancel(stuck)
 
-    # The coordinator requires its token for submit and cancel.
+    # The coordinator requires its token (zbpp-coordinator --token-file).
     with zbpp.Client(stack.address) as anonymous:
         with pytest.raises(zbpp.PermissionDenied) as denied:
             anonymous.submit(main_job(4, tmp_path))
-        assert denied.value.code == "UNAUTHENTICATED" and "token" in str(denied.value)
-        assert anonymous.get_job(job_id).state == "CANCELLED"  # reads need none
+        assert denied.value.code == "UNAUTHENTICATED" and "pass token=" in str(denied.value)
+    with zbpp.Client(stack.address, token="not-the-token") as wrong_token:
+        with pytest.raises(zbpp.PermissionDenied) as denied:
+            wrong_token.get_job(job_id)
+        assert "wrong bearer token" in str(denied.value)
     with zbpp.Client(stack.address, token_file=stack.token_file) as from_file:
         assert from_file.cancel(from_file.submit(waiting)).state == "CANCELLED"
 

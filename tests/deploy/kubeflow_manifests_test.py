@@ -141,7 +141,7 @@ def main(root):
     tally.expect((seen.name, seen.trainer.framework, seen.trainer.device_count) ==
                  ("zbpp", "zbpp", "8"), f"the SDK reads the runtime as {seen}")
     built = backend._get_trainjob_spec(runtime=seen, trainer=CustomTrainerContainer(
-        image="zbpp:gpu", num_nodes=1, resources_per_node={"gpu": 8},
+        image="zbpp:cuda", num_nodes=1, resources_per_node={"gpu": 8},
         env={"ZBPP_JOB_SPEC": trainer["args"][0]}))
     sdk_job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
                "metadata": {"name": "from-the-sdk"},

@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from zbpp import types
 from zbpp.connection import DEFAULT_TIMEOUT_SECONDS, Connection, DeadlineExceeded, Tls
-from zbpp.errors import Error, JobFailed, NotFound, SpecError
+from zbpp.errors import Error, JobFailed, NotFound, SpecError, Unavailable
 from zbpp.report import Report, build_report
 from zbpp.spec import SpecLike, job_spec
 from zbpp.types import Event, Job, ScheduleChange, Step, Validation, enum_name, time_of
@@ -237,11 +237,14 @@ class Client:
             return
         while True:
             left = dropped_at + reconnect_seconds - time.monotonic()
+            if deadline is not None and deadline - time.monotonic() <= 0:
+                raise DeadlineExceeded(f"lost connection to coordinator at {self.address} "
+                                       "until the deadline")
             if deadline is not None:
                 left = min(left, deadline - time.monotonic())
             if left <= 0:
-                raise Error(f"lost connection to coordinator at {self.address}: not back "
-                            f"within {reconnect_seconds:g}s", "UNAVAILABLE")
+                raise Unavailable(f"lost connection to coordinator at {self.address}: not back "
+                                  f"within {reconnect_seconds:g}s")
             try:
                 self._conn.wait_connected(min(left, self._conn.timeout))
                 return

@@ -380,7 +380,14 @@ class Client:
             args += ["--step", str(step)]
         if version is not None:
             args += ["--schedule-version", str(version)]
-        run = subprocess.run(args, capture_output=True, text=True, check=False)
+        # zbppctl reads the token from a file: a private temporary one
+        # (mkstemp: mode 0600), removed after the call.
+        with tempfile.NamedTemporaryFile("w", prefix="zbpp-token-") as token:
+            if self._conn.token:
+                token.write(self._conn.token)
+                token.flush()
+                args[1:1] = ["--token-file", token.name]
+            run = subprocess.run(args, capture_output=True, text=True, check=False)
         if run.returncode != 0:
             message = run.stderr.strip().removeprefix("zbppctl: ")
             raise NotFound(message) if "NOT_FOUND" in message else Error(message)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKEN, Stack, main_job, zbppctl_json
+from conftest import TOKEN, Stack, binary, main_job, zbppctl_json
 
 import zbpp
 
@@ -46,8 +46,8 @@ def differences(ours: Any, theirs: Any, path: str = "report") -> list[str]:
     return [f"{path}: {ours!r}, zbppctl {theirs!r}"]
 
 
-def test_main_job_submitted_watched_reported_as_zbppctl_does(stack: Stack,
-                                                              tmp_path: Path) -> None:
+def test_main_job_submitted_watched_reported_as_zbppctl_does(
+        stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     steps = 10
     with client(stack) as c:
         job_id = c.submit(main_job(steps, tmp_path / "ckpt"))
@@ -82,6 +82,11 @@ def test_main_job_submitted_watched_reported_as_zbppctl_does(stack: Stack,
         assert [row.split(",") for row in csv.splitlines()] == [
             row["actions"] for row in version["schedule"]["stage_actions"]]
         assert f"schedule v{version['version']} " in stack.zbppctl("schedule", job_id)
+        monkeypatch.setenv("ZBPPCTL", binary("ZBPPCTL_BINARY"))
+        assert c.schedule(job_id, format="svg") == stack.zbppctl(
+            "schedule", job_id, "--format", "svg")
+        trace = json.loads(c.schedule(job_id, step=0, format="trace"))
+        assert trace["traceEvents"], trace
 
         summary = c.export(job_id, tmp_path / "hf")
         assert summary.startswith("export: step "), summary

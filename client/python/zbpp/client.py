@@ -523,24 +523,26 @@ class _Tracker:
             return Event("state", self.job_id, sequence, at, state=self.state,
                          previous_state=enum_name(job_pb2.JobState, c.old_state, "JOB_STATE_"),
                          message=c.message)
-        if kind == "step":
-            if self.resumed and proto.step.step <= self.last_step:
-                return None
-            self.last_step = max(self.last_step, proto.step.step)
+        if kind == "step" and self._fresh("last_step", proto.step.step):
             return Event("step", self.job_id, sequence, at, step=Step.from_proto(proto.step))
-        if kind == "schedule_change":
-            if self.resumed and proto.schedule_change.version <= self.last_version:
-                return None
-            self.last_version = max(self.last_version, proto.schedule_change.version)
+        if kind == "schedule_change" and self._fresh("last_version",
+                                                     proto.schedule_change.version):
             return Event("schedule", self.job_id, sequence, at,
                          schedule=ScheduleChange.from_proto(proto.schedule_change))
-        if kind == "validation":
-            if self.resumed and proto.validation.step <= self.last_validation:
-                return None
-            self.last_validation = max(self.last_validation, proto.validation.step)
+        if kind == "validation" and self._fresh("last_validation", proto.validation.step):
             return Event("validation", self.job_id, sequence, at,
                          validation=Validation.from_proto(proto.validation))
         return None
+
+    def _fresh(self, mark: str, value: int) -> bool:
+        """Whether `value` (a step or version number) is new: past the mark
+        named `mark` once the stream was resumed, always before; moves the
+        mark."""
+        last: int = getattr(self, mark)
+        if self.resumed and value <= last:
+            return False
+        setattr(self, mark, max(last, value))
+        return True
 
     def resume(self, client: Client, proto: job_pb2.JobEvent) -> Iterator[Event]:
         """The events missed while disconnected, from a new stream's snapshot

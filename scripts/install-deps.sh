@@ -45,6 +45,15 @@ if [ "${ZBPP_HF_DEPS:-1}" != 0 ]; then
   bash "$(dirname "$0")/pip-install.sh" huggingface requirements/huggingface.txt --no-warn-conflicts
 fi
 
+# The zbpp Python package (client/python/) and what builds and checks it
+# (requirements/python-client.txt: grpcio-tools, mypy, pytest, Kubeflow's
+# SDK), then the package itself, built from this checkout's proto/ (again
+# whenever client/python/ or proto/ changed). ZBPP_PYTHON_CLIENT=0 skips them.
+if [ "${ZBPP_PYTHON_CLIENT:-1}" != 0 ]; then
+  bash "$(dirname "$0")/pip-install.sh" python-client requirements/python-client.txt --no-warn-conflicts
+  bash "$(dirname "$0")/python-client-install.sh"
+fi
+
 # Deploy tests (tests/deploy/): what scripts/deploy-test-deps.sh names.
 # ZBPP_DEPLOY_TEST_DEPS=0 skips them (the Docker images do).
 if [ "${ZBPP_DEPLOY_TEST_DEPS:-1}" != 0 ]; then

@@ -57,7 +57,8 @@ TEST(MeasureProfileTest, MeasuresEachVirtualStageOfTheStageInOrder) {
   v1::HopLatency* latency = profile.add_hop_latencies();
   latency->set_to_stage(1);
   latency->set_one_way_seconds(0.0003);
-  absl::StatusOr<MeasuredProfile> measured = MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1);
   ASSERT_TRUE(measured.ok()) << measured.status();
   ASSERT_EQ(measured->timings.size(), 2u);
   EXPECT_EQ(measured->timings[0].virtual_stage, 0);
@@ -88,23 +89,28 @@ TEST(MeasureProfileTest, ZeroMemoryIsAMeasurement) {
     entry.set_m_b_bytes(0);
     entry.set_m_w_bytes(0);
   }
-  absl::StatusOr<MeasuredProfile> measured = MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1);
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_DOUBLE_EQ(measured->memory[0].m_b_bytes, 0);
   EXPECT_TRUE(measured->hops.empty());
 }
 
 TEST(MeasureProfileTest, RefusesAProfileOfAnotherStageOrReplica) {
-  absl::StatusOr<MeasuredProfile> measured = MeasureProfile(Profile(), VPlacement(), 1, 0, 1);
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(Profile(), VPlacement(), 1, 0, 1);
   EXPECT_EQ(measured.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(measured.status().message(), "stage: worker worker-1 runs stage 1, not 0");
+  EXPECT_EQ(measured.status().message(),
+            "stage: worker worker-1 runs stage 1, not 0");
   measured = MeasureProfile(Profile(2), VPlacement(), 0, 0, 2);
   EXPECT_EQ(measured.status().message(),
             "replica: 2 is not in [0, 2) (pipeline.data_parallel = 2)");
   measured = MeasureProfile(Profile(-1), VPlacement(), 0, 0, 2);
-  EXPECT_THAT(measured.status().message(), StartsWith("replica: -1 is not in [0, 2)"));
+  EXPECT_THAT(std::string(measured.status().message()),
+              StartsWith("replica: -1 is not in [0, 2)"));
   measured = MeasureProfile(Profile(1), VPlacement(), 0, 0, 2);
-  EXPECT_EQ(measured.status().message(), "replica: worker worker-1 runs replica 0, not 1");
+  EXPECT_EQ(measured.status().message(),
+            "replica: worker worker-1 runs replica 0, not 1");
   // Replica 1 of 2 is accepted from the worker that runs it.
   EXPECT_TRUE(MeasureProfile(Profile(1), VPlacement(), 0, 1, 2).ok());
 }
@@ -119,8 +125,9 @@ TEST(MeasureProfileTest, RefusesRepetitionsBelowOne) {
 TEST(MeasureProfileTest, RefusesVirtualStagesNotTheStagesOwnRepeatedOrMissing) {
   v1::ReportProfileRequest profile = Profile();
   profile.mutable_virtual_stages(1)->set_virtual_stage(1);  // Stage 1's.
-  EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
-            "virtual_stages[1].virtual_stage: 1 is not a virtual stage of stage 0");
+  EXPECT_EQ(
+      MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+      "virtual_stages[1].virtual_stage: 1 is not a virtual stage of stage 0");
   profile = Profile();
   profile.mutable_virtual_stages(1)->set_virtual_stage(3);
   EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
@@ -131,7 +138,8 @@ TEST(MeasureProfileTest, RefusesVirtualStagesNotTheStagesOwnRepeatedOrMissing) {
             "virtual_stages: virtual stage 0 of stage 0 is missing");
 }
 
-TEST(MeasureProfileTest, RefusesPassTimesThatAreNotFinitePositiveAndAtMostADay) {
+TEST(MeasureProfileTest,
+     RefusesPassTimesThatAreNotFinitePositiveAndAtMostADay) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (double bad : {0.0, -0.01, nan, std::numeric_limits<double>::infinity(),
                      kMaxReportedSeconds * 2}) {
@@ -141,10 +149,13 @@ TEST(MeasureProfileTest, RefusesPassTimesThatAreNotFinitePositiveAndAtMostADay) 
       if (std::string(field) == "f_seconds") entry->set_f_seconds(bad);
       if (std::string(field) == "b_seconds") entry->set_b_seconds(bad);
       if (std::string(field) == "w_seconds") entry->set_w_seconds(bad);
-      const absl::Status status = MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
-      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field << " " << bad;
-      EXPECT_THAT(status.message(),
-                  StartsWith(std::string("virtual_stages[1].") + field + ": must be a finite"))
+      const absl::Status status =
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+          << field << " " << bad;
+      EXPECT_THAT(std::string(status.message()),
+                  StartsWith(std::string("virtual_stages[1].") + field +
+                             ": must be a finite"))
           << bad;
     }
   }
@@ -157,12 +168,19 @@ TEST(MeasureProfileTest, RefusesPassTimesThatAreNotFinitePositiveAndAtMostADay) 
 TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
   v1::ReportProfileRequest profile = Profile();
   profile.mutable_virtual_stages(0)->set_m_b_bytes(-1);
-  EXPECT_THAT(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
-              StartsWith("virtual_stages[0].m_b_bytes: must be a finite number of bytes >= 0"));
+  EXPECT_THAT(
+      std::string(
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+      StartsWith("virtual_stages[0].m_b_bytes: must be a finite number of "
+                 "bytes >= 0"));
   profile = Profile();
-  profile.mutable_virtual_stages(0)->set_m_w_bytes(std::numeric_limits<double>::infinity());
-  EXPECT_THAT(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
-              StartsWith("virtual_stages[0].m_w_bytes: must be a finite number of bytes"));
+  profile.mutable_virtual_stages(0)->set_m_w_bytes(
+      std::numeric_limits<double>::infinity());
+  EXPECT_THAT(
+      std::string(
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+      StartsWith(
+          "virtual_stages[0].m_w_bytes: must be a finite number of bytes"));
   profile = Profile();
   profile.mutable_virtual_stages(0)->set_m_w_bytes(2000);
   EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
@@ -174,9 +192,11 @@ TEST(MeasureProfileTest, RefusesALatencyToAStageNoHopLinks) {
   v1::HopLatency* latency = profile.add_hop_latencies();
   latency->set_to_stage(0);  // Itself: no hop links stage 0 to stage 0.
   latency->set_one_way_seconds(0.001);
-  const absl::Status status = MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
+  const absl::Status status =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("hop_latencies[0].to_stage"));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("hop_latencies[0].to_stage"));
 }
 
 }  // namespace

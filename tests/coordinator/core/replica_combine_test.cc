@@ -21,7 +21,8 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(CombineReplicaTimingTest, PassesCostTheSlowestReplicaTheReductionTheLastIssuer) {
+TEST(CombineReplicaTimingTest,
+     PassesCostTheSlowestReplicaTheReductionTheLastIssuer) {
   VirtualStageTiming combined{3, 0.010, 0.020, 0.005, 0.004};
   CombineReplicaTiming({3, 0.012, 0.015, 0.009, 0.001}, combined);
   EXPECT_EQ(combined.virtual_stage, 3);
@@ -50,8 +51,9 @@ TEST(CombineReplicaTimingTest, AReductionMeasuredByOneReplicaOnlyIsKept) {
   EXPECT_DOUBLE_EQ(*combined.reduce_seconds, 0.002);
 }
 
-v1::ValidationResult Result(v1::ValidationDecision decision, double clip, bool rolled_back,
-                            double rollback_seconds, double norm_sq = 16) {
+v1::ValidationResult Result(v1::ValidationDecision decision, double clip,
+                            bool rolled_back, double rollback_seconds,
+                            double norm_sq = 16) {
   v1::ValidationResult result;
   result.set_step(7);
   result.set_mode(v1::VALIDATION_MODE_POST);
@@ -70,7 +72,8 @@ TEST(GatherValidationOutcomeTest, OneReplicaCombinesItsStages) {
       {0, Result(v1::VALIDATION_DECISION_COMMITTED, 1.0, false, 0)},
       {1, Result(v1::VALIDATION_DECISION_CLIPPED, 0.5, true, 0.25)},
       {2, Result(v1::VALIDATION_DECISION_CLIPPED, 0.75, true, 0.5)}};
-  absl::StatusOr<v1::ValidationOutcome> outcome = GatherValidationOutcome(7, 3, results);
+  absl::StatusOr<v1::ValidationOutcome> outcome =
+      GatherValidationOutcome(7, 3, results);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->step(), 7);
   EXPECT_EQ(outcome->mode(), v1::VALIDATION_MODE_POST);
@@ -83,10 +86,13 @@ TEST(GatherValidationOutcomeTest, OneReplicaCombinesItsStages) {
 }
 
 TEST(GatherValidationOutcomeTest, AnInfOrNanAnywhereMakesTheNormNotANumber) {
-  v1::ValidationResult nan = Result(v1::VALIDATION_DECISION_SKIPPED, 1.0, true, 0.1, 9);
+  v1::ValidationResult nan =
+      Result(v1::VALIDATION_DECISION_SKIPPED, 1.0, true, 0.1, 9);
   nan.set_found_inf_nan(true);
   absl::StatusOr<v1::ValidationOutcome> outcome = GatherValidationOutcome(
-      7, 2, {{0, Result(v1::VALIDATION_DECISION_COMMITTED, 1.0, false, 0, 9)}, {1, nan}});
+      7, 2,
+      {{0, Result(v1::VALIDATION_DECISION_COMMITTED, 1.0, false, 0, 9)},
+       {1, nan}});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->found_inf_nan());
   EXPECT_TRUE(std::isnan(outcome->global_grad_norm()));
@@ -95,7 +101,8 @@ TEST(GatherValidationOutcomeTest, AnInfOrNanAnywhereMakesTheNormNotANumber) {
 }
 
 TEST(GatherValidationOutcomeTest, NoResultsIsAnOutcomeThatClipsNothing) {
-  absl::StatusOr<v1::ValidationOutcome> outcome = GatherValidationOutcome(3, 2, {});
+  absl::StatusOr<v1::ValidationOutcome> outcome =
+      GatherValidationOutcome(3, 2, {});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->step(), 3);
   EXPECT_EQ(outcome->decision(), v1::VALIDATION_DECISION_UNSPECIFIED);
@@ -105,14 +112,16 @@ TEST(GatherValidationOutcomeTest, NoResultsIsAnOutcomeThatClipsNothing) {
 
 // Two replicas of two stages (worker index = replica * 2 + stage): replica
 // 1's own timings differ and are not counted; replica 0 stands for both.
-TEST(GatherValidationOutcomeTest, ReplicasThatAgreeAreRepresentedByReplicaZero) {
+TEST(GatherValidationOutcomeTest,
+     ReplicasThatAgreeAreRepresentedByReplicaZero) {
   std::map<int, v1::ValidationResult> results = {
       {0, Result(v1::VALIDATION_DECISION_CLIPPED, 0.5, true, 0.25)},
       {1, Result(v1::VALIDATION_DECISION_CLIPPED, 0.5, true, 0.5)},
       {2, Result(v1::VALIDATION_DECISION_CLIPPED, 0.5, true, 3.0)},
       {3, Result(v1::VALIDATION_DECISION_CLIPPED, 0.5, true, 4.0)}};
   results[3].set_replayed_forwards(5);
-  absl::StatusOr<v1::ValidationOutcome> outcome = GatherValidationOutcome(7, 2, results);
+  absl::StatusOr<v1::ValidationOutcome> outcome =
+      GatherValidationOutcome(7, 2, results);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_THAT(outcome->rolled_back_stages(), ElementsAre(0, 1));
   EXPECT_DOUBLE_EQ(outcome->rollback_seconds(), 0.75);
@@ -138,21 +147,32 @@ TEST(GatherValidationOutcomeTest, AReplicaThatDisagreesIsRefusedNamingWhere) {
     return results;
   };
   const std::map<std::string, void (*)(v1::ValidationResult&)> changes = {
-      {"mode", [](v1::ValidationResult& r) { r.set_mode(v1::VALIDATION_MODE_SYNCHRONOUS); }},
+      {"mode",
+       [](v1::ValidationResult& r) {
+         r.set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+       }},
       {"decision",
-       [](v1::ValidationResult& r) { r.set_decision(v1::VALIDATION_DECISION_CLIPPED); }},
-      {"found_inf_nan", [](v1::ValidationResult& r) { r.set_found_inf_nan(true); }},
-      {"global_grad_norm_sq", [](v1::ValidationResult& r) { r.set_global_grad_norm_sq(17); }},
-      {"clip_coefficient", [](v1::ValidationResult& r) { r.set_clip_coefficient(0.9); }},
+       [](v1::ValidationResult& r) {
+         r.set_decision(v1::VALIDATION_DECISION_CLIPPED);
+       }},
+      {"found_inf_nan",
+       [](v1::ValidationResult& r) { r.set_found_inf_nan(true); }},
+      {"global_grad_norm_sq",
+       [](v1::ValidationResult& r) { r.set_global_grad_norm_sq(17); }},
+      {"clip_coefficient",
+       [](v1::ValidationResult& r) { r.set_clip_coefficient(0.9); }},
       {"rolled_back", [](v1::ValidationResult& r) { r.set_rolled_back(true); }},
   };
   for (const auto& [field, change] : changes) {
     std::map<int, v1::ValidationResult> results = agreeing();
     change(results[3]);
-    absl::StatusOr<v1::ValidationOutcome> outcome = GatherValidationOutcome(7, 2, results);
-    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kFailedPrecondition) << field;
-    EXPECT_THAT(outcome.status().message(),
-                AllOf(HasSubstr("validation of step 7: stage 1 replica 1 disagrees with replica 0"),
+    absl::StatusOr<v1::ValidationOutcome> outcome =
+        GatherValidationOutcome(7, 2, results);
+    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kFailedPrecondition)
+        << field;
+    EXPECT_THAT(std::string(outcome.status().message()),
+                AllOf(HasSubstr("validation of step 7: stage 1 replica 1 "
+                                "disagrees with replica 0"),
                       HasSubstr("(" + field + " ")))
         << field;
   }

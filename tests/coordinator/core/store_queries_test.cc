@@ -22,7 +22,8 @@ using ::testing::HasSubstr;
 class StoreQueriesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Create({});
+    absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+        SqliteStore::Create({});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
   }
@@ -33,12 +34,15 @@ class StoreQueriesTest : public ::testing::Test {
                   bool complete = true) {
     v1::Job job;
     job.set_id(job_id);
-    if (!store_->GetJob(job_id).ok()) ASSERT_TRUE(store_->CreateJob(job).ok());
+    if (!store_->GetJob(job_id).ok()) {
+      ASSERT_TRUE(store_->CreateJob(job).ok());
+    }
     CheckpointRecord record;
     record.job_id = job_id;
     record.step = step;
     record.directory = "/ckpt";
-    record.stages_written = complete ? std::vector<int32_t>{0, 1} : std::vector<int32_t>{0};
+    record.stages_written =
+        complete ? std::vector<int32_t>{0, 1} : std::vector<int32_t>{0};
     record.complete = complete;
     record.data_parallel = data_parallel;
     ASSERT_TRUE(store_->PutCheckpoint(record).ok());
@@ -51,7 +55,8 @@ class StoreQueriesTest : public ::testing::Test {
     v1::JobSpec spec;
     spec.mutable_checkpoint()->set_directory(directory);
     spec.mutable_checkpoint()->set_resume_step(step);
-    if (data_parallel > 0) spec.mutable_pipeline()->set_data_parallel(data_parallel);
+    if (data_parallel > 0)
+      spec.mutable_pipeline()->set_data_parallel(data_parallel);
     return spec;
   }
 
@@ -79,12 +84,15 @@ TEST_F(StoreQueriesTest, ResumesWithTheDataParallelThatWroteTheCheckpoint) {
 TEST_F(StoreQueriesTest, RefusesAnotherDataParallelNamingTheCheckpoint) {
   Checkpoint("job-1", 10, 2);
   for (int data_parallel : {0, 1, 4}) {
-    const absl::Status status = CheckResumable(*store_, Resuming(10, data_parallel));
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << data_parallel;
-    EXPECT_THAT(status.message(),
-                AllOf(HasSubstr(absl::StrCat("pipeline.data_parallel: ",
-                                             data_parallel == 0 ? 1 : data_parallel,
-                                             " cannot resume the checkpoint of step 10 in /ckpt")),
+    const absl::Status status =
+        CheckResumable(*store_, Resuming(10, data_parallel));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << data_parallel;
+    EXPECT_THAT(std::string(status.message()),
+                AllOf(HasSubstr(absl::StrCat(
+                          "pipeline.data_parallel: ",
+                          data_parallel == 0 ? 1 : data_parallel,
+                          " cannot resume the checkpoint of step 10 in /ckpt")),
                       HasSubstr("job job-1 wrote it with data_parallel = 2")));
   }
 }
@@ -103,10 +111,12 @@ TEST(CheckListStepsRequestTest, RefusesNegativeFromStepAndPageSize) {
   v1::ListStepsRequest request;
   EXPECT_TRUE(CheckListStepsRequest(request).ok());
   request.set_from_step(-1);
-  EXPECT_EQ(CheckListStepsRequest(request).message(), "from_step: must be >= 0, got -1");
+  EXPECT_EQ(CheckListStepsRequest(request).message(),
+            "from_step: must be >= 0, got -1");
   request.set_from_step(0);
   request.set_page_size(-5);
-  EXPECT_EQ(CheckListStepsRequest(request).message(), "page_size: must be >= 0, got -5");
+  EXPECT_EQ(CheckListStepsRequest(request).message(),
+            "page_size: must be >= 0, got -5");
 }
 
 TEST_F(StoreQueriesTest, ListsStepsInPagesAndSaysWhereTheNextStarts) {
@@ -122,7 +132,8 @@ TEST_F(StoreQueriesTest, ListsStepsInPagesAndSaysWhereTheNextStarts) {
   request.set_job_id("job-1");
   request.set_from_step(1);
   request.set_page_size(2);
-  absl::StatusOr<v1::ListStepsResponse> page = ListStoredSteps(*store_, request);
+  absl::StatusOr<v1::ListStepsResponse> page =
+      ListStoredSteps(*store_, request);
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->steps_size(), 2);
   EXPECT_EQ(page->steps(0).step(), 1);
@@ -132,7 +143,8 @@ TEST_F(StoreQueriesTest, ListsStepsInPagesAndSaysWhereTheNextStarts) {
   page = ListStoredSteps(*store_, request);
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->steps_size(), 2);
-  EXPECT_EQ(page->next_from_step(), -1);  // Exactly the last two: no page follows.
+  EXPECT_EQ(page->next_from_step(),
+            -1);  // Exactly the last two: no page follows.
   request.set_from_step(0);
   request.set_page_size(0);  // 0: the default page, here all five.
   page = ListStoredSteps(*store_, request);

@@ -9,7 +9,7 @@ rounds: trained tokens per second (wall clock over the report's window of
 steps, `zbppctl report`), the median step time, the measured and predicted
 bubble rate (means over the stages) and each configuration's tokens/s
 relative to the first one's. The machine is shared and noisy: only ratios
-measured side by side, in one run, mean anything (README, "Measured
+measured side by side, in one run, mean anything (docs/results.md, "Measured
 results").
 
     python3 bench/speedup.py [--rounds R] [--workers K] [--steps N]

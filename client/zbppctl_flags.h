@@ -14,7 +14,7 @@
 
 namespace zbpp::ctl {
 
-/// zbppctl's commands (README.md, "The control plane"), plus the help request.
+/// zbppctl's commands (docs/control-plane.md, "The control plane"), plus the help request.
 enum class Command {
   kHelp,      ///< --help / -h / help: print the usage, exit 0.
   kSubmit,    ///< submit FILE: convert the YAML spec, SubmitJob, print the id.

@@ -1,5 +1,5 @@
 // zbppctl: the command-line client of the coordinator's JobService and
-// WorkerService (README.md, "The control plane"). This file wires the pieces:
+// WorkerService (docs/control-plane.md, "The control plane"). This file wires the pieces:
 // parse the command line (zbppctl_flags.h), read the token, open the channel
 // (zbppctl_client.h), run the command (zbppctl_commands.h). Exit codes are in
 // zbppctl_commands.h; every error is one line on stderr.

@@ -116,7 +116,7 @@ struct TrainingReport {
   int64_t last_version_window_steps = 0;
   /// Completed steps (from the first the job ran: 0, or its resume step + 1,
   /// up to Job.steps_completed) whose summary the coordinator's store does
-  /// not hold. The store keeps every one in order (README.md, "The control
+  /// not hold. The store keeps every one in order (docs/control-plane.md, "The control
   /// plane"), so anything but 0 means history was lost — e.g. written by a
   /// coordinator that dropped failed writes — and the figures above cover
   /// only the stored steps. `history_complete` is missing_steps == 0.

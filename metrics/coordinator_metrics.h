@@ -43,7 +43,7 @@ enum class RefusalReason {
 /// "missing_client_certificate" or "wrong_worker_credential".
 std::string_view RefusalReasonName(RefusalReason reason);
 
-/// The coordinator's Prometheus metrics (README.md, "Metrics"), registered on
+/// The coordinator's Prometheus metrics (docs/control-plane.md, "Metrics"), registered on
 /// a caller-owned `prometheus::Registry` that a `MetricsServer` exposes.
 ///
 /// Families (all names prefixed `zbpp_`; every family has HELP text; label

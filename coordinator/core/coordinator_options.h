@@ -57,7 +57,7 @@ struct CoordinatorOptions {
   /// and post-update validation.
   ValidationPolicy::Options validation_policy;
 
-  // --- Jobs held (README.md, "Security and operations": limits) ---
+  // --- Jobs held (docs/control-plane.md, "The control plane": limits) ---
   /// Jobs not yet finished (PENDING to RECOVERING) held at once: SubmitJob
   /// refuses more with ResourceExhausted naming max_active_jobs. >= 1.
   int max_active_jobs = 1000;

@@ -48,7 +48,7 @@ struct ResolveDecision {
   sched::Schedule candidate;
 };
 
-/// Adaptive re-solve (README.md, "The control plane"): given
+/// Adaptive re-solve (docs/control-plane.md, "The control plane"): given
 /// the schedule in force and the measured cost model, re-runs the scheduler
 /// for the job's policy, simulates both the current order and the candidate
 /// under the measured costs (sched::Simulate, the single definition of

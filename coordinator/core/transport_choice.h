@@ -30,7 +30,7 @@ struct TransportChoice {
 };
 
 /// Resolves the job spec's `requested` transport for the workers that
-/// would run the job (job_spec.proto Transport; README.md, "Transport"):
+/// would run the job (job_spec.proto Transport; docs/training.md, "Transport"):
 ///  * AUTO: NCCL when every worker is a CUDA worker with a
 ///    device_identity and no two of them on one host (WorkerDescription
 ///    host) registered the same identity — every rank has a GPU of its

@@ -193,16 +193,17 @@ absl::Status CoordinatorServer::ServeMetricsHttp(const std::string& metrics_list
   return absl::OkStatus();
 }
 
-// With a token every service but health requires it; a worker's
-// credential is required regardless.
+// With a token every zbpp.v1 method requires it; a worker's credential is
+// required regardless where kCallerChecks (rpc_scope.cc) says so.
 void CoordinatorServer::CreateServices(const Options& options) {
+  const RpcPolicy rpc{metrics_.get(), token_};
   job_service_ = std::make_unique<JobServiceImpl>(JobServiceImpl::Options{
-      core_.get(), metrics_.get(), token_,
+      core_.get(), rpc,
       WatchStreamLimits{options.max_watch_streams, options.max_watch_streams_per_client}});
-  worker_service_ = std::make_unique<WorkerServiceImpl>(
-      WorkerServiceImpl::Options{core_.get(), metrics_.get(), token_});
-  rendezvous_service_ = std::make_unique<RendezvousServiceImpl>(
-      RendezvousServiceImpl::Options{core_.get(), metrics_.get(), token_});
+  worker_service_ =
+      std::make_unique<WorkerServiceImpl>(WorkerServiceImpl::Options{core_.get(), rpc});
+  rendezvous_service_ =
+      std::make_unique<RendezvousServiceImpl>(RendezvousServiceImpl::Options{core_.get(), rpc});
 }
 
 absl::Status CoordinatorServer::StartGrpcServer(

@@ -47,7 +47,7 @@ class CoordinatorServer {
   /// defaults with resolve_on_background_thread.
   static Coordinator::Options DefaultCoreOptions();
 
-  /// The daemon's flags' values (README.md, "The control plane:
+  /// The daemon's flags' values (docs/control-plane.md, "The control plane:
   /// `zbpp-coordinator` and `zbppctl`"), grouped by what they configure.
   struct Options {
     // --- Listening ---

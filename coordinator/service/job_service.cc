@@ -9,17 +9,13 @@ namespace zbpp::coordinator {
 JobServiceImpl::JobServiceImpl(Options options)
     : options_(std::move(options)),
       watch_(std::make_unique<WatchStreams>(WatchStreams::Options{
-          options_.coordinator, options_.metrics, options_.bearer_token,
-          options_.watch_limits})) {}
+          options_.coordinator, options_.rpc, options_.watch_limits})) {}
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const zbpp::v1::SubmitJobRequest* request,
                                        zbpp::v1::Job* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/SubmitJob");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/SubmitJob");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (!request->has_spec()) {
     return rpc.Finish(absl::InvalidArgumentError("spec: required"));
   }
@@ -32,11 +28,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
                                     const zbpp::v1::GetJobRequest* request,
                                     zbpp::v1::Job* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/GetJob");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/GetJob");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::Job> job =
       options_.coordinator->GetJob(request->job_id(), request->view());
@@ -47,11 +40,8 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const zbpp::v1::ListJobsRequest* request,
                                       zbpp::v1::ListJobsResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/ListJobs");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/ListJobs");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (request->page_size() < 0) {
     return rpc.Finish(absl::InvalidArgumentError("page_size: must be >= 0"));
   }
@@ -64,11 +54,8 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
                                        const zbpp::v1::ListStepsRequest* request,
                                        zbpp::v1::ListStepsResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/ListSteps");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/ListSteps");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::ListStepsResponse> steps =
       options_.coordinator->ListSteps(*request);
@@ -79,11 +66,8 @@ grpc::Status JobServiceImpl::ListSteps(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::GetScheduleVersion(
     grpc::ServerContext* context, const zbpp::v1::GetScheduleVersionRequest* request,
     zbpp::v1::ScheduleVersion* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/GetScheduleVersion");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/GetScheduleVersion");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::ScheduleVersion> version =
       options_.coordinator->GetScheduleVersion(request->job_id(), request->version());
@@ -94,11 +78,8 @@ grpc::Status JobServiceImpl::GetScheduleVersion(
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const zbpp::v1::CancelJobRequest* request,
                                        zbpp::v1::Job* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.JobService/CancelJob");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.JobService/CancelJob");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return rpc.Finish(id);
   absl::StatusOr<zbpp::v1::Job> job =
       options_.coordinator->CancelJob(request->job_id(), request->reason());

@@ -6,15 +6,15 @@
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/watch_streams.h"
-#include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/job.grpc.pb.h"
 
 namespace zbpp::coordinator {
 
 /// zbpp.v1.JobService over the Coordinator, a thin layer: check the request,
-/// call the core, convert the Status, record the RPC. Every RPC requires
-/// "authorization: Bearer <token>" when a token is set (UNAUTHENTICATED
-/// otherwise, counted in zbpp_rpc_refusals_total): jobs name their workers.
+/// call the core, convert the Status, record the RPC (RpcScope). Every RPC
+/// requires "authorization: Bearer <token>" when a token is set
+/// (kCallerChecks; UNAUTHENTICATED otherwise, counted in
+/// zbpp_rpc_refusals_total): jobs name their workers.
 /// WatchJob runs on gRPC's callback API (WatchStreams: a waiting stream
 /// holds no server thread), capped per client and in total; the other
 /// methods are synchronous. Thread-safe; destroy it after the server has
@@ -25,10 +25,8 @@ class JobServiceImpl final
   struct Options {
     /// The core; not owned, required.
     Coordinator* coordinator = nullptr;
-    /// RPC metrics; not owned; null for none.
-    metrics::CoordinatorMetrics* metrics = nullptr;
-    /// Bearer token required on every RPC; empty: no authentication.
-    std::string bearer_token;
+    /// The caller's checks and the calls' record (RpcScope, kCallerChecks).
+    RpcPolicy rpc;
     /// Caps on WatchJob streams.
     WatchStreamLimits watch_limits;
   };

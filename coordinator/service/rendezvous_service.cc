@@ -8,18 +8,13 @@
 namespace zbpp::coordinator {
 
 absl::Status RendezvousServiceImpl::Check(
-    RpcScope& rpc, const grpc::ServerContext& context,
-    const zbpp::v1::RendezvousContext& request) const {
+    RpcScope& rpc, const zbpp::v1::RendezvousContext& request) const {
+  if (!rpc.admitted().ok()) return rpc.admitted();
   if (request.worker_id().empty() || request.scope().empty()) {
     return absl::InvalidArgumentError(
         "context.worker_id and context.scope: required");
   }
-  if (absl::Status auth = rpc.CheckBearerToken(context, options_.bearer_token);
-      !auth.ok()) {
-    return auth;
-  }
-  if (absl::Status auth = rpc.CheckWorkerCredential(
-          context, *options_.coordinator, request.worker_id());
+  if (absl::Status auth = rpc.AdmitWorker(*options_.coordinator, request.worker_id());
       !auth.ok()) {
     return auth;
   }
@@ -30,8 +25,8 @@ absl::Status RendezvousServiceImpl::Check(
 grpc::Status RendezvousServiceImpl::Set(grpc::ServerContext* context,
                                         const zbpp::v1::SetRequest* request,
                                         zbpp::v1::SetResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/Set");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/Set");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   return rpc.Finish(options_.coordinator->rendezvous().Set(
@@ -41,8 +36,8 @@ grpc::Status RendezvousServiceImpl::Set(grpc::ServerContext* context,
 grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext* context,
                                         const zbpp::v1::GetRequest* request,
                                         zbpp::v1::GetResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/Get");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/Get");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   absl::StatusOr<std::string> value = options_.coordinator->rendezvous().Get(
@@ -56,8 +51,8 @@ grpc::Status RendezvousServiceImpl::Get(grpc::ServerContext* context,
 grpc::Status RendezvousServiceImpl::Wait(grpc::ServerContext* context,
                                          const zbpp::v1::WaitRequest* request,
                                          zbpp::v1::WaitResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/Wait");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/Wait");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   std::vector<std::string> keys(request->keys().begin(), request->keys().end());
@@ -70,8 +65,8 @@ grpc::Status RendezvousServiceImpl::Wait(grpc::ServerContext* context,
 grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext* context,
                                         const zbpp::v1::AddRequest* request,
                                         zbpp::v1::AddResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/Add");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/Add");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   absl::StatusOr<int64_t> value = options_.coordinator->rendezvous().Add(
@@ -83,8 +78,8 @@ grpc::Status RendezvousServiceImpl::Add(grpc::ServerContext* context,
 grpc::Status RendezvousServiceImpl::CompareSet(
     grpc::ServerContext* context, const zbpp::v1::CompareSetRequest* request,
     zbpp::v1::CompareSetResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/CompareSet");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/CompareSet");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   absl::StatusOr<std::string> value =
@@ -98,8 +93,8 @@ grpc::Status RendezvousServiceImpl::CompareSet(
 grpc::Status RendezvousServiceImpl::Delete(grpc::ServerContext* context,
                                            const zbpp::v1::DeleteRequest* request,
                                            zbpp::v1::DeleteResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.RendezvousService/Delete");
-  if (absl::Status s = Check(rpc, *context, request->context()); !s.ok()) {
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.RendezvousService/Delete");
+  if (absl::Status s = Check(rpc, request->context()); !s.ok()) {
     return rpc.Finish(s);
   }
   response->set_deleted(options_.coordinator->rendezvous().Delete(

@@ -6,14 +6,13 @@
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/rpc_scope.h"
-#include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/rendezvous.grpc.pb.h"
 
 namespace zbpp::coordinator {
 
 /// zbpp.v1.RendezvousService over the Coordinator's RendezvousStore. Every
 /// call first checks the bearer token (when set) and the credential of the
-/// worker it names (UNAUTHENTICATED otherwise), then that the worker holds
+/// worker it names (kCallerChecks; UNAUTHENTICATED otherwise), then that the worker holds
 /// the attempt of the scope (PERMISSION_DENIED otherwise); Get and Wait
 /// block until their timeout or the call's deadline, whichever is first.
 /// Thread-safe.
@@ -23,11 +22,8 @@ class RendezvousServiceImpl final
   struct Options {
     /// The core; not owned, required.
     Coordinator* coordinator = nullptr;
-    /// RPC metrics; not owned; null for none.
-    metrics::CoordinatorMetrics* metrics = nullptr;
-    /// Required as "authorization: Bearer <token>" on every RPC; empty: no
-    /// token (the worker credential is required regardless).
-    std::string bearer_token;
+    /// The caller's checks and the calls' record (RpcScope, kCallerChecks).
+    RpcPolicy rpc;
   };
 
   explicit RendezvousServiceImpl(Options options)
@@ -53,10 +49,9 @@ class RendezvousServiceImpl final
                       zbpp::v1::DeleteResponse* response) override;
 
  private:
-  /// The checks every RPC makes first, in that order: request, token,
-  /// credential, access to the scope.
-  absl::Status Check(RpcScope& rpc, const grpc::ServerContext& context,
-                     const zbpp::v1::RendezvousContext& request) const;
+  /// The checks every RPC makes first, in that order: token, request,
+  /// credential (kCallerChecks, through `rpc`), access to the scope.
+  absl::Status Check(RpcScope& rpc, const zbpp::v1::RendezvousContext& request) const;
 
   const Options options_;
 };

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/call_auth.h"
+#include "common/status_grpc.h"
 
 namespace zbpp::coordinator {
 
@@ -17,22 +19,85 @@ std::string_view ServiceOf(std::string_view method) {
   return method.substr(1, slash - 1);
 }
 
-absl::Status RpcScope::CheckBearerToken(const grpc::ServerContextBase& context,
-                                        const std::string& token) {
-  if (token.empty()) return absl::OkStatus();
-  const auto refuse = [this](metrics::RefusalReason reason,
-                             const char* message) {
-    if (metrics_ != nullptr) metrics_->CountRefusal(ServiceOf(method_), reason);
-    return absl::UnauthenticatedError(message);
-  };
+namespace {
+
+struct MethodCheck {
+  const char* method;
+  CallerCheck check;
+};
+
+// What each zbpp.v1 method asks of its caller, the one declaration of it.
+// Jobs name their workers, so reading them needs the token too; a worker's
+// own calls (its Session, its reports, its rendezvous scope) need its
+// credential, so that one worker cannot speak for another (worker.proto,
+// "Authentication"). rpc_auth_test walks every method of the protos against
+// this table.
+constexpr MethodCheck kCallerChecks[] = {
+    {"/zbpp.v1.JobService/SubmitJob", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/GetJob", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/ListJobs", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/CancelJob", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/ListSteps", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/GetScheduleVersion", CallerCheck::kBearerToken},
+    {"/zbpp.v1.JobService/WatchJob", CallerCheck::kBearerToken},
+    {"/zbpp.v1.WorkerService/RegisterWorker", CallerCheck::kBearerToken},
+    {"/zbpp.v1.WorkerService/Session", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.WorkerService/ReportStep", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.WorkerService/ReportProfile", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.WorkerService/ListWorkers", CallerCheck::kBearerToken},
+    {"/zbpp.v1.RendezvousService/Set", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.RendezvousService/Get", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.RendezvousService/Wait", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.RendezvousService/Add", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.RendezvousService/CompareSet", CallerCheck::kWorkerCredential},
+    {"/zbpp.v1.RendezvousService/Delete", CallerCheck::kWorkerCredential},
+};
+
+// The value of metadata `key` of the call; empty when it has none.
+std::string_view MetadataValue(const grpc::ServerContextBase& context, const char* key) {
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return refuse(metrics::RefusalReason::kMissingToken,
-                  "missing \"authorization: Bearer <token>\" metadata");
+  auto it = metadata.find(key);
+  return it == metadata.end() ? std::string_view()
+                              : std::string_view(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
+std::optional<CallerCheck> CallerCheckOf(std::string_view method) {
+  for (const MethodCheck& entry : kCallerChecks) {
+    if (method == entry.method) return entry.check;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string_view> DeclaredMethods() {
+  std::vector<std::string_view> methods;
+  for (const MethodCheck& entry : kCallerChecks) methods.push_back(entry.method);
+  return methods;
+}
+
+RpcScope::RpcScope(const RpcPolicy& policy, const grpc::ServerContextBase& context,
+                   const char* method)
+    : metrics_(policy.metrics),
+      context_(context),
+      method_(method),
+      check_(CallerCheckOf(method)),
+      start_(absl::Now()) {
+  if (!check_.has_value()) {
+    admitted_ = absl::InternalError(
+        absl::StrCat(method, ": no caller check declared (rpc_scope.cc, kCallerChecks)"));
+    return;
+  }
+  const std::string& token = policy.bearer_token;
+  if (token.empty()) return;
+  const auto& metadata = context.client_metadata();
+  if (metadata.find("authorization") == metadata.end()) {
+    admitted_ = Refuse(metrics::RefusalReason::kMissingToken,
+                       "missing \"authorization: Bearer <token>\" metadata");
+    return;
   }
   const std::string expected = "Bearer " + token;
-  const std::string given(it->second.data(), it->second.size());
+  const std::string_view given = MetadataValue(context, "authorization");
   // Compare every byte so the time taken does not reveal the prefix.
   bool same = given.size() == expected.size();
   unsigned char diff = 0;
@@ -40,29 +105,44 @@ absl::Status RpcScope::CheckBearerToken(const grpc::ServerContextBase& context,
     diff |= static_cast<unsigned char>(given[i] ^ expected[i]);
   }
   if (!same || diff != 0) {
-    return refuse(metrics::RefusalReason::kWrongToken, "wrong bearer token");
+    admitted_ = Refuse(metrics::RefusalReason::kWrongToken, "wrong bearer token");
   }
-  return absl::OkStatus();
 }
 
-absl::Status RpcScope::CheckWorkerCredential(const grpc::ServerContextBase& context,
-                                             const Coordinator& coordinator,
-                                             const std::string& worker_id) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kWorkerCredentialMetadataKey);
-  const std::string_view credential =
-      it == metadata.end() ? std::string_view()
-                           : std::string_view(it->second.data(), it->second.size());
-  absl::Status status = coordinator.AuthenticateWorker(worker_id, credential);
-  if (!absl::IsUnauthenticated(status)) return status;
-  if (metrics_ != nullptr) {
-    metrics_->CountRefusal(ServiceOf(method_),
-                           metrics::RefusalReason::kWrongWorkerCredential);
+absl::Status RpcScope::Refuse(metrics::RefusalReason reason, std::string message) {
+  if (metrics_ != nullptr) metrics_->CountRefusal(ServiceOf(method_), reason);
+  return absl::UnauthenticatedError(std::move(message));
+}
+
+absl::Status RpcScope::AdmitWorker(const Coordinator& coordinator,
+                                   const std::string& worker_id) {
+  if (!admitted_.ok()) return admitted_;
+  if (check_ != CallerCheck::kWorkerCredential) {
+    return absl::InternalError(absl::StrCat(
+        method_, ": checks a worker credential its declaration (kCallerChecks) does not ask for"));
   }
-  return absl::UnauthenticatedError(absl::StrCat(
-      "worker ", worker_id, ": missing or wrong \"",
-      kWorkerCredentialMetadataKey,
-      "\" metadata (the credential RegisterWorker returned)"));
+  absl::Status status = coordinator.AuthenticateWorker(
+      worker_id, MetadataValue(context_, kWorkerCredentialMetadataKey));
+  if (absl::IsUnauthenticated(status)) {
+    status = Refuse(metrics::RefusalReason::kWrongWorkerCredential,
+                    absl::StrCat("worker ", worker_id, ": missing or wrong \"",
+                                 kWorkerCredentialMetadataKey,
+                                 "\" metadata (the credential RegisterWorker returned)"));
+  }
+  worker_admitted_ = status.ok();
+  return status;
+}
+
+grpc::Status RpcScope::Finish(const absl::Status& status) {
+  absl::Status result = status;
+  if (result.ok() && check_ == CallerCheck::kWorkerCredential && !worker_admitted_) {
+    result = absl::InternalError(absl::StrCat(
+        method_, ": ended without checking the worker credential it declares"));
+  }
+  if (metrics_ != nullptr) {
+    metrics_->ObserveRpc(method_, result.code(), absl::ToDoubleSeconds(absl::Now() - start_));
+  }
+  return ToGrpcStatus(result);
 }
 
 grpc::Status ClientCertificateCheck::Process(

@@ -1,6 +1,7 @@
 #ifndef ZBPP_COORDINATOR_SERVICE_RPC_SCOPE_H_
 #define ZBPP_COORDINATOR_SERVICE_RPC_SCOPE_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,7 +14,6 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/status_grpc.h"
 #include "coordinator/core/coordinator.h"
 #include "metrics/coordinator_metrics.h"
 
@@ -24,48 +24,96 @@ namespace zbpp::coordinator {
 /// is not of that form. The result views `method`.
 std::string_view ServiceOf(std::string_view method);
 
-/// The edge of one RPC: converts the core's absl::Status to grpc::Status
-/// (common/status_grpc.h), records the call's latency and code
-/// (zbpp_rpc_duration_seconds) and counts the calls it refuses
-/// (zbpp_rpc_refusals_total). Not thread-safe; one per call.
+/// What a zbpp.v1 method asks of its caller. Declared once per method, in
+/// the table kCallerChecks (rpc_scope.cc); RpcScope applies it to every call.
+/// grpc.health.v1 and reflection are not zbpp.v1 methods: health asks
+/// nothing, reflection is not served when a token is set
+/// (CoordinatorServer).
+enum class CallerCheck {
+  /// "authorization: Bearer <token>" when the server has a token.
+  kBearerToken,
+  /// The bearer token, and metadata kWorkerCredentialMetadataKey holding the
+  /// credential RegisterWorker returned to the worker the request names
+  /// (worker.proto, "Authentication"), required with or without a token.
+  kWorkerCredential,
+};
+
+/// The check `method` (a full gRPC name, "/zbpp.v1.WorkerService/ReportStep")
+/// declares; nullopt for a name the table does not hold, which RpcScope
+/// refuses.
+std::optional<CallerCheck> CallerCheckOf(std::string_view method);
+
+/// Every method kCallerChecks declares, in the table's order (for the test
+/// that compares it with the protos' services).
+std::vector<std::string_view> DeclaredMethods();
+
+/// What every call is checked against and recorded in: one per server,
+/// copied into each service's options. Read-only once serving.
+struct RpcPolicy {
+  /// Where calls (zbpp_rpc_duration_seconds) and refusals
+  /// (zbpp_rpc_refusals_total) are recorded; not owned, outlives the
+  /// server; null for none.
+  metrics::CoordinatorMetrics* metrics = nullptr;
+  /// Required as "authorization: Bearer <token>" by every zbpp.v1 method;
+  /// empty: none (a worker's credential is required regardless).
+  std::string bearer_token;
+};
+
+/// The edge of one zbpp.v1 call, the one place its caller is checked and
+/// the call recorded: every handler starts one and returns through
+/// Finish. On construction it checks the bearer token of the method's
+/// CallerCheck; AdmitWorker checks a worker's credential once the request
+/// has named the worker; Finish converts the core's absl::Status to
+/// grpc::Status (common/status_grpc.h) and records the call's latency and
+/// code (zbpp_rpc_duration_seconds). Refusals are UNAUTHENTICATED and
+/// counted under the method's service and reason (zbpp_rpc_refusals_total).
+///
+/// It is a scope in the handler rather than a gRPC server interceptor
+/// because gRPC C++ server interceptors cannot end a call before its
+/// handler runs (grpc/grpc#24017); a refused SubmitJob must not reach the
+/// core. Not thread-safe; one per call, used on the call's thread (the
+/// WatchJob reactor's, for streams).
 class RpcScope {
  public:
-  /// `metrics` may be null (no metric); `method` is the full gRPC name, a
-  /// string that outlives the scope (a literal).
-  RpcScope(metrics::CoordinatorMetrics* metrics, const char* method)
-      : metrics_(metrics), method_(method), start_(absl::Now()) {}
+  /// Starts the call of `method` (a full gRPC name; a string that outlives
+  /// the scope, a literal) carrying `context`'s metadata; `context` outlives
+  /// the scope. admitted() is the verdict on the bearer token.
+  RpcScope(const RpcPolicy& policy, const grpc::ServerContextBase& context,
+           const char* method);
 
-  /// OK when `token` is empty (no authentication configured) or the call
-  /// carries metadata "authorization: Bearer <token>" (compared in time
-  /// independent of where it differs); otherwise Unauthenticated, and the
-  /// refusal is counted under the method's service with reason
-  /// missing_token or wrong_token.
-  absl::Status CheckBearerToken(const grpc::ServerContextBase& context,
-                                const std::string& token);
+  /// OK when the caller passed its method's checks so far; otherwise why
+  /// not: UNAUTHENTICATED "missing \"authorization: Bearer <token>\"
+  /// metadata" or "wrong bearer token" (compared in time independent of
+  /// where it differs), or INTERNAL for a method kCallerChecks does not
+  /// declare. A handler returns Finish(admitted()) unless it is OK.
+  const absl::Status& admitted() const { return admitted_; }
 
-  /// OK when the call carries metadata kWorkerCredentialMetadataKey
-  /// ("zbpp-worker-credential") holding the credential `worker_id`
-  /// registered with (Coordinator::AuthenticateWorker). NotFound for an
-  /// unknown worker (it must register again); otherwise Unauthenticated
-  /// naming the worker and the key, never the value, and the refusal is
-  /// counted with reason wrong_worker_credential.
-  absl::Status CheckWorkerCredential(const grpc::ServerContextBase& context,
-                                     const Coordinator& coordinator,
-                                     const std::string& worker_id);
+  /// For a kWorkerCredential method, once the request names `worker_id`:
+  /// OK when the call carries the credential `worker_id` registered with
+  /// (Coordinator::AuthenticateWorker). NotFound for an unknown worker (it
+  /// must register again); otherwise UNAUTHENTICATED naming the worker and
+  /// the metadata key, never the value, counted with reason
+  /// wrong_worker_credential. INTERNAL for a method of kBearerToken (a
+  /// handler out of step with the table).
+  absl::Status AdmitWorker(const Coordinator& coordinator,
+                           const std::string& worker_id);
 
-  /// Records the call and returns `status` as a grpc::Status.
-  grpc::Status Finish(const absl::Status& status) {
-    if (metrics_ != nullptr) {
-      metrics_->ObserveRpc(method_, status.code(),
-                           absl::ToDoubleSeconds(absl::Now() - start_));
-    }
-    return ToGrpcStatus(status);
-  }
+  /// Records the call and returns `status` as a grpc::Status. A
+  /// kWorkerCredential call about to end OK without AdmitWorker having
+  /// passed ends INTERNAL instead: the table, not the handler, says which
+  /// calls a worker's credential guards.
+  grpc::Status Finish(const absl::Status& status);
 
  private:
+  absl::Status Refuse(metrics::RefusalReason reason, std::string message);
+
   metrics::CoordinatorMetrics* const metrics_;
+  const grpc::ServerContextBase& context_;
   const char* const method_;
+  const std::optional<CallerCheck> check_;
   const absl::Time start_;
+  absl::Status admitted_;
+  bool worker_admitted_ = false;
 };
 
 /// Refuses every call whose TLS connection presented no client

@@ -31,9 +31,10 @@ struct WatchStreams::State {
 
 class WatchStreams::Stream final : public grpc::ServerWriteReactor<zbpp::v1::JobEvent> {
  public:
-  Stream(WatchStreams* owner, std::string job_id, std::string client)
+  Stream(WatchStreams* owner, const grpc::CallbackServerContext& context, std::string job_id,
+         std::string client)
       : owner_(owner),
-        rpc_(owner->options_.metrics, "/zbpp.v1.JobService/WatchJob"),
+        rpc_(owner->options_.rpc, context, "/zbpp.v1.JobService/WatchJob"),
         job_id_(std::move(job_id)),
         client_(std::move(client)),
         state_(std::make_shared<State>()) {}
@@ -134,10 +135,9 @@ void WatchStreams::Release(const std::string& client) {
 
 grpc::ServerWriteReactor<zbpp::v1::JobEvent>* WatchStreams::Start(
     grpc::CallbackServerContext* context, const zbpp::v1::WatchJobRequest& request) {
-  auto* stream = new Stream(this, request.job_id(), ClientOf(context->peer()));
-  if (absl::Status auth = stream->rpc_.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    stream->Refuse(auth);
+  auto* stream = new Stream(this, *context, request.job_id(), ClientOf(context->peer()));
+  if (!stream->rpc_.admitted().ok()) {
+    stream->Refuse(stream->rpc_.admitted());
     return stream;
   }
   if (absl::Status id = CheckJobId(request.job_id()); !id.ok()) {

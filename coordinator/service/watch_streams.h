@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/core/coordinator.h"
-#include "metrics/coordinator_metrics.h"
+#include "coordinator/service/rpc_scope.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::coordinator {
@@ -51,10 +51,8 @@ class WatchStreams {
   struct Options {
     /// The core; not owned, required.
     Coordinator* coordinator = nullptr;
-    /// RPC metrics; not owned; null for none.
-    metrics::CoordinatorMetrics* metrics = nullptr;
-    /// Bearer token required on every stream; empty: none.
-    std::string bearer_token;
+    /// The caller's check and the call's record (RpcScope).
+    RpcPolicy rpc;
     WatchStreamLimits limits;
   };
 

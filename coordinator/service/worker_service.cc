@@ -12,11 +12,8 @@ namespace zbpp::coordinator {
 grpc::Status WorkerServiceImpl::RegisterWorker(
     grpc::ServerContext* context, const zbpp::v1::RegisterWorkerRequest* request,
     zbpp::v1::RegisterWorkerResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/RegisterWorker");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/RegisterWorker");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   absl::StatusOr<zbpp::v1::RegisterWorkerResponse> registered =
       options_.coordinator->RegisterWorker(request->worker());
   if (registered.ok()) *response = *std::move(registered);
@@ -27,11 +24,8 @@ grpc::Status WorkerServiceImpl::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<zbpp::v1::SessionResponse,
                              zbpp::v1::SessionRequest>* stream) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/Session");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/Session");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   zbpp::v1::SessionRequest first;
   if (!stream->Read(&first)) {
     return rpc.Finish(absl::CancelledError("stream closed before SessionOpen"));
@@ -43,9 +37,7 @@ grpc::Status WorkerServiceImpl::Session(
         "an address"));
   }
   const std::string worker_id = first.open().worker_id();
-  if (absl::Status auth =
-          rpc.CheckWorkerCredential(*context, *options_.coordinator, worker_id);
-      !auth.ok()) {
+  if (absl::Status auth = rpc.AdmitWorker(*options_.coordinator, worker_id); !auth.ok()) {
     return rpc.Finish(auth);
   }
   absl::StatusOr<std::shared_ptr<SessionOutbox>> opened =
@@ -101,24 +93,21 @@ grpc::Status WorkerServiceImpl::Session(
 }
 
 absl::Status WorkerServiceImpl::CheckWorkerReport(RpcScope& rpc,
-                                                const grpc::ServerContext& context,
                                                 const std::string& worker_id,
                                                 const std::string& job_id) const {
-  if (absl::Status auth = rpc.CheckBearerToken(context, options_.bearer_token); !auth.ok()) {
-    return auth;
-  }
+  if (!rpc.admitted().ok()) return rpc.admitted();
   if (worker_id.empty() || job_id.empty()) {
     return absl::InvalidArgumentError("worker_id and job_id: required");
   }
-  return rpc.CheckWorkerCredential(context, *options_.coordinator, worker_id);
+  return rpc.AdmitWorker(*options_.coordinator, worker_id);
 }
 
 grpc::Status WorkerServiceImpl::ReportStep(
     grpc::ServerContext* context, const zbpp::v1::ReportStepRequest* request,
     zbpp::v1::ReportStepResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportStep");
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/ReportStep");
   if (absl::Status checked =
-          CheckWorkerReport(rpc, *context, request->worker_id(), request->job_id());
+          CheckWorkerReport(rpc, request->worker_id(), request->job_id());
       !checked.ok()) {
     return rpc.Finish(checked);
   }
@@ -128,9 +117,9 @@ grpc::Status WorkerServiceImpl::ReportStep(
 grpc::Status WorkerServiceImpl::ReportProfile(
     grpc::ServerContext* context, const zbpp::v1::ReportProfileRequest* request,
     zbpp::v1::ReportProfileResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ReportProfile");
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/ReportProfile");
   if (absl::Status checked =
-          CheckWorkerReport(rpc, *context, request->worker_id(), request->job_id());
+          CheckWorkerReport(rpc, request->worker_id(), request->job_id());
       !checked.ok()) {
     return rpc.Finish(checked);
   }
@@ -140,11 +129,8 @@ grpc::Status WorkerServiceImpl::ReportProfile(
 grpc::Status WorkerServiceImpl::ListWorkers(
     grpc::ServerContext* context, const zbpp::v1::ListWorkersRequest* request,
     zbpp::v1::ListWorkersResponse* response) {
-  RpcScope rpc(options_.metrics, "/zbpp.v1.WorkerService/ListWorkers");
-  if (absl::Status auth = rpc.CheckBearerToken(*context, options_.bearer_token);
-      !auth.ok()) {
-    return rpc.Finish(auth);
-  }
+  RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/ListWorkers");
+  if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
   absl::StatusOr<zbpp::v1::ListWorkersResponse> listed =
       options_.coordinator->ListWorkers(*request);
   if (listed.ok()) *response = *std::move(listed);

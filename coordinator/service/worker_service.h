@@ -6,7 +6,6 @@
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/rpc_scope.h"
-#include "metrics/coordinator_metrics.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::coordinator {
@@ -20,21 +19,18 @@ namespace zbpp::coordinator {
 /// expired, worker forgotten) the call is cancelled so the worker
 /// reconnects and learns why from OpenSession.
 ///
-/// Authentication: with a bearer token every RPC requires
-/// "authorization: Bearer <token>"; Session, ReportStep and ReportProfile
-/// also require the worker's credential (RpcScope::CheckWorkerCredential),
-/// and a Session for a worker that has one open is refused
-/// (ALREADY_EXISTS). UNAUTHENTICATED otherwise. Thread-safe.
+/// Authentication: as kCallerChecks declares (rpc_scope.cc) — the bearer
+/// token on every RPC when one is set; Session, ReportStep and
+/// ReportProfile also the worker's credential (RpcScope::AdmitWorker);
+/// UNAUTHENTICATED otherwise. A Session for a worker that has one open is
+/// refused (ALREADY_EXISTS). Thread-safe.
 class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
  public:
   struct Options {
     /// The core; not owned, required.
     Coordinator* coordinator = nullptr;
-    /// RPC metrics; not owned; null for none.
-    metrics::CoordinatorMetrics* metrics = nullptr;
-    /// Required as "authorization: Bearer <token>" on every RPC; empty: no
-    /// token (the worker credential is required regardless).
-    std::string bearer_token;
+    /// The caller's checks and the calls' record (RpcScope, kCallerChecks).
+    RpcPolicy rpc;
     /// How often the Session writer checks for a cancelled call, seconds.
     double session_poll_seconds = 0.2;
   };
@@ -66,8 +62,7 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
   /// passes before the core sees it: the bearer token (UNAUTHENTICATED),
   /// worker_id and job_id present (INVALID_ARGUMENT), the worker's
   /// credential (UNAUTHENTICATED).
-  absl::Status CheckWorkerReport(RpcScope& rpc, const grpc::ServerContext& context,
-                                 const std::string& worker_id,
+  absl::Status CheckWorkerReport(RpcScope& rpc, const std::string& worker_id,
                                  const std::string& job_id) const;
 
   const Options options_;

@@ -19,7 +19,7 @@ struct sqlite3_stmt;
 namespace zbpp::coordinator {
 
 /// The coordinator's default Store: one SQLite database, a file or
-/// `:memory:` (README.md, "The control plane").
+/// `:memory:` (docs/control-plane.md, "The control plane").
 ///
 /// Records are kept as serialized protobuf BLOBs, with the columns needed to
 /// look them up or order them (job id, state, create time, version, step)

@@ -40,7 +40,7 @@ struct CheckpointRecord {
 };
 
 /// Everything the coordinator persists, read back in full after a restart
-/// (it restores state, then serves: README.md, "The control plane").
+/// (it restores state, then serves: docs/control-plane.md, "The control plane").
 struct StoredState {
   std::vector<zbpp::v1::Job> jobs;  ///< Ordered by creation.
   /// Every published version of every job, by (job, version).

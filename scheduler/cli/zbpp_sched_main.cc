@@ -61,7 +61,7 @@ holds v chunks pays 1/v of them per chunk):
   --costs FILE                  costs from a JSON or YAML file instead of the
                                 --cost-* flags: per pipeline stage or
                                 per virtual stage, with M_B/M_W in bytes, comm
-                                and memory limits (README, zbpp-sched); its
+                                and memory limits (docs/schedules.md); its
                                 stages give --stages
   --mem-limit K                 activation limit per stage in units of M_B
                                 (default: the schedule's own)

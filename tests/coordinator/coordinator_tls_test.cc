@@ -1,5 +1,5 @@
 // The zbpp-coordinator binary with --tls-cert/--tls-key [--tls-client-ca]
-// (README.md, "The control plane"), end to end: a CA, a server certificate
+// (docs/control-plane.md, "The control plane"), end to end: a CA, a server certificate
 // for 127.0.0.1/localhost and a client certificate (and a second CA with a
 // client certificate of its own) are made at test time with the openssl
 // CLI; the daemon runs on 127.0.0.1:0 and real gRPC clients call it with

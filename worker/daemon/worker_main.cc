@@ -30,7 +30,7 @@
 //
 // A CUDA worker registers its GPU's identity (GpuIdentity: the PCI bus id)
 // so that the coordinator can tell whether every rank of a job has a GPU of
-// its own (JobSpec.transport; README.md, "Transport").
+// its own (JobSpec.transport; docs/training.md, "Transport").
 // --nccl-shared-gpu-test-host-id ID is for tests only: it lets several
 // workers share one GPU under NCCL by presenting each process to NCCL as a
 // host of its own (ConfigureNcclForSharedGpuTests: NCCL_HOSTID=ID, sockets on

@@ -30,7 +30,7 @@ namespace zbpp::worker {
 /// RunTrainingLoop on one thread at a time.
 class WorkerServer {
  public:
-  /// The daemon's flags' values (README.md; worker_main.cc's usage).
+  /// The daemon's flags' values (docs/training.md; worker_main.cc's usage).
   struct Options {
     /// The coordinator's "HOST:PORT" (--coordinator).
     std::string coordinator;

@@ -78,7 +78,7 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 ///
 /// Every linear layer runs through SplitLinear, so inside a WeightGradScope
 /// backward is the B pass and the W pass is the scope's store. Norm,
-/// embedding and attention gradients are computed in B (README.md, "Split
+/// embedding and attention gradients are computed in B (docs/training.md, "Split
 /// backward"); attention is causal at::scaled_dot_product_attention, which
 /// has no weights.
 ///

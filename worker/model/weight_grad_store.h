@@ -18,7 +18,7 @@ namespace zbpp::worker {
 /// layer y = x Wᵀ + b that ran backward, B queues (x, ∂L/∂y); W of the
 /// microbatch computes ∂L/∂W = (∂L/∂y)ᵀ x and ∂L/∂b = Σ ∂L/∂y and adds them
 /// to the parameters' `.grad`. The queued tensors are the M_W of the memory
-/// model (Qi et al. 2024, §2.1; README.md, "The schedule engine"): they are
+/// model (Qi et al. 2024, §2.1; docs/schedules.md): they are
 /// released when W runs.
 ///
 /// Memory besides the queues: under mixed precision off CUDA, one 16-bit

@@ -27,7 +27,7 @@
 #include "coordinator/store/sqlite_store.h"
 #include "gtest/gtest.h"
 #include "testing/fake_worker.h"
-#include "tests/coordinator/faulty_store.h"
+#include "tests/coordinator/core/faulty_store.h"
 #include "zbpp/v1/job.pb.h"
 
 namespace zbpp::coordinator::testing {

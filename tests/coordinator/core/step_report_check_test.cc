@@ -4,7 +4,7 @@
 // under a V placement, and the refusal of timings that do not match the
 // stage's actions; the range checks of a report's step breakdown
 // (CheckReportRanges; the others are exercised through the Coordinator in
-// tests/coordinator/coordinator_steps_test.cc).
+// tests/coordinator/core/coordinator_steps_test.cc).
 
 #include "coordinator/core/step_report_check.h"
 

@@ -1,4 +1,4 @@
-// Faults end to end (README.md, "Faults"), with real processes on 127.0.0.1: a
+// Faults end to end (docs/faults.md), with real processes on 127.0.0.1: a
 // worker SIGKILLed mid-run and replaced, and the coordinator SIGKILLed and
 // restarted on its SQLite file. Either way the job must finish, and its
 // final parameters and AdamW state (the checkpoint every rank writes at the
@@ -215,7 +215,7 @@ TEST_F(FaultEndToEnd, WorkerKilledMidRunIsReplacedAndTheJobEndsAsIfUninterrupted
 }
 
 // What another run left in the checkpoint directory costs the job nothing
-// (README.md, "Checkpoints"): a complete checkpoint of a higher step and a
+// (docs/training.md, "Evaluation): a complete checkpoint of a higher step and a
 // step directory that is a link to elsewhere stay as they are, keep_last 1
 // prunes only the job's own older steps, and after a worker is SIGKILLed
 // (the job's checkpoints at steps 2 and 5 written, at least) the job

@@ -1,4 +1,4 @@
-// Live adaptive re-scheduling end to end (README.md, "Faults": a straggler),
+// Live adaptive re-scheduling end to end (docs/faults.md: a straggler),
 // with real processes on 127.0.0.1: a coordinator and three zbpp-worker
 // processes train with ZB-2p (the automatic solver, 2p M_B) and re-solving on;
 // from step kSlowFrom the worker holding rank 0 runs every pass kSlowFactor

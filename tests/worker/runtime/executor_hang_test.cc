@@ -1,5 +1,5 @@
 // Every way a pipeline step can wait forever ends within the configured timeout
-// with an error naming the action (README.md, "Faults"): a peer that never
+// with an error naming the action (docs/faults.md): a peer that never
 // answers, ranks running different schedule versions, a tensor of the wrong
 // shape. Thread-per-rank over the in-process communicator: the failure is the
 // executor's, whatever the transport.

@@ -13,7 +13,7 @@
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/faulty_store.h"
+#include "tests/coordinator/core/faulty_store.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -11,7 +11,7 @@
 #include "coordinator/core/planning.h"
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -24,7 +24,7 @@
 #include "scheduler/problem.h"
 #include "testing/fake_pipeline.h"
 #include "testing/fake_worker.h"
-#include "tests/coordinator/faulty_store.h"
+#include "tests/coordinator/core/faulty_store.h"
 
 namespace zbpp::coordinator::testing {
 

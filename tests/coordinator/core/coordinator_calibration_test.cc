@@ -10,7 +10,7 @@
 #include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

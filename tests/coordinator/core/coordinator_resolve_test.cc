@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/simulator.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

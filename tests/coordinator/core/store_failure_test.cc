@@ -1,4 +1,4 @@
-// A failing store (tests/coordinator/faulty_store.h) through the whole core:
+// A failing store (tests/coordinator/core/faulty_store.h) through the whole core:
 // failed writes are retried in order and nothing decided is lost; while
 // they fail the jobs get no new steps and the failure is visible
 // (StoreHealth, FlushStore, ListSteps); a deleted database file is a
@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator::testing {
 namespace {

@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/registry.h"
 #include "scheduler/schedule_io.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -12,7 +12,7 @@
 #include "coordinator/core/step_report_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/schedule_io.h"
 #include "tests/scheduler/schedule_builder.h"
-#include "tests/coordinator/coordinator_fixture.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {

@@ -1,0 +1,203 @@
+// MeasureProfile (coordinator/core/profile_check.h) on a hand-made V
+// placement (stage 0 holds virtual stages 0 and 3, stage 1 holds 1 and 2):
+// what a calibration profile measures, in virtual-stage order, with the
+// hops its latencies sample; and every refusal, each naming its field.
+
+#include "coordinator/core/profile_check.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "coordinator/core/step_report_check.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/schedule.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+/// p = 2 stages of two chunks in a V: virtual stages 0..3 on stages
+/// 0, 1, 1, 0. Only the placement matters to MeasureProfile.
+sched::Schedule VPlacement() {
+  sched::Schedule schedule;
+  schedule.name = "hand-v";
+  schedule.stages = 2;
+  schedule.chunks = 2;
+  schedule.microbatches = 4;
+  schedule.stage_of = {0, 1, 1, 0};
+  schedule.actions.resize(2);
+  return schedule;
+}
+
+/// Stage 0's profile as replica `replica`: virtual stage 3 listed first.
+v1::ReportProfileRequest Profile(int replica = 0) {
+  v1::ReportProfileRequest profile;
+  profile.set_worker_id("worker-1");
+  profile.set_stage(0);
+  profile.set_replica(replica);
+  profile.set_repetitions(3);
+  for (int virtual_stage : {3, 0}) {
+    v1::VirtualStageProfile* entry = profile.add_virtual_stages();
+    entry->set_virtual_stage(virtual_stage);
+    entry->set_f_seconds(0.010 + virtual_stage * 0.001);
+    entry->set_b_seconds(0.020 + virtual_stage * 0.001);
+    entry->set_w_seconds(0.005 + virtual_stage * 0.001);
+    entry->set_m_b_bytes(1000 + virtual_stage);
+    entry->set_m_w_bytes(400 + virtual_stage);
+  }
+  return profile;
+}
+
+TEST(MeasureProfileTest, MeasuresEachVirtualStageOfTheStageInOrder) {
+  v1::ReportProfileRequest profile = Profile();
+  v1::HopLatency* latency = profile.add_hop_latencies();
+  latency->set_to_stage(1);
+  latency->set_one_way_seconds(0.0003);
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  ASSERT_EQ(measured->timings.size(), 2u);
+  EXPECT_EQ(measured->timings[0].virtual_stage, 0);
+  EXPECT_DOUBLE_EQ(measured->timings[0].f_seconds, 0.010);
+  EXPECT_DOUBLE_EQ(measured->timings[0].b_seconds, 0.020);
+  EXPECT_DOUBLE_EQ(measured->timings[0].w_seconds, 0.005);
+  EXPECT_FALSE(measured->timings[0].reduce_seconds.has_value());
+  EXPECT_EQ(measured->timings[1].virtual_stage, 3);
+  EXPECT_DOUBLE_EQ(measured->timings[1].f_seconds, 0.013);
+  ASSERT_EQ(measured->memory.size(), 2u);
+  EXPECT_EQ(measured->memory[0].virtual_stage, 0);
+  EXPECT_DOUBLE_EQ(measured->memory[0].m_b_bytes, 1000);
+  EXPECT_DOUBLE_EQ(measured->memory[0].m_w_bytes, 400);
+  EXPECT_EQ(measured->memory[1].virtual_stage, 3);
+  EXPECT_DOUBLE_EQ(measured->memory[1].m_b_bytes, 1003);
+  // Stages 0 and 1 are linked by hop 0 (virtual stage 0 -> 1) and hop 2
+  // (2 -> 3); hop 1 stays on stage 1. One latency samples both.
+  ASSERT_EQ(measured->hops.size(), 2u);
+  EXPECT_EQ(measured->hops[0].hop, 0);
+  EXPECT_EQ(measured->hops[1].hop, 2);
+  EXPECT_DOUBLE_EQ(measured->hops[0].seconds, 0.0003);
+  EXPECT_DOUBLE_EQ(measured->hops[1].seconds, 0.0003);
+}
+
+TEST(MeasureProfileTest, ZeroMemoryIsAMeasurement) {
+  v1::ReportProfileRequest profile = Profile();
+  for (v1::VirtualStageProfile& entry : *profile.mutable_virtual_stages()) {
+    entry.set_m_b_bytes(0);
+    entry.set_m_w_bytes(0);
+  }
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_DOUBLE_EQ(measured->memory[0].m_b_bytes, 0);
+  EXPECT_TRUE(measured->hops.empty());
+}
+
+TEST(MeasureProfileTest, RefusesAProfileOfAnotherStageOrReplica) {
+  absl::StatusOr<MeasuredProfile> measured =
+      MeasureProfile(Profile(), VPlacement(), 1, 0, 1);
+  EXPECT_EQ(measured.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(measured.status().message(),
+            "stage: worker worker-1 runs stage 1, not 0");
+  measured = MeasureProfile(Profile(2), VPlacement(), 0, 0, 2);
+  EXPECT_EQ(measured.status().message(),
+            "replica: 2 is not in [0, 2) (pipeline.data_parallel = 2)");
+  measured = MeasureProfile(Profile(-1), VPlacement(), 0, 0, 2);
+  EXPECT_THAT(std::string(measured.status().message()),
+              StartsWith("replica: -1 is not in [0, 2)"));
+  measured = MeasureProfile(Profile(1), VPlacement(), 0, 0, 2);
+  EXPECT_EQ(measured.status().message(),
+            "replica: worker worker-1 runs replica 0, not 1");
+  // Replica 1 of 2 is accepted from the worker that runs it.
+  EXPECT_TRUE(MeasureProfile(Profile(1), VPlacement(), 0, 1, 2).ok());
+}
+
+TEST(MeasureProfileTest, RefusesRepetitionsBelowOne) {
+  v1::ReportProfileRequest profile = Profile();
+  profile.set_repetitions(0);
+  EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+            "repetitions: must be >= 1, got 0");
+}
+
+TEST(MeasureProfileTest, RefusesVirtualStagesNotTheStagesOwnRepeatedOrMissing) {
+  v1::ReportProfileRequest profile = Profile();
+  profile.mutable_virtual_stages(1)->set_virtual_stage(1);  // Stage 1's.
+  EXPECT_EQ(
+      MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+      "virtual_stages[1].virtual_stage: 1 is not a virtual stage of stage 0");
+  profile = Profile();
+  profile.mutable_virtual_stages(1)->set_virtual_stage(3);
+  EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+            "virtual_stages[1].virtual_stage: 3 repeats virtual_stages[0]");
+  profile = Profile();
+  profile.mutable_virtual_stages()->RemoveLast();  // Virtual stage 0's entry.
+  EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+            "virtual_stages: virtual stage 0 of stage 0 is missing");
+}
+
+TEST(MeasureProfileTest,
+     RefusesPassTimesThatAreNotFinitePositiveAndAtMostADay) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double bad : {0.0, -0.01, nan, std::numeric_limits<double>::infinity(),
+                     kMaxReportedSeconds * 2}) {
+    for (const char* field : {"f_seconds", "b_seconds", "w_seconds"}) {
+      v1::ReportProfileRequest profile = Profile();
+      v1::VirtualStageProfile* entry = profile.mutable_virtual_stages(1);
+      if (std::string(field) == "f_seconds") entry->set_f_seconds(bad);
+      if (std::string(field) == "b_seconds") entry->set_b_seconds(bad);
+      if (std::string(field) == "w_seconds") entry->set_w_seconds(bad);
+      const absl::Status status =
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+          << field << " " << bad;
+      EXPECT_THAT(std::string(status.message()),
+                  StartsWith(std::string("virtual_stages[1].") + field +
+                             ": must be a finite"))
+          << bad;
+    }
+  }
+  // A day itself is allowed.
+  v1::ReportProfileRequest profile = Profile();
+  profile.mutable_virtual_stages(0)->set_f_seconds(kMaxReportedSeconds);
+  EXPECT_TRUE(MeasureProfile(profile, VPlacement(), 0, 0, 1).ok());
+}
+
+TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
+  v1::ReportProfileRequest profile = Profile();
+  profile.mutable_virtual_stages(0)->set_m_b_bytes(-1);
+  EXPECT_THAT(
+      std::string(
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+      StartsWith("virtual_stages[0].m_b_bytes: must be a finite number of "
+                 "bytes >= 0"));
+  profile = Profile();
+  profile.mutable_virtual_stages(0)->set_m_w_bytes(
+      std::numeric_limits<double>::infinity());
+  EXPECT_THAT(
+      std::string(
+          MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+      StartsWith(
+          "virtual_stages[0].m_w_bytes: must be a finite number of bytes"));
+  profile = Profile();
+  profile.mutable_virtual_stages(0)->set_m_w_bytes(2000);
+  EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
+            "virtual_stages[0].m_w_bytes: 2000 is above m_b_bytes 1003");
+}
+
+TEST(MeasureProfileTest, RefusesALatencyToAStageNoHopLinks) {
+  v1::ReportProfileRequest profile = Profile();
+  v1::HopLatency* latency = profile.add_hop_latencies();
+  latency->set_to_stage(0);  // Itself: no hop links stage 0 to stage 0.
+  latency->set_one_way_seconds(0.001);
+  const absl::Status status =
+      MeasureProfile(profile, VPlacement(), 0, 0, 1).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("hop_latencies[0].to_stage"));
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

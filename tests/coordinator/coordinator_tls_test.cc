@@ -362,7 +362,8 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
   EXPECT_EQ(half.exit_code, 2);
   EXPECT_THAT(half.err, HasSubstr("--tls-ca"));
 
-  std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator", address_};
+  std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator", address_,
+                                     "--data-root", pki_.dir};
   worker.insert(worker.end(), client_tls.begin(), client_tls.end());
   std::unique_ptr<BackgroundProcess> registered = BackgroundProcess::Start(worker);
   ASSERT_NE(registered, nullptr);
@@ -372,14 +373,16 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
 
   // Without its client certificate the coordinator refuses the worker.
   const ProcessResult refused = RunProcess(
-      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.ca_cert},
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir, "--tls-ca",
+       pki_.ca_cert},
       {}, absl::Seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr(address_));
   EXPECT_THAT(refused.err, HasSubstr("client certificate required"));
 
   const ProcessResult unreadable = RunProcess(
-      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.dir + "/missing.crt"});
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir, "--tls-ca",
+       pki_.dir + "/missing.crt"});
   EXPECT_EQ(unreadable.exit_code, 1);
   EXPECT_THAT(unreadable.err, HasSubstr("--tls-ca: cannot read"));
 }
@@ -404,7 +407,8 @@ TEST_F(CoordinatorTlsTest, MismatchesNameTlsAsTheLikelyCause) {
   EXPECT_THAT(other_ca.err, ::testing::ContainsRegex("another CA|does not verify against"));
 
   const ProcessResult worker =
-      RunProcess({ZBPP_WORKER_BINARY, "--coordinator", address_}, {}, absl::Seconds(40));
+      RunProcess({ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir}, {},
+                 absl::Seconds(40));
   EXPECT_EQ(worker.exit_code, 1) << worker.err;
   EXPECT_THAT(worker.err, HasSubstr("cannot reach the coordinator at " + address_));
   EXPECT_THAT(worker.err, HasSubstr("most likely serves TLS (pass --tls-ca"));
@@ -530,7 +534,7 @@ TEST_F(CoordinatorTlsTest, ClientsNameBadTlsFiles) {
         << listed.err;
 
     std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator",
-                                       "127.0.0.1:1"};
+                                       "127.0.0.1:1", "--data-root", pki_.dir};
     worker.insert(worker.end(), tls.begin(), tls.end());
     const ProcessResult refused = RunProcess(worker, {}, absl::Seconds(30));
     EXPECT_EQ(refused.exit_code, 1);

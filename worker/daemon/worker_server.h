@@ -44,7 +44,8 @@ class WorkerServer {
     /// Where corpora are cached as token files (--cache-dir).
     std::string cache_dir;
     /// Where dataset files may be opened (--data-root, resolved by
-    /// ResolveDataRoots); empty: anywhere the worker's user may read.
+    /// ResolveDataRoots; zbpp-worker requires one); empty: anywhere the
+    /// worker's user may read (in-process tests only).
     DataRoots data_roots;
     /// Address Gloo binds and advertises (--gloo-hostname); empty: c10d's
     /// default.

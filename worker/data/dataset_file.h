@@ -12,10 +12,11 @@
 namespace zbpp::worker {
 
 /// Where a worker may open dataset files (`zbpp-worker --data-root DIR`,
-/// repeatable): canonical directories (realpath, no trailing slash). Empty:
-/// unconfined, any file the worker's user can read (the default, for a
-/// worker on one's own machine). Checkpoint directories are not confined by
-/// it, nor the builtin corpora (read from Debian's packages).
+/// required and repeatable): canonical directories (realpath, no trailing
+/// slash). `zbpp-worker` refuses to start without one; `--data-root /`
+/// confines nothing (the explicit opt-out). Empty only in-process (tests
+/// that build a runner by hand): unconfined. Checkpoint directories are not
+/// confined by it, nor the builtin corpora (read from Debian's packages).
 struct DataRoots {
   std::vector<std::string> directories;
 };

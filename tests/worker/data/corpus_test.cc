@@ -53,9 +53,8 @@ CorpusOptions Options(const std::string& cache_dir) {
 
 std::string AsString(const TokenView& tokens) {
   EXPECT_EQ(tokens.width(), 1);
-  std::string text(static_cast<size_t>(tokens.size()), '\0');
-  for (int64_t i = 0; i < tokens.size(); ++i) text[i] = static_cast<char>(tokens[i]);
-  return text;
+  const std::vector<int64_t> ids = testing::Ids(tokens);
+  return std::string(ids.begin(), ids.end());
 }
 
 std::string AllText(const Corpus& corpus) {

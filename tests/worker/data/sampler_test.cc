@@ -17,6 +17,7 @@
 namespace zbpp::worker {
 namespace {
 
+using testing::Ids;
 using testing::TestDirectory;
 using testing::WriteFile;
 
@@ -65,12 +66,6 @@ std::vector<std::vector<int64_t>> Windows(const Batch& batch, int rows) {
     windows.push_back(std::move(window));
   }
   return windows;
-}
-
-std::vector<int64_t> Ids(const TokenView& tokens) {
-  std::vector<int64_t> ids(static_cast<size_t>(tokens.size()));
-  for (int64_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i];
-  return ids;
 }
 
 bool Contains(const TokenView& view, const std::vector<int64_t>& window) {

@@ -308,8 +308,10 @@ TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
 // even with a client certificate, and without a certificate before the
 // token is looked at; each refusal is counted once, under its reason.
 TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {
+  // A strong token: the coordinator refuses weak ones (common/call_auth.h).
+  const std::string token = "tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90";
   const std::string token_file = pki_.dir + "/token";
-  WriteFile(token_file, "s3cret\n");
+  WriteFile(token_file, token + "\n");
   std::vector<std::string> flags = MutualTlsFlags();
   flags.insert(flags.end(), {"--token-file", token_file});
   ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
@@ -326,14 +328,14 @@ TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {
   auto anonymous = zbpp::v1::JobService::NewStub(
       grpc::CreateChannel(address_, Tls(nullptr)));
   const grpc::Status no_cert =
-      anonymous->SubmitJob(Context("s3cret").get(), {}, &job);
+      anonymous->SubmitJob(Context(token).get(), {}, &job);
   EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(no_cert.error_message(), "client certificate required");
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_client_certificate"), 1);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
 
   // Both: past authentication, the empty request is the caller's mistake.
-  EXPECT_EQ(jobs->SubmitJob(Context("s3cret").get(), {}, &job).error_code(),
+  EXPECT_EQ(jobs->SubmitJob(Context(token).get(), {}, &job).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "wrong_token"), 1);

@@ -35,7 +35,7 @@
 // --token-file F: the coordinator's bearer token (its --token-file), sent on
 // every call; without it a coordinator that has one refuses the worker.
 //
-// A CUDA worker registers its GPU's identity (GpuIdentity: the PCI bus id)
+// A CUDA worker registers its GPU's identity (GpuIdentity: the GPU's UUID)
 // so that the coordinator can tell whether every rank of a job has a GPU of
 // its own (JobSpec.transport; README.md, "Transport").
 // --nccl-shared-gpu-test-host-id ID is for tests only: it lets several
@@ -88,7 +88,7 @@ constexpr char kHelp[] =
     "\n"
     "  --coordinator HOST:PORT   the coordinator (required)\n"
     "  --device cpu|cuda:N       where the passes run (default cpu); a CUDA worker\n"
-    "                            registers its GPU's PCI bus id, so that the coordinator\n"
+    "                            registers its GPU's UUID, so that the coordinator\n"
     "                            can choose NCCL (job spec transport: auto|gloo|nccl)\n"
     "  --threads N               LibTorch intra-op threads (default 1)\n"
     "  --listen HOST:PORT        this worker's own gRPC server (default 127.0.0.1:0)\n"

@@ -73,8 +73,8 @@ class WorkerServer {
     std::function<CommunicatorFactory(std::shared_ptr<grpc::Channel>, const SessionClient*,
                                       c10::Device, absl::Duration)>
         nccl_factory;
-    /// WorkerDescription.device_identity: GpuIdentity of `device` (its PCI
-    /// bus id), by which the coordinator tells GPUs apart; empty for a CPU
+    /// WorkerDescription.device_identity: GpuIdentity of `device` (its
+    /// UUID), by which the coordinator tells GPUs apart; empty for a CPU
     /// worker (or one whose GPU could not be identified: it never gets
     /// NCCL).
     std::string device_identity;

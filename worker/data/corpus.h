@@ -141,7 +141,7 @@ struct CorpusOptions {
   // Files.
   /// Where dataset files may be opened (--data-root); empty: anywhere.
   DataRoots roots;
-  /// Polled during long reads (a token file's scan, every 1 Mi ids): true
+  /// Polled during long reads (a token file's scan, every 64 Ki ids): true
   /// stops the load with Cancelled. Unset: never.
   std::function<bool()> cancelled;
 

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
+#include "tests/worker/data/token_ids.h"
 #include "worker/data/corpus.h"
 #include "zbpp/v1/job_spec.pb.h"
 

@@ -71,11 +71,4 @@ void WriteFile(const std::string& path, const std::string& contents) {
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 
-std::vector<int64_t> Ids(const TokenView& view) {
-  std::vector<int64_t> ids(static_cast<size_t>(view.size()));
-  const absl::Status read = view.Read(0, view.size(), ids.data());
-  EXPECT_TRUE(read.ok()) << read;
-  return ids;
-}
-
 }  // namespace zbpp::worker::testing

@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "worker/data/corpus.h"
-
 namespace zbpp::worker::testing {
 
 /// A fresh directory for the running test,
@@ -50,9 +48,6 @@ std::vector<std::string> ListDirectory(const std::string& directory);
 
 /// Writes `contents` to `path` (test setup; aborts the test on failure).
 void WriteFile(const std::string& path, const std::string& contents);
-
-/// Every id of `view`, in order (TokenView::Read; an error fails the test).
-std::vector<int64_t> Ids(const TokenView& view);
 
 }  // namespace zbpp::worker::testing
 

@@ -81,6 +81,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -568,11 +569,16 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "%s\n", coordinator.status().ToString().c_str());
     return 1;
   }
+  // The workers' --data-root (required; the builtin corpus is not
+  // confined by it): their cache directory, which must exist.
+  const std::string data_root = std::filesystem::absolute(flags.cache_dir);
+  std::filesystem::create_directories(data_root);
   std::vector<std::unique_ptr<ctltest::BackgroundProcess>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(ctltest::BackgroundProcess::Start(
         {flags.worker, "--coordinator", coordinator->grpc_address, "--cache-dir",
-         flags.cache_dir, "--threads", "1", "--name", absl::StrCat("bench-", i)}));
+         flags.cache_dir, "--data-root", data_root, "--threads", "1", "--name",
+         absl::StrCat("bench-", i)}));
     std::optional<std::string> line =
         workers.back() ? workers.back()->ReadLine(absl::Seconds(60)) : std::nullopt;
     if (!line.has_value() || line->find("registered") == std::string::npos) {

@@ -40,7 +40,7 @@ echo "| what | measured |"
 echo "|---|---:|"
 echo "| start, no LibTorch (scheduler_tests) | $(median_start "$build/tests/scheduler/scheduler_tests" --gtest_list_tests) s |"
 echo "| start, LibTorch CPU part (worker_data_tests) | $(median_start "$build/tests/worker/data/worker_data_tests" --gtest_list_tests) s |"
-echo "| start, LibTorch CPU + CUDA parts (zbpp-worker) | $(median_start "$build/worker/daemon/zbpp-worker" --coordinator 127.0.0.1:1 --device bogus) s |"
+echo "| start, LibTorch CPU + CUDA parts (zbpp-worker) | $(median_start "$build/worker/daemon/zbpp-worker" --coordinator 127.0.0.1:1 --data-root / --device bogus) s |"
 
 if $install; then
   home=$(mktemp -d)

@@ -257,7 +257,8 @@ int RunCommand(const CtlOptions& options, CoordinatorClient& client,
       absl::StatusOr<v1::Job> job = client.GetJob(options.argument, v1::JOB_VIEW_FULL);
       if (!job.ok()) return Fail(io, Context(options), job.status());
       std::string summary;
-      absl::Status exported = ExportJob(*job, options.out_dir, ExporterScript(), &summary);
+      absl::Status exported =
+          ExportJob(*job, options.out_dir, options.force, ExporterScript(), &summary);
       io.out << summary;
       if (!exported.ok()) return Fail(io, Context(options), exported);
       return kExitOk;

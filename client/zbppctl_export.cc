@@ -68,7 +68,7 @@ std::string ExporterScript() {
   return script != nullptr && *script ? script : ZBPP_EXPORT_SCRIPT_DEFAULT;
 }
 
-absl::Status ExportJob(const v1::Job& job, const std::string& out_dir,
+absl::Status ExportJob(const v1::Job& job, const std::string& out_dir, bool force,
                        const std::string& script, std::string* stdout_text) {
   if (job.last_checkpoint_step() < 0) {
     return absl::FailedPreconditionError(
@@ -82,6 +82,7 @@ absl::Status ExportJob(const v1::Job& job, const std::string& out_dir,
     return absl::ErrnoToStatus(errno, "zbppctl export: a temporary file");
   }
   std::vector<std::string> args = {script, "--job", job_file.path(), "--out", out_dir};
+  if (force) args.push_back("--force");
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

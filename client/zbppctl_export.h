@@ -16,7 +16,8 @@ namespace zbpp::ctl {
 /// tree's scripts/export (fixed when zbppctl is built). Thread-safe.
 std::string ExporterScript();
 
-/// Runs `script --job FILE --out out_dir`, FILE a temporary file holding
+/// Runs `script --job FILE --out out_dir [--force]` (--force when `force`:
+/// the script refuses a non-empty out_dir without it), FILE a temporary file holding
 /// `job` (GetJob's FULL view: its spec, checkpoint directory and last
 /// checkpoint step) as JobStatusJson prints it, removed afterwards. The
 /// script's stdout (one summary line) is appended to `*stdout_text`; its
@@ -28,7 +29,7 @@ std::string ExporterScript();
 /// (e.g. "export: --checkpoint /x: No such file or directory") when it
 /// exits 2, Internal with it otherwise. Blocking (the script loads torch
 /// and reads every stage's file); thread-compatible.
-absl::Status ExportJob(const v1::Job& job, const std::string& out_dir,
+absl::Status ExportJob(const v1::Job& job, const std::string& out_dir, bool force,
                        const std::string& script, std::string* stdout_text);
 
 }  // namespace zbpp::ctl

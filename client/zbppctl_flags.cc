@@ -39,8 +39,10 @@ Commands:
   workers           list registered workers
   export JOB        write the job's last checkpoint as a Hugging Face model
                     directory (model.safetensors, config.json, tokenizer.json)
-                    --out DIR [--format safetensors]; runs scripts/export
-                    ($ZBPP_EXPORT_SCRIPT)
+                    --out DIR [--format safetensors] [--force]; runs
+                    scripts/export ($ZBPP_EXPORT_SCRIPT). A non-empty DIR is
+                    refused unless --force (which replaces those three files
+                    and removes a tokenizer.json the new export lacks)
 
 Flags:
   --coordinator ADDR   coordinator gRPC address (default $ZBPP_COORDINATOR,
@@ -94,7 +96,9 @@ struct SplitArgs {
 absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
   static const std::set<std::string> kKnown = {
       "coordinator", "token-file", "timeout", "format", "tls-ca", "tls-cert", "tls-key",
-      "schedule-version", "step", "out"};
+      "schedule-version", "step", "out", "force"};
+  // Flags that take no value.
+  static const std::set<std::string> kSwitches = {"force"};
   SplitArgs split;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -114,7 +118,10 @@ absl::StatusOr<SplitArgs> Split(const std::vector<std::string>& args) {
     }
     if (!kKnown.count(name)) return UsageError("unknown flag " + arg);
     if (split.flags.count(name)) return UsageError("repeated flag --" + name);
-    if (!value) {
+    if (kSwitches.count(name)) {
+      if (value) return UsageError("--" + name + " takes no value");
+      value = "";
+    } else if (!value) {
       if (i + 1 >= args.size())
         return UsageError("flag --" + name + " needs a value");
       value = args[++i];
@@ -247,8 +254,11 @@ absl::StatusOr<CtlOptions> ParseCommandLine(
     auto f = flags.find("out");
     if (f == flags.end() || f->second.empty()) return UsageError("export needs --out DIR");
     options.out_dir = f->second;
+    options.force = flags.count("force") > 0;
   } else if (flags.count("out")) {
     return UsageError(words[0] + " takes no --out");
+  } else if (flags.count("force")) {
+    return UsageError(words[0] + " takes no --force");
   }
   return options;
 }

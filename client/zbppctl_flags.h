@@ -65,6 +65,9 @@ struct CtlOptions {
   std::optional<int64_t> step;
   /// --out DIR (export, required): the model directory to write.
   std::string out_dir;
+  /// --force (export only, takes no value): write into a non-empty --out,
+  /// replacing the export's own files there (scripts/hf/export.py).
+  bool force = false;
 };
 
 /// The command's name as typed ("submit", ...).

@@ -26,6 +26,12 @@ constexpr double kBottom = 44;      // time axis
 constexpr double kMinPassPx = 18;   // the shortest pass is at least this wide
 constexpr double kMinPlotPx = 600;
 constexpr double kMaxPlotPx = 2400;
+// Text width: the advance of one character of the labels (digits,
+// lower-case letters, punctuation) in font sizes, generously: about 0.55 em
+// in Helvetica and DejaVu Sans, 0.70 in DejaVu Sans Bold.
+constexpr double kGlyphEm = 0.72;
+constexpr int kTitleFontPx = 15;
+constexpr int kTextFontPx = 12;
 
 struct PassStyle {
   const char* label;
@@ -135,9 +141,31 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       shortest > 0 ? span / shortest * kMinPassPx : kMinPlotPx, kMinPlotPx,
       kMaxPlotPx);
   const double scale = plot / span;  // px per second
-  const double width = kLeft + plot + kRight;
   // With reductions, every stage's row gets a communication row under it.
   const bool comm_rows = used[static_cast<int>(PassKind::kReduce)];
+  const std::string title = EscapeMarkup(absl::StrCat(
+      schedule.name, ": p=", schedule.stages, " v=", schedule.chunks, " m=",
+      schedule.microbatches, ", makespan ", result.makespan_seconds,
+      " s, bubble rate ", std::round(result.bubble_rate * 10000) / 100, "%",
+      comm_rows
+          ? absl::StrCat(", exposed reduction ", result.exposed_reduce_seconds, " s")
+          : ""));
+  // The legend: one swatch of 54 px per pass kind present, then a note.
+  const char* const chunk_note = "darker: chunk 1 and later";
+  double legend = schedule.chunks > 1 ? std::string_view(chunk_note).size() * kGlyphEm *
+                                            kTextFontPx
+                                      : 0;
+  for (PassKind kind : kKinds) legend += used[static_cast<int>(kind)] ? 54 : 0;
+  // At least as wide as the plot, the title and the legend: a viewer cuts
+  // off what lies beyond the drawing's width. The title's character
+  // references count one character each.
+  size_t title_chars = 0;
+  for (size_t i = 0; i < title.size(); ++i) {
+    if (title[i] == '&') i = std::min(title.find(';', i), title.size() - 1);
+    title_chars += (static_cast<unsigned char>(title[i]) & 0xc0) != 0x80;  // UTF-8 starts
+  }
+  const double width =
+      kLeft + std::max({plot, title_chars * kGlyphEm * kTitleFontPx, legend}) + kRight;
   const double row_pitch =
       kRowHeight + kRowGap + (comm_rows ? kCommGap + kCommHeight : 0);
   const double rows_bottom = kTop + rows * row_pitch;
@@ -147,21 +175,13 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", Px(width),
       "\" height=\"", Px(height), "\" viewBox=\"0 0 ", Px(width), " ",
-      Px(height), "\" font-family=\"sans-serif\" font-size=\"12\">\n",
+      Px(height), "\" font-family=\"sans-serif\" font-size=\"", kTextFontPx, "\">\n",
       "<rect class=\"background\" x=\"0\" y=\"0\" width=\"", Px(width),
       "\" height=\"", Px(height), "\" fill=\"white\"/>\n");
 
   absl::StrAppend(
       &svg, "<text class=\"title\" x=\"", Px(kLeft),
-      "\" y=\"20\" font-size=\"15\" "
-      "font-weight=\"bold\">",
-      EscapeMarkup(absl::StrCat(
-          schedule.name, ": p=", schedule.stages, " v=", schedule.chunks,
-          " m=", schedule.microbatches, ", makespan ", result.makespan_seconds,
-          " s, bubble rate ", std::round(result.bubble_rate * 10000) / 100, "%",
-          comm_rows ? absl::StrCat(", exposed reduction ",
-                                   result.exposed_reduce_seconds, " s")
-                    : "")),
+      "\" y=\"20\" font-size=\"", kTitleFontPx, "\" font-weight=\"bold\">", title,
       "</text>\n");
 
   // Legend: one swatch per pass kind present.
@@ -176,8 +196,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
     x += 54;
   }
   if (schedule.chunks > 1) {
-    absl::StrAppend(&svg, "<text x=\"", Px(x),
-                    "\" y=\"41\">darker: chunk 1 and later</text>\n");
+    absl::StrAppend(&svg, "<text x=\"", Px(x), "\" y=\"41\">", chunk_note, "</text>\n");
   }
 
   const std::vector<int> chunk_of = ChunkOfVirtualStage(schedule);

@@ -1,11 +1,16 @@
 #include "coordinator/core/transport_choice.h"
 
+#include <cstdlib>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -45,13 +50,50 @@ std::string DeviceLabel(const zbpp::v1::WorkerDescription* d) {
   return absl::AsciiStrToLower(kind);
 }
 
+// `text` as a hexadecimal number of at most `digits` digits, or -1.
+long ParseHex(const std::string& text, size_t digits) {
+  if (text.empty() || text.size() > digits || !absl::ascii_isxdigit(text[0])) return -1;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 16);
+  return *end == '\0' ? value : -1;
+}
+
+}  // namespace
+
+std::string GpuKey(const std::string& host, const std::string& identity) {
+  // A UUID names one GPU (or MIG instance) anywhere: in Kubernetes the host
+  // is the pod's name, and two pods time-sharing a GPU register two hosts
+  // and one UUID.
+  if (absl::StartsWithIgnoreCase(identity, "GPU-") ||
+      absl::StartsWithIgnoreCase(identity, "MIG-")) {
+    return absl::StrCat("uuid ", absl::AsciiStrToLower(identity));
+  }
+  // A PCI bus id names a device on its host, written variously: CUDA
+  // "0000:1B:00.0", nvidia-smi "00000000:1B:00.0", sysfs lower case, or
+  // without the domain.
+  std::vector<std::string> parts = absl::StrSplit(identity, ':');
+  if (parts.size() == 2) parts.insert(parts.begin(), "0");
+  if (parts.size() == 3) {
+    const std::vector<std::string> slot = absl::StrSplit(parts[2], '.');
+    const long domain = ParseHex(parts[0], 8), bus = ParseHex(parts[1], 2);
+    const long device = ParseHex(slot[0], 2);
+    const long function = slot.size() == 2 ? ParseHex(slot[1], 1) : (slot.size() == 1 ? 0 : -1);
+    if (domain >= 0 && bus >= 0 && device >= 0 && function >= 0) {
+      return absl::StrFormat("pci %s %08x:%02x:%02x.%x", host, domain, bus, device, function);
+    }
+  }
+  return absl::StrCat("other ", host, " ", identity);
+}
+
+namespace {
+
 // Every obstacle, in worker-index order: what makes AUTO choose Gloo and
 // NCCL refuse (unless each is a shared GPU under the test setting).
 std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
   const Places place(workers);
   std::vector<Obstacle> obstacles;
-  // (host, identity) -> the first worker seen on that GPU.
-  std::map<std::pair<std::string, std::string>, const RankWorker*> gpus;
+  // GpuKey -> the first worker seen on that GPU.
+  std::map<std::string, const RankWorker*> gpus;
   for (const RankWorker& w : workers) {
     const zbpp::v1::WorkerDescription* d = w.description;
     if (d == nullptr || d->device_kind() != zbpp::v1::DEVICE_KIND_CUDA) {
@@ -64,11 +106,16 @@ std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
                                         DeviceLabel(d), ")")});
       continue;
     }
-    auto [it, first] = gpus.emplace(std::make_pair(d->host(), d->device_identity()), &w);
+    auto [it, first] = gpus.emplace(GpuKey(d->host(), d->device_identity()), &w);
     if (first) continue;
     const RankWorker& other = *it->second;
+    const std::string& other_host = other.description->host();
     obstacles.push_back({absl::StrCat(place(other), " and ", place(w), " share GPU ",
-                                      d->device_identity(), " on host ", d->host()),
+                                      d->device_identity(),
+                                      other_host == d->host()
+                                          ? absl::StrCat(" on host ", d->host())
+                                          : absl::StrCat(" (hosts ", other_host, " and ",
+                                                         d->host(), ")")),
                          true,
                          other.description->nccl_shared_gpu_test() && d->nccl_shared_gpu_test()});
   }

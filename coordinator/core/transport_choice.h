@@ -29,12 +29,20 @@ struct TransportChoice {
   std::string reason;
 };
 
+/// The GPU a worker registered (WorkerDescription host and device_identity)
+/// as a key equal for every worker on that GPU: a UUID ("GPU-…" or "MIG-…",
+/// as cudaDeviceProp::uuid and nvidia-smi give it) names the device on any
+/// host, case aside; a PCI bus id names it on `host`, normalised (case,
+/// domain padding: "0000:1B:00.0", "00000000:1b:00.0" and "1b:00.0" are one
+/// device); anything else is compared as given, on `host`. Pure.
+std::string GpuKey(const std::string& host, const std::string& identity);
+
 /// Resolves the job spec's `requested` transport for the workers that
 /// would run the job (job_spec.proto Transport; docs/training.md, "Transport"):
 ///  * AUTO: NCCL when every worker is a CUDA worker with a
-///    device_identity and no two of them on one host (WorkerDescription
-///    host) registered the same identity — every rank has a GPU of its
-///    own — and Gloo otherwise, the reason naming the first worker (or
+///    device_identity and no two of them registered the same GPU (GpuKey:
+///    the same UUID on any host, or the same PCI bus id on one host) —
+///    every rank has a GPU of its own — and Gloo otherwise, the reason naming the first worker (or
 ///    pair) that decided it. Workers sharing a GPU get Gloo under AUTO even
 ///    with nccl_shared_gpu_test: the test setting is slow, and asked for
 ///    explicitly.

@@ -22,6 +22,21 @@ the newest step with every stage's file. OUT receives:
 * tokenizer.json when the job used one: --tokenizer, else the tokenizer.json
   beside dataset.tokens.path (scripts/tokenize writes it there).
 
+OUT must be absent or an empty directory; --force writes into a non-empty
+one, replacing those three files (and removing a tokenizer.json this export
+does not have, so that no stale tokenizer sits beside new weights) and
+leaving everything else there alone. OUT itself must not be a symbolic
+link. The files are written into a new directory beside OUT and renamed into
+place: a failed export leaves OUT as it was, and no link is followed (a
+link at OUT/config.json is replaced, never written through).
+
+What is exported is checked first: the step's rank files are exactly the
+spec's pipeline.stages (no rank-<r>.pt beyond them); every rank file has its
+owner file (rank-<r>.owner, worker/data/checkpoint.h), all of one owner,
+which with --job is that job; and the tensors are exactly the ones the spec's
+model has, each with the spec's shape (a 1-layer spec over a 2-layer
+checkpoint names the first tensor it does not have).
+
 Checkpoint files: DIR/step-<8 digits>/rank-<3 digits>.pt, one per pipeline
 stage, each LibTorch's serialize format (torch.jit.load reads it), named
 tensors: the stage's parameters and its AdamW state (each parameter's
@@ -36,7 +51,9 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
+import tempfile
 
 from hf_cli import Parser, UsageError, run
 
@@ -46,6 +63,8 @@ OPTIMIZER_SUFFIXES = (".exp_avg", ".exp_avg_sq")
 OPTIMIZER_PREFIX = "optimizer."
 STEP_DIRECTORY = re.compile(r"^step-(\d{8,})$")
 RANK_FILE = re.compile(r"^rank-(\d{3,})\.pt$")
+# What an export writes into --out; nothing else there is touched.
+EXPORT_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 
 
 def load_document(flag, path):
@@ -106,6 +125,42 @@ def archive_names(path):
     return re.findall(r'__annotations__\["(.+?)"\] = Tensor', text)
 
 
+def check_ranks_and_owner(directory, step, stages, job_id):
+    """The step's rank files are ranks [0, stages) and no more, each with an
+    owner file (worker/data/checkpoint.h: "<job id> spec <fingerprint>"), one
+    owner for all, which is `job_id` when given. Returns the owner line."""
+    step_directory = os.path.dirname(rank_path(directory, step, 0))
+    try:
+        names = os.listdir(step_directory)
+    except OSError as e:
+        raise UsageError(f"--checkpoint {directory}: step {step}: {e.strerror}") from e
+    for name in sorted(names):
+        match = RANK_FILE.match(name)
+        if match and int(match.group(1)) >= stages:
+            raise UsageError(f"--checkpoint {directory}: step {step} holds {name}, but the "
+                             f"spec has {stages} stage(s): the checkpoint is another model's")
+    owners = {}
+    for rank in range(stages):
+        path = rank_path(directory, step, rank)
+        if not os.path.isfile(path) or os.path.islink(path):
+            raise UsageError(f"--checkpoint {directory}: step {step} lacks {path}")
+        owner_path = path[:-len(".pt")] + ".owner"
+        try:
+            with open(owner_path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as f:
+                line = f.read(257).decode("utf-8", "replace").strip()
+        except OSError:
+            raise UsageError(f"{path} has no owner file ({os.path.basename(owner_path)}): "
+                             f"no job of this coordinator wrote it") from None
+        owner_job = line.split(" spec ")[0]
+        if job_id is not None and owner_job != job_id:
+            raise UsageError(f"{path} belongs to {owner_job or 'nobody'}, not {job_id}")
+        owners[rank] = line
+    if len(set(owners.values())) > 1:
+        listed = ", ".join(f"rank {r}: {o}" for r, o in owners.items())
+        raise UsageError(f"--checkpoint {directory}: step {step} mixes owners ({listed})")
+    return owners[0]
+
+
 def read_parameters(directory, step, stages):
     """Every stage's parameters, by name, as float32 CPU tensors."""
     import torch
@@ -113,17 +168,137 @@ def read_parameters(directory, step, stages):
     parameters = {}
     for rank in range(stages):
         path = rank_path(directory, step, rank)
-        if not os.path.isfile(path):
-            raise UsageError(f"--checkpoint {directory}: step {step} lacks {path}")
         archive = torch.jit.load(path, map_location="cpu")
         for name in archive_names(path):
             tensor = archive._c.getattr(name)
             if name.endswith(OPTIMIZER_SUFFIXES) or name.startswith(OPTIMIZER_PREFIX):
                 continue
-            # A tied embedding split over two stages is held twice, equal:
-            # either copy will do.
-            parameters.setdefault(name, tensor.detach().to(torch.float32).contiguous())
+            if name in parameters:
+                raise UsageError(f"{path} holds {name}, which an earlier stage holds too")
+            parameters[name] = tensor.detach().to(torch.float32).contiguous()
     return parameters
+
+
+def expected_shapes(m):
+    """The parameters the spec's model has, by name, with their shapes, as the
+    worker's model code makes them (worker/model/gpt.cc, llama.cc); and the
+    names that may be absent: the head of a tied model (held only when the
+    first and last chunks are on different stages)."""
+    v, h, f, s = m["vocab"], m["hidden"], m["ffn"], m["seq_len"]
+    shapes = {}
+    if m["architecture"] == "gpt":
+        head, shapes["embed.token"], shapes["embed.position"] = "head.weight", [v, h], [s, h]
+        for layer in range(m["layers"]):
+            p = f"block{layer}."
+            for norm in ("ln1", "ln2"):
+                shapes[p + norm + ".weight"] = shapes[p + norm + ".bias"] = [h]
+            for part, out, inner in (("attn.qkv", 3 * h, h), ("attn.proj", h, h),
+                                     ("mlp.fc", f, h), ("mlp.proj", h, f)):
+                shapes[f"{p}{part}.weight"], shapes[f"{p}{part}.bias"] = [out, inner], [out]
+        shapes["final_ln.weight"] = shapes["final_ln.bias"] = [h]
+    else:
+        d = h // m["heads"]
+        head, shapes["model.embed_tokens.weight"] = "lm_head.weight", [v, h]
+        for layer in range(m["layers"]):
+            p = f"model.layers.{layer}."
+            for part, shape in (("input_layernorm", [h]),
+                                ("self_attn.q_proj", [m["heads"] * d, h]),
+                                ("self_attn.k_proj", [m["kv_heads"] * d, h]),
+                                ("self_attn.v_proj", [m["kv_heads"] * d, h]),
+                                ("self_attn.o_proj", [h, m["heads"] * d]),
+                                ("post_attention_layernorm", [h]),
+                                ("mlp.gate_proj", [f, h]), ("mlp.up_proj", [f, h]),
+                                ("mlp.down_proj", [h, f])):
+                shapes[p + part + ".weight"] = shape
+        shapes["model.norm.weight"] = [h]
+    shapes[head] = [v, h]
+    return shapes, {head} if m["tied"] else set()
+
+
+def check_parameters(m, parameters, directory, step):
+    """Every tensor of the checkpoint is one the spec's model has, with its
+    shape, and none of the model's is missing: the first difference, named."""
+    shapes, optional = expected_shapes(m)
+    where = f"--checkpoint {directory}: step {step}"
+    described = f"a {m['layers']}-layer {m['architecture']} spec"
+    for name, tensor in parameters.items():
+        if name not in shapes:
+            raise UsageError(f"{where} holds {name}, which {described} does not have")
+        if list(tensor.shape) != shapes[name]:
+            raise UsageError(f"{where}: {name} has shape {list(tensor.shape)}, "
+                             f"{described} expects {shapes[name]}")
+    missing = [n for n in shapes if n not in parameters and n not in optional]
+    if missing:
+        raise UsageError(f"{where} lacks {missing[0]}, which {described} has")
+
+
+def check_out(out, force):
+    """Whether --out holds anything (to be written into, with --force). Refuses
+    a symbolic link, a non-directory, and a non-empty directory without
+    --force."""
+    try:
+        info = os.lstat(out)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise UsageError(f"--out {out}: {e.strerror}") from e
+    if stat.S_ISLNK(info.st_mode):
+        raise UsageError(f"--out {out} is a symbolic link; name a directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"--out {out} is not a directory")
+    entries = os.listdir(out)
+    if entries and not force:
+        raise UsageError(f"--out {out} is not empty ({len(entries)} entries); --force "
+                         f"replaces the export's files there ({', '.join(EXPORT_FILES)})")
+    return bool(entries)
+
+
+def write_out(out, force, write):
+    """Calls write(staging) to fill a new directory beside `out`, then moves
+    it into place: renamed over an absent or empty `out` (atomic), or, into a
+    non-empty one (--force), each of EXPORT_FILES renamed over its entry (a
+    link there is replaced, not followed) and an EXPORT_FILES entry the new
+    export lacks removed. A failure leaves `out` as it was."""
+    occupied = check_out(out, force)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out))}.export-",
+                               dir=parent)
+    try:
+        write(staging)
+        umask = os.umask(0)
+        os.umask(umask)
+        for name in os.listdir(staging):
+            os.chmod(os.path.join(staging, name), 0o666 & ~umask)
+        if not occupied:
+            os.chmod(staging, 0o777 & ~umask)
+            os.rename(staging, out)
+            return
+        source = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            target = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as e:
+            os.close(source)
+            raise UsageError(f"--out {out}: {e.strerror}") from e
+        try:
+            written = set(os.listdir(staging))
+            for name in EXPORT_FILES:
+                if name in written:
+                    os.replace(name, name, src_dir_fd=source, dst_dir_fd=target)
+                else:
+                    try:
+                        os.unlink(name, dir_fd=target)
+                    except FileNotFoundError:
+                        pass
+            os.fsync(target)
+        finally:
+            os.close(source)
+            os.close(target)
+        os.rmdir(staging)
+    except OSError as e:
+        raise UsageError(f"--out {out}: {e.strerror}") from e
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def model_fields(spec):
@@ -211,12 +386,17 @@ def main(argv):
     parser.add_argument("--step", type=int, help="the step (the job's last checkpoint)")
     parser.add_argument("--out", required=True, help="the model directory to write")
     parser.add_argument("--tokenizer", help="tokenizer.json to include")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out (replacing the export's files)")
     args = parser.parse_args(argv)
 
+    check_out(args.out, args.force)
     step = args.step
+    job_id = None
     if args.job is not None:
         job = load_document("--job", args.job)
         spec = job.get("spec")
+        job_id = job.get("id")
         if step is None and int(job.get("last_checkpoint_step", -1)) >= 0:
             step = int(job["last_checkpoint_step"])
     else:
@@ -236,7 +416,10 @@ def main(argv):
         step = latest_complete_step(directory, stages)
     if step < 0:
         raise UsageError(f"--step must be >= 0, got {step}")
-    config, tensors = family(m, read_parameters(directory, step, stages))
+    check_ranks_and_owner(directory, step, stages, job_id)
+    parameters = read_parameters(directory, step, stages)
+    check_parameters(m, parameters, directory, step)
+    config, tensors = family(m, parameters)
 
     tokenizer = args.tokenizer
     if tokenizer is None:
@@ -248,13 +431,16 @@ def main(argv):
 
     from safetensors.torch import save_file
 
-    os.makedirs(args.out, exist_ok=True)
-    save_file(tensors, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    if tokenizer is not None:
-        shutil.copyfile(tokenizer, os.path.join(args.out, "tokenizer.json"))
+    def write(staging):
+        save_file(tensors, os.path.join(staging, "model.safetensors"),
+                  metadata={"format": "pt"})
+        with open(os.path.join(staging, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        if tokenizer is not None:
+            shutil.copyfile(tokenizer, os.path.join(staging, "tokenizer.json"))
+
+    write_out(args.out, args.force, write)
     print(f"export: step {step} of {stages} stage(s), {len(tensors)} tensors, "
           f"{config['architectures'][0]}{', tokenizer.json' if tokenizer else ''} -> {args.out}")
     return 0

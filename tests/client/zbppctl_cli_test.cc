@@ -309,14 +309,14 @@ TEST_F(ZbppctlFakeServer, CancelThenCancelAgain) {
 }
 
 TEST_F(ZbppctlFakeServer, BearerTokenFromTheTokenFile) {
-  state().RequireToken("s3cret");
+  state().RequireToken("tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90");
   ProcessResult result = Run({"cancel", "job-1"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.err, HasSubstr("UNAUTHENTICATED"));
-  const std::string token = WriteTempFile("token", "s3cret\n");
+  const std::string token = WriteTempFile("token", "tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90\n");
   result = Run({"--token-file", token, "cancel", "job-1"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(state().last_authorization(), "Bearer s3cret");
+  EXPECT_EQ(state().last_authorization(), "Bearer tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90");
 }
 
 TEST_F(ZbppctlFakeServer, WatchPrintsOneLinePerEventAndSucceeds) {

@@ -117,7 +117,7 @@ TEST_F(ZbppctlEndToEnd, BadSpecIsRefusedNamingTheField) {
 TEST_F(ZbppctlEndToEnd, BearerTokenFromTheTokenFile) {
   const std::string token_path =
       ::testing::TempDir() + "token_" + std::to_string(getpid());
-  std::ofstream(token_path) << "e2e-secret\n";
+  std::ofstream(token_path) << "e2e-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90\n";
   StartDaemon({"--token-file", token_path});
   const std::string spec = ZBPP_EXAMPLES_DIR "/zb-2p-4-stages.yaml";
 

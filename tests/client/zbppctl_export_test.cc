@@ -54,6 +54,23 @@ TEST(ZbppctlExport, FlagsNeedOutAndOfferOnlySafetensors) {
               HasSubstr("status takes no --out"));
 }
 
+// --force: a switch (no value) of export only; off unless given.
+TEST(ZbppctlExport, ForceIsASwitchOfExportOnly) {
+  absl::StatusOr<CtlOptions> options =
+      ParseCommandLine({"export", "job-7", "--out", "/tmp/model"}, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_FALSE(options->force);
+  options = ParseCommandLine({"export", "job-7", "--force", "--out", "/tmp/model"}, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->force);
+  EXPECT_EQ(options->out_dir, "/tmp/model");
+  const absl::Status valued =
+      ParseCommandLine({"export", "job-7", "--out", "m", "--force=yes"}, "").status();
+  EXPECT_THAT(std::string(valued.message()), HasSubstr("--force takes no value"));
+  EXPECT_THAT(std::string(ParseCommandLine({"status", "job-7", "--force"}, "").status().message()),
+              HasSubstr("status takes no --force"));
+}
+
 TEST(ZbppctlExport, TheExporterGetsTheJobAsStatusJsonAndTheDirectory) {
   const std::string dir = ::testing::TempDir();
   const std::string seen = dir + "/export-args.txt";
@@ -62,12 +79,13 @@ TEST(ZbppctlExport, TheExporterGetsTheJobAsStatusJsonAndTheDirectory) {
                            ".json\necho 'export: step 39 -> '\"$4\"\n"));
   std::string summary;
   const absl::Status status =
-      ExportJob(CheckpointedJob(), "/tmp/model", dir + "/fake-export", &summary);
+      ExportJob(CheckpointedJob(), "/tmp/model", /*force=*/false, dir + "/fake-export", &summary);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(summary, "export: step 39 -> /tmp/model\n");
   absl::StatusOr<std::string> args = ReadFileToString(seen);
   ASSERT_TRUE(args.ok());
   EXPECT_THAT(*args, HasSubstr("--out /tmp/model"));
+  EXPECT_THAT(*args, ::testing::Not(HasSubstr("--force")));
   EXPECT_THAT(*args, ::testing::StartsWith("--job "));
   absl::StatusOr<std::string> json = ReadFileToString(seen + ".json");
   ASSERT_TRUE(json.ok());
@@ -76,6 +94,14 @@ TEST(ZbppctlExport, TheExporterGetsTheJobAsStatusJsonAndTheDirectory) {
   // The temporary file is gone once the exporter has run.
   const std::string job_file = args->substr(6, args->find(' ', 6) - 6);
   EXPECT_FALSE(ReadFileToString(job_file).ok()) << job_file;
+
+  // --force reaches the exporter, which alone decides about the directory.
+  ASSERT_TRUE(ExportJob(CheckpointedJob(), "/tmp/model", /*force=*/true, dir + "/fake-export",
+                        &summary)
+                  .ok());
+  args = ReadFileToString(seen);
+  ASSERT_TRUE(args.ok());
+  EXPECT_THAT(*args, HasSubstr("--out /tmp/model --force"));
 }
 
 TEST(ZbppctlExport, TheExportersErrorLineBecomesTheError) {
@@ -85,17 +111,19 @@ TEST(ZbppctlExport, TheExportersErrorLineBecomesTheError) {
               "directory' >&2\nexit 2\n");
   std::string summary;
   absl::Status status =
-      ExportJob(CheckpointedJob(), "/tmp/model", dir + "/refusing-export", &summary);
+      ExportJob(CheckpointedJob(), "/tmp/model", /*force=*/false, dir + "/refusing-export",
+                &summary);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "export: --checkpoint /data/ckpt: No such file or directory");
 
-  status = ExportJob(CheckpointedJob(), "/tmp/model", dir + "/no-such-exporter", &summary);
+  status = ExportJob(CheckpointedJob(), "/tmp/model", /*force=*/false,
+                     dir + "/no-such-exporter", &summary);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(status.message()), HasSubstr("ZBPP_EXPORT_SCRIPT"));
 
   v1::Job fresh = CheckpointedJob();
   fresh.set_last_checkpoint_step(-1);
-  status = ExportJob(fresh, "/tmp/model", dir + "/refusing-export", &summary);
+  status = ExportJob(fresh, "/tmp/model", /*force=*/false, dir + "/refusing-export", &summary);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(), "job job-7 has no checkpoint to export yet");
 }

@@ -28,7 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr char kToken[] = "s3cret";
+constexpr char kToken[] = "tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90";
 
 CoordinatorServer::Options LocalOptions() {
   CoordinatorServer::Options options;

@@ -308,8 +308,10 @@ TEST_F(CoordinatorTlsTest, ClientCaRequiresAClientCertificate) {
 // even with a client certificate, and without a certificate before the
 // token is looked at; each refusal is counted once, under its reason.
 TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {
+  // A strong token: the coordinator refuses weak ones (common/call_auth.h).
+  const std::string token = "tok-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90";
   const std::string token_file = pki_.dir + "/token";
-  WriteFile(token_file, "s3cret\n");
+  WriteFile(token_file, token + "\n");
   std::vector<std::string> flags = MutualTlsFlags();
   flags.insert(flags.end(), {"--token-file", token_file});
   ASSERT_NO_FATAL_FAILURE(StartDaemon(flags));
@@ -326,14 +328,14 @@ TEST_F(CoordinatorTlsTest, SubmitJobNeedsTheTokenAndTheCertificate) {
   auto anonymous = zbpp::v1::JobService::NewStub(
       grpc::CreateChannel(address_, Tls(nullptr)));
   const grpc::Status no_cert =
-      anonymous->SubmitJob(Context("s3cret").get(), {}, &job);
+      anonymous->SubmitJob(Context(token).get(), {}, &job);
   EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(no_cert.error_message(), "client certificate required");
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_client_certificate"), 1);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
 
   // Both: past authentication, the empty request is the caller's mistake.
-  EXPECT_EQ(jobs->SubmitJob(Context("s3cret").get(), {}, &job).error_code(),
+  EXPECT_EQ(jobs->SubmitJob(Context(token).get(), {}, &job).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "missing_token"), 1);
   EXPECT_EQ(Refusals("zbpp.v1.JobService", "wrong_token"), 1);
@@ -362,7 +364,8 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
   EXPECT_EQ(half.exit_code, 2);
   EXPECT_THAT(half.err, HasSubstr("--tls-ca"));
 
-  std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator", address_};
+  std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator", address_,
+                                     "--data-root", pki_.dir};
   worker.insert(worker.end(), client_tls.begin(), client_tls.end());
   std::unique_ptr<BackgroundProcess> registered = BackgroundProcess::Start(worker);
   ASSERT_NE(registered, nullptr);
@@ -372,14 +375,16 @@ TEST_F(CoordinatorTlsTest, ZbppctlAndWorkerDialTls) {
 
   // Without its client certificate the coordinator refuses the worker.
   const ProcessResult refused = RunProcess(
-      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.ca_cert},
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir, "--tls-ca",
+       pki_.ca_cert},
       {}, absl::Seconds(30));
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr(address_));
   EXPECT_THAT(refused.err, HasSubstr("client certificate required"));
 
   const ProcessResult unreadable = RunProcess(
-      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--tls-ca", pki_.dir + "/missing.crt"});
+      {ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir, "--tls-ca",
+       pki_.dir + "/missing.crt"});
   EXPECT_EQ(unreadable.exit_code, 1);
   EXPECT_THAT(unreadable.err, HasSubstr("--tls-ca: cannot read"));
 }
@@ -404,7 +409,8 @@ TEST_F(CoordinatorTlsTest, MismatchesNameTlsAsTheLikelyCause) {
   EXPECT_THAT(other_ca.err, ::testing::ContainsRegex("another CA|does not verify against"));
 
   const ProcessResult worker =
-      RunProcess({ZBPP_WORKER_BINARY, "--coordinator", address_}, {}, absl::Seconds(40));
+      RunProcess({ZBPP_WORKER_BINARY, "--coordinator", address_, "--data-root", pki_.dir}, {},
+                 absl::Seconds(40));
   EXPECT_EQ(worker.exit_code, 1) << worker.err;
   EXPECT_THAT(worker.err, HasSubstr("cannot reach the coordinator at " + address_));
   EXPECT_THAT(worker.err, HasSubstr("most likely serves TLS (pass --tls-ca"));
@@ -530,7 +536,7 @@ TEST_F(CoordinatorTlsTest, ClientsNameBadTlsFiles) {
         << listed.err;
 
     std::vector<std::string> worker = {ZBPP_WORKER_BINARY, "--coordinator",
-                                       "127.0.0.1:1"};
+                                       "127.0.0.1:1", "--data-root", pki_.dir};
     worker.insert(worker.end(), tls.begin(), tls.end());
     const ProcessResult refused = RunProcess(worker, {}, absl::Seconds(30));
     EXPECT_EQ(refused.exit_code, 1);

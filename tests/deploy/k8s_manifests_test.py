@@ -5,8 +5,11 @@ an error); the ServiceMonitor against prometheus-operator's CRD schema (the
 pydantic models cloudcoil generates from it: types, enums, patterns and
 required fields, and a field the model does not know is an error). Also
 checks what the objects must hold: gRPC probes (TCP probes and TLS flags
-under TLS), one worker pod per node, and in the gpu overlay the GPU limit,
-a large in-memory /dev/shm and the NCCL environment.
+under TLS), one worker pod per node, the workers confined to the datasets
+volume, no bearer token shipped (the coordinator mounts the Secret
+zbpp-token, which the user creates; no rendered object holds a token), and
+in the gpu overlay the GPU limit, a large in-memory /dev/shm and the NCCL
+environment.
 
     python k8s_manifests_test.py REPO_ROOT
 """
@@ -20,8 +23,11 @@ from deploytest import Tally, fail, need
 KUBERNETES = "1.37"
 KINDS = (
     "Deployment Service PersistentVolumeClaim StatefulSet ServiceMonitor NetworkPolicy "
-    "ConfigMap Secret"
+    "ConfigMap"
 ).split()
+# The token the base shipped until it stopped shipping one
+# (common/call_auth.h kPlaceholderToken refuses it).
+PLACEHOLDER_TOKEN = "replace-me-with-a-long-random-token"
 
 yaml = need("yaml", "PyYAML")
 kubernetes_validate = need("kubernetes_validate", "kubernetes-validate")
@@ -92,7 +98,7 @@ def probes(container, kind):
     )
 
 
-def check_objects(tally, overlay, kinds):
+def check_objects(tally, overlay, kinds, objects):
     """What the deployment needs beyond the schemas (`kinds`: the last object of each kind)."""
 
     def expect(condition, what):
@@ -100,6 +106,21 @@ def check_objects(tally, overlay, kinds):
 
     for kind in KINDS:
         expect(kind in kinds, f"no {kind}")
+    # The token: the user's own Secret, never one shipped with the manifests.
+    expect(
+        not any(o.get("kind") == "Secret" for o in objects),
+        "no Secret rendered (zbpp-token is the user's to create)",
+    )
+    expect(PLACEHOLDER_TOKEN not in yaml.safe_dump_all(objects), "no placeholder token")
+    token_volume = next(
+        (v for v in pod_spec(kinds.get("Deployment")).get("volumes", []) if v.get("name") == "token"),
+        {},
+    )
+    expect(
+        (token_volume.get("secret") or {}).get("secretName") == "zbpp-token"
+        and not (token_volume.get("secret") or {}).get("optional"),
+        "the coordinator mounts the Secret zbpp-token, not optional",
+    )
     expect(
         (kinds.get("Deployment") or {}).get("spec", {}).get("replicas") == 1,
         "coordinator Deployment must have 1 replica",
@@ -182,7 +203,7 @@ def main():
                 tally.problem(f"{where}: {problem}")
             else:
                 tally.ok(where)
-        check_objects(tally, name, kinds)
+        check_objects(tally, name, kinds, objects)
     tally.finish(f"k8s manifests: all overlays render and validate (Kubernetes {KUBERNETES})")
 
 

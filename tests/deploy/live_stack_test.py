@@ -304,7 +304,7 @@ def start_workers(stack):
     cache.mkdir(parents=True, exist_ok=True)
     for rank in range(WORKERS):
         argv = [stack.bin["worker"], "--coordinator", stack.grpc, "--threads", "1"]
-        argv += ["--cache-dir", cache, "--name", f"live-{rank}"]
+        argv += ["--cache-dir", cache, "--data-root", cache.resolve(), "--name", f"live-{rank}"]
         stack.daemon(f"worker-{rank}", argv).line(r"registered worker_id=")
 
 

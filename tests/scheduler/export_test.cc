@@ -235,6 +235,26 @@ TEST(ExportSvg, ControlBytesOfTheNameBecomeVisibleText) {
   EXPECT_EQ(EscapeMarkup("tab\tline\nutf-8 \xc3\xa9"), "tab line utf-8 \xc3\xa9");
 }
 
+// The drawing is at least as wide as its title, which a viewer would cut
+// off at the drawing's width: a long name and a short schedule (600 px of
+// plot) got 710 px for a title needing at least 1,593.
+TEST(ExportSvg, TheDrawingIsAtLeastAsWideAsItsTitle) {
+  for (const std::string& name : {std::string("mixed"), std::string(120, 'x') + "&<"}) {
+    Schedule schedule = Mixed();
+    schedule.name = name;
+    const std::string svg = ToSvg(schedule, SimulateMixed(schedule));
+    std::smatch width, title;
+    ASSERT_TRUE(std::regex_search(svg, width, std::regex("<svg [^>]*width=\"([0-9.]+)\"")));
+    ASSERT_TRUE(std::regex_search(
+        svg, title, std::regex("<text class=\"title\" x=\"([0-9.]+)\"[^>]*>([^<]*)</text>")));
+    // Each character reference is one character; 0.6 em per character of
+    // bold 15 px text is a lower bound of what a renderer draws.
+    const std::string text = std::regex_replace(title[2].str(), std::regex("&[a-z#0-9]+;"), "&");
+    EXPECT_GE(std::stod(width[1]), std::stod(title[1]) + text.size() * 0.6 * 15) << name;
+    EXPECT_THAT(text, HasSubstr(name == "mixed" ? "mixed: p=2" : "xxx&&: p=2"));
+  }
+}
+
 TEST(ExportSvg, WellFormednessCheckRejectsBrokenXml) {
   // Guards the helper itself, so that a passing check above means something.
   EXPECT_FALSE(WellFormedXml("<svg><rect></svg>"));

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -278,6 +279,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclOptions
   }
 }
 
+std::string GpuUuidText(const unsigned char (&bytes)[16]) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    absl::StrAppendFormat(&text, "%02x", bytes[i]);
+  }
+  return text;
+}
+
 absl::StatusOr<std::string> GpuIdentity(int index) {
   const int devices = c10::cuda::device_count();
   if (index < 0 || index >= devices) {
@@ -286,8 +296,9 @@ absl::StatusOr<std::string> GpuIdentity(int index) {
   }
   try {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
-    return absl::StrFormat("%04X:%02X:%02X.0", prop->pciDomainID, prop->pciBusID,
-                           prop->pciDeviceID);
+    unsigned char bytes[16];
+    std::memcpy(bytes, prop->uuid.bytes, sizeof(bytes));
+    return GpuUuidText(bytes);
   } catch (...) {
     return CurrentExceptionToStatus(absl::StrCat("reading the identity of cuda:", index));
   }

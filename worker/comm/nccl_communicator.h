@@ -73,11 +73,18 @@ struct NcclOptions {
 /// Thread-safety: as Communicator's.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclOptions options);
 
-/// The identity of CUDA device `index` on this host, the same for every
-/// process that sees the device (its PCI bus id, e.g. "0000:1B:00.0"):
-/// ranks with the same identity share a GPU. FailedPrecondition when there
-/// is no such device (a CPU-only machine).
+/// The identity of CUDA device `index`, the same for every process that
+/// sees the device on any host (its UUID, GpuUuidText of
+/// cudaDeviceProp::uuid, e.g. "GPU-5f0c9e7a-1b3d-4c6e-8f2a-0b1c3d5e7f90";
+/// in Kubernetes two pods on one node are two hosts, and their GPU's UUID
+/// still tells that they share it): ranks with the same identity share a
+/// GPU. FailedPrecondition when there is no such device (a CPU-only
+/// machine).
 absl::StatusOr<std::string> GpuIdentity(int index);
+
+/// A GPU's 16-byte UUID as nvidia-smi prints it: "GPU-" and 32 lower-case
+/// hex digits in groups of 8-4-4-4-12. Pure.
+std::string GpuUuidText(const unsigned char (&bytes)[16]);
 
 /// TEST-ONLY: lets several NCCL ranks share one GPU by presenting this
 /// process to NCCL as its own host (`host_id`, distinct per process) that

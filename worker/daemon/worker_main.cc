@@ -3,8 +3,8 @@
 // worker's own gRPC server, registration and Session with the coordinator)
 // and its training loop over assignments until SIGTERM.
 //
-//   zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N]
-//               [--listen HOST:PORT] [--cache-dir DIR] [--data-root DIR]...
+//   zbpp-worker --coordinator HOST:PORT --data-root DIR... [--device cpu|cuda:N]
+//               [--threads N] [--listen HOST:PORT] [--cache-dir DIR]
 //               [--gloo-hostname H]
 //               [--name NAME] [--memory-bytes N] [--comm-timeout SECONDS]
 //               [--tls-ca F [--tls-cert F --tls-key F]] [--token-file F]
@@ -25,10 +25,17 @@
 // the executor, validation and reports stay real, no gradient is produced
 // (the optimizer moves nothing) and the loss is a constant.
 //
+// --data-root DIR (required, repeatable): the directories dataset files
+// (text_file, tokens) may come from. A job spec names any path, so a worker
+// that could open anything would hand a user every file its own user reads
+// (a private key trains into weights that zbppctl export writes back out);
+// confinement is therefore the default, and `--data-root /` is the explicit
+// way to opt out.
+//
 // --token-file F: the coordinator's bearer token (its --token-file), sent on
 // every call; without it a coordinator that has one refuses the worker.
 //
-// A CUDA worker registers its GPU's identity (GpuIdentity: the PCI bus id)
+// A CUDA worker registers its GPU's identity (GpuIdentity: the GPU's UUID)
 // so that the coordinator can tell whether every rank of a job has a GPU of
 // its own (JobSpec.transport; docs/training.md, "Transport").
 // --nccl-shared-gpu-test-host-id ID is for tests only: it lets several
@@ -68,8 +75,8 @@ namespace zbpp::worker {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: zbpp-worker --coordinator HOST:PORT [--device cpu|cuda:N] [--threads N] "
-    "[--listen HOST:PORT] [--cache-dir DIR] [--data-root DIR]... [--gloo-hostname H] "
+    "usage: zbpp-worker --coordinator HOST:PORT --data-root DIR... [--device cpu|cuda:N] "
+    "[--threads N] [--listen HOST:PORT] [--cache-dir DIR] [--gloo-hostname H] "
     "[--name NAME] "
     "[--memory-bytes N] [--comm-timeout SECONDS] [--tls-ca F [--tls-cert F --tls-key F]] "
     "[--token-file F] [--slow-stage S:FACTOR[@STEP]] [--inject-nan-step K] "
@@ -81,13 +88,14 @@ constexpr char kHelp[] =
     "\n"
     "  --coordinator HOST:PORT   the coordinator (required)\n"
     "  --device cpu|cuda:N       where the passes run (default cpu); a CUDA worker\n"
-    "                            registers its GPU's PCI bus id, so that the coordinator\n"
+    "                            registers its GPU's UUID, so that the coordinator\n"
     "                            can choose NCCL (job spec transport: auto|gloo|nccl)\n"
     "  --threads N               LibTorch intra-op threads (default 1)\n"
     "  --listen HOST:PORT        this worker's own gRPC server (default 127.0.0.1:0)\n"
     "  --cache-dir DIR           token cache of corpora (default ~/.cache/zbpp)\n"
-    "  --data-root DIR           repeatable: open dataset files (text_file, tokens) only\n"
-    "                            under these directories (default: anywhere)\n"
+    "  --data-root DIR           required, repeatable: open dataset files (text_file,\n"
+    "                            tokens) only under these directories; --data-root /\n"
+    "                            lets job specs name any file this user can read\n"
     "  --gloo-hostname H         the address Gloo binds and advertises\n"
     "  --name NAME               a name for people (e.g. the pod and GPU)\n"
     "  --memory-bytes N          memory the coordinator plans with (default: the device's)\n"
@@ -257,8 +265,13 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     flags.server.synthetic = *source;
   }
   if (flags.server.cache_dir.empty()) flags.server.cache_dir = DefaultCacheDir();
-  absl::StatusOr<DataRoots> roots =
-      ResolveDataRoots(RepeatedFlag(argc, argv, "--data-root"), "--data-root");
+  const std::vector<std::string> data_roots = RepeatedFlag(argc, argv, "--data-root");
+  if (data_roots.empty()) {
+    return absl::InvalidArgumentError(
+        "--data-root is required: the directories dataset files may come from "
+        "(--data-root / for any file this user can read)");
+  }
+  absl::StatusOr<DataRoots> roots = ResolveDataRoots(data_roots, "--data-root");
   if (!roots.ok()) return roots.status();
   flags.server.data_roots = *std::move(roots);
   return flags;

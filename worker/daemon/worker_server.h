@@ -44,7 +44,8 @@ class WorkerServer {
     /// Where corpora are cached as token files (--cache-dir).
     std::string cache_dir;
     /// Where dataset files may be opened (--data-root, resolved by
-    /// ResolveDataRoots); empty: anywhere the worker's user may read.
+    /// ResolveDataRoots; zbpp-worker requires one); empty: anywhere the
+    /// worker's user may read (in-process tests only).
     DataRoots data_roots;
     /// Address Gloo binds and advertises (--gloo-hostname); empty: c10d's
     /// default.
@@ -72,8 +73,8 @@ class WorkerServer {
     std::function<CommunicatorFactory(std::shared_ptr<grpc::Channel>, const SessionClient*,
                                       c10::Device, absl::Duration)>
         nccl_factory;
-    /// WorkerDescription.device_identity: GpuIdentity of `device` (its PCI
-    /// bus id), by which the coordinator tells GPUs apart; empty for a CPU
+    /// WorkerDescription.device_identity: GpuIdentity of `device` (its
+    /// UUID), by which the coordinator tells GPUs apart; empty for a CPU
     /// worker (or one whose GPU could not be identified: it never gets
     /// NCCL).
     std::string device_identity;

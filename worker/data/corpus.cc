@@ -15,8 +15,9 @@ namespace {
 
 constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
-// Ids between two polls of CorpusOptions::cancelled.
-constexpr int64_t kIdsPerPoll = int64_t{64} << 20;
+// Ids read at once by the scan, between two polls of
+// CorpusOptions::cancelled: 512 KiB of int64 ids, which stay in cache.
+constexpr int64_t kIdsPerRead = int64_t{1} << 16;
 
 uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -32,22 +33,24 @@ uint64_t Fnv1a(uint64_t hash, const void* data, size_t size) {
 absl::Status ScanIds(const TokenView& ids, int64_t first_index, int64_t vocab,
                      const std::string& field, const CorpusOptions& options, uint64_t* hash) {
   uint64_t h = *hash;
-  for (int64_t begin = 0; begin < ids.size(); begin += kIdsPerPoll) {
+  std::vector<int64_t> chunk(static_cast<size_t>(std::min(ids.size(), kIdsPerRead)));
+  for (int64_t begin = 0; begin < ids.size(); begin += kIdsPerRead) {
     if (options.cancelled && options.cancelled()) {
       return absl::CancelledError(absl::StrCat(field, ": loading cancelled"));
     }
-    const int64_t end = std::min(ids.size(), begin + kIdsPerPoll);
+    const int64_t count = std::min(ids.size() - begin, kIdsPerRead);
+    if (absl::Status st = ids.Read(begin, count, chunk.data()); !st.ok()) return st;
     int64_t largest = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t id = ids[i];
-      largest = std::max(largest, id);
-      h = (h ^ static_cast<uint64_t>(id)) * kFnvPrime;
+    for (int64_t i = 0; i < count; ++i) {
+      largest = std::max(largest, chunk[i]);
+      h = (h ^ static_cast<uint64_t>(chunk[i])) * kFnvPrime;
     }
     if (vocab > 0 && largest >= vocab) {
-      int64_t i = begin;
-      while (ids[i] < vocab) ++i;
+      const int64_t i = std::find_if(chunk.begin(), chunk.end(),
+                                     [vocab](int64_t id) { return id >= vocab; }) -
+                        chunk.begin();
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ": token id ", ids[i], " at index ", first_index + i,
+          field, ": token id ", chunk[i], " at index ", first_index + begin + i,
           " of the file is >= model.vocab = ", vocab,
           " (a tokenizer with a larger vocabulary, or the wrong dtype?)"));
     }
@@ -101,12 +104,43 @@ Corpus Corpus::Text(std::string description, std::string tokens,
   uint64_t fingerprint = Fnv1a(kFnvOffsetBasis, data, text->size());
   const int64_t train_tokens = train.size();
   fingerprint = Fnv1a(fingerprint, &train_tokens, sizeof(train_tokens));
-  return Stored(std::move(description), std::move(text), train, eval, fingerprint);
+  return Stored(std::move(description), std::move(text), train, eval, /*vocab=*/256,
+                fingerprint);
+}
+
+absl::Status TokenView::Read(int64_t begin, int64_t count, int64_t* out) const {
+  const uint8_t* bytes = data_ + begin * width_;
+  std::vector<uint8_t> buffer;
+  if (file_ != nullptr) {
+    buffer.resize(static_cast<size_t>(count * width_));
+    if (absl::Status st = file_->ReadAt(offset_ + begin * width_, count * width_, buffer.data());
+        !st.ok()) {
+      return st;
+    }
+    bytes = buffer.data();
+  }
+  // Little-endian unsigned ids of width_ bytes; one loop per width, so that
+  // the scan of a token file runs at memory speed.
+  const uint8_t* p = bytes;
+  switch (width_) {
+    case 1:
+      for (int64_t i = 0; i < count; ++i) out[i] = p[i];
+      break;
+    case 2:
+      for (int64_t i = 0; i < count; ++i, p += 2) out[i] = p[0] | (int64_t{p[1]} << 8);
+      break;
+    default:
+      for (int64_t i = 0; i < count; ++i, p += 4) {
+        out[i] = p[0] | (int64_t{p[1]} << 8) | (int64_t{p[2]} << 16) | (int64_t{p[3]} << 24);
+      }
+  }
+  return absl::OkStatus();
 }
 
 Corpus Corpus::Stored(std::string description, std::shared_ptr<const void> owner,
-                      TokenView train, TokenView eval, uint64_t fingerprint) {
+                      TokenView train, TokenView eval, int64_t vocab, uint64_t fingerprint) {
   Corpus corpus;
+  corpus.vocab_ = vocab;
   corpus.description_ = std::move(description);
   corpus.owner_ = std::move(owner);
   corpus.train_ = train;
@@ -142,12 +176,12 @@ absl::Status CheckSplitSizes(const std::string& description, int64_t train, int6
   return absl::OkStatus();
 }
 
-// One token file, mapped and viewed as ids of `width` bytes.
-absl::StatusOr<std::pair<std::shared_ptr<const MappedFile>, TokenView>> MapTokens(
+// One token file, opened and viewed as ids of `width` bytes.
+absl::StatusOr<std::pair<std::shared_ptr<const DatasetFile>, TokenView>> OpenTokens(
     const std::string& path, const std::string& field, int width,
     const CorpusOptions& options) {
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file =
-      MapDatasetFile(path, field, options.roots, kMaxTokenFileBytes);
+  absl::StatusOr<std::shared_ptr<const DatasetFile>> file =
+      OpenDatasetFile(path, field, options.roots, kMaxTokenFileBytes);
   if (!file.ok()) return file.status();
   const int64_t bytes = (*file)->size();
   if (bytes % width != 0) {
@@ -155,7 +189,7 @@ absl::StatusOr<std::pair<std::shared_ptr<const MappedFile>, TokenView>> MapToken
         field, " \"", path, "\": ", bytes, " bytes is not a multiple of ", width,
         " (dataset.tokens.dtype uint", 8 * width, ")"));
   }
-  return std::make_pair(*file, TokenView((*file)->data(), bytes / width, width));
+  return std::make_pair(*file, TokenView(file->get(), 0, bytes / width, width));
 }
 
 absl::StatusOr<std::shared_ptr<const Corpus>> LoadTokenFiles(const v1::TokenFileDataset& spec,
@@ -177,14 +211,14 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadTokenFiles(const v1::TokenFile
         "dataset.tokens.eval_fraction must be in (0, 1), got ", eval_fraction));
   }
   const int width = spec.dtype() == v1::TOKEN_DTYPE_UINT32 ? 4 : 2;
-  auto train = MapTokens(spec.path(), "dataset.tokens.path", width, options);
+  auto train = OpenTokens(spec.path(), "dataset.tokens.path", width, options);
   if (!train.ok()) return train.status();
-  std::vector<std::shared_ptr<const MappedFile>> files = {train->first};
+  std::vector<std::shared_ptr<const DatasetFile>> files = {train->first};
   TokenView train_ids = train->second;
   TokenView eval_ids;
   std::string how;
   if (!spec.eval_path().empty()) {
-    auto eval = MapTokens(spec.eval_path(), "dataset.tokens.eval_path", width, options);
+    auto eval = OpenTokens(spec.eval_path(), "dataset.tokens.eval_path", width, options);
     if (!eval.ok()) return eval.status();
     files.push_back(eval->first);
     eval_ids = eval->second;
@@ -193,9 +227,9 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadTokenFiles(const v1::TokenFile
     const int64_t total = train_ids.size();
     const auto eval_tokens =
         static_cast<int64_t>(std::floor(static_cast<double>(total) * eval_fraction));
-    const uint8_t* data = train->first->data();
-    train_ids = TokenView(data, total - eval_tokens, width);
-    eval_ids = TokenView(data + (total - eval_tokens) * width, eval_tokens, width);
+    const DatasetFile* file = train->first.get();
+    train_ids = TokenView(file, 0, total - eval_tokens, width);
+    eval_ids = TokenView(file, (total - eval_tokens) * width, eval_tokens, width);
     how = absl::StrCat("of ", total, ", eval_fraction ", eval_fraction);
   }
   if (absl::Status st =
@@ -220,8 +254,8 @@ absl::StatusOr<std::shared_ptr<const Corpus>> LoadTokenFiles(const v1::TokenFile
   fingerprint = Fnv1a(fingerprint, &train_tokens, sizeof(train_tokens));
   return std::make_shared<const Corpus>(Corpus::Stored(
       description,
-      std::make_shared<const std::vector<std::shared_ptr<const MappedFile>>>(std::move(files)),
-      train_ids, eval_ids, fingerprint));
+      std::make_shared<const std::vector<std::shared_ptr<const DatasetFile>>>(std::move(files)),
+      train_ids, eval_ids, options.vocab, fingerprint));
 }
 
 }  // namespace

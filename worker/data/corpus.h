@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/data/builtin_corpus.h"
 #include "worker/data/dataset_file.h"
@@ -24,31 +25,30 @@ enum class Split {
 
 /// The token ids of one split: `size()` ids, each a little-endian unsigned
 /// integer of `width()` bytes (1: byte-level text; 2 or 4: a token file),
-/// in memory owned by the Corpus or mapped from its file. Cheap to copy;
-/// valid while the Corpus lives.
+/// in memory owned by the Corpus or in its open file (read on demand with
+/// pread: never mapped, so that a file truncated under a job is an error
+/// naming it, not a SIGBUS). Cheap to copy; valid while the Corpus lives.
 class TokenView {
  public:
   TokenView() = default;
+  /// `size` ids of `width` bytes at `data` (memory).
   TokenView(const uint8_t* data, int64_t size, int width)
       : data_(data), size_(size), width_(width) {}
+  /// `size` ids of `width` bytes from byte `offset` of `file`.
+  TokenView(const DatasetFile* file, int64_t offset, int64_t size, int width)
+      : file_(file), offset_(offset), size_(size), width_(width) {}
   int64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   int width() const { return width_; }
-  /// Id `i` in [0, size()).
-  int64_t operator[](int64_t i) const {
-    const uint8_t* p = data_ + i * width_;
-    switch (width_) {
-      case 1:
-        return p[0];
-      case 2:
-        return p[0] | (int64_t{p[1]} << 8);
-      default:
-        return p[0] | (int64_t{p[1]} << 8) | (int64_t{p[2]} << 16) | (int64_t{p[3]} << 24);
-    }
-  }
+  /// The ids [begin, begin + count) into `out` (0 <= begin, begin + count <=
+  /// size()). Errors: DatasetFile::ReadAt's (DataLoss naming the file when it
+  /// shrank since it was opened). Blocking for a file view; thread-safe.
+  absl::Status Read(int64_t begin, int64_t count, int64_t* out) const;
 
  private:
-  const uint8_t* data_ = nullptr;
+  const uint8_t* data_ = nullptr;     // memory, or
+  const DatasetFile* file_ = nullptr;  // a file (owned by the Corpus)
+  int64_t offset_ = 0;                 // of id 0 in file_, in bytes
   int64_t size_ = 0;
   int width_ = 1;
 };
@@ -57,7 +57,7 @@ class TokenView {
 /// held-out eval part that never overlap. Byte-level text (vocabulary 256:
 /// token = byte value) is held in memory, its eval split the last
 /// `floor(size * eval_fraction)` bytes; a token file (DatasetSpec.tokens)
-/// is memory-mapped, its eval split the eval file or the file's last
+/// stays open and is read as batches need it, its eval split the eval file or the file's last
 /// fraction. A synthetic corpus holds no tokens: the sampler derives them
 /// from the seed.
 ///
@@ -71,10 +71,11 @@ class Corpus {
   /// "bible-kjv"`).
   static Corpus Text(std::string description, std::string tokens,
                      int64_t eval_tokens);
-  /// A corpus over stored ids: `train` and `eval` view memory that `owner`
-  /// keeps alive (e.g. the file mappings); `fingerprint` as below.
+  /// A corpus over stored ids, each below `vocab`: `train` and `eval` view
+  /// memory or files that `owner` keeps alive (e.g. the open files);
+  /// `fingerprint` as below.
   static Corpus Stored(std::string description, std::shared_ptr<const void> owner,
-                       TokenView train, TokenView eval, uint64_t fingerprint);
+                       TokenView train, TokenView eval, int64_t vocab, uint64_t fingerprint);
   /// A synthetic corpus of `sequences` distinct sequences per split (>= 1),
   /// or endless when 0.
   static Corpus Synthetic(int64_t sequences);
@@ -89,11 +90,15 @@ class Corpus {
   /// Synthetic only: distinct sequences per split; 0 means endless.
   int64_t synthetic_sequences() const { return synthetic_sequences_; }
 
-  /// The ids of `split` (each < model.vocab, checked at load); empty for a
-  /// synthetic corpus.
+  /// The ids of `split` (each < vocab(), checked at load; a token file
+  /// rewritten since is caught by SampleBatch); empty for a synthetic corpus.
   TokenView tokens(Split split) const {
     return split == Split::kTrain ? train_ : eval_;
   }
+
+  /// Every id is below it: 256 for byte-level text and synthetic corpora,
+  /// model.vocab for a token file.
+  int64_t vocab() const { return vocab_; }
 
   /// A 64-bit hash of the ids and the split point (FNV-1a folding each id
   /// in whole, then the train split's size; for text the ids are the
@@ -110,6 +115,7 @@ class Corpus {
   std::shared_ptr<const void> owner_;  // keeps train_'s and eval_'s memory
   TokenView train_;
   TokenView eval_;
+  int64_t vocab_ = 256;
   bool synthetic_ = false;
   int64_t synthetic_sequences_ = 0;
   uint64_t fingerprint_ = 0;
@@ -135,7 +141,7 @@ struct CorpusOptions {
   // Files.
   /// Where dataset files may be opened (--data-root); empty: anywhere.
   DataRoots roots;
-  /// Polled during long reads (a token file's scan, every 64 Mi ids): true
+  /// Polled during long reads (a token file's scan, every 64 Ki ids): true
   /// stops the load with Cancelled. Unset: never.
   std::function<bool()> cancelled;
 
@@ -152,12 +158,15 @@ struct CorpusOptions {
 ///   only: after upgrading or adding a corpus package, delete the file.
 /// * text_file: the file's bytes (at most kMaxTextFileBytes), read on every
 ///   load (not cached: reading the file costs what reading a cache would).
-/// * tokens: the file(s) memory-mapped (at most kMaxTokenFileBytes each),
-///   then scanned once, sequentially, for ids >= vocab (about a second per
-///   GB on one core; the fingerprint is computed in the same pass). The
-///   file must not be truncated while the job runs.
+/// * tokens: the file(s) opened (at most kMaxTokenFileBytes each), then
+///   scanned once, sequentially, for ids >= vocab (about a second per GB on
+///   one core; the fingerprint is computed in the same pass); batches read
+///   their ids from the file as they are drawn. The file must not change
+///   while the job runs: a truncated file is DataLoss naming it when a batch
+///   reads past its end, an id rewritten out of range is DataLoss from
+///   SampleBatch, before it reaches an embedding.
 /// * synthetic: no I/O; tokens come from the sampler's seed.
-/// Dataset files are opened as MapDatasetFile describes (regular files
+/// Dataset files are opened as OpenDatasetFile describes (regular files
 /// only, never blocking, confined to options.roots when set).
 ///
 /// Errors, each one line naming the DatasetSpec field:

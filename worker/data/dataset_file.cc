@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@ class FileDescriptor {
     if (fd_ >= 0) ::close(fd_);
   }
   FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  int release() { return std::exchange(fd_, -1); }
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   FileDescriptor& operator=(FileDescriptor&&) = delete;
@@ -70,8 +70,8 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
-absl::StatusOr<OpenedFile> OpenDatasetFile(const std::string& path, const std::string& field,
-                                           const DataRoots& roots, int64_t max_bytes) {
+absl::StatusOr<OpenedFile> OpenChecked(const std::string& path, const std::string& field,
+                                       const DataRoots& roots, int64_t max_bytes) {
   const bool confined = !roots.directories.empty();
   const absl::Status outside = absl::PermissionDeniedError(absl::StrCat(
       Quoted(field, path), ": outside the worker's data roots (--data-root)"));
@@ -142,13 +142,35 @@ absl::StatusOr<DataRoots> ResolveDataRoots(const std::vector<std::string>& direc
   return roots;
 }
 
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
+DatasetFile::~DatasetFile() { ::close(fd_); }
+
+absl::Status DatasetFile::ReadAt(int64_t offset, int64_t bytes, uint8_t* out) const {
+  int64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd_, out + done, static_cast<size_t>(bytes - done),
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat(description_, ": read at byte ",
+                                                     offset + done));
+    }
+    if (n == 0) {
+      struct stat info {};
+      const int64_t now = ::fstat(fd_, &info) == 0 ? int64_t{info.st_size} : -1;
+      return absl::DataLossError(absl::StrCat(
+          description_, ": ", bytes, " bytes at byte ", offset, " are gone: the file holds ",
+          now, " bytes now, ", size_,
+          " when the job opened it (it was truncated; dataset files must not change while a "
+          "job runs)"));
+    }
+    done += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadDatasetFile(const std::string& path, const std::string& field,
                                             const DataRoots& roots, int64_t max_bytes) {
-  absl::StatusOr<OpenedFile> file = OpenDatasetFile(path, field, roots, max_bytes);
+  absl::StatusOr<OpenedFile> file = OpenChecked(path, field, roots, max_bytes);
   if (!file.ok()) return file.status();
   // The size fstat saw bounds the read: a file that grows meanwhile is cut.
   std::string contents(static_cast<size_t>(file->size), '\0');
@@ -164,20 +186,14 @@ absl::StatusOr<std::string> ReadDatasetFile(const std::string& path, const std::
   return contents;
 }
 
-absl::StatusOr<std::shared_ptr<const MappedFile>> MapDatasetFile(const std::string& path,
-                                                                 const std::string& field,
-                                                                 const DataRoots& roots,
-                                                                 int64_t max_bytes) {
-  absl::StatusOr<OpenedFile> file = OpenDatasetFile(path, field, roots, max_bytes);
+absl::StatusOr<std::shared_ptr<const DatasetFile>> OpenDatasetFile(const std::string& path,
+                                                                   const std::string& field,
+                                                                   const DataRoots& roots,
+                                                                   int64_t max_bytes) {
+  absl::StatusOr<OpenedFile> file = OpenChecked(path, field, roots, max_bytes);
   if (!file.ok()) return file.status();
-  if (file->size == 0) return std::shared_ptr<const MappedFile>(new MappedFile(nullptr, 0));
-  void* data = ::mmap(nullptr, static_cast<size_t>(file->size), PROT_READ, MAP_SHARED,
-                      file->fd.get(), 0);
-  if (data == MAP_FAILED) {
-    return absl::ErrnoToStatus(errno, absl::StrCat(Quoted(field, path), ": mmap"));
-  }
-  return std::shared_ptr<const MappedFile>(
-      new MappedFile(static_cast<const uint8_t*>(data), file->size));
+  return std::shared_ptr<const DatasetFile>(
+      new DatasetFile(file->fd.release(), file->size, Quoted(field, path)));
 }
 
 }  // namespace zbpp::worker

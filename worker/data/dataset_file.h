@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,10 +13,11 @@
 namespace zbpp::worker {
 
 /// Where a worker may open dataset files (`zbpp-worker --data-root DIR`,
-/// repeatable): canonical directories (realpath, no trailing slash). Empty:
-/// unconfined, any file the worker's user can read (the default, for a
-/// worker on one's own machine). Checkpoint directories are not confined by
-/// it, nor the builtin corpora (read from Debian's packages).
+/// required and repeatable): canonical directories (realpath, no trailing
+/// slash). `zbpp-worker` refuses to start without one; `--data-root /`
+/// confines nothing (the explicit opt-out). Empty only in-process (tests
+/// that build a runner by hand): unconfined. Checkpoint directories are not
+/// confined by it, nor the builtin corpora (read from Debian's packages).
 struct DataRoots {
   std::vector<std::string> directories;
 };
@@ -28,27 +30,40 @@ absl::StatusOr<DataRoots> ResolveDataRoots(const std::vector<std::string>& direc
 
 /// Bounds on what a dataset file may hold, in bytes.
 inline constexpr int64_t kMaxTextFileBytes = int64_t{2} << 30;    // held in memory
-inline constexpr int64_t kMaxTokenFileBytes = int64_t{1} << 40;  // memory-mapped
+inline constexpr int64_t kMaxTokenFileBytes = int64_t{1} << 40;  // read where needed
 
-/// A read-only memory mapping of a whole dataset file; unmapped on
-/// destruction. An empty file maps to data() == nullptr, size() == 0.
-/// Immutable; thread-safe.
-class MappedFile {
+/// A dataset file kept open and read at explicit offsets (pread), never
+/// memory-mapped: a file truncated under a mapping kills the reading
+/// process with SIGBUS, while a short read here is an error naming the
+/// file. Closed on destruction. Immutable; thread-safe.
+class DatasetFile {
  public:
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  ~DatasetFile();
+  DatasetFile(const DatasetFile&) = delete;
+  DatasetFile& operator=(const DatasetFile&) = delete;
 
-  const uint8_t* data() const { return data_; }
+  /// The file's size in bytes when it was opened.
   int64_t size() const { return size_; }
+  /// The DatasetSpec field and path, for messages: `dataset.tokens.path "/d/x.bin"`.
+  const std::string& description() const { return description_; }
+
+  /// Reads `bytes` bytes at byte `offset` into `out` (offset, bytes >= 0;
+  /// offset + bytes <= size()). Errors: DataLoss naming the file, the
+  /// offset and both sizes when the file holds fewer bytes now (it shrank
+  /// since it was opened: dataset files must not change while a job runs);
+  /// the errno's code naming the file when the read fails. Blocking;
+  /// thread-safe.
+  absl::Status ReadAt(int64_t offset, int64_t bytes, uint8_t* out) const;
 
  private:
-  friend absl::StatusOr<std::shared_ptr<const MappedFile>> MapDatasetFile(
+  friend absl::StatusOr<std::shared_ptr<const DatasetFile>> OpenDatasetFile(
       const std::string&, const std::string&, const DataRoots&, int64_t);
-  MappedFile(const uint8_t* data, int64_t size) : data_(data), size_(size) {}
+  DatasetFile(int fd, int64_t size, std::string description)
+      : fd_(fd), size_(size), description_(std::move(description)) {}
 
-  const uint8_t* data_;
+  int fd_;
   int64_t size_;
+  std::string description_;
 };
 
 /// Reads the whole dataset file `path` (the DatasetSpec field `field`, for
@@ -58,11 +73,11 @@ class MappedFile {
 absl::StatusOr<std::string> ReadDatasetFile(const std::string& path, const std::string& field,
                                             const DataRoots& roots, int64_t max_bytes);
 
-/// Maps the whole dataset file `path` read-only (MAP_SHARED: pages come from
-/// the page cache, nothing is copied), opened as below; at most `max_bytes`.
-/// Blocking only for the open and the mapping; thread-safe.
+/// Opens the dataset file `path` for reads at offsets (DatasetFile::ReadAt:
+/// nothing is read yet), opened as below; at most `max_bytes`. Blocking only
+/// for the open; thread-safe.
 ///
-/// How a dataset file is opened, for ReadDatasetFile and MapDatasetFile:
+/// How a dataset file is opened, for ReadDatasetFile and OpenDatasetFile:
 /// * With data roots, `path` is resolved with realpath and must lie under
 ///   one of them; the file actually opened (/proc/self/fd) is checked again,
 ///   so a link swapped in meanwhile cannot lead out. A path outside the
@@ -76,10 +91,10 @@ absl::StatusOr<std::string> ReadDatasetFile(const std::string& path, const std::
 ///   InvalidArgument with both numbers.
 /// * NotFound for a missing file, PermissionDenied for one the worker may not
 ///   read; each naming the field and the path.
-absl::StatusOr<std::shared_ptr<const MappedFile>> MapDatasetFile(const std::string& path,
-                                                                 const std::string& field,
-                                                                 const DataRoots& roots,
-                                                                 int64_t max_bytes);
+absl::StatusOr<std::shared_ptr<const DatasetFile>> OpenDatasetFile(const std::string& path,
+                                                                   const std::string& field,
+                                                                   const DataRoots& roots,
+                                                                   int64_t max_bytes);
 
 }  // namespace zbpp::worker
 

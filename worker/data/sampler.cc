@@ -2,6 +2,9 @@
 
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/counter_hash.h"
 
@@ -31,6 +34,7 @@ absl::StatusOr<Batch> SampleBatch(const Corpus& corpus, Split split,
 
   Batch batch{at::empty({microbatch_size, seq_len}, at::kLong),
               at::empty({microbatch_size, seq_len}, at::kLong)};
+  std::vector<int64_t> window(corpus.synthetic() ? 0 : static_cast<size_t>(seq_len) + 1);
   int64_t* inputs = batch.inputs.data_ptr<int64_t>();
   int64_t* targets = batch.targets.data_ptr<int64_t>();
   for (int row = 0; row < microbatch_size; ++row) {
@@ -56,10 +60,23 @@ absl::StatusOr<Batch> SampleBatch(const Corpus& corpus, Split split,
     } else {
       const auto start = static_cast<int64_t>(
           UniformIndex(row_hash, static_cast<uint64_t>(tokens.size() - seq_len)));
-      for (int j = 0; j < seq_len; ++j) {
-        row_inputs[j] = tokens[start + j];
-        row_targets[j] = tokens[start + j + 1];
+      // One read per row: a token file is read here, not mapped, so a file
+      // truncated under the job is an error naming it (TokenView::Read).
+      if (absl::Status st = tokens.Read(start, seq_len + 1, window.data()); !st.ok()) return st;
+      for (int j = 0; j <= seq_len; ++j) {
+        // LoadCorpus checked every id; one out of range now was written
+        // since, and must not reach an embedding (on CUDA a device assert).
+        if (window[j] < 0 || window[j] >= corpus.vocab()) {
+          return absl::DataLossError(absl::StrCat(
+              corpus.description(), ": token id ", window[j], " at index ", start + j,
+              " of the ", split == Split::kTrain ? "train" : "eval",
+              " split is >= the vocabulary of ", corpus.vocab(),
+              ": the file changed after the job loaded it (dataset files must not change "
+              "while a job runs)"));
+        }
       }
+      std::copy(window.begin(), window.end() - 1, row_inputs);
+      std::copy(window.begin() + 1, window.end(), row_targets);
     }
   }
   return batch;

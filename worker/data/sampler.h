@@ -43,7 +43,11 @@ struct Batch {
 ///
 /// Errors: InvalidArgument when microbatch_size < 1, seq_len < 1, or the
 /// split holds fewer than seq_len + 1 tokens (LoadCorpus checked this for
-/// its own seq_len). Thread-safe (reads the immutable corpus only).
+/// its own seq_len). DataLoss naming the file when a token file changed
+/// since LoadCorpus read it: it shrank below a row's window (TokenView::Read),
+/// or an id now is >= corpus.vocab(), caught here before it reaches an
+/// embedding. Blocking for a token file (one pread per row). Thread-safe
+/// (reads the immutable corpus only).
 absl::StatusOr<Batch> SampleBatch(const Corpus& corpus, Split split,
                                   uint64_t seed, int64_t step, int microbatch,
                                   int microbatch_size, int seq_len);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -153,6 +154,41 @@ TEST(ChooseTransportTest, NcclOnGpusOfTheirOwnIsNccl) {
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
   EXPECT_EQ(choice->reason, "nccl: every rank has a GPU of its own");
+}
+
+// One PCI bus id written two ways is one GPU: CUDA's upper case and
+// 4-digit domain, nvidia-smi's 8-digit domain, sysfs's lower case. Before,
+// the raw strings differed and the ranks seemed to have GPUs of their own.
+TEST(ChooseTransportTest, APciBusIdIsOneGpuHoweverItIsWritten) {
+  const std::vector<v1::WorkerDescription> d = {Cuda({"a", "0000:1B:00.0"}),
+                                                Cuda({"a", "00000000:1b:00.0"})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(d, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_GLOO);
+  EXPECT_EQ(choice->reason,
+            "auto: worker-1 (stage 0) and worker-2 (stage 1) share GPU 00000000:1b:00.0 on host a");
+  EXPECT_EQ(GpuKey("a", "0000:1B:00.0"), GpuKey("a", "1b:00.0"));
+  EXPECT_NE(GpuKey("a", "0000:1B:00.0"), GpuKey("a", "0000:1B:00.1"));
+  EXPECT_NE(GpuKey("a", "0000:1B:00.0"), GpuKey("b", "0000:1B:00.0"));
+  EXPECT_EQ(GpuKey("a", "not a pci id"), "other a not a pci id");
+}
+
+// In Kubernetes the host is the pod's name: two pods time-sharing one GPU
+// register two hosts and the GPU's one UUID, which names it on any host.
+TEST(ChooseTransportTest, AGpuUuidIsOneGpuOnAnyHost) {
+  const std::string uuid = "GPU-5f0c9e7a-1b3d-4c6e-8f2a-0b1c3d5e7f90";
+  const std::vector<v1::WorkerDescription> d = {Cuda({"pod-0", uuid}),
+                                                Cuda({"pod-1", absl::AsciiStrToUpper(uuid)})};
+  EXPECT_EQ(ChooseTransport(v1::TRANSPORT_NCCL, Ranks(d, 2)).status().message(),
+            "transport: nccl needs a GPU of its own for every rank; worker-1 (stage 0) and "
+            "worker-2 (stage 1) share GPU " + absl::AsciiStrToUpper(uuid) +
+            " (hosts pod-0 and pod-1) (allowed only when every worker on it runs zbpp-worker "
+            "--nccl-shared-gpu-test-host-id, for tests)");
+  const std::vector<v1::WorkerDescription> own = {
+      Cuda({"pod-0", uuid}), Cuda({"pod-0", "GPU-00000000-1b3d-4c6e-8f2a-0b1c3d5e7f90"})};
+  absl::StatusOr<TransportChoice> choice = ChooseTransport(v1::TRANSPORT_AUTO, Ranks(own, 2));
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
 }
 
 TEST(ChooseTransportTest, UnknownValueIsRefusedNamingTransport) {

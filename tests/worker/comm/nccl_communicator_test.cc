@@ -67,11 +67,17 @@ TEST(NcclCommunicatorTest, RefusesADeviceThatIsNotHere) {
   EXPECT_EQ(GpuIdentity(index).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(NcclCommunicatorTest, GpuIdentityIsAPciBusId) {
+// The UUID, not the PCI bus id: the bus id names a device on one host
+// only, and in Kubernetes every pod is a host of its own.
+TEST(NcclCommunicatorTest, GpuIdentityIsTheGpusUuid) {
+  const unsigned char bytes[16] = {0x5f, 0x0c, 0x9e, 0x7a, 0x1b, 0x3d, 0x4c, 0x6e,
+                                   0x8f, 0x2a, 0x0b, 0x1c, 0x3d, 0x5e, 0x7f, 0x90};
+  EXPECT_EQ(GpuUuidText(bytes), "GPU-5f0c9e7a-1b3d-4c6e-8f2a-0b1c3d5e7f90");
   if (!TestDevice().is_cuda()) GTEST_SKIP() << "needs ZBPP_TEST_DEVICE=cuda:N";
   absl::StatusOr<std::string> id = GpuIdentity(TestDevice().index());
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_THAT(*id, ::testing::MatchesRegex("[0-9A-F]{4}:[0-9A-F]{2}:[0-9A-F]{2}\\.0"));
+  EXPECT_THAT(*id, ::testing::MatchesRegex(
+                       "GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"));
 }
 
 class NcclRanksTest : public ::testing::TestWithParam<int> {};

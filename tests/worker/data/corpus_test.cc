@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
+#include "tests/worker/data/token_ids.h"
 #include "worker/data/subprocess.h"
 #include "worker/data/token_cache.h"
 #include "zbpp/v1/job_spec.pb.h"
@@ -53,9 +54,8 @@ CorpusOptions Options(const std::string& cache_dir) {
 
 std::string AsString(const TokenView& tokens) {
   EXPECT_EQ(tokens.width(), 1);
-  std::string text(static_cast<size_t>(tokens.size()), '\0');
-  for (int64_t i = 0; i < tokens.size(); ++i) text[i] = static_cast<char>(tokens[i]);
-  return text;
+  const std::vector<int64_t> ids = testing::Ids(tokens);
+  return std::string(ids.begin(), ids.end());
 }
 
 std::string AllText(const Corpus& corpus) {

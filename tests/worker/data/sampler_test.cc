@@ -11,12 +11,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
+#include "tests/worker/data/token_ids.h"
 #include "worker/data/corpus.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::worker {
 namespace {
 
+using testing::Ids;
 using testing::TestDirectory;
 using testing::WriteFile;
 
@@ -65,12 +67,6 @@ std::vector<std::vector<int64_t>> Windows(const Batch& batch, int rows) {
     windows.push_back(std::move(window));
   }
   return windows;
-}
-
-std::vector<int64_t> Ids(const TokenView& tokens) {
-  std::vector<int64_t> ids(static_cast<size_t>(tokens.size()));
-  for (int64_t i = 0; i < tokens.size(); ++i) ids[i] = tokens[i];
-  return ids;
 }
 
 bool Contains(const TokenView& view, const std::vector<int64_t>& window) {

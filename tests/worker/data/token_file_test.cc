@@ -1,5 +1,8 @@
 // DatasetSpec.tokens: flat files of little-endian uint16 or uint32 ids,
-// memory-mapped, checked against the vocabulary before training.
+// read where needed (never mapped), checked against the vocabulary before
+// training and again in every batch.
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <string>
@@ -10,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_files.h"
+#include "tests/worker/data/token_ids.h"
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
 #include "zbpp/v1/job_spec.pb.h"
@@ -18,6 +22,7 @@ namespace zbpp::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Ids;
 using testing::TestDirectory;
 using testing::WriteFile;
 
@@ -50,12 +55,6 @@ v1::DatasetSpec Tokens(const std::string& path, v1::TokenDtype dtype) {
   spec.mutable_tokens()->set_path(path);
   spec.mutable_tokens()->set_dtype(dtype);
   return spec;
-}
-
-std::vector<int64_t> Ids(const TokenView& view) {
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < view.size(); ++i) ids.push_back(view[i]);
-  return ids;
 }
 
 TEST(TokenFileTest, Uint16FileSplitsItsEndOffAndBatchesHoldItsIds) {
@@ -149,6 +148,53 @@ TEST(TokenFileTest, IdAtOrAboveTheVocabularyIsRefusedWithItsIndex) {
                               .status()
                               .message()),
               HasSubstr("token id 4000 at index 999 of the file"));
+}
+
+// A token file truncated under a running job: the batch that reads past
+// its end is an error naming the file, and the worker lives on (a mapped
+// file would kill it with SIGBUS, silently).
+TEST(TokenFileTest, FileTruncatedAfterLoadingFailsTheBatchNamingTheFile) {
+  TestDirectory dir;
+  const std::vector<int64_t> ids = Iota(20000, 1, 0);  // 40,000 bytes: several pages
+  WriteFile(dir / "train.bin", Encode(ids, 2));
+  absl::StatusOr<std::shared_ptr<const Corpus>> corpus =
+      LoadCorpus(Tokens(dir / "train.bin", v1::TOKEN_DTYPE_UINT16), Options(512));
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_TRUE(SampleBatch(**corpus, Split::kTrain, 7, 0, 0, 4, kSeqLen).ok());
+
+  ASSERT_EQ(::truncate((dir / "train.bin").c_str(), 100), 0);
+  // Rows start anywhere in the 19,800 train ids: within a few batches one
+  // reads beyond the 50 ids left.
+  absl::Status failed;
+  for (int step = 0; step < 20 && failed.ok(); ++step) {
+    failed = SampleBatch(**corpus, Split::kTrain, 7, step, 0, 4, kSeqLen).status();
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  EXPECT_THAT(std::string(failed.message()),
+              HasSubstr(absl::StrCat("dataset.tokens.path \"", dir / "train.bin", "\": ")));
+  EXPECT_THAT(std::string(failed.message()),
+              HasSubstr("the file holds 100 bytes now, 40000 when the job opened it"));
+}
+
+// The file rewritten in place, same size, with ids beyond the vocabulary:
+// caught in the batch, before an id reaches an embedding (on CUDA, a
+// device-side assert that ends the process).
+TEST(TokenFileTest, IdsRewrittenOutOfRangeAfterLoadingFailTheBatch) {
+  TestDirectory dir;
+  WriteFile(dir / "train.bin", Encode(Iota(2000, 1, 0), 2));
+  absl::StatusOr<std::shared_ptr<const Corpus>> corpus =
+      LoadCorpus(Tokens(dir / "train.bin", v1::TOKEN_DTYPE_UINT16), Options(512));
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  EXPECT_EQ((*corpus)->vocab(), 512);
+
+  WriteFile(dir / "train.bin", Encode(Iota(2000, 600, 0), 2));
+  const absl::StatusOr<Batch> batch = SampleBatch(**corpus, Split::kTrain, 7, 0, 0, 4, kSeqLen);
+  EXPECT_EQ(batch.status().code(), absl::StatusCode::kDataLoss) << batch.status();
+  EXPECT_THAT(std::string(batch.status().message()),
+              HasSubstr(absl::StrCat("dataset.tokens.path \"", dir / "train.bin",
+                                     "\": token id 600 at index ")));
+  EXPECT_THAT(std::string(batch.status().message()),
+              HasSubstr("is >= the vocabulary of 512: the file changed after the job loaded it"));
 }
 
 TEST(TokenFileTest, SplitShorterThanOneSequenceNamesBothNumbers) {

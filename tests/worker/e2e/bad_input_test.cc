@@ -2,6 +2,7 @@
 // an exit code (1: runtime, 2: usage), nothing on stdout, no cache written;
 // a job whose text file is missing fails naming the path.
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -36,9 +37,13 @@ std::vector<std::string> Lines(const std::string& text) {
 
 class WorkerBadInput : public ::testing::Test {
  protected:
-  /// Runs zbpp-worker with `args` and a fresh --cache-dir appended.
+  /// Runs zbpp-worker with `args` and a fresh --cache-dir appended, and the
+  /// scratch directory as --data-root unless `args` name one.
   ctltest::ProcessResult RunWorker(std::vector<std::string> args,
                                    absl::Duration timeout = absl::Seconds(30)) {
+    if (std::find(args.begin(), args.end(), "--data-root") == args.end()) {
+      args.insert(args.end(), {"--data-root", scratch_.path()});
+    }
     args.insert(args.begin(), ZBPP_WORKER_BINARY);
     args.insert(args.end(), {"--cache-dir", cache_dir_});
     return ctltest::RunProcess(args, {}, timeout);
@@ -115,6 +120,10 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"MisspelledDevice",
                   {"--coordinator", "127.0.0.1:1", "--device", "gpu0"},
                   "--device"},
+        // Confinement is the default: a data root is required, absolute.
+        UsageCase{"RelativeDataRoot",
+                  {"--coordinator", "127.0.0.1:1", "--data-root", "data"},
+                  "--data-root: must be an absolute path, got \"data\""},
         UsageCase{"ZeroThreads",
                   {"--coordinator", "127.0.0.1:1", "--threads", "0"},
                   "--threads"},
@@ -139,13 +148,30 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.name;
     });
 
+// Without --data-root the worker does not start: a job spec could otherwise
+// name any file its user can read (a private key, /etc/shadow) and get it
+// back through the trained weights. One line that says how to opt out.
+TEST_F(WorkerBadInput, NoDataRootExitsTwoSayingHowToOptOut) {
+  const ctltest::ProcessResult result = ctltest::RunProcess(
+      {ZBPP_WORKER_BINARY, "--coordinator", "127.0.0.1:1", "--cache-dir", cache_dir_}, {},
+      absl::Seconds(30));
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.out, "");
+  const std::vector<std::string> lines = Lines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_THAT(lines[0], StartsWith("zbpp-worker: --data-root is required"));
+  EXPECT_THAT(lines[0], HasSubstr("--data-root / for any file"));
+  EXPECT_FALSE(std::filesystem::exists(cache_dir_)) << "cache written";
+}
+
 // --help: every flag, the test-only one marked as such, on stdout; exit 0
 // without contacting anything.
 TEST_F(WorkerBadInput, HelpListsEveryFlagAndMarksTheTestOnlyOne) {
   const ctltest::ProcessResult result = RunWorker({"--help"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.err, "");
-  for (const char* flag : {"--coordinator", "--device", "--threads", "--listen", "--cache-dir",
+  for (const char* flag : {"--coordinator", "--data-root", "--device", "--threads", "--listen",
+                           "--cache-dir",
                            "--gloo-hostname", "--name", "--memory-bytes", "--comm-timeout",
                            "--tls-ca", "--token-file", "--slow-stage", "--inject-nan-step",
                            "--synthetic-compute"}) {

@@ -4,7 +4,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <regex>
 #include <utility>
@@ -54,6 +56,10 @@ absl::StatusOr<RunningWorker> StartWorker(
   std::vector<std::string> argv = {ZBPP_WORKER_BINARY, "--coordinator",
                                    coordinator, "--cache-dir", cache_dir};
   argv.insert(argv.end(), flags.begin(), flags.end());
+  if (std::find(flags.begin(), flags.end(), "--data-root") == flags.end()) {
+    argv.insert(argv.end(),
+                {"--data-root", std::filesystem::path(cache_dir).parent_path().string()});
+  }
   worker.process = ctltest::BackgroundProcess::Start(argv);
   if (worker.process == nullptr) {
     return absl::UnavailableError("cannot start " ZBPP_WORKER_BINARY);

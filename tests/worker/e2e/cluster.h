@@ -32,6 +32,8 @@ struct RunningWorker {
 
 /// Starts `zbpp-worker --coordinator coordinator --cache-dir cache_dir`
 /// with `flags` appended and waits up to `timeout` for its registered line.
+/// Unless `flags` name a --data-root (which zbpp-worker requires), the
+/// cache directory's parent (the test's scratch directory) is the root.
 /// Errors: Unavailable when it does not start, prints nothing in time, or
 /// prints another line.
 absl::StatusOr<RunningWorker> StartWorker(

@@ -163,7 +163,7 @@ TEST(WorkerEndToEnd, WorkersWithTheTokenTrainAndOthersCannotRegister) {
   const std::string token_file = scratch.path() + "/token";
   {
     std::ofstream out(token_file);
-    out << "e2e-secret-token\n";
+    out << "e2e-5f0c9e7a1b3d4c6e8f2a0b1c3d5e7f90\n";
   }
   ClusterOptions options;
   options.directory = scratch.path();

@@ -50,7 +50,8 @@ absl::Status Coordinator::ReportProfile(const zbpp::v1::ReportProfileRequest& pr
         HeldJob(profile.worker_id(), profile.job_id(), profile.attempt(), &index);
     if (!job.ok()) return job.status();
     if (absl::Status fits =
-            CheckProfileFitsDevice(profile, DeviceMemoryBytes(profile.worker_id()));
+            CheckProfileMemory(profile, ActivationFloorBytes((*job)->proto().spec()),
+                               DeviceMemoryBytes(profile.worker_id()));
         !fits.ok()) {
       return fits;
     }

@@ -122,18 +122,28 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
   return measured;
 }
 
-absl::Status CheckProfileFitsDevice(const zbpp::v1::ReportProfileRequest& profile,
-                                    uint64_t device_memory_bytes) {
+absl::Status CheckProfileMemory(const zbpp::v1::ReportProfileRequest& profile,
+                                double min_m_b_bytes, uint64_t device_memory_bytes) {
   for (int i = 0; i < profile.virtual_stages_size(); ++i) {
     const double m_b = profile.virtual_stages(i).m_b_bytes();
+    const std::string field = absl::StrCat("virtual_stages[", i, "].m_b_bytes: ");
     if (m_b > static_cast<double>(device_memory_bytes)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "virtual_stages[", i, "].m_b_bytes: ", m_b,
-          " is more than the worker's device holds (memory_bytes ", device_memory_bytes,
-          " as registered)"));
+          field, m_b, " is more than the worker's device holds (memory_bytes ",
+          device_memory_bytes, " as registered)"));
+    }
+    if (m_b < min_m_b_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, m_b, " is less than the stage's input activation alone (",
+          min_m_b_bytes, " bytes: microbatch_size x seq_len x hidden at one byte each)"));
     }
   }
   return absl::OkStatus();
+}
+
+double ActivationFloorBytes(const zbpp::v1::JobSpec& spec) {
+  return static_cast<double>(spec.pipeline().microbatch_size()) * spec.model().seq_len() *
+         spec.model().hidden();
 }
 
 }  // namespace zbpp::coordinator

@@ -112,7 +112,7 @@ TEST_F(CoordinatorTest, ProfileOfAnAttemptThatEndedIsRefused) {
 
 // Profiles and reports bounded by what the worker's device and the job can
 // hold. Before: M_B = 1e308 failed a job under a byte limit ("measured
-// M_B = 0"), M_B = 0 voided the limit, F = B = W = 86400 s predicted a
+// M_B = 0"), M_B = 0 (or 1 byte) voided the limit, F = B = W = 86400 s predicted a
 // 2e6 s step, and a peak_activation_bytes of 2^64 - 1 fired the memory
 // alert; each was accepted.
 TEST_F(CoordinatorTest, ProfilesAndReportsBeyondTheDeviceOrAnyStepAreRefused) {
@@ -131,6 +131,10 @@ TEST_F(CoordinatorTest, ProfilesAndReportsBeyondTheDeviceOrAnyStepAreRefused) {
        [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(2.0 * (uint64_t{1} << 30)); }},
       {"virtual_stages[0].m_b_bytes",
        [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(0), e.set_m_w_bytes(0); }},
+      // One byte: under a limit in bytes, room for every microbatch. The
+      // stage's input [b, s, h] = [1, 32, 64] alone is 2048 elements.
+      {"less than the stage's input activation alone (2048 bytes",
+       [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(1), e.set_m_w_bytes(0); }},
       {"virtual_stages: stage 0",
        [](v1::VirtualStageProfile& e) {
          e.set_f_seconds(86400), e.set_b_seconds(86400), e.set_w_seconds(86400);

@@ -9,6 +9,8 @@
 //                    [--lost-worker-retention-seconds S] [--store-drain-seconds S]
 //                    [--max-watch-streams N] [--max-watch-streams-per-client N]
 //                    [--max-active-jobs N] [--retain-finished-jobs N]
+//                    [--calibration-timeout-seconds S]
+//                    [--max-submissions-per-second R] [--submission-burst N]
 //                    [--tls-cert F --tls-key F [--tls-client-ca F]]
 
 #include <pthread.h>
@@ -38,6 +40,8 @@ constexpr char kUsage[] =
     "[--store-drain-seconds S] "
     "[--max-watch-streams N] [--max-watch-streams-per-client N] "
     "[--max-active-jobs N] [--retain-finished-jobs N] "
+    "[--calibration-timeout-seconds S] "
+    "[--max-submissions-per-second R] [--submission-burst N] "
     "[--tls-cert F --tls-key F "
     "[--tls-client-ca F]]";
 
@@ -54,6 +58,9 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
   std::string max_watch_per_client;
   std::string max_active_jobs;
   std::string retained_jobs;
+  std::string calibration_timeout;
+  std::string submission_rate;
+  std::string submission_burst;
   const std::map<std::string, std::string*> known = {
       {"--listen", &flags.listen},         {"--metrics-listen", &flags.metrics_listen},
       {"--db", &flags.db},                 {"--db-sync", &db_sync},
@@ -66,6 +73,9 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
       {"--max-watch-streams-per-client", &max_watch_per_client},
       {"--max-active-jobs", &max_active_jobs},
       {"--retain-finished-jobs", &retained_jobs},
+      {"--calibration-timeout-seconds", &calibration_timeout},
+      {"--max-submissions-per-second", &submission_rate},
+      {"--submission-burst", &submission_burst},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--tls-client-ca", &flags.tls_client_ca}};
   std::set<std::string> names;
@@ -114,6 +124,24 @@ absl::StatusOr<CoordinatorServer::Options> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lost-worker-retention-seconds must be a number >= 0, got \"",
         retention, "\""));
+  }
+  if (!calibration_timeout.empty() &&
+      (!absl::SimpleAtod(calibration_timeout, &flags.core.calibration_timeout_seconds) ||
+       !std::isfinite(flags.core.calibration_timeout_seconds) ||
+       flags.core.calibration_timeout_seconds <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--calibration-timeout-seconds must be a number > 0, got \"", calibration_timeout,
+        "\""));
+  }
+  for (const auto& [flag, text, value, least] :
+       {std::tuple{"--max-submissions-per-second", &submission_rate,
+                   &flags.core.max_submissions_per_second, 0.0},
+        std::tuple{"--submission-burst", &submission_burst, &flags.core.submission_burst, 1.0}}) {
+    if (!text->empty() && (!absl::SimpleAtod(*text, value) || !std::isfinite(*value) ||
+                           *value < least || *value == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " must be a number ", least > 0 ? ">= 1" : "> 0", ", got \"", *text, "\""));
+    }
   }
   if (!drain.empty()) {
     double seconds = 0;

@@ -110,17 +110,28 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   const std::vector<RankMemoryEstimate> estimate = job.EstimateMemory();
   std::vector<double> needs;
   for (const RankMemoryEstimate& rank : estimate) needs.push_back(rank.total_bytes());
-  // The transport is decided on the workers Assign will choose (both run
-  // under mu_): a job its workers cannot carry fails before any is taken.
-  absl::StatusOr<std::vector<std::string>> chosen = registry_->Preview(job.id(), needed, needs);
+  // A job over NCCL takes only workers that can carry it (a GPU of its
+  // own each), so an idle CPU worker registered first is passed over and
+  // the job waits for suitable ones instead of failing on it. The
+  // transport is decided on the workers Assign will choose (both run under
+  // mu_); a refusal then is waiting too: workers that qualify may come.
+  const zbpp::v1::Transport requested = job.proto().spec().transport();
+  const WorkerRegistry::WorkerFilter filter = WorkerFilterFor(requested);
+  absl::StatusOr<std::vector<std::string>> chosen =
+      registry_->Preview(job.id(), needed, needs, filter);
   if (!chosen.ok()) {
     job.NoteWaiting(chosen.status(), estimate);
     return chosen.status();
   }
   absl::StatusOr<TransportChoice> transport =
-      ChooseTransport(job.proto().spec().transport(), RankWorkers(*chosen, job.stages()));
-  if (!transport.ok()) return job.Fail(std::string(transport.status().message()));
-  absl::StatusOr<std::vector<std::string>> assigned = registry_->Assign(job.id(), needed, needs);
+      ChooseTransport(requested, RankWorkers(*chosen, job.stages()));
+  if (!transport.ok()) {
+    const absl::Status waiting = absl::ResourceExhaustedError(transport.status().message());
+    job.NoteWaiting(waiting, estimate);
+    return waiting;
+  }
+  absl::StatusOr<std::vector<std::string>> assigned =
+      registry_->Assign(job.id(), needed, needs, filter);
   if (!assigned.ok()) {
     job.NoteWaiting(assigned.status(), estimate);
     return assigned.status();
@@ -138,6 +149,11 @@ std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>&
   return workers;
 }
 
+WorkerRegistry::WorkerFilter Coordinator::WorkerFilterFor(zbpp::v1::Transport transport) {
+  if (transport != zbpp::v1::TRANSPORT_NCCL) return {};
+  return {JoinsNcclRanks, "a GPU of its own (transport: nccl)"};
+}
+
 absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
                                                      const std::vector<double>& needs) const {
   // The workers are known when the job would be assigned at once: no job
@@ -150,6 +166,12 @@ absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& sp
     return !waiting;
   });
   if (waiting || registry_->CountAssignable() < needed) return absl::OkStatus();
+  // Workers that can carry it are free: it starts. Else the free workers
+  // it would take without the transport's filter say why it cannot run on
+  // them (the job would wait: refused now, while the user is there).
+  if (registry_->Preview("submitted job", needed, needs, WorkerFilterFor(spec.transport())).ok()) {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<std::string>> chosen =
       registry_->Preview("submitted job", needed, needs);
   if (!chosen.ok()) return absl::OkStatus();  // It would wait; checked when assigned.
@@ -188,6 +210,15 @@ void Coordinator::Tick() {
              "losing a worker");
   }
   ForgetLostWorkers();
+  const absl::Time now = options_.clock->Now();
+  jobs_->ForEach([&](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LogError(job.CheckCalibrationDeadline(now,
+                                          absl::Seconds(options_.calibration_timeout_seconds),
+                                          options_.max_recoveries_without_progress,
+                                          writer_->Healthy()),
+             absl::StrCat("calibration of job ", job.id()));
+    return true;
+  });
   AssignWaitingJobs();
   ApplyRetention();
   // With nothing else to write, a probe makes a lost database a failing
@@ -243,6 +274,9 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
     }
   }
   absl::MutexLock lock(&mu_);
+  if (absl::Status rate = submission_rate_.Take(options_.clock->Now()); !rate.ok()) {
+    return rate;
+  }
   if (const int active = jobs_->ActiveCount(); active >= options_.max_active_jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_active_jobs: ", active, " jobs are not finished, the cap of ",
@@ -260,6 +294,9 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
     }
   }
   zbpp::v1::Job proto = jobs_->NewJob(spec, options_.clock->Now());
+  if (absl::Status free = jobs_->CheckCheckpointDirectoryFree(proto.spec()); !free.ok()) {
+    return free;
+  }
   if (absl::Status stored = options_.store->CreateJob(proto); !stored.ok()) {
     // The store's own code and message (store.h), so that zbppctl says what
     // failed rather than "cannot reach coordinator".

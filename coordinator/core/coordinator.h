@@ -22,6 +22,7 @@
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/resolver.h"
 #include "coordinator/core/store_writer.h"
+#include "coordinator/core/submission_rate.h"
 #include "coordinator/core/transport_choice.h"
 #include "coordinator/core/worker_registry.h"
 #include "zbpp/v1/job.pb.h"
@@ -118,10 +119,14 @@ class Coordinator {
   /// Checks and plans a new job (PlanJob, planning.h: the plan's schedule
   /// becomes its version 1, solved once), stores it in PENDING, then
   /// assigns workers if enough are free (and first deletes the finished jobs past the
-  /// retention: Options.retained_finished_jobs). ResourceExhausted naming
+  /// retention: Options.retained_finished_jobs). "{job_id}" in
+  /// checkpoint.directory becomes the job's id. ResourceExhausted naming
+  /// max_submissions_per_second past the submission rate, or
   /// max_active_jobs when that many jobs are not finished;
   /// InvalidArgument naming the field for a bad spec (PlanJob's refusal,
-  /// its SpecRefusal payload included),
+  /// its SpecRefusal payload included), naming checkpoint.directory and
+  /// the other job when an unfinished job uses the same directory and one
+  /// of the two writes checkpoints there (JobTable::CheckCheckpointDirectoryFree),
   /// naming pipeline.data_parallel when checkpoint.resume_step names a
   /// checkpoint recorded by a job with another data_parallel, and naming
   /// transport (and the workers) for transport NCCL when the workers that
@@ -319,20 +324,26 @@ class Coordinator {
   /// Gives free workers to waiting jobs, oldest first (a later, smaller
   /// job does not overtake one that waits).
   void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Prepares the job (Job::Prepare), takes its p × d workers, resolves
-  /// its transport for them (ChooseTransport) and begins its attempt. OK
-  /// when assigned; ResourceExhausted when the free workers are too few or
-  /// too small (the job waits, its state message saying why);
-  /// FailedPrecondition when the job cannot run, its transport included
-  /// (it is then FAILED, nothing taken).
+  /// Prepares the job (Job::Prepare), takes its p × d workers (those that
+  /// can carry its transport: WorkerFilterFor), resolves its transport for
+  /// them (ChooseTransport) and begins its attempt. OK when assigned;
+  /// ResourceExhausted when the free workers are too few, too small or
+  /// cannot carry the transport (the job waits, its state message saying
+  /// why: suitable workers may come); FailedPrecondition when the job
+  /// cannot run (it is then FAILED, nothing taken).
   absl::Status StartAttempt(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Which workers may run a job over `transport` (JoinsNcclRanks for
+  /// NCCL; every worker otherwise). Pure.
+  static WorkerRegistry::WorkerFilter WorkerFilterFor(zbpp::v1::Transport transport);
   /// The workers `worker_ids` (by worker index) of a job of `stages`
   /// pipeline ranks, with their descriptions, for ChooseTransport.
   std::vector<RankWorker> RankWorkers(const std::vector<std::string>& worker_ids,
                                       int stages) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// SubmitJob's check of `spec.transport` when the workers that would run
   /// it are known (no job waits before it, enough are free; `needs` is each
-  /// rank's memory): ChooseTransport's InvalidArgument, else OK.
+  /// rank's memory): OK when free workers can carry it; else
+  /// ChooseTransport's InvalidArgument for the free workers it would take
+  /// regardless of transport, else OK.
   absl::Status CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
                                           const std::vector<double>& needs) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -352,6 +363,11 @@ class Coordinator {
   /// otherwise.
   absl::StatusOr<Job*> HeldJob(const std::string& worker_id, const std::string& job_id,
                                int64_t attempt, int* index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The memory `worker_id` registered (WorkerDescription.memory_bytes,
+  /// >= 1), which bounds what its profiles and reports may claim to hold;
+  /// 0 for an unknown worker.
+  uint64_t DeviceMemoryBytes(const std::string& worker_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
                                 std::unique_ptr<ResolveTask>* resolve)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -386,6 +402,9 @@ class Coordinator {
   /// What the jobs use (registry, writer, clock, observer, options).
   JobContext job_context_;
   std::unique_ptr<JobTable> jobs_ ABSL_PT_GUARDED_BY(mu_);
+  /// SubmitJob's rate (options_.max_submissions_per_second).
+  SubmissionRate submission_rate_ ABSL_GUARDED_BY(mu_){options_.max_submissions_per_second,
+                                                       options_.submission_burst};
 };
 
 }  // namespace zbpp::coordinator

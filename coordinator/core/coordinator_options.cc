@@ -1,5 +1,7 @@
 #include "coordinator/core/coordinator_options.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace zbpp::coordinator {
@@ -23,6 +25,19 @@ absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_recoveries_without_progress must be >= 1, got ",
                      options.max_recoveries_without_progress));
+  }
+  if (!(options.calibration_timeout_seconds > 0) ||
+      !std::isfinite(options.calibration_timeout_seconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration_timeout_seconds must be finite and > 0, got ",
+                     options.calibration_timeout_seconds));
+  }
+  if (!(options.max_submissions_per_second > 0) || !(options.submission_burst >= 1) ||
+      !std::isfinite(options.max_submissions_per_second) ||
+      !std::isfinite(options.submission_burst)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_submissions_per_second must be > 0 and submission_burst >= 1, got ",
+        options.max_submissions_per_second, " and ", options.submission_burst));
   }
   if (options.grant_lookahead_steps < 2) {
     return absl::InvalidArgumentError(

@@ -53,6 +53,12 @@ struct CoordinatorOptions {
   /// RECOVERING again: the error is in the job (a corpus, a checkpoint),
   /// not in a worker. >= 1.
   int max_recoveries_without_progress = 3;
+  /// How long an attempt waits for every worker's calibration profile
+  /// (job_spec.proto SchedulePolicy.calibrate), seconds from the attempt's
+  /// start; then the first worker still missing fails the attempt, which
+  /// recovers like any other failure (counted above). A worker that never
+  /// profiled held its job at step 0 for good. > 0.
+  double calibration_timeout_seconds = 600.0;
   /// When jobs with JobSpec.validation AUTO switch between synchronous
   /// and post-update validation.
   ValidationPolicy::Options validation_policy;
@@ -61,14 +67,21 @@ struct CoordinatorOptions {
   /// Jobs not yet finished (PENDING to RECOVERING) held at once: SubmitJob
   /// refuses more with ResourceExhausted naming max_active_jobs. >= 1.
   int max_active_jobs = 1000;
-  /// Finished jobs (SUCCEEDED, FAILED, CANCELLED) kept: beyond the
-  /// `retained_finished_jobs` most recently created ones, the older ones
-  /// are deleted, from memory and from the store with every record of
-  /// theirs (checkpoint records included: a job can no longer resume from
-  /// their checkpoints), at Recover, at each SubmitJob and at each Tick.
+  /// Finished jobs (SUCCEEDED, FAILED, CANCELLED) kept: beyond
+  /// `retained_finished_jobs`, finished jobs are deleted, from memory and
+  /// from the store with every record of theirs (checkpoint records
+  /// included: a job can no longer resume from their checkpoints), at
+  /// Recover, at each SubmitJob and at each Tick: first those that never
+  /// completed a step, oldest first, then the others, oldest first
+  /// (JobTable::EraseFinishedBeyond).
   /// So at most max_active_jobs + retained_finished_jobs jobs are held.
   /// >= 1.
   int retained_finished_jobs = 1000;
+  /// Job submissions per second, sustained, and in one burst
+  /// (submission_rate.h): SubmitJob refuses more with ResourceExhausted
+  /// naming max_submissions_per_second. > 0 and >= 1.
+  double max_submissions_per_second = 10;
+  double submission_burst = 100;
 
   // --- Watchers ---
   /// Events a WatchJob reader may lag before step events are dropped.
@@ -98,7 +111,9 @@ struct CoordinatorOptions {
 
 /// OK when Coordinator::Create may use `options`: InvalidArgument naming
 /// the first missing dependency (clock, store) or bad value (heartbeat interval and timeout,
-/// max_recoveries_without_progress, grant_lookahead_steps, max_active_jobs,
+/// max_recoveries_without_progress, calibration_timeout_seconds,
+/// grant_lookahead_steps, max_active_jobs, max_submissions_per_second,
+/// submission_burst,
 /// retained_finished_jobs). Pure.
 absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options);
 

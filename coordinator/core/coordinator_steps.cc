@@ -8,6 +8,8 @@
 #include "api/job_state.h"
 #include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/core/profile_check.h"
+#include "coordinator/core/step_report_check.h"
 
 namespace zbpp::coordinator {
 
@@ -28,6 +30,10 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
   absl::StatusOr<Job*> job =
       HeldJob(report.worker_id(), report.job_id(), report.attempt(), &index);
   if (!job.ok()) return job.status();
+  if (absl::Status fits = CheckReportFitsDevice(report, DeviceMemoryBytes(report.worker_id()));
+      !fits.ok()) {
+    return fits;
+  }
   absl::StatusOr<ReportOutcome> outcome = (*job)->ReportStep(report, index);
   if (!outcome.ok()) return outcome.status();
   if (outcome->ended) AssignWaitingJobs();  // Its workers are free.
@@ -43,6 +49,12 @@ absl::Status Coordinator::ReportProfile(const zbpp::v1::ReportProfileRequest& pr
     absl::StatusOr<Job*> job =
         HeldJob(profile.worker_id(), profile.job_id(), profile.attempt(), &index);
     if (!job.ok()) return job.status();
+    if (absl::Status fits =
+            CheckProfileMemory(profile, ActivationFloorBytes((*job)->proto().spec()),
+                               DeviceMemoryBytes(profile.worker_id()));
+        !fits.ok()) {
+      return fits;
+    }
     absl::StatusOr<std::unique_ptr<ResolveTask>> task = (*job)->ReportProfile(profile, index);
     if (!task.ok()) return task.status();
     calibration = *std::move(task);
@@ -68,6 +80,11 @@ absl::StatusOr<Job*> Coordinator::HeldJob(const std::string& worker_id,
   return job;
 }
 
+uint64_t Coordinator::DeviceMemoryBytes(const std::string& worker_id) const {
+  const zbpp::v1::WorkerDescription* description = registry_->Description(worker_id);
+  return description != nullptr ? description->memory_bytes() : 0;
+}
+
 void Coordinator::FinishResolve(ResolveTask& task) {
   absl::MutexLock lock(&mu_);
   Job* job = jobs_->Find(task.job_id);
@@ -77,13 +94,18 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   const ResolveRecord& record = task.record;
   // A calibration's costs are its version's cost model (a snapshot keyed
   // by the step before the attempt could meet a re-solve's of that step).
+  // A step replayed after a recovery or a restart may re-solve at a step
+  // whose snapshot is stored already: the stored one (the costs the step's
+  // first run measured) stays, as a replayed step summary's does.
   if (!task.calibration) {
     writer_->Enqueue(
         [id = task.job_id, step = record.step,
          costs = CostModelToProto(task.measured)](Store& store) {
           return store.AddCostSnapshot(id, step, costs);
         },
-        "storing a cost snapshot");
+        absl::StrCat("storing the cost snapshot of step ", record.step, " of job ",
+                     task.job_id),
+        /*ignore_already_exists=*/true);
   }
   writer_->Enqueue([record](Store& store) { return store.AddResolveRecord(record); },
                    "storing a re-solve");

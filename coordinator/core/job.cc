@@ -188,6 +188,7 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   ValidateOverTransport();
   const zbpp::v1::SchedulePolicy& policy = job_.spec().schedule();
   attempt_.Start(std::move(worker_ids), !policy.has_calibrate() || policy.calibrate());
+  attempt_began_ = context_.clock->Now();
   const int64_t start = attempt_.start_step();
   job_.set_steps_completed(std::min(job_.steps_completed(), start));
   job_.clear_assignments();
@@ -297,6 +298,22 @@ absl::Status Job::AfterWorkerLost(const std::string& why) {
     default:
       return absl::OkStatus();
   }
+}
+
+absl::Status Job::CheckCalibrationDeadline(absl::Time now, absl::Duration timeout,
+                                           int max_recoveries, bool count) {
+  if (!attempt_.active() || now - attempt_began_ < timeout) return absl::OkStatus();
+  const std::vector<int> missing = attempt_.MissingProfiles();
+  if (missing.empty()) return absl::OkStatus();
+  const int index = missing.front();
+  const std::string worker_id = attempt_.workers().at(index);
+  const std::string error = absl::StrCat(
+      "sent no calibration profile within ", absl::FormatDuration(timeout), " (", missing.size(),
+      " of ", attempt_.workers().size(), " workers missing; calibration_timeout_seconds)");
+  if (state() == zbpp::v1::JOB_STATE_ASSIGNING) {
+    return AfterWorkerLost(WorkerFailure(worker_id, index, error));
+  }
+  return AfterWorkerFailed(worker_id, index, error, /*job_error=*/false, max_recoveries, count);
 }
 
 std::string Job::WorkerFailure(const std::string& worker_id, int index,

@@ -149,6 +149,16 @@ class Job {
                                  const std::string& error, bool job_error,
                                  int max_recoveries, bool count);
 
+  /// Calibration's deadline (CoordinatorOptions.calibration_timeout):
+  /// when the current attempt has waited `timeout` or longer since it
+  /// began (`now`) for a worker's calibration profile, that worker (the
+  /// first missing, by index) fails the attempt as AfterWorkerFailed
+  /// would ("sent no calibration profile within ..."), counted like any
+  /// failure; a job still ASSIGNING goes back to PENDING (AfterWorkerLost).
+  /// Nothing otherwise (no attempt, not calibrating, solving, in time).
+  absl::Status CheckCalibrationDeadline(absl::Time now, absl::Duration timeout,
+                                        int max_recoveries, bool count);
+
   // --- Versions and steps (job_steps.cc) ---
   /// Numbers and stamps `version` (ScheduleVersions::Stamp; the current
   /// validation mode when it has none; SYNCHRONOUS instead of POST, with
@@ -305,6 +315,8 @@ class Job {
   /// order, so one for a step <= it is a replay after a recovery and is not
   /// recorded (or counted) again.
   int64_t validated_through_ = -1;
+  /// When the current attempt began (its calibration with it).
+  absl::Time attempt_began_ = absl::InfinitePast();
   JobWatchers watchers_;
 };
 

@@ -164,4 +164,13 @@ std::optional<std::map<int, zbpp::v1::ValidationResult>> JobAttempt::AddValidati
   return all;
 }
 
+std::vector<int> JobAttempt::MissingProfiles() const {
+  std::vector<int> missing;
+  if (!calibrating_ || calibration_solving_) return missing;
+  for (int index = 0; index < static_cast<int>(workers_.size()); ++index) {
+    if (!profiles_.count(index)) missing.push_back(index);
+  }
+  return missing;
+}
+
 }  // namespace zbpp::coordinator

@@ -117,6 +117,9 @@ class JobAttempt {
   /// when not calibrating() or already solving.
   std::optional<std::map<int, zbpp::v1::ReportProfileRequest>> AddProfile(
       int index, const zbpp::v1::ReportProfileRequest& profile);
+  /// Worker indexes whose calibration profile has not come, ascending;
+  /// empty when not calibrating() or every profile is in.
+  std::vector<int> MissingProfiles() const;
   /// Records worker `index`'s validation result; returns the results of
   /// its step by worker index, no longer kept, once every worker sent one.
   std::optional<std::map<int, zbpp::v1::ValidationResult>> AddValidation(

@@ -6,12 +6,14 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "api/pipeline_shape.h"
 #include "common/job_limits.h"
+#include "coordinator/core/checkpoint_directory.h"
 #include "coordinator/core/spec_refusal.h"
 #include "scheduler/registry.h"
 
@@ -477,6 +479,12 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
   if (checkpoint.has_resume_step()) {
     if (checkpoint.directory().empty()) {
       return RefuseField("checkpoint.directory", "required with checkpoint.resume_step");
+    }
+    // The placeholder names the new job, which has no checkpoint yet.
+    if (absl::StrContains(checkpoint.directory(), kJobIdPlaceholder)) {
+      return RefuseField("checkpoint.directory", kJobIdPlaceholder,
+                         " would name this new job, which has no checkpoint to resume; with "
+                         "checkpoint.resume_step name the directory of the job that wrote it");
     }
     if (checkpoint.resume_step() < 0 || checkpoint.resume_step() >= spec.steps() - 1) {
       return RefuseField("checkpoint.resume_step", "must be in [0, steps - 1) = [0, ",

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
 #include "api/time_proto.h"
+#include "coordinator/core/checkpoint_directory.h"
 
 namespace zbpp::coordinator {
 
@@ -23,6 +24,8 @@ zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) co
   zbpp::v1::Job proto;
   proto.set_id(absl::StrCat("job-", next_seq_));
   *proto.mutable_spec() = spec;
+  zbpp::v1::CheckpointSpec* checkpoint = proto.mutable_spec()->mutable_checkpoint();
+  checkpoint->set_directory(ExpandJobId(checkpoint->directory(), proto.id()));
   proto.set_state(zbpp::v1::JOB_STATE_PENDING);
   proto.set_last_checkpoint_step(-1);
   if (spec.checkpoint().has_resume_step()) {
@@ -32,6 +35,27 @@ zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) co
   }
   *proto.mutable_create_time() = ToTimestamp(now);
   return proto;
+}
+
+absl::Status JobTable::CheckCheckpointDirectoryFree(const zbpp::v1::JobSpec& spec) const {
+  if (!UsesCheckpointDirectory(spec)) return absl::OkStatus();
+  const std::string& directory = spec.checkpoint().directory();
+  for (const auto& [seq, job] : jobs_) {
+    const zbpp::v1::JobSpec& other = job->proto().spec();
+    if (IsTerminal(job->state()) || !UsesCheckpointDirectory(other) ||
+        !(WritesCheckpoints(spec) || WritesCheckpoints(other)) ||
+        !SameCheckpointDirectory(directory, other.checkpoint().directory())) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint.directory: \"", directory, "\" is used by job ", job->id(), " (",
+        JobStateName(job->state()), "), which has not finished and ",
+        WritesCheckpoints(other) ? "writes its checkpoints there"
+                                 : "resumes from a checkpoint there",
+        "; give each job its own directory, e.g. one ending in ", kJobIdPlaceholder,
+        " (replaced by the job's id)"));
+  }
+  return absl::OkStatus();
 }
 
 Job& JobTable::Add(zbpp::v1::Job proto) { return Insert(next_seq_, std::move(proto)); }
@@ -130,16 +154,27 @@ int JobTable::ActiveCount() const {
 }
 
 std::vector<std::string> JobTable::EraseFinishedBeyond(int keep) {
-  std::vector<int64_t> finished;  // Newest first.
-  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
-    if (IsTerminal(it->second->state())) finished.push_back(it->first);
+  // Finished jobs that never ran a step go first, oldest first: a flood of
+  // submit-and-cancel pairs then pushes out only its own kind, never a job
+  // whose report and checksum someone trained for.
+  std::vector<int64_t> never_ran, ran;  // Oldest first.
+  for (const auto& [seq, job] : jobs_) {
+    if (!IsTerminal(job->state())) continue;
+    (job->proto().has_first_step() ? ran : never_ran).push_back(seq);
   }
+  int64_t excess = static_cast<int64_t>(never_ran.size() + ran.size()) - std::max(keep, 1);
+  std::vector<int64_t> order = std::move(never_ran);
+  order.insert(order.end(), ran.begin(), ran.end());
+  const int64_t newest = jobs_.empty() ? 0 : jobs_.rbegin()->first;
   std::vector<std::string> erased;
-  for (size_t i = finished.size(); i > static_cast<size_t>(std::max(keep, 1)); --i) {
-    auto it = jobs_.find(finished[i - 1]);
+  for (int64_t seq : order) {
+    if (excess <= 0) break;
+    if (seq == newest) continue;  // Its number must survive a restart.
+    auto it = jobs_.find(seq);
     erased.push_back(it->second->id());
     seq_of_job_.erase(it->second->id());
     jobs_.erase(it);
+    --excess;
   }
   return erased;
 }

@@ -32,9 +32,17 @@ class JobTable {
   Job* Find(const std::string& job_id) const;
 
   /// A new job of `spec` as SubmitJob stores it: the next id ("job-<n>"),
-  /// PENDING, created at `now`; a resumed spec's checkpoint counts as the
-  /// last one (its steps as completed). Not added.
+  /// PENDING, created at `now`, every "{job_id}" of checkpoint.directory
+  /// replaced by that id (checkpoint_directory.h); a resumed spec's
+  /// checkpoint counts as the last one (its steps as completed). Not added.
   zbpp::v1::Job NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) const;
+  /// OK unless a job that has not finished uses the checkpoint directory
+  /// `spec` uses (UsesCheckpointDirectory) and one of the two writes
+  /// checkpoints there: then InvalidArgument naming checkpoint.directory,
+  /// the directory and the other job (its checkpoint steps would clash, and
+  /// the second job fail at its first checkpoint). `spec` as NewJob made it
+  /// (placeholder expanded). O(jobs).
+  absl::Status CheckCheckpointDirectoryFree(const zbpp::v1::JobSpec& spec) const;
   /// Adds `proto` (made by NewJob) as a new job.
   Job& Add(zbpp::v1::Job proto);
   /// Loads every job and schedule version from `store` (a job keeps the
@@ -57,9 +65,12 @@ class JobTable {
 
   /// Jobs not in a terminal state. O(jobs).
   int ActiveCount() const;
-  /// Erases the finished (terminal) jobs beyond the `keep` most recently
-  /// created ones and returns their ids, oldest first; `keep` >= 1. A job
-  /// that is not terminal is never erased. O(jobs).
+  /// Erases finished (terminal) jobs until `keep` are left (`keep` >= 1)
+  /// and returns their ids: first those that never completed a step
+  /// (Job.first_step unset), oldest first, then the others, oldest first,
+  /// so jobs that never ran cannot push out those that did. A job that is
+  /// not terminal, and the newest job (its number must survive a restart),
+  /// are never erased. O(jobs).
   std::vector<std::string> EraseFinishedBeyond(int keep);
 
  private:

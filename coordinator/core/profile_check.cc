@@ -27,6 +27,15 @@ absl::Status CheckBytes(double bytes, const std::string& field) {
   return absl::OkStatus();
 }
 
+absl::Status CheckActivationBytes(double bytes, const std::string& field) {
+  if (!(bytes > 0) || !std::isfinite(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": must be a finite number of bytes > 0 (a stage holds its forward's "
+               "activation until its B), got ", bytes));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequest& profile,
@@ -76,7 +85,9 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
                                  std::pair{entry.w_seconds(), "w_seconds"}}) {
       if (absl::Status st = CheckPassTime(seconds, at + name); !st.ok()) return st;
     }
-    if (absl::Status st = CheckBytes(entry.m_b_bytes(), at + "m_b_bytes"); !st.ok()) return st;
+    if (absl::Status st = CheckActivationBytes(entry.m_b_bytes(), at + "m_b_bytes"); !st.ok()) {
+      return st;
+    }
     if (absl::Status st = CheckBytes(entry.m_w_bytes(), at + "m_w_bytes"); !st.ok()) return st;
     if (entry.m_w_bytes() > entry.m_b_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes: ", entry.m_w_bytes(),
@@ -84,21 +95,55 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
                                                      entry.m_b_bytes()));
     }
   }
+  double pass_seconds = 0;  // F + B + W over the stage's virtual stages.
   for (const auto& [virtual_stage, entry] : entry_of) {
     if (entry < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "virtual_stages: virtual stage ", virtual_stage, " of stage ", stage, " is missing"));
     }
     const zbpp::v1::VirtualStageProfile& e = profile.virtual_stages(entry);
+    pass_seconds += e.f_seconds() + e.b_seconds() + e.w_seconds();
     measured.timings.push_back(
         {virtual_stage, e.f_seconds(), e.b_seconds(), e.w_seconds(), std::nullopt});
     measured.memory.push_back({virtual_stage, e.m_b_bytes(), e.m_w_bytes()});
+  }
+  const double step_seconds = schedule.microbatches * pass_seconds;
+  if (step_seconds > kMaxReportedSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "virtual_stages: stage ", stage, "'s passes would make a step of ", step_seconds,
+        " s (", schedule.microbatches, " microbatches x ", pass_seconds,
+        " s of F+B+W), more than the longest step a report may hold (", kMaxReportedSeconds,
+        " s)"));
   }
   absl::StatusOr<std::vector<HopTiming>> hops =
       HopTimingsOf(stage, profile.hop_latencies(), schedule);
   if (!hops.ok()) return hops.status();
   measured.hops = *std::move(hops);
   return measured;
+}
+
+absl::Status CheckProfileMemory(const zbpp::v1::ReportProfileRequest& profile,
+                                double min_m_b_bytes, uint64_t device_memory_bytes) {
+  for (int i = 0; i < profile.virtual_stages_size(); ++i) {
+    const double m_b = profile.virtual_stages(i).m_b_bytes();
+    const std::string field = absl::StrCat("virtual_stages[", i, "].m_b_bytes: ");
+    if (m_b > static_cast<double>(device_memory_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, m_b, " is more than the worker's device holds (memory_bytes ",
+          device_memory_bytes, " as registered)"));
+    }
+    if (m_b < min_m_b_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, m_b, " is less than the stage's input activation alone (",
+          min_m_b_bytes, " bytes: microbatch_size x seq_len x hidden at one byte each)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double ActivationFloorBytes(const zbpp::v1::JobSpec& spec) {
+  return static_cast<double>(spec.pipeline().microbatch_size()) * spec.model().seq_len() *
+         spec.model().hidden();
 }
 
 }  // namespace zbpp::coordinator

@@ -262,6 +262,17 @@ absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& r) {
   return absl::OkStatus();
 }
 
+absl::Status CheckReportFitsDevice(const zbpp::v1::ReportStepRequest& report,
+                                   uint64_t device_memory_bytes) {
+  if (report.peak_activation_bytes() > device_memory_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peak_activation_bytes: ", report.peak_activation_bytes(),
+        " is more than the worker's device holds (memory_bytes ", device_memory_bytes,
+        " as registered)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<MeasuredReport> MeasureStepReport(
     const zbpp::v1::ReportStepRequest& report, const sched::Schedule& schedule,
     int64_t version, const sched::Problem& base, int64_t start_step) {

@@ -68,6 +68,14 @@ inline constexpr double kMaxReportedSeconds = 86400;
 /// InvalidArgument naming the field. Pure; thread-safe.
 absl::Status CheckReportRanges(const zbpp::v1::ReportStepRequest& report);
 
+/// `report`'s peak_activation_bytes at most `device_memory_bytes`, the
+/// memory its worker registered (WorkerDescription.memory_bytes): no step
+/// holds more activation than the device has, and a forged 2^64 - 1 fired
+/// the memory alert. InvalidArgument naming the field and both values.
+/// Pure; thread-safe.
+absl::Status CheckReportFitsDevice(const zbpp::v1::ReportStepRequest& report,
+                                   uint64_t device_memory_bytes);
+
 }  // namespace zbpp::coordinator
 
 #endif  // ZBPP_COORDINATOR_CORE_STEP_REPORT_CHECK_H_

@@ -1,5 +1,6 @@
 #include "coordinator/core/transport_choice.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -123,6 +124,18 @@ std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
 }
 
 }  // namespace
+
+bool JoinsNcclRanks(const zbpp::v1::WorkerDescription& candidate,
+                    const std::vector<const zbpp::v1::WorkerDescription*>& chosen) {
+  if (candidate.device_kind() != zbpp::v1::DEVICE_KIND_CUDA ||
+      candidate.device_identity().empty()) {
+    return false;
+  }
+  return std::none_of(chosen.begin(), chosen.end(), [&](const zbpp::v1::WorkerDescription* d) {
+    return d->host() == candidate.host() && d->device_identity() == candidate.device_identity() &&
+           !(d->nccl_shared_gpu_test() && candidate.nccl_shared_gpu_test());
+  });
+}
 
 std::string TransportName(Transport transport) {
   std::string name = zbpp::v1::Transport_Name(transport);

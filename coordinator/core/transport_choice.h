@@ -61,6 +61,16 @@ std::string GpuKey(const std::string& host, const std::string& identity);
 absl::StatusOr<TransportChoice> ChooseTransport(zbpp::v1::Transport requested,
                                                 const std::vector<RankWorker>& workers);
 
+/// Whether `candidate` may join `chosen` (workers already chosen for one
+/// job) as a rank of a job over NCCL, so that ChooseTransport(NCCL, ...)
+/// accepts what worker choice picks: a CUDA worker with a device identity
+/// whose GPU (host, identity) none of `chosen` has, unless both run the
+/// shared-GPU test setting (nccl_shared_gpu_test). Worker choice skips the
+/// others and the job waits for workers that qualify rather than failing
+/// on the first free ones. Thread-safe (pure).
+bool JoinsNcclRanks(const zbpp::v1::WorkerDescription& candidate,
+                    const std::vector<const zbpp::v1::WorkerDescription*>& chosen);
+
 /// "GLOO" / "NCCL" / "AUTO": the value's name without its prefix, for
 /// messages and metric labels (lower-cased there). Thread-safe.
 std::string TransportName(zbpp::v1::Transport transport);

@@ -261,7 +261,8 @@ void WorkerRegistry::ForgetLost(const std::function<bool(const std::string&)>& k
 // --------------------------------------------------------- assignment
 
 absl::StatusOr<std::vector<int64_t>> WorkerRegistry::Choose(
-    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes) const {
+    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes,
+    const WorkerFilter& filter) const {
   if (job_id.empty()) {
     return absl::InvalidArgumentError("job id must not be empty");
   }
@@ -287,30 +288,46 @@ absl::StatusOr<std::vector<int64_t>> WorkerRegistry::Choose(
         "job ", job_id, " needs ", workers, " workers; ", free.size(), " registered and free"));
   }
   std::vector<int64_t> chosen;
+  std::vector<const zbpp::v1::WorkerDescription*> chosen_descriptions;
   for (int index = 0; index < workers; ++index) {
     const double need =
         min_memory_bytes.empty() ? 0 : min_memory_bytes[index % min_memory_bytes.size()];
-    auto fits = std::find_if(free.begin(), free.end(), [&](const WorkerRecord* w) {
+    auto enough_memory = [need](const WorkerRecord* w) {
       return w != nullptr && static_cast<double>(w->description.memory_bytes()) >= need;
+    };
+    auto accepted = [&](const WorkerRecord* w) {
+      return !filter.accepts || filter.accepts(w->description, chosen_descriptions);
+    };
+    auto fits = std::find_if(free.begin(), free.end(), [&](const WorkerRecord* w) {
+      return enough_memory(w) && accepted(w);
     });
     if (fits == free.end()) {
       uint64_t largest = 0;
+      bool any_with_memory = false;
       for (const WorkerRecord* w : free) {
         if (w != nullptr) largest = std::max(largest, w->description.memory_bytes());
+        any_with_memory |= enough_memory(w);
+      }
+      if (any_with_memory) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "job ", job_id, ": no free worker with ", filter.requirement,
+            " for worker index ", index));
       }
       return absl::ResourceExhaustedError(absl::StrCat(
           "job ", job_id, ": no free worker has the ", static_cast<int64_t>(need),
           " bytes that worker index ", index, " needs (largest free: ", largest, " bytes)"));
     }
     chosen.push_back(free_numbers[fits - free.begin()]);
+    chosen_descriptions.push_back(&(*fits)->description);
     *fits = nullptr;
   }
   return chosen;
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerRegistry::Preview(
-    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes) const {
-  absl::StatusOr<std::vector<int64_t>> chosen = Choose(job_id, workers, min_memory_bytes);
+    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes,
+    const WorkerFilter& filter) const {
+  absl::StatusOr<std::vector<int64_t>> chosen = Choose(job_id, workers, min_memory_bytes, filter);
   if (!chosen.ok()) return chosen.status();
   std::vector<std::string> ids;
   for (int64_t number : *chosen) ids.push_back(workers_.at(number).id);
@@ -318,8 +335,9 @@ absl::StatusOr<std::vector<std::string>> WorkerRegistry::Preview(
 }
 
 absl::StatusOr<std::vector<std::string>> WorkerRegistry::Assign(
-    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes) {
-  absl::StatusOr<std::vector<int64_t>> chosen = Choose(job_id, workers, min_memory_bytes);
+    const std::string& job_id, int workers, const std::vector<double>& min_memory_bytes,
+    const WorkerFilter& filter) {
+  absl::StatusOr<std::vector<int64_t>> chosen = Choose(job_id, workers, min_memory_bytes, filter);
   if (!chosen.ok()) return chosen.status();
   std::vector<std::string> ids;
   for (int index = 0; index < workers; ++index) {

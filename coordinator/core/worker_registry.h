@@ -198,26 +198,42 @@ class WorkerRegistry {
 
   // -------------------------------------------------- Assignment
 
+  /// Beside memory, which free worker may take a job's next worker index
+  /// (Assign): e.g. one with a GPU of its own for a job over NCCL
+  /// (transport_choice.h JoinsNcclRanks).
+  struct WorkerFilter {
+    /// Whether `candidate` may join `chosen`, the descriptions of the
+    /// workers given the lower indexes; unset: every worker may.
+    std::function<bool(const zbpp::v1::WorkerDescription& candidate,
+                       const std::vector<const zbpp::v1::WorkerDescription*>& chosen)>
+        accepts;
+    /// What `accepts` asks for, in ResourceExhausted's message ("a GPU of
+    /// its own (transport: nccl)").
+    std::string requirement;
+  };
+
   /// Gives `job_id` `workers` IDLE, non-draining workers: worker index i
   /// gets the first such worker in registration order, not already chosen,
-  /// whose memory_bytes is at least `min_memory_bytes[i % size]` (first fit
-  /// in index order; empty: any worker). The chosen become ASSIGNED;
-  /// returns their ids by worker index. InvalidArgument for workers < 1 or
-  /// an empty job id; FailedPrecondition when the job already holds
-  /// workers; ResourceExhausted saying how many are needed and free, or
-  /// which index finds no free worker with enough memory and the largest
-  /// free one (nothing changes then).
+  /// whose memory_bytes is at least `min_memory_bytes[i % size]` (empty:
+  /// any worker) and that `filter` accepts (first fit in index order). The
+  /// chosen become ASSIGNED; returns their ids by worker index.
+  /// InvalidArgument for workers < 1 or an empty job id; FailedPrecondition
+  /// when the job already holds workers; ResourceExhausted saying how many
+  /// are needed and free, or which index finds no free worker with enough
+  /// memory (and the largest free one) or none the filter accepts (nothing
+  /// changes then: the job waits for workers).
   absl::StatusOr<std::vector<std::string>> Assign(
       const std::string& job_id, int workers,
-      const std::vector<double>& min_memory_bytes = {});
+      const std::vector<double>& min_memory_bytes = {}, const WorkerFilter& filter = {});
 
-  /// The ids of the workers Assign(job_id, workers, min_memory_bytes)
-  /// would choose now, by worker index, changing nothing: what a caller
-  /// checks before it commits (the job's transport, transport_choice.h).
-  /// Assign's errors.
+  /// The ids of the workers Assign(job_id, workers, min_memory_bytes,
+  /// filter) would choose now, by worker index, changing nothing: what a
+  /// caller checks before it commits (the job's transport,
+  /// transport_choice.h). Assign's errors.
   absl::StatusOr<std::vector<std::string>> Preview(
       const std::string& job_id, int workers,
-      const std::vector<double>& min_memory_bytes = {}) const;
+      const std::vector<double>& min_memory_bytes = {},
+      const WorkerFilter& filter = {}) const;
 
   /// Returns the live workers of `job_id` to IDLE (job ended, or recovery
   /// re-assigns), draining until ConfirmIdle. Returns how many were
@@ -283,7 +299,7 @@ class WorkerRegistry {
   /// Assign's choice, by worker index, as keys of `workers_`; its errors.
   absl::StatusOr<std::vector<int64_t>> Choose(
       const std::string& job_id, int workers,
-      const std::vector<double>& min_memory_bytes) const;
+      const std::vector<double>& min_memory_bytes, const WorkerFilter& filter) const;
 
   const Options options_;
   /// Every worker held, keyed by registration number (the n of its id

@@ -200,8 +200,11 @@ void CoordinatorServer::CreateServices(const Options& options) {
   job_service_ = std::make_unique<JobServiceImpl>(JobServiceImpl::Options{
       core_.get(), rpc,
       WatchStreamLimits{options.max_watch_streams, options.max_watch_streams_per_client}});
-  worker_service_ =
-      std::make_unique<WorkerServiceImpl>(WorkerServiceImpl::Options{core_.get(), rpc});
+  // The defaults are valid: Create cannot fail.
+  session_gate_ = *SessionGate::Create({});
+  WorkerServiceImpl::Options worker_options{core_.get(), rpc};
+  worker_options.session_gate = session_gate_.get();
+  worker_service_ = std::make_unique<WorkerServiceImpl>(std::move(worker_options));
   rendezvous_service_ =
       std::make_unique<RendezvousServiceImpl>(RendezvousServiceImpl::Options{core_.get(), rpc});
 }
@@ -254,6 +257,7 @@ void CoordinatorServer::Tick() {
   bool serving = true;
   while (!stop_.WaitForNotificationWithTimeout(tick_period_)) {
     core_->Tick();
+    session_gate_->CancelExpired();
     UpdateStateGauges(*core_, *metrics_);
     const bool healthy = core_->StoreHealth().healthy;
     if (healthy == serving) continue;

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/core/coordinator.h"
+#include "coordinator/service/session_gate.h"
 
 namespace grpc {
 class ServerCredentials;
@@ -167,6 +168,9 @@ class CoordinatorServer {
   absl::Duration tick_period_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  /// Session streams before their first message (session_gate.h): the
+  /// ticker cancels those past its timeout.
+  std::unique_ptr<SessionGate> session_gate_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -26,9 +26,21 @@ grpc::Status WorkerServiceImpl::Session(
                              zbpp::v1::SessionRequest>* stream) {
   RpcScope rpc(options_.rpc, *context, "/zbpp.v1.WorkerService/Session");
   if (!rpc.admitted().ok()) return rpc.Finish(rpc.admitted());
+  // Until its first message the stream is nobody's: bounded in number and
+  // time apart from the workers' open Sessions (session_gate.h).
+  uint64_t ticket = 0;
+  if (options_.session_gate != nullptr) {
+    absl::StatusOr<uint64_t> admitted =
+        options_.session_gate->Admit([context] { context->TryCancel(); });
+    if (!admitted.ok()) return rpc.Finish(admitted.status());
+    ticket = *admitted;
+  }
   zbpp::v1::SessionRequest first;
-  if (!stream->Read(&first)) {
-    return rpc.Finish(absl::CancelledError("stream closed before SessionOpen"));
+  const bool read = stream->Read(&first);
+  if (options_.session_gate != nullptr) options_.session_gate->Opened(ticket);
+  if (!read) {
+    return rpc.Finish(absl::CancelledError(
+        "stream closed (or cancelled for sending nothing in time) before SessionOpen"));
   }
   if (!first.has_open() || first.open().worker_id().empty() ||
       first.open().address().empty()) {

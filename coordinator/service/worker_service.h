@@ -6,6 +6,7 @@
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/rpc_scope.h"
+#include "coordinator/service/session_gate.h"
 #include "zbpp/v1/worker.grpc.pb.h"
 
 namespace zbpp::coordinator {
@@ -33,6 +34,9 @@ class WorkerServiceImpl final : public zbpp::v1::WorkerService::Service {
     RpcPolicy rpc;
     /// How often the Session writer checks for a cancelled call, seconds.
     double session_poll_seconds = 0.2;
+    /// Bounds the Session streams that have not sent SessionOpen yet (how
+    /// many, how long: session_gate.h); not owned; null for no bound.
+    SessionGate* session_gate = nullptr;
   };
 
   explicit WorkerServiceImpl(Options options) : options_(std::move(options)) {}

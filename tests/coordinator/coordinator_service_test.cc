@@ -17,10 +17,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/call_auth.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/service/job_service.h"
 #include "coordinator/service/rendezvous_service.h"
+#include "coordinator/service/session_gate.h"
 #include "coordinator/service/worker_service.h"
 #include "coordinator/store/sqlite_store.h"
 #include "gmock/gmock.h"
@@ -77,8 +79,11 @@ class ServiceTest : public ::testing::Test {
     metrics_ = *metrics::CoordinatorMetrics::Create(metrics_options, registry_);
     jobs_ = std::make_unique<JobServiceImpl>(
         JobServiceImpl::Options{core_.get(), {metrics_.get(), kToken}});
-    workers_ = std::make_unique<WorkerServiceImpl>(
-        WorkerServiceImpl::Options{core_.get(), {nullptr, kToken}, 0.05});
+    // The clock never moves unless a test moves it: no stream is cancelled
+    // for its silence behind a test's back.
+    session_gate_ = *SessionGate::Create({&gate_clock_, absl::Seconds(10), kMaxUnopened});
+    workers_ = std::make_unique<WorkerServiceImpl>(WorkerServiceImpl::Options{
+        core_.get(), {nullptr, kToken}, 0.05, session_gate_.get()});
     rendezvous_ = std::make_unique<RendezvousServiceImpl>(
         RendezvousServiceImpl::Options{core_.get(), {nullptr, kToken}});
     grpc::ServerBuilder builder;
@@ -108,6 +113,9 @@ class ServiceTest : public ::testing::Test {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<metrics::CoordinatorMetrics> metrics_;
   std::unique_ptr<JobServiceImpl> jobs_;
+  static constexpr int kMaxUnopened = 8;
+  FakeClock gate_clock_;
+  std::unique_ptr<SessionGate> session_gate_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   std::unique_ptr<RendezvousServiceImpl> rendezvous_;
   std::unique_ptr<grpc::Server> server_;
@@ -348,6 +356,36 @@ TEST_F(ServiceTest, SessionMustStartWithOpenAndKnownWorker) {
   stream2->Write(open);
   stream2->WritesDone();
   EXPECT_EQ(stream2->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Session streams that send nothing: once each held a server thread for
+// good. Past kMaxUnopened the next is refused at once; at the timeout the
+// gate cancels the silent ones and their threads return.
+TEST_F(ServiceTest, SilentSessionStreamsAreCappedThenCancelled) {
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<zbpp::v1::SessionRequest,
+                                                       zbpp::v1::SessionResponse>>>
+      silent;
+  for (int i = 0; i < kMaxUnopened; ++i) {
+    contexts.push_back(Context());
+    silent.push_back(worker_stub_->Session(contexts.back().get()));
+  }
+  // The handlers admit them on the server's threads.
+  for (int polls = 0; session_gate_->unopened() < kMaxUnopened && polls < 1000; ++polls) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(session_gate_->unopened(), kMaxUnopened);
+  auto context = Context();
+  auto refused = worker_stub_->Session(context.get());
+  const grpc::Status status = refused->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("SessionOpen"));
+  gate_clock_.Advance(absl::Seconds(10));
+  EXPECT_EQ(session_gate_->CancelExpired(), kMaxUnopened);
+  for (auto& stream : silent) {
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_EQ(session_gate_->unopened(), 0);
 }
 
 /// A worker of RunningJob: what only it knows (its credential) and what

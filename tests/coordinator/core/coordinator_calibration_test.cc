@@ -3,6 +3,8 @@
 // re-solves, and profiles of attempts that ended are refused.
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,91 @@ TEST_F(CoordinatorTest, ProfileOfAnAttemptThatEndedIsRefused) {
   v1::ReportProfileRequest unknown = stale;
   unknown.set_worker_id("worker-77");
   EXPECT_EQ(coordinator_->ReportProfile(unknown).code(), absl::StatusCode::kNotFound);
+}
+
+// Profiles and reports bounded by what the worker's device and the job can
+// hold. Before: M_B = 1e308 failed a job under a byte limit ("measured
+// M_B = 0"), M_B = 0 (or 1 byte) voided the limit, F = B = W = 86400 s predicted a
+// 2e6 s step, and a peak_activation_bytes of 2^64 - 1 fired the memory
+// alert; each was accepted.
+TEST_F(CoordinatorTest, ProfilesAndReportsBeyondTheDeviceOrAnyStepAreRefused) {
+  v1::JobSpec spec = TestSpec(2, 4, "zb-h1", 20, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};  // 1 GiB each.
+  for (FakeWorker& w : workers) w.Drain();
+  const v1::ReportProfileRequest good = *workers[0].TakeProfile();
+  struct Case {
+    std::string field;
+    std::function<void(v1::VirtualStageProfile&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"virtual_stages[0].m_b_bytes", [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(1e308); }},
+      {"virtual_stages[0].m_b_bytes",
+       [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(2.0 * (uint64_t{1} << 30)); }},
+      {"virtual_stages[0].m_b_bytes",
+       [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(0), e.set_m_w_bytes(0); }},
+      // One byte: under a limit in bytes, room for every microbatch. The
+      // stage's input [b, s, h] = [1, 32, 64] alone is 2048 elements.
+      {"less than the stage's input activation alone (2048 bytes",
+       [](v1::VirtualStageProfile& e) { e.set_m_b_bytes(1), e.set_m_w_bytes(0); }},
+      {"virtual_stages: stage 0",
+       [](v1::VirtualStageProfile& e) {
+         e.set_f_seconds(86400), e.set_b_seconds(86400), e.set_w_seconds(86400);
+       }},
+  };
+  for (const Case& c : cases) {
+    v1::ReportProfileRequest bad = good;
+    c.mutate(*bad.mutable_virtual_stages(0));
+    const absl::Status refused = coordinator_->ReportProfile(bad);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr(c.field));
+  }
+  ASSERT_TRUE(coordinator_->ReportProfile(good).ok());
+  HeartbeatAll(workers);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  for (FakeWorker& w : workers) w.Drain();
+  v1::ReportStepRequest report = workers[0].Report(0, TrueCosts(spec, 1, 1.0));
+  report.set_peak_activation_bytes(~uint64_t{0});
+  const absl::Status refused = coordinator_->ReportStep(report);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("peak_activation_bytes"));
+  report.set_peak_activation_bytes(1 << 20);
+  EXPECT_TRUE(coordinator_->ReportStep(report).ok());
+}
+
+// A worker that never profiles held its job at step 0 for good. After the
+// calibration timeout (600 s by default) the attempt fails naming it and
+// the job recovers; the profile that came in time stays irrelevant.
+TEST_F(CoordinatorTest, CalibrationThatNeverCompletesRecoversAfterTheTimeout) {
+  const std::string job_id = coordinator_->SubmitJob(TestSpec(2, 4, "zb-h1", 20, 2))->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.Drain();
+  ASSERT_TRUE(coordinator_->ReportProfile(*workers[0].TakeProfile()).ok());
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_ASSIGNING);
+  auto heartbeat_both = [&] {
+    for (FakeWorker& w : workers) {
+      v1::Heartbeat hb;
+      hb.set_phase(v1::WORKER_PHASE_PREPARING);
+      hb.set_job_id(job_id);
+      hb.set_attempt(1);
+      ASSERT_TRUE(coordinator_->Heartbeat(w.id, hb).ok());
+    }
+  };
+  heartbeat_both();  // Both hold the attempt: RUNNING, calibrating.
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  for (int t = 5; t < 600; t += 5) {  // Up to 595 s.
+    clock_.Advance(absl::Seconds(5));
+    heartbeat_both();
+    coordinator_->Tick();
+  }
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  clock_.Advance(absl::Seconds(5));
+  heartbeat_both();
+  coordinator_->Tick();
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(), HasSubstr(workers[1].id));
+  EXPECT_THAT(job->state_message(), HasSubstr("no calibration profile within 10m"));
 }
 
 }  // namespace

@@ -150,6 +150,11 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   RunSteps(workers, TrueCosts(spec, 2, 1.5), 39);
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(),
             v1::JOB_STATE_SUCCEEDED);
+  // Steps 0-9 ran again, re-solving where their first run had stored a
+  // cost snapshot: that one stays, and no write is refused ("UNIQUE
+  // constraint failed" once).
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  EXPECT_EQ(coordinator_->StoreHealth().refused, 0);
   std::remove(path.c_str());
 }
 

@@ -95,6 +95,49 @@ TEST_F(CoordinatorTest, BadSpecsChangeNothing) {
   EXPECT_EQ(store_->LoadAll()->jobs.size(), 1u);
 }
 
+// One spec submitted twice wrote one checkpoint directory: the second job
+// trained until its first checkpoint, then failed on the first job's files.
+// The second is refused at submission while the first has not finished; a
+// "{job_id}" directory gives each its own.
+TEST_F(CoordinatorTest, CheckpointDirectoryOfAnUnfinishedJobIsRefused) {
+  v1::JobSpec spec = TestSpec();
+  spec.mutable_checkpoint()->set_interval_steps(4);
+  spec.mutable_checkpoint()->set_directory("/ckpt/run");
+  const auto first = coordinator_->SubmitJob(spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  v1::JobSpec trailing_slash = spec;
+  trailing_slash.mutable_checkpoint()->set_directory("/ckpt/run/");
+  for (const v1::JobSpec& clash : {spec, trailing_slash}) {
+    const auto second = coordinator_->SubmitJob(clash);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(second.status().message()), HasSubstr("checkpoint.directory"));
+    EXPECT_THAT(std::string(second.status().message()), HasSubstr(first->id()));
+  }
+  EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 1);
+  v1::JobSpec elsewhere = spec;
+  elsewhere.mutable_checkpoint()->set_directory("/ckpt/run-2");
+  EXPECT_TRUE(coordinator_->SubmitJob(elsewhere).ok());
+  // Once the job has finished, its directory is free (to resume from it).
+  ASSERT_TRUE(coordinator_->CancelJob(first->id(), "done").ok());
+  EXPECT_TRUE(coordinator_->SubmitJob(spec).ok());
+
+  v1::JobSpec templated = TestSpec();
+  templated.mutable_checkpoint()->set_interval_steps(4);
+  templated.mutable_checkpoint()->set_directory("/ckpt/{job_id}");
+  const auto a = coordinator_->SubmitJob(templated);
+  const auto b = coordinator_->SubmitJob(templated);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->spec().checkpoint().directory(), "/ckpt/" + a->id());
+  EXPECT_EQ(b->spec().checkpoint().directory(), "/ckpt/" + b->id());
+  EXPECT_EQ(store_->GetJob(b->id())->spec().checkpoint().directory(), "/ckpt/" + b->id());
+  // The placeholder would name the new job, which has nothing to resume.
+  templated.mutable_checkpoint()->set_resume_step(3);
+  const auto resumed = coordinator_->SubmitJob(templated);
+  EXPECT_EQ(resumed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(resumed.status().message()), HasSubstr("checkpoint.directory"));
+}
+
 TEST_F(CoordinatorTest, AssignsWhenEnoughWorkersThenRuns) {
   auto job = coordinator_->SubmitJob(TestSpec());
   std::vector<FakeWorker> workers;

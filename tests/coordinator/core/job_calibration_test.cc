@@ -240,7 +240,20 @@ TEST_F(JobCalibrationTest, EveryRefusalNamesItsFieldAndKeepsNothing) {
           {[](auto& r) { r.mutable_virtual_stages(0)->set_w_seconds(1e300); },
            "virtual_stages[0].w_seconds: must be a finite time"},
           {[](auto& r) { r.mutable_virtual_stages(0)->set_m_b_bytes(-1); },
-           "virtual_stages[0].m_b_bytes: must be a finite number of bytes >= 0"},
+           "virtual_stages[0].m_b_bytes: must be a finite number of bytes > 0"},
+          // M_B = 0 would let every memory limit hold any number of microbatches.
+          {[](auto& r) {
+             r.mutable_virtual_stages(0)->set_m_b_bytes(0);
+             r.mutable_virtual_stages(0)->set_m_w_bytes(0);
+           },
+           "virtual_stages[0].m_b_bytes: must be a finite number of bytes > 0"},
+          // Each pass within a day, the step they make not: m x 3 days.
+          {[](auto& r) {
+             r.mutable_virtual_stages(0)->set_f_seconds(86400);
+             r.mutable_virtual_stages(0)->set_b_seconds(86400);
+             r.mutable_virtual_stages(0)->set_w_seconds(86400);
+           },
+           "virtual_stages: stage 1's passes would make a step of "},
           {[](auto& r) {
              r.mutable_virtual_stages(0)->set_m_w_bytes(r.virtual_stages(0).m_b_bytes() + 1);
            },

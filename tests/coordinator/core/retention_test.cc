@@ -85,6 +85,48 @@ TEST_F(RetentionTest, OldestFinishedJobsBeyondTheRetentionAreDeletedNeverARunnin
   std::remove(path.c_str());
 }
 
+// 1,001 submit-and-cancel pairs once evicted every finished job's record
+// (report, checksum): jobs that never ran a step go first now.
+TEST_F(RetentionTest, JobsThatNeverRanAStepDoNotPushOutJobsThatDid) {
+  retained_finished_jobs_ = 2;
+  Start(":memory:");
+  std::string trained;
+  std::vector<testing::FakeWorker> workers =
+      AssignedPipeline(TestSpec(2, 4, "zb-1p", 3), &trained);
+  HeartbeatAll(workers);
+  RunSteps(workers, TrueCosts(TestSpec(2, 4), 1, 1.0), 2);
+  ASSERT_EQ(coordinator_->GetJob(trained, {})->state(), v1::JOB_STATE_SUCCEEDED);
+  std::vector<std::string> flood;
+  for (int i = 0; i < 10; ++i) flood.push_back(FinishedJob());
+  coordinator_->Tick();
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  const absl::StatusOr<v1::Job> kept = coordinator_->GetJob(trained, {});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_TRUE(kept->has_param_checksum() || kept->has_last_step());
+  EXPECT_TRUE(store_->GetJob(trained).ok());
+  EXPECT_EQ(store_->ListStepSummaries(trained, 0, 100)->size(), 3u);
+  // The flood keeps its newest job only (the retention holds two).
+  EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 2);
+  EXPECT_TRUE(coordinator_->GetJob(flood.back(), {}).ok());
+  EXPECT_TRUE(absl::IsNotFound(coordinator_->GetJob(flood.front(), {}).status()));
+}
+
+// Submissions past the burst (100 by default) are refused until the rate
+// (10 per second) gives a token back: the clock moves, nothing sleeps.
+TEST_F(RetentionTest, SubmissionsPastTheRateAreRefusedNamingTheLimit) {
+  // 1F1B: planned without a solver, so 100 submissions stay cheap.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(coordinator_->SubmitJob(TestSpec(2, 4, "1f1b")).ok()) << i;
+  }
+  const absl::StatusOr<v1::Job> refused = coordinator_->SubmitJob(TestSpec(2, 4, "1f1b"));
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("max_submissions_per_second"));
+  EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 100);
+  clock_.Advance(absl::Milliseconds(100));
+  EXPECT_TRUE(coordinator_->SubmitJob(TestSpec(2, 4, "1f1b")).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(coordinator_->SubmitJob(TestSpec(2, 4, "1f1b")).status()));
+}
+
 TEST_F(RetentionTest, ReplayedReportOfACompletedStepChangesNothing) {
   observer_ = &counter_;
   Start(":memory:");

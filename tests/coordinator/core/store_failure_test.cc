@@ -29,7 +29,7 @@ class StoreFailureTest : public CoordinatorTest {
     spec.mutable_schedule()->mutable_resolve()->set_min_improvement(0.9);
     spec.set_validation(v1::VALIDATION_MODE_AUTO);
     spec.mutable_checkpoint()->set_interval_steps(2);
-    spec.mutable_checkpoint()->set_directory("/ckpt");
+    spec.mutable_checkpoint()->set_directory("/ckpt/{job_id}");  // One per job.
     return spec;
   }
   static constexpr int64_t kSteps = 12;

@@ -1,7 +1,8 @@
 // The job's transport through the Coordinator (coordinator.h SubmitJob,
 // StartAttempt; transport_choice.h): resolved per attempt from the workers
 // it takes, carried by every Assignment and the job, refused for NCCL at
-// submission or at assignment, and post-update validation vetoed under NCCL
+// submission, waited for at assignment (only workers that can carry it are
+// taken), and post-update validation vetoed under NCCL
 // for a schedule whose speculative prefixes are not closed.
 
 #include <string>
@@ -148,26 +149,64 @@ TEST_F(TransportTest, NcclOnFreeWorkersSharingAGpuIsRefusedAtSubmissionNamingBot
   EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 0);
 }
 
-// The workers are not known at submission: the job waits, and fails with
-// the same reason when they come.
-TEST_F(TransportTest, NcclIsRefusedAtAssignmentWhenTheWorkersCameLater) {
+// The workers are not known at submission. A CPU worker registered first
+// (then three GPU workers): the job once FAILED "worker-1 (stage 0) has no
+// GPU" at assignment. It waits for workers that can carry NCCL, passing
+// the CPU worker over, and runs once a fourth GPU worker comes.
+TEST_F(TransportTest, NcclWaitsAtAssignmentForWorkersWithAGpuOfTheirOwn) {
   absl::StatusOr<v1::Job> job = coordinator_->SubmitJob(Spec(v1::TRANSPORT_NCCL));
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state(), v1::JOB_STATE_PENDING);
   std::vector<FakeWorker> workers = {
-      AddGpuWorker(0, "gpu-a", "0000:10:00.0"), AddGpuWorker(1, "gpu-a", "0000:11:00.0"),
-      AddGpuWorker(2, "gpu-a", "0000:12:00.0"), AddWorker(3)};
+      AddWorker(3), AddGpuWorker(0, "gpu-a", "0000:10:00.0"),
+      AddGpuWorker(1, "gpu-a", "0000:11:00.0"), AddGpuWorker(2, "gpu-a", "0000:12:00.0")};
   HeartbeatAll(workers);
-  const v1::Job failed = *coordinator_->GetJob(job->id(), {});
-  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
-  EXPECT_EQ(failed.state_message(),
-            "transport: nccl needs a GPU of its own for every rank; worker-4 (stage 3) has no "
-            "GPU (device cpu)");
-  // No worker was taken: the next job gets them.
+  const v1::Job waiting = *coordinator_->GetJob(job->id(), {});
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_PENDING);
+  EXPECT_THAT(waiting.state_message(), HasSubstr("a GPU of its own (transport: nccl)"));
   for (const FakeWorker& w : workers) EXPECT_FALSE(w.assignment.has_value());
-  const v1::Job next = Assigned(Spec(v1::TRANSPORT_AUTO), workers);
-  EXPECT_EQ(next.state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(next.transport(), v1::TRANSPORT_GLOO);
+  // A second worker on an already counted GPU does not qualify either.
+  workers.push_back(AddGpuWorker(4, "gpu-a", "0000:12:00.0"));
+  HeartbeatAll(workers);
+  EXPECT_EQ(coordinator_->GetJob(job->id(), {})->state(), v1::JOB_STATE_PENDING);
+  workers.push_back(AddGpuWorker(5, "gpu-b", "0000:12:00.0"));
+  HeartbeatAll(workers);
+  const v1::Job running = *coordinator_->GetJob(job->id(), {});
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING) << running.state_message();
+  EXPECT_EQ(running.transport(), v1::TRANSPORT_NCCL);
+  EXPECT_FALSE(workers[0].assignment.has_value()) << "the CPU worker";
+  EXPECT_FALSE(workers[4].assignment.has_value()) << "the worker sharing a GPU";
+  for (size_t i : {1, 2, 3, 5}) {
+    ASSERT_TRUE(workers[i].assignment.has_value()) << i;
+    EXPECT_EQ(workers[i].assignment->transport(), v1::TRANSPORT_NCCL);
+  }
+}
+
+// A GPU worker of a running NCCL job is lost while a CPU worker idles: the
+// recovery once took the CPU worker and FAILED ("worker-5 (stage 1) has no
+// GPU"). It waits in RECOVERING and resumes over NCCL on a new GPU worker.
+TEST_F(TransportTest, NcclRecoveryWaitsForAGpuWorkerInsteadOfAnIdleCpuWorker) {
+  std::vector<FakeWorker> workers = OwnGpus();
+  const v1::Job job = Assigned(Spec(v1::TRANSPORT_NCCL), workers);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  workers.push_back(AddWorker(9));  // Idle, no GPU.
+  SilenceUntilLost(workers, 1);
+  ASSERT_EQ(coordinator_->GetJob(job.id(), {})->state(), v1::JOB_STATE_RECOVERING);
+  workers.erase(workers.begin() + 1);
+  for (FakeWorker& w : workers) w.Drain();  // The aborted attempt.
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  const v1::Job waiting = *coordinator_->GetJob(job.id(), {});
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RECOVERING) << waiting.state_message();
+  EXPECT_THAT(waiting.state_message(), HasSubstr("a GPU of its own"));
+  EXPECT_FALSE(workers.back().assignment.has_value());
+  workers.push_back(AddGpuWorker(7, "gpu-c", "0000:10:00.0"));
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  const v1::Job resumed = *coordinator_->GetJob(job.id(), {});
+  EXPECT_EQ(resumed.state(), v1::JOB_STATE_RUNNING) << resumed.state_message();
+  EXPECT_EQ(resumed.transport(), v1::TRANSPORT_NCCL);
+  EXPECT_FALSE(workers[3].assignment.has_value()) << "the CPU worker";
 }
 
 TEST_F(TransportTest, NcclOnASharedGpuRunsWhenEveryWorkerRunsTheTestSetting) {

@@ -4,6 +4,8 @@
 // The shape of a job's pipeline with the spec's defaults applied, for every
 // module that reads a PipelineSpec (coordinator, zbppctl, worker).
 
+#include <vector>
+
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp {
@@ -30,6 +32,20 @@ inline int WorkerIndex(int replica, int stage, int stages) { return replica * st
 /// inverse). Pure.
 inline int StageOfWorker(int index, int stages) { return index % stages; }
 inline int ReplicaOfWorker(int index, int stages) { return index / stages; }
+
+/// The blocks of each of `num_virtual_stages` virtual stages, in the
+/// model's order: PipelineSpec.layout when set, else an even split of
+/// `layers` (layers / num_virtual_stages each). Assumes a spec the
+/// coordinator accepted (CheckLayout, coordinator/core/job_spec_check.h).
+/// Pure.
+inline std::vector<int> BlocksPerVirtualStage(const v1::PipelineSpec& pipeline, int layers,
+                                              int num_virtual_stages) {
+  if (pipeline.layout_size() > 0) {
+    return std::vector<int>(pipeline.layout().begin(), pipeline.layout().end());
+  }
+  return std::vector<int>(num_virtual_stages > 0 ? num_virtual_stages : 0,
+                          num_virtual_stages > 0 ? layers / num_virtual_stages : 0);
+}
 
 }  // namespace zbpp
 

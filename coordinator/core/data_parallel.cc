@@ -6,10 +6,10 @@
 
 namespace zbpp::coordinator {
 
-double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
+double StageParameterCount(const zbpp::v1::ModelSpec& model, int blocks, int stage,
                            int num_virtual_stages) {
-  const double blocks = static_cast<double>(model.layers()) / num_virtual_stages;
-  return blocks * BlockCostsOf(model, 1).parameters + EndParameters(model, stage, num_virtual_stages);
+  return blocks * BlockCostsOf(model, 1).parameters +
+         EndParameters(model, stage, num_virtual_stages);
 }
 
 absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,

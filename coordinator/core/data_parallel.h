@@ -19,13 +19,13 @@ namespace zbpp::coordinator {
 /// planning's (RingAllReduceSeconds, planning.h).
 
 /// Parameters of virtual stage `stage` of `num_virtual_stages` of the decoder
-/// `model` (the worker's ModelChunk): L = layers / num_virtual_stages blocks of its
-/// family's BlockCostsOf(model).parameters each, plus EndParameters
-/// (embeddings on the first stage, final norm and LM head on the last;
+/// `model` (the worker's ModelChunk) holding `blocks` blocks (its entry of
+/// BlocksPerVirtualStage, api/pipeline_shape.h) of its family's
+/// BlockCostsOf(model).parameters each, plus EndParameters (embeddings on
+/// the first stage, final norm and LM head on the last;
 /// coordinator/core/model_costs.h). Requires a model that passed the spec
-/// check and num_virtual_stages dividing its layers.
-/// Thread-safe (pure).
-double StageParameterCount(const zbpp::v1::ModelSpec& model, int stage,
+/// check. Thread-safe (pure).
+double StageParameterCount(const zbpp::v1::ModelSpec& model, int blocks, int stage,
                            int num_virtual_stages);
 
 /// The registry schedule `name` generated for `problem`, with, when

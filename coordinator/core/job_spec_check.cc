@@ -504,6 +504,38 @@ absl::Status CheckPlanningFields(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status CheckLayout(const JobSpec& spec, int64_t virtual_stages) {
+  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
+  const int layers = spec.model().layers();
+  if (pipeline.layout_size() == 0) {
+    if (layers % virtual_stages != 0) {
+      return RefuseField("model.layers", layers,
+                         " layers do not divide into pipeline.stages*chunks = ", virtual_stages,
+                         " virtual stages; give pipeline.layout to split them unevenly");
+    }
+    return absl::OkStatus();
+  }
+  if (pipeline.layout_size() != virtual_stages) {
+    return RefuseField("pipeline.layout", "has ", pipeline.layout_size(),
+                       " entries; it needs one per virtual stage (pipeline.stages*chunks = ",
+                       virtual_stages, ")");
+  }
+  int64_t sum = 0;
+  for (int v = 0; v < pipeline.layout_size(); ++v) {
+    const int blocks = pipeline.layout(v);
+    if (blocks < 1) {
+      return RefuseField("pipeline.layout", "virtual stage ", v, " has ", blocks,
+                         " blocks; every virtual stage holds at least 1");
+    }
+    sum += blocks;
+  }
+  if (sum != layers) {
+    return RefuseField("pipeline.layout", "sums to ", sum, " blocks; model.layers is ",
+                       layers);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckJobSpecFields(const JobSpec& spec) {
   // Proto field order, so that the first broken rule is the one reported.
   if (spec.name().size() > kMaxNameBytes) {

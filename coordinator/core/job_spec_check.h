@@ -65,6 +65,14 @@ absl::Status CheckJobSpecFields(const zbpp::v1::JobSpec& spec);
 /// Errors as CheckJobSpecFields. Thread-safe (pure).
 absl::Status CheckPlanningFields(const zbpp::v1::JobSpec& spec);
 
+/// PipelineSpec.layout against the job's `virtual_stages` (stages *
+/// chunks): empty needs model.layers divisible by them; otherwise one entry
+/// per virtual stage, each >= 1, summing to model.layers. InvalidArgument
+/// (a refusal naming "pipeline.layout", or
+/// "model.layers" for an even split that does not divide) otherwise.
+/// Thread-safe (pure).
+absl::Status CheckLayout(const zbpp::v1::JobSpec& spec, int64_t virtual_stages);
+
 /// The field that holds the memory limit, where a refusal about it is
 /// reported: schedule.memory_limit_bytes or schedule.memory_limit_m_b;
 /// "schedule.name" when none is set (the limit is then the schedule's

@@ -44,11 +44,13 @@ std::vector<RankMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stag
                                          absl::Span<const double> peak_bytes) {
   std::vector<RankMemoryEstimate> ranks(stages);
   const int num_virtual_stages = static_cast<int>(stage_of.size());
+  const std::vector<int> blocks =
+      BlocksPerVirtualStage(spec.pipeline(), spec.model().layers(), num_virtual_stages);
   for (int stage = 0; stage < num_virtual_stages; ++stage) {
     const int rank = stage_of[stage];
     if (rank < 0 || rank >= stages) continue;
     ranks[rank].parameters +=
-        StageParameterCount(spec.model(), stage, num_virtual_stages);
+        StageParameterCount(spec.model(), blocks[stage], stage, num_virtual_stages);
   }
   const double per_parameter =
       kStateBytesPerParameter +

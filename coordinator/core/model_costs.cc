@@ -55,4 +55,9 @@ double LogitsBytes(const zbpp::v1::JobSpec& spec) {
   return elements * (sixteen_bit ? 16 : 12);
 }
 
+double HeadForwardFlops(const zbpp::v1::JobSpec& spec) {
+  return 2.0 * spec.pipeline().microbatch_size() * spec.model().seq_len() *
+         spec.model().hidden() * spec.model().vocab();
+}
+
 }  // namespace zbpp::coordinator

@@ -57,6 +57,11 @@ double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtua
 /// Thread-safe (pure).
 double LogitsBytes(const zbpp::v1::JobSpec& spec);
 
+/// FLOPs of the LM head's forward for one microbatch: 2·b·s·h·vocab (one
+/// [b·s, h] × [h, vocab] GEMM); its input-gradient and weight-gradient
+/// GEMMs cost the same each. Thread-safe (pure).
+double HeadForwardFlops(const zbpp::v1::JobSpec& spec);
+
 }  // namespace zbpp::coordinator
 
 #endif  // ZBPP_COORDINATOR_CORE_MODEL_COSTS_H_

@@ -57,17 +57,26 @@ absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
   return sched::FindSchedule(policy.name());
 }
 
-// One virtual stage's analytic costs with `layers` transformer blocks:
-// paper §2 and Megatron-LM's FLOP count (the header has the formulas).
-sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, double layers) {
+// The analytic costs of a virtual stage with `blocks` transformer blocks,
+// plus the LM head when it is the `last`: paper §2 and Megatron-LM's FLOP
+// count (the header has the formulas).
+sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, int blocks, bool last) {
   const BlockCosts block =
       BlockCostsOf(spec.model(), spec.pipeline().microbatch_size());
   sched::VirtualStageCost cost;
-  cost.f_seconds = layers * block.forward_flops / kNominalFlopsPerSecond;
+  cost.f_seconds = blocks * block.forward_flops / kNominalFlopsPerSecond;
   cost.b_seconds = cost.f_seconds;
   cost.w_seconds = cost.f_seconds * kWOverF;
-  cost.m_b_bytes = layers * block.m_b_bytes;
-  cost.m_w_bytes = layers * block.m_w_bytes;
+  cost.m_b_bytes = blocks * block.m_b_bytes;
+  cost.m_w_bytes = blocks * block.m_w_bytes;
+  if (last) {
+    // The head is one [h, vocab] GEMM per pass: F, B (input gradient) and W
+    // (weight gradient) each 2·b·s·h·vocab FLOPs.
+    const double head = HeadForwardFlops(spec) / kNominalFlopsPerSecond;
+    cost.f_seconds += head;
+    cost.b_seconds += head;
+    cost.w_seconds += head;
+  }
   return cost;
 }
 
@@ -193,19 +202,19 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
                        "pipeline.stages*chunks = ", virtual_stages,
                        " virtual stages; at most ", kMaxVirtualStages);
   }
-  if (model.layers() % virtual_stages != 0) {
-    return RefuseField("model.layers", model.layers(),
-                       " layers do not divide into pipeline.stages*chunks = ",
-                       virtual_stages, " virtual stages");
-  }
-  sched::Problem problem = sched::Problem::Uniform(
-      p, v, pipeline.microbatches(),
-      AnalyticStageCost(spec, model.layers() / virtual_stages),
-      /*comm_seconds=*/0.0);
+  if (absl::Status st = CheckLayout(spec, virtual_stages); !st.ok()) return st;
+  sched::Problem problem = sched::Problem::Uniform(p, v, pipeline.microbatches(), {},
+                                                   /*comm_seconds=*/0.0);
+  const int n = problem.num_virtual_stages();
+  const std::vector<int> blocks = BlocksPerVirtualStage(pipeline, model.layers(), n);
   const int d = DataParallelOf(pipeline);
-  for (int stage = 0; stage < problem.num_virtual_stages() && d > 1; ++stage) {
-    problem.virtual_stages[stage].reduce_seconds = RingAllReduceSeconds(
-        4 * StageParameterCount(model, stage, problem.num_virtual_stages()), d);
+  for (int stage = 0; stage < n; ++stage) {
+    sched::VirtualStageCost& cost = problem.virtual_stages[stage];
+    cost = AnalyticStageCost(spec, blocks[stage], stage == n - 1);
+    if (d > 1) {
+      cost.reduce_seconds = RingAllReduceSeconds(
+          4 * StageParameterCount(model, blocks[stage], stage, n), d);
+    }
   }
   if (absl::Status st = SetMemoryLimit(spec.schedule(), *traits, problem); !st.ok()) {
     return st;

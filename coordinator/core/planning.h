@@ -46,10 +46,12 @@ double RingAllReduceSeconds(double bytes, int replicas);
 ///   `default_chunks` (registry), or 1 for "auto" (each of auto's
 ///   candidates is planned on AutoCandidateSpec instead);
 ///   m = pipeline.microbatches.
-/// * Every virtual stage holds L = model.layers / (p*v) transformer blocks
-///   and gets the same costs (embedding and LM head are not counted; the
-///   measured costs replace all of this after the first steps):
-///   - T_F = FLOPs of L blocks' forward / 1e12 seconds (a nominal 1 TFLOP/s
+/// * Virtual stage k holds L_k transformer blocks: pipeline.layout's entry,
+///   or L = model.layers / (p*v) for every virtual stage without one
+///   (CheckLayout refuses what does not fit). Its costs (the embedding's
+///   are not counted; the measured costs replace all of this at
+///   calibration):
+///   - T_F = FLOPs of L_k blocks' forward / 1e12 seconds (a nominal 1 TFLOP/s
 ///     device: only ratios matter to the scheduler), with the forward FLOPs
 ///     of one block of the model's family (BlockCostsOf,
 ///     coordinator/core/model_costs.h: for gpt 2sb(4h^2 + 2h*f) + 4s^2*b*h,
@@ -59,12 +61,14 @@ double RingAllReduceSeconds(double bytes, int replicas);
 ///     Zero Bubble paper's profiled Table 5 (scheduler/paper_table5.h) has
 ///     T_B/T_F = 0.98 and T_W/T_F between 0.50 and 0.74 (W is a few large
 ///     GEMMs with nothing else in it); 2/3 is their middle.
+///   - the last virtual stage adds the LM head to each of T_F, T_B and T_W:
+///     one GEMM of HeadForwardFlops (model_costs.h) each.
 ///   - T_comm = 0 (unknown until measured).
-///   - M_B and M_W: L times the family's per-block bytes (BlockCostsOf; for
+///   - M_B and M_W: L_k times the family's per-block bytes (BlockCostsOf; for
 ///     gpt the paper's §2 s*b*(34h + 5as) and 32*s*b*h, 16-bit activations).
 ///   - reduce_seconds, with d = pipeline.data_parallel > 1: a ring
 ///     all-reduce of the stage's float32 weight gradients,
-///     RingAllReduceSeconds(4 * StageParameterCount(model, stage, p*v), d)
+///     RingAllReduceSeconds(4 * StageParameterCount(model, L_k, k, p*v), d)
 ///     (StageParameterCount in coordinator/core/data_parallel.h; real
 ///     seconds at an assumed bandwidth, while the passes above are nominal
 ///     until measured); 0 with d = 1.

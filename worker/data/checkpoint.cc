@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -348,9 +349,13 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
   return writer->Commit();
 }
 
-absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
-                                            int64_t step, int rank,
-                                            const ExpectedShapes& expected) {
+namespace {
+
+// Every tensor of `rank`'s file at `step`, in the file's order, opened as
+// ReadCheckpoint says (no link followed). Errors as ReadCheckpoint's, but
+// for the model checks.
+absl::StatusOr<NamedTensors> ReadRankFile(const std::string& directory, int64_t step,
+                                          int rank) {
   if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) {
     return status;
   }
@@ -391,37 +396,17 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
     return done;
   };
   const size_t size = static_cast<size_t>(file_status.st_size);
-  const std::string mismatch =
-      absl::StrCat("checkpoint ", path, " does not match the model: ");
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(read, [size] { return size; }, at::Device(at::kCPU));
-    std::set<std::string> expected_names;
-    for (const auto& [name, shape] : expected) expected_names.insert(name);
-    for (const std::string& key : archive.keys()) {
-      if (expected_names.count(key) == 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            mismatch, "it holds \"", key, "\", which the model does not have"));
-      }
-    }
     NamedTensors tensors;
-    for (const auto& [name, shape] : expected) {
+    for (const std::string& key : archive.keys()) {
       c10::IValue value;
-      if (!archive.try_read(name, value)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(mismatch, "\"", name, "\" is missing"));
-      }
-      if (!value.isTensor()) {
+      if (!archive.try_read(key, value) || !value.isTensor()) {
         return absl::DataLossError(absl::StrCat("checkpoint ", path, ": \"",
-                                                name, "\" is not a tensor"));
+                                                key, "\" is not a tensor"));
       }
-      at::Tensor tensor = value.toTensor();
-      if (tensor.sizes() != at::IntArrayRef(shape)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            mismatch, "\"", name, "\" has shape ", ShapeString(tensor.sizes()),
-            ", the model expects ", ShapeString(shape)));
-      }
-      tensors.emplace_back(name, std::move(tensor));
+      tensors.emplace_back(key, value.toTensor());
     }
     return tensors;
   } catch (const c10::Error& error) {
@@ -429,6 +414,80 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
         absl::StrCat("checkpoint ", path,
                      " cannot be read: ", error.what_without_backtrace()));
   }
+}
+
+// FailedPrecondition unless `tensor` has `shape`; `mismatch` starts the
+// message.
+absl::Status CheckShape(const std::string& mismatch, const std::string& name,
+                        const at::Tensor& tensor, const std::vector<int64_t>& shape) {
+  if (tensor.sizes() == at::IntArrayRef(shape)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(mismatch, "\"", name, "\" has shape ",
+                                                    ShapeString(tensor.sizes()),
+                                                    ", the model expects ", ShapeString(shape)));
+}
+
+}  // namespace
+
+absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
+                                            int64_t step, int rank,
+                                            const ExpectedShapes& expected) {
+  absl::StatusOr<NamedTensors> file = ReadRankFile(directory, step, rank);
+  if (!file.ok()) return file.status();
+  const std::string mismatch = absl::StrCat("checkpoint ", CheckpointPath(directory, step, rank),
+                                            " does not match the model: ");
+  std::map<std::string, at::Tensor> by_name(file->begin(), file->end());
+  std::set<std::string> expected_names;
+  for (const auto& [name, shape] : expected) expected_names.insert(name);
+  for (const auto& [key, tensor] : *file) {
+    if (expected_names.count(key) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(mismatch, "it holds \"", key, "\", which the model does not have"));
+    }
+  }
+  NamedTensors tensors;
+  for (const auto& [name, shape] : expected) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(mismatch, "\"", name, "\" is missing"));
+    }
+    if (absl::Status st = CheckShape(mismatch, name, it->second, shape); !st.ok()) return st;
+    tensors.emplace_back(name, it->second);
+  }
+  return tensors;
+}
+
+absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& directory,
+                                                       int64_t step, int rank,
+                                                       const ExpectedShapes& expected) {
+  absl::StatusOr<NamedTensors> own = ReadCheckpoint(directory, step, rank, expected);
+  if (own.ok() || own.status().code() != absl::StatusCode::kFailedPrecondition) return own;
+  // Another layout: the names are global, so gather them from every
+  // stage's file until each expected one is found.
+  std::map<std::string, std::vector<int64_t>> wanted(expected.begin(), expected.end());
+  std::map<std::string, at::Tensor> found;
+  const std::string mismatch = absl::StrCat("checkpoint ", StepDirectoryPath(directory, step),
+                                            " does not match the model: ");
+  for (int file_rank = 0; found.size() < wanted.size(); ++file_rank) {
+    absl::StatusOr<NamedTensors> file = ReadRankFile(directory, step, file_rank);
+    if (absl::IsNotFound(file.status())) break;  // Past the last stage's file.
+    if (!file.ok()) return file.status();
+    for (auto& [name, tensor] : *file) {
+      auto it = wanted.find(name);
+      if (it == wanted.end() || found.count(name) > 0) continue;
+      if (absl::Status st = CheckShape(mismatch, name, tensor, it->second); !st.ok()) return st;
+      found.emplace(name, std::move(tensor));
+    }
+  }
+  NamedTensors tensors;
+  for (const auto& [name, shape] : expected) {
+    auto it = found.find(name);
+    if (it == found.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(mismatch, "no stage's file holds \"", name, "\""));
+    }
+    tensors.emplace_back(name, it->second);
+  }
+  return tensors;
 }
 
 absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,

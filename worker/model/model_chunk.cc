@@ -105,13 +105,53 @@ absl::StatusOr<ModelConfig> ModelConfigFromSpec(const v1::ModelSpec& spec) {
   return config;
 }
 
+namespace {
+
+// Global index of the first block of virtual stage `v` of `n` (v = n: one
+// past the last block), for a config Create checked.
+int FirstBlockOf(const ModelConfig& config, int v, int n) {
+  if (config.layout.empty()) return v * (config.layers / n);
+  int first = 0;
+  for (int k = 0; k < v; ++k) first += config.layout[k];
+  return first;
+}
+
+// Create's check of the split of config.layers over `n` virtual stages.
+absl::Status CheckBlocks(const ModelConfig& config, int n) {
+  if (config.layout.empty()) {
+    if (config.layers % n == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.layers (", config.layers, ") must be divisible by the ", n, " virtual stages"));
+  }
+  if (static_cast<int>(config.layout.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline.layout has ",
+                                                   config.layout.size(), " entries for ", n,
+                                                   " virtual stages"));
+  }
+  int64_t sum = 0;
+  for (int blocks : config.layout) {
+    if (blocks < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline.layout: every virtual stage holds >= 1 block, got ", blocks));
+    }
+    sum += blocks;
+  }
+  if (sum != config.layers) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline.layout sums to ", sum,
+                                                   " blocks; model.layers is ", config.layers));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 ModelChunk::ModelChunk(const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
                        c10::Device device)
     : config_(config),
       virtual_stage_(virtual_stage),
       num_virtual_stages_(num_virtual_stages),
-      first_layer_(virtual_stage * (config.layers / num_virtual_stages)),
-      end_layer_((virtual_stage + 1) * (config.layers / num_virtual_stages)),
+      first_layer_(FirstBlockOf(config, virtual_stage, num_virtual_stages)),
+      end_layer_(FirstBlockOf(config, virtual_stage + 1, num_virtual_stages)),
       seed_(seed),
       device_(device) {}
 
@@ -138,15 +178,12 @@ absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig
   absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(ModelSpecOf(given));
   if (!config.ok()) return config.status();
   config->compute_type = given.compute_type;
+  config->layout = given.layout;
   if (num_virtual_stages < 1 || virtual_stage < 0 || virtual_stage >= num_virtual_stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("virtual stage ", virtual_stage, " is not in [0, ", num_virtual_stages, ")"));
   }
-  if (config->layers % num_virtual_stages != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model.layers (", config->layers,
-                                                   ") must be divisible by the ", num_virtual_stages,
-                                                   " virtual stages"));
-  }
+  if (absl::Status st = CheckBlocks(*config, num_virtual_stages); !st.ok()) return st;
   std::unique_ptr<ModelChunk> chunk = FindArchitecture(config->architecture)
                                           ->make(*config, virtual_stage, num_virtual_stages, seed, device);
   chunk->AddParameters();

@@ -39,6 +39,9 @@ struct ModelConfig {
   double norm_eps = 1e-5;     ///< ε of the LayerNorms / RMSNorms.
   /// The LM head is the token embedding's matrix (see ModelChunk).
   bool tie_embeddings = false;
+  /// Blocks per virtual stage in the model's order (PipelineSpec.layout);
+  /// empty: layers / num_virtual_stages each.
+  std::vector<int> layout;
 };
 
 /// Former names, still used by the pipeline runtime
@@ -69,9 +72,10 @@ v1::ModelSpec ModelSpecOf(const ModelConfig& config);
 using NamedTensor = std::pair<std::string, at::Tensor>;
 
 /// One virtual stage (chunk) of a decoder of the architecture registry: the
-/// blocks [v·L/S, (v+1)·L/S) of virtual stage v of S, plus the token
-/// embedding on the first virtual stage and the final norm and LM head on
-/// the last.
+/// blocks of virtual stage v of S (config.layout's v-th run of blocks, or
+/// [v·L/S, (v+1)·L/S) without a layout), plus the token embedding on the
+/// first virtual stage and the final norm and LM head on the last. Blocks
+/// keep their global indices (and names) whatever the layout.
 /// A family (gpt.h, llama.h) is a subclass that adds its parameters and
 /// runs its embedding, blocks and final norm; the runtime sees only this
 /// class.
@@ -102,8 +106,11 @@ class ModelChunk {
   /// The chunk of config.architecture. Parameters are initialised on the
   /// CPU, then moved to `device`, so that every device starts from the same
   /// weights. InvalidArgument for a config ModelConfigFromSpec would refuse
-  /// (naming the field), when virtual_stage is not in [0, num_virtual_stages)
-  /// or layers is not divisible by num_virtual_stages. kv_heads 0 means heads.
+  /// (naming the field), when virtual_stage is not in [0, num_virtual_stages),
+  /// or config.layout is empty and layers is not divisible by
+  /// num_virtual_stages, or config.layout is set and does not hold
+  /// num_virtual_stages entries >= 1 summing to layers ("pipeline.layout").
+  /// kv_heads 0 means heads.
   static absl::StatusOr<std::unique_ptr<ModelChunk>> Create(
       const ModelConfig& config, int virtual_stage, int num_virtual_stages, uint64_t seed,
       c10::Device device = c10::Device(c10::kCPU));
@@ -117,6 +124,9 @@ class ModelChunk {
   at::Tensor Forward(const at::Tensor& input) const;
 
   bool is_first() const { return virtual_stage_ == 0; }
+  /// Global index of this chunk's first block, and one past its last.
+  int first_block() const { return first_layer_; }
+  int end_block() const { return end_layer_; }
   bool is_last() const { return virtual_stage_ == num_virtual_stages_ - 1; }
   int virtual_stage() const { return virtual_stage_; }
   const ModelConfig& config() const { return config_; }

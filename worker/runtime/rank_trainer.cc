@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   exec.loss_scale = trainer->loss_scaler_.scale();
   exec.synthetic = o.synthetic;
   config->compute_type = ComputeTypeOf(o.spec.precision());
+  config->layout.assign(o.spec.pipeline().layout().begin(), o.spec.pipeline().layout().end());
   std::vector<NamedTensor> parameters;
   for (int stage : o.virtual_stages) {
     absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
@@ -519,7 +520,8 @@ absl::Status RankTrainer::SaveCheckpoint(const std::string& directory, int64_t s
 
 absl::Status RankTrainer::RestoreCheckpoint(const std::string& directory, int64_t step) {
   absl::StatusOr<std::vector<NamedTensor>> state =
-      ReadCheckpoint(directory, step, options_.rank, optimizer_->CheckpointLayout());
+      ReadCheckpointOfAnyLayout(directory, step, options_.rank,
+                                optimizer_->CheckpointLayout());
   if (!state.ok()) return state.status();
   return optimizer_->RestoreFromCheckpoint(*state);
 }

@@ -257,7 +257,9 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
   // float32 gradients.
   for (int s = 0; s < 4; ++s) {
     EXPECT_DOUBLE_EQ(initial.cost_model().virtual_stages(s).reduce_seconds(),
-                     RingAllReduceSeconds(4 * StageParameterCount(spec.model(), s, 4), 2));
+                     RingAllReduceSeconds(
+                         4 * StageParameterCount(spec.model(), spec.model().layers() / 4, s, 4),
+                         2));
   }
   EXPECT_GT(initial.predicted().exposed_reduce_seconds(), 0)
       << "the estimate is ~100x an F pass of this small model";

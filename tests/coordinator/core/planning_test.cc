@@ -44,7 +44,7 @@ std::vector<RefusedSpec> PlanningRefusals() {
       {"stages do not divide layers",
        [](JobSpec& s) { s.mutable_pipeline()->set_stages(3); },
        "model.layers: 8 layers do not divide into pipeline.stages*chunks = 3 "
-       "virtual stages"},
+       "virtual stages; give pipeline.layout to split them unevenly"},
       {"virtual stages do not divide layers",
        [](JobSpec& s) {
          s.mutable_model()->set_layers(10);
@@ -52,6 +52,24 @@ std::vector<RefusedSpec> PlanningRefusals() {
        },
        "model.layers: 10 layers do not divide into pipeline.stages*chunks = 4 "
        "virtual stages"},
+      {"a layout of the wrong length",
+       [](JobSpec& s) {
+         s.mutable_model()->set_layers(10);
+         s.mutable_schedule()->set_name("zb-v");
+         for (int blocks : {4, 6}) s.mutable_pipeline()->add_layout(blocks);
+       },
+       "pipeline.layout: has 2 entries; it needs one per virtual stage "
+       "(pipeline.stages*chunks = 4)"},
+      {"a layout that does not sum to the layers",
+       [](JobSpec& s) {
+         for (int blocks : {5, 4}) s.mutable_pipeline()->add_layout(blocks);
+       },
+       "pipeline.layout: sums to 9 blocks; model.layers is 8"},
+      {"a layout with an empty virtual stage",
+       [](JobSpec& s) {
+         for (int blocks : {8, 0}) s.mutable_pipeline()->add_layout(blocks);
+       },
+       "pipeline.layout: virtual stage 1 has 0 blocks; every virtual stage holds at least 1"},
       {"memory limit below one microbatch (bytes)",
        [](JobSpec& s) { s.mutable_schedule()->set_memory_limit_bytes(1000); },
        "schedule.memory_limit_bytes: 1000 is below one microbatch (1 M_B = "
@@ -341,6 +359,8 @@ TEST(PlanJob, LargestAcceptedShapeIsPlanned) {
 // M_W = 32sbh = 32 * 512 * 64 = 1048576 bytes.
 constexpr double kLayerFlops = 67108864;
 constexpr double kLayerMb = 2424832;
+// The head: 2·b·s·h·vocab = 2·4·128·64·256.
+constexpr double kHeadFlops = 16777216;
 constexpr double kLayerMw = 1048576;
 
 TEST(PlanJob, DataParallelismUpToTheWorkerCapIsPlanned) {
@@ -357,8 +377,8 @@ TEST(PlanJob, DataParallelismUpToTheWorkerCapIsPlanned) {
 // 128 + 256 * 64 = 16512.
 TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   JobSpec spec = TinySpec();
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 0, 2), 4 * 49984 + 24576);
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), 1, 2), 4 * 49984 + 16512);
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 0, 2), 4 * 49984 + 24576);
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 1, 2), 4 * 49984 + 16512);
   for (int d : {0, 1}) {
     spec.mutable_pipeline()->set_data_parallel(d);
     const absl::StatusOr<sched::Problem> one_replica = InitialProblem(spec);
@@ -371,7 +391,7 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
   ASSERT_TRUE(problem.ok()) << problem.status();
   for (int s = 0; s < 2; ++s) {
-    const double bytes = 4 * StageParameterCount(spec.model(), s, 2);
+    const double bytes = 4 * StageParameterCount(spec.model(), spec.model().layers() / 2, s, 2);
     // 2(d-1)/d of the bytes at 1 GB/s, and 2(d-1) hops of 50 us.
     EXPECT_DOUBLE_EQ(problem->virtual_stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
         << "stage " << s;
@@ -381,17 +401,20 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   EXPECT_EQ(RingAllReduceSeconds(1e9, 1), 0);
 }
 
-TEST(InitialProblem, OneF1BHasFourLayersPerStageAndNoLimit) {
+TEST(InitialProblem, OneF1BHasFourLayersPerStageTheHeadOnTheLastAndNoLimit) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(TinySpec());
   ASSERT_TRUE(problem.ok()) << problem.status();
   EXPECT_EQ(problem->stages, 2);
   EXPECT_EQ(problem->chunks, 1);
   EXPECT_EQ(problem->microbatches, 8);
   ASSERT_EQ(problem->virtual_stages.size(), 2u);
-  for (const sched::VirtualStageCost& cost : problem->virtual_stages) {
-    EXPECT_DOUBLE_EQ(cost.f_seconds, 4 * kLayerFlops / 1e12);  // 2.68e-4 s
+  for (int v = 0; v < 2; ++v) {
+    const sched::VirtualStageCost& cost = problem->virtual_stages[v];
+    // The last adds the head's GEMM to each pass.
+    const double head = v == 1 ? kHeadFlops / 1e12 : 0;
+    EXPECT_DOUBLE_EQ(cost.f_seconds, 4 * kLayerFlops / 1e12 + head);  // 2.68e-4 s + head
     EXPECT_DOUBLE_EQ(cost.b_seconds, cost.f_seconds);
-    EXPECT_DOUBLE_EQ(cost.w_seconds, cost.f_seconds * 2 / 3);
+    EXPECT_DOUBLE_EQ(cost.w_seconds, 4 * kLayerFlops / 1e12 * 2 / 3 + head);
     EXPECT_DOUBLE_EQ(cost.m_b_bytes, 4 * kLayerMb);  // 9699328
     EXPECT_DOUBLE_EQ(cost.m_w_bytes, 4 * kLayerMw);  // 4194304
   }
@@ -420,7 +443,8 @@ TEST(InitialProblem, ZbVSplitsIntoTwoChunksAndScalesTheMbLimit) {
   ASSERT_EQ(problem->virtual_stages.size(), 4u);
   // 2 layers per virtual stage; f = 128: 1024 * (16384 + 16384) + 16777216
   // = 50331648 FLOPs per layer.
-  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].f_seconds, 2 * 50331648 / 1e12);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[2].f_seconds, 2 * 50331648 / 1e12);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[3].f_seconds, (2 * 50331648 + kHeadFlops) / 1e12);
   EXPECT_DOUBLE_EQ(problem->virtual_stages[3].m_b_bytes, 2 * kLayerMb);
   // One M_B of a worker = its two chunks = 4 layers; 3 of them.
   EXPECT_THAT(problem->memory_limit_bytes,
@@ -436,6 +460,41 @@ TEST(InitialProblem, BytesLimitIsTakenAsGiven) {
   EXPECT_EQ(problem->chunks, 1);  // "auto" plans one chunk unless told more.
   EXPECT_THAT(problem->memory_limit_bytes,
               ::testing::ElementsAre(123456789, 123456789));
+}
+
+// PipelineSpec.layout: each virtual stage costs its own blocks (the last
+// its head too), its parameters and memory follow, and a layout that moves
+// blocks off the head's stage shortens the predicted step.
+TEST(InitialProblem, ALayoutGivesEachVirtualStageItsOwnBlocks) {
+  JobSpec spec = TinySpec();
+  for (int blocks : {5, 3}) spec.mutable_pipeline()->add_layout(blocks);
+  absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].f_seconds, 5 * kLayerFlops / 1e12);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[1].f_seconds, (3 * kLayerFlops + kHeadFlops) / 1e12);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[0].m_b_bytes, 5 * kLayerMb);
+  EXPECT_DOUBLE_EQ(problem->virtual_stages[1].m_w_bytes, 3 * kLayerMw);
+
+  // With data parallelism each reduction carries its own stage's gradients.
+  spec.mutable_pipeline()->set_data_parallel(2);
+  problem = InitialProblem(spec);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  for (int v = 0; v < 2; ++v) {
+    EXPECT_DOUBLE_EQ(problem->virtual_stages[v].reduce_seconds,
+                     RingAllReduceSeconds(
+                         4 * StageParameterCount(spec.model(), v == 0 ? 5 : 3, v, 2), 2));
+  }
+  spec.mutable_pipeline()->set_data_parallel(1);
+
+  // A vocabulary whose head costs 2 blocks: [5, 3] balances what [4, 4]
+  // does not, and the plan predicts the shorter step.
+  spec.mutable_model()->set_vocab(2048);
+  JobSpec even = spec;
+  even.mutable_pipeline()->clear_layout();
+  absl::StatusOr<JobPlan> balanced = PlanJob(spec), uneven = PlanJob(even);
+  ASSERT_TRUE(balanced.ok()) << balanced.status();
+  ASSERT_TRUE(uneven.ok()) << uneven.status();
+  EXPECT_LT(balanced->choice.simulation.step_seconds, uneven->choice.simulation.step_seconds);
 }
 
 TEST(InitialProblem, RefusesWhatPlanJobRefuses) {

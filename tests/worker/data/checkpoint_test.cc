@@ -3,6 +3,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,49 @@ NamedTensors StageTensors() {
       {"half", at::randn({2, 3}, at::kFloat).to(at::kBFloat16)},
       {"transposed", at::randn({4, 3}, at::kFloat).t()},
   };
+}
+
+// A checkpoint written under one layout resumes under another: the names
+// are global, so each expected tensor is found in whichever stage's file
+// holds it.
+TEST(CheckpointTest, AnyLayoutGathersEachTensorFromTheStageFileThatHoldsIt) {
+  TestDirectory dir;
+  const at::Tensor a = at::randn({2, 3}), b = at::randn({4}), c = at::randn({3, 3});
+  const at::Tensor updates = at::scalar_tensor(20, at::kLong);
+  // Layout [2, 1] over 2 stages: blocks a and b on stage 0, c on stage 1.
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 19, 0, {{"a", a}, {"b", b}, {"optimizer.step", updates}})
+                  .ok());
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 19, 1, {{"c", c}, {"optimizer.step", updates}}).ok());
+
+  // Resumed as layout [1, 2]: stage 0 holds a, stage 1 holds b and c.
+  const ExpectedShapes stage0 = {{"a", {2, 3}}, {"optimizer.step", {}}};
+  const ExpectedShapes stage1 = {{"b", {4}}, {"c", {3, 3}}, {"optimizer.step", {}}};
+  // Stage 0's own file holds more than it needs: the strict read refuses it.
+  EXPECT_EQ(ReadCheckpoint(dir.path(), 19, 0, stage0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<NamedTensors> first = ReadCheckpointOfAnyLayout(dir.path(), 19, 0, stage0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 2u);
+  ExpectBitExact((*first)[0].second, a);
+  absl::StatusOr<NamedTensors> second = ReadCheckpointOfAnyLayout(dir.path(), 19, 1, stage1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->size(), 3u);
+  EXPECT_EQ((*second)[0].first, "b");
+  ExpectBitExact((*second)[0].second, b);
+  ExpectBitExact((*second)[1].second, c);
+  EXPECT_EQ((*second)[2].second.item<int64_t>(), 20);
+
+  // A tensor no stage holds, or one of another shape, is named.
+  absl::Status missing =
+      ReadCheckpointOfAnyLayout(dir.path(), 19, 1, {{"b", {4}}, {"d", {1}}}).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(missing.message(), HasSubstr("\"d\""));
+  absl::Status shape = ReadCheckpointOfAnyLayout(dir.path(), 19, 0, {{"c", {9}}}).status();
+  EXPECT_EQ(shape.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(shape.message(), HasSubstr("\"c\" has shape [3, 3]"));
+  // No checkpoint at all stays NotFound.
+  EXPECT_EQ(ReadCheckpointOfAnyLayout(dir.path(), 7, 0, stage0).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(CheckpointTest, RoundTripIsBitExactAtTheDocumentedPath) {

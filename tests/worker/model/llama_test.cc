@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -168,6 +169,60 @@ TEST(LlamaChunkTest, ChunksComposeToTheWholeModelAndTiedCopiesStartEqual) {
     // the head on the last chunk.
     EXPECT_EQ((*first)->linear_layers().size(), 7u);
     EXPECT_EQ((*last)->linear_layers().size(), 8u);
+  }
+}
+
+// PipelineSpec.layout: any split of the blocks gives the same parameters,
+// bit for bit, under their global names (each is initialised from the seed
+// and its name), and the chunks compose to the whole model.
+TEST(LlamaChunkTest, EveryLayoutHoldsTheSameParametersAndComposesToTheWholeModel) {
+  const c10::Device device = TestDevice();
+  c10::NoGradGuard no_grad;
+  ModelConfig config = TinyLlama(/*tied=*/true);
+  config.layers = 6;
+  auto whole = ModelChunk::Create(config, 0, 1, 9, device);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::map<std::string, at::Tensor> expected((*whole)->parameters().begin(),
+                                             (*whole)->parameters().end());
+  const at::Tensor tokens = at::randint(config.vocab, {2, 10}, at::kLong).to(device);
+  const at::Tensor logits = (*whole)->Forward(tokens);
+  for (const std::vector<int>& layout :
+       std::vector<std::vector<int>>{{6}, {3, 3}, {5, 1}, {1, 5}, {1, 2, 3}, {2, 1, 1, 2}}) {
+    SCOPED_TRACE(::testing::PrintToString(layout));
+    config.layout = layout;
+    const int n = static_cast<int>(layout.size());
+    at::Tensor x = tokens;
+    int next_block = 0;
+    for (int v = 0; v < n; ++v) {
+      auto chunk = ModelChunk::Create(config, v, n, 9, device);
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      EXPECT_EQ((*chunk)->first_block(), next_block);
+      EXPECT_EQ((*chunk)->end_block() - (*chunk)->first_block(), layout[v]);
+      next_block = (*chunk)->end_block();
+      for (const auto& [name, t] : (*chunk)->parameters()) {
+        // The head's copy of a tied embedding carries the head's name.
+        if (expected.count(name) == 0) continue;
+        EXPECT_TRUE(at::equal(t, expected.at(name))) << name;
+      }
+      x = (*chunk)->Forward(x);
+    }
+    EXPECT_EQ(next_block, config.layers);
+    EXPECT_TRUE(at::equal(x, logits));
+  }
+}
+
+TEST(LlamaChunkTest, ALayoutThatDoesNotFitIsRefusedNamingTheField) {
+  ModelConfig config = TinyLlama(false);
+  config.layers = 6;
+  for (const std::vector<int>& layout :
+       std::vector<std::vector<int>>{{3, 2}, {6, 0}, {2, 2, 2}, {7, -1}}) {
+    SCOPED_TRACE(::testing::PrintToString(layout));
+    config.layout = layout;
+    auto chunk = ModelChunk::Create(config, 0, 2, 9, TestDevice());
+    ASSERT_FALSE(chunk.ok());
+    EXPECT_EQ(chunk.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(chunk.status().message().find("pipeline.layout"), std::string::npos)
+        << chunk.status();
   }
 }
 

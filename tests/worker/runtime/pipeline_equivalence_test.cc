@@ -33,9 +33,10 @@ using Case = std::tuple<std::string, int, int>;  // schedule, p, d
 // `precision` with schedule `name` as threads, and compares every rank's
 // parameters with the single-process reference; with
 // tied embeddings split over two ranks, the two copies must be equal bit
-// for bit in every replica.
+// for bit in every replica. `layout`: PipelineSpec.layout (empty: an even
+// split).
 void ExpectEquivalence(const std::string& name, int p, int d, const std::string& architecture,
-                       v1::Precision precision) {
+                       v1::Precision precision, const std::vector<int>& layout = {}) {
   absl::StatusOr<sched::Schedule> schedule = ScheduleFor(name, p, d);
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   const int v = schedule->chunks;
@@ -49,6 +50,7 @@ void ExpectEquivalence(const std::string& name, int p, int d, const std::string&
   v1::JobSpec spec = TinySpec(p, v, m, architecture);
   spec.mutable_pipeline()->set_data_parallel(d);
   spec.set_precision(precision);
+  for (int blocks : layout) spec.mutable_pipeline()->add_layout(blocks);
   // Worker w = replica·p + rank; pipelines per replica, replica groups per
   // rank.
   const int workers = p * d;
@@ -141,6 +143,29 @@ TEST(PipelineEquivalenceCoverage, DataParallelCasesRunWholeAndPartialReductions)
   EXPECT_GT(whole, 0);
   EXPECT_GT(partial, 0);
 }
+
+// Uneven layouts (PipelineSpec.layout): ranks build their chunks from it and
+// train to the reference, whose parameters do not depend on the layout.
+// TinySpec has 8 blocks at p <= 4.
+using LayoutCase = std::tuple<std::string, int, std::vector<int>>;  // schedule, p, layout
+
+class LayoutEquivalenceTest : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(LayoutEquivalenceTest, ParametersMatchSingleProcessAfterThreeSteps) {
+  const auto& [name, p, layout] = GetParam();
+  ExpectEquivalence(name, p, 1, "llama", v1::PRECISION_FP32, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Uneven, LayoutEquivalenceTest,
+    ::testing::Values(LayoutCase{"zb-h1", 2, {5, 3}}, LayoutCase{"zb-2p", 2, {3, 5}},
+                      LayoutCase{"zb-v", 2, {3, 1, 2, 2}}, LayoutCase{"1f1b", 4, {1, 3, 2, 2}}),
+    [](const ::testing::TestParamInfo<LayoutCase>& info) {
+      std::string n = "layout_" + std::get<0>(info.param);
+      std::replace(n.begin(), n.end(), '-', '_');
+      for (int blocks : std::get<2>(info.param)) n += "_" + std::to_string(blocks);
+      return n + "_p" + std::to_string(std::get<1>(info.param));
+    });
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;

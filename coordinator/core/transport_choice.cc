@@ -132,7 +132,8 @@ bool JoinsNcclRanks(const zbpp::v1::WorkerDescription& candidate,
     return false;
   }
   return std::none_of(chosen.begin(), chosen.end(), [&](const zbpp::v1::WorkerDescription* d) {
-    return d->host() == candidate.host() && d->device_identity() == candidate.device_identity() &&
+    return GpuKey(d->host(), d->device_identity()) ==
+               GpuKey(candidate.host(), candidate.device_identity()) &&
            !(d->nccl_shared_gpu_test() && candidate.nccl_shared_gpu_test());
   });
 }

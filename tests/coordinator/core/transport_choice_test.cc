@@ -191,6 +191,20 @@ TEST(ChooseTransportTest, AGpuUuidIsOneGpuOnAnyHost) {
   EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
 }
 
+// The worker choice of an NCCL job (JoinsNcclRanks) knows a GPU however it
+// is written, as ChooseTransport does.
+TEST(JoinsNcclRanksTest, AGpuAlreadyChosenIsRecognisedHoweverItIsWritten) {
+  const v1::WorkerDescription chosen = Cuda({"a", "0000:1B:00.0"});
+  const std::vector<const v1::WorkerDescription*> ranks = {&chosen};
+  EXPECT_FALSE(JoinsNcclRanks(Cuda({"a", "00000000:1b:00.0"}), ranks));
+  EXPECT_TRUE(JoinsNcclRanks(Cuda({"a", "0000:1C:00.0"}), ranks));
+  EXPECT_TRUE(JoinsNcclRanks(Cuda({"b", "0000:1B:00.0"}), ranks));
+  const v1::WorkerDescription uuid = Cuda({"pod-0", "GPU-5F0C9E7A-0000-0000-0000-000000000001"});
+  const std::vector<const v1::WorkerDescription*> pods = {&uuid};
+  EXPECT_FALSE(JoinsNcclRanks(Cuda({"pod-1", "gpu-5f0c9e7a-0000-0000-0000-000000000001"}), pods));
+  EXPECT_FALSE(JoinsNcclRanks(Cpu(), pods));
+}
+
 TEST(ChooseTransportTest, UnknownValueIsRefusedNamingTransport) {
   EXPECT_EQ(ChooseTransport(static_cast<v1::Transport>(9), {}).status().message(),
             "transport: unknown transport 9");

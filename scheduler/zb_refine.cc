@@ -51,6 +51,41 @@ void MovePass(std::vector<int32_t>& order, int from, int to) {
   }
 }
 
+// The W's of one virtual stage cost the same and free the same memory, so
+// what matters is where their slots are. Moves the slot of the W at `from`
+// later, to `to`, the W's of its virtual stage in between taking the slots
+// in first-in first-out order (a move MustKeepOrder forbids a single W).
+// False (order unchanged) when a W would then come before its own B.
+bool DeferWSlot(const PassModel& model, std::vector<int32_t>& order,
+                int from, int to) {
+  const int32_t moving = order[from];
+  const int virtual_stage = model.VirtualStageOf(moving);
+  int b_seen = 0, w_seen = 0;
+  for (int k = 0; k < from; ++k) {
+    if (model.VirtualStageOf(order[k]) != virtual_stage) continue;
+    b_seen += model.PassOf(order[k]) == kB;
+    w_seen += model.PassOf(order[k]) == kW;
+  }
+  MovePass(order, from, to);
+  // Relabel: the k-th W of the virtual stage from `from` on is microbatch
+  // (w_seen + k)'s, first-in first-out; each must follow its B.
+  std::vector<int32_t> relabelled = order;
+  int next = w_seen;
+  for (int k = from; k <= to; ++k) {
+    const int32_t id = order[k];
+    if (model.VirtualStageOf(id) != virtual_stage) continue;
+    if (model.PassOf(id) == kB) ++b_seen;
+    if (model.PassOf(id) != kW) continue;
+    if (next >= b_seen) {
+      MovePass(order, to, from);
+      return false;
+    }
+    relabelled[k] = model.Id(kW, virtual_stage, next++);
+  }
+  order = std::move(relabelled);
+  return true;
+}
+
 class Search {
  public:
   Search(const PassModel& model, Evaluator& evaluator, Orders* orders,
@@ -137,7 +172,17 @@ class Search {
         if (gap > slack) gaps_.push_back({w, i});
       }
     }
-    for (const Gap& gap : gaps_) {
+    // The chains are read from the current timing, before any try.
+    chains_.resize(gaps_.size());
+    for (size_t g = 0; g < gaps_.size() && !exhaustive; ++g) {
+      DeferChain(gaps_[g], &chains_[g]);
+    }
+    for (size_t g = 0; g < gaps_.size(); ++g) {
+      const Gap& gap = gaps_[g];
+      if (!exhaustive && !chains_[g].empty()) {
+        if (evaluations_ <= 0) return false;
+        if (TryChain(chains_[g])) return true;
+      }
       MovesInto(gap, exhaustive);
       for (const Move& move : moves_) {
         if (evaluations_ <= 0) return false;
@@ -153,6 +198,77 @@ class Search {
     int stage;
     int at;
   };
+
+  // The pass after `gap` waits for its input; that input, on its own
+  // stage, may have been held back by a W just before it, whose own
+  // input may have been held back the same way, and so on up the chain
+  // of inputs. `chain` receives, for every such W, a move of its slot
+  // past the pass it held back, to be tried all at once (TryChain): a W
+  // deferred on one stage alone shortens nothing when W's delay the same
+  // chain on the stages before it. Reads the evaluator's current timing.
+  void DeferChain(const Gap& gap, std::vector<Move>* chain) const {
+    chain->clear();
+    int32_t waiting = orders_[gap.stage][gap.at];
+    for (int hops = 0; hops < 2 * model_.virtual_stages(); ++hops) {
+      const int32_t input = model_.CrossDependency(waiting);
+      if (input < 0) return;
+      const int producer = model_.StageOf(input);
+      const int at = position_[input];
+      if (at > 0) {
+        const int32_t before = orders_[producer][at - 1];
+        const double slack =
+            kRelativeSlack * (1 + evaluator_.Span()[producer]);
+        if (evaluator_.Start(input) <= evaluator_.End(before) + slack) {
+          // Held back by the pass before it: only a W may step aside. A
+          // stage's order changes once per chain, so that the positions
+          // read here stay right.
+          if (model_.PassOf(before) != kW) return;
+          for (const Move& move : *chain) {
+            if (move.stage == producer) return;
+          }
+          // Its slot goes to where the stage's rhythm next breaks: an
+          // idle gap, or two B's back to back (where the 1F-1B steady state
+          // left no W between them), else to the end.
+          const std::vector<int32_t>& order = orders_[producer];
+          const int n = static_cast<int>(order.size());
+          int to = n - 1;
+          for (int k = at + 1; k < n; ++k) {
+            if (evaluator_.Start(order[k]) > evaluator_.End(order[k - 1]) + slack ||
+                (model_.PassOf(order[k]) == kB && model_.PassOf(order[k - 1]) == kB)) {
+              to = k - 1;
+              break;
+            }
+          }
+          chain->push_back({producer, at - 1, to});
+        }
+      }
+      waiting = input;
+    }
+  }
+
+  // Applies every move of `chain`, each a W's slot going later in its
+  // stage's order (DeferWSlot), evaluates once, keeps them if better.
+  // One evaluation.
+  bool TryChain(const std::vector<Move>& chain) {
+    saved_.clear();
+    bool legal = true;
+    for (const Move& move : chain) {
+      saved_.push_back({move.stage, orders_[move.stage]});
+      legal = legal && DeferWSlot(model_, orders_[move.stage], move.from, move.to);
+    }
+    if (legal) {
+      --evaluations_;
+      const Leximax value = Leximax::Of(evaluator_, evaluator_.Run(orders_));
+      if (value.BetterThan(best_)) {
+        best_ = value;
+        return true;
+      }
+    }
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      orders_[it->first] = std::move(it->second);
+    }
+    return false;
+  }
 
   // The moves for `gap`, in moves_: fill the gap with one of the next
   // passes of its stage, or make the input of the waiting pass arrive
@@ -185,6 +301,8 @@ class Search {
   std::vector<int> position_;
   std::vector<Gap> gaps_;
   std::vector<Move> moves_;
+  std::vector<std::vector<Move>> chains_;
+  std::vector<std::pair<int, std::vector<int32_t>>> saved_;
   Leximax best_ = Leximax::Worst();
 };
 

@@ -99,18 +99,24 @@ class Search {
   Leximax Run() {
     best_ = Leximax::Of(evaluator_, evaluator_.Run(orders_));
     if (!best_.BetterThan(Leximax::Worst())) return best_;
-    bool exhaustive = false;
+    // The kinds of move, in the order they are tried: a kind is tried
+    // only when the ones before it improve nothing, and after any
+    // improvement the search starts again from the first.
+    Kind kind = Kind::kGap;
     while (evaluations_ > 0) {
       // The evaluator holds the timing of the current orders here: after
-      // the initial Run or after the accepted candidate's Run.
-      if (TryMoves(exhaustive)) {
-        exhaustive = false;
-      } else if (!exhaustive) {
-        exhaustive = true;
-        // The exhaustive sweep needs the current timing again only to
-        // order stages; re-run once (cheap next to the sweep itself).
-        evaluator_.Run(orders_);
-        --evaluations_;
+      // the initial Run, after the accepted candidate's Run or after the
+      // re-run below.
+      if (TryMoves(kind)) {
+        kind = Kind::kGap;
+      } else if (kind != Kind::kSwap) {
+        kind = kind == Kind::kGap ? Kind::kChain : Kind::kSwap;
+        // The next kind reads the current timing: re-run once if a
+        // rejected try left the evaluator with its own.
+        if (tried_) {
+          evaluator_.Run(orders_);
+          --evaluations_;
+        }
       } else {
         break;
       }
@@ -126,6 +132,7 @@ class Search {
   // Applies `move`, evaluates, keeps it if better. One evaluation.
   bool Try(const Move& move) {
     if (!Legal(move)) return false;
+    tried_ = true;
     std::vector<int32_t>& order = orders_[move.stage];
     MovePass(order, move.from, move.to);
     --evaluations_;
@@ -139,13 +146,19 @@ class Search {
     return false;
   }
 
-  // Tries the moves worth trying from the current timing, most promising
-  // first (the gaps of the stages with the longest spans), until one
-  // improves (true) or the budget is spent. The gaps are read from the
-  // timing before the first try (a rejected try leaves the evaluator with
-  // its own timing); each gap's moves are made only when its turn comes,
-  // since a small budget tries only the first few.
-  bool TryMoves(bool exhaustive) {
+  // The kinds of move (see Polish): into a gap; deferring the W's that
+  // hold back a gap's chain of inputs (DeferChain); the exhaustive sweep of
+  // adjacent swaps.
+  enum class Kind { kGap, kChain, kSwap };
+
+  // Tries the moves of `kind` worth trying from the current timing, most
+  // promising first (the gaps of the stages with the longest spans), until
+  // one improves (true) or the budget is spent. The gaps and chains are
+  // read from the timing before the first try (a rejected try leaves the
+  // evaluator with its own timing); each gap's moves are made only when its
+  // turn comes, since a small budget tries only the first few.
+  bool TryMoves(Kind kind) {
+    tried_ = false;
     const int p = model_.stages();
     for (int w = 0; w < p; ++w) {
       for (size_t i = 0; i < orders_[w].size(); ++i) {
@@ -161,7 +174,7 @@ class Search {
     for (int w : stages) {
       const std::vector<int32_t>& order = orders_[w];
       const int n = static_cast<int>(order.size());
-      if (exhaustive) {
+      if (kind == Kind::kSwap) {
         for (int i = 0; i + 1 < n; ++i) gaps_.push_back({w, i + 1});
         continue;
       }
@@ -172,18 +185,19 @@ class Search {
         if (gap > slack) gaps_.push_back({w, i});
       }
     }
-    // The chains are read from the current timing, before any try.
-    chains_.resize(gaps_.size());
-    for (size_t g = 0; g < gaps_.size() && !exhaustive; ++g) {
-      DeferChain(gaps_[g], &chains_[g]);
-    }
-    for (size_t g = 0; g < gaps_.size(); ++g) {
-      const Gap& gap = gaps_[g];
-      if (!exhaustive && !chains_[g].empty()) {
-        if (evaluations_ <= 0) return false;
-        if (TryChain(chains_[g])) return true;
+    if (kind == Kind::kChain) {
+      chains_.resize(gaps_.size());
+      for (size_t g = 0; g < gaps_.size(); ++g) {
+        DeferChain(gaps_[g], &chains_[g]);
       }
-      MovesInto(gap, exhaustive);
+      for (const std::vector<Move>& chain : chains_) {
+        if (evaluations_ <= 0) return false;
+        if (!chain.empty() && TryChain(chain)) return true;
+      }
+      return false;
+    }
+    for (const Gap& gap : gaps_) {
+      MovesInto(gap, kind == Kind::kSwap);
       for (const Move& move : moves_) {
         if (evaluations_ <= 0) return false;
         if (Try(move)) return true;
@@ -257,6 +271,7 @@ class Search {
       legal = legal && DeferWSlot(model_, orders_[move.stage], move.from, move.to);
     }
     if (legal) {
+      tried_ = true;
       --evaluations_;
       const Leximax value = Leximax::Of(evaluator_, evaluator_.Run(orders_));
       if (value.BetterThan(best_)) {
@@ -302,6 +317,7 @@ class Search {
   std::vector<Gap> gaps_;
   std::vector<Move> moves_;
   std::vector<std::vector<Move>> chains_;
+  bool tried_ = false;  // TryMoves evaluated a candidate (see Run)
   std::vector<std::pair<int, std::vector<int32_t>>> saved_;
   Leximax best_ = Leximax::Worst();
 };

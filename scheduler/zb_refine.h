@@ -42,7 +42,12 @@ class Leximax {
 ///    (a W that fits the gap, or an F or B that is ready sooner);
 ///  * for the pass after a gap, move the pass it waits for (on another
 ///    stage) a few places earlier;
-///  * when those are exhausted and the budget allows, every swap of two
+///  * when those are exhausted: for the pass after a gap, follow its chain
+///    of inputs back over the stages and, on every stage where a W held
+///    the chain back, move that W's slot later (to the stage's next idle
+///    gap or pair of adjacent B's, the W's of its virtual stage keeping
+///    first-in first-out order), all in one candidate;
+///  * when those are exhausted too and the budget allows, every swap of two
 ///    adjacent passes.
 /// Keeps F before B before W of each (virtual stage, microbatch), first-in
 /// first-out order among passes of one kind and virtual stage, and each stage's

@@ -116,12 +116,9 @@ class StepRun {
       }
       if (actions_[j].kind != PassKind::kReduce) {  // A reduction is timed by the reducer.
         timer_.End(j);
-        // A merged pass is stretched as a whole, after its W part.
-        if (o_.pass_slowdown > 1 && !MergedB(j)) {
-          const double seconds =
-              timer_.Duration(j) + (MergedW(j) ? timer_.Duration(j - 1) : 0.0);
+        if (o_.pass_slowdown > 1) {
           std::this_thread::sleep_for(
-              std::chrono::duration<double>((o_.pass_slowdown - 1) * seconds));
+              std::chrono::duration<double>((o_.pass_slowdown - 1) * timer_.Duration(j)));
           timer_.End(j);
         }
       }
@@ -145,11 +142,8 @@ class StepRun {
   }
 
  private:
-  // Whether action j is the B (MergedB) or the W (MergedW) of a merged pair
-  // that this executor runs as one pass (sched::MergesWithNext).
-  bool MergedB(size_t j) const {
-    return o_.merge_backward_passes && sched::MergesWithNext(actions_, j);
-  }
+  // Whether action j is the W of a merged pair that this executor runs as
+  // one pass with its B (sched::MergesWithNext).
   bool MergedW(size_t j) const {
     return o_.merge_backward_passes && sched::MergedIntoPrevious(actions_, j);
   }

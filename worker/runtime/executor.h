@@ -88,9 +88,9 @@ struct ExecutorOptions {
   /// loss. Validate checks one cost per virtual stage.
   std::optional<SyntheticCompute> synthetic;
   /// Runs each merged pair (sched::MergesWithNext) as one backward pass
-  /// (PipelineExecutor). False runs its B and W as two passes (each stretched
-  /// by `pass_slowdown`, each waiting its own synthetic time), with the same
-  /// arithmetic and messages: the comparison of tests and benchmarks.
+  /// (PipelineExecutor). False runs its B and W as two passes (each waiting
+  /// its own synthetic time, T_B + T_W), with the same arithmetic and
+  /// messages: the comparison of tests and benchmarks.
   bool merge_backward_passes = true;
 };
 
@@ -115,8 +115,9 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// and the coordinator read as one BW unit (sched::TimelineUnit). The
 /// arithmetic is that of B then W, so the parameters are bit-identical to an
 /// unmerged run's, and the messages are the same, in the same order and as
-/// early. Under `pass_slowdown` the pass is stretched as a whole; under
-/// synthetic compute it waits T_BW in all.
+/// early. Under `pass_slowdown` each part is stretched (the send leaves as
+/// a slower device's would); under synthetic compute the pass waits T_BW in
+/// all.
 ///
 /// Messages go in one order per pair of ranks, derived from the schedule
 /// alone (sched::DerivePairOrders), on every transport: transports that

@@ -86,6 +86,7 @@ v1::CostModel CostModelToProto(const sched::Problem& problem) {
     out->set_m_b_bytes(cost.m_b_bytes);
     out->set_m_w_bytes(cost.m_w_bytes);
     out->set_reduce_seconds(cost.reduce_seconds);
+    out->set_bw_seconds(cost.bw_seconds);
   }
   proto.set_comm_seconds(problem.comm_seconds);
   for (double limit : problem.memory_limit_bytes) {
@@ -111,7 +112,8 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
   }
   for (const v1::VirtualStageCost& c : cost_model.virtual_stages()) {
     problem.virtual_stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
-                              c.m_b_bytes(), c.m_w_bytes(), c.reduce_seconds()});
+                              c.m_b_bytes(), c.m_w_bytes(), c.reduce_seconds(),
+                              c.bw_seconds()});
   }
   if (cost_model.memory_limit_bytes_size() != 0 &&
       cost_model.memory_limit_bytes_size() != problem.stages) {

@@ -2,10 +2,12 @@
 """zbpp's transformer layer against PyTorch's, in one run: one table.
 
 For each shape, in alternating rounds: compute_bench (zbpp's passes: F, then
-B and W split, bench/compute_bench.cc) and bench/reference_block.py's same
-block in PyTorch eager and with torch.compile (one fused backward each),
-then the medians over the rounds of F+B+W per layer, the ratios zbpp / eager
-and zbpp / compile, and TFLOP/s (compute_bench's FLOP convention).
+B and W split, and F then B and W back to back as one merged pass, as the
+executor runs a merged pair; bench/compute_bench.cc) and
+bench/reference_block.py's same block in PyTorch eager and with
+torch.compile (one fused backward each), then the medians over the rounds of
+F+B+W per layer, the ratios zbpp / eager and zbpp / compile (split and
+merged), and TFLOP/s (compute_bench's FLOP convention).
 
 zbpp's per-layer time is compute_bench's chunk 0 of a 2-stage cut with
 --layers blocks per chunk, divided by --layers; the vocabulary is 256 so
@@ -46,7 +48,7 @@ def parse_shape(text):
 
 
 def zbpp_layer(args, shape):
-    """(F, B+W) seconds per layer from compute_bench's chunk 0."""
+    """((F, B+W), (F, merged BW)) seconds per layer from compute_bench's chunk 0."""
     cmd = [args.compute_bench, f"--architecture={shape['architecture']}",
            f"--hidden={shape['hidden']}", f"--heads={shape['heads']}",
            f"--kv-heads={shape['kv_heads']}", f"--ffn={shape['ffn']}",
@@ -58,9 +60,12 @@ def zbpp_layer(args, shape):
     ms = {}
     for name, value in re.findall(r"^\| 0 \| ([FBW]) \| ([0-9.]+) \|", out, re.M):
         ms[name] = float(value)
-    if set(ms) != {"F", "B", "W"}:
-        raise RuntimeError(f"compute_bench printed no chunk 0 F, B, W rows:\n{out}")
-    return 1e-3 * ms["F"] / args.layers, 1e-3 * (ms["B"] + ms["W"]) / args.layers
+    merged = re.search(r"^\| 0 \| F \+ merged BW \| ([0-9.]+) \|", out, re.M)
+    if set(ms) != {"F", "B", "W"} or merged is None:
+        raise RuntimeError(f"compute_bench printed no chunk 0 F, B, W and merged rows:\n{out}")
+    f = 1e-3 * ms["F"] / args.layers
+    return ((f, 1e-3 * (ms["B"] + ms["W"]) / args.layers),
+            (f, 1e-3 * float(merged.group(1)) / args.layers - f))
 
 
 def median_pair(samples):
@@ -97,9 +102,11 @@ def main(argv):
         ref = reference_block.Reference(shape, ref_args)
         if ref.compile_error:
             notes.append(f"{shape['name']}: torch.compile skipped: {ref.compile_error}")
-        samples = {"zbpp": [], "eager": [], "compile": []}
+        samples = {"zbpp": [], "merged": [], "eager": [], "compile": []}
         for _ in range(args.rounds):
-            samples["zbpp"].append(zbpp_layer(args, shape))
+            split, merged = zbpp_layer(args, shape)
+            samples["zbpp"].append(split)
+            samples["merged"].append(merged)
             measured = ref.measure()
             samples["eager"].append(measured["eager"])
             samples["compile"].append(measured["compile"])
@@ -117,14 +124,17 @@ def main(argv):
           f"{reference_block.torch.__version__} (one fused backward), {args.precision} on "
           f"{args.device}, microbatch {args.microbatch_size}, per layer, medians of "
           f"{args.rounds} alternating rounds of {args.reps} repetitions\n")
-    print("| shape | zbpp F+B+W ms | eager | compile | zbpp / eager | zbpp / compile | "
-          "TFLOP/s zbpp / eager / compile |\n|---|---:|---:|---:|---:|---:|---|")
+    print("| shape | zbpp F+B+W ms | zbpp F + merged BW | eager | compile | zbpp / eager | "
+          "zbpp / compile | merged / eager | merged / compile | "
+          "TFLOP/s zbpp / eager / compile |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for shape, t, flops in rows:
-        z, e, c = total(t["zbpp"]), total(t["eager"]), total(t["compile"])
+        z, zm = total(t["zbpp"]), total(t["merged"])
+        e, c = total(t["eager"]), total(t["compile"])
         tf = lambda x: "–" if x is None else format(1e-12 * (flops[0] + flops[1]) / x, ".3g")
-        print(f"| {shape['name']} | {fmt(z)} | {fmt(e)} | {fmt(c)} | "
-              f"{fmt(None if e is None else z / e, 1, '.2f')} | "
-              f"{fmt(None if c is None else z / c, 1, '.2f')} | {tf(z)} / {tf(e)} / {tf(c)} |")
+        ratio = lambda a, b: fmt(None if a is None or b is None else a / b, 1, ".2f")
+        print(f"| {shape['name']} | {fmt(z)} | {fmt(zm)} | {fmt(e)} | {fmt(c)} | "
+              f"{ratio(z, e)} | {ratio(z, c)} | {ratio(zm, e)} | {ratio(zm, c)} | "
+              f"{tf(z)} / {tf(e)} / {tf(c)} |")
     print("\n| shape | F ms zbpp / eager / compile | B+W ms zbpp / eager / compile |\n"
           "|---|---|---|")
     for shape, t, _ in rows:

@@ -255,6 +255,9 @@ double TimeGemm(const Gemm& g, const Flags& flags) {
 struct PassTimes {
   double f = 0, b = 0, w = 0;
   double fused_bw = 0;  ///< Backward with no scope: plain autograd, B and W fused.
+  /// B then W back to back, timed as one pass: the executor's merged pair
+  /// (sched::MergesWithNext), what the profile's T_BW measures.
+  double merged_bw = 0;
   /// Device bytes held from the end of F until B (M_B) and from B until W
   /// (M_W), per microbatch; nullopt on the CPU.
   std::optional<double> m_b_bytes, m_w_bytes;
@@ -316,7 +319,7 @@ class ChunkRunner {
 
 PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
   ChunkRunner run(chunk, flags);
-  std::vector<double> fs, bs, ws, fused, m_b, m_w;
+  std::vector<double> fs, bs, ws, fused, merged, m_b, m_w;
   for (int i = 0; i < flags.warmup + flags.reps; ++i) {
     run.ZeroGrads();
     const double f_start = Now();
@@ -340,7 +343,16 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
     const double fused_start = Now();
     run.Backward(plain);
     const double fused_end = Now();
+    // The merged pass: B then W with no clock read (no device
+    // synchronisation) between them.
+    run.ZeroGrads();
+    at::Tensor again = run.Forward(/*split=*/true);
+    const double merged_start = Now();
+    run.Backward(again);
+    run.W();
+    const double merged_end = Now();
     if (i < flags.warmup) continue;
+    merged.push_back(merged_end - merged_start);
     fs.push_back(f_end - f_start);
     bs.push_back(b_end - f_end);
     ws.push_back(w_end - b_end);
@@ -351,6 +363,7 @@ PassTimes TimeChunk(const ModelChunk& chunk, const Flags& flags) {
   t.b = bench::Median(bs);
   t.w = bench::Median(ws);
   t.fused_bw = bench::Median(fused);
+  t.merged_bw = bench::Median(merged);
   if (!m_b.empty()) {
     t.m_b_bytes = bench::Median(m_b);
     t.m_w_bytes = bench::Median(m_w);
@@ -466,7 +479,7 @@ void Report(const Flags& flags) {
       "| chunk | pass | ms / microbatch | GFLOP | GFLOP/s | GEMM-only ms | GEMM GFLOP/s "
       "(ceiling) | achieved / ceiling |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
   const int last_stage = flags.stages - 1;
-  std::vector<std::string> notes, gemm_rows, memory_rows;
+  std::vector<std::string> notes, gemm_rows, memory_rows, merge_rows;
   std::vector<std::unique_ptr<ModelChunk>> profiles;  // --profile: chunks to profile.
   PassTimes first_chunk;
   for (int stage : {0, last_stage}) {
@@ -515,12 +528,23 @@ void Report(const Flags& flags) {
                   1e3 * (t.b + t.w), 100 * t.w / (t.b + t.w), 1e3 * t.fused_bw,
                   1e3 * (t.b + t.w - t.fused_bw), 100 * (t.b + t.w - t.fused_bw) / t.fused_bw);
     notes.emplace_back(line);
+    for (const auto& [what, seconds] :
+         {std::pair{"F + B + W", t.f + t.b + t.w}, std::pair{"F + merged BW", t.f + t.merged_bw},
+          std::pair{"F + fused backward", t.f + t.fused_bw}}) {
+      merge_rows.push_back(absl::StrFormat("| %d | %s | %.3f | %+.1f%% |", stage, what,
+                                           1e3 * seconds,
+                                           100 * (seconds / (t.f + t.fused_bw) - 1)));
+    }
     if (flags.profile) profiles.push_back(std::move(*chunk));
   }
   std::printf(
       "\n| chunk | B+W ms | W share of B+W | fused BW ms (no scope) | split cost ms |\n"
       "|---|---:|---:|---:|---:|\n");
   for (const std::string& line : notes) std::printf("%s\n", line.c_str());
+  std::printf("\nThe backward three ways (merged BW: B then W back to back as one pass, as the "
+              "executor runs a merged pair):\n\n| chunk | passes | ms / microbatch | against "
+              "F + fused backward |\n|---|---|---:|---:|\n");
+  for (const std::string& line : merge_rows) std::printf("%s\n", line.c_str());
   for (const auto& chunk : profiles) ProfileChunk(*chunk, flags);
   std::printf("\nGEMMs of chunk %d (the ceiling's parts):\n\n| GEMM | batch x [m, k] x [k, n] | "
               "calls | ms / call | GFLOP/s |\n|---|---|---:|---:|---:|\n",

@@ -7,6 +7,9 @@
 
 namespace zbpp::sched {
 
+/// GPipe, 1F1B and interleaved 1F1B run fused BW passes only (T_BW each,
+/// VirtualStageCost::bw_seconds): there is no pair to merge.
+///
 /// GPipe: every stage runs all m forwards, then all m fused backwards in
 /// the same microbatch order. Peak activation memory m·M_B. Needs v == 1.
 absl::StatusOr<Schedule> GenerateGPipe(const Problem& problem);

@@ -24,6 +24,10 @@ namespace zbpp::sched {
 ///   7. p-1-r × (W, I_0)                   W's in the order of their I's
 ///   8. r+1 × W
 ///
+/// Merged pairs (MergesWithNext): each (I_1, W_1) of phase 3, p-1-r on
+/// stage r, and on stage 0 also the I, W pairs its last phases put side by
+/// side; the other backwards are fused BW already.
+///
 /// Each (F, B) pair of phases 4-5 is DualPipe's "F&B" chunk, the forward of
 /// one microbatch overlapped with the backward of another; here it is two
 /// actions run one after the other (zbpp has no fused kernel), so its time

@@ -132,7 +132,8 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       t0 = any ? std::min(t0, t.start_seconds) : t.start_seconds;
       t1 = any ? std::max(t1, t.end_seconds) : t.end_seconds;
       if (d > 0) shortest = shortest > 0 ? std::min(shortest, d) : d;
-      used[static_cast<int>(schedule.actions[w][i].kind)] = true;
+      if (MergedIntoPrevious(schedule.actions[w], i)) continue;  // Drawn with its B.
+      used[static_cast<int>(TimelineUnit(schedule.actions[w], i).kind)] = true;
       any = true;
     }
   }
@@ -217,8 +218,13 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
     }
     const size_t n = std::min(schedule.actions[w].size(), result.timings[w].size());
     for (size_t i = 0; i < n; ++i) {
-      const Action& a = schedule.actions[w][i];
-      const ActionTiming& t = result.timings[w][i];
+      // A merged pair is one BW unit: its B drawn as BW, its W not at all.
+      if (MergedIntoPrevious(schedule.actions[w], i)) continue;
+      const Action a = TimelineUnit(schedule.actions[w], i);
+      ActionTiming t = result.timings[w][i];
+      if (MergesWithNext(schedule.actions[w], i) && i + 1 < n) {
+        t.end_seconds = result.timings[w][i + 1].end_seconds;
+      }
       const PassStyle style = StyleOf(a.kind);
       const bool later_chunk =
           a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(chunk_of.size()) &&

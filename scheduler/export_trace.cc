@@ -84,9 +84,15 @@ std::string ToChromeTrace(const Schedule& schedule,
           i >= result.timings[w].size()) {
         continue;
       }
-      const ActionTiming& t = result.timings[w][i];
-      const PassLook look = LookOf(a.kind);
-      events.push_back({{"name", ActionToString(a)},
+      // A merged pair is one BW unit: its B drawn as BW, its W not at all.
+      if (MergedIntoPrevious(actions, i)) continue;
+      const Action unit = TimelineUnit(actions, i);
+      ActionTiming t = result.timings[w][i];
+      if (MergesWithNext(actions, i) && i + 1 < result.timings[w].size()) {
+        t.end_seconds = result.timings[w][i + 1].end_seconds;
+      }
+      const PassLook look = LookOf(unit.kind);
+      events.push_back({{"name", ActionToString(unit)},
                         {"cat", look.name},
                         {"ph", "X"},
                         {"pid", kPid},

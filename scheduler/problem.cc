@@ -42,6 +42,7 @@ absl::Status Problem::Validate() const {
     for (auto [value, name] : {std::pair{c.f_seconds, "f_seconds"},
                                std::pair{c.b_seconds, "b_seconds"},
                                std::pair{c.w_seconds, "w_seconds"},
+                               std::pair{c.bw_seconds, "bw_seconds"},
                                std::pair{c.m_b_bytes, "m_b_bytes"},
                                std::pair{c.m_w_bytes, "m_w_bytes"},
                                std::pair{c.reduce_seconds, "reduce_seconds"}}) {

@@ -23,7 +23,19 @@ struct VirtualStageCost {
   /// Data parallelism: the all-reduce of this virtual stage's weight gradients over
   /// its d replicas (a kReduce action), in seconds; 0 when d = 1.
   double reduce_seconds = 0.0;
+  /// T_BW: one fused backward computing both gradients (an explicit BW pass,
+  /// or a B immediately followed by its W on one stage, which the runtime
+  /// runs as one merged pass: MergesWithNext in scheduler/schedule.h), in
+  /// seconds. 0 means not measured: T_B + T_W (FusedBackwardSeconds).
+  /// (Last, so that positional initializers of the fields above stay valid.)
+  double bw_seconds = 0.0;
 };
+
+/// T_BW of `cost`: VirtualStageCost::bw_seconds when set (> 0), else
+/// T_B + T_W. Pure.
+inline double FusedBackwardSeconds(const VirtualStageCost& cost) {
+  return cost.bw_seconds > 0 ? cost.bw_seconds : cost.b_seconds + cost.w_seconds;
+}
 
 /// A pipeline scheduling problem: the input of every generator and of the
 /// simulator.

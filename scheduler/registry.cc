@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "scheduler/baselines.h"
 #include "scheduler/dualpipe_v.h"
+#include "scheduler/merge_backward.h"
 #include "scheduler/refusal.h"
 #include "scheduler/simulator.h"
 #include "scheduler/zb_auto.h"
@@ -97,13 +98,16 @@ absl::StatusOr<Schedule> Generate(std::string_view name,
   if (traits->limit_is_input) {
     const double limit_m_b =
         traits->default_limit_m_b(problem.stages, problem.microbatches);
-    if (!problem.memory_limit_bytes.empty() || std::isinf(limit_m_b)) {
-      return Build(name, problem);
-    }
+    // The solvers plan with T_B and T_W apart; where a fused backward is
+    // cheaper, MergeBackwards then keeps W passes next to their B.
     Problem limited = problem;
-    limited.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
-    for (double& bytes : limited.memory_limit_bytes) bytes *= limit_m_b;
-    return Build(name, limited);
+    if (problem.memory_limit_bytes.empty() && !std::isinf(limit_m_b)) {
+      limited.memory_limit_bytes = MbUnitBytes(problem, traits->placement);
+      for (double& bytes : limited.memory_limit_bytes) bytes *= limit_m_b;
+    }
+    absl::StatusOr<Schedule> schedule = Build(name, limited);
+    if (!schedule.ok()) return schedule;
+    return MergeBackwards(limited, *std::move(schedule));
   }
   absl::StatusOr<Schedule> schedule = Build(name, problem);
   if (!schedule.ok() || problem.memory_limit_bytes.empty()) return schedule;

@@ -60,6 +60,46 @@ inline bool IsVirtualStageReduction(const Action& a) {
   return a.kind == PassKind::kReduce && a.bucket <= 0;
 }
 
+/// Whether `actions[i]` is a B whose whole W (same virtual stage and
+/// microbatch, every bucket) is `actions[i + 1]`: a merged pair. The runtime
+/// runs such a pair as one backward pass (the B part, its input gradient
+/// sent, then the W part), the simulator charges it T_BW
+/// (FusedBackwardSeconds) with the input gradient out after T_B, and the
+/// timelines draw it as one BW unit from the B's start to the W's end (the
+/// timings keep an interval per action: B's part, then W's). A partial W
+/// (`W@b`) never merges. PyTorch pipelining's runtime has the same pass
+/// (`_merge_bw`). Pure.
+inline bool MergesWithNext(const std::vector<Action>& actions, size_t i) {
+  return i + 1 < actions.size() && actions[i].kind == PassKind::kB &&
+         actions[i + 1] == Action{PassKind::kW, actions[i].virtual_stage, actions[i].microbatch,
+                                  kAllBuckets};
+}
+
+/// Whether `actions[i]` is the W of a merged pair (MergesWithNext(actions,
+/// i - 1)). Pure.
+inline bool MergedIntoPrevious(const std::vector<Action>& actions, size_t i) {
+  return i > 0 && MergesWithNext(actions, i - 1);
+}
+
+/// How many merged pairs (MergesWithNext) `schedule` holds over all stages.
+/// Pure.
+inline int CountMergedPairs(const std::vector<std::vector<Action>>& actions_per_stage) {
+  int pairs = 0;
+  for (const std::vector<Action>& actions : actions_per_stage) {
+    for (size_t i = 0; i < actions.size(); ++i) pairs += MergesWithNext(actions, i);
+  }
+  return pairs;
+}
+
+/// What a timeline draws for `actions[i]`: the action itself, or for the B
+/// of a merged pair (MergesWithNext) one BW unit of its virtual stage and
+/// microbatch, from the B's start to the W's end (its W,
+/// MergedIntoPrevious, is not drawn apart). Pure.
+inline Action TimelineUnit(const std::vector<Action>& actions, size_t i) {
+  if (!MergesWithNext(actions, i)) return actions[i];
+  return {PassKind::kBW, actions[i].virtual_stage, actions[i].microbatch, kAllBuckets};
+}
+
 /// Text form of one action, as PyTorch pipelining writes it:
 /// `{virtual stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
 /// and B the fused backward (our BW); a reduction is `{virtual stage}REDUCE_GRAD`.

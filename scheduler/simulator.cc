@@ -52,7 +52,7 @@ double PassSeconds(const VirtualStageCost& c, const Action& a, int buckets) {
     case PassKind::kW:
       return c.w_seconds * share;
     case PassKind::kBW:
-      return c.b_seconds + c.w_seconds;
+      return FusedBackwardSeconds(c);
     case PassKind::kReduce:
       return c.reduce_seconds * share;
   }
@@ -384,7 +384,22 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         }
       }
       if (blocked) break;
-      const double end = start + PassSeconds(problem.virtual_stages[a.virtual_stage], a, buckets[a.virtual_stage]);
+      const VirtualStageCost& cost = problem.virtual_stages[a.virtual_stage];
+      if (MergesWithNext(list, next[w])) {
+        // One merged pass of T_BW: its B part, whose input gradient goes out
+        // at its end (the runtime sends it before the W part), then the W
+        // part, timed as the pair's two actions.
+        const double fused = FusedBackwardSeconds(cost);
+        const double b_part = start + std::min(cost.b_seconds, fused);
+        result.timings[w][next[w]] = {start, b_part};
+        result.timings[w][next[w] + 1] = {b_part, start + fused};
+        free_at[w] = start + fused;
+        next[w] += 2;
+        b_end[k] = b_part;
+        wake(a.virtual_stage - 1);
+        continue;
+      }
+      const double end = start + PassSeconds(cost, a, buckets[a.virtual_stage]);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];

@@ -65,7 +65,8 @@ struct SimulationResult {
 std::vector<int> BucketsPerVirtualStage(const Schedule& schedule);
 
 /// Seconds that `action` of a virtual stage costing `cost` and split into `buckets`
-/// lasts: T_F, T_B, T_W (T_W / K for one bucket), T_B + T_W for BW,
+/// lasts: T_F, T_B, T_W (T_W / K for one bucket), T_BW for BW
+/// (FusedBackwardSeconds),
 /// VirtualStageCost::reduce_seconds (its K-th for one bucket) for a reduction.
 double PassSeconds(const VirtualStageCost& cost, const Action& action, int buckets);
 
@@ -99,7 +100,12 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule);
 /// F), W needs its B; a dependency crossing stages arrives
 /// `comm_seconds` after the producer ends, one between chunks of the same
 /// stage at once. Memory: F holds M_B from its start, B frees M_B - M_W,
-/// W frees M_W, BW frees M_B.
+/// W frees M_W, BW frees M_B. A merged pair (MergesWithNext: a B and its
+/// whole W next to it) runs as one pass of T_BW whose input gradient is
+/// produced after min(T_B, T_BW), as the runtime sends it between the two
+/// parts: the B's timing is that part, the W's the rest of the pass. With
+/// T_BW = T_B + T_W (VirtualStageCost::bw_seconds unset) every timing equals
+/// that of B then W.
 ///
 /// Reductions do not occupy the compute timeline: a kReduce is issued when
 /// its stage's passes reach it in the order (at the end of the pass before

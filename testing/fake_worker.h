@@ -145,6 +145,7 @@ struct FakeWorker {
       p->set_f_seconds(c.f_seconds);
       p->set_b_seconds(c.b_seconds);
       p->set_w_seconds(c.w_seconds);
+      p->set_bw_seconds(c.bw_seconds);
       p->set_m_b_bytes(c.m_b_bytes);
       p->set_m_w_bytes(c.m_w_bytes);
     }

@@ -89,6 +89,7 @@ absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
     if (sums.nf == 0) continue;
     VirtualStageTiming timing{stage, sums.f / sums.nf, 0, 0, std::nullopt};
     if (sums.nreduce > 0) timing.reduce_seconds = sums.reduce / sums.nreduce;
+    if (sums.nbw > 0) timing.bw_seconds = sums.bw / sums.nbw;
     if (sums.nb > 0 && sums.nw > 0) {
       timing.b_seconds = sums.b / sums.nb;
       timing.w_seconds = sums.w / sums.nw;
@@ -299,21 +300,26 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
       return absl::FailedPreconditionError(absl::StrCat(
           "no timing reported yet for virtual stage ", s, " of ", options_.num_virtual_stages));
     }
-    std::vector<double> f, b, w;
+    std::vector<double> f, b, w, bw;
     for (const VirtualStageTiming& sample : window) {
       f.push_back(sample.f_seconds);
       b.push_back(sample.b_seconds);
       w.push_back(sample.w_seconds);
+      if (sample.bw_seconds > 0) bw.push_back(sample.bw_seconds);
     }
     measured.virtual_stages[s].f_seconds = Median(std::move(f));
     measured.virtual_stages[s].b_seconds = Median(std::move(b));
     measured.virtual_stages[s].w_seconds = Median(std::move(w));
+    // T_BW only where measured; otherwise the base's (0: T_B + T_W).
+    if (!bw.empty()) measured.virtual_stages[s].bw_seconds = Median(std::move(bw));
     const std::deque<double>& overhead = overhead_samples_[s];
     if (!overhead.empty()) {
       const double o = WindowMedian(overhead);
       measured.virtual_stages[s].f_seconds += o;
       measured.virtual_stages[s].b_seconds += o;
       measured.virtual_stages[s].w_seconds += o;
+      // A fused pass stands for a B and a W (PassOverheadSeconds).
+      if (measured.virtual_stages[s].bw_seconds > 0) measured.virtual_stages[s].bw_seconds += 2 * o;
     }
     const std::deque<double>& reduce = reduce_samples_[s];
     if (!reduce.empty()) {

@@ -28,6 +28,10 @@ struct VirtualStageTiming {
   /// Data parallelism: the stage's REDUCE_GRAD (all-reduce of its weight
   /// gradients over its replicas), seconds; unset when none was measured.
   std::optional<double> reduce_seconds = std::nullopt;
+  /// Mean fused backward (an explicit BW or a merged pair, one pass doing
+  /// B's and W's work: sched::MergesWithNext), seconds; 0 when none was
+  /// measured (the cost model then keeps T_BW = T_B + T_W).
+  double bw_seconds = 0;
 };
 
 /// Measured latency of one hop in one step: hop h carries activations from
@@ -50,8 +54,10 @@ struct MeasuredPass {
 };
 
 /// Averages one step's passes into one VirtualStageTiming per virtual stage that
-/// has an F, a B and a W (or a BW) measured, sorted by stage. A fused BW
-/// (1F1B, GPipe) is split between B and W in the proportion
+/// has an F, a B and a W (or a BW) measured, sorted by stage. BW passes (a
+/// merged pair counts as one, timed as a whole) give bw_seconds; where a
+/// stage has no B and W apart, a BW (1F1B, GPipe) is also split between B
+/// and W in the proportion
 /// `base.virtual_stages[s].b_seconds : w_seconds` (the only information there is
 /// about the split). A kReduce sets the stage's reduce_seconds (the mean
 /// when there are several). InvalidArgument for a stage outside `base`, a

@@ -85,6 +85,12 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
                                  std::pair{entry.w_seconds(), "w_seconds"}}) {
       if (absl::Status st = CheckPassTime(seconds, at + name); !st.ok()) return st;
     }
+    // T_BW is optional (0: not measured).
+    if (entry.bw_seconds() != 0) {
+      if (absl::Status st = CheckPassTime(entry.bw_seconds(), at + "bw_seconds"); !st.ok()) {
+        return st;
+      }
+    }
     if (absl::Status st = CheckActivationBytes(entry.m_b_bytes(), at + "m_b_bytes"); !st.ok()) {
       return st;
     }
@@ -103,8 +109,8 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
     }
     const zbpp::v1::VirtualStageProfile& e = profile.virtual_stages(entry);
     pass_seconds += e.f_seconds() + e.b_seconds() + e.w_seconds();
-    measured.timings.push_back(
-        {virtual_stage, e.f_seconds(), e.b_seconds(), e.w_seconds(), std::nullopt});
+    measured.timings.push_back({virtual_stage, e.f_seconds(), e.b_seconds(), e.w_seconds(),
+                                std::nullopt, e.bw_seconds()});
     measured.memory.push_back({virtual_stage, e.m_b_bytes(), e.m_w_bytes()});
   }
   const double step_seconds = schedule.microbatches * pass_seconds;

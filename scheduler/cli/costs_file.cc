@@ -36,13 +36,14 @@ absl::StatusOr<VirtualStageCost> ParseEntry(const YAML::Node& node,
                                      const std::string& field,
                                      bool* has_reduce) {
   if (!node.IsMap()) {
-    return Invalid(field, "must be a mapping of t_f, t_b, t_w, m_b, m_w");
+    return Invalid(field, "must be a mapping of t_f, t_b, t_w, m_b, m_w (t_bw, reduce optional)");
   }
   VirtualStageCost cost;
   const std::pair<const char*, double*> kFields[] = {
       {"t_f", &cost.f_seconds}, {"t_b", &cost.b_seconds},
       {"t_w", &cost.w_seconds}, {"m_b", &cost.m_b_bytes},
-      {"m_w", &cost.m_w_bytes}, {"reduce", &cost.reduce_seconds}};
+      {"m_w", &cost.m_w_bytes}, {"reduce", &cost.reduce_seconds},
+      {"t_bw", &cost.bw_seconds}};
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>("");
     bool known = false;
@@ -50,14 +51,15 @@ absl::StatusOr<VirtualStageCost> ParseEntry(const YAML::Node& node,
     if (!known) {
       return Invalid(field, absl::StrCat("unknown key \"", key,
                                          "\"; expected t_f, t_b, t_w, m_b, "
-                                         "m_w, reduce"));
+                                         "m_w, t_bw, reduce"));
     }
   }
   for (const auto& [name, value] : kFields) {
     const std::string at = absl::StrCat(field, ".", name);
     const YAML::Node child = node[name];
     if (!child) {
-      if (std::string(name) == "reduce") {
+      // Optional: no reduction (d = 1); T_BW not measured (T_B + T_W).
+      if (std::string(name) == "reduce" || std::string(name) == "t_bw") {
         *value = 0;
         continue;
       }
@@ -190,7 +192,7 @@ absl::StatusOr<Problem> CostProblem(const CostFile& costs, int stages,
     // A stage's costs split evenly over the chunks it holds.
     VirtualStageCost cost = costs.entries[stage_of[s]];
     for (double* value : {&cost.f_seconds, &cost.b_seconds, &cost.w_seconds,
-                          &cost.m_b_bytes, &cost.m_w_bytes,
+                          &cost.bw_seconds, &cost.m_b_bytes, &cost.m_w_bytes,
                           &cost.reduce_seconds}) {
       *value /= chunks;
     }
@@ -211,6 +213,7 @@ std::string CostFileYaml(const Problem& problem) {
                     ", t_w: ", number(c.w_seconds),
                     ", m_b: ", number(c.m_b_bytes),
                     ", m_w: ", number(c.m_w_bytes));
+    if (c.bw_seconds != 0) absl::StrAppend(&text, ", t_bw: ", number(c.bw_seconds));
     if (c.reduce_seconds != 0) {
       absl::StrAppend(&text, ", reduce: ", number(c.reduce_seconds));
     }

@@ -15,6 +15,7 @@
 #include "scheduler/export_svg.h"
 #include "scheduler/export_trace.h"
 #include "scheduler/schedule_io.h"
+#include "scheduler/simulator.h"
 
 namespace zbpp::sched::cli {
 namespace {
@@ -75,6 +76,29 @@ Json ErrorJson(const absl::Status& status) {
 
 // The Problem holds per-chunk costs; the report gives them per stage, as the
 // flags did.
+// The merged pairs (MergesWithNext) of each stage as `{B}+{W}` texts, their
+// count, and the makespan were each pair run apart (T_BW = T_B + T_W: the
+// same schedule without the merge's gain); `makespan` is with them.
+Json MergedPairsJson(const Outcome& o) {
+  Json per_stage = Json::array();
+  for (const std::vector<Action>& actions : o.schedule.actions) {
+    Json pairs = Json::array();
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (MergesWithNext(actions, i)) {
+        pairs.push_back(absl::StrCat(ActionToString(actions[i]), "+",
+                                     ActionToString(actions[i + 1])));
+      }
+    }
+    per_stage.push_back(std::move(pairs));
+  }
+  Problem apart = o.problem;
+  for (VirtualStageCost& c : apart.virtual_stages) c.bw_seconds = 0;
+  absl::StatusOr<SimulationResult> unmerged = Simulate(apart, o.schedule);
+  return {{"count", CountMergedPairs(o.schedule.actions)},
+          {"per_stage", std::move(per_stage)},
+          {"makespan_apart", unmerged.ok() ? Json(unmerged->makespan_seconds) : Json(nullptr)}};
+}
+
 Json OutcomeJson(const Outcome& o) {
   const InOrderTransport in_order = CheckInOrderTransport(o.schedule);
   const SimulationResult& sim = o.sim;
@@ -92,12 +116,14 @@ Json OutcomeJson(const Outcome& o) {
           {"cost_f", uniform ? Json(c.f_seconds * v) : Json(nullptr)},
           {"cost_b", uniform ? Json(c.b_seconds * v) : Json(nullptr)},
           {"cost_w", uniform ? Json(c.w_seconds * v) : Json(nullptr)},
+          {"cost_bw", uniform ? Json(FusedBackwardSeconds(c) * v) : Json(nullptr)},
           {"cost_comm", o.problem.comm_seconds},
           {"weight_memory_fraction",
            !uniform ? Json(nullptr)
            : c.m_b_bytes > 0 ? Json(c.m_w_bytes / c.m_b_bytes) : Json(0)},
           {"mem_limit", LimitJson(o.mem_limit_m_b)},
           {"makespan", sim.makespan_seconds},
+          {"merged_pairs", MergedPairsJson(o)},
           {"step_seconds", sim.step_seconds},
           {"bubble_rate", sim.bubble_rate},
           {"peak_memory_m_b", sim.max_peak_memory_m_b},
@@ -135,6 +161,7 @@ std::string OutcomeTable(const Outcome& o) {
                                      absl::StrCat("T_F=", absl::StrCat(c.f_seconds * v),
                                                   " T_B=", absl::StrCat(c.b_seconds * v),
                                                   " T_W=", absl::StrCat(c.w_seconds * v),
+                                                  " T_BW=", absl::StrCat(FusedBackwardSeconds(c) * v),
                                                   " T_comm=",
                                                   absl::StrCat(o.problem.comm_seconds), " s")}
           : std::vector<std::string>{"costs", absl::StrCat("--costs ", o.costs_path,

@@ -29,7 +29,7 @@ double LimitInMb(const Problem& problem, Placement placement) {
 // --costs FILE into `out`, with the --stages and --chunks it implies.
 absl::Status ReadCosts(const FlagMap& flags, ProblemFlags* out) {
   for (const char* replaced :
-       {"cost-f", "cost-b", "cost-w", "cost-comm", "weight-memory-fraction",
+       {"cost-f", "cost-b", "cost-w", "cost-bw", "cost-comm", "weight-memory-fraction",
         "reduce-seconds", "data-parallel"}) {
     if (flags.count(replaced)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -96,6 +96,7 @@ absl::StatusOr<ProblemFlags> ParseProblemFlags(const FlagMap& flags) {
   for (auto [name, field] : {std::pair{"cost-f", &out.cost_f},
                              std::pair{"cost-b", &out.cost_b},
                              std::pair{"cost-w", &out.cost_w},
+                             std::pair{"cost-bw", &out.cost_bw},
                              std::pair{"cost-comm", &out.cost_comm}}) {
     absl::StatusOr<double> value =
         NumberFlag(flags, name, *field, non_negative, ">= 0");
@@ -172,6 +173,7 @@ Problem FlagsProblem(const ProblemFlags& flags, int stages, int chunks,
   cost.f_seconds = flags.cost_f / chunks;
   cost.b_seconds = flags.cost_b / chunks;
   cost.w_seconds = flags.cost_w / chunks;
+  cost.bw_seconds = flags.cost_bw / chunks;
   cost.m_b_bytes = 1.0 / chunks;
   cost.m_w_bytes = flags.weight_memory_fraction / chunks;
   cost.reduce_seconds = flags.reduce_seconds.value_or(0) / chunks;

@@ -26,6 +26,9 @@ struct ProblemFlags {
   /// --cost-f/-b/-w/-comm: seconds of F, B (input gradient) and W (weight
   /// gradient) per stage, and seconds per point-to-point hop; all >= 0.
   double cost_f = 1, cost_b = 1, cost_w = 1, cost_comm = 0;
+  /// --cost-bw: seconds of one fused backward (B and W in one pass: an
+  /// explicit BW or a merged pair) per stage, >= 0; 0 = cost_b + cost_w.
+  double cost_bw = 0;
   /// --mem-limit: activation limit per stage in units of M_B (> 0); none =
   /// the schedule's own.
   std::optional<double> mem_limit_m_b;

@@ -57,6 +57,9 @@ holds v chunks pays 1/v of them per chunk):
                                 seconds of F, B (input gradient) and W (weight
                                 gradient) per stage; required by simulate,
                                 1 by default for show and compare
+  --cost-bw TBW                 seconds of one fused backward (B and W in one
+                                pass: BW, or a B with its W right after it)
+                                per stage (default TB + TW)
   --cost-comm TC                seconds per point-to-point hop (default 0)
   --costs FILE                  costs from a JSON or YAML file instead of the
                                 --cost-* flags: per pipeline stage or
@@ -118,7 +121,7 @@ absl::Status WriteOutput(const std::string& text, const FlagMap& flags) {
 }
 
 const std::set<std::string> kProblemFlags = {
-    "stages", "microbatches", "cost-f", "cost-b", "cost-w", "cost-comm",
+    "stages", "microbatches", "cost-f", "cost-b", "cost-w", "cost-bw", "cost-comm",
     "mem-limit", "weight-memory-fraction", "chunks", "output",
     "reduce-seconds", "data-parallel", "gradient-bytes", "reduce-bandwidth",
     "reduce-placement", "costs"};

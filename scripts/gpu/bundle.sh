@@ -2,7 +2,7 @@
 # Builds what scripts/gpu/run.sh runs on a lent GPU machine and gathers it
 # in build-gpu/ (ignored by git; the device tool carries it):
 #   bin/        the worker's numerical and communicator test binaries,
-#               compute_bench and optimizer_bench;
+#               compute_bench, optimizer_bench and merge_bench;
 #   coordinator/, worker/daemon/, client/
 #               the daemons and zbppctl, laid out as in build/ so that
 #               scripts/demo runs them (ZBPP_BUILD_DIR=build-gpu);
@@ -18,7 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tests=(worker_model_tests worker_post_validation_tests worker_runtime_tests worker_comm_tests
-       worker_memory_tests worker_process_tests compute_bench optimizer_bench)
+       worker_memory_tests worker_process_tests worker_merged_backward_tests compute_bench
+       optimizer_bench merge_bench)
 daemons=(coordinator/zbpp-coordinator worker/daemon/zbpp-worker client/zbppctl)
 bash scripts/build.sh >/dev/null
 build=${ZBPP_BUILD_DIR:-build}

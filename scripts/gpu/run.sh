@@ -41,13 +41,25 @@
 #     copies are exact), in fp16 under post-validation with a NaN, and data
 #     parallel (2 replicas x 2 stages: the all-reduce's summation order may
 #     differ from Gloo's).
-#  5. cpu-p8-speedup: no GPU, the machine's 16 CPU cores: 8 CPU workers
+#  5. merged B+W passes (step names merge-*; `run.sh merge` runs them all,
+#     about 6 minutes): worker_merged_backward_tests on cuda:0 (the
+#     parameters of every registry schedule with merged pairs run as one
+#     pass equal the unmerged run's bit for bit, p = 2 and 4, d = 2, bf16);
+#     compute_bench per layer and per 2-layer chunk at 1.5B and 6.2B (the
+#     table "The backward three ways": F + B + W, F + merged BW, F + fused
+#     backward); merge_bench, the steps of a p = 2 job (two ranks as threads
+#     on cuda:0, bf16, s 1024) under 1F1B, ZB-H1 and ZB-2p planned from the
+#     ranks' profile (T_BW included), merged and apart; compare_block per
+#     layer and per 2-layer chunk at 1.5B and 6.2B with torch.compile (the
+#     zbpp chunk, split and merged, against eager and compiled PyTorch).
+#  6. cpu-p8-speedup: no GPU, the machine's 16 CPU cores: 8 CPU workers
 #     train the demo's GPT at h = 256 under 1F1B (synchronous validation),
 #     ZB-2p and ZB-V (post-validation), two alternating rounds
 #     (bench/speedup.py; a table of median tokens/s, the ratio to 1F1B,
 #     step time and bubble rates; about 5 minutes).
 # Arguments, if any, name the steps to run (e.g. worker_comm_tests
-# main-job), for a short device budget; none: every step. A leading
+# main-job), or a group of them by the part of their names before the first
+# "-" (e.g. merge), for a short device budget; none: every step. A leading
 # `--architecture gpt|llama` keeps only that family's compute steps (e.g.
 # `--architecture llama compute-llama3-8B`).
 # Results go to out-gpu/; where $OUT is set (the device tool fetches what
@@ -80,7 +92,8 @@ only=" $* "
 step() {
   local name=$1
   shift
-  [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || return 0
+  [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || [[ "$only" == *" ${name%%-*} "* ]] ||
+    return 0
   if "$@" >"$out/$name.txt" 2>&1; then
     echo "$name: passed"
   else
@@ -136,6 +149,30 @@ step main-job-nccl-fp16 timeout 150 env ZBPP_OUT="$out/main-job-nccl-fp16" "${de
   --precision fp16 --transport nccl --validation post --steps 100 --inject-nan-step 40
 step main-job-nccl-dp timeout 200 env ZBPP_OUT="$out/main-job-nccl-dp" "${demo[@]}" \
   --precision bf16 --transport nccl --workers 4 --data-parallel 2 --steps 60
+# Merged B+W passes (5. above).
+step merge-tests on_gpu build-gpu/bin/worker_merged_backward_tests
+# model hidden heads
+for shape in "1.5B 2304 24" "6.2B 4096 32"; do
+  set -- $shape
+  # --layers=2: one layer per chunk; --layers=4: a 2-layer chunk.
+  for cut in "layer 2" "chunk 4"; do
+    set -- $shape $cut
+    step "merge-compute-$1-$4" on_gpu build-gpu/bin/compute_bench --device=cuda:0 \
+      --precision=bf16 --hidden="$2" --heads="$3" --seq-len=1024 --layers="$5" --stages=2 \
+      --microbatch-size=1 --vocab=50304 --reps=20 --warmup=5
+  done
+  set -- $shape
+  step "merge-steps-$1" on_gpu timeout 240 build-gpu/bin/merge_bench --device=cuda:0 \
+    --precision=bf16 --hidden="$2" --heads="$3" --seq-len=1024 --layers=4 --stages=2 \
+    --microbatch-size=1 --microbatches=8 --steps=6 --warmup=2 --rounds=2 \
+    --schedules=1f1b,zb-h1,zb-2p
+done
+for layers in 1 2; do
+  step "merge-compile-$layers" on_gpu python3 bench/compare_block.py \
+    --compute-bench build-gpu/bin/compute_bench --device cuda:0 --precision bf16 --rounds 2 \
+    --reps 10 --warmup 3 --layers "$layers" --compile all \
+    --shape 1.5B:gpt:2304:24:24:9216:1024 --shape 6.2B:gpt:4096:32:32:16384:1024
+done
 step cpu-p8-speedup timeout 540 env ZBPP_BUILD_DIR=build-gpu python3 bench/speedup.py \
   --workers 8 --hidden 256 --microbatches 16 --steps 16 --rounds 2 --out "$out/cpu-p8-speedup.md" \
   --demo-arg=--text-file --demo-arg=build-gpu/kjv.txt 1f1b/synchronous zb-2p/post zb-v/post

@@ -63,6 +63,8 @@ TEST(CostFile, ErrorsNameTheField) {
       {"stages: [{t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 2}]",
        "stages[0].m_w: must not exceed m_b (1), got 2"},
       {"stages: [{tf: 1}]", "stages[0]: unknown key \"tf\""},
+      {"stages: [{t_f: 1, t_b: 1, t_w: 1, t_bw: -1, m_b: 1, m_w: 0}]",
+       "stages[0].t_bw: must be a number >= 0, got -1"},
       {"stages: [3]", "stages[0]: must be a mapping"},
       {"stages: []", "stages: must be a non-empty list"},
       {"virtual_stages: [" + ok + "]\nstages: [" + ok + "]",
@@ -134,6 +136,7 @@ TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
     c.m_b_bytes = 1.5e9 + s;
     c.m_w_bytes = 0.7e9;
     c.reduce_seconds = s == 2 ? 0.0 : 0.01 / 3;
+    c.bw_seconds = s == 1 ? 0.0 : c.b_seconds + c.w_seconds / 2;
   }
   want.memory_limit_bytes = {1e10 / 3, 4e9};
   const std::string yaml = CostFileYaml(want);
@@ -154,6 +157,7 @@ TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
     EXPECT_EQ(a.m_b_bytes, b.m_b_bytes) << s;
     EXPECT_EQ(a.m_w_bytes, b.m_w_bytes) << s;
     EXPECT_EQ(a.reduce_seconds, b.reduce_seconds) << s;
+    EXPECT_EQ(a.bw_seconds, b.bw_seconds) << s;
   }
   EXPECT_EQ(got->comm_seconds, want.comm_seconds);
   EXPECT_EQ(got->memory_limit_bytes, want.memory_limit_bytes);

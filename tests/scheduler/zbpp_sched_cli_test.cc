@@ -127,6 +127,30 @@ TEST(ZbppSchedCli, JsonMatchesDirectSimulationFor1F1B) {
             want.peak_memory_m_b);
 }
 
+// --cost-bw below T_B + T_W: ZB-H1's merged pairs (stage 0's B and W) cost
+// T_BW, and the report lists them with the makespan were they run apart.
+TEST(ZbppSchedCli, JsonReportsMergedPairsAndTheMakespanApart) {
+  const nlohmann::json j =
+      RunJson({"simulate", "--schedule", "zb-h1", "--stages", "4", "--microbatches", "8",
+               "--cost-f", "1", "--cost-b", "1", "--cost-w", "1", "--cost-bw", "1.5",
+               "--format", "json"});
+  ASSERT_TRUE(j.is_object());
+  EXPECT_DOUBLE_EQ(j["cost_bw"].get<double>(), 1.5);
+  const nlohmann::json& merged = j["merged_pairs"];
+  ASSERT_TRUE(merged.is_object()) << j.dump();
+  EXPECT_GT(merged["count"].get<int>(), 0);
+  ASSERT_EQ(merged["per_stage"].size(), 4u);
+  EXPECT_EQ(merged["per_stage"][0][0], "0I0+0W0");
+  EXPECT_LT(j["makespan"].get<double>(), merged["makespan_apart"].get<double>());
+  // The default T_BW is T_B + T_W: the same makespan either way.
+  const nlohmann::json plain =
+      RunJson({"simulate", "--schedule", "zb-h1", "--stages", "4", "--microbatches", "8",
+               "--cost-f", "1", "--cost-b", "1", "--cost-w", "1", "--format", "json"});
+  EXPECT_DOUBLE_EQ(plain["makespan"].get<double>(),
+                   plain["merged_pairs"]["makespan_apart"].get<double>());
+  EXPECT_DOUBLE_EQ(plain["cost_bw"].get<double>(), 2);
+}
+
 TEST(ZbppSchedCli, SplitsStageCostsAndMemoryOverChunks) {
   // Per stage T=2 and M_B=1 over 2 chunks: each chunk costs 1 and holds 1/2.
   const nlohmann::json j =

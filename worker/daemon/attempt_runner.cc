@@ -276,6 +276,7 @@ class AttemptRun {
       v->set_f_seconds(p.f_seconds);
       v->set_b_seconds(p.b_seconds);
       v->set_w_seconds(p.w_seconds);
+      v->set_bw_seconds(p.bw_seconds);
       v->set_m_b_bytes(static_cast<double>(p.m_b_bytes));
       v->set_m_w_bytes(static_cast<double>(p.m_w_bytes));
     }

@@ -103,7 +103,12 @@ class StepRun {
         if (!replay.ok()) return replay.status();
         if (*replay) return Discard(j);
       }
-      if (absl::Status st = IssueMessages(); !st.ok()) return st;
+      // The W part of a merged pair follows its B part at once: the B
+      // part's send went out just before, and nothing else can be issued
+      // between the two.
+      if (!MergedW(j)) {
+        if (absl::Status st = IssueMessages(); !st.ok()) return st;
+      }
       if (absl::Status st = RunAction(j); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " ",
                                                     DescribeAction(actions_[j]), ": ",
@@ -137,6 +142,13 @@ class StepRun {
   }
 
  private:
+  // Whether action j is the W of a merged pair that this executor runs as
+  // one pass with its B (sched::MergesWithNext).
+  bool MergedW(size_t j) const {
+    return o_.merge_backward_passes && sched::MergedIntoPrevious(actions_, j);
+  }
+
+
   static size_t FirstBackward(const std::vector<Action>& actions) {
     return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
   }
@@ -451,6 +463,7 @@ class StepRun {
                                                a.microbatch);
       if (!g.ok()) return g.status();
     }
+    const bool merged_w = MergedW(j);
     timer_.Begin(j);
     const SteadyClock::time_point begin = SteadyClock::now();
     int buckets = 1;
@@ -458,7 +471,14 @@ class StepRun {
       if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerVirtualStage(schedule_);
       buckets = synthetic_buckets_[a.virtual_stage];
     }
-    const double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
+    double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
+    if (merged_w) {
+      // A merged pair waits T_BW in all: T_B in its B part, the rest here.
+      const Action fused{PassKind::kBW, a.virtual_stage, a.microbatch};
+      seconds = std::max(0.0, SyntheticPassSeconds(*o_.synthetic, fused, step_, buckets) -
+                                  SyntheticPassSeconds(*o_.synthetic, actions_[j - 1], step_,
+                                                       buckets));
+    }
     if (a.kind == PassKind::kF) {
       if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));

@@ -87,6 +87,11 @@ struct ExecutorOptions {
   /// real shape, leaves the gradients untouched and reports the constant
   /// loss. Validate checks one cost per virtual stage.
   std::optional<SyntheticCompute> synthetic;
+  /// Runs each merged pair (sched::MergesWithNext) as one backward pass
+  /// (PipelineExecutor). False runs its B and W as two passes (each waiting
+  /// its own synthetic time, T_B + T_W), with the same arithmetic and
+  /// messages: the comparison of tests and benchmarks.
+  bool merge_backward_passes = true;
 };
 
 /// Called once per step, just before this rank's first B (or BW) pass, when
@@ -100,6 +105,19 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,
 /// W and fused BW passes in the schedule's order (Zero Bubble paper §2–3),
 /// moving activations forward and input gradients backward.
+///
+/// Merged pairs: a B whose whole W comes right after it in this rank's list
+/// (sched::MergesWithNext) runs with it as one backward pass — the B part,
+/// the send of its input gradient, then at once the W part's queued
+/// weight-gradient GEMMs — what T_BW (VirtualStageCost::bw_seconds)
+/// measures and the simulator charges. The timeline keeps the two parts'
+/// intervals (the simulator's timings of the pair), which the trace, the SVG
+/// and the coordinator read as one BW unit (sched::TimelineUnit). The
+/// arithmetic is that of B then W, so the parameters are bit-identical to an
+/// unmerged run's, and the messages are the same, in the same order and as
+/// early. Under `pass_slowdown` each part is stretched (the send leaves as
+/// a slower device's would); under synthetic compute the pass waits T_BW in
+/// all.
 ///
 /// Messages go in one order per pair of ranks, derived from the schedule
 /// alone (sched::DerivePairOrders), on every transport: transports that

@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   exec.recv_timeout = o.timeout;
   exec.loss_scale = trainer->loss_scaler_.scale();
   exec.synthetic = o.synthetic;
+  exec.merge_backward_passes = o.merge_backward_passes;
   config->compute_type = ComputeTypeOf(o.spec.precision());
   config->layout.assign(o.spec.pipeline().layout().begin(), o.spec.pipeline().layout().end());
   std::vector<NamedTensor> parameters;

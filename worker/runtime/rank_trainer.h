@@ -82,6 +82,8 @@ struct RankTrainerOptions {
   /// computing (ExecutorOptions::synthetic); validation and the optimizer
   /// still run, over gradients no pass defines (zero norm, no update).
   std::optional<SyntheticCompute> synthetic;
+  /// ExecutorOptions::merge_backward_passes: merged pairs run as one pass.
+  bool merge_backward_passes = true;
 };
 
 /// One rank's record of the validation of one optimizer step (paper §4):

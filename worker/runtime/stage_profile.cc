@@ -31,7 +31,7 @@ T Median(std::vector<T> values) {
 
 // One repetition's measurements.
 struct Sample {
-  double seconds[3] = {0, 0, 0};  // F, B, W.
+  double seconds[4] = {0, 0, 0, 0};  // F, B, W, and B then W as one BW.
   int64_t m_b_bytes = 0;
   int64_t m_w_bytes = 0;
 };
@@ -39,8 +39,9 @@ struct Sample {
 StageProfile Summarize(int virtual_stage, const std::vector<Sample>& samples) {
   StageProfile profile;
   profile.virtual_stage = virtual_stage;
-  double* times[3] = {&profile.f_seconds, &profile.b_seconds, &profile.w_seconds};
-  for (int k = 0; k < 3; ++k) {
+  double* times[4] = {&profile.f_seconds, &profile.b_seconds, &profile.w_seconds,
+                      &profile.bw_seconds};
+  for (int k = 0; k < 4; ++k) {
     std::vector<double> values;
     for (const Sample& s : samples) values.push_back(s.seconds[k]);
     *times[k] = Median(std::move(values));
@@ -60,10 +61,10 @@ StageProfile Summarize(int virtual_stage, const std::vector<Sample>& samples) {
 // model's.
 StageProfile SyntheticProfile(const StageProfileOptions& o) {
   std::vector<Sample> samples(o.repetitions);
-  const sched::PassKind kinds[3] = {sched::PassKind::kF, sched::PassKind::kB,
-                                    sched::PassKind::kW};
+  const sched::PassKind kinds[4] = {sched::PassKind::kF, sched::PassKind::kB,
+                                    sched::PassKind::kW, sched::PassKind::kBW};
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 4; ++k) {
       const sched::Action action{kinds[k], o.virtual_stage, 0};
       const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, /*buckets=*/1);
       const SteadyClock::time_point begin = SteadyClock::now();
@@ -112,7 +113,8 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
   MemoryMeterScope scope(o.memory->cpu_meter());
   std::vector<Sample> samples;
   for (int rep = -1; rep < o.repetitions; ++rep) {  // -1: the warm-up.
-    PassTimer timer(o.device, SteadyClock::now(), 3);
+    // Index 3: B and W back to back, the executor's merged pass.
+    PassTimer timer(o.device, SteadyClock::now(), 4);
     Sample sample;
     const int64_t before = o.memory->current_bytes();
     timer.Begin(0);
@@ -121,6 +123,7 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     timer.End(0);
     sample.m_b_bytes = o.memory->current_bytes() - before;
     timer.Begin(1);
+    timer.Begin(3);
     // The input gradient goes, as the executor's goes once sent.
     BackwardPass(state, grad_output, o.loss_scale);
     timer.End(1);
@@ -133,7 +136,8 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
       return st;
     }
     timer.End(2);
-    for (int k = 0; k < 3; ++k) sample.seconds[k] = timer.Duration(k);
+    timer.End(3);
+    for (int k = 0; k < 4; ++k) sample.seconds[k] = timer.Duration(k);
     if (rep >= 0) samples.push_back(sample);
   }
   return Summarize(o.virtual_stage, samples);

@@ -22,6 +22,10 @@ struct StageProfile {
   double f_seconds = 0;
   double b_seconds = 0;
   double w_seconds = 0;
+  /// Median T_BW: B and W back to back as one pass, seconds (device time,
+  /// from B's start to W's end), which is how the executor runs a merged
+  /// pair (sched::MergesWithNext); VirtualStageCost::bw_seconds.
+  double bw_seconds = 0;
   /// The memory model's M_B and M_W of one microbatch (Zero Bubble paper
   /// §2), bytes, medians over the repetitions: M_B the bytes F allocated and
   /// still held when it ended (the activations autograd saved for B, the
@@ -71,7 +75,7 @@ struct StageProfileOptions {
 /// tokens into the first virtual stage, a random activation [b, s, h]
 /// elsewhere, the loss against random targets at the last one and a random
 /// input gradient [b, s, h] into B elsewhere. One warm-up F, B, W, then
-/// `repetitions` timed ones, through the executor's own passes (ForwardPass,
+/// `repetitions` timed ones (B and W back to back, also timed as one BW), through the executor's own passes (ForwardPass,
 /// BackwardPass, WeightGradStore::RunW under a microbatch index no step
 /// uses).
 ///

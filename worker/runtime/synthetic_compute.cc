@@ -46,7 +46,7 @@ double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Acti
                                                : cost.w_seconds / std::max(buckets, 1);
       break;
     case sched::PassKind::kBW:
-      seconds = cost.b_seconds + cost.w_seconds;
+      seconds = sched::FusedBackwardSeconds(cost);
       break;
     case sched::PassKind::kReduce:
       return 0;
@@ -70,6 +70,7 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
     cost.f_seconds = c.f_seconds() * source.scale;
     cost.b_seconds = c.b_seconds() * source.scale;
     cost.w_seconds = c.w_seconds() * source.scale;
+    cost.bw_seconds = c.bw_seconds() * source.scale;
     cost.m_b_bytes = c.m_b_bytes();
     cost.m_w_bytes = c.m_w_bytes();
     synthetic.stages.push_back(cost);

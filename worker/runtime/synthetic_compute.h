@@ -29,7 +29,8 @@ namespace zbpp::worker {
 /// parameters stay at their initial values.
 struct SyntheticCompute {
   /// Per virtual stage, in model order: T_F, T_B, T_W of one microbatch, in
-  /// seconds. A fused BW waits T_B + T_W; a partial W of one of k gradient
+  /// seconds. A fused BW, and a merged pair (sched::MergesWithNext) in all,
+  /// waits T_BW (sched::FusedBackwardSeconds); a partial W of one of k gradient
   /// buckets waits T_W / k. The memory fields (M_B, M_W, bytes) are only
   /// echoed by the calibration profile (stage_profile.h): no pass holds
   /// them.

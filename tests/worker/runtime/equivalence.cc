@@ -149,11 +149,13 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d) {
 
 // The schedule `name` for p ranks and m microbatches per replica; with d > 1
 // its reductions placed by the solver (as the coordinator does).
-absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d) {
+absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d,
+                                            double bw_fraction) {
   const sched::ScheduleTraits traits = *sched::FindSchedule(name);
   const int m = 2 * std::max(p, 2);
   sched::VirtualStageCost cost;
   cost.reduce_seconds = d > 1 ? 1.5 : 0.0;
+  if (bw_fraction != 1) cost.bw_seconds = bw_fraction * (cost.b_seconds + cost.w_seconds);
   sched::Problem problem =
       sched::Problem::Uniform(p, traits.default_chunks, m, cost, 0.0);
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
@@ -164,7 +166,8 @@ absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int 
 absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Schedule& schedule,
                                                               const v1::JobSpec& spec, int w,
                                                               Communicator* pipeline,
-                                                              Communicator* replicas) {
+                                                              Communicator* replicas,
+                                                              bool merge_backward_passes) {
   const int p = schedule.stages;
   const int r = w % p;
   absl::StatusOr<sched::PairOrders> orders = sched::DerivePairOrders(schedule);
@@ -185,6 +188,7 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   o.train_batches = Batch;
   o.eval_batches = Batch;
   o.timeout = absl::Seconds(20);
+  o.merge_backward_passes = merge_backward_passes;
   absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
   if (!trainer.ok()) return trainer.status();
   if (absl::Status st = (*trainer)->ValidateSchedule(schedule); !st.ok()) return st;

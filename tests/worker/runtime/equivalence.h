@@ -51,8 +51,11 @@ MicrobatchData Batch(int64_t step, int microbatch);
 
 /// The schedule `name` for p ranks and m = 2·max(p, 2) microbatches per
 /// replica; with d > 1 its reductions placed by the solver (as the
-/// coordinator does).
-absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d);
+/// coordinator does). `bw_fraction` in (0, 1]: every virtual stage's T_BW is
+/// that fraction of T_B + T_W (below 1 the automatic solvers merge more
+/// pairs: sched::MergeBackwards).
+absl::StatusOr<sched::Schedule> ScheduleFor(const std::string& name, int p, int d,
+                                            double bw_fraction = 1);
 
 /// The reference parameters by name, after kEquivalenceSteps steps on the
 /// global batch of d·m microbatches in one process, in spec.precision.
@@ -64,10 +67,12 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d);
 /// kEquivalenceSteps steps over `pipeline` (its replica's p ranks) and
 /// `replicas` (its rank's d replicas; null when d = 1), checking each step's
 /// timeline; returns its parameters by name. The first error otherwise.
+/// `merge_backward_passes`: RankTrainerOptions::merge_backward_passes.
 absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Schedule& schedule,
                                                               const v1::JobSpec& spec, int w,
                                                               Communicator* pipeline,
-                                                              Communicator* replicas);
+                                                              Communicator* replicas,
+                                                              bool merge_backward_passes = true);
 
 /// Adds a gtest failure for every parameter of `params` further than
 /// kEquivalenceTolerance (relative to its largest entry) from the reference,

@@ -38,7 +38,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kToken[] = "s3cret";
+// Strong enough for ReadTokenFile (at least 128 bits: common/call_auth.h).
+constexpr char kToken[] = "5f0c9e7a3b1d42c8a6e07f19b2d4c6e8a0f1b3c5d7e9f1a3b5c7d9e1f3a5b7c9";
 
 /// Full names ("/zbpp.v1.JobService/SubmitJob") and request types of every
 /// method of every service in the proto files under ZBPP_PROTO_DIR.

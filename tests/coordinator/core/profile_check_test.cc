@@ -83,17 +83,22 @@ TEST(MeasureProfileTest, MeasuresEachVirtualStageOfTheStageInOrder) {
   EXPECT_DOUBLE_EQ(measured->hops[1].seconds, 0.0003);
 }
 
-TEST(MeasureProfileTest, ZeroMemoryIsAMeasurement) {
+// M_W may be 0 (a virtual stage whose W keeps nothing), M_B may not: a
+// stage holds its forward's activation until its B, and an M_B of 0 would
+// void a memory limit relative to it.
+TEST(MeasureProfileTest, ZeroWeightMemoryIsAMeasurementZeroActivationMemoryIsRefused) {
   v1::ReportProfileRequest profile = Profile();
   for (v1::VirtualStageProfile& entry : *profile.mutable_virtual_stages()) {
-    entry.set_m_b_bytes(0);
     entry.set_m_w_bytes(0);
   }
   absl::StatusOr<MeasuredProfile> measured =
       MeasureProfile(profile, VPlacement(), 0, 0, 1);
   ASSERT_TRUE(measured.ok()) << measured.status();
-  EXPECT_DOUBLE_EQ(measured->memory[0].m_b_bytes, 0);
+  EXPECT_DOUBLE_EQ(measured->memory[0].m_w_bytes, 0);
   EXPECT_TRUE(measured->hops.empty());
+  profile.mutable_virtual_stages(0)->set_m_b_bytes(0);
+  EXPECT_THAT(std::string(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+              StartsWith("virtual_stages[0].m_b_bytes: must be a finite number of bytes > 0"));
 }
 
 TEST(MeasureProfileTest, RefusesAProfileOfAnotherStageOrReplica) {
@@ -159,10 +164,14 @@ TEST(MeasureProfileTest,
           << bad;
     }
   }
-  // A day itself is allowed.
+  // Passes whose step (microbatches x F+B+W over the stage's virtual
+  // stages) fits in a day are allowed; one a day long alone is not.
   v1::ReportProfileRequest profile = Profile();
-  profile.mutable_virtual_stages(0)->set_f_seconds(kMaxReportedSeconds);
+  profile.mutable_virtual_stages(0)->set_f_seconds(kMaxReportedSeconds / 8);
   EXPECT_TRUE(MeasureProfile(profile, VPlacement(), 0, 0, 1).ok());
+  profile.mutable_virtual_stages(0)->set_f_seconds(kMaxReportedSeconds);
+  EXPECT_THAT(std::string(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+              HasSubstr("more than the longest step a report may hold"));
 }
 
 TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
@@ -172,7 +181,7 @@ TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
       std::string(
           MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
       StartsWith("virtual_stages[0].m_b_bytes: must be a finite number of "
-                 "bytes >= 0"));
+                 "bytes > 0"));
   profile = Profile();
   profile.mutable_virtual_stages(0)->set_m_w_bytes(
       std::numeric_limits<double>::infinity());

@@ -23,7 +23,8 @@ REPO = Path(os.environ.get("ZBPP_REPO", Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(REPO / "tests" / "deploy"))
 from live_stack import Daemon  # noqa: E402
 
-TOKEN = "python-client-secret"
+# Strong enough for the daemons (at least 128 bits: common/call_auth.h).
+TOKEN = "7d3f9a1c5e8b2f4a6c0e9d1b3f5a7c9e1b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a"
 WORKERS = 2
 
 
@@ -48,7 +49,8 @@ class Stack:
         for rank in range(WORKERS):
             worker = self._start(f"worker-{rank}", [
                 binary("ZBPP_WORKER_BINARY"), "--coordinator", self.address, "--threads", "1",
-                "--token-file", self.token_file, "--cache-dir", scratch / "cache"])
+                "--token-file", self.token_file, "--cache-dir", scratch / "cache",
+                "--data-root", scratch])
             worker.line(r"registered worker_id=")
 
     def _start(self, name: str, argv: list[Any]) -> Daemon:

@@ -24,8 +24,12 @@ zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) co
   zbpp::v1::Job proto;
   proto.set_id(absl::StrCat("job-", next_seq_));
   *proto.mutable_spec() = spec;
-  zbpp::v1::CheckpointSpec* checkpoint = proto.mutable_spec()->mutable_checkpoint();
-  checkpoint->set_directory(ExpandJobId(checkpoint->directory(), proto.id()));
+  // Only a spec with checkpoints gets the field: the stored spec stays the
+  // one submitted, but for the job's id in the directory.
+  if (spec.has_checkpoint()) {
+    zbpp::v1::CheckpointSpec* checkpoint = proto.mutable_spec()->mutable_checkpoint();
+    checkpoint->set_directory(ExpandJobId(checkpoint->directory(), proto.id()));
+  }
   proto.set_state(zbpp::v1::JOB_STATE_PENDING);
   proto.set_last_checkpoint_step(-1);
   if (spec.checkpoint().has_resume_step()) {

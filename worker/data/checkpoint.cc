@@ -459,18 +459,24 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
 absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& directory,
                                                        int64_t step, int rank,
                                                        const ExpectedShapes& expected) {
-  absl::StatusOr<NamedTensors> own = ReadCheckpoint(directory, step, rank, expected);
-  if (own.ok() || own.status().code() != absl::StatusCode::kFailedPrecondition) return own;
+  absl::StatusOr<NamedTensors> own = ReadRankFile(directory, step, rank);
+  if (!own.ok()) return own.status();
+  std::set<std::string> own_names, expected_names;
+  for (const auto& [name, tensor] : *own) own_names.insert(name);
+  for (const auto& [name, shape] : expected) expected_names.insert(name);
+  // The same layout: the strict check, whose errors name the file.
+  if (own_names == expected_names) return ReadCheckpoint(directory, step, rank, expected);
   // Another layout: the names are global, so gather them from every
   // stage's file until each expected one is found.
   std::map<std::string, std::vector<int64_t>> wanted(expected.begin(), expected.end());
   std::map<std::string, at::Tensor> found;
-  const std::string mismatch = absl::StrCat("checkpoint ", StepDirectoryPath(directory, step),
-                                            " does not match the model: ");
   for (int file_rank = 0; found.size() < wanted.size(); ++file_rank) {
-    absl::StatusOr<NamedTensors> file = ReadRankFile(directory, step, file_rank);
+    absl::StatusOr<NamedTensors> file =
+        file_rank == rank ? std::move(own) : ReadRankFile(directory, step, file_rank);
     if (absl::IsNotFound(file.status())) break;  // Past the last stage's file.
     if (!file.ok()) return file.status();
+    const std::string mismatch = absl::StrCat(
+        "checkpoint ", CheckpointPath(directory, step, file_rank), " does not match the model: ");
     for (auto& [name, tensor] : *file) {
       auto it = wanted.find(name);
       if (it == wanted.end() || found.count(name) > 0) continue;
@@ -482,8 +488,9 @@ absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& direct
   for (const auto& [name, shape] : expected) {
     auto it = found.find(name);
     if (it == found.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(mismatch, "no stage's file holds \"", name, "\""));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", StepDirectoryPath(directory, step),
+          " does not match the model: no stage's file holds \"", name, "\""));
     }
     tensors.emplace_back(name, it->second);
   }

@@ -84,15 +84,16 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
                                             int64_t step, int rank,
                                             const ExpectedShapes& expected);
 
-/// As ReadCheckpoint when `rank`'s own file matches `expected`; otherwise
+/// As ReadCheckpoint when `rank`'s own file holds exactly the names of
+/// `expected` (the same layout; its errors name the file); otherwise
 /// (a checkpoint written under another layout, PipelineSpec.layout, or
 /// another number of stages: every parameter keeps its global name) each
 /// expected tensor is taken from whichever stage's file at `step` holds it,
 /// reading files rank-000, rank-001, ... until all are found. Each tensor's
 /// shape is checked; names of other stages' files that `expected` lacks are
-/// ignored. Errors as ReadCheckpoint; FailedPrecondition naming the step
-/// directory and the first expected name that no file holds, or a shape
-/// that differs. Blocking; thread-safe.
+/// ignored. Errors as ReadCheckpoint; FailedPrecondition naming the file of
+/// a tensor whose shape differs, or the step directory and the first
+/// expected name that no file holds. Blocking; thread-safe.
 absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& directory,
                                                        int64_t step, int rank,
                                                        const ExpectedShapes& expected);

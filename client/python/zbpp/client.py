@@ -397,8 +397,8 @@ class Client:
         """The cost model of the job's current schedule version (the measured
         one after a re-solve), of the one in force at `step` or of number
         `version`, as `zbppctl costs` prints it: a cost file for
-        `zbpp-sched --costs` (YAML; per virtual stage t_f, t_b, t_w seconds,
-        m_b, m_w bytes). Raises what schedule_version raises, Error
+        `zbpp-sched --costs` (YAML; per virtual stage t_f, t_b, t_w and, when
+        measured, t_bw seconds, m_b, m_w bytes). Raises what schedule_version raises, Error
         (FAILED_PRECONDITION) for a version without a cost model."""
         if step is None and version is None:
             job = self._get(job_id, job_pb2.JOB_VIEW_FULL)
@@ -482,6 +482,8 @@ def cost_file(version: schedule_pb2.ScheduleVersion) -> str:
         text += (f"  - {{t_f: {number(c.f_seconds)}, t_b: {number(c.b_seconds)}, "
                  f"t_w: {number(c.w_seconds)}, m_b: {number(c.m_b_bytes)}, "
                  f"m_w: {number(c.m_w_bytes)}")
+        if c.bw_seconds != 0:
+            text += f", t_bw: {number(c.bw_seconds)}"
         if c.reduce_seconds != 0:
             text += f", reduce: {number(c.reduce_seconds)}"
         text += "}\n"

@@ -6,6 +6,8 @@
 // unmatched: the executor issues every pair's messages in the one order
 // derived from the schedule, discarded speculative ones included.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -24,6 +26,7 @@
 #include "worker/comm/in_process_communicator.h"
 #include "worker/comm/order_strict_communicator.h"
 #include "worker/model/gpt.h"
+#include "worker/runtime/rank_trainer.h"
 
 namespace zbpp::worker {
 namespace {
@@ -166,6 +169,89 @@ INSTANTIATE_TEST_SUITE_P(
       for (int blocks : std::get<2>(info.param)) n += "_" + std::to_string(blocks);
       return n + "_p" + std::to_string(std::get<1>(info.param));
     });
+
+// Trains steps [first, end) of `schedule` under `spec`'s layout with ranks as
+// threads, synchronously validated; restores the checkpoint of step
+// first - 1 under `directory` first when first > 0, and writes that of step
+// end - 1 there at the end. Returns every rank's parameters by name.
+std::map<std::string, at::Tensor> TrainAndCheckpoint(const sched::Schedule& schedule,
+                                                     const v1::JobSpec& spec, int first, int end,
+                                                     const std::string& directory) {
+  const int p = schedule.stages;
+  OrderStrictGroup group = CreateOrderStrictGroup(p);
+  std::vector<absl::StatusOr<std::map<std::string, at::Tensor>>> params(p);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < p; ++r) {
+    ranks.emplace_back([&, r]() {
+      params[r] = [&]() -> absl::StatusOr<std::map<std::string, at::Tensor>> {
+        RankTrainerOptions o;
+        o.spec = spec;
+        o.rank = r;
+        for (int v = 0; v < schedule.num_virtual_stages(); ++v) {
+          if (schedule.stage_of[v] == r) o.virtual_stages.push_back(v);
+        }
+        o.communicator = group.ranks[r].get();
+        o.device = TestDevice();
+        o.train_batches = Batch;
+        o.eval_batches = Batch;
+        o.timeout = absl::Seconds(20);
+        absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+        if (!trainer.ok()) return trainer.status();
+        if (first > 0) {
+          if (absl::Status st = (*trainer)->RestoreCheckpoint(directory, first - 1); !st.ok()) {
+            return st;
+          }
+        }
+        for (int step = first; step < end; ++step) {
+          if (absl::StatusOr<StepResult> result = (*trainer)->RunStep(step, schedule);
+              !result.ok()) {
+            return result.status();
+          }
+        }
+        if (absl::Status st = (*trainer)->SaveCheckpoint(directory, end - 1); !st.ok()) return st;
+        std::map<std::string, at::Tensor> out;
+        for (const auto& [name, t] : (*trainer)->Parameters()) out[name] = t.detach().clone();
+        return out;
+      }();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  std::map<std::string, at::Tensor> all;
+  for (int r = 0; r < p; ++r) {
+    EXPECT_TRUE(params[r].ok()) << "rank " << r << ": " << params[r].status();
+    if (params[r].ok()) all.insert(params[r]->begin(), params[r]->end());
+  }
+  return all;
+}
+
+// A checkpoint written under one layout resumes under another
+// (PipelineSpec.layout): 3 steps at [4, 4] then 3 at [5, 3] from its
+// checkpoint end where 6 steps at [4, 4] do, within float32 round-off.
+TEST(LayoutResume, ACheckpointOfOneLayoutResumesUnderAnother_p2) {
+  absl::StatusOr<sched::Schedule> schedule = ScheduleFor("zb-h1", 2, 1);
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  v1::JobSpec even = TinySpec(2, 1, schedule->microbatches, "llama");
+  for (int blocks : {4, 4}) even.mutable_pipeline()->add_layout(blocks);
+  v1::JobSpec uneven = even;
+  uneven.mutable_pipeline()->clear_layout();
+  for (int blocks : {5, 3}) uneven.mutable_pipeline()->add_layout(blocks);
+  const std::string root = ::testing::TempDir() + "/layout_resume_" + std::to_string(::getpid());
+  const std::map<std::string, at::Tensor> straight =
+      TrainAndCheckpoint(*schedule, even, 0, 6, root + "/straight");
+  const std::map<std::string, at::Tensor> halfway =
+      TrainAndCheckpoint(*schedule, even, 0, 3, root + "/resumed");
+  const std::map<std::string, at::Tensor> resumed =
+      TrainAndCheckpoint(*schedule, uneven, 3, 6, root + "/resumed");
+  ASSERT_EQ(resumed.size(), straight.size());
+  for (const auto& [name, t] : straight) {
+    ASSERT_EQ(resumed.count(name), 1u) << name;
+    const double scale = t.abs().max().item<double>();
+    EXPECT_LE((resumed.at(name) - t).abs().max().item<double>() / scale, kEquivalenceTolerance)
+        << name;
+    // The last three steps moved it: the comparison is not the trivial one.
+    EXPECT_FALSE(at::allclose(halfway.at(name), t)) << name << " did not change";
+  }
+}
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;

@@ -148,7 +148,6 @@ class StepRun {
     return o_.merge_backward_passes && sched::MergedIntoPrevious(actions_, j);
   }
 
-
   static size_t FirstBackward(const std::vector<Action>& actions) {
     return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
   }

@@ -208,6 +208,15 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   return params;
 }
 
+std::string EquivalenceCaseName(const std::string& schedule, int p, int d,
+                                v1::Precision precision) {
+  std::string n = schedule;
+  std::replace(n.begin(), n.end(), '-', '_');
+  if (precision == v1::PRECISION_BF16) n = "bf16_" + n;
+  n += "_p" + std::to_string(p);
+  return d == 1 ? n : n + "_d" + std::to_string(d);
+}
+
 double ExpectNearReference(const std::map<std::string, at::Tensor>& params,
                            const std::map<std::string, at::Tensor>& reference,
                            const std::string& label) {

@@ -74,6 +74,12 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
                                                               Communicator* replicas,
                                                               bool merge_backward_passes = true);
 
+/// The test name of a case: the schedule with '_' for '-', "bf16_" before
+/// it in bfloat16, then "_p<p>" and, with d > 1, "_d<d>" (e.g.
+/// "bf16_zb_h1_p2", "zb_2p_p2_d2"), which the ctest entries filter on.
+std::string EquivalenceCaseName(const std::string& schedule, int p, int d,
+                                v1::Precision precision);
+
 /// Adds a gtest failure for every parameter of `params` further than
 /// kEquivalenceTolerance (relative to its largest entry) from the reference,
 /// and for one the reference lacks, naming `label`; returns the worst error.

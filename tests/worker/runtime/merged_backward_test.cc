@@ -96,12 +96,10 @@ std::vector<Case> Cases() {
 
 INSTANTIATE_TEST_SUITE_P(AllSchedules, MergedBackwardTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string n = std::get<0>(info.param);
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           if (std::get<3>(info.param) == v1::PRECISION_BF16) n = "bf16_" + n;
-                           n += "_p" + std::to_string(std::get<1>(info.param));
-                           const int d = std::get<2>(info.param);
-                           return d == 1 ? n : n + "_d" + std::to_string(d);
+                           return EquivalenceCaseName(std::get<0>(info.param),
+                                                      std::get<1>(info.param),
+                                                      std::get<2>(info.param),
+                                                      std::get<3>(info.param));
                          });
 
 // The cases are not vacuous: the handcrafted ZB-H1 merges its steady

@@ -282,21 +282,17 @@ std::vector<LlamaCase> LlamaCases() {
 // Names end in _p<p> or _d2, which the ctest entries filter on.
 INSTANTIATE_TEST_SUITE_P(AllSchedules, LlamaEquivalenceTest, ::testing::ValuesIn(LlamaCases()),
                          [](const ::testing::TestParamInfo<LlamaCase>& info) {
-                           std::string n = std::get<0>(info.param);
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           if (std::get<3>(info.param) == v1::PRECISION_BF16) n = "bf16_" + n;
-                           n += "_p" + std::to_string(std::get<1>(info.param));
-                           const int d = std::get<2>(info.param);
-                           return d == 1 ? n : n + "_d" + std::to_string(d);
+                           return EquivalenceCaseName(std::get<0>(info.param),
+                                                      std::get<1>(info.param),
+                                                      std::get<2>(info.param),
+                                                      std::get<3>(info.param));
                          });
 
 INSTANTIATE_TEST_SUITE_P(AllSchedules, PipelineEquivalenceTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string n = std::get<0>(info.param);
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           n += "_p" + std::to_string(std::get<1>(info.param));
-                           const int d = std::get<2>(info.param);
-                           return d == 1 ? n : n + "_d" + std::to_string(d);
+                           return EquivalenceCaseName(std::get<0>(info.param),
+                                                      std::get<1>(info.param),
+                                                      std::get<2>(info.param), v1::PRECISION_FP32);
                          });
 
 }  // namespace

@@ -4,8 +4,13 @@
 // The shape of a job's pipeline with the spec's defaults applied, for every
 // module that reads a PipelineSpec (coordinator, zbppctl, worker).
 
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "scheduler/layout_search.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp {
@@ -34,17 +39,24 @@ inline int StageOfWorker(int index, int stages) { return index % stages; }
 inline int ReplicaOfWorker(int index, int stages) { return index / stages; }
 
 /// The blocks of each of `num_virtual_stages` virtual stages, in the
-/// model's order: PipelineSpec.layout when set, else an even split of
-/// `layers` (layers / num_virtual_stages each). Assumes a spec the
-/// coordinator accepted (CheckLayout, coordinator/core/job_spec_check.h).
-/// Pure.
+/// model's order: PipelineSpec.layout when set, else the most even split
+/// of `layers` (sched::MostEvenLayout: an even
+/// split when n divides layers, which is what a job's workers get, since
+/// the coordinator writes any other layout it plans into the spec,
+/// PipelineSpec.layout_policy). Assumes a spec the coordinator accepted
+/// (CheckLayout, coordinator/core/job_spec_check.h). Pure.
 inline std::vector<int> BlocksPerVirtualStage(const v1::PipelineSpec& pipeline, int layers,
                                               int num_virtual_stages) {
   if (pipeline.layout_size() > 0) {
     return std::vector<int>(pipeline.layout().begin(), pipeline.layout().end());
   }
-  return std::vector<int>(num_virtual_stages > 0 ? num_virtual_stages : 0,
-                          num_virtual_stages > 0 ? layers / num_virtual_stages : 0);
+  if (num_virtual_stages <= 0) return {};
+  return sched::MostEvenLayout(layers, num_virtual_stages);
+}
+
+/// A layout as users write it: "[5, 3]". Pure.
+inline std::string LayoutText(const std::vector<int>& layout) {
+  return absl::StrCat("[", absl::StrJoin(layout, ", "), "]");
 }
 
 }  // namespace zbpp

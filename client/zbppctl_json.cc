@@ -177,6 +177,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"precision", r.precision},
                {"transport", r.transport},
                {"transport_reason", r.transport_reason},
+               {"layout", r.layout},
+               {"layout_reason", r.layout_reason},
                {"rollbacks", r.rollbacks},
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},

@@ -83,6 +83,10 @@ struct TrainingReport {
   /// before any), and why (Job.transport, transport_reason).
   std::string transport;
   std::string transport_reason;
+  /// The blocks of each virtual stage, and how they were chosen
+  /// (Job.layout, layout_reason).
+  std::vector<int> layout;
+  std::string layout_reason;
 
   /// The job's worker daemons, one per (stage, replica): p * d.
   int workers() const { return stages * replicas; }

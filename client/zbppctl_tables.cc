@@ -72,6 +72,13 @@ std::string TransportSummary(const v1::Job& job) {
   return text;
 }
 
+std::string LayoutSummary(const std::vector<int>& layout, const std::string& reason) {
+  if (layout.empty()) return "-";
+  std::string text = LayoutText(layout);
+  if (!reason.empty()) absl::StrAppend(&text, " (", reason, ")");
+  return text;
+}
+
 std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps) {
@@ -152,6 +159,8 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
                         job.skipped_steps_total(), job.clipped_steps_total()));
   add("precision", PrecisionName(job.spec()));
   add("transport", TransportSummary(job));
+  add("layout", LayoutSummary(std::vector<int>(job.layout().begin(), job.layout().end()),
+                              job.layout_reason()));
   add("recoveries", absl::StrCat(job.recoveries_total()));
   if (job.has_param_checksum()) {
     add("checksum", absl::StrFormat("%.17g", job.param_checksum()));

@@ -40,6 +40,12 @@ std::string PrecisionName(const v1::JobSpec& spec);
 /// when workers are assigned)".
 std::string TransportSummary(const v1::Job& job);
 
+/// The blocks of each virtual stage with how they were chosen (Job.layout,
+/// layout_reason): "[6, 2] (auto: [6, 2] predicts a step 1.23x shorter than
+/// the even split [4, 4])"; "-" for a job stored before layouts were
+/// recorded.
+std::string LayoutSummary(const std::vector<int>& layout, const std::string& reason);
+
 /// Validation in one phrase: the mode in force ("-" when none yet), the
 /// policy where it differs, and the counters:
 /// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped".

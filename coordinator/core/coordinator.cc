@@ -293,7 +293,9 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
       return carried;
     }
   }
-  zbpp::v1::Job proto = jobs_->NewJob(spec, options_.clock->Now());
+  zbpp::v1::Job proto = jobs_->NewJob(plan->spec, options_.clock->Now());
+  proto.mutable_layout()->Add(plan->layout.begin(), plan->layout.end());
+  proto.set_layout_reason(plan->layout_reason);
   if (absl::Status free = jobs_->CheckCheckpointDirectoryFree(proto.spec()); !free.ok()) {
     return free;
   }

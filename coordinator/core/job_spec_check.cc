@@ -266,6 +266,14 @@ absl::Status CheckPipeline(const JobSpec& spec) {
     return RefuseField("pipeline.data_parallel", "pipeline.stages*data_parallel = ", workers,
                    " workers; at most ", kMaxWorkersPerJob);
   }
+  if (!zbpp::v1::LayoutPolicy_IsValid(pipeline.layout_policy())) {
+    return RefuseField("pipeline.layout_policy", "unknown value ", pipeline.layout_policy());
+  }
+  if (pipeline.layout_policy() == zbpp::v1::LAYOUT_POLICY_EVEN && pipeline.layout_size() > 0) {
+    return RefuseField("pipeline.layout_policy",
+                       "even splits the blocks itself; leave pipeline.layout empty or "
+                       "drop layout_policy");
+  }
   return absl::OkStatus();
 }
 
@@ -508,10 +516,16 @@ absl::Status CheckLayout(const JobSpec& spec, int64_t virtual_stages) {
   const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
   const int layers = spec.model().layers();
   if (pipeline.layout_size() == 0) {
-    if (layers % virtual_stages != 0) {
+    if (layers < virtual_stages) {
+      return RefuseField("model.layers", layers, " layers cannot give each of the ",
+                         virtual_stages, " virtual stages (pipeline.stages*chunks) a block");
+    }
+    if (pipeline.layout_policy() == zbpp::v1::LAYOUT_POLICY_EVEN &&
+        layers % virtual_stages != 0) {
       return RefuseField("model.layers", layers,
                          " layers do not divide into pipeline.stages*chunks = ", virtual_stages,
-                         " virtual stages; give pipeline.layout to split them unevenly");
+                         " virtual stages; layout_policy even needs them to (auto, the "
+                         "default, or pipeline.layout splits them unevenly)");
     }
     return absl::OkStatus();
   }

@@ -66,10 +66,10 @@ absl::Status CheckJobSpecFields(const zbpp::v1::JobSpec& spec);
 absl::Status CheckPlanningFields(const zbpp::v1::JobSpec& spec);
 
 /// PipelineSpec.layout against the job's `virtual_stages` (stages *
-/// chunks): empty needs model.layers divisible by them; otherwise one entry
-/// per virtual stage, each >= 1, summing to model.layers. InvalidArgument
-/// (a refusal naming "pipeline.layout", or
-/// "model.layers" for an even split that does not divide) otherwise.
+/// chunks): empty needs model.layers >= them (a block each), and divisible
+/// by them under layout_policy EVEN; otherwise one entry per virtual stage,
+/// each >= 1, summing to model.layers. InvalidArgument (a refusal naming
+/// "pipeline.layout", or "model.layers" for an empty layout) otherwise.
 /// Thread-safe (pure).
 absl::Status CheckLayout(const zbpp::v1::JobSpec& spec, int64_t virtual_stages);
 

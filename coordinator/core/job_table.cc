@@ -25,7 +25,8 @@ zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) co
   proto.set_id(absl::StrCat("job-", next_seq_));
   *proto.mutable_spec() = spec;
   // Only a spec with checkpoints gets the field: the stored spec stays the
-  // one submitted, but for the job's id in the directory.
+  // one planned (the layout PlanJob chose), but for the job's id in the
+  // directory.
   if (spec.has_checkpoint()) {
     zbpp::v1::CheckpointSpec* checkpoint = proto.mutable_spec()->mutable_checkpoint();
     checkpoint->set_directory(ExpandJobId(checkpoint->directory(), proto.id()));

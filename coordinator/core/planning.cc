@@ -8,13 +8,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "api/pipeline_shape.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_spec_check.h"
 #include "coordinator/core/model_costs.h"
 #include "coordinator/core/schedule_file.h"
+#include "scheduler/layout_search.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/refusal.h"
 #include "scheduler/registry.h"
@@ -30,6 +33,12 @@ using zbpp::v1::JobSpec;
 constexpr double kNominalFlopsPerSecond = 1e12;
 // T_W / T_F (see InitialProblem's comment in the header for the source).
 constexpr double kWOverF = 2.0 / 3.0;
+// Layouts ChooseLayout simulates besides the even split (each costs one
+// generation and simulation).
+constexpr int kLayoutCandidates = 6;
+// How much shorter a predicted step must be for auto to leave the even
+// split (job_spec.proto, LAYOUT_POLICY_AUTO).
+constexpr double kLayoutGain = 0.01;
 
 // The traits InitialProblem plans with: the registry's for a named
 // schedule; a schedule file's own chunks and placement (and no default
@@ -129,25 +138,121 @@ absl::StatusOr<ScheduleChoice> Simulated(std::string name, sched::Problem proble
                         *std::move(sim)};
 }
 
-// The candidates of "auto" (JobPlan::choice's comment).
-absl::StatusOr<ScheduleChoice> ChooseAutoSchedule(const JobSpec& spec) {
+// A schedule choice for a spec whose layout is fixed (given, or one the
+// layout search proposes).
+using Chooser = absl::FunctionRef<absl::StatusOr<ScheduleChoice>(const JobSpec&)>;
+
+// A choice with the layout it was made under.
+struct LaidOut {
+  ScheduleChoice choice;
+  /// The layout to write into the job's spec: empty for the even split.
+  std::vector<int> layout;
+  std::string reason;
+};
+
+// The choice of `spec` under the layout its layout_policy gives
+// (LAYOUT_POLICY_AUTO in job_spec.proto): a given layout or EVEN as they
+// are; AUTO simulates the even split (when the blocks divide) and the
+// layouts sched::BalancedLayouts proposes, keeping the even split unless
+// another predicts a step kLayoutGain shorter.
+absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
+  const zbpp::v1::PipelineSpec& pipeline = spec.pipeline();
+  absl::StatusOr<sched::ScheduleTraits> traits = PlanningTraits(spec);
+  const bool fixed = pipeline.layout_size() > 0 ||
+                     pipeline.layout_policy() == zbpp::v1::LAYOUT_POLICY_EVEN;
+  const int p = pipeline.stages();
+  const int v = !traits.ok() ? 0
+                : pipeline.has_chunks() ? pipeline.chunks()
+                                        : traits->default_chunks;
+  const int layers = spec.model().layers();
+  const int n = p * v;
+  const std::vector<int> stage_of =
+      traits.ok() && v >= 1 ? sched::PlaceVirtualStages(traits->placement, p, v)
+                            : std::vector<int>();
+  if (fixed || static_cast<int>(stage_of.size()) != n || n < 1 || layers < n) {
+    // Whatever refuses the spec is the chooser's to report.
+    absl::StatusOr<ScheduleChoice> choice = choose(spec);
+    if (!choice.ok()) return choice.status();
+    return LaidOut{*std::move(choice), {},
+                   pipeline.layout_size() > 0 ? "given" : "even (layout_policy)"};
+  }
+  sched::LayoutWork work;
+  work.stage_of = stage_of;
+  const sched::VirtualStageCost block = AnalyticStageCost(spec, 1, false);
+  work.block_seconds = block.f_seconds + block.b_seconds + block.w_seconds;
+  work.extra_seconds.assign(n, 0.0);
+  const sched::VirtualStageCost head = AnalyticStageCost(spec, 0, true);
+  work.extra_seconds[n - 1] = head.f_seconds + head.b_seconds + head.w_seconds;
+
+  const bool divides = layers % n == 0;
+  std::optional<absl::StatusOr<ScheduleChoice>> even;
+  if (divides) even = choose(spec);
+  std::optional<LaidOut> best;
+  absl::Status first_refusal = absl::OkStatus();
+  int simulated = 0;
+  for (std::vector<int>& layout : sched::BalancedLayouts(layers, work, kLayoutCandidates)) {
+    if (divides && layout == sched::MostEvenLayout(layers, n)) continue;
+    JobSpec laid = spec;
+    for (int blocks : layout) laid.mutable_pipeline()->add_layout(blocks);
+    absl::StatusOr<ScheduleChoice> choice = choose(laid);
+    if (!choice.ok()) {
+      if (first_refusal.ok()) first_refusal = choice.status();
+      continue;
+    }
+    ++simulated;
+    if (!best.has_value() ||
+        choice->simulation.step_seconds < best->choice.simulation.step_seconds) {
+      best = LaidOut{*std::move(choice), std::move(layout), ""};
+    }
+  }
+  const std::string even_text = LayoutText(sched::MostEvenLayout(layers, n));
+  if (even.has_value() && even->ok() &&
+      (!best.has_value() || best->choice.simulation.step_seconds >
+                                (1 - kLayoutGain) * (*even)->simulation.step_seconds)) {
+    return LaidOut{**std::move(even), {},
+                   absl::StrCat("auto: the even split ", even_text, " (no other layout of ",
+                                simulated, " simulated predicts a step ",
+                                std::llround(kLayoutGain * 100), " % shorter)")};
+  }
+  if (!best.has_value()) {
+    if (even.has_value()) return even->status();
+    return first_refusal;
+  }
+  if (even.has_value() && even->ok()) {
+    best->reason = absl::StrFormat(
+        "auto: %s predicts a step %.2fx shorter than the even split %s",
+        LayoutText(best->layout),
+        (*even)->simulation.step_seconds / best->choice.simulation.step_seconds, even_text);
+  } else {
+    best->reason = absl::StrCat("auto: ", LayoutText(best->layout), ", the shortest predicted "
+                                "step of ", simulated, " layouts simulated (", layers,
+                                " blocks do not split evenly over ", n, " virtual stages)");
+  }
+  return *std::move(best);
+}
+
+// The candidates of "auto" (JobPlan::choice's comment), each under the
+// layout ChooseLayout picks for it.
+absl::StatusOr<LaidOut> ChooseAutoSchedule(const JobSpec& spec) {
   const int d = DataParallelOf(spec.pipeline());
-  std::optional<ScheduleChoice> best;
+  std::optional<LaidOut> best;
   std::vector<std::string> refusals;
   for (const sched::ScheduleTraits& traits : sched::AllSchedules()) {
-    absl::StatusOr<sched::Problem> problem = PlannedProblem(spec, traits.name);
-    absl::StatusOr<sched::Schedule> schedule =
-        problem.ok() ? GenerateSchedule(traits.name, *problem, d)
-                     : absl::StatusOr<sched::Schedule>(problem.status());
-    absl::StatusOr<ScheduleChoice> candidate =
-        schedule.ok() ? Simulated(traits.name, *std::move(problem), *std::move(schedule))
-                      : absl::StatusOr<ScheduleChoice>(schedule.status());
+    auto choose = [&](const JobSpec& laid) -> absl::StatusOr<ScheduleChoice> {
+      absl::StatusOr<sched::Problem> problem = PlannedProblem(laid, traits.name);
+      if (!problem.ok()) return problem.status();
+      absl::StatusOr<sched::Schedule> schedule = GenerateSchedule(traits.name, *problem, d);
+      if (!schedule.ok()) return schedule.status();
+      return Simulated(traits.name, *std::move(problem), *std::move(schedule));
+    };
+    absl::StatusOr<LaidOut> candidate =
+        ChooseLayout(AutoCandidateSpec(spec, traits.name), choose);
     if (!candidate.ok()) {
       refusals.push_back(absl::StrCat(traits.name, ": ", candidate.status().message()));
       continue;
     }
-    if (!best.has_value() ||
-        candidate->simulation.step_seconds < best->simulation.step_seconds) {
+    if (!best.has_value() || candidate->choice.simulation.step_seconds <
+                                 best->choice.simulation.step_seconds) {
       best = *std::move(candidate);
     }
   }
@@ -159,7 +264,8 @@ absl::StatusOr<ScheduleChoice> ChooseAutoSchedule(const JobSpec& spec) {
   return *std::move(best);
 }
 
-// A schedule file's or a registry schedule's choice.
+// A schedule file's or a registry schedule's choice, for a spec whose
+// layout is fixed.
 absl::StatusOr<ScheduleChoice> ChooseNamedSchedule(const JobSpec& spec) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
   if (!problem.ok()) return problem.status();
@@ -249,13 +355,25 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
       return problem.status();
     }
   }
-  absl::StatusOr<ScheduleChoice> choice = spec.schedule().name() == kAutoScheduleName
-                                              ? ChooseAutoSchedule(spec)
-                                              : ChooseNamedSchedule(spec);
-  if (!choice.ok()) return choice.status();
+  const bool automatic = spec.schedule().name() == kAutoScheduleName;
+  absl::StatusOr<LaidOut> laid =
+      automatic ? ChooseAutoSchedule(spec) : ChooseLayout(spec, ChooseNamedSchedule);
+  if (!laid.ok()) return laid.status();
   JobPlan plan;
-  plan.memory = EstimateRankMemory(spec, choice->schedule, choice->simulation);
-  plan.choice = *std::move(choice);
+  plan.spec = spec;
+  if (!laid->layout.empty()) {
+    zbpp::v1::PipelineSpec& pipeline = *plan.spec.mutable_pipeline();
+    for (int blocks : laid->layout) pipeline.add_layout(blocks);
+    // The layout's length fixes the chunks of the schedule "auto" chose.
+    if (automatic && !pipeline.has_chunks()) {
+      pipeline.set_chunks(pipeline.layout_size() / pipeline.stages());
+    }
+  }
+  plan.layout = BlocksPerVirtualStage(plan.spec.pipeline(), plan.spec.model().layers(),
+                                      laid->choice.problem.num_virtual_stages());
+  plan.layout_reason = std::move(laid->reason);
+  plan.memory = EstimateRankMemory(plan.spec, laid->choice.schedule, laid->choice.simulation);
+  plan.choice = std::move(laid->choice);
   return plan;
 }
 

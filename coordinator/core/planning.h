@@ -118,6 +118,16 @@ struct ScheduleChoice {
 
 /// Everything planned for a job spec before anything is measured.
 struct JobPlan {
+  /// The spec the job runs: the one submitted, with the layout the planner
+  /// chose in pipeline.layout when it is not the even split (and, for a
+  /// schedule "auto" chose, that schedule's pipeline.chunks), as
+  /// job_spec.proto's LAYOUT_POLICY_AUTO says. What the job stores and its
+  /// workers build their chunks from.
+  zbpp::v1::JobSpec spec;
+  /// Job.layout: the blocks of each of `choice`'s virtual stages.
+  std::vector<int> layout;
+  /// Job.layout_reason: how the layout was chosen.
+  std::string layout_reason;
   /// The first schedule:
   /// * "auto": every registry schedule, in registry order, generated for
   ///   the InitialProblem of AutoCandidateSpec(spec, name) (its own chunks
@@ -144,7 +154,14 @@ struct JobPlan {
 /// The one planning entry: every field rule (CheckJobSpecFields,
 /// job_spec_check.h), then the plan. Costs one generation and simulation
 /// (one per registry schedule for "auto"; well under a second each at
-/// p = 32, m = 128).
+/// p = 32, m = 128), times up to 7 under layout_policy AUTO with no
+/// pipeline.layout: the even split and the layouts sched::BalancedLayouts
+/// (scheduler/layout_search.h) proposes from the analytic costs of one
+/// block and of the LM head, each generated and simulated; the even split
+/// stays unless one predicts a step at least 1 % shorter (a spec whose
+/// blocks do not divide takes the best of the others). For "auto" each
+/// registry schedule gets its own layout, so layout and schedule are
+/// chosen together.
 ///
 /// Errors: InvalidArgument carrying a SpecRefusal (SpecRefusalOf) whose
 /// message is "field: reason", the first broken rule in proto order; the

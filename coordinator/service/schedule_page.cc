@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "api/job_state.h"
+#include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
 #include "scheduler/export_svg.h"
 #include "scheduler/simulator.h"
@@ -115,6 +116,12 @@ std::string JobSection(const v1::Job& job, const v1::ScheduleVersion& ran) {
       EscapeMarkup(job.schedule().schedule().name().empty() ? job.spec().schedule().name()
                                                       : job.schedule().schedule().name()),
       " v", job.schedule_version(), "</b><span>schedule</span></div>");
+  if (job.layout_size() > 0) {
+    absl::StrAppend(&html, "<div class=\"card\" title=\"", EscapeMarkup(job.layout_reason()),
+                    "\"><b>",
+                    LayoutText(std::vector<int>(job.layout().begin(), job.layout().end())),
+                    "</b><span>blocks per virtual stage</span></div>");
+  }
   if (Stepped(job)) {
     absl::StrAppend(
         &html, "<div class=\"card\"><b>", absl::StrFormat("%.4f", last.loss()),

@@ -286,10 +286,15 @@ TEST(JobSpecFromYaml, MalformedSpecsAreRefusedByTheCheck) {
            "schedule: {name: 1f1b}",
        "pipeline.microbatches: must be >= 1, got 0"},
       {base + dataset +
-           "pipeline: {stages: 3, microbatches: 8, microbatch_size: 2}\n"
+           "pipeline: {stages: 3, microbatches: 8, microbatch_size: 2, "
+           "layout_policy: even}\n"
            "schedule: {name: 1f1b}",
        "model.layers: 8 layers do not divide into pipeline.stages*chunks = 3 "
        "virtual stages"},
+      {base + dataset +
+           "pipeline: {stages: 9, microbatches: 18, microbatch_size: 2}\n"
+           "schedule: {name: 1f1b}",
+       "model.layers: 8 layers cannot give each of the 9 virtual stages"},
       {base + dataset + pipeline + "schedule: {name: zb-h3}",
        "schedule.name: unknown schedule \"zb-h3\"; known: auto "},
       {base + dataset + pipeline +

@@ -230,6 +230,16 @@ TEST(ZbppctlTables, StatusTableShowsTheTransportAndWhy) {
   EXPECT_EQ(json["transport_reason"], "auto: worker-3 (stage 1) has no GPU (device cpu)");
 }
 
+TEST(ZbppctlTables, StatusTableShowsTheLayoutAndWhy) {
+  v1::Job job = RunningJob("job-1");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("layout:       -\n"));
+  for (int blocks : {5, 3}) job.add_layout(blocks);
+  job.set_layout_reason("given");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("layout:       [5, 3] (given)\n"));
+}
+
 TEST(ZbppctlTables, WorkersTable) {
   v1::Worker w;
   w.set_worker_id("w-1");

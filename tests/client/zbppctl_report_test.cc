@@ -210,6 +210,24 @@ TEST(Report, ShowsTheTransportAndWhy) {
   EXPECT_EQ(nlohmann::json::parse(ReportJson(r))["transport_reason"], "");
 }
 
+TEST(Report, ShowsTheLayoutAndWhy) {
+  v1::Job job = TwoStageJob();
+  job.add_layout(6);
+  job.add_layout(2);
+  job.set_layout_reason("auto: [6, 2] predicts a step 1.23x shorter than the even split [4, 4]");
+  TrainingReport r = *BuildReport(job, Steps());
+  EXPECT_THAT(ReportTable(r),
+              testing::HasSubstr("layout:       [6, 2] (auto: [6, 2] predicts a step 1.23x "
+                                 "shorter than the even split [4, 4])\n"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["layout"], nlohmann::json::array({6, 2}));
+  EXPECT_EQ(json["layout_reason"], job.layout_reason());
+  // A job stored before layouts were recorded.
+  job.clear_layout();
+  r = *BuildReport(job, Steps());
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("layout:       -\n"));
+}
+
 TEST(Report, ARoundingErrorBelowZeroPrintsAsZero) {
   TrainingReport r = *BuildReport(TwoStageJob(), Steps());
   r.bubble_rate_predicted[1] = -1e-17;

@@ -120,5 +120,19 @@ TEST(SchedulePageHtml, StageTableShowsMeasuredAndPredictedPeaks) {
                               "<td class=\"num predicted-peak\">3.00</td>"));
 }
 
+// The job's layout is a card, its reason the card's title (escaped).
+TEST(SchedulePageHtml, ShowsTheLayoutAndWhy) {
+  zbpp::v1::Job job;
+  job.set_id("job-3");
+  job.set_state(zbpp::v1::JOB_STATE_PENDING);
+  for (int blocks : {6, 2}) job.add_layout(blocks);
+  job.set_layout_reason("auto: [6, 2] predicts a step 1.23x shorter than the even split [4, 4]");
+  for (const std::string& page : {JobsPageHtml({job}, {}), JobPageHtml(job, {})}) {
+    EXPECT_THAT(page, HasSubstr("<div class=\"card\" title=\"auto: [6, 2] predicts a step "
+                                "1.23x shorter than the even split [4, 4]\"><b>[6, 2]</b>"
+                                "<span>blocks per virtual stage</span></div>"));
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

@@ -185,6 +185,9 @@ class Report:
     #: "GLOO" or "NCCL" ("AUTO" before any attempt), and why.
     transport: str
     transport_reason: str
+    #: The blocks of each virtual stage, and how they were chosen.
+    layout: list[int]
+    layout_reason: str
     rollbacks: int
     skipped_steps: int
     clipped_steps: int
@@ -399,6 +402,8 @@ def build_report(job: job_pb2.Job, steps: Sequence[job_pb2.StepSummary],
             job_spec_pb2.Precision, spec.precision, "PRECISION_"),
         transport=enum_name(job_spec_pb2.Transport, job.transport, "TRANSPORT_"),
         transport_reason=job.transport_reason,
+        layout=list(job.layout),
+        layout_reason=job.layout_reason,
         rollbacks=job.rollbacks_total, skipped_steps=job.skipped_steps_total,
         clipped_steps=job.clipped_steps_total,
         schedule_versions=len({s.schedule_version for s in steps}),

@@ -149,6 +149,10 @@ class Job:
     #: the first) and why.
     transport: str
     transport_reason: str
+    #: The blocks of each virtual stage, and how they were chosen
+    #: ("auto: [6, 2] predicts ...", "given", ...).
+    layout: list[int]
+    layout_reason: str
     assignments: list[Assignment]
     first_step: Step | None
     last_step: Step | None
@@ -192,6 +196,8 @@ class Job:
                 job_spec_pb2.ValidationMode, j.validation_mode, "VALIDATION_MODE_"),
             transport=enum_name(job_spec_pb2.Transport, j.transport, "TRANSPORT_"),
             transport_reason=j.transport_reason,
+            layout=list(j.layout),
+            layout_reason=j.layout_reason,
             assignments=[Assignment(a.stage, a.replica, a.worker_id) for a in j.assignments],
             first_step=Step.from_proto(j.first_step) if j.HasField("first_step") else None,
             last_step=Step.from_proto(j.last_step) if j.HasField("last_step") else None,

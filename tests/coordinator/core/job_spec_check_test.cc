@@ -184,6 +184,17 @@ std::vector<RefusedSpec> BadCases() {
        [](JobSpec& s) { s.mutable_pipeline()->set_data_parallel(2147483647); },
        "pipeline.data_parallel: pipeline.stages*data_parallel = 4294967294 workers; at "
        "most 4096"},
+      {"an even split with a layout",
+       [](JobSpec& s) {
+         s.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
+         for (int blocks : {5, 3}) s.mutable_pipeline()->add_layout(blocks);
+       },
+       "pipeline.layout_policy: even splits the blocks itself"},
+      {"an unknown layout policy",
+       [](JobSpec& s) {
+         s.mutable_pipeline()->set_layout_policy(static_cast<zbpp::v1::LayoutPolicy>(7));
+       },
+       "pipeline.layout_policy: unknown value 7"},
       // Schedule policy fields.
       {"missing schedule", [](JobSpec& s) { s.clear_schedule(); },
        "schedule: required"},

@@ -41,17 +41,28 @@ TEST(PlanJob, EveryRegistryScheduleAcceptsASuitableSpec) {
 // What only planning refuses: every field holds a valid value alone.
 std::vector<RefusedSpec> PlanningRefusals() {
   return {
-      {"stages do not divide layers",
-       [](JobSpec& s) { s.mutable_pipeline()->set_stages(3); },
+      {"stages do not divide layers, split evenly",
+       [](JobSpec& s) {
+         s.mutable_pipeline()->set_stages(3);
+         s.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
+       },
        "model.layers: 8 layers do not divide into pipeline.stages*chunks = 3 "
-       "virtual stages; give pipeline.layout to split them unevenly"},
-      {"virtual stages do not divide layers",
+       "virtual stages; layout_policy even needs them to"},
+      {"virtual stages do not divide layers, split evenly",
        [](JobSpec& s) {
          s.mutable_model()->set_layers(10);
          s.mutable_schedule()->set_name("zb-v");
+         s.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
        },
        "model.layers: 10 layers do not divide into pipeline.stages*chunks = 4 "
        "virtual stages"},
+      {"fewer blocks than virtual stages",
+       [](JobSpec& s) {
+         s.mutable_model()->set_layers(3);
+         s.mutable_schedule()->set_name("zb-v");
+       },
+       "model.layers: 3 layers cannot give each of the 4 virtual stages "
+       "(pipeline.stages*chunks) a block"},
       {"a layout of the wrong length",
        [](JobSpec& s) {
          s.mutable_model()->set_layers(10);
@@ -500,6 +511,7 @@ TEST(InitialProblem, ALayoutGivesEachVirtualStageItsOwnBlocks) {
 TEST(InitialProblem, RefusesWhatPlanJobRefuses) {
   JobSpec spec = TinySpec();
   spec.mutable_pipeline()->set_stages(3);
+  spec.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
   EXPECT_THAT(std::string(InitialProblem(spec).status().message()),
               StartsWith("model.layers: "));
 }

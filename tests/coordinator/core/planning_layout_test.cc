@@ -1,0 +1,135 @@
+// PlanJob's layout choice (job_spec.proto, LayoutPolicy): what AUTO
+// writes into the job's spec, why, and that planning the planned spec again
+// gives the same plan (a job re-planned after a recovery, or restored).
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/planning.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/core/spec_testing.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using testing::TinySpec;
+using zbpp::v1::JobSpec;
+
+// The demo's Llama (scripts/demo --model llama --bpe 8192): 8 blocks,
+// h = 128, a vocabulary of 8192 tokens whose head costs about two blocks.
+JobSpec DemoLlama() {
+  JobSpec spec = TinySpec();
+  zbpp::v1::ModelSpec& model = *spec.mutable_model();
+  model.set_architecture("llama");
+  model.set_hidden(128);
+  model.set_heads(4);
+  model.set_kv_heads(2);
+  model.set_ffn_hidden(352);
+  model.set_vocab(8192);
+  model.set_tie_embeddings(true);
+  spec.mutable_schedule()->set_name("zb-2p");
+  return spec;
+}
+
+JobPlan Plan(const JobSpec& spec) {
+  absl::StatusOr<JobPlan> plan = PlanJob(spec);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : JobPlan();
+}
+
+TEST(PlanJobLayout, AutoMovesBlocksOffTheHeadsStageAndSaysWhy) {
+  const JobSpec spec = DemoLlama();
+  const JobPlan plan = Plan(spec);
+  const std::vector<int> layout(plan.spec.pipeline().layout().begin(),
+                                plan.spec.pipeline().layout().end());
+  ASSERT_EQ(layout.size(), 2u);
+  EXPECT_GT(layout[0], layout[1]) << "the head's stage keeps fewer blocks";
+  EXPECT_EQ(layout[0] + layout[1], 8);
+  EXPECT_EQ(plan.layout, layout);
+  EXPECT_THAT(plan.layout_reason, StartsWith("auto: [" + std::to_string(layout[0]) + ", "));
+  EXPECT_THAT(plan.layout_reason, HasSubstr("shorter than the even split [4, 4]"));
+
+  // The even split, asked for, predicts a longer step.
+  JobSpec even = spec;
+  even.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
+  const JobPlan even_plan = Plan(even);
+  EXPECT_THAT(even_plan.spec.pipeline().layout(), IsEmpty());
+  EXPECT_THAT(even_plan.layout, ElementsAre(4, 4));
+  EXPECT_EQ(even_plan.layout_reason, "even (layout_policy)");
+  EXPECT_LT(plan.choice.simulation.step_seconds,
+            0.99 * even_plan.choice.simulation.step_seconds);
+}
+
+TEST(PlanJobLayout, AGivenLayoutIsKept) {
+  JobSpec spec = DemoLlama();
+  for (int blocks : {4, 4}) spec.mutable_pipeline()->add_layout(blocks);
+  const JobPlan plan = Plan(spec);
+  EXPECT_THAT(plan.spec.pipeline().layout(), ElementsAre(4, 4));
+  EXPECT_EQ(plan.layout_reason, "given");
+}
+
+// A small head (TinySpec's 256 tokens) leaves the even split, and the spec
+// as submitted.
+TEST(PlanJobLayout, AutoKeepsTheEvenSplitWhenNothingIsFaster) {
+  const JobSpec spec = TinySpec();
+  const JobPlan plan = Plan(spec);
+  EXPECT_THAT(plan.spec.pipeline().layout(), IsEmpty());
+  EXPECT_THAT(plan.layout, ElementsAre(4, 4));
+  EXPECT_THAT(plan.layout_reason, StartsWith("auto: the even split [4, 4] (no other layout"));
+}
+
+// Blocks that do not divide: AUTO splits them (EVEN refuses, planning_test).
+TEST(PlanJobLayout, AutoSplitsBlocksThatDoNotDivide) {
+  JobSpec spec = TinySpec();
+  spec.mutable_model()->set_layers(9);
+  const JobPlan plan = Plan(spec);
+  const auto& layout = plan.spec.pipeline().layout();
+  ASSERT_EQ(layout.size(), 2);
+  EXPECT_EQ(std::accumulate(layout.begin(), layout.end(), 0), 9);
+  EXPECT_THAT(plan.layout_reason, HasSubstr("9 blocks do not split evenly over 2"));
+}
+
+// Planning the planned spec again (JobModel::Prepare re-plans a job that
+// never ran; a restored job plans from its stored spec) gives the same
+// schedule, layout and predicted step, for a named schedule and for
+// "auto", whose chosen schedule's chunks the planned spec carries.
+TEST(PlanJobLayout, ThePlannedSpecPlansTheSame) {
+  JobSpec automatic = DemoLlama();
+  automatic.mutable_schedule()->set_name("auto");
+  automatic.mutable_schedule()->set_memory_limit_m_b(4);
+  for (const JobSpec& spec : {DemoLlama(), automatic}) {
+    SCOPED_TRACE(spec.schedule().name());
+    const JobPlan first = Plan(spec);
+    ASSERT_GT(first.spec.pipeline().layout_size(), 0);
+    const JobPlan again = Plan(first.spec);
+    EXPECT_EQ(again.choice.name, first.choice.name);
+    EXPECT_EQ(again.layout, first.layout);
+    EXPECT_EQ(again.spec.SerializeAsString(), first.spec.SerializeAsString());
+    EXPECT_DOUBLE_EQ(again.choice.simulation.step_seconds,
+                     first.choice.simulation.step_seconds);
+    EXPECT_EQ(first.choice.problem.num_virtual_stages(),
+              first.spec.pipeline().layout_size());
+  }
+}
+
+// With "auto" each candidate schedule gets its own layout: the chosen plan
+// is no slower than the best schedule under the even split.
+TEST(PlanJobLayout, AutoChoosesLayoutAndScheduleTogether) {
+  JobSpec spec = DemoLlama();
+  spec.mutable_schedule()->set_name("auto");
+  spec.mutable_schedule()->set_memory_limit_m_b(4);
+  JobSpec even = spec;
+  even.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
+  const JobPlan joint = Plan(spec);
+  const JobPlan fixed = Plan(even);
+  EXPECT_LT(joint.choice.simulation.step_seconds, fixed.choice.simulation.step_seconds);
+  EXPECT_THAT(joint.layout_reason, StartsWith("auto: ["));
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

@@ -238,9 +238,11 @@ TEST(PlanJob, AutoPicksAVScheduleWhereItIsShortest) {
 
 TEST(PlanJob, AutoPicksALoopScheduleWhereNoVScheduleRuns) {
   // 6 layers on p = 2: 3 per stage for a loop schedule, but the V
-  // schedules' 2p = 4 virtual stages cannot divide them.
+  // schedules' 2p = 4 virtual stages cannot divide them evenly (layout_policy
+  // auto would split them unevenly: planning_layout_test.cc).
   JobSpec spec = TinySpec();
   spec.mutable_model()->set_layers(6);
+  spec.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
   spec.mutable_schedule()->set_name("auto");
   spec.mutable_schedule()->set_memory_limit_m_b(2);
   for (const char* v_schedule : {"zb-v", "v-half", "v-min", "dualpipe-v"}) {
@@ -502,6 +504,7 @@ TEST(InitialProblem, ALayoutGivesEachVirtualStageItsOwnBlocks) {
   spec.mutable_model()->set_vocab(2048);
   JobSpec even = spec;
   even.mutable_pipeline()->clear_layout();
+  even.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_EVEN);
   absl::StatusOr<JobPlan> balanced = PlanJob(spec), uneven = PlanJob(even);
   ASSERT_TRUE(balanced.ok()) << balanced.status();
   ASSERT_TRUE(uneven.ok()) << uneven.status();

@@ -76,7 +76,7 @@ TEST_F(CoordinatorTest, BadSpecsChangeNothing) {
        [](v1::JobSpec& s) { s.mutable_pipeline()->set_microbatches(0); }},
       {"pipeline.microbatches",
        [](v1::JobSpec& s) { s.mutable_pipeline()->set_microbatches(-3); }},
-      {"model.layers", [](v1::JobSpec& s) { s.mutable_model()->set_layers(7); }},
+      {"model.layers", [](v1::JobSpec& s) { s.mutable_model()->set_layers(1); }},
       {"schedule.name",
        [](v1::JobSpec& s) { s.mutable_schedule()->set_name("zb-h3"); }},
       {"schedule.memory_limit_m_b",

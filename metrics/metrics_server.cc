@@ -182,12 +182,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
       static_cast<unsigned int>(options.num_threads);
   server->daemon_ = MHD_start_daemon(
       MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, on_request,
-      server.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&*address),
+      // The logger first: the options' own warnings (a pool of one thread
+      // is no pool) go to it, not to stderr.
+      server.get(), MHD_OPTION_EXTERNAL_LOGGER, keep_last_error, server.get(),
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&*address),
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned int>(options.num_threads),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(options.idle_timeout_seconds),
       MHD_OPTION_CONNECTION_LIMIT, backstop, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-      server.get(), MHD_OPTION_NOTIFY_COMPLETED, on_completed, server.get(),
-      MHD_OPTION_EXTERNAL_LOGGER, keep_last_error, server.get(), MHD_OPTION_END);
+      server.get(), MHD_OPTION_NOTIFY_COMPLETED, on_completed, server.get(), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     absl::MutexLock lock(&server->log_mutex_);
     return absl::UnavailableError(absl::StrCat(

@@ -71,12 +71,17 @@ absl::Status SqliteStore::DeleteJob(const std::string& job_id) {
     for (const Statement* statement :
          {&st.delete_schedule_versions, &st.delete_cost_snapshots, &st.delete_step_summaries,
           &st.delete_validation_outcomes, &st.delete_checkpoints, &st.delete_resolve_records,
-          &st.delete_job, &st.delete_unused_schedule_files}) {
+          &st.delete_job}) {
       Run run(*statement);
       run.Text(1, job_id);
       if (int rc = run.Step(); rc != SQLITE_DONE) {
         return Error(rc, absl::StrCat("deleting job ", Quote(job_id)));
       }
+    }
+    // Its schedule file, unless another job carries it too.
+    Run files(st.delete_unused_schedule_files);
+    if (int rc = files.Step(); rc != SQLITE_DONE) {
+      return Error(rc, absl::StrCat("deleting the schedule file of job ", Quote(job_id)));
     }
     return absl::OkStatus();
   });

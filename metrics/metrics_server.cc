@@ -226,7 +226,8 @@ void MetricsServer::OnConnection(MHD_Connection* connection, void** socket_conte
     sockets_.erase(id);
     return;
   }
-  const MHD_ConnectionInfo* fd = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const MHD_ConnectionInfo* fd =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
   const MHD_ConnectionInfo* peer =
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   if (fd == nullptr || peer == nullptr || peer->client_addr == nullptr) return;

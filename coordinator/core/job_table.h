@@ -79,9 +79,6 @@ class JobTable {
   /// are never erased. O(jobs).
   std::vector<std::string> EraseFinishedBeyond(int keep);
 
-  /// Schedule files held (each once, however many jobs hold it).
-  size_t ScheduleFilesHeld() const { return schedule_files_.size(); }
-
  private:
   Job& Insert(int64_t seq, zbpp::v1::Job proto, std::shared_ptr<const std::string> file);
   /// Recover()'s second half: restores each loaded job.

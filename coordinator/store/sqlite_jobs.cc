@@ -1,6 +1,7 @@
 #include "coordinator/store/sqlite_store.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -359,11 +360,14 @@ absl::StatusOr<StoredState> SqliteStore::LoadAll() {
             return s;
           }
         }
-        for (auto [statement, files] :
+        for (const auto& table :
              {std::pair{&statements_->load_schedule_files, &state.schedule_files},
               std::pair{&statements_->load_schedule_file_of_jobs,
                         &state.schedule_file_of_job}}) {
-          Run run(*statement);
+          // Named, not bound: a lambda cannot capture a structured binding
+          // before C++20 (the fuzzers build as C++17).
+          std::map<std::string, std::string>* files = table.second;
+          Run run(*table.first);
           if (absl::Status s = ReadRows(run, "schedule_files", [&](Run& row) {
                 files->emplace(row.ColumnText(0), row.ColumnText(1));
                 return absl::OkStatus();

@@ -53,6 +53,27 @@ MHD_Result Send(MHD_Connection* connection, const HttpResponse& response) {
   return queued;
 }
 
+// The id OnConnection gave `connection` (0 when it gave none).
+uint64_t ConnectionId(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info == nullptr ? 0 : reinterpret_cast<uintptr_t>(info->socket_context);
+}
+
+// The client's host, equal for every connection from one address (the
+// port left out).
+std::string ClientAddress(const sockaddr& address) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address.sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text,
+                sizeof(text));
+  } else if (address.sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+                sizeof(text));
+  }
+  return text;
+}
+
 }  // namespace
 
 HttpResponse MetricsServer::Answer(const std::string& path) const {
@@ -115,18 +136,21 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   address->sin_port = htons(static_cast<uint16_t>(requested_port));
 
   auto server = std::unique_ptr<MetricsServer>(
-      new MetricsServer(std::move(registry), std::move(options.page_handler)));
+      new MetricsServer(std::move(registry), std::move(options.page_handler),
+                        options.max_connections, options.max_connections_per_client));
   // Every request is answered on its first call: GET and HEAD carry no body
   // to wait for; other methods are refused.
   MHD_AccessHandlerCallback on_request =
       [](void* self, MHD_Connection* connection, const char* url, const char* method,
          const char* /*version*/, const char* /*upload_data*/, size_t* /*upload_data_size*/,
          void** /*request_state*/) -> MHD_Result {
+    auto* server = static_cast<MetricsServer*>(self);
+    server->caps_.BeginRequest(ConnectionId(connection));
     const absl::string_view verb = method;
     if (verb != MHD_HTTP_METHOD_GET && verb != MHD_HTTP_METHOD_HEAD) {
       return Send(connection, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"});
     }
-    return Send(connection, static_cast<const MetricsServer*>(self)->Answer(url));
+    return Send(connection, server->Answer(url));
   };
   // libmicrohttpd's error log: the last line is the reason of a failed
   // start (e.g. "Failed to bind to port 9464: Address already in use").
@@ -137,15 +161,35 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     absl::MutexLock lock(&server->log_mutex_);
     server->last_error_ = std::string(absl::StripTrailingAsciiWhitespace(line));
   };
+  // Caps: ConnectionCaps decides, from the connection callbacks, which
+  // connection to close past a cap (an idle one, rather than the newcomer).
+  // libmicrohttpd's own limit stays as a backstop above them: it splits its
+  // limit evenly over the pool's threads, so each thread's share is sized
+  // to hold every connection, twice over for those closing after an
+  // eviction.
+  MHD_NotifyConnectionCallback on_connection = [](void* self, MHD_Connection* connection,
+                                                  void** socket_context,
+                                                  MHD_ConnectionNotificationCode code) {
+    static_cast<MetricsServer*>(self)->OnConnection(connection, socket_context, code);
+  };
+  MHD_RequestCompletedCallback on_completed = [](void* self, MHD_Connection* connection,
+                                                 void** /*request_state*/,
+                                                 MHD_RequestTerminationCode /*code*/) {
+    static_cast<MetricsServer*>(self)->caps_.EndRequest(ConnectionId(connection));
+  };
+  const unsigned int backstop =
+      2u * static_cast<unsigned int>(options.max_connections) *
+      static_cast<unsigned int>(options.num_threads);
   server->daemon_ = MHD_start_daemon(
       MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, on_request,
-      server.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&*address),
+      // The logger first: the options' own warnings (a pool of one thread
+      // is no pool) go to it, not to stderr.
+      server.get(), MHD_OPTION_EXTERNAL_LOGGER, keep_last_error, server.get(),
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr*>(&*address),
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned int>(options.num_threads),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(options.idle_timeout_seconds),
-      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned int>(options.max_connections),
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      static_cast<unsigned int>(options.max_connections_per_client),
-      MHD_OPTION_EXTERNAL_LOGGER, keep_last_error, server.get(), MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, backstop, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+      server.get(), MHD_OPTION_NOTIFY_COMPLETED, on_completed, server.get(), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     absl::MutexLock lock(&server->log_mutex_);
     return absl::UnavailableError(absl::StrCat(
@@ -164,8 +208,42 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
 
 MetricsServer::MetricsServer(
     std::shared_ptr<prometheus::Registry> registry,
-    std::function<HttpResponse(const std::string&)> page_handler)
-    : registry_(std::move(registry)), page_handler_(std::move(page_handler)) {}
+    std::function<HttpResponse(const std::string&)> page_handler, int max_connections,
+    int max_connections_per_client)
+    : registry_(std::move(registry)),
+      page_handler_(std::move(page_handler)),
+      caps_(max_connections, max_connections_per_client) {}
+
+void MetricsServer::OnConnection(MHD_Connection* connection, void** socket_context,
+                                 int code) {
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    // Before libmicrohttpd closes the socket: a descriptor in `sockets_`
+    // is never one the kernel gave to a later connection.
+    const uint64_t id = reinterpret_cast<uintptr_t>(*socket_context);
+    if (id == 0) return;  // Never started.
+    caps_.Close(id);
+    absl::MutexLock lock(&sockets_mutex_);
+    sockets_.erase(id);
+    return;
+  }
+  const MHD_ConnectionInfo* fd =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const MHD_ConnectionInfo* peer =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (fd == nullptr || peer == nullptr || peer->client_addr == nullptr) return;
+  const uint64_t id = next_id_.fetch_add(1) + 1;  // 0 marks "never started".
+  *socket_context = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
+  {
+    absl::MutexLock lock(&sockets_mutex_);
+    sockets_.emplace(id, fd->connect_fd);
+  }
+  const std::optional<uint64_t> close = caps_.Open(id, ClientAddress(*peer->client_addr));
+  if (!close.has_value()) return;
+  // Shut down, not closed: libmicrohttpd sees the end of the stream on its
+  // next poll and closes the connection itself (CLOSED above, then close).
+  absl::MutexLock lock(&sockets_mutex_);
+  if (auto it = sockets_.find(*close); it != sockets_.end()) ::shutdown(it->second, SHUT_RDWR);
+}
 
 MetricsServer::~MetricsServer() {
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);

@@ -1,15 +1,20 @@
 #ifndef ZBPP_METRICS_METRICS_SERVER_H_
 #define ZBPP_METRICS_METRICS_SERVER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "metrics/connection_caps.h"
 #include "prometheus/registry.h"
 
+struct MHD_Connection;
 struct MHD_Daemon;
 
 namespace zbpp::metrics {
@@ -35,7 +40,10 @@ struct HttpResponse {
 /// opens connections and sends its request slowly, or never, holds no
 /// thread, and a scrape is answered while such clients wait. Connections are
 /// capped in all and per client address, and closed after
-/// `idle_timeout_seconds` without traffic.
+/// `idle_timeout_seconds` without traffic; past a cap, the oldest
+/// connection that is not inside a request is closed to let the new one
+/// in (ConnectionCaps), so idle connections, however many and from
+/// whichever address, never lock a scrape out.
 ///
 /// Thread-safety: const methods may be called from any thread; requests are
 /// served by the server's own threads (the page handler may be called from
@@ -54,12 +62,15 @@ class MetricsServer {
     /// A connection with no traffic for this long is closed; >= 1 s
     /// (libmicrohttpd's MHD_OPTION_CONNECTION_TIMEOUT, whole seconds).
     int idle_timeout_seconds = 10;
-    /// Open connections at most, in all; >= 1. A connection past the cap is
-    /// closed as soon as it is accepted.
+    /// Open connections at most, in all; >= 1. A connection past the cap
+    /// closes the oldest idle connection (one not inside a request), or is
+    /// closed itself as soon as it is accepted when every connection is
+    /// inside a request.
     int max_connections = 512;
     /// Open connections at most from one client address; >= 1, at most
-    /// max_connections. Prometheus keeps one per scrape target; browsers
-    /// on the schedule page keep a few.
+    /// max_connections. Past it, as past max_connections, among that
+    /// address's connections only. Prometheus keeps one per scrape target;
+    /// browsers on the schedule page keep a few.
     int max_connections_per_client = 64;
     /// Answers a GET of any path other than `kPath` (the path without the
     /// query string); thread-safe. Null: 404 for every other path.
@@ -93,7 +104,13 @@ class MetricsServer {
 
  private:
   MetricsServer(std::shared_ptr<prometheus::Registry> registry,
-                std::function<HttpResponse(const std::string&)> page_handler);
+                std::function<HttpResponse(const std::string&)> page_handler,
+                int max_connections, int max_connections_per_client);
+
+  // libmicrohttpd's connection callback (`code` an
+  // MHD_ConnectionNotificationCode): counts a started connection in
+  // `caps_` and shuts down the one it says to close; forgets a closed one.
+  void OnConnection(MHD_Connection* connection, void** socket_context, int code);
 
   // The reply to a GET or HEAD of `path`.
   HttpResponse Answer(const std::string& path) const;
@@ -104,6 +121,11 @@ class MetricsServer {
   // libmicrohttpd's last error line (the reason of a failed start).
   absl::Mutex log_mutex_;
   std::string last_error_ ABSL_GUARDED_BY(log_mutex_);
+  ConnectionCaps caps_;
+  // Ids of started connections (OnConnection's, from 1) and their sockets.
+  std::atomic<uint64_t> next_id_{0};
+  absl::Mutex sockets_mutex_;
+  absl::flat_hash_map<uint64_t, int> sockets_ ABSL_GUARDED_BY(sockets_mutex_);
   MHD_Daemon* daemon_ = nullptr;
   std::string address_;
   int port_ = 0;

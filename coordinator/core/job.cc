@@ -14,16 +14,19 @@
 #include "api/time_proto.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
+#include "coordinator/core/schedule_file.h"
 
 namespace zbpp::coordinator {
 
 using zbpp::v1::JobEvent;
 using zbpp::v1::SessionResponse;
 
-Job::Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context)
+Job::Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context,
+         std::shared_ptr<const std::string> schedule_file)
     : context_(context),
       seq_(seq),
       job_(std::move(proto)),
+      schedule_file_(std::move(schedule_file)),
       attempt_(job_.spec().pipeline().stages(), DataParallelOf(job_.spec().pipeline())) {
   job_.clear_schedule();
 }
@@ -39,11 +42,11 @@ zbpp::v1::Job Job::View(bool full) const {
   zbpp::v1::Job view = job_;
   if (full) {
     if (!versions_.empty()) *view.mutable_schedule() = versions_.latest();
+    // A schedule file's text may be MiBs (job_spec.proto); the full view of
+    // one job carries it, lists do not.
+    AttachScheduleFileText(schedule_file_, *view.mutable_spec());
     return view;
   }
-  // A schedule file's text may be MiBs (job_spec.proto); the full view of
-  // one job carries it, lists do not.
-  if (view.spec().has_schedule()) view.mutable_spec()->mutable_schedule()->clear_file_text();
   if (view.has_last_step()) view.mutable_last_step()->clear_stages();
   if (view.has_first_step()) view.mutable_first_step()->clear_stages();
   view.clear_last_step_timeline();
@@ -134,8 +137,10 @@ std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
 // ------------------------------------------------------------ attempts
 
 absl::Status Job::Prepare() {
+  zbpp::v1::Job planned = job_;  // Planning reads the schedule file.
+  AttachScheduleFileText(schedule_file_, *planned.mutable_spec());
   absl::StatusOr<std::optional<ScheduleChoice>> first =
-      model_.Prepare(job_, versions_, context_);
+      model_.Prepare(planned, versions_, context_);
   if (!first.ok()) return Fail(std::string(first.status().message()));
   attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
   if (!first->has_value()) return absl::OkStatus();

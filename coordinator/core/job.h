@@ -45,8 +45,11 @@ struct ReportOutcome {
 /// held (the cost model and the outboxes lock themselves too).
 class Job {
  public:
-  /// `proto` as stored (its `schedule` is dropped: views fill it).
-  Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context);
+  /// `proto` as stored (its `schedule` is dropped: views fill it), its
+  /// schedule file's text, when it has one, in `schedule_file` (shared with
+  /// the jobs of the same file, ScheduleFileTexts) rather than in the spec.
+  Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context,
+      std::shared_ptr<const std::string> schedule_file = nullptr);
 
   // --- Identity and views ---
   int64_t seq() const { return seq_; }  ///< Creation order, from 1.
@@ -303,6 +306,8 @@ class Job {
   const JobContext& context_;
   const int64_t seq_;
   zbpp::v1::Job job_;  ///< `schedule` is left empty; views fill it.
+  /// spec.schedule.file_text, held once per content; null without a file.
+  std::shared_ptr<const std::string> schedule_file_;
   ScheduleVersions versions_;
   JobModel model_;
   JobAttempt attempt_;

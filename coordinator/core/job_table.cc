@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
 #include "api/time_proto.h"
+#include "common/sha256.h"
 #include "coordinator/core/checkpoint_directory.h"
 
 namespace zbpp::coordinator {
@@ -63,7 +64,16 @@ absl::Status JobTable::CheckCheckpointDirectoryFree(const zbpp::v1::JobSpec& spe
   return absl::OkStatus();
 }
 
-Job& JobTable::Add(zbpp::v1::Job proto) { return Insert(next_seq_, std::move(proto)); }
+Job& JobTable::Add(zbpp::v1::Job proto) {
+  zbpp::v1::SchedulePolicy& schedule = *proto.mutable_spec()->mutable_schedule();
+  std::shared_ptr<const std::string> file;
+  if (!schedule.file_text().empty()) {
+    const std::string sha256 = Sha256Hex(schedule.file_text());
+    file = schedule_files_.Intern(sha256, std::move(*schedule.mutable_file_text()));
+    schedule.clear_file_text();
+  }
+  return Insert(next_seq_, std::move(proto), std::move(file));
+}
 
 absl::Status JobTable::Recover(Store& store) {
   absl::StatusOr<StoredState> state = store.LoadAll();
@@ -75,7 +85,19 @@ absl::Status JobTable::Recover(Store& store) {
           !jobs_.count(seq))) {
       seq = next_seq_;
     }
-    Insert(seq, std::move(stored));
+    std::shared_ptr<const std::string> file;
+    if (auto named = state->schedule_file_of_job.find(id);
+        named != state->schedule_file_of_job.end()) {
+      const std::string& sha256 = named->second;
+      auto text = state->schedule_files.find(sha256);
+      if (text == state->schedule_files.end()) {
+        return absl::InternalError(absl::StrCat("job ", id, ": its schedule file (SHA-256 ",
+                                                sha256, ") is not in the store"));
+      }
+      // Moved on the first job of the file; the others get the same text.
+      file = schedule_files_.Intern(sha256, std::move(text->second));
+    }
+    Insert(seq, std::move(stored), std::move(file));
   }
   for (zbpp::v1::ScheduleVersion& version : state->schedule_versions) {
     Job* job = Find(version.job_id());
@@ -102,9 +124,10 @@ absl::Status JobTable::RestoreAll(Store& store) {
   return absl::OkStatus();
 }
 
-Job& JobTable::Insert(int64_t seq, zbpp::v1::Job proto) {
+Job& JobTable::Insert(int64_t seq, zbpp::v1::Job proto,
+                      std::shared_ptr<const std::string> file) {
   next_seq_ = std::max(next_seq_, seq + 1);
-  auto job = std::make_unique<Job>(seq, std::move(proto), context_);
+  auto job = std::make_unique<Job>(seq, std::move(proto), context_, std::move(file));
   Job& added = *job;
   seq_of_job_[added.id()] = seq;
   jobs_[seq] = std::move(job);

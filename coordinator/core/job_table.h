@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/core/job.h"
+#include "coordinator/core/schedule_file.h"
 #include "coordinator/store/store.h"
 #include "zbpp/v1/job.pb.h"
 
@@ -43,13 +44,18 @@ class JobTable {
   /// the second job fail at its first checkpoint). `spec` as NewJob made it
   /// (placeholder expanded). O(jobs).
   absl::Status CheckCheckpointDirectoryFree(const zbpp::v1::JobSpec& spec) const;
-  /// Adds `proto` (made by NewJob) as a new job.
+  /// Adds `proto` (made by NewJob) as a new job; its schedule file's text
+  /// moves out of the spec into the texts held once per content
+  /// (ScheduleFileTexts): the job's proto() no longer carries it, its full
+  /// view does.
   Job& Add(zbpp::v1::Job proto);
   /// Loads every job and schedule version from `store` (a job keeps the
-  /// number of its id "job-<n>" when n is free), restores each job
+  /// number of its id "job-<n>" when n is free; its schedule file from
+  /// StoredState.schedule_files, held once per content), restores each job
   /// (Job::Restore, with its stored validation outcomes; a job whose state
   /// changed is stored through the context's writer, as every transition
-  /// is). Errors of the store, ScheduleFromProto and Job::Restore.
+  /// is). Errors of the store, ScheduleFromProto and Job::Restore; Internal
+  /// naming the job for a schedule file the store does not hold.
   absl::Status Recover(Store& store);
 
   /// Calls `visit` on every job, oldest first, until it returns false.
@@ -74,7 +80,7 @@ class JobTable {
   std::vector<std::string> EraseFinishedBeyond(int keep);
 
  private:
-  Job& Insert(int64_t seq, zbpp::v1::Job proto);
+  Job& Insert(int64_t seq, zbpp::v1::Job proto, std::shared_ptr<const std::string> file);
   /// Recover()'s second half: restores each loaded job.
   absl::Status RestoreAll(Store& store);
 
@@ -82,6 +88,7 @@ class JobTable {
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  ///< By creation number.
   std::map<std::string, int64_t> seq_of_job_;
   int64_t next_seq_ = 1;
+  ScheduleFileTexts schedule_files_;
 };
 
 }  // namespace zbpp::coordinator

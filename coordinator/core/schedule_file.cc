@@ -96,4 +96,26 @@ std::string FileResolver(const sched::Schedule& current) {
                                                               : "zb-auto";
 }
 
+std::shared_ptr<const std::string> ScheduleFileTexts::Intern(const std::string& sha256,
+                                                             std::string text) {
+  // Texts no job holds any more go first (as many as the jobs erased).
+  absl::erase_if(texts_, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<const std::string>& held = texts_[sha256];
+  if (std::shared_ptr<const std::string> shared = held.lock()) return shared;
+  auto shared = std::make_shared<const std::string>(std::move(text));
+  held = shared;
+  return shared;
+}
+
+size_t ScheduleFileTexts::size() const {
+  size_t live = 0;
+  for (const auto& [sha256, text] : texts_) live += text.expired() ? 0 : 1;
+  return live;
+}
+
+void AttachScheduleFileText(const std::shared_ptr<const std::string>& text,
+                            zbpp::v1::JobSpec& spec) {
+  if (text != nullptr) spec.mutable_schedule()->set_file_text(*text);
+}
+
 }  // namespace zbpp::coordinator

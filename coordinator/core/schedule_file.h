@@ -1,8 +1,11 @@
 #ifndef ZBPP_COORDINATOR_CORE_SCHEDULE_FILE_H_
 #define ZBPP_COORDINATOR_CORE_SCHEDULE_FILE_H_
 
+#include <cstddef>
+#include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
@@ -47,6 +50,33 @@ bool ResolveDisabled(const zbpp::v1::JobSpec& spec);
 /// otherwise (a candidate that moves virtual stages is never published, see
 /// ResolvePolicy::Decide). Thread-safe (pure).
 std::string FileResolver(const sched::Schedule& current);
+
+/// Schedule files' texts held once per content: every job whose file has
+/// one SHA-256 (common/sha256.h) shares one immutable text, so a
+/// 3 MiB file submitted with each job of a sweep is 3 MiB in all rather than
+/// per job (the store keeps one copy likewise, store.h). A text goes when the
+/// last job holding it does (the table keeps weak references).
+///
+/// Thread-compatible (JobTable uses it under the Coordinator's mutex); the
+/// texts it hands out are immutable and may be read from any thread.
+class ScheduleFileTexts {
+ public:
+  /// The text held for `sha256`; `text` (moved in) when none is held.
+  /// `sha256` must be common/sha256.h's Sha256Hex(text): the caller has it.
+  std::shared_ptr<const std::string> Intern(const std::string& sha256, std::string text);
+
+  /// Texts held now (each once).
+  size_t size() const;
+
+ private:
+  absl::flat_hash_map<std::string, std::weak_ptr<const std::string>> texts_;
+};
+
+/// Puts `text` (when not null) back into `spec`'s schedule.file_text: a job
+/// holds its file beside its record (ScheduleFileTexts), and what reads the
+/// file (planning, a full view) gets the spec as submitted. Thread-safe.
+void AttachScheduleFileText(const std::shared_ptr<const std::string>& text,
+                            zbpp::v1::JobSpec& spec);
 
 }  // namespace zbpp::coordinator
 

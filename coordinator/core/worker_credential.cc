@@ -2,10 +2,10 @@
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "common/sha256.h"
 
 namespace zbpp::coordinator {
 
@@ -18,12 +18,7 @@ absl::StatusOr<std::string> NewWorkerCredential() {
       absl::string_view(reinterpret_cast<const char*>(bits), sizeof(bits)));
 }
 
-std::string CredentialDigest(std::string_view credential) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(credential.data()),
-         credential.size(), digest);
-  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
-}
+std::string CredentialDigest(std::string_view credential) { return Sha256(credential); }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

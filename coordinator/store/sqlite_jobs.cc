@@ -1,6 +1,7 @@
 #include "coordinator/store/sqlite_store.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -34,38 +35,11 @@ std::string StagesToText(std::vector<int32_t> stages) {
 // Jobs.
 
 absl::Status SqliteStore::CreateJob(const zbpp::v1::Job& job) {
-  if (job.id().empty()) return absl::InvalidArgumentError("job.id: empty");
-  std::string blob;
-  if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return InTransaction(Access::kWrite, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                           mu_) {
-    Run run(statements_->insert_job);
-    run.Text(1, job.id())
-        .Int(2, job.state())
-        .Int(3, job.create_time().seconds())
-        .Int(4, job.create_time().nanos())
-        .Blob(5, blob);
-    if (int rc = run.Step(); rc != SQLITE_DONE) {
-      return Error(rc, absl::StrCat("storing job ", Quote(job.id())));
-    }
-    return absl::OkStatus();
-  });
+  return WriteJob(job, /*create=*/true);
 }
 
 absl::Status SqliteStore::UpdateJob(const zbpp::v1::Job& job) {
-  if (job.id().empty()) return absl::InvalidArgumentError("job.id: empty");
-  std::string blob;
-  if (absl::Status s = Serialize(job, "job", &blob); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  return WriteForJob(job.id(), statements_->update_job,
-                     absl::StrCat("job ", Quote(job.id())), [&](Run& run) {
-                       run.Text(1, job.id())
-                           .Int(2, job.state())
-                           .Int(3, job.create_time().seconds())
-                           .Int(4, job.create_time().nanos())
-                           .Blob(5, blob);
-                     });
+  return WriteJob(job, /*create=*/false);
 }
 
 absl::StatusOr<zbpp::v1::Job> SqliteStore::GetJob(const std::string& job_id) {
@@ -77,7 +51,12 @@ absl::StatusOr<zbpp::v1::Job> SqliteStore::GetJob(const std::string& job_id) {
         Run run(statements_->get_job);
         run.Text(1, job_id);
         return ReadRows(run, what, [&](Run& row) {
-          return ParseColumn(row, 0, what, &job.emplace());
+          if (absl::Status s = ParseColumn(row, 0, what, &job.emplace()); !s.ok()) return s;
+          // The job as it was given: its schedule file's text back in place.
+          if (!row.ColumnIsNull(1)) {
+            job->mutable_spec()->mutable_schedule()->set_file_text(row.ColumnText(1));
+          }
+          return absl::OkStatus();
         });
       });
   if (!status.ok()) return status;
@@ -99,6 +78,11 @@ absl::Status SqliteStore::DeleteJob(const std::string& job_id) {
       if (int rc = run.Step(); rc != SQLITE_DONE) {
         return Error(rc, absl::StrCat("deleting job ", Quote(job_id)));
       }
+    }
+    // Its schedule file, unless another job carries it too.
+    Run files(st.delete_unused_schedule_files);
+    if (int rc = files.Step(); rc != SQLITE_DONE) {
+      return Error(rc, absl::StrCat("deleting the schedule file of job ", Quote(job_id)));
     }
     return absl::OkStatus();
   });
@@ -371,6 +355,22 @@ absl::StatusOr<StoredState> SqliteStore::LoadAll() {
           Run run(statements_->load_jobs);
           if (absl::Status s = ReadRows(run, "jobs", [&](Run& row) {
                 return ParseColumn(row, 0, "jobs", &state.jobs.emplace_back());
+              });
+              !s.ok()) {
+            return s;
+          }
+        }
+        for (const auto& table :
+             {std::pair{&statements_->load_schedule_files, &state.schedule_files},
+              std::pair{&statements_->load_schedule_file_of_jobs,
+                        &state.schedule_file_of_job}}) {
+          // Named, not bound: a lambda cannot capture a structured binding
+          // before C++20 (the fuzzers build as C++17).
+          std::map<std::string, std::string>* files = table.second;
+          Run run(*table.first);
+          if (absl::Status s = ReadRows(run, "schedule_files", [&](Run& row) {
+                files->emplace(row.ColumnText(0), row.ColumnText(1));
+                return absl::OkStatus();
               });
               !s.ok()) {
             return s;

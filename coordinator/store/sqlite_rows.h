@@ -1,10 +1,11 @@
 #ifndef ZBPP_COORDINATOR_STORE_SQLITE_ROWS_H_
 #define ZBPP_COORDINATOR_STORE_SQLITE_ROWS_H_
 
-// SqliteStore's internals shared by its two files (sqlite_store.cc: the
-// connection, schema and statements; sqlite_jobs.cc: the records): its
-// prepared statements, one use of a statement (Run), and the transaction
-// templates. Include from those two files only.
+// SqliteStore's internals shared by its files (sqlite_store.cc: the
+// connection, schema and statements; sqlite_jobs.cc: the records;
+// sqlite_schedule_files.cc: schedule files once per content): its prepared
+// statements, one use of a statement (Run), and the transaction templates.
+// Include from those files only.
 
 #include <sqlite3.h>
 
@@ -20,6 +21,11 @@
 
 namespace zbpp::coordinator {
 namespace sqlite_detail {
+
+// Stores a schedule file's text (?2) under its SHA-256 (?1), once.
+inline constexpr char kInsertScheduleFile[] =
+    "INSERT INTO schedule_files (sha256, text) VALUES (?1, ?2) "
+    "ON CONFLICT (sha256) DO NOTHING";
 
 // A quoted id for messages; ids are the coordinator's own, but a bad one
 // should still read unambiguously.
@@ -72,6 +78,9 @@ struct SqliteStore::Statements {
   Statement insert_validation_outcome, list_validation_outcomes;
   Statement put_checkpoint, load_checkpoints, list_checkpoints_at;
   Statement insert_resolve_record, list_resolve_records;
+  /// Schedule files, once per content (sqlite_schedule_files.cc).
+  Statement insert_schedule_file, load_schedule_files, load_schedule_file_of_jobs,
+      delete_unused_schedule_files;
   /// DeleteJob's, children first (their foreign keys name the job).
   Statement delete_schedule_versions, delete_cost_snapshots, delete_step_summaries,
       delete_validation_outcomes, delete_checkpoints, delete_resolve_records, delete_job;
@@ -102,6 +111,8 @@ class SqliteStore::Run {
                                    static_cast<int>(value.size()),
                                    SQLITE_STATIC));
   }
+  // SQL NULL.
+  Run& Null(int index) { return Check(sqlite3_bind_null(stmt_, index)); }
   Run& Int(int index, int64_t value) {
     return Check(sqlite3_bind_int64(stmt_, index, value));
   }
@@ -124,6 +135,9 @@ class SqliteStore::Run {
       return std::numeric_limits<double>::quiet_NaN();
     }
     return sqlite3_column_double(stmt_, column);
+  }
+  bool ColumnIsNull(int column) const {
+    return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
   }
   std::string ColumnText(int column) const {
     const unsigned char* text = sqlite3_column_text(stmt_, column);

@@ -98,6 +98,18 @@ CREATE INDEX resolve_records_by_job ON resolve_records (job_id, seq);
     R"sql(
 ALTER TABLE checkpoints ADD COLUMN data_parallel INTEGER NOT NULL DEFAULT 1;
 )sql",
+    // 3: schedule files once per content. A job's spec no longer holds
+    // its schedule file's text (up to 3 MiB, common/job_limits.h), it names
+    // the row here holding it; MoveScheduleFilesOut moves the texts stored
+    // inline before.
+    R"sql(
+CREATE TABLE schedule_files (
+  sha256 TEXT PRIMARY KEY NOT NULL,       -- of text, 64 lowercase hex digits
+  text BLOB NOT NULL                      -- SchedulePolicy.file_text
+) WITHOUT ROWID;
+ALTER TABLE jobs ADD COLUMN schedule_file TEXT REFERENCES schedule_files (sha256);
+CREATE INDEX jobs_by_schedule_file ON jobs (schedule_file);
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   SqliteStore::kSchemaVersion,
@@ -253,7 +265,10 @@ absl::Status SqliteStore::Migrate() {
       }
     }
     for (int64_t v = version; v < kSchemaVersion; ++v) {
-      if (absl::Status s = Exec(kMigrations[v]); !s.ok()) {
+      absl::Status s = Exec(kMigrations[v]);
+      // The texts sit inside protobuf BLOBs, out of SQL's reach.
+      if (s.ok() && v + 1 == kScheduleFilesSchema) s = MoveScheduleFilesOut();
+      if (!s.ok()) {
         return absl::Status(s.code(), absl::StrCat("migrating to schema ",
                                                    v + 1, ": ", s.message()));
       }
@@ -281,11 +296,16 @@ absl::Status SqliteStore::Prepare() {
       {&s.job_exists, "SELECT 1 FROM jobs WHERE id = ?1"},
       {&s.insert_job,
        "INSERT INTO jobs (id, state, create_time_seconds, create_time_nanos, "
-       "job) VALUES (?1, ?2, ?3, ?4, ?5)"},
+       "job, schedule_file) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
       {&s.update_job,
        "UPDATE jobs SET state = ?2, create_time_seconds = ?3, "
-       "create_time_nanos = ?4, job = ?5 WHERE id = ?1"},
-      {&s.get_job, "SELECT job FROM jobs WHERE id = ?1"},
+       "create_time_nanos = ?4, job = ?5, schedule_file = coalesce(?6, schedule_file) "
+       "WHERE id = ?1"},
+      {&s.get_job,
+       "SELECT job, text FROM jobs LEFT JOIN schedule_files "
+       "ON schedule_file = sha256 WHERE id = ?1"},
+      {&s.load_schedule_file_of_jobs,
+       "SELECT id, schedule_file FROM jobs WHERE schedule_file IS NOT NULL"},
       {&s.load_jobs,
        "SELECT job FROM jobs "
        "ORDER BY create_time_seconds, create_time_nanos, rowid"},
@@ -343,6 +363,11 @@ absl::Status SqliteStore::Prepare() {
       {&s.delete_checkpoints, "DELETE FROM checkpoints WHERE job_id = ?1"},
       {&s.delete_resolve_records, "DELETE FROM resolve_records WHERE job_id = ?1"},
       {&s.delete_job, "DELETE FROM jobs WHERE id = ?1"},
+      {&s.insert_schedule_file, sqlite_detail::kInsertScheduleFile},
+      {&s.load_schedule_files, "SELECT sha256, text FROM schedule_files"},
+      {&s.delete_unused_schedule_files,
+       "DELETE FROM schedule_files WHERE NOT EXISTS "
+       "(SELECT 1 FROM jobs WHERE schedule_file = schedule_files.sha256)"},
   };
   for (const auto& [statement, sql] : all) {
     if (absl::Status status = statement->Prepare(*this, sql); !status.ok()) {

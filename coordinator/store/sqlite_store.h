@@ -80,7 +80,11 @@ class SqliteStore final : public Store {
 
   /// The newest schema version this binary writes; `Create` migrates older
   /// databases up to it and refuses newer ones (FailedPrecondition).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
+  /// The schema that stores schedule files once per content (a
+  /// `schedule_files` table the jobs name by SHA-256); migrating a database
+  /// to it moves every job's inline schedule.file_text there.
+  static constexpr int kScheduleFilesSchema = 3;
 
   /// Opens (creating or migrating as needed) the database at
   /// `options.path`. Errors name the path: InvalidArgument for a bad option;
@@ -96,7 +100,8 @@ class SqliteStore final : public Store {
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
 
-  /// See Store. InvalidArgument for an empty `id`.
+  /// See Store. InvalidArgument for an empty `id`. Schedule files: Store's
+  /// contract, in the `schedule_files` table (kScheduleFilesSchema).
   absl::Status CreateJob(const zbpp::v1::Job& job) override;
   /// See Store. Also updates the `state` and `create_time` columns.
   absl::Status UpdateJob(const zbpp::v1::Job& job) override;
@@ -170,6 +175,13 @@ class SqliteStore final : public Store {
   /// or replaced since; OK for `:memory:`.
   absl::Status CheckFiles() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Migration to kScheduleFilesSchema, inside Migrate's transaction: each
+  /// job record's schedule.file_text moved to `schedule_files`, the job's
+  /// `schedule_file` column naming it.
+  absl::Status MoveScheduleFilesOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// CreateJob (`create`) and UpdateJob: the job's row, its schedule file
+  /// stored once per content first (Store's contract).
+  absl::Status WriteJob(const zbpp::v1::Job& job, bool create) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Prepare() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// What a transaction does: kWrite takes the write lock at BEGIN.
   enum class Access { kRead, kWrite };

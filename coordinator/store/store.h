@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_STORE_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,7 +43,16 @@ struct CheckpointRecord {
 /// Everything the coordinator persists, read back in full after a restart
 /// (it restores state, then serves: docs/control-plane.md, "The control plane").
 struct StoredState {
-  std::vector<zbpp::v1::Job> jobs;  ///< Ordered by creation.
+  /// Ordered by creation. A job's schedule file is not in its spec
+  /// (schedule.file_text empty) but in `schedule_files`, under the hash
+  /// `schedule_file_of_job` names.
+  std::vector<zbpp::v1::Job> jobs;
+  /// The text of every schedule file a job carries, once per content, by
+  /// SHA-256 (64 lowercase hex digits, common/sha256.h Sha256Hex).
+  std::map<std::string, std::string> schedule_files;
+  /// By job id, the SHA-256 of the job's schedule file; jobs without one
+  /// are not in it.
+  std::map<std::string, std::string> schedule_file_of_job;
   /// Every published version of every job, by (job, version).
   std::vector<zbpp::v1::ScheduleVersion> schedule_versions;
   std::vector<CheckpointRecord> checkpoints;  ///< By (job, step).
@@ -61,10 +71,19 @@ class Store {
   virtual ~Store() = default;
 
   /// Stores a new job (AlreadyExists when `job.id()` is taken).
+  ///
+  /// Schedule files (CreateJob and UpdateJob): a spec's
+  /// schedule.file_text is stored once per content, under its SHA-256,
+  /// however many jobs carry it, and the job's record without it. A file
+  /// no job carries any more goes with the last DeleteJob that carried it.
   virtual absl::Status CreateJob(const zbpp::v1::Job& job) = 0;
-  /// Replaces a stored job (NotFound when absent).
+  /// Replaces a stored job (NotFound when absent). A spec without
+  /// schedule.file_text keeps the job's stored schedule file (the
+  /// coordinator holds the text apart from the record it updates); one with
+  /// it is stored as CreateJob does.
   virtual absl::Status UpdateJob(const zbpp::v1::Job& job) = 0;
-  /// The job `job_id` (NotFound when absent).
+  /// The job `job_id` (NotFound when absent), its schedule file's text in
+  /// spec.schedule.file_text as it was given.
   virtual absl::StatusOr<zbpp::v1::Job> GetJob(const std::string& job_id) = 0;
 
   /// Appends a published schedule version; (job, version) must be new.

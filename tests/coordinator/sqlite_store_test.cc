@@ -205,11 +205,15 @@ TEST(SqliteStoreTest, SchemaOneCheckpointsMigrateAsOneReplica) {
     ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
     ASSERT_TRUE(store->PutCheckpoint({"j", 3, "/ckpt", {0}, true}).ok());
   }
-  // What schema 1 held: the checkpoints table without data_parallel.
+  // What schema 1 held: the checkpoints table without data_parallel (and
+  // nothing of schema 3's schedule files).
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
                          "ALTER TABLE checkpoints DROP COLUMN data_parallel; "
+                         "DROP INDEX jobs_by_schedule_file; "
+                         "ALTER TABLE jobs DROP COLUMN schedule_file; "
+                         "DROP TABLE schedule_files; "
                          "UPDATE schema_version SET version = 1",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);

@@ -31,11 +31,21 @@ inline std::string Serialize(const prometheus::Registry& registry) {
   return out.str();
 }
 
-/// A TCP connection to 127.0.0.1:`port`: its file descriptor, which the
-/// caller closes.
-inline absl::StatusOr<int> Connect(int port) {
+/// A TCP connection to 127.0.0.1:`port` from the local address `from` (an
+/// IPv4 address of the loopback network: Linux routes all of 127.0.0.0/8
+/// to the loopback device, so a test can be several clients): its file
+/// descriptor, which the caller closes.
+inline absl::StatusOr<int> Connect(int port, const char* from = "127.0.0.1") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(std::strerror(errno));
+  sockaddr_in source{};
+  source.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, from, &source.sin_addr) != 1 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("bind to ", from, ": ", error));
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -49,7 +59,8 @@ inline absl::StatusOr<int> Connect(int port) {
 }
 
 /// HTTP/1.0 GET of `path` from 127.0.0.1:`port` (the server closes the
-/// connection after the reply). Returns the status line and the body.
+/// connection after the reply), on a connection from 127.0.0.1. Returns the
+/// status line and the body.
 struct HttpReply {
   std::string status_line;
   std::string body;

@@ -280,6 +280,41 @@ TEST(PlanJob, AutoPlacesReductionsWithDataParallelism) {
   EXPECT_EQ(reductions, choice.schedule.num_virtual_stages());
 }
 
+// pipeline.microbatches is each replica's m (job_spec.proto): a job of d = 2
+// predicts the step of one replica's m microbatches, as d = 1 does, plus
+// its reductions, never the 2m microbatches of the global batch. The demo's
+// shape (one stage, zb-h1, m = 8) and a pipeline of two.
+TEST(PlanJob, DataParallelPredictsOneReplicasMicrobatchesPlusItsReductions) {
+  for (int stages : {1, 2}) {
+    SCOPED_TRACE(stages);
+    JobSpec one = TinySpec();
+    one.mutable_pipeline()->set_stages(stages);
+    one.mutable_schedule()->set_name("zb-h1");
+    JobSpec two = one;
+    two.mutable_pipeline()->set_data_parallel(2);
+    const absl::StatusOr<JobPlan> plan_one = PlanJob(one);
+    const absl::StatusOr<JobPlan> plan_two = PlanJob(two);
+    ASSERT_TRUE(plan_one.ok()) << plan_one.status();
+    ASSERT_TRUE(plan_two.ok()) << plan_two.status();
+    const ScheduleChoice& a = plan_one->choice;
+    const ScheduleChoice& b = plan_two->choice;
+    EXPECT_EQ(b.problem.microbatches, 8);
+    EXPECT_EQ(b.schedule.microbatches, 8);
+    double reduce_seconds = 0;
+    for (int s = 0; s < b.problem.num_virtual_stages(); ++s) {
+      EXPECT_EQ(b.problem.virtual_stages[s].f_seconds, a.problem.virtual_stages[s].f_seconds);
+      reduce_seconds += b.problem.virtual_stages[s].reduce_seconds;
+    }
+    int forwards = 0;
+    for (const auto& actions : b.schedule.actions) {
+      for (const sched::Action& action : actions) forwards += action.kind == sched::PassKind::kF;
+    }
+    EXPECT_EQ(forwards, 8 * b.schedule.num_virtual_stages());
+    EXPECT_GE(b.simulation.step_seconds, a.simulation.step_seconds);
+    EXPECT_LE(b.simulation.step_seconds, a.simulation.step_seconds + reduce_seconds + 1e-12);
+  }
+}
+
 TEST(PlanJob, ANamedScheduleIsItsGeneratorsWithTheReductionsPlaced) {
   JobSpec spec = TinySpec();
   spec.mutable_schedule()->set_name("zb-h1");

@@ -1,5 +1,6 @@
 #include "coordinator/core/schedule_file.h"
 
+#include <memory>
 #include <string>
 
 #include "common/job_limits.h"
@@ -129,6 +130,27 @@ TEST(ScheduleFile, IsKeptUnlessAReSolveIsAsked) {
   EXPECT_TRUE(ResolveDisabled(named_off));
   EXPECT_EQ(FileResolver(Generated("zb-v")), "zb-v");
   EXPECT_EQ(FileResolver(Generated("zb-1p")), "zb-auto");
+}
+
+// One text per content, shared while a job holds it, gone with the last.
+TEST(ScheduleFileTexts, OneTextPerContentWhileHeld) {
+  ScheduleFileTexts texts;
+  std::shared_ptr<const std::string> a = texts.Intern("h1", "text one");
+  std::shared_ptr<const std::string> b = texts.Intern("h1", "text one");
+  std::shared_ptr<const std::string> c = texts.Intern("h2", "text two");
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(*c, "text two");
+  EXPECT_EQ(texts.size(), 2u);
+  a.reset();
+  EXPECT_EQ(texts.size(), 2u) << "b still holds h1";
+  b.reset();
+  EXPECT_EQ(texts.size(), 1u);
+  EXPECT_EQ(*texts.Intern("h1", "text one"), "text one");
+  JobSpec spec;
+  AttachScheduleFileText(c, spec);
+  EXPECT_EQ(spec.schedule().file_text(), "text two");
+  AttachScheduleFileText(nullptr, spec);
+  EXPECT_EQ(spec.schedule().file_text(), "text two") << "null leaves the spec as it is";
 }
 
 }  // namespace

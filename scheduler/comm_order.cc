@@ -25,7 +25,7 @@ struct PassIndex {
       for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
         const Action& a = schedule.actions[w][j];
         if (a.kind == PassKind::kF || IsBackward(a)) {
-          of[w][{IsBackward(a), a.virtual_stage, a.microbatch}] = j;
+          of[w][{IsBackward(a), a.virtual_stage.value(), a.microbatch}] = j;
         }
       }
     }
@@ -113,10 +113,11 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
     for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
       const Action& a = schedule.actions[w][j];
       int next_virtual_stage = -1;
-      if (a.kind == PassKind::kF && a.virtual_stage + 1 < schedule.num_virtual_stages()) next_virtual_stage = a.virtual_stage + 1;
-      if (IsBackward(a) && a.virtual_stage > 0) next_virtual_stage = a.virtual_stage - 1;
+      const int vs = a.virtual_stage.value();
+      if (a.kind == PassKind::kF && vs + 1 < schedule.num_virtual_stages()) next_virtual_stage = vs + 1;
+      if (IsBackward(a) && vs > 0) next_virtual_stage = vs - 1;
       if (next_virtual_stage < 0) continue;
-      const int to = schedule.stage_of[next_virtual_stage];
+      const int to = schedule.StageOf(VirtualStage(next_virtual_stage)).value();
       if (to == w) continue;
       // Simulate checked that the consumer is there.
       const int consumer = index.of[to].at({IsBackward(a), next_virtual_stage, a.microbatch});
@@ -138,7 +139,7 @@ PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
   for (int w = 0; w < forward.stages; ++w) {
     for (int i = 0; i < static_cast<int>(forward.actions[w].size()); ++i) {
       const Action& a = forward.actions[w][i];
-      index[{a.microbatch, a.virtual_stage}] = i;
+      index[{a.microbatch, a.virtual_stage.value()}] = i;
     }
   }
   PairOrders orders;

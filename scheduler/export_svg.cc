@@ -227,8 +227,9 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       }
       const PassStyle style = StyleOf(a.kind);
       const bool later_chunk =
-          a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(chunk_of.size()) &&
-          chunk_of[a.virtual_stage] > 0;
+          a.virtual_stage.value() >= 0 &&
+          a.virtual_stage.value() < static_cast<int>(chunk_of.size()) &&
+          chunk_of[a.virtual_stage.value()] > 0;
       const double left = kLeft + (t.start_seconds - t0) * scale;
       const double box = (t.end_seconds - t.start_seconds) * scale;
       const bool reduce = a.kind == PassKind::kReduce;

@@ -232,12 +232,12 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
   }
   // A reduction is labelled with its stage: it covers every microbatch.
   auto label = [&](const Action& a) {
-    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.virtual_stage);
+    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.virtual_stage.value());
     std::string pass = a.kind == PassKind::kF   ? "F"
                        : a.kind == PassKind::kB ? "B"
                        : a.kind == PassKind::kW ? "W"
                                                 : "BW";
-    if (chunk_of[a.virtual_stage] % 2 == 1) {
+    if (chunk_of[a.virtual_stage.value()] % 2 == 1) {
       for (char& ch : pass) ch = static_cast<char>(ch - 'A' + 'a');
     }
     return pass + std::to_string(a.microbatch);

@@ -239,7 +239,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
           "\" height=\"", Px(reduce ? kCommHeight : kRowHeight), "\" fill=\"",
           later_chunk ? style.fill_dark : style.fill,
           "\" stroke=\"white\" stroke-width=\"0.5\"><title>",
-          ActionToString(a), ": ", style.label, " of virtual stage ", a.virtual_stage,
+          ActionToString(a), ": ", style.label, " of virtual stage ", a.virtual_stage.value(),
           reduce ? "" : absl::StrCat(", microbatch ", a.microbatch), ", ",
           t.start_seconds, " to ", t.end_seconds, " s</title></rect>\n");
       // Reductions are labelled by their title only: the row is too low.

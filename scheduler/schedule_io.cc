@@ -372,7 +372,7 @@ absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
                                                  "RECV_B"};
         return absl::InvalidArgumentError(absl::StrCat(
             RowName(w), ", cell ", rows.cells[w][i], " (", ActionToString(a),
-            "): no ", a.virtual_stage, kNames[static_cast<int>(kind)], a.microbatch,
+            "): no ", a.virtual_stage.value(), kNames[static_cast<int>(kind)], a.microbatch,
             is_send(kind) ? " after it (virtual stage " : " before it (virtual stage ", other,
             " is on stage ", owner[other], ")"));
       }

@@ -71,7 +71,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
     StageReport mean;
     double peak_activation_bytes = 0;
     for (int replica = 0; replica < d; ++replica) {
-      const StageReport& report = step.reports.at(WorkerIndex(replica, stage, p));
+      const StageReport& report = step.reports.at(WorkerOf(Stage(stage), Replica(replica), p).value());
       peak_activation_bytes = std::max(peak_activation_bytes, report.peak_activation_bytes);
       mean.busy_seconds += report.busy_seconds / d;
       mean.idle_seconds += report.idle_seconds / d;

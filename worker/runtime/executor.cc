@@ -59,13 +59,13 @@ bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == Pa
 std::string DescribeAction(const Action& a) {
   if (a.kind == PassKind::kReduce) {
     return absl::StrCat(sched::ActionToString(a),
-                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage, ")");
+                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage.value(), ")");
   }
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
                      : a.kind == PassKind::kW ? "W"
                                               : "BW";
-  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage,
+  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage.value(),
                       ", microbatch ", a.microbatch, ")");
 }
 
@@ -274,8 +274,8 @@ class StepRun {
         message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
         const Action& a = actions_[message.action];
         // Tags name the receiving virtual stage.
-        const int to_stage = !message.send ? a.virtual_stage : a.kind == PassKind::kF ? a.virtual_stage + 1
-                                                                                : a.virtual_stage - 1;
+        const int to_stage = !message.send ? a.virtual_stage.value() : a.kind == PassKind::kF ? a.virtual_stage.value() + 1
+                                                                                : a.virtual_stage.value() - 1;
         message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
                                                  : MessageKind::kGradient,
                           to_stage, a.microbatch);
@@ -390,15 +390,15 @@ class StepRun {
 
   absl::Status RunAction(size_t j) {
     const Action& a = actions_[j];
-    const LocalChunk* chunk = Chunk(a.virtual_stage);
+    const LocalChunk* chunk = Chunk(a.virtual_stage.value());
     if (chunk == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.virtual_stage, " is not held by rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage.value(), " is not held by rank ", o_.rank));
     }
     if (o_.synthetic.has_value() && a.kind != PassKind::kReduce) return SyntheticPass(j, a);
     if (chunk->model == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.virtual_stage, " has no model on rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage.value(), " has no model on rank ", o_.rank));
     }
     switch (a.kind) {
       case PassKind::kF:
@@ -436,12 +436,12 @@ class StepRun {
   // covers (GradientBuckets, with the schedule's bucket count for the
   // stage); computed once per stage and step.
   absl::StatusOr<const std::vector<at::Tensor>*> Bucket(const Action& a) {
-    auto it = buckets_.find(a.virtual_stage);
+    auto it = buckets_.find(a.virtual_stage.value());
     if (it == buckets_.end()) {
       absl::StatusOr<std::vector<std::vector<at::Tensor>>> split = GradientBuckets(
-          *Chunk(a.virtual_stage)->model, sched::BucketsPerVirtualStage(schedule_)[a.virtual_stage]);
+          *Chunk(a.virtual_stage.value())->model, sched::BucketsPerVirtualStage(schedule_)[a.virtual_stage.value()]);
       if (!split.ok()) return absl::FailedPreconditionError(split.status().message());
-      it = buckets_.emplace(a.virtual_stage, *std::move(split)).first;
+      it = buckets_.emplace(a.virtual_stage.value(), *std::move(split)).first;
     }
     return &it->second[a.bucket];
   }
@@ -452,13 +452,13 @@ class StepRun {
   // executor's bookkeeping inside the pass are part of that duration, not
   // added to it.
   absl::Status SyntheticPass(size_t j, const Action& a) {
-    const bool last = a.virtual_stage == num_virtual_stages() - 1;
-    if (a.kind == PassKind::kF && a.virtual_stage > 0) {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
+    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
+    if (a.kind == PassKind::kF && a.virtual_stage.value() > 0) {
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
                                                 a.microbatch);
       if (!in.ok()) return in.status();
     } else if (IsBackward(a) && !last) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
                                                a.microbatch);
       if (!g.ok()) return g.status();
     }
@@ -468,7 +468,7 @@ class StepRun {
     int buckets = 1;
     if (a.kind == PassKind::kW && a.bucket != sched::kAllBuckets) {
       if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerVirtualStage(schedule_);
-      buckets = synthetic_buckets_[a.virtual_stage];
+      buckets = synthetic_buckets_[a.virtual_stage.value()];
     }
     double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
     if (merged_w) {
@@ -482,10 +482,10 @@ class StepRun {
       if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       } else {
-        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
+        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       }
-    } else if (IsBackward(a) && a.virtual_stage > 0) {
-      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
+    } else if (IsBackward(a) && a.virtual_stage.value() > 0) {
+      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     }
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<SteadyClock::duration>(
@@ -505,8 +505,8 @@ class StepRun {
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
-    const bool first = a.virtual_stage == 0;
-    const bool last = a.virtual_stage == num_virtual_stages() - 1;
+    const bool first = a.virtual_stage.value() == 0;
+    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
     MicrobatchData data;
     if (first || last) {
       data = batches_(step_, a.microbatch);
@@ -517,7 +517,7 @@ class StepRun {
     if (first) {
       input = data.inputs;
     } else {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
                                                 a.microbatch);
       if (!in.ok()) return in.status();
       input = in->detach().requires_grad_(true);
@@ -530,35 +530,35 @@ class StepRun {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
-      Deliver(j, out, MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
+      Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       return absl::OkStatus();
     }
     at::Tensor loss;
     ForwardState state = ForwardPass(*chunk.model, chunk.store, a.microbatch, std::move(input),
                                      data.targets, schedule_.microbatches, &loss);
     if (last) AddLoss(loss);
-    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
-    forward_.emplace(std::make_pair(a.virtual_stage, a.microbatch), std::move(state));
+    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+    forward_.emplace(std::make_pair(a.virtual_stage.value(), a.microbatch), std::move(state));
     return absl::OkStatus();
   }
 
   absl::Status Backward(size_t j, const Action& a, const LocalChunk& chunk) {
-    auto it = forward_.find({a.virtual_stage, a.microbatch});
+    auto it = forward_.find({a.virtual_stage.value(), a.microbatch});
     if (it == forward_.end()) {
       return absl::FailedPreconditionError("B before its F on this rank");
     }
     ForwardState state = std::move(it->second);
     forward_.erase(it);
     at::Tensor grad_output;
-    if (a.virtual_stage < num_virtual_stages() - 1) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
+    if (a.virtual_stage.value() < num_virtual_stages() - 1) {
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
                                                a.microbatch);
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     }
     timer_.Begin(j);
     at::Tensor input_grad = BackwardPass(state, std::move(grad_output), o_.loss_scale);
-    if (a.virtual_stage > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
+    if (a.virtual_stage.value() > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -618,7 +618,7 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
   for (std::vector<Action>& actions : forward.actions) actions.clear();
   for (int mb = 0; mb < microbatches; ++mb) {
     for (int s = 0; s < forward.num_virtual_stages(); ++s) {
-      forward.actions[forward.stage_of[s]].push_back({PassKind::kF, s, mb});
+      forward.actions[forward.stage_of[s]].push_back({PassKind::kF, VirtualStage(s), mb});
     }
   }
   StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),

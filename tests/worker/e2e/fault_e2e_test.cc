@@ -235,7 +235,7 @@ TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
   for (int rank = 0; rank < kRanks; ++rank) {
     const std::string from = CheckpointPath(reference_, kSteps - 1, rank);
     for (const std::string& to : {CheckpointPath(interrupted_, 99999, rank),
-                                  absl::StrCat(elsewhere, "/rank-00", rank, ".pt")}) {
+                                  absl::StrCat(elsewhere, "/stage-00", rank, ".pt")}) {
       std::filesystem::copy_file(from, to);
       planted[to] = ReadFileToString(to).value_or("");
       ASSERT_FALSE(planted[to].empty()) << to;

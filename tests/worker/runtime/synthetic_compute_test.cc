@@ -146,7 +146,7 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   s.seed = 7;
   double lo = 10, hi = 0;
   for (int mb = 0; mb < 200; ++mb) {
-    const sched::Action a{sched::PassKind::kF, 1, mb};
+    const sched::Action a{sched::PassKind::kF, VirtualStage(1), mb};
     const double t = SyntheticPassSeconds(s, a, 3, 1);
     EXPECT_EQ(t, SyntheticPassSeconds(s, a, 3, 1));
     lo = std::min(lo, t);
@@ -157,8 +157,8 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   EXPECT_GT(hi - lo, 0.2);
   // A fused BW waits T_B + T_W; a partial W its share.
   s.noise = 0;
-  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, 0, 0}, 0, 1), 2.0);
-  sched::Action w{sched::PassKind::kW, 0, 0};
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, VirtualStage(0), 0}, 0, 1), 2.0);
+  sched::Action w{sched::PassKind::kW, VirtualStage(0), 0};
   w.bucket = 1;
   EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4), 0.25);
 }

@@ -254,7 +254,7 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
                                               : ChooseNamedSchedule(spec);
   if (!choice.ok()) return choice.status();
   JobPlan plan;
-  plan.memory = EstimateRankMemory(spec, choice->schedule, choice->simulation);
+  plan.memory = EstimateStageMemory(spec, choice->schedule, choice->simulation);
   plan.choice = *std::move(choice);
   return plan;
 }

@@ -136,9 +136,9 @@ struct JobPlan {
   /// (ResolvePolicy).
   ScheduleChoice choice;
   /// What each stage will hold (size pipeline.stages):
-  /// EstimateRankMemory of `choice`, what SubmitJob checks an NCCL job's
+  /// EstimateStageMemory of `choice`, what SubmitJob checks an NCCL job's
   /// workers against (StartAttempt estimates from the version in force).
-  std::vector<RankMemoryEstimate> memory;
+  std::vector<StageMemoryEstimate> memory;
 };
 
 /// The one planning entry: every field rule (CheckJobSpecFields,

@@ -43,7 +43,7 @@ std::string CsvField(const std::string& text) {
   return "\"" + absl::StrReplaceAll(text, {{"\"", "\"\""}}) + "\"";
 }
 
-// What a transport that matches messages by their order between two ranks
+// What a transport that matches messages by their order between two stages
 // (NCCL) makes of the schedule, each pair's messages in the order derived
 // from it (scheduler/comm_order.h).
 struct InOrderTransport {

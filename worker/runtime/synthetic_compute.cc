@@ -9,7 +9,7 @@ namespace zbpp::worker {
 namespace {
 
 // SplitMix64: a stateless hash, so a pass's noise depends on the pass alone
-// and not on the order in which ranks draw it.
+// and not on the order in which stages draw it.
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -20,7 +20,7 @@
 #include "scheduler/simulator.h"
 #include "worker/comm/in_process_communicator.h"
 #include "worker/comm/order_strict_communicator.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/synthetic_compute.h"
 #include "worker/runtime/synthetic_pipeline.h"
 
@@ -185,7 +185,7 @@ TEST(SyntheticComputeFromCostModel, ScalesTheVersionsCosts) {
 // The rank trainer around synthetic passes: post-update validation settles
 // every step (zero gradients: nothing clipped or skipped), the loss is the
 // constant, and each step lasts at least the simulator's step.
-TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
+TEST(SyntheticComputeStageTrainer, PostValidationStepsOnZeroGradients) {
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
   model->set_architecture("gpt");
@@ -219,9 +219,9 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      RankTrainerOptions o;
+      StageTrainerOptions o;
       o.spec = spec;
-      o.rank = r;
+      o.stage = r;
       o.virtual_stages = {r};
       o.communicator = comms[r].get();
       o.train_batches = [](int64_t, int) {
@@ -230,7 +230,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
       o.eval_batches = o.train_batches;
       o.timeout = absl::Seconds(20);
       o.synthetic = synthetic;
-      absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+      absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
       if (!trainer.ok()) {
         errors[r] = trainer.status();
         return;
@@ -253,7 +253,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   // starts late, its input already there, has a shorter step of its own).
   std::vector<double> makespans(kTrainerSteps, 0.0);
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
+    ASSERT_TRUE(errors[r].ok()) << "stage " << r << ": " << errors[r];
     ASSERT_EQ(results[r].size(), static_cast<size_t>(kTrainerSteps));
     for (size_t step = 0; step < results[r].size(); ++step) {
       const StepResult& result = results[r][step];

@@ -145,8 +145,8 @@ PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
   PairOrders orders;
   for (int mb = 0; mb < forward.microbatches; ++mb) {
     for (int s = 0; s + 1 < forward.num_virtual_stages(); ++s) {
-      const int from = forward.stage_of[s];
-      const int to = forward.stage_of[s + 1];
+      const int from = forward.StageOf(VirtualStage(s)).value();
+      const int to = forward.StageOf(VirtualStage(s + 1)).value();
       if (from == to) continue;
       orders[{std::min(from, to), std::max(from, to)}].push_back(
           Message{from, to, index[{mb, s}], index[{mb, s + 1}]});

@@ -69,8 +69,8 @@ struct Problem {
     return memory_limit_bytes.empty() ? std::numeric_limits<double>::infinity()
                                       : memory_limit_bytes[static_cast<size_t>(s.value())];
   }
-  /// limit_of(Stage(stage)), for the coordinator's resolver until it counts
-  /// stages as Stage.
+  /// limit_of(Stage(stage)), for the loops that still count stages as ints
+  /// (the solvers', the coordinator's resolver).
   double limit_of(int stage) const { return limit_of(Stage(stage)); }
 
   /// The cost of virtual stage `v` (`virtual_stages[v]`).

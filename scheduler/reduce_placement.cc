@@ -59,7 +59,7 @@ Schedule AfterSchedule(const Schedule& schedule) {
   for (int w = 0; w < schedule.stages; ++w) {
     std::vector<int> virtual_stages;
     for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-      if (schedule.stage_of[s] == w) virtual_stages.push_back(s);
+      if (schedule.StageOf(VirtualStage(s)) == Stage(w)) virtual_stages.push_back(s);
     }
     std::sort(virtual_stages.begin(), virtual_stages.end(),
               [&](int a, int b) { return last[a] < last[b]; });
@@ -443,7 +443,7 @@ absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule
     std::vector<int> virtual_stages;
     bool any_reduce = false;
     for (int s = 0; s < problem.num_virtual_stages(); ++s) {
-      if (schedule.stage_of[s] != w) continue;
+      if (schedule.StageOf(VirtualStage(s)) != Stage(w)) continue;
       virtual_stages.push_back(s);
       any_reduce |= problem.virtual_stages[s].reduce_seconds > 0;
     }

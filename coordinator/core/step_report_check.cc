@@ -26,8 +26,8 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
     const size_t before = hops.size();
     const int to = latency.to_stage();
     for (int h = 0; from != to && h + 1 < schedule.num_virtual_stages(); ++h) {
-      const int a = schedule.stage_of[h];
-      const int b = schedule.stage_of[h + 1];
+      const int a = schedule.StageOf(VirtualStage(h)).value();
+      const int b = schedule.StageOf(VirtualStage(h + 1)).value();
       if ((a == from && b == to) || (a == to && b == from)) {
         hops.push_back({h, seconds});
       }

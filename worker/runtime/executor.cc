@@ -260,7 +260,9 @@ class StepRun {
   }
 
   int num_virtual_stages() const { return schedule_.num_virtual_stages(); }
-  int StageOf(int stage) const { return schedule_.stage_of[stage]; }
+  int StageOf(int virtual_stage) const {
+    return schedule_.StageOf(VirtualStage(virtual_stage)).value();
+  }
 
   // This stage's messages per peer, in the pairs' orders, with their tags.
   void PlanMessages(const sched::PairOrders& orders, const std::vector<int>& prefix) {
@@ -618,7 +620,8 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
   for (std::vector<Action>& actions : forward.actions) actions.clear();
   for (int mb = 0; mb < microbatches; ++mb) {
     for (int s = 0; s < forward.num_virtual_stages(); ++s) {
-      forward.actions[forward.stage_of[s]].push_back({PassKind::kF, VirtualStage(s), mb});
+      const VirtualStage vs(s);
+      forward.ActionsOf(forward.StageOf(vs)).push_back({PassKind::kF, vs, mb});
     }
   }
   StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),

@@ -66,7 +66,7 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
     }
   }
   for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-    const bool mine = schedule.stage_of[s] == options_.stage;
+    const bool mine = schedule.StageOf(VirtualStage(s)) == Stage(options_.stage);
     if (mine != (options_.chunks.count(s) == 1)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "schedule places virtual stage ", s, mine ? " on" : " off", " stage ", options_.stage,

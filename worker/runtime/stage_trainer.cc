@@ -289,7 +289,9 @@ absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
     // bits. The lower stage sends first and the higher receives first, so
     // that a transport matching by order (NCCL) pairs them.
     at::Tensor& mine = grad(first.defined() ? first : last);
-    const int peer = schedule.stage_of[first.defined() ? schedule.num_virtual_stages() - 1 : 0];
+    const int peer =
+        schedule.StageOf(VirtualStage(first.defined() ? schedule.num_virtual_stages() - 1 : 0))
+            .value();
     const uint32_t tag = MakeTag(step, MessageKind::kValidation, 2, 0);
     const at::Tensor outgoing = mine.clone(at::MemoryFormat::Contiguous);
     at::Tensor incoming = at::empty_like(outgoing);

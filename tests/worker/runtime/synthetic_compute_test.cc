@@ -87,7 +87,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
         const double asked = sched::MergedIntoPrevious(actions, j)
                                  ? sim.end_seconds - sim.start_seconds
                                  : SyntheticPassSeconds(synthetic, actions[j], step,
-                                                        buckets[actions[j].virtual_stage]);
+                                                        buckets[actions[j].virtual_stage.value()]);
         const double took = t.action_end_seconds[j] - t.action_start_seconds[j];
         // A sleep never ends early; a loaded machine may wake it late.
         EXPECT_GE(took, asked - 1e-4) << GetParam() << " rank " << r << " action " << j;

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
+#include "common/indices.h"
 #include "scheduler/layout_search.h"
 #include "zbpp/v1/job_spec.pb.h"
 
@@ -27,16 +27,15 @@ inline int WorkersOf(const v1::PipelineSpec& pipeline) {
   return pipeline.stages() * DataParallelOf(pipeline);
 }
 
-/// The worker index of the worker that runs stage s of replica r in a
-/// pipeline of p `stages`: r * p + s, the one order of a job's p * d
-/// workers (the p stages of replica 0, then those of replica 1, ...) in
-/// which the coordinator takes them and keys their assignments and step
-/// reports (`WorkerRecord::worker_index`). Pure.
-inline int WorkerIndex(int replica, int stage, int stages) { return replica * stages + stage; }
-/// The stage s and the replica r of worker index `index` (WorkerIndex's
-/// inverse). Pure.
-inline int StageOfWorker(int index, int stages) { return index % stages; }
-inline int ReplicaOfWorker(int index, int stages) { return index / stages; }
+/// StageOfWorker and ReplicaOfWorker (common/indices.h) of a worker index
+/// held as an int, for the coordinator's job and attempt until they hold
+/// their workers' indices as WorkerIndex. Pure.
+inline int StageOfWorker(int index, int stages) {
+  return StageOfWorker(WorkerIndex(index), stages).value();
+}
+inline int ReplicaOfWorker(int index, int stages) {
+  return ReplicaOfWorker(WorkerIndex(index), stages).value();
+}
 
 /// The blocks of each of `num_virtual_stages` virtual stages, in the
 /// model's order: PipelineSpec.layout when set, else the most even split

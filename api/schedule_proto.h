@@ -41,7 +41,7 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
     const v1::Schedule& schedule, const v1::CostModel& cost_model);
 
 /// The simulator's figures for the API: makespan, step, bubble rate, the
-/// seconds the data-parallel reductions add to the step, and per-rank
+/// seconds the data-parallel reductions add to the step, and per-stage
 /// bubble rate (idle / makespan; 0 for a zero makespan) and peak memory in
 /// bytes. Pure.
 v1::SchedulePrediction PredictionToProto(const sched::SimulationResult& result);
@@ -57,8 +57,8 @@ struct TimedSchedule {
 /// Errors: those of ScheduleFromProto, ProblemFromCostModel and Simulate.
 absl::StatusOr<TimedSchedule> SimulatedVersion(const v1::ScheduleVersion& version);
 
-/// The job's last completed step as its ranks measured it
-/// (Job.last_step_timeline, FULL view; seconds from each rank's own step
+/// The job's last completed step as its stages measured it
+/// (Job.last_step_timeline, FULL view; seconds from each stage's own step
 /// start), its actions named by `ran`, the schedule version that step ran
 /// (StepTimeline.schedule_version, read back with JobService
 /// GetScheduleVersion when the job published another since): named

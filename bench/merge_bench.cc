@@ -43,7 +43,7 @@
 #include "worker/comm/in_process_communicator.h"
 #include "worker/model/model_chunk.h"
 #include "worker/runtime/device.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 namespace zbpp::worker {
 namespace {
@@ -118,21 +118,21 @@ MicrobatchData Batch(const Flags& f, int64_t step, int microbatch) {
 
 // p trainers over one fresh in-process group; `merge`: merged pairs as one
 // pass.
-std::vector<std::unique_ptr<RankTrainer>> Trainers(const Flags& f, bool merge,
+std::vector<std::unique_ptr<StageTrainer>> Trainers(const Flags& f, bool merge,
                                                    std::vector<std::unique_ptr<Communicator>>& group) {
   group = CreateInProcessGroup(f.stages);
-  std::vector<std::unique_ptr<RankTrainer>> trainers;
+  std::vector<std::unique_ptr<StageTrainer>> trainers;
   for (int r = 0; r < f.stages; ++r) {
-    RankTrainerOptions o;
+    StageTrainerOptions o;
     o.spec = SpecOf(f);
-    o.rank = r;
+    o.stage = r;
     o.virtual_stages = {r};
     o.communicator = group[r].get();
     o.device = f.device;
     o.train_batches = [&f](int64_t step, int mb) { return Batch(f, step, mb); };
     o.eval_batches = o.train_batches;
     o.merge_backward_passes = merge;
-    absl::StatusOr<std::unique_ptr<RankTrainer>> t = RankTrainer::Create(o);
+    absl::StatusOr<std::unique_ptr<StageTrainer>> t = StageTrainer::Create(o);
     if (!t.ok()) {
       std::fprintf(stderr, "merge_bench: %s\n", std::string(t.status().message()).c_str());
       std::exit(1);

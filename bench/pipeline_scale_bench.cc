@@ -122,7 +122,7 @@ RuntimeCosts MeasureRuntimeCosts(const std::vector<StepTimeline>& ranks,
     for (size_t j = 0; j < schedule.actions[r].size(); ++j) {
       const zbpp::sched::Action& a = schedule.actions[r][j];
       if (a.kind == PassKind::kF || a.kind == PassKind::kB || a.kind == PassKind::kBW) {
-        ends[{a.kind == PassKind::kF, a.virtual_stage, a.microbatch}] =
+        ends[{a.kind == PassKind::kF, a.virtual_stage.value(), a.microbatch}] =
             at(ranks[r], ranks[r].action_end_seconds[j]);
       }
     }
@@ -134,7 +134,7 @@ RuntimeCosts MeasureRuntimeCosts(const std::vector<StepTimeline>& ranks,
     for (size_t j = 0; j < schedule.actions[r].size(); ++j) {
       const zbpp::sched::Action& a = schedule.actions[r][j];
       const bool forward = a.kind == PassKind::kF;
-      const int from = forward ? a.virtual_stage - 1 : a.virtual_stage + 1;
+      const int from = forward ? a.virtual_stage.value() - 1 : a.virtual_stage.value() + 1;
       const bool needs = forward || a.kind == PassKind::kB || a.kind == PassKind::kBW;
       if (needs && from >= 0 && from <= last && schedule.stage_of[from] != static_cast<int>(r)) {
         const double produced = ends.at({forward, from, a.microbatch});

@@ -26,7 +26,7 @@ namespace zbpp::ctl {
 ///   `predicted_bubble_rate`  of the last step, null before the first step
 ///                            (the predicted rate then comes from the
 ///                            current schedule version) and for nan;
-///   `stages`                 per pipeline rank: {stage, worker_id,
+///   `stages`                 per stage: {stage, worker_id,
 ///                            measured_bubble_rate, predicted_bubble_rate};
 ///                            from the last step, else from the schedule's
 ///                            prediction (measured null), else empty.

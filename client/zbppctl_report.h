@@ -51,13 +51,13 @@ struct TrainingReport {
   double tokens_per_second = 0;
   /// Median of StepSummary.step_seconds over the window, seconds.
   double step_seconds = 0;
-  /// Per pipeline rank, means over the window of the measured bubble rate and
+  /// Per stage, means over the window of the measured bubble rate and
   /// of the simulator's prediction from the measured pass costs; in [0, 1].
   std::vector<double> bubble_rate_measured;
   std::vector<double> bubble_rate_predicted;
-  /// Data parallelism, per pipeline rank, means over the window, seconds:
+  /// Data parallelism, per stage, means over the window, seconds:
   /// the duration of one REDUCE_GRAD (StageStepStats.reduce_seconds) and
-  /// how long the rank's last one ended after its last pass
+  /// how long the stage's last one ended after its last pass
   /// (exposed_reduce_seconds). All 0 with d = 1.
   std::vector<double> reduce_seconds;
   std::vector<double> exposed_reduce_seconds;

@@ -34,7 +34,7 @@ std::string ValidationPolicyName(const v1::JobSpec& spec);
 /// (zbpp.v1.Precision): "FP32", "BF16" or "FP16".
 std::string PrecisionName(const v1::JobSpec& spec);
 
-/// The transport the job runs on, with why: "NCCL (auto: every rank has
+/// The transport the job runs on, with why: "NCCL (auto: every worker has
 /// a GPU of its own)" once an attempt resolved it (Job.transport and
 /// transport_reason); before that, what the spec asks, e.g. "AUTO (decided
 /// when workers are assigned)".

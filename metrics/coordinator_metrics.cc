@@ -172,65 +172,65 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
     families.reset(new Families{
         BuildGauge()
             .Name("zbpp_stage_measured_bubble_ratio")
-            .Help("Idle fraction of the pipeline rank in the last recorded "
-                  "step, 1 - busy / the step's largest per-rank span (the "
+            .Help("Idle fraction of the stage in the last recorded "
+                  "step, 1 - busy / the step's largest per-stage span (the "
                   "simulator's definition), in [0,1].")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_predicted_bubble_ratio")
-            .Help("Idle fraction of the pipeline rank that the simulator "
+            .Help("Idle fraction of the stage that the simulator "
                   "predicts for the current schedule version under the "
                   "current cost model, in [0,1].")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_idle_seconds")
-            .Help("Seconds the pipeline rank waited for inputs in the last "
+            .Help("Seconds the stage waited for inputs in the last "
                   "recorded step.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_pass_seconds")
             .Help("Mean measured seconds of one F, B or W pass of the "
-                  "pipeline rank in the last recorded step; 0 where the pass "
+                  "stage in the last recorded step; 0 where the pass "
                   "did not run (a fused BW counts as B).")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_reduce_seconds")
             .Help("Mean measured seconds of one data-parallel gradient "
-                  "reduction (REDUCE_GRAD) of the pipeline rank in the last "
+                  "reduction (REDUCE_GRAD) of the stage in the last "
                   "recorded step, averaged over its replicas; 0 with one "
                   "replica.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_exposed_reduce_seconds")
-            .Help("Seconds the pipeline rank's last data-parallel gradient "
+            .Help("Seconds the stage's last data-parallel gradient "
                   "reduction ended after its last pass in the last recorded "
                   "step (the reduction the passes did not hide), averaged "
                   "over its replicas; 0 with one replica.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_peak_activation_bytes")
-            .Help("Peak activation memory of the pipeline rank in the last "
+            .Help("Peak activation memory of the stage in the last "
                   "recorded step as its workers measured it (the largest "
                   "over its replicas), in bytes; 0 when not measured.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_predicted_peak_activation_bytes")
-            .Help("The simulator's peak activation memory of the pipeline "
-                  "rank for the schedule version of the last recorded step "
+            .Help("The simulator's peak activation memory of the stage "
+                  "for the schedule version of the last recorded step "
                   "under the current cost model, in bytes.")
             .Register(r),
         BuildGauge()
             .Name("zbpp_stage_breakdown_seconds")
-            .Help("Seconds of the pipeline rank's last recorded step and of "
+            .Help("Seconds of the stage's last recorded step and of "
                   "the gap before it, by part: compute, input_wait, "
                   "send_wait, validation_check, reduction_wait and overhead "
                   "sum to the step's span; drain, validation, optimizer, "
                   "evaluation, checkpoint, report, grant and other to the "
-                  "gap. The mean over the rank's replicas.")
+                  "gap. The mean over the stage's replicas.")
             .Register(r),
         BuildHistogram()
             .Name("zbpp_step_duration_seconds")
-            .Help("Measured time of each optimizer step: the longest rank's "
+            .Help("Measured time of each optimizer step: the longest worker's "
                   "span from its step start to its last action, in seconds.")
             .Register(r),
         BuildGauge()

@@ -52,16 +52,16 @@ std::string_view RefusalReasonName(RefusalReason reason);
 ///
 /// | name | type | labels | unit | meaning |
 /// | --- | --- | --- | --- | --- |
-/// | `zbpp_stage_measured_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | Idle fraction of the pipeline rank in the last recorded step: 1 − busy / the step's largest per-rank span (the simulator's definition). |
-/// | `zbpp_stage_predicted_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | The simulator's idle fraction of the rank for the current schedule version under the current cost model. |
-/// | `zbpp_stage_idle_seconds` | gauge | job_id, stage | seconds | Time the rank waited for inputs in the last recorded step. |
-/// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the rank in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
-/// | `zbpp_stage_reduce_seconds` | gauge | job_id, stage | seconds | Mean measured duration of one data-parallel gradient reduction (REDUCE_GRAD) of the rank in the last recorded step, averaged over its replicas; 0 with one replica. |
-/// | `zbpp_stage_exposed_reduce_seconds` | gauge | job_id, stage | seconds | How long the rank's last reduction ended after its last pass in the last recorded step (what the passes did not hide), averaged over its replicas; 0 with one replica. |
-/// | `zbpp_stage_peak_activation_bytes` | gauge | job_id, stage | bytes | Peak activation memory of the pipeline rank in the last recorded step, as its workers measured it (the largest over its replicas); 0 when they did not measure it. |
-/// | `zbpp_stage_predicted_peak_activation_bytes` | gauge | job_id, stage | bytes | The simulator's peak activation memory of the rank for the schedule version of the last recorded step under the cost model its predicted bubble ratio uses. |
-/// | `zbpp_stage_breakdown_seconds` | gauge | job_id, stage, part | seconds | Where the rank's time went in the last recorded step and in the gap before it (job.proto StepBreakdown, the mean over its replicas). `part` is a StepBreakdown field without `_seconds`: the step's span (compute, input_wait, send_wait, validation_check, reduction_wait, overhead; they sum to the span) and the gap before it (drain, validation, optimizer, evaluation, checkpoint, report, grant, other; they sum to the gap). |
-/// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest rank's span from its step start to its last action. |
+/// | `zbpp_stage_measured_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | Idle fraction of the stage in the last recorded step: 1 − busy / the step's largest per-stage span (the simulator's definition). |
+/// | `zbpp_stage_predicted_bubble_ratio` | gauge | job_id, stage | ratio in [0,1] | The simulator's idle fraction of the stage for the current schedule version under the current cost model. |
+/// | `zbpp_stage_idle_seconds` | gauge | job_id, stage | seconds | Time the stage waited for inputs in the last recorded step. |
+/// | `zbpp_stage_pass_seconds` | gauge | job_id, stage, pass=F\|B\|W | seconds | Mean measured duration of one pass (forward, input-gradient backward, weight-gradient backward) of the stage in the last recorded step; 0 where the pass did not run (a fused BW is reported under B). |
+/// | `zbpp_stage_reduce_seconds` | gauge | job_id, stage | seconds | Mean measured duration of one data-parallel gradient reduction (REDUCE_GRAD) of the stage in the last recorded step, averaged over its replicas; 0 with one replica. |
+/// | `zbpp_stage_exposed_reduce_seconds` | gauge | job_id, stage | seconds | How long the stage's last reduction ended after its last pass in the last recorded step (what the passes did not hide), averaged over its replicas; 0 with one replica. |
+/// | `zbpp_stage_peak_activation_bytes` | gauge | job_id, stage | bytes | Peak activation memory of the stage in the last recorded step, as its workers measured it (the largest over its replicas); 0 when they did not measure it. |
+/// | `zbpp_stage_predicted_peak_activation_bytes` | gauge | job_id, stage | bytes | The simulator's peak activation memory of the stage for the schedule version of the last recorded step under the cost model its predicted bubble ratio uses. |
+/// | `zbpp_stage_breakdown_seconds` | gauge | job_id, stage, part | seconds | Where the stage's time went in the last recorded step and in the gap before it (job.proto StepBreakdown, the mean over its replicas). `part` is a StepBreakdown field without `_seconds`: the step's span (compute, input_wait, send_wait, validation_check, reduction_wait, overhead; they sum to the span) and the gap before it (drain, validation, optimizer, evaluation, checkpoint, report, grant, other; they sum to the gap). |
+/// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest worker's span from its step start to its last action. |
 /// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
 /// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
 /// | `zbpp_job_schedule_version` | gauge | job_id | version number | Version of the job's current schedule; 0 before the first. |
@@ -217,7 +217,7 @@ class CoordinatorMetrics {
   void RemoveJob(std::string_view job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Series of one pipeline rank of one job; created on first use.
+  // Series of one stage of one job; created on first use.
   struct StageSeries {
     prometheus::Gauge* measured_bubble = nullptr;
     prometheus::Gauge* predicted_bubble = nullptr;

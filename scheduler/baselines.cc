@@ -33,13 +33,14 @@ Schedule Empty(const Problem& problem, const char* name) {
 absl::StatusOr<Schedule> GenerateGPipe(const Problem& problem) {
   if (absl::Status st = NeedOneChunk(problem, "gpipe"); !st.ok()) return st;
   Schedule schedule = Empty(problem, "gpipe");
-  for (int r = 0; r < problem.stages; ++r) {
-    auto& list = schedule.actions[r];
+  for (const Stage s : schedule.AllStages()) {
+    auto& list = schedule.ActionsOf(s);
+    const VirtualStage v(s.value());  // One chunk: virtual stage s on stage s.
     for (int mb = 0; mb < problem.microbatches; ++mb) {
-      list.push_back({PassKind::kF, r, mb});
+      list.push_back({PassKind::kF, v, mb});
     }
     for (int mb = 0; mb < problem.microbatches; ++mb) {
-      list.push_back({PassKind::kBW, r, mb});
+      list.push_back({PassKind::kBW, v, mb});
     }
   }
   return schedule;
@@ -49,14 +50,15 @@ absl::StatusOr<Schedule> Generate1F1B(const Problem& problem) {
   if (absl::Status st = NeedOneChunk(problem, "1f1b"); !st.ok()) return st;
   Schedule schedule = Empty(problem, "1f1b");
   const int p = problem.stages, m = problem.microbatches;
-  for (int r = 0; r < p; ++r) {
-    auto& list = schedule.actions[r];
-    const int warmup = std::min(p - r, m);
+  for (const Stage s : schedule.AllStages()) {
+    auto& list = schedule.ActionsOf(s);
+    const VirtualStage v(s.value());  // One chunk: virtual stage s on stage s.
+    const int warmup = std::min(p - s.value(), m);
     int next_f = 0;
-    while (next_f < warmup) list.push_back({PassKind::kF, r, next_f++});
+    while (next_f < warmup) list.push_back({PassKind::kF, v, next_f++});
     for (int mb = 0; mb < m; ++mb) {
-      list.push_back({PassKind::kBW, r, mb});
-      if (next_f < m) list.push_back({PassKind::kF, r, next_f++});
+      list.push_back({PassKind::kBW, v, mb});
+      if (next_f < m) list.push_back({PassKind::kF, v, next_f++});
     }
   }
   return schedule;
@@ -79,24 +81,25 @@ absl::StatusOr<Schedule> GenerateInterleaved1F1B(const Problem& problem) {
   // groups of p through chunk 0, then chunk 1, ...; backwards visit the
   // chunks in reverse.
   const int total = m * v;
-  auto forward = [&](int r, int k) {
+  // Loop placement: chunk c of stage s is virtual stage c·p + s.
+  auto forward = [&](Stage s, int k) {
     const int group = k / (p * v);
     const int chunk = (k / p) % v;
-    return Action{PassKind::kF, chunk * p + r, group * p + k % p};
+    return Action{PassKind::kF, VirtualStage(chunk * p + s.value()), group * p + k % p};
   };
-  auto backward = [&](int r, int k) {
+  auto backward = [&](Stage s, int k) {
     const int group = k / (p * v);
     const int chunk = v - 1 - (k / p) % v;
-    return Action{PassKind::kBW, chunk * p + r, group * p + k % p};
+    return Action{PassKind::kBW, VirtualStage(chunk * p + s.value()), group * p + k % p};
   };
-  for (int r = 0; r < p; ++r) {
-    auto& list = schedule.actions[r];
-    const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+  for (const Stage s : schedule.AllStages()) {
+    auto& list = schedule.ActionsOf(s);
+    const int warmup = std::min((p - s.value() - 1) * 2 + (v - 1) * p, total);
     int next_f = 0, next_b = 0;
-    while (next_f < warmup) list.push_back(forward(r, next_f++));
+    while (next_f < warmup) list.push_back(forward(s, next_f++));
     while (next_b < total) {
-      if (next_f < total) list.push_back(forward(r, next_f++));
-      list.push_back(backward(r, next_b++));
+      if (next_f < total) list.push_back(forward(s, next_f++));
+      list.push_back(backward(s, next_b++));
     }
   }
   return schedule;

@@ -25,7 +25,7 @@ struct PassIndex {
       for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
         const Action& a = schedule.actions[w][j];
         if (a.kind == PassKind::kF || IsBackward(a)) {
-          of[w][{IsBackward(a), a.virtual_stage, a.microbatch}] = j;
+          of[w][{IsBackward(a), a.virtual_stage.value(), a.microbatch}] = j;
         }
       }
     }
@@ -113,10 +113,11 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
     for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
       const Action& a = schedule.actions[w][j];
       int next_virtual_stage = -1;
-      if (a.kind == PassKind::kF && a.virtual_stage + 1 < schedule.num_virtual_stages()) next_virtual_stage = a.virtual_stage + 1;
-      if (IsBackward(a) && a.virtual_stage > 0) next_virtual_stage = a.virtual_stage - 1;
+      const int vs = a.virtual_stage.value();
+      if (a.kind == PassKind::kF && vs + 1 < schedule.num_virtual_stages()) next_virtual_stage = vs + 1;
+      if (IsBackward(a) && vs > 0) next_virtual_stage = vs - 1;
       if (next_virtual_stage < 0) continue;
-      const int to = schedule.stage_of[next_virtual_stage];
+      const int to = schedule.StageOf(VirtualStage(next_virtual_stage)).value();
       if (to == w) continue;
       // Simulate checked that the consumer is there.
       const int consumer = index.of[to].at({IsBackward(a), next_virtual_stage, a.microbatch});
@@ -138,14 +139,14 @@ PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
   for (int w = 0; w < forward.stages; ++w) {
     for (int i = 0; i < static_cast<int>(forward.actions[w].size()); ++i) {
       const Action& a = forward.actions[w][i];
-      index[{a.microbatch, a.virtual_stage}] = i;
+      index[{a.microbatch, a.virtual_stage.value()}] = i;
     }
   }
   PairOrders orders;
   for (int mb = 0; mb < forward.microbatches; ++mb) {
     for (int s = 0; s + 1 < forward.num_virtual_stages(); ++s) {
-      const int from = forward.stage_of[s];
-      const int to = forward.stage_of[s + 1];
+      const int from = forward.StageOf(VirtualStage(s)).value();
+      const int to = forward.StageOf(VirtualStage(s + 1)).value();
       if (from == to) continue;
       orders[{std::min(from, to), std::max(from, to)}].push_back(
           Message{from, to, index[{mb, s}], index[{mb, s + 1}]});

@@ -1,13 +1,13 @@
 // The order of point-to-point messages for transports that match messages by
-// their order between two ranks rather than by tag (NCCL). Such a transport
+// their order between two stages rather than by tag (NCCL). Such a transport
 // runs a pair's sends and receives, in both directions, one at a time in the
 // order they were issued, and a send completes only once its receive was
-// posted: both ranks must issue a pair's messages in one order, derived from
-// the schedule alone, and that order must not make a rank wait for a
+// posted: both stages must issue a pair's messages in one order, derived from
+// the schedule alone, and that order must not make a stage wait for a
 // message that waits, through its pair's earlier messages, for a pass the
-// rank has not run yet.
+// other stage has not run yet.
 //
-// Post-update validation (paper §4) adds a second condition: each rank runs
+// Post-update validation (paper §4) adds a second condition: each stage runs
 // the first actions of step k+1, its speculative prefix, before it learns
 // whether step k stands, and a transport that cannot cancel a posted
 // operation must be able to settle a discard by completing exactly the
@@ -62,7 +62,7 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 PairOrders ForwardOnlyPairOrders(const Schedule& forward);
 
 /// OK when a transport that runs each pair's messages in `orders` (one at a
-/// time on both ranks; each waits for its producer, its consumer waits for
+/// time on both stages; each waits for its producer, its consumer waits for
 /// it) runs `schedule` to the end: the graph of each stage's passes in
 /// order, each pair's messages in order, producer -> message -> consumer has
 /// no cycle. Data-parallel reductions run on another group and are left out.
@@ -73,7 +73,7 @@ PairOrders ForwardOnlyPairOrders(const Schedule& forward);
 absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders);
 
 /// The speculative prefix of each stage under post-update validation
-/// (paper §4; stage/runtime/rank_trainer.h): the leading actions of its list
+/// (paper §4; worker/runtime/stage_trainer.h): the leading actions of its list
 /// that it runs in step k+1 before it learns whether step k stands — every
 /// action before its first B or BW (PassKind::kB, kBW). Size
 /// `schedule.actions.size()` (p); entry r is a number of actions of
@@ -84,7 +84,7 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 /// OK when the speculative prefixes (SpeculativePrefixLengths) can run ahead
 /// of the previous step's validation over a transport that runs each pair's
 /// messages in `orders` (DerivePairOrders) and can cancel nothing (NCCL): on
-/// a discard, every rank completes exactly the messages produced in the
+/// a discard, every worker completes exactly the messages produced in the
 /// prefixes, receiving into scratch, and the replay starts every pair's
 /// order afresh. That holds when the prefixes are
 ///  (a) closed: every message consumed in its receiver's prefix is produced
@@ -92,10 +92,10 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 ///      in a prefix, each of which can be completed; and
 ///  (b) leading: in each pair's order, every message produced in its
 ///      sender's prefix comes before every message that is not, so both
-///      ranks of the pair issue the prefix messages first and none of them
+///      stages of the pair issue the prefix messages first and none of them
 ///      waits behind a message of the rest of the step.
 /// With CheckPairOrders OK too, the prefixes then run to their ends with no
-/// rank waiting for a pass that follows a prefix. Data-parallel reductions
+/// stage waiting for a pass that follows a prefix. Data-parallel reductions
 /// are not messages (DerivePairOrders leaves them out).
 /// An order that breaks only (b) is mended by moving each pair's prefix
 /// messages, in their order, to its front: with closed prefixes a prefix

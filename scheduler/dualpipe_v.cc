@@ -14,7 +14,9 @@ namespace {
 // a W owed, run (oldest first) where the order calls for one.
 class StageOrder {
  public:
-  StageOrder(int p, int r) : virtual_stage_{r, 2 * p - 1 - r} {}
+  // V placement: stage s holds virtual stages s and 2p-1-s.
+  StageOrder(int p, Stage s)
+      : virtual_stage_{VirtualStage(s.value()), VirtualStage(2 * p - 1 - s.value())} {}
 
   void F(int chunk) { Add(PassKind::kF, chunk, next_f_[chunk]++); }
   // A backward of `chunk`: fused (BW), or split (B now, its W owed).
@@ -35,18 +37,18 @@ class StageOrder {
     actions_.push_back({kind, virtual_stage_[chunk], mb});
   }
 
-  const int virtual_stage_[2];
+  const VirtualStage virtual_stage_[2];
   int next_f_[2] = {0, 0};
   int next_b_[2] = {0, 0};
   std::deque<Action> owed_w_;
   std::vector<Action> actions_;
 };
 
-// Stage r's order, phase by phase as the header lists them.
-std::vector<Action> DualPipeVOrder(int p, int m, int r) {
-  StageOrder order(p, r);
-  const int down = p - 1 - r;  // Stages after r on the way down.
-  const int up = r + 1;        // Stages up to r, itself included.
+// Stage s's order, phase by phase as the header lists them.
+std::vector<Action> DualPipeVOrder(int p, int m, Stage s) {
+  StageOrder order(p, s);
+  const int down = p - 1 - s.value();  // Stages after s on the way down.
+  const int up = s.value() + 1;        // Stages up to s, itself included.
   for (int i = 0; i < 2 * down; ++i) order.F(0);
   for (int i = 0; i < up; ++i) {
     order.F(0);
@@ -100,7 +102,7 @@ absl::StatusOr<Schedule> GenerateDualPipeV(const Problem& problem) {
   schedule.chunks = 2;
   schedule.microbatches = m;
   schedule.stage_of = PlaceVirtualStages(Placement::kV, p, 2);
-  for (int r = 0; r < p; ++r) schedule.actions.push_back(DualPipeVOrder(p, m, r));
+  for (const Stage s : IndicesOf<Stage>(p)) schedule.actions.push_back(DualPipeVOrder(p, m, s));
   return schedule;
 }
 

@@ -227,8 +227,9 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
       }
       const PassStyle style = StyleOf(a.kind);
       const bool later_chunk =
-          a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(chunk_of.size()) &&
-          chunk_of[a.virtual_stage] > 0;
+          a.virtual_stage.value() >= 0 &&
+          a.virtual_stage.value() < static_cast<int>(chunk_of.size()) &&
+          chunk_of[a.virtual_stage.value()] > 0;
       const double left = kLeft + (t.start_seconds - t0) * scale;
       const double box = (t.end_seconds - t.start_seconds) * scale;
       const bool reduce = a.kind == PassKind::kReduce;
@@ -238,7 +239,7 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
           "\" height=\"", Px(reduce ? kCommHeight : kRowHeight), "\" fill=\"",
           later_chunk ? style.fill_dark : style.fill,
           "\" stroke=\"white\" stroke-width=\"0.5\"><title>",
-          ActionToString(a), ": ", style.label, " of virtual stage ", a.virtual_stage,
+          ActionToString(a), ": ", style.label, " of virtual stage ", a.virtual_stage.value(),
           reduce ? "" : absl::StrCat(", microbatch ", a.microbatch), ", ",
           t.start_seconds, " to ", t.end_seconds, " s</title></rect>\n");
       // Reductions are labelled by their title only: the row is too low.

@@ -101,7 +101,7 @@ std::string ToChromeTrace(const Schedule& schedule,
                         {"dur", (t.end_seconds - t.start_seconds) * 1e6},
                         {"cname", look.colour},
                         {"args",
-                         {{"virtual_stage", a.virtual_stage},
+                         {{"virtual_stage", a.virtual_stage.value()},
                           {"microbatch", a.microbatch},
                           {"pass", look.name}}}});
     }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/indices.h"
 
 namespace zbpp::sched {
 
@@ -48,7 +49,7 @@ inline double FusedBackwardSeconds(const VirtualStageCost& cost) {
 ///
 /// Plain value type; thread-compatible.
 struct Problem {
-  int stages = 1;       ///< p: pipeline ranks (one per device).
+  int stages = 1;        ///< p: stages (one per device).
   int chunks = 1;        ///< v: virtual stages per stage.
   int microbatches = 1;  ///< m: microbatches per optimizer step.
   /// Per virtual stage, size `stages * chunks`, in model order.
@@ -63,11 +64,18 @@ struct Problem {
   /// Number of virtual stages, `stages * chunks`.
   int num_virtual_stages() const { return stages * chunks; }
 
-  /// Limit of `stage` in bytes; +infinity when there is none.
-  double limit_of(int stage) const {
-    return memory_limit_bytes.empty()
-               ? std::numeric_limits<double>::infinity()
-               : memory_limit_bytes[stage];
+  /// Limit of stage `s` in bytes; +infinity when there is none.
+  double limit_of(Stage s) const {
+    return memory_limit_bytes.empty() ? std::numeric_limits<double>::infinity()
+                                      : memory_limit_bytes[static_cast<size_t>(s.value())];
+  }
+  /// limit_of(Stage(stage)), for the loops that still count stages as ints
+  /// (the solvers', the coordinator's resolver).
+  double limit_of(int stage) const { return limit_of(Stage(stage)); }
+
+  /// The cost of virtual stage `v` (`virtual_stages[v]`).
+  const VirtualStageCost& CostOf(VirtualStage v) const {
+    return virtual_stages[static_cast<size_t>(v.value())];
   }
 
   /// Checks sizes and signs. Returns InvalidArgument naming the field and the

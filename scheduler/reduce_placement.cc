@@ -23,7 +23,7 @@ std::vector<int> LastWeightPass(const Schedule& schedule) {
   std::vector<int> last(schedule.num_virtual_stages(), -1);
   for (const std::vector<Action>& list : schedule.actions) {
     for (size_t i = 0; i < list.size(); ++i) {
-      if (IsWeightPass(list[i].kind)) last[list[i].virtual_stage] = static_cast<int>(i);
+      if (IsWeightPass(list[i].kind)) last[list[i].virtual_stage.value()] = static_cast<int>(i);
     }
   }
   return last;
@@ -37,7 +37,7 @@ std::vector<Action> WithReductionsAfterLastBackward(
   out.reserve(list.size() + 2);
   for (size_t i = 0; i < list.size(); ++i) {
     out.push_back(list[i]);
-    if (IsWeightPass(list[i].kind) && last[list[i].virtual_stage] == static_cast<int>(i)) {
+    if (IsWeightPass(list[i].kind) && last[list[i].virtual_stage.value()] == static_cast<int>(i)) {
       out.push_back({PassKind::kReduce, list[i].virtual_stage, 0});
     }
   }
@@ -59,11 +59,11 @@ Schedule AfterSchedule(const Schedule& schedule) {
   for (int w = 0; w < schedule.stages; ++w) {
     std::vector<int> virtual_stages;
     for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-      if (schedule.stage_of[s] == w) virtual_stages.push_back(s);
+      if (schedule.StageOf(VirtualStage(s)) == Stage(w)) virtual_stages.push_back(s);
     }
     std::sort(virtual_stages.begin(), virtual_stages.end(),
               [&](int a, int b) { return last[a] < last[b]; });
-    for (int s : virtual_stages) out.actions[w].push_back({PassKind::kReduce, s, 0});
+    for (int s : virtual_stages) out.actions[w].push_back({PassKind::kReduce, VirtualStage(s), 0});
   }
   return out;
 }
@@ -102,7 +102,7 @@ class StageModel {
       for (size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
         const ActionTiming& t = sim.timings[w][i];
-        const int k = a.virtual_stage * m_ + a.microbatch;
+        const int k = a.virtual_stage.value() * m_ + a.microbatch;
         if (a.kind == PassKind::kF) {
           f_end_[k] = t.end_seconds;
           f_start_[k] = t.start_seconds;
@@ -110,7 +110,7 @@ class StageModel {
           b_end_[k] = t.end_seconds;
           b_start_[k] = t.start_seconds;
         }
-        if (w == stage && IsWeightPass(a.kind)) ++weight_passes_[local_[a.virtual_stage]];
+        if (w == stage && IsWeightPass(a.kind)) ++weight_passes_[local_[a.virtual_stage.value()]];
       }
     }
     // Relative, so that it does not depend on the time unit.
@@ -127,18 +127,18 @@ class StageModel {
     std::vector<int> weight_left = weight_passes_;
     double free_at = 0, comm_free_at = 0, memory = 0;
     for (const Action& a : order) {
-      const int own = local_[a.virtual_stage] * m_ + a.microbatch;
-      const int k = a.virtual_stage * m_ + a.microbatch;
-      const VirtualStageCost& c = problem_.virtual_stages[a.virtual_stage];
+      const int own = local_[a.virtual_stage.value()] * m_ + a.microbatch;
+      const int k = a.virtual_stage.value() * m_ + a.microbatch;
+      const VirtualStageCost& c = problem_.CostOf(a.virtual_stage);
       double start = free_at;
       if (a.kind == PassKind::kF) {
-        if (a.virtual_stage > 0) start = std::max(start, Arrival(f_end, f_end_, a.virtual_stage - 1, a.microbatch));
+        if (a.virtual_stage.value() > 0) start = std::max(start, Arrival(f_end, f_end_, a.virtual_stage.value() - 1, a.microbatch));
       } else if (a.kind == PassKind::kW) {
         start = std::max(start, b_end[own]);
       } else {  // B or BW: no reduction is in `order`
         start = std::max(start, f_end[own]);
-        if (a.virtual_stage + 1 < problem_.num_virtual_stages()) {
-          start = std::max(start, Arrival(b_end, b_end_, a.virtual_stage + 1, a.microbatch));
+        if (a.virtual_stage.value() + 1 < problem_.num_virtual_stages()) {
+          start = std::max(start, Arrival(b_end, b_end_, a.virtual_stage.value() + 1, a.microbatch));
         }
       }
       if (a.kind != PassKind::kW &&
@@ -150,7 +150,7 @@ class StageModel {
       e.peak_bytes = std::max(e.peak_bytes, memory);
       if (a.kind == PassKind::kF) f_end[own] = free_at;
       if (a.kind == PassKind::kB || a.kind == PassKind::kBW) b_end[own] = free_at;
-      if (IsWeightPass(a.kind) && --weight_left[local_[a.virtual_stage]] == 0) {
+      if (IsWeightPass(a.kind) && --weight_left[local_[a.virtual_stage.value()]] == 0) {
         comm_free_at = std::max(comm_free_at, free_at) + c.reduce_seconds;
       }
     }
@@ -182,7 +182,7 @@ class StageModel {
 // precede `virtual stage`'s last W moved to right after it (in their order), so that
 // `virtual stage`'s reduction is issued earlier and overlaps them. Moving a W later
 // keeps it after its B.
-std::vector<Action> HoldBack(const std::vector<Action>& order, int virtual_stage,
+std::vector<Action> HoldBack(const std::vector<Action>& order, VirtualStage virtual_stage,
                              int count) {
   int last = -1;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -212,7 +212,7 @@ std::vector<Action> HoldBack(const std::vector<Action>& order, int virtual_stage
 // it (in their order): they jump the F or B pass there, which may be
 // waiting for another stage, so that `virtual stage`'s W passes end earlier. The
 // W passes stay after `virtual stage`'s last B, which precedes `at`.
-std::vector<Action> PullForward(const std::vector<Action>& order, int virtual_stage,
+std::vector<Action> PullForward(const std::vector<Action>& order, VirtualStage virtual_stage,
                                 int at) {
   std::vector<Action> out(order.begin(), order.begin() + at), rest;
   for (size_t i = at; i < order.size(); ++i) {
@@ -225,7 +225,7 @@ std::vector<Action> PullForward(const std::vector<Action>& order, int virtual_st
 
 // The positions PullForward may take for `virtual stage`: every F or B pass after
 // `virtual stage`'s last B and before its last W.
-std::vector<int> PullPoints(const std::vector<Action>& order, int virtual_stage) {
+std::vector<int> PullPoints(const std::vector<Action>& order, VirtualStage virtual_stage) {
   int last_b = -1, last_w = -1;
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i].virtual_stage != virtual_stage) continue;
@@ -242,7 +242,7 @@ std::vector<int> PullPoints(const std::vector<Action>& order, int virtual_stage)
 // The seconds of each W pass of other virtual stages that precedes `virtual stage`'s last W
 // in `order`, nearest first: HoldBack's candidates in the order it takes them.
 std::vector<double> HoldableBefore(const Problem& problem,
-                                   const std::vector<Action>& order, int virtual_stage) {
+                                   const std::vector<Action>& order, VirtualStage virtual_stage) {
   int last = -1;
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i].kind == PassKind::kW && order[i].virtual_stage == virtual_stage) last = static_cast<int>(i);
@@ -250,7 +250,7 @@ std::vector<double> HoldableBefore(const Problem& problem,
   std::vector<double> seconds;
   for (int i = last - 1; i >= 0; --i) {
     if (order[i].kind == PassKind::kW && order[i].virtual_stage != virtual_stage) {
-      seconds.push_back(problem.virtual_stages[order[i].virtual_stage].w_seconds);
+      seconds.push_back(problem.CostOf(order[i].virtual_stage).w_seconds);
     }
   }
   return seconds;
@@ -293,7 +293,8 @@ std::vector<Action> SolveStage(const Problem& problem, const StageModel& model,
         best = std::move(candidate);
       }
     };
-    for (int virtual_stage : virtual_stages) {
+    for (const int vs : virtual_stages) {
+      const VirtualStage virtual_stage(vs);
       const std::vector<double> holdable = HoldableBefore(problem, current, virtual_stage);
       double held = 0;
       for (int count = 1; count <= static_cast<int>(holdable.size()) && held <= enough;
@@ -323,16 +324,16 @@ constexpr int kBucketChoices[] = {2, 4};
 // reduction then overlaps the W work of buckets b+1.. (Zero Bubble paper
 // §2: W has no successor but the optimizer, so holding it back delays
 // nothing but memory).
-Schedule Bucketed(const Schedule& schedule, int virtual_stage, int held, int buckets) {
+Schedule Bucketed(const Schedule& schedule, VirtualStage virtual_stage, int held, int buckets) {
   Schedule out = schedule;
-  const int w = schedule.stage_of[virtual_stage];
-  const std::vector<Action>& list = schedule.actions[w];
+  const Stage s = schedule.StageOf(virtual_stage);
+  const std::vector<Action>& list = schedule.ActionsOf(s);
   std::vector<int> ws;
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].kind == PassKind::kW && list[i].virtual_stage == virtual_stage) ws.push_back(static_cast<int>(i));
   }
   const std::vector<int> tail(ws.end() - std::min<int>(held, ws.size()), ws.end());
-  std::vector<Action>& result = out.actions[w];
+  std::vector<Action>& result = out.ActionsOf(s);
   result.clear();
   size_t next = 0;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -389,19 +390,19 @@ Schedule SolveBuckets(const Problem& problem, Schedule schedule, SimulationResul
         critical = w;
       }
     }
-    std::vector<int> candidates;
+    std::vector<VirtualStage> candidates;
     for (const Action& a : critical < 0 ? std::vector<Action>{} : schedule.actions[critical]) {
-      if (a.kind == PassKind::kReduce && a.bucket == kAllBuckets && !tried[a.virtual_stage] &&
-          problem.virtual_stages[a.virtual_stage].reduce_seconds > 0) {
+      if (a.kind == PassKind::kReduce && a.bucket == kAllBuckets && !tried[a.virtual_stage.value()] &&
+          problem.CostOf(a.virtual_stage).reduce_seconds > 0) {
         candidates.push_back(a.virtual_stage);
       }
     }
     std::optional<std::pair<Schedule, SimulationResult>> best;
-    for (int virtual_stage : candidates) {
-      tried[virtual_stage] = 1;
-      const VirtualStageCost& c = problem.virtual_stages[virtual_stage];
+    for (const VirtualStage virtual_stage : candidates) {
+      tried[virtual_stage.value()] = 1;
+      const VirtualStageCost& c = problem.CostOf(virtual_stage);
       int ws = 0;
-      for (const Action& a : schedule.actions[schedule.stage_of[virtual_stage]]) {
+      for (const Action& a : schedule.ActionsOf(schedule.StageOf(virtual_stage))) {
         ws += a.kind == PassKind::kW && a.virtual_stage == virtual_stage;
       }
       for (int buckets : kBucketChoices) {
@@ -442,7 +443,7 @@ absl::StatusOr<Schedule> Solved(const Problem& problem, const Schedule& schedule
     std::vector<int> virtual_stages;
     bool any_reduce = false;
     for (int s = 0; s < problem.num_virtual_stages(); ++s) {
-      if (schedule.stage_of[s] != w) continue;
+      if (schedule.StageOf(VirtualStage(s)) != Stage(w)) continue;
       virtual_stages.push_back(s);
       any_reduce |= problem.virtual_stages[s].reduce_seconds > 0;
     }

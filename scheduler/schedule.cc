@@ -32,9 +32,9 @@ std::string ActionToString(const Action& action) {
   const std::string bucket =
       action.bucket == kAllBuckets ? "" : absl::StrCat("@", action.bucket);
   if (action.kind == PassKind::kReduce) {
-    return absl::StrCat(action.virtual_stage, std::string(kReduceText), bucket);
+    return absl::StrCat(action.virtual_stage.value(), std::string(kReduceText), bucket);
   }
-  return absl::StrCat(action.virtual_stage, std::string(1, PassLetter(action.kind)),
+  return absl::StrCat(action.virtual_stage.value(), std::string(1, PassLetter(action.kind)),
                       action.microbatch, bucket);
 }
 
@@ -65,9 +65,11 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
   }
   if (text.substr(letter) == kReduceText) {
     action.kind = PassKind::kReduce;
-    if (!ParseDecimalInt(text.substr(0, letter), &action.virtual_stage)) {
+    int virtual_stage = 0;
+    if (!ParseDecimalInt(text.substr(0, letter), &virtual_stage)) {
       return bad("virtual stage is not a number");
     }
+    action.virtual_stage = VirtualStage(virtual_stage);
     return action;
   }
   if (letter + 1 >= text.size()) return bad("must end with the microbatch");
@@ -87,9 +89,11 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     default:
       return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
   }
-  if (!ParseDecimalInt(text.substr(0, letter), &action.virtual_stage)) {
+  int virtual_stage = 0;
+  if (!ParseDecimalInt(text.substr(0, letter), &virtual_stage)) {
     return bad("virtual stage is not a number");
   }
+  action.virtual_stage = VirtualStage(virtual_stage);
   if (!ParseDecimalInt(text.substr(letter + 1), &action.microbatch)) {
     return bad("microbatch is not a number");
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/indices.h"
 
 namespace zbpp::sched {
 
@@ -40,7 +41,7 @@ inline constexpr int kMaxBuckets = 64;
 /// its microbatch is 0).
 struct Action {
   PassKind kind = PassKind::kF;
-  int virtual_stage = 0;       ///< Virtual stage, in model order.
+  VirtualStage virtual_stage;  ///< Virtual stage, in model order.
   int microbatch = 0;  ///< Microbatch index in [0, m); 0 for kReduce.
   /// kW and kReduce: the gradient bucket covered, in [0, K), or
   /// kAllBuckets; kAllBuckets for the other kinds.
@@ -143,12 +144,29 @@ struct Schedule {
   int stages = 0;       ///< p.
   int chunks = 1;        ///< v.
   int microbatches = 0;  ///< m.
-  /// Size p*v: the stage that holds each virtual stage.
+  /// Size p*v: the stage that holds each virtual stage, as ints (the
+  /// proto's `stage_of`, PlaceVirtualStages); read it through StageOf.
   std::vector<int> stage_of;
   /// Size p: each stage's actions in execution order.
   std::vector<std::vector<Action>> actions;
 
   int num_virtual_stages() const { return stages * chunks; }
+
+  /// The stage that holds virtual stage `v` (`stage_of[v]`), v in
+  /// [0, num_virtual_stages()). The one conversion from a virtual stage to a
+  /// stage (PyTorch pipelining's `stage_index_to_group_rank`).
+  Stage StageOf(VirtualStage v) const { return Stage(stage_of[static_cast<size_t>(v.value())]); }
+  /// Stage `s`'s actions in execution order (`actions[s]`).
+  const std::vector<Action>& ActionsOf(Stage s) const {
+    return actions[static_cast<size_t>(s.value())];
+  }
+  std::vector<Action>& ActionsOf(Stage s) { return actions[static_cast<size_t>(s.value())]; }
+  /// The stages, Stage(0) to Stage(stages - 1).
+  IndicesOf<Stage> AllStages() const { return IndicesOf<Stage>(stages); }
+  /// The virtual stages, VirtualStage(0) to VirtualStage(p·v - 1).
+  IndicesOf<VirtualStage> AllVirtualStages() const {
+    return IndicesOf<VirtualStage>(num_virtual_stages());
+  }
 
   friend bool operator==(const Schedule& a, const Schedule& b) {
     return a.name == b.name && a.stages == b.stages && a.chunks == b.chunks &&

@@ -24,9 +24,9 @@ using Json = nlohmann::ordered_json;
 absl::Status CheckFits(const Schedule& schedule, int stage,
                        const Action& action, const std::string& where) {
   const std::string text = ActionToString(action);
-  if (action.virtual_stage >= schedule.num_virtual_stages()) {
+  if (action.virtual_stage.value() >= schedule.num_virtual_stages()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage,
+        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage.value(),
                      " out of range [0, ", schedule.num_virtual_stages(), ")"));
   }
   if (action.microbatch >= schedule.microbatches) {
@@ -34,10 +34,10 @@ absl::Status CheckFits(const Schedule& schedule, int stage,
         absl::StrCat(where, " (", text, "): microbatch ", action.microbatch,
                      " out of range [0, ", schedule.microbatches, ")"));
   }
-  const int owner = schedule.stage_of[action.virtual_stage];
+  const int owner = schedule.StageOf(action.virtual_stage).value();
   if (owner != stage) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage,
+        absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage.value(),
                      " is held by stage ", owner, ", not ", stage));
   }
   return absl::OkStatus();
@@ -218,7 +218,7 @@ absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
               RowName(row), ", cell ", cell, " (", std::string(text),
               "): OVERLAP_F_B holds compute actions only"));
         }
-        rows.max_virtual_stage = std::max(rows.max_virtual_stage, action->virtual_stage);
+        rows.max_virtual_stage = std::max(rows.max_virtual_stage, action->virtual_stage.value());
         rows.max_microbatch = std::max(rows.max_microbatch, action->microbatch);
         rows.actions.back().push_back(*action);
         rows.cells.back().push_back(cell);
@@ -287,7 +287,7 @@ bool Carries(const CommCell& comm, const Action& action) {
   const bool kind_matches =
       forward ? action.kind == PassKind::kF
               : action.kind == PassKind::kB || action.kind == PassKind::kBW;
-  return kind_matches && action.virtual_stage == comm.virtual_stage &&
+  return kind_matches && action.virtual_stage.value() == comm.virtual_stage &&
          action.microbatch == comm.microbatch;
 }
 
@@ -364,15 +364,15 @@ absl::Status CheckCommunication(const Schedule& schedule, const Rows& rows) {
       const bool forward = a.kind == PassKind::kF;
       const CommKind send = forward ? CommKind::kSendF : CommKind::kSendB;
       const CommKind recv = forward ? CommKind::kRecvF : CommKind::kRecvB;
-      for (auto [kind, other] : {std::pair{send, peer(send, a.virtual_stage)},
-                                 std::pair{recv, peer(recv, a.virtual_stage)}}) {
+      for (auto [kind, other] : {std::pair{send, peer(send, a.virtual_stage.value())},
+                                 std::pair{recv, peer(recv, a.virtual_stage.value())}}) {
         if (other < 0 || other >= n || owner[other] == w) continue;
-        if (seen.count({kind, a.virtual_stage, a.microbatch})) continue;
+        if (seen.count({kind, a.virtual_stage.value(), a.microbatch})) continue;
         static constexpr const char* kNames[] = {"SEND_F", "RECV_F", "SEND_B",
                                                  "RECV_B"};
         return absl::InvalidArgumentError(absl::StrCat(
             RowName(w), ", cell ", rows.cells[w][i], " (", ActionToString(a),
-            "): no ", a.virtual_stage, kNames[static_cast<int>(kind)], a.microbatch,
+            "): no ", a.virtual_stage.value(), kNames[static_cast<int>(kind)], a.microbatch,
             is_send(kind) ? " after it (virtual stage " : " before it (virtual stage ", other,
             " is on stage ", owner[other], ")"));
       }
@@ -425,7 +425,7 @@ absl::StatusOr<PytorchCsvImport> ScheduleFromPytorchCsv(std::string_view csv) {
   for (int w = 0; w < schedule->stages; ++w) {
     const std::vector<Action>& actions = schedule->actions[w];
     for (size_t i = 0; i < actions.size(); ++i) {
-      const int s = actions[i].virtual_stage;
+      const int s = actions[i].virtual_stage.value();
       if (owner[s] == -1) {
         owner[s] = w;
         ++held[w];

@@ -39,7 +39,7 @@ struct PytorchCsvImport {
 };
 
 /// Parses a schedule as PyTorch 2.11's `torch.distributed.pipelining` writes
-/// it (`_PipelineScheduleRuntime._dump_csv`, schedules.py): one row per rank,
+/// it (`_PipelineScheduleRuntime._dump_csv`, schedules.py): one row per stage,
 /// one action per cell in `_Action`'s text form, in either of its formats:
 ///   * "compute_only": `{virtual stage}{F|I|W|B}{microbatch}` (PyTorch's B is the
 ///     fused backward, zbpp's BW; I the input gradient, zbpp's B), empty

@@ -15,10 +15,13 @@ namespace {
 constexpr double kNotDone = -1.0;
 
 // Flat index of (virtual stage, microbatch).
-struct Index {
+struct FlatIndex {
   int m;
   int operator()(int virtual_stage, int microbatch) const {
     return virtual_stage * m + microbatch;
+  }
+  int operator()(VirtualStage virtual_stage, int microbatch) const {
+    return virtual_stage.value() * m + microbatch;
   }
 };
 
@@ -33,9 +36,9 @@ std::vector<int> BucketsPerVirtualStage(const Schedule& schedule) {
   std::vector<int> buckets(std::max(0, schedule.num_virtual_stages()), 1);
   for (const auto& list : schedule.actions) {
     for (const Action& a : list) {
-      if (a.virtual_stage >= 0 && a.virtual_stage < static_cast<int>(buckets.size()) && a.bucket >= 0 &&
+      if (a.virtual_stage.value() >= 0 && a.virtual_stage.value() < static_cast<int>(buckets.size()) && a.bucket >= 0 &&
           a.bucket < kMaxBuckets) {
-        buckets[a.virtual_stage] = std::max(buckets[a.virtual_stage], a.bucket + 1);
+        buckets[a.virtual_stage.value()] = std::max(buckets[a.virtual_stage.value()], a.bucket + 1);
       }
     }
   }
@@ -119,7 +122,7 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
   }
   // Position of each pass in its stage's list, -1 when absent; w_pos is a
   // whole W's, w_bucket_pos a partial W's, at bucket_base[s] + mb * K_s + b.
-  const Index at{m};
+  const FlatIndex at{m};
   const std::vector<int> buckets = BucketsPerVirtualStage(schedule);
   std::vector<int> bucket_base(num_virtual_stages + 1, 0);
   for (int s = 0; s < num_virtual_stages; ++s) bucket_base[s + 1] = bucket_base[s] + buckets[s];
@@ -140,7 +143,7 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
     const auto& list = schedule.actions[w];
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      if (a.virtual_stage < 0 || a.virtual_stage >= num_virtual_stages) {
+      if (a.virtual_stage.value() < 0 || a.virtual_stage.value() >= num_virtual_stages) {
         return absl::InvalidArgumentError(
             absl::StrCat(Where(w, i, a), ": virtual stage out of range [0, ",
                          num_virtual_stages, ")"));
@@ -149,10 +152,10 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(w, i, a), ": microbatch out of range [0, ", m, ")"));
       }
-      if (schedule.stage_of[a.virtual_stage] != w) {
+      if (schedule.StageOf(a.virtual_stage).value() != w) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Where(w, i, a), ": virtual stage ", a.virtual_stage, " is held by stage ",
-            schedule.stage_of[a.virtual_stage]));
+            Where(w, i, a), ": virtual stage ", a.virtual_stage.value(), " is held by stage ",
+            schedule.StageOf(a.virtual_stage).value()));
       }
       const bool partial = a.bucket != kAllBuckets;
       if (partial && ((a.kind != PassKind::kW && a.kind != PassKind::kReduce) ||
@@ -167,12 +170,12 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
               Where(w, i, a), ": a reduction covers every microbatch; its "
                               "microbatch must be 0, got ", a.microbatch));
         }
-        int& slot = partial ? reduce_bucket_pos[bucket_base[a.virtual_stage] + a.bucket]
-                            : reduce_pos[a.virtual_stage];
+        int& slot = partial ? reduce_bucket_pos[bucket_base[a.virtual_stage.value()] + a.bucket]
+                            : reduce_pos[a.virtual_stage.value()];
         if (slot >= 0) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(w, i, a), ": duplicate reduction of virtual stage ",
-                           a.virtual_stage));
+                           a.virtual_stage.value()));
         }
         slot = static_cast<int>(i);
         any_reduce = true;
@@ -180,7 +183,7 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
       }
       const int k = at(a.virtual_stage, a.microbatch);
       if (a.kind == PassKind::kW && partial) {
-        int& slot = w_bucket_pos[w_bucket_at(a.virtual_stage, a.microbatch, a.bucket)];
+        int& slot = w_bucket_pos[w_bucket_at(a.virtual_stage.value(), a.microbatch, a.bucket)];
         if (slot >= 0 || w_pos[k] >= 0 || fused[k]) {
           return absl::InvalidArgumentError(
               absl::StrCat(Where(w, i, a), ": duplicate pass"));
@@ -251,7 +254,7 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
           " has a whole reduction and partial ones; it needs one or the other"));
     }
     if (reduce_pos[s] < 0 && partial_reductions < K) {
-      Action missing{PassKind::kReduce, s, 0};
+      Action missing{PassKind::kReduce, VirtualStage(s), 0};
       for (int b = 0; partial_reductions > 0 && b < K; ++b) {
         if (reduce_bucket_pos[bucket_base[s] + b] < 0) {
           missing.bucket = b;
@@ -298,7 +301,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   const int p = problem.stages;
   const int num_virtual_stages = problem.num_virtual_stages();
   const int m = problem.microbatches;
-  const Index at{m};
+  const FlatIndex at{m};
   const auto& owner = schedule.stage_of;
   const std::vector<int> buckets = BucketsPerVirtualStage(schedule);
 
@@ -345,12 +348,12 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
       bool blocked = false;
       switch (a.kind) {
         case PassKind::kF:
-          if (a.virtual_stage > 0) {
-            const double dep = f_end[at(a.virtual_stage - 1, a.microbatch)];
+          if (a.virtual_stage.value() > 0) {
+            const double dep = f_end[at(a.virtual_stage.value() - 1, a.microbatch)];
             if (dep == kNotDone) {
               blocked = true;
             } else {
-              start = std::max(start, arrival(a.virtual_stage - 1, a.virtual_stage, dep));
+              start = std::max(start, arrival(a.virtual_stage.value() - 1, a.virtual_stage.value(), dep));
             }
           }
           break;
@@ -358,12 +361,12 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         case PassKind::kBW:
           // Own F precedes B in the list (CheckSchedule), so it is done.
           start = std::max(start, f_end[k]);
-          if (a.virtual_stage + 1 < num_virtual_stages) {
-            const double dep = b_end[at(a.virtual_stage + 1, a.microbatch)];
+          if (a.virtual_stage.value() + 1 < num_virtual_stages) {
+            const double dep = b_end[at(a.virtual_stage.value() + 1, a.microbatch)];
             if (dep == kNotDone) {
               blocked = true;
             } else {
-              start = std::max(start, arrival(a.virtual_stage + 1, a.virtual_stage, dep));
+              start = std::max(start, arrival(a.virtual_stage.value() + 1, a.virtual_stage.value(), dep));
             }
           }
           break;
@@ -376,7 +379,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
           // do not wait for it.
           const double comm_start = std::max(free_at[w], comm_free_at[w]);
           const double comm_end =
-              comm_start + PassSeconds(problem.virtual_stages[a.virtual_stage], a, buckets[a.virtual_stage]);
+              comm_start + PassSeconds(problem.CostOf(a.virtual_stage), a, buckets[a.virtual_stage.value()]);
           result.timings[w][next[w]] = {comm_start, comm_end};
           comm_free_at[w] = comm_end;
           ++next[w];
@@ -384,7 +387,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         }
       }
       if (blocked) break;
-      const VirtualStageCost& cost = problem.virtual_stages[a.virtual_stage];
+      const VirtualStageCost& cost = problem.CostOf(a.virtual_stage);
       if (MergesWithNext(list, next[w])) {
         // One merged pass of T_BW: its B part, whose input gradient goes out
         // at its end (the runtime sends it before the W part), then the W
@@ -396,19 +399,19 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
         free_at[w] = start + fused;
         next[w] += 2;
         b_end[k] = b_part;
-        wake(a.virtual_stage - 1);
+        wake(a.virtual_stage.value() - 1);
         continue;
       }
-      const double end = start + PassSeconds(cost, a, buckets[a.virtual_stage]);
+      const double end = start + PassSeconds(cost, a, buckets[a.virtual_stage.value()]);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];
       if (a.kind == PassKind::kF) {
         f_end[k] = end;
-        wake(a.virtual_stage + 1);
+        wake(a.virtual_stage.value() + 1);
       } else if (a.kind != PassKind::kW) {
         b_end[k] = end;
-        wake(a.virtual_stage - 1);
+        wake(a.virtual_stage.value() - 1);
       }
     }
   }
@@ -420,11 +423,11 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     const Action& a = list[next[w]];
     const Action needs =
         a.kind == PassKind::kF
-            ? Action{PassKind::kF, a.virtual_stage - 1, a.microbatch}
-            : Action{PassKind::kB, a.virtual_stage + 1, a.microbatch};
+            ? Action{PassKind::kF, VirtualStage(a.virtual_stage.value() - 1), a.microbatch}
+            : Action{PassKind::kB, VirtualStage(a.virtual_stage.value() + 1), a.microbatch};
     stuck.push_back(absl::StrCat(Where(w, next[w], a), " waits for ",
                                  ActionToString(needs), " on stage ",
-                                 owner[needs.virtual_stage]));
+                                 owner[needs.virtual_stage.value()]));
   }
   if (!stuck.empty()) {
     return absl::FailedPreconditionError(
@@ -451,14 +454,14 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     double compute_end = stage_start, reduce_end = stage_start;
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      const VirtualStageCost& c = problem.virtual_stages[a.virtual_stage];
+      const VirtualStageCost& c = problem.CostOf(a.virtual_stage);
       if (a.kind == PassKind::kReduce) {
         reduce_end = std::max(reduce_end, t[i].end_seconds);
         continue;
       }
       compute_end = std::max(compute_end, t[i].end_seconds);
       result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
-      memory += PassMemoryBytes(c, a, buckets[a.virtual_stage]);
+      memory += PassMemoryBytes(c, a, buckets[a.virtual_stage.value()]);
       result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
     }
     const double stage_end = std::max(compute_end, reduce_end);

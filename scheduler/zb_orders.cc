@@ -162,7 +162,7 @@ Schedule ToSchedule(const PassModel& model, const Orders& orders,
     schedule.actions[w].reserve(orders[w].size());
     for (int32_t id : orders[w]) {
       schedule.actions[w].push_back({kKinds[model.PassOf(id)],
-                                     model.VirtualStageOf(id),
+                                     VirtualStage(model.VirtualStageOf(id)),
                                      model.MicrobatchOf(id)});
     }
   }
@@ -180,7 +180,7 @@ bool FromSchedule(const PassModel& model, const Schedule& schedule,
       const Pass pass = a.kind == PassKind::kF   ? kF
                         : a.kind == PassKind::kB ? kB
                                                  : kW;
-      (*orders)[w].push_back(model.Id(pass, a.virtual_stage, a.microbatch));
+      (*orders)[w].push_back(model.Id(pass, a.virtual_stage.value(), a.microbatch));
     }
   }
   return true;

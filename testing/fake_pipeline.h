@@ -4,7 +4,7 @@
 // Shared by the coordinator's core and service tests: a job spec, the
 // "true" costs of a pipeline with one slow stage, and the per-action timings
 // a fake worker reports for a schedule version (the simulator run on the
-// true costs, so reports are consistent across ranks).
+// true costs, so reports are consistent across stages).
 
 #include <cstdint>
 #include <string>
@@ -48,13 +48,13 @@ inline zbpp::v1::JobSpec TestSpec(int stages = 4, int microbatches = 8,
   return spec;
 }
 
-/// The spec's analytic problem with every virtual stage held by rank
-/// `slow_rank` (loop placement) `factor` times slower.
-inline sched::Problem TrueCosts(const zbpp::v1::JobSpec& spec, int slow_rank,
+/// The spec's analytic problem with every virtual stage held by stage
+/// `slow_stage` (loop placement) `factor` times slower.
+inline sched::Problem TrueCosts(const zbpp::v1::JobSpec& spec, int slow_stage,
                                 double factor) {
   sched::Problem problem = *InitialProblem(spec);
   for (int s = 0; s < problem.num_virtual_stages(); ++s) {
-    if (s % problem.stages != slow_rank) continue;
+    if (s % problem.stages != slow_stage) continue;
     problem.virtual_stages[s].f_seconds *= factor;
     problem.virtual_stages[s].b_seconds *= factor;
     problem.virtual_stages[s].w_seconds *= factor;
@@ -62,13 +62,13 @@ inline sched::Problem TrueCosts(const zbpp::v1::JobSpec& spec, int slow_rank,
   return problem;
 }
 
-/// Start/end of each action of `rank` in `version`, simulated on `truth`.
+/// Start/end of each action of `stage` in `version`, simulated on `truth`.
 inline std::vector<sched::ActionTiming> TrueTimings(
     const zbpp::v1::ScheduleVersion& version, const sched::Problem& truth,
-    int rank) {
+    int stage) {
   sched::Schedule schedule = *ScheduleFromProto(version.schedule());
   sched::SimulationResult sim = *sched::Simulate(truth, schedule);
-  return sim.timings[rank];
+  return sim.timings[stage];
 }
 
 }  // namespace zbpp::coordinator::testing

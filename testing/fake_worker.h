@@ -66,10 +66,10 @@ struct FakeWorker {
   /// Every schedule message popped while an attempt was held, as the outbox
   /// held it.
   std::vector<SessionMessage> schedule_messages;
-  /// When set, every report carries this one-way latency to the next rank
-  /// (the last rank has none).
+  /// When set, every report carries this one-way latency to the next stage
+  /// (the last stage has none).
   std::optional<double> one_way_seconds;
-  /// The loss the last rank reports.
+  /// The loss the last stage reports.
   double loss = 2.5;
   /// What its calibration profiles report (Assignment.profile): these
   /// costs when set, else the assignment's cost model echoed.
@@ -165,19 +165,19 @@ struct FakeWorker {
 
   v1::ReportStepRequest Report(int64_t step, const sched::Problem& truth) {
     const v1::ScheduleVersion& version = VersionFor(step);
-    const int rank = assignment->stage();
+    const int stage = assignment->stage();
     v1::ReportStepRequest r;
     r.set_worker_id(id);
     r.set_job_id(assignment->job_id());
     r.set_attempt(assignment->attempt());
     r.set_step(step);
     r.set_schedule_version(version.version());
-    r.set_stage(rank);
+    r.set_stage(stage);
     r.set_replica(assignment->replica());
     double end = 0;
     double busy = 0;
-    const auto& actions = version.schedule().stage_actions(rank).actions();
-    const std::vector<sched::ActionTiming> timings = TrueTimings(version, truth, rank);
+    const auto& actions = version.schedule().stage_actions(stage).actions();
+    const std::vector<sched::ActionTiming> timings = TrueTimings(version, truth, stage);
     for (size_t i = 0; i < timings.size(); ++i) {
       const sched::ActionTiming& t = timings[i];
       r.add_action_start_seconds(t.start_seconds);
@@ -190,11 +190,11 @@ struct FakeWorker {
     }
     r.set_step_seconds(end);
     r.set_idle_seconds(end - busy);
-    if (rank == assignment->spec().pipeline().stages() - 1) r.set_loss(loss);
+    if (stage == assignment->spec().pipeline().stages() - 1) r.set_loss(loss);
     if (one_way_seconds.has_value() &&
-        rank + 1 < assignment->spec().pipeline().stages()) {
+        stage + 1 < assignment->spec().pipeline().stages()) {
       v1::HopLatency* hop = r.add_hop_latencies();
-      hop->set_to_stage(rank + 1);
+      hop->set_to_stage(stage + 1);
       hop->set_one_way_seconds(*one_way_seconds);
     }
     version_of_step[step] = version.version();

@@ -126,7 +126,7 @@ double PassOverheadSeconds(const sched::Schedule& schedule, int stage, double ov
   const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
   double units = 0;
   for (const sched::Action& a : schedule.actions[stage]) {
-    units += PassUnits(a, buckets[a.virtual_stage]);
+    units += PassUnits(a, buckets[a.virtual_stage.value()]);
   }
   return units > 0 ? overhead_seconds / units : 0;
 }
@@ -140,9 +140,9 @@ void CountOverheadAsIdle(const sched::Schedule& schedule,
   const int p = static_cast<int>(sim.busy_seconds.size());
   for (int w = 0; w < p && w < static_cast<int>(schedule.actions.size()); ++w) {
     for (const sched::Action& a : schedule.actions[w]) {
-      if (a.virtual_stage >= static_cast<int>(overhead_per_virtual_stage.size())) continue;
-      sim.busy_seconds[w] -=
-          overhead_per_virtual_stage[a.virtual_stage] * PassUnits(a, buckets[a.virtual_stage]);
+      const int vs = a.virtual_stage.value();
+      if (vs >= static_cast<int>(overhead_per_virtual_stage.size())) continue;
+      sim.busy_seconds[w] -= overhead_per_virtual_stage[vs] * PassUnits(a, buckets[vs]);
     }
     sim.busy_seconds[w] = std::max(0.0, sim.busy_seconds[w]);
     sim.idle_seconds[w] = sim.makespan_seconds - sim.busy_seconds[w];

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "common/indices.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/model_costs.h"
 
@@ -39,56 +40,57 @@ std::string HumanBytes(double bytes) {
 
 // Each stage's estimate from the stage of each virtual stage and each
 // stage's predicted activation peak (bytes, 16-bit activations).
-std::vector<RankMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stages,
-                                         absl::Span<const int> stage_of,
-                                         absl::Span<const double> peak_bytes) {
-  std::vector<RankMemoryEstimate> ranks(stages);
+std::vector<StageMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int stages,
+                                          absl::Span<const int> stage_of,
+                                          absl::Span<const double> peak_bytes) {
+  IndexedVector<Stage, StageMemoryEstimate> estimates(stages);
   const int num_virtual_stages = static_cast<int>(stage_of.size());
   const std::vector<int> blocks =
       BlocksPerVirtualStage(spec.pipeline(), spec.model().layers(), num_virtual_stages);
-  for (int stage = 0; stage < num_virtual_stages; ++stage) {
-    const int rank = stage_of[stage];
-    if (rank < 0 || rank >= stages) continue;
-    ranks[rank].parameters +=
-        StageParameterCount(spec.model(), blocks[stage], stage, num_virtual_stages);
+  auto known = [stages](Stage s) { return s.value() >= 0 && s.value() < stages; };
+  for (const VirtualStage vs : IndicesOf<VirtualStage>(num_virtual_stages)) {
+    const Stage s(stage_of[vs.value()]);
+    if (!known(s)) continue;
+    estimates[s].parameters += StageParameterCount(spec.model(), blocks[vs.value()], vs.value(),
+                                                   num_virtual_stages);
   }
   const double per_parameter =
       kStateBytesPerParameter +
       (KeepsRollbackCopy(spec) ? kRollbackBytesPerParameter : 0);
   const double activation_factor = PassesInFp32(spec) ? 2 : 1;
-  for (int rank = 0; rank < stages; ++rank) {
-    ranks[rank].state_bytes = ranks[rank].parameters * per_parameter;
-    if (rank < static_cast<int>(peak_bytes.size())) {
-      ranks[rank].activation_bytes = activation_factor * peak_bytes[rank];
+  for (const Stage s : estimates.indices()) {
+    estimates[s].state_bytes = estimates[s].parameters * per_parameter;
+    if (s.value() < static_cast<int>(peak_bytes.size())) {
+      estimates[s].activation_bytes = activation_factor * peak_bytes[s.value()];
     }
   }
   if (num_virtual_stages > 0) {
-    const int last = stage_of[num_virtual_stages - 1];
-    if (last >= 0 && last < stages) ranks[last].logits_bytes = LogitsBytes(spec);
+    const Stage last(stage_of[num_virtual_stages - 1]);
+    if (known(last)) estimates[last].logits_bytes = LogitsBytes(spec);
   }
-  return ranks;
+  return estimates.vector();
 }
 
 }  // namespace
 
-std::vector<RankMemoryEstimate> EstimateRankMemory(
+std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
   const zbpp::v1::Schedule& schedule = version.schedule();
   return Estimate(spec, schedule.stages(), schedule.stage_of(),
                   version.predicted().peak_memory_bytes());
 }
 
-std::vector<RankMemoryEstimate> EstimateRankMemory(
+std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,
     const sched::SimulationResult& simulation) {
   return Estimate(spec, schedule.stages, schedule.stage_of, simulation.peak_memory_bytes);
 }
 
-std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate) {
+std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate) {
   return absl::StrFormat(
-      "pipeline rank %d needs about %s (%s of weights and optimizer state for "
+      "stage %d needs about %s (%s of weights and optimizer state for "
       "%.4g parameters, %s of activations%s)",
-      rank, HumanBytes(estimate.total_bytes()),
+      stage, HumanBytes(estimate.total_bytes()),
       HumanBytes(estimate.state_bytes), estimate.parameters,
       HumanBytes(estimate.activation_bytes),
       estimate.logits_bytes > 0

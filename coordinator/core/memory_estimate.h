@@ -11,12 +11,12 @@
 
 namespace zbpp::coordinator {
 
-/// What one pipeline rank of a job is expected to hold in memory, bytes:
-/// the coordinator's check, before it assigns a job, that every rank fits
-/// the memory its worker reported (WorkerDescription.memory_bytes). An
+/// What one stage of a job is expected to hold in memory, bytes: the
+/// coordinator's check, before it assigns a job, that every stage fits the
+/// memory its worker reported (WorkerDescription.memory_bytes). An
 /// estimate of the training state, not of the allocator's overhead.
-struct RankMemoryEstimate {
-  /// Parameters of the virtual stages the rank holds (data_parallel.h's
+struct StageMemoryEstimate {
+  /// Parameters of the virtual stages the stage holds (data_parallel.h's
   /// StageParameterCount, embeddings and LM head included).
   double parameters = 0;
   /// Training state: 16 bytes per parameter (float32 master weight, float32
@@ -25,39 +25,50 @@ struct RankMemoryEstimate {
   /// copies) unless validation is SYNCHRONOUS or the rollback is
   /// IN_PLACE_INVERSE.
   double state_bytes = 0;
-  /// Activations: the schedule's predicted peak for the rank
+  /// Activations: the schedule's predicted peak for the stage
   /// (SchedulePrediction.peak_memory_bytes, from the paper's §2 per-layer
   /// M_B / M_W, which count 16-bit activations), doubled for fp32 passes.
   double activation_bytes = 0;
-  /// On the rank holding the last virtual stage: the LM head's logits and
+  /// On the stage holding the last virtual stage: the LM head's logits and
   /// the loss's float32 copies for one microbatch (model_costs.h's
   /// LogitsBytes), which the paper's per-layer M_B does not count and which
-  /// dominate for large vocabularies; 0 on the other ranks.
+  /// dominate for large vocabularies; 0 on the other stages.
   double logits_bytes = 0;
 
   double total_bytes() const { return state_bytes + activation_bytes + logits_bytes; }
 };
 
-/// The estimate of every pipeline rank (size schedule.stages) of a job with
+/// The estimate of every stage (size schedule.stages) of a job with
 /// `spec` running `version`. Requires a spec that passed ValidateJobSpec and
 /// a version built for it (stage_of and predicted.peak_memory_bytes
-/// of size workers*chunks and workers); ranks missing from the prediction get
+/// of size stages*chunks and stages); stages missing from the prediction get
 /// no activation bytes. Thread-safe (pure).
-std::vector<RankMemoryEstimate> EstimateRankMemory(
+std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version);
 
 /// The same for a schedule not yet published (planning.h's JobPlan):
 /// `schedule`'s stage_of with `simulation`'s peak_memory_bytes, which the
 /// version built from them holds. Thread-safe (pure).
-std::vector<RankMemoryEstimate> EstimateRankMemory(
+std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,
     const sched::SimulationResult& simulation);
 
-/// One line for a job's state message: "pipeline rank 2 needs about 1.10 TiB
+/// One line for a job's state message: "stage 2 needs about 1.10 TiB
 /// (4.30 GiB of weights and optimizer state for 2.9e+08 parameters,
 /// 1.10 TiB of activations)", with ", 6.00 GiB of logits" before the
 /// parenthesis closes where logits_bytes > 0. Thread-safe (pure).
-std::string DescribeRankMemory(int rank, const RankMemoryEstimate& estimate);
+std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate);
+
+// The former names, for coordinator/core/job.{h,cc} and coordinator.{h,cc}
+// until they take the ones above.
+using RankMemoryEstimate = StageMemoryEstimate;
+inline std::vector<StageMemoryEstimate> EstimateRankMemory(
+    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
+  return EstimateStageMemory(spec, version);
+}
+inline std::string DescribeRankMemory(int stage, const StageMemoryEstimate& estimate) {
+  return DescribeStageMemory(stage, estimate);
+}
 
 }  // namespace zbpp::coordinator
 

@@ -47,7 +47,7 @@ BlockCosts BlockCostsOf(const zbpp::v1::ModelSpec& model, double microbatch_size
 /// of the embedding, unless it is also the first). Thread-safe (pure).
 double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages);
 
-/// Bytes the LM head's logits and the loss take on the rank holding the
+/// Bytes the LM head's logits and the loss take on the stage holding the
 /// last virtual stage, for one microbatch: b·s·vocab elements of the logits
 /// in the compute type, the loss's float32 copy of them (16-bit passes),
 /// its float32 log-softmax and the float32 gradient, and the gradient in the

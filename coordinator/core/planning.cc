@@ -372,7 +372,7 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
   plan.layout = BlocksPerVirtualStage(plan.spec.pipeline(), plan.spec.model().layers(),
                                       laid->choice.problem.num_virtual_stages());
   plan.layout_reason = std::move(laid->reason);
-  plan.memory = EstimateRankMemory(plan.spec, laid->choice.schedule, laid->choice.simulation);
+  plan.memory = EstimateStageMemory(plan.spec, laid->choice.schedule, laid->choice.simulation);
   plan.choice = std::move(laid->choice);
   return plan;
 }

@@ -33,7 +33,7 @@ inline constexpr double kAllReduceBytesPerSecond = 1e9;
 /// TCP message between two hosts of one cluster).
 inline constexpr double kAllReduceHopLatencySeconds = 50e-6;
 
-/// Seconds of a ring all-reduce of `bytes` over `replicas` ranks before one
+/// Seconds of a ring all-reduce of `bytes` over `replicas` replicas before one
 /// is measured: sched::RingAllReduceSeconds at kAllReduceBytesPerSecond
 /// (2(d-1)/d · bytes / bandwidth: reduce-scatter then all-gather) plus
 /// 2(d-1) · kAllReduceHopLatencySeconds. 0 for replicas <= 1.
@@ -146,9 +146,9 @@ struct JobPlan {
   /// (ResolvePolicy).
   ScheduleChoice choice;
   /// What each stage will hold (size pipeline.stages):
-  /// EstimateRankMemory of `choice`, what SubmitJob checks an NCCL job's
+  /// EstimateStageMemory of `choice`, what SubmitJob checks an NCCL job's
   /// workers against (StartAttempt estimates from the version in force).
-  std::vector<RankMemoryEstimate> memory;
+  std::vector<StageMemoryEstimate> memory;
 };
 
 /// The one planning entry: every field rule (CheckJobSpecFields,

@@ -62,7 +62,7 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
   }
   std::map<int, int> entry_of;  // The stage's virtual stages -> entry, -1 for none yet.
   for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-    if (schedule.stage_of[s] == stage) entry_of[s] = -1;
+    if (schedule.StageOf(VirtualStage(s)) == Stage(stage)) entry_of[s] = -1;
   }
   MeasuredProfile measured;
   for (int i = 0; i < profile.virtual_stages_size(); ++i) {

@@ -28,8 +28,8 @@ struct MeasuredProfile {
   std::vector<HopTiming> hops;  ///< Its hop latencies (HopTimingsOf).
 };
 
-/// Checks the profile `profile` of the worker that runs pipeline rank
-/// `stage` and data-parallel rank `replica` of `replicas` under `schedule`
+/// Checks the profile `profile` of the worker that runs stage
+/// `stage` and replica `replica` of `replicas` under `schedule`
 /// (the version its Assignment carried), then measures it. InvalidArgument
 /// naming the field (nothing is kept from a refused profile):
 /// * "stage", "replica": not the worker's (a replica outside

@@ -36,13 +36,13 @@ class RendezvousStore {
     /// Largest value, bytes (RESOURCE_EXHAUSTED beyond).
     size_t max_value_bytes = 1 << 20;
     /// Keys in one scope (RESOURCE_EXHAUSTED beyond): Gloo and NCCL need a
-    /// few per rank.
+    /// few per stage.
     size_t max_keys_per_scope = 4096;
     /// Bytes of keys and values in one scope (RESOURCE_EXHAUSTED beyond).
     size_t max_scope_bytes = 64 << 20;
     /// Bytes of keys and values in every scope together (RESOURCE_EXHAUSTED
     /// beyond): many attempts' scopes cannot add up past it. Gloo and NCCL
-    /// keep a few KiB per rank.
+    /// keep a few KiB per stage.
     size_t max_total_bytes = 256 << 20;
     /// Longest wait of one Get or Wait, whatever its deadline; > 0.
     absl::Duration max_wait = absl::Minutes(10);

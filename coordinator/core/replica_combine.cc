@@ -89,7 +89,7 @@ absl::StatusOr<zbpp::v1::ValidationOutcome> GatherValidationOutcome(
     outcome.set_rollback_seconds(outcome.rollback_seconds() + result.rollback_seconds());
   }
   outcome.set_clip_coefficient(clip);
-  // The squared norms sum the finite ranks only (a rank with an inf/nan
+  // The squared norms sum the finite stages only (a stage with an inf/nan
   // gradient adds 0): the global norm is not a number then (job.proto).
   if (outcome.found_inf_nan()) {
     outcome.set_global_grad_norm(std::numeric_limits<double>::quiet_NaN());

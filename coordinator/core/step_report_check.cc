@@ -26,8 +26,8 @@ absl::StatusOr<std::vector<HopTiming>> HopTimingsOf(
     const size_t before = hops.size();
     const int to = latency.to_stage();
     for (int h = 0; from != to && h + 1 < schedule.num_virtual_stages(); ++h) {
-      const int a = schedule.stage_of[h];
-      const int b = schedule.stage_of[h + 1];
+      const int a = schedule.StageOf(VirtualStage(h)).value();
+      const int b = schedule.StageOf(VirtualStage(h + 1)).value();
       if ((a == from && b == to) || (a == to && b == from)) {
         hops.push_back({h, seconds});
       }
@@ -130,14 +130,14 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
           sched::ActionToString(actions[i]), " has duration ", seconds));
     }
     const double whole =
-        seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].virtual_stage]);
-    passes.push_back({actions[i].kind, actions[i].virtual_stage, whole});
+        seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].virtual_stage.value()]);
+    passes.push_back({actions[i].kind, actions[i].virtual_stage.value(), whole});
     // A merged pair (sched::MergesWithNext) also stands for one BW pass,
     // from its B's start to its W's end: the cost model's T_BW.
     if (sched::MergesWithNext(actions, i)) {
       const double fused = report.action_end_seconds(i + 1) - report.action_start_seconds(i);
       if (fused >= 0 && std::isfinite(fused)) {
-        passes.push_back({sched::PassKind::kBW, actions[i].virtual_stage, fused});
+        passes.push_back({sched::PassKind::kBW, actions[i].virtual_stage.value(), fused});
       }
     }
     const sched::PassKind kind = actions[i].kind;

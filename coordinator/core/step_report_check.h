@@ -39,8 +39,8 @@ absl::StatusOr<MeasuredReport> MeasureStepReport(
     const zbpp::v1::ReportStepRequest& report, const sched::Schedule& schedule,
     int64_t version, const sched::Problem& base, int64_t start_step);
 
-/// The hop samples of `latencies`, measured by pipeline rank `from`: a
-/// latency between ranks a and b is a sample of every hop h whose virtual
+/// The hop samples of `latencies`, measured by stage `from`: a
+/// latency between stages a and b is a sample of every hop h whose virtual
 /// stages h and h+1 sit on a and b under `schedule` (with two chunks, one
 /// link carries two hops; the link is the same both ways). InvalidArgument
 /// naming the entry ("hop_latencies[i].one_way_seconds", ".to_stage") for a

@@ -6,6 +6,7 @@
 
 #include "api/pipeline_shape.h"
 #include "api/step_breakdown.h"
+#include "common/indices.h"
 
 namespace zbpp::coordinator {
 namespace {
@@ -28,7 +29,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
   summary.set_loss(std::numeric_limits<double>::quiet_NaN());
   double step_seconds = 0;
   double busy = 0;
-  double cost = 0;  // The largest per-rank span.
+  double cost = 0;  // The largest per-stage span.
   double loss_sum = 0, eval_loss_sum = 0;
   int losses = 0, eval_losses = 0;
   for (const auto& [index, report] : step.reports) {
@@ -44,18 +45,18 @@ StepOutcome SummarizeStep(const StepReports& step) {
     summary.set_loss(loss_sum / losses);
   }
   if (eval_losses > 0) summary.set_eval_loss(eval_loss_sum / eval_losses);
-  // Replica 0's ranks (worker indexes [0, p)) hold the model; the other
+  // Replica 0's stages (worker indexes [0, p)) hold the model; the other
   // replicas hold copies of it.
-  auto replica0 = [&](int rank) -> const StageReport& {
-    return step.reports.at(rank);
+  auto replica0 = [&](Stage s) -> const StageReport& {
+    return step.reports.at(WorkerOf(s, Replica(0), p).value());
   };
   bool summed = true;
   double checksum = 0;
-  for (int rank = 0; rank < p; ++rank) {
-    summed = summed && replica0(rank).parameter_sum.has_value();
-    if (summed) checksum += *replica0(rank).parameter_sum;
-    if (replica0(rank).checkpoint_written) {
-      outcome.checkpointed_ranks.push_back(rank);
+  for (const Stage s : IndicesOf<Stage>(p)) {
+    summed = summed && replica0(s).parameter_sum.has_value();
+    if (summed) checksum += *replica0(s).parameter_sum;
+    if (replica0(s).checkpoint_written) {
+      outcome.checkpointed_ranks.push_back(s.value());
     }
   }
   if (summed) outcome.param_checksum = checksum;
@@ -67,11 +68,12 @@ StepOutcome SummarizeStep(const StepReports& step) {
     summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
   }
   summary.set_predicted_bubble_rate(step.predicted_bubble_rate);
-  for (int stage = 0; stage < p; ++stage) {
+  for (const Stage s : IndicesOf<Stage>(p)) {
+    const int stage = s.value();
     StageReport mean;
     double peak_activation_bytes = 0;
-    for (int replica = 0; replica < d; ++replica) {
-      const StageReport& report = step.reports.at(WorkerIndex(replica, stage, p));
+    for (const Replica r : IndicesOf<Replica>(d)) {
+      const StageReport& report = step.reports.at(WorkerOf(s, r, p).value());
       peak_activation_bytes = std::max(peak_activation_bytes, report.peak_activation_bytes);
       mean.busy_seconds += report.busy_seconds / d;
       mean.idle_seconds += report.idle_seconds / d;
@@ -85,7 +87,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
     }
     zbpp::v1::StageStepStats* out = summary.add_stages();
     out->set_stage(stage);
-    out->set_worker_id(replica0(stage).worker_id);
+    out->set_worker_id(replica0(s).worker_id);
     out->set_measured_bubble_rate(
         cost > 0 ? Clamp01(1 - mean.busy_seconds / cost) : 0);
     out->set_predicted_bubble_rate(

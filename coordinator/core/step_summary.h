@@ -26,7 +26,7 @@ struct StageReport {
   double comm_seconds = 0;
   /// Passes only (a reduction overlaps them on the communication timeline).
   double busy_seconds = 0;
-  /// From the rank's first action start to its last action end (reductions
+  /// From the stage's first action start to its last action end (reductions
   /// included), seconds.
   double span_seconds = 0;
   double f_seconds = 0;
@@ -51,7 +51,7 @@ struct StageReport {
 struct StepReports {
   int64_t step = 0;
   int64_t version = 0;   ///< The schedule version the step ran.
-  int stages = 1;        ///< p, pipeline ranks.
+  int stages = 1;        ///< p, stages.
   int replicas = 1;      ///< d, pipeline.data_parallel.
   /// Tokens one replica trains on per step: microbatches * microbatch_size
   /// * seq_len.
@@ -59,11 +59,11 @@ struct StepReports {
   /// By worker index replica * stages + stage; every index in
   /// [0, stages * replicas) present.
   std::map<int, StageReport> reports;
-  /// The version's bubble rate, overall and per pipeline rank (size
+  /// The version's bubble rate, overall and per stage (size
   /// `stages`), as predicted under the costs known when the step completed.
   double predicted_bubble_rate = 0;
   std::vector<double> predicted_stage_bubble_rate;
-  /// The same simulation's peak activation memory per pipeline rank
+  /// The same simulation's peak activation memory per stage
   /// (SchedulePrediction.peak_memory_bytes, size `stages`), bytes.
   std::vector<double> predicted_peak_activation_bytes;
 };
@@ -71,30 +71,30 @@ struct StepReports {
 /// A complete step, summarised.
 struct StepOutcome {
   zbpp::v1::StepSummary summary;
-  /// Σ of replica 0's parameter sums over its ranks, when every rank sent
+  /// Σ of replica 0's parameter sums over its stages, when every worker sent
   /// one (Job.param_checksum).
   std::optional<double> param_checksum;
-  /// Replica 0's pipeline ranks that wrote their checkpoint shard in the
+  /// Replica 0's stages that wrote their checkpoint shard in the
   /// step, ascending (only replica 0 writes: the others hold copies).
   std::vector<int32_t> checkpointed_ranks;
 };
 
 /// The step summary (job.proto StepSummary) of `step`, a pure function of
-/// the ranks' reports:
-/// * step_seconds: the slowest rank's; tokens_per_second:
+/// the workers' reports:
+/// * step_seconds: the slowest worker's; tokens_per_second:
 ///   replicas * tokens_per_replica / step_seconds;
 /// * measured_bubble_rate: 1 - Σ busy / (p * d * cost), where the cost is
-///   the largest per-rank span (the paper's §5.3 makespan, as the simulator
-///   defines it), clamped to [0, 1]; per pipeline rank, 1 - mean busy over
+///   the largest per-stage span (the paper's §5.3 makespan, as the simulator
+///   defines it), clamped to [0, 1]; per stage, 1 - mean busy over
 ///   its replicas / cost;
 /// * loss / eval_loss: the mean over the replicas' last stages (each reports
 ///   its microbatches' mean; they train on equally many tokens); loss is NaN
 ///   when no finite mean was reported;
-/// * per rank: idle, comm, F/B/W, reduce and exposed reduce seconds and
+/// * per stage: idle, comm, F/B/W, reduce and exposed reduce seconds and
 ///   the breakdown (every field of StepBreakdown) as the mean over the
-///   rank's replicas, worker_id of replica 0's worker;
-/// * per rank: peak_activation_bytes, the largest over its replicas (the
-///   memory a rank must fit is its fullest replica's), and
+///   stage's replicas, worker_id of replica 0's worker;
+/// * per stage: peak_activation_bytes, the largest over its replicas (the
+///   memory a stage must fit is its fullest replica's), and
 ///   predicted_peak_activation_bytes from `predicted_peak_activation_bytes`
 ///   (0 where it has no entry).
 /// complete_time is left for the caller (it is the clock's, not the

@@ -28,10 +28,10 @@ struct Obstacle {
 
 class Places {
  public:
-  explicit Places(const std::vector<RankWorker>& workers) {
-    for (const RankWorker& w : workers) several_replicas_ |= w.replica > 0;
+  explicit Places(const std::vector<PlacedWorker>& workers) {
+    for (const PlacedWorker& w : workers) several_replicas_ |= w.replica > 0;
   }
-  std::string operator()(const RankWorker& w) const {
+  std::string operator()(const PlacedWorker& w) const {
     return absl::StrCat(w.worker_id, " (stage ", w.stage,
                         several_replicas_ ? absl::StrCat(", replica ", w.replica) : "", ")");
   }
@@ -90,12 +90,12 @@ namespace {
 
 // Every obstacle, in worker-index order: what makes AUTO choose Gloo and
 // NCCL refuse (unless each is a shared GPU under the test setting).
-std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
+std::vector<Obstacle> Obstacles(const std::vector<PlacedWorker>& workers) {
   const Places place(workers);
   std::vector<Obstacle> obstacles;
   // GpuKey -> the first worker seen on that GPU.
-  std::map<std::string, const RankWorker*> gpus;
-  for (const RankWorker& w : workers) {
+  std::map<std::string, const PlacedWorker*> gpus;
+  for (const PlacedWorker& w : workers) {
     const zbpp::v1::WorkerDescription* d = w.description;
     if (d == nullptr || d->device_kind() != zbpp::v1::DEVICE_KIND_CUDA) {
       obstacles.push_back(
@@ -109,7 +109,7 @@ std::vector<Obstacle> Obstacles(const std::vector<RankWorker>& workers) {
     }
     auto [it, first] = gpus.emplace(GpuKey(d->host(), d->device_identity()), &w);
     if (first) continue;
-    const RankWorker& other = *it->second;
+    const PlacedWorker& other = *it->second;
     const std::string& other_host = other.description->host();
     obstacles.push_back({absl::StrCat(place(other), " and ", place(w), " share GPU ",
                                       d->device_identity(),
@@ -146,7 +146,7 @@ std::string TransportName(Transport transport) {
 }
 
 absl::StatusOr<TransportChoice> ChooseTransport(Transport requested,
-                                                const std::vector<RankWorker>& workers) {
+                                                const std::vector<PlacedWorker>& workers) {
   switch (requested) {
     case zbpp::v1::TRANSPORT_GLOO:
       return TransportChoice{zbpp::v1::TRANSPORT_GLOO, "gloo: as the job spec asks"};
@@ -154,7 +154,7 @@ absl::StatusOr<TransportChoice> ChooseTransport(Transport requested,
       const std::vector<Obstacle> obstacles = Obstacles(workers);
       if (obstacles.empty()) {
         return TransportChoice{zbpp::v1::TRANSPORT_NCCL,
-                               "auto: every rank has a GPU of its own"};
+                               "auto: every worker has a GPU of its own"};
       }
       return TransportChoice{zbpp::v1::TRANSPORT_GLOO,
                              absl::StrCat("auto: ", obstacles.front().text)};
@@ -167,7 +167,7 @@ absl::StatusOr<TransportChoice> ChooseTransport(Transport requested,
           continue;
         }
         return absl::InvalidArgumentError(absl::StrCat(
-            "transport: nccl needs a GPU of its own for every rank; ", obstacle.text,
+            "transport: nccl needs a GPU of its own for every worker; ", obstacle.text,
             obstacle.shared_gpu
                 ? " (allowed only when every worker on it runs zbpp-worker "
                   "--nccl-shared-gpu-test-host-id, for tests)"
@@ -175,9 +175,9 @@ absl::StatusOr<TransportChoice> ChooseTransport(Transport requested,
       }
       return TransportChoice{
           zbpp::v1::TRANSPORT_NCCL,
-          test_setting ? "nccl: ranks share GPUs under the NCCL shared-GPU test setting "
+          test_setting ? "nccl: workers share GPUs under the NCCL shared-GPU test setting "
                          "(correct, not fast)"
-                       : "nccl: every rank has a GPU of its own"};
+                       : "nccl: every worker has a GPU of its own"};
     }
     default:
       return absl::InvalidArgumentError(

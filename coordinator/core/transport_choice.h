@@ -11,20 +11,24 @@
 namespace zbpp::coordinator {
 
 /// One worker chosen for a job, at its place in the job.
-struct RankWorker {
+struct PlacedWorker {
   std::string worker_id;
-  int stage = 0;    ///< Pipeline rank.
-  int replica = 0;  ///< Data-parallel rank.
+  int stage = 0;    ///< Its stage, in [0, p).
+  int replica = 0;  ///< Its replica, in [0, d).
   /// As the worker registered; null when the registry has none (the worker
   /// counts as one without a GPU). Not owned.
   const zbpp::v1::WorkerDescription* description = nullptr;
 };
 
+/// The former name, for coordinator/core/coordinator.{h,cc} until they take
+/// the one above.
+using RankWorker = PlacedWorker;
+
 /// The transport one attempt of a job runs on.
 struct TransportChoice {
   /// TRANSPORT_GLOO or TRANSPORT_NCCL, never AUTO.
   zbpp::v1::Transport transport = zbpp::v1::TRANSPORT_GLOO;
-  /// Why, for people (Job.transport_reason), e.g. "auto: every rank has a
+  /// Why, for people (Job.transport_reason), e.g. "auto: every worker has a
   /// GPU of its own" or "auto: worker-3 (stage 1) has no GPU".
   std::string reason;
 };
@@ -42,27 +46,27 @@ std::string GpuKey(const std::string& host, const std::string& identity);
 ///  * AUTO: NCCL when every worker is a CUDA worker with a
 ///    device_identity and no two of them registered the same GPU (GpuKey:
 ///    the same UUID on any host, or the same PCI bus id on one host) —
-///    every rank has a GPU of its own — and Gloo otherwise, the reason naming the first worker (or
+///    every worker has a GPU of its own — and Gloo otherwise, the reason naming the first worker (or
 ///    pair) that decided it. Workers sharing a GPU get Gloo under AUTO even
 ///    with nccl_shared_gpu_test: the test setting is slow, and asked for
 ///    explicitly.
 ///  * GLOO: Gloo.
-///  * NCCL: NCCL when every rank has a GPU of its own, or when those that
+///  * NCCL: NCCL when every worker has a GPU of its own, or when those that
 ///    share one all registered with nccl_shared_gpu_test (tests).
 ///
 /// Errors: InvalidArgument naming `transport` and the workers, for NCCL
 /// with a worker that has no GPU ("transport: nccl needs a GPU of its own
-/// for every rank; worker-3 (stage 1) has no GPU (device cpu)"), one that
+/// for every worker; worker-3 (stage 1) has no GPU (device cpu)"), one that
 /// registered no device identity, or two that share a GPU without the
 /// test setting ("...; worker-1 (stage 0) and worker-2 (stage 1) share GPU
 /// 0000:1B:00.0 on host gpu-7"); InvalidArgument naming `transport` for a
 /// value that is not a Transport. `workers` in worker-index order; the
 /// first offender in that order is named. Thread-safe (pure).
 absl::StatusOr<TransportChoice> ChooseTransport(zbpp::v1::Transport requested,
-                                                const std::vector<RankWorker>& workers);
+                                                const std::vector<PlacedWorker>& workers);
 
 /// Whether `candidate` may join `chosen` (workers already chosen for one
-/// job) as a rank of a job over NCCL, so that ChooseTransport(NCCL, ...)
+/// job) as a worker of a job over NCCL, so that ChooseTransport(NCCL, ...)
 /// accepts what worker choice picks: a CUDA worker with a device identity
 /// whose GPU (host, identity) none of `chosen` has, unless both run the
 /// shared-GPU test setting (nccl_shared_gpu_test). Worker choice skips the

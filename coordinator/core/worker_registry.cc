@@ -158,7 +158,7 @@ absl::StatusOr<Registration> WorkerRegistry::Add(const zbpp::v1::WorkerDescripti
   const absl::Time now = options_.clock->Now();
   Registration registration;
   // One live worker per address: a process that restarts faster than its
-  // lease expires must not leave a ghost holding a pipeline rank.
+  // lease expires must not leave a ghost holding a stage.
   for (auto& [number, record] : workers_) {
     if (IsLive(record) && record.description.address() == worker.address()) {
       record.state = WorkerState::kLost;

@@ -82,7 +82,7 @@ struct Registration {
 /// registry (List, Counts).
 struct WorkerPlace {
   bool running = false;  ///< The job is RUNNING.
-  int stage = -1;        ///< Pipeline rank.
+  int stage = -1;        ///< Stage.
   int replica = -1;      ///< Data-parallel replica.
 };
 

@@ -17,7 +17,7 @@
 namespace zbpp::coordinator {
 
 /// The last completed step of `job` (FULL view) as the workers measured it,
-/// drawn by sched::ToSvg: one row per worker (pipeline rank), each rank's
+/// drawn by sched::ToSvg: one row per stage, each stage's
 /// clock from its own step start, F/B/W coloured, idle left blank; its
 /// actions named by `ran`, the schedule version that step ran
 /// (StepTimeline.schedule_version: VersionThatRanLastStep), which later

@@ -73,7 +73,7 @@ CREATE TABLE checkpoints (
   job_id TEXT NOT NULL REFERENCES jobs (id),
   step INTEGER NOT NULL,
   directory TEXT NOT NULL,
-  stages_written TEXT NOT NULL,           -- ascending ranks, "0,1,3"
+  stages_written TEXT NOT NULL,           -- ascending stages, "0,1,3"
   complete INTEGER NOT NULL,              -- 0 or 1
   PRIMARY KEY (job_id, step)
 ) WITHOUT ROWID;

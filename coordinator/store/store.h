@@ -27,13 +27,13 @@ struct ResolveRecord {
   std::string reason;                      ///< One line, for humans.
 };
 
-/// A checkpoint of one job at one step: complete once every pipeline rank
+/// A checkpoint of one job at one step: complete once every stage
 /// (of replica 0, with data parallelism) has written its shard.
 struct CheckpointRecord {
   std::string job_id;
   int64_t step = 0;
   std::string directory;
-  std::vector<int32_t> stages_written;  ///< Pipeline ranks done, ascending.
+  std::vector<int32_t> stages_written;  ///< Stages done, ascending.
   bool complete = false;                ///< All `pipeline.stages` written.
   /// pipeline.data_parallel of the job that wrote it (>= 1): the optimizer
   /// state in it is that of a global batch of d replicas' microbatches.

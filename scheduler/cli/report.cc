@@ -43,7 +43,7 @@ std::string CsvField(const std::string& text) {
   return "\"" + absl::StrReplaceAll(text, {{"\"", "\"\""}}) + "\"";
 }
 
-// What a transport that matches messages by their order between two ranks
+// What a transport that matches messages by their order between two stages
 // (NCCL) makes of the schedule, each pair's messages in the order derived
 // from it (scheduler/comm_order.h).
 struct InOrderTransport {
@@ -232,12 +232,12 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
   }
   // A reduction is labelled with its stage: it covers every microbatch.
   auto label = [&](const Action& a) {
-    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.virtual_stage);
+    if (a.kind == PassKind::kReduce) return absl::StrCat("R", a.virtual_stage.value());
     std::string pass = a.kind == PassKind::kF   ? "F"
                        : a.kind == PassKind::kB ? "B"
                        : a.kind == PassKind::kW ? "W"
                                                 : "BW";
-    if (chunk_of[a.virtual_stage] % 2 == 1) {
+    if (chunk_of[a.virtual_stage.value()] % 2 == 1) {
       for (char& ch : pass) ch = static_cast<char>(ch - 'A' + 'a');
     }
     return pass + std::to_string(a.microbatch);

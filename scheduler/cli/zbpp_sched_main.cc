@@ -47,7 +47,7 @@ holds v chunks pays 1/v of them per chunk):
                                 (simulate, show)
   --import FILE                 simulate, show: a schedule from FILE, not
                                 --schedule: PyTorch pipelining's CSV (one row
-                                per rank; compute-only or with SEND/RECV,
+                                per stage; compute-only or with SEND/RECV,
                                 which are checked; UNSHARD/RESHARD ignored;
                                 OVERLAP_F_B read as F then B) or zbpp's JSON;
                                 --stages/--microbatches/--chunks come from it

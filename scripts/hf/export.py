@@ -30,14 +30,15 @@ link. The files are written into a new directory beside OUT and renamed into
 place: a failed export leaves OUT as it was, and no link is followed (a
 link at OUT/config.json is replaced, never written through).
 
-What is exported is checked first: the step's rank files are exactly the
-spec's pipeline.stages (no rank-<r>.pt beyond them); every rank file has its
-owner file (rank-<r>.owner, worker/data/checkpoint.h), all of one owner,
+What is exported is checked first: the step's stage files are exactly the
+spec's pipeline.stages (no stage-<s>.pt beyond them); every stage file has its
+owner file (stage-<s>.owner, worker/data/checkpoint.h), all of one owner,
 which with --job is that job; and the tensors are exactly the ones the spec's
 model has, each with the spec's shape (a 1-layer spec over a 2-layer
 checkpoint names the first tensor it does not have).
 
-Checkpoint files: DIR/step-<8 digits>/rank-<3 digits>.pt, one per pipeline
+Checkpoint files: DIR/step-<8 digits>/stage-<3 digits>.pt (rank-<3 digits>.pt
+in checkpoints written before files were named per stage), one per pipeline
 stage, each LibTorch's serialize format (torch.jit.load reads it), named
 tensors: the stage's parameters and its AdamW state (each parameter's
 moments, suffixed .exp_avg / .exp_avg_sq, and optimizer.* counters), which
@@ -62,7 +63,7 @@ from hf_cli import Parser, UsageError, run
 OPTIMIZER_SUFFIXES = (".exp_avg", ".exp_avg_sq")
 OPTIMIZER_PREFIX = "optimizer."
 STEP_DIRECTORY = re.compile(r"^step-(\d{8,})$")
-RANK_FILE = re.compile(r"^rank-(\d{3,})\.pt$")
+STAGE_FILE = re.compile(r"^(?:stage|rank)-(\d{3,})\.pt$")
 # What an export writes into --out; nothing else there is touched.
 EXPORT_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 
@@ -103,13 +104,18 @@ def latest_complete_step(directory, stages):
     steps = sorted((int(m.group(1)) for m in map(STEP_DIRECTORY.match, names) if m),
                    reverse=True)
     for step in steps:
-        if all(os.path.isfile(rank_path(directory, step, r)) for r in range(stages)):
+        if all(os.path.isfile(stage_path(directory, step, s)) for s in range(stages)):
             return step
     raise UsageError(f"--checkpoint {directory}: no complete checkpoint of {stages} stage(s)")
 
 
-def rank_path(directory, step, rank):
-    return os.path.join(directory, f"step-{step:08d}", f"rank-{rank:03d}.pt")
+def stage_path(directory, step, stage):
+    """The file of `stage` at `step`: stage-NNN.pt, or the former name rank-NNN.pt
+    when only that one exists (worker/data/checkpoint.h)."""
+    step_directory = os.path.join(directory, f"step-{step:08d}")
+    path = os.path.join(step_directory, f"stage-{stage:03d}.pt")
+    former = os.path.join(step_directory, f"rank-{stage:03d}.pt")
+    return former if not os.path.lexists(path) and os.path.lexists(former) else path
 
 
 def archive_names(path):
@@ -125,23 +131,23 @@ def archive_names(path):
     return re.findall(r'__annotations__\["(.+?)"\] = Tensor', text)
 
 
-def check_ranks_and_owner(directory, step, stages, job_id):
-    """The step's rank files are ranks [0, stages) and no more, each with an
+def check_stages_and_owner(directory, step, stages, job_id):
+    """The step's stage files are stages [0, stages) and no more, each with an
     owner file (worker/data/checkpoint.h: "<job id> spec <fingerprint>"), one
     owner for all, which is `job_id` when given. Returns the owner line."""
-    step_directory = os.path.dirname(rank_path(directory, step, 0))
+    step_directory = os.path.dirname(stage_path(directory, step, 0))
     try:
         names = os.listdir(step_directory)
     except OSError as e:
         raise UsageError(f"--checkpoint {directory}: step {step}: {e.strerror}") from e
     for name in sorted(names):
-        match = RANK_FILE.match(name)
+        match = STAGE_FILE.match(name)
         if match and int(match.group(1)) >= stages:
             raise UsageError(f"--checkpoint {directory}: step {step} holds {name}, but the "
                              f"spec has {stages} stage(s): the checkpoint is another model's")
     owners = {}
-    for rank in range(stages):
-        path = rank_path(directory, step, rank)
+    for stage in range(stages):
+        path = stage_path(directory, step, stage)
         if not os.path.isfile(path) or os.path.islink(path):
             raise UsageError(f"--checkpoint {directory}: step {step} lacks {path}")
         owner_path = path[:-len(".pt")] + ".owner"
@@ -154,9 +160,9 @@ def check_ranks_and_owner(directory, step, stages, job_id):
         owner_job = line.split(" spec ")[0]
         if job_id is not None and owner_job != job_id:
             raise UsageError(f"{path} belongs to {owner_job or 'nobody'}, not {job_id}")
-        owners[rank] = line
+        owners[stage] = line
     if len(set(owners.values())) > 1:
-        listed = ", ".join(f"rank {r}: {o}" for r, o in owners.items())
+        listed = ", ".join(f"stage {s}: {o}" for s, o in owners.items())
         raise UsageError(f"--checkpoint {directory}: step {step} mixes owners ({listed})")
     return owners[0]
 
@@ -166,8 +172,8 @@ def read_parameters(directory, step, stages):
     import torch
 
     parameters = {}
-    for rank in range(stages):
-        path = rank_path(directory, step, rank)
+    for stage in range(stages):
+        path = stage_path(directory, step, stage)
         archive = torch.jit.load(path, map_location="cpu")
         for name in archive_names(path):
             tensor = archive._c.getattr(name)
@@ -416,7 +422,7 @@ def main(argv):
         step = latest_complete_step(directory, stages)
     if step < 0:
         raise UsageError(f"--step must be >= 0, got {step}")
-    check_ranks_and_owner(directory, step, stages, job_id)
+    check_stages_and_owner(directory, step, stages, job_id)
     parameters = read_parameters(directory, step, stages)
     check_parameters(m, parameters, directory, step)
     config, tensors = family(m, parameters)

@@ -215,9 +215,9 @@ TEST(ZbppctlTables, StatusTableShowsTheTransportAndWhy) {
               HasSubstr("transport:    NCCL (decided when workers are assigned)\n"));
   job.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
   job.set_transport(v1::TRANSPORT_NCCL);
-  job.set_transport_reason("auto: every rank has a GPU of its own");
+  job.set_transport_reason("auto: every worker has a GPU of its own");
   EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
-              HasSubstr("transport:    NCCL (auto: every rank has a GPU of its own)\n"));
+              HasSubstr("transport:    NCCL (auto: every worker has a GPU of its own)\n"));
   job.set_transport(v1::TRANSPORT_GLOO);
   job.set_transport_reason("auto: worker-3 (stage 1) has no GPU (device cpu)");
   EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),

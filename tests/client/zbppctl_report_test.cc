@@ -195,13 +195,13 @@ TEST(Report, ShowsTheTransportAndWhy) {
   v1::Job job = TwoStageJob();
   job.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
   job.set_transport(v1::TRANSPORT_NCCL);
-  job.set_transport_reason("auto: every rank has a GPU of its own");
+  job.set_transport_reason("auto: every worker has a GPU of its own");
   TrainingReport r = *BuildReport(job, Steps());
   EXPECT_THAT(ReportTable(r),
-              testing::HasSubstr("transport:    NCCL (auto: every rank has a GPU of its own)\n"));
+              testing::HasSubstr("transport:    NCCL (auto: every worker has a GPU of its own)\n"));
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
   EXPECT_EQ(json["transport"], "NCCL");
-  EXPECT_EQ(json["transport_reason"], "auto: every rank has a GPU of its own");
+  EXPECT_EQ(json["transport_reason"], "auto: every worker has a GPU of its own");
   // A job that never had an attempt: AUTO, no reason.
   job.clear_transport();
   job.clear_transport_reason();

@@ -7,9 +7,9 @@
 //   checkpoint_logits SPEC_JSON CHECKPOINT_DIR STEP EVAL_STEP BATCHES OUT
 //
 // SPEC_JSON: the JobSpec as JSON (proto field names). The checkpoint of STEP
-// is read from CHECKPOINT_DIR/step-*/rank-*.pt (worker/data/checkpoint.h),
+// is read from CHECKPOINT_DIR/step-*/stage-*.pt (worker/data/checkpoint.h),
 // parameters only. Batches 0..BATCHES-1 of eval step EVAL_STEP
-// (RankTrainer::Evaluate's tag step). OUT receives, per batch: inputs and
+// (StageTrainer::Evaluate's tag step). OUT receives, per batch: inputs and
 // targets (int64 [b, s]), logits (float32 [b, s, vocab]), then the loss
 // (float64), all little-endian, back to back. Exit 1 with one line on any
 // error.

@@ -1,6 +1,6 @@
 """scripts/export's checks, on small checkpoints written here (LibTorch's
 archive format, as worker/data/checkpoint.cc writes it, with owner files):
-what it exports (the spec's tensors by name and shape, the step's rank files
+what it exports (the spec's tensors by name and shape, the step's stage files
 and their owner) and where (an empty or absent --out, --force into a
 non-empty one, never through a symbolic link, atomically). No daemons: the
 exporter runs in this process.
@@ -32,16 +32,16 @@ def gpt_spec(layers, stages, directory, hidden=HIDDEN):
             "checkpoint": {"directory": directory}}
 
 
-def gpt_stage_tensors(layers, stages, rank, hidden=HIDDEN):
-    """The parameters of `rank` of a gpt of `layers` blocks split evenly over
+def gpt_stage_tensors(layers, stages, stage, hidden=HIDDEN):
+    """The parameters of `stage` of a gpt of `layers` blocks split evenly over
     `stages` (worker/model/gpt.cc's names and shapes), plus AdamW state."""
     h = hidden
     tensors = {}
-    if rank == 0:
+    if stage == 0:
         tensors["embed.token"] = torch.randn(VOCAB, h)
         tensors["embed.position"] = torch.randn(SEQ, h)
     per = layers // stages
-    for layer in range(rank * per, (rank + 1) * per):
+    for layer in range(stage * per, (stage + 1) * per):
         p = f"block{layer}."
         for norm in ("ln1", "ln2"):
             tensors[p + norm + ".weight"] = torch.ones(h)
@@ -50,7 +50,7 @@ def gpt_stage_tensors(layers, stages, rank, hidden=HIDDEN):
                                  ("mlp.fc", FFN, h), ("mlp.proj", h, FFN)):
             tensors[f"{p}{part}.weight"] = torch.randn(out, inner)
             tensors[f"{p}{part}.bias"] = torch.zeros(out)
-    if rank == stages - 1:
+    if stage == stages - 1:
         tensors["final_ln.weight"] = torch.ones(h)
         tensors["final_ln.bias"] = torch.zeros(h)
         tensors["head.weight"] = torch.randn(VOCAB, h)
@@ -60,24 +60,26 @@ def gpt_stage_tensors(layers, stages, rank, hidden=HIDDEN):
     return tensors
 
 
-def write_rank(directory, rank, tensors, owner):
-    """One rank file as LibTorch's OutputArchive writes it (a module whose
-    attributes are the named tensors), and its owner file."""
+def write_stage(directory, stage, tensors, owner, prefix="stage"):
+    """One stage file as LibTorch's OutputArchive writes it (a module whose
+    attributes are the named tensors), and its owner file; `prefix` "rank"
+    names them as checkpoints written before files were named per stage."""
     step_directory = os.path.join(directory, f"step-{STEP:08d}")
     os.makedirs(step_directory, exist_ok=True)
     module = torch._C.ScriptModule("archive", torch._C.CompilationUnit(), True)
     for name, tensor in tensors.items():
         module._register_attribute(name, torch._C.TensorType.get(), tensor)
-    module.save(os.path.join(step_directory, f"rank-{rank:03d}.pt"))
+    module.save(os.path.join(step_directory, f"{prefix}-{stage:03d}.pt"))
     if owner is not None:
-        with open(os.path.join(step_directory, f"rank-{rank:03d}.owner"), "w") as f:
+        with open(os.path.join(step_directory, f"{prefix}-{stage:03d}.owner"), "w") as f:
             f.write(owner + "\n")
 
 
 def write_checkpoint(directory, layers, stages, owner="job-7 spec 00000000000000aa",
-                     hidden=HIDDEN):
-    for rank in range(stages):
-        write_rank(directory, rank, gpt_stage_tensors(layers, stages, rank, hidden), owner)
+                     hidden=HIDDEN, prefix="stage"):
+    for stage in range(stages):
+        write_stage(directory, stage, gpt_stage_tensors(layers, stages, stage, hidden), owner,
+                    prefix)
 
 
 class ExportChecksTest(unittest.TestCase):
@@ -110,6 +112,11 @@ class ExportChecksTest(unittest.TestCase):
         # Only the export beside it: no staging directory left behind.
         self.assertEqual(sorted(os.listdir(self.dir)), ["ckpt", "hf", "job.json"])
 
+    def test_a_checkpoint_of_the_former_per_rank_names_exports(self):
+        write_checkpoint(self.ckpt, layers=2, stages=2, prefix="rank")
+        self.assertEqual(self.export(gpt_spec(2, 2, self.ckpt)), 0)
+        self.assertEqual(sorted(os.listdir(self.out)), ["config.json", "model.safetensors"])
+
     def test_a_spec_with_fewer_layers_names_the_tensor_it_lacks(self):
         write_checkpoint(self.ckpt, layers=2, stages=1)
         message = self.refused(gpt_spec(1, 1, self.ckpt))
@@ -127,23 +134,23 @@ class ExportChecksTest(unittest.TestCase):
         self.assertIn(f"embed.token has shape [{VOCAB}, {2 * HIDDEN}], a 1-layer gpt spec "
                       f"expects [{VOCAB}, {HIDDEN}]", message)
 
-    def test_a_rank_file_beyond_the_specs_stages_is_refused(self):
+    def test_a_stage_file_beyond_the_specs_stages_is_refused(self):
         write_checkpoint(self.ckpt, layers=2, stages=2)
         message = self.refused(gpt_spec(2, 1, self.ckpt))
-        self.assertIn("holds rank-001.pt, but the spec has 1 stage(s)", message)
+        self.assertIn("holds stage-001.pt, but the spec has 1 stage(s)", message)
 
-    def test_another_jobs_rank_file_is_refused(self):
+    def test_another_jobs_stage_file_is_refused(self):
         write_checkpoint(self.ckpt, layers=2, stages=2)
-        write_rank(self.ckpt, 1, gpt_stage_tensors(2, 2, 1), "job-9 spec 00000000000000bb")
+        write_stage(self.ckpt, 1, gpt_stage_tensors(2, 2, 1), "job-9 spec 00000000000000bb")
         message = self.refused(gpt_spec(2, 2, self.ckpt))
-        self.assertIn("rank-001.pt belongs to job-9, not job-7", message)
+        self.assertIn("stage-001.pt belongs to job-9, not job-7", message)
         # Not this job's at all.
         write_checkpoint(self.ckpt, layers=2, stages=2, owner="job-9 spec 00000000000000bb")
         self.assertIn("belongs to job-9, not job-7", self.refused(gpt_spec(2, 2, self.ckpt)))
 
-    def test_ranks_of_two_owners_are_refused_even_without_a_job(self):
+    def test_stages_of_two_owners_are_refused_even_without_a_job(self):
         write_checkpoint(self.ckpt, layers=2, stages=2)
-        write_rank(self.ckpt, 1, gpt_stage_tensors(2, 2, 1), "job-7 spec 00000000000000bb")
+        write_stage(self.ckpt, 1, gpt_stage_tensors(2, 2, 1), "job-7 spec 00000000000000bb")
         spec = os.path.join(self.dir, "spec.json")
         with open(spec, "w") as f:
             json.dump(gpt_spec(2, 2, self.ckpt), f)
@@ -151,9 +158,9 @@ class ExportChecksTest(unittest.TestCase):
             export.main(["--spec", spec, "--out", self.out])
         self.assertIn("mixes owners", str(raised.exception))
 
-    def test_a_rank_file_without_an_owner_file_is_refused(self):
+    def test_a_stage_file_without_an_owner_file_is_refused(self):
         write_checkpoint(self.ckpt, layers=1, stages=1, owner=None)
-        self.assertIn("rank-000.pt has no owner file (rank-000.owner)",
+        self.assertIn("stage-000.pt has no owner file (stage-000.owner)",
                       self.refused(gpt_spec(1, 1, self.ckpt)))
 
     # Where it is written.

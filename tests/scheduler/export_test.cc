@@ -64,7 +64,7 @@ TEST(ExportChromeTrace, OneCompleteEventPerActionWithMicrosecondTimes) {
       EXPECT_DOUBLE_EQ(e.at("ts").get<double>(), t.start_seconds * 1e6);
       EXPECT_DOUBLE_EQ(e.at("dur").get<double>(),
                        (t.end_seconds - t.start_seconds) * 1e6);
-      EXPECT_EQ(e.at("args").at("virtual_stage"), a.virtual_stage);
+      EXPECT_EQ(e.at("args").at("virtual_stage"), a.virtual_stage.value());
       EXPECT_EQ(e.at("args").at("microbatch"), a.microbatch);
       EXPECT_EQ(e.at("args").at("pass"), kPassName.at(a.kind));
       colours_by_pass[kPassName.at(a.kind)].insert(e.at("cname").get<std::string>());

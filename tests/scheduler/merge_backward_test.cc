@@ -36,7 +36,7 @@ TEST(MergedPairs, OnlyAWholeWRightAfterItsBMerges) {
   EXPECT_FALSE(MergesWithNext(a, 8));      // 0I2, then a partial W
   EXPECT_TRUE(MergedIntoPrevious(a, 4));
   EXPECT_FALSE(MergedIntoPrevious(a, 7));
-  EXPECT_EQ(TimelineUnit(a, 3), (Action{PassKind::kBW, 0, 0}));
+  EXPECT_EQ(TimelineUnit(a, 3), (Action{PassKind::kBW, VirtualStage(0), 0}));
   EXPECT_EQ(TimelineUnit(a, 5), a[5]);
   EXPECT_EQ(CountMergedPairs(s.actions), 1);
 }

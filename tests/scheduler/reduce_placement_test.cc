@@ -57,11 +57,11 @@ std::vector<std::string> Texts(const std::vector<Action>& list) {
 }
 
 TEST(ReduceAction, PrintsAndParsesPyTorchForm) {
-  const Action reduce{PassKind::kReduce, 3, 0};
+  const Action reduce{PassKind::kReduce, VirtualStage(3), 0};
   EXPECT_EQ(ActionToString(reduce), "3REDUCE_GRAD");
   absl::StatusOr<Action> parsed = ParseAction("12REDUCE_GRAD");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(*parsed, (Action{PassKind::kReduce, 12, 0}));
+  EXPECT_EQ(*parsed, (Action{PassKind::kReduce, VirtualStage(12), 0}));
   EXPECT_EQ(ActionToString(*parsed), "12REDUCE_GRAD");
   for (const char* bad : {"REDUCE_GRAD", "3REDUCE_GRAD0", "3REDUCE", "3reduce_grad"}) {
     EXPECT_FALSE(ParseAction(bad).ok()) << bad;
@@ -71,13 +71,13 @@ TEST(ReduceAction, PrintsAndParsesPyTorchForm) {
 TEST(ReduceAction, BucketSuffixOnWAndReductionsOnly) {
   absl::StatusOr<Action> w = ParseAction("1W3@2");
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(*w, (Action{PassKind::kW, 1, 3, 2}));
+  EXPECT_EQ(*w, (Action{PassKind::kW, VirtualStage(1), 3, 2}));
   EXPECT_EQ(ActionToString(*w), "1W3@2");
   absl::StatusOr<Action> r = ParseAction("4REDUCE_GRAD@0");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(*r, (Action{PassKind::kReduce, 4, 0, 0}));
+  EXPECT_EQ(*r, (Action{PassKind::kReduce, VirtualStage(4), 0, 0}));
   EXPECT_EQ(ActionToString(*r), "4REDUCE_GRAD@0");
-  EXPECT_NE(*w, (Action{PassKind::kW, 1, 3}));
+  EXPECT_NE(*w, (Action{PassKind::kW, VirtualStage(1), 3}));
   for (const char* bad : {"1F3@2", "1I3@0", "1B3@0", "1W3@", "1W3@x", "1W3@-1"}) {
     absl::StatusOr<Action> parsed = ParseAction(bad);
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -160,12 +160,12 @@ TEST(ReduceCheck, RefusesMisplacedMissingAndDuplicateReductions) {
   // Only the parser enforces microbatch 0 on text; a built action is checked.
   Schedule odd =
       ScheduleFromRows("hand", 1, 1, 1, Placement::kLoop, {{"0F0", "0I0", "0W0"}});
-  odd.actions[0].push_back({PassKind::kReduce, 0, 0});
+  odd.actions[0].push_back({PassKind::kReduce, VirtualStage(0), 0});
   EXPECT_TRUE(CheckSchedule(split, odd).ok());
   odd.microbatches = 2;
   Problem two = UnitProblem(1, 1, 2, {1});
-  odd.actions[0] = {{PassKind::kF, 0, 0}, {PassKind::kBW, 0, 0}, {PassKind::kF, 0, 1},
-                    {PassKind::kBW, 0, 1}, {PassKind::kReduce, 0, 1}};
+  odd.actions[0] = {{PassKind::kF, VirtualStage(0), 0}, {PassKind::kBW, VirtualStage(0), 0}, {PassKind::kF, VirtualStage(0), 1},
+                    {PassKind::kBW, VirtualStage(0), 1}, {PassKind::kReduce, VirtualStage(0), 1}};
   EXPECT_THAT(CheckSchedule(two, odd).message(), HasSubstr("its microbatch must be 0, got 1"));
 }
 
@@ -441,7 +441,8 @@ TEST(ReducePlacement, SolvedHidesAReductionShorterThanTheOtherChunksRemainingW) 
         const SimulationResult bare = MustSimulate(problem, schedule);
         bool coverable = true;
         for (int w = 0; w < p; ++w) {
-          const int first_done = 2 * p - 1 - w;
+          // V placement: stage w holds virtual stages w and 2p-1-w.
+          const VirtualStage first_done(2 * p - 1 - w), first_chunk(w);
           double last_b_end = 0, remaining_w = 0;
           const auto& list = schedule.actions[w];
           for (size_t i = 0; i < list.size(); ++i) {
@@ -450,9 +451,9 @@ TEST(ReducePlacement, SolvedHidesAReductionShorterThanTheOtherChunksRemainingW) 
             }
           }
           for (size_t i = 0; i < list.size(); ++i) {
-            if (list[i].kind == PassKind::kW && list[i].virtual_stage == w &&
+            if (list[i].kind == PassKind::kW && list[i].virtual_stage == first_chunk &&
                 bare.timings[w][i].start_seconds >= last_b_end) {
-              remaining_w += problem.virtual_stages[w].w_seconds;
+              remaining_w += problem.CostOf(first_chunk).w_seconds;
             }
           }
           coverable &= remaining_w > reduce;

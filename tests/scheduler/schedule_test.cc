@@ -10,11 +10,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(Schedule, TextFormMatchesPyTorchPipelining) {
-  EXPECT_EQ(ActionToString({PassKind::kF, 2, 0}), "2F0");
-  EXPECT_EQ(ActionToString({PassKind::kB, 1, 3}), "1I3");
-  EXPECT_EQ(ActionToString({PassKind::kW, 1, 3}), "1W3");
-  EXPECT_EQ(ActionToString({PassKind::kBW, 0, 1}), "0B1");
-  EXPECT_EQ(ActionToString({PassKind::kF, 12, 345}), "12F345");
+  EXPECT_EQ(ActionToString({PassKind::kF, VirtualStage(2), 0}), "2F0");
+  EXPECT_EQ(ActionToString({PassKind::kB, VirtualStage(1), 3}), "1I3");
+  EXPECT_EQ(ActionToString({PassKind::kW, VirtualStage(1), 3}), "1W3");
+  EXPECT_EQ(ActionToString({PassKind::kBW, VirtualStage(0), 1}), "0B1");
+  EXPECT_EQ(ActionToString({PassKind::kF, VirtualStage(12), 345}), "12F345");
 }
 
 TEST(Schedule, ParseRoundTrips) {
@@ -22,7 +22,7 @@ TEST(Schedule, ParseRoundTrips) {
        {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
     for (int virtual_stage : {0, 7, 63}) {
       for (int mb : {0, 9, 511}) {
-        const Action action{kind, virtual_stage, mb};
+        const Action action{kind, VirtualStage(virtual_stage), mb};
         absl::StatusOr<Action> parsed = ParseAction(ActionToString(action));
         ASSERT_TRUE(parsed.ok()) << parsed.status();
         EXPECT_EQ(*parsed, action);

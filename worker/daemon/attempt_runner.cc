@@ -21,7 +21,7 @@
 #include "worker/data/checkpoint.h"
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/step_timeline.h"
 
 namespace zbpp::worker {
@@ -178,9 +178,9 @@ class AttemptRun {
                                if (r != nullptr) r->Abort();
                              });
 
-    RankTrainerOptions options;
+    StageTrainerOptions options;
     options.spec = spec_;
-    options.rank = a_.stage();
+    options.stage = a_.stage();
     options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
     options.communicator = comm_.get();
     options.data_parallel = data_parallel_.get();
@@ -191,7 +191,7 @@ class AttemptRun {
     options.timeout = env_.comm_timeout;
     options.faults = env_.faults;
     if (env_.synthetic.has_value()) {
-      // The noise is drawn from the job's seed: every rank and every attempt
+      // The noise is drawn from the job's seed: every worker and every attempt
       // waits the same for the same pass.
       SyntheticComputeSource source = *env_.synthetic;
       source.seed = spec_.seed();
@@ -200,7 +200,7 @@ class AttemptRun {
       if (!synthetic.ok()) return JobError(synthetic.status());
       options.synthetic = *std::move(synthetic);
     }
-    absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(options);
+    absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);
     // The steps this attempt checkpoints must be free of other jobs' files
@@ -228,10 +228,10 @@ class AttemptRun {
         return JobError(WithContext(st, "restoring the checkpoint"));
       }
     }
-    // T_comm of the link to the next rank (paper §5: profiled, not
+    // T_comm of the link to the next stage (paper §5: profiled, not
     // assumed), with a message of one microbatch's activation, as the
     // pipeline sends them ([b, s, h] float32 on this worker's device): each
-    // rank answers the previous one, then asks the next.
+    // stage answers the previous one, then asks the next.
     const at::Tensor activation = at::zeros(
         {spec_.pipeline().microbatch_size(), spec_.model().seq_len(), spec_.model().hidden()},
         at::TensorOptions().dtype(at::kFloat).device(env_.device));
@@ -255,7 +255,7 @@ class AttemptRun {
     return absl::OkStatus();
   }
 
-  // Calibration (Assignment.profile), still PREPARING: profiles this rank's
+  // Calibration (Assignment.profile), still PREPARING: profiles this stage's
   // virtual stages and sends them with the next hop's latency; the
   // coordinator grants the first step once every worker's profile is in.
   // The profile's errors are the model's (job errors); an abort meanwhile
@@ -482,7 +482,7 @@ class AttemptRun {
   const std::string checkpoint_owner_;  // CheckpointOwner(a_)
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Communicator> data_parallel_;  // Null when d = 1.
-  std::unique_ptr<RankTrainer> trainer_;
+  std::unique_ptr<StageTrainer> trainer_;
   sched::Schedule schedule_;
   int64_t version_number_ = 0;
   v1::ValidationMode validation_mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;

@@ -17,7 +17,7 @@
 #include "worker/daemon/session_client.h"
 #include "worker/daemon/step_reporter.h"
 #include "worker/data/dataset_file.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::worker {
@@ -100,7 +100,7 @@ struct AttemptEnvironment {
   /// passes wait the times of the Assignment's cost model, scaled; the
   /// noise seed is the job's.
   std::optional<SyntheticComputeSource> synthetic;
-  /// Where the passes run (--device; RankTrainerOptions::device).
+  /// Where the passes run (--device; StageTrainerOptions::device).
   c10::Device device = c10::Device(c10::kCPU);
 };
 
@@ -119,8 +119,8 @@ struct AttemptOutcome {
 /// transport (env.communicators for Gloo, env.nccl_communicators for NCCL;
 /// NCCL on a worker whose device is not CUDA, or without an NCCL factory,
 /// fails the attempt with FailedPrecondition saying so),
-/// builds the rank's chunks (or restores the assigned
-/// checkpoint), measures the link latency to the next rank, profiles its
+/// builds the stage's chunks (or restores the assigned
+/// checkpoint), measures the link latency to the next stage, profiles its
 /// virtual stages and sends the profile (env.reporter's ReportProfile) when
 /// the assignment asks for it (Assignment.profile; still PREPARING, a
 /// profile that fails is a job error), then for every step waits for its

@@ -14,8 +14,8 @@
 //               zbpp-worker --help
 //
 // The last two inject faults on purpose (demo, end-to-end tests): the
-// worker holding pipeline rank S runs its passes FACTOR times slower from
-// step STEP (default 0) on; the worker holding the last rank turns a
+// worker holding stage S runs its passes FACTOR times slower from
+// step STEP (default 0) on; the worker holding the last stage turns a
 // gradient entry into NaN at step K.
 //
 // --synthetic-compute SCALE[:NOISE] is a benchmarking mode, not training
@@ -36,7 +36,7 @@
 // every call; without it a coordinator that has one refuses the worker.
 //
 // A CUDA worker registers its GPU's identity (GpuIdentity: the GPU's UUID)
-// so that the coordinator can tell whether every rank of a job has a GPU of
+// so that the coordinator can tell whether every worker of a job has a GPU of
 // its own (JobSpec.transport; docs/training.md, "Transport").
 // --nccl-shared-gpu-test-host-id ID is for tests only: it lets several
 // workers share one GPU under NCCL by presenting each process to NCCL as a
@@ -103,8 +103,8 @@ constexpr char kHelp[] =
     "                            (default 120; also NCCL's operation timeout)\n"
     "  --tls-ca F [--tls-cert F --tls-key F]   TLS to the coordinator\n"
     "  --token-file F            the coordinator's bearer token\n"
-    "  --slow-stage S:FACTOR[@STEP]   fault injection: rank S runs FACTOR times slower\n"
-    "  --inject-nan-step K       fault injection: the last rank's gradient turns NaN at K\n"
+    "  --slow-stage S:FACTOR[@STEP]   fault injection: stage S runs FACTOR times slower\n"
+    "  --inject-nan-step K       fault injection: the last stage's gradient turns NaN at K\n"
     "  --synthetic-compute SCALE[:NOISE]\n"
     "                            BENCHMARKING, not training: passes wait the job's cost\n"
     "                            model times SCALE (noise NOISE in [0, 1)) instead of\n"
@@ -138,7 +138,7 @@ absl::Status ParseSlowStage(const std::string& value, FaultInjection& faults) {
   const size_t at = value.find('@', colon);
   const std::string factor = value.substr(colon + 1, at == std::string::npos ? at : at - colon - 1);
   if (!absl::SimpleAtoi(value.substr(0, colon), &faults.slow_stage) || faults.slow_stage < 0) {
-    return bad("S is a pipeline rank >= 0");
+    return bad("S is a stage >= 0");
   }
   if (!absl::SimpleAtod(factor, &faults.slow_factor) || !(faults.slow_factor >= 1) ||
       faults.slow_factor > 1000) {

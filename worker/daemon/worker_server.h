@@ -15,7 +15,7 @@
 #include "worker/daemon/attempt_runner.h"
 #include "worker/daemon/control_state.h"
 #include "worker/daemon/session_client.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 namespace zbpp::worker {
 

@@ -32,11 +32,11 @@ constexpr char kOwnerSuffix[] = ".owner";
 constexpr char kTemporaryInfix[] = ".tmp-";  // AtomicFileWriter's
 constexpr size_t kMaxOwnerBytes = 256;
 
-absl::Status CheckStepAndRank(int64_t step, int rank) {
-  if (step < 0 || rank < 0) {
+absl::Status CheckStepAndStage(int64_t step, int stage) {
+  if (step < 0 || stage < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint step and rank must be >= 0, got step ", step,
-                     " rank ", rank));
+        absl::StrCat("checkpoint step and stage must be >= 0, got step ", step,
+                     " stage ", stage));
   }
   return absl::OkStatus();
 }
@@ -67,9 +67,13 @@ std::string StepName(int64_t step) { return absl::StrFormat("%s%08d", kStepPrefi
 std::string StepDirectoryPath(const std::string& directory, int64_t step) {
   return absl::StrCat(directory, "/", StepName(step));
 }
-std::string RankName(int rank) { return absl::StrFormat("rank-%03d", rank); }
-std::string OwnerPath(const std::string& step_directory, int rank) {
-  return absl::StrCat(step_directory, "/", RankName(rank), kOwnerSuffix);
+std::string StageName(int stage) { return absl::StrFormat("stage-%03d", stage); }
+// The name zbpp gave a stage's file before files were named per stage: read
+// (ReadCheckpoint, LatestCompleteCheckpoint) so that older checkpoints still
+// resume, never written, claimed or pruned.
+std::string LegacyStageName(int stage) { return absl::StrFormat("rank-%03d", stage); }
+std::string OwnerPath(const std::string& step_directory, int stage) {
+  return absl::StrCat(step_directory, "/", StageName(stage), kOwnerSuffix);
 }
 
 // The step of a directory named as StepName names it; nullopt for any other
@@ -200,35 +204,35 @@ absl::StatusOr<std::optional<std::string>> ReadOwner(const std::string& path) {
   return text;
 }
 
-// Whose `rank`'s files in the step directory `step_directory` (a real
+// Whose `stage`'s files in the step directory `step_directory` (a real
 // directory) are.
-struct RankFiles {
+struct StageFiles {
   bool present = false;   // a checkpoint or an owner file exists
   bool owned = false;     // the owner file names the caller's owner
-  bool checkpoint = false;  // and rank-<r>.pt is a regular file
+  bool checkpoint = false;  // and stage-<s>.pt is a regular file
   std::string foreign;    // why not owned, when present
 };
 
-absl::StatusOr<RankFiles> InspectRank(const std::string& step_directory, int rank,
+absl::StatusOr<StageFiles> InspectStage(const std::string& step_directory, int stage,
                                       const std::string& owner) {
-  const std::string file = absl::StrCat(step_directory, "/", RankName(rank), ".pt");
+  const std::string file = absl::StrCat(step_directory, "/", StageName(stage), ".pt");
   absl::StatusOr<Entry> checkpoint = Inspect(file);
   if (!checkpoint.ok()) return checkpoint.status();
-  absl::StatusOr<std::optional<std::string>> line = ReadOwner(OwnerPath(step_directory, rank));
+  absl::StatusOr<std::optional<std::string>> line = ReadOwner(OwnerPath(step_directory, stage));
   if (!line.ok()) return line.status();
-  RankFiles files;
+  StageFiles files;
   files.present = *checkpoint != Entry::kAbsent || line->has_value();
   if (!files.present) return files;
   if (*checkpoint != Entry::kAbsent && *checkpoint != Entry::kFile) {
     files.foreign = std::string(NotFollowed(file, *checkpoint, "regular file").message());
   } else if (!line->has_value()) {
-    files.foreign = absl::StrCat(file, " has no owner file (", RankName(rank), kOwnerSuffix,
+    files.foreign = absl::StrCat(file, " has no owner file (", StageName(stage), kOwnerSuffix,
                                  "): zbpp did not write it for a job");
   } else if (**line != owner) {
     // The line is shown only when it is plain text: it comes from disk.
     const bool printable = !(*line)->empty() && std::all_of((*line)->begin(), (*line)->end(),
                                                             [](char c) { return c >= ' ' && c < 127; });
-    files.foreign = absl::StrCat(step_directory, "/", RankName(rank), " belongs to ",
+    files.foreign = absl::StrCat(step_directory, "/", StageName(stage), " belongs to ",
                                  printable ? **line : std::string("another owner"));
   } else {
     files.owned = true;
@@ -237,34 +241,38 @@ absl::StatusOr<RankFiles> InspectRank(const std::string& step_directory, int ran
   return files;
 }
 
-// Whether every rank in [0, ranks) has its checkpoint at `step`, owned by
+// Whether every stage in [0, stages) has its checkpoint at `step`, owned by
 // `owner` (any writer when `owner` is null).
-absl::StatusOr<bool> Complete(const std::string& directory, int64_t step, int ranks,
+absl::StatusOr<bool> Complete(const std::string& directory, int64_t step, int stages,
                               const std::string* owner) {
   const std::string step_directory = StepDirectoryPath(directory, step);
   absl::StatusOr<Entry> entry = Inspect(step_directory);
   if (!entry.ok()) return entry.status();
   if (*entry != Entry::kDirectory) return false;
-  for (int rank = 0; rank < ranks; ++rank) {
+  for (int stage = 0; stage < stages; ++stage) {
     if (owner == nullptr) {
       absl::StatusOr<Entry> file =
-          Inspect(absl::StrCat(step_directory, "/", RankName(rank), ".pt"));
+          Inspect(absl::StrCat(step_directory, "/", StageName(stage), ".pt"));
       if (!file.ok()) return file.status();
+      if (*file == Entry::kAbsent) {
+        file = Inspect(absl::StrCat(step_directory, "/", LegacyStageName(stage), ".pt"));
+        if (!file.ok()) return file.status();
+      }
       if (*file != Entry::kFile) return false;
       continue;
     }
-    absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, *owner);
+    absl::StatusOr<StageFiles> files = InspectStage(step_directory, stage, *owner);
     if (!files.ok()) return files.status();
     if (!files->checkpoint) return false;
   }
   return true;
 }
 
-// Removes `rank`'s temporary files (unfinished writes of its checkpoint or
+// Removes `stage`'s temporary files (unfinished writes of its checkpoint or
 // owner file) in `step_directory`; the number removed.
-absl::StatusOr<int> RemoveTemporaryFiles(const std::string& step_directory, int rank) {
-  const std::string checkpoint = absl::StrCat(RankName(rank), ".pt", kTemporaryInfix);
-  const std::string owner = absl::StrCat(RankName(rank), kOwnerSuffix, kTemporaryInfix);
+absl::StatusOr<int> RemoveTemporaryFiles(const std::string& step_directory, int stage) {
+  const std::string checkpoint = absl::StrCat(StageName(stage), ".pt", kTemporaryInfix);
+  const std::string owner = absl::StrCat(StageName(stage), kOwnerSuffix, kTemporaryInfix);
   int removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(step_directory, error)) {
@@ -294,8 +302,8 @@ absl::StatusOr<bool> RemoveFile(const std::string& path) {
 }  // namespace
 
 std::string CheckpointPath(const std::string& directory, int64_t step,
-                           int rank) {
-  return absl::StrCat(StepDirectoryPath(directory, step), "/", RankName(rank), ".pt");
+                           int stage) {
+  return absl::StrCat(StepDirectoryPath(directory, step), "/", StageName(stage), ".pt");
 }
 
 bool CheckpointSteps::Contains(int64_t step) const {
@@ -304,11 +312,11 @@ bool CheckpointSteps::Contains(int64_t step) const {
 }
 
 absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
-                             int rank, const NamedTensors& tensors) {
-  if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) {
+                             int stage, const NamedTensors& tensors) {
+  if (absl::Status status = CheckStepAndStage(step, stage); !status.ok()) {
     return status;
   }
-  const std::string path = CheckpointPath(directory, step, rank);
+  const std::string path = CheckpointPath(directory, step, stage);
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     if (name.empty() || !names.insert(name).second || !tensor.defined()) {
@@ -351,16 +359,16 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
 
 namespace {
 
-// Every tensor of `rank`'s file at `step`, in the file's order, opened as
+// Every tensor of `stage`'s file at `step`, in the file's order, opened as
 // ReadCheckpoint says (no link followed). Errors as ReadCheckpoint's, but
 // for the model checks.
-absl::StatusOr<NamedTensors> ReadRankFile(const std::string& directory, int64_t step,
-                                          int rank) {
-  if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) {
+absl::StatusOr<NamedTensors> ReadStageFile(const std::string& directory, int64_t step,
+                                          int stage) {
+  if (absl::Status status = CheckStepAndStage(step, stage); !status.ok()) {
     return status;
   }
   const std::string step_directory = StepDirectoryPath(directory, step);
-  const std::string path = CheckpointPath(directory, step, rank);
+  std::string path = CheckpointPath(directory, step, stage);
   // Both the step directory and the file are opened without following a
   // link; ErrnoToStatus appends ": <strerror>" ("No such file or directory").
   FileDescriptor step_fd(
@@ -373,8 +381,19 @@ absl::StatusOr<NamedTensors> ReadRankFile(const std::string& directory, int64_t 
     }
     return absl::ErrnoToStatus(error_number, absl::StrCat("checkpoint ", path));
   }
-  FileDescriptor fd(::openat(step_fd.get(), absl::StrCat(RankName(rank), ".pt").c_str(),
-                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  int opened = ::openat(step_fd.get(), absl::StrCat(StageName(stage), ".pt").c_str(), kFlags);
+  if (opened < 0 && errno == ENOENT) {
+    // A checkpoint written before files were named per stage; when neither
+    // exists, the error names the current name.
+    const std::string legacy = absl::StrCat(LegacyStageName(stage), ".pt");
+    const int legacy_fd = ::openat(step_fd.get(), legacy.c_str(), kFlags);
+    if (legacy_fd >= 0 || errno != ENOENT) {
+      opened = legacy_fd;
+      path = absl::StrCat(step_directory, "/", legacy);
+    }
+  }
+  FileDescriptor fd(opened);
   if (fd.get() < 0) {
     if (errno == ELOOP) return NotFollowed(path, Entry::kLink, "regular file");
     return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint ", path));
@@ -429,11 +448,11 @@ absl::Status CheckShape(const std::string& mismatch, const std::string& name,
 }  // namespace
 
 absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
-                                            int64_t step, int rank,
+                                            int64_t step, int stage,
                                             const ExpectedShapes& expected) {
-  absl::StatusOr<NamedTensors> file = ReadRankFile(directory, step, rank);
+  absl::StatusOr<NamedTensors> file = ReadStageFile(directory, step, stage);
   if (!file.ok()) return file.status();
-  const std::string mismatch = absl::StrCat("checkpoint ", CheckpointPath(directory, step, rank),
+  const std::string mismatch = absl::StrCat("checkpoint ", CheckpointPath(directory, step, stage),
                                             " does not match the model: ");
   std::map<std::string, at::Tensor> by_name(file->begin(), file->end());
   std::set<std::string> expected_names;
@@ -457,26 +476,26 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
 }
 
 absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& directory,
-                                                       int64_t step, int rank,
+                                                       int64_t step, int stage,
                                                        const ExpectedShapes& expected) {
-  absl::StatusOr<NamedTensors> own = ReadRankFile(directory, step, rank);
+  absl::StatusOr<NamedTensors> own = ReadStageFile(directory, step, stage);
   if (!own.ok()) return own.status();
   std::set<std::string> own_names, expected_names;
   for (const auto& [name, tensor] : *own) own_names.insert(name);
   for (const auto& [name, shape] : expected) expected_names.insert(name);
   // The same layout: the strict check, whose errors name the file.
-  if (own_names == expected_names) return ReadCheckpoint(directory, step, rank, expected);
+  if (own_names == expected_names) return ReadCheckpoint(directory, step, stage, expected);
   // Another layout: the names are global, so gather them from every
   // stage's file until each expected one is found.
   std::map<std::string, std::vector<int64_t>> wanted(expected.begin(), expected.end());
   std::map<std::string, at::Tensor> found;
-  for (int file_rank = 0; found.size() < wanted.size(); ++file_rank) {
+  for (int file_stage = 0; found.size() < wanted.size(); ++file_stage) {
     absl::StatusOr<NamedTensors> file =
-        file_rank == rank ? std::move(own) : ReadRankFile(directory, step, file_rank);
+        file_stage == stage ? std::move(own) : ReadStageFile(directory, step, file_stage);
     if (absl::IsNotFound(file.status())) break;  // Past the last stage's file.
     if (!file.ok()) return file.status();
     const std::string mismatch = absl::StrCat(
-        "checkpoint ", CheckpointPath(directory, step, file_rank), " does not match the model: ");
+        "checkpoint ", CheckpointPath(directory, step, file_stage), " does not match the model: ");
     for (auto& [name, tensor] : *file) {
       auto it = wanted.find(name);
       if (it == wanted.end() || found.count(name) > 0) continue;
@@ -498,29 +517,29 @@ absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& direct
 }
 
 absl::StatusOr<int64_t> LatestCompleteCheckpoint(const std::string& directory,
-                                                 int ranks) {
-  if (ranks < 1) {
+                                                 int stages) {
+  if (stages < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ranks must be >= 1, got ", ranks));
+        absl::StrCat("stages must be >= 1, got ", stages));
   }
   absl::StatusOr<std::vector<int64_t>> steps = StepDirectories(directory);
   if (!steps.ok()) return steps.status();
   for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
-    absl::StatusOr<bool> complete = Complete(directory, *it, ranks, /*owner=*/nullptr);
+    absl::StatusOr<bool> complete = Complete(directory, *it, stages, /*owner=*/nullptr);
     if (!complete.ok()) return complete.status();
     if (*complete) return *it;
   }
   return absl::NotFoundError(absl::StrCat("no complete checkpoint (all ",
-                                          ranks, " ranks) in ", directory));
+                                          stages, " stages) in ", directory));
 }
 
-absl::Status ClaimCheckpoint(const std::string& directory, int64_t step, int rank,
+absl::Status ClaimCheckpoint(const std::string& directory, int64_t step, int stage,
                              const std::string& owner) {
-  if (absl::Status status = CheckStepAndRank(step, rank); !status.ok()) return status;
+  if (absl::Status status = CheckStepAndStage(step, stage); !status.ok()) return status;
   if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
   if (absl::Status made = MakeStepDirectory(directory, step); !made.ok()) return made;
   const std::string step_directory = StepDirectoryPath(directory, step);
-  absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, owner);
+  absl::StatusOr<StageFiles> files = InspectStage(step_directory, stage, owner);
   if (!files.ok()) return files.status();
   if (files->owned) return absl::OkStatus();
   if (files->present) {
@@ -528,20 +547,20 @@ absl::Status ClaimCheckpoint(const std::string& directory, int64_t step, int ran
         files->foreign, "; zbpp never overwrites a checkpoint it did not write for this job"));
   }
   absl::StatusOr<AtomicFileWriter> writer =
-      AtomicFileWriter::Open(OwnerPath(step_directory, rank));
+      AtomicFileWriter::Open(OwnerPath(step_directory, stage));
   if (!writer.ok()) return writer.status();
   const std::string line = owner + "\n";
   if (absl::Status st = writer->Append(line.data(), line.size()); !st.ok()) return st;
   return writer->Commit();
 }
 
-absl::StatusOr<int> PrepareCheckpointDirectory(const std::string& directory, int rank,
-                                               int ranks, const std::string& owner,
+absl::StatusOr<int> PrepareCheckpointDirectory(const std::string& directory, int stage,
+                                               int stages, const std::string& owner,
                                                const CheckpointSteps& steps) {
-  if (rank < 0 || rank >= ranks || steps.interval_steps < 1) {
+  if (stage < 0 || stage >= stages || steps.interval_steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "preparing checkpoints needs 0 <= rank < ranks and interval_steps >= 1, got rank ",
-        rank, " of ", ranks, ", interval_steps ", steps.interval_steps));
+        "preparing checkpoints needs 0 <= stage < stages and interval_steps >= 1, got stage ",
+        stage, " of ", stages, ", interval_steps ", steps.interval_steps));
   }
   if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
   absl::StatusOr<std::vector<int64_t>> found = StepDirectories(directory);
@@ -561,32 +580,32 @@ absl::StatusOr<int> PrepareCheckpointDirectory(const std::string& directory, int
       return absl::FailedPreconditionError(absl::StrCat(
           refused, NotFollowed(step_directory, *entry, "directory").message(), remedy));
     }
-    for (int other = 0; other < ranks; ++other) {
-      absl::StatusOr<RankFiles> files = InspectRank(step_directory, other, owner);
+    for (int other = 0; other < stages; ++other) {
+      absl::StatusOr<StageFiles> files = InspectStage(step_directory, other, owner);
       if (!files.ok()) return files.status();
       if (files->present && !files->owned) {
         return absl::FailedPreconditionError(absl::StrCat(refused, files->foreign, remedy));
       }
     }
-    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, rank);
+    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, stage);
     if (!temporary.ok()) return temporary.status();
     removed += *temporary;
   }
   return removed;
 }
 
-absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int ranks,
+absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int stage, int stages,
                                      int keep_last, const std::string& owner,
                                      int64_t written_step) {
-  if (rank < 0 || rank >= ranks || keep_last < 1) {
+  if (stage < 0 || stage >= stages || keep_last < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pruning checkpoints needs 0 <= rank < ranks and keep_last >= 1, got rank ", rank,
-        " of ", ranks, ", keep_last ", keep_last));
+        "pruning checkpoints needs 0 <= stage < stages and keep_last >= 1, got stage ", stage,
+        " of ", stages, ", keep_last ", keep_last));
   }
   if (absl::Status status = CheckOwner(owner); !status.ok()) return status;
   absl::StatusOr<std::vector<int64_t>> found = StepDirectories(directory);
   if (!found.ok()) return found.status();
-  // The owner's steps of this rank up to the one just written, and which of
+  // The owner's steps of this stage up to the one just written, and which of
   // them are complete. Steps after it (an earlier attempt's, about to be
   // rewritten) and everything not the owner's are left alone.
   std::vector<int64_t> mine;
@@ -597,11 +616,11 @@ absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int
     absl::StatusOr<Entry> entry = Inspect(step_directory);
     if (!entry.ok()) return entry.status();
     if (*entry != Entry::kDirectory) continue;
-    absl::StatusOr<RankFiles> files = InspectRank(step_directory, rank, owner);
+    absl::StatusOr<StageFiles> files = InspectStage(step_directory, stage, owner);
     if (!files.ok()) return files.status();
     if (!files->owned) continue;
     mine.push_back(step);
-    absl::StatusOr<bool> whole = Complete(directory, step, ranks, &owner);
+    absl::StatusOr<bool> whole = Complete(directory, step, stages, &owner);
     if (!whole.ok()) return whole.status();
     if (*whole) complete.push_back(step);
   }
@@ -615,16 +634,16 @@ absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int rank, int
     const std::string step_directory = StepDirectoryPath(directory, step);
     // The checkpoint first, its owner file last: a crash in between leaves
     // an owner file alone, which the next prune removes.
-    absl::StatusOr<bool> gone = RemoveFile(CheckpointPath(directory, step, rank));
+    absl::StatusOr<bool> gone = RemoveFile(CheckpointPath(directory, step, stage));
     if (!gone.ok()) return gone.status();
     removed += *gone ? 1 : 0;
-    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, rank);
+    absl::StatusOr<int> temporary = RemoveTemporaryFiles(step_directory, stage);
     if (!temporary.ok()) return temporary.status();
-    if (absl::StatusOr<bool> owner_gone = RemoveFile(OwnerPath(step_directory, rank));
+    if (absl::StatusOr<bool> owner_gone = RemoveFile(OwnerPath(step_directory, stage));
         !owner_gone.ok()) {
       return owner_gone.status();
     }
-    // The last rank to prune a step removes its directory; the others'
+    // The last stage to prune a step removes its directory; the others'
     // attempts fail because it is not empty yet, which is fine.
     ::rmdir(step_directory.c_str());
   }

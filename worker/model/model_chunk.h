@@ -99,7 +99,7 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 /// under the head's name, initialised from the embedding's name (so equal to
 /// it), and tied_embedding() of the first and last chunk returns the two
 /// copies: whoever trains them must add the two gradients once before each
-/// update and give both copies the sum (RankTrainer does), so that they stay
+/// update and give both copies the sum (StageTrainer does), so that they stay
 /// equal. Thread-compatible.
 class ModelChunk {
  public:

@@ -38,7 +38,7 @@ void SynchronizeDevice(const c10::Device& device);
 /// device's, which is what the coordinator's cost model and the measured
 /// bubble rate need.
 ///
-/// Index `j` is the action's position in the rank's list. Thread-compatible:
+/// Index `j` is the action's position in the stage's list. Thread-compatible:
 /// the executor's thread only.
 class PassTimer {
  public:

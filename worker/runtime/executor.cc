@@ -25,11 +25,11 @@ using sched::Action;
 using sched::PassKind;
 using SteadyClock = std::chrono::steady_clock;
 
-// One message of this rank with one peer, in the pair's order
+// One message of this stage with one peer, in the pair's order
 // (scheduler/comm_order.h).
 struct PeerMessage {
   bool send = false;
-  // This rank's action producing (send) or consuming (receive) it.
+  // This stage's action producing (send) or consuming (receive) it.
   size_t action = 0;
   uint32_t tag = 0;
   // Produced inside the sender's speculative prefix: the messages a step
@@ -38,7 +38,7 @@ struct PeerMessage {
   bool speculative = false;
 };
 
-// This rank's messages with one peer and how far it has issued them.
+// This stage's messages with one peer and how far it has issued them.
 struct PeerQueue {
   int peer = 0;
   std::vector<PeerMessage> messages;
@@ -59,31 +59,31 @@ bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == Pa
 std::string DescribeAction(const Action& a) {
   if (a.kind == PassKind::kReduce) {
     return absl::StrCat(sched::ActionToString(a),
-                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage, ")");
+                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage.value(), ")");
   }
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
                      : a.kind == PassKind::kW ? "W"
                                               : "BW";
-  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage,
+  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage.value(),
                       ", microbatch ", a.microbatch, ")");
 }
 
-// One rank's execution of one step. Lives for the step only.
+// One stage's execution of one step. Lives for the step only.
 class StepRun {
  public:
   // `forward_only`: evaluation (no graph, losses not scaled), with `batches`
   // instead of the options' training data.
   // `check` (may be null) runs before the first B; see BeforeFirstBackward.
-  // `orders`: the schedule's messages per pair of ranks, in the order
-  // every rank issues them; `prefix`: each rank's speculative prefix length
+  // `orders`: the schedule's messages per pair of stages, in the order
+  // every worker issues them; `prefix`: each stage's speculative prefix length
   // (read only with a `check`).
   StepRun(const ExecutorOptions& options, int64_t step, int generation,
           const sched::Schedule& schedule, const sched::PairOrders& orders,
           const std::vector<int>& prefix, bool forward_only, const BatchFn& batches,
           const BeforeFirstBackward* check)
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
-        actions_(schedule.actions[options.rank]), forward_only_(forward_only),
+        actions_(schedule.actions[options.stage]), forward_only_(forward_only),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
         last_pass_(LastPass(actions_)),
         start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
@@ -192,9 +192,9 @@ class StepRun {
   // The step is given up before action `first_backward` (only forwards ran):
   // complete exactly the messages of the speculative prefixes — issue the
   // rest of them in each pair's order (every send's producer ran: it is in
-  // this rank's prefix), receive what is addressed to this rank into
-  // buffers nobody reads, and complete this rank's sends — so that every
-  // pair's order stands where both ranks expect it for the replay.
+  // this stage's prefix), receive what is addressed to this stage into
+  // buffers nobody reads, and complete this stage's sends — so that every
+  // pair's order stands where both stages expect it for the replay.
   absl::StatusOr<StepTimeline> Discard(size_t first_backward) {
     for (PeerQueue& queue : queues_) {
       for (; queue.next < queue.messages.size() && queue.messages[queue.next].speculative;
@@ -260,22 +260,24 @@ class StepRun {
   }
 
   int num_virtual_stages() const { return schedule_.num_virtual_stages(); }
-  int StageOf(int stage) const { return schedule_.stage_of[stage]; }
+  int StageOf(int virtual_stage) const {
+    return schedule_.StageOf(VirtualStage(virtual_stage)).value();
+  }
 
-  // This rank's messages per peer, in the pairs' orders, with their tags.
+  // This stage's messages per peer, in the pairs' orders, with their tags.
   void PlanMessages(const sched::PairOrders& orders, const std::vector<int>& prefix) {
     for (const auto& [pair, messages] : orders) {
-      if (pair.first != o_.rank && pair.second != o_.rank) continue;
+      if (pair.first != o_.stage && pair.second != o_.stage) continue;
       PeerQueue queue;
-      queue.peer = pair.first == o_.rank ? pair.second : pair.first;
+      queue.peer = pair.first == o_.stage ? pair.second : pair.first;
       for (const sched::Message& m : messages) {
         PeerMessage message;
-        message.send = m.from == o_.rank;
+        message.send = m.from == o_.stage;
         message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
         const Action& a = actions_[message.action];
         // Tags name the receiving virtual stage.
-        const int to_stage = !message.send ? a.virtual_stage : a.kind == PassKind::kF ? a.virtual_stage + 1
-                                                                                : a.virtual_stage - 1;
+        const int to_stage = !message.send ? a.virtual_stage.value() : a.kind == PassKind::kF ? a.virtual_stage.value() + 1
+                                                                                : a.virtual_stage.value() - 1;
         message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
                                                  : MessageKind::kGradient,
                           to_stage, a.microbatch);
@@ -312,7 +314,7 @@ class StepRun {
       if (it == produced_.end()) {
         return absl::InternalError(absl::StrCat("the message of ",
                                                 DescribeAction(actions_[m.action]),
-                                                " to rank ", queue.peer, " was not produced"));
+                                                " to stage ", queue.peer, " was not produced"));
       }
       const double before = Seconds();
       absl::StatusOr<std::unique_ptr<PendingOp>> op =
@@ -322,7 +324,7 @@ class StepRun {
       // The tensor must outlive the send: keep it with the op.
       sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
                                                        DescribeAction(actions_[m.action]),
-                                                       " to rank ", queue.peer));
+                                                       " to stage ", queue.peer));
       send_buffers_.push_back(std::move(it->second));
       produced_.erase(it);
       return absl::OkStatus();
@@ -353,8 +355,8 @@ class StepRun {
         // CheckPairOrders refuses a schedule where this can happen.
         const PeerQueue& q = queues_[queue->second];
         return absl::FailedPreconditionError(absl::StrCat(
-            "its input from rank ", q.peer, " comes after message #", q.next,
-            " of the pair's order, which this rank cannot issue yet"));
+            "its input from stage ", q.peer, " comes after message #", q.next,
+            " of the pair's order, which this stage cannot issue yet"));
       }
       PostedRecv posted = std::move(it->second);
       posted_.erase(it);
@@ -366,7 +368,7 @@ class StepRun {
       return absl::FailedPreconditionError(
           absl::StrCat("no local ", kind == MessageKind::kActivation ? "activation" : "gradient",
                        " for virtual stage ", stage, " microbatch ", microbatch,
-                       " (the producing pass has not run on this rank)"));
+                       " (the producing pass has not run on this stage)"));
     }
     at::Tensor t = std::move(it->second);
     local_.erase(it);
@@ -376,7 +378,7 @@ class StepRun {
   // Hands `tensor`, the output of action j, to virtual stage `to_stage`:
   // locally, or as a message IssueMessages sends in the pair's order.
   void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
-    if (StageOf(to_stage) == o_.rank) {
+    if (StageOf(to_stage) == o_.stage) {
       local_[{kind, to_stage, microbatch}] = std::move(tensor);
     } else {
       produced_[j] = tensor.contiguous();
@@ -390,15 +392,15 @@ class StepRun {
 
   absl::Status RunAction(size_t j) {
     const Action& a = actions_[j];
-    const LocalChunk* chunk = Chunk(a.virtual_stage);
+    const LocalChunk* chunk = Chunk(a.virtual_stage.value());
     if (chunk == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.virtual_stage, " is not held by rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage.value(), " is not held by stage ", o_.stage));
     }
     if (o_.synthetic.has_value() && a.kind != PassKind::kReduce) return SyntheticPass(j, a);
     if (chunk->model == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("virtual stage ", a.virtual_stage, " has no model on rank ", o_.rank));
+          absl::StrCat("virtual stage ", a.virtual_stage.value(), " has no model on stage ", o_.stage));
     }
     switch (a.kind) {
       case PassKind::kF:
@@ -436,12 +438,12 @@ class StepRun {
   // covers (GradientBuckets, with the schedule's bucket count for the
   // stage); computed once per stage and step.
   absl::StatusOr<const std::vector<at::Tensor>*> Bucket(const Action& a) {
-    auto it = buckets_.find(a.virtual_stage);
+    auto it = buckets_.find(a.virtual_stage.value());
     if (it == buckets_.end()) {
       absl::StatusOr<std::vector<std::vector<at::Tensor>>> split = GradientBuckets(
-          *Chunk(a.virtual_stage)->model, sched::BucketsPerVirtualStage(schedule_)[a.virtual_stage]);
+          *Chunk(a.virtual_stage.value())->model, sched::BucketsPerVirtualStage(schedule_)[a.virtual_stage.value()]);
       if (!split.ok()) return absl::FailedPreconditionError(split.status().message());
-      it = buckets_.emplace(a.virtual_stage, *std::move(split)).first;
+      it = buckets_.emplace(a.virtual_stage.value(), *std::move(split)).first;
     }
     return &it->second[a.bucket];
   }
@@ -452,13 +454,13 @@ class StepRun {
   // executor's bookkeeping inside the pass are part of that duration, not
   // added to it.
   absl::Status SyntheticPass(size_t j, const Action& a) {
-    const bool last = a.virtual_stage == num_virtual_stages() - 1;
-    if (a.kind == PassKind::kF && a.virtual_stage > 0) {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
+    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
+    if (a.kind == PassKind::kF && a.virtual_stage.value() > 0) {
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
                                                 a.microbatch);
       if (!in.ok()) return in.status();
     } else if (IsBackward(a) && !last) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
                                                a.microbatch);
       if (!g.ok()) return g.status();
     }
@@ -468,7 +470,7 @@ class StepRun {
     int buckets = 1;
     if (a.kind == PassKind::kW && a.bucket != sched::kAllBuckets) {
       if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerVirtualStage(schedule_);
-      buckets = synthetic_buckets_[a.virtual_stage];
+      buckets = synthetic_buckets_[a.virtual_stage.value()];
     }
     double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
     if (merged_w) {
@@ -482,10 +484,10 @@ class StepRun {
       if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       } else {
-        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
+        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       }
-    } else if (IsBackward(a) && a.virtual_stage > 0) {
-      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
+    } else if (IsBackward(a) && a.virtual_stage.value() > 0) {
+      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     }
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<SteadyClock::duration>(
@@ -494,7 +496,7 @@ class StepRun {
   }
 
   // One tensor of zeros serves every synthetic output of the step: nothing
-  // writes a sent or handed-over tensor, and p ranks on a few cores should
+  // writes a sent or handed-over tensor, and p stages on a few cores should
   // spend their CPU on the runtime, not on filling buffers.
   const at::Tensor& ActivationZeros() {
     if (!synthetic_zeros_.defined()) {
@@ -505,8 +507,8 @@ class StepRun {
   }
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
-    const bool first = a.virtual_stage == 0;
-    const bool last = a.virtual_stage == num_virtual_stages() - 1;
+    const bool first = a.virtual_stage.value() == 0;
+    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
     MicrobatchData data;
     if (first || last) {
       data = batches_(step_, a.microbatch);
@@ -517,7 +519,7 @@ class StepRun {
     if (first) {
       input = data.inputs;
     } else {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage,
+      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
                                                 a.microbatch);
       if (!in.ok()) return in.status();
       input = in->detach().requires_grad_(true);
@@ -530,35 +532,35 @@ class StepRun {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
-      Deliver(j, out, MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
+      Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       return absl::OkStatus();
     }
     at::Tensor loss;
     ForwardState state = ForwardPass(*chunk.model, chunk.store, a.microbatch, std::move(input),
                                      data.targets, schedule_.microbatches, &loss);
     if (last) AddLoss(loss);
-    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage + 1, a.microbatch);
-    forward_.emplace(std::make_pair(a.virtual_stage, a.microbatch), std::move(state));
+    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+    forward_.emplace(std::make_pair(a.virtual_stage.value(), a.microbatch), std::move(state));
     return absl::OkStatus();
   }
 
   absl::Status Backward(size_t j, const Action& a, const LocalChunk& chunk) {
-    auto it = forward_.find({a.virtual_stage, a.microbatch});
+    auto it = forward_.find({a.virtual_stage.value(), a.microbatch});
     if (it == forward_.end()) {
-      return absl::FailedPreconditionError("B before its F on this rank");
+      return absl::FailedPreconditionError("B before its F on this stage");
     }
     ForwardState state = std::move(it->second);
     forward_.erase(it);
     at::Tensor grad_output;
-    if (a.virtual_stage < num_virtual_stages() - 1) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage,
+    if (a.virtual_stage.value() < num_virtual_stages() - 1) {
+      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
                                                a.microbatch);
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     }
     timer_.Begin(j);
     at::Tensor input_grad = BackwardPass(state, std::move(grad_output), o_.loss_scale);
-    if (a.virtual_stage > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage - 1, a.microbatch);
+    if (a.virtual_stage.value() > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -618,7 +620,8 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
   for (std::vector<Action>& actions : forward.actions) actions.clear();
   for (int mb = 0; mb < microbatches; ++mb) {
     for (int s = 0; s < forward.num_virtual_stages(); ++s) {
-      forward.actions[forward.stage_of[s]].push_back({PassKind::kF, s, mb});
+      const VirtualStage vs(s);
+      forward.ActionsOf(forward.StageOf(vs)).push_back({PassKind::kF, vs, mb});
     }
   }
   StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),

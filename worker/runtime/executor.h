@@ -46,18 +46,19 @@ struct LocalChunk {
 
 /// What the executor needs about its worker.
 struct ExecutorOptions {
-  /// This worker's stage (the index of its list in Schedule::actions), which
-  /// is also its rank in `communicator`'s group (docs/architecture.md,
-  /// Vocabulary).
-  int rank = 0;
-  /// Transport to the other ranks; not owned; size() == schedule.stages.
+  /// This worker's stage (the index of its list in Schedule::actions). The
+  /// pipeline group holds one worker per stage in stage order, so its rank
+  /// in `communicator`'s group, and each peer's, is the stage's number
+  /// (docs/architecture.md, Vocabulary).
+  int stage = 0;
+  /// Transport to the other stages; not owned; size() == schedule.stages.
   Communicator* communicator = nullptr;
   /// Data parallelism (d > 1): runs the schedule's REDUCE_GRAD actions over
-  /// the replicas of this rank's stages; not owned. Null when d = 1, and
+  /// the replicas of this stage; not owned. Null when d = 1, and
   /// then the schedule must hold no reduction (and with one, one per
   /// virtual stage: Validate checks both).
   GradientReducer* reducer = nullptr;
-  /// The chunks this rank holds, by virtual stage.
+  /// The chunks this stage holds, by virtual stage.
   std::map<int, LocalChunk> chunks;
   /// Where the passes run: parameters, activations, gradients and received
   /// tensors live there; batches are copied there. Pass times are device
@@ -94,7 +95,7 @@ struct ExecutorOptions {
   bool merge_backward_passes = true;
 };
 
-/// Called once per step, just before this rank's first B (or BW) pass, when
+/// Called once per step, just before this stage's first B (or BW) pass, when
 /// only forward passes have run: the point where post-update validation
 /// (paper §4) must know whether the previous optimizer step stands. Returns
 /// true when the forwards run so far used parameters that were rolled back
@@ -102,11 +103,11 @@ struct ExecutorOptions {
 /// error fails the step.
 using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 
-/// Runs one rank's share of one optimizer step of a pipeline schedule: F, B,
+/// Runs one stage's share of one optimizer step of a pipeline schedule: F, B,
 /// W and fused BW passes in the schedule's order (Zero Bubble paper §2–3),
 /// moving activations forward and input gradients backward.
 ///
-/// Merged pairs: a B whose whole W comes right after it in this rank's list
+/// Merged pairs: a B whose whole W comes right after it in this stage's list
 /// (sched::MergesWithNext) runs with it as one backward pass — the B part,
 /// the send of its input gradient, then at once the W part's queued
 /// weight-gradient GEMMs — what T_BW (VirtualStageCost::bw_seconds)
@@ -119,7 +120,7 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// a slower device's would); under synthetic compute the pass waits T_BW in
 /// all.
 ///
-/// Messages go in one order per pair of ranks, derived from the schedule
+/// Messages go in one order per pair of stages, derived from the schedule
 /// alone (sched::DerivePairOrders), on every transport: transports that
 /// match messages by order rather than tag (NCCL) need it, and one mechanism
 /// serves all (docs/transport.md). Each pair's next messages are issued as
@@ -127,7 +128,7 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// once. Sends are never waited for until the step's end, so an action
 /// blocks only on its own inputs, and every schedule that passes
 /// sched::CheckPairOrders runs without deadlock.
-/// Chunks on the same rank hand tensors over without the network (V
+/// Chunks on the same stage hand tensors over without the network (V
 /// schedules). Gradients are accumulated into the parameters' `.grad`
 /// (the caller zeroes them); the loss of each microbatch is scaled by 1/m
 /// (and, in B, by ExecutorOptions::loss_scale). With data parallelism each
@@ -136,20 +137,20 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// gradients are then the average over the d replicas (the global batch's
 /// mean loss, as each replica's loss is already scaled by 1/m).
 ///
-/// Thread-compatible: one thread per rank.
+/// Thread-compatible: one thread per stage.
 class PipelineExecutor {
  public:
   explicit PipelineExecutor(ExecutorOptions options) : options_(std::move(options)) {}
 
-  /// Checks that `schedule` can run on this rank before any pass does:
+  /// Checks that `schedule` can run on this stage before any pass does:
   /// well-formed (CheckSchedule), deadlock-free (a simulation, and its
   /// pair orders under sched::CheckPairOrders), as many
-  /// workers as the communicator has ranks, and this rank's virtual stages
+  /// workers as the communicator has ranks, and this stage's virtual stages
   /// equal to the chunks it holds. FailedPrecondition / InvalidArgument with
   /// the reason, e.g. the deadlock's stuck actions.
   absl::Status Validate(const sched::Schedule& schedule) const;
 
-  /// Runs this rank's actions of `schedule` for `step`. Messages carry
+  /// Runs this stage's actions of `schedule` for `step`. Messages carry
   /// `generation` in their tags (MakeTag): a step replayed after a discarded
   /// speculative run uses the next generation. `check`, when set, runs
   /// before the first B (see BeforeFirstBackward; the schedule must pass
@@ -164,11 +165,11 @@ class PipelineExecutor {
                                        const BeforeFirstBackward& check = nullptr);
 
   /// Evaluation: forward passes only (no graph, no gradients) of
-  /// `microbatches` microbatches drawn from `batches`, each rank running its
+  /// `microbatches` microbatches drawn from `batches`, each stage running its
   /// chunks in model order for microbatch 0, 1, ... (acyclic for every
   /// placement). Message tags use `tag_step`: call it between steps, when no
   /// step's messages are in flight. The timeline's loss fields hold the
-  /// summed losses on the last stage's rank.
+  /// summed losses on the last stage.
   absl::StatusOr<StepTimeline> RunForwardOnly(int64_t tag_step, const sched::Schedule& schedule,
                                               int microbatches, const BatchFn& batches);
 

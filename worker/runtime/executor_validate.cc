@@ -32,7 +32,7 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
                         absl::StrCat("schedule refused: ", std::string(st.message())));
   }
   int reductions = 0;
-  for (const sched::Action& a : schedule.actions[options_.rank]) {
+  for (const sched::Action& a : schedule.actions[options_.stage]) {
     // The simulation above checked that a set of partial ones is complete.
     reductions += sched::IsVirtualStageReduction(a);
   }
@@ -44,7 +44,7 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
   if (options_.reducer != nullptr && reductions != static_cast<int>(options_.chunks.size())) {
     return absl::FailedPreconditionError(
         absl::StrCat("the job has ", options_.reducer->replicas(), " data-parallel replicas: stage ",
-                     options_.rank,
+                     options_.stage,
                      " needs one REDUCE_GRAD (whole, or one per bucket) per virtual stage it "
                      "holds (",
                      options_.chunks.size(), "), the schedule has ", reductions));
@@ -66,10 +66,10 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
     }
   }
   for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-    const bool mine = schedule.stage_of[s] == options_.rank;
+    const bool mine = schedule.StageOf(VirtualStage(s)) == Stage(options_.stage);
     if (mine != (options_.chunks.count(s) == 1)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "schedule places virtual stage ", s, mine ? " on" : " off", " stage ", options_.rank,
+          "schedule places virtual stage ", s, mine ? " on" : " off", " stage ", options_.stage,
           ", but this worker ", mine ? "does not hold" : "holds", " that chunk"));
     }
   }

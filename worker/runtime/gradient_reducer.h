@@ -18,7 +18,7 @@
 
 namespace zbpp::worker {
 
-/// The data-parallel gradient reduction of one rank (the schedule's
+/// The data-parallel gradient reduction of one stage (the schedule's
 /// REDUCE_GRAD actions, scheduler/schedule.h PassKind::kReduce): averages a
 /// virtual stage's weight gradients over the d replicas that hold the same
 /// stage, on a communication thread of its own, so that the reduction
@@ -36,7 +36,7 @@ namespace zbpp::worker {
 /// reductions in the same order (the schedule is the same), which is what
 /// the collective needs.
 ///
-/// Thread-compatible: one thread (the rank's executor) calls Issue and
+/// Thread-compatible: one thread (the stage's executor) calls Issue and
 /// WaitAll; the destructor waits for a reduction in progress (at most the
 /// communicator's timeout; Abort the communicator to end it sooner).
 class GradientReducer {
@@ -49,7 +49,7 @@ class GradientReducer {
     Clock::time_point end;    ///< It completed.
   };
 
-  /// `data_parallel`: the d ranks holding the same virtual stages, used by
+  /// `data_parallel`: the d replicas holding the same virtual stages, used by
   /// this reducer only (not owned; outlives it); `timeout`: the longest wait
   /// for the other replicas to join one all-reduce.
   GradientReducer(Communicator* data_parallel, absl::Duration timeout);

@@ -16,8 +16,8 @@ namespace zbpp::worker {
 /// halves; after `growth_interval_steps` steps in a row without overflow it
 /// doubles. Powers of two only, so the unscaling is exact; never below 1.
 ///
-/// Every rank keeps its own LossScaler and feeds it the same global
-/// outcomes in the same order, so all ranks agree on the scale without
+/// Every worker keeps its own LossScaler and feeds it the same global
+/// outcomes in the same order, so all workers agree on the scale without
 /// exchanging it. Thread-compatible.
 class LossScaler {
  public:

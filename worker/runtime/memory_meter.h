@@ -24,7 +24,7 @@ struct Counter;
 /// How: a counting c10::Allocator installed once over LibTorch's CPU
 /// allocator (InstallCountingCpuAllocator) remembers, in a header in front
 /// of each block, the meter current at allocation (shared ownership: a
-/// tensor may outlive its meter) and the size. Several ranks as threads of
+/// tensor may outlive its meter) and the size. Several workers as threads of
 /// one process (the worker tests) therefore each count their own tensors.
 /// Memory that is not a tensor's (BLAS workspaces, oneDNN scratch, the
 /// allocator's own headers) is not counted, nor the tensors LibTorch's
@@ -82,7 +82,7 @@ absl::Status InstallCountingCpuAllocator();
 /// * CUDA: the caching allocator's allocated bytes of the device, current
 ///   and peak (at::accelerator::getDeviceStats / resetPeakStats): every
 ///   tensor on that device, whoever made it. Ranks that share one GPU (the
-///   tests' several NCCL ranks on one device) therefore see each other's
+///   tests' several NCCL workers on one device) therefore see each other's
 ///   tensors mixed into theirs.
 ///
 /// Either way only differences are meaningful: a peak above the bytes held

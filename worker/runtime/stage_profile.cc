@@ -65,7 +65,7 @@ StageProfile SyntheticProfile(const StageProfileOptions& o) {
                                     sched::PassKind::kW, sched::PassKind::kBW};
   for (int rep = 0; rep < o.repetitions; ++rep) {
     for (int k = 0; k < 4; ++k) {
-      const sched::Action action{kinds[k], o.virtual_stage, 0};
+      const sched::Action action{kinds[k], VirtualStage(o.virtual_stage), 0};
       const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, /*buckets=*/1);
       const SteadyClock::time_point begin = SteadyClock::now();
       std::this_thread::sleep_until(begin + std::chrono::duration_cast<SteadyClock::duration>(

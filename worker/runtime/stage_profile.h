@@ -80,7 +80,7 @@ struct StageProfileOptions {
 /// uses).
 ///
 /// Side effects: B and W add this microbatch's gradients into the chunk's
-/// parameters' .grad (RankTrainer::Profile saves and restores them); the
+/// parameters' .grad (StageTrainer::Profile saves and restores them); the
 /// store is left empty; on a mixed-precision chunk the compute-type weight
 /// copies are made (a cache, ComputeTypeCopies). Nothing else of the model
 /// changes. InvalidArgument for repetitions < 1 or a missing chunk, store or

@@ -1,4 +1,4 @@
-// What one rank measures about its steps: the executor's timeline of a
+// What one stage measures about its steps: the executor's timeline of a
 // step, where the step's span went (SpanBreakdown), and where the gap
 // between two steps went (GapClock, StepGap). The worker reports both in
 // ReportStepRequest.breakdown (proto/zbpp/v1/job.proto StepBreakdown, whose
@@ -17,13 +17,13 @@
 
 namespace zbpp::worker {
 
-/// What one rank measured running one step's actions. Times are seconds
+/// What one stage measured running one step's actions. Times are seconds
 /// since the step start (`start`, the call of PipelineExecutor::RunStep).
 struct StepTimeline {
   /// When the step started, on the host's steady clock: where the gap
   /// before it ends (GapClock).
   std::chrono::steady_clock::time_point start;
-  /// Parallel to the rank's actions: when each started (its inputs there)
+  /// Parallel to the stage's actions: when each started (its inputs there)
   /// and ended. A REDUCE_GRAD action runs on the communication thread: from
   /// the start of its all-reduce to its completion.
   std::vector<double> action_start_seconds;
@@ -39,11 +39,11 @@ struct StepTimeline {
   double send_wait_seconds = 0;
   double validation_check_seconds = 0;
   /// Sum of per-microbatch losses (mean cross-entropy, nats) and how many
-  /// there were; 0 / 0 on ranks without the last virtual stage.
+  /// there were; 0 / 0 on stages without the last virtual stage.
   double loss_sum = 0;
   int loss_count = 0;
   /// The BeforeFirstBackward check asked for a replay: the step stopped
-  /// before this rank's first B after receiving every speculative message
+  /// before this stage's first B after receiving every speculative message
   /// addressed to it and completing its own sends; the action times are
   /// those of the discarded forwards (`discarded_forwards` of them).
   bool discarded = false;
@@ -67,12 +67,12 @@ struct SpanBreakdown {
   double overhead_seconds = 0;  ///< The rest of the span.
 };
 
-/// `timeline`'s span split as SpanBreakdown says; `actions` are the rank's
+/// `timeline`'s span split as SpanBreakdown says; `actions` are the stage's
 /// actions of the step's schedule, parallel to the timeline's (a
 /// discarded timeline's shorter lists count what they hold). Pure.
 SpanBreakdown BreakDownSpan(const StepTimeline& timeline, const std::vector<sched::Action>& actions);
 
-/// What a rank does between the end of a step's last action and the next
+/// What a stage does between the end of a step's last action and the next
 /// step's start (job.proto StepBreakdown, second part), in the order they
 /// usually run.
 enum class GapPhase : int {

@@ -9,7 +9,7 @@ namespace zbpp::worker {
 namespace {
 
 // SplitMix64: a stateless hash, so a pass's noise depends on the pass alone
-// and not on the order in which ranks draw it.
+// and not on the order in which stages draw it.
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -22,7 +22,7 @@ double Noise(uint64_t seed, int64_t step, const sched::Action& a) {
   uint64_t h = Mix(seed);
   h = Mix(h ^ static_cast<uint64_t>(step));
   h = Mix(h ^ static_cast<uint64_t>(a.kind));
-  h = Mix(h ^ static_cast<uint64_t>(a.virtual_stage));
+  h = Mix(h ^ static_cast<uint64_t>(a.virtual_stage.value()));
   h = Mix(h ^ static_cast<uint64_t>(a.microbatch));
   h = Mix(h ^ static_cast<uint64_t>(a.bucket + 1));
   return 2.0 * (static_cast<double>(h >> 11) / 9007199254740992.0) - 1.0;
@@ -32,7 +32,7 @@ double Noise(uint64_t seed, int64_t step, const sched::Action& a) {
 
 double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Action& a,
                             int64_t step, int buckets) {
-  const sched::VirtualStageCost& cost = synthetic.stages[a.virtual_stage];
+  const sched::VirtualStageCost& cost = synthetic.stages[a.virtual_stage.value()];
   double seconds = 0;
   switch (a.kind) {
     case sched::PassKind::kF:

@@ -18,11 +18,11 @@ namespace zbpp::worker {
 /// executor's order, messages of the real shape ([b, s, h] float32 zeros)
 /// over the real transport in the pair orders, the BeforeFirstBackward check
 /// and what the caller does around a step (validation, optimizer, reports).
-/// With it, p = 8 to 64 ranks run on a few cores because they mostly wait,
+/// With it, p = 8 to 64 stages run on a few cores because they mostly wait,
 /// so the runtime's own overhead and ordering are measured at scale.
 ///
 /// What a synthetic step computes: nothing. F sends zeros, B sends zeros and
-/// leaves every `.grad` as the caller left it (in RankTrainer never defined,
+/// leaves every `.grad` as the caller left it (in StageTrainer never defined,
 /// so the validation protocol exchanges a zero gradient norm and AdamW's step
 /// skips every parameter), W does nothing, and each microbatch's loss on the
 /// last virtual stage is the constant `loss`: the loss curve is flat and the
@@ -49,7 +49,7 @@ struct SyntheticCompute {
 struct SyntheticComputeSource {
   /// Multiplies every T_F, T_B, T_W of the cost model; > 0. The analytic
   /// model of a small CPU job gives sub-millisecond passes: a scale makes
-  /// them long enough that p ranks on a few cores mostly wait.
+  /// them long enough that p stages on a few cores mostly wait.
   double scale = 1;
   /// SyntheticCompute::noise and ::seed.
   double noise = 0;

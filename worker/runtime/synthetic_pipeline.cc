@@ -9,20 +9,20 @@ namespace zbpp::worker {
 
 absl::StatusOr<std::vector<std::vector<StepTimeline>>> RunSyntheticPipeline(
     const sched::Schedule& schedule, const SyntheticCompute& synthetic,
-    const std::vector<Communicator*>& ranks, int steps, const SyntheticShape& shape,
+    const std::vector<Communicator*>& communicators, int steps, const SyntheticShape& shape,
     absl::Duration recv_timeout) {
   const int p = schedule.stages;
-  if (static_cast<int>(ranks.size()) != p) {
+  if (static_cast<int>(communicators.size()) != p) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ranks.size(), " communicators for a schedule of ", p, " workers"));
+        absl::StrCat(communicators.size(), " communicators for a schedule of ", p, " workers"));
   }
   std::vector<std::unique_ptr<PipelineExecutor>> executors;
-  for (int r = 0; r < p; ++r) {
+  for (const Stage s : schedule.AllStages()) {
     ExecutorOptions o;
-    o.rank = r;
-    o.communicator = ranks[r];
-    for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-      if (schedule.stage_of[s] == r) o.chunks[s] = LocalChunk{};
+    o.stage = s.value();
+    o.communicator = communicators[s.value()];
+    for (const VirtualStage vs : schedule.AllVirtualStages()) {
+      if (schedule.StageOf(vs) == s) o.chunks[vs.value()] = LocalChunk{};
     }
     o.microbatch_size = shape.microbatch_size;
     o.seq_len = shape.seq_len;
@@ -36,18 +36,18 @@ absl::StatusOr<std::vector<std::vector<StepTimeline>>> RunSyntheticPipeline(
   for (int step = 0; step < steps; ++step) {
     std::vector<absl::StatusOr<StepTimeline>> results(p, absl::UnknownError("not run"));
     std::vector<std::thread> threads;
-    for (int r = 0; r < p; ++r) {
-      threads.emplace_back([&, r] { results[r] = executors[r]->RunStep(step, schedule); });
+    for (int s = 0; s < p; ++s) {
+      threads.emplace_back([&, s] { results[s] = executors[s]->RunStep(step, schedule); });
     }
     for (std::thread& t : threads) t.join();
     std::vector<StepTimeline>& timelines = out.emplace_back();
-    for (int r = 0; r < p; ++r) {
-      if (!results[r].ok()) {
-        return absl::Status(results[r].status().code(),
-                            absl::StrCat("rank ", r, ": ",
-                                         std::string(results[r].status().message())));
+    for (int s = 0; s < p; ++s) {
+      if (!results[s].ok()) {
+        return absl::Status(results[s].status().code(),
+                            absl::StrCat("stage ", s, ": ",
+                                         std::string(results[s].status().message())));
       }
-      timelines.push_back(*std::move(results[r]));
+      timelines.push_back(*std::move(results[s]));
     }
   }
   return out;

@@ -21,15 +21,15 @@ struct SyntheticShape {
 };
 
 /// Runs `steps` steps of `schedule` under synthetic compute in this process,
-/// one thread per rank (a PipelineExecutor each, with model-less chunks),
-/// over `ranks` (element r is rank r; not owned; size schedule.stages):
-/// the executor and the transport are real, the passes wait. For tests and
-/// benches of the runtime at scale on a few cores.
-/// Returns timelines[step][rank]. Errors: Validate's for the schedule, then
-/// the first failing rank's, prefixed with its rank.
+/// one thread per stage (a PipelineExecutor each, with model-less chunks),
+/// over `communicators` (element s is stage s's, whose group rank is s; not
+/// owned; size schedule.stages): the executor and the transport are real,
+/// the passes wait. For tests and benches of the runtime at scale on a few
+/// cores. Returns timelines[step][stage]. Errors: Validate's for the
+/// schedule, then the first failing stage's, prefixed with its stage.
 absl::StatusOr<std::vector<std::vector<StepTimeline>>> RunSyntheticPipeline(
     const sched::Schedule& schedule, const SyntheticCompute& synthetic,
-    const std::vector<Communicator*>& ranks, int steps, const SyntheticShape& shape,
+    const std::vector<Communicator*>& communicators, int steps, const SyntheticShape& shape,
     absl::Duration recv_timeout = absl::Seconds(30));
 
 }  // namespace zbpp::worker

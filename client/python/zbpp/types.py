@@ -50,12 +50,12 @@ def message_dict(message: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class StageStats:
-    """One pipeline rank in one step (StageStepStats). With data parallelism
-    every time is the mean over the rank's replicas."""
+    """One stage in one step (StageStepStats). With data parallelism
+    every time is the mean over the stage's replicas."""
 
     stage: int
     worker_id: str
-    #: Idle fraction of the rank, measured and as the simulator predicts it.
+    #: Idle fraction of the stage, measured and as the simulator predicts it.
     measured_bubble_rate: float
     predicted_bubble_rate: float
     idle_seconds: float
@@ -69,7 +69,7 @@ class StageStats:
     #: Peak activation memory, measured (0 when not) and predicted, bytes.
     peak_activation_bytes: float
     predicted_peak_activation_bytes: float
-    #: Where the rank's time went (StepBreakdown's fields), seconds.
+    #: Where the stage's time went (StepBreakdown's fields), seconds.
     breakdown: dict[str, float]
 
     @classmethod
@@ -91,7 +91,7 @@ class Step:
     schedule_version: int
     #: Training loss, nats per token (nan when not finite).
     loss: float
-    #: Measured step time (the longest rank's), seconds.
+    #: Measured step time (the longest worker's), seconds.
     step_seconds: float
     tokens_per_second: float
     measured_bubble_rate: float
@@ -99,7 +99,7 @@ class Step:
     #: Held-out loss after the step's update; None on steps without one.
     eval_loss: float | None
     complete_time: dt.datetime | None
-    #: Per pipeline rank, by stage; empty in the BASIC view (list_jobs, watch).
+    #: Per stage, by stage; empty in the BASIC view (list_jobs, watch).
     stages: list[StageStats]
 
     @classmethod
@@ -113,7 +113,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Which worker runs one pipeline rank of one replica."""
+    """Which worker runs one stage of one replica."""
 
     stage: int
     replica: int

@@ -74,7 +74,7 @@ TEST_F(CoordinatorTest, RepeatedFailuresWithoutProgressFailTheJob) {
   for (int attempt = 1; attempt <= 4; ++attempt) {
     ASSERT_NO_FATAL_FAILURE(RunThenFailAttempt(
         workers, job_id, attempt, 1,
-        "checkpoint /c/step-00000004/rank-001.pt does not match the model"));
+        "checkpoint /c/step-00000004/stage-001.pt does not match the model"));
     const auto job = coordinator_->GetJob(job_id, {});
     if (attempt <= 3) {
       EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING) << "attempt " << attempt;

@@ -193,7 +193,7 @@ TEST_F(CoordinatorTest, JobThatFitsNoWorkersMemoryWaitsSayingWhy) {
   auto waiting = coordinator_->GetJob(job->id(), {});
   EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
   EXPECT_THAT(waiting->state_message(),
-              HasSubstr("pipeline rank 1 needs about 7."));
+              HasSubstr("stage 1 needs about 7."));
   EXPECT_THAT(waiting->state_message(), HasSubstr("384.00 MiB of logits"));
   EXPECT_THAT(waiting->state_message(),
               HasSubstr("largest free: 1073741824 bytes"));
@@ -232,7 +232,7 @@ TEST_F(CoordinatorTest, LogitsOfALargeVocabularyCountInTheMemoryCheck) {
   }
   auto waiting = coordinator_->GetJob(job->id(), {});
   EXPECT_EQ(waiting->state(), v1::JOB_STATE_PENDING);
-  EXPECT_THAT(waiting->state_message(), HasSubstr("pipeline rank 1 needs about 13."));
+  EXPECT_THAT(waiting->state_message(), HasSubstr("stage 1 needs about 13."));
   EXPECT_THAT(waiting->state_message(), HasSubstr("12.00 GiB of logits"));
 }
 

@@ -46,17 +46,18 @@ TEST(PassOverheadSeconds, CountsEachPassByTheFBWItStandsFor) {
   schedule.stages = 1;
   schedule.microbatches = 2;
   schedule.stage_of = {0};
-  schedule.actions = {{{PassKind::kF, 0, 0}, {PassKind::kF, 0, 1}, {PassKind::kB, 0, 0},
-                       {PassKind::kW, 0, 0}, {PassKind::kBW, 0, 1}, {PassKind::kReduce, 0, 0}}};
+  const VirtualStage v0(0);
+  schedule.actions = {{{PassKind::kF, v0, 0}, {PassKind::kF, v0, 1}, {PassKind::kB, v0, 0},
+                       {PassKind::kW, v0, 0}, {PassKind::kBW, v0, 1}, {PassKind::kReduce, v0, 0}}};
   // F, F, B, W count one each, BW two, the reduction none: 6 units.
   EXPECT_DOUBLE_EQ(PassOverheadSeconds(schedule, 0, 1.2), 0.2);
   // W in two buckets: W@0 and W@1 count half each.
-  schedule.actions[0][3] = {PassKind::kW, 0, 0, 0};
-  schedule.actions[0].insert(schedule.actions[0].begin() + 4, Action{PassKind::kW, 0, 0, 1});
+  schedule.actions[0][3] = {PassKind::kW, v0, 0, 0};
+  schedule.actions[0].insert(schedule.actions[0].begin() + 4, Action{PassKind::kW, v0, 0, 1});
   EXPECT_DOUBLE_EQ(PassOverheadSeconds(schedule, 0, 1.2), 0.2);
   // A stage outside the schedule, or without passes, has no overhead.
   EXPECT_DOUBLE_EQ(PassOverheadSeconds(schedule, 1, 1.2), 0);
-  schedule.actions[0] = {{PassKind::kReduce, 0, 0}};
+  schedule.actions[0] = {{PassKind::kReduce, v0, 0}};
   EXPECT_DOUBLE_EQ(PassOverheadSeconds(schedule, 0, 1.2), 0);
 }
 

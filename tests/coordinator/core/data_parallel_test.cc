@@ -43,7 +43,7 @@ std::vector<int> ReducedStages(const v1::Schedule& schedule) {
       const absl::StatusOr<sched::Action> action = sched::ParseAction(text);
       EXPECT_TRUE(action.ok()) << action.status();
       if (action.ok() && sched::IsVirtualStageReduction(*action)) {
-        stages.push_back(action->virtual_stage);
+        stages.push_back(action->virtual_stage.value());
       }
     }
   }

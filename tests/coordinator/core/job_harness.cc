@@ -162,8 +162,9 @@ void JobHarness::RunWorker(Job& job, FakeWorker& worker, const sched::Problem& t
     }
     for (const SessionMessage& message : messages) worker.Apply(*message);
     if (!worker.assignment.has_value()) return;  // Aborted: the job ended.
-    const int index =
-        WorkerIndex(worker.assignment->replica(), worker.assignment->stage(), stages);
+    const int index = WorkerOf(Stage(worker.assignment->stage()),
+                               Replica(worker.assignment->replica()), stages)
+                          .value();
     if (std::optional<v1::ReportProfileRequest> profile = worker.TakeProfile()) {
       absl::MutexLock lock(&mu_);
       if (!SendProfile(job, *profile, index)) return;

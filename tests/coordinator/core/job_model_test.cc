@@ -167,7 +167,7 @@ TEST_F(JobModelTest, TheStepsPredictionPaysTheMeasuredOverheadAndCountsItAsIdle)
   for (int w = 0; w < schedule.stages; ++w) {
     double stage_busy = 0;
     for (const sched::Action& a : schedule.actions[w]) {
-      stage_busy += sched::PassSeconds(truth.virtual_stages[a.virtual_stage], a, 1);
+      stage_busy += sched::PassSeconds(truth.CostOf(a.virtual_stage), a, 1);
     }
     EXPECT_NEAR(predicted.predicted_stage_bubble_rate[w], 1 - stage_busy / sim.makespan_seconds,
                 1e-9)

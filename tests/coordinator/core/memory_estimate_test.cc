@@ -37,8 +37,8 @@ v1::ScheduleVersion VVersion() {
 
 TEST(MemoryEstimateTest, CountsEachRanksStagesStateAndActivations) {
   const v1::JobSpec spec = Spec();
-  const std::vector<RankMemoryEstimate> ranks =
-      EstimateRankMemory(spec, VVersion());
+  const std::vector<StageMemoryEstimate> ranks =
+      EstimateStageMemory(spec, VVersion());
   ASSERT_EQ(ranks.size(), 2u);
   const double rank0 = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4) +
                        StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4);
@@ -59,28 +59,28 @@ TEST(MemoryEstimateTest, NoRollbackCopyWhenNothingIsRolledBackOrItIsInverted) {
   spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);
   const double params = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4) +
                         StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4);
-  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[0].state_bytes,
+  EXPECT_DOUBLE_EQ(EstimateStageMemory(spec, VVersion())[0].state_bytes,
                    16 * params);
   spec.set_validation(v1::VALIDATION_MODE_POST);
   spec.mutable_optimizer()->set_rollback(v1::ROLLBACK_MODE_IN_PLACE_INVERSE);
-  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[0].state_bytes,
+  EXPECT_DOUBLE_EQ(EstimateStageMemory(spec, VVersion())[0].state_bytes,
                    16 * params);
 }
 
 TEST(MemoryEstimateTest, SixteenBitPassesHoldThePapersActivations) {
   v1::JobSpec spec = Spec();
   spec.set_precision(v1::PRECISION_BF16);
-  EXPECT_DOUBLE_EQ(EstimateRankMemory(spec, VVersion())[1].activation_bytes,
+  EXPECT_DOUBLE_EQ(EstimateStageMemory(spec, VVersion())[1].activation_bytes,
                    200);
 }
 
-TEST(MemoryEstimateTest, DescriptionNamesRankTotalAndParts) {
-  RankMemoryEstimate estimate;
+TEST(MemoryEstimateTest, DescriptionNamesStageTotalAndParts) {
+  StageMemoryEstimate estimate;
   estimate.parameters = 1e6;
   estimate.state_bytes = 3.0 * (1 << 30);
   estimate.activation_bytes = 1024.0 * (1 << 30);
-  EXPECT_EQ(DescribeRankMemory(2, estimate),
-            "pipeline rank 2 needs about 1.00 TiB (3.00 GiB of weights and "
+  EXPECT_EQ(DescribeStageMemory(2, estimate),
+            "stage 2 needs about 1.00 TiB (3.00 GiB of weights and "
             "optimizer state for 1e+06 parameters, 1.00 TiB of activations)");
 }
 

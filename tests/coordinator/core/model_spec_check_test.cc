@@ -177,14 +177,14 @@ TEST(ModelCosts, MemoryEstimatePutsTheLogitsOnTheLastStagesRank) {
   version.mutable_schedule()->set_stages(2);
   version.mutable_schedule()->set_chunks(2);
   for (int stage : {0, 1, 1, 0}) version.mutable_schedule()->add_stage_of(stage);
-  const std::vector<RankMemoryEstimate> ranks = EstimateRankMemory(spec, version);
+  const std::vector<StageMemoryEstimate> ranks = EstimateStageMemory(spec, version);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_DOUBLE_EQ(ranks[0].logits_bytes, LogitsBytes(spec));
   EXPECT_DOUBLE_EQ(ranks[1].logits_bytes, 0);
   EXPECT_DOUBLE_EQ(ranks[0].total_bytes(),
                    ranks[0].state_bytes + ranks[0].activation_bytes + LogitsBytes(spec));
-  EXPECT_THAT(DescribeRankMemory(0, ranks[0]), HasSubstr("1.50 GiB of logits)"));
-  EXPECT_THAT(DescribeRankMemory(1, ranks[1]), ::testing::Not(HasSubstr("logits")));
+  EXPECT_THAT(DescribeStageMemory(0, ranks[0]), HasSubstr("1.50 GiB of logits)"));
+  EXPECT_THAT(DescribeStageMemory(1, ranks[1]), ::testing::Not(HasSubstr("logits")));
 }
 
 }  // namespace

@@ -356,7 +356,7 @@ TEST(PlanJob, TheMemoryOfEachStageIsThatOfVersionOne) {
   zbpp::v1::ScheduleVersion version;
   *version.mutable_schedule() = ScheduleToProto(plan->choice.schedule);
   *version.mutable_predicted() = PredictionToProto(plan->choice.simulation);
-  const std::vector<RankMemoryEstimate> published = EstimateRankMemory(spec, version);
+  const std::vector<StageMemoryEstimate> published = EstimateStageMemory(spec, version);
   ASSERT_EQ(plan->memory.size(), 2u);
   ASSERT_EQ(published.size(), 2u);
   for (int stage = 0; stage < 2; ++stage) {

@@ -119,7 +119,7 @@ TEST_F(ResolvePolicyTest, ReplicatedCandidateCarriesOneReductionPerStage) {
   std::vector<int> reduced;
   for (const std::vector<sched::Action>& actions : decision->candidate.actions) {
     for (const sched::Action& action : actions) {
-      if (sched::IsVirtualStageReduction(action)) reduced.push_back(action.virtual_stage);
+      if (sched::IsVirtualStageReduction(action)) reduced.push_back(action.virtual_stage.value());
     }
   }
   std::sort(reduced.begin(), reduced.end());

@@ -94,7 +94,7 @@ TEST_F(TransportTest, AutoIsNcclWhenEveryRankHasAGpuOfItsOwn) {
   std::vector<FakeWorker> workers = OwnGpus();
   const v1::Job job = Assigned(Spec(v1::TRANSPORT_AUTO), workers);
   EXPECT_EQ(job.transport(), v1::TRANSPORT_NCCL);
-  EXPECT_EQ(job.transport_reason(), "auto: every rank has a GPU of its own");
+  EXPECT_EQ(job.transport_reason(), "auto: every worker has a GPU of its own");
   for (const FakeWorker& w : workers) {
     ASSERT_TRUE(w.assignment.has_value());
     EXPECT_EQ(w.assignment->transport(), v1::TRANSPORT_NCCL);
@@ -129,7 +129,7 @@ TEST_F(TransportTest, NcclOnFreeCpuWorkersIsRefusedAtSubmission) {
   absl::StatusOr<v1::Job> job = coordinator_->SubmitJob(Spec(v1::TRANSPORT_NCCL));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(job.status().message(),
-            "transport: nccl needs a GPU of its own for every rank; worker-1 (stage 0) has no "
+            "transport: nccl needs a GPU of its own for every worker; worker-1 (stage 0) has no "
             "GPU (device cpu)");
   EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 0);
   HeartbeatAll(workers);
@@ -143,7 +143,7 @@ TEST_F(TransportTest, NcclOnFreeWorkersSharingAGpuIsRefusedAtSubmissionNamingBot
   absl::StatusOr<v1::Job> job = coordinator_->SubmitJob(Spec(v1::TRANSPORT_NCCL));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(),
-              HasSubstr("transport: nccl needs a GPU of its own for every rank; worker-1 "
+              HasSubstr("transport: nccl needs a GPU of its own for every worker; worker-1 "
                         "(stage 0) and worker-2 (stage 1) share GPU 0000:10:00.0 on host "
                         "gpu-a"));
   EXPECT_EQ(coordinator_->ListJobs({})->jobs_size(), 0);

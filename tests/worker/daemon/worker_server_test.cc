@@ -89,7 +89,7 @@ TEST(WorkerServerTest, TwoWorkersRunAJobToSuccessThenShutDown) {
   const grpc::Status refused = jobs->SubmitJob(Context().get(), submit, &job);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(),
-              StartsWith("transport: nccl needs a GPU of its own for every rank; worker-1 "
+              StartsWith("transport: nccl needs a GPU of its own for every worker; worker-1 "
                          "(stage 0) has no GPU (device cpu)"));
   submit.mutable_spec()->set_transport(v1::TRANSPORT_AUTO);
   const grpc::Status submitted = jobs->SubmitJob(Context().get(), submit, &job);

@@ -106,14 +106,56 @@ TEST(CheckpointTest, AnyLayoutGathersEachTensorFromTheStageFileThatHoldsIt) {
             absl::StatusCode::kNotFound);
 }
 
+// Checkpoints written before files were named per stage hold rank-NNN.pt:
+// they are still found and read, under either layout; the current name wins
+// when both exist, and a missing file is reported under the current name.
+TEST(CheckpointTest, ReadsFilesOfTheFormerPerRankName) {
+  TestDirectory dir;
+  const at::Tensor a = at::randn({2, 3}), b = at::randn({4});
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 9, 0, {{"a", a}}).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 9, 1, {{"b", b}}).ok());
+  for (const char* stage : {"000", "001"}) {
+    std::filesystem::rename(dir / absl::StrCat("step-00000009/stage-", stage, ".pt"),
+                            dir / absl::StrCat("step-00000009/rank-", stage, ".pt"));
+  }
+  EXPECT_THAT(ListDirectory(dir / "step-00000009"), ElementsAre("rank-000.pt", "rank-001.pt"));
+
+  absl::StatusOr<NamedTensors> read = ReadCheckpoint(dir.path(), 9, 1, {{"b", {4}}});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectBitExact((*read)[0].second, b);
+  absl::StatusOr<NamedTensors> gathered =
+      ReadCheckpointOfAnyLayout(dir.path(), 9, 0, {{"a", {2, 3}}, {"b", {4}}});
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  ExpectBitExact((*gathered)[0].second, a);
+  ExpectBitExact((*gathered)[1].second, b);
+  absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(dir.path(), 2);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, 9);
+  // A mismatch names the file that was read.
+  absl::Status shape = ReadCheckpoint(dir.path(), 9, 1, {{"b", {5}}}).status();
+  EXPECT_THAT(shape.message(), HasSubstr(dir / "step-00000009/rank-001.pt"));
+
+  // Both names: the current one is read.
+  const at::Tensor newer = at::randn({4});
+  ASSERT_TRUE(WriteCheckpoint(dir.path(), 9, 1, {{"b", newer}}).ok());
+  read = ReadCheckpoint(dir.path(), 9, 1, {{"b", {4}}});
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectBitExact((*read)[0].second, newer);
+
+  // Neither: NotFound naming the current name.
+  absl::Status missing = ReadCheckpoint(dir.path(), 9, 2, {{"c", {1}}}).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("stage-002.pt"));
+}
+
 TEST(CheckpointTest, RoundTripIsBitExactAtTheDocumentedPath) {
   TestDirectory dir;
   const NamedTensors tensors = StageTensors();
   ASSERT_TRUE(WriteCheckpoint(dir.path(), 200, 1, tensors).ok());
   EXPECT_EQ(CheckpointPath(dir.path(), 200, 1),
-            dir / "step-00000200/rank-001.pt");
+            dir / "step-00000200/stage-001.pt");
   EXPECT_THAT(ListDirectory(dir.path()), ElementsAre("step-00000200"));
-  EXPECT_THAT(ListDirectory(dir / "step-00000200"), ElementsAre("rank-001.pt"));
+  EXPECT_THAT(ListDirectory(dir / "step-00000200"), ElementsAre("stage-001.pt"));
 
   // Asked for in another order: returned in the order asked.
   ExpectedShapes expected = ShapesOf(tensors);
@@ -162,7 +204,7 @@ TEST(CheckpointTest, ReplacesAnExistingFileOnlyWhole) {
   EXPECT_THAT(std::string(status.message()),
               HasSubstr(CheckpointPath(dir.path(), 5, 0)));
   EXPECT_THAT(std::string(status.message()), HasSubstr("File too large"));
-  EXPECT_THAT(ListDirectory(dir / "step-00000005"), ElementsAre("rank-000.pt"));
+  EXPECT_THAT(ListDirectory(dir / "step-00000005"), ElementsAre("stage-000.pt"));
   absl::StatusOr<NamedTensors> read =
       ReadCheckpoint(dir.path(), 5, 0, {{"w", {8, 8}}});
   ASSERT_TRUE(read.ok()) << read.status();
@@ -174,7 +216,7 @@ TEST(CheckpointTest, ReplacesAnExistingFileOnlyWhole) {
   ASSERT_TRUE(read.ok()) << read.status();
   ExpectBitExact((*read)[0].second, big[0].second);
   ExpectBitExact((*read)[1].second, big[1].second);
-  EXPECT_THAT(ListDirectory(dir / "step-00000005"), ElementsAre("rank-000.pt"));
+  EXPECT_THAT(ListDirectory(dir / "step-00000005"), ElementsAre("stage-000.pt"));
 }
 
 TEST(CheckpointTest, MismatchesNameTheTensorAndTheFile) {
@@ -184,7 +226,7 @@ TEST(CheckpointTest, MismatchesNameTheTensorAndTheFile) {
                                 at::randn({384, 128}, at::kFloat)},
                                {"b", at::randn({3}, at::kFloat)}})
                   .ok());
-  const std::string file = dir / "step-00000200/rank-001.pt";
+  const std::string file = dir / "step-00000200/stage-001.pt";
 
   absl::Status status =
       ReadCheckpoint(dir.path(), 200, 1,
@@ -221,14 +263,14 @@ TEST(CheckpointTest, MissingAndDamagedFiles) {
   absl::Status status = ReadCheckpoint(dir.path(), 3, 0, {}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(status.message()),
-              HasSubstr(dir / "step-00000003/rank-000.pt"));
+              HasSubstr(dir / "step-00000003/stage-000.pt"));
 
   std::filesystem::create_directories(dir / "step-00000003");
-  WriteFile(dir / "step-00000003/rank-000.pt", "not a zip archive");
+  WriteFile(dir / "step-00000003/stage-000.pt", "not a zip archive");
   status = ReadCheckpoint(dir.path(), 3, 0, {}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(status.message()),
-              HasSubstr(dir / "step-00000003/rank-000.pt"));
+              HasSubstr(dir / "step-00000003/stage-000.pt"));
 }
 
 TEST(CheckpointTest, RejectsBadArguments) {
@@ -251,13 +293,13 @@ TEST(CheckpointTest, LatestCompleteCheckpointSkipsIncompleteSteps) {
             absl::StatusCode::kNotFound);
   const NamedTensors tensors = {{"w", at::randn({2}, at::kFloat)}};
   for (int64_t step : {100, 200}) {
-    for (int rank : {0, 1}) {
-      ASSERT_TRUE(WriteCheckpoint(dir.path(), step, rank, tensors).ok());
+    for (int stage : {0, 1}) {
+      ASSERT_TRUE(WriteCheckpoint(dir.path(), step, stage, tensors).ok());
     }
   }
-  // Step 300: rank 1 crashed while writing, leaving only its temporary file.
+  // Step 300: stage 1 crashed while writing, leaving only its temporary file.
   ASSERT_TRUE(WriteCheckpoint(dir.path(), 300, 0, tensors).ok());
-  WriteFile(dir / "step-00000300/rank-001.pt.tmp-4242", "partial");
+  WriteFile(dir / "step-00000300/stage-001.pt.tmp-4242", "partial");
   std::filesystem::create_directories(dir / "step-junk");
 
   absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(dir.path(), 2);
@@ -276,13 +318,13 @@ constexpr char kOwner[] = "job-1 spec 00000000000000a1";
 // Another job (or the same id from another coordinator's database).
 constexpr char kOtherOwner[] = "job-1 spec 00000000000000b2";
 
-// What an attempt's rank does for one checkpoint: the owner file, then the
+// What an attempt's stage does for one checkpoint: the owner file, then the
 // checkpoint file.
-void WriteOwned(const std::string& directory, int64_t step, int rank,
+void WriteOwned(const std::string& directory, int64_t step, int stage,
                 const NamedTensors& tensors, const std::string& owner = kOwner) {
-  const absl::Status claimed = ClaimCheckpoint(directory, step, rank, owner);
+  const absl::Status claimed = ClaimCheckpoint(directory, step, stage, owner);
   ASSERT_TRUE(claimed.ok()) << claimed;
-  const absl::Status written = WriteCheckpoint(directory, step, rank, tensors);
+  const absl::Status written = WriteCheckpoint(directory, step, stage, tensors);
   ASSERT_TRUE(written.ok()) << written;
 }
 
@@ -291,19 +333,19 @@ std::string Contents(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// keep_last: each rank removes its files of its job's steps older than the N
+// keep_last: each stage removes its files of its job's steps older than the N
 // newest complete ones; an incomplete newer step does not count, and
 // nothing goes while fewer than N are complete.
 TEST(CheckpointTest, PruneKeepsTheNewestCompleteStepsOfEachRank) {
   TestDirectory dir;
   const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
   for (int64_t step : {10, 20, 30}) {
-    for (int rank : {0, 1}) WriteOwned(dir.path(), step, rank, tensors);
+    for (int stage : {0, 1}) WriteOwned(dir.path(), step, stage, tensors);
   }
-  // Step 40: only rank 0 finished (a crash before rank 1 wrote).
+  // Step 40: only stage 0 finished (a crash before stage 1 wrote).
   WriteOwned(dir.path(), 40, 0, tensors);
-  auto exists = [&](int64_t step, int rank) {
-    return std::filesystem::exists(CheckpointPath(dir.path(), step, rank));
+  auto exists = [&](int64_t step, int stage) {
+    return std::filesystem::exists(CheckpointPath(dir.path(), step, stage));
   };
 
   absl::StatusOr<int> none = PruneCheckpoints(dir.path(), 0, 2, 4, kOwner, 40);
@@ -314,9 +356,9 @@ TEST(CheckpointTest, PruneKeepsTheNewestCompleteStepsOfEachRank) {
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   EXPECT_EQ(*pruned, 1);
   EXPECT_FALSE(exists(10, 0));
-  EXPECT_TRUE(exists(10, 1)) << "rank 0 removes only its own files";
-  EXPECT_THAT(ListDirectory(dir / "step-00000010"), ElementsAre("rank-001.owner", "rank-001.pt"))
-      << "rank 0's owner file goes with its checkpoint";
+  EXPECT_TRUE(exists(10, 1)) << "stage 0 removes only its own files";
+  EXPECT_THAT(ListDirectory(dir / "step-00000010"), ElementsAre("stage-001.owner", "stage-001.pt"))
+      << "stage 0's owner file goes with its checkpoint";
   EXPECT_TRUE(exists(20, 0)) << "20 and 30 are the 2 newest complete steps";
   EXPECT_TRUE(exists(30, 0));
   EXPECT_TRUE(exists(40, 0));
@@ -343,43 +385,43 @@ TEST(CheckpointTest, PruneLeavesOtherJobsFilesLinksAndTheStepJustWritten) {
   TestDirectory dir;
   const std::string checkpoints = dir / "checkpoints";
   const NamedTensors tensors = {{"w", at::full({2}, 1.0)}};
-  for (int rank : {0, 1}) {
-    WriteOwned(checkpoints, 99999, rank, tensors, kOtherOwner);
-    ASSERT_TRUE(WriteCheckpoint(checkpoints, 99998, rank, tensors).ok());  // no owner
+  for (int stage : {0, 1}) {
+    WriteOwned(checkpoints, 99999, stage, tensors, kOtherOwner);
+    ASSERT_TRUE(WriteCheckpoint(checkpoints, 99998, stage, tensors).ok());  // no owner
   }
   std::filesystem::create_directories(dir / "elsewhere");
-  WriteFile(dir / "elsewhere/rank-000.pt", "not zbpp's");
-  WriteFile(dir / "elsewhere/rank-000.owner", std::string(kOwner) + "\n");
-  WriteFile(dir / "elsewhere/rank-001.pt", "not zbpp's");
-  WriteFile(dir / "elsewhere/rank-001.owner", std::string(kOwner) + "\n");
+  WriteFile(dir / "elsewhere/stage-000.pt", "not zbpp's");
+  WriteFile(dir / "elsewhere/stage-000.owner", std::string(kOwner) + "\n");
+  WriteFile(dir / "elsewhere/stage-001.pt", "not zbpp's");
+  WriteFile(dir / "elsewhere/stage-001.owner", std::string(kOwner) + "\n");
   std::filesystem::create_directory_symlink(dir / "elsewhere", checkpoints + "/step-00000001");
   // An earlier attempt of the job wrote step 8; this one restarted from 2.
   for (int64_t step : {2, 5, 8}) {
-    for (int rank : {0, 1}) WriteOwned(checkpoints, step, rank, tensors);
+    for (int stage : {0, 1}) WriteOwned(checkpoints, step, stage, tensors);
   }
   const std::map<std::string, std::string> foreign = {
-      {dir / "elsewhere/rank-000.pt", "not zbpp's"},
-      {dir / "elsewhere/rank-001.pt", "not zbpp's"},
-      {checkpoints + "/step-00099999/rank-000.pt",
+      {dir / "elsewhere/stage-000.pt", "not zbpp's"},
+      {dir / "elsewhere/stage-001.pt", "not zbpp's"},
+      {checkpoints + "/step-00099999/stage-000.pt",
        Contents(CheckpointPath(checkpoints, 99999, 0))},
-      {checkpoints + "/step-00099998/rank-001.pt",
+      {checkpoints + "/step-00099998/stage-001.pt",
        Contents(CheckpointPath(checkpoints, 99998, 1))}};
 
-  for (int rank : {0, 1}) {
-    absl::StatusOr<int> pruned = PruneCheckpoints(checkpoints, rank, 2, 1, kOwner, 5);
+  for (int stage : {0, 1}) {
+    absl::StatusOr<int> pruned = PruneCheckpoints(checkpoints, stage, 2, 1, kOwner, 5);
     ASSERT_TRUE(pruned.ok()) << pruned.status();
     EXPECT_EQ(*pruned, 1) << "only the job's step 2";
   }
   EXPECT_FALSE(std::filesystem::exists(checkpoints + "/step-00000002"));
   for (int64_t step : {5, 8, 99998, 99999}) {
-    for (int rank : {0, 1}) {
-      EXPECT_TRUE(std::filesystem::is_regular_file(CheckpointPath(checkpoints, step, rank)))
-          << "step " << step << " rank " << rank;
+    for (int stage : {0, 1}) {
+      EXPECT_TRUE(std::filesystem::is_regular_file(CheckpointPath(checkpoints, step, stage)))
+          << "step " << step << " stage " << stage;
     }
   }
   for (const auto& [path, bytes] : foreign) EXPECT_EQ(Contents(path), bytes) << path;
   EXPECT_THAT(ListDirectory(dir / "elsewhere"),
-              ElementsAre("rank-000.owner", "rank-000.pt", "rank-001.owner", "rank-001.pt"));
+              ElementsAre("stage-000.owner", "stage-000.pt", "stage-001.owner", "stage-001.pt"));
   EXPECT_TRUE(std::filesystem::is_symlink(checkpoints + "/step-00000001"));
   absl::StatusOr<int64_t> latest = LatestCompleteCheckpoint(checkpoints, 2);
   ASSERT_TRUE(latest.ok()) << latest.status();
@@ -387,7 +429,7 @@ TEST(CheckpointTest, PruneLeavesOtherJobsFilesLinksAndTheStepJustWritten) {
 }
 
 // An attempt starts: the steps it writes must hold nothing but its own
-// job's files; temporary files of its rank's crashed writes there go.
+// job's files; temporary files of its stage's crashed writes there go.
 TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
   TestDirectory dir;
   const std::string checkpoints = dir / "checkpoints";
@@ -400,10 +442,10 @@ TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
   WriteOwned(checkpoints, 14, 0, tensors, kOtherOwner);
   std::filesystem::create_directories(dir / "elsewhere");
   std::filesystem::create_directory_symlink(dir / "elsewhere", checkpoints + "/step-00000004");
-  // Its own earlier attempt's step 5, with a crashed write of each rank.
+  // Its own earlier attempt's step 5, with a crashed write of each stage.
   WriteOwned(checkpoints, 5, 0, tensors);
   WriteFile(CheckpointPath(checkpoints, 5, 0) + ".tmp-4242", "partial");
-  WriteFile(checkpoints + "/step-00000005/rank-000.owner.tmp-77", "partial");
+  WriteFile(checkpoints + "/step-00000005/stage-000.owner.tmp-77", "partial");
   WriteFile(CheckpointPath(checkpoints, 5, 1) + ".tmp-4242", "partial");
   WriteFile(CheckpointPath(checkpoints, 3, 0) + ".tmp-4242", "another job's write");
 
@@ -411,7 +453,7 @@ TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 2);
   EXPECT_THAT(ListDirectory(checkpoints + "/step-00000005"),
-              ElementsAre("rank-000.owner", "rank-000.pt", "rank-001.pt.tmp-4242"));
+              ElementsAre("stage-000.owner", "stage-000.pt", "stage-001.pt.tmp-4242"));
   EXPECT_TRUE(std::filesystem::exists(CheckpointPath(checkpoints, 3, 0) + ".tmp-4242"));
 
   auto refused = [&](const std::string& expected) {
@@ -420,11 +462,11 @@ TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
     EXPECT_THAT(std::string(status.message()), HasSubstr(expected));
     EXPECT_THAT(std::string(status.message()), HasSubstr("never overwrites"));
   };
-  // Step 8: another job's rank 1; step 8 written by hand or an older zbpp;
+  // Step 8: another job's stage 1; step 8 written by hand or an older zbpp;
   // step 8 a link.
   WriteOwned(checkpoints, 8, 1, tensors, kOtherOwner);
   refused(absl::StrCat("this job writes step 8 but ", checkpoints,
-                       "/step-00000008/rank-001 belongs to ", kOtherOwner));
+                       "/step-00000008/stage-001 belongs to ", kOtherOwner));
   std::filesystem::remove_all(checkpoints + "/step-00000008");
   ASSERT_TRUE(WriteCheckpoint(checkpoints, 8, 0, tensors).ok());
   refused(CheckpointPath(checkpoints, 8, 0) + " has no owner file");
@@ -440,7 +482,7 @@ TEST(CheckpointTest, PrepareRefusesStepsThatHoldAnotherJobsFiles) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Writes and reads never go through a link: a step directory, a rank file
+// Writes and reads never go through a link: a step directory, a stage file
 // or a temporary file's name planted as a link to elsewhere.
 TEST(CheckpointTest, LinksAreNeverFollowed) {
   TestDirectory dir;
@@ -478,7 +520,7 @@ TEST(CheckpointTest, LinksAreNeverFollowed) {
       target, absl::StrCat(CheckpointPath(checkpoints, 9, 0), ".tmp-", ::getpid()));
   EXPECT_FALSE(WriteCheckpoint(checkpoints, 9, 0, {{"v", at::full({3}, 2.0)}}).ok());
   EXPECT_EQ(Contents(target), bytes) << "a link's target was written";
-  EXPECT_THAT(ListDirectory(dir / "elsewhere/step-00000007"), ElementsAre("rank-000.pt"));
+  EXPECT_THAT(ListDirectory(dir / "elsewhere/step-00000007"), ElementsAre("stage-000.pt"));
 }
 
 // A step of the job's own files is claimed again (a later attempt), another
@@ -492,7 +534,7 @@ TEST(CheckpointTest, ClaimRefusesAnotherOwnersFile) {
   absl::Status status = ClaimCheckpoint(dir.path(), 5, 0, kOtherOwner);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("belongs to ", kOwner)));
-  EXPECT_EQ(Contents(dir / "step-00000005/rank-000.owner"), std::string(kOwner) + "\n");
+  EXPECT_EQ(Contents(dir / "step-00000005/stage-000.owner"), std::string(kOwner) + "\n");
   EXPECT_EQ(Contents(CheckpointPath(dir.path(), 5, 0)), bytes);
   EXPECT_EQ(ClaimCheckpoint(dir.path(), 5, 0, "").code(), absl::StatusCode::kInvalidArgument);
 }

@@ -1,4 +1,4 @@
-// Checkpoints end to end: workers write one file per rank every
+// Checkpoints end to end: workers write one file per stage every
 // interval_steps, the coordinator records the step, a later job resumes from
 // it (and really restores the weights), and a checkpoint of another model is
 // refused naming the file and the tensor without touching the files.
@@ -33,9 +33,9 @@ v1::JobSpec CheckpointedJob(const std::string& directory, int64_t steps,
   return spec;
 }
 
-std::string RankFile(const std::string& directory, int step, int rank) {
+std::string StageFile(const std::string& directory, int step, int stage) {
   char name[64];
-  std::snprintf(name, sizeof(name), "/step-%08d/rank-%03d.pt", step, rank);
+  std::snprintf(name, sizeof(name), "/step-%08d/stage-%03d.pt", step, stage);
   return directory + name;
 }
 
@@ -80,13 +80,13 @@ TEST_F(CheckpointEndToEnd, WrittenEveryIntervalThenResumedFrom) {
   const v1::Job first = RunToSuccess(CheckpointedJob(directory_, 10, 5));
   ASSERT_EQ(first.state(), v1::JOB_STATE_SUCCEEDED);
   for (int step : {4, 9}) {
-    for (int rank : {0, 1}) {
+    for (int stage : {0, 1}) {
       EXPECT_TRUE(
-          std::filesystem::is_regular_file(RankFile(directory_, step, rank)))
-          << RankFile(directory_, step, rank);
+          std::filesystem::is_regular_file(StageFile(directory_, step, stage)))
+          << StageFile(directory_, step, stage);
     }
   }
-  EXPECT_FALSE(std::filesystem::exists(RankFile(directory_, 5, 0)));
+  EXPECT_FALSE(std::filesystem::exists(StageFile(directory_, 5, 0)));
   EXPECT_EQ(first.last_checkpoint_step(), 9);
 
   const v1::Job resumed = RunToSuccess(CheckpointedJob(directory_, 12, 0, 4));
@@ -105,7 +105,7 @@ TEST_F(CheckpointEndToEnd, CheckpointOfAnotherModelFailsNamingFileAndTensor) {
   ASSERT_EQ(RunToSuccess(CheckpointedJob(directory_, 5, 5)).state(),
             v1::JOB_STATE_SUCCEEDED);
   const std::map<std::string, std::string> before = Snapshot(directory_);
-  ASSERT_EQ(before.size(), 4u) << "each rank's checkpoint and owner file";
+  ASSERT_EQ(before.size(), 4u) << "each stage's checkpoint and owner file";
 
   v1::JobSpec narrower = CheckpointedJob(directory_, 8, 0, 4);
   narrower.mutable_model()->set_hidden(32);
@@ -123,7 +123,7 @@ TEST_F(CheckpointEndToEnd, CheckpointOfAnotherModelFailsNamingFileAndTensor) {
   EXPECT_THAT(
       job.state_message(),
       ::testing::ContainsRegex(
-          "/rank-00[01]\\.pt .*\"[A-Za-z0-9_.]+\" has shape \\[.*32\\]"));
+          "/stage-00[01]\\.pt .*\"[A-Za-z0-9_.]+\" has shape \\[.*32\\]"));
   EXPECT_FALSE(job.has_first_step()) << "no step may run";
   EXPECT_EQ(job.steps_completed(), 5);  // resume_step + 1, as submitted.
   EXPECT_EQ(Snapshot(directory_), before) << "checkpoint files changed";

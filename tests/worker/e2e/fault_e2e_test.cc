@@ -1,7 +1,7 @@
 // Faults end to end (docs/faults.md), with real processes on 127.0.0.1: a
 // worker SIGKILLed mid-run and replaced, and the coordinator SIGKILLed and
 // restarted on its SQLite file. Either way the job must finish, and its
-// final parameters and AdamW state (the checkpoint every rank writes at the
+// final parameters and AdamW state (the checkpoint every stage writes at the
 // last step) must equal those of an uninterrupted run of the same job within
 // 1e-5 relative: recovery restarts from the last complete checkpoint and
 // replays the same steps on the same data.
@@ -41,8 +41,8 @@ using ::zbpp::worker::testing::TestDirectory;
 
 constexpr int64_t kSteps = 12;
 constexpr int64_t kCheckpointInterval = 3;  // Steps 2, 5, 8, 11.
-constexpr int kRanks = 2;
-// Short, so that a rank waiting on a dead peer gives up fast.
+constexpr int kStages = 2;
+// Short, so that a stage waiting on a dead peer gives up fast.
 const std::vector<std::string> kWorkerFlags = {"--comm-timeout", "5"};
 
 /// The seed of this run: ZBPP_FAULT_SEED when set, else a fresh one.
@@ -74,19 +74,19 @@ ExpectedShapes LayoutOf(const std::string& path) {
   return layout;
 }
 
-/// Every tensor of every rank's checkpoint at the last step of `actual`
+/// Every tensor of every stage's checkpoint at the last step of `actual`
 /// equals the one of `expected` within 1e-5 relative (in norm).
 void ExpectSameFinalCheckpoints(const std::string& expected,
                                 const std::string& actual) {
   const int64_t last = kSteps - 1;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    SCOPED_TRACE(::testing::Message() << "rank " << rank);
+  for (int stage = 0; stage < kStages; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
     const ExpectedShapes layout =
-        LayoutOf(CheckpointPath(expected, last, rank));
+        LayoutOf(CheckpointPath(expected, last, stage));
     ASSERT_FALSE(layout.empty());
     absl::StatusOr<NamedTensors> want =
-        ReadCheckpoint(expected, last, rank, layout);
-    absl::StatusOr<NamedTensors> got = ReadCheckpoint(actual, last, rank, layout);
+        ReadCheckpoint(expected, last, stage, layout);
+    absl::StatusOr<NamedTensors> got = ReadCheckpoint(actual, last, stage, layout);
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(got.ok()) << got.status();
     double worst = 0;
@@ -98,7 +98,7 @@ void ExpectSameFinalCheckpoints(const std::string& expected,
       worst = std::max(worst, relative);
       EXPECT_LE(relative, 1e-5) << "\"" << (*want)[i].first << "\"";
     }
-    std::cout << "rank " << rank << ": " << want->size()
+    std::cout << "stage " << stage << ": " << want->size()
               << " tensors, largest relative difference " << worst << "\n";
   }
 }
@@ -114,7 +114,7 @@ class FaultEndToEnd : public ::testing::Test {
   void StartCluster(const std::string& db) {
     ClusterOptions options;
     options.directory = scratch_.path();
-    options.workers = kRanks;
+    options.workers = kStages;
     options.db = db;
     options.worker_flags = kWorkerFlags;
     absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(options);
@@ -155,10 +155,10 @@ class FaultEndToEnd : public ::testing::Test {
     return *running;
   }
 
-  /// SIGKILLs the worker that holds rank `rank` of the `running` job.
-  void KillWorkerOfRank(const v1::Job& running, int rank) {
-    ASSERT_EQ(running.assignments_size(), kRanks);
-    const std::string victim = running.assignments(rank).worker_id();
+  /// SIGKILLs the worker that holds stage `stage` of the `running` job.
+  void KillWorkerOfStage(const v1::Job& running, int stage) {
+    ASSERT_EQ(running.assignments_size(), kStages);
+    const std::string victim = running.assignments(stage).worker_id();
     size_t index = 0;
     while (index < cluster_->workers().size() &&
            cluster_->workers()[index].worker_id != victim) {
@@ -198,12 +198,12 @@ TEST_F(FaultEndToEnd, WorkerKilledMidRunIsReplacedAndTheJobEndsAsIfUninterrupted
   ASSERT_NO_FATAL_FAILURE(RunReference());
 
   const int64_t kill_after = DrawStep();
-  const int victim_rank = std::uniform_int_distribution<int>(0, kRanks - 1)(rng_);
-  std::cout << "killing the worker of rank " << victim_rank << " after step "
+  const int victim_stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
+  std::cout << "killing the worker of stage " << victim_stage << " after step "
             << kill_after << " completed\n";
   const v1::Job running = RunInterruptedJobUntil(kill_after);
   ASSERT_FALSE(HasFailure());
-  ASSERT_NO_FATAL_FAILURE(KillWorkerOfRank(running, victim_rank));
+  ASSERT_NO_FATAL_FAILURE(KillWorkerOfStage(running, victim_stage));
   const absl::Time killed = absl::Now();
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
@@ -232,10 +232,10 @@ TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
   std::filesystem::create_directories(leftover);
   std::filesystem::create_directories(elsewhere);
   std::map<std::string, std::string> planted;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    const std::string from = CheckpointPath(reference_, kSteps - 1, rank);
-    for (const std::string& to : {CheckpointPath(interrupted_, 99999, rank),
-                                  absl::StrCat(elsewhere, "/rank-00", rank, ".pt")}) {
+  for (int stage = 0; stage < kStages; ++stage) {
+    const std::string from = CheckpointPath(reference_, kSteps - 1, stage);
+    for (const std::string& to : {CheckpointPath(interrupted_, 99999, stage),
+                                  absl::StrCat(elsewhere, "/stage-00", stage, ".pt")}) {
       std::filesystem::copy_file(from, to);
       planted[to] = ReadFileToString(to).value_or("");
       ASSERT_FALSE(planted[to].empty()) << to;
@@ -245,12 +245,12 @@ TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
 
   v1::JobSpec spec = Job(interrupted_);
   spec.mutable_checkpoint()->set_keep_last(1);
-  const int victim_rank = std::uniform_int_distribution<int>(0, kRanks - 1)(rng_);
-  std::cout << "killing the worker of rank " << victim_rank << " after step 6 completed\n";
+  const int victim_stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
+  std::cout << "killing the worker of stage " << victim_stage << " after step 6 completed\n";
   const v1::Job running = RunInterruptedJobUntil(6, spec);
   ASSERT_FALSE(HasFailure());
   EXPECT_GE(running.last_checkpoint_step(), 5);
-  ASSERT_NO_FATAL_FAILURE(KillWorkerOfRank(running, victim_rank));
+  ASSERT_NO_FATAL_FAILURE(KillWorkerOfStage(running, victim_stage));
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
 
@@ -260,7 +260,7 @@ TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
     EXPECT_EQ(ReadFileToString(path).value_or("<missing>"), bytes) << path << " changed";
   }
   EXPECT_TRUE(std::filesystem::is_symlink(interrupted_ + "/step-00000000"));
-  // keep_last 1 pruned the job's own steps 2 and 5. A rank that wrote step
+  // keep_last 1 pruned the job's own steps 2 and 5. A stage that wrote step
   // 11 before its peer still counts 8 as the newest complete step and keeps
   // its file of 8 (PruneCheckpoints), so 8 may remain.
   std::set<std::string> steps;

@@ -1,16 +1,16 @@
 // Live adaptive re-scheduling end to end (docs/faults.md: a straggler),
 // with real processes on 127.0.0.1: a coordinator and three zbpp-worker
 // processes train with ZB-2p (the automatic solver, 2p M_B) and re-solving on;
-// from step kSlowFrom the worker holding rank 0 runs every pass kSlowFactor
+// from step kSlowFrom the worker holding stage 0 runs every pass kSlowFactor
 // times slower (--slow-stage). The coordinator must notice from the measured
 // pass times, publish a re-solved version that every worker switches to at the
 // same step, and the steps after the switch must be faster than the old
 // schedule's steps under the same slowdown, measured in the same run.
 //
-// Why rank 0 of p = 3 with m = p and a 2x slowdown: a straggler is the
+// Why stage 0 of p = 3 with m = p and a 2x slowdown: a straggler is the
 // pipeline's bottleneck, so every sensible order keeps it busy and the step
 // is its work plus the time it waits for the others. ZB-2p solved for equal
-// stages makes rank 0 wait for gradients behind W passes of the fast ranks;
+// stages makes stage 0 wait for gradients behind W passes of the fast stages;
 // re-solved for the measured costs it does not. The simulator predicts ~11%
 // shorter steps here; the gain is O(p) pass times per step, so it shrinks as
 // m or the slowdown grows (3x: ~8%), and a fourth worker on the 2-core test
@@ -41,9 +41,9 @@ namespace {
 
 using ::zbpp::worker::testing::TestDirectory;
 
-constexpr int kRanks = 3;
+constexpr int kStages = 3;
 constexpr int64_t kSteps = 80;
-// Rank 0 slows down from this step on; the versions before it (the initial
+// Stage 0 slows down from this step on; the versions before it (the initial
 // one and possibly a re-solve from the first measurements) have settled.
 constexpr int64_t kSlowFrom = 20;
 constexpr double kSlowFactor = 2;
@@ -54,10 +54,10 @@ constexpr int32_t kWindowSteps = 8;
 v1::JobSpec StragglerJob() {
   v1::JobSpec spec = SmallBibleJob(kSteps);
   spec.set_name("e2e-resolve");
-  spec.mutable_model()->set_layers(kRanks);
+  spec.mutable_model()->set_layers(kStages);
   spec.mutable_model()->set_hidden(128);
-  spec.mutable_pipeline()->set_stages(kRanks);
-  spec.mutable_pipeline()->set_microbatches(kRanks);
+  spec.mutable_pipeline()->set_stages(kStages);
+  spec.mutable_pipeline()->set_microbatches(kStages);
   spec.mutable_schedule()->set_name("zb-2p");
   spec.mutable_schedule()->mutable_resolve()->set_window_steps(kWindowSteps);
   spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);
@@ -125,9 +125,9 @@ absl::StatusOr<std::vector<v1::StepSummary>> ListSteps(
 }
 
 // Mean over steps [from, to) of step_seconds, and of step_seconds per
-// second of rank 0's own passes (m * (F + B + W) as it measured them): the
+// second of stage 0's own passes (m * (F + B + W) as it measured them): the
 // step relative to the straggler's work, which is what the schedule decides
-// (1 + the time rank 0 waits / its work). The machine's load moves the
+// (1 + the time stage 0 waits / its work). The machine's load moves the
 // straggler's pass times, and with them the raw step, by more than the
 // schedule does over a run; the ratio cancels that.
 struct StepMeans {
@@ -143,9 +143,9 @@ StepMeans MeanOver(const std::vector<v1::StepSummary>& steps, int64_t from,
     if (step.step() < from || step.step() >= to || step.stages_size() == 0) {
       continue;
     }
-    const v1::StageStepStats& rank0 = step.stages(0);
-    const double work = kRanks * (rank0.f_seconds() + rank0.b_seconds() +
-                                  rank0.w_seconds());
+    const v1::StageStepStats& stage0 = step.stages(0);
+    const double work = kStages * (stage0.f_seconds() + stage0.b_seconds() +
+                                  stage0.w_seconds());
     if (!(work > 0)) continue;
     mean.step_seconds += step.step_seconds();
     mean.per_straggler_second += step.step_seconds() / work;
@@ -163,8 +163,8 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   TestDirectory scratch;
   ClusterOptions options;
   options.directory = scratch.path();
-  options.workers = kRanks;
-  // Every worker gets the flag; only the one assigned rank 0 slows down.
+  options.workers = kStages;
+  // Every worker gets the flag; only the one assigned stage 0 slows down.
   options.worker_flags = {
       "--slow-stage", absl::StrCat("0:", kSlowFactor, "@", kSlowFrom)};
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(options);
@@ -224,8 +224,8 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   ASSERT_LE(switch_step + 4, kSteps)
       << "switched too late: " << new_version->reason_detail();
 
-  // Every step ran on all ranks with the version in force for it: the
-  // coordinator completes a step only once every rank reported it, and
+  // Every step ran on all stages with the version in force for it: the
+  // coordinator completes a step only once every stage reported it, and
   // refuses a report whose schedule_version is not the step's.
   absl::StatusOr<std::vector<v1::StepSummary>> steps =
       ListSteps((*cluster)->address(), job_id);
@@ -233,7 +233,7 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   ASSERT_EQ(steps->size(), static_cast<size_t>(kSteps));
   for (const v1::StepSummary& step : *steps) {
     SCOPED_TRACE(::testing::Message() << "step " << step.step());
-    EXPECT_EQ(step.stages_size(), kRanks);
+    EXPECT_EQ(step.stages_size(), kStages);
     int64_t expected = 1;
     for (const v1::ScheduleVersion& version : versions) {
       if (version.effective_step() <= step.step()) expected = version.version();
@@ -254,13 +254,13 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   const StepMeans before = MeanOver(*steps, kSlowFrom + 1, switch_step);
   const StepMeans after = MeanOver(*steps, switch_step + 1, kSteps);
   std::cout << absl::StrFormat(
-      "rank 0 %gx slower from step %d; version %d (in force since step %d) "
+      "stage 0 %gx slower from step %d; version %d (in force since step %d) "
       "-> version %d (RESOLVE) at step %d: %s\n"
-      "steps 2..%d, before the slowdown: %.4f s (%.3f s per s of rank 0's "
+      "steps 2..%d, before the slowdown: %.4f s (%.3f s per s of stage 0's "
       "passes)\n"
       "steps %d..%d, slowed, version %d: %.4f s (%.3f)\n"
       "steps %d..%d, slowed, version %d+: %.4f s (%.3f)\n"
-      "after/before: step %.3f (predicted %.3f), per rank-0 second %.3f; "
+      "after/before: step %.3f (predicted %.3f), per stage-0 second %.3f; "
       "test took %.1f s\n",
       kSlowFactor, kSlowFrom, old_version->version(),
       old_version->effective_step(), new_version->version(), switch_step,
@@ -278,8 +278,8 @@ TEST(WorkerEndToEnd, StragglerIsResolvedAwayAtOneStepBoundary) {
   // Whether the re-solved order is faster is a speed claim, printed above
   // and measured in bench/pipeline_bench (bench/results/pipeline.md), not
   // asserted here: the simulator predicts ~10%, the old order already keeps
-  // rank 0 waiting only 4-9% of its work, and the measured gain (1-2% per
-  // rank-0 second) is within a shared 2-core machine's noise — an assertion
+  // stage 0 waiting only 4-9% of its work, and the measured gain (1-2% per
+  // stage-0 second) is within a shared 2-core machine's noise — an assertion
   // with 3% of slack failed under load by 0.02%.
 }
 

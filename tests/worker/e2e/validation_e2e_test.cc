@@ -1,6 +1,6 @@
 // Post-update validation end to end (Qi et al. 2024, §4): two zbpp-worker
-// processes over Gloo, a NaN injected into the last rank's gradient at one
-// step. With POST the ranks that stepped optimistically roll back and the step
+// processes over Gloo, a NaN injected into the last stage's gradient at one
+// step. With POST the stages that stepped optimistically roll back and the step
 // is skipped; the run ends where the synchronous run with the same NaN ends.
 
 #include <cmath>
@@ -42,7 +42,7 @@ TEST(ValidationEndToEnd, NanStepIsRolledBackAndPostEndsWhereSynchronousEnds) {
     ASSERT_TRUE(jobs[i].has_param_checksum());
   }
   EXPECT_EQ(jobs[0].rollbacks_total(), 0) << "synchronous validation never rolls back";
-  // Rank 0 stepped optimistically at the NaN step (its partial state was
+  // Stage 0 stepped optimistically at the NaN step (its partial state was
   // clean) and undid it; clipped steps, if any, are rolled back too.
   EXPECT_GE(jobs[1].rollbacks_total(), 1);
   EXPECT_EQ(jobs[0].clipped_steps_total(), jobs[1].clipped_steps_total());

@@ -15,7 +15,7 @@
 #include "tests/worker/test_device.h"
 #include "worker/model/gpt.h"
 #include "worker/runtime/adamw.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 namespace zbpp::worker {
 namespace {
@@ -175,9 +175,9 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   const v1::ValidationMode mode = sched::CheckSpeculativePrefixes(schedule, *orders).ok()
                                       ? v1::VALIDATION_MODE_POST
                                       : v1::VALIDATION_MODE_SYNCHRONOUS;
-  RankTrainerOptions o;
+  StageTrainerOptions o;
   o.spec = spec;
-  o.rank = r;
+  o.stage = r;
   for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
     if (schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
   }
@@ -189,7 +189,7 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   o.eval_batches = Batch;
   o.timeout = absl::Seconds(20);
   o.merge_backward_passes = merge_backward_passes;
-  absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+  absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
   if (!trainer.ok()) return trainer.status();
   if (absl::Status st = (*trainer)->ValidateSchedule(schedule); !st.ok()) return st;
   for (int step = 0; step < kEquivalenceSteps; ++step) {

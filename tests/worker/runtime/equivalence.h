@@ -67,7 +67,7 @@ std::map<std::string, at::Tensor> Reference(const v1::JobSpec& spec, int d);
 /// kEquivalenceSteps steps over `pipeline` (its replica's p ranks) and
 /// `replicas` (its rank's d replicas; null when d = 1), checking each step's
 /// timeline; returns its parameters by name. The first error otherwise.
-/// `merge_backward_passes`: RankTrainerOptions::merge_backward_passes.
+/// `merge_backward_passes`: StageTrainerOptions::merge_backward_passes.
 absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Schedule& schedule,
                                                               const v1::JobSpec& spec, int w,
                                                               Communicator* pipeline,

@@ -16,7 +16,7 @@
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "worker/comm/in_process_communicator.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 namespace zbpp::worker {
 namespace {
@@ -87,9 +87,9 @@ std::vector<RankOutcome> RunStep(const std::vector<RankPlan>& plans) {
     if (!plans[r].runs) continue;
     threads.emplace_back([&, r] {
       const RankPlan& plan = plans[r];
-      RankTrainerOptions o;
+      StageTrainerOptions o;
       o.spec = plan.spec;
-      o.rank = r;
+      o.stage = r;
       for (int s = 0; s < plan.schedule.num_virtual_stages(); ++s) {
         if (plan.schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
       }
@@ -97,7 +97,7 @@ std::vector<RankOutcome> RunStep(const std::vector<RankPlan>& plans) {
       o.train_batches = Batches(plan.spec.model().seq_len());
       o.eval_batches = o.train_batches;
       o.timeout = kTimeout;
-      absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+      absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
       ASSERT_TRUE(trainer.ok()) << trainer.status();
       ASSERT_TRUE((*trainer)->ValidateSchedule(plan.schedule).ok());
       const absl::Time start = absl::Now();
@@ -138,7 +138,7 @@ TEST(ExecutorHangTest, RanksOnDifferentScheduleVersionsTimeOutNamingTheAction) {
   const std::vector<RankOutcome> outcomes =
       RunStep({{TinySpec(2, 8), v}, {TinySpec(2, 8), interleaved}});
   for (int r = 0; r < 2; ++r) {
-    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    SCOPED_TRACE(::testing::Message() << "stage " << r);
     const absl::Status& st = outcomes[r].status;
     EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
     EXPECT_THAT(st.message(), AllOf(HasSubstr("step 3, action #"), HasSubstr("pass "),

@@ -26,7 +26,7 @@
 #include "worker/comm/in_process_communicator.h"
 #include "worker/comm/order_strict_communicator.h"
 #include "worker/model/gpt.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 namespace zbpp::worker {
 namespace {
@@ -184,9 +184,9 @@ std::map<std::string, at::Tensor> TrainAndCheckpoint(const sched::Schedule& sche
   for (int r = 0; r < p; ++r) {
     ranks.emplace_back([&, r]() {
       params[r] = [&]() -> absl::StatusOr<std::map<std::string, at::Tensor>> {
-        RankTrainerOptions o;
+        StageTrainerOptions o;
         o.spec = spec;
-        o.rank = r;
+        o.stage = r;
         for (int v = 0; v < schedule.num_virtual_stages(); ++v) {
           if (schedule.stage_of[v] == r) o.virtual_stages.push_back(v);
         }
@@ -195,7 +195,7 @@ std::map<std::string, at::Tensor> TrainAndCheckpoint(const sched::Schedule& sche
         o.train_batches = Batch;
         o.eval_batches = Batch;
         o.timeout = absl::Seconds(20);
-        absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+        absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
         if (!trainer.ok()) return trainer.status();
         if (first > 0) {
           if (absl::Status st = (*trainer)->RestoreCheckpoint(directory, first - 1); !st.ok()) {
@@ -218,7 +218,7 @@ std::map<std::string, at::Tensor> TrainAndCheckpoint(const sched::Schedule& sche
   for (std::thread& t : ranks) t.join();
   std::map<std::string, at::Tensor> all;
   for (int r = 0; r < p; ++r) {
-    EXPECT_TRUE(params[r].ok()) << "rank " << r << ": " << params[r].status();
+    EXPECT_TRUE(params[r].ok()) << "stage " << r << ": " << params[r].status();
     if (params[r].ok()) all.insert(params[r]->begin(), params[r]->end());
   }
   return all;

@@ -23,7 +23,7 @@
 #include "worker/model/gpt.h"
 #include "worker/runtime/adamw.h"
 #include "worker/runtime/executor.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "tests/worker/test_device.h"
 
 namespace zbpp::worker {
@@ -117,9 +117,9 @@ std::vector<RankRun> Train(const RunOptions& run) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < run.p; ++r) {
     ranks.emplace_back([&, r] {
-      RankTrainerOptions o;
+      StageTrainerOptions o;
       o.spec = spec;
-      o.rank = r;
+      o.stage = r;
       for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
         if (schedule.stage_of[s] == r) o.virtual_stages.push_back(s);
       }
@@ -130,7 +130,7 @@ std::vector<RankRun> Train(const RunOptions& run) {
       o.timeout = absl::Seconds(30);
       o.faults.nan_step = run.nan_step;
       o.faults.clip_step = run.clip_step;
-      absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+      absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
       if (!trainer.ok()) {
         errors[r] = trainer.status();
         return;
@@ -176,7 +176,7 @@ double MaxRelativeError(const std::vector<RankRun>& a, const std::vector<RankRun
     for (const auto& [name, want] : b[r].final_state) {
       auto it = a[r].final_state.find(name);
       if (it == a[r].final_state.end()) {
-        ADD_FAILURE() << "rank " << r << " lacks " << name;
+        ADD_FAILURE() << "stage " << r << " lacks " << name;
         continue;
       }
       const double scale = std::max(want.abs().max().item<double>(), 1e-30);
@@ -281,11 +281,11 @@ TEST_P(PostValidationTest, EqualsSynchronousWithAndWithoutClipping) {
     replays_seen += replays;
     for (int r = 0; r < p; ++r) {
       const Tally t = Count(post[r]);
-      EXPECT_EQ(t.steps.size(), static_cast<size_t>(run.steps)) << "rank " << r;
-      EXPECT_EQ(t.clipped, clipped) << "rank " << r;
+      EXPECT_EQ(t.steps.size(), static_cast<size_t>(run.steps)) << "stage " << r;
+      EXPECT_EQ(t.clipped, clipped) << "stage " << r;
       EXPECT_EQ(t.skipped, 0);
-      EXPECT_EQ(t.rolled_back, rolled_back[r]) << "rank " << r;
-      EXPECT_EQ(t.replays, replays) << "rank " << r;
+      EXPECT_EQ(t.rolled_back, rolled_back[r]) << "stage " << r;
+      EXPECT_EQ(t.replays, replays) << "stage " << r;
     }
     RecordProperty("max_relative_error_" + std::to_string(clipped), std::to_string(error));
   }
@@ -330,11 +330,11 @@ TEST(PostValidationNanTest, RollsBackBitForBitAndContinues) {
   for (int r = 0; r < run.p; ++r) {
     ASSERT_EQ(post[r].settled.count(1), 1u);
     EXPECT_TRUE(Equal(post[r].settled.at(1), post[r].settled.at(2)))
-        << "rank " << r << ": step 2 (NaN) changed the state";
+        << "stage " << r << ": step 2 (NaN) changed the state";
     const Tally t = Count(post[r]);
-    EXPECT_EQ(t.skipped, 1) << "rank " << r;
+    EXPECT_EQ(t.skipped, 1) << "stage " << r;
     EXPECT_EQ(t.rolled_back, r < run.p - 1 ? 1 : 0)
-        << "rank " << r << ": ranks before the NaN step optimistically, the last never";
+        << "stage " << r << ": ranks before the NaN step optimistically, the last never";
   }
   ASSERT_EQ(post[run.p - 1].losses.size(), static_cast<size_t>(run.steps));
   for (double loss : post[run.p - 1].losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
@@ -352,7 +352,7 @@ TEST(PostValidationNanTest, RollsBackBitForBitAndContinues) {
   for (int r = 0; r < run.p; ++r) {
     const Tally t = Count(speculative[r]);
     EXPECT_EQ(t.skipped, 1);
-    EXPECT_EQ(t.replays, 1) << "rank " << r;
+    EXPECT_EQ(t.replays, 1) << "stage " << r;
   }
 }
 
@@ -384,13 +384,13 @@ TEST(PostValidationNanTest, EveryScheduleRollsBackAndSkipsLikeSynchronous) {
         const std::vector<RankRun> sync = Train(run);
         ++cases;
         for (int r = 0; r < p; ++r) {
-          EXPECT_TRUE(Equal(post[r].final_state, sync[r].final_state)) << "rank " << r;
+          EXPECT_TRUE(Equal(post[r].final_state, sync[r].final_state)) << "stage " << r;
           const Tally t = Count(post[r]);
-          EXPECT_EQ(t.clipped, 1) << "rank " << r;
-          EXPECT_EQ(t.skipped, 1) << "rank " << r;
+          EXPECT_EQ(t.clipped, 1) << "stage " << r;
+          EXPECT_EQ(t.skipped, 1) << "stage " << r;
           // Every rank but the last steps optimistically at both steps.
-          EXPECT_EQ(t.rolled_back, r < p - 1 ? 2 : 0) << "rank " << r;
-          EXPECT_EQ(t.replays, 1) << "rank " << r << ": step 4's forwards, after step 3";
+          EXPECT_EQ(t.rolled_back, r < p - 1 ? 2 : 0) << "stage " << r;
+          EXPECT_EQ(t.replays, 1) << "stage " << r << ": step 4's forwards, after step 3";
         }
       }
     }
@@ -556,15 +556,15 @@ TEST(MixedPrecisionTest, Fp16OverflowIsSkippedAndTheScaleHalves) {
     EXPECT_LT(skipped, run.steps) << "no step fitted in float16 after halving";
     for (int r = 0; r < run.p; ++r) {
       const std::vector<StepValidation>& mine = (*runs)[r].validations;
-      ASSERT_EQ(mine.size(), first.size()) << "rank " << r;
+      ASSERT_EQ(mine.size(), first.size()) << "stage " << r;
       for (size_t i = 0; i < mine.size(); ++i) {
-        EXPECT_EQ(mine[i].loss_scale, first[i].loss_scale) << "rank " << r << " step " << i;
+        EXPECT_EQ(mine[i].loss_scale, first[i].loss_scale) << "stage " << r << " step " << i;
         EXPECT_EQ(mine[i].clip_coefficient == 0, first[i].clip_coefficient == 0);
       }
       EXPECT_TRUE(Equal((*runs)[r].settled.at(0), (*runs)[r].initial_state))
-          << "rank " << r << ": the overflowed step 0 changed the state";
+          << "stage " << r << ": the overflowed step 0 changed the state";
       EXPECT_FALSE(Equal((*runs)[r].final_state, (*runs)[r].initial_state))
-          << "rank " << r << ": nothing trained";
+          << "stage " << r << ": nothing trained";
     }
     for (double loss : (*runs)[run.p - 1].losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
   }
@@ -607,31 +607,31 @@ TEST(CheckpointDeviceTest, ACheckpointMovesBetweenDevices) {
   const std::string directory = ::testing::TempDir() + "zbpp-checkpoint-device";
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(1);
   auto trainer = [&](c10::Device device) {
-    RankTrainerOptions o;
+    StageTrainerOptions o;
     o.spec = spec;
     o.virtual_stages = {0};
     o.communicator = comms[0].get();
     o.device = device;
     o.train_batches = Batch;
     o.eval_batches = Batch;
-    return *RankTrainer::Create(o);
+    return *StageTrainer::Create(o);
   };
   auto on_cpu = [](const std::vector<NamedTensor>& state) {
     TensorMap out;
     for (const auto& [name, t] : state) out[name] = t.detach().cpu();
     return out;
   };
-  std::unique_ptr<RankTrainer> trained = trainer(TestDevice());
+  std::unique_ptr<StageTrainer> trained = trainer(TestDevice());
   for (int64_t step = 0; step < 2; ++step) {
     ASSERT_TRUE(trained->RunStep(step, schedule).ok());
   }
   ASSERT_TRUE(trained->SaveCheckpoint(directory, 1).ok());
-  std::unique_ptr<RankTrainer> cpu = trainer(c10::Device(c10::kCPU));
+  std::unique_ptr<StageTrainer> cpu = trainer(c10::Device(c10::kCPU));
   EXPECT_FALSE(Equal(on_cpu(cpu->OptimizerState()), on_cpu(trained->OptimizerState())));
   ASSERT_TRUE(cpu->RestoreCheckpoint(directory, 1).ok());
   EXPECT_TRUE(Equal(on_cpu(cpu->OptimizerState()), on_cpu(trained->OptimizerState())));
   ASSERT_TRUE(cpu->SaveCheckpoint(directory, 2).ok());
-  std::unique_ptr<RankTrainer> back = trainer(TestDevice());
+  std::unique_ptr<StageTrainer> back = trainer(TestDevice());
   ASSERT_TRUE(back->RestoreCheckpoint(directory, 2).ok());
   EXPECT_TRUE(Equal(on_cpu(back->OptimizerState()), on_cpu(trained->OptimizerState())));
   for (const NamedTensor& t : back->Parameters()) EXPECT_EQ(t.second.device(), TestDevice());

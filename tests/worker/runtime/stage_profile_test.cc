@@ -1,4 +1,4 @@
-// The calibration profile (RankTrainer::Profile) and the steps' peak
+// The calibration profile (StageTrainer::Profile) and the steps' peak
 // activation memory, on one rank (p = 1) over the in-process communicator.
 
 #include <iostream>
@@ -15,7 +15,7 @@
 #include "scheduler/registry.h"
 #include "tests/worker/test_device.h"
 #include "worker/comm/in_process_communicator.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/synthetic_compute.h"
 
 namespace zbpp::worker {
@@ -54,19 +54,19 @@ v1::JobSpec Spec(int layers, int b, v1::Precision precision = v1::PRECISION_FP32
 struct Rank {
   Rank(const v1::JobSpec& spec, std::vector<int> virtual_stages)
       : comms(CreateInProcessGroup(1)) {
-    RankTrainerOptions o;
+    StageTrainerOptions o;
     o.spec = spec;
     o.virtual_stages = std::move(virtual_stages);
     o.communicator = comms[0].get();
     o.device = TestDevice();
     o.train_batches = Batch;
     o.eval_batches = Batch;
-    absl::StatusOr<std::unique_ptr<RankTrainer>> created = RankTrainer::Create(o);
+    absl::StatusOr<std::unique_ptr<StageTrainer>> created = StageTrainer::Create(o);
     EXPECT_TRUE(created.ok()) << created.status();
     if (created.ok()) trainer = *std::move(created);
   }
   std::vector<std::unique_ptr<Communicator>> comms;
-  std::unique_ptr<RankTrainer> trainer;
+  std::unique_ptr<StageTrainer> trainer;
 };
 
 sched::Schedule GPipe() {
@@ -76,7 +76,7 @@ sched::Schedule GPipe() {
   return *schedule;
 }
 
-std::map<std::string, at::Tensor> Grads(const RankTrainer& trainer) {
+std::map<std::string, at::Tensor> Grads(const StageTrainer& trainer) {
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, t] : trainer.Parameters()) out[name] = t.grad().clone();
   return out;
@@ -180,14 +180,14 @@ TEST(StageProfileTest, SyntheticComputeEchoesTheCostModel) {
   SyntheticCompute synthetic;
   synthetic.stages.assign(1, sched::VirtualStageCost{0.004, 0.008, 0.002, 5000, 2000, 0});
   std::vector<std::unique_ptr<Communicator>> comms = CreateInProcessGroup(1);
-  RankTrainerOptions o;
+  StageTrainerOptions o;
   o.spec = Spec(2, 2);
   o.virtual_stages = {0};
   o.communicator = comms[0].get();
   o.train_batches = Batch;
   o.eval_batches = Batch;
   o.synthetic = synthetic;
-  absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+  absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   absl::StatusOr<std::vector<StageProfile>> profile = (*trainer)->Profile(3);
   ASSERT_TRUE(profile.ok()) << profile.status();

@@ -76,7 +76,7 @@ TEST(BreakDownSpan, ComputeIsThePassesAndReductionWaitsFollowTheLastPass) {
   t.action_start_seconds = {0.1, 0.4, 0.5};
   t.action_end_seconds = {0.3, 0.7, 1.0};
   const std::vector<sched::Action> actions = {
-      {sched::PassKind::kF, 0, 0}, {sched::PassKind::kB, 0, 0}, {sched::PassKind::kReduce, 0, 0}};
+      {sched::PassKind::kF, VirtualStage(0), 0}, {sched::PassKind::kB, VirtualStage(0), 0}, {sched::PassKind::kReduce, VirtualStage(0), 0}};
   const SpanBreakdown b = BreakDownSpan(t, actions);
   EXPECT_NEAR(b.compute_seconds, 0.5, 1e-12);
   EXPECT_NEAR(b.reduction_wait_seconds, 0.3, 1e-12);

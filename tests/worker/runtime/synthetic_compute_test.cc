@@ -20,7 +20,7 @@
 #include "scheduler/simulator.h"
 #include "worker/comm/in_process_communicator.h"
 #include "worker/comm/order_strict_communicator.h"
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/synthetic_compute.h"
 #include "worker/runtime/synthetic_pipeline.h"
 
@@ -87,7 +87,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
         const double asked = sched::MergedIntoPrevious(actions, j)
                                  ? sim.end_seconds - sim.start_seconds
                                  : SyntheticPassSeconds(synthetic, actions[j], step,
-                                                        buckets[actions[j].virtual_stage]);
+                                                        buckets[actions[j].virtual_stage.value()]);
         const double took = t.action_end_seconds[j] - t.action_start_seconds[j];
         // A sleep never ends early; a loaded machine may wake it late.
         EXPECT_GE(took, asked - 1e-4) << GetParam() << " rank " << r << " action " << j;
@@ -146,7 +146,7 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   s.seed = 7;
   double lo = 10, hi = 0;
   for (int mb = 0; mb < 200; ++mb) {
-    const sched::Action a{sched::PassKind::kF, 1, mb};
+    const sched::Action a{sched::PassKind::kF, VirtualStage(1), mb};
     const double t = SyntheticPassSeconds(s, a, 3, 1);
     EXPECT_EQ(t, SyntheticPassSeconds(s, a, 3, 1));
     lo = std::min(lo, t);
@@ -157,8 +157,8 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   EXPECT_GT(hi - lo, 0.2);
   // A fused BW waits T_B + T_W; a partial W its share.
   s.noise = 0;
-  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, 0, 0}, 0, 1), 2.0);
-  sched::Action w{sched::PassKind::kW, 0, 0};
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, VirtualStage(0), 0}, 0, 1), 2.0);
+  sched::Action w{sched::PassKind::kW, VirtualStage(0), 0};
   w.bucket = 1;
   EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4), 0.25);
 }
@@ -185,7 +185,7 @@ TEST(SyntheticComputeFromCostModel, ScalesTheVersionsCosts) {
 // The rank trainer around synthetic passes: post-update validation settles
 // every step (zero gradients: nothing clipped or skipped), the loss is the
 // constant, and each step lasts at least the simulator's step.
-TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
+TEST(SyntheticComputeStageTrainer, PostValidationStepsOnZeroGradients) {
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
   model->set_architecture("gpt");
@@ -219,9 +219,9 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      RankTrainerOptions o;
+      StageTrainerOptions o;
       o.spec = spec;
-      o.rank = r;
+      o.stage = r;
       o.virtual_stages = {r};
       o.communicator = comms[r].get();
       o.train_batches = [](int64_t, int) {
@@ -230,7 +230,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
       o.eval_batches = o.train_batches;
       o.timeout = absl::Seconds(20);
       o.synthetic = synthetic;
-      absl::StatusOr<std::unique_ptr<RankTrainer>> trainer = RankTrainer::Create(o);
+      absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
       if (!trainer.ok()) {
         errors[r] = trainer.status();
         return;
@@ -253,7 +253,7 @@ TEST(SyntheticComputeRankTrainer, PostValidationStepsOnZeroGradients) {
   // starts late, its input already there, has a shorter step of its own).
   std::vector<double> makespans(kTrainerSteps, 0.0);
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
+    ASSERT_TRUE(errors[r].ok()) << "stage " << r << ": " << errors[r];
     ASSERT_EQ(results[r].size(), static_cast<size_t>(kTrainerSteps));
     for (size_t step = 0; step < results[r].size(); ++step) {
       const StepResult& result = results[r][step];

@@ -1,5 +1,5 @@
-#ifndef ZBPP_WORKER_RUNTIME_RANK_TRAINER_H_
-#define ZBPP_WORKER_RUNTIME_RANK_TRAINER_H_
+#ifndef ZBPP_WORKER_RUNTIME_STAGE_TRAINER_H_
+#define ZBPP_WORKER_RUNTIME_STAGE_TRAINER_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,51 +27,51 @@ namespace zbpp::worker {
 /// Faults injected on purpose, so that the demo and the end-to-end tests can
 /// show the mechanisms that handle them (never set in production).
 struct FaultInjection {
-  /// The worker holding pipeline rank `slow_stage` runs every pass
+  /// The worker holding stage `slow_stage` runs every pass
   /// `slow_factor` times slower (ExecutorOptions::pass_slowdown) from step
   /// `slow_from_step` on; -1: no slow stage.
   int slow_stage = -1;
   double slow_factor = 1;
   int64_t slow_from_step = 0;
-  /// At this step the worker holding the last pipeline rank turns one of its
+  /// At this step the worker holding the last stage turns one of its
   /// gradient entries into NaN after its passes (before validation); -1:
   /// none.
   int64_t nan_step = -1;
-  /// At this step the worker holding the last pipeline rank multiplies its
+  /// At this step the worker holding the last stage multiplies its
   /// gradients by 1e4 after its passes (before validation), so that the
   /// step must be clipped where the job clips (OptimizerSpec.max_grad_norm):
-  /// under post-update validation the ranks that stepped optimistically
+  /// under post-update validation the stages that stepped optimistically
   /// roll back and the next step's speculative forwards are replayed. Tests
   /// only; -1: none.
   int64_t clip_step = -1;
 };
 
-/// What a rank needs to train its part of a job.
-struct RankTrainerOptions {
+/// What a stage needs to train its part of a job.
+struct StageTrainerOptions {
   v1::JobSpec spec;
-  /// This worker's stage in [0, spec.pipeline.stages), which is also its
-  /// rank in the pipeline communicator's group (docs/architecture.md,
-  /// Vocabulary).
-  int rank = 0;
-  /// The virtual stages this rank holds (Assignment.virtual_stages); the
+  /// This worker's stage in [0, spec.pipeline.stages). The pipeline group
+  /// holds one worker per stage in stage order, so its rank in `communicator`'s
+  /// group is the stage's number (docs/architecture.md, Vocabulary).
+  int stage = 0;
+  /// The virtual stages this stage holds (Assignment.virtual_stages); the
   /// model has stages * virtual_stages.size() virtual stages.
   std::vector<int> virtual_stages;
-  /// The pipeline group (the p ranks of this replica). Not owned; must
+  /// The pipeline group (the p stages of this replica, rank = stage). Not owned; must
   /// outlive the trainer.
   Communicator* communicator = nullptr;
-  /// Data parallelism: the group of the d replicas of this pipeline rank
-  /// (rank() == replica), over which the schedule's REDUCE_GRAD actions
+  /// Data parallelism: the group of the d replicas of this stage (its
+  /// group rank is the replica: rank() == replica), over which the schedule's REDUCE_GRAD actions
   /// average the gradients; null (or of size 1) when d = 1. Not owned; must
   /// outlive the trainer.
   Communicator* data_parallel = nullptr;
-  /// Data-parallel rank in [0, d): this replica trains on the global
+  /// Replica in [0, d): this replica trains on the global
   /// microbatches [replica·m, (replica+1)·m) of each step, i.e.
   /// train_batches(step, replica·m + i) for its microbatch i.
   int replica = 0;
   /// Where the chunks, their gradients and the optimizer state live
   /// (ExecutorOptions::device); checkpoints are device-independent.
   c10::Device device = c10::Device(c10::kCPU);
-  /// Training and held-out batches (same tokens on every rank for the same
+  /// Training and held-out batches (same tokens on every worker for the same
   /// arguments); train_batches is indexed by global microbatch.
   BatchFn train_batches;
   BatchFn eval_batches;
@@ -86,20 +86,20 @@ struct RankTrainerOptions {
   bool merge_backward_passes = true;
 };
 
-/// One rank's record of the validation of one optimizer step (paper §4):
-/// the fully reduced state and what the rank did with its update.
+/// One stage's record of the validation of one optimizer step (paper §4):
+/// the fully reduced state and what the stage did with its update.
 struct StepValidation {
   int64_t step = 0;
   /// POST (post-update validation) or SYNCHRONOUS.
   v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS;
-  /// Σ over ranks of the local squared gradient norms, and whether any rank
+  /// Σ over stages of the local squared gradient norms, and whether any stage
   /// saw an inf or nan gradient.
   double global_grad_norm_sq = 0;
   bool global_found_inf_nan = false;
   /// Factor applied to the gradients: 1 not clipped, in (0, 1) clipped, 0
   /// the step was skipped (inf/nan somewhere).
   double clip_coefficient = 1;
-  /// This rank had stepped optimistically and undid that step.
+  /// This stage had stepped optimistically and undid that step.
   bool rolled_back = false;
   /// Seconds spent undoing and redoing the update; after a replay, the
   /// whole discarded speculative run instead (its forwards, the wait for the
@@ -111,29 +111,29 @@ struct StepValidation {
   double loss_scale = 1;
 };
 
-/// The outcome of one optimizer step on one rank.
+/// The outcome of one optimizer step on one stage.
 struct StepResult {
   /// The step's passes (after a replay: the replayed run's).
   StepTimeline timeline;
   /// The gap before the step, from the previous step's last action end to
-  /// this step's start, by phase (RankTrainer::MarkBetweenSteps); nullopt
+  /// this step's start, by phase (StageTrainer::MarkBetweenSteps); nullopt
   /// for the trainer's first step.
   std::optional<StepGap> gap;
   /// Mean training loss over the step's microbatches (nats per token), on the
-  /// rank holding the last virtual stage only.
+  /// stage holding the last virtual stage only.
   std::optional<double> loss;
-  /// This rank's Σ‖grad‖² before clipping, and whether a gradient entry is
+  /// This stage's Σ‖grad‖² before clipping, and whether a gradient entry is
   /// inf or nan.
   double local_grad_norm_sq = 0;
   bool found_inf_nan = false;
-  /// Peak activation memory of the step, bytes: the most this rank's
+  /// Peak activation memory of the step, bytes: the most this stage's
   /// tensors held while its passes ran (the executor's runs of the step,
   /// replays included) above what they held when the passes began — the
   /// parameters, their .grad buffers (allocated by Create, so no step
   /// allocates them), the optimizer's state and the compute-type weight
   /// copies are all older. On the CPU what the trainer's thread allocated
   /// (MemoryMeter); on CUDA the device's allocated bytes (DeviceMemoryMeter:
-  /// ranks sharing a GPU mix). It includes the step's received activations,
+  /// workers sharing a GPU mix). It includes the step's received activations,
   /// the outputs waiting to be sent and, in a step whose post-update
   /// validation rolls back, the rollback's temporaries; the first
   /// mixed-precision step also counts the compute-type weight copies and
@@ -147,28 +147,28 @@ struct StepResult {
   std::vector<StepValidation> validations;
 };
 
-/// One pipeline rank of a training job: its model chunks, their W stores,
+/// One stage of a training job: its model chunks, their W stores,
 /// the executor and AdamW with gradient validation (global inf/nan check
 /// and norm clipping) in one of two modes:
 ///
 /// * SYNCHRONOUS: an all-reduce of [Σ‖g‖², inf/nan] before every update: a
 ///   barrier, so the pipeline drains between steps.
 /// * POST (paper §4, post-update validation): after its last pass of step
-///   k, rank r receives the partial state (Σ‖g‖², any inf/nan, how many
-///   ranks stepped) from rank r−1, adds its own and passes it on to r+1;
+///   k, stage s receives the partial state (Σ‖g‖², any inf/nan, how many
+///   stages stepped) from stage s−1, adds its own and passes it on to s+1;
 ///   unless the partial state already demands clipping or a skip, it saves
 ///   a copy of what the update touches (exact rollback) and steps at once.
-///   The last rank, which holds the full state, sends it to every rank
+///   The last stage, which holds the full state, sends it to every worker
 ///   directly (one hop each rather than a relay through the single-threaded
-///   executors). Each rank checks it just before its first B of step k+1
+///   executors). Each stage checks it just before its first B of step k+1
 ///   (BeforeFirstBackward): if the step must be clipped or skipped, the
-///   ranks that stepped roll back (bit for bit from the copy, or by the
+///   stages that stepped roll back (bit for bit from the copy, or by the
 ///   in-place arithmetic inverse: OptimizerSpec.rollback) and redo it
-///   clipped or skip it, and, if any rank had stepped, every rank discards
+///   clipped or skip it, and, if any stage had stepped, every worker discards
 ///   the speculative forwards of step k+1 and replays them with the same
 ///   data (next message generation). Ranks whose partial state demanded a
 ///   change never stepped optimistically: they wait for the full state (a
-///   rank with an inf/nan gradient therefore never applies it).
+///   stage with an inf/nan gradient therefore never applies it).
 ///   A schedule that fails sched::CheckSpeculativePrefixes gets each step settled
 ///   before the next (correct, without the overlap).
 ///
@@ -176,7 +176,7 @@ struct StepResult {
 /// float16 over float32 master weights. With FP16 the gradients carry the
 /// LossScaler's scale; the norm and the update divide it out (folded into
 /// the clipping coefficient, exact for a power of two), an overflow is the
-/// inf/nan outcome above — the step is skipped on every rank — and the scale
+/// inf/nan outcome above — the step is skipped on every worker — and the scale
 /// changes when a step's outcome is known: before the next step's first B,
 /// where the last stage applies it.
 ///
@@ -186,20 +186,20 @@ struct StepResult {
 /// update are too: the states travel along each replica's pipeline as
 /// above and every replica decides a rollback identically.
 ///
-/// Every rank must call RunStep for the same steps with the same schedule
+/// Every worker must call RunStep for the same steps with the same schedule
 /// and mode, and Settle at the same points. Thread-compatible: one thread
 /// drives it.
-class RankTrainer {
+class StageTrainer {
  public:
   /// Builds the chunks (initialised from spec.seed). InvalidArgument for a
   /// bad model spec or virtual stage list.
-  static absl::StatusOr<std::unique_ptr<RankTrainer>> Create(RankTrainerOptions options);
-  ~RankTrainer();
+  static absl::StatusOr<std::unique_ptr<StageTrainer>> Create(StageTrainerOptions options);
+  ~StageTrainer();
 
   /// The checks of PipelineExecutor::Validate; run once per schedule version.
   absl::Status ValidateSchedule(const sched::Schedule& schedule) const;
 
-  /// One optimizer step: run this rank's actions of `schedule`, validate
+  /// One optimizer step: run this stage's actions of `schedule`, validate
   /// (`mode` SYNCHRONOUS or POST, see the class comment), update. A POST
   /// step still pending when a SYNCHRONOUS one comes is settled first.
   /// Errors: the executor's and the communicator's (DeadlineExceeded naming
@@ -209,7 +209,7 @@ class RankTrainer {
                                      v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS);
 
   /// The calibration profile (worker.proto ReportProfileRequest): each of
-  /// this rank's virtual stages, in the order of options.virtual_stages,
+  /// this stage's virtual stages, in the order of options.virtual_stages,
   /// profiled by ProfileVirtualStage on one microbatch of the job's shapes
   /// (`repetitions` >= 1 timed F, B, W after a warm-up; under synthetic
   /// compute the passes wait the cost model's times). Call before the first
@@ -225,23 +225,23 @@ class RankTrainer {
   /// rolls back / redoes / skips as it says (nothing speculative ran, so
   /// nothing is replayed). Returns its validation, or nothing when no step
   /// was pending. Call before reading the parameters (evaluation,
-  /// checkpoint, end of the job) at the same step on every rank.
+  /// checkpoint, end of the job) at the same step on every worker.
   absl::StatusOr<std::optional<StepValidation>> Settle();
 
   /// Mean loss on `microbatches` held-out microbatches (eval batch indices
-  /// 0..microbatches-1), forward only; a value on the last stage's rank,
+  /// 0..microbatches-1), forward only; a value on the last stage,
   /// nullopt on the others. Call between steps, after Settle, with the same
-  /// arguments on every rank.
+  /// arguments on every worker.
   absl::StatusOr<std::optional<double>> Evaluate(int64_t tag_step,
                                                  const sched::Schedule& schedule,
                                                  int microbatches);
 
-  /// Writes this rank's parameters and optimizer state for `step` under
+  /// Writes this stage's parameters and optimizer state for `step` under
   /// `directory` (worker/data/checkpoint.h; atomic per file). Call after
   /// Settle.
   absl::Status SaveCheckpoint(const std::string& directory, int64_t step) const;
   /// Restores them; FailedPrecondition naming the tensor when the file does
-  /// not match this rank's model (nothing is changed then), NotFound when it
+  /// not match this stage's model (nothing is changed then), NotFound when it
   /// is missing.
   absl::Status RestoreCheckpoint(const std::string& directory, int64_t step);
 
@@ -252,23 +252,23 @@ class RankTrainer {
   /// evaluation), and the next RunStep returns the gap as StepResult::gap.
   void MarkBetweenSteps(GapPhase phase) { gaps_.Mark(phase); }
 
-  /// Every parameter of this rank's chunks, by global name.
+  /// Every parameter of this stage's chunks, by global name.
   std::vector<NamedTensor> Parameters() const;
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
   std::vector<NamedTensor> OptimizerState() const;
-  int rank() const { return options_.rank; }
+  int stage() const { return options_.stage; }
 
  private:
-  // The reduced validation state travelling along the ranks.
+  // The reduced validation state travelling along the stages.
   struct ValidationState {
     double grad_norm_sq = 0;
     bool found_inf_nan = false;
     int stepped_ranks = 0;  // Ranks that stepped optimistically.
   };
-  // A POST step whose full state this rank has not acted on yet.
+  // A POST step whose full state this stage has not acted on yet.
   struct Pending;
 
-  explicit RankTrainer(RankTrainerOptions options);
+  explicit StageTrainer(StageTrainerOptions options);
 
   // Clipping coefficient the state calls for: 0 skip, < 1 clip, 1 none.
   double CoefficientFor(const ValidationState& state) const;
@@ -277,7 +277,7 @@ class RankTrainer {
   void UpdateLossScale(bool found_inf_nan);
   // Tied embeddings split over two chunks (ModelChunk::tied_embedding):
   // gives both copies of the tied matrix the sum of their gradients (the
-  // same bits on both ranks) before the norm and the update, so that the
+  // same bits on both stages) before the norm and the update, so that the
   // copies stay equal. Returns the head copy's squared gradient norm, which
   // the local norm must not count a second time.
   absl::StatusOr<double> SumTiedGradients(int64_t step, const sched::Schedule& schedule);
@@ -296,7 +296,7 @@ class RankTrainer {
   // Completes the validation-state sends in flight (`step` for errors).
   absl::Status WaitStateSends(int64_t step);
 
-  RankTrainerOptions options_;
+  StageTrainerOptions options_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<GradientReducer> reducer_;  // Null when d = 1.
@@ -308,10 +308,10 @@ class RankTrainer {
   std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;
   // The gap since the last step's last action, by phase.
   GapClock gaps_;
-  // What this rank's tensors hold on its device (StepResult's peak).
+  // What this stage's tensors hold on its device (StepResult's peak).
   DeviceMemoryMeter memory_;
 };
 
 }  // namespace zbpp::worker
 
-#endif  // ZBPP_WORKER_RUNTIME_RANK_TRAINER_H_
+#endif  // ZBPP_WORKER_RUNTIME_STAGE_TRAINER_H_

@@ -1,4 +1,4 @@
-#include "worker/runtime/rank_trainer.h"
+#include "worker/runtime/stage_trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,16 +13,16 @@
 
 namespace zbpp::worker {
 
-absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOptions options) {
+absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerOptions options) {
   absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options.spec.model());
   if (!config.ok()) return config.status();
   if (options.communicator == nullptr) {
-    return absl::InvalidArgumentError("RankTrainer needs a communicator");
+    return absl::InvalidArgumentError("StageTrainer needs a communicator");
   }
   const int p = options.spec.pipeline().stages();
   const int v = static_cast<int>(options.virtual_stages.size());
-  if (v < 1 || options.rank < 0 || options.rank >= p) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " of ", p,
+  if (v < 1 || options.stage < 0 || options.stage >= p) {
+    return absl::InvalidArgumentError(absl::StrCat("stage ", options.stage, " of ", p,
                                                    " holding ", v, " virtual stages"));
   }
   const int d = options.data_parallel == nullptr ? 1 : options.data_parallel->size();
@@ -32,10 +32,10 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
         "replica ", options.replica, " of ", d, " data-parallel replicas (group rank ",
         options.data_parallel == nullptr ? 0 : options.data_parallel->rank(), ")"));
   }
-  std::unique_ptr<RankTrainer> trainer(new RankTrainer(std::move(options)));
-  const RankTrainerOptions& o = trainer->options_;
+  std::unique_ptr<StageTrainer> trainer(new StageTrainer(std::move(options)));
+  const StageTrainerOptions& o = trainer->options_;
   ExecutorOptions exec;
-  exec.rank = o.rank;
+  exec.stage = o.stage;
   exec.communicator = o.communicator;
   if (d > 1) {
     trainer->reducer_ = std::make_unique<GradientReducer>(o.data_parallel, o.timeout);
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<RankTrainer>> RankTrainer::Create(RankTrainerOpti
   return trainer;
 }
 
-absl::Status RankTrainer::ValidateSchedule(const sched::Schedule& schedule) const {
+absl::Status StageTrainer::ValidateSchedule(const sched::Schedule& schedule) const {
   if (schedule.microbatches != options_.spec.pipeline().microbatches()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "schedule has ", schedule.microbatches, " microbatches, pipeline.microbatches is ",
@@ -87,13 +87,13 @@ absl::Status RankTrainer::ValidateSchedule(const sched::Schedule& schedule) cons
   return executor_->Validate(schedule);
 }
 
-// A POST step whose full state this rank has not acted on yet.
-struct RankTrainer::Pending {
+// A POST step whose full state this stage has not acted on yet.
+struct StageTrainer::Pending {
   int64_t step = 0;
-  // This rank stepped optimistically (its partial state demanded nothing).
+  // This stage stepped optimistically (its partial state demanded nothing).
   bool stepped = false;
-  // The fully reduced state, once known: at once on the last rank (and on a
-  // rank that had to wait for it), else after `full_recv` completed.
+  // The fully reduced state, once known: at once on the last stage (and on a
+  // stage that had to wait for it), else after `full_recv` completed.
   std::optional<ValidationState> full;
   at::Tensor full_buffer;
   std::unique_ptr<PendingOp> full_recv;
@@ -101,8 +101,8 @@ struct RankTrainer::Pending {
 
 namespace {
 
-// Tags of the validation states of `step`: partial (rank r-1 -> r) and full
-// (last rank -> every rank).
+// Tags of the validation states of `step`: partial (stage s-1 -> s) and full
+// (last stage -> every worker).
 uint32_t PartialStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 0, 0); }
 uint32_t FullStateTag(int64_t step) { return MakeTag(step, MessageKind::kValidation, 1, 0); }
 
@@ -117,13 +117,13 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-RankTrainer::RankTrainer(RankTrainerOptions options)
+StageTrainer::StageTrainer(StageTrainerOptions options)
     : options_(std::move(options)),
       loss_scaler_(LossScaler::FromSpec(options_.spec)),
       memory_(options_.device) {}
-RankTrainer::~RankTrainer() = default;
+StageTrainer::~StageTrainer() = default;
 
-double RankTrainer::CoefficientFor(const ValidationState& state) const {
+double StageTrainer::CoefficientFor(const ValidationState& state) const {
   if (state.found_inf_nan) return 0;
   const double max_norm = optimizer_->options().max_grad_norm;
   const double norm = std::sqrt(state.grad_norm_sq);
@@ -131,16 +131,16 @@ double RankTrainer::CoefficientFor(const ValidationState& state) const {
   return 1;
 }
 
-void RankTrainer::UpdateLossScale(bool found_inf_nan) {
+void StageTrainer::UpdateLossScale(bool found_inf_nan) {
   loss_scaler_.Update(found_inf_nan);
   executor_->set_loss_scale(loss_scaler_.scale());
 }
 
-absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Schedule& schedule,
+absl::StatusOr<StepResult> StageTrainer::RunStep(int64_t step, const sched::Schedule& schedule,
                                                 v1::ValidationMode mode) {
   const FaultInjection& faults = options_.faults;
   executor_->set_pass_slowdown(
-      faults.slow_stage == options_.rank && step >= faults.slow_from_step ? faults.slow_factor
+      faults.slow_stage == options_.stage && step >= faults.slow_from_step ? faults.slow_factor
                                                                           : 1.0);
   const bool post = mode == v1::VALIDATION_MODE_POST;
   StepResult result;
@@ -173,7 +173,7 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
     };
     timeline = executor_->RunStep(step, schedule, /*generation=*/0, check);
     if (timeline.ok() && pending_ != nullptr) {
-      return absl::InternalError(absl::StrCat("step ", step, ": rank ", options_.rank,
+      return absl::InternalError(absl::StrCat("step ", step, ": stage ", options_.stage,
                                               " has no B pass to validate step ", step - 1,
                                               " before"));
     }
@@ -198,7 +198,7 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   gaps_.Open(timeline->start + std::chrono::duration_cast<GapClock::Clock::duration>(
                                    std::chrono::duration<double>(timeline->step_seconds)));
   gaps_.Mark(GapPhase::kDrain);
-  const bool last_rank = options_.rank == options_.spec.pipeline().stages() - 1;
+  const bool last_rank = options_.stage == options_.spec.pipeline().stages() - 1;
   if (step == faults.nan_step && last_rank) optimizer_->PoisonGradient();
   if (step == faults.clip_step && last_rank) optimizer_->ScaleGradients(1e4);
   absl::StatusOr<double> tied_copy_norm_sq = SumTiedGradients(step, schedule);
@@ -220,7 +220,7 @@ absl::StatusOr<StepResult> RankTrainer::RunStep(int64_t step, const sched::Sched
   return result;
 }
 
-absl::StatusOr<std::vector<StageProfile>> RankTrainer::Profile(int repetitions) {
+absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions) {
   // The gradients B and W add to, to be put back as they were.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // (parameter, copy of its .grad)
   if (!options_.synthetic.has_value()) {
@@ -266,10 +266,10 @@ absl::StatusOr<std::vector<StageProfile>> RankTrainer::Profile(int repetitions) 
   return profiles;
 }
 
-absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
+absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
                                                       const sched::Schedule& schedule) {
   if (options_.synthetic.has_value()) return 0.0;  // No pass defines a gradient.
-  at::Tensor first, last;  // This rank's copies of the tied matrix.
+  at::Tensor first, last;  // This stage's copies of the tied matrix.
   for (const auto& chunk : chunks_) {
     if (!chunk->tied_embedding().defined()) continue;
     (chunk->is_first() ? first : last) = chunk->tied_embedding();
@@ -284,18 +284,20 @@ absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
     grad(first).copy_(sum);
     grad(last).copy_(sum);
   } else {
-    // The other end is on rank `peer`: each rank adds the other's gradient
+    // The other end is on stage `peer`: each stage adds the other's gradient
     // to its own; a + b == b + a in IEEE arithmetic, so both hold the same
-    // bits. The lower rank sends first and the higher receives first, so
+    // bits. The lower stage sends first and the higher receives first, so
     // that a transport matching by order (NCCL) pairs them.
     at::Tensor& mine = grad(first.defined() ? first : last);
-    const int peer = schedule.stage_of[first.defined() ? schedule.num_virtual_stages() - 1 : 0];
+    const int peer =
+        schedule.StageOf(VirtualStage(first.defined() ? schedule.num_virtual_stages() - 1 : 0))
+            .value();
     const uint32_t tag = MakeTag(step, MessageKind::kValidation, 2, 0);
     const at::Tensor outgoing = mine.clone(at::MemoryFormat::Contiguous);
     at::Tensor incoming = at::empty_like(outgoing);
     std::unique_ptr<PendingOp> ops[2];
     for (int i = 0; i < 2; ++i) {
-      const bool send = (i == 0) == (options_.rank < peer);
+      const bool send = (i == 0) == (options_.stage < peer);
       absl::StatusOr<std::unique_ptr<PendingOp>> op =
           send ? options_.communicator->Send(outgoing, peer, tag)
                : options_.communicator->Recv(incoming, peer, tag);
@@ -317,7 +319,7 @@ absl::StatusOr<double> RankTrainer::SumTiedGradients(int64_t step,
   return at::sum(last.grad().square(), at::kDouble).item<double>();
 }
 
-absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result) {
+absl::Status StageTrainer::ValidateSynchronously(int64_t step, StepResult& result) {
   at::Tensor state = at::tensor({result.found_inf_nan ? 0.0 : result.local_grad_norm_sq,
                                  result.found_inf_nan ? 1.0 : 0.0},
                                 at::kDouble);
@@ -343,7 +345,7 @@ absl::Status RankTrainer::ValidateSynchronously(int64_t step, StepResult& result
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::WaitStateSends(int64_t step) {
+absl::Status StageTrainer::WaitStateSends(int64_t step) {
   for (auto& [buffer, op] : state_sends_) {
     if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("step ", step, ", validation state send: ",
@@ -354,7 +356,7 @@ absl::Status RankTrainer::WaitStateSends(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::SendState(const ValidationState& state, int peer, uint32_t tag) {
+absl::Status StageTrainer::SendState(const ValidationState& state, int peer, uint32_t tag) {
   at::Tensor buffer = at::tensor(
       {state.grad_norm_sq, state.found_inf_nan ? 1.0 : 0.0, double(state.stepped_ranks)},
       at::kDouble);
@@ -365,7 +367,7 @@ absl::Status RankTrainer::SendState(const ValidationState& state, int peer, uint
   return absl::OkStatus();
 }
 
-absl::StatusOr<RankTrainer::ValidationState> RankTrainer::AwaitState(
+absl::StatusOr<StageTrainer::ValidationState> StageTrainer::AwaitState(
     PendingOp& op, const at::Tensor& buffer, const std::string& what) const {
   if (absl::Status st = op.Wait(options_.timeout); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
@@ -374,24 +376,24 @@ absl::StatusOr<RankTrainer::ValidationState> RankTrainer::AwaitState(
                          static_cast<int>(buffer[2].item<double>())};
 }
 
-absl::Status RankTrainer::AwaitFullState() {
+absl::Status StageTrainer::AwaitFullState() {
   Pending& pending = *pending_;
   if (pending.full.has_value()) return absl::OkStatus();
   absl::StatusOr<ValidationState> full = AwaitState(
       *pending.full_recv, pending.full_buffer,
-      absl::StrCat("step ", pending.step, ", full validation state from rank ",
+      absl::StrCat("step ", pending.step, ", full validation state from stage ",
                    options_.communicator->size() - 1));
   if (!full.ok()) return full.status();
   pending.full = *full;
   return absl::OkStatus();
 }
 
-absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
+absl::Status StageTrainer::StepOptimistically(int64_t step, StepResult& result) {
   // The previous step's state messages were received long ago (the next
-  // rank needed them to finish that step): release their buffers.
+  // stage needed them to finish that step): release their buffers.
   if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
   const int p = options_.communicator->size();
-  const int r = options_.rank;
+  const int r = options_.stage;
   ValidationState state;
   if (r > 0) {
     at::Tensor buffer = at::empty({3}, at::kDouble);
@@ -399,7 +401,7 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
         options_.communicator->Recv(buffer, r - 1, PartialStateTag(step));
     if (!op.ok()) return op.status();
     absl::StatusOr<ValidationState> partial = AwaitState(
-        **op, buffer, absl::StrCat("step ", step, ", partial validation state from rank ", r - 1));
+        **op, buffer, absl::StrCat("step ", step, ", partial validation state from stage ", r - 1));
     if (!partial.ok()) return partial.status();
     state = *partial;
   }
@@ -443,7 +445,7 @@ absl::Status RankTrainer::StepOptimistically(int64_t step, StepResult& result) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
+absl::StatusOr<StepValidation> StageTrainer::Resolve(bool* replay) {
   if (absl::Status st = AwaitFullState(); !st.ok()) return st;
   Pending& pending = *pending_;
   const ValidationState& full = *pending.full;
@@ -475,20 +477,20 @@ absl::StatusOr<StepValidation> RankTrainer::Resolve(bool* replay) {
   return validation;
 }
 
-absl::StatusOr<std::optional<StepValidation>> RankTrainer::Settle() {
+absl::StatusOr<std::optional<StepValidation>> StageTrainer::Settle() {
   if (pending_ == nullptr) return std::optional<StepValidation>();
   const int64_t step = pending_->step;
   bool replay = false;  // Nothing speculative ran: nothing to replay.
   absl::StatusOr<StepValidation> validation = Resolve(&replay);
   if (!validation.ok()) return validation.status();
-  // Every rank settles here and has its receives posted: complete the sends
+  // Every worker settles here and has its receives posted: complete the sends
   // now, so that nothing is left in flight if the trainer ends after this.
   if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
   gaps_.Mark(GapPhase::kValidation);
   return std::optional<StepValidation>(*std::move(validation));
 }
 
-absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
+absl::StatusOr<std::optional<double>> StageTrainer::Evaluate(int64_t tag_step,
                                                             const sched::Schedule& schedule,
                                                             int microbatches) {
   // Metered like the steps: the compute-type weight copies its forwards
@@ -503,11 +505,11 @@ absl::StatusOr<std::optional<double>> RankTrainer::Evaluate(int64_t tag_step,
   return std::optional<double>(timeline->loss_sum / timeline->loss_count);
 }
 
-std::vector<NamedTensor> RankTrainer::OptimizerState() const {
+std::vector<NamedTensor> StageTrainer::OptimizerState() const {
   return optimizer_->StateForCheckpoint();
 }
 
-std::vector<NamedTensor> RankTrainer::Parameters() const {
+std::vector<NamedTensor> StageTrainer::Parameters() const {
   std::vector<NamedTensor> out;
   for (const auto& chunk : chunks_) {
     for (const NamedTensor& t : chunk->parameters()) out.push_back(t);
@@ -515,13 +517,13 @@ std::vector<NamedTensor> RankTrainer::Parameters() const {
   return out;
 }
 
-absl::Status RankTrainer::SaveCheckpoint(const std::string& directory, int64_t step) const {
-  return WriteCheckpoint(directory, step, options_.rank, optimizer_->StateForCheckpoint());
+absl::Status StageTrainer::SaveCheckpoint(const std::string& directory, int64_t step) const {
+  return WriteCheckpoint(directory, step, options_.stage, optimizer_->StateForCheckpoint());
 }
 
-absl::Status RankTrainer::RestoreCheckpoint(const std::string& directory, int64_t step) {
+absl::Status StageTrainer::RestoreCheckpoint(const std::string& directory, int64_t step) {
   absl::StatusOr<std::vector<NamedTensor>> state =
-      ReadCheckpointOfAnyLayout(directory, step, options_.rank,
+      ReadCheckpointOfAnyLayout(directory, step, options_.stage,
                                 optimizer_->CheckpointLayout());
   if (!state.ok()) return state.status();
   return optimizer_->RestoreFromCheckpoint(*state);

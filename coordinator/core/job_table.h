@@ -48,8 +48,9 @@ class JobTable {
   /// Loads every job and schedule version from `store` (a job keeps the
   /// number of its id "job-<n>" when n is free), restores each job
   /// (Job::Restore, with its stored validation outcomes; a job whose state
-  /// changed is stored through the context's writer, as every transition
-  /// is). Errors of the store, ScheduleFromProto and Job::Restore.
+  /// changed decides its store write, as every transition does, for the
+  /// caller to apply: Job::TakeEffects). Errors of the store,
+  /// ScheduleFromProto and Job::Restore.
   absl::Status Recover(Store& store);
 
   /// Calls `visit` on every job, oldest first, until it returns false.

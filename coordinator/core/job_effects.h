@@ -93,7 +93,7 @@ struct ValidationObserved {    ///< OnValidation.
   bool skipped = false;
 };
 struct TransportObserved {     ///< OnTransport.
-  zbpp::v1::Transport transport = zbpp::v1::TRANSPORT_UNSPECIFIED;
+  zbpp::v1::Transport transport = zbpp::v1::TRANSPORT_AUTO;
 };
 struct FinishedObserved {};    ///< OnJobFinished.
 using Observation = std::variant<StepObserved, VersionObserved, ResolveObserved,

@@ -314,8 +314,9 @@ class Coordinator {
   /// health and `zbpp_store_*` metrics. Thread-safe; takes no core lock.
   StoreWriter::Health StoreHealth() const;
 
-  /// Waits until every re-solve queued so far for the background thread
-  /// has been published or logged (tests; returns at once without one).
+  /// Waits until every re-solve queued so far has been published or
+  /// recorded as not published (tests; without the background thread, solves
+  /// what is queued on the calling thread: Resolver::Wait).
   void WaitForResolves();
 
   // ------------------------------------------------------ For metrics

@@ -228,7 +228,7 @@ void Job::EndAttempt(const std::string& abort_reason) {
   command->set_job_id(id());
   command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
-  SendToWorkers(message);
+  MessageWorkers(message);
   effects_.release_workers = true;
   effects_.deleted_scopes.push_back(scope());
   attempt_.End();
@@ -261,7 +261,7 @@ void Job::ReplaySession(const std::string& worker_id, int index) {
   }
 }
 
-void Job::SendToWorkers(const SessionMessage& message) {
+void Job::MessageWorkers(const SessionMessage& message) {
   for (const std::string& worker_id : attempt_.workers()) {
     effects_.messages.push_back({worker_id, message});
   }
@@ -273,7 +273,7 @@ void Job::UpdateGrant() {
   // again (Coordinator::ResumeGrants).
   if (context_.store_healthy && !context_.store_healthy()) return;
   if (attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1)) {
-    SendToWorkers(attempt_.GrantMessage(id()));
+    MessageWorkers(attempt_.GrantMessage(id()));
   }
 }
 

@@ -269,7 +269,8 @@ class Job {
   /// "worker <id> (stage s[, replica r]) failed: <error>".
   std::string WorkerFailure(const std::string& worker_id, int index,
                             const std::string& error) const;
-  void SendToWorkers(const SessionMessage& message);
+  /// Decides `message` for every worker of the attempt (one shared copy).
+  void MessageWorkers(const SessionMessage& message);
   /// The versions after the one in force at the attempt's start step, one
   /// message each (shared by the attempt's workers).
   std::vector<SessionMessage> LaterVersionMessages() const;

@@ -51,7 +51,7 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
     // One message for all p workers: the version is moved in, not copied.
     auto message = std::make_shared<SessionResponse>();
     *message->mutable_schedule() = std::move(version);
-    SendToWorkers(message);
+    MessageWorkers(message);
   }
   return number;
 }

@@ -558,5 +558,45 @@ TEST_F(JobEffectsTest, ACalibrationPastItsDeadlineFailsTheAttemptOfTheFirstSilen
   EXPECT_THAT(Events(effects), ElementsAre("RUNNING->RECOVERING"));
 }
 
+TEST_F(JobEffectsTest, ANewSessionIsSentTheAttemptAgainAndNothingElse) {
+  std::vector<FakeWorker> workers;
+  std::unique_ptr<Job> job = Running(Uncalibrated(TestSpec(/*stages=*/2)), &workers);
+  job->ReplaySession("w1", 1);
+  const JobEffects effects = job->TakeEffects();
+  EXPECT_THAT(Messages(effects), ElementsAre("w1 assignment stage 1", "w1 grant 1"));
+  EXPECT_THAT(Writes(effects), IsEmpty());
+  EXPECT_THAT(Events(effects), IsEmpty());
+  job->ReplaySession("w1", 0);  // Not the worker at that index: nothing.
+  EXPECT_TRUE(job->TakeEffects().empty());
+}
+
+TEST_F(JobEffectsTest, AWaitingJobStoresWhyOnceAndARestoredOneGoesRecovering) {
+  std::unique_ptr<Job> job = NewJob(TestSpec(/*stages=*/2));
+  ASSERT_TRUE(job->Prepare().ok());
+  job->TakeEffects();
+  const absl::Status refused = absl::ResourceExhaustedError("2 workers with 1 GiB free");
+  job->NoteWaiting(refused, job->EstimateMemory());
+  const JobEffects waiting = job->TakeEffects();
+  EXPECT_THAT(Writes(waiting), ElementsAre("storing job job-1"));
+  EXPECT_THAT(StoredRecord(waiting).state_message(),
+              HasSubstr("waiting for workers: 2 workers with 1 GiB free"));
+  EXPECT_THAT(Events(waiting), IsEmpty());  // No transition.
+  job->NoteWaiting(refused, job->EstimateMemory());
+  EXPECT_TRUE(job->TakeEffects().empty());  // The same message again.
+
+  v1::Job stored;
+  stored.set_id("job-2");
+  *stored.mutable_spec() = TestSpec(/*stages=*/2);
+  stored.set_state(v1::JOB_STATE_RUNNING);
+  Job restored(2, stored, context_);
+  ASSERT_TRUE(restored.Restore({}).ok());
+  const JobEffects effects = restored.TakeEffects();
+  EXPECT_THAT(Writes(effects), ElementsAre("storing job job-2"));
+  EXPECT_EQ(StoredRecord(effects).state_message(), "coordinator restarted");
+  EXPECT_THAT(Messages(effects), IsEmpty());  // The old process's workers hold nothing.
+  EXPECT_FALSE(effects.release_workers);
+  EXPECT_THAT(Events(effects), ElementsAre("RUNNING->RECOVERING"));
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

@@ -60,15 +60,21 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
   coordinator->writer_ = *std::move(writer);
   absl::MutexLock lock(&self->mu_);
   self->registry_ = *std::move(registry);
-  self->job_context_ = {options.clock,         self->writer_.get(),
-                        self->registry_.get(), options.observer,
-                        options.validation_policy, options.grant_lookahead_steps};
-  self->job_context_.rendezvous = self->rendezvous_.get();
+  self->job_context_.clock = options.clock;
+  self->job_context_.store_healthy = [self] { return self->writer_->Healthy(); };
+  self->job_context_.workers = self->registry_.get();
+  self->job_context_.validation_policy = options.validation_policy;
+  self->job_context_.grant_lookahead_steps = options.grant_lookahead_steps;
   self->jobs_ = std::make_unique<JobTable>(self->job_context_);
   self->resolver_ = std::make_unique<Resolver>(Resolver::Options{
       options.resolve_on_background_thread,
       [self](ResolveTask& task) { self->FinishResolve(task); },
       options.before_resolve_publish_for_testing});
+  self->sinks_ = {options.clock,            self->writer_.get(), self->registry_.get(),
+                  self->rendezvous_.get(), options.observer,
+                  [self](std::unique_ptr<ResolveTask> task) {
+                    self->resolver_->Submit(std::move(task));
+                  }};
   return coordinator;
 }
 
@@ -90,10 +96,13 @@ StoreWriter::Health Coordinator::StoreHealth() const { return writer_->GetHealth
 
 void Coordinator::WaitForResolves() { resolver_->Wait(); }
 
+void Coordinator::Apply(Job& job) { ApplyJobEffects(job.TakeEffects(), job.watchers(), sinks_); }
+
 void Coordinator::ResumeGrants() {
   absl::MutexLock lock(&mu_);
-  jobs_->ForEach([](Job& job) {
+  jobs_->ForEach([this](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     job.UpdateGrant();
+    Apply(job);
     return true;
   });
 }
@@ -105,7 +114,12 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   if (registry_->CountAssignable() < needed) {
     return absl::ResourceExhaustedError("too few free workers");
   }
-  if (absl::Status prepared = job.Prepare(); !prepared.ok()) return prepared;
+  // Applied before the registry is touched: a job that failed here
+  // released nothing, and none of its effects may reach the workers taken
+  // below.
+  const absl::Status prepared = job.Prepare();
+  Apply(job);
+  if (!prepared.ok()) return prepared;
   // Every rank must fit its worker's reported memory (memory_estimate.h).
   const std::vector<RankMemoryEstimate> estimate = job.EstimateMemory();
   std::vector<double> needs;
@@ -121,6 +135,7 @@ absl::Status Coordinator::StartAttempt(Job& job) {
       registry_->Preview(job.id(), needed, needs, filter);
   if (!chosen.ok()) {
     job.NoteWaiting(chosen.status(), estimate);
+    Apply(job);
     return chosen.status();
   }
   absl::StatusOr<TransportChoice> transport =
@@ -128,15 +143,19 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   if (!transport.ok()) {
     const absl::Status waiting = absl::ResourceExhaustedError(transport.status().message());
     job.NoteWaiting(waiting, estimate);
+    Apply(job);
     return waiting;
   }
   absl::StatusOr<std::vector<std::string>> assigned =
       registry_->Assign(job.id(), needed, needs, filter);
   if (!assigned.ok()) {
     job.NoteWaiting(assigned.status(), estimate);
+    Apply(job);
     return assigned.status();
   }
-  return job.BeginAttempt(*std::move(assigned), *std::move(transport));
+  const absl::Status begun = job.BeginAttempt(*std::move(assigned), *std::move(transport));
+  Apply(job);
+  return begun;
 }
 
 std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>& worker_ids,
@@ -199,7 +218,9 @@ absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::stri
   if (record.job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record.job_id);
   if (job == nullptr || !job->attempt().Holds(record.id)) return absl::OkStatus();
-  return job->AfterWorkerLost(why);
+  const absl::Status ended = job->AfterWorkerLost(why);
+  Apply(*job);
+  return ended;
 }
 
 void Coordinator::Tick() {
@@ -217,6 +238,7 @@ void Coordinator::Tick() {
                                           options_.max_recoveries_without_progress,
                                           writer_->Healthy()),
              absl::StrCat("calibration of job ", job.id()));
+    Apply(job);
     return true;
   });
   AssignWaitingJobs();
@@ -244,9 +266,14 @@ void Coordinator::ForgetLostWorkers() {
 
 absl::Status Coordinator::Recover() {
   absl::MutexLock lock(&mu_);
-  if (absl::Status recovered = jobs_->Recover(*options_.store); !recovered.ok()) {
-    return recovered;
-  }
+  const absl::Status recovered = jobs_->Recover(*options_.store);
+  // What the restored jobs decided (a changed state's record), even when
+  // a later job's restore failed.
+  jobs_->ForEach([this](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Apply(job);
+    return true;
+  });
+  if (!recovered.ok()) return recovered;
   ApplyRetention();
   return absl::OkStatus();
 }
@@ -383,11 +410,10 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::CancelJob(const std::string& job_id,
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
   }
-  if (absl::Status cancelled =
-          job->Cancel(reason.empty() ? std::string("cancelled by user") : reason);
-      !cancelled.ok()) {
-    return cancelled;
-  }
+  const absl::Status cancelled =
+      job->Cancel(reason.empty() ? std::string("cancelled by user") : reason);
+  Apply(*job);
+  if (!cancelled.ok()) return cancelled;
   zbpp::v1::Job result = job->proto();
   AssignWaitingJobs();  // Its workers are free.
   return result;

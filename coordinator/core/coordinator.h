@@ -17,6 +17,7 @@
 #include "coordinator/core/coordinator_observer.h"
 #include "coordinator/core/coordinator_options.h"
 #include "coordinator/core/job.h"
+#include "coordinator/core/job_effects.h"
 #include "coordinator/core/job_table.h"
 #include "coordinator/core/outbox.h"
 #include "coordinator/core/rendezvous_store.h"
@@ -60,13 +61,15 @@ namespace zbpp::coordinator {
 /// Persistence: a new job is written to the Store before SubmitJob returns
 /// (a store error is SubmitJob's error). Everything decided afterwards —
 /// job updates, schedule versions, step summaries, validation outcomes,
-/// checkpoint records, cost snapshots, re-solve records — is queued under
-/// the mutex and written, in that order, by one StoreWriter thread, so no
-/// RPC waits on a commit and the store always holds a prefix of the decided
-/// history: a version is stored before anything that names it, a crash
-/// loses at most the queued suffix, and Recover() resumes from the last
-/// checkpoint record as before (replayed step summaries and validation
-/// outcomes are ignored).
+/// checkpoint records, cost snapshots, re-solve records — is decided by
+/// the job (job_effects.h), queued under the mutex by Apply and written, in
+/// that order, by one StoreWriter thread, so no RPC waits on a commit and
+/// the store always holds a prefix of the decided history: a version is
+/// stored before anything that names it, a crash loses at most the queued
+/// suffix, and Recover() resumes from the last checkpoint record as before
+/// (replayed step summaries and validation outcomes are ignored). The
+/// Coordinator writes only what no job decides: a new job's record, the
+/// deletion of finished jobs past the retention, and the store probe.
 ///
 /// A failing store pauses the jobs (one mechanism): while the StoreWriter
 /// retries a failed write (store_writer.h), Job::UpdateGrant grants no new
@@ -78,18 +81,26 @@ namespace zbpp::coordinator {
 /// StoreHealth() tells the daemon (gRPC health, metrics); ListSteps and a
 /// resuming SubmitJob return Unavailable meanwhile.
 ///
-/// Re-solves run outside the mutex on a copy of the measured costs (on the
-/// reporting caller's thread, or on one background thread per coordinator
-/// with `Options.resolve_on_background_thread`); the result is published
-/// under the mutex only if the job's attempt and latest version are
-/// unchanged (else it is logged as not published). Time comes from
+/// Decide, then act: every call into a Job is followed, under the same
+/// lock and before anything else, by Apply, which takes what the job
+/// decided (Job::TakeEffects) and applies it (ApplyJobEffects): store
+/// writes, Session messages, released workers and deleted rendezvous
+/// scopes, the solve request, watch events, metrics, in that order.
+///
+/// Re-solves run outside the mutex on the task's own copies of the measured
+/// costs (docs/architecture.md, Flow 2): Apply queues the task on the
+/// Resolver, which solves it on the reporting caller's thread once it let
+/// go of the mutex, or on one background thread per coordinator with
+/// `Options.resolve_on_background_thread`; the solved task goes back to its
+/// job (Job::FinishResolve), which publishes it only if its attempt and
+/// latest version are unchanged (else it is recorded as not published). Time comes from
 /// `Options.clock` (leases, timestamps); only the blocking waits of
 /// outboxes and the rendezvous store use real time.
 ///
 /// Job states change along the diagram of job_state.h only, and only in the
 /// Job (job.h, "State machine"): it checks the edge, ends the attempt
 /// (workers released, rendezvous scope deleted), stores the record and
-/// tells watchers, in that order. A change the diagram forbids would be a
+/// tells watchers, in that order, each as an effect Apply applies. A change the diagram forbids would be a
 /// bug of the core: the call that asked for it returns FailedPrecondition
 /// naming both states (CancelJob, Heartbeat, ReportStep, Recover), or logs
 /// it where no caller is the job's (assigning waiting jobs, RegisterWorker,
@@ -303,8 +314,9 @@ class Coordinator {
   /// health and `zbpp_store_*` metrics. Thread-safe; takes no core lock.
   StoreWriter::Health StoreHealth() const;
 
-  /// Waits until every re-solve queued so far for the background thread
-  /// has been published or logged (tests; returns at once without one).
+  /// Waits until every re-solve queued so far has been published or
+  /// recorded as not published (tests; without the background thread, solves
+  /// what is queued on the calling thread: Resolver::Wait).
   void WaitForResolves();
 
   // ------------------------------------------------------ For metrics
@@ -368,14 +380,18 @@ class Coordinator {
   /// 0 for an unknown worker.
   uint64_t DeviceMemoryBytes(const std::string& worker_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
-                                std::unique_ptr<ResolveTask>* resolve)
+  absl::Status ReportStepLocked(const zbpp::v1::ReportStepRequest& report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Publishes a solved re-solve if it still applies (Job::FinishResolve),
-  /// and queues its cost snapshot and record; the Resolver's `publish`. A
-  /// calibration queues its record only, and when it failed the job gives
-  /// the freed workers to waiting jobs.
+  /// The Resolver's `publish`: hands a solved task back to its job
+  /// (Job::FinishResolve: the version when it still applies, the cost
+  /// snapshot, the record) and applies what it decided; a calibration that
+  /// failed its job gives the freed workers to waiting jobs. Nothing when
+  /// the job was erased meanwhile (retention).
   void FinishResolve(ResolveTask& task) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Takes what `job` decided since the last call and applies it
+  /// (job_effects.h ApplyJobEffects): after every call into a Job, before
+  /// anything else.
+  void Apply(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// A worker lost (lease expired, or superseded): its Session closes and
   /// the attempt holding it ends (Job::AfterWorkerLost: ASSIGNING goes
   /// PENDING, RUNNING goes RECOVERING). An illegal transition's error.
@@ -399,8 +415,10 @@ class Coordinator {
   mutable absl::Mutex mu_;
   /// Every worker's state.
   std::unique_ptr<WorkerRegistry> registry_ ABSL_PT_GUARDED_BY(mu_);
-  /// What the jobs use (registry, writer, clock, observer, options).
+  /// What the jobs read (clock, store health, registry, options).
   JobContext job_context_;
+  /// Where the jobs' effects land (Apply).
+  EffectSinks sinks_;
   std::unique_ptr<JobTable> jobs_ ABSL_PT_GUARDED_BY(mu_);
   /// SubmitJob's rate (options_.max_submissions_per_second).
   SubmissionRate submission_rate_ ABSL_GUARDED_BY(mu_){options_.max_submissions_per_second,

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
-#include "api/schedule_proto.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/profile_check.h"
 #include "coordinator/core/step_report_check.h"
@@ -14,18 +13,18 @@
 namespace zbpp::coordinator {
 
 absl::Status Coordinator::ReportStep(const zbpp::v1::ReportStepRequest& report) {
-  std::unique_ptr<ResolveTask> resolve;
+  absl::Status reported;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status s = ReportStepLocked(report, &resolve); !s.ok()) return s;
+    reported = ReportStepLocked(report);
   }
-  // The solver runs without the mutex: other RPCs go on meanwhile.
-  if (resolve != nullptr) resolver_->Run(std::move(resolve));
-  return absl::OkStatus();
+  // A re-solve the step made due was queued (Apply); it is solved without
+  // the mutex: other RPCs go on meanwhile.
+  resolver_->SolveQueued();
+  return reported;
 }
 
-absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& report,
-                                           std::unique_ptr<ResolveTask>* resolve) {
+absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& report) {
   int index = 0;
   absl::StatusOr<Job*> job =
       HeldJob(report.worker_id(), report.job_id(), report.attempt(), &index);
@@ -34,15 +33,15 @@ absl::Status Coordinator::ReportStepLocked(const zbpp::v1::ReportStepRequest& re
       !fits.ok()) {
     return fits;
   }
-  absl::StatusOr<ReportOutcome> outcome = (*job)->ReportStep(report, index);
-  if (!outcome.ok()) return outcome.status();
-  if (outcome->ended) AssignWaitingJobs();  // Its workers are free.
-  *resolve = std::move(outcome->resolve);
-  return absl::OkStatus();
+  const absl::Status reported = (*job)->ReportStep(report, index);
+  Apply(**job);
+  // The report ended the job (its last step, or replicas that disagreed):
+  // its workers are free.
+  if (IsTerminal((*job)->state())) AssignWaitingJobs();
+  return reported;
 }
 
 absl::Status Coordinator::ReportProfile(const zbpp::v1::ReportProfileRequest& profile) {
-  std::unique_ptr<ResolveTask> calibration;
   {
     absl::MutexLock lock(&mu_);
     int index = 0;
@@ -55,12 +54,13 @@ absl::Status Coordinator::ReportProfile(const zbpp::v1::ReportProfileRequest& pr
         !fits.ok()) {
       return fits;
     }
-    absl::StatusOr<std::unique_ptr<ResolveTask>> task = (*job)->ReportProfile(profile, index);
-    if (!task.ok()) return task.status();
-    calibration = *std::move(task);
+    const absl::Status reported = (*job)->ReportProfile(profile, index);
+    Apply(**job);
+    if (!reported.ok()) return reported;
   }
-  // Solved without the mutex, like a re-solve; FinishResolve publishes it.
-  if (calibration != nullptr) resolver_->Run(std::move(calibration));
+  // The calibration the last profile made due is solved without the
+  // mutex, like a re-solve; FinishResolve publishes it.
+  resolver_->SolveQueued();
   return absl::OkStatus();
 }
 
@@ -91,29 +91,7 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   // Deleted meanwhile (finished, past the retention): nothing to record.
   if (job == nullptr) return;
   job->FinishResolve(task);
-  const ResolveRecord& record = task.record;
-  // A calibration's costs are its version's cost model (a snapshot keyed
-  // by the step before the attempt could meet a re-solve's of that step).
-  // A step replayed after a recovery or a restart may re-solve at a step
-  // whose snapshot is stored already: the stored one (the costs the step's
-  // first run measured) stays, as a replayed step summary's does.
-  if (!task.calibration) {
-    writer_->Enqueue(
-        [id = task.job_id, step = record.step,
-         costs = CostModelToProto(task.measured)](Store& store) {
-          return store.AddCostSnapshot(id, step, costs);
-        },
-        absl::StrCat("storing the cost snapshot of step ", record.step, " of job ",
-                     task.job_id),
-        /*ignore_already_exists=*/true);
-  }
-  writer_->Enqueue([record](Store& store) { return store.AddResolveRecord(record); },
-                   "storing a re-solve");
-  // A calibration is stored with the re-solves (its reason says so) but
-  // is no re-solve to count: its version is counted as any other.
-  if (options_.observer != nullptr && !task.calibration) {
-    options_.observer->OnResolve(task.job_id, record.published);
-  }
+  Apply(*job);
   // A calibration that fits no schedule failed the job: its workers are free.
   if (IsTerminal(job->state())) AssignWaitingJobs();
 }

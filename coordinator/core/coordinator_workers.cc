@@ -55,6 +55,7 @@ absl::StatusOr<std::shared_ptr<SessionOutbox>> Coordinator::OpenSession(
   const WorkerRecord& record = *opened->record;
   if (Job* job = record.job_id.empty() ? nullptr : jobs_->Find(record.job_id)) {
     job->ReplaySession(worker_id, record.worker_index);
+    Apply(*job);
   }
   return opened->outbox;
 }
@@ -87,7 +88,9 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     case zbpp::v1::WORKER_PHASE_PREPARING:
     case zbpp::v1::WORKER_PHASE_RUNNING:
     case zbpp::v1::WORKER_PHASE_WAITING: {
-      return job->Acknowledge(worker_id).status();
+      const absl::Status acknowledged = job->Acknowledge(worker_id).status();
+      Apply(*job);
+      return acknowledged;
     }
     default:
       return absl::OkStatus();
@@ -102,6 +105,7 @@ absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, i
   absl::Status status =
       job.AfterWorkerFailed(worker_id, rank, error, job_error,
                             options_.max_recoveries_without_progress, writer_->Healthy());
+  Apply(job);
   AssignWaitingJobs();
   return status;
 }

@@ -29,6 +29,14 @@ Job::Job(int64_t seq, zbpp::v1::Job proto, const JobContext& context,
       schedule_file_(std::move(schedule_file)),
       attempt_(job_.spec().pipeline().stages(), DataParallelOf(job_.spec().pipeline())) {
   job_.clear_schedule();
+  effects_.job_id = id();
+}
+
+JobEffects Job::TakeEffects() {
+  JobEffects taken = std::move(effects_);
+  effects_ = JobEffects();
+  effects_.job_id = id();
+  return taken;
 }
 
 std::string Job::scope() const { return attempt_.scope(id()); }
@@ -83,12 +91,12 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
     *job_.mutable_end_time() = ToTimestamp(now);
     job_.clear_assignments();
   }
-  // 4. The store, 5. the watchers.
+  // 4. The store, 5. the watchers and metrics.
   Persist();
   EmitStateChange(old, state, message);
   if (terminal) {
-    watchers_.CloseAll(absl::OkStatus());
-    if (context_.observer != nullptr) context_.observer->OnJobFinished(id());
+    effects_.close_watchers = true;
+    effects_.observations.push_back(FinishedObserved{});
   }
   return absl::OkStatus();
 }
@@ -109,14 +117,10 @@ absl::Status Job::Cancel(const std::string& message) {
                      absl::StrCat("job cancelled: ", message));
 }
 
-void Job::Persist() {
-  context_.writer->Enqueue(
-      [snapshot = job_](Store& store) { return store.UpdateJob(snapshot); },
-      absl::StrCat("storing job ", id()));
-}
+void Job::Persist() { effects_.writes.push_back(job_); }
 
 void Job::Emit(JobEvent event, bool droppable) {
-  watchers_.Emit(id(), context_.clock->Now(), std::move(event), droppable);
+  effects_.events.push_back({std::move(event), droppable});
 }
 
 void Job::EmitStateChange(zbpp::v1::JobState old_state, zbpp::v1::JobState new_state,
@@ -185,9 +189,7 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   }
   job_.set_transport(transport.transport);
   job_.set_transport_reason(std::move(transport.reason));
-  if (context_.observer != nullptr) {
-    context_.observer->OnTransport(id(), job_.transport());
-  }
+  effects_.observations.push_back(TransportObserved{job_.transport()});
   // Before the attempt holds workers, so that a version it publishes
   // reaches them after their Assignment (LaterVersionMessages).
   ValidateOverTransport();
@@ -216,9 +218,9 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   }
   const std::vector<SessionMessage> later = LaterVersionMessages();
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
-    context_.workers->Send(workers[i],
-                           attempt_.AssignmentMessage(i, job_, versions_, *context_.workers));
-    for (const SessionMessage& version : later) context_.workers->Send(workers[i], version);
+    effects_.messages.push_back(
+        {workers[i], attempt_.AssignmentMessage(i, job_, versions_, *context_.workers)});
+    for (const SessionMessage& version : later) effects_.messages.push_back({workers[i], version});
   }
   UpdateGrant();
   return status;
@@ -231,9 +233,9 @@ void Job::EndAttempt(const std::string& abort_reason) {
   command->set_job_id(id());
   command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
-  SendToWorkers(message);
-  context_.workers->Release(id());
-  context_.rendezvous->DeleteScope(scope());
+  MessageWorkers(message);
+  effects_.release_workers = true;
+  effects_.deleted_scopes.push_back(scope());
   attempt_.End();
   job_.clear_assignments();
 }
@@ -254,19 +256,19 @@ void Job::ReplaySession(const std::string& worker_id, int index) {
       workers[index] != worker_id) {
     return;
   }
-  context_.workers->Send(worker_id,
-                         attempt_.AssignmentMessage(index, job_, versions_, *context_.workers));
+  effects_.messages.push_back(
+      {worker_id, attempt_.AssignmentMessage(index, job_, versions_, *context_.workers)});
   for (SessionMessage& version : LaterVersionMessages()) {
-    context_.workers->Send(worker_id, std::move(version));
+    effects_.messages.push_back({worker_id, std::move(version)});
   }
   if (attempt_.granted() >= attempt_.start_step()) {
-    context_.workers->Send(worker_id, attempt_.GrantMessage(id()));
+    effects_.messages.push_back({worker_id, attempt_.GrantMessage(id())});
   }
 }
 
-void Job::SendToWorkers(const SessionMessage& message) {
+void Job::MessageWorkers(const SessionMessage& message) {
   for (const std::string& worker_id : attempt_.workers()) {
-    context_.workers->Send(worker_id, message);
+    effects_.messages.push_back({worker_id, message});
   }
 }
 
@@ -274,9 +276,9 @@ void Job::UpdateGrant() {
   if (!attempt_.active()) return;
   // A failing store pauses every job here; the writer's recovery grants
   // again (Coordinator::ResumeGrants).
-  if (!context_.writer->Healthy()) return;
+  if (context_.store_healthy && !context_.store_healthy()) return;
   if (attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1)) {
-    SendToWorkers(attempt_.GrantMessage(id()));
+    MessageWorkers(attempt_.GrantMessage(id()));
   }
 }
 

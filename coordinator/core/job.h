@@ -11,10 +11,10 @@
 #include "absl/status/statusor.h"
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
+#include "coordinator/core/job_effects.h"
 #include "coordinator/core/job_model.h"
 #include "coordinator/core/job_watchers.h"
 #include "coordinator/core/memory_estimate.h"
-#include "coordinator/core/outbox.h"
 #include "coordinator/core/schedule_versions.h"
 #include "coordinator/core/step_summary.h"
 #include "coordinator/core/transport_choice.h"
@@ -24,25 +24,22 @@
 
 namespace zbpp::coordinator {
 
-/// What a step report accepted by Job::ReportStep led to.
-struct ReportOutcome {
-  /// The re-solve now due, to run outside the coordinator's mutex
-  /// (resolver.h); null when none is.
-  std::unique_ptr<ResolveTask> resolve;
-  /// The report ended the job (SUCCEEDED after its last step, FAILED when
-  /// the replicas disagreed on a validation): its workers are free.
-  bool ended = false;
-};
-
 /// One job (docs/architecture.md, Flow 1): its API view (job.proto Job,
 /// persisted), its state machine (job_state.h), its schedule versions, what
 /// they are solved from (JobModel), its current attempt (JobAttempt) and
-/// its watchers. Publishing a version queues it on the store writer and on
-/// every worker's Session outbox before any grant that reaches its
+/// its watchers.
+///
+/// Decide, then act (job_effects.h): a method changes the job and nothing
+/// else. Whatever must happen outside it — store writes, Session messages,
+/// workers released, rendezvous scopes deleted, a solve request, watch
+/// events, metrics — is collected, in decision order, until TakeEffects
+/// hands it to the Coordinator, which applies it (ApplyJobEffects) before
+/// it calls anything else. Publishing a version decides its store write
+/// and its message to every worker before any grant that reaches its
 /// effective step (coordinator.h, "Versioning protocol").
 ///
 /// Thread-compatible: the Coordinator calls every method with its mutex
-/// held (the cost model and the outboxes lock themselves too).
+/// held.
 class Job {
  public:
   /// `proto` as stored (its `schedule` is dropped: views fill it), its
@@ -73,17 +70,21 @@ class Job {
   /// (job.proto JobView).
   zbpp::v1::Job View(bool full) const;
 
+  /// Everything decided since the last call (or construction), in
+  /// decision order, for the caller to apply (ApplyJobEffects); the job
+  /// holds none after it. Empty when nothing was decided.
+  JobEffects TakeEffects();
+
   // --- State machine ---
   // Every state change goes through one private path (ChangeState), in this
   // order: the edge is checked against job_state.h's diagram (an illegal
   // one is FailedPrecondition "job <id>: illegal job state transition
-  // A -> B" and changes nothing: no attempt ends, nothing is stored, no
-  // event); the attempt ends when the change ends it (its workers are sent
-  // an Abort, released in the registry, and its rendezvous scope is
-  // deleted); the record changes (state, message, start/end times,
-  // recoveries); it is stored (StoreWriter); watchers are told, and a
-  // terminal state closes them. The public transitions below are the only
-  // callers.
+  // A -> B" and changes nothing, decides nothing); the attempt ends when
+  // the change ends it (an Abort for its workers, their release in the
+  // registry, its rendezvous scope's deletion); the record changes (state,
+  // message, start/end times, recoveries); its store write, the watchers'
+  // event (and, when terminal, their closing and the metrics' OnJobFinished)
+  // are decided. The public transitions below are the only callers.
 
   /// FAILED with `why`, ending the attempt if one is active (its workers
   /// told `why`): the job cannot run. Returns FailedPrecondition
@@ -127,8 +128,9 @@ class Job {
   /// Session (Assignment, later versions, latest grant); nothing when it
   /// does not hold that index.
   void ReplaySession(const std::string& worker_id, int index);
-  /// Grants steps up to the slowest rank + lookahead; none while the store
-  /// writer is unhealthy (coordinator.h, "Persistence").
+  /// Grants steps up to the slowest rank + lookahead (a grant message to
+  /// each worker); none while the store is unhealthy
+  /// (JobContext::store_healthy; coordinator.h, "Persistence").
   void UpdateGrant();
   /// `worker_id` holds the attempt; when every worker does, ASSIGNING or
   /// RECOVERING goes RUNNING (true).
@@ -167,8 +169,8 @@ class Job {
   /// validation mode when it has none; SYNCHRONOUS instead of POST, with
   /// the reason appended to reason_detail, when the job's transport cannot
   /// run post-update validation with `schedule`: PostValidationObstacle),
-  /// queues its store write, emits it and sends it to the attempt's
-  /// workers; returns its number.
+  /// and decides its store write, its message to the attempt's workers, its
+  /// watch event and its metric; returns its number.
   int64_t PublishVersion(zbpp::v1::ScheduleVersion version,
                          const sched::Schedule& schedule);
   /// A step report of the worker at `index` of the current attempt: checks
@@ -177,21 +179,26 @@ class Job {
   /// records it: hop samples, acknowledgement (RUNNING once every worker
   /// holds the attempt), the pending step, its validation results
   /// (gathering each step every worker validated). Once every worker
-  /// reported the step, adds it to the cost model, stores its summary (and
-  /// the checkpoint record once every rank wrote one) and emits it; after
-  /// the job's last step the job SUCCEEDED; when the replicas disagreed on
-  /// a validation it FAILED (nothing after that recorded). Then grants
-  /// (UpdateGrant) and stores the record when the report changed it. A
-  /// report of a step that worker already reported (a retry whose answer
-  /// was lost, a replay) is acknowledged with no effect: nothing counted
-  /// twice, no state rewound. InvalidArgument naming the field (nothing
-  /// recorded); an illegal transition's FailedPrecondition.
-  absl::StatusOr<ReportOutcome> ReportStep(const zbpp::v1::ReportStepRequest& report,
-                                           int index);
-  /// Publishes a solved re-solve when it still applies (same attempt,
-  /// still running, no other schedule since) and a step is left to run it
-  /// (StepLeftForNewVersion), filling task.record; stores the job then.
-  /// A calibration goes to FinishCalibration.
+  /// reported the step, adds it to the cost model and decides its summary's
+  /// store write (and the checkpoint record's once every stage wrote one),
+  /// event and metric, and the re-solve now due (JobModel::MaybeResolve:
+  /// JobEffects::resolve); after the job's last step the job SUCCEEDED;
+  /// when the replicas disagreed on a validation it FAILED (nothing after
+  /// that recorded). Then grants (UpdateGrant) and stores the record when
+  /// the report changed it. A report of a step that worker already reported
+  /// (a retry whose answer was lost, a replay) is acknowledged with no
+  /// effect: nothing counted twice, no state rewound. InvalidArgument
+  /// naming the field (nothing recorded); an illegal transition's
+  /// FailedPrecondition.
+  absl::Status ReportStep(const zbpp::v1::ReportStepRequest& report, int index);
+  /// The solved `task` (resolver.h SolveResolve) of this job comes back: a
+  /// re-solve is published when it still applies (same attempt, still
+  /// running, no other schedule since) and a step is left to run it
+  /// (StepLeftForNewVersion), then the record stored; a calibration goes
+  /// to FinishCalibration. Either way fills task.record and decides, after
+  /// the version's effects, the re-solve's cost snapshot (not for a
+  /// calibration), its record (Store::AddResolveRecord) and its metric
+  /// (OnResolve; not for a calibration).
   void FinishResolve(ResolveTask& task);
 
   // --- Calibration (job_calibration.cc) ---
@@ -201,12 +208,12 @@ class Job {
   /// kept). FailedPrecondition "... has no calibration pending" when the
   /// attempt is not calibrating (calibrate: false, or its version is out).
   /// Acknowledges the worker (RUNNING once every worker holds the
-  /// attempt). Once every (stage, replica) sent its profile, returns the
-  /// task that plans the calibrated version (JobModel::Calibrate), to
-  /// solve outside the coordinator's mutex and hand to FinishResolve; null
-  /// before, and for a profile sent again while it is solved.
-  absl::StatusOr<std::unique_ptr<ResolveTask>> ReportProfile(
-      const zbpp::v1::ReportProfileRequest& profile, int index);
+  /// attempt). Once every (stage, replica) sent its profile, decides the
+  /// task that plans the calibrated version (JobModel::Calibrate;
+  /// JobEffects::resolve), to solve outside the coordinator's mutex and
+  /// hand to FinishResolve; nothing before, nor for a profile sent again
+  /// while it is solved.
+  absl::Status ReportProfile(const zbpp::v1::ReportProfileRequest& profile, int index);
   /// Version `number` of the job's schedule; null when it has none such.
   /// Every published version stays here (and in the store), whatever was
   /// published after it.
@@ -248,15 +255,16 @@ class Job {
   /// changes and watchers see RECOVERING -> RECOVERING.
   absl::Status ChangeState(zbpp::v1::JobState state, const std::string& message,
                            const std::optional<std::string>& abort_reason);
-  /// Ends the current attempt: its workers are sent an Abort with
-  /// `abort_reason`, released in the registry (WorkerRegistry::Release) and
-  /// the rendezvous scope deleted. Nothing without one.
+  /// Ends the current attempt: decides an Abort with `abort_reason` for its
+  /// workers, their release in the registry (WorkerRegistry::Release) and
+  /// the rendezvous scope's deletion. Nothing without one.
   void EndAttempt(const std::string& abort_reason);
-  /// Queues the job's record on the store writer (retried until stored):
-  /// by ChangeState, and for changes of the record that are no transition
-  /// (a waiting job's message, a new attempt of a recovering job, a
-  /// published re-solve, a step report's counters).
+  /// Decides storing the job's record as it is now: by ChangeState, and for
+  /// changes of the record that are no transition (a waiting job's message,
+  /// a new attempt of a recovering job, a published re-solve, a step
+  /// report's counters).
   void Persist();
+  /// Decides a watch event.
   void Emit(zbpp::v1::JobEvent event, bool droppable);
   /// Tells watchers of a state change (never dropped).
   void EmitStateChange(zbpp::v1::JobState old_state, zbpp::v1::JobState new_state,
@@ -264,7 +272,8 @@ class Job {
   /// "worker <id> (stage s[, replica r]) failed: <error>".
   std::string WorkerFailure(const std::string& worker_id, int index,
                             const std::string& error) const;
-  void SendToWorkers(const SessionMessage& message);
+  /// Decides `message` for every worker of the attempt (one shared copy).
+  void MessageWorkers(const SessionMessage& message);
   /// The versions after the one in force at the attempt's start step, one
   /// message each (shared by the attempt's workers).
   std::vector<SessionMessage> LaterVersionMessages() const;
@@ -293,12 +302,14 @@ class Job {
   void FinishCalibration(ResolveTask& task);
   /// ReportStep's parts: records the report (InvalidArgument naming the
   /// field, nothing recorded; an illegal transition's error), then, once
-  /// every worker reported the step, completes it and returns the re-solve
+  /// every worker reported the step, completes it, deciding the re-solve
   /// now due (JobModel::MaybeResolve); `last` is set when it was the job's
   /// last step (then nothing is due).
   absl::StatusOr<ReportEffect> AcceptReport(const zbpp::v1::ReportStepRequest& report,
                                             int index);
-  std::unique_ptr<ResolveTask> CompleteStep(PendingStep& pending, bool* last);
+  void CompleteStep(PendingStep& pending, bool* last);
+  /// FinishResolve of a re-solve (not a calibration).
+  void FinishReSolve(ResolveTask& task);
   /// CompleteStep's parts.
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);
   void RecordCheckpoint(const StepOutcome& outcome, int64_t step);
@@ -323,6 +334,8 @@ class Job {
   /// When the current attempt began (its calibration with it).
   absl::Time attempt_began_ = absl::InfinitePast();
   JobWatchers watchers_;
+  /// Decided since the last TakeEffects.
+  JobEffects effects_;
 };
 
 }  // namespace zbpp::coordinator

@@ -14,8 +14,7 @@
 
 namespace zbpp::coordinator {
 
-absl::StatusOr<std::unique_ptr<ResolveTask>> Job::ReportProfile(
-    const zbpp::v1::ReportProfileRequest& profile, int index) {
+absl::Status Job::ReportProfile(const zbpp::v1::ReportProfileRequest& profile, int index) {
   const zbpp::v1::ScheduleVersion* assigned = versions_.InForce(attempt_.start_step());
   if (!attempt_.active() || !attempt_.calibrating() || assigned == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -34,7 +33,7 @@ absl::StatusOr<std::unique_ptr<ResolveTask>> Job::ReportProfile(
   }
   std::optional<std::map<int, zbpp::v1::ReportProfileRequest>> all =
       attempt_.AddProfile(index, profile);
-  if (!all.has_value()) return nullptr;
+  if (!all.has_value()) return absl::OkStatus();
   std::map<int, MeasuredProfile> profiles;
   for (const auto& [i, each] : *all) {
     // Each was checked when it came; the schedule has not changed since.
@@ -42,15 +41,15 @@ absl::StatusOr<std::unique_ptr<ResolveTask>> Job::ReportProfile(
         MeasureProfile(each, schedule, stage_of(i), replica_of(i), replicas());
     if (m.ok()) profiles.emplace(i, *std::move(m));
   }
-  std::unique_ptr<ResolveTask> task = model_.Calibrate(
-      job_, versions_, attempt_.number(), attempt_.start_step(), profiles);
-  if (task == nullptr) {
+  effects_.resolve = model_.Calibrate(job_, versions_, attempt_.number(),
+                                      attempt_.start_step(), profiles);
+  if (effects_.resolve == nullptr) {
     // The measured problem could not be built: the attempt runs the
     // version it was assigned rather than waiting for ever.
     attempt_.EndCalibration();
     UpdateGrant();
   }
-  return task;
+  return absl::OkStatus();
 }
 
 void Job::FinishCalibration(ResolveTask& task) {

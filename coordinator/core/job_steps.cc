@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
+#include "api/schedule_proto.h"
 #include "api/time_proto.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/replica_combine.h"
@@ -36,37 +37,28 @@ int64_t Job::PublishVersion(zbpp::v1::ScheduleVersion version,
                                              "synchronous validation: ", why));
     }
   }
-  context_.writer->Enqueue(
-      [version](Store& store) { return store.AddScheduleVersion(version); },
-      absl::StrCat("storing schedule version ", version.version(), " of job ", id()));
+  effects_.writes.push_back(version);
   versions_.Add(version, schedule);
   job_.set_schedule_version(version.version());
   job_.set_validation_mode(version.validation());
-  if (context_.observer != nullptr) {
-    context_.observer->OnScheduleVersion(id(), version.version());
-  }
-  if (watchers_.empty()) {
-    watchers_.Skip();  // The event nobody watches: no copy of it.
-  } else {
-    JobEvent event;
-    *event.mutable_schedule_change() = version;
-    Emit(std::move(event), /*droppable=*/false);
-  }
+  effects_.observations.push_back(VersionObserved{version.version()});
+  // The event nobody watches is numbered, with no copy of the version.
+  JobEvent event;
+  if (!watchers_.empty()) *event.mutable_schedule_change() = version;
+  Emit(std::move(event), /*droppable=*/false);
   const int64_t number = version.version();
   if (attempt_.active()) {
     // One message for all p workers: the version is moved in, not copied.
     auto message = std::make_shared<SessionResponse>();
     *message->mutable_schedule() = std::move(version);
-    SendToWorkers(message);
+    MessageWorkers(message);
   }
   return number;
 }
 
-absl::StatusOr<ReportOutcome> Job::ReportStep(const zbpp::v1::ReportStepRequest& report,
-                                              int index) {
+absl::Status Job::ReportStep(const zbpp::v1::ReportStepRequest& report, int index) {
   absl::StatusOr<ReportEffect> effect = AcceptReport(report, index);
   if (!effect.ok()) return effect.status();
-  ReportOutcome outcome;
   absl::Status ending = absl::OkStatus();
   if (!effect->disagreement.ok()) {
     // The job failed: its attempt (and its pending steps) is gone.
@@ -74,15 +66,13 @@ absl::StatusOr<ReportOutcome> Job::ReportStep(const zbpp::v1::ReportStepRequest&
     ending = ChangeState(zbpp::v1::JOB_STATE_FAILED, why, why);
   } else if (effect->complete.has_value()) {
     bool last = false;
-    outcome.resolve = CompleteStep(*effect->complete, &last);
+    CompleteStep(*effect->complete, &last);
     if (last) ending = ChangeState(zbpp::v1::JOB_STATE_SUCCEEDED, "", "job succeeded");
   }
   UpdateGrant();
   // A transition stored the record already.
   if (effect->record_changed && !IsTerminal(state())) Persist();
-  if (!ending.ok()) return ending;
-  outcome.ended = IsTerminal(state());
-  return outcome;
+  return ending;
 }
 
 absl::StatusOr<Job::ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
@@ -133,9 +123,7 @@ bool Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
   const int64_t step = outcome.step();
   if (step <= validated_through_) return false;  // Replayed after a recovery.
   validated_through_ = step;
-  context_.writer->Enqueue(
-      [id = id(), outcome](Store& store) { return store.AddValidationOutcome(id, outcome); },
-      absl::StrCat("storing the validation outcome of step ", step, " of job ", id()));
+  effects_.writes.push_back(ValidationOutcomeWrite{id(), outcome});
   const bool rolled_back = outcome.rolled_back_stages_size() > 0;
   const bool skipped = outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
   if (rolled_back) job_.set_rollbacks_total(job_.rollbacks_total() + 1);
@@ -143,9 +131,7 @@ bool Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
   if (outcome.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED) {
     job_.set_clipped_steps_total(job_.clipped_steps_total() + 1);
   }
-  if (context_.observer != nullptr) {
-    context_.observer->OnValidation(id(), rolled_back, skipped);
-  }
+  effects_.observations.push_back(ValidationObserved{rolled_back, skipped});
   JobEvent event;
   *event.mutable_validation() = outcome;
   Emit(std::move(event), /*droppable=*/false);
@@ -225,14 +211,13 @@ void Job::RecordStep(StepOutcome& outcome, const PendingStep& pending) {
   *outcome.summary.mutable_complete_time() = ToTimestamp(context_.clock->Now());
   const zbpp::v1::StepSummary& summary = outcome.summary;
   if (outcome.param_checksum.has_value()) job_.set_param_checksum(*outcome.param_checksum);
-  context_.writer->Enqueue(
-      [id = id(), summary](Store& store) { return store.AddStepSummary(id, summary); },
-      absl::StrCat("storing the summary of step ", pending.step, " of job ", id()),
-      /*ignore_already_exists=*/true);
+  // A step replayed after a recovery or a restart is stored already: that
+  // summary stays (job_effects.cc).
+  effects_.writes.push_back(StepSummaryWrite{id(), summary});
   job_.set_steps_completed(std::max(job_.steps_completed(), pending.step + 1));
   *job_.mutable_last_step() = summary;
   if (!job_.has_first_step()) *job_.mutable_first_step() = summary;
-  if (context_.observer != nullptr) context_.observer->OnStep(id(), summary);
+  effects_.observations.push_back(StepObserved{summary});
   JobEvent event;
   *event.mutable_step() = summary;
   Emit(std::move(event), /*droppable=*/true);
@@ -256,13 +241,11 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
   checkpoint.directory = spec.checkpoint().directory();
   checkpoint.complete = true;
   checkpoint.data_parallel = replicas();
-  context_.writer->Enqueue(
-      [checkpoint](Store& store) { return store.PutCheckpoint(checkpoint); },
-      absl::StrCat("storing the checkpoint record of step ", step, " of job ", id()));
+  effects_.writes.push_back(checkpoint);
   job_.set_last_checkpoint_step(step);
 }
 
-std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last) {
+void Job::CompleteStep(PendingStep& pending, bool* last) {
   StepReports reports = model_.AddStep(job_.spec(), pending, versions_);
   StepOutcome outcome = SummarizeStep(reports);
   zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
@@ -278,15 +261,30 @@ std::unique_ptr<ResolveTask> Job::CompleteStep(PendingStep& pending, bool* last)
   // A re-solve whose result no step could run is not started (the solver's
   // time is the workers' CPU on a small machine); FinishResolve checks
   // again, as grants may reach the last step while it solves.
-  if (*last || !StepLeftForNewVersion()) return nullptr;
-  return model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
+  if (*last || !StepLeftForNewVersion()) return;
+  effects_.resolve = model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
 }
 
 void Job::FinishResolve(ResolveTask& task) {
   if (task.calibration) {
     FinishCalibration(task);
-    return;
+  } else {
+    FinishReSolve(task);
+    // The costs it decided on, by its step. A step replayed after a
+    // recovery or a restart may re-solve at a step whose snapshot is stored
+    // already: the stored one (the costs the step's first run measured)
+    // stays, as a replayed step summary's does. A calibration's costs are
+    // its version's cost model.
+    effects_.writes.push_back(
+        CostSnapshotWrite{id(), task.record.step, CostModelToProto(task.measured)});
   }
+  effects_.writes.push_back(task.record);
+  // A calibration is stored with the re-solves (its reason says so) but is
+  // no re-solve to count: its version is counted as any other.
+  if (!task.calibration) effects_.observations.push_back(ResolveObserved{task.record.published});
+}
+
+void Job::FinishReSolve(ResolveTask& task) {
   model_.EndResolve();
   if (!task.candidate.has_value()) return;
   // Publish only onto what was solved for: the same attempt, still

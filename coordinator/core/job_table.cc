@@ -118,7 +118,7 @@ absl::Status JobTable::RestoreAll(Store& store) {
       if (!listed.ok()) return listed.status();
       outcomes = *std::move(listed);
     }
-    // A changed state is stored through the writer, as every transition.
+    // A changed state is stored as every transition's is: an effect.
     if (absl::Status restored = job->Restore(outcomes); !restored.ok()) return restored;
   }
   return absl::OkStatus();

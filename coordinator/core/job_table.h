@@ -53,9 +53,10 @@ class JobTable {
   /// number of its id "job-<n>" when n is free; its schedule file from
   /// StoredState.schedule_files, held once per content), restores each job
   /// (Job::Restore, with its stored validation outcomes; a job whose state
-  /// changed is stored through the context's writer, as every transition
-  /// is). Errors of the store, ScheduleFromProto and Job::Restore; Internal
-  /// naming the job for a schedule file the store does not hold.
+  /// changed decides its store write, as every transition does, for the
+  /// caller to apply: Job::TakeEffects). Errors of the store,
+  /// ScheduleFromProto and Job::Restore; Internal naming the job for a
+  /// schedule file the store does not hold.
   absl::Status Recover(Store& store);
 
   /// Calls `visit` on every job, oldest first, until it returns false.

@@ -27,10 +27,9 @@ class JobWatchers {
   /// capacity.
   void Emit(const std::string& job_id, absl::Time now, zbpp::v1::JobEvent event,
             bool droppable);
-  /// True when nobody watches: the caller may skip building an event and
-  /// number it with Skip().
+  /// True when nobody watches: an event decided now may carry no payload
+  /// (job_effects.h WatchEvent).
   bool empty() const { return outboxes_.empty(); }
-  void Skip() { ++sequence_; }
 
   /// A new watch of `capacity` events whose first is the `snapshot` of job
   /// `job_id` at `now`; closed OK at once when `closed` (a terminal job).

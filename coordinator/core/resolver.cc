@@ -173,13 +173,32 @@ void Resolver::Solve(ResolveTask& task) {
   options_.publish(task);
 }
 
-void Resolver::Run(std::unique_ptr<ResolveTask> task) {
-  if (!thread_.joinable()) {
-    Solve(*task);
-    return;
-  }
+void Resolver::Submit(std::unique_ptr<ResolveTask> task) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(task));
+}
+
+std::unique_ptr<ResolveTask> Resolver::Next() {
+  if (queue_.empty()) return nullptr;
+  std::unique_ptr<ResolveTask> task = std::move(queue_.front());
+  queue_.pop_front();
+  ++busy_;
+  return task;
+}
+
+void Resolver::SolveQueued() {
+  if (thread_.joinable()) return;
+  while (true) {
+    std::unique_ptr<ResolveTask> task;
+    {
+      absl::MutexLock lock(&mu_);
+      task = Next();
+    }
+    if (task == nullptr) return;
+    Solve(*task);
+    absl::MutexLock lock(&mu_);
+    --busy_;
+  }
 }
 
 void Resolver::Loop() {
@@ -192,20 +211,19 @@ void Resolver::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
+      task = Next();
     }
     Solve(*task);
     absl::MutexLock lock(&mu_);
-    busy_ = false;
+    --busy_;
   }
 }
 
 void Resolver::Wait() {
+  SolveQueued();
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stop_ || (queue_.empty() && !busy_);
+    return stop_ || (queue_.empty() && busy_ == 0);
   };
   mu_.Await(absl::Condition(&idle));
 }

@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/core/job.h"
+#include "coordinator/core/job_model.h"
 
 namespace zbpp::coordinator {
 
@@ -27,8 +27,11 @@ namespace zbpp::coordinator {
 void SolveResolve(ResolveTask& task);
 
 /// Runs re-solves outside the coordinator's mutex (docs/architecture.md,
-/// Flow 2): each task is solved (SolveResolve), then handed to `publish`, on the caller's thread or,
-/// with `background`, on one thread of its own in FIFO order.
+/// Flow 2): a task a job decided (JobEffects::resolve) is queued under the
+/// mutex (Submit, which never solves), then solved (SolveResolve) and
+/// handed to `publish` in FIFO order, either on one background thread of
+/// its own or, without it, by the caller once it has let go of the mutex
+/// (SolveQueued).
 ///
 /// Thread-safe.
 class Resolver {
@@ -36,7 +39,8 @@ class Resolver {
   struct Options {
     /// Solve on one background thread instead of the caller's.
     bool background = false;
-    /// Publishes or logs a solved task; takes the locks it needs.
+    /// Hands a solved task back to its job (Coordinator::FinishResolve);
+    /// takes the locks it needs.
     std::function<void(ResolveTask&)> publish;
     /// Called with the job id after solving, before `publish` (tests).
     std::function<void(const std::string&)> before_publish;
@@ -46,22 +50,28 @@ class Resolver {
   /// Stops the background thread; queued tasks are dropped.
   ~Resolver();
 
-  /// Solves and publishes `task`: before returning, or queued for the
-  /// background thread.
-  void Run(std::unique_ptr<ResolveTask> task) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Queues `task`; cheap, so it may be called under the caller's lock.
+  void Submit(std::unique_ptr<ResolveTask> task) ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// Waits until every task queued so far has been published (at once
-  /// without a background thread).
+  /// Without a background thread: solves and publishes every queued task on
+  /// the calling thread, which must not hold a lock `publish` takes. With
+  /// one: nothing (its thread does).
+  void SolveQueued() ABSL_LOCKS_EXCLUDED(mu_);
+
+  /// Waits until every task queued so far has been published (without a
+  /// background thread: solves them first, as SolveQueued).
   void Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Solve(ResolveTask& task);
+  /// The oldest queued task, marked busy; null when none.
+  std::unique_ptr<ResolveTask> Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   absl::Mutex mu_;
   std::deque<std::unique_ptr<ResolveTask>> queue_ ABSL_GUARDED_BY(mu_);
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;  ///< Tasks being solved.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  ///< Joinable only with `background`.
 };

@@ -2,7 +2,8 @@
 // in-memory SQLite store, fake workers calling the core: no gRPC, no
 // sleeps): a straggler's shorter schedule published to every worker at one
 // step, re-solves and validation-mode switches that must not be published,
-// the background re-solve thread, and the measured T_comm in the cost model.
+// the background re-solve thread, a re-solve that outlives its job, and the
+// measured T_comm in the cost model.
 
 #include "coordinator/core/coordinator.h"
 
@@ -346,6 +347,69 @@ TEST_F(CoordinatorTest, BackgroundResolveLetsReportStepReturnFirst) {
       EXPECT_EQ(w.version_of_step.at(step),
                 workers[0].version_of_step.at(step));
     }
+  }
+}
+
+// The retention/re-solve race: job B's re-solve waits in the resolver's
+// queue (behind job A's, held in the hook) while B is cancelled and erased
+// by the retention. The queued task owns what it solves with (its copies
+// and a share of the policy), so it is solved after B is gone and its
+// result, finding no job, is dropped: nothing stored for B, nothing
+// published to anyone. (Under AddressSanitizer a task pointing into the
+// erased job fails here as a heap use-after-free.)
+TEST_F(CoordinatorTest, AReSolveQueuedForAJobErasedMeanwhileTouchesNothingOfIt) {
+  background_resolves_ = true;
+  retained_finished_jobs_ = 1;
+  Start(":memory:");
+  const v1::JobSpec spec = Uncalibrated(TestSpec(2, 4, "zb-1p", 20, 2));
+  const sched::Problem truth = TrueCosts(spec, 1, 1.5);
+  const std::string a = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers_a = {AddWorker(0), AddWorker(1)};
+  const std::string b = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers_b = {AddWorker(2), AddWorker(3)};
+  for (int round = 0; round < 2; ++round) {
+    HeartbeatAll(workers_a);
+    HeartbeatAll(workers_b);
+  }
+  ASSERT_EQ(coordinator_->GetJob(b, {})->state(), v1::JOB_STATE_RUNNING);
+  absl::Notification a_solved;
+  absl::Notification release;
+  std::atomic<int> b_solved{0};
+  std::atomic<bool> b_gone_when_solved{false};
+  resolve_hook_ = [&](const std::string& id) {
+    if (id == b) {
+      ++b_solved;
+      b_gone_when_solved = absl::IsNotFound(coordinator_->GetJob(b, {}).status());
+    } else if (!a_solved.HasBeenNotified()) {
+      a_solved.Notify();
+      release.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+  };
+  RunSteps(workers_a, truth, 1);  // A's window ends: its re-solve holds the thread.
+  ASSERT_TRUE(a_solved.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  RunSteps(workers_b, truth, 1);  // B's is queued behind it.
+  ASSERT_TRUE(coordinator_->CancelJob(b, "").ok());
+  // A newer finished job, then the retention (one kept, never the newest):
+  // B goes.
+  const std::string c = coordinator_->SubmitJob(spec)->id();
+  ASSERT_TRUE(coordinator_->CancelJob(c, "").ok());
+  coordinator_->Tick();
+  ASSERT_TRUE(absl::IsNotFound(coordinator_->GetJob(b, {}).status()));
+
+  release.Notify();
+  coordinator_->WaitForResolves();
+  EXPECT_EQ(b_solved.load(), 1);
+  EXPECT_TRUE(b_gone_when_solved.load());
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  const auto b_records = store_->ListResolveRecords(b);
+  EXPECT_TRUE(!b_records.ok() || b_records->empty());
+  const auto b_costs = store_->ListCostSnapshots(b);
+  EXPECT_TRUE(!b_costs.ok() || b_costs->empty());
+  // A's re-solve was recorded as ever; B's workers heard of no version 2.
+  EXPECT_EQ(store_->ListResolveRecords(a)->size(), 1u);
+  for (FakeWorker& w : workers_b) {
+    w.Drain();
+    for (const v1::ScheduleVersion& v : w.versions) EXPECT_EQ(v.version(), 1);
   }
 }
 

@@ -86,6 +86,7 @@ TEST_F(JobCalibrationTest, GrantsWaitForTheLastProfileThenTheCalibratedVersionRu
   // Neither a grant update nor a replayed Session grants a step meanwhile.
   job->UpdateGrant();
   job->ReplaySession(workers[3].id, 3);
+  Apply(*job);
   std::vector<SessionMessage> replayed;
   ASSERT_TRUE(workers[3].outbox->Pop(absl::InfinitePast(), &replayed).ok());
   ASSERT_EQ(replayed.size(), 1u);
@@ -270,22 +271,23 @@ TEST_F(JobCalibrationTest, EveryRefusalNamesItsFieldAndKeepsNothing) {
   for (const auto& [mutate, message] : cases) {
     v1::ReportProfileRequest bad = good1;
     mutate(bad);
-    absl::StatusOr<std::unique_ptr<ResolveTask>> refused = job->ReportProfile(bad, 1);
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << message;
-    EXPECT_THAT(std::string(refused.status().message()), StartsWith(message));
+    const absl::Status refused = job->ReportProfile(bad, 1);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(refused.message()), StartsWith(message));
+    EXPECT_TRUE(job->TakeEffects().empty()) << message;
   }
   // None of those counted as stage 1's profile: stage 0's alone completes
   // nothing, and both together do.
-  absl::StatusOr<std::unique_ptr<ResolveTask>> first = job->ReportProfile(good0, 0);
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(*first, nullptr);
+  const absl::Status first = job->ReportProfile(good0, 0);
+  ASSERT_TRUE(first.ok()) << first;
+  EXPECT_EQ(job->TakeEffects().resolve, nullptr);
   EXPECT_TRUE(job->attempt().calibrating());
   ASSERT_TRUE(SendProfile(*job, good1, 1));
   EXPECT_FALSE(job->attempt().calibrating());
   // Once calibrated, another profile finds nothing pending.
-  absl::StatusOr<std::unique_ptr<ResolveTask>> late = job->ReportProfile(good1, 1);
-  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(late.status().message()), HasSubstr("no calibration pending"));
+  const absl::Status late = job->ReportProfile(good1, 1);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(late.message()), HasSubstr("no calibration pending"));
 }
 
 TEST_F(JobCalibrationTest, WithoutCalibrationAProfileFindsNothingPending) {
@@ -300,8 +302,7 @@ TEST_F(JobCalibrationTest, WithoutCalibrationAProfileFindsNothingPending) {
   unasked.set_worker_id(workers[0].id);
   unasked.set_stage(0);
   unasked.set_repetitions(1);
-  EXPECT_EQ(job->ReportProfile(unasked, 0).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(job->ReportProfile(unasked, 0).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(JobCalibrationTest, ARecoveryAttemptCalibratesAgain) {
@@ -311,6 +312,7 @@ TEST_F(JobCalibrationTest, ARecoveryAttemptCalibratesAgain) {
   ProfileAll(*job, workers);
   ASSERT_EQ(job->proto().schedule_version(), 2);
   ASSERT_TRUE(job->AfterWorkerLost("worker lost").ok());
+  Apply(*job);
   ASSERT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
   std::vector<FakeWorker> fresh = AddWorkers(2);
   ASSERT_TRUE(StartAttempt(*job, fresh).ok());

@@ -51,10 +51,19 @@ JobHarness::JobHarness() {
   registry_ = *WorkerRegistry::Create({.clock = &clock_});
   rendezvous_ = *RendezvousStore::Create({});
   context_.clock = &clock_;
-  context_.writer = writer_.get();
+  context_.store_healthy = [this] { return writer_->Healthy(); };
   context_.workers = registry_.get();
-  context_.observer = &observer_;
-  context_.rendezvous = rendezvous_.get();
+  sinks_ = {&clock_, writer_.get(), registry_.get(), rendezvous_.get(), &observer_,
+            [this](std::unique_ptr<ResolveTask> task) { solves_.push_back(std::move(task)); }};
+}
+
+void JobHarness::Apply(Job& job) { ApplyJobEffects(job.TakeEffects(), job.watchers(), sinks_); }
+
+std::unique_ptr<ResolveTask> JobHarness::TakeSolve() {
+  if (solves_.empty()) return nullptr;
+  std::unique_ptr<ResolveTask> task = std::move(solves_.front());
+  solves_.erase(solves_.begin());
+  return task;
 }
 
 std::unique_ptr<Job> JobHarness::NewJob(const v1::JobSpec& spec, int64_t seq) {
@@ -87,13 +96,17 @@ std::vector<FakeWorker> JobHarness::AddWorkers(int n) {
 }
 
 absl::Status JobHarness::StartAttempt(Job& job, std::vector<FakeWorker>& workers) {
-  if (absl::Status prepared = job.Prepare(); !prepared.ok()) return prepared;
+  const absl::Status prepared = job.Prepare();
+  Apply(job);
+  if (!prepared.ok()) return prepared;
   for (const FakeWorker& w : workers) registry_->ConfirmIdle(w.id);
   absl::StatusOr<std::vector<std::string>> taken =
       registry_->Assign(job.id(), static_cast<int>(workers.size()));
   if (!taken.ok()) return taken.status();
-  return job.BeginAttempt(*std::move(taken),
-                          {v1::TRANSPORT_GLOO, "gloo: as the job spec asks"});
+  const absl::Status begun =
+      job.BeginAttempt(*std::move(taken), {v1::TRANSPORT_GLOO, "gloo: as the job spec asks"});
+  Apply(job);
+  return begun;
 }
 
 void JobHarness::AcknowledgeAll(Job& job, std::vector<FakeWorker>& workers) {
@@ -101,6 +114,7 @@ void JobHarness::AcknowledgeAll(Job& job, std::vector<FakeWorker>& workers) {
     w.Drain();
     if (!w.assignment.has_value()) continue;
     absl::StatusOr<bool> running = job.Acknowledge(w.id);
+    Apply(job);
     EXPECT_TRUE(running.ok()) << running.status();
   }
 }
@@ -139,15 +153,17 @@ void JobHarness::Spawn(int n, const std::function<void(int)>& body) {
 }
 
 bool JobHarness::SendProfile(Job& job, const v1::ReportProfileRequest& profile, int index) {
-  absl::StatusOr<std::unique_ptr<ResolveTask>> task = job.ReportProfile(profile, index);
-  if (!task.ok()) {
-    ADD_FAILURE() << "worker " << profile.worker_id() << " profile: " << task.status();
+  const absl::Status reported = job.ReportProfile(profile, index);
+  Apply(job);
+  if (!reported.ok()) {
+    ADD_FAILURE() << "worker " << profile.worker_id() << " profile: " << reported;
     return false;
   }
-  if (*task != nullptr) {
+  if (std::unique_ptr<ResolveTask> task = TakeSolve()) {
     // Solved under the mutex here: the harness has no resolver thread.
-    SolveResolve(**task);
-    job.FinishResolve(**task);
+    SolveResolve(*task);
+    job.FinishResolve(*task);
+    Apply(job);
   }
   return true;
 }
@@ -172,15 +188,17 @@ void JobHarness::RunWorker(Job& job, FakeWorker& worker, const sched::Problem& t
     while (worker.next_step <= worker.granted) {
       const v1::ReportStepRequest report = worker.Report(worker.next_step, truth);
       absl::MutexLock lock(&mu_);
-      absl::StatusOr<ReportOutcome> outcome = job.ReportStep(report, index);
-      if (!outcome.ok()) {
+      const absl::Status reported = job.ReportStep(report, index);
+      Apply(job);
+      if (!reported.ok()) {
         ADD_FAILURE() << "worker " << worker.id << " step " << worker.next_step << ": "
-                      << outcome.status();
+                      << reported;
         return;
       }
-      if (outcome->resolve != nullptr) {
-        resolve_steps_.push_back(outcome->resolve->record.step);
-        job.FinishResolve(*outcome->resolve);
+      if (std::unique_ptr<ResolveTask> task = TakeSolve()) {
+        resolve_steps_.push_back(task->record.step);
+        job.FinishResolve(*task);
+        Apply(job);
       }
       ++worker.next_step;
     }

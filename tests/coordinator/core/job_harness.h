@@ -2,12 +2,13 @@
 #define ZBPP_TESTS_COORDINATOR_CORE_JOB_HARNESS_H_
 
 // A Job (coordinator/core/job.h) and its parts driven directly, without the
-// Coordinator or gRPC: the JobContext of a fake coordinator (a FakeClock, an
-// in-memory SQLite store behind a FaultyStore and a StoreWriter, a
-// WorkerRegistry holding the workers' Sessions, a RendezvousStore and an
-// observer that records what it is told), fake workers (fake_worker.h) and
-// Spawn, which runs one thread per worker the way Gloo's tests
-// (test/base_test.h, BaseTest::spawn) run one per rank.
+// Coordinator or gRPC: the JobContext and EffectSinks of a fake coordinator
+// (a FakeClock, an in-memory SQLite store behind a FaultyStore and a
+// StoreWriter, a WorkerRegistry holding the workers' Sessions, a
+// RendezvousStore, an observer that records what it is told and a queue of
+// solve requests), fake workers (fake_worker.h) and Spawn, which runs one
+// thread per worker the way Gloo's tests (test/base_test.h, BaseTest::spawn)
+// run one per rank.
 
 #include <cstdint>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "coordinator/core/coordinator_observer.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/job_context.h"
+#include "coordinator/core/job_effects.h"
 #include "coordinator/core/rendezvous_store.h"
 #include "coordinator/core/store_writer.h"
 #include "coordinator/core/worker_registry.h"
@@ -61,6 +63,12 @@ class JobHarness : public ::testing::Test {
 
   /// Job "job-<seq>" of `spec` in PENDING, stored as SubmitJob stores it.
   std::unique_ptr<Job> NewJob(const v1::JobSpec& spec, int64_t seq = 1);
+  /// What Coordinator::Apply does after each call into a job: applies what
+  /// it decided (ApplyJobEffects) to this context's sinks; a solve request
+  /// lands in `solves_`.
+  void Apply(Job& job);
+  /// The oldest solve request Apply queued; null when none.
+  std::unique_ptr<ResolveTask> TakeSolve();
   /// Registers `n` more workers (each at an address of its own) with open
   /// Sessions, in registration order.
   std::vector<FakeWorker> AddWorkers(int n);
@@ -72,9 +80,9 @@ class JobHarness : public ::testing::Test {
   /// Each worker applies its messages and acknowledges the attempt it
   /// holds, as its heartbeat would: the job goes RUNNING.
   void AcknowledgeAll(Job& job, std::vector<FakeWorker>& workers);
-  /// Job::ReportProfile of `profile` from worker index `index`; the
-  /// calibration it completes is solved (SolveResolve) and published
-  /// (Job::FinishResolve) at once. A refusal fails the test: false.
+  /// Job::ReportProfile of `profile` from worker index `index`, applied;
+  /// the calibration it completes is solved (SolveResolve) and published
+  /// (Job::FinishResolve, applied) at once. A refusal fails the test: false.
   bool SendProfile(Job& job, const v1::ReportProfileRequest& profile, int index);
   /// The job that worker `worker_id` is assigned to in the registry; empty
   /// when it is free.
@@ -110,6 +118,9 @@ class JobHarness : public ::testing::Test {
   std::unique_ptr<RendezvousStore> rendezvous_;
   RecordingObserver observer_;
   JobContext context_;
+  EffectSinks sinks_;
+  /// Solve requests applied and not taken yet (TakeSolve), oldest first.
+  std::vector<std::unique_ptr<ResolveTask>> solves_;
 
  private:
   int registered_ = 0;  ///< Workers added so far.

@@ -61,6 +61,7 @@ TEST_F(JobTest, EachTransitionStoresTheRecordAndTellsWatchers) {
   EXPECT_EQ(StoredState(*job), v1::JOB_STATE_RUNNING);
 
   ASSERT_TRUE(job->AfterWorkerLost("worker lost").ok());
+  Apply(*job);
   EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
   EXPECT_EQ(job->proto().state_message(), "worker lost");
   EXPECT_EQ(job->proto().recoveries_total(), 1);
@@ -86,6 +87,7 @@ TEST_F(JobTest, RefusedSecondAttemptLeavesTheFirstHoldingItsWorkers) {
 
   const absl::Status refused =
       job->BeginAttempt({others[0].id, others[1].id}, {v1::TRANSPORT_GLOO, ""});
+  EXPECT_TRUE(job->TakeEffects().empty());
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.message(), HasSubstr("job job-1: an attempt begins only while the job "
                                            "waits for workers, not while RUNNING"));
@@ -106,6 +108,7 @@ TEST_F(JobTest, TerminalJobRefusesEveryTransitionAndChangesNothing) {
   std::vector<FakeWorker> workers;
   std::unique_ptr<Job> job = RunningJob(TestSpec(/*stages=*/2), &workers);
   ASSERT_TRUE(job->Cancel("enough").ok());
+  Apply(*job);
   const int64_t stored = StoredJobUpdates();
   const std::vector<std::string> observed = observer_.calls();
   const v1::Job record = job->proto();
@@ -122,6 +125,7 @@ TEST_F(JobTest, TerminalJobRefusesEveryTransitionAndChangesNothing) {
   EXPECT_EQ(job_error.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(job_error.message(), HasSubstr("CANCELLED -> FAILED"));
   EXPECT_TRUE(job->AfterWorkerLost("gone").ok());  // No attempt: nothing to do.
+  EXPECT_TRUE(job->TakeEffects().empty());
 
   EXPECT_EQ(job->proto().SerializeAsString(), record.SerializeAsString());
   EXPECT_EQ(StoredJobUpdates(), stored);
@@ -144,6 +148,7 @@ TEST_F(JobTest, CancelEndsTheAttemptReleasingItsWorkersAndScope) {
   std::shared_ptr<WatchOutbox> watch = job->Watch(16);
 
   ASSERT_TRUE(job->Cancel("enough").ok());
+  Apply(*job);
   EXPECT_EQ(job->state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(job->proto().state_message(), "enough");
   EXPECT_TRUE(job->proto().has_end_time());
@@ -170,6 +175,7 @@ TEST_F(JobTest, LostWorkerWhileAssigningSendsTheJobBackToWaiting) {
   std::vector<FakeWorker> workers = AddWorkers(2);
   ASSERT_TRUE(StartAttempt(*job, workers).ok());
   ASSERT_TRUE(job->AfterWorkerLost("worker-2 lost: no heartbeat for 5s").ok());
+  Apply(*job);
   EXPECT_EQ(job->state(), v1::JOB_STATE_PENDING);
   EXPECT_EQ(job->proto().state_message(), "worker-2 lost: no heartbeat for 5s");
   EXPECT_EQ(job->proto().recoveries_total(), 0);
@@ -192,8 +198,11 @@ TEST_F(JobTest, WorkerFailuresWithoutProgressFailTheJob) {
   std::unique_ptr<Job> job = RunningJob(TestSpec(/*stages=*/2), &workers);
   std::shared_ptr<WatchOutbox> watch = job->Watch(64);
   auto fail = [&](int index, bool count) {
-    return job->AfterWorkerFailed(workers[index].id, index, "out of memory",
-                                  /*job_error=*/false, /*max_recoveries=*/2, count);
+    const absl::Status status =
+        job->AfterWorkerFailed(workers[index].id, index, "out of memory",
+                               /*job_error=*/false, /*max_recoveries=*/2, count);
+    Apply(*job);
+    return status;
   };
   ASSERT_TRUE(fail(0, true).ok());
   EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
@@ -231,6 +240,7 @@ TEST_F(JobTest, JobErrorFailsTheJobNamingTheWorkersStageAndReplica) {
   ASSERT_TRUE(job->AfterWorkerFailed(workers[3].id, 3, "no corpus at /no/such",
                                      /*job_error=*/true, 3, true)
                   .ok());
+  Apply(*job);
   EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(job->proto().state_message(),
             "worker " + workers[3].id + " (stage 1, replica 1) failed: no corpus at /no/such");
@@ -242,6 +252,7 @@ TEST_F(JobTest, FailBeforeAnyAttemptIsAnErrorThatEndsTheJob) {
   std::unique_ptr<Job> job = NewJob(TestSpec());
   std::shared_ptr<WatchOutbox> watch = job->Watch(16);
   const absl::Status failed = job->Fail("no corpus");
+  Apply(*job);
   EXPECT_EQ(failed.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(failed.message(), "job job-1 failed: no corpus");
   EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);

@@ -81,12 +81,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
 // ------------------------------------------------------------- helpers
 
 PlaceOfWorker Coordinator::Places() const {
-  return [this](const std::string& job_id, int rank)
+  return [this](const std::string& job_id, int index)
              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<WorkerPlace> {
     const Job* job = jobs_->Find(job_id);
     if (job == nullptr) return std::nullopt;
     return WorkerPlace{job->state() == zbpp::v1::JOB_STATE_RUNNING,
-                       job->stage_of(rank), job->replica_of(rank)};
+                       job->stage_of(index), job->replica_of(index)};
   };
 }
 
@@ -120,10 +120,10 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   const absl::Status prepared = job.Prepare();
   Apply(job);
   if (!prepared.ok()) return prepared;
-  // Every rank must fit its worker's reported memory (memory_estimate.h).
-  const std::vector<RankMemoryEstimate> estimate = job.EstimateMemory();
+  // Every stage must fit its worker's reported memory (memory_estimate.h).
+  const std::vector<StageMemoryEstimate> estimate = job.EstimateMemory();
   std::vector<double> needs;
-  for (const RankMemoryEstimate& rank : estimate) needs.push_back(rank.total_bytes());
+  for (const StageMemoryEstimate& stage : estimate) needs.push_back(stage.total_bytes());
   // A job over NCCL takes only workers that can carry it (a GPU of its
   // own each), so an idle CPU worker registered first is passed over and
   // the job waits for suitable ones instead of failing on it. The
@@ -139,7 +139,7 @@ absl::Status Coordinator::StartAttempt(Job& job) {
     return chosen.status();
   }
   absl::StatusOr<TransportChoice> transport =
-      ChooseTransport(requested, RankWorkers(*chosen, job.stages()));
+      ChooseTransport(requested, PlacedWorkers(*chosen, job.stages()));
   if (!transport.ok()) {
     const absl::Status waiting = absl::ResourceExhaustedError(transport.status().message());
     job.NoteWaiting(waiting, estimate);
@@ -158,9 +158,9 @@ absl::Status Coordinator::StartAttempt(Job& job) {
   return begun;
 }
 
-std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>& worker_ids,
+std::vector<PlacedWorker> Coordinator::PlacedWorkers(const std::vector<std::string>& worker_ids,
                                                  int stages) const {
-  std::vector<RankWorker> workers;
+  std::vector<PlacedWorker> workers;
   for (int i = 0; i < static_cast<int>(worker_ids.size()); ++i) {
     workers.push_back({worker_ids[i], StageOfWorker(i, stages), ReplicaOfWorker(i, stages),
                        registry_->Description(worker_ids[i])});
@@ -170,7 +170,7 @@ std::vector<RankWorker> Coordinator::RankWorkers(const std::vector<std::string>&
 
 WorkerRegistry::WorkerFilter Coordinator::WorkerFilterFor(zbpp::v1::Transport transport) {
   if (transport != zbpp::v1::TRANSPORT_NCCL) return {};
-  return {JoinsNcclRanks, "a GPU of its own (transport: nccl)"};
+  return {JoinsNcclWorkers, "a GPU of its own (transport: nccl)"};
 }
 
 absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
@@ -194,7 +194,7 @@ absl::Status Coordinator::CheckTransportAtSubmission(const zbpp::v1::JobSpec& sp
   absl::StatusOr<std::vector<std::string>> chosen =
       registry_->Preview("submitted job", needed, needs);
   if (!chosen.ok()) return absl::OkStatus();  // It would wait; checked when assigned.
-  return ChooseTransport(spec.transport(), RankWorkers(*chosen, stages)).status();
+  return ChooseTransport(spec.transport(), PlacedWorkers(*chosen, stages)).status();
 }
 
 void Coordinator::AssignWaitingJobs() {
@@ -315,7 +315,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
     // NCCL's workers are checked at submission when they are known; which
     // ones depends on each stage's memory under version 1's schedule.
     std::vector<double> needs;
-    for (const RankMemoryEstimate& stage : plan->memory) needs.push_back(stage.total_bytes());
+    for (const StageMemoryEstimate& stage : plan->memory) needs.push_back(stage.total_bytes());
     if (absl::Status carried = CheckTransportAtSubmission(spec, needs); !carried.ok()) {
       return carried;
     }

@@ -33,7 +33,7 @@ namespace zbpp::coordinator {
 
 /// The coordinator's core (docs/architecture.md): jobs and their state
 /// machine, worker membership and Session outboxes, assignment of workers to
-/// pipeline ranks and data-parallel replicas (p × d workers per job),
+/// stages and data-parallel replicas (p × d workers per job),
 /// versioned schedules with step grants, step reports
 /// (cost model, step summaries, validation outcomes), adaptive re-solve,
 /// lease expiry and recovery from the Store. No gRPC types: the services in
@@ -49,7 +49,7 @@ namespace zbpp::coordinator {
 ///
 /// Versioning protocol (worker.proto StepGrant, schedule.proto
 /// ScheduleVersion): a job's attempt is granted steps up to
-/// min-over-ranks(last completed step) + `grant_lookahead_steps`; a new
+/// min-over-workers(last completed step) + `grant_lookahead_steps`; a new
 /// version takes effect one step after the highest grant already sent, and
 /// is queued on every worker's outbox before any grant that reaches it, so
 /// every worker switches at the same step. Once the job's last step is
@@ -237,7 +237,7 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   /// A heartbeat: renews the lease and records the worker's phase; when
-  /// every rank of an assigning (or recovering) job reports its attempt,
+  /// every worker of an assigning (or recovering) job reports its attempt,
   /// the job becomes RUNNING. Its error is kept (and put in the job's
   /// state message) cut to kMaxHeartbeatErrorBytes. NotFound for an unknown
   /// or lost worker.
@@ -344,16 +344,16 @@ class Coordinator {
   /// why: suitable workers may come); FailedPrecondition when the job
   /// cannot run (it is then FAILED, nothing taken).
   absl::Status StartAttempt(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Which workers may run a job over `transport` (JoinsNcclRanks for
+  /// Which workers may run a job over `transport` (JoinsNcclWorkers for
   /// NCCL; every worker otherwise). Pure.
   static WorkerRegistry::WorkerFilter WorkerFilterFor(zbpp::v1::Transport transport);
   /// The workers `worker_ids` (by worker index) of a job of `stages`
-  /// pipeline ranks, with their descriptions, for ChooseTransport.
-  std::vector<RankWorker> RankWorkers(const std::vector<std::string>& worker_ids,
+  /// stages, with their descriptions, for ChooseTransport.
+  std::vector<PlacedWorker> PlacedWorkers(const std::vector<std::string>& worker_ids,
                                       int stages) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// SubmitJob's check of `spec.transport` when the workers that would run
   /// it are known (no job waits before it, enough are free; `needs` is each
-  /// rank's memory): OK when free workers can carry it; else
+  /// stage's memory): OK when free workers can carry it; else
   /// ChooseTransport's InvalidArgument for the free workers it would take
   /// regardless of transport, else OK.
   absl::Status CheckTransportAtSubmission(const zbpp::v1::JobSpec& spec,
@@ -362,11 +362,11 @@ class Coordinator {
   /// The store recovered: grants to every job with workers again (called
   /// on the StoreWriter's thread).
   void ResumeGrants() ABSL_LOCKS_EXCLUDED(mu_);
-  /// A FAILED heartbeat of the worker at `rank` of the job's attempt
+  /// A FAILED heartbeat of the worker at worker index `index` of the job's attempt
   /// (Job::AfterWorkerFailed: FAILED for a job error or while ASSIGNING,
   /// else RECOVERING), then gives the freed workers to waiting jobs. An
   /// illegal transition's error.
-  absl::Status WorkerFailed(Job& job, const std::string& worker_id, int rank,
+  absl::Status WorkerFailed(Job& job, const std::string& worker_id, int index,
                             const std::string& error, bool job_error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The job whose attempt `attempt` worker `worker_id` holds, with the

@@ -41,7 +41,7 @@ absl::Status CheckCoordinatorOptions(const CoordinatorOptions& options) {
   }
   if (options.grant_lookahead_steps < 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("grant_lookahead_steps must be >= 2 (1 would hold every rank at "
+        absl::StrCat("grant_lookahead_steps must be >= 2 (1 would hold every worker at "
                      "each step boundary), got ",
                      options.grant_lookahead_steps));
   }

@@ -44,8 +44,8 @@ struct CoordinatorOptions {
   double lost_worker_retention_seconds = 600.0;
 
   // --- Steps ---
-  /// Steps granted beyond the slowest rank's last completed step; >= 2:
-  /// with 1, no rank could start step k+1 before every rank reported step
+  /// Steps granted beyond the slowest worker's last completed step; >= 2:
+  /// with 1, no worker could start step k+1 before every worker reported step
   /// k — a barrier between steps, the one post-update validation removes.
   int64_t grant_lookahead_steps = 2;
   /// A job whose workers keep failing (a FAILED heartbeat) this many times

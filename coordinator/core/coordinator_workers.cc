@@ -97,13 +97,13 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   }
 }
 
-absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, int rank,
+absl::Status Coordinator::WorkerFailed(Job& job, const std::string& worker_id, int index,
                                        const std::string& error, bool job_error) {
   // While the store fails no step is granted (coordinator.h,
   // "Persistence"): a worker that gave up waiting for a grant then says
   // nothing about the job, so the failure does not count.
   absl::Status status =
-      job.AfterWorkerFailed(worker_id, rank, error, job_error,
+      job.AfterWorkerFailed(worker_id, index, error, job_error,
                             options_.max_recoveries_without_progress, writer_->Healthy());
   Apply(job);
   AssignWaitingJobs();

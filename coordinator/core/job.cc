@@ -156,14 +156,14 @@ absl::Status Job::Prepare() {
   return absl::OkStatus();
 }
 
-std::vector<RankMemoryEstimate> Job::EstimateMemory() const {
+std::vector<StageMemoryEstimate> Job::EstimateMemory() const {
   const zbpp::v1::ScheduleVersion* first = versions_.InForce(attempt_.start_step());
   if (first == nullptr) return {};
-  return EstimateRankMemory(job_.spec(), *first);
+  return EstimateStageMemory(job_.spec(), *first);
 }
 
 void Job::NoteWaiting(const absl::Status& refused,
-                      const std::vector<RankMemoryEstimate>& estimate) {
+                      const std::vector<StageMemoryEstimate>& estimate) {
   // A job that fits no free worker waits, saying why, rather than having
   // its workers fail to allocate.
   if (!absl::IsResourceExhausted(refused) || estimate.empty()) return;
@@ -172,7 +172,7 @@ void Job::NoteWaiting(const absl::Status& refused,
       [](const auto& a, const auto& b) { return a.total_bytes() < b.total_bytes(); });
   std::string waiting = absl::StrCat(
       "waiting for workers: ", refused.message(), "; ",
-      DescribeRankMemory(static_cast<int>(largest - estimate.begin()), *largest));
+      DescribeStageMemory(static_cast<int>(largest - estimate.begin()), *largest));
   if (job_.state_message() != waiting) {
     job_.set_state_message(std::move(waiting));
     Persist();

@@ -53,7 +53,7 @@ class Job {
   const std::string& id() const { return job_.id(); }
   const zbpp::v1::Job& proto() const { return job_; }
   zbpp::v1::JobState state() const { return job_.state(); }
-  /// p, d, and the pipeline rank and replica of a worker index.
+  /// p, d, and the stage and replica of a worker index.
   int stages() const { return attempt_.stages(); }
   int replicas() const { return attempt_.replicas(); }
   int stage_of(int index) const { return attempt_.stage_of(index); }
@@ -110,13 +110,13 @@ class Job {
   /// the start step after the last checkpoint and publishes version 1 when
   /// there is none. Fail()'s FailedPrecondition when the job cannot run.
   absl::Status Prepare();
-  /// Each rank's memory under the version in force at the start step
+  /// Each stage's memory under the version in force at the start step
   /// (memory_estimate.h); empty without one.
-  std::vector<RankMemoryEstimate> EstimateMemory() const;
+  std::vector<StageMemoryEstimate> EstimateMemory() const;
   /// The registry refused the workers with `refused`: a ResourceExhausted
-  /// with an `estimate` puts the largest rank's needs in the state message.
+  /// with an `estimate` puts the largest stage's needs in the state message.
   void NoteWaiting(const absl::Status& refused,
-                   const std::vector<RankMemoryEstimate>& estimate);
+                   const std::vector<StageMemoryEstimate>& estimate);
   /// Starts the next attempt on `worker_ids` (by worker index) over
   /// `transport` (ChooseTransport for those workers; the job's transport
   /// and reason, and every Assignment's): PENDING goes ASSIGNING; each
@@ -128,7 +128,7 @@ class Job {
   /// Session (Assignment, later versions, latest grant); nothing when it
   /// does not hold that index.
   void ReplaySession(const std::string& worker_id, int index);
-  /// Grants steps up to the slowest rank + lookahead (a grant message to
+  /// Grants steps up to the slowest worker + lookahead (a grant message to
   /// each worker); none while the store is unhealthy
   /// (JobContext::store_healthy; coordinator.h, "Persistence").
   void UpdateGrant();

@@ -25,13 +25,13 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_job_id(job.id());
   assignment.set_attempt(number_);
   *assignment.mutable_spec() = job.spec();
-  const int rank = stage_of(index);
-  assignment.set_stage(rank);
+  const int stage = stage_of(index);
+  assignment.set_stage(stage);
   assignment.set_replica(replica_of(index));
   if (const zbpp::v1::ScheduleVersion* version = versions.InForce(start_step_)) {
     const auto& owners = version->schedule().stage_of();
     for (int s = 0; s < owners.size(); ++s) {
-      if (owners[s] == rank) assignment.add_virtual_stages(s);
+      if (owners[s] == stage) assignment.add_virtual_stages(s);
     }
     *assignment.mutable_schedule() = *version;
   }

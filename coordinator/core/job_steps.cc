@@ -78,7 +78,7 @@ absl::Status Job::ReportStep(const zbpp::v1::ReportStepRequest& report, int inde
 absl::StatusOr<Job::ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRequest& report,
                                                    int index) {
   if (absl::Status st = attempt_.CheckReportPlace(report, index); !st.ok()) return st;
-  // Each rank reports its steps in order, once each: a step at or below its
+  // Each worker reports its steps in order, once each: a step at or below its
   // last is a repeat, and the first report stands.
   if (report.step() <= attempt_.last_reported(index)) return ReportEffect{};
   const zbpp::v1::ScheduleVersion* version = versions_.InForce(report.step());
@@ -227,10 +227,10 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
   // Workers write a checkpoint after every step s with
   // (s + 1) % interval_steps == 0 and say so in their report; only replica
   // 0's do (the others hold the same parameters), and the checkpoint is
-  // complete once each of its ranks has.
+  // complete once each of its stages has.
   const zbpp::v1::JobSpec& spec = job_.spec();
   CheckpointRecord checkpoint;
-  checkpoint.stages_written = outcome.checkpointed_ranks;
+  checkpoint.stages_written = outcome.checkpointed_stages;
   if (spec.checkpoint().interval_steps() <= 0 ||
       static_cast<int>(checkpoint.stages_written.size()) != stages() ||
       step <= job_.last_checkpoint_step()) {
@@ -252,8 +252,8 @@ void Job::CompleteStep(PendingStep& pending, bool* last) {
   timeline->Clear();
   timeline->set_step(pending.step);
   timeline->set_schedule_version(pending.version);
-  for (int rank = 0; rank < stages(); ++rank) {
-    *timeline->add_stages() = std::move(reports.reports.at(rank).timeline);
+  for (int stage = 0; stage < stages(); ++stage) {
+    *timeline->add_stages() = std::move(reports.reports.at(stage).timeline);
   }
   RecordStep(outcome, pending);
   RecordCheckpoint(outcome, pending.step);

@@ -59,17 +59,6 @@ std::vector<StageMemoryEstimate> EstimateStageMemory(
 /// parenthesis closes where logits_bytes > 0. Thread-safe (pure).
 std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate);
 
-// The former names, for coordinator/core/job.{h,cc} and coordinator.{h,cc}
-// until they take the ones above.
-using RankMemoryEstimate = StageMemoryEstimate;
-inline std::vector<StageMemoryEstimate> EstimateRankMemory(
-    const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version) {
-  return EstimateStageMemory(spec, version);
-}
-inline std::string DescribeRankMemory(int stage, const StageMemoryEstimate& estimate) {
-  return DescribeStageMemory(stage, estimate);
-}
-
 }  // namespace zbpp::coordinator
 
 #endif  // ZBPP_COORDINATOR_CORE_MEMORY_ESTIMATE_H_

@@ -14,7 +14,7 @@
 namespace zbpp::coordinator {
 namespace {
 
-// Which rank moved most against the analytic model, for people: "stage k
+// Which stage moved most against the analytic model, for people: "stage k
 // r× the pipeline's mean cost ratio; <reason>".
 std::string ResolveDetail(const ResolveTask& task, const std::string& reason) {
   const sched::Schedule& current = task.current;

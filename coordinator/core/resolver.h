@@ -16,7 +16,7 @@ namespace zbpp::coordinator {
 /// Solves `task` (no lock held; the task holds copies): for a re-solve,
 /// ResolvePolicy::Decide on the measured costs and, when it publishes, the
 /// candidate's version (BuildVersion, with the old schedule's prediction
-/// under the same costs and which rank moved most against the analytic
+/// under the same costs and which stage moved most against the analytic
 /// model) into task.record and task.candidate; for a calibration
 /// (task.calibration) a version of reason CALIBRATION always — the
 /// policy's candidate or the current order, whichever fits the measured

@@ -56,7 +56,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
     summed = summed && replica0(s).parameter_sum.has_value();
     if (summed) checksum += *replica0(s).parameter_sum;
     if (replica0(s).checkpoint_written) {
-      outcome.checkpointed_ranks.push_back(s.value());
+      outcome.checkpointed_stages.push_back(s.value());
     }
   }
   if (summed) outcome.param_checksum = checksum;

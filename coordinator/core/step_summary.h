@@ -76,7 +76,7 @@ struct StepOutcome {
   std::optional<double> param_checksum;
   /// Replica 0's stages that wrote their checkpoint shard in the
   /// step, ascending (only replica 0 writes: the others hold copies).
-  std::vector<int32_t> checkpointed_ranks;
+  std::vector<int32_t> checkpointed_stages;
 };
 
 /// The step summary (job.proto StepSummary) of `step`, a pure function of

@@ -125,7 +125,7 @@ std::vector<Obstacle> Obstacles(const std::vector<PlacedWorker>& workers) {
 
 }  // namespace
 
-bool JoinsNcclRanks(const zbpp::v1::WorkerDescription& candidate,
+bool JoinsNcclWorkers(const zbpp::v1::WorkerDescription& candidate,
                     const std::vector<const zbpp::v1::WorkerDescription*>& chosen) {
   if (candidate.device_kind() != zbpp::v1::DEVICE_KIND_CUDA ||
       candidate.device_identity().empty()) {

@@ -20,10 +20,6 @@ struct PlacedWorker {
   const zbpp::v1::WorkerDescription* description = nullptr;
 };
 
-/// The former name, for coordinator/core/coordinator.{h,cc} until they take
-/// the one above.
-using RankWorker = PlacedWorker;
-
 /// The transport one attempt of a job runs on.
 struct TransportChoice {
   /// TRANSPORT_GLOO or TRANSPORT_NCCL, never AUTO.
@@ -72,7 +68,7 @@ absl::StatusOr<TransportChoice> ChooseTransport(zbpp::v1::Transport requested,
 /// shared-GPU test setting (nccl_shared_gpu_test). Worker choice skips the
 /// others and the job waits for workers that qualify rather than failing
 /// on the first free ones. Thread-safe (pure).
-bool JoinsNcclRanks(const zbpp::v1::WorkerDescription& candidate,
+bool JoinsNcclWorkers(const zbpp::v1::WorkerDescription& candidate,
                     const std::vector<const zbpp::v1::WorkerDescription*>& chosen);
 
 /// "GLOO" / "NCCL" / "AUTO": the value's name without its prefix, for

@@ -200,7 +200,7 @@ class WorkerRegistry {
 
   /// Beside memory, which free worker may take a job's next worker index
   /// (Assign): e.g. one with a GPU of its own for a job over NCCL
-  /// (transport_choice.h JoinsNcclRanks).
+  /// (transport_choice.h JoinsNcclWorkers).
   struct WorkerFilter {
     /// Whether `candidate` may join `chosen`, the descriptions of the
     /// workers given the lower indexes; unset: every worker may.

@@ -81,7 +81,7 @@ TEST(SummarizeStep, AggregatesRanksAndReplicasAsDocumented) {
   EXPECT_DOUBLE_EQ(s.stages(1).exposed_reduce_seconds(), 0.05);
   ASSERT_TRUE(outcome.param_checksum.has_value());
   EXPECT_DOUBLE_EQ(*outcome.param_checksum, 4.0);  // Replica 0's ranks.
-  EXPECT_THAT(outcome.checkpointed_ranks, ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(outcome.checkpointed_stages, ::testing::ElementsAre(0, 1));
 }
 
 TEST(SummarizeStep, MissingOrNonFiniteInputsLeaveTheirFieldsHonest) {
@@ -96,7 +96,7 @@ TEST(SummarizeStep, MissingOrNonFiniteInputsLeaveTheirFieldsHonest) {
   EXPECT_TRUE(std::isnan(outcome.summary.loss()));  // Diverged: recorded.
   EXPECT_EQ(outcome.summary.measured_bubble_rate(), 0);  // No span measured.
   EXPECT_EQ(outcome.summary.stages(0).measured_bubble_rate(), 0);
-  EXPECT_THAT(outcome.checkpointed_ranks, ::testing::ElementsAre(0));
+  EXPECT_THAT(outcome.checkpointed_stages, ::testing::ElementsAre(0));
 }
 
 // The breakdown of a stage is the mean of its replicas', field by field

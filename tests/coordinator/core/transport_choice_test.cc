@@ -191,18 +191,18 @@ TEST(ChooseTransportTest, AGpuUuidIsOneGpuOnAnyHost) {
   EXPECT_EQ(choice->transport, v1::TRANSPORT_NCCL);
 }
 
-// The worker choice of an NCCL job (JoinsNcclRanks) knows a GPU however it
+// The worker choice of an NCCL job (JoinsNcclWorkers) knows a GPU however it
 // is written, as ChooseTransport does.
-TEST(JoinsNcclRanksTest, AGpuAlreadyChosenIsRecognisedHoweverItIsWritten) {
+TEST(JoinsNcclWorkersTest, AGpuAlreadyChosenIsRecognisedHoweverItIsWritten) {
   const v1::WorkerDescription chosen = Cuda({"a", "0000:1B:00.0"});
   const std::vector<const v1::WorkerDescription*> chosen_gpus = {&chosen};
-  EXPECT_FALSE(JoinsNcclRanks(Cuda({"a", "00000000:1b:00.0"}), chosen_gpus));
-  EXPECT_TRUE(JoinsNcclRanks(Cuda({"a", "0000:1C:00.0"}), chosen_gpus));
-  EXPECT_TRUE(JoinsNcclRanks(Cuda({"b", "0000:1B:00.0"}), chosen_gpus));
+  EXPECT_FALSE(JoinsNcclWorkers(Cuda({"a", "00000000:1b:00.0"}), chosen_gpus));
+  EXPECT_TRUE(JoinsNcclWorkers(Cuda({"a", "0000:1C:00.0"}), chosen_gpus));
+  EXPECT_TRUE(JoinsNcclWorkers(Cuda({"b", "0000:1B:00.0"}), chosen_gpus));
   const v1::WorkerDescription uuid = Cuda({"pod-0", "GPU-5F0C9E7A-0000-0000-0000-000000000001"});
   const std::vector<const v1::WorkerDescription*> pods = {&uuid};
-  EXPECT_FALSE(JoinsNcclRanks(Cuda({"pod-1", "gpu-5f0c9e7a-0000-0000-0000-000000000001"}), pods));
-  EXPECT_FALSE(JoinsNcclRanks(Cpu(), pods));
+  EXPECT_FALSE(JoinsNcclWorkers(Cuda({"pod-1", "gpu-5f0c9e7a-0000-0000-0000-000000000001"}), pods));
+  EXPECT_FALSE(JoinsNcclWorkers(Cpu(), pods));
 }
 
 TEST(ChooseTransportTest, UnknownValueIsRefusedNamingTransport) {

@@ -360,10 +360,11 @@ absl::Status WriteCheckpoint(const std::string& directory, int64_t step,
 namespace {
 
 // Every tensor of `stage`'s file at `step`, in the file's order, opened as
-// ReadCheckpoint says (no link followed). Errors as ReadCheckpoint's, but
-// for the model checks.
+// ReadCheckpoint says (no link followed); `*read_from` is set to the path
+// read (the current name, or the former rank-NNN.pt). Errors as
+// ReadCheckpoint's, but for the model checks.
 absl::StatusOr<NamedTensors> ReadStageFile(const std::string& directory, int64_t step,
-                                          int stage) {
+                                          int stage, std::string* read_from) {
   if (absl::Status status = CheckStepAndStage(step, stage); !status.ok()) {
     return status;
   }
@@ -403,6 +404,7 @@ absl::StatusOr<NamedTensors> ReadStageFile(const std::string& directory, int64_t
     return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint ", path));
   }
   if (!S_ISREG(file_status.st_mode)) return NotFollowed(path, Entry::kOther, "regular file");
+  *read_from = path;
   const auto read = [&fd](uint64_t position, void* buffer, size_t size) -> size_t {
     size_t done = 0;
     while (done < size) {
@@ -450,10 +452,11 @@ absl::Status CheckShape(const std::string& mismatch, const std::string& name,
 absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
                                             int64_t step, int stage,
                                             const ExpectedShapes& expected) {
-  absl::StatusOr<NamedTensors> file = ReadStageFile(directory, step, stage);
+  std::string read_from;
+  absl::StatusOr<NamedTensors> file = ReadStageFile(directory, step, stage, &read_from);
   if (!file.ok()) return file.status();
-  const std::string mismatch = absl::StrCat("checkpoint ", CheckpointPath(directory, step, stage),
-                                            " does not match the model: ");
+  const std::string mismatch =
+      absl::StrCat("checkpoint ", read_from, " does not match the model: ");
   std::map<std::string, at::Tensor> by_name(file->begin(), file->end());
   std::set<std::string> expected_names;
   for (const auto& [name, shape] : expected) expected_names.insert(name);
@@ -478,7 +481,8 @@ absl::StatusOr<NamedTensors> ReadCheckpoint(const std::string& directory,
 absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& directory,
                                                        int64_t step, int stage,
                                                        const ExpectedShapes& expected) {
-  absl::StatusOr<NamedTensors> own = ReadStageFile(directory, step, stage);
+  std::string own_path;
+  absl::StatusOr<NamedTensors> own = ReadStageFile(directory, step, stage, &own_path);
   if (!own.ok()) return own.status();
   std::set<std::string> own_names, expected_names;
   for (const auto& [name, tensor] : *own) own_names.insert(name);
@@ -490,12 +494,14 @@ absl::StatusOr<NamedTensors> ReadCheckpointOfAnyLayout(const std::string& direct
   std::map<std::string, std::vector<int64_t>> wanted(expected.begin(), expected.end());
   std::map<std::string, at::Tensor> found;
   for (int file_stage = 0; found.size() < wanted.size(); ++file_stage) {
+    std::string read_from = own_path;
     absl::StatusOr<NamedTensors> file =
-        file_stage == stage ? std::move(own) : ReadStageFile(directory, step, file_stage);
+        file_stage == stage ? std::move(own)
+                            : ReadStageFile(directory, step, file_stage, &read_from);
     if (absl::IsNotFound(file.status())) break;  // Past the last stage's file.
     if (!file.ok()) return file.status();
-    const std::string mismatch = absl::StrCat(
-        "checkpoint ", CheckpointPath(directory, step, file_stage), " does not match the model: ");
+    const std::string mismatch =
+        absl::StrCat("checkpoint ", read_from, " does not match the model: ");
     for (auto& [name, tensor] : *file) {
       auto it = wanted.find(name);
       if (it == wanted.end() || found.count(name) > 0) continue;

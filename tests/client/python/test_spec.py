@@ -45,12 +45,18 @@ def test_example_spec_is_stored_as_zbppctl_stores_it(bare: str, example: Path) -
 
 
 def as_submitted(job: zbpp.Job) -> job_spec_pb2.JobSpec:
-    """The job's stored spec with its checkpoint directory as submitted: the
-    coordinator puts the job's id in place of `{job_id}`."""
+    """The job's stored spec as submitted: the coordinator puts the job's id
+    in place of `{job_id}` in the checkpoint directory, and the layout it
+    chose into pipeline.layout (layout_policy auto, when not the even
+    split; the chunks too for a schedule "auto" chose)."""
     spec = job_spec_pb2.JobSpec()
     spec.CopyFrom(job.proto.spec)
     if spec.HasField("checkpoint"):
         spec.checkpoint.directory = spec.checkpoint.directory.replace(job.id, "{job_id}")
+    if job.layout_reason.startswith("auto: ["):
+        del spec.pipeline.layout[:]
+        if spec.schedule.name == "auto":
+            spec.pipeline.ClearField("chunks")
     return spec
 
 

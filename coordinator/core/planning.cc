@@ -185,13 +185,14 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
   work.extra_seconds[n - 1] = head.f_seconds + head.b_seconds + head.w_seconds;
 
   const bool divides = layers % n == 0;
+  const std::vector<int> most_even = sched::MostEvenLayout(layers, n);
   std::optional<absl::StatusOr<ScheduleChoice>> even;
   if (divides) even = choose(spec);
   std::optional<LaidOut> best;
   absl::Status first_refusal = absl::OkStatus();
   int simulated = 0;
   for (std::vector<int>& layout : sched::BalancedLayouts(layers, work, kLayoutCandidates)) {
-    if (divides && layout == sched::MostEvenLayout(layers, n)) continue;
+    if (divides && layout == most_even) continue;
     JobSpec laid = spec;
     for (int blocks : layout) laid.mutable_pipeline()->add_layout(blocks);
     absl::StatusOr<ScheduleChoice> choice = choose(laid);
@@ -205,7 +206,7 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
       best = LaidOut{*std::move(choice), std::move(layout), ""};
     }
   }
-  const std::string even_text = LayoutText(sched::MostEvenLayout(layers, n));
+  const std::string even_text = LayoutText(most_even);
   if (even.has_value() && even->ok() &&
       (!best.has_value() || best->choice.simulation.step_seconds >
                                 (1 - kLayoutGain) * (*even)->simulation.step_seconds)) {

@@ -142,12 +142,30 @@ class Pool {
     return best;
   }
 
+  // Best first, each order once: the refinement polishes the best few
+  // as different starts, and the constructions often build the same
+  // orders (the round-based V greedy under choices that change nothing,
+  // its re-runs with an allowance that changes nothing), which would take
+  // the places of different ones. A copy dropped hands its greedy choices
+  // to the copy kept when that has none (Refine decodes warm-ups with them).
   std::vector<Candidate> Sorted() && {
     std::stable_sort(candidates_.begin(), candidates_.end(),
                      [](const Candidate& a, const Candidate& b) {
                        return a.value.BetterThan(b.value);
                      });
-    return std::move(candidates_);
+    std::vector<Candidate> distinct;
+    for (Candidate& c : candidates_) {
+      auto same = std::find_if(
+          distinct.begin(), distinct.end(),
+          [&](const Candidate& kept) { return kept.orders == c.orders; });
+      if (same == distinct.end()) {
+        distinct.push_back(std::move(c));
+      } else if (!same->from_loop_greedy && c.from_loop_greedy) {
+        same->from_loop_greedy = true;
+        same->choices = std::move(c.choices);
+      }
+    }
+    return distinct;
   }
 
  private:

@@ -472,7 +472,10 @@ Orders Refine(const PassModel& model, Evaluator& evaluator,
     }
   }
   // Budget left (small problems): polish the runners-up too; a different
-  // start often ends in a different local optimum.
+  // start often ends in a different local optimum (Pool::Sorted keeps
+  // each order once, so these are different starts: for ZB-V with T_comm
+  // = 0.1 T_F at p = 4, m = 8, the best candidate's 25.6 s stays 25.6 s,
+  // two runners-up of 25.9 s polish to 25.4 s; bench/results/solver.md).
   for (size_t i = 1; i < candidates.size() && i < 4 && budget > 0; ++i) {
     Orders orders = candidates[i].orders;
     const Leximax value = internal::Polish(model, evaluator, &orders, &budget);

@@ -47,8 +47,10 @@ struct AutoSolverOptions {
 /// plain and squeezed. Problems of 2^18 passes and more get fewer variants
 /// (so that p = 128, m = 1024 solves in about a second). The shortest is
 /// refined by local search over W placement and pass order and, for kLoop
-/// with v == 1, by a search over each virtual stage's warm-up depth, then by
-/// iterated local search with the budget left. The result respects the
+/// with v == 1, by a search over each virtual stage's warm-up depth; with
+/// the budget left, the next three distinct candidates (constructions that
+/// build the same orders count once) by local search too, then the best
+/// by iterated local search. The result respects the
 /// limit on every stage, is deadlock-free and complete; any m >= 1 is
 /// served.
 ///

@@ -45,7 +45,7 @@ double CliMakespan(const std::string& name, int p, int m, double limit) {
 // a W that fills a gap on each stage of a chain of B's held the chain back,
 // zb_refine.h) and 25.4 for ZB-V (the solver used to give 25.6: the
 // refinement polished copies of one candidate as its runners-up, never the
-// 25.9 one that polishes to 25.4; bench/results/solver.md).
+// 25.9 ones that polish to 25.4; bench/results/solver.md).
 TEST(SolverCommFamily, ReachesTheAuthorsMakespans) {
   EXPECT_NEAR(CliMakespan("zb-2p", 8, 16, 16), 48.8, 1e-9);
   EXPECT_NEAR(CliMakespan("zb-v", 4, 8, 4), 25.4, 1e-9);

@@ -145,7 +145,7 @@ TEST_F(CoordinatorTest, CalibrationLaysTheModelOutAgainFromTheProfiledPartsWitho
   RunSteps(workers, TrueCosts(spec, 1, 1.0), 5);
   job = *coordinator_->GetJob(submitted.id(), {});
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.state_message();
-  EXPECT_EQ(job.recoveries(), 0);
+  EXPECT_EQ(job.recoveries_total(), 0);
   EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1));
   EXPECT_EQ(coordinator_->GetScheduleVersion(submitted.id(), 2)->reason(),
             v1::SCHEDULE_CHANGE_REASON_CALIBRATION);

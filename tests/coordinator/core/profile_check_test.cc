@@ -232,8 +232,14 @@ TEST(MeasureProfileTest, MeasuresLayoutPartsAndRefusesThemIncompleteOrOutOfOrder
   slow.mutable_layout_parts(2)->set_w_seconds(-1);
   EXPECT_THAT(std::string(MeasureProfile(slow, VPlacement(), 0, 0, 1).status().message()),
               StartsWith("layout_parts[2].w_seconds: must be a finite time"));
-  EXPECT_THAT(std::string(CheckProfileMemory(profile, 1000.5, 1 << 20).message()),
-              StartsWith("layout_parts[0].m_b_bytes: 1000 is less than"));
+  v1::ReportProfileRequest small = profile;
+  small.mutable_layout_parts(1)->set_m_b_bytes(500);
+  EXPECT_THAT(std::string(CheckProfileMemory(small, 600, 1 << 20).message()),
+              StartsWith("layout_parts[1].m_b_bytes: 500 is less than"));
+  v1::ReportProfileRequest large = profile;
+  large.mutable_layout_parts(2)->set_m_b_bytes(5000);
+  EXPECT_THAT(std::string(CheckProfileMemory(large, 600, 1003).message()),
+              StartsWith("layout_parts[2].m_b_bytes: 5000 is more than"));
 }
 
 TEST(MeasureProfileTest, RefusesALatencyToAStageNoHopLinks) {

@@ -31,6 +31,7 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Counter>& rollbacks;
   prometheus::Family<prometheus::Counter>& skipped_steps;
   prometheus::Family<prometheus::Gauge>& job_info;
+  prometheus::Family<prometheus::Gauge>& job_layout_blocks;
   prometheus::Family<prometheus::Gauge>& workers;
   prometheus::Family<prometheus::Gauge>& jobs;
   prometheus::Family<prometheus::Histogram>& rpc_duration;
@@ -267,6 +268,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "job series with * on(job_id) group_left(transport).")
             .Register(r),
         BuildGauge()
+            .Name("zbpp_job_layout_blocks")
+            .Help("Transformer blocks of each virtual stage under the job's "
+                  "current layout.")
+            .Register(r),
+        BuildGauge()
             .Name("zbpp_workers")
             .Help("Workers known to the coordinator, by state.")
             .Register(r),
@@ -463,6 +469,23 @@ void CoordinatorMetrics::SetTransport(std::string_view job_id, std::string_view 
       .Set(1);
 }
 
+void CoordinatorMetrics::SetLayout(std::string_view job_id, const std::vector<int>& layout) {
+  if (job_id.empty()) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = Job(id);
+  while (job.layout_blocks.size() > layout.size()) {
+    Drop(families_->job_layout_blocks, job.layout_blocks.back());
+    job.layout_blocks.pop_back();
+  }
+  job.layout_blocks.resize(layout.size(), nullptr);
+  for (size_t k = 0; k < layout.size(); ++k) {
+    Ensure(families_->job_layout_blocks, job.layout_blocks[k],
+           {{"job_id", id}, {"virtual_stage", std::to_string(k)}})
+        .Set(layout[k]);
+  }
+}
+
 void CoordinatorMetrics::RecordResolve(std::string_view job_id,
                                        bool published) {
   if (job_id.empty()) return;
@@ -553,6 +576,7 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
   Drop(f.last_step, job.last_step);
   Drop(f.schedule_version, job.schedule_version);
   Drop(f.job_info, job.info);
+  for (prometheus::Gauge*& blocks : job.layout_blocks) Drop(f.job_layout_blocks, blocks);
   jobs_.erase(it);
 }
 

@@ -69,6 +69,7 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_rollbacks_total` | counter | job_id | steps | Optimistic steps rolled back by post-validation. |
 /// | `zbpp_skipped_steps_total` | counter | job_id | steps | Steps skipped because a gradient held inf or nan. |
 /// | `zbpp_job_info` | gauge | job_id, transport=gloo\|nccl | 1 | One series per job, 1, labelled with the current attempt's transport: the job-level labels live here instead of on every family (a label that changes at a recovery would restart counters); join with `* on(job_id) group_left(transport) zbpp_job_info`. |
+/// | `zbpp_job_layout_blocks` | gauge | job_id, virtual_stage | blocks | Transformer blocks of each virtual stage under the current attempt's layout (Job.layout; docs/training.md, "Uneven stages"). |
 /// | `zbpp_workers` | gauge | state | workers | Workers known to the coordinator, by state. |
 /// | `zbpp_jobs` | gauge | state | jobs | Jobs known to the coordinator, by state. |
 /// | `zbpp_rpc_duration_seconds` | histogram | method, code | seconds | Server-side latency of gRPC calls, by full method name and status code ("OK", "NOT_FOUND", ...). |
@@ -160,6 +161,12 @@ class CoordinatorMetrics {
   void SetTransport(std::string_view job_id, std::string_view transport)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// Sets `zbpp_job_layout_blocks{job_id, virtual_stage}` to each virtual
+  /// stage's blocks under `layout` (Job.layout), dropping the series of
+  /// virtual stages it no longer has. Ignored for an empty `job_id`.
+  void SetLayout(std::string_view job_id, const std::vector<int>& layout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Counts one adaptive re-solve: outcome "published" when it published a
   /// new schedule version, "kept" otherwise.
   void RecordResolve(std::string_view job_id, bool published)
@@ -242,6 +249,7 @@ class CoordinatorMetrics {
     prometheus::Gauge* last_step = nullptr;
     prometheus::Gauge* schedule_version = nullptr;
     prometheus::Gauge* info = nullptr;  // zbpp_job_info
+    std::vector<prometheus::Gauge*> layout_blocks;  // By virtual stage.
     std::string transport;              // Its `transport` label.
     std::map<int, StageSeries> stages;
   };

@@ -74,6 +74,11 @@ struct FakeWorker {
   /// What its calibration profiles report (Assignment.profile): these
   /// costs when set, else the assignment's cost model echoed.
   std::optional<sched::Problem> profile_costs;
+  /// What its calibration profiles report as layout parts when the
+  /// assignment asks (Assignment.profile_layout_parts): three entries,
+  /// virtual stages 0, 1 and 2 of the model cut into one-block virtual
+  /// stages; none when unset.
+  std::optional<std::vector<sched::VirtualStageCost>> layout_parts;
   /// The attempt whose profile was taken (TakeProfile); 0 for none.
   int64_t profiled_attempt = 0;
 
@@ -138,9 +143,7 @@ struct FakeWorker {
             ? *profile_costs
             : *ProblemFromCostModel(assignment->schedule().schedule(),
                                     assignment->schedule().cost_model());
-    for (int s : assignment->virtual_stages()) {
-      const sched::VirtualStageCost& c = costs.virtual_stages[s];
-      v1::VirtualStageProfile* p = r.add_virtual_stages();
+    auto add = [](int s, const sched::VirtualStageCost& c, v1::VirtualStageProfile* p) {
       p->set_virtual_stage(s);
       p->set_f_seconds(c.f_seconds);
       p->set_b_seconds(c.b_seconds);
@@ -148,6 +151,14 @@ struct FakeWorker {
       p->set_bw_seconds(c.bw_seconds);
       p->set_m_b_bytes(c.m_b_bytes);
       p->set_m_w_bytes(c.m_w_bytes);
+    };
+    for (int s : assignment->virtual_stages()) {
+      add(s, costs.virtual_stages[s], r.add_virtual_stages());
+    }
+    if (assignment->profile_layout_parts() && layout_parts.has_value()) {
+      for (int k = 0; k < static_cast<int>(layout_parts->size()); ++k) {
+        add(k, (*layout_parts)[k], r.add_layout_parts());
+      }
     }
     return r;
   }

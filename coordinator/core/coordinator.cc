@@ -323,6 +323,7 @@ absl::StatusOr<zbpp::v1::Job> Coordinator::SubmitJob(const zbpp::v1::JobSpec& sp
   zbpp::v1::Job proto = jobs_->NewJob(plan->spec, options_.clock->Now());
   proto.mutable_layout()->Add(plan->layout.begin(), plan->layout.end());
   proto.set_layout_reason(plan->layout_reason);
+  proto.set_layout_source(plan->layout_source);
   if (absl::Status free = jobs_->CheckCheckpointDirectoryFree(proto.spec()); !free.ok()) {
     return free;
   }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "zbpp/v1/job.pb.h"
 
@@ -29,6 +30,9 @@ class CoordinatorObserver {
   /// An attempt of `job_id` began over `transport` (GLOO or NCCL; the
   /// coordinator resolves it per attempt, so it may change at a recovery).
   virtual void OnTransport(const std::string& job_id, zbpp::v1::Transport transport) {}
+  /// An attempt of `job_id` began with `layout` (Job.layout: blocks per
+  /// virtual stage; it changes when the first calibration re-plans it).
+  virtual void OnLayout(const std::string& job_id, const std::vector<int>& layout) {}
   /// `job_id` reached a terminal state (its per-job series may go).
   virtual void OnJobFinished(const std::string& job_id) {}
 };

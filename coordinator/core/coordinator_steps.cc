@@ -92,8 +92,10 @@ void Coordinator::FinishResolve(ResolveTask& task) {
   if (job == nullptr) return;
   job->FinishResolve(task);
   Apply(*job);
-  // A calibration that fits no schedule failed the job: its workers are free.
-  if (IsTerminal(job->state())) AssignWaitingJobs();
+  // A calibration that fits no schedule failed the job, one that chose
+  // another layout ended its attempt (Job::Relayout): its workers are free,
+  // and the re-laid-out job waits for the next attempt.
+  if (IsTerminal(job->state()) || job->Waiting()) AssignWaitingJobs();
 }
 
 }  // namespace zbpp::coordinator

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
+#include "api/pipeline_shape.h"
 #include "api/time_proto.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
@@ -43,7 +44,8 @@ std::string Job::scope() const { return attempt_.scope(id()); }
 
 bool Job::Waiting() const {
   return state() == zbpp::v1::JOB_STATE_PENDING ||
-         (state() == zbpp::v1::JOB_STATE_RECOVERING && !attempt_.active());
+         (state() == zbpp::v1::JOB_STATE_RECOVERING && !attempt_.active()) ||
+         (state() == zbpp::v1::JOB_STATE_RUNNING && relayout_pending_ && !attempt_.active());
 }
 
 zbpp::v1::Job Job::View(bool full) const {
@@ -190,6 +192,8 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   job_.set_transport(transport.transport);
   job_.set_transport_reason(std::move(transport.reason));
   effects_.observations.push_back(TransportObserved{job_.transport()});
+  effects_.observations.push_back(
+      LayoutObserved{std::vector<int>(job_.layout().begin(), job_.layout().end())});
   // Before the attempt holds workers, so that a version it publishes
   // reaches them after their Assignment (LaterVersionMessages).
   ValidateOverTransport();
@@ -209,6 +213,12 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   absl::Status status = absl::OkStatus();
   if (state() == zbpp::v1::JOB_STATE_PENDING) {
     status = ChangeState(zbpp::v1::JOB_STATE_ASSIGNING, "", std::nullopt);
+  } else if (relayout_pending_) {
+    // RUNNING goes on: the new layout's attempt (Relayout).
+    relayout_pending_ = false;
+    job_.set_state_message(absl::StrCat("layout ", LayoutText({job_.layout().begin(), job_.layout().end()}), " chosen at "
+                                        "calibration; attempt ", attempt_.number(), " assigned"));
+    Persist();
   } else {
     // RECOVERING stays so until every worker holds the attempt (Acknowledge).
     job_.set_state_message(absl::StrCat(job_.state_message(), "; attempt ",

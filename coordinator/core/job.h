@@ -62,7 +62,8 @@ class Job {
   const JobAttempt& attempt() const { return attempt_; }
   /// The current attempt's rendezvous scope, "<job id>/attempt-<n>".
   std::string scope() const;
-  /// Waits for workers: PENDING, or RECOVERING without an attempt.
+  /// Waits for workers: PENDING, RECOVERING without an attempt, or
+  /// RUNNING after its calibration chose another layout (Relayout).
   bool Waiting() const;
   /// The job as the API shows it: `full` adds the latest schedule version;
   /// otherwise (BASIC) step summaries lose their per-stage rows, the last
@@ -300,6 +301,14 @@ class Job {
   /// step: ScheduleVersions::NextEffectiveStep), ends the calibration and
   /// grants.
   void FinishCalibration(ResolveTask& task);
+  /// FinishCalibration of a calibration that chose another layout
+  /// (ResolveTask::layout changed; Job.layout and its reason already set):
+  /// the spec takes `layout` (blocks per virtual stage) as PlanJob stores
+  /// one, the model forgets the old layout's costs (JobModel::ForgetLayout),
+  /// and the attempt ends ("the calibration chose the layout ...") with the
+  /// job still RUNNING and Waiting(), so that the coordinator begins the
+  /// next attempt at once on free workers; no recovery is counted.
+  void Relayout(const std::vector<int>& layout);
   /// ReportStep's parts: records the report (InvalidArgument naming the
   /// field, nothing recorded; an illegal transition's error), then, once
   /// every worker reported the step, completes it, deciding the re-solve
@@ -326,6 +335,8 @@ class Job {
   /// in between, and steps_completed at the last of them.
   int failed_recoveries_ = 0;
   int64_t steps_at_failed_recovery_ = -1;
+  /// Relayout ended the attempt: RUNNING waits for the next one.
+  bool relayout_pending_ = false;
   /// Highest step whose validation outcome was recorded (queued for the
   /// store, or restored); -1 before any. Outcomes are gathered in step
   /// order, so one for a step <= it is a replay after a recovery and is not

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/core/planning.h"
 
 namespace zbpp::coordinator {
 
@@ -48,6 +49,7 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_transport(job.transport());
   assignment.set_start_step(start_step_);
   assignment.set_profile(calibrating_);
+  assignment.set_profile_layout_parts(calibrating_ && LayoutOpenAtCalibration(job, start_step_));
   if (job.last_checkpoint_step() >= 0) {
     assignment.mutable_restore()->set_step(job.last_checkpoint_step());
     assignment.mutable_restore()->set_directory(job.spec().checkpoint().directory());

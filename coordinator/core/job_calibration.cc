@@ -9,8 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_state.h"
+#include "api/pipeline_shape.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/profile_check.h"
+#include "coordinator/core/job_spec_check.h"
+#include "scheduler/layout_search.h"
 
 namespace zbpp::coordinator {
 
@@ -63,12 +66,46 @@ void Job::FinishCalibration(ResolveTask& task) {
     Fail(task.failure).IgnoreError();  // The error repeats task.failure.
     return;
   }
+  if (task.layout.has_value()) {
+    job_.clear_layout();
+    job_.mutable_layout()->Add(task.layout->layout.begin(), task.layout->layout.end());
+    job_.set_layout_reason(task.layout->reason);
+    job_.set_layout_source(zbpp::v1::LAYOUT_SOURCE_PROFILED);
+    if (task.layout->changed) {
+      Relayout(task.layout->layout);
+      return;
+    }
+  }
   attempt_.EndCalibration();
   if (task.candidate.has_value()) {
     task.record.published = true;
     task.record.version = PublishVersion(*std::move(task.candidate), *task.candidate_schedule);
   }
   UpdateGrant();
+  Persist();
+}
+
+void Job::Relayout(const std::vector<int>& layout) {
+  zbpp::v1::JobSpec& spec = *job_.mutable_spec();
+  zbpp::v1::PipelineSpec& pipeline = *spec.mutable_pipeline();
+  const int n = static_cast<int>(layout.size());
+  // As PlanJob stores it: the layout unless it is the even split, and for
+  // a schedule "auto" chose, that schedule's chunks.
+  pipeline.clear_layout();
+  if (spec.model().layers() % n != 0 || layout != sched::MostEvenLayout(spec.model().layers(), n)) {
+    pipeline.mutable_layout()->Add(layout.begin(), layout.end());
+  }
+  if (spec.schedule().name() == kAutoScheduleName && !pipeline.has_chunks()) {
+    pipeline.set_chunks(n / pipeline.stages());
+  }
+  model_.ForgetLayout();
+  // Before step 0 nothing trained is lost: the same workers (or any free
+  // ones) take a new attempt at once (Waiting), not counted as a recovery.
+  EndAttempt(absl::StrCat("the calibration chose the layout ", LayoutText(layout),
+                          ": a new attempt builds its chunks"));
+  relayout_pending_ = true;
+  job_.set_state_message(absl::StrCat("layout ", LayoutText(layout),
+                                      " chosen at calibration; starting its attempt"));
   Persist();
 }
 

@@ -60,6 +60,8 @@ void Observe(const std::string& job_id, const Observation& observation,
           observer.OnValidation(job_id, o.rolled_back, o.skipped);
         } else if constexpr (std::is_same_v<T, TransportObserved>) {
           observer.OnTransport(job_id, o.transport);
+        } else if constexpr (std::is_same_v<T, LayoutObserved>) {
+          observer.OnLayout(job_id, o.layout);
         } else {
           observer.OnJobFinished(job_id);
         }

@@ -95,9 +95,13 @@ struct ValidationObserved {    ///< OnValidation.
 struct TransportObserved {     ///< OnTransport.
   zbpp::v1::Transport transport = zbpp::v1::TRANSPORT_AUTO;
 };
+struct LayoutObserved {        ///< OnLayout.
+  std::vector<int> layout;
+};
 struct FinishedObserved {};    ///< OnJobFinished.
 using Observation = std::variant<StepObserved, VersionObserved, ResolveObserved,
-                                 ValidationObserved, TransportObserved, FinishedObserved>;
+                                 ValidationObserved, TransportObserved, LayoutObserved,
+                                 FinishedObserved>;
 
 /// Everything one or more transitions of job `job_id` decided, each list in
 /// decision order. ApplyJobEffects applies them in this order: store writes;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
 #include "common/log.h"
 #include "coordinator/core/data_parallel.h"
@@ -207,6 +208,41 @@ absl::StatusOr<sched::Problem> JobModel::MeasuredProblem(
   return measured;
 }
 
+std::optional<ResolveTask::LayoutInput> JobModel::LayoutInputOf(
+    const zbpp::v1::JobSpec& spec, const std::string& schedule_name,
+    const std::map<int, MeasuredProfile>& profiles) {
+  const int p = spec.pipeline().stages();
+  // Each stage's parts, its replicas combined as its passes are: the
+  // slowest, and the largest memory.
+  std::vector<std::vector<sched::VirtualStageCost>> parts(p);
+  for (const auto& [index, profile] : profiles) {
+    // A worker that could not cut the model (synthetic compute) sent none:
+    // the planned layout stays.
+    if (static_cast<int>(profile.layout_parts.size()) != kLayoutParts) return std::nullopt;
+    std::vector<sched::VirtualStageCost>& stage = parts[StageOfWorker(index, p)];
+    if (stage.empty()) {
+      stage = profile.layout_parts;
+      continue;
+    }
+    for (int k = 0; k < kLayoutParts; ++k) {
+      sched::VirtualStageCost& a = stage[k];
+      const sched::VirtualStageCost& b = profile.layout_parts[k];
+      a.f_seconds = std::max(a.f_seconds, b.f_seconds);
+      a.b_seconds = std::max(a.b_seconds, b.b_seconds);
+      a.w_seconds = std::max(a.w_seconds, b.w_seconds);
+      a.bw_seconds = std::max(a.bw_seconds, b.bw_seconds);
+      a.m_b_bytes = std::max(a.m_b_bytes, b.m_b_bytes);
+      a.m_w_bytes = std::max(a.m_w_bytes, b.m_w_bytes);
+    }
+  }
+  ResolveTask::LayoutInput input{spec, schedule_name, {}};
+  for (const std::vector<sched::VirtualStageCost>& stage : parts) {
+    if (stage.empty()) return std::nullopt;
+    input.stages.push_back(PartCostsOf(stage));
+  }
+  return input;
+}
+
 std::unique_ptr<ResolveTask> JobModel::Calibrate(
     const zbpp::v1::Job& proto, const ScheduleVersions& versions, int64_t attempt,
     int64_t start_step, const std::map<int, MeasuredProfile>& profiles) {
@@ -244,7 +280,11 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
   std::unique_ptr<ResolveTask> task =
       NewTask(proto, versions, attempt, start_step - 1, *std::move(measured));
   task->calibration = true;
+  const std::string schedule_name = task->policy_name;
   if (ResolveDisabled(spec)) task->policy_name.clear();
+  if (LayoutOpenAtCalibration(proto, start_step)) {
+    task->layout_input = LayoutInputOf(spec, schedule_name, profiles);
+  }
   if (spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET) {
     task->memory_limit_field = LimitField(spec.schedule());
   }

@@ -56,7 +56,21 @@ struct ResolveTask {
   /// Set by a calibration that fits nothing within `memory_limit_field`'s
   /// limit: why the job cannot run (the job then fails).
   std::string failure;
+  /// A first calibration that may still change the job's layout
+  /// (LayoutOpenAtCalibration, every worker's layout parts profiled): what
+  /// ChooseProfiledLayout needs. SolveCalibration then chooses the layout
+  /// before the version.
+  struct LayoutInput {
+    zbpp::v1::JobSpec spec;     ///< The job's stored spec.
+    std::string schedule_name;  ///< The registry schedule its versions run.
+    std::vector<StagePartCosts> stages;  ///< By stage, replicas combined.
+  };
+  std::optional<LayoutInput> layout_input;
   // --- Outcome (computed outside the mutex) ---
+  /// With layout_input: the layout chosen (ChooseProfiledLayout). When it
+  /// `changed`, no version is built: the job starts a new attempt on it
+  /// (Job::FinishCalibration), whose own calibration builds the version.
+  std::optional<ProfiledLayout> layout;
   ResolveRecord record;
   std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
   std::optional<sched::Schedule> candidate_schedule;
@@ -126,8 +140,22 @@ class JobModel {
                                             int64_t attempt, int64_t step);
   /// The running re-solve ended.
   void EndResolve() { resolving_ = false; }
+  /// The job's layout changed (Job::FinishCalibration): the base problem
+  /// and the measured costs, which were the old layout's, are dropped; the
+  /// next Prepare builds them again from the job's spec and its versions'
+  /// schedule (PlannedProblem).
+  void ForgetLayout() {
+    base_.reset();
+    costs_.reset();
+  }
 
  private:
+  /// The layout input of a calibration of `spec` running `schedule_name`
+  /// (ResolveTask::LayoutInput) from every worker's profile (by worker
+  /// index); nullopt when some worker sent no layout parts.
+  static std::optional<ResolveTask::LayoutInput> LayoutInputOf(
+      const zbpp::v1::JobSpec& spec, const std::string& schedule_name,
+      const std::map<int, MeasuredProfile>& profiles);
   /// Sets `base_`; returns version 1's choice when `versions` is empty.
   absl::StatusOr<std::optional<ScheduleChoice>> PrepareProblem(
       const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions);

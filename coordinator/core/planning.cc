@@ -1,5 +1,6 @@
 #include "coordinator/core/planning.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -148,7 +149,45 @@ struct LaidOut {
   /// The layout to write into the job's spec: empty for the even split.
   std::vector<int> layout;
   std::string reason;
+  zbpp::v1::LayoutSource source = zbpp::v1::LAYOUT_SOURCE_UNSPECIFIED;
 };
+
+// `spec` with `layout` (blocks per virtual stage) as its pipeline.layout.
+JobSpec WithLayout(const JobSpec& spec, const std::vector<int>& layout) {
+  JobSpec laid = spec;
+  laid.mutable_pipeline()->clear_layout();
+  for (int blocks : layout) laid.mutable_pipeline()->add_layout(blocks);
+  return laid;
+}
+
+// What SimulateLayouts found: the layout with the shortest predicted step.
+struct LayoutSearch {
+  std::optional<LaidOut> best;
+  int simulated = 0;  ///< Layouts that ran.
+  absl::Status first_refusal = absl::OkStatus();
+};
+
+// Each of `layouts` but `skip` chosen (`choose`: its schedule generated and
+// simulated); the shortest predicted step wins, the earlier on a tie.
+LayoutSearch SimulateLayouts(
+    std::vector<std::vector<int>> layouts, const std::vector<int>& skip,
+    absl::FunctionRef<absl::StatusOr<ScheduleChoice>(const std::vector<int>&)> choose) {
+  LayoutSearch out;
+  for (std::vector<int>& layout : layouts) {
+    if (layout == skip) continue;
+    absl::StatusOr<ScheduleChoice> choice = choose(layout);
+    if (!choice.ok()) {
+      if (out.first_refusal.ok()) out.first_refusal = choice.status();
+      continue;
+    }
+    ++out.simulated;
+    if (!out.best.has_value() ||
+        choice->simulation.step_seconds < out.best->choice.simulation.step_seconds) {
+      out.best = LaidOut{*std::move(choice), std::move(layout), "", {}};
+    }
+  }
+  return out;
+}
 
 // The choice of `spec` under the layout its layout_policy gives
 // (LAYOUT_POLICY_AUTO in job_spec.proto): a given layout or EVEN as they
@@ -173,8 +212,9 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
     // Whatever refuses the spec is the chooser's to report.
     absl::StatusOr<ScheduleChoice> choice = choose(spec);
     if (!choice.ok()) return choice.status();
-    return LaidOut{*std::move(choice), {},
-                   pipeline.layout_size() > 0 ? "given" : "even (layout_policy)"};
+    const bool given = pipeline.layout_size() > 0;
+    return LaidOut{*std::move(choice), {}, given ? "given" : "even (layout_policy)",
+                   given ? zbpp::v1::LAYOUT_SOURCE_GIVEN : zbpp::v1::LAYOUT_SOURCE_EVEN};
   }
   sched::LayoutWork work;
   work.stage_of = stage_of;
@@ -188,37 +228,26 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
   const std::vector<int> most_even = sched::MostEvenLayout(layers, n);
   std::optional<absl::StatusOr<ScheduleChoice>> even;
   if (divides) even = choose(spec);
-  std::optional<LaidOut> best;
-  absl::Status first_refusal = absl::OkStatus();
-  int simulated = 0;
-  for (std::vector<int>& layout : sched::BalancedLayouts(layers, work, kLayoutCandidates)) {
-    if (divides && layout == most_even) continue;
-    JobSpec laid = spec;
-    for (int blocks : layout) laid.mutable_pipeline()->add_layout(blocks);
-    absl::StatusOr<ScheduleChoice> choice = choose(laid);
-    if (!choice.ok()) {
-      if (first_refusal.ok()) first_refusal = choice.status();
-      continue;
-    }
-    ++simulated;
-    if (!best.has_value() ||
-        choice->simulation.step_seconds < best->choice.simulation.step_seconds) {
-      best = LaidOut{*std::move(choice), std::move(layout), ""};
-    }
-  }
+  LayoutSearch searched = SimulateLayouts(
+      sched::BalancedLayouts(layers, work, kLayoutCandidates),
+      divides ? most_even : std::vector<int>(),
+      [&](const std::vector<int>& layout) { return choose(WithLayout(spec, layout)); });
+  std::optional<LaidOut>& best = searched.best;
   const std::string even_text = LayoutText(most_even);
   if (even.has_value() && even->ok() &&
       (!best.has_value() || best->choice.simulation.step_seconds >
                                 (1 - kLayoutGain) * (*even)->simulation.step_seconds)) {
     return LaidOut{**std::move(even), {},
                    absl::StrCat("auto: the even split ", even_text, " (no other layout of ",
-                                simulated, " simulated predicts a step ",
-                                std::llround(kLayoutGain * 100), " % shorter)")};
+                                searched.simulated, " simulated predicts a step ",
+                                std::llround(kLayoutGain * 100), " % shorter)"),
+                   zbpp::v1::LAYOUT_SOURCE_ANALYTIC};
   }
   if (!best.has_value()) {
     if (even.has_value()) return even->status();
-    return first_refusal;
+    return searched.first_refusal;
   }
+  best->source = zbpp::v1::LAYOUT_SOURCE_ANALYTIC;
   if (even.has_value() && even->ok()) {
     best->reason = absl::StrFormat(
         "auto: %s predicts a step %.2fx shorter than the even split %s",
@@ -226,7 +255,7 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
         (*even)->simulation.step_seconds / best->choice.simulation.step_seconds, even_text);
   } else {
     best->reason = absl::StrCat("auto: ", LayoutText(best->layout), ", the shortest predicted "
-                                "step of ", simulated, " layouts simulated (", layers,
+                                "step of ", searched.simulated, " layouts simulated (", layers,
                                 " blocks do not split evenly over ", n, " virtual stages)");
   }
   return *std::move(best);
@@ -373,12 +402,139 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
   plan.layout = BlocksPerVirtualStage(plan.spec.pipeline(), plan.spec.model().layers(),
                                       laid->choice.problem.num_virtual_stages());
   plan.layout_reason = std::move(laid->reason);
+  plan.layout_source = laid->source;
   plan.memory = EstimateStageMemory(plan.spec, laid->choice.schedule, laid->choice.simulation);
   plan.choice = std::move(laid->choice);
   return plan;
 }
 
 absl::Status ValidateJobSpec(const JobSpec& spec) { return PlanJob(spec).status(); }
+
+bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step) {
+  return job.layout_source() == zbpp::v1::LAYOUT_SOURCE_ANALYTIC && start_step == 0 &&
+         job.spec().schedule().file().empty();
+}
+
+StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts) {
+  const sched::VirtualStageCost& block = parts.at(1);
+  auto minus = [&block](const sched::VirtualStageCost& part) {
+    sched::VirtualStageCost extra;
+    extra.f_seconds = std::max(0.0, part.f_seconds - block.f_seconds);
+    extra.b_seconds = std::max(0.0, part.b_seconds - block.b_seconds);
+    extra.w_seconds = std::max(0.0, part.w_seconds - block.w_seconds);
+    extra.bw_seconds = std::max(0.0, part.bw_seconds - block.bw_seconds);
+    extra.m_b_bytes = std::max(0.0, part.m_b_bytes - block.m_b_bytes);
+    extra.m_w_bytes = std::max(0.0, part.m_w_bytes - block.m_w_bytes);
+    return extra;
+  };
+  StagePartCosts costs{block, minus(parts.at(0)), minus(parts.at(2))};
+  if (parts[0].bw_seconds <= 0 || parts[1].bw_seconds <= 0 || parts[2].bw_seconds <= 0) {
+    costs.block.bw_seconds = costs.embedding.bw_seconds = costs.head.bw_seconds = 0;
+  }
+  return costs;
+}
+
+absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
+                                                    std::string_view chosen,
+                                                    const std::vector<StagePartCosts>& stages,
+                                                    double comm_seconds) {
+  const int p = spec.pipeline().stages();
+  if (static_cast<int>(stages.size()) != p) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part costs: ", stages.size(), " stages profiled, the job has ", p));
+  }
+  const int d = DataParallelOf(spec.pipeline());
+  const bool relative_limit =
+      spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::kMemoryLimitBytes;
+  auto choose = [&](const std::vector<int>& layout) -> absl::StatusOr<ScheduleChoice> {
+    absl::StatusOr<sched::Problem> problem = PlannedProblem(WithLayout(spec, layout), chosen);
+    if (!problem.ok()) return problem.status();
+    const int n = problem->num_virtual_stages();
+    absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(chosen);
+    if (!traits.ok()) return traits.status();
+    const std::vector<int> stage_of =
+        sched::PlaceVirtualStages(traits->placement, p, problem->chunks);
+    std::vector<double> analytic_unit(p, 0), profiled_unit(p, 0);
+    for (int k = 0; k < n; ++k) {
+      sched::VirtualStageCost& cost = problem->virtual_stages[k];
+      const StagePartCosts& parts = stages[stage_of[k]];
+      const double reduce = cost.reduce_seconds;
+      analytic_unit[stage_of[k]] += cost.m_b_bytes;
+      sched::VirtualStageCost profiled{0, 0, 0, 0, 0};
+      auto add = [&profiled](const sched::VirtualStageCost& part, double times) {
+        profiled.f_seconds += times * part.f_seconds;
+        profiled.b_seconds += times * part.b_seconds;
+        profiled.w_seconds += times * part.w_seconds;
+        profiled.bw_seconds += times * part.bw_seconds;
+        profiled.m_b_bytes += times * part.m_b_bytes;
+        profiled.m_w_bytes += times * part.m_w_bytes;
+      };
+      add(parts.block, layout[k]);
+      if (k == 0) add(parts.embedding, 1);
+      if (k == n - 1) add(parts.head, 1);
+      profiled.reduce_seconds = reduce;
+      cost = profiled;
+      profiled_unit[stage_of[k]] += cost.m_b_bytes;
+    }
+    problem->comm_seconds = comm_seconds;
+    if (relative_limit && !problem->memory_limit_bytes.empty()) {
+      // A limit of k M_B stays k of the stage's profiled M_B.
+      for (int w = 0; w < p; ++w) {
+        if (analytic_unit[w] > 0) {
+          problem->memory_limit_bytes[w] *= profiled_unit[w] / analytic_unit[w];
+        }
+      }
+    }
+    absl::StatusOr<sched::Schedule> schedule = GenerateSchedule(chosen, *problem, d);
+    if (!schedule.ok()) return schedule.status();
+    return Simulated(std::string(chosen), *std::move(problem), *std::move(schedule));
+  };
+  absl::StatusOr<sched::Problem> planned = PlannedProblem(spec, chosen);
+  if (!planned.ok()) return planned.status();
+  const int n = planned->num_virtual_stages();
+  const int layers = spec.model().layers();
+  const std::vector<int> current = BlocksPerVirtualStage(spec.pipeline(), layers, n);
+  absl::StatusOr<ScheduleChoice> kept = choose(current);
+  if (!kept.ok()) return kept.status();
+  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(chosen);
+  if (!traits.ok()) return traits.status();
+  sched::LayoutWork work;
+  work.stage_of = sched::PlaceVirtualStages(traits->placement, p, planned->chunks);
+  work.block_seconds = 0;
+  for (const StagePartCosts& stage : stages) {
+    work.block_seconds +=
+        (stage.block.f_seconds + stage.block.b_seconds + stage.block.w_seconds) / p;
+  }
+  work.extra_seconds.assign(n, 0.0);
+  auto total = [](const sched::VirtualStageCost& c) {
+    return c.f_seconds + c.b_seconds + c.w_seconds;
+  };
+  work.extra_seconds[0] += total(stages[work.stage_of[0]].embedding);
+  work.extra_seconds[n - 1] += total(stages[work.stage_of[n - 1]].head);
+  ProfiledLayout out;
+  out.layout = current;
+  const LayoutSearch searched =
+      layers >= n && work.block_seconds > 0
+          ? SimulateLayouts(sched::BalancedLayouts(layers, work, kLayoutCandidates), current,
+                            choose)
+          : LayoutSearch{};
+  const double kept_step = kept->simulation.step_seconds;
+  if (searched.best.has_value() &&
+      searched.best->choice.simulation.step_seconds <= (1 - kLayoutGain) * kept_step) {
+    out.layout = searched.best->layout;
+    out.changed = true;
+    out.reason = absl::StrFormat(
+        "calibration: %s predicts a step %.2fx shorter than %s under the profiled costs",
+        LayoutText(out.layout), kept_step / searched.best->choice.simulation.step_seconds,
+        LayoutText(current));
+  } else {
+    out.reason = absl::StrCat("calibration: ", LayoutText(current), " kept (no other layout of ",
+                              searched.simulated, " simulated predicts a step ",
+                              std::llround(kLayoutGain * 100),
+                              " % shorter under the profiled costs)");
+  }
+  return out;
+}
 
 SpecRefusal RefusalOfSchedule(const JobSpec& spec, const absl::Status& refusal) {
   std::string field = "schedule.name";

@@ -1,6 +1,7 @@
 #ifndef ZBPP_COORDINATOR_CORE_PLANNING_H_
 #define ZBPP_COORDINATOR_CORE_PLANNING_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
+#include "zbpp/v1/job.pb.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::coordinator {
@@ -128,6 +130,9 @@ struct JobPlan {
   std::vector<int> layout;
   /// Job.layout_reason: how the layout was chosen.
   std::string layout_reason;
+  /// Job.layout_source: who chose it (GIVEN, EVEN, or ANALYTIC for
+  /// layout_policy AUTO).
+  zbpp::v1::LayoutSource layout_source = zbpp::v1::LAYOUT_SOURCE_UNSPECIFIED;
   /// The first schedule:
   /// * "auto": every registry schedule, in registry order, generated for
   ///   the InitialProblem of AutoCandidateSpec(spec, name) (its own chunks
@@ -171,6 +176,72 @@ struct JobPlan {
 /// found no schedule that runs this job (gpipe: ...; 1f1b: ...)") listing
 /// every refusal. Thread-safe (pure).
 absl::StatusOr<JobPlan> PlanJob(const zbpp::v1::JobSpec& spec);
+
+/// What a stage's workers profiled of the model's parts (worker.proto
+/// ReportProfileRequest.layout_parts: the model cut into three one-block
+/// virtual stages), per microbatch: T_F, T_B, T_W, T_BW seconds and M_B, M_W
+/// bytes of each part.
+struct StagePartCosts {
+  /// One transformer block (part 1).
+  sched::VirtualStageCost block;
+  /// The token embedding: part 0 minus part 1, each field at least 0 (a
+  /// difference of medians may come out below).
+  sched::VirtualStageCost embedding;
+  /// The final norm, the LM head and the loss: part 2 minus part 1, each
+  /// field at least 0.
+  sched::VirtualStageCost head;
+};
+
+/// StagePartCosts from the three profiled parts (`parts[k]`: virtual stage
+/// k of the three). bw_seconds stays 0 (T_B + T_W) unless every part
+/// measured it. Pure.
+StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts);
+
+/// The layout the first calibration chooses (job_spec.proto
+/// LAYOUT_POLICY_AUTO; docs/training.md, "Uneven stages").
+struct ProfiledLayout {
+  /// Blocks per virtual stage: the best found, or the current one.
+  std::vector<int> layout;
+  /// `layout` is not the job's current one (the workers must rebuild their
+  /// chunks: a new attempt).
+  bool changed = false;
+  /// Job.layout_reason: "calibration: [6, 2] predicts a step 1.10x shorter
+  /// than [7, 1] under the profiled costs" or "calibration: [4, 4] kept
+  /// (...)".
+  std::string reason;
+};
+
+/// Chooses the layout of the job `spec` (its stored spec: the layout it
+/// runs in pipeline.layout, or empty for the even split) running the
+/// registry schedule `chosen` (for "auto", the one its versions name) from
+/// what the workers profiled: `stages[w]` is stage w's StagePartCosts, its
+/// replicas combined. Each candidate layout's problem is PlannedProblem's
+/// (its limit, its reductions) with every virtual stage's costs replaced by
+/// those of its parts on its stage (blocks × block, plus the embedding on
+/// the first, plus the head on the last), `comm_seconds` for T_comm, and a
+/// limit in M_B re-expressed in the profiled M_B (as re-solves do); its
+/// schedule is `chosen`'s generator's (GenerateSchedule), simulated. The
+/// candidates are the current layout and those sched::BalancedLayouts
+/// proposes from the profiled work (the mean block over the stages, the
+/// embedding and head on their virtual stages); another layout replaces
+/// the current one only when it predicts a step at least 1 % shorter, as
+/// at submission. Costs up to 7 generations and simulations.
+///
+/// Errors: InvalidArgument when `stages` does not hold pipeline.stages
+/// entries; the current layout's own refusal (PlannedProblem's, the
+/// generator's). Thread-safe (pure).
+absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const zbpp::v1::JobSpec& spec,
+                                                    std::string_view chosen,
+                                                    const std::vector<StagePartCosts>& stages,
+                                                    double comm_seconds);
+
+/// Whether an attempt of `job` starting at `start_step` may still change
+/// its layout at calibration: the layout came from layout_policy AUTO at
+/// submission (Job.layout_source ANALYTIC), no step has run (start_step
+/// 0: no trained weight moves) and the schedule comes from the registry
+/// (a schedule file's order is the user's). Its Assignment then asks for
+/// the layout parts' profile. Pure.
+bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step);
 
 /// PlanJob(spec).status(): OK when the coordinator accepts `spec`; for
 /// callers that need no plan (zbppctl's tests, fuzzers). Thread-safe (pure).

@@ -36,6 +36,31 @@ absl::Status CheckActivationBytes(double bytes, const std::string& field) {
   return absl::OkStatus();
 }
 
+// One profiled virtual stage's times and memory (MeasureProfile's rules
+// from f_seconds on), its fields named under `at`.
+absl::Status CheckEntry(const zbpp::v1::VirtualStageProfile& entry, const std::string& at) {
+  for (auto [seconds, name] : {std::pair{entry.f_seconds(), "f_seconds"},
+                               std::pair{entry.b_seconds(), "b_seconds"},
+                               std::pair{entry.w_seconds(), "w_seconds"}}) {
+    if (absl::Status st = CheckPassTime(seconds, at + name); !st.ok()) return st;
+  }
+  // T_BW is optional (0: not measured).
+  if (entry.bw_seconds() != 0) {
+    if (absl::Status st = CheckPassTime(entry.bw_seconds(), at + "bw_seconds"); !st.ok()) {
+      return st;
+    }
+  }
+  if (absl::Status st = CheckActivationBytes(entry.m_b_bytes(), at + "m_b_bytes"); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckBytes(entry.m_w_bytes(), at + "m_w_bytes"); !st.ok()) return st;
+  if (entry.m_w_bytes() > entry.m_b_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes: ", entry.m_w_bytes(),
+                                                   " is above m_b_bytes ", entry.m_b_bytes()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequest& profile,
@@ -80,26 +105,7 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
                                                      " repeats virtual_stages[", it->second, "]"));
     }
     it->second = i;
-    for (auto [seconds, name] : {std::pair{entry.f_seconds(), "f_seconds"},
-                                 std::pair{entry.b_seconds(), "b_seconds"},
-                                 std::pair{entry.w_seconds(), "w_seconds"}}) {
-      if (absl::Status st = CheckPassTime(seconds, at + name); !st.ok()) return st;
-    }
-    // T_BW is optional (0: not measured).
-    if (entry.bw_seconds() != 0) {
-      if (absl::Status st = CheckPassTime(entry.bw_seconds(), at + "bw_seconds"); !st.ok()) {
-        return st;
-      }
-    }
-    if (absl::Status st = CheckActivationBytes(entry.m_b_bytes(), at + "m_b_bytes"); !st.ok()) {
-      return st;
-    }
-    if (absl::Status st = CheckBytes(entry.m_w_bytes(), at + "m_w_bytes"); !st.ok()) return st;
-    if (entry.m_w_bytes() > entry.m_b_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes: ", entry.m_w_bytes(),
-                                                     " is above m_b_bytes ",
-                                                     entry.m_b_bytes()));
-    }
+    if (absl::Status st = CheckEntry(entry, at); !st.ok()) return st;
   }
   double pass_seconds = 0;  // F + B + W over the stage's virtual stages.
   for (const auto& [virtual_stage, entry] : entry_of) {
@@ -121,6 +127,23 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
         " s of F+B+W), more than the longest step a report may hold (", kMaxReportedSeconds,
         " s)"));
   }
+  if (profile.layout_parts_size() != 0 && profile.layout_parts_size() != kLayoutParts) {
+    return absl::InvalidArgumentError(absl::StrCat("layout_parts: ", kLayoutParts,
+                                                   " entries or none, got ",
+                                                   profile.layout_parts_size()));
+  }
+  for (int k = 0; k < profile.layout_parts_size(); ++k) {
+    const zbpp::v1::VirtualStageProfile& part = profile.layout_parts(k);
+    const std::string at = absl::StrCat("layout_parts[", k, "].");
+    if (part.virtual_stage() != k) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "virtual_stage: must be ", k,
+                                                     ", got ", part.virtual_stage()));
+    }
+    if (absl::Status st = CheckEntry(part, at); !st.ok()) return st;
+    measured.layout_parts.push_back({part.f_seconds(), part.b_seconds(), part.w_seconds(),
+                                     part.m_b_bytes(), part.m_w_bytes(), 0.0,
+                                     part.bw_seconds()});
+  }
   absl::StatusOr<std::vector<HopTiming>> hops =
       HopTimingsOf(stage, profile.hop_latencies(), schedule);
   if (!hops.ok()) return hops.status();
@@ -130,18 +153,22 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
 
 absl::Status CheckProfileMemory(const zbpp::v1::ReportProfileRequest& profile,
                                 double min_m_b_bytes, uint64_t device_memory_bytes) {
-  for (int i = 0; i < profile.virtual_stages_size(); ++i) {
-    const double m_b = profile.virtual_stages(i).m_b_bytes();
-    const std::string field = absl::StrCat("virtual_stages[", i, "].m_b_bytes: ");
-    if (m_b > static_cast<double>(device_memory_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, m_b, " is more than the worker's device holds (memory_bytes ",
-          device_memory_bytes, " as registered)"));
-    }
-    if (m_b < min_m_b_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, m_b, " is less than the stage's input activation alone (",
-          min_m_b_bytes, " bytes: microbatch_size x seq_len x hidden at one byte each)"));
+  for (const auto& [entries, name] :
+       {std::pair{&profile.virtual_stages(), "virtual_stages"},
+        std::pair{&profile.layout_parts(), "layout_parts"}}) {
+    for (int i = 0; i < entries->size(); ++i) {
+      const double m_b = entries->Get(i).m_b_bytes();
+      const std::string field = absl::StrCat(name, "[", i, "].m_b_bytes: ");
+      if (m_b > static_cast<double>(device_memory_bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, m_b, " is more than the worker's device holds (memory_bytes ",
+            device_memory_bytes, " as registered)"));
+      }
+      if (m_b < min_m_b_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, m_b, " is less than the stage's input activation alone (",
+            min_m_b_bytes, " bytes: microbatch_size x seq_len x hidden at one byte each)"));
+      }
     }
   }
   return absl::OkStatus();

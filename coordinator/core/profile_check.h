@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/core/cost_model.h"
+#include "scheduler/problem.h"
 #include "scheduler/schedule.h"
 #include "zbpp/v1/job_spec.pb.h"
 #include "zbpp/v1/worker.pb.h"
@@ -26,7 +27,14 @@ struct MeasuredProfile {
   std::vector<VirtualStageTiming> timings;  ///< F/B/W medians, seconds.
   std::vector<VirtualStageMemory> memory;
   std::vector<HopTiming> hops;  ///< Its hop latencies (HopTimingsOf).
+  /// ReportProfileRequest.layout_parts: empty, or kLayoutParts entries
+  /// (virtual stage k of the model cut into three one-block virtual
+  /// stages: the embedding and a block, a block, a block and the head).
+  std::vector<sched::VirtualStageCost> layout_parts;
 };
+
+/// How many parts ReportProfileRequest.layout_parts holds.
+inline constexpr int kLayoutParts = 3;
 
 /// Checks the profile `profile` of the worker that runs stage
 /// `stage` and replica `replica` of `replicas` under `schedule`
@@ -47,6 +55,9 @@ struct MeasuredProfile {
 ///   its F's activation until its B; M_B = 0 would make every memory limit
 ///   hold any number of microbatches); "virtual_stages[i].m_w_bytes":
 ///   negative, not finite or above m_b_bytes;
+/// * "layout_parts": neither empty nor kLayoutParts entries;
+///   "layout_parts[k].virtual_stage": not k; "layout_parts[k].f_seconds"
+///   ...: the rules of virtual_stages[i] above;
 /// * "hop_latencies[i]...": HopTimingsOf's.
 /// What the worker's device and the job can hold is CheckProfileMemory's.
 /// Pure; thread-safe.
@@ -54,14 +65,16 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
                                                const sched::Schedule& schedule, int stage,
                                                int replica, int replicas);
 
-/// Each virtual stage's m_b_bytes of `profile` within what can be: at
+/// Each virtual stage's (and layout part's) m_b_bytes of `profile` within
+/// what can be: at
 /// least `min_m_b_bytes` (ActivationFloorBytes: a tiny M_B made every
 /// memory limit hold every microbatch, as M_B = 0 did) and at most
 /// `device_memory_bytes`, the memory the worker registered
 /// (WorkerDescription.memory_bytes: one microbatch's activation cannot
 /// exceed what the device holds, and a larger M_B, e.g. 1e308, overflowed
 /// the memory limit's arithmetic into a job failure). InvalidArgument
-/// naming "virtual_stages[i].m_b_bytes" and the bound. Pure; thread-safe.
+/// naming "virtual_stages[i].m_b_bytes" (or "layout_parts[k].m_b_bytes")
+/// and the bound. Pure; thread-safe.
 absl::Status CheckProfileMemory(const zbpp::v1::ReportProfileRequest& profile,
                                 double min_m_b_bytes, uint64_t device_memory_bytes);
 

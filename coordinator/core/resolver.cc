@@ -58,6 +58,22 @@ int OverLimitStage(const sched::Problem& problem, const sched::SimulationResult&
 // unless neither fits a limit the user set (task.failure).
 void SolveCalibration(ResolveTask& task) {
   ResolveRecord& record = task.record;
+  std::string layout_note;
+  if (task.layout_input.has_value()) {
+    const ResolveTask::LayoutInput& in = *task.layout_input;
+    absl::StatusOr<ProfiledLayout> layout = ChooseProfiledLayout(
+        in.spec, in.schedule_name, in.stages, task.measured.comm_seconds);
+    if (layout.ok() && layout->changed) {
+      // The workers rebuild their chunks in a new attempt, whose own
+      // calibration builds the version.
+      record.reason = layout->reason;
+      task.layout = *std::move(layout);
+      return;
+    }
+    layout_note = layout.ok() ? absl::StrCat("; ", layout->reason)
+                              : absl::StrCat("; layout kept: ", layout.status().message());
+    if (layout.ok()) task.layout = *std::move(layout);
+  }
   const sched::Problem& measured = task.measured;
   sched::SimulationResult current_sim;
   std::optional<sched::Schedule> candidate;
@@ -114,7 +130,7 @@ void SolveCalibration(ResolveTask& task) {
   }
   record.reason = absl::StrCat(
       "calibration: ", take_candidate ? "the re-solved schedule" : "the current order",
-      " under the profiled costs; ", why);
+      " under the profiled costs; ", why, layout_note);
   const sched::Schedule& chosen = take_candidate ? *candidate : task.current;
   task.candidate = BuildVersion(
       task.job_id, chosen, measured, take_candidate ? *candidate_sim : current_sim,

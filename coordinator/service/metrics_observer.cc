@@ -34,6 +34,10 @@ void MetricsObserver::OnTransport(const std::string& job_id,
   metrics_->SetTransport(job_id, absl::AsciiStrToLower(TransportName(transport)));
 }
 
+void MetricsObserver::OnLayout(const std::string& job_id, const std::vector<int>& layout) {
+  metrics_->SetLayout(job_id, layout);
+}
+
 void MetricsObserver::OnJobFinished(const std::string& job_id) {
   metrics_->RemoveJob(job_id);
 }

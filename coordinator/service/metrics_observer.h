@@ -25,6 +25,7 @@ class MetricsObserver final : public CoordinatorObserver {
   void OnValidation(const std::string& job_id, bool rolled_back,
                     bool skipped) override;
   void OnTransport(const std::string& job_id, zbpp::v1::Transport transport) override;
+  void OnLayout(const std::string& job_id, const std::vector<int>& layout) override;
   void OnJobFinished(const std::string& job_id) override;
 
  private:

@@ -361,6 +361,30 @@ TEST_F(CoordinatorMetricsTest, JobInfoCarriesTheTransportOfTheCurrentAttempt) {
   EXPECT_THAT(Text(), Not(HasSubstr("job-a")));
 }
 
+// One series per virtual stage of the current layout: a re-planned layout
+// replaces the values, a shorter one drops the series it no longer has.
+TEST_F(CoordinatorMetricsTest, LayoutBlocksFollowTheCurrentLayout) {
+  metrics_->SetLayout("job-a", {4, 2, 1, 1});
+  std::string text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_job_layout_blocks",
+                         {{"job_id", "job-a"}, {"virtual_stage", "0"}}),
+              Optional(4.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_layout_blocks",
+                         {{"job_id", "job-a"}, {"virtual_stage", "3"}}),
+              Optional(1.0));
+  metrics_->SetLayout("job-a", {6, 2});
+  metrics_->SetLayout("", {1});
+  text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_job_layout_blocks",
+                         {{"job_id", "job-a"}, {"virtual_stage", "0"}}),
+              Optional(6.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_layout_blocks",
+                         {{"job_id", "job-a"}, {"virtual_stage", "2"}}),
+              std::nullopt);
+  metrics_->RemoveJob("job-a");
+  EXPECT_THAT(Text(), Not(HasSubstr("zbpp_job_layout_blocks{")));
+}
+
 TEST_F(CoordinatorMetricsTest, StoreSeriesFollowTheStoreWriter) {
   std::string text = Text();
   EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(1.0));

@@ -270,8 +270,7 @@ class AttemptRun {
     request.set_stage(a_.stage());
     request.set_replica(a_.replica());
     request.set_repetitions(kProfileRepetitions);
-    for (const StageProfile& p : *profiles) {
-      v1::VirtualStageProfile* v = request.add_virtual_stages();
+    auto add = [](const StageProfile& p, v1::VirtualStageProfile* v) {
       v->set_virtual_stage(p.virtual_stage);
       v->set_f_seconds(p.f_seconds);
       v->set_b_seconds(p.b_seconds);
@@ -279,6 +278,18 @@ class AttemptRun {
       v->set_bw_seconds(p.bw_seconds);
       v->set_m_b_bytes(static_cast<double>(p.m_b_bytes));
       v->set_m_w_bytes(static_cast<double>(p.m_w_bytes));
+    };
+    for (const StageProfile& p : *profiles) add(p, request.add_virtual_stages());
+    if (a_.profile_layout_parts()) {
+      // Synthetic compute has no model to cut: the coordinator then keeps
+      // the layout it planned (FailedPrecondition, no job error).
+      absl::StatusOr<std::vector<StageProfile>> parts =
+          trainer_->ProfileLayoutParts(kProfileRepetitions);
+      if (parts.ok()) {
+        for (const StageProfile& p : *parts) add(p, request.add_layout_parts());
+      } else if (!absl::IsFailedPrecondition(parts.status())) {
+        return JobError(WithContext(parts.status(), "calibration profile"));
+      }
     }
     if (next_hop_latency_.has_value()) {
       v1::HopLatency* hop = request.add_hop_latencies();

@@ -232,21 +232,8 @@ absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions)
   std::vector<StageProfile> profiles;
   absl::Status status;
   for (size_t i = 0; i < chunks_.size() && status.ok(); ++i) {
-    StageProfileOptions o;
-    o.chunk = chunks_[i].get();
-    o.store = stores_[i].get();
-    o.virtual_stage = options_.virtual_stages[i];
-    o.microbatch_size = options_.spec.pipeline().microbatch_size();
-    o.seq_len = o.chunk->config().seq_len;
-    o.hidden = o.chunk->config().hidden;
-    o.vocab = o.chunk->config().vocab;
-    o.microbatches = options_.spec.pipeline().microbatches();
-    o.loss_scale = loss_scaler_.scale();
-    o.repetitions = repetitions;
-    o.seed = options_.spec.seed() + static_cast<uint64_t>(o.virtual_stage);
-    o.device = options_.device;
-    o.memory = &memory_;
-    o.synthetic = options_.synthetic.has_value() ? &*options_.synthetic : nullptr;
+    const StageProfileOptions o =
+        ProfileOptions(*chunks_[i], *stores_[i], options_.virtual_stages[i], repetitions);
     absl::StatusOr<StageProfile> profile = ProfileVirtualStage(o);
     if (profile.ok()) {
       profiles.push_back(*profile);
@@ -264,6 +251,64 @@ absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions)
   }
   if (!status.ok()) return status;
   return profiles;
+}
+
+absl::StatusOr<std::vector<StageProfile>> StageTrainer::ProfileLayoutParts(int repetitions) {
+  if (options_.synthetic.has_value()) {
+    return absl::FailedPreconditionError(
+        "layout parts: synthetic compute has no model to profile");
+  }
+  absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options_.spec.model());
+  if (!config.ok()) return config.status();
+  constexpr int kParts = 3;  // Embedding + block, block, block + head.
+  config->compute_type = ComputeTypeOf(options_.spec.precision());
+  config->layers = kParts;
+  config->layout.assign(kParts, 1);
+  std::vector<StageProfile> profiles;
+  for (int part = 0; part < kParts; ++part) {
+    absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
+        ModelChunk::Create(*config, part, kParts, options_.spec.seed(), options_.device);
+    if (!chunk.ok()) return chunk.status();
+    {
+      // As Create does for the stage's own chunks: B and W add into
+      // gradient buffers that exist before, so M_W counts activations only.
+      at::NoGradGuard no_grad;
+      for (const NamedTensor& t : (*chunk)->parameters()) {
+        at::Tensor param = t.second;  // The same tensor.
+        param.mutable_grad() = at::zeros_like(param);
+      }
+    }
+    WeightGradStore store;
+    StageProfileOptions o = ProfileOptions(**chunk, store, part, repetitions);
+    absl::StatusOr<StageProfile> profile = ProfileVirtualStage(o);
+    if (!profile.ok()) {
+      return absl::Status(profile.status().code(),
+                          absl::StrCat("layout part ", part, ": ", profile.status().message()));
+    }
+    profiles.push_back(*profile);
+  }
+  return profiles;
+}
+
+StageProfileOptions StageTrainer::ProfileOptions(const ModelChunk& chunk,
+                                                 WeightGradStore& store, int virtual_stage,
+                                                 int repetitions) {
+  StageProfileOptions o;
+  o.chunk = &chunk;
+  o.store = &store;
+  o.virtual_stage = virtual_stage;
+  o.microbatch_size = options_.spec.pipeline().microbatch_size();
+  o.seq_len = chunk.config().seq_len;
+  o.hidden = chunk.config().hidden;
+  o.vocab = chunk.config().vocab;
+  o.microbatches = options_.spec.pipeline().microbatches();
+  o.loss_scale = loss_scaler_.scale();
+  o.repetitions = repetitions;
+  o.seed = options_.spec.seed() + static_cast<uint64_t>(virtual_stage);
+  o.device = options_.device;
+  o.memory = &memory_;
+  o.synthetic = options_.synthetic.has_value() ? &*options_.synthetic : nullptr;
+  return o;
 }
 
 absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,

@@ -221,6 +221,22 @@ class StageTrainer {
   /// InvalidArgument for repetitions < 1, the passes' errors (the model's).
   absl::StatusOr<std::vector<StageProfile>> Profile(int repetitions = 3);
 
+  /// The layout parts' profile (worker.proto ReportProfileRequest.
+  /// layout_parts): the job's model cut into three virtual stages of one
+  /// block each, built on this worker's device from the job's seed (the
+  /// chunks apart from this stage's own, freed on return) and profiled as
+  /// Profile profiles a virtual stage: virtual stage 0 (the token embedding
+  /// and a block), 1 (a block alone) and 2 (a block, the final norm, the LM
+  /// head and the loss), in that order. So every worker measures what one
+  /// block, the embedding and the head cost on it, whatever its own chunks
+  /// hold, and the coordinator can plan any layout from measurement
+  /// (docs/training.md, "Uneven stages"). Touches nothing of this stage's
+  /// model or optimizer; holds the head's [vocab, h] matrix (and its
+  /// gradient) while it runs. Errors: InvalidArgument for repetitions < 1;
+  /// FailedPrecondition under synthetic compute (no model to measure); the
+  /// passes' errors. Thread-compatible, as Profile.
+  absl::StatusOr<std::vector<StageProfile>> ProfileLayoutParts(int repetitions = 3);
+
   /// Finishes the pending POST step, if any: waits for its full state and
   /// rolls back / redoes / skips as it says (nothing speculative ran, so
   /// nothing is replayed). Returns its validation, or nothing when no step
@@ -259,6 +275,11 @@ class StageTrainer {
   int stage() const { return options_.stage; }
 
  private:
+  /// What ProfileVirtualStage needs to profile `chunk` (with its W store)
+  /// as virtual stage `virtual_stage` of the job's shapes, on this stage's
+  /// device and meter.
+  StageProfileOptions ProfileOptions(const ModelChunk& chunk, WeightGradStore& store,
+                                     int virtual_stage, int repetitions);
   // The reduced validation state travelling along the stages.
   struct ValidationState {
     double grad_norm_sq = 0;

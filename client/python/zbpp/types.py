@@ -149,10 +149,13 @@ class Job:
     #: the first) and why.
     transport: str
     transport_reason: str
-    #: The blocks of each virtual stage, and how they were chosen
-    #: ("auto: [6, 2] predicts ...", "given", ...).
+    #: The blocks of each virtual stage, how they were chosen
+    #: ("auto: [6, 2] predicts ...", "given", ...) and by whom ("GIVEN",
+    #: "EVEN", "ANALYTIC" at submission, "PROFILED" at calibration; "" for a
+    #: job of an older coordinator).
     layout: list[int]
     layout_reason: str
+    layout_source: str
     assignments: list[Assignment]
     first_step: Step | None
     last_step: Step | None
@@ -198,6 +201,8 @@ class Job:
             transport_reason=j.transport_reason,
             layout=list(j.layout),
             layout_reason=j.layout_reason,
+            layout_source="" if j.layout_source == 0 else enum_name(
+                job_pb2.LayoutSource, j.layout_source, "LAYOUT_SOURCE_"),
             assignments=[Assignment(a.stage, a.replica, a.worker_id) for a in j.assignments],
             first_step=Step.from_proto(j.first_step) if j.HasField("first_step") else None,
             last_step=Step.from_proto(j.last_step) if j.HasField("last_step") else None,

@@ -53,7 +53,7 @@ def as_submitted(job: zbpp.Job) -> job_spec_pb2.JobSpec:
     spec.CopyFrom(job.proto.spec)
     if spec.HasField("checkpoint"):
         spec.checkpoint.directory = spec.checkpoint.directory.replace(job.id, "{job_id}")
-    if job.layout_reason.startswith("auto: ["):
+    if job.layout_source in ("ANALYTIC", "PROFILED") and spec.pipeline.layout:
         del spec.pipeline.layout[:]
         if spec.schedule.name == "auto":
             spec.pipeline.ClearField("chunks")

@@ -94,6 +94,94 @@ TEST_F(CoordinatorTest, CalibrationThatFitsNothingFailsTheJobAndFreesItsWorkers)
   }
 }
 
+// The model cut into three one-block virtual stages as a worker profiles
+// it (worker.proto ReportProfileRequest.layout_parts): a block of T_F = T_B
+// = T_W = 1 s, an embedding that costs nothing, and a head `head_blocks`
+// blocks dear.
+std::vector<sched::VirtualStageCost> LayoutParts(double head_blocks) {
+  const sched::VirtualStageCost block{1, 1, 1, 1e6, 5e5};
+  sched::VirtualStageCost last = block;
+  last.f_seconds += head_blocks;
+  last.b_seconds += head_blocks;
+  last.w_seconds += head_blocks;
+  return {block, block, last};
+}
+
+// The analytic model planned the even split (a small vocabulary's head is
+// cheap by FLOPs); the workers profile a head as dear as two blocks. The
+// first calibration chooses [3, 1] from the profiled parts, ends the
+// attempt and starts the next on the new layout at once: the job stays
+// RUNNING, no recovery is counted, and the second attempt's calibration
+// does not re-lay it out.
+TEST_F(CoordinatorTest, CalibrationLaysTheModelOutAgainFromTheProfiledPartsWithoutARecovery) {
+  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 6, 2);
+  const v1::Job submitted = *coordinator_->SubmitJob(spec);
+  ASSERT_EQ(submitted.layout_source(), v1::LAYOUT_SOURCE_ANALYTIC) << submitted.layout_reason();
+  ASSERT_THAT(submitted.layout(), ::testing::ElementsAre(2, 2)) << submitted.layout_reason();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.layout_parts = LayoutParts(/*head_blocks=*/2);
+  HeartbeatAll(workers);  // Assigned; each profiles, parts included.
+
+  v1::Job job = *coordinator_->GetJob(submitted.id(), {});
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1));
+  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_PROFILED);
+  EXPECT_THAT(job.layout_reason(),
+              ::testing::StartsWith("calibration: [3, 1] predicts a step "));
+  EXPECT_THAT(job.layout_reason(), HasSubstr("shorter than [2, 2] under the profiled costs"));
+  EXPECT_THAT(job.spec().pipeline().layout(), ::testing::ElementsAre(3, 1));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING) << job.state_message();
+  EXPECT_EQ(job.schedule_version(), 1) << "no version for the old layout's calibration";
+
+  HeartbeatAll(workers);  // Aborted, idle; then taken by the next attempt.
+  HeartbeatAll(workers);
+  for (FakeWorker& w : workers) {
+    EXPECT_EQ(w.aborts, 1);
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_THAT(w.assignment->spec().pipeline().layout(), ::testing::ElementsAre(3, 1));
+    EXPECT_TRUE(w.assignment->profile());
+    EXPECT_FALSE(w.assignment->profile_layout_parts()) << "the layout is final";
+  }
+  RunSteps(workers, TrueCosts(spec, 1, 1.0), 5);
+  job = *coordinator_->GetJob(submitted.id(), {});
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.state_message();
+  EXPECT_EQ(job.recoveries_total(), 0);
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1));
+  EXPECT_EQ(coordinator_->GetScheduleVersion(submitted.id(), 2)->reason(),
+            v1::SCHEDULE_CHANGE_REASON_CALIBRATION);
+}
+
+// Parts that favour the planned layout keep it, say so, and close the
+// layout: no attempt ends.
+TEST_F(CoordinatorTest, CalibrationKeepsALayoutTheProfiledPartsAgreeWith) {
+  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 4, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  for (FakeWorker& w : workers) w.layout_parts = LayoutParts(/*head_blocks=*/0);
+  HeartbeatAll(workers);
+  const v1::Job job = *coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(2, 2));
+  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_PROFILED);
+  EXPECT_THAT(job.layout_reason(), ::testing::StartsWith("calibration: [2, 2] kept"));
+  EXPECT_EQ(job.schedule_version(), 2);  // Calibrated on the planned layout.
+  for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
+}
+
+// A worker that sends no parts (synthetic compute cannot cut the model)
+// leaves the layout as planned.
+TEST_F(CoordinatorTest, CalibrationWithoutEveryWorkersPartsKeepsThePlannedLayout) {
+  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 4, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  workers[0].layout_parts = LayoutParts(/*head_blocks=*/2);
+  HeartbeatAll(workers);
+  const v1::Job job = *coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(2, 2));
+  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_ANALYTIC);
+  EXPECT_EQ(job.schedule_version(), 2);
+  for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
+}
+
 TEST_F(CoordinatorTest, ProfileOfAnAttemptThatEndedIsRefused) {
   const v1::JobSpec spec = TestSpec(2, 4, "zb-1p", 20, 2);
   const std::string job_id = coordinator_->SubmitJob(spec)->id();

@@ -101,6 +101,8 @@ std::vector<std::string> Observed(const JobEffects& effects) {
             return "validation";
           } else if constexpr (std::is_same_v<T, TransportObserved>) {
             return absl::StrCat("transport ", v1::Transport_Name(x.transport));
+          } else if constexpr (std::is_same_v<T, LayoutObserved>) {
+            return absl::StrCat("layout ", LayoutText(x.layout));
           } else {
             return "finished";
           }
@@ -241,7 +243,7 @@ TEST_F(JobEffectsTest, BeginAttemptStoresTheRecordThenAssignsAndGrantsEachWorker
   // One grant message, shared by both workers.
   EXPECT_EQ(effects.messages[2].message, effects.messages[3].message);
   EXPECT_THAT(Events(effects), ElementsAre("PENDING->ASSIGNING"));
-  EXPECT_THAT(Observed(effects), ElementsAre("transport TRANSPORT_GLOO"));
+  EXPECT_THAT(Observed(effects), ElementsAre("transport TRANSPORT_GLOO", "layout []"));
   EXPECT_FALSE(effects.release_workers);
   EXPECT_THAT(effects.deleted_scopes, IsEmpty());
 }

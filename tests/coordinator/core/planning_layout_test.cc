@@ -131,5 +131,91 @@ TEST(PlanJobLayout, AutoChoosesLayoutAndScheduleTogether) {
   EXPECT_THAT(joint.layout_reason, StartsWith("auto: ["));
 }
 
+// Parts profiled as (T_F, T_B, T_W) = (1, 1, 1) a block, with the
+// embedding and the head `embedding` and `head` blocks dear on each pass.
+std::vector<StagePartCosts> Parts(int stages, double embedding, double head) {
+  const sched::VirtualStageCost block{1, 1, 1, 1e6, 5e5};
+  auto plus = [&block](double blocks) {
+    sched::VirtualStageCost part = block;
+    part.f_seconds += blocks;
+    part.b_seconds += blocks;
+    part.w_seconds += blocks;
+    part.m_b_bytes += blocks * 1e6;
+    return part;
+  };
+  return std::vector<StagePartCosts>(stages, PartCostsOf({plus(embedding), block, plus(head)}));
+}
+
+TEST(PartCostsOf, TheEmbeddingAndTheHeadAreTheirPartsLessABlockNeverBelowZero) {
+  sched::VirtualStageCost block{1, 2, 3, 100, 50};
+  block.bw_seconds = 4;
+  sched::VirtualStageCost first{1.5, 1.9, 3, 120, 50};
+  first.bw_seconds = 4.2;
+  sched::VirtualStageCost last{4, 5, 6, 300, 150};
+  last.bw_seconds = 9;
+  const StagePartCosts parts = PartCostsOf({first, block, last});
+  EXPECT_DOUBLE_EQ(parts.block.b_seconds, 2);
+  EXPECT_DOUBLE_EQ(parts.embedding.f_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(parts.embedding.b_seconds, 0) << "1.9 - 2 is noise, not a negative cost";
+  EXPECT_DOUBLE_EQ(parts.embedding.m_b_bytes, 20);
+  EXPECT_DOUBLE_EQ(parts.head.w_seconds, 3);
+  EXPECT_DOUBLE_EQ(parts.head.bw_seconds, 5);
+  EXPECT_DOUBLE_EQ(parts.head.m_w_bytes, 100);
+  last.bw_seconds = 0;  // One part without T_BW: none is used.
+  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}).block.bw_seconds, 0);
+}
+
+// The demo's Llama planned [7, 1] analytically (its head costs 5.4 blocks
+// by FLOPs); profiled at 3.5 blocks, [6, 2] is better, and a head that
+// costs nothing brings the even split back.
+TEST(ChooseProfiledLayout, PlansTheLayoutFromTheProfiledPartsOfEachStage) {
+  const JobPlan plan = Plan(DemoLlama());
+  ASSERT_EQ(plan.layout, (std::vector<int>{7, 1})) << plan.layout_reason;
+  absl::StatusOr<ProfiledLayout> measured =
+      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 3.5), 0);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_TRUE(measured->changed);
+  EXPECT_EQ(measured->layout, (std::vector<int>{6, 2}));
+  EXPECT_THAT(measured->reason, StartsWith("calibration: [6, 2] predicts a step "));
+  EXPECT_THAT(measured->reason, HasSubstr("x shorter than [7, 1] under the profiled costs"));
+
+  absl::StatusOr<ProfiledLayout> free_head =
+      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 0), 0);
+  ASSERT_TRUE(free_head.ok()) << free_head.status();
+  EXPECT_EQ(free_head->layout, (std::vector<int>{4, 4}));
+
+  // The parts agree with the plan: kept, and said so.
+  absl::StatusOr<ProfiledLayout> kept =
+      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 6), 0);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->changed);
+  EXPECT_EQ(kept->layout, (std::vector<int>{7, 1}));
+  EXPECT_THAT(kept->reason, StartsWith("calibration: [7, 1] kept (no other layout of "));
+}
+
+// Stages profile on their own devices: a slower first stage takes fewer
+// blocks than the same parts on equal devices give it.
+TEST(ChooseProfiledLayout, ASlowerStageTakesFewerBlocks) {
+  JobSpec spec = DemoLlama();
+  spec.mutable_pipeline()->set_layout_policy(zbpp::v1::LAYOUT_POLICY_AUTO);
+  std::vector<StagePartCosts> equal = Parts(2, 0, 0);
+  std::vector<StagePartCosts> slow_first = equal;
+  for (sched::VirtualStageCost* c : {&slow_first[0].block}) {
+    c->f_seconds *= 2, c->b_seconds *= 2, c->w_seconds *= 2;
+  }
+  absl::StatusOr<ProfiledLayout> fair = ChooseProfiledLayout(spec, "zb-2p", equal, 0);
+  absl::StatusOr<ProfiledLayout> slow = ChooseProfiledLayout(spec, "zb-2p", slow_first, 0);
+  ASSERT_TRUE(fair.ok() && slow.ok()) << fair.status() << slow.status();
+  EXPECT_EQ(fair->layout, (std::vector<int>{4, 4}));
+  EXPECT_LT(slow->layout[0], 4);
+}
+
+TEST(ChooseProfiledLayout, RefusesPartsOfAnotherNumberOfStages) {
+  const absl::StatusOr<ProfiledLayout> refused =
+      ChooseProfiledLayout(DemoLlama(), "zb-2p", Parts(3, 0, 1), 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "part costs: 3 stages profiled, the job has 2");
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

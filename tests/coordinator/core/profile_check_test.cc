@@ -196,6 +196,52 @@ TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
             "virtual_stages[0].m_w_bytes: 2000 is above m_b_bytes 1003");
 }
 
+// The layout parts (ReportProfileRequest.layout_parts): none, or the
+// three one-block virtual stages in order, each checked as a virtual
+// stage's entry is.
+TEST(MeasureProfileTest, MeasuresLayoutPartsAndRefusesThemIncompleteOrOutOfOrder) {
+  v1::ReportProfileRequest profile = Profile();
+  absl::StatusOr<MeasuredProfile> none = MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->layout_parts.empty());
+  for (int k = 0; k < kLayoutParts; ++k) {
+    v1::VirtualStageProfile* part = profile.add_layout_parts();
+    *part = profile.virtual_stages(1);
+    part->set_virtual_stage(k);
+    part->set_f_seconds(0.5 + k);
+    part->set_bw_seconds(0.9 + k);
+  }
+  absl::StatusOr<MeasuredProfile> parts = MeasureProfile(profile, VPlacement(), 0, 0, 1);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->layout_parts.size(), 3u);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].f_seconds, 2.5);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].b_seconds, 0.020);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].bw_seconds, 2.9);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].m_b_bytes, 1000);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].m_w_bytes, 400);
+
+  v1::ReportProfileRequest two = profile;
+  two.mutable_layout_parts()->RemoveLast();
+  EXPECT_EQ(MeasureProfile(two, VPlacement(), 0, 0, 1).status().message(),
+            "layout_parts: 3 entries or none, got 2");
+  v1::ReportProfileRequest swapped = profile;
+  swapped.mutable_layout_parts(1)->set_virtual_stage(2);
+  EXPECT_EQ(MeasureProfile(swapped, VPlacement(), 0, 0, 1).status().message(),
+            "layout_parts[1].virtual_stage: must be 1, got 2");
+  v1::ReportProfileRequest slow = profile;
+  slow.mutable_layout_parts(2)->set_w_seconds(-1);
+  EXPECT_THAT(std::string(MeasureProfile(slow, VPlacement(), 0, 0, 1).status().message()),
+              StartsWith("layout_parts[2].w_seconds: must be a finite time"));
+  v1::ReportProfileRequest small = profile;
+  small.mutable_layout_parts(1)->set_m_b_bytes(500);
+  EXPECT_THAT(std::string(CheckProfileMemory(small, 600, 1 << 20).message()),
+              StartsWith("layout_parts[1].m_b_bytes: 500 is less than"));
+  v1::ReportProfileRequest large = profile;
+  large.mutable_layout_parts(2)->set_m_b_bytes(5000);
+  EXPECT_THAT(std::string(CheckProfileMemory(large, 600, 1003).message()),
+              StartsWith("layout_parts[2].m_b_bytes: 5000 is more than"));
+}
+
 TEST(MeasureProfileTest, RefusesALatencyToAStageNoHopLinks) {
   v1::ReportProfileRequest profile = Profile();
   v1::HopLatency* latency = profile.add_hop_latencies();

@@ -174,6 +174,42 @@ TEST(StageProfileTest, ProfilingLeavesTheModelAsItFoundItBf16) {
   ExpectProfileLeavesTheModelAsItFoundIt(v1::PRECISION_BF16);
 }
 
+// The layout parts (StageTrainer::ProfileLayoutParts): the model cut into
+// three one-block virtual stages, whatever the stage holds (here all four
+// blocks as one chunk). With a vocabulary of 4096 on h = 32 the head part
+// holds the logits' [b, s, vocab] for its B, which a block never does; the
+// stage's own model and gradients are left as they were.
+TEST(StageProfileTest, LayoutPartsProfileABlockTheEmbeddingAndTheHeadApart) {
+  v1::JobSpec spec = Spec(4, 2);
+  spec.mutable_model()->set_vocab(4096);
+  Rank rank(spec, {0});
+  ASSERT_NE(rank.trainer, nullptr);
+  const std::map<std::string, at::Tensor> grads = Grads(*rank.trainer);
+  absl::StatusOr<std::vector<StageProfile>> parts = rank.trainer->ProfileLayoutParts(2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const StageProfile& p = (*parts)[k];
+    EXPECT_EQ(p.virtual_stage, k);
+    EXPECT_GT(p.f_seconds, 0);
+    EXPECT_GT(p.b_seconds, 0);
+    EXPECT_GT(p.w_seconds, 0);
+    EXPECT_GT(p.bw_seconds, 0);
+    EXPECT_GT(p.m_b_bytes, 0);
+    EXPECT_LE(p.m_w_bytes, p.m_b_bytes);
+  }
+  const double logits_bytes = 2.0 * 16 * 4096 * 4;
+  EXPECT_GE((*parts)[2].m_b_bytes - (*parts)[1].m_b_bytes, logits_bytes)
+      << "the head part holds its logits";
+  std::cout << "parts F: " << (*parts)[0].f_seconds << " " << (*parts)[1].f_seconds << " "
+            << (*parts)[2].f_seconds << " s\n";
+  for (const auto& [name, t] : rank.trainer->Parameters()) {
+    EXPECT_TRUE(at::equal(t.grad(), grads.at(name))) << name << "'s .grad";
+  }
+  EXPECT_EQ(rank.trainer->ProfileLayoutParts(0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Under synthetic compute the passes wait the cost model's times and the
 // memories are the cost model's: the profile echoes it.
 TEST(StageProfileTest, SyntheticComputeEchoesTheCostModel) {
@@ -202,6 +238,9 @@ TEST(StageProfileTest, SyntheticComputeEchoesTheCostModel) {
   EXPECT_LT(p.w_seconds, 0.002 + 0.05);
   EXPECT_EQ(p.m_b_bytes, 5000);
   EXPECT_EQ(p.m_w_bytes, 2000);
+  // No model to cut into parts.
+  EXPECT_EQ((*trainer)->ProfileLayoutParts(1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // With GPipe every microbatch's F runs before any B: the step holds all m

@@ -67,7 +67,8 @@ namespace zbpp::coordinator {
 /// the store always holds a prefix of the decided history: a version is
 /// stored before anything that names it, a crash loses at most the queued
 /// suffix, and Recover() resumes from the last checkpoint record as before
-/// (replayed step summaries and validation outcomes are ignored). The
+/// (a replayed step's summary, validation outcome and cost snapshot
+/// replace its first run's: store.h, "Replayed steps"). The
 /// Coordinator writes only what no job decides: a new job's record, the
 /// deletion of finished jobs past the retention, and the store probe.
 ///

@@ -383,16 +383,14 @@ absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcom
   // The outcomes are stored as they are gathered, the job's counters with
   // the job after them: a crash in between would lose an increment.
   if (!IsTerminal(state())) {
-    int64_t rollbacks = 0, skipped = 0, clipped = 0;
+    job_.set_rollbacks_total(0);
+    job_.set_skipped_steps_total(0);
+    job_.set_clipped_steps_total(0);
+    counted_validations_.clear();
     for (const zbpp::v1::ValidationOutcome& o : outcomes) {
       validated_through_ = std::max(validated_through_, o.step());
-      rollbacks += o.rolled_back_stages_size() > 0;
-      skipped += o.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
-      clipped += o.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED;
+      CountValidation(o);
     }
-    job_.set_rollbacks_total(rollbacks);
-    job_.set_skipped_steps_total(skipped);
-    job_.set_clipped_steps_total(clipped);
   }
   // The workers of the old process must register again.
   switch (state()) {

@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_CORE_JOB_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -278,10 +279,17 @@ class Job {
   /// The versions after the one in force at the attempt's start step, one
   /// message each (shared by the attempt's workers).
   std::vector<SessionMessage> LaterVersionMessages() const;
-  /// Records a validation outcome every worker sent (store, counters,
-  /// event, ValidationPolicy) unless it is a replay.
-  /// False for an outcome already recorded (replayed after a recovery).
-  bool RecordValidation(const zbpp::v1::ValidationOutcome& outcome);
+  /// Records a validation outcome every worker sent: its store write, the
+  /// job's counters (CountValidation), its event and metric, and, for a
+  /// step validated for the first time, the ValidationPolicy. A step
+  /// validated again (replayed after a recovery or a restart) replaces the
+  /// step's outcome (store.h, "Replayed steps") but is not shown to the
+  /// policy, which reads each step once, in step order.
+  void RecordValidation(const zbpp::v1::ValidationOutcome& outcome);
+  /// Makes `outcome` the one its step counts in the job's rollbacks_total,
+  /// skipped_steps_total and clipped_steps_total, taking back what an
+  /// earlier outcome of the step counted.
+  void CountValidation(const zbpp::v1::ValidationOutcome& outcome);
   void SwitchValidationMode(zbpp::v1::ValidationMode mode,
                             const zbpp::v1::ValidationOutcome& last);
   /// Before an attempt over NCCL starts: when a version it would run asks
@@ -339,9 +347,18 @@ class Job {
   bool relayout_pending_ = false;
   /// Highest step whose validation outcome was recorded (queued for the
   /// store, or restored); -1 before any. Outcomes are gathered in step
-  /// order, so one for a step <= it is a replay after a recovery and is not
-  /// recorded (or counted) again.
+  /// order, so one for a step <= it is a replay after a recovery.
   int64_t validated_through_ = -1;
+  /// What a step's recorded outcome counts in the job's counters.
+  struct ValidationCounts {
+    bool rolled_back = false;
+    bool skipped = false;
+    bool clipped = false;
+  };
+  /// The steps whose recorded outcome counts in a counter, and what it
+  /// counts (CountValidation): only those, so as many entries as the
+  /// counters' sum at most.
+  std::map<int64_t, ValidationCounts> counted_validations_;
   /// When the current attempt began (its calibration with it).
   absl::Time attempt_began_ = absl::InfinitePast();
   JobWatchers watchers_;

@@ -12,13 +12,9 @@
 namespace zbpp::coordinator {
 namespace {
 
-// A write, the error lines' name for it, and whether an AlreadyExists is
-// expected: a step summary or cost snapshot replayed after a recovery or a
-// restart (the stored one, measured first, stays).
+// A write and the error lines' name for it.
 void Enqueue(StoreWriter& writer, StoreWrite write) {
   std::string context = DescribeWrite(write);
-  const bool replayable = std::holds_alternative<StepSummaryWrite>(write) ||
-                          std::holds_alternative<CostSnapshotWrite>(write);
   writer.Enqueue(
       [write = std::move(write)](Store& store) {
         return std::visit(
@@ -29,20 +25,20 @@ void Enqueue(StoreWriter& writer, StoreWrite write) {
               } else if constexpr (std::is_same_v<T, zbpp::v1::ScheduleVersion>) {
                 return store.AddScheduleVersion(w);
               } else if constexpr (std::is_same_v<T, StepSummaryWrite>) {
-                return store.AddStepSummary(w.job_id, w.summary);
+                return store.PutStepSummary(w.job_id, w.summary);
               } else if constexpr (std::is_same_v<T, ValidationOutcomeWrite>) {
-                return store.AddValidationOutcome(w.job_id, w.outcome);
+                return store.PutValidationOutcome(w.job_id, w.outcome);
               } else if constexpr (std::is_same_v<T, CheckpointRecord>) {
                 return store.PutCheckpoint(w);
               } else if constexpr (std::is_same_v<T, CostSnapshotWrite>) {
-                return store.AddCostSnapshot(w.job_id, w.step, w.costs);
+                return store.PutCostSnapshot(w.job_id, w.step, w.costs);
               } else {
                 return store.AddResolveRecord(w);
               }
             },
             write);
       },
-      std::move(context), replayable);
+      std::move(context));
 }
 
 void Observe(const std::string& job_id, const Observation& observation,

@@ -30,17 +30,17 @@ namespace zbpp::coordinator {
 // record is a copy, every message an immutable shared one, the solve
 // request owns its inputs.
 
-/// A step summary of a job (Store::AddStepSummary).
+/// A step summary of a job (Store::PutStepSummary).
 struct StepSummaryWrite {
   std::string job_id;
   zbpp::v1::StepSummary summary;
 };
-/// A validation outcome of a job (Store::AddValidationOutcome).
+/// A validation outcome of a job (Store::PutValidationOutcome).
 struct ValidationOutcomeWrite {
   std::string job_id;
   zbpp::v1::ValidationOutcome outcome;
 };
-/// The measured costs a re-solve decided on at `step` (Store::AddCostSnapshot).
+/// The measured costs a re-solve decided on at `step` (Store::PutCostSnapshot).
 struct CostSnapshotWrite {
   std::string job_id;
   int64_t step = 0;
@@ -50,7 +50,8 @@ struct CostSnapshotWrite {
 /// One record to store: the job's record (Store::UpdateJob), a schedule
 /// version (AddScheduleVersion), a step summary, a validation outcome, a
 /// checkpoint record (PutCheckpoint), a cost snapshot or a re-solve record
-/// (AddResolveRecord).
+/// (AddResolveRecord). A replayed step's records replace its first run's
+/// (store.h, "Replayed steps"), so none is refused as a duplicate.
 using StoreWrite =
     std::variant<zbpp::v1::Job, zbpp::v1::ScheduleVersion, StepSummaryWrite,
                  ValidationOutcomeWrite, CheckpointRecord, CostSnapshotWrite, ResolveRecord>;

@@ -112,34 +112,54 @@ absl::StatusOr<Job::ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRe
       effect.disagreement = outcome.status();
       return effect;
     }
-    if (RecordValidation(*outcome)) effect.record_changed = true;
+    RecordValidation(*outcome);
+    effect.record_changed = true;
   }
   if (complete.has_value()) effect.record_changed = true;
   effect.complete = std::move(complete);
   return effect;
 }
 
-bool Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
+void Job::RecordValidation(const zbpp::v1::ValidationOutcome& outcome) {
   const int64_t step = outcome.step();
-  if (step <= validated_through_) return false;  // Replayed after a recovery.
-  validated_through_ = step;
+  // A step at or below validated_through_ ran again after a recovery: its
+  // outcome replaces the stored one (store.h, "Replayed steps"), and the
+  // counters follow, as the restarted coordinator's recount would.
+  const bool replayed = step <= validated_through_;
+  validated_through_ = std::max(validated_through_, step);
   effects_.writes.push_back(ValidationOutcomeWrite{id(), outcome});
-  const bool rolled_back = outcome.rolled_back_stages_size() > 0;
-  const bool skipped = outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
-  if (rolled_back) job_.set_rollbacks_total(job_.rollbacks_total() + 1);
-  if (skipped) job_.set_skipped_steps_total(job_.skipped_steps_total() + 1);
-  if (outcome.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED) {
-    job_.set_clipped_steps_total(job_.clipped_steps_total() + 1);
-  }
-  effects_.observations.push_back(ValidationObserved{rolled_back, skipped});
+  CountValidation(outcome);
+  // The metrics' counters count events (a replayed step's rollback
+  // happened again, and is observed again); the job's count steps.
+  effects_.observations.push_back(
+      ValidationObserved{outcome.rolled_back_stages_size() > 0,
+                         outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED});
   JobEvent event;
   *event.mutable_validation() = outcome;
   Emit(std::move(event), /*droppable=*/false);
+  if (replayed) return;
   if (std::optional<zbpp::v1::ValidationMode> mode = model_.validation().Record(outcome);
       mode.has_value()) {
     SwitchValidationMode(*mode, outcome);
   }
-  return true;
+}
+
+void Job::CountValidation(const zbpp::v1::ValidationOutcome& outcome) {
+  ValidationCounts counts;
+  counts.rolled_back = outcome.rolled_back_stages_size() > 0;
+  counts.skipped = outcome.decision() == zbpp::v1::VALIDATION_DECISION_SKIPPED;
+  counts.clipped = outcome.decision() == zbpp::v1::VALIDATION_DECISION_CLIPPED;
+  ValidationCounts before;
+  if (auto it = counted_validations_.find(outcome.step()); it != counted_validations_.end()) {
+    before = it->second;
+    counted_validations_.erase(it);
+  }
+  if (counts.rolled_back || counts.skipped || counts.clipped) {
+    counted_validations_[outcome.step()] = counts;
+  }
+  job_.set_rollbacks_total(job_.rollbacks_total() + counts.rolled_back - before.rolled_back);
+  job_.set_skipped_steps_total(job_.skipped_steps_total() + counts.skipped - before.skipped);
+  job_.set_clipped_steps_total(job_.clipped_steps_total() + counts.clipped - before.clipped);
 }
 
 void Job::ValidateOverTransport() {
@@ -211,8 +231,8 @@ void Job::RecordStep(StepOutcome& outcome, const PendingStep& pending) {
   *outcome.summary.mutable_complete_time() = ToTimestamp(context_.clock->Now());
   const zbpp::v1::StepSummary& summary = outcome.summary;
   if (outcome.param_checksum.has_value()) job_.set_param_checksum(*outcome.param_checksum);
-  // A step replayed after a recovery or a restart is stored already: that
-  // summary stays (job_effects.cc).
+  // A step replayed after a recovery or a restart replaces its first run's
+  // summary (store.h, "Replayed steps"): its times are the new run's.
   effects_.writes.push_back(StepSummaryWrite{id(), summary});
   job_.set_steps_completed(std::max(job_.steps_completed(), pending.step + 1));
   *job_.mutable_last_step() = summary;
@@ -272,9 +292,10 @@ void Job::FinishResolve(ResolveTask& task) {
     FinishReSolve(task);
     // The costs it decided on, by its step. A step replayed after a
     // recovery or a restart may re-solve at a step whose snapshot is stored
-    // already: the stored one (the costs the step's first run measured)
-    // stays, as a replayed step summary's does. A calibration's costs are
-    // its version's cost model.
+    // already: this one replaces it, as a replayed step summary does, while
+    // the first run's re-solve record stays in the log beside this one's
+    // (store.h, "Replayed steps"). A calibration's costs are its version's
+    // cost model.
     effects_.writes.push_back(
         CostSnapshotWrite{id(), task.record.step, CostModelToProto(task.measured)});
   }

@@ -54,10 +54,9 @@ StoreWriter::~StoreWriter() {
   thread_.join();
 }
 
-void StoreWriter::Enqueue(Write write, std::string context,
-                          bool ignore_already_exists) {
+void StoreWriter::Enqueue(Write write, std::string context) {
   absl::MutexLock lock(&mu_);
-  queue_.push_back({std::move(write), std::move(context), ignore_already_exists});
+  queue_.push_back({std::move(write), std::move(context)});
   ++enqueued_;
 }
 
@@ -127,8 +126,7 @@ bool StoreWriter::Apply(const Item& item) {
   const absl::Time first_attempt = absl::Now();
   while (true) {
     const absl::Status status = item.write(*options_.store);
-    const bool stored = status.ok() || (item.ignore_already_exists &&
-                                        absl::IsAlreadyExists(status));
+    const bool stored = status.ok();
     if (stored || RefusedForTheRecord(status)) {
       if (!stored) {
         Logf("%s: %s (refused for the record; not retried)", item.context,

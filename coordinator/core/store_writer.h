@@ -91,10 +91,8 @@ class StoreWriter {
   ~StoreWriter();
 
   /// Queues `write`; `context` names it in error lines ("storing job
-  /// job-1"). `ignore_already_exists`: an AlreadyExists result is expected
-  /// (a record replayed after a restart) and counts as success.
-  void Enqueue(Write write, std::string context,
-               bool ignore_already_exists = false) ABSL_LOCKS_EXCLUDED(mu_);
+  /// job-1").
+  void Enqueue(Write write, std::string context) ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Waits until every write queued before this call has been applied; OK
   /// then. Unavailable with the failing write and its error when the
@@ -112,7 +110,6 @@ class StoreWriter {
   struct Item {
     Write write;
     std::string context;
-    bool ignore_already_exists = false;
   };
 
   explicit StoreWriter(Options options) : options_(std::move(options)) {}

@@ -117,7 +117,7 @@ absl::Status SqliteStore::AddScheduleVersion(
                      });
 }
 
-absl::Status SqliteStore::AddCostSnapshot(const std::string& job_id,
+absl::Status SqliteStore::PutCostSnapshot(const std::string& job_id,
                                           int64_t step,
                                           const zbpp::v1::CostModel& costs) {
   if (step < 0) {
@@ -127,7 +127,7 @@ absl::Status SqliteStore::AddCostSnapshot(const std::string& job_id,
   std::string blob;
   if (absl::Status s = Serialize(costs, "costs", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
-  return WriteForJob(job_id, statements_->insert_cost_snapshot,
+  return WriteForJob(job_id, statements_->put_cost_snapshot,
                      absl::StrCat("the cost snapshot of job ", Quote(job_id),
                                   " at step ", step),
                      [&](Run& run) {
@@ -150,7 +150,7 @@ SqliteStore::ListCostSnapshots(const std::string& job_id) {
   return snapshots;
 }
 
-absl::Status SqliteStore::AddStepSummary(const std::string& job_id,
+absl::Status SqliteStore::PutStepSummary(const std::string& job_id,
                                          const zbpp::v1::StepSummary& step) {
   if (step.step() < 0) {
     return absl::InvalidArgumentError(
@@ -160,7 +160,7 @@ absl::Status SqliteStore::AddStepSummary(const std::string& job_id,
   if (absl::Status s = Serialize(step, "step", &blob); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   return WriteForJob(
-      job_id, statements_->insert_step_summary,
+      job_id, statements_->put_step_summary,
       absl::StrCat("step ", step.step(), " of job ", Quote(job_id)),
       [&](Run& run) { run.Text(1, job_id).Int(2, step.step()).Blob(3, blob); });
 }
@@ -188,7 +188,7 @@ SqliteStore::ListStepSummaries(const std::string& job_id, int64_t from_step,
   return steps;
 }
 
-absl::Status SqliteStore::AddValidationOutcome(
+absl::Status SqliteStore::PutValidationOutcome(
     const std::string& job_id, const zbpp::v1::ValidationOutcome& outcome) {
   if (outcome.step() < 0) {
     return absl::InvalidArgumentError(
@@ -199,7 +199,7 @@ absl::Status SqliteStore::AddValidationOutcome(
     return s;
   }
   absl::MutexLock lock(&mu_);
-  return WriteForJob(job_id, statements_->insert_validation_outcome,
+  return WriteForJob(job_id, statements_->put_validation_outcome,
                      absl::StrCat("the validation outcome of step ",
                                   outcome.step(), " of job ", Quote(job_id)),
                      [&](Run& run) {

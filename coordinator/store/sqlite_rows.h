@@ -73,9 +73,9 @@ struct SqliteStore::Statements {
   Statement begin_immediate, begin_deferred, commit, rollback;
   Statement job_exists, insert_job, update_job, get_job, load_jobs;
   Statement insert_schedule_version, load_schedule_versions;
-  Statement insert_cost_snapshot, list_cost_snapshots;
-  Statement insert_step_summary, list_step_summaries;
-  Statement insert_validation_outcome, list_validation_outcomes;
+  Statement put_cost_snapshot, list_cost_snapshots;
+  Statement put_step_summary, list_step_summaries;
+  Statement put_validation_outcome, list_validation_outcomes;
   Statement put_checkpoint, load_checkpoints, list_checkpoints_at;
   Statement insert_resolve_record, list_resolve_records;
   /// Schedule files, once per content (sqlite_schedule_files.cc).

@@ -315,21 +315,27 @@ absl::Status SqliteStore::Prepare() {
       {&s.load_schedule_versions,
        "SELECT schedule_version FROM schedule_versions "
        "ORDER BY job_id, version"},
-      {&s.insert_cost_snapshot,
+      // A replayed step's record replaces its first run's (store.h,
+      // "Replayed steps"): an upsert, so a replay is no failed statement.
+      {&s.put_cost_snapshot,
        "INSERT INTO cost_snapshots (job_id, step, cost_model) "
-       "VALUES (?1, ?2, ?3)"},
+       "VALUES (?1, ?2, ?3) "
+       "ON CONFLICT (job_id, step) DO UPDATE SET cost_model = excluded.cost_model"},
       {&s.list_cost_snapshots,
        "SELECT step, cost_model FROM cost_snapshots WHERE job_id = ?1 "
        "ORDER BY step"},
-      {&s.insert_step_summary,
+      {&s.put_step_summary,
        "INSERT INTO step_summaries (job_id, step, step_summary) "
-       "VALUES (?1, ?2, ?3)"},
+       "VALUES (?1, ?2, ?3) "
+       "ON CONFLICT (job_id, step) DO UPDATE SET step_summary = excluded.step_summary"},
       {&s.list_step_summaries,
        "SELECT step_summary FROM step_summaries "
        "WHERE job_id = ?1 AND step >= ?2 ORDER BY step LIMIT ?3"},
-      {&s.insert_validation_outcome,
+      {&s.put_validation_outcome,
        "INSERT INTO validation_outcomes (job_id, step, decision, "
-       "validation_outcome) VALUES (?1, ?2, ?3, ?4)"},
+       "validation_outcome) VALUES (?1, ?2, ?3, ?4) "
+       "ON CONFLICT (job_id, step) DO UPDATE SET decision = excluded.decision, "
+       "validation_outcome = excluded.validation_outcome"},
       {&s.list_validation_outcomes,
        "SELECT validation_outcome FROM validation_outcomes "
        "WHERE job_id = ?1 ORDER BY step"},

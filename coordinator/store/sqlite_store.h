@@ -112,21 +112,21 @@ class SqliteStore final : public Store {
   /// `job_id` or `version` < 1; AlreadyExists for a stored (job, version).
   absl::Status AddScheduleVersion(
       const zbpp::v1::ScheduleVersion& version) override;
-  /// See Store. NotFound for an unknown job; InvalidArgument for `step` < 0;
-  /// AlreadyExists when (job, step) already has a snapshot.
-  absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+  /// See Store: one `INSERT … ON CONFLICT (job_id, step) DO UPDATE`.
+  /// NotFound for an unknown job; InvalidArgument for `step` < 0.
+  absl::Status PutCostSnapshot(const std::string& job_id, int64_t step,
                                const zbpp::v1::CostModel& costs) override;
-  /// See Store. NotFound for an unknown job; InvalidArgument for a negative
-  /// step; AlreadyExists for a stored (job, step).
-  absl::Status AddStepSummary(const std::string& job_id,
+  /// See Store, as PutCostSnapshot. NotFound for an unknown job;
+  /// InvalidArgument for a negative step.
+  absl::Status PutStepSummary(const std::string& job_id,
                               const zbpp::v1::StepSummary& step) override;
   /// See Store. NotFound for an unknown job; InvalidArgument for `limit` <
   /// 0 (0 returns nothing).
   absl::StatusOr<std::vector<zbpp::v1::StepSummary>> ListStepSummaries(
       const std::string& job_id, int64_t from_step, int limit) override;
-  /// See Store. NotFound for an unknown job; InvalidArgument for a negative
-  /// step; AlreadyExists for a stored (job, step).
-  absl::Status AddValidationOutcome(
+  /// See Store, as PutCostSnapshot. NotFound for an unknown job;
+  /// InvalidArgument for a negative step.
+  absl::Status PutValidationOutcome(
       const std::string& job_id,
       const zbpp::v1::ValidationOutcome& outcome) override;
   /// See Store. NotFound for an unknown job.

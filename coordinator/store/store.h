@@ -62,10 +62,32 @@ struct StoredState {
 /// happens entirely or not at all, and a failed call leaves what was stored
 /// unchanged. Implementations are thread-safe.
 ///
-/// Errors: AlreadyExists (a job id or (job, version) or (job, step) key
-/// stored twice where the call forbids it), NotFound (unknown job),
-/// InvalidArgument (a record that cannot be stored, naming the field),
-/// Internal / Unavailable for storage failures (with the SQLite message).
+/// Replayed steps. A recovery (a lost worker, a restarted coordinator)
+/// resumes a job at its last checkpoint's next step, or at step 0 without
+/// one, so the new attempt runs again steps whose records are stored. The
+/// stored history is the one of the run the job's parameters now come
+/// from: what a step's last run measured and decided, one record per key,
+/// none lost that no later run redid. Per record:
+///   * step summary, validation outcome, cost snapshot — keyed by (job,
+///     step): the Put call replaces the stored one (the step ran again; its
+///     times, its outcome, possibly in another validation mode, and the
+///     costs a re-solve at it decided on are the new run's). A step the
+///     new attempt did not reach keeps the earlier run's. The job's
+///     validation counters count the stored outcomes (Job::RecordValidation).
+///   * checkpoint record — keyed by (job, step): replaced likewise (a
+///     replay that writes it again rewrote its files).
+///   * re-solve record — a log, in the order decided: a replayed step's
+///     re-solve is a decision of its own (another attempt's costs, maybe a
+///     version of its own) and is added; the first run's stays, as its
+///     version does.
+///   * schedule version — numbered by the job across attempts, never
+///     repeated: a recovery's versions are new ones.
+/// So no replay meets AlreadyExists; it is left to real conflicts.
+///
+/// Errors: AlreadyExists (a job id or (job, version) stored twice),
+/// NotFound (unknown job), InvalidArgument (a record that cannot be
+/// stored, naming the field), Internal / Unavailable for storage failures
+/// (with the SQLite message).
 class Store {
  public:
   virtual ~Store() = default;
@@ -89,18 +111,22 @@ class Store {
   /// Appends a published schedule version; (job, version) must be new.
   virtual absl::Status AddScheduleVersion(
       const zbpp::v1::ScheduleVersion& version) = 0;
-  /// Records a cost-model snapshot of `job_id` taken at `step`.
-  virtual absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+  /// Inserts or replaces the cost-model snapshot of `job_id` at `step`
+  /// (the costs a re-solve at that step decided on; a replayed step's
+  /// replaces its first run's: the class comment).
+  virtual absl::Status PutCostSnapshot(const std::string& job_id, int64_t step,
                                        const zbpp::v1::CostModel& costs) = 0;
-  /// Appends one step summary (its step must be new for the job).
-  virtual absl::Status AddStepSummary(const std::string& job_id,
+  /// Inserts or replaces the summary of step `step.step()` of `job_id` (a
+  /// replayed step's replaces its first run's: the class comment).
+  virtual absl::Status PutStepSummary(const std::string& job_id,
                                       const zbpp::v1::StepSummary& step) = 0;
   /// Step summaries of `job_id` with step >= `from_step`, ascending, at most
   /// `limit` of them.
   virtual absl::StatusOr<std::vector<zbpp::v1::StepSummary>> ListStepSummaries(
       const std::string& job_id, int64_t from_step, int limit) = 0;
-  /// Appends the validation outcome of one step (step must be new).
-  virtual absl::Status AddValidationOutcome(
+  /// Inserts or replaces the validation outcome of step `outcome.step()`
+  /// (a replayed step's replaces its first run's: the class comment).
+  virtual absl::Status PutValidationOutcome(
       const std::string& job_id, const zbpp::v1::ValidationOutcome& outcome) = 0;
   /// Validation outcomes of `job_id`, ascending by step.
   virtual absl::StatusOr<std::vector<zbpp::v1::ValidationOutcome>>
@@ -112,7 +138,8 @@ class Store {
   /// that directory and step would restore.
   virtual absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpointsAt(
       const std::string& directory, int64_t step) = 0;
-  /// Logs one re-solve decision.
+  /// Logs one re-solve decision (appended, never replacing one: the class
+  /// comment).
   virtual absl::Status AddResolveRecord(const ResolveRecord& record) = 0;
   /// Re-solve decisions of `job_id`, in the order they were logged.
   virtual absl::StatusOr<std::vector<ResolveRecord>> ListResolveRecords(

@@ -230,10 +230,10 @@ TEST(SqliteStoreTest, ConcurrentWritersLoseNothing) {
       const std::string id = absl::StrCat("job-", t);
       EXPECT_TRUE(store->CreateJob(MakeJob(id, t)).ok());
       for (int step = 0; step < kStepsPerThread; ++step) {
-        EXPECT_TRUE(store->AddStepSummary(id, MakeStep(step)).ok());
+        EXPECT_TRUE(store->PutStepSummary(id, MakeStep(step)).ok());
         // Every thread also appends to job 0's history (once job 0
         // exists): all threads contend for the same rows' table and index.
-        absl::Status s = store->AddValidationOutcome(
+        absl::Status s = store->PutValidationOutcome(
             "job-0", MakeOutcome(t * kStepsPerThread + step));
         EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kNotFound) << s;
         if (s.ok()) ++outcomes_stored;
@@ -272,7 +272,7 @@ TEST(SqliteStoreTest, TwoStoresOnOneFileSerializeTheirWrites) {
   constexpr int kSteps = 100;
   auto writer = [](SqliteStore* store, int parity) {
     for (int step = parity; step < kSteps; step += 2) {
-      absl::Status s = store->AddStepSummary("j", MakeStep(step));
+      absl::Status s = store->PutStepSummary("j", MakeStep(step));
       EXPECT_TRUE(s.ok()) << s;
     }
   };
@@ -301,7 +301,7 @@ TEST(SqliteStoreTest, ExclusiveFileStoreHasNoShmFileAndLocksOutOthers) {
   std::unique_ptr<SqliteStore> store = Open(path);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
-  ASSERT_TRUE(store->AddStepSummary("j", MakeStep(0)).ok());
+  ASSERT_TRUE(store->PutStepSummary("j", MakeStep(0)).ok());
   EXPECT_TRUE(Exists(path + "-wal"));
   // The WAL index lives in heap memory: no -shm file to SIGBUS on.
   EXPECT_FALSE(Exists(path + "-shm"));
@@ -324,7 +324,7 @@ TEST(SqliteStoreTest, ExclusiveStoreOfAProcessThatDiedReopensWithItsCommits) {
     options.path = path;
     auto store = SqliteStore::Create(options);
     const bool ok = store.ok() && (*store)->CreateJob(MakeJob("j", 1)).ok() &&
-                    (*store)->AddStepSummary("j", MakeStep(0)).ok();
+                    (*store)->PutStepSummary("j", MakeStep(0)).ok();
     ::_exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -342,7 +342,7 @@ TEST(SqliteStoreTest, DeletedDatabaseFileFailsEveryCallNamingIt) {
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
   ASSERT_EQ(::unlink(path.c_str()), 0);
-  absl::Status write = store->AddStepSummary("j", MakeStep(0));
+  absl::Status write = store->PutStepSummary("j", MakeStep(0));
   EXPECT_EQ(write.code(), absl::StatusCode::kInternal) << write;
   EXPECT_THAT(write.message(), HasSubstr(path + " was deleted"));
   EXPECT_EQ(store->CreateJob(MakeJob("k", 2)).code(),
@@ -358,7 +358,7 @@ TEST(SqliteStoreTest, ReplacedWalFileFailsWritesNamingIt) {
   const std::string other = TestDir() + "/other";
   { std::ofstream(other) << "not the WAL"; }
   ASSERT_EQ(::rename(other.c_str(), (path + "-wal").c_str()), 0);
-  absl::Status write = store->AddStepSummary("j", MakeStep(0));
+  absl::Status write = store->PutStepSummary("j", MakeStep(0));
   EXPECT_EQ(write.code(), absl::StatusCode::kInternal) << write;
   EXPECT_THAT(write.message(), HasSubstr(path + "-wal was replaced"));
 }

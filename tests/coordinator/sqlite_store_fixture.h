@@ -163,10 +163,10 @@ inline void Populate(Store& store) {
     ASSERT_TRUE(store.AddScheduleVersion(MakeVersion(id, 1, 0)).ok());
     ASSERT_TRUE(store.AddScheduleVersion(MakeVersion(id, 2, 10)).ok());
     for (int64_t step = 0; step < 3; ++step) {
-      ASSERT_TRUE(store.AddStepSummary(id, MakeStep(step)).ok());
-      ASSERT_TRUE(store.AddValidationOutcome(id, MakeOutcome(step)).ok());
+      ASSERT_TRUE(store.PutStepSummary(id, MakeStep(step)).ok());
+      ASSERT_TRUE(store.PutValidationOutcome(id, MakeOutcome(step)).ok());
     }
-    ASSERT_TRUE(store.AddCostSnapshot(id, 5, MakeCosts(0.1)).ok());
+    ASSERT_TRUE(store.PutCostSnapshot(id, 5, MakeCosts(0.1)).ok());
     ASSERT_TRUE(store.PutCheckpoint({id, 2, "/ckpt/2", {1, 0}, true}).ok());
     ResolveRecord record;
     record.job_id = id;

@@ -1,6 +1,6 @@
 // The SQLite store (coordinator/store/sqlite_store.h): every record kind
-// round-trips, LoadAll's order, and calls that fail change nothing and say
-// what and where. Files, schemas, concurrency and the file under the store
+// round-trips, a step's records are replaced, LoadAll's order, and calls
+// that fail change nothing and say what and where. Files, schemas, concurrency and the file under the store
 // are sqlite_store_file_test.cc's.
 
 #include "coordinator/store/sqlite_store.h"
@@ -75,9 +75,9 @@ TEST(SqliteStoreTest, CostSnapshotRoundTrip) {
   std::unique_ptr<SqliteStore> store = Open(":memory:");
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
-  ASSERT_TRUE(store->AddCostSnapshot("j", 20, MakeCosts(0.2)).ok());
-  ASSERT_TRUE(store->AddCostSnapshot("j", 10, MakeCosts(0.1)).ok());
-  ASSERT_TRUE(store->AddCostSnapshot("j", 30, v1::CostModel()).ok());
+  ASSERT_TRUE(store->PutCostSnapshot("j", 20, MakeCosts(0.2)).ok());
+  ASSERT_TRUE(store->PutCostSnapshot("j", 10, MakeCosts(0.1)).ok());
+  ASSERT_TRUE(store->PutCostSnapshot("j", 30, v1::CostModel()).ok());
   auto snapshots = store->ListCostSnapshots("j");
   ASSERT_TRUE(snapshots.ok()) << snapshots.status();
   ASSERT_THAT(*snapshots, SizeIs(3));
@@ -95,9 +95,9 @@ TEST(SqliteStoreTest, StepSummariesRoundTripAndPage) {
   ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
   ASSERT_TRUE(store->CreateJob(MakeJob("other", 1)).ok());
   for (int64_t step : {3, 0, 4, 1, 2}) {
-    ASSERT_TRUE(store->AddStepSummary("j", MakeStep(step)).ok());
+    ASSERT_TRUE(store->PutStepSummary("j", MakeStep(step)).ok());
   }
-  ASSERT_TRUE(store->AddStepSummary("other", MakeStep(2)).ok());
+  ASSERT_TRUE(store->PutStepSummary("other", MakeStep(2)).ok());
 
   auto all = store->ListStepSummaries("j", 0, 100);
   ASSERT_TRUE(all.ok()) << all.status();
@@ -125,8 +125,8 @@ TEST(SqliteStoreTest, ValidationOutcomesRoundTrip) {
   skipped.set_found_inf_nan(true);
   skipped.set_global_grad_norm(std::nan(""));
   skipped.set_clip_coefficient(0);
-  ASSERT_TRUE(store->AddValidationOutcome("j", skipped).ok());
-  ASSERT_TRUE(store->AddValidationOutcome("j", MakeOutcome(0)).ok());
+  ASSERT_TRUE(store->PutValidationOutcome("j", skipped).ok());
+  ASSERT_TRUE(store->PutValidationOutcome("j", MakeOutcome(0)).ok());
   auto outcomes = store->ListValidationOutcomes("j");
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   ASSERT_THAT(*outcomes, SizeIs(2));
@@ -134,6 +134,59 @@ TEST(SqliteStoreTest, ValidationOutcomesRoundTrip) {
   EXPECT_EQ((*outcomes)[1].decision(), v1::VALIDATION_DECISION_SKIPPED);
   EXPECT_TRUE(std::isnan((*outcomes)[1].global_grad_norm()));
   EXPECT_TRUE((*outcomes)[1].found_inf_nan());
+}
+
+// A replayed step's summary, validation outcome and cost snapshot replace
+// its first run's (store.h, "Replayed steps"): one record per step, the
+// last one Put; other steps and jobs keep theirs.
+TEST(SqliteStoreTest, PutReplacesTheRecordsOfAStep) {
+  std::unique_ptr<SqliteStore> store = Open(":memory:");
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(MakeJob("j", 1)).ok());
+  ASSERT_TRUE(store->CreateJob(MakeJob("other", 1)).ok());
+  for (const char* job : {"j", "other"}) {
+    for (int64_t step : {0, 1}) {
+      ASSERT_TRUE(store->PutStepSummary(job, MakeStep(step)).ok());
+      ASSERT_TRUE(store->PutValidationOutcome(job, MakeOutcome(step)).ok());
+      ASSERT_TRUE(store->PutCostSnapshot(job, step, MakeCosts(0.1)).ok());
+    }
+  }
+  v1::StepSummary replayed = MakeStep(1);
+  replayed.set_schedule_version(7);
+  replayed.set_step_seconds(9.5);
+  v1::ValidationOutcome skipped = MakeOutcome(1);  // Was CLIPPED.
+  skipped.set_decision(v1::VALIDATION_DECISION_SKIPPED);
+  skipped.set_mode(v1::VALIDATION_MODE_SYNCHRONOUS);
+  skipped.set_clip_coefficient(0);
+  skipped.clear_rolled_back_stages();
+  ASSERT_TRUE(store->PutStepSummary("j", replayed).ok());
+  ASSERT_TRUE(store->PutValidationOutcome("j", skipped).ok());
+  ASSERT_TRUE(store->PutCostSnapshot("j", 1, MakeCosts(0.7)).ok());
+
+  auto steps = store->ListStepSummaries("j", 0, 100);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  EXPECT_THAT(*steps, ElementsAre(EqualsProto(MakeStep(0)), EqualsProto(replayed)));
+  auto outcomes = store->ListValidationOutcomes("j");
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  EXPECT_THAT(*outcomes, ElementsAre(EqualsProto(MakeOutcome(0)), EqualsProto(skipped)));
+  auto costs = store->ListCostSnapshots("j");
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  ASSERT_THAT(*costs, SizeIs(2));
+  EXPECT_THAT((*costs)[0].second, EqualsProto(MakeCosts(0.1)));
+  EXPECT_EQ((*costs)[1].first, 1);
+  EXPECT_THAT((*costs)[1].second, EqualsProto(MakeCosts(0.7)));
+  // The other job's step 1 is its own.
+  auto other = store->ListStepSummaries("other", 0, 100);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_THAT(*other, ElementsAre(EqualsProto(MakeStep(0)), EqualsProto(MakeStep(1))));
+  auto other_outcomes = store->ListValidationOutcomes("other");
+  ASSERT_TRUE(other_outcomes.ok()) << other_outcomes.status();
+  EXPECT_THAT(*other_outcomes,
+              ElementsAre(EqualsProto(MakeOutcome(0)), EqualsProto(MakeOutcome(1))));
+  auto other_costs = store->ListCostSnapshots("other");
+  ASSERT_TRUE(other_costs.ok()) << other_costs.status();
+  ASSERT_THAT(*other_costs, SizeIs(2));
+  EXPECT_THAT((*other_costs)[1].second, EqualsProto(MakeCosts(0.1)));
 }
 
 TEST(SqliteStoreTest, CheckpointRoundTripAndReplace) {
@@ -325,22 +378,14 @@ TEST(SqliteStoreTest, RejectedCallsLeaveStateUnchanged) {
        absl::StatusCode::kNotFound},
       {"version 0", store->AddScheduleVersion(MakeVersion("job-a", 0, 0)),
        absl::StatusCode::kInvalidArgument},
-      {"duplicate step", store->AddStepSummary("job-a", MakeStep(1)),
-       absl::StatusCode::kAlreadyExists},
-      {"step of unknown job", store->AddStepSummary("nope", MakeStep(1)),
+      {"step of unknown job", store->PutStepSummary("nope", MakeStep(1)),
        absl::StatusCode::kNotFound},
-      {"negative step", store->AddStepSummary("job-a", MakeStep(-1)),
+      {"negative step", store->PutStepSummary("job-a", MakeStep(-1)),
        absl::StatusCode::kInvalidArgument},
-      {"duplicate outcome",
-       store->AddValidationOutcome("job-a", MakeOutcome(2)),
-       absl::StatusCode::kAlreadyExists},
       {"outcome of unknown job",
-       store->AddValidationOutcome("nope", MakeOutcome(7)),
+       store->PutValidationOutcome("nope", MakeOutcome(7)),
        absl::StatusCode::kNotFound},
-      {"duplicate cost snapshot",
-       store->AddCostSnapshot("job-a", 5, MakeCosts(9)),
-       absl::StatusCode::kAlreadyExists},
-      {"costs of unknown job", store->AddCostSnapshot("nope", 5, MakeCosts(9)),
+      {"costs of unknown job", store->PutCostSnapshot("nope", 5, MakeCosts(9)),
        absl::StatusCode::kNotFound},
       {"checkpoint of unknown job",
        store->PutCheckpoint({"nope", 1, "/x", {0}, true}),
@@ -394,7 +439,7 @@ TEST(SqliteStoreTest, ErrorsSayWhatAndWhere) {
   EXPECT_THAT(duplicate.message(), HasSubstr("UNIQUE constraint failed"));
   EXPECT_THAT(duplicate.message(), HasSubstr(":memory:"));
 
-  absl::Status missing = store->AddStepSummary("ghost", MakeStep(0));
+  absl::Status missing = store->PutStepSummary("ghost", MakeStep(0));
   EXPECT_THAT(missing.message(), HasSubstr("\"ghost\""));
   absl::Status bad = store->AddScheduleVersion(MakeVersion("j", -3, 0));
   EXPECT_THAT(bad.message(), HasSubstr("schedule_version.version"));

@@ -170,6 +170,33 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  /// Reports `step` from every worker, each with the step's validation
+  /// result (`decision`, in the mode of the version in force; clip
+  /// coefficient 0.5 when CLIPPED) and, after a step s with (s + 1) %
+  /// checkpoint.interval_steps == 0, a written checkpoint, as zbpp-worker
+  /// does. False (reporting nothing) when some worker holds no grant for it.
+  bool ReportStepOnAll(std::vector<FakeWorker>& workers, const sched::Problem& truth,
+                       int64_t step,
+                       v1::ValidationDecision decision = v1::VALIDATION_DECISION_COMMITTED) {
+    for (FakeWorker& w : workers) {
+      w.Drain();
+      if (w.granted < step) return false;
+    }
+    for (FakeWorker& w : workers) {
+      v1::ReportStepRequest r = w.Report(step, truth);
+      v1::ValidationResult* v = r.add_validations();
+      v->set_step(step);
+      v->set_mode(w.VersionFor(step).validation());
+      v->set_decision(decision);
+      v->set_clip_coefficient(decision == v1::VALIDATION_DECISION_CLIPPED ? 0.5 : 1);
+      const int64_t interval = w.assignment->spec().checkpoint().interval_steps();
+      r.set_checkpoint_written(interval > 0 && (step + 1) % interval == 0);
+      const absl::Status s = coordinator_->ReportStep(r);
+      EXPECT_TRUE(s.ok()) << "step " << step << ": " << s;
+    }
+    return true;
+  }
+
   std::vector<FakeWorker> AssignedPipeline(const v1::JobSpec& spec,
                                            std::string* job_id) {
     *job_id = coordinator_->SubmitJob(spec)->id();

@@ -3,7 +3,8 @@
 
 // A Store that forwards every call to another one and fails writes on
 // demand, as a database whose file became unwritable would: the write does
-// not reach the wrapped store and returns Unavailable.
+// not reach the wrapped store and returns Unavailable. It also keeps what
+// the wrapped store refused of the writes that reached it.
 
 #include <cstdint>
 #include <map>
@@ -40,6 +41,13 @@ class FaultyStore final : public Store {
     absl::MutexLock lock(&mu_);
     return failed_;
   }
+  /// The errors of writes that reached the wrapped store and failed there
+  /// (e.g. AlreadyExists for a record stored twice), as
+  /// "<call>: <status>", in order.
+  std::vector<std::string> store_errors() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return store_errors_;
+  }
   /// Writes of kind `what` ("UpdateJob", ...) that reached the wrapped
   /// store so far.
   int64_t stored(const std::string& what) const ABSL_LOCKS_EXCLUDED(mu_) {
@@ -61,24 +69,24 @@ class FaultyStore final : public Store {
     return Write("AddScheduleVersion",
                  [&] { return inner_->AddScheduleVersion(version); });
   }
-  absl::Status AddCostSnapshot(const std::string& job_id, int64_t step,
+  absl::Status PutCostSnapshot(const std::string& job_id, int64_t step,
                                const v1::CostModel& costs) override {
-    return Write("AddCostSnapshot",
-                 [&] { return inner_->AddCostSnapshot(job_id, step, costs); });
+    return Write("PutCostSnapshot",
+                 [&] { return inner_->PutCostSnapshot(job_id, step, costs); });
   }
-  absl::Status AddStepSummary(const std::string& job_id,
+  absl::Status PutStepSummary(const std::string& job_id,
                               const v1::StepSummary& step) override {
-    return Write("AddStepSummary",
-                 [&] { return inner_->AddStepSummary(job_id, step); });
+    return Write("PutStepSummary",
+                 [&] { return inner_->PutStepSummary(job_id, step); });
   }
   absl::StatusOr<std::vector<v1::StepSummary>> ListStepSummaries(
       const std::string& job_id, int64_t from_step, int limit) override {
     return inner_->ListStepSummaries(job_id, from_step, limit);
   }
-  absl::Status AddValidationOutcome(
+  absl::Status PutValidationOutcome(
       const std::string& job_id, const v1::ValidationOutcome& outcome) override {
-    return Write("AddValidationOutcome",
-                 [&] { return inner_->AddValidationOutcome(job_id, outcome); });
+    return Write("PutValidationOutcome",
+                 [&] { return inner_->PutValidationOutcome(job_id, outcome); });
   }
   absl::StatusOr<std::vector<v1::ValidationOutcome>> ListValidationOutcomes(
       const std::string& job_id) override {
@@ -125,7 +133,12 @@ class FaultyStore final : public Store {
       }
       ++stored_[what];
     }
-    return call();
+    absl::Status status = call();
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      store_errors_.push_back(absl::StrCat(what, ": ", status.ToString()));
+    }
+    return status;
   }
 
   Store* const inner_;
@@ -134,6 +147,7 @@ class FaultyStore final : public Store {
   bool fail_all_ ABSL_GUARDED_BY(mu_) = false;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> stored_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> store_errors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zbpp::coordinator::testing

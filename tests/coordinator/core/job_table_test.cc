@@ -83,7 +83,7 @@ TEST_F(JobTableTest, RecoverKeepsNumbersRestoresStatesAndDecidesStoringThem) {
   v1::ValidationOutcome skipped;
   skipped.set_step(2);
   skipped.set_decision(v1::VALIDATION_DECISION_SKIPPED);
-  ASSERT_TRUE(store_->AddValidationOutcome("job-3", skipped).ok());
+  ASSERT_TRUE(store_->PutValidationOutcome("job-3", skipped).ok());
 
   JobTable table(context_);
   ASSERT_TRUE(table.Recover(*store_).ok());

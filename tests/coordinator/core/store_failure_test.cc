@@ -23,7 +23,8 @@ using ::testing::Not;
 class StoreFailureTest : public CoordinatorTest {
  protected:
   /// 12 steps of a 2-stage job with AUTO validation (mode switches are
-  /// schedule versions) and a checkpoint every 2 steps; no re-solves.
+  /// schedule versions) and a checkpoint every 2 steps (after odd steps:
+  /// ReportStepOnAll); no re-solves.
   static v1::JobSpec Spec() {
     v1::JobSpec spec = TestSpec(2, 4, "zb-h1", kSteps);
     spec.mutable_schedule()->mutable_resolve()->set_min_improvement(0.9);
@@ -33,30 +34,6 @@ class StoreFailureTest : public CoordinatorTest {
     return spec;
   }
   static constexpr int64_t kSteps = 12;
-
-  /// Reports `step` from every worker, with its validation result and a
-  /// written checkpoint on odd steps. False (reporting nothing) when some
-  /// worker holds no grant for it.
-  bool ReportStepOnAll(std::vector<FakeWorker>& workers,
-                       const sched::Problem& truth, int64_t step,
-                       v1::ValidationDecision decision = v1::VALIDATION_DECISION_COMMITTED) {
-    for (FakeWorker& w : workers) {
-      w.Drain();
-      if (w.granted < step) return false;
-    }
-    for (FakeWorker& w : workers) {
-      v1::ReportStepRequest r = w.Report(step, truth);
-      v1::ValidationResult* v = r.add_validations();
-      v->set_step(step);
-      v->set_mode(w.VersionFor(step).validation());
-      v->set_decision(decision);
-      v->set_clip_coefficient(decision == v1::VALIDATION_DECISION_CLIPPED ? 0.5 : 1);
-      r.set_checkpoint_written(step % 2 == 1);
-      const absl::Status s = coordinator_->ReportStep(r);
-      EXPECT_TRUE(s.ok()) << "step " << step << ": " << s;
-    }
-    return true;
-  }
 
   /// Waits until the store writer has applied everything (its retries take
   /// milliseconds in this fixture).
@@ -189,8 +166,9 @@ TEST_F(StoreFailureTest, AStoreThatKeepsFailingPausesTheJobVisibly) {
 }
 
 // Outcomes are queued, not stored before ReportStep returns, so a step
-// redone after a recovery is recognized in memory (validated_through), not
-// by the store refusing a duplicate: recorded and counted once.
+// redone after a recovery is recognized in memory (validated_through): its
+// outcome replaces the stored one, and a step clipped in both runs is
+// counted once.
 TEST_F(StoreFailureTest, AStepValidatedAgainAfterARecoveryIsRecordedOnce) {
   std::string job_id;
   std::vector<FakeWorker> workers = AssignedPipeline(Spec(), &job_id);

@@ -126,7 +126,7 @@ TEST_F(StoreQueriesTest, ListsStepsInPagesAndSaysWhereTheNextStarts) {
   for (int64_t step = 0; step < 5; ++step) {
     v1::StepSummary summary;
     summary.set_step(step);
-    ASSERT_TRUE(store_->AddStepSummary("job-1", summary).ok());
+    ASSERT_TRUE(store_->PutStepSummary("job-1", summary).ok());
   }
   v1::ListStepsRequest request;
   request.set_job_id("job-1");

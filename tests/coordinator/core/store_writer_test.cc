@@ -137,7 +137,7 @@ TEST(StoreWriterTest, RetriesAFailingWriteWithLaterOnesWaitingBehindIt) {
   for (int i = 0; i < 30; ++i) {
     zbpp::v1::StepSummary summary;
     summary.set_step(i);
-    (*writer)->Enqueue([summary](Store& s) { return s.AddStepSummary("j", summary); },
+    (*writer)->Enqueue([summary](Store& s) { return s.PutStepSummary("j", summary); },
                        "storing a step summary");
   }
   recovered.WaitForNotification();
@@ -214,7 +214,7 @@ TEST(StoreWriterTest, DestructorAppliesEverythingQueued) {
       zbpp::v1::StepSummary summary;
       summary.set_step(i);
       (*writer)->Enqueue(
-          [summary](Store& s) { return s.AddStepSummary("j", summary); },
+          [summary](Store& s) { return s.PutStepSummary("j", summary); },
           "storing a step summary");
     }
   }

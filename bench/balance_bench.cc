@@ -48,6 +48,7 @@
 #include "bench/synthetic_run.h"
 #include "coordinator/core/planning.h"
 #include "scheduler/simulator.h"
+#include "testing/model_specs.h"
 #include "worker/runtime/synthetic_compute.h"
 #include "zbpp/v1/job_spec.pb.h"
 
@@ -128,15 +129,9 @@ zbpp::v1::JobSpec LlamaSpec(int p, int vocab, int m, const std::string& schedule
   zbpp::v1::JobSpec spec;
   spec.set_name("balance-bench");
   zbpp::v1::ModelSpec& model = *spec.mutable_model();
-  model.set_architecture("llama");
-  model.set_layers(32);
-  model.set_hidden(4096);
-  model.set_heads(32);
-  model.set_kv_heads(8);
-  model.set_ffn_hidden(14336);
+  model = zbpp::coordinator::testing::Llama3_8B();
   model.set_vocab(vocab);
   model.set_seq_len(1024);
-  model.set_rope_theta(500000);
   spec.mutable_dataset()->mutable_synthetic();
   zbpp::v1::PipelineSpec& pipeline = *spec.mutable_pipeline();
   pipeline.set_stages(p);

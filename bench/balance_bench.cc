@@ -15,8 +15,8 @@
 // over the plan's cost model, as zbpp-worker --synthetic-compute SCALE).
 // The runs alternate, EVEN then AUTO, then AUTO then EVEN, ..., and each
 // layout's median step is shown beside the simulator's for the same pass
-// times, with the largest per-stage bubble measured and predicted, two
-// ways (bench/synthetic_run.h StageBubbles: 1 - busy / that stage's own
+// times, with the largest per-stage bubble of that step and the predicted
+// one, two ways (bench/synthetic_run.h StageBubbles: 1 - busy / that stage's own
 // span, and 1 - busy / the largest stage span as job.proto's
 // StageSummary reports it), and AUTO's tokens per second over EVEN's (the
 // ratio of the median steps: a step is m · b · s tokens under both).

@@ -31,63 +31,23 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/synthetic_run.h"
 #include "coordinator/core/cost_model.h"
 #include "scheduler/problem.h"
 #include "scheduler/registry.h"
 #include "scheduler/simulator.h"
-#include "worker/comm/in_process_communicator.h"
-#include "worker/comm/order_strict_communicator.h"
 #include "worker/runtime/step_timeline.h"
 #include "worker/runtime/synthetic_pipeline.h"
 
 namespace {
 
+using zbpp::bench::Measured;
 using zbpp::sched::Problem;
 using zbpp::worker::StepTimeline;
 
 constexpr double kLayersPerRank = 10;
 constexpr int kSteps = 3;
 const zbpp::worker::SyntheticShape kShape{1, 256, 1024};  // 1 MiB messages.
-
-struct Measured {
-  double step_seconds = 0;
-  double bubble = 0;
-  // Mean over passes of (measured - requested) pass time: the sleeps'
-  // lateness, which the runtime does not cause.
-  double overshoot_seconds = 0;
-  // Mean over ranks of the time blocked on inputs.
-  double input_wait_seconds = 0;
-};
-
-// As the simulator's: cost = the largest per-rank span (first start to last
-// end), bubble = 1 - sum of pass time / (p * cost).
-Measured Measure(const std::vector<StepTimeline>& ranks, const zbpp::sched::Schedule& schedule,
-                 const zbpp::worker::SyntheticCompute& synthetic, int64_t step) {
-  Measured m;
-  double cost = 0, busy = 0, asked = 0;
-  int passes = 0;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const StepTimeline& t = ranks[r];
-    m.input_wait_seconds += t.input_wait_seconds / ranks.size();
-    for (const zbpp::sched::Action& a : schedule.actions[r]) {
-      asked += zbpp::worker::SyntheticPassSeconds(synthetic, a, step, 1);
-      ++passes;
-    }
-    if (t.action_start_seconds.empty()) continue;
-    const double first = *std::min_element(t.action_start_seconds.begin(),
-                                           t.action_start_seconds.end());
-    const double last = *std::max_element(t.action_end_seconds.begin(),
-                                          t.action_end_seconds.end());
-    cost = std::max(cost, last - first);
-    for (size_t j = 0; j < t.action_start_seconds.size(); ++j) {
-      busy += t.action_end_seconds[j] - t.action_start_seconds[j];
-    }
-    m.step_seconds = std::max(m.step_seconds, t.step_seconds);
-  }
-  m.bubble = cost > 0 ? 1 - busy / (ranks.size() * cost) : 0;
-  m.overshoot_seconds = passes > 0 ? (busy - asked) / passes : 0;
-  return m;
-}
 
 // What the run paid beyond its passes, from the ranks' timelines of one
 // step: the per-pass overhead of each virtual stage (its rank's
@@ -219,31 +179,23 @@ int main(int argc, char** argv) {
       }
       absl::StatusOr<zbpp::sched::SimulationResult> sim =
           zbpp::sched::Simulate(problem, *schedule);
-      std::vector<std::unique_ptr<zbpp::worker::Communicator>> group =
-          in_process ? zbpp::worker::CreateInProcessGroup(p)
-                     : std::move(zbpp::worker::CreateOrderStrictGroup(p).ranks);
-      std::vector<zbpp::worker::Communicator*> ranks;
-      for (auto& c : group) ranks.push_back(c.get());
       zbpp::worker::SyntheticCompute synthetic;
       synthetic.stages = problem.virtual_stages;
       absl::StatusOr<std::vector<std::vector<StepTimeline>>> steps =
-          zbpp::worker::RunSyntheticPipeline(*schedule, synthetic, ranks, kSteps, kShape);
+          zbpp::bench::RunSynthetic(*schedule, synthetic, in_process, kSteps, kShape);
       if (!sim.ok() || !steps.ok()) {
         std::fprintf(stderr, "%s p=%d: %s\n", name.c_str(), p,
                      std::string((sim.ok() ? steps.status() : sim.status()).message()).c_str());
         return 1;
       }
       // The median step of kSteps (the first pays allocations).
-      std::vector<std::pair<Measured, size_t>> all;
+      std::vector<Measured> all;
       for (size_t step = 0; step < steps->size(); ++step) {
-        all.push_back({Measure((*steps)[step], *schedule, synthetic, step), step});
+        all.push_back(zbpp::bench::Measure((*steps)[step], *schedule, synthetic, step));
       }
-      std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-        return a.first.step_seconds < b.first.step_seconds;
-      });
-      const Measured& med = all[all.size() / 2].first;
-      const RuntimeCosts runtime =
-          MeasureRuntimeCosts((*steps)[all[all.size() / 2].second], *schedule);
+      const size_t median = zbpp::bench::MedianStep(all);
+      const Measured& med = all[median];
+      const RuntimeCosts runtime = MeasureRuntimeCosts((*steps)[median], *schedule);
       absl::StatusOr<zbpp::sched::SimulationResult> paid =
           PredictWithRuntimeCosts(problem, *schedule, runtime, med.overshoot_seconds);
       if (!paid.ok()) {

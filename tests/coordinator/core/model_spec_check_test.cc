@@ -13,11 +13,13 @@
 #include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/model_specs.h"
 
 namespace zbpp::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Llama3_8B;
 using zbpp::v1::JobSpec;
 
 // A small llama job every rule accepts: 4 blocks on 2 stages, GQA 4:2.
@@ -43,21 +45,6 @@ JobSpec LlamaSpec() {
   spec.mutable_optimizer()->set_learning_rate(1e-3);
   spec.set_steps(10);
   return spec;
-}
-
-// Llama 3 8B's shape (Meta's config.json): 32 layers, h 4096, 32 heads,
-// 8 key/value heads, SwiGLU 14336, vocabulary 128256, untied.
-zbpp::v1::ModelSpec Llama3_8B() {
-  zbpp::v1::ModelSpec model;
-  model.set_architecture("llama");
-  model.set_layers(32);
-  model.set_hidden(4096);
-  model.set_heads(32);
-  model.set_kv_heads(8);
-  model.set_ffn_hidden(14336);
-  model.set_vocab(128256);
-  model.set_seq_len(8192);
-  return model;
 }
 
 std::string Error(const JobSpec& spec) {

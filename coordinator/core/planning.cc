@@ -189,6 +189,15 @@ LayoutSearch SimulateLayouts(
   return out;
 }
 
+// Why a layout stays after `simulated` others were simulated: none predicts
+// a step kLayoutGain shorter, or there was none to try (every virtual stage
+// already holds one block).
+std::string NoBetterLayout(int simulated) {
+  if (simulated == 0) return "no other layout to simulate";
+  return absl::StrCat("no other layout of ", simulated, " simulated predicts a step ",
+                      std::llround(kLayoutGain * 100), " % shorter");
+}
+
 // The choice of `spec` under the layout its layout_policy gives
 // (LAYOUT_POLICY_AUTO in job_spec.proto): a given layout or EVEN as they
 // are; AUTO simulates the even split (when the blocks divide) and the
@@ -238,9 +247,8 @@ absl::StatusOr<LaidOut> ChooseLayout(const JobSpec& spec, Chooser choose) {
       (!best.has_value() || best->choice.simulation.step_seconds >
                                 (1 - kLayoutGain) * (*even)->simulation.step_seconds)) {
     return LaidOut{**std::move(even), {},
-                   absl::StrCat("auto: the even split ", even_text, " (no other layout of ",
-                                searched.simulated, " simulated predicts a step ",
-                                std::llround(kLayoutGain * 100), " % shorter)"),
+                   absl::StrCat("auto: the even split ", even_text, " (",
+                                NoBetterLayout(searched.simulated), ")"),
                    zbpp::v1::LAYOUT_SOURCE_ANALYTIC};
   }
   if (!best.has_value()) {
@@ -528,10 +536,8 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
         LayoutText(out.layout), kept_step / searched.best->choice.simulation.step_seconds,
         LayoutText(current));
   } else {
-    out.reason = absl::StrCat("calibration: ", LayoutText(current), " kept (no other layout of ",
-                              searched.simulated, " simulated predicts a step ",
-                              std::llround(kLayoutGain * 100),
-                              " % shorter under the profiled costs)");
+    out.reason = absl::StrCat("calibration: ", LayoutText(current), " kept (",
+                              NoBetterLayout(searched.simulated), " under the profiled costs)");
   }
   return out;
 }

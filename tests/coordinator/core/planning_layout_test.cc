@@ -146,6 +146,15 @@ std::vector<StagePartCosts> Parts(int stages, double embedding, double head) {
   return std::vector<StagePartCosts>(stages, PartCostsOf({plus(embedding), block, plus(head)}));
 }
 
+// One block per virtual stage leaves no other layout: the reason says so
+// rather than counting none simulated.
+TEST(PlanJobLayout, ABlockPerVirtualStageLeavesNoOtherLayout) {
+  JobSpec spec = DemoLlama();
+  spec.mutable_model()->set_layers(2);
+  EXPECT_EQ(Plan(spec).layout_reason,
+            "auto: the even split [1, 1] (no other layout to simulate)");
+}
+
 TEST(PartCostsOf, TheEmbeddingAndTheHeadAreTheirPartsLessABlockNeverBelowZero) {
   sched::VirtualStageCost block{1, 2, 3, 100, 50};
   block.bw_seconds = 4;

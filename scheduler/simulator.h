@@ -49,7 +49,10 @@ struct SimulationResult {
   /// against the common makespan, so that sum_w idle / (p * makespan) is
   /// the bubble rate).
   std::vector<double> idle_seconds;
-  /// Per stage: peak activation memory in bytes.
+  /// Per stage: peak activation memory in bytes: the largest, over the
+  /// stage's passes in list order, of the bytes held (the sum of
+  /// PassMemoryBytes so far) before or after a pass, plus the pass's
+  /// VirtualStageCost::transient_bytes while it runs.
   std::vector<double> peak_memory_bytes;
   /// Per stage: peak in units of that stage's M_B (the sum of M_B over the
   /// virtual stages it holds, i.e. one microbatch's activations).

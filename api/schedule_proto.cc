@@ -137,7 +137,7 @@ v1::SchedulePrediction PredictionToProto(
     proto.add_stage_bubble_rate(
         result.makespan_seconds > 0 ? idle / result.makespan_seconds : 0);
   }
-  for (double peak : result.peak_memory_bytes) {
+  for (double peak : result.peak_running_memory_bytes) {
     proto.add_peak_memory_bytes(peak);
   }
   proto.set_max_peak_memory_m_b(result.max_peak_memory_m_b);

@@ -21,14 +21,13 @@ bool MergeCanHelp(const Problem& problem) {
                      });
 }
 
-// The makespan of `schedule` when it is acceptable (simulates, each stage's
-// peak within `limit`, deadlock-free pair orders); negative otherwise.
-double AcceptableMakespan(const Problem& problem, const Schedule& schedule,
-                          const std::vector<double>& limit) {
+// The makespan of `schedule` when it is acceptable (simulates, fits the
+// memory limit, deadlock-free pair orders); negative otherwise.
+double AcceptableMakespan(const Problem& problem, const Schedule& schedule) {
   absl::StatusOr<SimulationResult> sim = Simulate(problem, schedule);
   if (!sim.ok()) return -1;
   for (int w = 0; w < problem.stages; ++w) {
-    if (OverMemoryLimit(sim->peak_memory_bytes[w], limit[w])) return -1;
+    if (OverMemoryLimit(sim->peak_memory_bytes[w], problem.limit_of(w))) return -1;
   }
   absl::StatusOr<PairOrders> orders = DerivePairOrders(schedule);
   if (!orders.ok() || !CheckPairOrders(schedule, *orders).ok()) return -1;
@@ -42,14 +41,6 @@ absl::StatusOr<Schedule> MergeBackwards(const Problem& problem, Schedule schedul
   absl::StatusOr<SimulationResult> base = Simulate(problem, schedule);
   if (!base.ok()) return base.status();
   double best = base->makespan_seconds;
-  // A stage's limit, or the unmerged schedule's peak where that is above it:
-  // the solvers fill a limit with the bytes passes hold at their ends, so a
-  // pass's working memory (VirtualStageCost::transient_bytes) can put the
-  // unmerged peak over it; a merge may then keep, not raise, that peak.
-  std::vector<double> limit(problem.stages);
-  for (int w = 0; w < problem.stages; ++w) {
-    limit[w] = std::max(problem.limit_of(w), base->peak_memory_bytes[w]);
-  }
   for (std::vector<Action>& list : schedule.actions) {
     for (size_t i = 0; i + 1 < list.size(); ++i) {
       const Action& b = list[i];
@@ -59,7 +50,7 @@ absl::StatusOr<Schedule> MergeBackwards(const Problem& problem, Schedule schedul
       if (at == list.end()) continue;  // Partial W passes never merge.
       // Move the W to i + 1 (a rotation keeps the passes between in order).
       std::rotate(list.begin() + i + 1, at, at + 1);
-      const double makespan = AcceptableMakespan(problem, schedule, limit);
+      const double makespan = AcceptableMakespan(problem, schedule);
       if (makespan >= 0 && makespan <= best * (1 + 1e-12)) {
         best = std::min(best, makespan);
       } else {

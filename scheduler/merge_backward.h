@@ -14,10 +14,8 @@ namespace zbpp::sched {
 /// the move is kept when the simulated makespan does not grow, every stage's
 /// peak stays within `problem`'s memory limit and the pair orders stay
 /// deadlock-free (CheckPairOrders over DerivePairOrders); otherwise it is
-/// undone. Moving a W earlier only frees its M_W earlier, so held bytes never
-/// rise; its working memory (VirtualStageCost::transient_bytes) then runs
-/// over more held bytes, so a stage whose unmerged peak is above its limit
-/// (by its working memory) keeps that peak as its limit. A merge helps only where VirtualStageCost::bw_seconds is below
+/// undone. Moving a W earlier only frees its M_W earlier, so peaks never
+/// rise. A merge helps only where VirtualStageCost::bw_seconds is below
 /// T_B + T_W (by more than a relative 1e-9): when no virtual stage's is,
 /// `schedule` comes back unchanged,
 /// so every makespan without a measured T_BW stays what it was. The result's

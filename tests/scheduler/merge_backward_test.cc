@@ -174,23 +174,5 @@ TEST(MergeBackwards, MovesAWNextToItsBWhenThatShortensTheStep) {
   EXPECT_EQ(*same, apart);
 }
 
-TEST(MergeBackwards, WorkingMemoryOverTheLimitStillLetsAMergeKeepThePeak) {
-  // The case above under a limit of 2 M_B, which F0 F1 fill: with 0.5 bytes
-  // of working memory per pass the unmerged peak is 2.5, over the limit, and
-  // the merge keeps it at 2.5 (0I0 runs over 2 held bytes either way), so it
-  // is taken.
-  VirtualStageCost cost;
-  cost.bw_seconds = 1.5;
-  cost.transient_bytes = 0.5;
-  const Problem problem = Problem::Uniform(1, 1, 2, cost, 0.0, /*limit_bytes=*/2.0);
-  const Schedule apart = ScheduleFromRows("apart", 1, 1, 2, Placement::kLoop,
-                                          {{"0F0", "0F1", "0I0", "0I1", "0W0", "0W1"}});
-  ASSERT_DOUBLE_EQ(Simulate(problem, apart)->peak_memory_bytes[0], 2.5);
-  absl::StatusOr<Schedule> merged = MergeBackwards(problem, apart);
-  ASSERT_TRUE(merged.ok()) << merged.status();
-  EXPECT_EQ(CountMergedPairs(merged->actions), 2);
-  EXPECT_DOUBLE_EQ(Simulate(problem, *merged)->peak_memory_bytes[0], 2.5);
-}
-
 }  // namespace
 }  // namespace zbpp::sched

@@ -87,6 +87,7 @@ v1::CostModel CostModelToProto(const sched::Problem& problem) {
     out->set_m_w_bytes(cost.m_w_bytes);
     out->set_reduce_seconds(cost.reduce_seconds);
     out->set_bw_seconds(cost.bw_seconds);
+    out->set_transient_bytes(cost.transient_bytes);
   }
   proto.set_comm_seconds(problem.comm_seconds);
   for (double limit : problem.memory_limit_bytes) {
@@ -113,7 +114,7 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
   for (const v1::VirtualStageCost& c : cost_model.virtual_stages()) {
     problem.virtual_stages.push_back({c.f_seconds(), c.b_seconds(), c.w_seconds(),
                               c.m_b_bytes(), c.m_w_bytes(), c.reduce_seconds(),
-                              c.bw_seconds()});
+                              c.bw_seconds(), c.transient_bytes()});
   }
   if (cost_model.memory_limit_bytes_size() != 0 &&
       cost_model.memory_limit_bytes_size() != problem.stages) {
@@ -136,7 +137,7 @@ v1::SchedulePrediction PredictionToProto(
     proto.add_stage_bubble_rate(
         result.makespan_seconds > 0 ? idle / result.makespan_seconds : 0);
   }
-  for (double peak : result.peak_memory_bytes) {
+  for (double peak : result.peak_running_memory_bytes) {
     proto.add_peak_memory_bytes(peak);
   }
   proto.set_max_peak_memory_m_b(result.max_peak_memory_m_b);

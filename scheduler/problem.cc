@@ -45,7 +45,8 @@ absl::Status Problem::Validate() const {
                                std::pair{c.bw_seconds, "bw_seconds"},
                                std::pair{c.m_b_bytes, "m_b_bytes"},
                                std::pair{c.m_w_bytes, "m_w_bytes"},
-                               std::pair{c.reduce_seconds, "reduce_seconds"}}) {
+                               std::pair{c.reduce_seconds, "reduce_seconds"},
+                               std::pair{c.transient_bytes, "transient_bytes"}}) {
       if (absl::Status st = CheckNonNegative(value, at + name); !st.ok()) {
         return st;
       }

@@ -14,7 +14,9 @@ namespace zbpp::sched {
 /// Times are wall-clock seconds of one pass on the stage that holds the
 /// virtual stage; memories are activation bytes (Zero Bubble paper §2, "memory"):
 /// an F pass allocates `m_b_bytes` that stay alive until the virtual stage's B pass,
-/// which frees all but `m_w_bytes`, freed by the W pass.
+/// which frees all but `m_w_bytes`, freed by the W pass. While a pass runs it
+/// also holds `transient_bytes` of working memory that it frees before it ends
+/// (see the field).
 struct VirtualStageCost {
   double f_seconds = 1.0;  ///< T_F: forward pass.
   double b_seconds = 1.0;  ///< T_B: gradient w.r.t. the virtual stage input.
@@ -28,8 +30,17 @@ struct VirtualStageCost {
   /// or a B immediately followed by its W on one stage, which the runtime
   /// runs as one merged pass: MergesWithNext in scheduler/schedule.h), in
   /// seconds. 0 means not measured: T_B + T_W (FusedBackwardSeconds).
-  /// (Last, so that positional initializers of the fields above stay valid.)
+  /// (After the fields above, so that their positional initializers stay valid.)
   double bw_seconds = 0.0;
+  /// Working memory of a pass above what it holds before and after it, bytes
+  /// (the largest over F, B and W, and over B and W run as one BW): buffers a
+  /// pass allocates and frees before it ends, e.g. the logits of the LM head
+  /// and their gradient, [b, s, vocab] each, which neither M_B nor M_W count.
+  /// A stage's memory while a pass of this virtual stage runs is the larger of
+  /// its held bytes before and after the pass, plus this (Simulate's peak).
+  /// >= 0; 0 (the default) is the Zero Bubble paper's model (§2), where a pass
+  /// needs no more than it holds at its ends. (Last, as bw_seconds.)
+  double transient_bytes = 0.0;
 };
 
 /// T_BW of `cost`: VirtualStageCost::bw_seconds when set (> 0), else

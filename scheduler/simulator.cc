@@ -438,6 +438,7 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   result.idle_seconds.assign(p, 0.0);
   result.exposed_reduce_seconds_per_stage.assign(p, 0.0);
   result.peak_memory_bytes.assign(p, 0.0);
+  result.peak_running_memory_bytes.assign(p, 0.0);
   result.peak_memory_m_b.assign(p, 0.0);
   double first_start = 0, last_end = 0, busy_total = 0;
   // The makespan the passes alone set, against which reductions are exposed.
@@ -461,8 +462,13 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
       }
       compute_end = std::max(compute_end, t[i].end_seconds);
       result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
+      const double before = memory;
       memory += PassMemoryBytes(c, a, buckets[a.virtual_stage.value()]);
       result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
+      // While the pass runs, it holds the larger of its two ends plus its
+      // working memory (VirtualStageCost::transient_bytes).
+      result.peak_running_memory_bytes[w] = std::max(result.peak_running_memory_bytes[w],
+                                                     std::max(before, memory) + c.transient_bytes);
     }
     const double stage_end = std::max(compute_end, reduce_end);
     result.exposed_reduce_seconds_per_stage[w] = stage_end - compute_end;

@@ -49,8 +49,17 @@ struct SimulationResult {
   /// against the common makespan, so that sum_w idle / (p * makespan) is
   /// the bubble rate).
   std::vector<double> idle_seconds;
-  /// Per stage: peak activation memory in bytes.
+  /// Per stage: peak activation memory held between passes, in bytes: the
+  /// largest running sum of PassMemoryBytes over the stage's list (the
+  /// Zero Bubble paper's model, §2). What memory limits bound: the solvers
+  /// plan these held bytes against them.
   std::vector<double> peak_memory_bytes;
+  /// Per stage: peak activation memory while passes run, in bytes: the
+  /// largest, over the stage's passes, of the larger of the bytes held
+  /// before and after a pass plus its VirtualStageCost::transient_bytes.
+  /// >= peak_memory_bytes; equal to it when every transient_bytes is 0. What
+  /// a step's measured peak is compared with (SchedulePrediction.peak_memory_bytes).
+  std::vector<double> peak_running_memory_bytes;
   /// Per stage: peak in units of that stage's M_B (the sum of M_B over the
   /// virtual stages it holds, i.e. one microbatch's activations).
   std::vector<double> peak_memory_m_b;

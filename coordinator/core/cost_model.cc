@@ -239,7 +239,7 @@ std::vector<double> CostModel::PassOverheads() const {
 }
 
 absl::Status CostModel::SetMeasuredMemory(int virtual_stage, double m_b_bytes,
-                                          double m_w_bytes) {
+                                          double m_w_bytes, double transient_bytes) {
   if (virtual_stage < 0 || virtual_stage >= options_.num_virtual_stages) {
     return absl::InvalidArgumentError(absl::StrCat(
         "virtual stage ", virtual_stage, " outside [0, ", options_.num_virtual_stages, ")"));
@@ -247,12 +247,19 @@ absl::Status CostModel::SetMeasuredMemory(int virtual_stage, double m_b_bytes,
   const std::string at = absl::StrCat("virtual stage ", virtual_stage, " ");
   if (absl::Status st = CheckSeconds(m_b_bytes, at + "m_b_bytes"); !st.ok()) return st;
   if (absl::Status st = CheckSeconds(m_w_bytes, at + "m_w_bytes"); !st.ok()) return st;
+  if (absl::Status st = CheckSeconds(transient_bytes, at + "transient_bytes"); !st.ok()) {
+    return st;
+  }
   if (m_w_bytes > m_b_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes ", m_w_bytes,
                                                    " is above m_b_bytes ", m_b_bytes));
   }
   absl::MutexLock lock(&mu_);
-  memory_[virtual_stage] = std::pair{m_b_bytes, m_w_bytes};
+  sched::VirtualStageCost memory;
+  memory.m_b_bytes = m_b_bytes;
+  memory.m_w_bytes = m_w_bytes;
+  memory.transient_bytes = transient_bytes;
+  memory_[virtual_stage] = memory;
   return absl::OkStatus();
 }
 
@@ -326,8 +333,9 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
       measured.virtual_stages[s].reduce_seconds = WindowMedian(reduce);
     }
     if (memory_[s].has_value()) {
-      measured.virtual_stages[s].m_b_bytes = memory_[s]->first;
-      measured.virtual_stages[s].m_w_bytes = memory_[s]->second;
+      measured.virtual_stages[s].m_b_bytes = memory_[s]->m_b_bytes;
+      measured.virtual_stages[s].m_w_bytes = memory_[s]->m_w_bytes;
+      measured.virtual_stages[s].transient_bytes = memory_[s]->transient_bytes;
     }
   }
   double hop_sum = 0;

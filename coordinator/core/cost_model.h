@@ -134,12 +134,13 @@ class CostModel {
 
   /// The activation memory of one microbatch of `virtual_stage` as its
   /// workers profiled it (worker.proto VirtualStageProfile: the Zero Bubble
-  /// paper's M_B and M_W, §2), bytes; replaces the stage's earlier value
-  /// (memory does not drift like time: the latest profile stands).
-  /// InvalidArgument for a stage outside [0, num_virtual_stages), a value
-  /// negative or not finite, or m_w_bytes > m_b_bytes (nothing set then).
-  absl::Status SetMeasuredMemory(int virtual_stage, double m_b_bytes, double m_w_bytes)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  /// paper's M_B and M_W, §2, and the passes' working memory,
+  /// sched::VirtualStageCost::transient_bytes), bytes; replaces the stage's
+  /// earlier value (memory does not drift like time: the latest profile
+  /// stands). InvalidArgument for a stage outside [0, num_virtual_stages), a
+  /// value negative or not finite, or m_w_bytes > m_b_bytes (nothing set then).
+  absl::Status SetMeasuredMemory(int virtual_stage, double m_b_bytes, double m_w_bytes,
+                                 double transient_bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   /// Samples currently in `stage`'s window (0 for a stage out of range).
   int SampleCount(int stage) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -162,7 +163,7 @@ class CostModel {
   /// comm_seconds by the mean of the per-hop medians when any hop has been
   /// measured (the simulator has one T_comm; the mean keeps the sum over
   /// the pipeline's hops, which is what the critical path pays); a stage's
-  /// m_b_bytes and m_w_bytes by its measured memory once one was set
+  /// m_b_bytes, m_w_bytes and transient_bytes by its measured memory once one was set
   /// (SetMeasuredMemory), else base's. Limits are kept (a limit relative to
   /// M_B is re-expressed by the caller, JobModel). InvalidArgument when `base` does not have
   /// num_virtual_stages stages; FailedPrecondition naming the first stage without a
@@ -179,8 +180,9 @@ class CostModel {
   std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> overhead_samples_ ABSL_GUARDED_BY(mu_);
-  /// By virtual stage: the latest profiled {M_B, M_W}, bytes.
-  std::vector<std::optional<std::pair<double, double>>> memory_ ABSL_GUARDED_BY(mu_);
+  /// By virtual stage: the latest profiled memory, bytes (the cost's
+  /// m_b_bytes, m_w_bytes and transient_bytes; the rest unused).
+  std::vector<std::optional<sched::VirtualStageCost>> memory_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Median of `values` (mean of the two middle ones for an even count); 0

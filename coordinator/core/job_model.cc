@@ -233,6 +233,7 @@ std::optional<ResolveTask::LayoutInput> JobModel::LayoutInputOf(
       a.bw_seconds = std::max(a.bw_seconds, b.bw_seconds);
       a.m_b_bytes = std::max(a.m_b_bytes, b.m_b_bytes);
       a.m_w_bytes = std::max(a.m_w_bytes, b.m_w_bytes);
+      a.transient_bytes = std::max(a.transient_bytes, b.transient_bytes);
     }
   }
   ResolveTask::LayoutInput input{spec, schedule_name, {}};
@@ -260,6 +261,7 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
       if (!first) {
         it->second.m_b_bytes = std::max(it->second.m_b_bytes, m.m_b_bytes);
         it->second.m_w_bytes = std::max(it->second.m_w_bytes, m.m_w_bytes);
+        it->second.transient_bytes = std::max(it->second.transient_bytes, m.transient_bytes);
       }
     }
     for (const HopTiming& hop : profile.hops) AddHop(hop);
@@ -268,7 +270,8 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
     LogError(costs_->AddVirtualStageTiming(timing), "cost model");
   }
   for (const auto& [stage, m] : memory) {
-    LogError(costs_->SetMeasuredMemory(stage, m.m_b_bytes, m.m_w_bytes), "cost model");
+    LogError(costs_->SetMeasuredMemory(stage, m.m_b_bytes, m.m_w_bytes, m.transient_bytes),
+             "cost model");
   }
   const zbpp::v1::JobSpec& spec = proto.spec();
   absl::StatusOr<sched::Problem> measured =

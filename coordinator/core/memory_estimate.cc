@@ -83,7 +83,8 @@ std::vector<StageMemoryEstimate> EstimateStageMemory(
 std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,
     const sched::SimulationResult& simulation) {
-  return Estimate(spec, schedule.stages, schedule.stage_of, simulation.peak_memory_bytes);
+  return Estimate(spec, schedule.stages, schedule.stage_of,
+                  simulation.peak_running_memory_bytes);
 }
 
 std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate) {

@@ -47,7 +47,7 @@ std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const zbpp::v1::ScheduleVersion& version);
 
 /// The same for a schedule not yet published (planning.h's JobPlan):
-/// `schedule`'s stage_of with `simulation`'s peak_memory_bytes, which the
+/// `schedule`'s stage_of with `simulation`'s peak_running_memory_bytes, which the
 /// version built from them holds. Thread-safe (pure).
 std::vector<StageMemoryEstimate> EstimateStageMemory(
     const zbpp::v1::JobSpec& spec, const sched::Schedule& schedule,

@@ -54,6 +54,9 @@ absl::Status CheckEntry(const zbpp::v1::VirtualStageProfile& entry, const std::s
     return st;
   }
   if (absl::Status st = CheckBytes(entry.m_w_bytes(), at + "m_w_bytes"); !st.ok()) return st;
+  if (absl::Status st = CheckBytes(entry.transient_bytes(), at + "transient_bytes"); !st.ok()) {
+    return st;
+  }
   if (entry.m_w_bytes() > entry.m_b_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(at, "m_w_bytes: ", entry.m_w_bytes(),
                                                    " is above m_b_bytes ", entry.m_b_bytes()));
@@ -117,7 +120,8 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
     pass_seconds += e.f_seconds() + e.b_seconds() + e.w_seconds();
     measured.timings.push_back({virtual_stage, e.f_seconds(), e.b_seconds(), e.w_seconds(),
                                 std::nullopt, e.bw_seconds()});
-    measured.memory.push_back({virtual_stage, e.m_b_bytes(), e.m_w_bytes()});
+    measured.memory.push_back(
+        {virtual_stage, e.m_b_bytes(), e.m_w_bytes(), e.transient_bytes()});
   }
   const double step_seconds = schedule.microbatches * pass_seconds;
   if (step_seconds > kMaxReportedSeconds) {
@@ -142,7 +146,7 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
     if (absl::Status st = CheckEntry(part, at); !st.ok()) return st;
     measured.layout_parts.push_back({part.f_seconds(), part.b_seconds(), part.w_seconds(),
                                      part.m_b_bytes(), part.m_w_bytes(), 0.0,
-                                     part.bw_seconds()});
+                                     part.bw_seconds(), part.transient_bytes()});
   }
   absl::StatusOr<std::vector<HopTiming>> hops =
       HopTimingsOf(stage, profile.hop_latencies(), schedule);

@@ -14,11 +14,13 @@
 namespace zbpp::coordinator {
 
 /// One virtual stage's activation memory of one microbatch as a worker
-/// profiled it (the Zero Bubble paper's M_B and M_W, §2), bytes.
+/// profiled it (the Zero Bubble paper's M_B and M_W, §2, and the passes'
+/// working memory, sched::VirtualStageCost::transient_bytes), bytes.
 struct VirtualStageMemory {
   int virtual_stage = 0;
   double m_b_bytes = 0;
   double m_w_bytes = 0;
+  double transient_bytes = 0;
 };
 
 /// A calibration profile (worker.proto ReportProfileRequest) checked and

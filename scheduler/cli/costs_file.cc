@@ -36,14 +36,15 @@ absl::StatusOr<VirtualStageCost> ParseEntry(const YAML::Node& node,
                                      const std::string& field,
                                      bool* has_reduce) {
   if (!node.IsMap()) {
-    return Invalid(field, "must be a mapping of t_f, t_b, t_w, m_b, m_w (t_bw, reduce optional)");
+    return Invalid(field,
+                   "must be a mapping of t_f, t_b, t_w, m_b, m_w (t_bw, reduce, transient optional)");
   }
   VirtualStageCost cost;
   const std::pair<const char*, double*> kFields[] = {
       {"t_f", &cost.f_seconds}, {"t_b", &cost.b_seconds},
       {"t_w", &cost.w_seconds}, {"m_b", &cost.m_b_bytes},
       {"m_w", &cost.m_w_bytes}, {"reduce", &cost.reduce_seconds},
-      {"t_bw", &cost.bw_seconds}};
+      {"t_bw", &cost.bw_seconds}, {"transient", &cost.transient_bytes}};
   for (const auto& entry : node) {
     const std::string key = entry.first.as<std::string>("");
     bool known = false;
@@ -51,15 +52,17 @@ absl::StatusOr<VirtualStageCost> ParseEntry(const YAML::Node& node,
     if (!known) {
       return Invalid(field, absl::StrCat("unknown key \"", key,
                                          "\"; expected t_f, t_b, t_w, m_b, "
-                                         "m_w, t_bw, reduce"));
+                                         "m_w, t_bw, reduce, transient"));
     }
   }
   for (const auto& [name, value] : kFields) {
     const std::string at = absl::StrCat(field, ".", name);
     const YAML::Node child = node[name];
     if (!child) {
-      // Optional: no reduction (d = 1); T_BW not measured (T_B + T_W).
-      if (std::string(name) == "reduce" || std::string(name) == "t_bw") {
+      // Optional: no reduction (d = 1); T_BW not measured (T_B + T_W); no
+      // working memory beyond M_B and M_W.
+      if (std::string(name) == "reduce" || std::string(name) == "t_bw" ||
+          std::string(name) == "transient") {
         *value = 0;
         continue;
       }
@@ -193,7 +196,7 @@ absl::StatusOr<Problem> CostProblem(const CostFile& costs, int stages,
     VirtualStageCost cost = costs.entries[stage_of[s]];
     for (double* value : {&cost.f_seconds, &cost.b_seconds, &cost.w_seconds,
                           &cost.bw_seconds, &cost.m_b_bytes, &cost.m_w_bytes,
-                          &cost.reduce_seconds}) {
+                          &cost.reduce_seconds, &cost.transient_bytes}) {
       *value /= chunks;
     }
     problem.virtual_stages.push_back(cost);
@@ -216,6 +219,9 @@ std::string CostFileYaml(const Problem& problem) {
     if (c.bw_seconds != 0) absl::StrAppend(&text, ", t_bw: ", number(c.bw_seconds));
     if (c.reduce_seconds != 0) {
       absl::StrAppend(&text, ", reduce: ", number(c.reduce_seconds));
+    }
+    if (c.transient_bytes != 0) {
+      absl::StrAppend(&text, ", transient: ", number(c.transient_bytes));
     }
     absl::StrAppend(&text, "}\n");
   }

@@ -24,8 +24,10 @@ namespace zbpp::sched::cli {
 /// Per entry: t_f, t_b, t_w seconds of F, B (input gradient) and W (weight
 /// gradient); m_b, m_w bytes (M_B held from F until B, M_W of it until W);
 /// optional t_bw, seconds of one fused backward (B and W in one pass;
-/// default 0: t_b + t_w), and optional reduce, seconds of the stage's
-/// data-parallel gradient all-reduce (default 0). `stages` are costs of a whole stage, which a
+/// default 0: t_b + t_w), optional reduce, seconds of the stage's
+/// data-parallel gradient all-reduce (default 0), and optional transient,
+/// bytes of a pass's working memory (VirtualStageCost::transient_bytes,
+/// default 0). `stages` are costs of a whole stage, which a
 /// stage holding v chunks pays 1/v of per chunk, as the --cost-* flags;
 /// `virtual_stages` are the coordinator's cost model as it is
 /// (proto/zbpp/v1/schedule.proto, CostModel) and fit only a schedule with

@@ -174,6 +174,8 @@ TEST(ScheduleProto, PredictionGivesPerWorkerBubbleRates) {
   result.bubble_rate = 0.25;
   result.idle_seconds = {2, 3};
   result.peak_memory_bytes = {100, 200};
+  // The prediction's peak is the one passes reach while they run.
+  result.peak_running_memory_bytes = {130, 200};
   result.max_peak_memory_m_b = 4;
   result.exposed_reduce_seconds = 1.5;
   v1::SchedulePrediction proto = PredictionToProto(result);
@@ -182,7 +184,7 @@ TEST(ScheduleProto, PredictionGivesPerWorkerBubbleRates) {
   EXPECT_EQ(proto.step_seconds(), 12);
   EXPECT_EQ(proto.bubble_rate(), 0.25);
   EXPECT_THAT(proto.stage_bubble_rate(), ElementsAre(0.2, 0.3));
-  EXPECT_THAT(proto.peak_memory_bytes(), ElementsAre(100, 200));
+  EXPECT_THAT(proto.peak_memory_bytes(), ElementsAre(130, 200));
   EXPECT_EQ(proto.max_peak_memory_m_b(), 4);
 
   // No division by a zero makespan.

@@ -57,6 +57,8 @@ TEST(CostFile, ErrorsNameTheField) {
       {"stages: [" + ok + ", " + ok + ", " + ok +
            ", {t_f: 1, t_b: -1, t_w: 1, m_b: 1, m_w: 0}]",
        "stages[3].t_b: must be a number >= 0, got -1"},
+      {"stages: [{t_f: 1, t_b: 1, t_w: 1, m_b: 1, m_w: 0, transient: -2}]",
+       "stages[0].transient: must be a number >= 0, got -2"},
       {"stages: [{t_f: 1, t_b: 1, m_b: 1, m_w: 0}]", "stages[0].t_w: missing"},
       {"stages: [{t_f: 1, t_b: 1, t_w: x, m_b: 1, m_w: 0}]",
        "stages[0].t_w: must be a number >= 0, got x"},
@@ -137,6 +139,7 @@ TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
     c.m_w_bytes = 0.7e9;
     c.reduce_seconds = s == 2 ? 0.0 : 0.01 / 3;
     c.bw_seconds = s == 1 ? 0.0 : c.b_seconds + c.w_seconds / 2;
+    c.transient_bytes = s == 3 ? 0.0 : 2.5e8 / 3 + s;
   }
   want.memory_limit_bytes = {1e10 / 3, 4e9};
   const std::string yaml = CostFileYaml(want);
@@ -158,6 +161,7 @@ TEST(CostFile, YamlOfAProblemReadsBackToTheSameCosts) {
     EXPECT_EQ(a.m_w_bytes, b.m_w_bytes) << s;
     EXPECT_EQ(a.reduce_seconds, b.reduce_seconds) << s;
     EXPECT_EQ(a.bw_seconds, b.bw_seconds) << s;
+    EXPECT_EQ(a.transient_bytes, b.transient_bytes) << s;
   }
   EXPECT_EQ(got->comm_seconds, want.comm_seconds);
   EXPECT_EQ(got->memory_limit_bytes, want.memory_limit_bytes);

@@ -69,7 +69,32 @@ TEST(Simulator, SplitBackwardReleasesMemoryInTwoSteps) {
   EXPECT_DOUBLE_EQ(Simulate(problem, a)->peak_memory_bytes[0], 8);
   // After 0I0 only M_W = 1 stays: 1 + 4 = 5.
   EXPECT_DOUBLE_EQ(Simulate(problem, b)->peak_memory_bytes[0], 5);
+  // Without working memory the running peak is the held one.
+  EXPECT_DOUBLE_EQ(Simulate(problem, b)->peak_running_memory_bytes[0], 5);
   EXPECT_DOUBLE_EQ(Simulate(problem, b)->bubble_rate, 0);
+}
+
+TEST(Simulator, TransientMemoryAddsToTheLargerEndOfTheRunningPass) {
+  // Schedule b above (F I F I W W, M_B = 4, M_W = 1) with 3 bytes of working
+  // memory per pass. Held before/after each pass: 0F0 0/4, 0I0 4/1, 0F1 1/5,
+  // 0I1 5/2, 0W0 2/1, 0W1 1/0; the running peak is the largest end plus 3:
+  // 0F1 or 0I1 at 5 + 3 = 8; the held peak stays 5.
+  VirtualStageCost cost{1, 1, 1, 4, 1};
+  cost.transient_bytes = 3;
+  Problem problem = Problem::Uniform(1, 1, 2, cost, 0);
+  Schedule b = ScheduleFromRows("hand", 1, 1, 2, Placement::kLoop,
+                                {{"0F0", "0I0", "0F1", "0I1", "0W0", "0W1"}});
+  absl::StatusOr<SimulationResult> result = Simulate(problem, b);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_DOUBLE_EQ(result->peak_running_memory_bytes[0], 8);
+  EXPECT_DOUBLE_EQ(result->peak_memory_bytes[0], 5);
+  // F I W with 10 bytes of working memory peaks in F (and I) at
+  // max(0, 4) + 10 = 14, not at its held 4.
+  cost.transient_bytes = 10;
+  Problem one = Problem::Uniform(1, 1, 1, cost, 0);
+  Schedule single = ScheduleFromRows("hand", 1, 1, 1, Placement::kLoop, {{"0F0", "0I0", "0W0"}});
+  EXPECT_DOUBLE_EQ(Simulate(one, single)->peak_running_memory_bytes[0], 14);
+  EXPECT_DOUBLE_EQ(Simulate(one, single)->peak_memory_bytes[0], 4);
 }
 
 struct Malformed {

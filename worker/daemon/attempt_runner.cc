@@ -278,6 +278,7 @@ class AttemptRun {
       v->set_bw_seconds(p.bw_seconds);
       v->set_m_b_bytes(static_cast<double>(p.m_b_bytes));
       v->set_m_w_bytes(static_cast<double>(p.m_w_bytes));
+      v->set_transient_bytes(static_cast<double>(p.transient_bytes));
     };
     for (const StageProfile& p : *profiles) add(p, request.add_virtual_stages());
     if (a_.profile_layout_parts()) {

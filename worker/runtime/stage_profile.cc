@@ -34,6 +34,7 @@ struct Sample {
   double seconds[4] = {0, 0, 0, 0};  // F, B, W, and B then W as one BW.
   int64_t m_b_bytes = 0;
   int64_t m_w_bytes = 0;
+  int64_t transient_bytes = 0;
 };
 
 StageProfile Summarize(int virtual_stage, const std::vector<Sample>& samples) {
@@ -46,13 +47,15 @@ StageProfile Summarize(int virtual_stage, const std::vector<Sample>& samples) {
     for (const Sample& s : samples) values.push_back(s.seconds[k]);
     *times[k] = Median(std::move(values));
   }
-  std::vector<int64_t> m_b, m_w;
+  std::vector<int64_t> m_b, m_w, transient;
   for (const Sample& s : samples) {
     m_b.push_back(s.m_b_bytes);
     m_w.push_back(s.m_w_bytes);
+    transient.push_back(s.transient_bytes);
   }
   profile.m_b_bytes = std::max<int64_t>(0, Median(std::move(m_b)));
   profile.m_w_bytes = std::clamp<int64_t>(Median(std::move(m_w)), 0, profile.m_b_bytes);
+  profile.transient_bytes = std::max<int64_t>(0, Median(std::move(transient)));
   return profile;
 }
 
@@ -76,6 +79,7 @@ StageProfile SyntheticProfile(const StageProfileOptions& o) {
     const sched::VirtualStageCost& cost = o.synthetic->stages[o.virtual_stage];
     samples[rep].m_b_bytes = static_cast<int64_t>(cost.m_b_bytes);
     samples[rep].m_w_bytes = static_cast<int64_t>(cost.m_w_bytes);
+    samples[rep].transient_bytes = static_cast<int64_t>(cost.transient_bytes);
   }
   return Summarize(o.virtual_stage, samples);
 }
@@ -116,12 +120,22 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     // Index 3: B and W back to back, the executor's merged pass.
     PassTimer timer(o.device, SteadyClock::now(), 4);
     Sample sample;
+    // Each pass's peak above the larger of its two ends (transient_bytes).
+    // B and W run as one BW need no window of their own: BW's larger end is
+    // B's start, which holds at least as much as either part's larger end.
+    const auto transient_of = [&](int64_t start, int64_t end) {
+      return o.memory->peak_bytes() - std::max(start, end);
+    };
     const int64_t before = o.memory->current_bytes();
+    o.memory->ResetPeak();
     timer.Begin(0);
     ForwardState state = ForwardPass(*o.chunk, o.store, kProfileMicrobatch, input, targets,
                                      o.microbatches);
     timer.End(0);
-    sample.m_b_bytes = o.memory->current_bytes() - before;
+    const int64_t after_f = o.memory->current_bytes();
+    sample.m_b_bytes = after_f - before;
+    sample.transient_bytes = transient_of(before, after_f);
+    o.memory->ResetPeak();
     timer.Begin(1);
     timer.Begin(3);
     // The input gradient goes, as the executor's goes once sent.
@@ -129,7 +143,10 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     timer.End(1);
     state = ForwardState();
     if (!first) input.mutable_grad().reset();
-    sample.m_w_bytes = o.memory->current_bytes() - before;
+    const int64_t after_b = o.memory->current_bytes();
+    sample.m_w_bytes = after_b - before;
+    sample.transient_bytes = std::max(sample.transient_bytes, transient_of(after_f, after_b));
+    o.memory->ResetPeak();
     timer.Begin(2);
     if (absl::Status st = o.store->RunW(kProfileMicrobatch); !st.ok()) {
       o.store->Clear();
@@ -137,6 +154,8 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     }
     timer.End(2);
     timer.End(3);
+    sample.transient_bytes =
+        std::max(sample.transient_bytes, transient_of(after_b, o.memory->current_bytes()));
     for (int k = 0; k < 4; ++k) sample.seconds[k] = timer.Duration(k);
     if (rep >= 0) samples.push_back(sample);
   }

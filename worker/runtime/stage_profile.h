@@ -35,6 +35,12 @@ struct StageProfile {
   /// (M_W is capped at M_B, the memory model's bound).
   int64_t m_b_bytes = 0;
   int64_t m_w_bytes = 0;
+  /// VirtualStageCost::transient_bytes, the median over the repetitions of
+  /// the largest, over F, B, W and B+W as one BW, of a pass's peak bytes
+  /// above the larger of the bytes held at its start and at its end (buffers
+  /// it frees before it ends: on the LM head the logits' working copies and
+  /// their gradient, [microbatch_size, seq_len, vocab] each); >= 0.
+  int64_t transient_bytes = 0;
 };
 
 /// What ProfileVirtualStage needs about one virtual stage and its job.

@@ -88,17 +88,20 @@ TEST(CostModel, MeasuredMemoryReplacesTheBaseUntilTheNextProfile) {
   const sched::Problem base = Base(2);
   EXPECT_DOUBLE_EQ(model->ToProblem(base)->virtual_stages[0].m_b_bytes,
                    base.virtual_stages[0].m_b_bytes);
-  ASSERT_TRUE(model->SetMeasuredMemory(0, 300, 100).ok());
-  ASSERT_TRUE(model->SetMeasuredMemory(0, 500, 200).ok());  // The latest stands.
+  ASSERT_TRUE(model->SetMeasuredMemory(0, 300, 100, 40).ok());
+  ASSERT_TRUE(model->SetMeasuredMemory(0, 500, 200, 70).ok());  // The latest stands.
   const sched::Problem measured = *model->ToProblem(base);
   EXPECT_DOUBLE_EQ(measured.virtual_stages[0].m_b_bytes, 500);
   EXPECT_DOUBLE_EQ(measured.virtual_stages[0].m_w_bytes, 200);
+  EXPECT_DOUBLE_EQ(measured.virtual_stages[0].transient_bytes, 70);
+  EXPECT_DOUBLE_EQ(measured.virtual_stages[1].transient_bytes, 0);
   EXPECT_DOUBLE_EQ(measured.virtual_stages[1].m_b_bytes, base.virtual_stages[1].m_b_bytes);
   EXPECT_EQ(measured.memory_limit_bytes, base.memory_limit_bytes);
   // Refused, nothing changed: out of range, negative, M_W above M_B.
-  EXPECT_EQ(model->SetMeasuredMemory(2, 1, 1).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->SetMeasuredMemory(1, -1, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->SetMeasuredMemory(1, 1, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(2, 1, 1, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(1, -1, 0, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(1, 1, 2, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->SetMeasuredMemory(1, 2, 1, -1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_DOUBLE_EQ(model->ToProblem(base)->virtual_stages[1].m_b_bytes,
                    base.virtual_stages[1].m_b_bytes);
 }

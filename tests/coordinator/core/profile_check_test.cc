@@ -48,6 +48,7 @@ v1::ReportProfileRequest Profile(int replica = 0) {
     entry->set_w_seconds(0.005 + virtual_stage * 0.001);
     entry->set_m_b_bytes(1000 + virtual_stage);
     entry->set_m_w_bytes(400 + virtual_stage);
+    entry->set_transient_bytes(700 + virtual_stage);
   }
   return profile;
 }
@@ -74,6 +75,7 @@ TEST(MeasureProfileTest, MeasuresEachVirtualStageOfTheStageInOrder) {
   EXPECT_DOUBLE_EQ(measured->memory[0].m_w_bytes, 400);
   EXPECT_EQ(measured->memory[1].virtual_stage, 3);
   EXPECT_DOUBLE_EQ(measured->memory[1].m_b_bytes, 1003);
+  EXPECT_DOUBLE_EQ(measured->memory[1].transient_bytes, 703);
   // Stages 0 and 1 are linked by hop 0 (virtual stage 0 -> 1) and hop 2
   // (2 -> 3); hop 1 stays on stage 1. One latency samples both.
   ASSERT_EQ(measured->hops.size(), 2u);
@@ -194,6 +196,21 @@ TEST(MeasureProfileTest, RefusesMemoryThatIsNegativeNotFiniteOrWAboveB) {
   profile.mutable_virtual_stages(0)->set_m_w_bytes(2000);
   EXPECT_EQ(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message(),
             "virtual_stages[0].m_w_bytes: 2000 is above m_b_bytes 1003");
+  // Working memory may be 0 (a worker that predates it), never negative or
+  // not finite; it may exceed M_B (the LM head's logits).
+  for (double transient : {-1.0, std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::infinity()}) {
+    profile = Profile();
+    profile.mutable_virtual_stages(1)->set_transient_bytes(transient);
+    EXPECT_THAT(
+        std::string(MeasureProfile(profile, VPlacement(), 0, 0, 1).status().message()),
+        StartsWith("virtual_stages[1].transient_bytes: must be a finite number of bytes >= 0"))
+        << transient;
+  }
+  profile = Profile();
+  profile.mutable_virtual_stages(1)->set_transient_bytes(0);
+  profile.mutable_virtual_stages(0)->set_transient_bytes(5000);
+  EXPECT_TRUE(MeasureProfile(profile, VPlacement(), 0, 0, 1).ok());
 }
 
 // The layout parts (ReportProfileRequest.layout_parts): none, or the
@@ -219,6 +236,7 @@ TEST(MeasureProfileTest, MeasuresLayoutPartsAndRefusesThemIncompleteOrOutOfOrder
   EXPECT_DOUBLE_EQ(parts->layout_parts[2].bw_seconds, 2.9);
   EXPECT_DOUBLE_EQ(parts->layout_parts[2].m_b_bytes, 1000);
   EXPECT_DOUBLE_EQ(parts->layout_parts[2].m_w_bytes, 400);
+  EXPECT_DOUBLE_EQ(parts->layout_parts[2].transient_bytes, 700);
 
   v1::ReportProfileRequest two = profile;
   two.mutable_layout_parts()->RemoveLast();

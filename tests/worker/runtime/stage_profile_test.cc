@@ -29,16 +29,17 @@ MicrobatchData Batch(int64_t step, int microbatch) {
   return {tokens.narrow(1, 0, 16).contiguous(), tokens.narrow(1, 1, 16).contiguous()};
 }
 
-// A GPT of `layers` blocks (h = 32, 4 heads, vocabulary 64, s = 16) on one
-// stage, microbatches of `b` sequences.
-v1::JobSpec Spec(int layers, int b, v1::Precision precision = v1::PRECISION_FP32) {
+// A GPT of `layers` blocks (h = 32, 4 heads, vocabulary `vocab`, s = 16) on
+// one stage, microbatches of `b` sequences.
+v1::JobSpec Spec(int layers, int b, v1::Precision precision = v1::PRECISION_FP32,
+                 int vocab = 64) {
   v1::JobSpec spec;
   v1::ModelSpec* model = spec.mutable_model();
   model->set_architecture("gpt");
   model->set_layers(layers);
   model->set_hidden(32);
   model->set_heads(4);
-  model->set_vocab(64);
+  model->set_vocab(vocab);
   model->set_seq_len(16);
   spec.mutable_pipeline()->set_stages(1);
   spec.mutable_pipeline()->set_microbatches(kMicrobatches);
@@ -106,6 +107,30 @@ TEST(StageProfileTest, EveryVirtualStageIsTimedAndABlockChunkHoldsMoreForBThanFo
             << block.w_seconds << " s, M_B " << block.m_b_bytes << " B, M_W " << block.m_w_bytes
             << " B\n";
   EXPECT_EQ(rank.trainer->Profile(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StageProfileTest, TheHeadsWorkingMemoryGrowsWithTheVocabularyABlocksDoesNot) {
+  // Vocabulary 64 against 4096: the head's passes hold logits-sized buffers
+  // [b, s, vocab] float32 only while they run (the logits' gradient in B at
+  // least), so its transient grows by at least one such buffer; a middle
+  // block's working memory has nothing of the vocabulary.
+  constexpr int kLarge = 4096;
+  Rank small(Spec(3, 2), {0, 1, 2});
+  Rank large(Spec(3, 2, v1::PRECISION_FP32, kLarge), {0, 1, 2});
+  ASSERT_NE(small.trainer, nullptr);
+  ASSERT_NE(large.trainer, nullptr);
+  absl::StatusOr<std::vector<StageProfile>> a = small.trainer->Profile(1);
+  absl::StatusOr<std::vector<StageProfile>> b = large.trainer->Profile(1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (int s = 0; s < 3; ++s) EXPECT_GE((*b)[s].transient_bytes, 0) << "virtual stage " << s;
+  const int64_t logits_growth = int64_t{2} * 16 * (kLarge - 64) * 4;
+  EXPECT_GE((*b)[2].transient_bytes - (*a)[2].transient_bytes, logits_growth);
+  EXPECT_EQ((*b)[1].transient_bytes, (*a)[1].transient_bytes);
+  EXPECT_LT((*b)[1].transient_bytes, (*b)[2].transient_bytes / 4);
+  std::cout << "transient, vocabulary 64 / " << kLarge << ": block " << (*a)[1].transient_bytes
+            << " / " << (*b)[1].transient_bytes << " B, head " << (*a)[2].transient_bytes
+            << " / " << (*b)[2].transient_bytes << " B (M_B " << (*b)[2].m_b_bytes << " B)\n";
 }
 
 TEST(StageProfileTest, ActivationMemoryScalesWithTheMicrobatchSize) {

@@ -436,6 +436,9 @@ StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts) {
     return extra;
   };
   StagePartCosts costs{block, minus(parts.at(0)), minus(parts.at(2))};
+  // Working memory is a pass's peak, not a sum: each part keeps its own.
+  costs.embedding.transient_bytes = parts[0].transient_bytes;
+  costs.head.transient_bytes = parts[2].transient_bytes;
   if (parts[0].bw_seconds <= 0 || parts[1].bw_seconds <= 0 || parts[2].bw_seconds <= 0) {
     costs.block.bw_seconds = costs.embedding.bw_seconds = costs.head.bw_seconds = 0;
   }
@@ -480,6 +483,10 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
       add(parts.block, layout[k]);
       if (k == 0) add(parts.embedding, 1);
       if (k == n - 1) add(parts.head, 1);
+      // The largest pass's working memory among the virtual stage's parts.
+      profiled.transient_bytes = std::max({parts.block.transient_bytes,
+                                           k == 0 ? parts.embedding.transient_bytes : 0.0,
+                                           k == n - 1 ? parts.head.transient_bytes : 0.0});
       profiled.reduce_seconds = reduce;
       cost = profiled;
       profiled_unit[stage_of[k]] += cost.m_b_bytes;

@@ -190,6 +190,10 @@ struct StagePartCosts {
   /// The final norm, the LM head and the loss: part 2 minus part 1, each
   /// field at least 0.
   sched::VirtualStageCost head;
+  // transient_bytes (a pass's working memory: a peak, not a sum) is each
+  // part's own, the embedding's and the head's with their block; a virtual
+  // stage's is the largest of its parts'.
+
 };
 
 /// StagePartCosts from the three profiled parts (`parts[k]`: virtual stage

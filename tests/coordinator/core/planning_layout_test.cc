@@ -170,6 +170,10 @@ TEST(PartCostsOf, TheEmbeddingAndTheHeadAreTheirPartsLessABlockNeverBelowZero) {
   EXPECT_DOUBLE_EQ(parts.head.w_seconds, 3);
   EXPECT_DOUBLE_EQ(parts.head.bw_seconds, 5);
   EXPECT_DOUBLE_EQ(parts.head.m_w_bytes, 100);
+  last.transient_bytes = 64;
+  block.transient_bytes = 8;
+  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}).head.transient_bytes, 64)
+      << "a peak, not a difference";
   last.bw_seconds = 0;  // One part without T_BW: none is used.
   EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}).block.bw_seconds, 0);
 }

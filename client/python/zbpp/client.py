@@ -398,7 +398,7 @@ class Client:
         one after a re-solve), of the one in force at `step` or of number
         `version`, as `zbppctl costs` prints it: a cost file for
         `zbpp-sched --costs` (YAML; per virtual stage t_f, t_b, t_w and, when
-        measured, t_bw seconds, m_b, m_w bytes). Raises what schedule_version raises, Error
+        measured, t_bw seconds, m_b, m_w and transient bytes). Raises what schedule_version raises, Error
         (FAILED_PRECONDITION) for a version without a cost model."""
         if step is None and version is None:
             job = self._get(job_id, job_pb2.JOB_VIEW_FULL)
@@ -486,6 +486,8 @@ def cost_file(version: schedule_pb2.ScheduleVersion) -> str:
             text += f", t_bw: {number(c.bw_seconds)}"
         if c.reduce_seconds != 0:
             text += f", reduce: {number(c.reduce_seconds)}"
+        if c.transient_bytes != 0:
+            text += f", transient: {number(c.transient_bytes)}"
         text += "}\n"
     text += f"comm: {number(model.comm_seconds)}\n"
     if model.memory_limit_bytes:

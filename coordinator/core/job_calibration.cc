@@ -12,8 +12,7 @@
 #include "api/pipeline_shape.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/profile_check.h"
-#include "coordinator/core/job_spec_check.h"
-#include "scheduler/layout_search.h"
+#include "coordinator/core/planning.h"
 
 namespace zbpp::coordinator {
 
@@ -86,18 +85,7 @@ void Job::FinishCalibration(ResolveTask& task) {
 }
 
 void Job::Relayout(const std::vector<int>& layout) {
-  zbpp::v1::JobSpec& spec = *job_.mutable_spec();
-  zbpp::v1::PipelineSpec& pipeline = *spec.mutable_pipeline();
-  const int n = static_cast<int>(layout.size());
-  // As PlanJob stores it: the layout unless it is the even split, and for
-  // a schedule "auto" chose, that schedule's chunks.
-  pipeline.clear_layout();
-  if (spec.model().layers() % n != 0 || layout != sched::MostEvenLayout(spec.model().layers(), n)) {
-    pipeline.mutable_layout()->Add(layout.begin(), layout.end());
-  }
-  if (spec.schedule().name() == kAutoScheduleName && !pipeline.has_chunks()) {
-    pipeline.set_chunks(n / pipeline.stages());
-  }
+  StoreLayout(*job_.mutable_spec(), layout);
   model_.ForgetLayout();
   // Before step 0 nothing trained is lost: the same workers (or any free
   // ones) take a new attempt at once (Waiting), not counted as a recovery.

@@ -195,16 +195,7 @@ absl::StatusOr<sched::Problem> JobModel::MeasuredProblem(
   if (!measured.ok() || !relative_limit_ || measured->memory_limit_bytes.empty()) {
     return measured;
   }
-  // A limit of k M_B stays k of the stage's measured M_B (planning.h: the
-  // unit is M_B summed over the stage's virtual stages).
-  std::vector<double> base_unit(schedule.stages, 0), measured_unit(schedule.stages, 0);
-  for (int s = 0; s < schedule.num_virtual_stages(); ++s) {
-    base_unit[schedule.stage_of[s]] += base_->virtual_stages[s].m_b_bytes;
-    measured_unit[schedule.stage_of[s]] += measured->virtual_stages[s].m_b_bytes;
-  }
-  for (int w = 0; w < schedule.stages; ++w) {
-    if (base_unit[w] > 0) measured->memory_limit_bytes[w] *= measured_unit[w] / base_unit[w];
-  }
+  KeepLimitInMb(*base_, schedule.stage_of, *measured);
   return measured;
 }
 

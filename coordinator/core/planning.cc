@@ -399,14 +399,7 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
   if (!laid.ok()) return laid.status();
   JobPlan plan;
   plan.spec = spec;
-  if (!laid->layout.empty()) {
-    zbpp::v1::PipelineSpec& pipeline = *plan.spec.mutable_pipeline();
-    for (int blocks : laid->layout) pipeline.add_layout(blocks);
-    // The layout's length fixes the chunks of the schedule "auto" chose.
-    if (automatic && !pipeline.has_chunks()) {
-      pipeline.set_chunks(pipeline.layout_size() / pipeline.stages());
-    }
-  }
+  if (!laid->layout.empty()) StoreLayout(plan.spec, laid->layout);
   plan.layout = BlocksPerVirtualStage(plan.spec.pipeline(), plan.spec.model().layers(),
                                       laid->choice.problem.num_virtual_stages());
   plan.layout_reason = std::move(laid->reason);
@@ -417,6 +410,34 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
 }
 
 absl::Status ValidateJobSpec(const JobSpec& spec) { return PlanJob(spec).status(); }
+
+void KeepLimitInMb(const sched::Problem& analytic, const std::vector<int>& stage_of,
+                   sched::Problem& measured) {
+  if (measured.memory_limit_bytes.empty()) return;
+  std::vector<double> analytic_unit(measured.stages, 0), measured_unit(measured.stages, 0);
+  for (int s = 0; s < measured.num_virtual_stages(); ++s) {
+    analytic_unit[stage_of[s]] += analytic.virtual_stages[s].m_b_bytes;
+    measured_unit[stage_of[s]] += measured.virtual_stages[s].m_b_bytes;
+  }
+  for (int w = 0; w < measured.stages; ++w) {
+    if (analytic_unit[w] > 0) {
+      measured.memory_limit_bytes[w] *= measured_unit[w] / analytic_unit[w];
+    }
+  }
+}
+
+void StoreLayout(JobSpec& spec, const std::vector<int>& layout) {
+  zbpp::v1::PipelineSpec& pipeline = *spec.mutable_pipeline();
+  const int layers = spec.model().layers();
+  const int n = static_cast<int>(layout.size());
+  pipeline.clear_layout();
+  if (layers % n == 0 && layout == sched::MostEvenLayout(layers, n)) return;
+  pipeline.mutable_layout()->Add(layout.begin(), layout.end());
+  // The layout's length fixes the chunks of the schedule "auto" chose.
+  if (spec.schedule().name() == kAutoScheduleName && !pipeline.has_chunks()) {
+    pipeline.set_chunks(n / pipeline.stages());
+  }
+}
 
 bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step) {
   return job.layout_source() == zbpp::v1::LAYOUT_SOURCE_ANALYTIC && start_step == 0 &&
@@ -457,20 +478,21 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
   const int d = DataParallelOf(spec.pipeline());
   const bool relative_limit =
       spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::kMemoryLimitBytes;
+  absl::StatusOr<sched::Problem> planned = PlannedProblem(spec, chosen);
+  if (!planned.ok()) return planned.status();
+  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(chosen);
+  if (!traits.ok()) return traits.status();
+  const int n = planned->num_virtual_stages();
+  const std::vector<int> stage_of =
+      sched::PlaceVirtualStages(traits->placement, p, planned->chunks);
   auto choose = [&](const std::vector<int>& layout) -> absl::StatusOr<ScheduleChoice> {
-    absl::StatusOr<sched::Problem> problem = PlannedProblem(WithLayout(spec, layout), chosen);
-    if (!problem.ok()) return problem.status();
-    const int n = problem->num_virtual_stages();
-    absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(chosen);
-    if (!traits.ok()) return traits.status();
-    const std::vector<int> stage_of =
-        sched::PlaceVirtualStages(traits->placement, p, problem->chunks);
-    std::vector<double> analytic_unit(p, 0), profiled_unit(p, 0);
+    absl::StatusOr<sched::Problem> analytic = PlannedProblem(WithLayout(spec, layout), chosen);
+    if (!analytic.ok()) return analytic.status();
+    sched::Problem problem = *analytic;
     for (int k = 0; k < n; ++k) {
-      sched::VirtualStageCost& cost = problem->virtual_stages[k];
+      sched::VirtualStageCost& cost = problem.virtual_stages[k];
       const StagePartCosts& parts = stages[stage_of[k]];
       const double reduce = cost.reduce_seconds;
-      analytic_unit[stage_of[k]] += cost.m_b_bytes;
       sched::VirtualStageCost profiled{0, 0, 0, 0, 0};
       auto add = [&profiled](const sched::VirtualStageCost& part, double times) {
         profiled.f_seconds += times * part.f_seconds;
@@ -489,32 +511,19 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
                                            k == n - 1 ? parts.head.transient_bytes : 0.0});
       profiled.reduce_seconds = reduce;
       cost = profiled;
-      profiled_unit[stage_of[k]] += cost.m_b_bytes;
     }
-    problem->comm_seconds = comm_seconds;
-    if (relative_limit && !problem->memory_limit_bytes.empty()) {
-      // A limit of k M_B stays k of the stage's profiled M_B.
-      for (int w = 0; w < p; ++w) {
-        if (analytic_unit[w] > 0) {
-          problem->memory_limit_bytes[w] *= profiled_unit[w] / analytic_unit[w];
-        }
-      }
-    }
-    absl::StatusOr<sched::Schedule> schedule = GenerateSchedule(chosen, *problem, d);
+    problem.comm_seconds = comm_seconds;
+    if (relative_limit) KeepLimitInMb(*analytic, stage_of, problem);
+    absl::StatusOr<sched::Schedule> schedule = GenerateSchedule(chosen, problem, d);
     if (!schedule.ok()) return schedule.status();
-    return Simulated(std::string(chosen), *std::move(problem), *std::move(schedule));
+    return Simulated(std::string(chosen), std::move(problem), *std::move(schedule));
   };
-  absl::StatusOr<sched::Problem> planned = PlannedProblem(spec, chosen);
-  if (!planned.ok()) return planned.status();
-  const int n = planned->num_virtual_stages();
   const int layers = spec.model().layers();
   const std::vector<int> current = BlocksPerVirtualStage(spec.pipeline(), layers, n);
   absl::StatusOr<ScheduleChoice> kept = choose(current);
   if (!kept.ok()) return kept.status();
-  absl::StatusOr<sched::ScheduleTraits> traits = sched::FindSchedule(chosen);
-  if (!traits.ok()) return traits.status();
   sched::LayoutWork work;
-  work.stage_of = sched::PlaceVirtualStages(traits->placement, p, planned->chunks);
+  work.stage_of = stage_of;
   work.block_seconds = 0;
   for (const StagePartCosts& stage : stages) {
     work.block_seconds +=

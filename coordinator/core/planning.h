@@ -239,6 +239,22 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const zbpp::v1::JobSpec& spe
                                                     const std::vector<StagePartCosts>& stages,
                                                     double comm_seconds);
 
+/// A limit of k M_B stays k M_B when measured costs replace the analytic
+/// ones: each stage's limit in `measured` (set from `analytic`'s M_B)
+/// scaled by its M_B under `measured` over its M_B under `analytic`, M_B of
+/// a stage being summed over its virtual stages (`stage_of[k]`: the stage of
+/// virtual stage k), as SetMemoryLimit's unit is. Both problems have the
+/// same virtual stages. Nothing without a limit. Pure.
+void KeepLimitInMb(const sched::Problem& analytic, const std::vector<int>& stage_of,
+                   sched::Problem& measured);
+
+/// Writes `layout` (blocks per virtual stage) into `spec` as a job's stored
+/// spec carries it (job_spec.proto LAYOUT_POLICY_AUTO): pipeline.layout
+/// unless it is the even split (then empty), and for a schedule "auto"
+/// without pipeline.chunks the chunks its length fixes. Requires a layout
+/// of stages × chunks entries.
+void StoreLayout(zbpp::v1::JobSpec& spec, const std::vector<int>& layout);
+
 /// Whether an attempt of `job` starting at `start_step` may still change
 /// its layout at calibration: the layout came from layout_policy AUTO at
 /// submission (Job.layout_source ANALYTIC), no step has run (start_step

@@ -146,6 +146,26 @@ class AttemptRun {
 
     const int p = spec_.pipeline().stages();
     const int d = DataParallelOf(spec_.pipeline());
+    // The steps this attempt checkpoints must be free of other jobs' files
+    // (refused now, before any step runs, rather than overwritten), and a
+    // crash of an earlier attempt may have left unfinished writes of this
+    // stage behind (the writer of a stage is replica 0). Checked before the
+    // groups are joined: a refusal then reaches the coordinator as this job's
+    // error, not as a peer's broken connection to a worker that gave up.
+    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
+    if (ckpt.interval_steps() > 0 && a_.replica() == 0) {
+      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
+          ckpt.directory(), a_.stage(), p, checkpoint_owner_,
+          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.interval_steps()});
+      if (!removed.ok()) {
+        return JobError(WithContext(removed.status(),
+                                    absl::StrCat("checkpoint.directory ", ckpt.directory())));
+      }
+      if (*removed > 0) {
+        std::cerr << "zbpp-worker: removed " << *removed
+                  << " unfinished checkpoint write(s) of an earlier attempt\n";
+      }
+    }
     absl::StatusOr<const CommunicatorFactory*> factory = Transport();
     if (!factory.ok()) return factory.status();
     const char* transport = TransportLabel(a_.transport());
@@ -203,24 +223,6 @@ class AttemptRun {
     absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(options);
     if (!trainer.ok()) return JobError(trainer.status());
     trainer_ = *std::move(trainer);
-    // The steps this attempt checkpoints must be free of other jobs' files
-    // (refused now, before any step runs, rather than overwritten), and a
-    // crash of an earlier attempt may have left unfinished writes of this
-    // stage behind (the writer of a stage is replica 0).
-    const v1::CheckpointSpec& ckpt = spec_.checkpoint();
-    if (ckpt.interval_steps() > 0 && a_.replica() == 0) {
-      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
-          ckpt.directory(), a_.stage(), p, checkpoint_owner_,
-          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.interval_steps()});
-      if (!removed.ok()) {
-        return JobError(WithContext(removed.status(),
-                                    absl::StrCat("checkpoint.directory ", ckpt.directory())));
-      }
-      if (*removed > 0) {
-        std::cerr << "zbpp-worker: removed " << *removed
-                  << " unfinished checkpoint write(s) of an earlier attempt\n";
-      }
-    }
     if (a_.has_restore()) {
       if (absl::Status st =
               trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());

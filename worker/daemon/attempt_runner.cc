@@ -305,6 +305,15 @@ class AttemptRun {
       }
     }
     trainer_->StartAt(a_.start_step());
+    // A heal: the replicas that did not run the job's last steps take their
+    // stage's state from a live one (docs/elastic.md, "Heal").
+    if (a_.receive_state()) {
+      if (absl::Status st =
+              trainer_->CopyStateFromReplica(a_.state_source_replica(), a_.start_step());
+          !st.ok()) {
+        return st;
+      }
+    }
     // T_comm of the link to the next stage (paper §5: profiled, not
     // assumed), with a message of one microbatch's activation, as the
     // pipeline sends them ([b, s, h] float32 on this worker's device): each

@@ -308,6 +308,16 @@ class StageTrainer {
   absl::Status Rejoin(Communicator* communicator, Communicator* data_parallel, int replica,
                       int microbatch_offset, int microbatches);
 
+  /// A heal's state copy (docs/elastic.md, "Heal"): the worker of replica
+  /// `source` sends this stage's parameters, optimizer moments and step
+  /// count (AdamW::StateForCheckpoint) and its loss scale to every other
+  /// replica of the data-parallel group, which take them bit for bit. Call
+  /// on every worker of the group, before the first step `step` (which
+  /// tags the messages). Errors: InvalidArgument for a source outside the
+  /// group or a state tensor that is neither float32 nor the step count;
+  /// the communicator's (DeadlineExceeded after options.timeout).
+  absl::Status CopyStateFromReplica(int source, int64_t step);
+
  private:
   /// InvalidArgument unless the options' stage, replica and groups agree.
   static absl::Status CheckPlace(const StageTrainerOptions& options);

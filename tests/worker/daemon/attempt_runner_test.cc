@@ -832,5 +832,71 @@ TEST_F(AttemptRunnerTest, ADegradedReplicaTakesTheWholeBatchAndTrainsAsTheFullWi
             << ")\n";
 }
 
+// A heal (docs/elastic.md): after a degrade to replica 0 alone for step 2,
+// replica 1's workers come back with stale state (held at step 1) and take
+// replica 0's state over the data-parallel group before step 3: both
+// replicas end on the same parameters, bit for bit, and on the full-width
+// run's up to the order of the floating-point sums.
+TEST_F(AttemptRunnerTest, AHealedReplicaTakesItsPeersStateBitForBit) {
+  for (int r = kStages; r < 2 * kStages; ++r) {
+    workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
+  }
+  v1::JobSpec spec = TinyJob(4);
+  spec.mutable_pipeline()->set_data_parallel(2);
+  auto assign = [&](int64_t attempt, int i) {
+    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
+    a.set_replica(i / kStages);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
+    return a;
+  };
+  auto run = [&](int64_t attempt, int64_t through_step, bool keep) {
+    Broadcast(Grant(attempt, through_step));
+    StartAll();
+    if (keep) {
+      for (auto& w : workers_) w->reporter.AwaitStep(attempt, through_step);
+      Broadcast(AbortKeepingState(attempt));
+    }
+    JoinAll();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      ASSERT_TRUE(outcomes_[i].status.ok()) << i << ": " << outcomes_[i].status;
+    }
+  };
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(1, i)));
+  ASSERT_NO_FATAL_FAILURE(run(1, 3, /*keep=*/false));
+  const double reference = Reports(kStages - 1, 1).at(3).parameter_sum();
+
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(2, i)));
+  ASSERT_NO_FATAL_FAILURE(run(2, 1, /*keep=*/true));
+  // Step 2 on replica 0 alone, with the whole batch.
+  std::vector<std::unique_ptr<Worker>> replica1;
+  for (int i = kStages; i < 2 * kStages; ++i) replica1.push_back(std::move(workers_[i]));
+  workers_.resize(kStages);
+  for (int i = 0; i < kStages; ++i) {
+    v1::Assignment a = assign(3, i);
+    a.set_start_step(2);
+    a.set_resume_from_memory(true);
+    a.set_replicas(1);
+    a.set_microbatches(2 * kMicrobatches);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", 2 * kMicrobatches);
+    workers_[i]->state.Apply(Assign(a));
+  }
+  ASSERT_NO_FATAL_FAILURE(run(3, 2, /*keep=*/true));
+  // Step 3 at two replicas again: replica 1 held step 1, not 2.
+  for (auto& w : replica1) workers_.push_back(std::move(w));
+  for (int i = 0; i < 2 * kStages; ++i) {
+    v1::Assignment a = assign(4, i);
+    a.set_start_step(3);
+    a.set_resume_from_memory(i < kStages);
+    a.set_receive_state(true);
+    a.set_state_source_replica(0);
+    workers_[i]->state.Apply(Assign(a));
+  }
+  ASSERT_NO_FATAL_FAILURE(run(4, 3, /*keep=*/false));
+  const double healed0 = Reports(kStages - 1, 4).at(3).parameter_sum();
+  const double healed1 = Reports(2 * kStages - 1, 4).at(3).parameter_sum();
+  EXPECT_EQ(healed1, healed0);
+  EXPECT_NEAR(healed0, reference, 1e-5 * std::abs(reference));
+}
+
 }  // namespace
 }  // namespace zbpp::worker

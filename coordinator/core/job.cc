@@ -114,6 +114,8 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
   if (terminal) {
     effects_.close_watchers = true;
     effects_.observations.push_back(FinishedObserved{});
+  } else {
+    ObserveReplicas();
   }
   return absl::OkStatus();
 }
@@ -135,6 +137,11 @@ absl::Status Job::Cancel(const std::string& message) {
 }
 
 void Job::Persist() { effects_.writes.push_back(job_); }
+
+void Job::ObserveReplicas() {
+  effects_.observations.push_back(
+      ReplicasObserved{job_.replicas_active(), static_cast<int>(spares_.size())});
+}
 
 void Job::Emit(JobEvent event, bool droppable) {
   effects_.events.push_back({std::move(event), droppable});

@@ -336,6 +336,9 @@ class Job {
   /// a new attempt of a recovering job, a published re-solve, a step
   /// report's counters).
   void Persist();
+  /// Decides telling the metrics the replicas running steps and the
+  /// spares (ReplicasObserved).
+  void ObserveReplicas();
   /// Decides a watch event.
   void Emit(zbpp::v1::JobEvent event, bool droppable);
   /// Tells watchers of a state change (never dropped).

@@ -119,6 +119,7 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
     DropHeld(absl::StrCat("job ", id(), " is ", restart));
     job_.set_state_message(absl::StrCat(job_.state_message(), "; ", restart));
     Persist();
+    ObserveReplicas();
     return std::nullopt;
   }
   std::vector<std::string> workers;
@@ -137,6 +138,7 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
                          choice.microbatches, " microbatches each)")
           : absl::StrCat("resuming from memory at step ", start)));
   Persist();
+  ObserveReplicas();
   return workers;
 }
 

@@ -242,7 +242,8 @@ class Coordinator {
   /// recovering) job reports its attempt, the job becomes RUNNING (or
   /// DEGRADED). An idle heartbeat may complete what a recovering job
   /// waits for (DecideRecoveries); a worker holding the state of a job
-  /// that ended (or is unknown) is told to drop it (AbortCommand
+  /// that ended, is unknown, or keeps it neither in its attempt nor as a
+  /// spare (it answered too late) is told to drop it (AbortCommand
   /// keep_state false). Its error is kept (and put in the job's
   /// state message) cut to kMaxHeartbeatErrorBytes. NotFound for an unknown
   /// or lost worker.

@@ -75,10 +75,13 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   if (const zbpp::v1::HeldState& held = heartbeat.held(); !held.job_id().empty()) {
     // State no job will resume from (docs/elastic.md): freed at once.
     const Job* holder = jobs_->Find(held.job_id());
-    if (holder == nullptr || IsTerminal(holder->state())) {
-      registry_->Send(worker_id,
-                      DropHeldStateMessage(held.job_id(), held.attempt(),
-                                           holder == nullptr ? "unknown job" : "job ended"));
+    if (holder == nullptr || IsTerminal(holder->state()) ||
+        !(holder->KeepsHeld(worker_id) || holder->attempt().Holds(worker_id))) {
+      registry_->Send(worker_id, DropHeldStateMessage(
+                                     held.job_id(), held.attempt(),
+                                     holder == nullptr              ? "unknown job"
+                                     : IsTerminal(holder->state()) ? "job ended"
+                                                                   : "not kept by its job"));
     }
   }
   if (heartbeat.job_id().empty()) {

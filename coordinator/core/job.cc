@@ -139,8 +139,10 @@ absl::Status Job::Cancel(const std::string& message) {
 void Job::Persist() { effects_.writes.push_back(job_); }
 
 void Job::ObserveReplicas() {
-  effects_.observations.push_back(
-      ReplicasObserved{job_.replicas_active(), static_cast<int>(spares_.size())});
+  const std::pair<int, int> now{job_.replicas_active(), static_cast<int>(spares_.size())};
+  if (now == observed_replicas_) return;
+  observed_replicas_ = now;
+  effects_.observations.push_back(ReplicasObserved{now.first, now.second});
 }
 
 void Job::Emit(JobEvent event, bool droppable) {
@@ -171,7 +173,17 @@ absl::Status Job::Prepare() {
       model_.Prepare(planned, versions_, context_);
   if (!first.ok()) return Fail(std::string(first.status().message()));
   attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
-  if (!first->has_value()) return absl::OkStatus();
+  if (!first->has_value()) {
+    // A full attempt after a degrade runs the spec's m microbatches again
+    // (docs/elastic.md), from its start step on.
+    if (absl::Status planned =
+            PublishReplicasVersion(replicas(), job_.spec().pipeline().microbatches());
+        !planned.ok()) {
+      return Fail(absl::StrCat("no schedule for ", replicas(), " replicas: ",
+                               planned.message()));
+    }
+    return absl::OkStatus();
+  }
   // Version 1 from the analytic cost model.
   ScheduleChoice& choice = **first;
   PublishVersion(BuildVersion(id(), choice.schedule, choice.problem, choice.simulation,
@@ -219,16 +231,7 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   const AttemptShape shape = resume_.value_or(AttemptShape{});
   resume_.reset();
   // Before the attempt holds workers, so that a version it publishes
-  // reaches them after their Assignment (LaterVersionMessages). A full
-  // attempt after a degrade needs the spec's m microbatches again.
-  if (!shape.from_memory) {
-    if (absl::Status planned =
-            PublishReplicasVersion(replicas(), job_.spec().pipeline().microbatches());
-        !planned.ok()) {
-      return Fail(absl::StrCat("no schedule for ", replicas(), " replicas: ",
-                               planned.message()));
-    }
-  }
+  // reaches them after their Assignment (LaterVersionMessages).
   ValidateOverTransport();
   const zbpp::v1::SchedulePolicy& policy = job_.spec().schedule();
   // A resumed attempt's costs are the measured ones of the attempt before:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -121,7 +122,10 @@ class Job {
   void AdoptPlan(JobPlan plan) { model_.AdoptPlan(std::move(plan)); }
   /// Before an attempt: builds the job's model (JobModel::Prepare), sets
   /// the start step after the last checkpoint and publishes version 1 when
-  /// there is none. Fail()'s FailedPrecondition when the job cannot run.
+  /// there is none, or a version of the spec's m microbatches (reason
+  /// REPLICAS, at the start step: PublishReplicasVersion) when one from
+  /// that step on has another count (the job degraded before). Fail()'s
+  /// FailedPrecondition when the job cannot run.
   absl::Status Prepare();
   /// Each stage's memory under the version in force at the start step
   /// (memory_estimate.h); empty without one.
@@ -136,12 +140,9 @@ class Job {
   /// worker is sent its Assignment and the later versions, then the first
   /// grant. The attempt resumes from memory in the shape DecideRecovery
   /// chose when it chose one (no calibration then); otherwise it runs the
-  /// spec's d replicas of m, a version of m microbatches (reason REPLICAS)
-  /// published at its start step first when the one in force there has
-  /// another count (after a degrade), and a RECOVERING job counts a
+  /// spec's d replicas of m (Prepare) and a RECOVERING job counts a
   /// restart (Job.restarts_total, once per recovery). FailedPrecondition
-  /// (nothing changes) unless the job waits for workers (Waiting());
-  /// Fail()'s error when no schedule of m microbatches can be planned.
+  /// (nothing changes) unless the job waits for workers (Waiting()).
   absl::Status BeginAttempt(std::vector<std::string> worker_ids, TransportChoice transport);
   /// Replays the attempt to `worker_id` at worker index `index` on a new
   /// Session (Assignment, later versions, latest grant); nothing when it
@@ -337,7 +338,7 @@ class Job {
   /// report's counters).
   void Persist();
   /// Decides telling the metrics the replicas running steps and the
-  /// spares (ReplicasObserved).
+  /// spares (ReplicasObserved) when they changed since last told.
   void ObserveReplicas();
   /// Decides a watch event.
   void Emit(zbpp::v1::JobEvent event, bool droppable);
@@ -426,6 +427,9 @@ class Job {
   std::optional<AttemptShape> resume_;
   /// This recovery has counted its restart (Job.restarts_total).
   bool restart_counted_ = false;
+  /// The replicas running steps and the spares the metrics were last told
+  /// (ObserveReplicas); none before.
+  std::pair<int, int> observed_replicas_{0, 0};
   /// Highest step whose validation outcome was recorded (queued for the
   /// store, or restored); -1 before any. Outcomes are gathered in step
   /// order, so one for a step <= it is a replay after a recovery.

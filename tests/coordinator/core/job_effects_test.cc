@@ -103,6 +103,8 @@ std::vector<std::string> Observed(const JobEffects& effects) {
             return absl::StrCat("transport ", v1::Transport_Name(x.transport));
           } else if constexpr (std::is_same_v<T, LayoutObserved>) {
             return absl::StrCat("layout ", LayoutText(x.layout));
+          } else if constexpr (std::is_same_v<T, ReplicasObserved>) {
+            return absl::StrCat("replicas ", x.active, " active, ", x.spares, " spare");
           } else {
             return "finished";
           }

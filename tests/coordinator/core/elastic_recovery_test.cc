@@ -395,7 +395,9 @@ TEST_F(ElasticTest, ABatchTheSurvivorsCannotShareEvenlyRestarts) {
   EXPECT_THAT(job->state_message(),
               HasSubstr("2 replicas cannot share the 9 microbatches of a step evenly"));
   for (size_t i = 0; i < workers.size(); ++i) {
-    if (i != lost) EXPECT_FALSE(workers[i].assignment.has_value()) << i;
+    if (i != lost) {
+      EXPECT_FALSE(workers[i].assignment.has_value()) << i;
+    }
   }
 }
 
@@ -519,6 +521,7 @@ TEST_F(ElasticTest, ARestartedCoordinatorRestartsADegradedJobAtFullWidth) {
   const sched::Problem truth = TrueCosts(spec, 0, 1.0);
   for (int64_t step = 0; step <= 3; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
   std::remove(path.c_str());
 }
 

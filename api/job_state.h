@@ -15,13 +15,17 @@ namespace zbpp {
 /// cycle order: for tables and metric labels.
 inline constexpr v1::JobState kAllJobStates[] = {
     v1::JOB_STATE_PENDING,    v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING,
-    v1::JOB_STATE_RECOVERING, v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,
-    v1::JOB_STATE_CANCELLED};
+    v1::JOB_STATE_DEGRADED,   v1::JOB_STATE_RECOVERING, v1::JOB_STATE_SUCCEEDED,
+    v1::JOB_STATE_FAILED,     v1::JOB_STATE_CANCELLED};
 
 /// The state's upper-case name without the "JOB_STATE_" prefix, as the
 /// store, zbppctl and the metric labels spell it: "PENDING", "RUNNING", ...
 /// A value outside the enum gives "". Pure; thread-safe.
 std::string JobStateName(v1::JobState state);
+
+/// True for RUNNING and DEGRADED (running steps on fewer replicas,
+/// docs/elastic.md): an attempt of the job trains. Pure; thread-safe.
+bool IsRunning(v1::JobState state);
 
 /// True for SUCCEEDED, FAILED and CANCELLED: a job in one of them never
 /// changes state again. Pure; thread-safe.

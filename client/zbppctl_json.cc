@@ -171,6 +171,9 @@ std::string ReportJson(const TrainingReport& r) {
                {"breakdown", BreakdownJson(r.breakdown)},
                {"activation_memory", ActivationMemoryJson(r.activation_memory)},
                {"recoveries", r.recoveries},
+               {"restarts", r.restarts},
+               {"degraded_steps", r.degraded_steps},
+               {"replicas_active", r.replicas_active},
                {"validation_mode", r.validation_mode.empty() ? Json(nullptr)
                                                              : Json(r.validation_mode)},
                {"validation_policy", r.validation_policy},

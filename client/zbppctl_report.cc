@@ -26,13 +26,19 @@ std::string Loss(std::optional<double> value) {
   return value.has_value() ? Number("%.4f", *value) : "-";
 }
 
-// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped; 0 recoveries; 2
-// schedule versions (the last step ran v2)".
+// "POST (policy AUTO): 3 rollbacks, 1 skipped, 2 clipped; 2 recoveries (1
+// restart, 5 steps degraded); 2 schedule versions (the last step ran v2)";
+// the degraded steps only when there were some (docs/elastic.md).
 std::string ValidationLine(const TrainingReport& r) {
   return absl::StrCat(
       ValidationSummary(r.validation_mode, r.validation_policy, r.rollbacks, r.skipped_steps,
                         r.clipped_steps),
-      "; ", r.recoveries, r.recoveries == 1 ? " recovery; " : " recoveries; ",
+      "; ", r.recoveries, r.recoveries == 1 ? " recovery (" : " recoveries (", r.restarts,
+      r.restarts == 1 ? " restart" : " restarts",
+      r.degraded_steps > 0 ? absl::StrCat(", ", r.degraded_steps,
+                                          r.degraded_steps == 1 ? " step" : " steps", " degraded")
+                           : std::string(),
+      "); ",
       r.schedule_versions, r.schedule_versions == 1 ? " schedule version" : " schedule versions",
       " (the last step ran v", r.last_step_schedule_version, ")");
 }
@@ -113,6 +119,9 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.microbatches = job.spec().pipeline().microbatches();
   r.steps = job.steps_completed();
   r.recoveries = job.recoveries_total();
+  r.restarts = job.restarts_total();
+  r.degraded_steps = job.degraded_steps();
+  r.replicas_active = job.replicas_active();
   r.validation_mode = ValidationModeName(job.validation_mode());
   r.validation_policy = ValidationPolicyName(job.spec());
   r.precision = PrecisionName(job.spec());

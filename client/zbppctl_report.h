@@ -71,6 +71,16 @@ struct TrainingReport {
   /// Times the job went RECOVERING (a worker lost, the coordinator
   /// restarted): Job.recoveries_total.
   int64_t recoveries = 0;
+  /// Of them, those that restarted from the last checkpoint (or step 0),
+  /// running steps again (Job.restarts_total; the others resumed from the
+  /// surviving workers' memory, docs/elastic.md).
+  int64_t restarts = 0;
+  /// Steps completed on fewer replicas than d after a lost worker
+  /// (Job.degraded_steps), and the replicas running steps at the end
+  /// (Job.replicas_active: d healthy, fewer while DEGRADED, 0 when none
+  /// runs).
+  int64_t degraded_steps = 0;
+  int replicas_active = 0;
 
   /// Validation (paper §4). The mode in force at the end ("POST" or
   /// "SYNCHRONOUS": Job.validation_mode; empty before the first schedule

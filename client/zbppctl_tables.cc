@@ -130,6 +130,10 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("pipeline", absl::StrCat(pipeline.stages(), pipeline.stages() == 1 ? " stage x " : " stages x ",
                                replicas, replicas == 1 ? " replica (" : " replicas (",
                                WorkersOf(pipeline), " workers)"));
+  if (job.state() == v1::JOB_STATE_DEGRADED) {
+    add("replicas", absl::StrCat(job.replicas_active(), " of ", replicas,
+                                 " running (degraded: the same global batch)"));
+  }
   if (job.has_last_step()) {
     const v1::StepSummary& step = job.last_step();
     add("loss", Number("%.4f", step.loss()));
@@ -161,7 +165,15 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("transport", TransportSummary(job));
   add("layout", LayoutSummary(std::vector<int>(job.layout().begin(), job.layout().end()),
                               job.layout_reason()));
-  add("recoveries", absl::StrCat(job.recoveries_total()));
+  // A recovery from memory runs no step again; a restart does
+  // (docs/elastic.md).
+  add("recoveries",
+      absl::StrCat(job.recoveries_total(), " (", job.restarts_total(),
+                   job.restarts_total() == 1 ? " restart" : " restarts",
+                   job.degraded_steps() > 0
+                       ? absl::StrCat(", ", job.degraded_steps(), " steps degraded")
+                       : std::string(),
+                   ")"));
   if (job.has_param_checksum()) {
     add("checksum", absl::StrFormat("%.17g", job.param_checksum()));
   }

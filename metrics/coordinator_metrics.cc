@@ -32,6 +32,7 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Counter>& skipped_steps;
   prometheus::Family<prometheus::Gauge>& job_info;
   prometheus::Family<prometheus::Gauge>& job_layout_blocks;
+  prometheus::Family<prometheus::Gauge>& job_replicas;
   prometheus::Family<prometheus::Gauge>& workers;
   prometheus::Family<prometheus::Gauge>& jobs;
   prometheus::Family<prometheus::Histogram>& rpc_duration;
@@ -273,6 +274,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
                   "current layout.")
             .Register(r),
         BuildGauge()
+            .Name("zbpp_job_replicas")
+            .Help("The job's data-parallel replicas running steps "
+                  "(state=active: fewer than pipeline.data_parallel while "
+                  "DEGRADED) and its spare workers (state=spare: surviving "
+                  "workers of broken replicas holding a stage for it).")
+            .Register(r),
+        BuildGauge()
             .Name("zbpp_workers")
             .Help("Workers known to the coordinator, by state.")
             .Register(r),
@@ -486,6 +494,17 @@ void CoordinatorMetrics::SetLayout(std::string_view job_id, const std::vector<in
   }
 }
 
+void CoordinatorMetrics::SetReplicas(std::string_view job_id, int active, int spares) {
+  if (job_id.empty()) return;
+  const std::string id(job_id);
+  absl::MutexLock lock(&mu_);
+  JobSeries& job = Job(id);
+  Ensure(families_->job_replicas, job.replicas_active, {{"job_id", id}, {"state", "active"}})
+      .Set(active);
+  Ensure(families_->job_replicas, job.replicas_spare, {{"job_id", id}, {"state", "spare"}})
+      .Set(spares);
+}
+
 void CoordinatorMetrics::RecordResolve(std::string_view job_id,
                                        bool published) {
   if (job_id.empty()) return;
@@ -577,6 +596,8 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
   Drop(f.schedule_version, job.schedule_version);
   Drop(f.job_info, job.info);
   for (prometheus::Gauge*& blocks : job.layout_blocks) Drop(f.job_layout_blocks, blocks);
+  Drop(f.job_replicas, job.replicas_active);
+  Drop(f.job_replicas, job.replicas_spare);
   jobs_.erase(it);
 }
 

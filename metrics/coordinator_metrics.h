@@ -167,6 +167,13 @@ class CoordinatorMetrics {
   void SetLayout(std::string_view job_id, const std::vector<int>& layout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// Sets `zbpp_job_replicas{job_id, state}`: state "active" to the
+  /// replicas running steps (Job.replicas_active; fewer than
+  /// pipeline.data_parallel while DEGRADED, docs/elastic.md), "spare" to
+  /// the spare workers kept for the job. Ignored for an empty `job_id`.
+  void SetReplicas(std::string_view job_id, int active, int spares)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// Counts one adaptive re-solve: outcome "published" when it published a
   /// new schedule version, "kept" otherwise.
   void RecordResolve(std::string_view job_id, bool published)
@@ -250,6 +257,8 @@ class CoordinatorMetrics {
     prometheus::Gauge* schedule_version = nullptr;
     prometheus::Gauge* info = nullptr;  // zbpp_job_info
     std::vector<prometheus::Gauge*> layout_blocks;  // By virtual stage.
+    prometheus::Gauge* replicas_active = nullptr;   // zbpp_job_replicas
+    prometheus::Gauge* replicas_spare = nullptr;
     std::string transport;              // Its `transport` label.
     std::map<int, StageSeries> stages;
   };

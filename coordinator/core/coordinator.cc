@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
 #include "common/log.h"
@@ -43,7 +44,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
   Coordinator* self = coordinator.get();
   absl::StatusOr<std::unique_ptr<WorkerRegistry>> registry =
       WorkerRegistry::Create({options.clock, options.heartbeat_timeout_seconds,
-                              options.max_workers, options.lost_worker_retention_seconds});
+                              options.max_workers, options.lost_worker_retention_seconds,
+                              // A job's spares are reserved for it (docs/elastic.md).
+                              [self](const std::string& worker_id,
+                                     const zbpp::v1::HeldState& held) {
+                                self->mu_.AssertHeld();
+                                const Job* job = self->jobs_->Find(held.job_id());
+                                return job != nullptr && !IsTerminal(job->state()) &&
+                                       job->KeepsHeld(worker_id);
+                              }});
   if (!registry.ok()) return registry.status();
   absl::StatusOr<std::unique_ptr<RendezvousStore>> rendezvous = RendezvousStore::Create({});
   if (!rendezvous.ok()) return rendezvous.status();
@@ -85,7 +94,7 @@ PlaceOfWorker Coordinator::Places() const {
              ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<WorkerPlace> {
     const Job* job = jobs_->Find(job_id);
     if (job == nullptr) return std::nullopt;
-    return WorkerPlace{job->state() == zbpp::v1::JOB_STATE_RUNNING,
+    return WorkerPlace{IsRunning(job->state()),
                        job->stage_of(index), job->replica_of(index)};
   };
 }
@@ -230,6 +239,7 @@ void Coordinator::Tick() {
                                                lost->id, options_.heartbeat_timeout_seconds)),
              "losing a worker");
   }
+  DecideRecoveries();
   ForgetLostWorkers();
   const absl::Time now = options_.clock->Now();
   jobs_->ForEach([&](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -248,6 +258,58 @@ void Coordinator::Tick() {
   if (writer_->GetHealth().pending == 0) {
     writer_->Enqueue([](Store& store) { return store.Probe(); }, "checking the store");
   }
+}
+
+bool Coordinator::DecideRecoveries() {
+  const absl::Time now = options_.clock->Now();
+  const absl::Duration bound = absl::Seconds(options_.heartbeat_timeout_seconds);
+  bool restarting = false;
+  jobs_->ForEach([&](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Job::EndedAttempt* ended = job.AwaitingHeld();
+    if (ended == nullptr) return true;
+    std::vector<std::optional<int64_t>> held;
+    bool all_said = true;
+    for (const std::string& worker_id : ended->workers) {
+      bool said = true;
+      held.push_back(HeldStep(worker_id, job.id(), ended->number, &said));
+      all_said &= said;
+    }
+    // A worker silent that long is lost (docs/elastic.md): it holds nothing.
+    if (!all_said && now < ended->ended_at + bound) return true;
+    const std::optional<std::vector<std::string>> resumed = job.DecideRecovery(held);
+    Apply(job);
+    if (!resumed.has_value()) {
+      restarting |= job.Waiting();
+      return true;
+    }
+    // HeldStep saw each of them idle and live, under this lock.
+    absl::Status begun = registry_->AssignWorkers(job.id(), *resumed);
+    begun = begun.ok() ? job.BeginAttempt(*resumed, TransportChoice{job.proto().transport(),
+                                                                    job.proto().transport_reason()})
+                       : job.Fail(std::string(begun.message()));
+    Apply(job);
+    LogError(begun, absl::StrCat("resuming job ", job.id(), " from memory"));
+    return true;
+  });
+  return restarting;
+}
+
+std::optional<int64_t> Coordinator::HeldStep(const std::string& worker_id,
+                                             const std::string& job_id, int64_t attempt,
+                                             bool* said) const {
+  *said = true;
+  absl::StatusOr<const WorkerRecord*> found = registry_->Get(worker_id);
+  if (!found.ok()) return std::nullopt;
+  const WorkerRecord& record = **found;
+  if (record.state != WorkerState::kIdle || record.session == nullptr) return std::nullopt;
+  const zbpp::v1::Heartbeat& last = record.heartbeat;
+  if (last.job_id() == job_id && last.attempt() == attempt) {
+    *said = false;  // It runs the attempt still, as far as it said.
+    return std::nullopt;
+  }
+  const zbpp::v1::HeldState& held = last.held();
+  if (held.job_id() != job_id || held.attempt() != attempt) return std::nullopt;
+  return held.step();
 }
 
 void Coordinator::ForgetLostWorkers() {

@@ -237,9 +237,14 @@ class Coordinator {
                     const std::shared_ptr<SessionOutbox>& outbox)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  /// A heartbeat: renews the lease and records the worker's phase; when
-  /// every worker of an assigning (or recovering) job reports its attempt,
-  /// the job becomes RUNNING. Its error is kept (and put in the job's
+  /// A heartbeat: renews the lease and records the worker's phase and held
+  /// state (Heartbeat.held); when every worker of an assigning (or
+  /// recovering) job reports its attempt, the job becomes RUNNING (or
+  /// DEGRADED). An idle heartbeat may complete what a recovering job
+  /// waits for (DecideRecoveries); a worker holding the state of a job
+  /// that ended, is unknown, or keeps it neither in its attempt nor as a
+  /// spare (it answered too late) is told to drop it (AbortCommand
+  /// keep_state false). Its error is kept (and put in the job's
   /// state message) cut to kMaxHeartbeatErrorBytes. NotFound for an unknown
   /// or lost worker.
   absl::Status Heartbeat(const std::string& worker_id,
@@ -287,7 +292,8 @@ class Coordinator {
   static constexpr int kMaxWorkersPage = WorkerRegistry::kMaxWorkersPage;
 
   /// Expires leases (a lost worker's job goes RECOVERING, or back to
-  /// PENDING while ASSIGNING), forgets workers LOST for more than
+  /// PENDING while ASSIGNING), decides the recoveries whose wait for held
+  /// state is over (DecideRecoveries), forgets workers LOST for more than
   /// `lost_worker_retention_seconds`, then assigns free workers to waiting
   /// jobs and deletes the finished jobs past the retention; with no store write waiting, queues a Store::Probe. Call
   /// periodically (the daemon: every half heartbeat interval).
@@ -323,7 +329,7 @@ class Coordinator {
   // ------------------------------------------------------ For metrics
 
   /// Jobs per state name ("PENDING", ...) and workers per state name
-  /// ("IDLE", "ASSIGNED", "RUNNING", "LOST"). O(jobs) and O(workers held)
+  /// ("IDLE", "ASSIGNED", "RUNNING", "SPARE", "LOST"). O(jobs) and O(workers held)
   /// time, copying no job or worker: the daemon calls them every half
   /// heartbeat interval.
   std::map<std::string, int> JobCounts() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -401,6 +407,22 @@ class Coordinator {
   /// Deletes the finished jobs beyond Options.retained_finished_jobs, in
   /// memory now and in the store through the writer.
   void ApplyRetention() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Decides the recovery of every RECOVERING job awaiting what its ended
+  /// attempt's workers hold (Job::AwaitingHeld; docs/elastic.md) once each
+  /// of them said (HeldStep) or the heartbeat timeout has passed since the
+  /// attempt ended: a resume takes its workers (WorkerRegistry::
+  /// AssignWorkers) and begins its attempt over the job's transport. True
+  /// when some job now waits for workers (it restarts).
+  bool DecideRecoveries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// What worker `worker_id` of attempt `attempt` of `job_id` holds: the
+  /// step of its Heartbeat.held for that job and attempt, or nullopt.
+  /// `*said` is false while its last heartbeat still names that attempt
+  /// (it has not heard of the end yet); true once it names none or
+  /// another, and for a worker unknown, lost, assigned elsewhere or without
+  /// a Session (it holds nothing for the job).
+  std::optional<int64_t> HeldStep(const std::string& worker_id, const std::string& job_id,
+                                  int64_t attempt, bool* said) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Forgets workers past their retention that no job's current attempt
   /// holds (WorkerRegistry::ForgetLost).
   void ForgetLostWorkers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -33,6 +33,9 @@ class CoordinatorObserver {
   /// An attempt of `job_id` began with `layout` (Job.layout: blocks per
   /// virtual stage; it changes when the first calibration re-plans it).
   virtual void OnLayout(const std::string& job_id, const std::vector<int>& layout) {}
+  /// The replicas of `job_id` running steps (Job.replicas_active) or its
+  /// spare workers (docs/elastic.md) changed.
+  virtual void OnReplicas(const std::string& job_id, int active, int spares) {}
   /// `job_id` reached a terminal state (its per-job series may go).
   virtual void OnJobFinished(const std::string& job_id) {}
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_state.h"
 #include "common/log.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/core/worker_credential.h"
@@ -71,8 +72,22 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> error = registry_->RecordHeartbeat(worker_id, heartbeat);
   if (!error.ok()) return error.status();
-  if (heartbeat.job_id().empty() && registry_->ConfirmIdle(worker_id)) {
-    AssignWaitingJobs();
+  if (const zbpp::v1::HeldState& held = heartbeat.held(); !held.job_id().empty()) {
+    // State no job will resume from (docs/elastic.md): freed at once.
+    const Job* holder = jobs_->Find(held.job_id());
+    if (holder == nullptr || IsTerminal(holder->state()) ||
+        !(holder->KeepsHeld(worker_id) || holder->attempt().Holds(worker_id))) {
+      registry_->Send(worker_id, DropHeldStateMessage(
+                                     held.job_id(), held.attempt(),
+                                     holder == nullptr              ? "unknown job"
+                                     : IsTerminal(holder->state()) ? "job ended"
+                                                                   : "not kept by its job"));
+    }
+  }
+  if (heartbeat.job_id().empty()) {
+    // An idle worker said what it holds of the attempt it left.
+    const bool restarting = DecideRecoveries();
+    if (registry_->ConfirmIdle(worker_id) || restarting) AssignWaitingJobs();
   }
   absl::StatusOr<const WorkerRecord*> found = registry_->Get(worker_id);
   if (!found.ok() || (*found)->job_id.empty()) return absl::OkStatus();

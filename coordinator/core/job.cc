@@ -44,7 +44,8 @@ std::string Job::scope() const { return attempt_.scope(id()); }
 
 bool Job::Waiting() const {
   return state() == zbpp::v1::JOB_STATE_PENDING ||
-         (state() == zbpp::v1::JOB_STATE_RECOVERING && !attempt_.active()) ||
+         (state() == zbpp::v1::JOB_STATE_RECOVERING && !attempt_.active() &&
+          !awaited_.has_value()) ||
          (state() == zbpp::v1::JOB_STATE_RUNNING && relayout_pending_ && !attempt_.active());
 }
 
@@ -76,18 +77,32 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
       return absl::Status(legal.code(), absl::StrCat("job ", id(), ": ", legal.message()));
     }
   }
-  // 2. The attempt; a terminal job holds no worker.
+  // 2. The attempt; a terminal job holds no worker, nor any state. An
+  // attempt a fault ended leaves its workers holding their stages: the
+  // recovery waits to hear what they hold (docs/elastic.md).
   const bool terminal = IsTerminal(state);
-  if (abort_reason.has_value() || terminal) EndAttempt(abort_reason.value_or(message));
+  const bool fault = state == zbpp::v1::JOB_STATE_RECOVERING;
+  const absl::Time now = context_.clock->Now();
+  if (abort_reason.has_value() || terminal) {
+    if (fault && attempt_.active()) {
+      awaited_ = EndedAttempt{attempt_.number(), attempt_.workers(), now};
+    }
+    EndAttempt(abort_reason.value_or(message), fault);
+  }
+  if (terminal) DropHeld(abort_reason.value_or(message));
   // 3. The record.
   job_.set_state(state);
   job_.set_state_message(message);
-  const absl::Time now = context_.clock->Now();
-  if (state == zbpp::v1::JOB_STATE_RUNNING && !job_.has_start_time()) {
+  const bool running = IsRunning(state);
+  if (running && !job_.has_start_time()) {
     *job_.mutable_start_time() = ToTimestamp(now);
   }
+  // The replicas running steps: the attempt's while it runs (DEGRADED:
+  // fewer than the spec's), none otherwise.
+  job_.set_replicas_active(running ? attempt_.replicas() : 0);
   if (state == zbpp::v1::JOB_STATE_RECOVERING && !recovers_again) {
     job_.set_recoveries_total(job_.recoveries_total() + 1);
+    restart_counted_ = false;
   }
   if (terminal) {
     *job_.mutable_end_time() = ToTimestamp(now);
@@ -99,6 +114,8 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
   if (terminal) {
     effects_.close_watchers = true;
     effects_.observations.push_back(FinishedObserved{});
+  } else {
+    ObserveReplicas();
   }
   return absl::OkStatus();
 }
@@ -120,6 +137,13 @@ absl::Status Job::Cancel(const std::string& message) {
 }
 
 void Job::Persist() { effects_.writes.push_back(job_); }
+
+void Job::ObserveReplicas() {
+  const std::pair<int, int> now{job_.replicas_active(), static_cast<int>(spares_.size())};
+  if (now == observed_replicas_) return;
+  observed_replicas_ = now;
+  effects_.observations.push_back(ReplicasObserved{now.first, now.second});
+}
 
 void Job::Emit(JobEvent event, bool droppable) {
   effects_.events.push_back({std::move(event), droppable});
@@ -149,7 +173,17 @@ absl::Status Job::Prepare() {
       model_.Prepare(planned, versions_, context_);
   if (!first.ok()) return Fail(std::string(first.status().message()));
   attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
-  if (!first->has_value()) return absl::OkStatus();
+  if (!first->has_value()) {
+    // A full attempt after a degrade runs the spec's m microbatches again
+    // (docs/elastic.md), from its start step on.
+    if (absl::Status planned =
+            PublishReplicasVersion(replicas(), job_.spec().pipeline().microbatches());
+        !planned.ok()) {
+      return Fail(absl::StrCat("no schedule for ", replicas(), " replicas: ",
+                               planned.message()));
+    }
+    return absl::OkStatus();
+  }
   // Version 1 from the analytic cost model.
   ScheduleChoice& choice = **first;
   PublishVersion(BuildVersion(id(), choice.schedule, choice.problem, choice.simulation,
@@ -194,11 +228,16 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   effects_.observations.push_back(TransportObserved{job_.transport()});
   effects_.observations.push_back(
       LayoutObserved{std::vector<int>(job_.layout().begin(), job_.layout().end())});
+  const AttemptShape shape = resume_.value_or(AttemptShape{});
+  resume_.reset();
   // Before the attempt holds workers, so that a version it publishes
   // reaches them after their Assignment (LaterVersionMessages).
   ValidateOverTransport();
   const zbpp::v1::SchedulePolicy& policy = job_.spec().schedule();
-  attempt_.Start(std::move(worker_ids), !policy.has_calibrate() || policy.calibrate());
+  // A resumed attempt's costs are the measured ones of the attempt before:
+  // no calibration (its profile would stop training for nothing).
+  attempt_.Start(std::move(worker_ids),
+                 !shape.from_memory && (!policy.has_calibrate() || policy.calibrate()), shape);
   attempt_began_ = context_.clock->Now();
   const int64_t start = attempt_.start_step();
   job_.set_steps_completed(std::min(job_.steps_completed(), start));
@@ -221,9 +260,14 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
     Persist();
   } else {
     // RECOVERING stays so until every worker holds the attempt (Acknowledge).
-    job_.set_state_message(absl::StrCat(job_.state_message(), "; attempt ",
-                                        attempt_.number(),
-                                        " assigned, restarting at step ", start));
+    // A recovery that runs steps again is a restart (docs/elastic.md).
+    if (!shape.from_memory && !restart_counted_) {
+      restart_counted_ = true;
+      job_.set_restarts_total(job_.restarts_total() + 1);
+    }
+    job_.set_state_message(absl::StrCat(
+        job_.state_message(), "; attempt ", attempt_.number(), " assigned, ",
+        shape.from_memory ? "resuming from memory" : "restarting", " at step ", start));
     Persist();
   }
   const std::vector<SessionMessage> later = LaterVersionMessages();
@@ -236,13 +280,14 @@ absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
   return status;
 }
 
-void Job::EndAttempt(const std::string& abort_reason) {
+void Job::EndAttempt(const std::string& abort_reason, bool keep_state) {
   if (!attempt_.active()) return;
   auto message = std::make_shared<SessionResponse>();
   zbpp::v1::Command* command = message->mutable_command();
   command->set_job_id(id());
   command->set_attempt(attempt_.number());
   command->mutable_abort()->set_reason(abort_reason);
+  command->mutable_abort()->set_keep_state(keep_state);
   MessageWorkers(message);
   effects_.release_workers = true;
   effects_.deleted_scopes.push_back(scope());
@@ -298,7 +343,12 @@ absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
        state() != zbpp::v1::JOB_STATE_RECOVERING)) {
     return false;
   }
-  if (absl::Status st = ChangeState(zbpp::v1::JOB_STATE_RUNNING, "", std::nullopt); !st.ok()) {
+  // A degraded attempt keeps the message that says how it degraded.
+  const bool degraded = attempt_.replicas() < replicas();
+  if (absl::Status st = ChangeState(
+          degraded ? zbpp::v1::JOB_STATE_DEGRADED : zbpp::v1::JOB_STATE_RUNNING,
+          degraded ? job_.state_message() : "", std::nullopt);
+      !st.ok()) {
     return st;
   }
   return true;
@@ -310,6 +360,7 @@ absl::Status Job::AfterWorkerLost(const std::string& why) {
     case zbpp::v1::JOB_STATE_ASSIGNING:
       return ChangeState(zbpp::v1::JOB_STATE_PENDING, why, abort_reason);
     case zbpp::v1::JOB_STATE_RUNNING:
+    case zbpp::v1::JOB_STATE_DEGRADED:
     case zbpp::v1::JOB_STATE_RECOVERING:
       return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, why, abort_reason);
     default:
@@ -350,7 +401,8 @@ absl::Status Job::AfterWorkerFailed(const std::string& worker_id, int index,
   if (job_error || now == zbpp::v1::JOB_STATE_ASSIGNING) {
     return ChangeState(zbpp::v1::JOB_STATE_FAILED, why, why);
   }
-  if (now != zbpp::v1::JOB_STATE_RUNNING && now != zbpp::v1::JOB_STATE_RECOVERING) {
+  if (now != zbpp::v1::JOB_STATE_RUNNING && now != zbpp::v1::JOB_STATE_DEGRADED &&
+      now != zbpp::v1::JOB_STATE_RECOVERING) {
     return absl::OkStatus();
   }
   // Failures in a row: a step completed since the last one starts a new row.
@@ -398,6 +450,7 @@ absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcom
       return ChangeState(zbpp::v1::JOB_STATE_PENDING, "coordinator restarted while assigning",
                          std::nullopt);
     case zbpp::v1::JOB_STATE_RUNNING:
+    case zbpp::v1::JOB_STATE_DEGRADED:
       return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, "coordinator restarted",
                          std::nullopt);
     default:

@@ -6,10 +6,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/core/job_attempt.h"
 #include "coordinator/core/job_context.h"
 #include "coordinator/core/job_effects.h"
@@ -24,6 +26,13 @@
 #include "zbpp/v1/worker.pb.h"
 
 namespace zbpp::coordinator {
+
+/// The Abort (worker.proto AbortCommand, keep_state false) that tells a
+/// worker holding a stage of job `job_id` from attempt `attempt` in memory
+/// (Heartbeat.held) to drop it: the job ended, restarts, or is unknown
+/// (docs/elastic.md). `reason` for its logs.
+SessionMessage DropHeldStateMessage(const std::string& job_id, int64_t attempt,
+                                    const std::string& reason);
 
 /// One job (docs/architecture.md, Flow 1): its API view (job.proto Job,
 /// persisted), its state machine (job_state.h), its schedule versions, what
@@ -54,17 +63,20 @@ class Job {
   const std::string& id() const { return job_.id(); }
   const zbpp::v1::Job& proto() const { return job_; }
   zbpp::v1::JobState state() const { return job_.state(); }
-  /// p, d, and the stage and replica of a worker index.
+  /// p, the spec's d (pipeline.data_parallel; the current attempt's own,
+  /// fewer while DEGRADED, is attempt().replicas()), and the stage and
+  /// replica of a worker index of the attempt.
   int stages() const { return attempt_.stages(); }
-  int replicas() const { return attempt_.replicas(); }
+  int replicas() const { return attempt_.spec_replicas(); }
   int stage_of(int index) const { return attempt_.stage_of(index); }
   int replica_of(int index) const { return attempt_.replica_of(index); }
   /// The current (or last) attempt.
   const JobAttempt& attempt() const { return attempt_; }
   /// The current attempt's rendezvous scope, "<job id>/attempt-<n>".
   std::string scope() const;
-  /// Waits for workers: PENDING, RECOVERING without an attempt, or
-  /// RUNNING after its calibration chose another layout (Relayout).
+  /// Waits for workers: PENDING, RECOVERING without an attempt once it has
+  /// decided to restart (not while AwaitingHeld()), or RUNNING after its
+  /// calibration chose another layout (Relayout).
   bool Waiting() const;
   /// The job as the API shows it: `full` adds the latest schedule version;
   /// otherwise (BASIC) step summaries lose their per-stage rows, the last
@@ -110,7 +122,10 @@ class Job {
   void AdoptPlan(JobPlan plan) { model_.AdoptPlan(std::move(plan)); }
   /// Before an attempt: builds the job's model (JobModel::Prepare), sets
   /// the start step after the last checkpoint and publishes version 1 when
-  /// there is none. Fail()'s FailedPrecondition when the job cannot run.
+  /// there is none, or a version of the spec's m microbatches (reason
+  /// REPLICAS, at the start step: PublishReplicasVersion) when one from
+  /// that step on has another count (the job degraded before). Fail()'s
+  /// FailedPrecondition when the job cannot run.
   absl::Status Prepare();
   /// Each stage's memory under the version in force at the start step
   /// (memory_estimate.h); empty without one.
@@ -123,8 +138,11 @@ class Job {
   /// `transport` (ChooseTransport for those workers; the job's transport
   /// and reason, and every Assignment's): PENDING goes ASSIGNING; each
   /// worker is sent its Assignment and the later versions, then the first
-  /// grant. FailedPrecondition (nothing changes) unless the job waits for
-  /// workers (Waiting()).
+  /// grant. The attempt resumes from memory in the shape DecideRecovery
+  /// chose when it chose one (no calibration then); otherwise it runs the
+  /// spec's d replicas of m (Prepare) and a RECOVERING job counts a
+  /// restart (Job.restarts_total, once per recovery). FailedPrecondition
+  /// (nothing changes) unless the job waits for workers (Waiting()).
   absl::Status BeginAttempt(std::vector<std::string> worker_ids, TransportChoice transport);
   /// Replays the attempt to `worker_id` at worker index `index` on a new
   /// Session (Assignment, later versions, latest grant); nothing when it
@@ -135,12 +153,13 @@ class Job {
   /// (JobContext::store_healthy; coordinator.h, "Persistence").
   void UpdateGrant();
   /// `worker_id` holds the attempt; when every worker does, ASSIGNING or
-  /// RECOVERING goes RUNNING (true).
+  /// RECOVERING goes RUNNING, or DEGRADED when the attempt runs fewer
+  /// replicas than the spec (true).
   absl::StatusOr<bool> Acknowledge(const std::string& worker_id);
   /// A worker of the attempt was lost (its lease expired, or a new process
   /// took its address): the attempt ends (its workers told "attempt ended:
-  /// <why>"); ASSIGNING goes back to PENDING, RUNNING to RECOVERING, both
-  /// with `why`; RECOVERING stays RECOVERING with `why` as message
+  /// <why>"); ASSIGNING goes back to PENDING, RUNNING and DEGRADED to
+  /// RECOVERING, both with `why`; RECOVERING stays RECOVERING with `why` as message
   /// (watchers see RECOVERING -> RECOVERING). Nothing in other states.
   absl::Status AfterWorkerLost(const std::string& why);
   /// The worker `worker_id` at worker index `index` of the attempt reported
@@ -148,7 +167,7 @@ class Job {
   /// (stage s[, replica r]) failed: <error>", which becomes the state
   /// message. FAILED when `job_error` (the job cannot run: a retry would
   /// fail again) or while ASSIGNING (it never started); else (RUNNING,
-  /// RECOVERING) RECOVERING, or FAILED once more than `max_recoveries`
+  /// DEGRADED, RECOVERING) RECOVERING, or FAILED once more than `max_recoveries`
   /// failures in a row were `count`ed with no step completed between them
   /// (a failure while the store fails is not counted: coordinator.h,
   /// "Persistence"). Nothing in other states.
@@ -165,6 +184,47 @@ class Job {
   /// Nothing otherwise (no attempt, not calibrating, solving, in time).
   absl::Status CheckCalibrationDeadline(absl::Time now, absl::Duration timeout,
                                         int max_recoveries, bool count);
+
+  // --- Recovering from memory (docs/elastic.md; job_elastic.cc) ---
+  /// The attempt a fault ended, whose workers may hold the job's state in
+  /// memory (Heartbeat.held): RECOVERING waits for them (AwaitingHeld)
+  /// until DecideRecovery.
+  struct EndedAttempt {
+    int64_t number = 0;
+    /// Its workers by its worker index (over its own replicas).
+    std::vector<std::string> workers;
+    /// When it ended (the coordinator's clock): the wait for what its
+    /// workers hold is bounded from here.
+    absl::Time ended_at;
+  };
+  /// The ended attempt awaited; null when no decision is pending.
+  const EndedAttempt* AwaitingHeld() const {
+    return awaited_.has_value() ? &*awaited_ : nullptr;
+  }
+  /// Whether the job keeps the stage state `worker_id` holds (it is not in
+  /// the current attempt): a worker of the awaited attempt, or a spare of
+  /// a degrade (docs/elastic.md). Such a worker, idle, is WORKER_STATE_SPARE
+  /// and is given to no other job.
+  bool KeepsHeld(const std::string& worker_id) const;
+  /// Spares: workers outside the attempt holding one of the job's stages
+  /// for it, each with the attempt it held the stage in.
+  const std::map<std::string, int64_t>& spares() const { return spares_; }
+  /// Decides how the job recovers (ChooseRecovery, elastic_recovery.h) from
+  /// `held[i]`, the step the awaited attempt's worker index i holds
+  /// (nullopt: nothing, or it did not say in time). Resuming (at full
+  /// width, or degraded onto the complete replicas): start step j + 1,
+  /// a version of m' microbatches at that step when the one in force has
+  /// another count (PlanReplicas, reason REPLICAS: restart instead when
+  /// none can be planned), the broken replicas' holders kept as spares,
+  /// the state message naming the shape; returns the next attempt's
+  /// workers by its worker index (each keeps its stage), for the caller to
+  /// take in the registry and BeginAttempt. When the held step is the
+  /// job's last, the job SUCCEEDED. Otherwise it restarts: every holder
+  /// is told to drop the state (AbortCommand.keep_state false), the state
+  /// message says why, and the job waits for workers (Waiting()); returns
+  /// nullopt. Nothing (nullopt) when no decision is pending.
+  std::optional<std::vector<std::string>> DecideRecovery(
+      const std::vector<std::optional<int64_t>>& held);
 
   // --- Versions and steps (job_steps.cc) ---
   /// Numbers and stamps `version` (ScheduleVersions::Stamp; the current
@@ -257,15 +317,29 @@ class Job {
   /// changes and watchers see RECOVERING -> RECOVERING.
   absl::Status ChangeState(zbpp::v1::JobState state, const std::string& message,
                            const std::optional<std::string>& abort_reason);
-  /// Ends the current attempt: decides an Abort with `abort_reason` for its
-  /// workers, their release in the registry (WorkerRegistry::Release) and
-  /// the rendezvous scope's deletion. Nothing without one.
-  void EndAttempt(const std::string& abort_reason);
+  /// Ends the current attempt: decides an Abort with `abort_reason` and
+  /// `keep_state` (AbortCommand.keep_state: a fault's, so that the next
+  /// attempt may resume from memory) for its workers, their release in the
+  /// registry (WorkerRegistry::Release) and the rendezvous scope's
+  /// deletion. Nothing without one.
+  void EndAttempt(const std::string& abort_reason, bool keep_state);
+  /// Tells every worker the job keeps state of outside its attempt
+  /// (KeepsHeld) to drop it (an Abort of the attempt it holds, keep_state
+  /// false, with `reason`) and keeps none: the job ended or restarts.
+  void DropHeld(const std::string& reason);
+  /// Publishes a version of `microbatches` microbatches (PlanReplicas for
+  /// `replicas` replicas, reason REPLICAS, effective at the attempt's start
+  /// step) unless every version from that step on has that many. The
+  /// planner's refusal otherwise (nothing published).
+  absl::Status PublishReplicasVersion(int replicas, int microbatches);
   /// Decides storing the job's record as it is now: by ChangeState, and for
   /// changes of the record that are no transition (a waiting job's message,
   /// a new attempt of a recovering job, a published re-solve, a step
   /// report's counters).
   void Persist();
+  /// Decides telling the metrics the replicas running steps and the
+  /// spares (ReplicasObserved) when they changed since last told.
+  void ObserveReplicas();
   /// Decides a watch event.
   void Emit(zbpp::v1::JobEvent event, bool droppable);
   /// Tells watchers of a state change (never dropped).
@@ -345,6 +419,17 @@ class Job {
   int64_t steps_at_failed_recovery_ = -1;
   /// Relayout ended the attempt: RUNNING waits for the next one.
   bool relayout_pending_ = false;
+  /// The attempt a fault ended, while the recovery waits to decide.
+  std::optional<EndedAttempt> awaited_;
+  /// See spares().
+  std::map<std::string, int64_t> spares_;
+  /// DecideRecovery's shape for the next attempt (BeginAttempt takes it).
+  std::optional<AttemptShape> resume_;
+  /// This recovery has counted its restart (Job.restarts_total).
+  bool restart_counted_ = false;
+  /// The replicas running steps and the spares the metrics were last told
+  /// (ObserveReplicas); none before.
+  std::pair<int, int> observed_replicas_{0, 0};
   /// Highest step whose validation outcome was recorded (queued for the
   /// store, or restored); -1 before any. Outcomes are gathered in step
   /// order, so one for a step <= it is a replay after a recovery.

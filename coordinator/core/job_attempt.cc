@@ -50,7 +50,16 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_start_step(start_step_);
   assignment.set_profile(calibrating_);
   assignment.set_profile_layout_parts(calibrating_ && LayoutOpenAtCalibration(job, start_step_));
-  if (job.last_checkpoint_step() >= 0) {
+  if (shape_.from_memory) {
+    // docs/elastic.md: the same global batch, replica r of d' taking
+    // [r·m', (r+1)·m').
+    const int microbatches =
+        shape_.microbatches > 0 ? shape_.microbatches : job.spec().pipeline().microbatches();
+    assignment.set_resume_from_memory(true);
+    assignment.set_replicas(replicas());
+    assignment.set_microbatch_offset(replica_of(index) * microbatches);
+    assignment.set_microbatches(microbatches);
+  } else if (job.last_checkpoint_step() >= 0) {
     assignment.mutable_restore()->set_step(job.last_checkpoint_step());
     assignment.mutable_restore()->set_directory(job.spec().checkpoint().directory());
   }
@@ -66,8 +75,9 @@ SessionMessage JobAttempt::GrantMessage(const std::string& job_id) const {
   return message;
 }
 
-void JobAttempt::Start(std::vector<std::string> workers, bool calibrate) {
+void JobAttempt::Start(std::vector<std::string> workers, bool calibrate, AttemptShape shape) {
   ++number_;
+  shape_ = shape;
   calibrating_ = calibrate;
   calibration_solving_ = false;
   profiles_.clear();
@@ -112,10 +122,14 @@ absl::Status JobAttempt::CheckReportPlace(const zbpp::v1::ReportStepRequest& rep
         absl::StrCat("stage: worker ", report.worker_id(), " runs stage ",
                      stage_of(index), ", not ", report.stage()));
   }
-  if (report.replica() < 0 || report.replica() >= replicas_) {
+  if (report.replica() < 0 || report.replica() >= replicas()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("replica: ", report.replica(), " is not in [0, ", replicas_,
-                     ") (pipeline.data_parallel = ", replicas_, ")"));
+        absl::StrCat("replica: ", report.replica(), " is not in [0, ", replicas(), ") (",
+                     replicas() == spec_replicas_
+                         ? absl::StrCat("pipeline.data_parallel = ", spec_replicas_)
+                         : absl::StrCat("a degraded attempt of ", replicas(), " of ",
+                                        spec_replicas_, " replicas"),
+                     ")"));
   }
   if (report.replica() != replica_of(index)) {
     return absl::InvalidArgumentError(

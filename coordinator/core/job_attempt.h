@@ -27,7 +27,21 @@ struct PendingStep {
   std::map<int, StageReport> reports;  ///< By worker index.
 };
 
-/// A job's current attempt (job.h): its p × d workers by worker index
+/// How an attempt runs each step's global batch of d·m microbatches
+/// (docs/elastic.md): the spec's d replicas of m each, or, resuming from
+/// what surviving workers hold in memory, d' replicas of m' = d·m / d'
+/// each, replica i taking microbatches [i·m', (i+1)·m').
+struct AttemptShape {
+  /// d' in [1, d]; 0 means the spec's d.
+  int replicas = 0;
+  /// m' per replica (d'·m' = d·m); 0 means the spec's m.
+  int microbatches = 0;
+  /// Every worker starts from the stage state it holds in memory
+  /// (Assignment.resume_from_memory), not from the checkpoint or the seed.
+  bool from_memory = false;
+};
+
+/// A job's current attempt (job.h): its p × d' workers by worker index
 /// (`WorkerIndex`, api/pipeline_shape.h), the steps granted to them, the step each completed, and the
 /// step reports and validation results gathered until every worker has
 /// sent its own. Attempts are numbered from 1; between two attempts it
@@ -37,10 +51,16 @@ struct PendingStep {
 class JobAttempt {
  public:
   /// `stages` p >= 1 and `replicas` d >= 1 of the job's spec.
-  JobAttempt(int stages, int replicas) : stages_(stages), replicas_(replicas) {}
+  JobAttempt(int stages, int replicas) : stages_(stages), spec_replicas_(replicas) {}
 
   int stages() const { return stages_; }
-  int replicas() const { return replicas_; }
+  /// The spec's d (pipeline.data_parallel).
+  int spec_replicas() const { return spec_replicas_; }
+  /// This attempt's replicas d' (the spec's d unless it resumed degraded:
+  /// AttemptShape); its workers are p × d'.
+  int replicas() const { return shape_.replicas > 0 ? shape_.replicas : spec_replicas_; }
+  /// How it runs the global batch, as Start got it.
+  const AttemptShape& shape() const { return shape_; }
   /// The stage and replica of worker index `index`.
   int stage_of(int index) const { return StageOfWorker(index, stages_); }
   int replica_of(int index) const { return ReplicaOfWorker(index, stages_); }
@@ -79,17 +99,20 @@ class JobAttempt {
   /// the start step (of `versions`), every peer with its description (from
   /// `registry`), the rendezvous scope, the checkpoint to restore, the
   /// transport (job.transport, resolved when the attempt began), and
-  /// `profile` while calibrating().
+  /// `profile` while calibrating(). An attempt that resumes from memory
+  /// (AttemptShape.from_memory) sets resume_from_memory, replicas,
+  /// microbatch_offset and microbatches (replica·m', m') and no `restore`.
   SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
                                    const ScheduleVersions& versions,
                                    const WorkerRegistry& registry) const;
   /// The grant of steps through granted() to this attempt of `job_id`.
   SessionMessage GrantMessage(const std::string& job_id) const;
 
-  /// Starts attempt number() + 1 on `workers` (p × d of them, by worker
-  /// index) from start_step(): nothing granted, reported or acknowledged;
-  /// calibrating() when `calibrate`.
-  void Start(std::vector<std::string> workers, bool calibrate = false);
+  /// Starts attempt number() + 1 on `workers` (p × d' of them, d' of
+  /// `shape`, by worker index) from start_step(): nothing granted, reported
+  /// or acknowledged; calibrating() when `calibrate`.
+  void Start(std::vector<std::string> workers, bool calibrate = false,
+             AttemptShape shape = {});
   /// Drops the workers and what they reported (the number stays).
   void End();
 
@@ -127,7 +150,8 @@ class JobAttempt {
 
  private:
   const int stages_;
-  const int replicas_;
+  const int spec_replicas_;
+  AttemptShape shape_;
   int64_t number_ = 0;
   int64_t start_step_ = 0;
   std::vector<std::string> workers_;     ///< By worker index.

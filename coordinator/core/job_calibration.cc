@@ -26,7 +26,7 @@ absl::Status Job::ReportProfile(const zbpp::v1::ReportProfileRequest& profile, i
   // force at the start step until the calibrated one is out.
   const sched::Schedule& schedule = versions_.schedule(assigned->version());
   absl::StatusOr<MeasuredProfile> measured =
-      MeasureProfile(profile, schedule, stage_of(index), replica_of(index), replicas());
+      MeasureProfile(profile, schedule, stage_of(index), replica_of(index), attempt_.replicas());
   if (!measured.ok()) return measured.status();
   // A worker that profiled holds the attempt (going RUNNING stores the
   // record itself).
@@ -40,7 +40,7 @@ absl::Status Job::ReportProfile(const zbpp::v1::ReportProfileRequest& profile, i
   for (const auto& [i, each] : *all) {
     // Each was checked when it came; the schedule has not changed since.
     absl::StatusOr<MeasuredProfile> m =
-        MeasureProfile(each, schedule, stage_of(i), replica_of(i), replicas());
+        MeasureProfile(each, schedule, stage_of(i), replica_of(i), attempt_.replicas());
     if (m.ok()) profiles.emplace(i, *std::move(m));
   }
   effects_.resolve = model_.Calibrate(job_, versions_, attempt_.number(),
@@ -90,7 +90,8 @@ void Job::Relayout(const std::vector<int>& layout) {
   // Before step 0 nothing trained is lost: the same workers (or any free
   // ones) take a new attempt at once (Waiting), not counted as a recovery.
   EndAttempt(absl::StrCat("the calibration chose the layout ", LayoutText(layout),
-                          ": a new attempt builds its chunks"));
+                          ": a new attempt builds its chunks"),
+             /*keep_state=*/false);
   relayout_pending_ = true;
   job_.set_state_message(absl::StrCat("layout ", LayoutText(layout),
                                       " chosen at calibration; starting its attempt"));

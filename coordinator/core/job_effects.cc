@@ -58,6 +58,8 @@ void Observe(const std::string& job_id, const Observation& observation,
           observer.OnTransport(job_id, o.transport);
         } else if constexpr (std::is_same_v<T, LayoutObserved>) {
           observer.OnLayout(job_id, o.layout);
+        } else if constexpr (std::is_same_v<T, ReplicasObserved>) {
+          observer.OnReplicas(job_id, o.active, o.spares);
         } else {
           observer.OnJobFinished(job_id);
         }

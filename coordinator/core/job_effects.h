@@ -99,10 +99,14 @@ struct TransportObserved {     ///< OnTransport.
 struct LayoutObserved {        ///< OnLayout.
   std::vector<int> layout;
 };
+struct ReplicasObserved {     ///< OnReplicas.
+  int active = 0;
+  int spares = 0;
+};
 struct FinishedObserved {};    ///< OnJobFinished.
 using Observation = std::variant<StepObserved, VersionObserved, ResolveObserved,
                                  ValidationObserved, TransportObserved, LayoutObserved,
-                                 FinishedObserved>;
+                                 ReplicasObserved, FinishedObserved>;
 
 /// Everything one or more transitions of job `job_id` decided, each list in
 /// decision order. ApplyJobEffects applies them in this order: store writes;

@@ -94,7 +94,8 @@ void JobModel::AddHop(const HopTiming& hop) {
 }
 
 StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pending,
-                              const ScheduleVersions& versions) {
+                              const ScheduleVersions& versions, int replicas,
+                              int microbatches) {
   std::map<int, VirtualStageTiming> step_costs;  // By virtual stage.
   for (const auto& [index, report] : pending.reports) {
     for (const VirtualStageTiming& timing : report.timings) {
@@ -119,11 +120,15 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
   reports.step = pending.step;
   reports.version = pending.version;
   reports.stages = spec.pipeline().stages();
-  reports.replicas = DataParallelOf(spec.pipeline());
-  reports.tokens_per_replica = static_cast<double>(spec.pipeline().microbatches()) *
-                               spec.pipeline().microbatch_size() * spec.model().seq_len();
+  reports.replicas = replicas > 0 ? replicas : DataParallelOf(spec.pipeline());
+  reports.tokens_per_replica =
+      static_cast<double>(microbatches > 0 ? microbatches : spec.pipeline().microbatches()) *
+      spec.pipeline().microbatch_size() * spec.model().seq_len();
   zbpp::v1::SchedulePrediction prediction = versions.at(pending.version).predicted();
   if (absl::StatusOr<sched::Problem> measured = MeasuredProblem(ran); measured.ok()) {
+    // The base problem has the spec's m; a degraded attempt's schedule
+    // runs m' (docs/elastic.md).
+    measured->microbatches = ran.microbatches;
     absl::StatusOr<sched::SimulationResult> sim = sched::Simulate(*measured, ran);
     if (sim.ok()) {
       CountOverheadAsIdle(ran, costs_->PassOverheads(), *sim);

@@ -128,9 +128,12 @@ class JobModel {
   /// replicas combined (CombineReplicaTiming), to the measured costs and
   /// returns what its summary is computed from (SummarizeStep), the
   /// version it ran (of `versions`) predicted under the measured costs (the
-  /// analytic ones until every stage has a sample). Takes the reports.
+  /// analytic ones until every stage has a sample). `replicas` and
+  /// `microbatches` are the attempt's d' and m' (docs/elastic.md; 0: the
+  /// spec's). Takes the reports.
   StepReports AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pending,
-                      const ScheduleVersions& versions);
+                      const ScheduleVersions& versions, int replicas = 0,
+                      int microbatches = 0);
 
   /// The re-solve due after `step` of attempt `attempt` of job `spec`: the
   /// spec's resolve window ends under the latest version, no other runs,

@@ -32,8 +32,18 @@ bool IsLegalTransition(JobState from, JobState to) {
       return to == zbpp::v1::JOB_STATE_SUCCEEDED ||
              to == zbpp::v1::JOB_STATE_FAILED ||
              to == zbpp::v1::JOB_STATE_RECOVERING;
+    case zbpp::v1::JOB_STATE_DEGRADED:
+      // A running state on fewer replicas (docs/elastic.md); RUNNING again
+      // once healed.
+      return to == zbpp::v1::JOB_STATE_SUCCEEDED ||
+             to == zbpp::v1::JOB_STATE_FAILED ||
+             to == zbpp::v1::JOB_STATE_RECOVERING ||
+             to == zbpp::v1::JOB_STATE_RUNNING;
     case zbpp::v1::JOB_STATE_RECOVERING:
+      // SUCCEEDED when the surviving workers hold the last step's update.
       return to == zbpp::v1::JOB_STATE_RUNNING ||
+             to == zbpp::v1::JOB_STATE_DEGRADED ||
+             to == zbpp::v1::JOB_STATE_SUCCEEDED ||
              to == zbpp::v1::JOB_STATE_FAILED;
     default:
       return false;

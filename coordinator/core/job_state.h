@@ -10,9 +10,17 @@ namespace zbpp::coordinator {
 // states in api/job_state.h):
 //
 //     PENDING ──> ASSIGNING ──> RUNNING ──> SUCCEEDED
-//        ^            │           │  ^
-//        └────────────┘           v  │
-//       (too few workers)      RECOVERING ──> FAILED
+//        ^            │           │  ^  ^
+//        └────────────┘           v  │  │ (heal)
+//       (too few workers)      RECOVERING ──> DEGRADED
+//                                 │  ^─────────┘
+//                                 v
+//                               FAILED
+//
+// DEGRADED (docs/elastic.md) runs steps on fewer replicas after a recovery
+// from memory; it goes RECOVERING on a fault, RUNNING once healed, and may
+// end like RUNNING (SUCCEEDED, FAILED). RECOVERING may go SUCCEEDED when
+// the surviving workers hold the last step's update.
 //
 // PENDING, ASSIGNING and RUNNING may also go to FAILED (PENDING: the job
 // cannot run, e.g. its schedule cannot be built); every non-terminal state

@@ -235,6 +235,9 @@ void Job::RecordStep(StepOutcome& outcome, const PendingStep& pending) {
   // summary (store.h, "Replayed steps"): its times are the new run's.
   effects_.writes.push_back(StepSummaryWrite{id(), summary});
   job_.set_steps_completed(std::max(job_.steps_completed(), pending.step + 1));
+  if (state() == zbpp::v1::JOB_STATE_DEGRADED) {
+    job_.set_degraded_steps(job_.degraded_steps() + 1);
+  }
   *job_.mutable_last_step() = summary;
   if (!job_.has_first_step()) *job_.mutable_first_step() = summary;
   effects_.observations.push_back(StepObserved{summary});
@@ -266,7 +269,8 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
 }
 
 void Job::CompleteStep(PendingStep& pending, bool* last) {
-  StepReports reports = model_.AddStep(job_.spec(), pending, versions_);
+  StepReports reports = model_.AddStep(job_.spec(), pending, versions_, attempt_.replicas(),
+                                       attempt_.shape().microbatches);
   StepOutcome outcome = SummarizeStep(reports);
   zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
   timeline->Clear();
@@ -282,6 +286,9 @@ void Job::CompleteStep(PendingStep& pending, bool* last) {
   // time is the workers' CPU on a small machine); FinishResolve checks
   // again, as grants may reach the last step while it solves.
   if (*last || !StepLeftForNewVersion()) return;
+  // A re-solve plans the spec's m microbatches (the model's base problem):
+  // none while a degraded attempt runs m' (docs/elastic.md).
+  if (attempt_.replicas() != replicas()) return;
   effects_.resolve = model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
 }
 

@@ -411,6 +411,23 @@ absl::StatusOr<JobPlan> PlanJob(const JobSpec& spec) {
 
 absl::Status ValidateJobSpec(const JobSpec& spec) { return PlanJob(spec).status(); }
 
+absl::StatusOr<ScheduleChoice> PlanReplicas(const JobSpec& spec, const std::vector<int>& layout,
+                                            std::string_view chosen, int replicas,
+                                            int microbatches) {
+  if (!spec.schedule().file().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "schedule.file: a schedule file's order fixes pipeline.microbatches = ",
+        spec.pipeline().microbatches()));
+  }
+  JobSpec shaped = WithLayout(
+      spec.schedule().name() == kAutoScheduleName ? AutoCandidateSpec(spec, chosen) : spec,
+      layout);
+  shaped.mutable_pipeline()->set_microbatches(microbatches);
+  shaped.mutable_pipeline()->set_data_parallel(replicas);
+  if (absl::Status st = CheckJobSpecFields(shaped); !st.ok()) return st;
+  return ChooseNamedSchedule(shaped);
+}
+
 void KeepLimitInMb(const sched::Problem& analytic, const std::vector<int>& stage_of,
                    sched::Problem& measured) {
   if (measured.memory_limit_bytes.empty()) return;

@@ -177,6 +177,24 @@ struct JobPlan {
 /// every refusal. Thread-safe (pure).
 absl::StatusOr<JobPlan> PlanJob(const zbpp::v1::JobSpec& spec);
 
+/// The schedule of an attempt of a job running `replicas` d' replicas of
+/// `microbatches` m' microbatches each (docs/elastic.md: a degraded
+/// attempt, d'·m' = d·m, or the return to the spec's d and m), planned as
+/// the job's own schedule is: the job's stored `spec` with
+/// pipeline.microbatches m', pipeline.data_parallel d' and pipeline.layout
+/// `layout` (the blocks of each virtual stage the job runs: the workers
+/// keep their chunks), for a schedule "auto" the registry schedule
+/// `chosen` its versions run; its generator on the analytic problem under
+/// the spec's memory limit, with d' replicas' reductions placed.
+/// Errors: FailedPrecondition naming schedule.file for a schedule file (its
+/// order fixes m); the spec checks' and the scheduler's refusals as PlanJob
+/// reports them (e.g. under schedule.memory_limit_m_b when no schedule of
+/// m' microbatches fits the limit). Thread-safe (pure).
+absl::StatusOr<ScheduleChoice> PlanReplicas(const zbpp::v1::JobSpec& spec,
+                                            const std::vector<int>& layout,
+                                            std::string_view chosen, int replicas,
+                                            int microbatches);
+
 /// What a stage's workers profiled of the model's parts (worker.proto
 /// ReportProfileRequest.layout_parts: the model cut into three one-block
 /// virtual stages), per microbatch: T_F, T_B, T_W, T_BW seconds and M_B, M_W

@@ -38,7 +38,8 @@ std::vector<const zbpp::v1::ScheduleVersion*> ScheduleVersions::After(
   const zbpp::v1::ScheduleVersion* in_force = InForce(step);
   if (in_force == nullptr) return later;
   for (const zbpp::v1::ScheduleVersion& version : versions_) {
-    if (version.effective_step() > in_force->effective_step()) {
+    if (version.version() > in_force->version() &&
+        version.effective_step() > in_force->effective_step()) {
       later.push_back(&version);
     }
   }
@@ -57,8 +58,9 @@ const zbpp::v1::ScheduleVersion* ScheduleVersions::Find(int64_t number) const {
 }
 
 int64_t ScheduleVersions::NextEffectiveStep(int64_t granted, int64_t start_step,
-                                            bool calibration) const {
+                                            bool calibration, bool replicas) const {
   if (versions_.empty()) return start_step;
+  if (replicas && granted < start_step) return start_step;
   if (calibration && granted < start_step) {
     return std::max(versions_.back().effective_step(), start_step);
   }
@@ -70,7 +72,8 @@ void ScheduleVersions::Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted
   version.set_version(static_cast<int64_t>(versions_.size()) + 1);
   version.set_effective_step(NextEffectiveStep(
       granted, start_step,
-      version.reason() == zbpp::v1::SCHEDULE_CHANGE_REASON_CALIBRATION));
+      version.reason() == zbpp::v1::SCHEDULE_CHANGE_REASON_CALIBRATION,
+      version.reason() == zbpp::v1::SCHEDULE_CHANGE_REASON_REPLICAS));
   *version.mutable_publish_time() = ToTimestamp(now);
 }
 

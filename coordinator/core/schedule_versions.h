@@ -33,9 +33,13 @@ zbpp::v1::ScheduleVersion BuildVersion(
 /// One job's schedule versions (schedule.proto ScheduleVersion), numbered
 /// from 1 in publish order, each with its parsed schedule. The version in
 /// force at a step is the latest whose effective step is <= it
-/// (api/schedule_version.h VersionInForce); effective steps never decrease
-/// with the number (two share one only when a calibration superseded a
-/// version no step ran), so no step mixes two versions.
+/// (api/schedule_version.h VersionInForce: of those whose effective step is
+/// <= it, the last published); effective steps never decrease with the
+/// number (two share one only when a calibration superseded a version no
+/// step ran) but for a replicas version (SCHEDULE_CHANGE_REASON_REPLICAS),
+/// which takes effect at its attempt's start step and so supersedes every
+/// version published before it from that step on; no step mixes two
+/// versions.
 ///
 /// Thread-compatible: the owning Job is used under the coordinator's mutex.
 class ScheduleVersions {
@@ -56,8 +60,9 @@ class ScheduleVersions {
   /// step or without versions.
   const zbpp::v1::ScheduleVersion* InForce(int64_t step) const;
 
-  /// The versions that take effect after the one in force at `step`, in
-  /// order: what a worker starting at `step` must hold besides that one.
+  /// The versions published after the one in force at `step` that take
+  /// effect after it, in order: what a worker starting at `step` must hold
+  /// besides that one (a version a later one superseded is not among them).
   std::vector<const zbpp::v1::ScheduleVersion*> After(int64_t step) const;
 
   /// The effective step the next version would get: `start_step` for the
@@ -69,12 +74,18 @@ class ScheduleVersions {
   /// attempt is granted (`granted` < `start_step`) supersedes the version
   /// in force before it runs: the start step or the latest version's
   /// effective step, whichever is later (schedule.proto, versioning rule).
+  /// A `replicas` version (SCHEDULE_CHANGE_REASON_REPLICAS: the next
+  /// attempt runs another number of replicas or microbatches,
+  /// docs/elastic.md) published while nothing of the attempt is granted
+  /// takes effect at `start_step` itself, superseding from there every
+  /// version published before it, whatever their effective steps.
   int64_t NextEffectiveStep(int64_t granted, int64_t start_step,
-                            bool calibration = false) const;
+                            bool calibration = false, bool replicas = false) const;
 
   /// Numbers `version` as the next one and sets its publish time (`now`)
   /// and effective step (NextEffectiveStep; a calibration when its reason
-  /// is CALIBRATION). Does not add it.
+  /// is CALIBRATION, a replicas version when it is REPLICAS). Does not add
+  /// it.
   void Stamp(zbpp::v1::ScheduleVersion& version, int64_t granted,
              int64_t start_step, absl::Time now) const;
 

@@ -67,13 +67,19 @@ absl::Status CheckDescription(const zbpp::v1::WorkerDescription& worker) {
 
 bool IsLive(const WorkerRecord& record) { return record.state != WorkerState::kLost; }
 
-bool IsAssignable(const WorkerRecord& record) {
-  return record.state == WorkerState::kIdle && !record.draining;
+}  // namespace
+
+bool WorkerRegistry::IsSpare(const WorkerRecord& record) const {
+  return record.state == WorkerState::kIdle && !record.heartbeat.held().job_id().empty() &&
+         options_.keeps_held && options_.keeps_held(record.id, record.heartbeat.held());
 }
 
-/// The worker's state as the API shows it: RUNNING when ASSIGNED to a job
-/// that runs (`place`).
-zbpp::v1::WorkerState ApiState(const WorkerRecord& record, const PlaceOfWorker& place) {
+bool WorkerRegistry::IsAssignable(const WorkerRecord& record) const {
+  return record.state == WorkerState::kIdle && !record.draining && !IsSpare(record);
+}
+
+zbpp::v1::WorkerState WorkerRegistry::ApiState(const WorkerRecord& record,
+                                               const PlaceOfWorker& place) const {
   switch (record.state) {
     case WorkerState::kLost:
       return zbpp::v1::WORKER_STATE_LOST;
@@ -85,10 +91,8 @@ zbpp::v1::WorkerState ApiState(const WorkerRecord& record, const PlaceOfWorker& 
     case WorkerState::kIdle:
       break;
   }
-  return zbpp::v1::WORKER_STATE_IDLE;
+  return IsSpare(record) ? zbpp::v1::WORKER_STATE_SPARE : zbpp::v1::WORKER_STATE_IDLE;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerRegistry>> WorkerRegistry::Create(Options options) {
   if (options.clock == nullptr) {
@@ -350,6 +354,33 @@ absl::StatusOr<std::vector<std::string>> WorkerRegistry::Assign(
   return ids;
 }
 
+absl::Status WorkerRegistry::AssignWorkers(const std::string& job_id,
+                                           const std::vector<std::string>& worker_ids) {
+  std::vector<WorkerRecord*> records;
+  for (const std::string& worker_id : worker_ids) {
+    WorkerRecord* record = Find(worker_id);
+    const bool spare_of_another = record != nullptr && IsSpare(*record) &&
+                                  record->heartbeat.held().job_id() != job_id;
+    if (record == nullptr || record->state != WorkerState::kIdle || spare_of_another) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, ": worker ", worker_id, " is not free for it (",
+          record == nullptr                         ? "unknown"
+          : record->state == WorkerState::kLost     ? "lost"
+          : record->state == WorkerState::kAssigned ? "assigned"
+                                                    : "a spare of another job",
+          ")"));
+    }
+    records.push_back(record);
+  }
+  for (size_t index = 0; index < records.size(); ++index) {
+    records[index]->state = WorkerState::kAssigned;
+    records[index]->job_id = job_id;
+    records[index]->worker_index = static_cast<int>(index);
+    records[index]->draining = false;
+  }
+  return absl::OkStatus();
+}
+
 int WorkerRegistry::Release(const std::string& job_id) {
   int released = 0;
   for (auto& [number, record] : workers_) {
@@ -468,9 +499,16 @@ absl::StatusOr<zbpp::v1::ListWorkersResponse> WorkerRegistry::List(
         record.state == WorkerState::kAssigned ? place(record.job_id, record.worker_index)
                                                : std::nullopt;
     worker->set_state(state);
-    worker->set_job_id(where.has_value() ? record.job_id : "");
-    worker->set_stage(where.has_value() ? where->stage : -1);
-    worker->set_replica(where.has_value() ? where->replica : -1);
+    if (state == zbpp::v1::WORKER_STATE_SPARE) {
+      // Kept for its job: the stage it holds, in no replica.
+      worker->set_job_id(record.heartbeat.held().job_id());
+      worker->set_stage(record.heartbeat.held().stage());
+      worker->set_replica(-1);
+    } else {
+      worker->set_job_id(where.has_value() ? record.job_id : "");
+      worker->set_stage(where.has_value() ? where->stage : -1);
+      worker->set_replica(where.has_value() ? where->replica : -1);
+    }
     *worker->mutable_register_time() = ToTimestamp(record.registered_at);
     *worker->mutable_last_heartbeat_time() = ToTimestamp(record.last_heartbeat);
     worker->set_phase(record.heartbeat.phase());
@@ -484,7 +522,8 @@ std::map<std::string, int> WorkerRegistry::Counts(const PlaceOfWorker& place) co
   std::map<std::string, int> counts;
   const size_t prefix = std::string("WORKER_STATE_").size();
   for (auto state : {zbpp::v1::WORKER_STATE_IDLE, zbpp::v1::WORKER_STATE_ASSIGNED,
-                     zbpp::v1::WORKER_STATE_RUNNING, zbpp::v1::WORKER_STATE_LOST}) {
+                     zbpp::v1::WORKER_STATE_RUNNING, zbpp::v1::WORKER_STATE_SPARE,
+                     zbpp::v1::WORKER_STATE_LOST}) {
     counts[zbpp::v1::WorkerState_Name(state).substr(prefix)] = by_state[state];
   }
   return counts;

@@ -129,6 +129,14 @@ class WorkerRegistry {
     /// A LOST worker is forgotten by the first `ForgetLost` more than this
     /// many seconds after it was lost (it stays listed until then). >= 0.
     double lost_worker_retention_seconds = 600.0;
+    // --- Held state ---
+    /// Whether the job `held.job_id` keeps the stage state worker
+    /// `worker_id` says it holds (Heartbeat.held; docs/elastic.md): such an
+    /// idle worker is a spare (WORKER_STATE_SPARE), reserved for that job,
+    /// given to no other by Assign. Unset: no job keeps any. Called with
+    /// the caller's lock held, like every method.
+    std::function<bool(const std::string& worker_id, const zbpp::v1::HeldState& held)>
+        keeps_held;
   };
 
   /// Most bytes of Heartbeat.error kept, the truncation marker
@@ -235,6 +243,16 @@ class WorkerRegistry {
       const std::vector<double>& min_memory_bytes = {},
       const WorkerFilter& filter = {}) const;
 
+  /// Gives `job_id` the workers `worker_ids` (by worker index), chosen by
+  /// the caller: a job resuming from what they hold in memory
+  /// (docs/elastic.md) takes its own spares and idle workers, draining or
+  /// not (each said, holding the job's state, that it left its last
+  /// attempt). They become ASSIGNED. FailedPrecondition naming the first
+  /// that is unknown, lost, assigned, or reserved for another job (nothing
+  /// changes then).
+  absl::Status AssignWorkers(const std::string& job_id,
+                             const std::vector<std::string>& worker_ids);
+
   /// Returns the live workers of `job_id` to IDLE (job ended, or recovery
   /// re-assigns), draining until ConfirmIdle. Returns how many were
   /// released (0 is fine).
@@ -283,8 +301,8 @@ class WorkerRegistry {
   absl::StatusOr<zbpp::v1::ListWorkersResponse> List(
       const zbpp::v1::ListWorkersRequest& request, const PlaceOfWorker& place) const;
 
-  /// Workers per API state name ("IDLE", "ASSIGNED", "RUNNING", "LOST").
-  /// O(workers held).
+  /// Workers per API state name ("IDLE", "ASSIGNED", "RUNNING", "SPARE",
+  /// "LOST"). O(workers held).
   std::map<std::string, int> Counts(const PlaceOfWorker& place) const;
 
  private:
@@ -296,6 +314,13 @@ class WorkerRegistry {
   /// Renews the lease of a live worker: its record; NotFound for an
   /// unknown or LOST one.
   absl::StatusOr<WorkerRecord*> Renew(const std::string& worker_id);
+  /// IDLE, not draining and no job's spare: what Assign may choose.
+  bool IsAssignable(const WorkerRecord& record) const;
+  /// IDLE and holding state a job keeps (Options.keeps_held).
+  bool IsSpare(const WorkerRecord& record) const;
+  /// The worker's state as the API shows it: RUNNING when ASSIGNED to a
+  /// job that runs (`place`), SPARE (IsSpare).
+  zbpp::v1::WorkerState ApiState(const WorkerRecord& record, const PlaceOfWorker& place) const;
   /// Assign's choice, by worker index, as keys of `workers_`; its errors.
   absl::StatusOr<std::vector<int64_t>> Choose(
       const std::string& job_id, int workers,

@@ -153,7 +153,7 @@ absl::Status CoordinatorServer::CreateMetrics() {
   for (v1::JobState state : kAllJobStates) {
     metrics_options.job_states.push_back(JobStateName(state));
   }
-  metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "LOST"};
+  metrics_options.worker_states = {"IDLE", "ASSIGNED", "RUNNING", "SPARE", "LOST"};
   metrics_options.rpc_services = Services();
   absl::StatusOr<std::unique_ptr<metrics::CoordinatorMetrics>> job_metrics =
       metrics::CoordinatorMetrics::Create(metrics_options, registry_);

@@ -38,6 +38,10 @@ void MetricsObserver::OnLayout(const std::string& job_id, const std::vector<int>
   metrics_->SetLayout(job_id, layout);
 }
 
+void MetricsObserver::OnReplicas(const std::string& job_id, int active, int spares) {
+  metrics_->SetReplicas(job_id, active, spares);
+}
+
 void MetricsObserver::OnJobFinished(const std::string& job_id) {
   metrics_->RemoveJob(job_id);
 }

@@ -26,6 +26,7 @@ class MetricsObserver final : public CoordinatorObserver {
                     bool skipped) override;
   void OnTransport(const std::string& job_id, zbpp::v1::Transport transport) override;
   void OnLayout(const std::string& job_id, const std::vector<int>& layout) override;
+  void OnReplicas(const std::string& job_id, int active, int spares) override;
   void OnJobFinished(const std::string& job_id) override;
 
  private:

@@ -64,7 +64,7 @@ table{border-collapse:collapse;font-size:13px}td,th{padding:4px 10px;text-align:
 th{color:#5a6478;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff;background:#7a8599}
 .RUNNING{background:#2f80ed}.SUCCEEDED{background:#27ae60}.FAILED{background:#eb5757}.CANCELLED{background:#828282}
-.RECOVERING,.ASSIGNING,.PENDING{background:#f2994a}
+.RECOVERING,.ASSIGNING,.PENDING,.DEGRADED{background:#f2994a}
 .cards{display:flex;gap:12px;flex-wrap:wrap;margin:8px 0}
 .card{background:#f4f5f7;border-radius:6px;padding:8px 14px;min-width:120px}
 .card b{display:block;font-size:20px}.card span{font-size:12px;color:#5a6478}

@@ -165,6 +165,25 @@ TEST(ZbppctlTables, StatusTableShowsReplicasAndTheirReductions) {
   EXPECT_THAT(table, HasSubstr("0.5000    0.0625"));
 }
 
+// A degraded job (docs/elastic.md): how many replicas run, and what its
+// recoveries cost.
+TEST(ZbppctlTables, StatusTableShowsADegradedJobsReplicasAndRestarts) {
+  v1::Job job = RunningJob("job-1");
+  job.mutable_spec()->mutable_pipeline()->set_data_parallel(2);
+  job.set_recoveries_total(2);
+  job.set_restarts_total(1);
+  const std::string running = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(running, HasSubstr("recoveries:   2 (1 restart)\n"));
+  EXPECT_THAT(running, Not(HasSubstr("replicas:")));
+  job.set_state(v1::JOB_STATE_DEGRADED);
+  job.set_replicas_active(1);
+  job.set_degraded_steps(3);
+  const std::string degraded = JobStatusTable(job, absl::FromUnixSeconds(1000000000));
+  EXPECT_THAT(degraded, HasSubstr("state:        DEGRADED\n"));
+  EXPECT_THAT(degraded, HasSubstr("replicas:     1 of 2 running (degraded: the same global batch)"));
+  EXPECT_THAT(degraded, HasSubstr("recoveries:   2 (1 restart, 3 steps degraded)\n"));
+}
+
 // A job name and message are the submitter's and the coordinator's text: no
 // escape sequence of theirs reaches the terminal (one cleared the screen and
 // set the window title).

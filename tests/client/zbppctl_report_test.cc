@@ -114,12 +114,14 @@ TEST(Report, JsonHasTheDemoContractKeys) {
                           "tokens_per_second", "bubble_rate_measured",
                           "bubble_rate_predicted", "recoveries", "validation_mode",
                           "rollbacks", "skipped_steps", "clipped_steps", "schedule_versions",
-                          "param_checksum", "precision"}) {
+                          "param_checksum", "precision", "restarts", "degraded_steps",
+                          "replicas_active"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["schedule"], "zb-h1");
   EXPECT_EQ(json["precision"], "FP32") << "unset means FP32";
   EXPECT_EQ(json["recoveries"], 1);
+  EXPECT_EQ(json["restarts"], 0) << "Job.restarts_total, unset";
   EXPECT_EQ(json["bubble_rate_measured"].size(), 2u);
   EXPECT_THAT(ReportTable(r), testing::HasSubstr("train loss:   5.0000 -> 3.0000"));
 }
@@ -186,7 +188,7 @@ TEST(Report, CountsValidationOutcomesAndTheVersionsTheStepsRan) {
   const std::string table = ReportTable(r);
   EXPECT_THAT(table, testing::HasSubstr(
                          "validation:   POST (policy AUTO): 12 rollbacks, 1 skipped, 11 clipped; "
-                         "1 recovery; 3 schedule versions (the last step ran v3)\n"));
+                         "1 recovery (0 restarts); 3 schedule versions (the last step ran v3)\n"));
   EXPECT_THAT(table, testing::HasSubstr("checksum:     -1234.5678901234567"));
   EXPECT_THAT(table, testing::HasSubstr("precision:    BF16\n"));
 }

@@ -385,6 +385,23 @@ TEST_F(CoordinatorMetricsTest, LayoutBlocksFollowTheCurrentLayout) {
   EXPECT_THAT(Text(), Not(HasSubstr("zbpp_job_layout_blocks{")));
 }
 
+// A degraded job (docs/elastic.md): fewer active replicas and its spare
+// workers, one series each, gone with the job.
+TEST_F(CoordinatorMetricsTest, ReplicasSayHowManyRunAndHowManyWorkersAreSpare) {
+  metrics_->SetReplicas("job-a", 2, 0);
+  metrics_->SetReplicas("job-a", 1, 1);
+  metrics_->SetReplicas("", 5, 5);
+  const std::string text = Text();
+  EXPECT_THAT(FindSample(text, "zbpp_job_replicas", {{"job_id", "job-a"}, {"state", "active"}}),
+              Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_replicas", {{"job_id", "job-a"}, {"state", "spare"}}),
+              Optional(1.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_replicas", {{"job_id", ""}, {"state", "active"}}),
+              std::nullopt);
+  metrics_->RemoveJob("job-a");
+  EXPECT_THAT(Text(), Not(HasSubstr("zbpp_job_replicas{")));
+}
+
 TEST_F(CoordinatorMetricsTest, StoreSeriesFollowTheStoreWriter) {
   std::string text = Text();
   EXPECT_THAT(FindSample(text, "zbpp_store_healthy", {}), Optional(1.0));

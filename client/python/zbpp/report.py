@@ -175,6 +175,12 @@ class Report:
     #: None when the steps carry no peak, measured or predicted.
     activation_memory: ActivationMemory | None
     recoveries: int
+    #: Of them, restarts from the last checkpoint (or step 0); the steps
+    #: completed on fewer replicas (DEGRADED) and the replicas running at
+    #: the end (docs/elastic.md).
+    restarts: int
+    degraded_steps: int
+    replicas_active: int
     #: The validation mode in force at the end ("POST", "SYNCHRONOUS"; None
     #: before the first schedule version) and the spec's policy ("AUTO" when
     #: unset).
@@ -394,6 +400,9 @@ def build_report(job: job_pb2.Job, steps: Sequence[job_pb2.StepSummary],
         breakdown=_breakdown(window, stages),
         activation_memory=_activation_memory(window, stages),
         recoveries=job.recoveries_total,
+        restarts=job.restarts_total,
+        degraded_steps=job.degraded_steps,
+        replicas_active=job.replicas_active,
         validation_mode=None if job.validation_mode == 0 else enum_name(
             job_spec_pb2.ValidationMode, job.validation_mode, "VALIDATION_MODE_"),
         validation_policy="AUTO" if spec.validation == 0 else enum_name(

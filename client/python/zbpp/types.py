@@ -126,8 +126,9 @@ class Job:
 
     id: str
     name: str
-    #: "PENDING", "ASSIGNING", "RUNNING", "RECOVERING", "SUCCEEDED", "FAILED"
-    #: or "CANCELLED".
+    #: "PENDING", "ASSIGNING", "RUNNING", "DEGRADED" (running on fewer
+    #: replicas after a lost worker, docs/elastic.md), "RECOVERING",
+    #: "SUCCEEDED", "FAILED" or "CANCELLED".
     state: str
     #: Why the job is in its state (FAILED, RECOVERING); may be empty.
     state_message: str
@@ -163,6 +164,13 @@ class Job:
     skipped_steps: int
     clipped_steps: int
     recoveries: int
+    #: Recoveries that restarted from the last checkpoint (or step 0); the
+    #: others resumed from the surviving workers' memory.
+    restarts: int
+    #: Replicas running steps: `replicas` when RUNNING, fewer while
+    #: DEGRADED, 0 otherwise; and the steps completed while DEGRADED.
+    replicas_active: int
+    degraded_steps: int
     #: Step of the newest checkpoint; None when none.
     last_checkpoint_step: int | None
     #: Sum of every parameter after the last step; None before it.
@@ -208,6 +216,8 @@ class Job:
             last_step=Step.from_proto(j.last_step) if j.HasField("last_step") else None,
             rollbacks=j.rollbacks_total, skipped_steps=j.skipped_steps_total,
             clipped_steps=j.clipped_steps_total, recoveries=j.recoveries_total,
+            restarts=j.restarts_total, replicas_active=j.replicas_active,
+            degraded_steps=j.degraded_steps,
             last_checkpoint_step=j.last_checkpoint_step if j.last_checkpoint_step >= 0 else None,
             param_checksum=j.param_checksum if j.HasField("param_checksum") else None,
             create_time=time_of(j.create_time, j.HasField("create_time")),

@@ -103,6 +103,8 @@ std::vector<std::string> Observed(const JobEffects& effects) {
             return absl::StrCat("transport ", v1::Transport_Name(x.transport));
           } else if constexpr (std::is_same_v<T, LayoutObserved>) {
             return absl::StrCat("layout ", LayoutText(x.layout));
+          } else if constexpr (std::is_same_v<T, ReplicasObserved>) {
+            return absl::StrCat("replicas ", x.active, " active, ", x.spares, " spare");
           } else {
             return "finished";
           }
@@ -282,7 +284,7 @@ TEST_F(JobEffectsTest, TheLastAcknowledgementStoresTheRunningRecordAndTellsWatch
   EXPECT_TRUE(StoredRecord(effects).has_start_time());
   EXPECT_THAT(Messages(effects), IsEmpty());
   EXPECT_THAT(Events(effects), ElementsAre("ASSIGNING->RUNNING"));
-  EXPECT_THAT(Observed(effects), IsEmpty());
+  EXPECT_THAT(Observed(effects), ElementsAre("replicas 1 active, 0 spare"));
 }
 
 // The step completes with its validation: the outcome, then the summary,
@@ -504,7 +506,7 @@ TEST_F(JobEffectsTest, ALostWorkerEndsTheAttemptAndTheJobRecovers) {
   EXPECT_THAT(effects.deleted_scopes, ElementsAre("job-1/attempt-1"));
   EXPECT_THAT(Events(effects), ElementsAre("RUNNING->RECOVERING"));
   EXPECT_FALSE(effects.close_watchers);
-  EXPECT_THAT(Observed(effects), IsEmpty());
+  EXPECT_THAT(Observed(effects), ElementsAre("replicas 0 active, 0 spare"));
 
   // While assigning, the job waits again.
   std::unique_ptr<Job> assigning = Begun(TestSpec(/*stages=*/2), &workers);
@@ -525,7 +527,7 @@ TEST_F(JobEffectsTest, AFailedWorkerEndsTheAttemptNamingItsStage) {
                                              "w1 abort: worker w1 (stage 1) failed: out of memory"));
   EXPECT_TRUE(effects.release_workers);
   EXPECT_THAT(Events(effects), ElementsAre("RUNNING->RECOVERING"));
-  EXPECT_THAT(Observed(effects), IsEmpty());
+  EXPECT_THAT(Observed(effects), ElementsAre("replicas 0 active, 0 spare"));
 
   // A job error fails the job.
   std::unique_ptr<Job> doomed = Running(TestSpec(/*stages=*/2), &workers);

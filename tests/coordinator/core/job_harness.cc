@@ -1,7 +1,9 @@
 #include "tests/coordinator/core/job_harness.h"
 
+#include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -96,6 +98,10 @@ std::vector<FakeWorker> JobHarness::AddWorkers(int n) {
 }
 
 absl::Status JobHarness::StartAttempt(Job& job, std::vector<FakeWorker>& workers) {
+  if (const Job::EndedAttempt* ended = job.AwaitingHeld()) {
+    job.DecideRecovery(std::vector<std::optional<int64_t>>(ended->workers.size()));
+    Apply(job);
+  }
   const absl::Status prepared = job.Prepare();
   Apply(job);
   if (!prepared.ok()) return prepared;

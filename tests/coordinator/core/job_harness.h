@@ -75,7 +75,10 @@ class JobHarness : public ::testing::Test {
   /// What Coordinator::StartAttempt does with free workers: prepares the
   /// job, takes every worker of `workers` (they say they are idle first, as
   /// a released worker's heartbeat would) and begins the attempt over Gloo.
-  /// The workers' messages stay queued.
+  /// A job recovering from a fault first decides to restart, as the
+  /// Coordinator does when none of the ended attempt's workers holds state
+  /// (Job::DecideRecovery; docs/elastic.md). The workers' messages stay
+  /// queued.
   absl::Status StartAttempt(Job& job, std::vector<FakeWorker>& workers);
   /// Each worker applies its messages and acknowledges the attempt it
   /// holds, as its heartbeat would: the job goes RUNNING.

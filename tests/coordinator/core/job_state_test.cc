@@ -29,8 +29,15 @@ const std::set<std::pair<S, S>>& LegalEdges() {
       {v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED},
       {v1::JOB_STATE_RUNNING, v1::JOB_STATE_RECOVERING},
       {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_RUNNING},
+      {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_DEGRADED},
+      {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_SUCCEEDED},
       {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_FAILED},
       {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_CANCELLED},
+      {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_RUNNING},
+      {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_RECOVERING},
+      {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_SUCCEEDED},
+      {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_FAILED},
+      {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_CANCELLED},
   };
   return *kEdges;
 }
@@ -53,7 +60,7 @@ TEST(JobState, EveryPairIsLegalExactlyWhenTheDiagramHasTheEdge) {
       }
     }
   }
-  EXPECT_EQ(legal, 14);
+  EXPECT_EQ(legal, 21);
 }
 
 TEST(JobState, TerminalStatesAreFinal) {
@@ -65,7 +72,8 @@ TEST(JobState, TerminalStatesAreFinal) {
       EXPECT_THAT(std::string(status.message()), HasSubstr("is terminal"));
     }
   }
-  for (S state : {v1::JOB_STATE_PENDING, v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING, v1::JOB_STATE_RECOVERING}) {
+  for (S state : {v1::JOB_STATE_PENDING, v1::JOB_STATE_ASSIGNING, v1::JOB_STATE_RUNNING,
+                  v1::JOB_STATE_DEGRADED, v1::JOB_STATE_RECOVERING}) {
     EXPECT_FALSE(IsTerminal(state));
     EXPECT_TRUE(Transition(state, v1::JOB_STATE_CANCELLED).ok());
   }
@@ -74,7 +82,7 @@ TEST(JobState, TerminalStatesAreFinal) {
 TEST(JobState, NamesAreDistinct) {
   std::set<std::string> names;
   for (S state : kAllJobStates) names.insert(JobStateName(state));
-  EXPECT_EQ(names.size(), 7u);
+  EXPECT_EQ(names.size(), 8u);
   EXPECT_EQ(JobStateName(v1::JOB_STATE_RECOVERING), "RECOVERING");
 }
 

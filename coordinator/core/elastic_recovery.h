@@ -1,0 +1,50 @@
+#ifndef ZBPP_COORDINATOR_CORE_ELASTIC_RECOVERY_H_
+#define ZBPP_COORDINATOR_CORE_ELASTIC_RECOVERY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zbpp::coordinator {
+
+/// How a job recovers from a fault (docs/elastic.md, "Recovering from
+/// memory"): from what the ended attempt's workers hold, or from the last
+/// checkpoint.
+struct RecoveryChoice {
+  /// Resume from memory (full width or degraded) rather than restart.
+  bool resume = false;
+  /// The step every kept worker holds (j): the next attempt starts at
+  /// j + 1. Meaningful only when `resume`.
+  int64_t held_step = -1;
+  /// The ended attempt's replicas that are complete and kept, ascending;
+  /// replica i of the next attempt is kept_replicas[i]. Empty for a
+  /// restart.
+  std::vector<int> kept_replicas;
+  /// m' = d·m / d', microbatches per replica of the next attempt; 0 for a
+  /// restart.
+  int microbatches = 0;
+  /// Why the job restarts (for its state message); empty when it resumes.
+  std::string restart_reason;
+};
+
+/// Chooses how a job of `stages` p stages whose spec runs `replicas` d
+/// replicas of `microbatches` m microbatches each recovers, from
+/// `held[i]`: the step the ended attempt's worker index i (replica r =
+/// i / p, stage i % p, over the ended attempt's own replicas) holds in
+/// memory, nullopt when it holds nothing (lost, silent, or said so).
+///
+/// A replica is complete when all of its p stages hold a step. The job
+/// resumes when at least one replica is complete, every complete replica's
+/// stages hold the same step j, the d' complete replicas divide the global
+/// batch (d'·m' = d·m for an integer m') and j + 1 <= steps — at full
+/// width when d' = d. Otherwise it restarts, `restart_reason` saying why
+/// ("no replica holds all 2 stages", "the held steps disagree (5 and 6)",
+/// "3 replicas cannot share the 4 microbatches of a step evenly").
+/// `held.size()` must be a positive multiple of p. Pure; thread-safe.
+RecoveryChoice ChooseRecovery(int stages, int replicas, int microbatches, int64_t steps,
+                              const std::vector<std::optional<int64_t>>& held);
+
+}  // namespace zbpp::coordinator
+
+#endif  // ZBPP_COORDINATOR_CORE_ELASTIC_RECOVERY_H_

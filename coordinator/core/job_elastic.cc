@@ -1,0 +1,145 @@
+// Job: recovering from what the surviving workers hold in memory — resume
+// at full width, degrade onto the complete replicas, or restart — and the
+// schedule versions of another replica count (docs/elastic.md; job.h).
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/core/elastic_recovery.h"
+#include "coordinator/core/job.h"
+#include "coordinator/core/planning.h"
+
+namespace zbpp::coordinator {
+
+using zbpp::v1::SessionResponse;
+
+SessionMessage DropHeldStateMessage(const std::string& job_id, int64_t attempt,
+                                    const std::string& reason) {
+  auto message = std::make_shared<SessionResponse>();
+  zbpp::v1::Command* command = message->mutable_command();
+  command->set_job_id(job_id);
+  command->set_attempt(attempt);
+  command->mutable_abort()->set_reason(reason);
+  command->mutable_abort()->set_keep_state(false);
+  return message;
+}
+
+bool Job::KeepsHeld(const std::string& worker_id) const {
+  if (spares_.count(worker_id)) return true;
+  return awaited_.has_value() && std::find(awaited_->workers.begin(), awaited_->workers.end(),
+                                           worker_id) != awaited_->workers.end();
+}
+
+void Job::DropHeld(const std::string& reason) {
+  std::map<std::string, int64_t> holders = std::move(spares_);
+  spares_.clear();
+  if (awaited_.has_value()) {
+    for (const std::string& worker_id : awaited_->workers) {
+      holders.emplace(worker_id, awaited_->number);
+    }
+    awaited_.reset();
+  }
+  for (const auto& [worker_id, attempt] : holders) {
+    effects_.messages.push_back({worker_id, DropHeldStateMessage(id(), attempt, reason)});
+  }
+}
+
+absl::Status Job::PublishReplicasVersion(int replicas, int microbatches) {
+  const int64_t start = attempt_.start_step();
+  const zbpp::v1::ScheduleVersion* in_force = versions_.InForce(start);
+  if (in_force == nullptr) return absl::OkStatus();  // Version 1 is the plan's.
+  bool fits = in_force->schedule().microbatches() == microbatches;
+  for (const zbpp::v1::ScheduleVersion* later : versions_.After(start)) {
+    fits &= later->schedule().microbatches() == microbatches;
+  }
+  if (fits) return absl::OkStatus();
+  absl::StatusOr<ScheduleChoice> choice =
+      PlanReplicas(job_.spec(), std::vector<int>(job_.layout().begin(), job_.layout().end()),
+                   versions_.latest().schedule().name(), replicas, microbatches);
+  if (!choice.ok()) return choice.status();
+  const int from = in_force->schedule().microbatches();
+  const int global = replicas * microbatches;
+  PublishVersion(
+      BuildVersion(id(), choice->schedule, choice->problem, choice->simulation,
+                   zbpp::v1::SCHEDULE_CHANGE_REASON_REPLICAS,
+                   absl::StrCat(from > 0 ? global / from : 0, " -> ", replicas,
+                                " replicas, ", from, " -> ", microbatches,
+                                " microbatches per replica (global batch ", global,
+                                " microbatches)"),
+                   nullptr),
+      choice->schedule);
+  return absl::OkStatus();
+}
+
+std::optional<std::vector<std::string>> Job::DecideRecovery(
+    const std::vector<std::optional<int64_t>>& held) {
+  if (!awaited_.has_value()) return std::nullopt;
+  const EndedAttempt ended = *std::move(awaited_);
+  awaited_.reset();
+  // Whoever said it holds a stage is kept until the decision is made.
+  for (size_t i = 0; i < held.size() && i < ended.workers.size(); ++i) {
+    if (held[i].has_value()) spares_[ended.workers[i]] = ended.number;
+  }
+  const int p = stages();
+  const int64_t steps = job_.spec().steps();
+  RecoveryChoice choice = ChooseRecovery(p, replicas(), job_.spec().pipeline().microbatches(),
+                                         steps, held);
+  if (choice.resume && choice.held_step + 1 == steps) {
+    // Every step's update is held: nothing is left to run.
+    job_.set_steps_completed(steps);
+    LogError(ChangeState(zbpp::v1::JOB_STATE_SUCCEEDED,
+                         absl::StrCat(job_.state_message(), "; every step's update (to step ",
+                                      choice.held_step, ") is held: done"),
+                         std::nullopt),
+             absl::StrCat("recovering job ", id()));
+    return std::nullopt;
+  }
+  const int kept = static_cast<int>(choice.kept_replicas.size());
+  if (choice.resume) {
+    attempt_.set_start_step(choice.held_step + 1);
+    if (absl::Status planned = PublishReplicasVersion(kept, choice.microbatches);
+        !planned.ok()) {
+      choice.resume = false;
+      choice.restart_reason = absl::StrCat("no schedule for ", kept, " replicas of ",
+                                           choice.microbatches,
+                                           " microbatches: ", planned.message());
+    }
+  }
+  if (!choice.resume) {
+    const int64_t checkpoint = job_.last_checkpoint_step();
+    const std::string restart = absl::StrCat(
+        "restarting from ",
+        checkpoint >= 0 ? absl::StrCat("the checkpoint of step ", checkpoint) : "step 0", " (",
+        choice.restart_reason, ")");
+    DropHeld(absl::StrCat("job ", id(), " is ", restart));
+    job_.set_state_message(absl::StrCat(job_.state_message(), "; ", restart));
+    Persist();
+    ObserveReplicas();
+    return std::nullopt;
+  }
+  std::vector<std::string> workers;
+  for (int r : choice.kept_replicas) {
+    for (int s = 0; s < p; ++s) {
+      workers.push_back(ended.workers[r * p + s]);
+      spares_.erase(workers.back());
+    }
+  }
+  resume_ = AttemptShape{kept, choice.microbatches, /*from_memory=*/true};
+  const int64_t start = choice.held_step + 1;
+  job_.set_state_message(absl::StrCat(
+      job_.state_message(), "; ",
+      kept < replicas()
+          ? absl::StrCat("degraded to ", kept, " replicas at step ", start, " (",
+                         choice.microbatches, " microbatches each)")
+          : absl::StrCat("resuming from memory at step ", start)));
+  Persist();
+  ObserveReplicas();
+  return workers;
+}
+
+}  // namespace zbpp::coordinator

@@ -1,0 +1,529 @@
+// Recovering from memory (docs/elastic.md) in the coordinator core: the
+// choice itself (ChooseRecovery), then fake workers (coordinator_fixture.h)
+// that say what they hold after a fault (Heartbeat.held) — a resume at full
+// width, a degrade onto the complete replicas with the same global batch,
+// a restart when the held state cannot be used — spares, and the end of
+// the job telling every holder to drop its state.
+
+#include "coordinator/core/elastic_recovery.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/coordinator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/coordinator/core/coordinator_fixture.h"
+
+namespace zbpp::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeWorker;
+using testing::TestSpec;
+using testing::TrueCosts;
+using testing::Uncalibrated;
+
+// ------------------------------------------------------ ChooseRecovery
+
+TEST(ChooseRecovery, EveryWorkerAtOneStepResumesAtFullWidth) {
+  const RecoveryChoice choice = ChooseRecovery(2, 2, 4, 10, {5, 5, 5, 5});
+  EXPECT_TRUE(choice.resume);
+  EXPECT_EQ(choice.held_step, 5);
+  EXPECT_EQ(choice.kept_replicas, (std::vector<int>{0, 1}));
+  EXPECT_EQ(choice.microbatches, 4);
+  EXPECT_EQ(choice.restart_reason, "");
+}
+
+TEST(ChooseRecovery, ABrokenReplicaLeavesTheCompleteOnesWithTheWholeBatch) {
+  // Replica 0 lost its stage 1; replicas 1 and 3 are complete... of 4.
+  const RecoveryChoice choice = ChooseRecovery(
+      2, 4, 3, 10, {5, std::nullopt, 5, 5, std::nullopt, 5, 5, 5});
+  EXPECT_TRUE(choice.resume);
+  EXPECT_EQ(choice.kept_replicas, (std::vector<int>{1, 3}));
+  EXPECT_EQ(choice.microbatches, 6) << "4 x 3 microbatches over 2 replicas";
+}
+
+TEST(ChooseRecovery, RestartsWhenTheHeldStateCannotBeUsed) {
+  const std::optional<int64_t> none;
+  EXPECT_EQ(ChooseRecovery(2, 2, 4, 10, {5, none, none, 5}).restart_reason,
+            "no replica holds all 2 stages");
+  EXPECT_EQ(ChooseRecovery(2, 2, 4, 10, {5, 4, 5, none}).restart_reason,
+            "the held steps disagree (4 and 5)");
+  EXPECT_EQ(ChooseRecovery(2, 2, 4, 10, {5, 5, 6, 6}).restart_reason,
+            "the held steps disagree (5 and 6)");
+  EXPECT_EQ(ChooseRecovery(1, 3, 3, 10, {5, 5, none}).restart_reason,
+            "2 replicas cannot share the 9 microbatches of a step evenly");
+  EXPECT_EQ(ChooseRecovery(1, 2, 2, 5, {5, 5}).restart_reason,
+            "the held step 5 is past the job's last step 4");
+  const RecoveryChoice restart = ChooseRecovery(2, 2, 4, 10, {5, none, none, 5});
+  EXPECT_FALSE(restart.resume);
+  EXPECT_TRUE(restart.kept_replicas.empty());
+  EXPECT_EQ(restart.microbatches, 0);
+}
+
+// ---------------------------------------------------- the coordinator
+
+/// p = 2 stages, d replicas of m microbatches, `steps` steps, no
+/// calibration and no re-solve: versions change only for the replicas.
+v1::JobSpec ElasticSpec(int replicas, int microbatches, int64_t steps = 10) {
+  v1::JobSpec spec = Uncalibrated(TestSpec(2, microbatches, "1f1b", steps));
+  spec.mutable_pipeline()->set_data_parallel(replicas);
+  spec.mutable_schedule()->mutable_resolve()->set_disabled(true);
+  return spec;
+}
+
+/// The true costs of a replica of `spec` running `replicas` replicas of
+/// `microbatches` each (a degraded attempt's schedule has m' microbatches).
+sched::Problem TruthFor(v1::JobSpec spec, int replicas, int microbatches) {
+  spec.mutable_pipeline()->set_data_parallel(replicas);
+  spec.mutable_pipeline()->set_microbatches(microbatches);
+  return TrueCosts(spec, 0, 1.0);
+}
+
+class ElasticTest : public testing::CoordinatorTest {
+ protected:
+  /// Applies what waits in `w`'s outbox (as FakeWorker::Drain) and returns
+  /// the Abort commands among it.
+  std::vector<v1::AbortCommand> DrainAborts(FakeWorker& w) {
+    std::vector<SessionMessage> messages;
+    const absl::Status popped = w.outbox->Pop(absl::InfinitePast(), &messages);
+    if (!popped.ok()) w.closed = popped;
+    std::vector<v1::AbortCommand> aborts;
+    for (const SessionMessage& message : messages) {
+      if (message->has_command() && message->command().has_abort()) {
+        aborts.push_back(message->command().abort());
+      }
+      if (message->has_schedule() && w.assignment.has_value()) {
+        w.schedule_messages.push_back(message);
+      }
+      w.Apply(*message);
+    }
+    return aborts;
+  }
+
+  /// `w`, idle after its attempt ended, says it holds `stage` of `job_id`
+  /// at `step` from `attempt` (zbpp-worker's heartbeat after an Abort that
+  /// keeps its state).
+  void SayHeld(FakeWorker& w, const std::string& job_id, int64_t attempt, int stage,
+               int64_t step) {
+    v1::Heartbeat hb;
+    hb.set_phase(v1::WORKER_PHASE_IDLE);
+    v1::HeldState* held = hb.mutable_held();
+    held->set_job_id(job_id);
+    held->set_attempt(attempt);
+    held->set_stage(stage);
+    held->set_step(step);
+    const absl::Status sent = coordinator_->Heartbeat(w.id, hb);
+    ASSERT_TRUE(sent.ok()) << sent;
+  }
+
+  /// Every worker of `workers` but `silent` heartbeats RUNNING its attempt
+  /// each second for 6 s, the coordinator ticking, until `silent`'s lease
+  /// expires: the survivors have not heard of the end yet.
+  void LoseWhileOthersRun(std::vector<FakeWorker>& workers, size_t silent) {
+    for (int t = 0; t < 6; ++t) {
+      clock_.Advance(absl::Seconds(1));
+      for (size_t i = 0; i < workers.size(); ++i) {
+        if (i == silent || !workers[i].assignment) continue;
+        v1::Heartbeat hb;
+        hb.set_phase(v1::WORKER_PHASE_RUNNING);
+        hb.set_job_id(workers[i].assignment->job_id());
+        hb.set_attempt(workers[i].assignment->attempt());
+        ASSERT_TRUE(coordinator_->Heartbeat(workers[i].id, hb).ok());
+      }
+      coordinator_->Tick();
+    }
+  }
+
+  /// The index in `workers` of the one running (stage, replica).
+  static size_t Find(const std::vector<FakeWorker>& workers, int stage, int replica) {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (workers[i].assignment && workers[i].assignment->stage() == stage &&
+          workers[i].assignment->replica() == replica) {
+        return i;
+      }
+    }
+    ADD_FAILURE() << "no worker runs stage " << stage << " of replica " << replica;
+    return 0;
+  }
+
+  /// Heartbeats `workers` with their attempt (PREPARING): the attempt is
+  /// acknowledged.
+  void Acknowledge(std::vector<FakeWorker*> workers) {
+    for (FakeWorker* w : workers) {
+      w->Drain();
+      ASSERT_TRUE(w->assignment.has_value()) << w->id;
+      v1::Heartbeat hb;
+      hb.set_phase(v1::WORKER_PHASE_PREPARING);
+      hb.set_job_id(w->assignment->job_id());
+      hb.set_attempt(w->assignment->attempt());
+      ASSERT_TRUE(coordinator_->Heartbeat(w->id, hb).ok());
+    }
+  }
+
+  v1::WorkerState StateOf(const std::string& worker_id) {
+    v1::ListWorkersRequest request;
+    const absl::StatusOr<v1::ListWorkersResponse> listed = coordinator_->ListWorkers(request);
+    for (const v1::Worker& w : listed->workers()) {
+      if (w.worker_id() == worker_id) return w.state();
+    }
+    return v1::WORKER_STATE_UNSPECIFIED;
+  }
+};
+
+// The brief's case: a 2-stage x 2-replica job loses the stage-0 worker of
+// replica 1 after step 2; the three survivors hold step 2. Replica 0 goes
+// on alone from step 3 with the whole batch of 2 x 4 = 8 microbatches
+// under a schedule of 8; replica 1's stage 1 is a spare, given to no other
+// job; cancelling the job tells everyone to drop the state.
+TEST_F(ElasticTest, ALostWorkerDegradesTheJobOntoTheCompleteReplica) {
+  const v1::JobSpec spec = ElasticSpec(2, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  const int64_t version_before = coordinator_->GetJob(job_id, {})->schedule_version();
+  std::map<std::string, int> stage_of;
+  for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();
+  const size_t lost = Find(workers, 0, 1);
+  const size_t spare = Find(workers, 1, 1);
+  const size_t kept0 = Find(workers, 0, 0);
+  const size_t kept1 = Find(workers, 1, 0);
+
+  LoseWhileOthersRun(workers, lost);
+  auto job = coordinator_->GetJob(job_id, {});
+  ASSERT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  // The survivors are told to keep their state.
+  for (size_t i : {spare, kept0, kept1}) {
+    const std::vector<v1::AbortCommand> aborts = DrainAborts(workers[i]);
+    ASSERT_EQ(aborts.size(), 1u) << i;
+    EXPECT_TRUE(aborts[0].keep_state()) << i;
+    EXPECT_FALSE(workers[i].assignment.has_value());
+  }
+  // Two of three said what they hold: the job waits for the third.
+  SayHeld(workers[spare], job_id, 1, 1, 2);
+  SayHeld(workers[kept0], job_id, 1, 0, 2);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->assignments_size(), 0);
+  SayHeld(workers[kept1], job_id, 1, 1, 2);
+
+  // Attempt 2: replica 0's workers, from memory, at step 3.
+  for (size_t i : {kept0, kept1}) {
+    workers[i].Drain();
+    ASSERT_TRUE(workers[i].assignment.has_value()) << i;
+    const v1::Assignment& a = *workers[i].assignment;
+    EXPECT_EQ(a.attempt(), 2);
+    EXPECT_EQ(a.stage(), stage_of[workers[i].id]) << "each keeps its stage";
+    EXPECT_EQ(a.replica(), 0);
+    EXPECT_TRUE(a.resume_from_memory());
+    EXPECT_EQ(a.replicas(), 1);
+    EXPECT_EQ(a.microbatch_offset(), 0);
+    EXPECT_EQ(a.microbatches(), 8);
+    EXPECT_EQ(a.start_step(), 3);
+    EXPECT_FALSE(a.has_restore());
+    EXPECT_FALSE(a.profile()) << "a resumed attempt is not calibrated";
+    EXPECT_EQ(a.peers_size(), 2);
+    // The version it starts under: 8 microbatches, for the replicas.
+    EXPECT_EQ(a.schedule().version(), version_before + 1);
+    EXPECT_EQ(a.schedule().schedule().microbatches(), 8);
+    EXPECT_EQ(a.schedule().reason(), v1::SCHEDULE_CHANGE_REASON_REPLICAS);
+    EXPECT_EQ(a.schedule().effective_step(), 3);
+    EXPECT_THAT(a.schedule().reason_detail(), HasSubstr("2 -> 1 replicas, 4 -> 8"));
+  }
+  EXPECT_FALSE(workers[spare].state->WaitForAssignment(absl::ZeroDuration()).has_value());
+  EXPECT_EQ(StateOf(workers[spare].id), v1::WORKER_STATE_SPARE);
+
+  Acknowledge({&workers[kept0], &workers[kept1]});
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_DEGRADED);
+  EXPECT_EQ(job->replicas_active(), 1);
+  EXPECT_EQ(job->recoveries_total(), 1);
+  EXPECT_EQ(job->restarts_total(), 0);
+  EXPECT_THAT(job->state_message(), HasSubstr(workers[lost].id));
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("degraded to 1 replicas at step 3 (8 microbatches each)"));
+  EXPECT_EQ(job->assignments_size(), 2);
+
+  // Steps go on on one replica; each counts as degraded.
+  std::vector<FakeWorker> replica0 = {workers[kept0], workers[kept1]};
+  const sched::Problem degraded_truth = TruthFor(spec, 1, 8);
+  ASSERT_TRUE(ReportStepOnAll(replica0, degraded_truth, 3));
+  ASSERT_TRUE(ReportStepOnAll(replica0, degraded_truth, 4));
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->steps_completed(), 5);
+  EXPECT_EQ(job->degraded_steps(), 2);
+
+  // The spare is kept for its job: another job waits for a worker of its own.
+  const std::string other = coordinator_->SubmitJob(Uncalibrated(TestSpec(1, 2, "1f1b")))->id();
+  EXPECT_EQ(coordinator_->GetJob(other, {})->state(), v1::JOB_STATE_PENDING);
+  FakeWorker newcomer = AddWorker(10);
+  EXPECT_EQ(coordinator_->GetJob(other, {})->state(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(coordinator_->GetJob(other, {})->assignments(0).worker_id(), newcomer.id);
+
+  // The job ends: the attempt's workers and the spare drop the state.
+  ASSERT_TRUE(coordinator_->CancelJob(job_id, "enough").ok());
+  for (size_t i : {spare, kept0, kept1}) {
+    const std::vector<v1::AbortCommand> aborts = DrainAborts(workers[i]);
+    ASSERT_EQ(aborts.size(), 1u) << i;
+    EXPECT_FALSE(aborts[0].keep_state()) << i;
+  }
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->replicas_active(), 0);
+  EXPECT_EQ(StateOf(workers[spare].id), v1::WORKER_STATE_IDLE);
+}
+
+// No worker died: a worker failed on a timeout, every one holds step 2,
+// and the same workers go on from step 3 at full width under the same
+// version.
+TEST_F(ElasticTest, EveryStageHeldResumesAtFullWidthWithoutRestart) {
+  const v1::JobSpec spec = ElasticSpec(2, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  const int64_t version_before = coordinator_->GetJob(job_id, {})->schedule_version();
+  std::map<std::string, std::pair<int, int>> place;
+  for (const FakeWorker& w : workers) {
+    place[w.id] = {w.assignment->stage(), w.assignment->replica()};
+  }
+  v1::Heartbeat failed;
+  failed.set_phase(v1::WORKER_PHASE_FAILED);
+  failed.set_job_id(job_id);
+  failed.set_attempt(1);
+  failed.set_error("gloo: connect to rank 2 timed out after 30s");
+  ASSERT_TRUE(coordinator_->Heartbeat(workers[1].id, failed).ok());
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING);
+  for (FakeWorker& w : workers) {
+    DrainAborts(w);
+    SayHeld(w, job_id, 1, place[w.id].first, 2);
+  }
+  for (FakeWorker& w : workers) {
+    w.Drain();
+    ASSERT_TRUE(w.assignment.has_value()) << w.id;
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_EQ(std::make_pair(w.assignment->stage(), w.assignment->replica()), place[w.id]);
+    EXPECT_TRUE(w.assignment->resume_from_memory());
+    EXPECT_EQ(w.assignment->replicas(), 2);
+    EXPECT_EQ(w.assignment->microbatches(), 4);
+    EXPECT_EQ(w.assignment->microbatch_offset(), 4 * w.assignment->replica());
+    EXPECT_EQ(w.assignment->start_step(), 3);
+    EXPECT_EQ(w.assignment->schedule().version(), version_before);
+  }
+  std::vector<FakeWorker*> all;
+  for (FakeWorker& w : workers) all.push_back(&w);
+  Acknowledge(all);
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->replicas_active(), 2);
+  EXPECT_EQ(job->schedule_version(), version_before);
+  EXPECT_EQ(job->recoveries_total(), 1);
+  EXPECT_EQ(job->restarts_total(), 0);
+  EXPECT_THAT(job->state_message(), ::testing::IsEmpty());
+  ASSERT_TRUE(ReportStepOnAll(workers, truth, 3));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
+}
+
+// The survivors of the complete replica disagree on the step their state
+// holds: nothing can resume; the job restarts from step 0 on a
+// replacement, counting a restart, and the holders are told to drop.
+TEST_F(ElasticTest, DisagreeingHeldStepsRestartFromTheCheckpoint) {
+  const v1::JobSpec spec = ElasticSpec(2, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  const size_t lost = Find(workers, 0, 1);
+  const size_t spare = Find(workers, 1, 1);
+  const size_t kept0 = Find(workers, 0, 0);
+  const size_t kept1 = Find(workers, 1, 0);
+  LoseWhileOthersRun(workers, lost);
+  for (size_t i : {spare, kept0, kept1}) DrainAborts(workers[i]);
+  SayHeld(workers[spare], job_id, 1, 1, 2);
+  SayHeld(workers[kept0], job_id, 1, 0, 2);
+  SayHeld(workers[kept1], job_id, 1, 1, 1);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("restarting from step 0 (the held steps disagree (1 and 2))"));
+  for (size_t i : {spare, kept0, kept1}) {
+    const std::vector<v1::AbortCommand> aborts = DrainAborts(workers[i]);
+    ASSERT_EQ(aborts.size(), 1u) << i;
+    EXPECT_FALSE(aborts[0].keep_state()) << i;
+    EXPECT_NE(StateOf(workers[i].id), v1::WORKER_STATE_SPARE) << i;
+  }
+  workers[lost] = AddWorker(9);
+  HeartbeatAll(workers);
+  for (FakeWorker& w : workers) {
+    ASSERT_TRUE(w.assignment.has_value()) << w.id;
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_FALSE(w.assignment->resume_from_memory());
+    EXPECT_EQ(w.assignment->start_step(), 0);
+  }
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->restarts_total(), 1);
+  EXPECT_EQ(job->recoveries_total(), 1);
+}
+
+// d = 3 replicas of m = 3: two complete replicas cannot share 9
+// microbatches evenly, so the job restarts.
+TEST_F(ElasticTest, ABatchTheSurvivorsCannotShareEvenlyRestarts) {
+  const v1::JobSpec spec = ElasticSpec(3, 3);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  ASSERT_TRUE(ReportStepOnAll(workers, truth, 0));
+  const size_t lost = Find(workers, 0, 2);
+  std::map<std::string, int> stage_of;
+  for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();
+  LoseWhileOthersRun(workers, lost);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (i == lost) continue;
+    DrainAborts(workers[i]);
+    SayHeld(workers[i], job_id, 1, stage_of[workers[i].id], 0);
+  }
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("2 replicas cannot share the 9 microbatches of a step evenly"));
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (i != lost) {
+      EXPECT_FALSE(workers[i].assignment.has_value()) << i;
+    }
+  }
+}
+
+// The survivors stay silent about their state past the heartbeat timeout
+// from the attempt's end: the job restarts without them; what they say
+// afterwards changes nothing, and they are no spares.
+TEST_F(ElasticTest, HeldStateReportedAfterTheWaitRestarts) {
+  const v1::JobSpec spec = ElasticSpec(2, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  const size_t lost = Find(workers, 0, 1);
+  std::map<std::string, int> stage_of;
+  for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();
+  LoseWhileOthersRun(workers, lost);
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RECOVERING);
+  ASSERT_THAT(coordinator_->GetJob(job_id, {})->state_message(),
+              ::testing::Not(HasSubstr("restarting")));
+  // Still running attempt 1 as far as they say, for 5 s more.
+  std::vector<FakeWorker> survivors;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (i != lost) survivors.push_back(workers[i]);
+  }
+  LoseWhileOthersRun(survivors, survivors.size());
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job->state_message(), HasSubstr("restarting from step 0 (no replica holds all"));
+  for (FakeWorker& w : survivors) {
+    DrainAborts(w);
+    SayHeld(w, job_id, 1, stage_of[w.id], 2);
+    EXPECT_NE(StateOf(w.id), v1::WORKER_STATE_SPARE);
+  }
+  survivors.push_back(AddWorker(9));
+  HeartbeatAll(survivors);
+  for (FakeWorker& w : survivors) {
+    ASSERT_TRUE(w.assignment.has_value()) << w.id;
+    EXPECT_FALSE(w.assignment->resume_from_memory());
+    EXPECT_EQ(w.assignment->start_step(), 0);
+  }
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->restarts_total(), 1);
+}
+
+// A worker still holding the state of a job that ended is told to drop it.
+TEST_F(ElasticTest, StateOfAnEndedJobIsDropped) {
+  const v1::JobSpec spec = ElasticSpec(1, 4, 1);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  ASSERT_TRUE(ReportStepOnAll(workers, TrueCosts(spec, 0, 1.0), 0));
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_SUCCEEDED);
+  for (FakeWorker& w : workers) {
+    const std::vector<v1::AbortCommand> aborts = DrainAborts(w);
+    ASSERT_EQ(aborts.size(), 1u);
+    EXPECT_FALSE(aborts[0].keep_state()) << "the job's end";
+  }
+  SayHeld(workers[0], job_id, 1, 0, 0);
+  const std::vector<v1::AbortCommand> aborts = DrainAborts(workers[0]);
+  ASSERT_EQ(aborts.size(), 1u);
+  EXPECT_FALSE(aborts[0].keep_state());
+  EXPECT_EQ(StateOf(workers[0].id), v1::WORKER_STATE_IDLE);
+}
+
+// A restarted coordinator knows nothing of what workers held: a job that
+// was DEGRADED recovers as its store says, from its checkpoint (step 0
+// here) at full width, under a version of the spec's m again that
+// supersedes the degraded one from the start step.
+TEST_F(ElasticTest, ARestartedCoordinatorRestartsADegradedJobAtFullWidth) {
+  const std::string path = NewDatabasePath();
+  Start(path);
+  const v1::JobSpec spec = ElasticSpec(2, 4);
+  std::string job_id;
+  {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+    HeartbeatAll(workers);
+    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+    for (int64_t step = 0; step <= 2; ++step) {
+      ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+    }
+    const size_t lost = Find(workers, 0, 1);
+    std::map<std::string, int> stage_of;
+    for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();
+    LoseWhileOthersRun(workers, lost);
+    std::vector<FakeWorker*> kept;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (i == lost) continue;
+      const bool replica0 = workers[i].assignment->replica() == 0;
+      DrainAborts(workers[i]);
+      SayHeld(workers[i], job_id, 1, stage_of[workers[i].id], 2);
+      if (replica0) kept.push_back(&workers[i]);
+    }
+    Acknowledge(kept);
+    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_DEGRADED);
+  }
+  const auto before = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  ASSERT_EQ(before->schedule().schedule().microbatches(), 8);
+
+  Start(path);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(job->replicas_active(), 0);
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
+  HeartbeatAll(workers);
+  HeartbeatAll(workers);
+  job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->replicas_active(), 2);
+  EXPECT_EQ(job->restarts_total(), 1);
+  EXPECT_EQ(job->schedule().reason(), v1::SCHEDULE_CHANGE_REASON_REPLICAS);
+  EXPECT_EQ(job->schedule().schedule().microbatches(), 4);
+  EXPECT_EQ(job->schedule().effective_step(), 0);
+  for (FakeWorker& w : workers) {
+    w.Drain();
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_FALSE(w.assignment->resume_from_memory());
+    // From step 0 on, steps 3 and after included, the spec's m again.
+    EXPECT_EQ(w.VersionFor(0).schedule().microbatches(), 4);
+    EXPECT_EQ(w.VersionFor(5).schedule().microbatches(), 4);
+  }
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 3; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace zbpp::coordinator

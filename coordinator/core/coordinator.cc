@@ -266,6 +266,10 @@ void Coordinator::HealDegradedJobs() {
 
 absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::string& why) {
   registry_->LoseSession(record.id, absl::NotFoundError(why));
+  if (Job* kept = jobs_->Find(record.heartbeat.held().job_id())) {
+    kept->ForgetSpare(record.id);
+    Apply(*kept);
+  }
   if (record.job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record.job_id);
   if (job == nullptr || !job->attempt().Holds(record.id)) return absl::OkStatus();

@@ -212,6 +212,8 @@ class Job {
   /// Spares: workers outside the attempt holding one of the job's stages
   /// for it, each with the attempt it held the stage in.
   const std::map<std::string, int64_t>& spares() const { return spares_; }
+  /// `worker_id` is lost: it is no spare of the job any more.
+  void ForgetSpare(const std::string& worker_id);
   /// Decides how the job recovers (ChooseRecovery, elastic_recovery.h) from
   /// `held[i]`, the step the awaited attempt's worker index i holds
   /// (nullopt: nothing, or it did not say in time). Resuming (at full

@@ -35,6 +35,10 @@ bool Job::KeepsHeld(const std::string& worker_id) const {
                                            worker_id) != awaited_->workers.end();
 }
 
+void Job::ForgetSpare(const std::string& worker_id) {
+  if (spares_.erase(worker_id) > 0) ObserveReplicas();
+}
+
 void Job::DropHeld(const std::string& reason) {
   std::map<std::string, int64_t> holders = std::move(spares_);
   spares_.clear();

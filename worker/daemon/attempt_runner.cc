@@ -33,6 +33,9 @@ constexpr int kEvalMicrobatches = 8;
 constexpr int kLatencyRounds = 20;
 // Timed repetitions of each pass in the calibration profile.
 constexpr int kProfileRepetitions = 3;
+// Longest wait, after a fault, for a validation state the pipeline may have
+// sent before it (StageTrainer::Hold).
+constexpr absl::Duration kHoldWait = absl::Seconds(2);
 
 absl::Status WithContext(const absl::Status& st, const std::string& what) {
   if (st.ok()) return st;
@@ -82,9 +85,10 @@ std::string CheckpointOwner(const v1::Assignment& assignment) {
 
 class AttemptRun {
  public:
-  AttemptRun(const v1::Assignment& assignment, const AttemptEnvironment& env)
+  AttemptRun(const v1::Assignment& assignment, const AttemptEnvironment& env, HeldStage& held)
       : a_(assignment),
         env_(env),
+        held_(held),
         spec_(assignment.spec()),
         checkpoint_owner_(CheckpointOwner(assignment)) {}
   ~AttemptRun() { env_.state->ClearAbortHook(); }
@@ -92,6 +96,29 @@ class AttemptRun {
   /// Whether the error Run returned is in the job itself (see
   /// AttemptOutcome).
   bool job_error() const { return job_error_; }
+  /// Whether Run ran the job's last step.
+  bool finished() const { return finished_; }
+
+  /// After a fault or an abort: settles the trainer (StageTrainer::Hold)
+  /// and leaves it in the daemon's HeldStage for a next attempt.
+  void HoldState() {
+    if (trainer_ == nullptr) return;
+    // A reduction waiting for a dead replica ends now, not at comm_timeout.
+    if (data_parallel_ != nullptr) data_parallel_->Abort();
+    absl::StatusOr<int64_t> step = trainer_->Hold(std::min(env_.comm_timeout, kHoldWait));
+    if (!step.ok()) {
+      std::cerr << "zbpp-worker: not holding stage " << a_.stage() << " of job " << a_.job_id()
+                << ": " << step.status().message() << "\n";
+      return;
+    }
+    held_.trainer = std::move(trainer_);
+    held_.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
+    held_.state.set_job_id(a_.job_id());
+    held_.state.set_attempt(a_.attempt());
+    held_.state.set_stage(a_.stage());
+    held_.state.set_step(*step);
+    env_.state->SetHeld(held_.state);
+  }
 
   absl::Status Run() {
     if (absl::Status st = Prepare(); !st.ok()) {
@@ -118,6 +145,7 @@ class AttemptRun {
         return st;
       }
     }
+    finished_ = true;
     return absl::OkStatus();
   }
 
@@ -127,6 +155,34 @@ class AttemptRun {
   absl::Status JobError(absl::Status st) {
     job_error_ = true;
     return st;
+  }
+
+  // Assignment.resume_from_memory: the held trainer, if it is this job's
+  // stage at start_step - 1, becomes trainer_; FailedPrecondition naming
+  // what is held otherwise (no job error: the coordinator restarts from
+  // the checkpoint instead).
+  absl::Status TakeHeld() {
+    const v1::HeldState& h = held_.state;
+    const std::vector<int> wanted(a_.virtual_stages().begin(), a_.virtual_stages().end());
+    if (held_.trainer == nullptr || h.job_id() != a_.job_id() || h.stage() != a_.stage() ||
+        h.step() != a_.start_step() - 1 || held_.virtual_stages != wanted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resume_from_memory: this worker holds ",
+          held_.trainer == nullptr
+              ? std::string("no stage state")
+              : absl::StrCat("stage ", h.stage(), " of job ", h.job_id(), " at step ", h.step()),
+          ", not stage ", a_.stage(), " of job ", a_.job_id(), " at step ",
+          a_.start_step() - 1));
+    }
+    trainer_ = std::move(held_.trainer);
+    DropHeld();
+    return absl::OkStatus();
+  }
+
+  void DropHeld() {
+    if (held_.trainer == nullptr && held_.state.job_id().empty()) return;
+    held_ = HeldStage{};
+    env_.state->SetHeld(std::nullopt);
   }
 
   absl::Status Prepare() {
@@ -145,7 +201,14 @@ class AttemptRun {
     if (!corpus.ok()) return JobError(corpus.status());
 
     const int p = spec_.pipeline().stages();
-    const int d = DataParallelOf(spec_.pipeline());
+    const int d = a_.replicas() > 0 ? a_.replicas() : DataParallelOf(spec_.pipeline());
+    // Memory that will not be resumed from is freed before the new chunks
+    // are built; memory that will be is checked before anything else.
+    if (a_.resume_from_memory()) {
+      if (absl::Status st = TakeHeld(); !st.ok()) return st;
+    } else {
+      DropHeld();
+    }
     // The steps this attempt checkpoints must be free of other jobs' files
     // (refused now, before any step runs, rather than overwritten), and a
     // crash of an earlier attempt may have left unfinished writes of this
@@ -198,36 +261,57 @@ class AttemptRun {
                                if (r != nullptr) r->Abort();
                              });
 
-    StageTrainerOptions options;
-    options.spec = spec_;
-    options.stage = a_.stage();
-    options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
-    options.communicator = comm_.get();
-    options.data_parallel = data_parallel_.get();
-    options.replica = a_.replica();
-    options.device = env_.device;
-    options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
-    options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
-    options.timeout = env_.comm_timeout;
-    options.faults = env_.faults;
-    if (env_.synthetic.has_value()) {
-      // The noise is drawn from the job's seed: every worker and every attempt
-      // waits the same for the same pass.
-      SyntheticComputeSource source = *env_.synthetic;
-      source.seed = spec_.seed();
-      absl::StatusOr<SyntheticCompute> synthetic = SyntheticFromCostModel(
-          a_.schedule().cost_model(), a_.schedule().schedule().stage_of_size(), source);
-      if (!synthetic.ok()) return JobError(synthetic.status());
-      options.synthetic = *std::move(synthetic);
-    }
-    absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(options);
-    if (!trainer.ok()) return JobError(trainer.status());
-    trainer_ = *std::move(trainer);
-    if (a_.has_restore()) {
-      if (absl::Status st =
-              trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());
+    if (trainer_ != nullptr) {
+      // Held from the previous attempt at start_step - 1 (TakeHeld).
+      if (absl::Status st = trainer_->Rejoin(comm_.get(), data_parallel_.get(), a_.replica(),
+                                             a_.microbatch_offset(), a_.microbatches());
           !st.ok()) {
-        return JobError(WithContext(st, "restoring the checkpoint"));
+        return WithContext(st, "resuming from memory");
+      }
+    } else {
+      StageTrainerOptions options;
+      options.spec = spec_;
+      options.stage = a_.stage();
+      options.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
+      options.communicator = comm_.get();
+      options.data_parallel = data_parallel_.get();
+      options.replica = a_.replica();
+      options.microbatch_offset = a_.microbatch_offset();
+      options.microbatches = a_.microbatches();
+      options.device = env_.device;
+      options.train_batches = Sampler(*corpus, Split::kTrain, spec_);
+      options.eval_batches = Sampler(*corpus, Split::kEval, spec_);
+      options.timeout = env_.comm_timeout;
+      options.faults = env_.faults;
+      if (env_.synthetic.has_value()) {
+        // The noise is drawn from the job's seed: every worker and every attempt
+        // waits the same for the same pass.
+        SyntheticComputeSource source = *env_.synthetic;
+        source.seed = spec_.seed();
+        absl::StatusOr<SyntheticCompute> synthetic = SyntheticFromCostModel(
+            a_.schedule().cost_model(), a_.schedule().schedule().stage_of_size(), source);
+        if (!synthetic.ok()) return JobError(synthetic.status());
+        options.synthetic = *std::move(synthetic);
+      }
+      absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(options);
+      if (!trainer.ok()) return JobError(trainer.status());
+      trainer_ = *std::move(trainer);
+      if (a_.has_restore()) {
+        if (absl::Status st =
+                trainer_->RestoreCheckpoint(a_.restore().directory(), a_.restore().step());
+            !st.ok()) {
+          return JobError(WithContext(st, "restoring the checkpoint"));
+        }
+      }
+    }
+    trainer_->StartAt(a_.start_step());
+    // A heal: the replicas that did not run the job's last steps take their
+    // stage's state from a live one (docs/elastic.md, "Heal").
+    if (a_.receive_state()) {
+      if (absl::Status st =
+              trainer_->CopyStateFromReplica(a_.state_source_replica(), a_.start_step());
+          !st.ok()) {
+        return st;
       }
     }
     // T_comm of the link to the next stage (paper §5: profiled, not
@@ -492,6 +576,7 @@ class AttemptRun {
 
   const v1::Assignment& a_;
   const AttemptEnvironment& env_;
+  HeldStage& held_;
   const v1::JobSpec& spec_;
   const std::string checkpoint_owner_;  // CheckpointOwner(a_)
   std::unique_ptr<Communicator> comm_;
@@ -502,6 +587,7 @@ class AttemptRun {
   v1::ValidationMode validation_mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;
   std::optional<double> next_hop_latency_;
   bool job_error_ = false;
+  bool finished_ = false;
 };
 
 }  // namespace
@@ -538,11 +624,14 @@ const char* TransportLabel(v1::Transport transport) {
   return transport == v1::TRANSPORT_NCCL ? "NCCL" : "Gloo";
 }
 
-AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env) {
-  AttemptRun run(assignment, env);
+AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env,
+                          HeldStage& held) {
+  AttemptRun run(assignment, env, held);
   try {
     absl::Status status = run.Run();
-    return {status, !status.ok() && run.job_error()};
+    const bool job_error = !status.ok() && run.job_error();
+    if (!job_error && !run.finished()) run.HoldState();
+    return {status, job_error};
   } catch (const std::exception& e) {
     // LibTorch reports misuse by exception; none should escape a daemon.
     return {absl::InternalError(absl::StrCat("job ", assignment.job_id(), ": ", e.what())),

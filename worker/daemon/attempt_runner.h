@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -104,6 +105,16 @@ struct AttemptEnvironment {
   c10::Device device = c10::Device(c10::kCPU);
 };
 
+/// A stage's trainer kept between two attempts of a job, and what it holds
+/// (docs/elastic.md, "Held state"): RunAttempt leaves it here after a fault
+/// or an abort, and the next attempt with Assignment.resume_from_memory
+/// takes it. Owned by the daemon, used on its training thread only.
+struct HeldStage {
+  v1::HeldState state;              ///< Reported in heartbeats (ControlState::SetHeld).
+  std::vector<int> virtual_stages;  ///< The trainer's, in model order.
+  std::unique_ptr<StageTrainer> trainer;  ///< Null: nothing held.
+};
+
 /// How an attempt ended.
 struct AttemptOutcome {
   /// OK: all steps ran, or the coordinator aborted the attempt.
@@ -130,13 +141,21 @@ struct AttemptOutcome {
 /// (env.reporter). An AbortCommand releases a step blocked on a peer at
 /// once (ControlState::SetAbortHook, Communicator::Abort).
 ///
+/// `held`: with Assignment.resume_from_memory the attempt takes the trainer
+/// held there (same job and stage, held at start_step - 1; else it fails
+/// with FailedPrecondition, no job error) instead of building one; without,
+/// it drops what is held first. An attempt that ends for a fault or an abort
+/// (not a job error, not the job's last step) leaves its trainer there,
+/// settled by StageTrainer::Hold, and says so through env.state->SetHeld.
+///
 /// The outcome's status is OK when the attempt ran all steps or was aborted
 /// by the coordinator, else an error naming what failed (a bad corpus, a
 /// checkpoint that does not match the model, a silent peer, a refused
 /// schedule, a report the coordinator did not take, prefixed "reporting
 /// step N: " or "reporting the calibration profile: "). Blocks; runs on the daemon's training thread, one attempt
 /// at a time per ControlState.
-AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env);
+AttemptOutcome RunAttempt(const v1::Assignment& assignment, const AttemptEnvironment& env,
+                          HeldStage& held);
 
 }  // namespace zbpp::worker
 

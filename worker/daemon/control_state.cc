@@ -75,11 +75,18 @@ void ControlState::Apply(const v1::SessionResponse& message) {
     }
     case v1::SessionResponse::kCommand: {
       const v1::Command& c = message.command();
+      // The job ended: what this worker holds of it is of no more use.
+      if (c.has_abort() && !c.abort().keep_state() && held_.has_value() &&
+          held_->job_id() == c.job_id()) {
+        held_drop_ = true;
+        ++revision_;
+      }
       if (!HoldsForCoordinator(c.job_id(), c.attempt())) return;
       current_->aborted = true;
       if (abort_hook_) abort_hook_();
       if (c.has_abort()) {
         current_->abort_reason = c.abort().reason();
+        current_->keep_state = c.abort().keep_state();
       } else if (c.has_restart()) {
         current_->abort_reason = "restarted from a checkpoint";
         Queue(c.restart().assignment());
@@ -150,6 +157,23 @@ void ControlState::Finish(const std::string& job_id, int64_t attempt) {
   Promote();
 }
 
+bool ControlState::KeepsState(const std::string& job_id, int64_t attempt) const {
+  absl::MutexLock lock(&mu_);
+  return Holds(job_id, attempt) && current_->aborted && current_->keep_state;
+}
+
+void ControlState::SetHeld(std::optional<v1::HeldState> held) {
+  absl::MutexLock lock(&mu_);
+  held_ = std::move(held);
+  held_drop_ = false;
+  ++revision_;  // Worth a heartbeat at once: the coordinator waits for it.
+}
+
+bool ControlState::TakeHeldDrop() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(held_drop_, false);
+}
+
 void ControlState::Reset() {
   absl::MutexLock lock(&mu_);
   if (current_.has_value()) {
@@ -194,6 +218,7 @@ void ControlState::Poke() {
 v1::Heartbeat ControlState::Heartbeat() const {
   absl::MutexLock lock(&mu_);
   v1::Heartbeat hb;
+  if (held_.has_value()) *hb.mutable_held() = *held_;
   if (current_.has_value() && current_->orphaned) {
     // Winding down an attempt of the coordinator's previous life: to this
     // one the worker is idle until that ends (and then takes assignments).

@@ -99,6 +99,18 @@ class ControlState {
   /// Wakes WaitForChange callers (e.g. a stream that ended).
   void Poke();
 
+  /// True when the attempt (job, attempt) was aborted with
+  /// AbortCommand.keep_state: the training thread keeps its stage's state
+  /// (docs/elastic.md, "Held state"). Call before Finish.
+  bool KeepsState(const std::string& job_id, int64_t attempt) const;
+  /// The stage state the training thread holds, reported in every
+  /// heartbeat (Heartbeat.held); nullopt: none.
+  void SetHeld(std::optional<v1::HeldState> held);
+  /// True once, after an AbortCommand without keep_state for the job of
+  /// the held state came: the training thread drops it (and SetHeld
+  /// nullopt).
+  bool TakeHeldDrop();
+
   /// Heartbeat contents: phase, held attempt, progress, error.
   v1::Heartbeat Heartbeat() const;
   /// `error` and `job_error` for WORKER_PHASE_FAILED (Heartbeat fields).
@@ -113,6 +125,8 @@ class ControlState {
     bool started = false;
     bool aborted = false;
     std::string abort_reason;
+    // The abort asked to keep the stage's state (AbortCommand.keep_state).
+    bool keep_state = false;
     // Held from before a new registration (Reset): only the training thread
     // still knows it.
     bool orphaned = false;
@@ -143,6 +157,8 @@ class ControlState {
   int64_t schedule_version_ ABSL_GUARDED_BY(mu_) = 0;
   // Bumped by every change a heartbeat reports, and by Poke.
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<v1::HeldState> held_ ABSL_GUARDED_BY(mu_);
+  bool held_drop_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zbpp::worker

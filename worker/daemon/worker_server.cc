@@ -114,6 +114,7 @@ std::string WorkerServer::address() const { return address_; }
 
 void WorkerServer::RunTrainingLoop() {
   while (!shutdown_) {
+    if (state_.TakeHeldDrop()) DropHeld();
     std::optional<v1::Assignment> assignment = state_.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;
     Logf("job %s attempt %d: stage %d of %d, replica %d of %d, steps %d..%d, over %s",
@@ -121,7 +122,7 @@ void WorkerServer::RunTrainingLoop() {
          assignment->spec().pipeline().stages(), assignment->replica(),
          DataParallelOf(assignment->spec().pipeline()), assignment->start_step(),
          assignment->spec().steps() - 1, TransportLabel(assignment->transport()));
-    const AttemptOutcome result = RunAttempt(*assignment, env_);
+    const AttemptOutcome result = RunAttempt(*assignment, env_, held_);
     if (!result.status.ok()) {
       Logf("job %s failed on this worker: %s", assignment->job_id(), result.status.ToString());
       state_.SetPhase(v1::WORKER_PHASE_FAILED, std::string(result.status.message()),
@@ -131,9 +132,22 @@ void WorkerServer::RunTrainingLoop() {
         absl::SleepFor(absl::Milliseconds(100));
       }
     }
+    if (held_.trainer != nullptr) {
+      if (state_.KeepsState(assignment->job_id(), assignment->attempt())) {
+        Logf("job %s: holding stage %d at step %d for the next attempt",
+             assignment->job_id(), held_.state.stage(), held_.state.step());
+      } else {
+        DropHeld();
+      }
+    }
     state_.Finish(assignment->job_id(), assignment->attempt());
     state_.SetPhase(v1::WORKER_PHASE_IDLE);
   }
+}
+
+void WorkerServer::DropHeld() {
+  held_ = HeldStage{};
+  state_.SetHeld(std::nullopt);
 }
 
 void WorkerServer::Shutdown() {

@@ -116,6 +116,8 @@ class WorkerServer {
 
  private:
   explicit WorkerServer(Options options);
+  /// Frees the held stage state and stops reporting it.
+  void DropHeld();
 
   Options options_;
   ControlState state_;
@@ -124,6 +126,8 @@ class WorkerServer {
   std::string address_;
   std::unique_ptr<SessionClient> session_;
   AttemptEnvironment env_;
+  /// The stage state kept between two attempts (training thread only).
+  HeldStage held_;
   std::atomic<bool> shutdown_{false};
 };
 

@@ -30,6 +30,14 @@ class LossScaler {
   /// Records the global outcome of the step that ran with scale(), once per
   /// step, in step order.
   void Update(bool found_inf_nan);
+  /// Steps without overflow since the scale last changed.
+  int64_t clean_steps() const { return clean_steps_; }
+  /// Takes another scaler's scale() and clean_steps() (a heal's state copy,
+  /// docs/elastic.md): both then decide the same from the same outcomes.
+  void Restore(double scale, int64_t clean_steps) {
+    scale_ = scale;
+    clean_steps_ = clean_steps;
+  }
 
  private:
   LossScaler(bool enabled, double scale, int64_t growth_interval_steps)

@@ -13,9 +13,7 @@
 
 namespace zbpp::worker {
 
-absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerOptions options) {
-  absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options.spec.model());
-  if (!config.ok()) return config.status();
+absl::Status StageTrainer::CheckPlace(const StageTrainerOptions& options) {
   if (options.communicator == nullptr) {
     return absl::InvalidArgumentError("StageTrainer needs a communicator");
   }
@@ -32,26 +30,22 @@ absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerO
         "replica ", options.replica, " of ", d, " data-parallel replicas (group rank ",
         options.data_parallel == nullptr ? 0 : options.data_parallel->rank(), ")"));
   }
+  if (options.microbatches < 0 || options.microbatch_offset < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("microbatch slice [",
+                                                   options.microbatch_offset, ", +",
+                                                   options.microbatches, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerOptions options) {
+  absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options.spec.model());
+  if (!config.ok()) return config.status();
+  if (absl::Status st = CheckPlace(options); !st.ok()) return st;
+  const int p = options.spec.pipeline().stages();
+  const int v = static_cast<int>(options.virtual_stages.size());
   std::unique_ptr<StageTrainer> trainer(new StageTrainer(std::move(options)));
   const StageTrainerOptions& o = trainer->options_;
-  ExecutorOptions exec;
-  exec.stage = o.stage;
-  exec.communicator = o.communicator;
-  if (d > 1) {
-    trainer->reducer_ = std::make_unique<GradientReducer>(o.data_parallel, o.timeout);
-    exec.reducer = trainer->reducer_.get();
-  }
-  exec.device = o.device;
-  exec.microbatch_size = o.spec.pipeline().microbatch_size();
-  exec.seq_len = config->seq_len;
-  exec.hidden = config->hidden;
-  exec.batches = [batches = o.train_batches, first = int64_t{o.replica} *
-                                                      o.spec.pipeline().microbatches()](
-                     int64_t step, int microbatch) { return batches(step, first + microbatch); };
-  exec.recv_timeout = o.timeout;
-  exec.loss_scale = trainer->loss_scaler_.scale();
-  exec.synthetic = o.synthetic;
-  exec.merge_backward_passes = o.merge_backward_passes;
   config->compute_type = ComputeTypeOf(o.spec.precision());
   config->layout.assign(o.spec.pipeline().layout().begin(), o.spec.pipeline().layout().end());
   std::vector<NamedTensor> parameters;
@@ -61,7 +55,6 @@ absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerO
     if (!chunk.ok()) return chunk.status();
     for (const NamedTensor& t : (*chunk)->parameters()) parameters.push_back(t);
     trainer->stores_.push_back(std::make_unique<WeightGradStore>());
-    exec.chunks[stage] = {chunk->get(), trainer->stores_.back().get()};
     trainer->chunks_.push_back(*std::move(chunk));
   }
   if (!o.synthetic.has_value()) {
@@ -72,17 +65,50 @@ absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerO
     at::NoGradGuard no_grad;
     for (NamedTensor& t : parameters) t.second.mutable_grad() = at::zeros_like(t.second);
   }
-  trainer->executor_ = std::make_unique<PipelineExecutor>(std::move(exec));
   trainer->optimizer_ = std::make_unique<AdamW>(std::move(parameters),
                                                 AdamWOptions::FromSpec(o.spec.optimizer()));
+  trainer->Bind();
   return trainer;
 }
 
+void StageTrainer::Bind() {
+  const StageTrainerOptions& o = options_;
+  const int m = o.microbatches > 0 ? o.microbatches : o.spec.pipeline().microbatches();
+  const int64_t first =
+      o.microbatches > 0 ? int64_t{o.microbatch_offset} : int64_t{o.replica} * m;
+  executor_.reset();
+  reducer_.reset();
+  ExecutorOptions exec;
+  exec.stage = o.stage;
+  exec.communicator = o.communicator;
+  if (o.data_parallel != nullptr && o.data_parallel->size() > 1) {
+    reducer_ = std::make_unique<GradientReducer>(o.data_parallel, o.timeout);
+    exec.reducer = reducer_.get();
+  }
+  exec.device = o.device;
+  exec.microbatch_size = o.spec.pipeline().microbatch_size();
+  exec.seq_len = chunks_.front()->config().seq_len;
+  exec.hidden = chunks_.front()->config().hidden;
+  exec.batches = [batches = o.train_batches, first](int64_t step, int microbatch) {
+    return batches(step, first + microbatch);
+  };
+  exec.recv_timeout = o.timeout;
+  exec.loss_scale = loss_scaler_.scale();
+  exec.synthetic = o.synthetic;
+  exec.merge_backward_passes = o.merge_backward_passes;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    exec.chunks[o.virtual_stages[i]] = {chunks_[i].get(), stores_[i].get()};
+  }
+  executor_ = std::make_unique<PipelineExecutor>(std::move(exec));
+}
+
 absl::Status StageTrainer::ValidateSchedule(const sched::Schedule& schedule) const {
-  if (schedule.microbatches != options_.spec.pipeline().microbatches()) {
+  const int m = options_.microbatches > 0 ? options_.microbatches
+                                          : options_.spec.pipeline().microbatches();
+  if (schedule.microbatches != m) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "schedule has ", schedule.microbatches, " microbatches, pipeline.microbatches is ",
-        options_.spec.pipeline().microbatches()));
+        "schedule has ", schedule.microbatches, " microbatches, this replica runs ", m,
+        options_.microbatches > 0 ? " (Assignment.microbatches)" : " (pipeline.microbatches)"));
   }
   return executor_->Validate(schedule);
 }
@@ -385,6 +411,7 @@ absl::Status StageTrainer::ValidateSynchronously(int64_t step, StepResult& resul
     optimizer_->Step(step, validation.clip_coefficient / validation.loss_scale);
   }
   UpdateLossScale(validation.global_found_inf_nan);
+  validated_step_ = step;
   result.validations.push_back(validation);
   gaps_.Mark(GapPhase::kOptimizer);
   return absl::OkStatus();
@@ -413,8 +440,9 @@ absl::Status StageTrainer::SendState(const ValidationState& state, int peer, uin
 }
 
 absl::StatusOr<StageTrainer::ValidationState> StageTrainer::AwaitState(
-    PendingOp& op, const at::Tensor& buffer, const std::string& what) const {
-  if (absl::Status st = op.Wait(options_.timeout); !st.ok()) {
+    PendingOp& op, const at::Tensor& buffer, const std::string& what,
+    absl::Duration timeout) const {
+  if (absl::Status st = op.Wait(timeout); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
   }
   return ValidationState{buffer[0].item<double>(), buffer[1].item<double>() > 0,
@@ -427,7 +455,8 @@ absl::Status StageTrainer::AwaitFullState() {
   absl::StatusOr<ValidationState> full = AwaitState(
       *pending.full_recv, pending.full_buffer,
       absl::StrCat("step ", pending.step, ", full validation state from stage ",
-                   options_.communicator->size() - 1));
+                   options_.communicator->size() - 1),
+      options_.timeout);
   if (!full.ok()) return full.status();
   pending.full = *full;
   return absl::OkStatus();
@@ -446,7 +475,8 @@ absl::Status StageTrainer::StepOptimistically(int64_t step, StepResult& result) 
         options_.communicator->Recv(buffer, r - 1, PartialStateTag(step));
     if (!op.ok()) return op.status();
     absl::StatusOr<ValidationState> partial = AwaitState(
-        **op, buffer, absl::StrCat("step ", step, ", partial validation state from stage ", r - 1));
+        **op, buffer, absl::StrCat("step ", step, ", partial validation state from stage ", r - 1),
+        options_.timeout);
     if (!partial.ok()) return partial.status();
     state = *partial;
   }
@@ -486,6 +516,7 @@ absl::Status StageTrainer::StepOptimistically(int64_t step, StepResult& result) 
   gaps_.Mark(GapPhase::kValidation);
   const double coefficient = CoefficientFor(*pending_->full);
   if (coefficient > 0) optimizer_->Step(step, coefficient / loss_scaler_.scale());
+  validated_step_ = step;
   gaps_.Mark(GapPhase::kOptimizer);
   return absl::OkStatus();
 }
@@ -518,6 +549,7 @@ absl::StatusOr<StepValidation> StageTrainer::Resolve(bool* replay) {
   }
   UpdateLossScale(full.found_inf_nan);
   *replay = validation.clip_coefficient != 1 && full.stepped_ranks > 0;
+  validated_step_ = pending.step;
   pending_.reset();
   return validation;
 }
@@ -533,6 +565,126 @@ absl::StatusOr<std::optional<StepValidation>> StageTrainer::Settle() {
   if (absl::Status st = WaitStateSends(step); !st.ok()) return st;
   gaps_.Mark(GapPhase::kValidation);
   return std::optional<StepValidation>(*std::move(validation));
+}
+
+absl::StatusOr<int64_t> StageTrainer::Hold(absl::Duration wait) {
+  if (pending_ != nullptr) {
+    Pending& pending = *pending_;
+    if (!pending.full.has_value() && pending.full_recv != nullptr) {
+      // Its own pipeline may have sent it before the fault: resolving it
+      // keeps this stage at the step its pipeline neighbours hold.
+      absl::StatusOr<ValidationState> full =
+          AwaitState(*pending.full_recv, pending.full_buffer, "full validation state", wait);
+      pending.full_recv.reset();
+      if (full.ok()) pending.full = *full;
+    }
+    if (pending.full.has_value()) {
+      bool replay = false;  // Nothing runs after: nothing to replay.
+      absl::StatusOr<StepValidation> validation = Resolve(&replay);
+      if (!validation.ok()) return validation.status();
+    } else {
+      if (pending.stepped) {
+        if (options_.spec.optimizer().rollback() == v1::ROLLBACK_MODE_IN_PLACE_INVERSE) {
+          optimizer_->InvertStep(pending.step, 1.0 / loss_scaler_.scale());
+        } else {
+          optimizer_->RestoreSnapshot();
+        }
+      }
+      pending_.reset();
+    }
+  }
+  state_sends_.clear();
+  for (auto& store : stores_) store->Clear();
+  executor_.reset();
+  reducer_.reset();
+  options_.communicator = nullptr;
+  options_.data_parallel = nullptr;
+  gaps_ = GapClock();
+  return validated_step_;
+}
+
+absl::Status StageTrainer::Rejoin(Communicator* communicator, Communicator* data_parallel,
+                                  int replica, int microbatch_offset, int microbatches) {
+  StageTrainerOptions options = options_;
+  options.communicator = communicator;
+  options.data_parallel = data_parallel;
+  options.replica = replica;
+  options.microbatch_offset = microbatch_offset;
+  options.microbatches = microbatches;
+  if (absl::Status st = CheckPlace(options); !st.ok()) return st;
+  options_ = std::move(options);
+  Bind();
+  return absl::OkStatus();
+}
+
+absl::Status StageTrainer::CopyStateFromReplica(int source, int64_t step) {
+  Communicator* group = options_.data_parallel;
+  const int d = group == nullptr ? 1 : group->size();
+  if (source < 0 || source >= d) {
+    return absl::InvalidArgumentError(absl::StrCat("state_source_replica ", source,
+                                                   " is not a replica of ", d));
+  }
+  if (d == 1) return absl::OkStatus();
+  // One float32 buffer of every float32 state tensor in StateForCheckpoint's
+  // order, and one of the step count and the loss scaler's state.
+  std::vector<NamedTensor> state = optimizer_->StateForCheckpoint();
+  std::vector<at::Tensor> floats;
+  for (const auto& [name, tensor] : state) {
+    if (name == "optimizer.step") continue;
+    if (tensor.scalar_type() != at::kFloat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state tensor \"", name, "\" is not float32: no state copy"));
+    }
+    floats.push_back(tensor.reshape({-1}));
+  }
+  at::Tensor buffer = at::cat(floats).contiguous();
+  at::Tensor counters = at::empty({3}, at::kDouble);
+  int64_t updates = 0;
+  for (const auto& [name, tensor] : state) {
+    if (name == "optimizer.step") updates = tensor.item<int64_t>();
+  }
+  counters[0] = static_cast<double>(updates);
+  counters[1] = loss_scaler_.scale();
+  counters[2] = static_cast<double>(loss_scaler_.clean_steps());
+  const uint32_t tags[2] = {MakeTag(step, MessageKind::kControl, 0, 0),
+                            MakeTag(step, MessageKind::kControl, 0, 1)};
+  const bool sending = group->rank() == source;
+  std::vector<std::unique_ptr<PendingOp>> ops;
+  for (int peer = 0; peer < d; ++peer) {
+    if (sending == (peer == source)) continue;  // The source sends to all; others hear it.
+    at::Tensor* tensors[2] = {&buffer, &counters};
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<std::unique_ptr<PendingOp>> op =
+          sending ? group->Send(*tensors[i], peer, tags[i])
+                  : group->Recv(*tensors[i], peer, tags[i]);
+      if (!op.ok()) return op.status();
+      ops.push_back(*std::move(op));
+    }
+  }
+  for (auto& op : ops) {
+    if (absl::Status st = op->Wait(options_.timeout); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("state copy from replica ", source, ": ",
+                                                  std::string(st.message())));
+    }
+  }
+  if (sending) return absl::OkStatus();
+  std::vector<NamedTensor> received;
+  int64_t offset = 0;
+  for (const auto& [name, tensor] : state) {
+    if (name == "optimizer.step") {
+      received.emplace_back(name,
+                            at::scalar_tensor(static_cast<int64_t>(counters[0].item<double>()),
+                                              at::kLong));
+      continue;
+    }
+    received.emplace_back(name, buffer.narrow(0, offset, tensor.numel()).view_as(tensor));
+    offset += tensor.numel();
+  }
+  if (absl::Status st = optimizer_->RestoreFromCheckpoint(received); !st.ok()) return st;
+  loss_scaler_.Restore(counters[1].item<double>(),
+                       static_cast<int64_t>(counters[2].item<double>()));
+  if (executor_ != nullptr) executor_->set_loss_scale(loss_scaler_.scale());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<double>> StageTrainer::Evaluate(int64_t tag_step,

@@ -64,10 +64,15 @@ struct StageTrainerOptions {
   /// average the gradients; null (or of size 1) when d = 1. Not owned; must
   /// outlive the trainer.
   Communicator* data_parallel = nullptr;
-  /// Replica in [0, d): this replica trains on the global
-  /// microbatches [replica·m, (replica+1)·m) of each step, i.e.
-  /// train_batches(step, replica·m + i) for its microbatch i.
+  /// Replica in [0, d) of the attempt (d = data_parallel's size).
   int replica = 0;
+  /// This replica's slice of each step's global microbatches: its
+  /// microbatch i is train_batches(step, microbatch_offset + i), for i <
+  /// microbatches, and the schedule has `microbatches` microbatches. 0: the
+  /// spec's m at offset replica·m. A degraded job's replicas take more of
+  /// the same global batch (docs/elastic.md, "Recovering from memory").
+  int microbatch_offset = 0;
+  int microbatches = 0;
   /// Where the chunks, their gradients and the optimizer state live
   /// (ExecutorOptions::device); checkpoints are device-independent.
   c10::Device device = c10::Device(c10::kCPU);
@@ -203,8 +208,8 @@ class StageTrainer {
   /// (`mode` SYNCHRONOUS or POST, see the class comment), update. A POST
   /// step still pending when a SYNCHRONOUS one comes is settled first.
   /// Errors: the executor's and the communicator's (DeadlineExceeded naming
-  /// the step and what was awaited); the trainer is then unusable (the
-  /// attempt restarts from a checkpoint).
+  /// the step and what was awaited); the trainer then runs no step before
+  /// Hold and Rejoin.
   absl::StatusOr<StepResult> RunStep(int64_t step, const sched::Schedule& schedule,
                                      v1::ValidationMode mode = v1::VALIDATION_MODE_SYNCHRONOUS);
 
@@ -274,7 +279,51 @@ class StageTrainer {
   std::vector<NamedTensor> OptimizerState() const;
   int stage() const { return options_.stage; }
 
+  /// The last step whose update this stage holds validated; StartAt's
+  /// step - 1 before the first step.
+  int64_t validated_step() const { return validated_step_; }
+  /// The next step to run is `step` (the attempt's start step, after
+  /// Create, RestoreCheckpoint or Rejoin).
+  void StartAt(int64_t step) { validated_step_ = step - 1; }
+
+  /// Ends the trainer's use of its groups after a failed or aborted step,
+  /// keeping the stage's state for a next attempt (docs/elastic.md, "Held
+  /// state"): a pending POST step whose full state has come (or comes
+  /// within `wait`) is resolved as Settle would; one whose full state has
+  /// not is rolled back (its optimistic update undone). The step in flight
+  /// updated nothing (the optimizer steps after its gradients are
+  /// complete) and its queued W passes and gradients are dropped. Then the
+  /// executor and the gradient reducer are released: abort the groups
+  /// first (Communicator::Abort) so that a reduction in flight ends at once.
+  /// Returns validated_step(). Afterwards only Rejoin, the accessors and
+  /// the checkpoint calls may be used. Errors: a rollback's (the state is
+  /// then unknown and must not be resumed from).
+  absl::StatusOr<int64_t> Hold(absl::Duration wait);
+
+  /// Binds a held trainer to a new attempt's groups: `communicator` (the
+  /// pipeline, rank = stage), `data_parallel` (null for one replica; rank ==
+  /// replica) and this replica's microbatch slice, as in
+  /// StageTrainerOptions. InvalidArgument as Create for a replica that does
+  /// not match the group.
+  absl::Status Rejoin(Communicator* communicator, Communicator* data_parallel, int replica,
+                      int microbatch_offset, int microbatches);
+
+  /// A heal's state copy (docs/elastic.md, "Heal"): the worker of replica
+  /// `source` sends this stage's parameters, optimizer moments and step
+  /// count (AdamW::StateForCheckpoint) and its loss scale to every other
+  /// replica of the data-parallel group, which take them bit for bit. Call
+  /// on every worker of the group, before the first step `step` (which
+  /// tags the messages). Errors: InvalidArgument for a source outside the
+  /// group or a state tensor that is neither float32 nor the step count;
+  /// the communicator's (DeadlineExceeded after options.timeout).
+  absl::Status CopyStateFromReplica(int source, int64_t step);
+
  private:
+  /// InvalidArgument unless the options' stage, replica and groups agree.
+  static absl::Status CheckPlace(const StageTrainerOptions& options);
+  /// (Re)creates the reducer and the executor over options_'s groups and
+  /// slice, with chunks_ and stores_.
+  void Bind();
   /// What ProfileVirtualStage needs to profile `chunk` (with its W store)
   /// as virtual stage `virtual_stage` of the job's shapes, on this stage's
   /// device and meter.
@@ -308,10 +357,11 @@ class StageTrainer {
   // when speculative forwards run since then must be replayed.
   absl::StatusOr<StepValidation> Resolve(bool* replay);
   absl::Status SendState(const ValidationState& state, int peer, uint32_t tag);
-  // Waits for a validation-state receive into `buffer` and decodes it;
-  // `what` names it in errors.
+  // Waits up to `timeout` for a validation-state receive into `buffer` and
+  // decodes it; `what` names it in errors.
   absl::StatusOr<ValidationState> AwaitState(PendingOp& op, const at::Tensor& buffer,
-                                             const std::string& what) const;
+                                             const std::string& what,
+                                             absl::Duration timeout) const;
   // Fills pending_->full from its receive unless already known.
   absl::Status AwaitFullState();
   // Completes the validation-state sends in flight (`step` for errors).
@@ -325,6 +375,7 @@ class StageTrainer {
   std::unique_ptr<AdamW> optimizer_;
   LossScaler loss_scaler_;
   std::unique_ptr<Pending> pending_;
+  int64_t validated_step_ = -1;
   // Validation-state sends in flight, with their buffers.
   std::vector<std::pair<at::Tensor, std::unique_ptr<PendingOp>>> state_sends_;
   // The gap since the last step's last action, by phase.

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "api/schedule_proto.h"
 #include "scheduler/problem.h"
+#include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
 #include "tests/worker/daemon/tiny_job.h"
 #include "tests/worker/data/test_files.h"
@@ -43,19 +44,29 @@ constexpr char kJob[] = "job-1";
 // test: an abort must release it (a hang fails the test by ctest's timeout).
 const absl::Duration kCommTimeout = absl::Minutes(10);
 
-sched::Schedule Generate(const std::string& name) {
-  absl::StatusOr<sched::Schedule> schedule = sched::Generate(
-      name, sched::Problem::Uniform(kStages, 1, kMicrobatches, sched::VirtualStageCost{}, 0.0));
+// `name` for TinyJob's p stages and `microbatches`; with `reduce`, one
+// REDUCE_GRAD per virtual stage after its last W (data parallelism).
+sched::Schedule Generate(const std::string& name, int microbatches = kMicrobatches,
+                         bool reduce = false) {
+  const sched::Problem problem =
+      sched::Problem::Uniform(kStages, 1, microbatches, sched::VirtualStageCost{}, 0.0);
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
   EXPECT_TRUE(schedule.ok()) << schedule.status();
+  if (reduce) {
+    schedule = sched::PlaceReductions(problem, *schedule,
+                                      sched::ReducePlacement::kAfterLastBackward);
+    EXPECT_TRUE(schedule.ok()) << schedule.status();
+  }
   return *schedule;
 }
 
-v1::ScheduleVersion Version(int64_t version, int64_t effective_step, const std::string& name) {
+v1::ScheduleVersion Version(int64_t version, int64_t effective_step, const std::string& name,
+                            int microbatches = kMicrobatches, bool reduce = false) {
   v1::ScheduleVersion v;
   v.set_job_id(kJob);
   v.set_version(version);
   v.set_effective_step(effective_step);
-  *v.mutable_schedule() = ScheduleToProto(Generate(name));
+  *v.mutable_schedule() = ScheduleToProto(Generate(name, microbatches, reduce));
   return v;
 }
 
@@ -96,6 +107,14 @@ v1::SessionResponse Abort(int64_t attempt) {
   m.mutable_command()->set_job_id(kJob);
   m.mutable_command()->set_attempt(attempt);
   m.mutable_command()->mutable_abort()->set_reason("job cancelled by user");
+  return m;
+}
+
+// The abort of an attempt ended by a fault elsewhere (docs/elastic.md).
+v1::SessionResponse AbortKeepingState(int64_t attempt) {
+  v1::SessionResponse m = Abort(attempt);
+  m.mutable_command()->mutable_abort()->set_reason("worker w-9 lost");
+  m.mutable_command()->mutable_abort()->set_keep_state(true);
   return m;
 }
 
@@ -227,6 +246,7 @@ struct Worker {
   ControlState state;
   RecordingReporter reporter;
   AttemptEnvironment env;
+  HeldStage held;
 };
 
 class AttemptRunnerTest : public ::testing::Test {
@@ -257,8 +277,9 @@ class AttemptRunnerTest : public ::testing::Test {
   /// Starts every worker's training thread on its next assignment, as
   /// zbpp-worker's loop does: run it, then Finish.
   void StartAll() {
-    outcomes_.assign(kStages, AttemptOutcome{});
-    for (int r = 0; r < kStages; ++r) {
+    const int n = static_cast<int>(workers_.size());
+    outcomes_.assign(n, AttemptOutcome{});
+    for (int r = 0; r < n; ++r) {
       threads_.emplace_back([this, r] {
         Worker& w = *workers_[r];
         std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::Minutes(1));
@@ -266,7 +287,7 @@ class AttemptRunnerTest : public ::testing::Test {
           outcomes_[r].status = absl::DeadlineExceededError("no assignment");
           return;
         }
-        outcomes_[r] = RunAttempt(*a, w.env);
+        outcomes_[r] = RunAttempt(*a, w.env, w.held);
         // Said at once: a failed rank leaves its peers blocked.
         if (!outcomes_[r].status.ok()) std::cerr << "rank " << r << ": " << outcomes_[r].status << "\n";
         w.state.Finish(a->job_id(), a->attempt());
@@ -564,7 +585,7 @@ TEST_F(AttemptRunnerTest, MissingTextFileIsAJobErrorNamingThePath) {
   w.state.Apply(Assign(AssignmentOf(spec, 1, 0)));
   std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::ZeroDuration());
   ASSERT_TRUE(a.has_value());
-  const AttemptOutcome outcome = RunAttempt(*a, w.env);
+  const AttemptOutcome outcome = RunAttempt(*a, w.env, w.held);
   EXPECT_FALSE(outcome.status.ok());
   EXPECT_THAT(outcome.status.message(), HasSubstr(missing));
   EXPECT_TRUE(outcome.job_error);
@@ -591,7 +612,7 @@ TEST_F(AttemptRunnerTest, CancelledWhilePreparingStopsBeforeAnyJoin) {
   std::optional<v1::Assignment> a = w.state.WaitForAssignment(absl::ZeroDuration());
   ASSERT_TRUE(a.has_value());
   w.state.Apply(Abort(1));  // the user cancels while the worker prepares
-  const AttemptOutcome outcome = RunAttempt(*a, w.env);
+  const AttemptOutcome outcome = RunAttempt(*a, w.env, w.held);
   EXPECT_TRUE(outcome.status.ok()) << outcome.status;
   EXPECT_EQ(joins, 0);
   EXPECT_TRUE(w.reporter.reports().empty());
@@ -622,7 +643,7 @@ TEST_F(AttemptRunnerTest, TheAssignmentsTransportPicksTheFactoryAndTheErrorNames
     calls.clear();
     v1::Assignment a = AssignmentOf(TinyJob(2), 1, 0);
     a.set_transport(transport);
-    const AttemptOutcome outcome = RunAttempt(a, w.env);
+    const AttemptOutcome outcome = RunAttempt(a, w.env, w.held);
     EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable) << outcome.status;
     EXPECT_EQ(outcome.status.message(), want);
     EXPECT_FALSE(outcome.job_error);
@@ -643,7 +664,7 @@ TEST_F(AttemptRunnerTest, TheAssignmentsTransportPicksTheFactoryAndTheErrorNames
   v1::Assignment a = AssignmentOf(two_replicas, 1, 0);
   a.set_replica(1);
   a.set_transport(v1::TRANSPORT_NCCL);
-  const AttemptOutcome outcome = RunAttempt(a, w.env);
+  const AttemptOutcome outcome = RunAttempt(a, w.env, w.held);
   EXPECT_EQ(outcome.status.message(), "joining the data-parallel NCCL group: nccl refused");
   EXPECT_THAT(calls, ::testing::ElementsAre("nccl pipeline1 0/2", "nccl replicas0 1/2"));
 }
@@ -661,19 +682,220 @@ TEST_F(AttemptRunnerTest, NcclWithoutAGpuOrWithoutNcclIsAFailedPrecondition) {
   };
   v1::Assignment a = AssignmentOf(TinyJob(2), 1, 0);
   a.set_transport(v1::TRANSPORT_NCCL);
-  AttemptOutcome outcome = RunAttempt(a, w.env);  // env.device: cpu.
+  AttemptOutcome outcome = RunAttempt(a, w.env, w.held);  // env.device: cpu.
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kFailedPrecondition) << outcome.status;
   EXPECT_EQ(outcome.status.message(),
             "the assignment's transport is NCCL, which needs a CUDA device; this worker runs "
             "on cpu");
   w.env.device = c10::Device(c10::kCUDA, 0);
   w.env.nccl_communicators = nullptr;
-  outcome = RunAttempt(a, w.env);
+  outcome = RunAttempt(a, w.env, w.held);
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kFailedPrecondition) << outcome.status;
   EXPECT_EQ(outcome.status.message(),
             "transport NCCL: this worker binary was built without NCCL");
   EXPECT_EQ(joins, 0);
   EXPECT_TRUE(w.reporter.reports().empty());
+}
+
+// An abort that keeps state (a fault elsewhere: docs/elastic.md) leaves each
+// worker holding its stage at its last validated step and saying so in its
+// heartbeat; the next attempt resumes from memory there and runs the
+// remaining steps exactly as an uninterrupted run does.
+TEST_F(AttemptRunnerTest, AnAttemptResumedFromMemoryEndsAsIfUninterrupted) {
+  const v1::JobSpec spec = TinyJob(4);
+  RunToEnd(spec, /*attempt=*/1);
+  const std::map<int64_t, v1::ReportStepRequest> uninterrupted = Reports(kStages - 1, 1);
+
+  AssignAll(spec, 2);
+  Broadcast(Grant(2, 1));
+  StartAll();
+  for (int r = 0; r < kStages; ++r) workers_[r]->reporter.AwaitStep(2, 1);
+  Broadcast(AbortKeepingState(2));
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    const v1::Heartbeat heartbeat = workers_[r]->state.Heartbeat();
+    ASSERT_TRUE(heartbeat.has_held());
+    EXPECT_EQ(heartbeat.held().job_id(), kJob);
+    EXPECT_EQ(heartbeat.held().attempt(), 2);
+    EXPECT_EQ(heartbeat.held().stage(), r);
+    EXPECT_EQ(heartbeat.held().step(), 1);
+    EXPECT_NE(workers_[r]->held.trainer, nullptr);
+  }
+
+  for (int r = 0; r < kStages; ++r) {
+    v1::Assignment next = AssignmentOf(spec, 3, r);
+    next.set_start_step(2);
+    next.set_resume_from_memory(true);
+    workers_[r]->state.Apply(Assign(next));
+  }
+  Broadcast(Grant(3, 3));
+  StartAll();
+  JoinAll();
+  for (int r = 0; r < kStages; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
+    EXPECT_FALSE(workers_[r]->state.Heartbeat().has_held()) << "taken by attempt 3";
+  }
+  const std::map<int64_t, v1::ReportStepRequest> resumed = Reports(kStages - 1, 3);
+  ASSERT_EQ(resumed.size(), 2u);
+  for (int64_t step : {2, 3}) {
+    SCOPED_TRACE(step);
+    ASSERT_TRUE(resumed.at(step).has_loss());
+    EXPECT_EQ(resumed.at(step).loss(), uninterrupted.at(step).loss());
+  }
+  EXPECT_EQ(resumed.at(3).parameter_sum(), uninterrupted.at(3).parameter_sum());
+}
+
+// resume_from_memory on a worker that holds nothing of the job fails the
+// attempt saying what it holds, and is no job error (the coordinator then
+// restarts from the checkpoint).
+TEST_F(AttemptRunnerTest, ResumingFromMemoryThatIsNotHeldFailsRetryably) {
+  v1::Assignment a = AssignmentOf(TinyJob(4), 1, 0);
+  a.set_start_step(2);
+  a.set_resume_from_memory(true);
+  Worker& w = *workers_[0];
+  w.state.Apply(Assign(a));
+  ASSERT_TRUE(w.state.WaitForAssignment(absl::Seconds(5)).has_value());
+  const AttemptOutcome outcome = RunAttempt(a, w.env, w.held);
+  EXPECT_TRUE(absl::IsFailedPrecondition(outcome.status)) << outcome.status;
+  EXPECT_THAT(std::string(outcome.status.message()),
+              ::testing::HasSubstr("holds no stage state, not stage 0 of job job-1 at step 1"));
+  EXPECT_FALSE(outcome.job_error);
+}
+
+// A degrade (docs/elastic.md): two steps at 2 stages x 2 replicas, then the
+// replicas' workers of replica 0 alone resume from memory with both
+// replicas' microbatches (m' = 2m, offset 0). The same samples make the same
+// mean gradient: losses and parameters match the uninterrupted 2 x 2 run
+// up to the order of the floating-point sums.
+TEST_F(AttemptRunnerTest, ADegradedReplicaTakesTheWholeBatchAndTrainsAsTheFullWidthRun) {
+  for (int r = kStages; r < 2 * kStages; ++r) {
+    workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
+  }
+  v1::JobSpec spec = TinyJob(4);
+  spec.mutable_pipeline()->set_data_parallel(2);
+  // Worker i runs stage i % p of replica i / p.
+  auto assign = [&](int64_t attempt, int i) {
+    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
+    a.set_replica(i / kStages);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
+    return a;
+  };
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(1, i)));
+  Broadcast(Grant(1, 3));
+  StartAll();
+  JoinAll();
+  for (int i = 0; i < 2 * kStages; ++i) ASSERT_TRUE(outcomes_[i].status.ok()) << outcomes_[i].status;
+  // The last stage's workers of both replicas.
+  const std::map<int64_t, v1::ReportStepRequest> full0 = Reports(kStages - 1, 1);
+  const std::map<int64_t, v1::ReportStepRequest> full1 = Reports(2 * kStages - 1, 1);
+
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(2, i)));
+  Broadcast(Grant(2, 1));
+  StartAll();
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->reporter.AwaitStep(2, 1);
+  Broadcast(AbortKeepingState(2));
+  JoinAll();
+  // Replica 1 is lost; replica 0 resumes alone with the global batch.
+  for (int i = 0; i < kStages; ++i) {
+    v1::Assignment next = assign(3, i);
+    next.set_start_step(2);
+    next.set_resume_from_memory(true);
+    next.set_replicas(1);
+    next.set_microbatch_offset(0);
+    next.set_microbatches(2 * kMicrobatches);
+    *next.mutable_schedule() = Version(1, 0, "zb-h1", 2 * kMicrobatches);
+    workers_[i]->state.Apply(Assign(next));
+  }
+  Broadcast(Grant(3, 3));
+  workers_.resize(kStages);
+  StartAll();
+  JoinAll();
+  for (int i = 0; i < kStages; ++i) ASSERT_TRUE(outcomes_[i].status.ok()) << outcomes_[i].status;
+  const std::map<int64_t, v1::ReportStepRequest> degraded = Reports(kStages - 1, 3);
+  ASSERT_EQ(degraded.size(), 2u);
+  for (int64_t step : {2, 3}) {
+    SCOPED_TRACE(step);
+    ASSERT_TRUE(degraded.at(step).has_loss());
+    // Each replica's loss is its mean over m microbatches; the degraded
+    // replica's is the mean over all 2m.
+    const double mean = (full0.at(step).loss() + full1.at(step).loss()) / 2;
+    EXPECT_NEAR(degraded.at(step).loss(), mean, 1e-5 * std::abs(mean));
+  }
+  const double reference = full0.at(3).parameter_sum();
+  EXPECT_NEAR(degraded.at(3).parameter_sum(), reference, 1e-5 * std::abs(reference));
+  std::cout << "degraded vs full-width parameter sum: " << degraded.at(3).parameter_sum()
+            << " vs " << reference << " (relative difference "
+            << std::abs(degraded.at(3).parameter_sum() - reference) / std::abs(reference)
+            << ")\n";
+}
+
+// A heal (docs/elastic.md): after a degrade to replica 0 alone for step 2,
+// replica 1's workers come back with stale state (held at step 1) and take
+// replica 0's state over the data-parallel group before step 3: both
+// replicas end on the same parameters, bit for bit, and on the full-width
+// run's up to the order of the floating-point sums.
+TEST_F(AttemptRunnerTest, AHealedReplicaTakesItsPeersStateBitForBit) {
+  for (int r = kStages; r < 2 * kStages; ++r) {
+    workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
+  }
+  v1::JobSpec spec = TinyJob(4);
+  spec.mutable_pipeline()->set_data_parallel(2);
+  auto assign = [&](int64_t attempt, int i) {
+    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
+    a.set_replica(i / kStages);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
+    return a;
+  };
+  auto run = [&](int64_t attempt, int64_t through_step, bool keep) {
+    Broadcast(Grant(attempt, through_step));
+    StartAll();
+    if (keep) {
+      for (auto& w : workers_) w->reporter.AwaitStep(attempt, through_step);
+      Broadcast(AbortKeepingState(attempt));
+    }
+    JoinAll();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      ASSERT_TRUE(outcomes_[i].status.ok()) << i << ": " << outcomes_[i].status;
+    }
+  };
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(1, i)));
+  ASSERT_NO_FATAL_FAILURE(run(1, 3, /*keep=*/false));
+  const double reference = Reports(kStages - 1, 1).at(3).parameter_sum();
+
+  for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(2, i)));
+  ASSERT_NO_FATAL_FAILURE(run(2, 1, /*keep=*/true));
+  // Step 2 on replica 0 alone, with the whole batch.
+  std::vector<std::unique_ptr<Worker>> replica1;
+  for (int i = kStages; i < 2 * kStages; ++i) replica1.push_back(std::move(workers_[i]));
+  workers_.resize(kStages);
+  for (int i = 0; i < kStages; ++i) {
+    v1::Assignment a = assign(3, i);
+    a.set_start_step(2);
+    a.set_resume_from_memory(true);
+    a.set_replicas(1);
+    a.set_microbatches(2 * kMicrobatches);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", 2 * kMicrobatches);
+    workers_[i]->state.Apply(Assign(a));
+  }
+  ASSERT_NO_FATAL_FAILURE(run(3, 2, /*keep=*/true));
+  // Step 3 at two replicas again: replica 1 held step 1, not 2.
+  for (auto& w : replica1) workers_.push_back(std::move(w));
+  for (int i = 0; i < 2 * kStages; ++i) {
+    v1::Assignment a = assign(4, i);
+    a.set_start_step(3);
+    a.set_resume_from_memory(i < kStages);
+    a.set_receive_state(true);
+    a.set_state_source_replica(0);
+    workers_[i]->state.Apply(Assign(a));
+  }
+  ASSERT_NO_FATAL_FAILURE(run(4, 3, /*keep=*/false));
+  const double healed0 = Reports(kStages - 1, 4).at(3).parameter_sum();
+  const double healed1 = Reports(2 * kStages - 1, 4).at(3).parameter_sum();
+  EXPECT_EQ(healed1, healed0);
+  EXPECT_NEAR(healed0, reference, 1e-5 * std::abs(reference));
 }
 
 }  // namespace

@@ -220,10 +220,56 @@ void Coordinator::AssignWaitingJobs() {
     }
     return true;
   });
+  HealDegradedJobs();
+}
+
+std::vector<std::pair<std::string, int>> Coordinator::IdleSpares(const Job& job) const {
+  std::vector<std::pair<std::string, int>> spares;
+  for (const auto& [worker_id, attempt] : job.spares()) {
+    absl::StatusOr<const WorkerRecord*> record = registry_->Get(worker_id);
+    if (record.ok() && (*record)->state == WorkerState::kIdle &&
+        (*record)->heartbeat.held().job_id() == job.id()) {
+      spares.emplace_back(worker_id, (*record)->heartbeat.held().stage());
+    }
+  }
+  return spares;
+}
+
+void Coordinator::HealDegradedJobs() {
+  bool waiting = false;
+  jobs_->ForEach([&waiting](Job& job) {
+    waiting |= job.Waiting();
+    return true;
+  });
+  // Free workers go to waiting jobs first.
+  if (waiting) return;
+  int free = registry_->CountAssignable();
+  jobs_->ForEach([&](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (job.state() != zbpp::v1::JOB_STATE_DEGRADED || job.healing() ||
+        !job.attempt().active()) {
+      return true;
+    }
+    // Each stage misses d - d' workers; its spares fill what they can.
+    const int missing = job.replicas() - job.attempt().replicas();
+    std::vector<int> spares_of(job.stages(), 0);
+    for (const auto& [worker_id, stage] : IdleSpares(job)) {
+      if (stage >= 0 && stage < job.stages()) ++spares_of[stage];
+    }
+    int needed = 0;
+    for (int spares : spares_of) needed += std::max(0, missing - spares);
+    if (needed > free) return true;
+    if (job.BeginHeal()) free -= needed;
+    Apply(job);
+    return true;
+  });
 }
 
 absl::Status Coordinator::LoseWorker(const WorkerRecord& record, const std::string& why) {
   registry_->LoseSession(record.id, absl::NotFoundError(why));
+  if (Job* kept = jobs_->Find(record.heartbeat.held().job_id())) {
+    kept->ForgetSpare(record.id);
+    Apply(*kept);
+  }
   if (record.job_id.empty()) return absl::OkStatus();
   Job* job = jobs_->Find(record.job_id);
   if (job == nullptr || !job->attempt().Holds(record.id)) return absl::OkStatus();
@@ -276,7 +322,22 @@ bool Coordinator::DecideRecoveries() {
     }
     // A worker silent that long is lost (docs/elastic.md): it holds nothing.
     if (!all_said && now < ended->ended_at + bound) return true;
-    const std::optional<std::vector<std::string>> resumed = job.DecideRecovery(held);
+    // A heal fills the missing replicas with the spares and free workers.
+    std::vector<std::pair<std::string, int>> newcomers;
+    if (ended->heal) {
+      newcomers = IdleSpares(job);
+      const int missing = (job.replicas() * job.stages()) -
+                          static_cast<int>(ended->workers.size());
+      // As many free workers as there are, up to the missing ones.
+      for (int n = missing; n >= 1; --n) {
+        absl::StatusOr<std::vector<std::string>> free = registry_->Preview(job.id(), n);
+        if (!free.ok()) continue;
+        for (const std::string& worker_id : *free) newcomers.emplace_back(worker_id, -1);
+        break;
+      }
+    }
+    const std::optional<std::vector<std::string>> resumed =
+        job.DecideRecovery(held, newcomers);
     Apply(job);
     if (!resumed.has_value()) {
       restarting |= job.Waiting();

@@ -341,7 +341,8 @@ class Coordinator {
   /// Where a worker stands in its job, for the registry's views.
   PlaceOfWorker Places() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Gives free workers to waiting jobs, oldest first (a later, smaller
-  /// job does not overtake one that waits).
+  /// job does not overtake one that waits), then heals degraded jobs with
+  /// what is left (HealDegradedJobs).
   void AssignWaitingJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Prepares the job (Job::Prepare), takes its p × d workers (those that
   /// can carry its transport: WorkerFilterFor), resolves its transport for
@@ -414,6 +415,14 @@ class Coordinator {
   /// AssignWorkers) and begins its attempt over the job's transport. True
   /// when some job now waits for workers (it restarts).
   bool DecideRecoveries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Heals every DEGRADED job whose missing replicas its spares and the
+  /// free workers can fill, stage by stage (Job::BeginHeal; a spare fills
+  /// its own stage, a free worker any), unless a job waits for workers.
+  void HealDegradedJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The spares of `job` that are idle and say they hold its stage, each
+  /// with that stage.
+  std::vector<std::pair<std::string, int>> IdleSpares(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// What worker `worker_id` of attempt `attempt` of `job_id` holds: the
   /// step of its Heartbeat.held for that job and attempt, or nullopt.
   /// `*said` is false while its last heartbeat still names that attempt

@@ -82,6 +82,7 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
   // recovery waits to hear what they hold (docs/elastic.md).
   const bool terminal = IsTerminal(state);
   const bool fault = state == zbpp::v1::JOB_STATE_RECOVERING;
+  healing_ = false;
   const absl::Time now = context_.clock->Now();
   if (abort_reason.has_value() || terminal) {
     if (fault && attempt_.active()) {
@@ -217,7 +218,8 @@ void Job::NoteWaiting(const absl::Status& refused,
 
 absl::Status Job::BeginAttempt(std::vector<std::string> worker_ids,
                                TransportChoice transport) {
-  if (!Waiting()) {
+  // A heal's attempt (DecideRecovery's shape) follows a DEGRADED one.
+  if (!Waiting() && !resume_.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id(), ": an attempt begins only while the job waits for workers, "
                      "not while ", JobStateName(state()),
@@ -332,19 +334,23 @@ void Job::UpdateGrant() {
   // A failing store pauses every job here; the writer's recovery grants
   // again (Coordinator::ResumeGrants).
   if (context_.store_healthy && !context_.store_healthy()) return;
+  // A heal lets the granted steps finish, then ends the attempt.
+  if (healing_) return;
   if (attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1)) {
     MessageWorkers(attempt_.GrantMessage(id()));
   }
 }
 
 absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
+  // A degraded attempt keeps the message that says how it degraded; a
+  // healed one takes a DEGRADED job back to RUNNING.
+  const bool degraded = attempt_.replicas() < replicas();
   if (!attempt_.Acknowledge(worker_id) ||
       (state() != zbpp::v1::JOB_STATE_ASSIGNING &&
-       state() != zbpp::v1::JOB_STATE_RECOVERING)) {
+       state() != zbpp::v1::JOB_STATE_RECOVERING &&
+       (state() != zbpp::v1::JOB_STATE_DEGRADED || degraded))) {
     return false;
   }
-  // A degraded attempt keeps the message that says how it degraded.
-  const bool degraded = attempt_.replicas() < replicas();
   if (absl::Status st = ChangeState(
           degraded ? zbpp::v1::JOB_STATE_DEGRADED : zbpp::v1::JOB_STATE_RUNNING,
           degraded ? job_.state_message() : "", std::nullopt);

@@ -142,7 +142,8 @@ class Job {
   /// chose when it chose one (no calibration then); otherwise it runs the
   /// spec's d replicas of m (Prepare) and a RECOVERING job counts a
   /// restart (Job.restarts_total, once per recovery). FailedPrecondition
-  /// (nothing changes) unless the job waits for workers (Waiting()).
+  /// (nothing changes) unless the job waits for workers (Waiting()) or
+  /// DecideRecovery chose the attempt (a heal's follows a DEGRADED one).
   absl::Status BeginAttempt(std::vector<std::string> worker_ids, TransportChoice transport);
   /// Replays the attempt to `worker_id` at worker index `index` on a new
   /// Session (Assignment, later versions, latest grant); nothing when it
@@ -196,6 +197,8 @@ class Job {
     /// When it ended (the coordinator's clock): the wait for what its
     /// workers hold is bounded from here.
     absl::Time ended_at;
+    /// A degraded attempt ended to heal (BeginHeal), not by a fault.
+    bool heal = false;
   };
   /// The ended attempt awaited; null when no decision is pending.
   const EndedAttempt* AwaitingHeld() const {
@@ -209,6 +212,8 @@ class Job {
   /// Spares: workers outside the attempt holding one of the job's stages
   /// for it, each with the attempt it held the stage in.
   const std::map<std::string, int64_t>& spares() const { return spares_; }
+  /// `worker_id` is lost: it is no spare of the job any more.
+  void ForgetSpare(const std::string& worker_id);
   /// Decides how the job recovers (ChooseRecovery, elastic_recovery.h) from
   /// `held[i]`, the step the awaited attempt's worker index i holds
   /// (nullopt: nothing, or it did not say in time). Resuming (at full
@@ -223,8 +228,28 @@ class Job {
   /// is told to drop the state (AbortCommand.keep_state false), the state
   /// message says why, and the job waits for workers (Waiting()); returns
   /// nullopt. Nothing (nullopt) when no decision is pending.
+  ///
+  /// After a heal's end (EndedAttempt.heal), `newcomers` are the workers
+  /// that may fill the missing replicas: each with the stage it holds for
+  /// the job (a spare) or -1 (an idle worker). When the live replicas
+  /// resume and every missing (replica, stage) finds one (a spare of that
+  /// stage first), the next attempt runs the spec's d replicas of m from
+  /// j + 1 (a version of m at that step when needed), the newcomers
+  /// receiving their state from replica 0 (AttemptShape.live_replicas);
+  /// short of newcomers it resumes degraded as before; when the live
+  /// replicas cannot resume, the job goes RECOVERING and restarts.
   std::optional<std::vector<std::string>> DecideRecovery(
-      const std::vector<std::optional<int64_t>>& held);
+      const std::vector<std::optional<int64_t>>& held,
+      const std::vector<std::pair<std::string, int>>& newcomers = {});
+  /// A DEGRADED job whose missing replicas can be filled (the caller
+  /// checked the spares and idle workers) heals (docs/elastic.md, "Heal"):
+  /// no step is granted past those granted, and once every worker reported
+  /// them the attempt ends keeping its state (AwaitingHeld, EndedAttempt.
+  /// heal) for DecideRecovery. False (nothing changes) unless DEGRADED with
+  /// an attempt, not healing already, and a step is left past the grants.
+  bool BeginHeal();
+  /// Healing: grants stopped until the degraded attempt ends.
+  bool healing() const { return healing_; }
 
   // --- Versions and steps (job_steps.cc) ---
   /// Numbers and stamps `version` (ScheduleVersions::Stamp; the current
@@ -427,6 +452,11 @@ class Job {
   std::optional<AttemptShape> resume_;
   /// This recovery has counted its restart (Job.restarts_total).
   bool restart_counted_ = false;
+  /// BeginHeal stopped the grants; the attempt ends once they are done.
+  bool healing_ = false;
+  /// Ends a healing attempt once every worker reported every step granted
+  /// (BeginHeal). Nothing otherwise.
+  void MaybeEndForHeal();
   /// The replicas running steps and the spares the metrics were last told
   /// (ObserveReplicas); none before.
   std::pair<int, int> observed_replicas_{0, 0};

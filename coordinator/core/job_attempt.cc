@@ -55,7 +55,12 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
     // [r·m', (r+1)·m').
     const int microbatches =
         shape_.microbatches > 0 ? shape_.microbatches : job.spec().pipeline().microbatches();
-    assignment.set_resume_from_memory(true);
+    const bool receives = shape_.live_replicas > 0 && replica_of(index) >= shape_.live_replicas;
+    assignment.set_resume_from_memory(!receives);
+    if (shape_.live_replicas > 0) {
+      assignment.set_receive_state(receives);
+      assignment.set_state_source_replica(0);
+    }
     assignment.set_replicas(replicas());
     assignment.set_microbatch_offset(replica_of(index) * microbatches);
     assignment.set_microbatches(microbatches);

@@ -39,6 +39,11 @@ struct AttemptShape {
   /// Every worker starts from the stage state it holds in memory
   /// (Assignment.resume_from_memory), not from the checkpoint or the seed.
   bool from_memory = false;
+  /// A heal (docs/elastic.md): the replicas [0, live_replicas) resume from
+  /// memory; the others' workers receive their stage's state from replica
+  /// 0's (Assignment.receive_state, state_source_replica 0). 0: every
+  /// replica is live.
+  int live_replicas = 0;
 };
 
 /// A job's current attempt (job.h): its p × d' workers by worker index
@@ -101,7 +106,10 @@ class JobAttempt {
   /// transport (job.transport, resolved when the attempt began), and
   /// `profile` while calibrating(). An attempt that resumes from memory
   /// (AttemptShape.from_memory) sets resume_from_memory, replicas,
-  /// microbatch_offset and microbatches (replica·m', m') and no `restore`.
+  /// microbatch_offset and microbatches (replica·m', m') and no `restore`;
+  /// in a heal, a worker of a replica past live_replicas gets
+  /// receive_state instead of resume_from_memory, and every worker
+  /// state_source_replica 0.
   SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
                                    const ScheduleVersions& versions,
                                    const WorkerRegistry& registry) const;

@@ -35,6 +35,10 @@ bool Job::KeepsHeld(const std::string& worker_id) const {
                                            worker_id) != awaited_->workers.end();
 }
 
+void Job::ForgetSpare(const std::string& worker_id) {
+  if (spares_.erase(worker_id) > 0) ObserveReplicas();
+}
+
 void Job::DropHeld(const std::string& reason) {
   std::map<std::string, int64_t> holders = std::move(spares_);
   spares_.clear();
@@ -76,8 +80,34 @@ absl::Status Job::PublishReplicasVersion(int replicas, int microbatches) {
   return absl::OkStatus();
 }
 
+bool Job::BeginHeal() {
+  if (state() != zbpp::v1::JOB_STATE_DEGRADED || !attempt_.active() || healing_ ||
+      attempt_.calibrating() || !StepLeftForNewVersion()) {
+    return false;
+  }
+  healing_ = true;
+  job_.set_state_message(absl::StrCat(job_.state_message(), "; healing to ", replicas(),
+                                      " replicas after step ", attempt_.granted()));
+  Persist();
+  MaybeEndForHeal();
+  return true;
+}
+
+void Job::MaybeEndForHeal() {
+  if (!healing_ || !attempt_.active()) return;
+  for (int index = 0; index < static_cast<int>(attempt_.workers().size()); ++index) {
+    if (attempt_.last_reported(index) < attempt_.granted()) return;
+  }
+  healing_ = false;
+  awaited_ = EndedAttempt{attempt_.number(), attempt_.workers(), context_.clock->Now(),
+                          /*heal=*/true};
+  EndAttempt(absl::StrCat("healing to ", replicas(), " replicas"), /*keep_state=*/true);
+  Persist();
+}
+
 std::optional<std::vector<std::string>> Job::DecideRecovery(
-    const std::vector<std::optional<int64_t>>& held) {
+    const std::vector<std::optional<int64_t>>& held,
+    const std::vector<std::pair<std::string, int>>& newcomers) {
   if (!awaited_.has_value()) return std::nullopt;
   const EndedAttempt ended = *std::move(awaited_);
   awaited_.reset();
@@ -99,13 +129,44 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
              absl::StrCat("recovering job ", id()));
     return std::nullopt;
   }
+  if (ended.heal && !choice.resume) {
+    // The live replicas cannot go on: a recovery like any other.
+    LogError(ChangeState(zbpp::v1::JOB_STATE_RECOVERING,
+                         absl::StrCat("healing failed: the degraded replicas cannot resume"),
+                         std::nullopt),
+             absl::StrCat("healing job ", id()));
+  }
   const int kept = static_cast<int>(choice.kept_replicas.size());
+  // A heal fills each missing (replica, stage) with a spare of that stage,
+  // else an idle worker: all or none.
+  std::vector<std::string> fill;
+  if (ended.heal && choice.resume) {
+    std::vector<bool> taken(newcomers.size(), false);
+    for (int r = kept; r < replicas(); ++r) {
+      for (int s = 0; s < stages(); ++s) {
+        size_t pick = newcomers.size();
+        for (size_t i = 0; i < newcomers.size() && pick == newcomers.size(); ++i) {
+          if (!taken[i] && newcomers[i].second == s) pick = i;
+        }
+        for (size_t i = 0; i < newcomers.size() && pick == newcomers.size(); ++i) {
+          if (!taken[i] && newcomers[i].second < 0) pick = i;
+        }
+        if (pick == newcomers.size()) continue;
+        taken[pick] = true;
+        fill.push_back(newcomers[pick].first);
+      }
+    }
+    if (static_cast<int>(fill.size()) != (replicas() - kept) * stages()) fill.clear();
+  }
+  const bool heals = !fill.empty();
+  if (heals) choice.microbatches = job_.spec().pipeline().microbatches();
+  const int running = heals ? replicas() : kept;
   if (choice.resume) {
     attempt_.set_start_step(choice.held_step + 1);
-    if (absl::Status planned = PublishReplicasVersion(kept, choice.microbatches);
+    if (absl::Status planned = PublishReplicasVersion(running, choice.microbatches);
         !planned.ok()) {
       choice.resume = false;
-      choice.restart_reason = absl::StrCat("no schedule for ", kept, " replicas of ",
+      choice.restart_reason = absl::StrCat("no schedule for ", running, " replicas of ",
                                            choice.microbatches,
                                            " microbatches: ", planned.message());
     }
@@ -124,16 +185,19 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   }
   std::vector<std::string> workers;
   for (int r : choice.kept_replicas) {
-    for (int s = 0; s < p; ++s) {
-      workers.push_back(ended.workers[r * p + s]);
-      spares_.erase(workers.back());
-    }
+    for (int s = 0; s < p; ++s) workers.push_back(ended.workers[r * p + s]);
   }
-  resume_ = AttemptShape{kept, choice.microbatches, /*from_memory=*/true};
+  workers.insert(workers.end(), fill.begin(), fill.end());
+  for (const std::string& worker_id : workers) spares_.erase(worker_id);
+  resume_ = AttemptShape{running, choice.microbatches, /*from_memory=*/true,
+                         /*live_replicas=*/heals ? kept : 0};
   const int64_t start = choice.held_step + 1;
   job_.set_state_message(absl::StrCat(
-      job_.state_message(), "; ",
-      kept < replicas()
+      ended.heal ? "" : absl::StrCat(job_.state_message(), "; "),
+      heals ? absl::StrCat("healed to ", replicas(), " replicas at step ", start, " (",
+                           (replicas() - kept) * stages(),
+                           " workers receive their state from replica 0)")
+      : kept < replicas()
           ? absl::StrCat("degraded to ", kept, " replicas at step ", start, " (",
                          choice.microbatches, " microbatches each)")
           : absl::StrCat("resuming from memory at step ", start)));

@@ -70,6 +70,7 @@ absl::Status Job::ReportStep(const zbpp::v1::ReportStepRequest& report, int inde
     if (last) ending = ChangeState(zbpp::v1::JOB_STATE_SUCCEEDED, "", "job succeeded");
   }
   UpdateGrant();
+  MaybeEndForHeal();
   // A transition stored the record already.
   if (effect->record_changed && !IsTerminal(state())) Persist();
   return ending;

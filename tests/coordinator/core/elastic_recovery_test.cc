@@ -166,8 +166,39 @@ class ElasticTest : public testing::CoordinatorTest {
     }
   }
 
+  /// Where the workers of a degraded 2 x 2 job are (indexes in `workers`).
+  struct Degraded {
+    size_t lost, spare, kept0, kept1;
+  };
+  /// Submits `spec` (2 stages x 2 replicas) on 4 workers, runs steps 0-2,
+  /// loses the stage-0 worker of replica 1 and has the survivors say they
+  /// hold step 2: replica 0 runs on, DEGRADED, from step 3.
+  Degraded DegradeAfterStep2(const v1::JobSpec& spec, std::vector<FakeWorker>& workers,
+                             std::string* job_id) {
+    workers = AssignedPipeline(spec, job_id);
+    HeartbeatAll(workers);
+    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+    for (int64_t step = 0; step <= 2; ++step) EXPECT_TRUE(ReportStepOnAll(workers, truth, step));
+    const Degraded at{Find(workers, 0, 1), Find(workers, 1, 1), Find(workers, 0, 0),
+                      Find(workers, 1, 0)};
+    LoseWhileOthersRun(workers, at.lost);
+    for (size_t i : {at.spare, at.kept0, at.kept1}) DrainAborts(workers[i]);
+    SayHeld(workers[at.spare], *job_id, 1, 1, 2);
+    SayHeld(workers[at.kept0], *job_id, 1, 0, 2);
+    SayHeld(workers[at.kept1], *job_id, 1, 1, 2);
+    Acknowledge({&workers[at.kept0], &workers[at.kept1]});
+    EXPECT_EQ(coordinator_->GetJob(*job_id, {})->state(), v1::JOB_STATE_DEGRADED);
+    return at;
+  }
+
+  /// The worker's state as ListWorkers shows it (LOST included).
   v1::WorkerState StateOf(const std::string& worker_id) {
     v1::ListWorkersRequest request;
+    for (v1::WorkerState state :
+         {v1::WORKER_STATE_IDLE, v1::WORKER_STATE_ASSIGNED, v1::WORKER_STATE_RUNNING,
+          v1::WORKER_STATE_SPARE, v1::WORKER_STATE_LOST}) {
+      request.add_states(state);
+    }
     const absl::StatusOr<v1::ListWorkersResponse> listed = coordinator_->ListWorkers(request);
     for (const v1::Worker& w : listed->workers()) {
       if (w.worker_id() == worker_id) return w.state();
@@ -276,6 +307,85 @@ TEST_F(ElasticTest, ALostWorkerDegradesTheJobOntoTheCompleteReplica) {
   }
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->replicas_active(), 0);
   EXPECT_EQ(StateOf(workers[spare].id), v1::WORKER_STATE_IDLE);
+}
+
+// A degraded job heals once a new worker can fill the broken replica beside
+// its spare: no step is granted past those granted, the degraded attempt
+// finishes them and ends keeping its state, and the next attempt runs both
+// replicas again from the step replica 0 holds, the spare and the newcomer
+// receiving their state from replica 0, under a version of m again.
+TEST_F(ElasticTest, ASpareAndANewWorkerHealADegradedJob) {
+  const v1::JobSpec spec = ElasticSpec(2, 4, 20);
+  std::string job_id;
+  std::vector<FakeWorker> workers;
+  const auto [lost, spare, kept0, kept1] = DegradeAfterStep2(spec, workers, &job_id);
+  ASSERT_FALSE(HasFailure());
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  std::vector<FakeWorker*> replica0 = {&workers[kept0], &workers[kept1]};
+  const sched::Problem degraded_truth = TruthFor(spec, 1, 8);
+  auto report = [&](std::vector<FakeWorker*> on, const sched::Problem& costs, int64_t step) {
+    std::vector<FakeWorker> copies;
+    for (FakeWorker* w : on) copies.push_back(*w);
+    const bool reported = ReportStepOnAll(copies, costs, step);
+    for (size_t i = 0; i < on.size(); ++i) *on[i] = copies[i];
+    return reported;
+  };
+  ASSERT_TRUE(report(replica0, degraded_truth, 3));
+  workers[kept0].Drain();
+  const int64_t granted = workers[kept0].granted;
+  ASSERT_GE(granted, 4);
+
+  // A newcomer: the job stops granting and heals after step `granted`.
+  FakeWorker newcomer = AddWorker(9);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_DEGRADED);
+  EXPECT_THAT(job->state_message(), HasSubstr("healing to 2 replicas after step "));
+  for (int64_t step = 4; step <= granted; ++step) {
+    ASSERT_TRUE(report(replica0, degraded_truth, step)) << step;
+  }
+  for (FakeWorker* w : replica0) {
+    const std::vector<v1::AbortCommand> aborts = DrainAborts(*w);
+    ASSERT_EQ(aborts.size(), 1u) << w->id;
+    EXPECT_TRUE(aborts[0].keep_state()) << w->id;
+    EXPECT_EQ(w->granted, granted) << "nothing granted while healing";
+  }
+  SayHeld(workers[kept0], job_id, 2, 0, granted);
+  SayHeld(workers[kept1], job_id, 2, 1, granted);
+
+  // Attempt 3: replica 0 from memory, replica 1 (the newcomer on stage 0,
+  // the spare on its stage 1) from replica 0, each taking 4 of the 8.
+  std::vector<FakeWorker*> all = {&workers[kept0], &workers[kept1], &newcomer, &workers[spare]};
+  std::map<std::string, std::pair<int, int>> expected = {
+      {workers[kept0].id, {0, 0}}, {workers[kept1].id, {1, 0}},
+      {newcomer.id, {0, 1}}, {workers[spare].id, {1, 1}}};
+  for (FakeWorker* w : all) {
+    w->Drain();
+    ASSERT_TRUE(w->assignment.has_value()) << w->id;
+    const v1::Assignment& a = *w->assignment;
+    EXPECT_EQ(a.attempt(), 3);
+    EXPECT_EQ(std::make_pair(a.stage(), a.replica()), expected[w->id]) << w->id;
+    EXPECT_EQ(a.start_step(), granted + 1);
+    EXPECT_EQ(a.replicas(), 2);
+    EXPECT_EQ(a.microbatches(), 4);
+    EXPECT_EQ(a.microbatch_offset(), 4 * a.replica());
+    EXPECT_EQ(a.resume_from_memory(), a.replica() == 0) << w->id;
+    EXPECT_EQ(a.receive_state(), a.replica() == 1) << w->id;
+    EXPECT_EQ(a.state_source_replica(), 0);
+    EXPECT_EQ(a.schedule().schedule().microbatches(), 4);
+    EXPECT_EQ(a.schedule().reason(), v1::SCHEDULE_CHANGE_REASON_REPLICAS);
+    EXPECT_EQ(a.schedule().effective_step(), granted + 1);
+    EXPECT_THAT(a.schedule().reason_detail(), HasSubstr("1 -> 2 replicas, 8 -> 4"));
+  }
+  Acknowledge(all);
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->replicas_active(), 2);
+  EXPECT_EQ(job->degraded_steps(), granted - 2);
+  EXPECT_EQ(job->recoveries_total(), 1) << "a heal is no recovery";
+  EXPECT_EQ(job->restarts_total(), 0);
+  EXPECT_EQ(StateOf(workers[spare].id), v1::WORKER_STATE_RUNNING);
+  ASSERT_TRUE(report(all, truth, granted + 1));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), granted + 2);
 }
 
 // No worker died: a worker failed on a timeout, every one holds step 2,
@@ -471,26 +581,9 @@ TEST_F(ElasticTest, ARestartedCoordinatorRestartsADegradedJobAtFullWidth) {
   const v1::JobSpec spec = ElasticSpec(2, 4);
   std::string job_id;
   {
-    std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
-    HeartbeatAll(workers);
-    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-    for (int64_t step = 0; step <= 2; ++step) {
-      ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
-    }
-    const size_t lost = Find(workers, 0, 1);
-    std::map<std::string, int> stage_of;
-    for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();
-    LoseWhileOthersRun(workers, lost);
-    std::vector<FakeWorker*> kept;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (i == lost) continue;
-      const bool replica0 = workers[i].assignment->replica() == 0;
-      DrainAborts(workers[i]);
-      SayHeld(workers[i], job_id, 1, stage_of[workers[i].id], 2);
-      if (replica0) kept.push_back(&workers[i]);
-    }
-    Acknowledge(kept);
-    ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_DEGRADED);
+    std::vector<FakeWorker> workers;
+    DegradeAfterStep2(spec, workers, &job_id);
+    ASSERT_FALSE(HasFailure());
   }
   const auto before = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
   ASSERT_EQ(before->schedule().schedule().microbatches(), 8);
@@ -523,6 +616,36 @@ TEST_F(ElasticTest, ARestartedCoordinatorRestartsADegradedJobAtFullWidth) {
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
   ASSERT_TRUE(coordinator_->FlushStore().ok());
   std::remove(path.c_str());
+}
+
+/// The replicas and spares the metrics are told (CoordinatorObserver).
+class ReplicasObserver : public CoordinatorObserver {
+ public:
+  void OnReplicas(const std::string&, int active, int spares) override {
+    told.emplace_back(active, spares);
+  }
+  std::vector<std::pair<int, int>> told;
+};
+
+// The metrics follow the replicas and the spares; a spare that is lost is
+// one no more.
+TEST_F(ElasticTest, TheMetricsCountTheActiveReplicasAndTheSparesTillOneIsLost) {
+  ReplicasObserver observer;
+  observer_ = &observer;
+  Start(":memory:");
+  std::string job_id;
+  std::vector<FakeWorker> workers;
+  const Degraded at = DegradeAfterStep2(ElasticSpec(2, 4), workers, &job_id);
+  ASSERT_FALSE(HasFailure());
+  // RUNNING on 2, RECOVERING, the degrade's spare, DEGRADED on 1.
+  EXPECT_THAT(observer.told, ::testing::ElementsAre(std::make_pair(2, 0), std::make_pair(0, 0),
+                                                    std::make_pair(0, 1), std::make_pair(1, 1)));
+  std::vector<FakeWorker> others;
+  for (size_t i : {at.kept0, at.kept1, at.spare}) others.push_back(workers[i]);
+  LoseWhileOthersRun(others, 2);
+  EXPECT_EQ(StateOf(workers[at.spare].id), v1::WORKER_STATE_LOST);
+  EXPECT_EQ(observer.told.back(), std::make_pair(1, 0));
+  coordinator_.reset();
 }
 
 }  // namespace

@@ -57,8 +57,10 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
         shape_.microbatches > 0 ? shape_.microbatches : job.spec().pipeline().microbatches();
     const bool receives = shape_.live_replicas > 0 && replica_of(index) >= shape_.live_replicas;
     assignment.set_resume_from_memory(!receives);
-    if (shape_.live_replicas > 0) {
-      assignment.set_receive_state(receives);
+    // A heal copies replica 0's state to the other replicas: every worker
+    // of the attempt takes part (worker.proto Assignment.receive_state).
+    if (shape_.live_replicas > 0 && shape_.live_replicas < replicas()) {
+      assignment.set_receive_state(true);
       assignment.set_state_source_replica(0);
     }
     assignment.set_replicas(replicas());

@@ -492,6 +492,9 @@ class AttemptRun {
     }
     Fill(step, **schedule, *result, report);
     trainer_->MarkBetweenSteps(GapPhase::kOther);
+    // Nothing blocks on a peer until the next grant: an abort now leaves the
+    // groups to StageTrainer::Hold (ControlState::SetQuiet).
+    env_.state->SetQuiet();
     if (absl::Status st = Report(report); !st.ok()) return st;
     trainer_->MarkBetweenSteps(GapPhase::kReport);
     env_.state->SetProgress(step, version_number_);

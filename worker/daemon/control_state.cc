@@ -37,6 +37,7 @@ void ControlState::Promote() {
   queued_.reset();
   last_completed_step_ = -1;
   schedule_version_ = 0;
+  quiet_ = false;
   // Whatever the previous attempt ended in is not the new one's phase.
   phase_ = v1::WORKER_PHASE_IDLE;
   error_.clear();
@@ -83,7 +84,7 @@ void ControlState::Apply(const v1::SessionResponse& message) {
       }
       if (!HoldsForCoordinator(c.job_id(), c.attempt())) return;
       current_->aborted = true;
-      if (abort_hook_) abort_hook_();
+      if (abort_hook_ && !quiet_) abort_hook_();
       if (c.has_abort()) {
         current_->abort_reason = c.abort().reason();
         current_->keep_state = c.abort().keep_state();
@@ -118,6 +119,7 @@ ControlState::GrantWait ControlState::WaitForGrant(const std::string& job_id, in
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) return GrantWait::kTimedOut;
   if (!Holds(job_id, attempt) || current_->aborted) return GrantWait::kAborted;
+  quiet_ = false;  // The step communicates: an abort must release it.
   return GrantWait::kGranted;
 }
 
@@ -157,6 +159,11 @@ void ControlState::Finish(const std::string& job_id, int64_t attempt) {
   Promote();
 }
 
+void ControlState::SetQuiet() {
+  absl::MutexLock lock(&mu_);
+  quiet_ = true;
+}
+
 bool ControlState::KeepsState(const std::string& job_id, int64_t attempt) const {
   absl::MutexLock lock(&mu_);
   return Holds(job_id, attempt) && current_->aborted && current_->keep_state;
@@ -180,7 +187,7 @@ void ControlState::Reset() {
     current_->aborted = true;
     current_->abort_reason = "registered again: the coordinator lost this worker";
     current_->orphaned = true;
-    if (abort_hook_) abort_hook_();
+    if (abort_hook_ && !quiet_) abort_hook_();
     if (!current_->started) current_.reset();
     ++revision_;
   }

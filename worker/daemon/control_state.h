@@ -85,7 +85,10 @@ class ControlState {
   /// While the training thread runs the attempt: `hook` runs (under this
   /// object's lock: it must be quick and must not call back) the moment the
   /// attempt is aborted or replaced, or at once if it already was; it
-  /// releases the step blocked in communication (Communicator::Abort).
+  /// releases the step blocked in communication (Communicator::Abort). Not
+  /// while the training thread is quiet (SetQuiet): no step is blocked, and
+  /// the groups stay usable for what the held state still needs of them
+  /// (StageTrainer::Hold's wait for a validation state already sent).
   void SetAbortHook(const std::string& job_id, int64_t attempt, std::function<void()> hook);
   /// Removes the hook (before what it refers to is destroyed).
   void ClearAbortHook();
@@ -103,6 +106,11 @@ class ControlState {
   /// AbortCommand.keep_state: the training thread keeps its stage's state
   /// (docs/elastic.md, "Held state"). Call before Finish.
   bool KeepsState(const std::string& job_id, int64_t attempt) const;
+  /// The training thread communicates no more until its next grant (it
+  /// reports a step, then waits for the grant, which it then gets only if
+  /// the attempt was not aborted meanwhile): an abort until then does not
+  /// run the abort hook.
+  void SetQuiet();
   /// The stage state the training thread holds, reported in every
   /// heartbeat (Heartbeat.held); nullopt: none.
   void SetHeld(std::optional<v1::HeldState> held);
@@ -159,6 +167,8 @@ class ControlState {
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<v1::HeldState> held_ ABSL_GUARDED_BY(mu_);
   bool held_drop_ ABSL_GUARDED_BY(mu_) = false;
+  // SetQuiet until the next grant (or attempt).
+  bool quiet_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zbpp::worker

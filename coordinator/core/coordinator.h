@@ -82,6 +82,14 @@ namespace zbpp::coordinator {
 /// StoreHealth() tells the daemon (gRPC health, metrics); ListSteps and a
 /// resuming SubmitJob return Unavailable meanwhile.
 ///
+/// Recovery from memory (docs/elastic.md): a fault ends an attempt keeping
+/// its workers' state; the job (RECOVERING) waits until each of those
+/// workers said what it holds (Heartbeat.held) or the heartbeat timeout
+/// passed, then resumes at full width, degrades onto its complete replicas
+/// (DEGRADED; the broken replicas' survivors are its spares, reserved for
+/// it) or restarts (DecideRecoveries). A DEGRADED job heals once its spares
+/// and free workers can fill its replicas (HealDegradedJobs).
+///
 /// Decide, then act: every call into a Job is followed, under the same
 /// lock and before anything else, by Apply, which takes what the job
 /// decided (Job::TakeEffects) and applies it (ApplyJobEffects): store

@@ -132,8 +132,7 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   if (ended.heal && !choice.resume) {
     // The live replicas cannot go on: a recovery like any other.
     LogError(ChangeState(zbpp::v1::JOB_STATE_RECOVERING,
-                         absl::StrCat("healing failed: the degraded replicas cannot resume"),
-                         std::nullopt),
+                         "healing failed: the degraded replicas cannot resume", std::nullopt),
              absl::StrCat("healing job ", id()));
   }
   const int kept = static_cast<int>(choice.kept_replicas.size());

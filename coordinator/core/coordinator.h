@@ -418,8 +418,9 @@ class Coordinator {
   void ApplyRetention() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Decides the recovery of every RECOVERING job awaiting what its ended
   /// attempt's workers hold (Job::AwaitingHeld; docs/elastic.md) once each
-  /// of them said (HeldStep) or the heartbeat timeout has passed since the
-  /// attempt ended: a resume takes its workers (WorkerRegistry::
+  /// of them said (HeldStep), every replica has a worker that holds
+  /// nothing (none can resume), or the heartbeat timeout has passed since
+  /// the attempt ended: a resume takes its workers (WorkerRegistry::
   /// AssignWorkers) and begins its attempt over the job's transport. True
   /// when some job now waits for workers (it restarts).
   bool DecideRecoveries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -551,6 +551,21 @@ TEST_F(ElasticTest, HeldStateReportedAfterTheWaitRestarts) {
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->restarts_total(), 1);
 }
 
+// One replica that lost a worker can never resume: the job restarts at
+// once, without waiting for the survivor to say what it holds.
+TEST_F(ElasticTest, NoReplicaLeftToResumeRestartsWithoutWaiting) {
+  const v1::JobSpec spec = ElasticSpec(1, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  ASSERT_TRUE(ReportStepOnAll(workers, TrueCosts(spec, 0, 1.0), 0));
+  LoseWhileOthersRun(workers, 1);
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("restarting from step 0 (no replica holds all 2 stages)"));
+}
+
 // A worker still holding the state of a job that ended is told to drop it.
 TEST_F(ElasticTest, StateOfAnEndedJobIsDropped) {
   const v1::JobSpec spec = ElasticSpec(1, 4, 1);

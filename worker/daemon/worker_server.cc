@@ -117,11 +117,14 @@ void WorkerServer::RunTrainingLoop() {
     if (state_.TakeHeldDrop()) DropHeld();
     std::optional<v1::Assignment> assignment = state_.WaitForAssignment(absl::Seconds(1));
     if (!assignment.has_value()) continue;
-    Logf("job %s attempt %d: stage %d of %d, replica %d of %d, steps %d..%d, over %s",
+    Logf("job %s attempt %d: stage %d of %d, replica %d of %d, steps %d..%d, over %s%s",
          assignment->job_id(), assignment->attempt(), assignment->stage(),
          assignment->spec().pipeline().stages(), assignment->replica(),
-         DataParallelOf(assignment->spec().pipeline()), assignment->start_step(),
-         assignment->spec().steps() - 1, TransportLabel(assignment->transport()));
+         assignment->replicas() > 0 ? assignment->replicas()
+                                    : DataParallelOf(assignment->spec().pipeline()),
+         assignment->start_step(), assignment->spec().steps() - 1,
+         TransportLabel(assignment->transport()),
+         assignment->resume_from_memory() ? ", resuming from memory" : "");
     const AttemptOutcome result = RunAttempt(*assignment, env_, held_);
     if (!result.status.ok()) {
       Logf("job %s failed on this worker: %s", assignment->job_id(), result.status.ToString());

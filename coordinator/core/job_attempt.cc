@@ -55,10 +55,13 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
     // [r·m', (r+1)·m').
     const int microbatches =
         shape_.microbatches > 0 ? shape_.microbatches : job.spec().pipeline().microbatches();
-    const bool receives = shape_.live_replicas > 0 && replica_of(index) >= shape_.live_replicas;
-    assignment.set_resume_from_memory(!receives);
+    assignment.set_resume_from_memory(shape_.live_replicas == 0 ||
+                                      replica_of(index) < shape_.live_replicas);
     if (shape_.live_replicas > 0) {
-      assignment.set_receive_state(receives);
+      // The copy is a collective of the data-parallel group: replica 0's
+      // worker sends, every other one takes it (zbpp-worker's
+      // StageTrainer::CopyStateFromReplica), so every worker joins it.
+      assignment.set_receive_state(true);
       assignment.set_state_source_replica(0);
     }
     assignment.set_replicas(replicas());

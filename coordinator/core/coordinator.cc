@@ -314,14 +314,26 @@ bool Coordinator::DecideRecoveries() {
     const Job::EndedAttempt* ended = job.AwaitingHeld();
     if (ended == nullptr) return true;
     std::vector<std::optional<int64_t>> held;
-    bool all_said = true;
-    for (const std::string& worker_id : ended->workers) {
-      bool said = true;
-      held.push_back(HeldStep(worker_id, job.id(), ended->number, &said));
-      all_said &= said;
+    std::vector<bool> said(ended->workers.size(), true);
+    for (size_t i = 0; i < ended->workers.size(); ++i) {
+      bool answered = true;
+      held.push_back(HeldStep(ended->workers[i], job.id(), ended->number, &answered));
+      said[i] = answered;
     }
-    // A worker silent that long is lost (docs/elastic.md): it holds nothing.
-    if (!all_said && now < ended->ended_at + bound) return true;
+    // Waiting is worth it while some replica may still turn out complete;
+    // a worker silent that long is lost (docs/elastic.md): it holds nothing.
+    const int p = job.stages();
+    bool all_said = true;
+    bool may_resume = false;
+    for (size_t r = 0; r * p < held.size(); ++r) {
+      bool broken = false;
+      for (size_t i = r * p; i < (r + 1) * p; ++i) {
+        all_said &= said[i];
+        broken |= said[i] && !held[i].has_value();
+      }
+      may_resume |= !broken;
+    }
+    if (!all_said && may_resume && now < ended->ended_at + bound) return true;
     // A heal fills the missing replicas with the spares and free workers.
     std::vector<std::pair<std::string, int>> newcomers;
     if (ended->heal) {

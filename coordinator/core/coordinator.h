@@ -82,6 +82,14 @@ namespace zbpp::coordinator {
 /// StoreHealth() tells the daemon (gRPC health, metrics); ListSteps and a
 /// resuming SubmitJob return Unavailable meanwhile.
 ///
+/// Recovery from memory (docs/elastic.md): a fault ends an attempt keeping
+/// its workers' state; the job (RECOVERING) waits until each of those
+/// workers said what it holds (Heartbeat.held) or the heartbeat timeout
+/// passed, then resumes at full width, degrades onto its complete replicas
+/// (DEGRADED; the broken replicas' survivors are its spares, reserved for
+/// it) or restarts (DecideRecoveries). A DEGRADED job heals once its spares
+/// and free workers can fill its replicas (HealDegradedJobs).
+///
 /// Decide, then act: every call into a Job is followed, under the same
 /// lock and before anything else, by Apply, which takes what the job
 /// decided (Job::TakeEffects) and applies it (ApplyJobEffects): store
@@ -410,8 +418,9 @@ class Coordinator {
   void ApplyRetention() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Decides the recovery of every RECOVERING job awaiting what its ended
   /// attempt's workers hold (Job::AwaitingHeld; docs/elastic.md) once each
-  /// of them said (HeldStep) or the heartbeat timeout has passed since the
-  /// attempt ended: a resume takes its workers (WorkerRegistry::
+  /// of them said (HeldStep), every replica has a worker that holds
+  /// nothing (none can resume), or the heartbeat timeout has passed since
+  /// the attempt ended: a resume takes its workers (WorkerRegistry::
   /// AssignWorkers) and begins its attempt over the job's transport. True
   /// when some job now waits for workers (it restarts).
   bool DecideRecoveries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -85,9 +85,7 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
   healing_ = false;
   const absl::Time now = context_.clock->Now();
   if (abort_reason.has_value() || terminal) {
-    if (fault && attempt_.active()) {
-      awaited_ = EndedAttempt{attempt_.number(), attempt_.workers(), now};
-    }
+    if (fault && attempt_.active()) awaited_ = EndingAttempt(now, /*heal=*/false);
     EndAttempt(abort_reason.value_or(message), fault);
   }
   if (terminal) DropHeld(abort_reason.value_or(message));
@@ -334,9 +332,9 @@ void Job::UpdateGrant() {
   // A failing store pauses every job here; the writer's recovery grants
   // again (Coordinator::ResumeGrants).
   if (context_.store_healthy && !context_.store_healthy()) return;
-  // A heal lets the granted steps finish, then ends the attempt.
-  if (healing_) return;
-  if (attempt_.NextGrant(context_.grant_lookahead_steps, job_.spec().steps() - 1)) {
+  // A heal grants up to the step it ends after (BeginHeal).
+  if (attempt_.NextGrant(context_.grant_lookahead_steps,
+                         healing_ ? heal_through_ : job_.spec().steps() - 1)) {
     MessageWorkers(attempt_.GrantMessage(id()));
   }
 }

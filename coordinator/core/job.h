@@ -199,6 +199,9 @@ class Job {
     absl::Time ended_at;
     /// A degraded attempt ended to heal (BeginHeal), not by a fault.
     bool heal = false;
+    /// Worker indexes that hold nothing whatever they say: a heal's
+    /// newcomers that ran no step (their state copy may never have come).
+    std::vector<bool> holds_nothing;
   };
   /// The ended attempt awaited; null when no decision is pending.
   const EndedAttempt* AwaitingHeld() const {
@@ -243,10 +246,16 @@ class Job {
       const std::vector<std::pair<std::string, int>>& newcomers = {});
   /// A DEGRADED job whose missing replicas can be filled (the caller
   /// checked the spares and idle workers) heals (docs/elastic.md, "Heal"):
-  /// no step is granted past those granted, and once every worker reported
-  /// them the attempt ends keeping its state (AwaitingHeld, EndedAttempt.
-  /// heal) for DecideRecovery. False (nothing changes) unless DEGRADED with
-  /// an attempt, not healing already, and a step is left past the grants.
+  /// no step is granted past the last one it runs, and once every worker
+  /// reported that one the attempt ends keeping its state (AwaitingHeld,
+  /// EndedAttempt.heal) for DecideRecovery. Under post-update validation
+  /// the last step is one more, run SYNCHRONOUS (a version of its own,
+  /// reason VALIDATION_MODE, the policy's mode unchanged): every stage
+  /// then holds it validated, the first stages too, whose validation of a
+  /// speculative step would come only with the next one (paper §4).
+  /// Otherwise the last step is the last one granted. False (nothing
+  /// changes) unless DEGRADED with an attempt, not healing already, and a
+  /// step is left past the grants.
   bool BeginHeal();
   /// Healing: grants stopped until the degraded attempt ends.
   bool healing() const { return healing_; }
@@ -348,6 +357,9 @@ class Job {
   /// registry (WorkerRegistry::Release) and the rendezvous scope's
   /// deletion. Nothing without one.
   void EndAttempt(const std::string& abort_reason, bool keep_state);
+  /// The current attempt as it ends at `now` (EndedAttempt), for
+  /// DecideRecovery.
+  EndedAttempt EndingAttempt(absl::Time now, bool heal) const;
   /// Tells every worker the job keeps state of outside its attempt
   /// (KeepsHeld) to drop it (an Abort of the attempt it holds, keep_state
   /// false, with `reason`) and keeps none: the job ended or restarts.
@@ -452,8 +464,10 @@ class Job {
   std::optional<AttemptShape> resume_;
   /// This recovery has counted its restart (Job.restarts_total).
   bool restart_counted_ = false;
-  /// BeginHeal stopped the grants; the attempt ends once they are done.
+  /// BeginHeal stopped the grants at heal_through_; the attempt ends once
+  /// every worker reported it.
   bool healing_ = false;
+  int64_t heal_through_ = -1;
   /// Ends a healing attempt once every worker reported every step granted
   /// (BeginHeal). Nothing otherwise.
   void MaybeEndForHeal();

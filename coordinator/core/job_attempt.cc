@@ -55,11 +55,12 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
     // [r·m', (r+1)·m').
     const int microbatches =
         shape_.microbatches > 0 ? shape_.microbatches : job.spec().pipeline().microbatches();
-    const bool receives = shape_.live_replicas > 0 && replica_of(index) >= shape_.live_replicas;
-    assignment.set_resume_from_memory(!receives);
-    // A heal copies replica 0's state to the other replicas: every worker
-    // of the attempt takes part (worker.proto Assignment.receive_state).
-    if (shape_.live_replicas > 0 && shape_.live_replicas < replicas()) {
+    assignment.set_resume_from_memory(shape_.live_replicas == 0 ||
+                                      replica_of(index) < shape_.live_replicas);
+    if (shape_.live_replicas > 0) {
+      // The copy is a collective of the data-parallel group: replica 0's
+      // worker sends, every other one takes it (zbpp-worker's
+      // StageTrainer::CopyStateFromReplica), so every worker joins it.
       assignment.set_receive_state(true);
       assignment.set_state_source_replica(0);
     }

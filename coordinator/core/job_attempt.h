@@ -40,9 +40,10 @@ struct AttemptShape {
   /// (Assignment.resume_from_memory), not from the checkpoint or the seed.
   bool from_memory = false;
   /// A heal (docs/elastic.md): the replicas [0, live_replicas) resume from
-  /// memory; the others' workers receive their stage's state from replica
-  /// 0's (Assignment.receive_state, state_source_replica 0). 0: every
-  /// replica is live.
+  /// memory; the others' workers take their stage's state from replica
+  /// 0's, a copy every worker of the attempt joins (Assignment.
+  /// receive_state on all, state_source_replica 0). 0: every replica is
+  /// live.
   int live_replicas = 0;
 };
 
@@ -107,9 +108,9 @@ class JobAttempt {
   /// `profile` while calibrating(). An attempt that resumes from memory
   /// (AttemptShape.from_memory) sets resume_from_memory, replicas,
   /// microbatch_offset and microbatches (replica·m', m') and no `restore`;
-  /// in a heal, a worker of a replica past live_replicas gets
-  /// receive_state instead of resume_from_memory, and every worker
-  /// state_source_replica 0.
+  /// in a heal, a worker of a replica past live_replicas has no
+  /// resume_from_memory, and every worker receive_state (the copy is a
+  /// collective: replica 0's worker sends) with state_source_replica 0.
   SessionMessage AssignmentMessage(int index, const zbpp::v1::Job& job,
                                    const ScheduleVersions& versions,
                                    const WorkerRegistry& registry) const;

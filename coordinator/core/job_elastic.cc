@@ -80,15 +80,37 @@ absl::Status Job::PublishReplicasVersion(int replicas, int microbatches) {
   return absl::OkStatus();
 }
 
+Job::EndedAttempt Job::EndingAttempt(absl::Time now, bool heal) const {
+  EndedAttempt ended{attempt_.number(), attempt_.workers(), now, heal};
+  const int live = attempt_.shape().live_replicas;
+  for (int index = 0; index < static_cast<int>(ended.workers.size()); ++index) {
+    ended.holds_nothing.push_back(live > 0 && replica_of(index) >= live &&
+                                  attempt_.last_reported(index) < attempt_.start_step());
+  }
+  return ended;
+}
+
 bool Job::BeginHeal() {
   if (state() != zbpp::v1::JOB_STATE_DEGRADED || !attempt_.active() || healing_ ||
       attempt_.calibrating() || !StepLeftForNewVersion()) {
     return false;
   }
   healing_ = true;
+  heal_through_ = attempt_.granted();
+  if (versions_.latest().validation() == zbpp::v1::VALIDATION_MODE_POST) {
+    zbpp::v1::ScheduleVersion version = versions_.latest();
+    const sched::Schedule schedule = versions_.schedule(version.version());
+    version.clear_previous_predicted();
+    version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+    version.set_reason_detail(absl::StrCat("synchronous validation: the last step before the heal "
+                                           "to ", replicas(), " replicas settles every stage"));
+    version.set_validation(zbpp::v1::VALIDATION_MODE_SYNCHRONOUS);
+    heal_through_ = Version(PublishVersion(std::move(version), schedule))->effective_step();
+  }
   job_.set_state_message(absl::StrCat(job_.state_message(), "; healing to ", replicas(),
-                                      " replicas after step ", attempt_.granted()));
+                                      " replicas after step ", heal_through_));
   Persist();
+  UpdateGrant();
   MaybeEndForHeal();
   return true;
 }
@@ -96,11 +118,10 @@ bool Job::BeginHeal() {
 void Job::MaybeEndForHeal() {
   if (!healing_ || !attempt_.active()) return;
   for (int index = 0; index < static_cast<int>(attempt_.workers().size()); ++index) {
-    if (attempt_.last_reported(index) < attempt_.granted()) return;
+    if (attempt_.last_reported(index) < heal_through_) return;
   }
   healing_ = false;
-  awaited_ = EndedAttempt{attempt_.number(), attempt_.workers(), context_.clock->Now(),
-                          /*heal=*/true};
+  awaited_ = EndingAttempt(context_.clock->Now(), /*heal=*/true);
   EndAttempt(absl::StrCat("healing to ", replicas(), " replicas"), /*keep_state=*/true);
   Persist();
 }
@@ -111,14 +132,16 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   if (!awaited_.has_value()) return std::nullopt;
   const EndedAttempt ended = *std::move(awaited_);
   awaited_.reset();
-  // Whoever said it holds a stage is kept until the decision is made.
-  for (size_t i = 0; i < held.size() && i < ended.workers.size(); ++i) {
-    if (held[i].has_value()) spares_[ended.workers[i]] = ended.number;
+  // Whoever holds a stage is kept until the decision is made.
+  std::vector<std::optional<int64_t>> holding = held;
+  for (size_t i = 0; i < holding.size() && i < ended.workers.size(); ++i) {
+    if (ended.holds_nothing[i]) holding[i].reset();
+    if (holding[i].has_value()) spares_[ended.workers[i]] = ended.number;
   }
   const int p = stages();
   const int64_t steps = job_.spec().steps();
   RecoveryChoice choice = ChooseRecovery(p, replicas(), job_.spec().pipeline().microbatches(),
-                                         steps, held);
+                                         steps, holding);
   if (choice.resume && choice.held_step + 1 == steps) {
     // Every step's update is held: nothing is left to run.
     job_.set_steps_completed(steps);
@@ -132,8 +155,7 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   if (ended.heal && !choice.resume) {
     // The live replicas cannot go on: a recovery like any other.
     LogError(ChangeState(zbpp::v1::JOB_STATE_RECOVERING,
-                         absl::StrCat("healing failed: the degraded replicas cannot resume"),
-                         std::nullopt),
+                         "healing failed: the degraded replicas cannot resume", std::nullopt),
              absl::StrCat("healing job ", id()));
   }
   const int kept = static_cast<int>(choice.kept_replicas.size());

@@ -310,12 +310,15 @@ TEST_F(ElasticTest, ALostWorkerDegradesTheJobOntoTheCompleteReplica) {
 }
 
 // A degraded job heals once a new worker can fill the broken replica beside
-// its spare: no step is granted past those granted, the degraded attempt
-// finishes them and ends keeping its state, and the next attempt runs both
-// replicas again from the step replica 0 holds, the spare and the newcomer
-// receiving their state from replica 0, under a version of m again.
+// its spare: one step more is granted, run with synchronous validation so
+// that every stage holds it validated, the degraded attempt ends keeping
+// its state after it, and the next attempt runs both replicas again from
+// the step replica 0 holds, the spare and the newcomer taking their state
+// from replica 0 (a copy every worker joins), under a version of m again
+// (post-update validation again).
 TEST_F(ElasticTest, ASpareAndANewWorkerHealADegradedJob) {
-  const v1::JobSpec spec = ElasticSpec(2, 4, 20);
+  v1::JobSpec spec = ElasticSpec(2, 4, 20);
+  spec.set_validation(v1::VALIDATION_MODE_POST);
   std::string job_id;
   std::vector<FakeWorker> workers;
   const auto [lost, spare, kept0, kept1] = DegradeAfterStep2(spec, workers, &job_id);
@@ -335,22 +338,27 @@ TEST_F(ElasticTest, ASpareAndANewWorkerHealADegradedJob) {
   const int64_t granted = workers[kept0].granted;
   ASSERT_GE(granted, 4);
 
-  // A newcomer: the job stops granting and heals after step `granted`.
+  // A newcomer: the job heals after one synchronous step more.
   FakeWorker newcomer = AddWorker(9);
-  auto job = coordinator_->GetJob(job_id, {});
+  auto job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
   EXPECT_EQ(job->state(), v1::JOB_STATE_DEGRADED);
-  EXPECT_THAT(job->state_message(), HasSubstr("healing to 2 replicas after step "));
-  for (int64_t step = 4; step <= granted; ++step) {
+  EXPECT_EQ(job->schedule().reason(), v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
+  EXPECT_EQ(job->schedule().validation(), v1::VALIDATION_MODE_SYNCHRONOUS);
+  const int64_t last = job->schedule().effective_step();
+  EXPECT_EQ(last, granted + 1);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr(absl::StrCat("healing to 2 replicas after step ", last)));
+  for (int64_t step = 4; step <= last; ++step) {
     ASSERT_TRUE(report(replica0, degraded_truth, step)) << step;
   }
   for (FakeWorker* w : replica0) {
     const std::vector<v1::AbortCommand> aborts = DrainAborts(*w);
     ASSERT_EQ(aborts.size(), 1u) << w->id;
     EXPECT_TRUE(aborts[0].keep_state()) << w->id;
-    EXPECT_EQ(w->granted, granted) << "nothing granted while healing";
+    EXPECT_EQ(w->granted, last) << "nothing granted past the heal's last step";
   }
-  SayHeld(workers[kept0], job_id, 2, 0, granted);
-  SayHeld(workers[kept1], job_id, 2, 1, granted);
+  SayHeld(workers[kept0], job_id, 2, 0, last);
+  SayHeld(workers[kept1], job_id, 2, 1, last);
 
   // Attempt 3: replica 0 from memory, replica 1 (the newcomer on stage 0,
   // the spare on its stage 1) from replica 0, each taking 4 of the 8.
@@ -364,28 +372,29 @@ TEST_F(ElasticTest, ASpareAndANewWorkerHealADegradedJob) {
     const v1::Assignment& a = *w->assignment;
     EXPECT_EQ(a.attempt(), 3);
     EXPECT_EQ(std::make_pair(a.stage(), a.replica()), expected[w->id]) << w->id;
-    EXPECT_EQ(a.start_step(), granted + 1);
+    EXPECT_EQ(a.start_step(), last + 1);
     EXPECT_EQ(a.replicas(), 2);
     EXPECT_EQ(a.microbatches(), 4);
     EXPECT_EQ(a.microbatch_offset(), 4 * a.replica());
     EXPECT_EQ(a.resume_from_memory(), a.replica() == 0) << w->id;
-    EXPECT_TRUE(a.receive_state()) << w->id << ": every worker takes part in the copy";
+    EXPECT_TRUE(a.receive_state()) << w->id << ": every worker joins the copy";
     EXPECT_EQ(a.state_source_replica(), 0);
     EXPECT_EQ(a.schedule().schedule().microbatches(), 4);
     EXPECT_EQ(a.schedule().reason(), v1::SCHEDULE_CHANGE_REASON_REPLICAS);
-    EXPECT_EQ(a.schedule().effective_step(), granted + 1);
+    EXPECT_EQ(a.schedule().effective_step(), last + 1);
+    EXPECT_EQ(a.schedule().validation(), v1::VALIDATION_MODE_POST);
     EXPECT_THAT(a.schedule().reason_detail(), HasSubstr("1 -> 2 replicas, 8 -> 4"));
   }
   Acknowledge(all);
   job = coordinator_->GetJob(job_id, {});
   EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(job->replicas_active(), 2);
-  EXPECT_EQ(job->degraded_steps(), granted - 2);
+  EXPECT_EQ(job->degraded_steps(), last - 2);
   EXPECT_EQ(job->recoveries_total(), 1) << "a heal is no recovery";
   EXPECT_EQ(job->restarts_total(), 0);
   EXPECT_EQ(StateOf(workers[spare].id), v1::WORKER_STATE_RUNNING);
-  ASSERT_TRUE(report(all, truth, granted + 1));
-  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), granted + 2);
+  ASSERT_TRUE(report(all, truth, last + 1));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), last + 2);
 }
 
 // No worker died: a worker failed on a timeout, every one holds step 2,
@@ -549,6 +558,21 @@ TEST_F(ElasticTest, HeldStateReportedAfterTheWaitRestarts) {
     EXPECT_EQ(w.assignment->start_step(), 0);
   }
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->restarts_total(), 1);
+}
+
+// One replica that lost a worker can never resume: the job restarts at
+// once, without waiting for the survivor to say what it holds.
+TEST_F(ElasticTest, NoReplicaLeftToResumeRestartsWithoutWaiting) {
+  const v1::JobSpec spec = ElasticSpec(1, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  ASSERT_TRUE(ReportStepOnAll(workers, TrueCosts(spec, 0, 1.0), 0));
+  LoseWhileOthersRun(workers, 1);
+  const auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(),
+              HasSubstr("restarting from step 0 (no replica holds all 2 stages)"));
 }
 
 // A worker still holding the state of a job that ended is told to drop it.

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -575,6 +576,68 @@ TEST_F(WorkerRegistryTest, ForgettingAWorkerLeavesNothingOfItBehind) {
   popped.clear();
   EXPECT_TRUE(new_outbox->Pop(absl::InfinitePast(), &popped).ok());
   EXPECT_THAT(popped, IsEmpty());
+}
+
+// A worker holding a stage its job keeps (docs/elastic.md) is that job's
+// spare: listed SPARE with the job and stage, given to no other job by
+// Assign, taken by its own job's AssignWorkers; a job that no longer keeps
+// it frees it.
+TEST(WorkerRegistrySpares, ASpareIsReservedForItsJobOnly) {
+  FakeClock clock;
+  std::set<std::string> kept = {"worker-1"};
+  absl::StatusOr<std::unique_ptr<WorkerRegistry>> created = WorkerRegistry::Create(
+      {.clock = &clock,
+       .keeps_held = [&kept](const std::string& worker_id, const v1::HeldState& held) {
+         return held.job_id() == "job-a" && kept.count(worker_id) > 0;
+       }});
+  ASSERT_TRUE(created.ok()) << created.status();
+  WorkerRegistry& registry = **created;
+  std::vector<std::string> ids;
+  for (int n = 1; n <= 3; ++n) {
+    v1::WorkerDescription d;
+    d.set_address(absl::StrCat("10.0.0.", n, ":7000"));
+    d.set_host("node");
+    d.set_device_kind(v1::DEVICE_KIND_CPU);
+    d.set_memory_bytes(1 << 30);
+    ids.push_back(registry.Add(d, CredentialDigest("secret"))->worker_id);
+  }
+  v1::Heartbeat holding;
+  holding.mutable_held()->set_job_id("job-a");
+  holding.mutable_held()->set_attempt(1);
+  holding.mutable_held()->set_stage(1);
+  holding.mutable_held()->set_step(7);
+  ASSERT_TRUE(registry.RecordHeartbeat(ids[0], holding).ok());
+  EXPECT_EQ(registry.CountAssignable(), 2);
+  EXPECT_EQ(registry.Counts(Nowhere)["SPARE"], 1);
+  const v1::Worker spare = registry.List({}, Nowhere)->workers(0);
+  EXPECT_EQ(spare.state(), v1::WORKER_STATE_SPARE);
+  EXPECT_EQ(spare.job_id(), "job-a");
+  EXPECT_EQ(spare.stage(), 1);
+  EXPECT_EQ(spare.replica(), -1);
+  // Another job takes the two others, never the spare.
+  EXPECT_THAT(*registry.Preview("job-b", 2), ::testing::ElementsAre(ids[1], ids[2]));
+  EXPECT_EQ(registry.Preview("job-b", 3).status().code(), absl::StatusCode::kResourceExhausted);
+  const absl::Status refused = registry.AssignWorkers("job-b", {ids[1], ids[0]});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr(absl::StrCat("worker ", ids[0],
+                                     " is not free for it (a spare of another job)")));
+  EXPECT_EQ(registry.Get(ids[1]).value()->state, WorkerState::kIdle)
+      << "nothing changes on a refusal";
+  // Its own job takes it, the free one beside it.
+  ASSERT_TRUE(registry.AssignWorkers("job-a", {ids[0], ids[1]}).ok());
+  EXPECT_EQ(registry.Get(ids[0]).value()->worker_index, 0);
+  EXPECT_EQ(registry.Get(ids[1]).value()->worker_index, 1);
+  EXPECT_EQ(registry.AssignWorkers("job-a", {ids[1]}).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "assigned already";
+  // Released and no longer kept: an idle worker like any other.
+  registry.Release("job-a");
+  kept.clear();
+  ASSERT_TRUE(registry.ConfirmIdle(ids[0]));
+  ASSERT_TRUE(registry.ConfirmIdle(ids[1]));
+  EXPECT_EQ(registry.CountAssignable(), 3);
+  EXPECT_EQ(registry.Counts(Nowhere)["SPARE"], 0);
 }
 
 }  // namespace

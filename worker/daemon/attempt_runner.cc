@@ -306,11 +306,15 @@ class AttemptRun {
     }
     trainer_->StartAt(a_.start_step());
     // A heal: the replicas that did not run the job's last steps take their
-    // stage's state from a live one (docs/elastic.md, "Heal").
+    // stage's state from a live one (docs/elastic.md, "Heal"). Until then a
+    // newcomer's trainer holds nothing of the job worth keeping.
     if (a_.receive_state()) {
       if (absl::Status st =
               trainer_->CopyStateFromReplica(a_.state_source_replica(), a_.start_step());
           !st.ok()) {
+        if (a_.replica() != a_.state_source_replica() && !a_.resume_from_memory()) {
+          trainer_.reset();
+        }
         return st;
       }
     }

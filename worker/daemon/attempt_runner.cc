@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -103,20 +104,33 @@ class AttemptRun {
   /// and leaves it in the daemon's HeldStage for a next attempt.
   void HoldState() {
     if (trainer_ == nullptr) return;
-    // A reduction waiting for a dead replica ends now, not at comm_timeout.
+    // The trainer changes hands: no abort may reach it from now on.
+    env_.state->ClearAbortHook();
     if (data_parallel_ != nullptr) data_parallel_->Abort();
-    absl::StatusOr<int64_t> step = trainer_->Hold(std::min(env_.comm_timeout, kHoldWait));
-    if (!step.ok()) {
+    absl::StatusOr<StageTrainer::Held> held =
+        trainer_->Hold(std::min(env_.comm_timeout, kHoldWait));
+    if (!held.ok()) {
       std::cerr << "zbpp-worker: not holding stage " << a_.stage() << " of job " << a_.job_id()
-                << ": " << step.status().message() << "\n";
+                << ": " << held.status().message() << "\n";
       return;
     }
+    // A reduction stuck on a silent replica runs to comm_timeout (a Gloo
+    // collective cannot be aborted): it and its group wind down on a thread
+    // of their own, so that the held state is reported now.
+    if (held->reducer != nullptr || data_parallel_ != nullptr) {
+      std::thread([reducer = std::move(held->reducer),
+                   group = std::move(data_parallel_)]() mutable {
+        reducer.reset();
+        group.reset();
+      }).detach();
+    }
+    const int64_t step = held->step;
     held_.trainer = std::move(trainer_);
     held_.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
     held_.state.set_job_id(a_.job_id());
     held_.state.set_attempt(a_.attempt());
     held_.state.set_stage(a_.stage());
-    held_.state.set_step(*step);
+    held_.state.set_step(step);
     env_.state->SetHeld(held_.state);
   }
 
@@ -253,13 +267,6 @@ class AttemptRun {
       if (!replicas.ok()) return replicas.status();
       data_parallel_ = *std::move(replicas);
     }
-    // An AbortCommand releases a step blocked on a peer at once (the peer may
-    // be dead) instead of after comm_timeout.
-    env_.state->SetAbortHook(a_.job_id(), a_.attempt(),
-                             [c = comm_.get(), r = data_parallel_.get()] {
-                               c->Abort();
-                               if (r != nullptr) r->Abort();
-                             });
 
     if (trainer_ != nullptr) {
       // Held from the previous attempt at start_step - 1 (TakeHeld).
@@ -305,6 +312,15 @@ class AttemptRun {
       }
     }
     trainer_->StartAt(a_.start_step());
+    // An AbortCommand releases a step blocked on a peer at once (the peer may
+    // be dead) instead of after comm_timeout; a data-parallel reduction, which
+    // Gloo cannot abort, stops being waited for.
+    env_.state->SetAbortHook(a_.job_id(), a_.attempt(),
+                             [c = comm_.get(), r = data_parallel_.get(), t = trainer_.get()] {
+                               c->Abort();
+                               if (r != nullptr) r->Abort();
+                               t->AbortReductions();
+                             });
     // A heal: the replicas that did not run the job's last steps take their
     // stage's state from a live one (docs/elastic.md, "Heal"). Until then a
     // newcomer's trainer holds nothing of the job worth keeping.

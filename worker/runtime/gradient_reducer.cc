@@ -19,6 +19,11 @@ GradientReducer::~GradientReducer() {
   thread_.join();
 }
 
+void GradientReducer::Abort() {
+  absl::MutexLock lock(&mu_);
+  aborted_ = true;
+}
+
 void GradientReducer::Issue(std::vector<at::Tensor> parameters) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> pieces;
@@ -81,7 +86,9 @@ absl::StatusOr<std::vector<GradientReducer::Timing>> GradientReducer::WaitAll() 
   for (const std::shared_ptr<Reduction>& r : issued) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(&r->done));
+      auto ended = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return r->done || aborted_; };
+      mu_.Await(absl::Condition(&ended));
+      if (!r->done) return absl::AbortedError("data-parallel gradient reduction aborted");
       if (!r->status.ok() && first_error.ok()) first_error = r->status;
     }
     if (!first_error.ok()) continue;

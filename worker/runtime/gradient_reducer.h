@@ -57,6 +57,13 @@ class GradientReducer {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
+  /// Ends WaitAll's waits at once (Aborted), now and from now on: a
+  /// collective on a silent replica cannot be aborted and runs to the
+  /// communicator's timeout on the communication thread, which the
+  /// destructor still waits for. Thread-safe; quick (an abort hook may call
+  /// it).
+  void Abort();
+
   /// d, the number of replicas.
   int replicas() const { return data_parallel_->size(); }
 
@@ -68,7 +75,7 @@ class GradientReducer {
   /// Waits for every reduction issued since the last call, in issue order,
   /// and writes the averaged gradients back. Returns their timings in issue
   /// order, or the first error (DeadlineExceeded when a replica did not
-  /// join; the gradients are then unspecified).
+  /// join, Aborted after Abort; the gradients are then unspecified).
   absl::StatusOr<std::vector<Timing>> WaitAll();
 
  private:
@@ -88,6 +95,7 @@ class GradientReducer {
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Reduction>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   // When the last waited reduction ended (the thread's).
   Clock::time_point last_end_ ABSL_GUARDED_BY(mu_);
   // Issued since the last WaitAll, in order (executor thread only).

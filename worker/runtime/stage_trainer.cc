@@ -567,7 +567,11 @@ absl::StatusOr<std::optional<StepValidation>> StageTrainer::Settle() {
   return std::optional<StepValidation>(*std::move(validation));
 }
 
-absl::StatusOr<int64_t> StageTrainer::Hold(absl::Duration wait) {
+void StageTrainer::AbortReductions() {
+  if (reducer_ != nullptr) reducer_->Abort();
+}
+
+absl::StatusOr<StageTrainer::Held> StageTrainer::Hold(absl::Duration wait) {
   if (pending_ != nullptr) {
     Pending& pending = *pending_;
     if (!pending.full.has_value() && pending.full_recv != nullptr) {
@@ -596,11 +600,10 @@ absl::StatusOr<int64_t> StageTrainer::Hold(absl::Duration wait) {
   state_sends_.clear();
   for (auto& store : stores_) store->Clear();
   executor_.reset();
-  reducer_.reset();
   options_.communicator = nullptr;
   options_.data_parallel = nullptr;
   gaps_ = GapClock();
-  return validated_step_;
+  return Held{validated_step_, std::move(reducer_)};
 }
 
 absl::Status StageTrainer::Rejoin(Communicator* communicator, Communicator* data_parallel,

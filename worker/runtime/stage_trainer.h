@@ -293,12 +293,24 @@ class StageTrainer {
   /// not is rolled back (its optimistic update undone). The step in flight
   /// updated nothing (the optimizer steps after its gradients are
   /// complete) and its queued W passes and gradients are dropped. Then the
-  /// executor and the gradient reducer are released: abort the groups
-  /// first (Communicator::Abort) so that a reduction in flight ends at once.
-  /// Returns validated_step(). Afterwards only Rejoin, the accessors and
-  /// the checkpoint calls may be used. Errors: a rollback's (the state is
-  /// then unknown and must not be resumed from).
-  absl::StatusOr<int64_t> Hold(absl::Duration wait);
+  /// executor is released, and the gradient reducer handed back: its
+  /// destructor waits for a reduction in flight, which on a silent replica
+  /// ends only at the communicator's timeout, so the caller destroys it
+  /// (and the group it uses) where that blocks no one. Returns
+  /// validated_step() and the reducer (null for one replica). Afterwards
+  /// only Rejoin, the accessors and the checkpoint calls may be used.
+  /// Errors: a rollback's (the state is then unknown and must not be
+  /// resumed from).
+  struct Held {
+    int64_t step = -1;
+    std::unique_ptr<GradientReducer> reducer;
+  };
+  absl::StatusOr<Held> Hold(absl::Duration wait);
+
+  /// Ends a wait for the data-parallel reductions at once (GradientReducer::
+  /// Abort); nothing without replicas. Thread-safe between Create (or
+  /// Rejoin) and Hold: an abort hook may call it.
+  void AbortReductions();
 
   /// Binds a held trainer to a new attempt's groups: `communicator` (the
   /// pipeline, rank = stage), `data_parallel` (null for one replica; rank ==

@@ -318,6 +318,25 @@ class AttemptRunnerTest : public ::testing::Test {
     return by_step;
   }
 
+  /// Adds a second replica's p workers and returns TinyJob(4) with two
+  /// replicas: worker i then runs stage i % p of replica i / p.
+  v1::JobSpec AddSecondReplica() {
+    for (int r = kStages; r < 2 * kStages; ++r) {
+      workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
+    }
+    v1::JobSpec spec = TinyJob(4);
+    spec.mutable_pipeline()->set_data_parallel(2);
+    return spec;
+  }
+  /// Worker i's assignment of `attempt` of the two-replica `spec`, its
+  /// schedule reducing the gradients over the replicas.
+  static v1::Assignment ReplicaAssignment(const v1::JobSpec& spec, int64_t attempt, int i) {
+    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
+    a.set_replica(i / kStages);
+    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
+    return a;
+  }
+
   TestDirectory scratch_;
   InProcessGroups groups_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -771,18 +790,8 @@ TEST_F(AttemptRunnerTest, ResumingFromMemoryThatIsNotHeldFailsRetryably) {
 // mean gradient: losses and parameters match the uninterrupted 2 x 2 run
 // up to the order of the floating-point sums.
 TEST_F(AttemptRunnerTest, ADegradedReplicaTakesTheWholeBatchAndTrainsAsTheFullWidthRun) {
-  for (int r = kStages; r < 2 * kStages; ++r) {
-    workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
-  }
-  v1::JobSpec spec = TinyJob(4);
-  spec.mutable_pipeline()->set_data_parallel(2);
-  // Worker i runs stage i % p of replica i / p.
-  auto assign = [&](int64_t attempt, int i) {
-    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
-    a.set_replica(i / kStages);
-    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
-    return a;
-  };
+  const v1::JobSpec spec = AddSecondReplica();
+  auto assign = [&](int64_t attempt, int i) { return ReplicaAssignment(spec, attempt, i); };
   for (int i = 0; i < 2 * kStages; ++i) workers_[i]->state.Apply(Assign(assign(1, i)));
   Broadcast(Grant(1, 3));
   StartAll();
@@ -838,17 +847,8 @@ TEST_F(AttemptRunnerTest, ADegradedReplicaTakesTheWholeBatchAndTrainsAsTheFullWi
 // replicas end on the same parameters, bit for bit, and on the full-width
 // run's up to the order of the floating-point sums.
 TEST_F(AttemptRunnerTest, AHealedReplicaTakesItsPeersStateBitForBit) {
-  for (int r = kStages; r < 2 * kStages; ++r) {
-    workers_.push_back(std::make_unique<Worker>(r, groups_.Factory(), scratch_ / "cache"));
-  }
-  v1::JobSpec spec = TinyJob(4);
-  spec.mutable_pipeline()->set_data_parallel(2);
-  auto assign = [&](int64_t attempt, int i) {
-    v1::Assignment a = AssignmentOf(spec, attempt, i % kStages);
-    a.set_replica(i / kStages);
-    *a.mutable_schedule() = Version(1, 0, "zb-h1", kMicrobatches, /*reduce=*/true);
-    return a;
-  };
+  const v1::JobSpec spec = AddSecondReplica();
+  auto assign = [&](int64_t attempt, int i) { return ReplicaAssignment(spec, attempt, i); };
   auto run = [&](int64_t attempt, int64_t through_step, bool keep) {
     Broadcast(Grant(attempt, through_step));
     StartAll();

@@ -163,7 +163,11 @@ class FaultEndToEnd : public ::testing::Test {
   /// SIGKILLs the worker that holds stage `stage` of the `running` job.
   void KillWorkerOfStage(const v1::Job& running, int stage) {
     ASSERT_EQ(running.assignments_size(), kStages);
-    const std::string victim = running.assignments(stage).worker_id();
+    KillWorker(running.assignments(stage).worker_id());
+  }
+
+  /// SIGKILLs the worker `victim` (a worker id).
+  void KillWorker(const std::string& victim) {
     size_t index = 0;
     while (index < cluster_->workers().size() &&
            cluster_->workers()[index].worker_id != victim) {
@@ -350,13 +354,7 @@ class ElasticEndToEnd : public FaultEndToEnd {
       if (a.stage() == stage && a.replica() == replica) victim = a.worker_id();
     }
     ASSERT_FALSE(victim.empty()) << "no worker of stage " << stage << ", replica " << replica;
-    size_t index = 0;
-    while (index < cluster_->workers().size() &&
-           cluster_->workers()[index].worker_id != victim) {
-      ++index;
-    }
-    ASSERT_LT(index, cluster_->workers().size()) << "no worker " << victim;
-    cluster_->KillWorker(index);
+    KillWorker(victim);
   }
 
   /// Polls `job_id` until it is in `state` (or ended), at most 60 s; the job.

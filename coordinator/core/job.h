@@ -248,12 +248,10 @@ class Job {
   /// checked the spares and idle workers) heals (docs/elastic.md, "Heal"):
   /// no step is granted past the last one it runs, and once every worker
   /// reported that one the attempt ends keeping its state (AwaitingHeld,
-  /// EndedAttempt.heal) for DecideRecovery. Under post-update validation
-  /// the last step is one more, run SYNCHRONOUS (a version of its own,
-  /// reason VALIDATION_MODE, the policy's mode unchanged): every stage
-  /// then holds it validated, the first stages too, whose validation of a
-  /// speculative step would come only with the next one (paper §4).
-  /// Otherwise the last step is the last one granted. False (nothing
+  /// EndedAttempt.heal) for DecideRecovery. The last step is the last one
+  /// granted: under post-update validation every stage still holds it
+  /// validated, as a worker that reported a step leaves its groups to the
+  /// held state's settling (docs/elastic.md, "On the worker"). False (nothing
   /// changes) unless DEGRADED with an attempt, not healing already, and a
   /// step is left past the grants.
   bool BeginHeal();

@@ -97,16 +97,6 @@ bool Job::BeginHeal() {
   }
   healing_ = true;
   heal_through_ = attempt_.granted();
-  if (versions_.latest().validation() == zbpp::v1::VALIDATION_MODE_POST) {
-    zbpp::v1::ScheduleVersion version = versions_.latest();
-    const sched::Schedule schedule = versions_.schedule(version.version());
-    version.clear_previous_predicted();
-    version.set_reason(zbpp::v1::SCHEDULE_CHANGE_REASON_VALIDATION_MODE);
-    version.set_reason_detail(absl::StrCat("synchronous validation: the last step before the heal "
-                                           "to ", replicas(), " replicas settles every stage"));
-    version.set_validation(zbpp::v1::VALIDATION_MODE_SYNCHRONOUS);
-    heal_through_ = Version(PublishVersion(std::move(version), schedule))->effective_step();
-  }
   job_.set_state_message(absl::StrCat(job_.state_message(), "; healing to ", replicas(),
                                       " replicas after step ", heal_through_));
   Persist();

@@ -279,11 +279,9 @@ class StageTrainer {
   std::vector<NamedTensor> OptimizerState() const;
   int stage() const { return options_.stage; }
 
-  /// The last step whose update this stage holds validated; StartAt's
-  /// step - 1 before the first step.
-  int64_t validated_step() const { return validated_step_; }
   /// The next step to run is `step` (the attempt's start step, after
-  /// Create, RestoreCheckpoint or Rejoin).
+  /// Create, RestoreCheckpoint or Rejoin); Hold reports step - 1 until a
+  /// later step is validated.
   void StartAt(int64_t step) { validated_step_ = step - 1; }
 
   /// Ends the trainer's use of its groups after a failed or aborted step,
@@ -296,8 +294,10 @@ class StageTrainer {
   /// executor is released, and the gradient reducer handed back: its
   /// destructor waits for a reduction in flight, which on a silent replica
   /// ends only at the communicator's timeout, so the caller destroys it
-  /// (and the group it uses) where that blocks no one. Returns
-  /// validated_step() and the reducer (null for one replica). Afterwards
+  /// (and the group it uses) where that blocks no one. Returns the last
+  /// validated step and the reducer (null for one replica). Rejoin,
+  /// CopyStateFromReplica and AbortReductions are in
+  /// stage_trainer_elastic.cc (docs/elastic.md). Afterwards
   /// only Rejoin, the accessors and the checkpoint calls may be used.
   /// Errors: a rollback's (the state is then unknown and must not be
   /// resumed from).

@@ -17,6 +17,13 @@ scripts/python-client-install.sh, with the client's virtual environment:
 
     $(bash scripts/python-env.sh)/bin/python bench/elastic_bench.py \
         [--fault kill|stop] [--steps 60] [--fault-after 15] [--degraded-steps 15]
+    $(bash scripts/python-env.sh)/bin/python bench/elastic_bench.py --replicas 1 \
+        [--steps 60] [--fault-after 15] [--checkpoint-interval 20]
+
+With --replicas 1 (docs/elastic.md, "Snapshots") it runs 2 stages x 1 replica
+instead: fault-free without and with snapshots every step, then a SIGKILLed
+stage-1 worker with and without snapshots, and prints the snapshots' cost in
+tokens/s, where each restart resumed from and the steps it ran again.
 
 Times are wall-clock on this machine, polled every 20 ms (the resolution of
 the state times).
@@ -190,6 +197,72 @@ def run(args: argparse.Namespace) -> None:
         cluster.stop()
 
 
+def run_one_replica(args: argparse.Namespace) -> None:
+    """One replica (d = 1): a lost worker restarts the job. Side by side in
+    one cluster: fault-free without and with snapshots every step (their
+    cost), then the same fault with and without snapshots (steps run
+    again), checkpoints every --checkpoint-interval steps throughout."""
+    out = Path(tempfile.mkdtemp(prefix="snapshot-bench-", dir=args.scratch))
+    cluster = Cluster(Path(args.build), out)
+
+    def one_replica(name: str, snapshots: bool) -> dict:
+        s = spec(args.steps, out / name)
+        s["pipeline"]["data_parallel"] = 1
+        s["checkpoint"]["interval_steps"] = args.checkpoint_interval
+        if snapshots:
+            s["checkpoint"]["snapshot_interval_steps"] = 1
+        return s
+
+    try:
+        processes = {f"one-{i}": cluster.start_worker(f"one-{i}") for i in range(2)}
+        ids = {cluster.registered(name)[0]: name for name in processes}
+        client = zbpp.Client(cluster.address)
+        rates, checksums, rows = {}, {}, []
+        for snapshots in (False, True):
+            job_id = client.submit(one_replica(f"clean-{snapshots}", snapshots))
+            job = client.wait_for_job(job_id, timeout=1800)
+            rates[snapshots] = median_rate(client.steps(job_id)[2:])
+            checksums[snapshots] = job.param_checksum
+        for snapshots in (True, False):
+            job_id = client.submit(one_replica(f"fault-{snapshots}", snapshots))
+            running = wait(client, job_id, lambda j: j.steps_completed > args.fault_after)
+            victim = next(a.worker_id for a in running.assignments if a.stage == 1)
+            fault_wall = dt.datetime.now(dt.timezone.utc)
+            fault = time.monotonic()
+            processes[ids[victim]].send_signal(signal.SIGKILL)
+            decided = wait(client, job_id, lambda j: "restarting from" in j.state_message)
+            t_decided = time.monotonic() - fault
+            name = f"replacement-{snapshots}"
+            processes[name] = cluster.start_worker(name)
+            ids[cluster.registered(name)[0]] = name
+            final = client.wait_for_job(job_id, timeout=1800)
+            point = re.search(r"restarting from (the (\w+) of step (\d+)|step 0)",
+                              decided.state_message)
+            restored = int(point.group(3)) if point.group(3) else -1
+            first_after = min(s.complete_time for s in client.steps(job_id)
+                              if s.complete_time > fault_wall and s.step > restored)
+            relative = abs(final.param_checksum - checksums[False]) / abs(checksums[False])
+            rows.append((snapshots, point.group(1), decided.steps_completed - (restored + 1),
+                         t_decided, (first_after - fault_wall).total_seconds(), final.state,
+                         relative))
+        print(f"| 2 stages x 1 replica, checkpoints every {args.checkpoint_interval} steps | "
+              "no snapshots | snapshots every step |")
+        print("| --- | --- | --- |")
+        print(f"| tokens/s, fault-free (median of steps 2..) | {rates[False]:.0f} | "
+              f"{rates[True]:.0f} ({rates[True] / rates[False]:.3f}x) |")
+        by = {r[0]: r for r in rows}
+        print(f"| SIGKILL of stage 1 after step {args.fault_after}: restart from | "
+              f"{by[False][1]} | {by[True][1]} |")
+        print(f"| steps run again | {by[False][2]} | {by[True][2]} |")
+        print(f"| restart decided after the kill | {by[False][3]:.2f} s | {by[True][3]:.2f} s |")
+        print(f"| first new step completed after the kill (replacement started at once) | "
+              f"{by[False][4]:.2f} s | {by[True][4]:.2f} s |")
+        print(f"| final state; checksum relative to the fault-free run | {by[False][5]}; "
+              f"{by[False][6]:.1e} | {by[True][5]}; {by[True][6]:.1e} |")
+    finally:
+        cluster.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=["kill", "stop"], default="kill")
@@ -198,7 +271,15 @@ def main() -> int:
     parser.add_argument("--degraded-steps", type=int, default=15)
     parser.add_argument("--build", default=os.environ.get("ZBPP_BUILD_DIR", "build"))
     parser.add_argument("--scratch", default=None, help="parent of the run's directory")
-    run(parser.parse_args())
+    parser.add_argument("--replicas", type=int, choices=[1, 2], default=2,
+                        help="1: the restart of a one-replica job, with and without snapshots")
+    parser.add_argument("--checkpoint-interval", type=int, default=20,
+                        help="with --replicas 1: steps between checkpoints")
+    args = parser.parse_args()
+    if args.replicas == 1:
+        run_one_replica(args)
+    else:
+        run(args)
     return 0
 
 

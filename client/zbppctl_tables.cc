@@ -180,6 +180,11 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("checkpoint", job.last_checkpoint_step() < 0
                         ? std::string("none")
                         : absl::StrCat("step ", job.last_checkpoint_step()));
+  if (job.spec().checkpoint().snapshot_interval_steps() > 0) {
+    add("snapshot", job.snapshot_steps_size() == 0 || job.last_snapshot_step() < 0
+                        ? std::string("none")
+                        : absl::StrCat("step ", job.last_snapshot_step()));
+  }
   add("age", Age(FromTimestamp(job.create_time()), now));
   std::string text = FormatTable(rows);
 

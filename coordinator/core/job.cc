@@ -13,6 +13,7 @@
 #include "api/job_state.h"
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
+#include "coordinator/core/checkpoint_directory.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/job_state.h"
 #include "coordinator/core/schedule_file.h"
@@ -171,7 +172,15 @@ absl::Status Job::Prepare() {
   absl::StatusOr<std::optional<ScheduleChoice>> first =
       model_.Prepare(planned, versions_, context_);
   if (!first.ok()) return Fail(std::string(first.status().message()));
-  attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
+  const RestorePoint restore = NewestRestorePoint(job_);
+  attempt_.set_start_step(restore.step + 1);
+  // What the attempt restores is every stage's newest snapshot until it
+  // writes newer ones; snapshots of the steps it runs again are rewritten.
+  job_.clear_snapshot_steps();
+  job_.set_last_snapshot_step(-1);
+  for (int stage = 0; restore.snapshot && stage < stages(); ++stage) {
+    NoteSnapshot(stage, restore.step);
+  }
   if (!first->has_value()) {
     // A full attempt after a degrade runs the spec's m microbatches again
     // (docs/elastic.md), from its start step on.
@@ -436,6 +445,11 @@ absl::Status Job::RestoreVersion(zbpp::v1::ScheduleVersion version) {
 absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes) {
   versions_.Sort();
   job_.clear_assignments();
+  // The snapshot steps stored may be older than the files kept (reports
+  // after the job was last stored are lost; api/snapshots.h kSnapshotsKept):
+  // only what the workers say from now on is restored from.
+  job_.clear_snapshot_steps();
+  job_.set_last_snapshot_step(-1);
   // The outcomes are stored as they are gathered, the job's counters with
   // the job after them: a crash in between would lose an increment.
   if (!IsTerminal(state())) {

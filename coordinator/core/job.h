@@ -217,6 +217,11 @@ class Job {
   const std::map<std::string, int64_t>& spares() const { return spares_; }
   /// `worker_id` is lost: it is no spare of the job any more.
   void ForgetSpare(const std::string& worker_id);
+  /// A worker of `stage` wrote the stage's snapshot of `step`
+  /// (CheckpointSpec.snapshot_interval_steps; docs/elastic.md,
+  /// "Snapshots"), as its step report or held state says: raises
+  /// Job.snapshot_steps[stage] to it and sets Job.last_snapshot_step.
+  void NoteSnapshot(int stage, int64_t step);
   /// Decides how the job recovers (ChooseRecovery, elastic_recovery.h) from
   /// `held[i]`, the step the awaited attempt's worker index i holds
   /// (nullopt: nothing, or it did not say in time). Resuming (at full

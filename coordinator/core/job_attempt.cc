@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/core/checkpoint_directory.h"
 #include "coordinator/core/planning.h"
 
 namespace zbpp::coordinator {
@@ -67,9 +68,9 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
     assignment.set_replicas(replicas());
     assignment.set_microbatch_offset(replica_of(index) * microbatches);
     assignment.set_microbatches(microbatches);
-  } else if (job.last_checkpoint_step() >= 0) {
-    assignment.mutable_restore()->set_step(job.last_checkpoint_step());
-    assignment.mutable_restore()->set_directory(job.spec().checkpoint().directory());
+  } else if (const RestorePoint restore = NewestRestorePoint(job); restore.step >= 0) {
+    assignment.mutable_restore()->set_step(restore.step);
+    assignment.mutable_restore()->set_directory(restore.directory);
   }
   return message;
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "coordinator/core/checkpoint_directory.h"
 #include "coordinator/core/elastic_recovery.h"
 #include "coordinator/core/job.h"
 #include "coordinator/core/planning.h"
@@ -184,11 +185,9 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
     }
   }
   if (!choice.resume) {
-    const int64_t checkpoint = job_.last_checkpoint_step();
-    const std::string restart = absl::StrCat(
-        "restarting from ",
-        checkpoint >= 0 ? absl::StrCat("the checkpoint of step ", checkpoint) : "step 0", " (",
-        choice.restart_reason, ")");
+    const std::string restart = absl::StrCat("restarting from ",
+                                             NewestRestorePoint(job_).Describe(), " (",
+                                             choice.restart_reason, ")");
     DropHeld(absl::StrCat("job ", id(), " is ", restart));
     job_.set_state_message(absl::StrCat(job_.state_message(), "; ", restart));
     Persist();

@@ -475,9 +475,18 @@ absl::Status CheckCheckpoint(const JobSpec& spec) {
   if (absl::Status st = AtLeast(checkpoint.keep_last(), 0, "checkpoint.keep_last"); !st.ok()) {
     return st;
   }
+  if (absl::Status st = AtLeast(checkpoint.snapshot_interval_steps(), 0,
+                                "checkpoint.snapshot_interval_steps");
+      !st.ok()) {
+    return st;
+  }
   if (checkpoint.interval_steps() > 0 && checkpoint.directory().empty()) {
     return RefuseField("checkpoint.directory",
                    "required when checkpoint.interval_steps > 0");
+  }
+  if (checkpoint.snapshot_interval_steps() > 0 && checkpoint.directory().empty()) {
+    return RefuseField("checkpoint.directory",
+                       "required when checkpoint.snapshot_interval_steps > 0");
   }
   if (!checkpoint.directory().empty()) {
     if (absl::Status st = CheckPath(checkpoint.directory(), "checkpoint.directory"); !st.ok()) {

@@ -91,10 +91,20 @@ absl::StatusOr<Job::ReportEffect> Job::AcceptReport(const zbpp::v1::ReportStepRe
   }
   // Checked whole before anything is kept, so a bad entry rejects the
   // whole report.
+  if (report.has_snapshot_step() &&
+      (job_.spec().checkpoint().snapshot_interval_steps() <= 0 ||
+       report.snapshot_step() < attempt_.start_step() || report.snapshot_step() > report.step())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "snapshot_step: ", report.snapshot_step(), " is no step this attempt could have written "
+        "a snapshot of (checkpoint.snapshot_interval_steps ",
+        job_.spec().checkpoint().snapshot_interval_steps(), ", steps ", attempt_.start_step(),
+        "..", report.step(), ")"));
+  }
   absl::StatusOr<MeasuredReport> measured =
       MeasureStepReport(report, versions_.schedule(version->version()),
                         version->version(), model_.base(), attempt_.start_step());
   if (!measured.ok()) return measured.status();
+  if (report.has_snapshot_step()) NoteSnapshot(attempt_.stage_of(index), report.snapshot_step());
   for (const HopTiming& hop : measured->hops) model_.AddHop(hop);
   // Going RUNNING stores the record itself (a transition).
   if (absl::StatusOr<bool> running = Acknowledge(report.worker_id()); !running.ok()) {
@@ -267,6 +277,17 @@ void Job::RecordCheckpoint(const StepOutcome& outcome, int64_t step) {
   checkpoint.data_parallel = replicas();
   effects_.writes.push_back(checkpoint);
   job_.set_last_checkpoint_step(step);
+}
+
+void Job::NoteSnapshot(int stage, int64_t step) {
+  google::protobuf::RepeatedField<int64_t>& steps = *job_.mutable_snapshot_steps();
+  if (steps.size() != stages()) {
+    steps.Clear();
+    steps.Resize(stages(), -1);
+  }
+  if (stage < 0 || stage >= stages() || step <= steps.Get(stage)) return;
+  steps.Set(stage, step);
+  job_.set_last_snapshot_step(*std::min_element(steps.begin(), steps.end()));
 }
 
 void Job::CompleteStep(PendingStep& pending, bool* last) {

@@ -34,6 +34,7 @@ zbpp::v1::Job JobTable::NewJob(const zbpp::v1::JobSpec& spec, absl::Time now) co
   }
   proto.set_state(zbpp::v1::JOB_STATE_PENDING);
   proto.set_last_checkpoint_step(-1);
+  proto.set_last_snapshot_step(-1);
   if (spec.checkpoint().has_resume_step()) {
     // The first attempt restores it like a recovery would.
     proto.set_last_checkpoint_step(spec.checkpoint().resume_step());

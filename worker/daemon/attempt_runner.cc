@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
+#include "api/snapshots.h"
 #include "common/counter_hash.h"
 #include "worker/comm/gloo_communicator.h"
 #include "worker/comm/latency_probe.h"
@@ -22,6 +23,7 @@
 #include "worker/data/checkpoint.h"
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
+#include "worker/data/snapshot_writer.h"
 #include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/step_timeline.h"
 
@@ -131,6 +133,14 @@ class AttemptRun {
     held_.state.set_attempt(a_.attempt());
     held_.state.set_stage(a_.stage());
     held_.state.set_step(step);
+    held_.state.clear_snapshot_step();
+    if (snapshots_ != nullptr) {
+      // A restart reads what was written: the write in flight ends first.
+      snapshots_->Finish();
+      if (std::optional<int64_t> written = snapshots_->durable_step()) {
+        held_.state.set_snapshot_step(*written);
+      }
+    }
     env_.state->SetHeld(held_.state);
   }
 
@@ -242,6 +252,18 @@ class AttemptRun {
         std::cerr << "zbpp-worker: removed " << *removed
                   << " unfinished checkpoint write(s) of an earlier attempt\n";
       }
+    }
+    // Snapshots: the same checks in their own directory (api/snapshots.h).
+    if (ckpt.snapshot_interval_steps() > 0 && a_.replica() == 0) {
+      const std::string directory = SnapshotDirectory(ckpt.directory());
+      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
+          directory, a_.stage(), p, checkpoint_owner_,
+          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.snapshot_interval_steps()});
+      if (!removed.ok()) {
+        return JobError(WithContext(
+            removed.status(), absl::StrCat("checkpoint.snapshot_interval_steps: ", directory)));
+      }
+      snapshots_ = std::make_unique<SnapshotWriter>(directory, a_.stage(), p, checkpoint_owner_);
     }
     absl::StatusOr<const CommunicatorFactory*> factory = Transport();
     if (!factory.ok()) return factory.status();
@@ -470,7 +492,10 @@ class AttemptRun {
     const v1::CheckpointSpec& ckpt = spec_.checkpoint();
     const bool checkpoints = ckpt.interval_steps() > 0 && (step + 1) % ckpt.interval_steps() == 0;
     const bool last = step == spec_.steps() - 1;
-    if (evaluates || checkpoints || last) {
+    // A snapshot where no checkpoint is written (docs/elastic.md, "Snapshots").
+    const bool snapshots = snapshots_ != nullptr && !checkpoints && !last &&
+                           (step + 1) % ckpt.snapshot_interval_steps() == 0;
+    if (evaluates || checkpoints || snapshots || last) {
       // The parameters are read: this step's update must be validated first.
       absl::StatusOr<std::optional<StepValidation>> settled = trainer_->Settle();
       if (!settled.ok()) return WithContext(settled.status(), "validating the step");
@@ -504,6 +529,16 @@ class AttemptRun {
         if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
       }
       trainer_->MarkBetweenSteps(GapPhase::kCheckpoint);
+    }
+    if (snapshots) {
+      // The copy now, the write while the next step runs.
+      snapshots_->Submit(step, trainer_->CopyCheckpointState());
+      trainer_->MarkBetweenSteps(GapPhase::kCheckpoint);
+    }
+    if (snapshots_ != nullptr) {
+      if (std::optional<int64_t> written = snapshots_->durable_step()) {
+        report.set_snapshot_step(*written);
+      }
     }
     if (last) {
       double sum = 0;
@@ -602,6 +637,8 @@ class AttemptRun {
   HeldStage& held_;
   const v1::JobSpec& spec_;
   const std::string checkpoint_owner_;  // CheckpointOwner(a_)
+  // Replica 0's, with CheckpointSpec.snapshot_interval_steps; else null.
+  std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Communicator> data_parallel_;  // Null when d = 1.
   std::unique_ptr<StageTrainer> trainer_;

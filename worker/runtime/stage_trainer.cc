@@ -633,6 +633,14 @@ absl::Status StageTrainer::SaveCheckpoint(const std::string& directory, int64_t 
   return WriteCheckpoint(directory, step, options_.stage, optimizer_->StateForCheckpoint());
 }
 
+std::vector<NamedTensor> StageTrainer::CopyCheckpointState() const {
+  std::vector<NamedTensor> state = optimizer_->StateForCheckpoint();
+  for (NamedTensor& t : state) {
+    t.second = t.second.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
+  return state;
+}
+
 absl::Status StageTrainer::RestoreCheckpoint(const std::string& directory, int64_t step) {
   absl::StatusOr<std::vector<NamedTensor>> state =
       ReadCheckpointOfAnyLayout(directory, step, options_.stage,

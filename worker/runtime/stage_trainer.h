@@ -261,6 +261,10 @@ class StageTrainer {
   /// `directory` (worker/data/checkpoint.h; atomic per file). Call after
   /// Settle.
   absl::Status SaveCheckpoint(const std::string& directory, int64_t step) const;
+  /// What SaveCheckpoint writes, copied to the CPU (fresh tensors the
+  /// next steps do not touch), for a background writer (SnapshotWriter).
+  /// Call after Settle.
+  std::vector<NamedTensor> CopyCheckpointState() const;
   /// Restores them; FailedPrecondition naming the tensor when the file does
   /// not match this stage's model (nothing is changed then), NotFound when it
   /// is missing.

@@ -173,6 +173,9 @@ class Job:
     degraded_steps: int
     #: Step of the newest checkpoint; None when none.
     last_checkpoint_step: int | None
+    #: The newest step every stage has a snapshot of
+    #: (checkpoint.snapshot_interval_steps); None when none.
+    last_snapshot_step: int | None
     #: Sum of every parameter after the last step; None before it.
     param_checksum: float | None
     create_time: dt.datetime | None
@@ -219,6 +222,9 @@ class Job:
             restarts=j.restarts_total, replicas_active=j.replicas_active,
             degraded_steps=j.degraded_steps,
             last_checkpoint_step=j.last_checkpoint_step if j.last_checkpoint_step >= 0 else None,
+            last_snapshot_step=(j.last_snapshot_step
+                                if len(j.snapshot_steps) > 0 and j.last_snapshot_step >= 0
+                                else None),
             param_checksum=j.param_checksum if j.HasField("param_checksum") else None,
             create_time=time_of(j.create_time, j.HasField("create_time")),
             start_time=time_of(j.start_time, j.HasField("start_time")),

@@ -174,10 +174,12 @@ class CoordinatorTest : public ::testing::Test {
   /// result (`decision`, in the mode of the version in force; clip
   /// coefficient 0.5 when CLIPPED) and, after a step s with (s + 1) %
   /// checkpoint.interval_steps == 0, a written checkpoint, as zbpp-worker
-  /// does. False (reporting nothing) when some worker holds no grant for it.
-  bool ReportStepOnAll(std::vector<FakeWorker>& workers, const sched::Problem& truth,
-                       int64_t step,
-                       v1::ValidationDecision decision = v1::VALIDATION_DECISION_COMMITTED) {
+  /// does; then `amend` (when given) changes each report. False (reporting
+  /// nothing) when some worker holds no grant for it.
+  bool ReportStepOnAll(
+      std::vector<FakeWorker>& workers, const sched::Problem& truth, int64_t step,
+      v1::ValidationDecision decision = v1::VALIDATION_DECISION_COMMITTED,
+      const std::function<void(const FakeWorker&, v1::ReportStepRequest&)>& amend = nullptr) {
     for (FakeWorker& w : workers) {
       w.Drain();
       if (w.granted < step) return false;
@@ -191,6 +193,7 @@ class CoordinatorTest : public ::testing::Test {
       v->set_clip_coefficient(decision == v1::VALIDATION_DECISION_CLIPPED ? 0.5 : 1);
       const int64_t interval = w.assignment->spec().checkpoint().interval_steps();
       r.set_checkpoint_written(interval > 0 && (step + 1) % interval == 0);
+      if (amend) amend(w, r);
       const absl::Status s = coordinator_->ReportStep(r);
       EXPECT_TRUE(s.ok()) << "step " << step << ": " << s;
     }

@@ -672,5 +672,111 @@ TEST_F(ElasticTest, TheMetricsCountTheActiveReplicasAndTheSparesTillOneIsLost) {
   coordinator_.reset();
 }
 
+/// One replica, a checkpoint after step 3 (then every 4 steps) and a
+/// snapshot after every step, in /ckpt.
+v1::JobSpec SnapshotSpec() {
+  v1::JobSpec spec = ElasticSpec(1, 4);
+  spec.mutable_checkpoint()->set_directory("/ckpt");
+  spec.mutable_checkpoint()->set_interval_steps(4);
+  spec.mutable_checkpoint()->set_snapshot_interval_steps(1);
+  return spec;
+}
+
+// Snapshots (docs/elastic.md, "Snapshots"): one replica, so a lost worker
+// restarts; every stage reported a snapshot newer than the checkpoint of
+// step 3 (stage 0 up to step 5, stage 1 a step behind, up to 4), so the
+// restart restores every stage from the snapshots of step 4 and runs from 5.
+TEST_F(ElasticTest, ARestartResumesFromTheNewestStepEveryStageHasASnapshotOf) {
+  const v1::JobSpec spec = SnapshotSpec();
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  auto snapshots = [](int64_t step) {
+    return [step](const FakeWorker& w, v1::ReportStepRequest& r) {
+      const int64_t written = step - 1 - w.assignment->stage();
+      if (written >= 0) r.set_snapshot_step(written);
+    };
+  };
+  for (int64_t step = 0; step <= 6; ++step) {
+    ASSERT_TRUE(ReportStepOnAll(workers, truth, step, v1::VALIDATION_DECISION_COMMITTED,
+                                snapshots(step)));
+    if (step == 4) {
+      const auto job = coordinator_->GetJob(job_id, {});
+      EXPECT_THAT(job->snapshot_steps(), ::testing::ElementsAre(3, 2));
+      EXPECT_EQ(job->last_snapshot_step(), 2);
+    }
+  }
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->last_checkpoint_step(), 3);
+  EXPECT_THAT(job->snapshot_steps(), ::testing::ElementsAre(5, 4));
+  EXPECT_EQ(job->last_snapshot_step(), 4);
+
+  LoseWhileOthersRun(workers, 1);
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
+  EXPECT_THAT(job->state_message(), HasSubstr("restarting from the snapshot of step 4 (no "
+                                              "replica holds all 2 stages)"));
+  workers[1] = AddWorker(9);
+  HeartbeatAll(workers);
+  for (FakeWorker& w : workers) {
+    w.Drain();  // The survivor said it is idle before the new worker came.
+    ASSERT_TRUE(w.assignment.has_value()) << w.id;
+    EXPECT_EQ(w.assignment->attempt(), 2);
+    EXPECT_EQ(w.assignment->start_step(), 5);
+    EXPECT_EQ(w.assignment->restore().directory(), "/ckpt/snapshots");
+    EXPECT_EQ(w.assignment->restore().step(), 4);
+  }
+  // What the attempt restored is each stage's newest snapshot now.
+  job = coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job->snapshot_steps(), ::testing::ElementsAre(4, 4));
+  EXPECT_EQ(job->restarts_total(), 1);
+}
+
+// The checkpoint of a step is preferred to its snapshot of the same step.
+TEST_F(ElasticTest, ACheckpointOfTheSameStepIsPreferredToItsSnapshot) {
+  const v1::JobSpec spec = SnapshotSpec();
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 4; ++step) {
+    ASSERT_TRUE(ReportStepOnAll(workers, truth, step, v1::VALIDATION_DECISION_COMMITTED,
+                                [step](const FakeWorker&, v1::ReportStepRequest& r) {
+                                  if (step >= 1) r.set_snapshot_step(std::min<int64_t>(step - 1, 3));
+                                }));
+  }
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->last_snapshot_step(), 3);
+  LoseWhileOthersRun(workers, 1);
+  EXPECT_THAT(coordinator_->GetJob(job_id, {})->state_message(),
+              HasSubstr("restarting from the checkpoint of step 3"));
+  workers[1] = AddWorker(9);
+  HeartbeatAll(workers);
+  workers[0].Drain();
+  ASSERT_TRUE(workers[0].assignment.has_value());
+  EXPECT_EQ(workers[0].assignment->restore().directory(), "/ckpt");
+  EXPECT_EQ(workers[0].assignment->start_step(), 4);
+}
+
+// A snapshot step the report cannot hold is refused naming the field, and
+// nothing of the report is kept.
+TEST_F(ElasticTest, ASnapshotStepOutsideTheAttemptsStepsIsRefused) {
+  v1::JobSpec spec = ElasticSpec(1, 4);
+  spec.mutable_checkpoint()->set_directory("/ckpt");
+  spec.mutable_checkpoint()->set_snapshot_interval_steps(1);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  workers[0].Drain();
+  v1::ReportStepRequest r = workers[0].Report(0, TrueCosts(spec, 0, 1.0));
+  r.set_snapshot_step(1);  // After the step reported.
+  absl::Status refused = coordinator_->ReportStep(r);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("snapshot_step: 1 is no step"));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->snapshot_steps_size(), 0);
+  r.set_snapshot_step(0);
+  EXPECT_TRUE(coordinator_->ReportStep(r).ok());
+}
+
 }  // namespace
 }  // namespace zbpp::coordinator

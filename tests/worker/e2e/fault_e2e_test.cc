@@ -26,6 +26,7 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -220,6 +221,56 @@ TEST_F(FaultEndToEnd, WorkerKilledMidRunIsReplacedAndTheJobEndsAsIfUninterrupted
   ASSERT_NO_FATAL_FAILURE(ExpectRecoveredToSuccess(running.id()));
   std::cout << "recovered and finished "
             << absl::FormatDuration(absl::Now() - killed) << " after the kill\n";
+  ExpectSameFinalCheckpoints(reference_, interrupted_);
+}
+
+// One replica with snapshots every step (docs/elastic.md, "Snapshots"): a
+// SIGKILLed worker still costs a restart, but from the snapshot of the step
+// before the last one seen completed at least (each report of a completed
+// step said so), not from the last checkpoint, and the job ends as the
+// uninterrupted run.
+TEST_F(FaultEndToEnd, AWorkerLostWithOneReplicaRestartsFromItsSnapshots) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(":memory:"));
+  ASSERT_NO_FATAL_FAILURE(RunReference());
+
+  // Checkpoints at steps 5 and 11 only: the snapshot is the newer point.
+  v1::JobSpec spec = Job(interrupted_);
+  spec.mutable_checkpoint()->set_interval_steps(6);
+  spec.mutable_checkpoint()->set_snapshot_interval_steps(1);
+  const std::vector<int64_t> kills = {2, 3, 7, 8};
+  const int64_t kill_after =
+      kills[std::uniform_int_distribution<size_t>(0, kills.size() - 1)(rng_)];
+  const int victim_stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
+  std::cout << "killing the worker of stage " << victim_stage << " after step " << kill_after
+            << " completed\n";
+  const v1::Job running = RunInterruptedJobUntil(kill_after, spec);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NO_FATAL_FAILURE(KillWorkerOfStage(running, victim_stage));
+  // The restart's decision names its point.
+  std::string decided;
+  int64_t completed = 0;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30);
+       decided.empty() && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(20))) {
+    absl::StatusOr<v1::Job> job = cluster_->Get(running.id());
+    ASSERT_TRUE(job.ok()) << job.status();
+    if (absl::StrContains(job->state_message(), "restarting from")) {
+      decided = job->state_message();
+      completed = job->steps_completed();
+    }
+  }
+  std::cout << decided << "\n";
+  const size_t at = decided.find("the snapshot of step ");
+  ASSERT_NE(at, std::string::npos) << decided;
+  int64_t restored = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      decided.substr(at + 21, decided.find_first_not_of("0123456789", at + 21) - at - 21),
+      &restored));
+  EXPECT_GE(restored, kill_after - 1);
+  std::cout << "steps run again: " << completed - (restored + 1) << "\n";
+  absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+
+  ASSERT_NO_FATAL_FAILURE(ExpectRecoveredToSuccess(running.id()));
   ExpectSameFinalCheckpoints(reference_, interrupted_);
 }
 

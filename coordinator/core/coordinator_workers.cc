@@ -76,7 +76,7 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
     // State no job will resume from (docs/elastic.md): freed at once.
     const Job* holder = jobs_->Find(held.job_id());
     if (holder == nullptr || IsTerminal(holder->state()) ||
-        !(holder->KeepsHeld(worker_id) || holder->attempt().Holds(worker_id))) {
+        !(holder->KeepsHeld(worker_id, held) || holder->attempt().Holds(worker_id))) {
       registry_->Send(worker_id, DropHeldStateMessage(
                                      held.job_id(), held.attempt(),
                                      holder == nullptr              ? "unknown job"

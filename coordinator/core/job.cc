@@ -435,6 +435,9 @@ absl::Status Job::RestoreVersion(zbpp::v1::ScheduleVersion version) {
 
 absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes) {
   versions_.Sort();
+  // The attempt in force when the coordinator stopped: p workers for each
+  // replica it ran.
+  const int attempt_workers = job_.assignments_size();
   job_.clear_assignments();
   // The outcomes are stored as they are gathered, the job's counters with
   // the job after them: a crash in between would lose an increment.
@@ -455,6 +458,15 @@ absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcom
                          std::nullopt);
     case zbpp::v1::JOB_STATE_RUNNING:
     case zbpp::v1::JOB_STATE_DEGRADED:
+      // They kept their stages when they left the attempt: the recovery
+      // waits to hear what they hold, as after a fault (docs/elastic.md,
+      // "Coordinator restart").
+      if (attempt_workers > 0 && attempt_workers % stages() == 0 &&
+          attempt_workers / stages() <= replicas()) {
+        awaited_ = EndedAttempt{0, std::vector<std::string>(attempt_workers),
+                                context_.clock->Now(), /*heal=*/false,
+                                std::vector<bool>(attempt_workers, false), /*restored=*/true};
+      }
       return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, "coordinator restarted",
                          std::nullopt);
     default:

@@ -269,7 +269,7 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
   HeartbeatAll(workers);
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->assignments_size(), 0) << "within the wait";
-  SilenceUntilLost(workers, workers.size());  // The wait: 6 s, none silent.
+  WaitOutTheRestoredAttempts(workers);
   HeartbeatAll(workers);
   // The recovery attempt calibrates again (its workers may be other
   // hardware): one version more. With no checkpoint the attempt restarts

@@ -153,8 +153,8 @@ TEST_F(ElasticTest, ARestartedCoordinatorWhoseWorkersHoldNothingRestartsAtFullWi
   std::vector<FakeWorker> workers;
   for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
   HeartbeatAll(workers);
-  EXPECT_FALSE(workers[0].assignment.has_value()) << "within the wait";
-  SilenceUntilLost(workers, workers.size());  // 6 s, none silent.
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->assignments_size(), 0) << "within the wait";
+  WaitOutTheRestoredAttempts(workers);
   job = coordinator_->GetJob(job_id, {});
   EXPECT_THAT(job->state_message(), HasSubstr("coordinator restarted; restarting from step 0"));
   HeartbeatAll(workers);

@@ -165,11 +165,14 @@ std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
 
 // ------------------------------------------------------------ attempts
 
-absl::Status Job::Prepare() {
+absl::StatusOr<std::optional<ScheduleChoice>> Job::PrepareModel() {
   zbpp::v1::Job planned = job_;  // Planning reads the schedule file.
   AttachScheduleFileText(schedule_file_, *planned.mutable_spec());
-  absl::StatusOr<std::optional<ScheduleChoice>> first =
-      model_.Prepare(planned, versions_, context_);
+  return model_.Prepare(planned, versions_, context_);
+}
+
+absl::Status Job::Prepare() {
+  absl::StatusOr<std::optional<ScheduleChoice>> first = PrepareModel();
   if (!first.ok()) return Fail(std::string(first.status().message()));
   attempt_.set_start_step(std::max<int64_t>(0, job_.last_checkpoint_step() + 1));
   if (!first->has_value()) {

@@ -379,6 +379,10 @@ class Job {
   /// (KeepsHeld) to drop it (an Abort of the attempt it holds, keep_state
   /// false, with `reason`) and keeps none: the job ended or restarts.
   void DropHeld(const std::string& reason);
+  /// Builds what the job's model lacks (JobModel::Prepare, the schedule
+  /// file's text attached): version 1's choice the first time, else
+  /// nullopt. A job restored by a restarted coordinator has none of it.
+  absl::StatusOr<std::optional<ScheduleChoice>> PrepareModel();
   /// Publishes a version of `microbatches` microbatches (PlanReplicas for
   /// `replicas` replicas, reason REPLICAS, effective at the attempt's start
   /// step) unless every version from that step on has that many. The

@@ -188,6 +188,13 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   if (heals) choice.microbatches = job_.spec().pipeline().microbatches();
   const int running = heals ? replicas() : kept;
   if (choice.resume) {
+    // After a coordinator restart the model is not built yet.
+    if (absl::StatusOr<std::optional<ScheduleChoice>> model = PrepareModel(); !model.ok()) {
+      choice.resume = false;
+      choice.restart_reason = std::string(model.status().message());
+    }
+  }
+  if (choice.resume) {
     attempt_.set_start_step(choice.held_step + 1);
     if (absl::Status planned = PublishReplicasVersion(running, choice.microbatches);
         !planned.ok()) {

@@ -456,6 +456,11 @@ TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersM
   ASSERT_NO_FATAL_FAILURE(KillWorkerAt(running, stage, replica));
   const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
   ASSERT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
+  // Two steps on one replica: the degraded attempt holds its own progress.
+  absl::StatusOr<v1::Job> stepped =
+      cluster_->WaitForSteps(running.id(), degraded.steps_completed() + 2);
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  ASSERT_EQ(stepped->state(), v1::JOB_STATE_DEGRADED) << stepped->state_message();
   cluster_->KillCoordinator();
   const absl::Time killed = absl::Now();
   const absl::Status restarted = cluster_->RestartCoordinator();
@@ -467,6 +472,7 @@ TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersM
   ASSERT_EQ(resumed.state(), v1::JOB_STATE_DEGRADED) << resumed.state_message();
   EXPECT_EQ(resumed.replicas_active(), 1);
   EXPECT_EQ(resumed.restarts_total(), 0) << resumed.state_message();
+  EXPECT_GE(resumed.steps_completed(), stepped->steps_completed()) << "no step run again";
   EXPECT_NE(resumed.state_message().find("coordinator restarted; degraded to 1 replicas"),
             std::string::npos)
       << resumed.state_message();

@@ -363,6 +363,27 @@ class ElasticEndToEnd : public FaultEndToEnd {
     KillWorker(victim);
   }
 
+  /// Runs the job to interrupt (DataParallelJob) until a step drawn in
+  /// [1, 6] completed, SIGKILLs the worker of a drawn stage and replica
+  /// (`then`: what the test does next, for the log) and waits until the job
+  /// is DEGRADED (at most 60 s); the job then, the time of the kill in
+  /// `killed` when given. Failures are the test's (HasFailure()).
+  v1::Job DegradeAfterADrawnStep(const std::string& then, absl::Time* killed = nullptr) {
+    const int64_t kill_after = std::uniform_int_distribution<int64_t>(1, 6)(rng_);
+    const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
+    const int replica = std::uniform_int_distribution<int>(0, 1)(rng_);
+    std::cout << "killing the worker of stage " << stage << ", replica " << replica
+              << " after step " << kill_after << then << "\n";
+    const v1::Job running = RunInterruptedJobUntil(kill_after, DataParallelJob(interrupted_));
+    if (HasFailure()) return running;
+    KillWorkerAt(running, stage, replica);
+    if (killed != nullptr) *killed = absl::Now();
+    if (HasFailure()) return running;
+    const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
+    EXPECT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
+    return degraded;
+  }
+
   /// Polls `job_id` until it is in `state` (or ended), at most 60 s; the job.
   v1::Job WaitForState(const std::string& job_id, v1::JobState state) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -415,23 +436,15 @@ bool Saw(const JobOutcome& outcome, v1::JobState state) {
 // (its state copied from the live replica), and the job ends on the
 // uninterrupted run's parameters without restarting from a checkpoint.
 TEST_F(ElasticEndToEnd, AWorkerLostCostsNoRestartAndAReplacementHealsTheJob) {
-  const int64_t kill_after = std::uniform_int_distribution<int64_t>(1, 6)(rng_);
-  const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
-  const int replica = std::uniform_int_distribution<int>(0, 1)(rng_);
-  std::cout << "killing the worker of stage " << stage << ", replica " << replica
-            << " after step " << kill_after << "\n";
-  const v1::Job running = RunInterruptedJobUntil(kill_after, DataParallelJob(interrupted_));
+  absl::Time killed;
+  const v1::Job degraded = DegradeAfterADrawnStep("", &killed);
   ASSERT_FALSE(HasFailure());
-  ASSERT_NO_FATAL_FAILURE(KillWorkerAt(running, stage, replica));
-  const absl::Time killed = absl::Now();
-  const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
-  ASSERT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
   EXPECT_EQ(degraded.replicas_active(), 1);
   std::cout << "DEGRADED " << absl::FormatDuration(absl::Now() - killed)
             << " after the kill: " << degraded.state_message() << "\n";
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
-  const JobOutcome outcome = ExpectEndedWithoutRestart(running.id());
+  const JobOutcome outcome = ExpectEndedWithoutRestart(degraded.id());
   EXPECT_TRUE(Saw(outcome, v1::JOB_STATE_DEGRADED));
   // Healed: RUNNING again after DEGRADED.
   const auto degraded_at =
@@ -446,19 +459,11 @@ TEST_F(ElasticEndToEnd, AWorkerLostCostsNoRestartAndAReplacementHealsTheJob) {
 // again under new ids and say what they hold, the job goes back to DEGRADED
 // from their memory with no restart, and a replacement heals it as before.
 TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersMemory) {
-  const int64_t kill_after = std::uniform_int_distribution<int64_t>(1, 6)(rng_);
-  const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
-  const int replica = std::uniform_int_distribution<int>(0, 1)(rng_);
-  std::cout << "killing the worker of stage " << stage << ", replica " << replica
-            << " after step " << kill_after << ", then the coordinator\n";
-  const v1::Job running = RunInterruptedJobUntil(kill_after, DataParallelJob(interrupted_));
+  const v1::Job degraded = DegradeAfterADrawnStep(", then the coordinator");
   ASSERT_FALSE(HasFailure());
-  ASSERT_NO_FATAL_FAILURE(KillWorkerAt(running, stage, replica));
-  const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
-  ASSERT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
   // Two steps on one replica: the degraded attempt holds its own progress.
   absl::StatusOr<v1::Job> stepped =
-      cluster_->WaitForSteps(running.id(), degraded.steps_completed() + 2);
+      cluster_->WaitForSteps(degraded.id(), degraded.steps_completed() + 2);
   ASSERT_TRUE(stepped.ok()) << stepped.status();
   ASSERT_EQ(stepped->state(), v1::JOB_STATE_DEGRADED) << stepped->state_message();
   cluster_->KillCoordinator();
@@ -468,7 +473,7 @@ TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersM
 
   // RECOVERING ("coordinator restarted") until the workers said what they
   // hold.
-  const v1::Job resumed = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
+  const v1::Job resumed = WaitForState(degraded.id(), v1::JOB_STATE_DEGRADED);
   ASSERT_EQ(resumed.state(), v1::JOB_STATE_DEGRADED) << resumed.state_message();
   EXPECT_EQ(resumed.replicas_active(), 1);
   EXPECT_EQ(resumed.restarts_total(), 0) << resumed.state_message();
@@ -480,7 +485,7 @@ TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersM
             << " after the coordinator's kill: " << resumed.state_message() << "\n";
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
-  const JobOutcome outcome = ExpectEndedWithoutRestart(running.id());
+  const JobOutcome outcome = ExpectEndedWithoutRestart(degraded.id());
   EXPECT_TRUE(Saw(outcome, v1::JOB_STATE_RUNNING)) << "the job did not return to two replicas";
   std::cout << "ended " << absl::FormatDuration(absl::Now() - killed)
             << " after the coordinator's kill\n";

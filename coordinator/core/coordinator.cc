@@ -15,6 +15,7 @@
 #include "api/pipeline_shape.h"
 #include "api/time_proto.h"
 #include "common/log.h"
+#include "coordinator/core/elastic_recovery.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/planning.h"
 #include "coordinator/core/store_queries.h"
@@ -51,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(Options options
                                 self->mu_.AssertHeld();
                                 const Job* job = self->jobs_->Find(held.job_id());
                                 return job != nullptr && !IsTerminal(job->state()) &&
-                                       job->KeepsHeld(worker_id);
+                                       job->KeepsHeld(worker_id, held);
                               }});
   if (!registry.ok()) return registry.status();
   absl::StatusOr<std::unique_ptr<RendezvousStore>> rendezvous = RendezvousStore::Create({});
@@ -313,27 +314,47 @@ bool Coordinator::DecideRecoveries() {
   jobs_->ForEach([&](Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const Job::EndedAttempt* ended = job.AwaitingHeld();
     if (ended == nullptr) return true;
-    std::vector<std::optional<int64_t>> held;
-    std::vector<bool> said(ended->workers.size(), true);
-    for (size_t i = 0; i < ended->workers.size(); ++i) {
-      bool answered = true;
-      held.push_back(HeldStep(ended->workers[i], job.id(), ended->number, &answered));
-      said[i] = answered;
-    }
-    // Waiting is worth it while some replica may still turn out complete;
-    // a worker silent that long is lost (docs/elastic.md): it holds nothing.
     const int p = job.stages();
-    bool all_said = true;
-    bool may_resume = false;
-    for (size_t r = 0; r * p < held.size(); ++r) {
-      bool broken = false;
-      for (size_t i = r * p; i < (r + 1) * p; ++i) {
-        all_said &= said[i];
-        broken |= said[i] && !held[i].has_value();
+    std::vector<std::optional<int64_t>> held;
+    if (ended->restored) {
+      // The coordinator restarted: its workers, registered again under new
+      // ids, are placed by what they hold (docs/elastic.md, "Coordinator
+      // restart"). Whether one that says nothing yet still winds the
+      // attempt down or holds nothing cannot be told: the wait ends when
+      // every place is held, or at the bound.
+      std::vector<RestoredHolder> holders;
+      for (const WorkerRecord* record : registry_->IdleHolders(job.id())) {
+        const zbpp::v1::HeldState& h = record->heartbeat.held();
+        holders.push_back({record->id, h.attempt(), h.stage(), h.step()});
       }
-      may_resume |= !broken;
+      RestoredPlacement placed = PlaceRestoredHolders(
+          p, static_cast<int>(ended->workers.size()) / p, holders);
+      if (!placed.complete() && now < ended->ended_at + bound) return true;
+      held = std::move(placed.held);
+      job.PlaceRestoredAttempt(placed.attempt, std::move(placed.workers));
+      ended = job.AwaitingHeld();
+    } else {
+      std::vector<bool> said(ended->workers.size(), true);
+      for (size_t i = 0; i < ended->workers.size(); ++i) {
+        bool answered = true;
+        held.push_back(HeldStep(ended->workers[i], job.id(), ended->number, &answered));
+        said[i] = answered;
+      }
+      // Waiting is worth it while some replica may still turn out
+      // complete; a worker silent that long is lost (docs/elastic.md): it
+      // holds nothing.
+      bool all_said = true;
+      bool may_resume = false;
+      for (size_t r = 0; r * p < held.size(); ++r) {
+        bool broken = false;
+        for (size_t i = r * p; i < (r + 1) * p; ++i) {
+          all_said &= said[i];
+          broken |= said[i] && !held[i].has_value();
+        }
+        may_resume |= !broken;
+      }
+      if (!all_said && may_resume && now < ended->ended_at + bound) return true;
     }
-    if (!all_said && may_resume && now < ended->ended_at + bound) return true;
     // A heal fills the missing replicas with the spares and free workers.
     std::vector<std::pair<std::string, int>> newcomers;
     if (ended->heal) {

@@ -88,7 +88,10 @@ namespace zbpp::coordinator {
 /// passed, then resumes at full width, degrades onto its complete replicas
 /// (DEGRADED; the broken replicas' survivors are its spares, reserved for
 /// it) or restarts (DecideRecoveries). A DEGRADED job heals once its spares
-/// and free workers can fill its replicas (HealDegradedJobs).
+/// and free workers can fill its replicas (HealDegradedJobs). A restarted
+/// coordinator waits so for the workers of each RUNNING or DEGRADED job's
+/// stored attempt, which register again holding their stages
+/// (docs/elastic.md, "Coordinator restart").
 ///
 /// Decide, then act: every call into a Job is followed, under the same
 /// lock and before anything else, by Apply, which takes what the job
@@ -130,8 +133,10 @@ class Coordinator {
   /// Loads every job and schedule version from the store (call once, before
   /// serving: restore state, then serve), then applies the retention of
   /// finished jobs (Options.retained_finished_jobs). Jobs that were ASSIGNING go back to
-  /// PENDING and RUNNING ones to RECOVERING ("coordinator restarted"): the
-  /// workers of the old process must register again. Errors from the store.
+  /// PENDING and RUNNING or DEGRADED ones to RECOVERING ("coordinator
+  /// restarted"): the workers of the old process must register again, and
+  /// the recovery waits for what they hold (Job::Restore, DecideRecoveries).
+  /// Errors from the store.
   absl::Status Recover() ABSL_LOCKS_EXCLUDED(mu_);
 
   // ------------------------------------------------------------- Jobs
@@ -420,9 +425,12 @@ class Coordinator {
   /// attempt's workers hold (Job::AwaitingHeld; docs/elastic.md) once each
   /// of them said (HeldStep), every replica has a worker that holds
   /// nothing (none can resume), or the heartbeat timeout has passed since
-  /// the attempt ended: a resume takes its workers (WorkerRegistry::
-  /// AssignWorkers) and begins its attempt over the job's transport. True
-  /// when some job now waits for workers (it restarts).
+  /// the attempt ended; for an attempt restored after a restart, once the
+  /// idle holders of the job's state fill its every place
+  /// (PlaceRestoredHolders, placed by Job::PlaceRestoredAttempt) or the
+  /// timeout has passed since the restart. A resume takes its workers
+  /// (WorkerRegistry::AssignWorkers) and begins its attempt over the job's
+  /// transport. True when some job now waits for workers (it restarts).
   bool DecideRecoveries() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Heals every DEGRADED job whose missing replicas its spares and the
   /// free workers can fill, stage by stage (Job::BeginHeal; a spare fills

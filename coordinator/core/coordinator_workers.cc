@@ -75,12 +75,12 @@ absl::Status Coordinator::Heartbeat(const std::string& worker_id,
   if (const zbpp::v1::HeldState& held = heartbeat.held(); !held.job_id().empty()) {
     // State no job will resume from (docs/elastic.md): freed at once.
     Job* holder = jobs_->Find(held.job_id());
-    if (holder != nullptr && held.has_snapshot_step() && holder->KeepsHeld(worker_id)) {
+    if (holder != nullptr && held.has_snapshot_step() && holder->KeepsHeld(worker_id, held)) {
       // Newer than its last report may have said (the write in flight ended).
       holder->NoteSnapshot(held.stage(), held.snapshot_step());
     }
     if (holder == nullptr || IsTerminal(holder->state()) ||
-        !(holder->KeepsHeld(worker_id) || holder->attempt().Holds(worker_id))) {
+        !(holder->KeepsHeld(worker_id, held) || holder->attempt().Holds(worker_id))) {
       registry_->Send(worker_id, DropHeldStateMessage(
                                      held.job_id(), held.attempt(),
                                      holder == nullptr              ? "unknown job"

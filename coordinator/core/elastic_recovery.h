@@ -1,6 +1,7 @@
 #ifndef ZBPP_COORDINATOR_CORE_ELASTIC_RECOVERY_H_
 #define ZBPP_COORDINATOR_CORE_ELASTIC_RECOVERY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +45,52 @@ struct RecoveryChoice {
 /// `held.size()` must be a positive multiple of p. Pure; thread-safe.
 RecoveryChoice ChooseRecovery(int stages, int replicas, int microbatches, int64_t steps,
                               const std::vector<std::optional<int64_t>>& held);
+
+/// A worker that registered with a restarted coordinator holding a stage of
+/// the job in memory (its Heartbeat.held; docs/elastic.md, "Coordinator
+/// restart").
+struct RestoredHolder {
+  std::string worker_id;
+  /// The attempt it held the stage in, numbered by the coordinator's
+  /// previous life.
+  int64_t attempt = 0;
+  int stage = 0;
+  int64_t step = 0;
+};
+
+/// The workers a restarted coordinator lost track of, put back in the
+/// places of the attempt that ran when it stopped: the held of
+/// ChooseRecovery.
+struct RestoredPlacement {
+  /// The attempt placed: the newest one held (the attempt in force; older
+  /// ones are spares' or stale). 0 when nobody holds anything.
+  int64_t attempt = 0;
+  /// By worker index (replica r = i / p, stage i % p) over the attempt's
+  /// replicas; empty where no holder was placed.
+  std::vector<std::string> workers;
+  /// The step each placed worker holds; nullopt where none was placed.
+  std::vector<std::optional<int64_t>> held;
+  /// Every worker index has a holder.
+  bool complete() const {
+    return std::none_of(workers.begin(), workers.end(),
+                        [](const std::string& id) { return id.empty(); });
+  }
+};
+
+/// Places `holders` into the `replicas` replicas of `stages` stages of the
+/// attempt a restarted coordinator found in force (its stored assignments):
+/// the restarted coordinator numbers workers afresh, so a worker is known
+/// by what it holds, not by its old id. Only holders of the newest attempt
+/// held count, and among them only those holding one step j: the j held by
+/// the most complete replicas (the higher j on a tie), each stage's holders
+/// of j filling replicas 0, 1, ... in the order given. The replicas of one
+/// data-parallel stage hold the same parameters at the same step (their
+/// gradients are all-reduced), so a stage's holder of j may stand in any
+/// replica. The others are left out (they hold nothing the attempt
+/// resumes from). `stages` >= 1, `replicas` >= 1; holders of a stage
+/// outside [0, stages) are ignored. Pure; thread-safe.
+RestoredPlacement PlaceRestoredHolders(int stages, int replicas,
+                                       const std::vector<RestoredHolder>& holders);
 
 }  // namespace zbpp::coordinator
 

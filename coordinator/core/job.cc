@@ -166,11 +166,14 @@ std::shared_ptr<WatchOutbox> Job::Watch(size_t capacity) {
 
 // ------------------------------------------------------------ attempts
 
-absl::Status Job::Prepare() {
+absl::StatusOr<std::optional<ScheduleChoice>> Job::PrepareModel() {
   zbpp::v1::Job planned = job_;  // Planning reads the schedule file.
   AttachScheduleFileText(schedule_file_, *planned.mutable_spec());
-  absl::StatusOr<std::optional<ScheduleChoice>> first =
-      model_.Prepare(planned, versions_, context_);
+  return model_.Prepare(planned, versions_, context_);
+}
+
+absl::Status Job::Prepare() {
+  absl::StatusOr<std::optional<ScheduleChoice>> first = PrepareModel();
   if (!first.ok()) return Fail(std::string(first.status().message()));
   const RestorePoint restore = NewestRestorePoint(job_);
   attempt_.set_start_step(restore.step + 1);
@@ -444,6 +447,9 @@ absl::Status Job::RestoreVersion(zbpp::v1::ScheduleVersion version) {
 
 absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes) {
   versions_.Sort();
+  // The attempt in force when the coordinator stopped: p workers for each
+  // replica it ran.
+  const int attempt_workers = job_.assignments_size();
   job_.clear_assignments();
   // The snapshot steps stored may be older than the files kept (reports
   // after the job was last stored are lost; api/snapshots.h kSnapshotsKept):
@@ -469,6 +475,15 @@ absl::Status Job::Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcom
                          std::nullopt);
     case zbpp::v1::JOB_STATE_RUNNING:
     case zbpp::v1::JOB_STATE_DEGRADED:
+      // They kept their stages when they left the attempt: the recovery
+      // waits to hear what they hold, as after a fault (docs/elastic.md,
+      // "Coordinator restart").
+      if (attempt_workers > 0 && attempt_workers % stages() == 0 &&
+          attempt_workers / stages() <= replicas()) {
+        awaited_ = EndedAttempt{0, std::vector<std::string>(attempt_workers),
+                                context_.clock->Now(), /*heal=*/false,
+                                std::vector<bool>(attempt_workers, false), /*restored=*/true};
+      }
       return ChangeState(zbpp::v1::JOB_STATE_RECOVERING, "coordinator restarted",
                          std::nullopt);
     default:

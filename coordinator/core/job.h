@@ -202,16 +202,30 @@ class Job {
     /// Worker indexes that hold nothing whatever they say: a heal's
     /// newcomers that ran no step (their state copy may never have come).
     std::vector<bool> holds_nothing;
+    /// The attempt ran when the coordinator stopped (Restore): the
+    /// restarted one numbers workers and attempts afresh, so `number` (0)
+    /// and `workers` (empty ids, one per worker index of its stored
+    /// assignments) are unknown until PlaceRestoredAttempt puts the workers
+    /// that registered again where what they hold says they ran
+    /// (PlaceRestoredHolders, elastic_recovery.h; docs/elastic.md,
+    /// "Coordinator restart").
+    bool restored = false;
   };
   /// The ended attempt awaited; null when no decision is pending.
   const EndedAttempt* AwaitingHeld() const {
     return awaited_.has_value() ? &*awaited_ : nullptr;
   }
-  /// Whether the job keeps the stage state `worker_id` holds (it is not in
-  /// the current attempt): a worker of the awaited attempt, or a spare of
-  /// a degrade (docs/elastic.md). Such a worker, idle, is WORKER_STATE_SPARE
-  /// and is given to no other job.
-  bool KeepsHeld(const std::string& worker_id) const;
+  /// Whether the job keeps the stage state `held` (Heartbeat.held) that
+  /// `worker_id` holds (it is not in the current attempt): a worker of the
+  /// awaited attempt, any holder of the job's state while a restored one
+  /// is not placed yet, or a spare of a degrade (docs/elastic.md). Such a
+  /// worker, idle, is WORKER_STATE_SPARE and is given to no other job.
+  bool KeepsHeld(const std::string& worker_id, const zbpp::v1::HeldState& held) const;
+  /// The awaited attempt is a restored one (EndedAttempt.restored): it was
+  /// number `attempt` of the coordinator's previous life (the next one is
+  /// numbered after it) and `workers`, by its worker index (empty where
+  /// nobody holds that place), hold its stages. Nothing unless restored.
+  void PlaceRestoredAttempt(int64_t attempt, std::vector<std::string> workers);
   /// Spares: workers outside the attempt holding one of the job's stages
   /// for it, each with the attempt it held the stage in.
   const std::map<std::string, int64_t>& spares() const { return spares_; }
@@ -325,8 +339,11 @@ class Job {
   absl::Status RestoreVersion(zbpp::v1::ScheduleVersion version);
   /// After every version is restored: `outcomes` are the job's stored
   /// validation outcomes (ignored when terminal). ASSIGNING goes PENDING
-  /// and RUNNING goes RECOVERING ("coordinator restarted"), stored like any
-  /// transition.
+  /// and RUNNING or DEGRADED goes RECOVERING ("coordinator restarted"),
+  /// stored like any transition, awaiting what the workers of its stored
+  /// assignments hold (AwaitingHeld, EndedAttempt.restored: ended now) as
+  /// after a fault, so that DecideRecovery resumes from their memory
+  /// (docs/elastic.md, "Coordinator restart").
   absl::Status Restore(const std::vector<zbpp::v1::ValidationOutcome>& outcomes);
 
  private:
@@ -367,6 +384,10 @@ class Job {
   /// (KeepsHeld) to drop it (an Abort of the attempt it holds, keep_state
   /// false, with `reason`) and keeps none: the job ended or restarts.
   void DropHeld(const std::string& reason);
+  /// Builds what the job's model lacks (JobModel::Prepare, the schedule
+  /// file's text attached): version 1's choice the first time, else
+  /// nullopt. A job restored by a restarted coordinator has none of it.
+  absl::StatusOr<std::optional<ScheduleChoice>> PrepareModel();
   /// Publishes a version of `microbatches` microbatches (PlanReplicas for
   /// `replicas` replicas, reason REPLICAS, effective at the attempt's start
   /// step) unless every version from that step on has that many. The

@@ -1,6 +1,7 @@
 #ifndef ZBPP_COORDINATOR_CORE_JOB_ATTEMPT_H_
 #define ZBPP_COORDINATOR_CORE_JOB_ATTEMPT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -124,6 +125,9 @@ class JobAttempt {
              AttemptShape shape = {});
   /// Drops the workers and what they reported (the number stays).
   void End();
+  /// The next attempt is numbered after `number` at least: the attempts of
+  /// the coordinator's previous life (a restart's restored attempt).
+  void NumberAfter(int64_t number) { number_ = std::max(number_, number); }
 
   /// Grants steps through min(slowest worker's last completed step +
   /// `lookahead`, `last_step`) when that is beyond granted(); true then.

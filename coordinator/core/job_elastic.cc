@@ -30,10 +30,23 @@ SessionMessage DropHeldStateMessage(const std::string& job_id, int64_t attempt,
   return message;
 }
 
-bool Job::KeepsHeld(const std::string& worker_id) const {
+bool Job::KeepsHeld(const std::string& worker_id, const zbpp::v1::HeldState& held) const {
+  if (held.job_id() != id()) return false;
   if (spares_.count(worker_id)) return true;
-  return awaited_.has_value() && std::find(awaited_->workers.begin(), awaited_->workers.end(),
-                                           worker_id) != awaited_->workers.end();
+  if (!awaited_.has_value()) return false;
+  // A restored attempt's workers are known by what they hold once placed.
+  if (awaited_->restored) return true;
+  return std::find(awaited_->workers.begin(), awaited_->workers.end(), worker_id) !=
+         awaited_->workers.end();
+}
+
+void Job::PlaceRestoredAttempt(int64_t attempt, std::vector<std::string> workers) {
+  if (!awaited_.has_value() || !awaited_->restored) return;
+  awaited_->restored = false;
+  awaited_->number = attempt;
+  awaited_->workers = std::move(workers);
+  awaited_->holds_nothing.assign(awaited_->workers.size(), false);
+  attempt_.NumberAfter(attempt);
 }
 
 void Job::ForgetSpare(const std::string& worker_id) {
@@ -45,7 +58,8 @@ void Job::DropHeld(const std::string& reason) {
   spares_.clear();
   if (awaited_.has_value()) {
     for (const std::string& worker_id : awaited_->workers) {
-      holders.emplace(worker_id, awaited_->number);
+      // A place of a restored attempt nobody held: no one to tell.
+      if (!worker_id.empty()) holders.emplace(worker_id, awaited_->number);
     }
     awaited_.reset();
   }
@@ -174,6 +188,13 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   const bool heals = !fill.empty();
   if (heals) choice.microbatches = job_.spec().pipeline().microbatches();
   const int running = heals ? replicas() : kept;
+  if (choice.resume) {
+    // After a coordinator restart the model is not built yet.
+    if (absl::StatusOr<std::optional<ScheduleChoice>> model = PrepareModel(); !model.ok()) {
+      choice.resume = false;
+      choice.restart_reason = std::string(model.status().message());
+    }
+  }
   if (choice.resume) {
     attempt_.set_start_step(choice.held_step + 1);
     if (absl::Status planned = PublishReplicasVersion(running, choice.microbatches);

@@ -409,6 +409,17 @@ int WorkerRegistry::CountAssignable() const {
   return count;
 }
 
+std::vector<const WorkerRecord*> WorkerRegistry::IdleHolders(const std::string& job_id) const {
+  std::vector<const WorkerRecord*> holders;
+  for (const auto& [number, record] : workers_) {
+    if (record.state == WorkerState::kIdle && record.session != nullptr &&
+        record.heartbeat.held().job_id() == job_id) {
+      holders.push_back(&record);
+    }
+  }
+  return holders;
+}
+
 // ----------------------------------------------------------- sessions
 
 absl::StatusOr<WorkerRegistry::OpenedSession> WorkerRegistry::OpenSession(

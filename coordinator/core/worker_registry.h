@@ -265,6 +265,11 @@ class WorkerRegistry {
   /// IDLE workers that are not draining: those Assign may choose.
   int CountAssignable() const;
 
+  /// The IDLE workers with an open Session whose last heartbeat holds a
+  /// stage of `job_id` (Heartbeat.held; docs/elastic.md), draining or not,
+  /// in registration order (see "Pointers").
+  std::vector<const WorkerRecord*> IdleHolders(const std::string& job_id) const;
+
   // ---------------------------------------------------- Sessions
 
   /// A new Session of a worker: renews its lease and returns a new, empty

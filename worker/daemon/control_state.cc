@@ -186,6 +186,10 @@ void ControlState::Reset() {
   if (current_.has_value()) {
     current_->aborted = true;
     current_->abort_reason = "registered again: the coordinator lost this worker";
+    // A restarted coordinator may resume from the stage this worker holds
+    // (docs/elastic.md, "Coordinator restart"); one that does not want it
+    // says so (an Abort without keep_state for its job).
+    current_->keep_state = true;
     current_->orphaned = true;
     if (abort_hook_ && !quiet_) abort_hook_();
     if (!current_->started) current_.reset();

@@ -75,11 +75,14 @@ class ControlState {
   void Finish(const std::string& job_id, int64_t attempt);
 
   /// Forgets everything (a new registration: the coordinator knows a new
-  /// worker). An attempt the training thread still runs is aborted and
-  /// orphaned: messages, heartbeats and the next assignment no longer refer
-  /// to it (a restarted coordinator numbers attempts afresh, so its first
-  /// attempt of the same job may carry the same number), while the training
-  /// thread's calls (Aborted, Finish, ...) still find it.
+  /// worker). An attempt the training thread still runs is aborted keeping
+  /// its state (KeepsState: the coordinator's new life may resume from it,
+  /// docs/elastic.md, "Coordinator restart") and orphaned: messages,
+  /// heartbeats (but for Heartbeat.held, once the state is held) and the
+  /// next assignment no longer refer to it (a restarted coordinator numbers
+  /// attempts afresh, so its first attempt of the same job may carry the
+  /// same number), while the training thread's calls (Aborted, KeepsState,
+  /// Finish, ...) still find it. A state held already stays held.
   void Reset();
 
   /// While the training thread runs the attempt: `hook` runs (under this

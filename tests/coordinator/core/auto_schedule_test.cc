@@ -64,6 +64,7 @@ TEST_F(CoordinatorTest, AutoRunsItsVScheduleOnTwoChunksAcrossARestart) {
   Start(path);  // Same file, new process state.
   std::vector<FakeWorker> workers;
   for (int i = 0; i < 2; ++i) workers.push_back(AddWorker(10 + i));
+  WaitOutTheRestoredAttempts(workers);
   HeartbeatAll(workers);
   ASSERT_EQ(coordinator_->GetJob(job_id, {})->state(), v1::JOB_STATE_RUNNING);
   RunSteps(workers, truth, 29);

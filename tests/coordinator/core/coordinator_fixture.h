@@ -147,6 +147,14 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  /// After a restart (Start on the same file): the restored RUNNING and
+  /// DEGRADED jobs wait the heartbeat timeout for what their old workers
+  /// hold (docs/elastic.md, "Coordinator restart"), while `workers`, holding
+  /// nothing, heartbeat (SilenceUntilLost with none silent).
+  void WaitOutTheRestoredAttempts(std::vector<FakeWorker>& workers) {
+    SilenceUntilLost(workers, workers.size());
+  }
+
   /// Runs granted steps in rank order until `steps` are done or nothing
   /// can run. Returns the steps reported per worker.
   void RunSteps(std::vector<FakeWorker>& workers, const sched::Problem& truth,

@@ -262,8 +262,13 @@ TEST_F(CoordinatorTest, RestartRecoversJobsAndVersions) {
   auto third = coordinator_->SubmitJob(spec);
   EXPECT_NE(third->id(), job_id);
   EXPECT_NE(third->id(), pending_id);
-  // Fresh workers resume the recovering job first, with every version.
+  // Once the wait for what the old attempt's workers hold is over (none
+  // registered again: docs/elastic.md, "Coordinator restart"), fresh
+  // workers resume the recovering job first, with every version.
   std::vector<FakeWorker> workers;
+  WaitOutTheRestoredAttempts(workers);
+  EXPECT_THAT(coordinator_->GetJob(job_id, {})->state_message(),
+              HasSubstr("coordinator restarted; restarting from step 0"));
   for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
   HeartbeatAll(workers);
   // The recovery attempt calibrates again (its workers may be other

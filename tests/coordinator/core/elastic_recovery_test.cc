@@ -17,15 +17,18 @@
 #include "coordinator/core/coordinator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/core/coordinator_fixture.h"
+#include "tests/coordinator/core/elastic_fixture.h"
 
 namespace zbpp::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ElasticSpec;
+using testing::ElasticTest;
 using testing::FakeWorker;
 using testing::TestSpec;
 using testing::TrueCosts;
+using testing::TruthFor;
 using testing::Uncalibrated;
 
 // ------------------------------------------------------ ChooseRecovery
@@ -68,144 +71,6 @@ TEST(ChooseRecovery, RestartsWhenTheHeldStateCannotBeUsed) {
 
 // ---------------------------------------------------- the coordinator
 
-/// p = 2 stages, d replicas of m microbatches, `steps` steps, no
-/// calibration and no re-solve: versions change only for the replicas.
-v1::JobSpec ElasticSpec(int replicas, int microbatches, int64_t steps = 10) {
-  v1::JobSpec spec = Uncalibrated(TestSpec(2, microbatches, "1f1b", steps));
-  spec.mutable_pipeline()->set_data_parallel(replicas);
-  spec.mutable_schedule()->mutable_resolve()->set_disabled(true);
-  return spec;
-}
-
-/// The true costs of a replica of `spec` running `replicas` replicas of
-/// `microbatches` each (a degraded attempt's schedule has m' microbatches).
-sched::Problem TruthFor(v1::JobSpec spec, int replicas, int microbatches) {
-  spec.mutable_pipeline()->set_data_parallel(replicas);
-  spec.mutable_pipeline()->set_microbatches(microbatches);
-  return TrueCosts(spec, 0, 1.0);
-}
-
-class ElasticTest : public testing::CoordinatorTest {
- protected:
-  /// Applies what waits in `w`'s outbox (as FakeWorker::Drain) and returns
-  /// the Abort commands among it.
-  std::vector<v1::AbortCommand> DrainAborts(FakeWorker& w) {
-    std::vector<SessionMessage> messages;
-    const absl::Status popped = w.outbox->Pop(absl::InfinitePast(), &messages);
-    if (!popped.ok()) w.closed = popped;
-    std::vector<v1::AbortCommand> aborts;
-    for (const SessionMessage& message : messages) {
-      if (message->has_command() && message->command().has_abort()) {
-        aborts.push_back(message->command().abort());
-      }
-      if (message->has_schedule() && w.assignment.has_value()) {
-        w.schedule_messages.push_back(message);
-      }
-      w.Apply(*message);
-    }
-    return aborts;
-  }
-
-  /// `w`, idle after its attempt ended, says it holds `stage` of `job_id`
-  /// at `step` from `attempt` (zbpp-worker's heartbeat after an Abort that
-  /// keeps its state).
-  void SayHeld(FakeWorker& w, const std::string& job_id, int64_t attempt, int stage,
-               int64_t step) {
-    v1::Heartbeat hb;
-    hb.set_phase(v1::WORKER_PHASE_IDLE);
-    v1::HeldState* held = hb.mutable_held();
-    held->set_job_id(job_id);
-    held->set_attempt(attempt);
-    held->set_stage(stage);
-    held->set_step(step);
-    const absl::Status sent = coordinator_->Heartbeat(w.id, hb);
-    ASSERT_TRUE(sent.ok()) << sent;
-  }
-
-  /// Every worker of `workers` but `silent` heartbeats RUNNING its attempt
-  /// each second for 6 s, the coordinator ticking, until `silent`'s lease
-  /// expires: the survivors have not heard of the end yet.
-  void LoseWhileOthersRun(std::vector<FakeWorker>& workers, size_t silent) {
-    for (int t = 0; t < 6; ++t) {
-      clock_.Advance(absl::Seconds(1));
-      for (size_t i = 0; i < workers.size(); ++i) {
-        if (i == silent || !workers[i].assignment) continue;
-        v1::Heartbeat hb;
-        hb.set_phase(v1::WORKER_PHASE_RUNNING);
-        hb.set_job_id(workers[i].assignment->job_id());
-        hb.set_attempt(workers[i].assignment->attempt());
-        ASSERT_TRUE(coordinator_->Heartbeat(workers[i].id, hb).ok());
-      }
-      coordinator_->Tick();
-    }
-  }
-
-  /// The index in `workers` of the one running (stage, replica).
-  static size_t Find(const std::vector<FakeWorker>& workers, int stage, int replica) {
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (workers[i].assignment && workers[i].assignment->stage() == stage &&
-          workers[i].assignment->replica() == replica) {
-        return i;
-      }
-    }
-    ADD_FAILURE() << "no worker runs stage " << stage << " of replica " << replica;
-    return 0;
-  }
-
-  /// Heartbeats `workers` with their attempt (PREPARING): the attempt is
-  /// acknowledged.
-  void Acknowledge(std::vector<FakeWorker*> workers) {
-    for (FakeWorker* w : workers) {
-      w->Drain();
-      ASSERT_TRUE(w->assignment.has_value()) << w->id;
-      v1::Heartbeat hb;
-      hb.set_phase(v1::WORKER_PHASE_PREPARING);
-      hb.set_job_id(w->assignment->job_id());
-      hb.set_attempt(w->assignment->attempt());
-      ASSERT_TRUE(coordinator_->Heartbeat(w->id, hb).ok());
-    }
-  }
-
-  /// Where the workers of a degraded 2 x 2 job are (indexes in `workers`).
-  struct Degraded {
-    size_t lost, spare, kept0, kept1;
-  };
-  /// Submits `spec` (2 stages x 2 replicas) on 4 workers, runs steps 0-2,
-  /// loses the stage-0 worker of replica 1 and has the survivors say they
-  /// hold step 2: replica 0 runs on, DEGRADED, from step 3.
-  Degraded DegradeAfterStep2(const v1::JobSpec& spec, std::vector<FakeWorker>& workers,
-                             std::string* job_id) {
-    workers = AssignedPipeline(spec, job_id);
-    HeartbeatAll(workers);
-    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-    for (int64_t step = 0; step <= 2; ++step) EXPECT_TRUE(ReportStepOnAll(workers, truth, step));
-    const Degraded at{Find(workers, 0, 1), Find(workers, 1, 1), Find(workers, 0, 0),
-                      Find(workers, 1, 0)};
-    LoseWhileOthersRun(workers, at.lost);
-    for (size_t i : {at.spare, at.kept0, at.kept1}) DrainAborts(workers[i]);
-    SayHeld(workers[at.spare], *job_id, 1, 1, 2);
-    SayHeld(workers[at.kept0], *job_id, 1, 0, 2);
-    SayHeld(workers[at.kept1], *job_id, 1, 1, 2);
-    Acknowledge({&workers[at.kept0], &workers[at.kept1]});
-    EXPECT_EQ(coordinator_->GetJob(*job_id, {})->state(), v1::JOB_STATE_DEGRADED);
-    return at;
-  }
-
-  /// The worker's state as ListWorkers shows it (LOST included).
-  v1::WorkerState StateOf(const std::string& worker_id) {
-    v1::ListWorkersRequest request;
-    for (v1::WorkerState state :
-         {v1::WORKER_STATE_IDLE, v1::WORKER_STATE_ASSIGNED, v1::WORKER_STATE_RUNNING,
-          v1::WORKER_STATE_SPARE, v1::WORKER_STATE_LOST}) {
-      request.add_states(state);
-    }
-    const absl::StatusOr<v1::ListWorkersResponse> listed = coordinator_->ListWorkers(request);
-    for (const v1::Worker& w : listed->workers()) {
-      if (w.worker_id() == worker_id) return w.state();
-    }
-    return v1::WORKER_STATE_UNSPECIFIED;
-  }
-};
 
 // The brief's case: a 2-stage x 2-replica job loses the stage-0 worker of
 // replica 1 after step 2; the three survivors hold step 2. Replica 0 goes
@@ -593,53 +458,6 @@ TEST_F(ElasticTest, StateOfAnEndedJobIsDropped) {
   ASSERT_EQ(aborts.size(), 1u);
   EXPECT_FALSE(aborts[0].keep_state());
   EXPECT_EQ(StateOf(workers[0].id), v1::WORKER_STATE_IDLE);
-}
-
-// A restarted coordinator knows nothing of what workers held: a job that
-// was DEGRADED recovers as its store says, from its checkpoint (step 0
-// here) at full width, under a version of the spec's m again that
-// supersedes the degraded one from the start step.
-TEST_F(ElasticTest, ARestartedCoordinatorRestartsADegradedJobAtFullWidth) {
-  const std::string path = NewDatabasePath();
-  Start(path);
-  const v1::JobSpec spec = ElasticSpec(2, 4);
-  std::string job_id;
-  {
-    std::vector<FakeWorker> workers;
-    DegradeAfterStep2(spec, workers, &job_id);
-    ASSERT_FALSE(HasFailure());
-  }
-  const auto before = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
-  ASSERT_EQ(before->schedule().schedule().microbatches(), 8);
-
-  Start(path);
-  auto job = coordinator_->GetJob(job_id, {});
-  EXPECT_EQ(job->state(), v1::JOB_STATE_RECOVERING);
-  EXPECT_EQ(job->replicas_active(), 0);
-  std::vector<FakeWorker> workers;
-  for (int i = 0; i < 4; ++i) workers.push_back(AddWorker(20 + i));
-  HeartbeatAll(workers);
-  HeartbeatAll(workers);
-  job = coordinator_->GetJob(job_id, v1::JOB_VIEW_FULL);
-  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(job->replicas_active(), 2);
-  EXPECT_EQ(job->restarts_total(), 1);
-  EXPECT_EQ(job->schedule().reason(), v1::SCHEDULE_CHANGE_REASON_REPLICAS);
-  EXPECT_EQ(job->schedule().schedule().microbatches(), 4);
-  EXPECT_EQ(job->schedule().effective_step(), 0);
-  for (FakeWorker& w : workers) {
-    w.Drain();
-    ASSERT_TRUE(w.assignment.has_value());
-    EXPECT_FALSE(w.assignment->resume_from_memory());
-    // From step 0 on, steps 3 and after included, the spec's m again.
-    EXPECT_EQ(w.VersionFor(0).schedule().microbatches(), 4);
-    EXPECT_EQ(w.VersionFor(5).schedule().microbatches(), 4);
-  }
-  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-  for (int64_t step = 0; step <= 3; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
-  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
-  ASSERT_TRUE(coordinator_->FlushStore().ok());
-  std::remove(path.c_str());
 }
 
 /// The replicas and spares the metrics are told (CoordinatorObserver).

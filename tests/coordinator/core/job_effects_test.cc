@@ -597,7 +597,7 @@ TEST_F(JobEffectsTest, AWaitingJobStoresWhyOnceAndARestoredOneGoesRecovering) {
   const JobEffects effects = restored.TakeEffects();
   EXPECT_THAT(Writes(effects), ElementsAre("storing job job-2"));
   EXPECT_EQ(StoredRecord(effects).state_message(), "coordinator restarted");
-  EXPECT_THAT(Messages(effects), IsEmpty());  // The old process's workers hold nothing.
+  EXPECT_THAT(Messages(effects), IsEmpty());  // The old process's workers register anew.
   EXPECT_FALSE(effects.release_workers);
   EXPECT_THAT(Events(effects), ElementsAre("RUNNING->RECOVERING"));
 }

@@ -582,6 +582,29 @@ TEST_F(WorkerRegistryTest, ForgettingAWorkerLeavesNothingOfItBehind) {
 // spare: listed SPARE with the job and stage, given to no other job by
 // Assign, taken by its own job's AssignWorkers; a job that no longer keeps
 // it frees it.
+// What a restarted coordinator places (docs/elastic.md, "Coordinator
+// restart"): the idle workers with a Session that hold the job's state.
+TEST_F(WorkerRegistryTest, IdleHoldersAreTheIdleWorkersWithASessionHoldingTheJob) {
+  std::vector<std::string> ids;
+  for (int n = 1; n <= 4; ++n) ids.push_back(Add(n));
+  for (int i : {0, 1, 3}) {
+    ASSERT_TRUE(registry_->OpenSession(ids[i], Description(i + 1).address()).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    v1::Heartbeat hb;
+    hb.mutable_held()->set_job_id(i == 1 ? "job-b" : "job-a");
+    ASSERT_TRUE(registry_->RecordHeartbeat(ids[i], hb).ok());
+  }
+  ASSERT_TRUE(registry_->AssignWorkers("job-c", {ids[3]}).ok());
+  std::vector<std::string> holders;
+  for (const WorkerRecord* record : registry_->IdleHolders("job-a")) {
+    holders.push_back(record->id);
+  }
+  // ids[1] holds another job, ids[2] has no Session, ids[3] is assigned.
+  EXPECT_THAT(holders, ::testing::ElementsAre(ids[0]));
+  EXPECT_TRUE(registry_->IdleHolders("job-d").empty());
+}
+
 TEST(WorkerRegistrySpares, ASpareIsReservedForItsJobOnly) {
   FakeClock clock;
   std::set<std::string> kept = {"worker-1"};

@@ -149,6 +149,37 @@ TEST(ControlState, AfterResetTheSameJobAndAttemptNumberIsANewAttempt) {
             ControlState::GrantWait::kGranted);
 }
 
+// The coordinator restarted (docs/elastic.md, "Coordinator restart"): the
+// attempt orphaned by the new registration keeps its state, and while it
+// winds down (IDLE to the new coordinator) the heartbeat reports the stage
+// it then holds; the new coordinator's Abort without keep_state drops it.
+TEST(ControlState, AnAttemptOrphanedByANewRegistrationKeepsItsStateAndReportsIt) {
+  ControlState state;
+  state.Apply(AssignmentOf("job-2", 3));
+  ASSERT_TRUE(state.WaitForAssignment(absl::ZeroDuration()).has_value());
+  EXPECT_FALSE(state.KeepsState("job-2", 3));
+  state.Reset();
+  EXPECT_TRUE(state.Aborted("job-2", 3));
+  EXPECT_TRUE(state.KeepsState("job-2", 3));
+  v1::HeldState held;
+  held.set_job_id("job-2");
+  held.set_attempt(3);
+  held.set_stage(1);
+  held.set_step(7);
+  state.SetHeld(held);
+  v1::Heartbeat hb = state.Heartbeat();
+  EXPECT_EQ(hb.phase(), v1::WORKER_PHASE_IDLE);
+  EXPECT_EQ(hb.job_id(), "");
+  EXPECT_EQ(hb.held().job_id(), "job-2");
+  EXPECT_EQ(hb.held().attempt(), 3);
+  EXPECT_EQ(hb.held().step(), 7);
+  state.Finish("job-2", 3);
+  EXPECT_EQ(state.Heartbeat().held().stage(), 1) << "held after the attempt is done";
+  EXPECT_FALSE(state.TakeHeldDrop());
+  state.Apply(AbortOf("job-2", 3));  // Not kept by the new coordinator.
+  EXPECT_TRUE(state.TakeHeldDrop());
+}
+
 TEST(ControlState, ChangesWorthAHeartbeatWakeTheWriter) {
   ControlState state;
   int64_t revision = -1;

@@ -4,7 +4,8 @@
 // final parameters and AdamW state (the checkpoint every stage writes at the
 // last step) must equal those of an uninterrupted run of the same job within
 // 1e-5 relative: recovery restarts from the last complete checkpoint and
-// replays the same steps on the same data.
+// replays the same steps on the same data, or resumes from what the workers
+// hold in memory (docs/elastic.md).
 //
 // The step of the fault and the victim are drawn from a seeded RNG; the
 // seed is printed, and ZBPP_FAULT_SEED=<seed> replays a run.
@@ -333,8 +334,9 @@ TEST_F(FaultEndToEnd, LeftoverCheckpointsAndLinksAreNeitherPrunedNorFollowed) {
 
 // SIGKILL of the coordinator mid-run and a restart on the same address and
 // SQLite file: the workers stay up, reconnect (with back-off), register
-// again (the new process does not know them), and the recovered job resumes
-// from its last complete checkpoint.
+// again (the new process does not know them) holding their stages, and the
+// recovered job resumes from their memory (docs/elastic.md, "Coordinator
+// restart"), running no step again.
 TEST_F(FaultEndToEnd, CoordinatorKilledMidRunRestartsFromItsDatabaseAndTheJobEnds) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(scratch_ / "coordinator.db"));
   ASSERT_NO_FATAL_FAILURE(RunReference());
@@ -352,6 +354,9 @@ TEST_F(FaultEndToEnd, CoordinatorKilledMidRunRestartsFromItsDatabaseAndTheJobEnd
   ASSERT_NO_FATAL_FAILURE(ExpectRecoveredToSuccess(running.id()));
   std::cout << "recovered and finished "
             << absl::FormatDuration(absl::Now() - killed) << " after the kill\n";
+  absl::StatusOr<v1::Job> ended = cluster_->Get(running.id());
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->restarts_total(), 0) << "resumed from the workers' memory";
   // The same worker processes did the rest: none died.
   for (const RunningWorker& worker : cluster_->workers()) {
     ASSERT_NE(worker.process, nullptr);
@@ -378,7 +383,8 @@ class ElasticEndToEnd : public FaultEndToEnd {
  protected:
   void SetUp() override {
     FaultEndToEnd::SetUp();
-    ASSERT_NO_FATAL_FAILURE(StartCluster(":memory:", 2 * kStages));
+    // A file: a test restarts the coordinator on it.
+    ASSERT_NO_FATAL_FAILURE(StartCluster(scratch_ / "coordinator.db", 2 * kStages));
     absl::StatusOr<JobOutcome> outcome = cluster_->Run(DataParallelJob(reference_));
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     ASSERT_EQ(outcome->job.state(), v1::JOB_STATE_SUCCEEDED) << outcome->job.state_message();
@@ -406,6 +412,27 @@ class ElasticEndToEnd : public FaultEndToEnd {
     }
     ASSERT_FALSE(victim.empty()) << "no worker of stage " << stage << ", replica " << replica;
     KillWorker(victim);
+  }
+
+  /// Runs the job to interrupt (DataParallelJob) until a step drawn in
+  /// [1, 6] completed, SIGKILLs the worker of a drawn stage and replica
+  /// (`then`: what the test does next, for the log) and waits until the job
+  /// is DEGRADED (at most 60 s); the job then, the time of the kill in
+  /// `killed` when given. Failures are the test's (HasFailure()).
+  v1::Job DegradeAfterADrawnStep(const std::string& then, absl::Time* killed = nullptr) {
+    const int64_t kill_after = std::uniform_int_distribution<int64_t>(1, 6)(rng_);
+    const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
+    const int replica = std::uniform_int_distribution<int>(0, 1)(rng_);
+    std::cout << "killing the worker of stage " << stage << ", replica " << replica
+              << " after step " << kill_after << then << "\n";
+    const v1::Job running = RunInterruptedJobUntil(kill_after, DataParallelJob(interrupted_));
+    if (HasFailure()) return running;
+    KillWorkerAt(running, stage, replica);
+    if (killed != nullptr) *killed = absl::Now();
+    if (HasFailure()) return running;
+    const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
+    EXPECT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
+    return degraded;
   }
 
   /// Polls `job_id` until it is in `state` (or ended), at most 60 s; the job.
@@ -460,23 +487,15 @@ bool Saw(const JobOutcome& outcome, v1::JobState state) {
 // (its state copied from the live replica), and the job ends on the
 // uninterrupted run's parameters without restarting from a checkpoint.
 TEST_F(ElasticEndToEnd, AWorkerLostCostsNoRestartAndAReplacementHealsTheJob) {
-  const int64_t kill_after = std::uniform_int_distribution<int64_t>(1, 6)(rng_);
-  const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
-  const int replica = std::uniform_int_distribution<int>(0, 1)(rng_);
-  std::cout << "killing the worker of stage " << stage << ", replica " << replica
-            << " after step " << kill_after << "\n";
-  const v1::Job running = RunInterruptedJobUntil(kill_after, DataParallelJob(interrupted_));
+  absl::Time killed;
+  const v1::Job degraded = DegradeAfterADrawnStep("", &killed);
   ASSERT_FALSE(HasFailure());
-  ASSERT_NO_FATAL_FAILURE(KillWorkerAt(running, stage, replica));
-  const absl::Time killed = absl::Now();
-  const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
-  ASSERT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
   EXPECT_EQ(degraded.replicas_active(), 1);
   std::cout << "DEGRADED " << absl::FormatDuration(absl::Now() - killed)
             << " after the kill: " << degraded.state_message() << "\n";
   absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
   ASSERT_TRUE(replacement.ok()) << replacement.status();
-  const JobOutcome outcome = ExpectEndedWithoutRestart(running.id());
+  const JobOutcome outcome = ExpectEndedWithoutRestart(degraded.id());
   EXPECT_TRUE(Saw(outcome, v1::JOB_STATE_DEGRADED));
   // Healed: RUNNING again after DEGRADED.
   const auto degraded_at =
@@ -484,6 +503,43 @@ TEST_F(ElasticEndToEnd, AWorkerLostCostsNoRestartAndAReplacementHealsTheJob) {
   EXPECT_NE(std::find(degraded_at, outcome.states.end(), v1::JOB_STATE_RUNNING),
             outcome.states.end())
       << "the job did not return to two replicas";
+}
+
+// The coordinator SIGKILLed while the job is DEGRADED and restarted on its
+// database (docs/elastic.md, "Coordinator restart"): the workers register
+// again under new ids and say what they hold, the job goes back to DEGRADED
+// from their memory with no restart, and a replacement heals it as before.
+TEST_F(ElasticEndToEnd, ACoordinatorRestartedWhileDegradedResumesFromTheWorkersMemory) {
+  const v1::Job degraded = DegradeAfterADrawnStep(", then the coordinator");
+  ASSERT_FALSE(HasFailure());
+  // Two steps on one replica: the degraded attempt holds its own progress.
+  absl::StatusOr<v1::Job> stepped =
+      cluster_->WaitForSteps(degraded.id(), degraded.steps_completed() + 2);
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  ASSERT_EQ(stepped->state(), v1::JOB_STATE_DEGRADED) << stepped->state_message();
+  cluster_->KillCoordinator();
+  const absl::Time killed = absl::Now();
+  const absl::Status restarted = cluster_->RestartCoordinator();
+  ASSERT_TRUE(restarted.ok()) << restarted;
+
+  // RECOVERING ("coordinator restarted") until the workers said what they
+  // hold.
+  const v1::Job resumed = WaitForState(degraded.id(), v1::JOB_STATE_DEGRADED);
+  ASSERT_EQ(resumed.state(), v1::JOB_STATE_DEGRADED) << resumed.state_message();
+  EXPECT_EQ(resumed.replicas_active(), 1);
+  EXPECT_EQ(resumed.restarts_total(), 0) << resumed.state_message();
+  EXPECT_GE(resumed.steps_completed(), stepped->steps_completed()) << "no step run again";
+  EXPECT_NE(resumed.state_message().find("coordinator restarted; degraded to 1 replicas"),
+            std::string::npos)
+      << resumed.state_message();
+  std::cout << "DEGRADED again " << absl::FormatDuration(absl::Now() - killed)
+            << " after the coordinator's kill: " << resumed.state_message() << "\n";
+  absl::StatusOr<RunningWorker*> replacement = cluster_->AddWorker();
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  const JobOutcome outcome = ExpectEndedWithoutRestart(degraded.id());
+  EXPECT_TRUE(Saw(outcome, v1::JOB_STATE_RUNNING)) << "the job did not return to two replicas";
+  std::cout << "ended " << absl::FormatDuration(absl::Now() - killed)
+            << " after the coordinator's kill\n";
 }
 
 // Both workers of one replica SIGKILLed: the other replica is complete and

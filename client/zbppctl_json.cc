@@ -150,14 +150,16 @@ Json VersionRanJson(const std::optional<VersionRan>& v) {
 }
 
 // Job.transitions as objects: states by short name ("DEGRADED"), the time
-// in whole seconds, RFC 3339 UTC ("2001-09-09T01:46:40Z").
+// in whole seconds, RFC 3339 UTC ("2001-09-09T01:46:40Z"; null when unset).
 Json TransitionsJson(const std::vector<v1::JobTransition>& transitions) {
   Json list = Json::array();
   for (const v1::JobTransition& t : transitions) {
     list.push_back({{"previous_state", JobStateName(t.from())},
                     {"state", JobStateName(t.to())},
-                    {"time", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", FromTimestamp(t.time()),
-                                              absl::UTCTimeZone())},
+                    {"time", t.has_time() ? Json(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  FromTimestamp(t.time()),
+                                                                  absl::UTCTimeZone()))
+                                          : Json(nullptr)},
                     {"steps_completed", t.steps_completed()},
                     {"message", t.message()}});
   }

@@ -47,7 +47,7 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
 /// oldest first, of {previous_state, state (Job.transitions' from and to,
 /// by short name: "DEGRADED"; not "from", a Python keyword, so that the
 /// Python client's dataclass has these keys), time (whole seconds, RFC 3339
-/// UTC: "2001-09-09T01:46:40Z"), steps_completed, message}.
+/// UTC: "2001-09-09T01:46:40Z"; null when unset), steps_completed, message}.
 std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

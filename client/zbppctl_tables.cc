@@ -91,10 +91,15 @@ std::string ValidationSummary(const std::string& mode,
 }
 
 std::string TransitionLine(const v1::JobTransition& transition) {
-  std::string line = absl::StrCat(
-      JobStateName(transition.from()), " -> ", JobStateName(transition.to()), " at step ",
-      transition.steps_completed(), " (",
-      absl::FormatTime("%H:%M:%S", FromTimestamp(transition.time()), absl::UTCTimeZone()), ")");
+  std::string line = absl::StrCat(JobStateName(transition.from()), " -> ",
+                                  JobStateName(transition.to()), " at step ",
+                                  transition.steps_completed());
+  if (transition.has_time()) {
+    absl::StrAppend(&line, " (",
+                    absl::FormatTime("%H:%M:%S", FromTimestamp(transition.time()),
+                                     absl::UTCTimeZone()),
+                    ")");
+  }
   if (!transition.message().empty()) absl::StrAppend(&line, ": ", transition.message());
   return PrintableText(line);
 }

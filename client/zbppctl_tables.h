@@ -55,8 +55,8 @@ std::string ValidationSummary(const std::string& mode,
 
 /// One state change of a job (Job.transitions) on one line:
 /// "RUNNING -> DEGRADED at step 15 (12:03:04): worker w-3 lost ...", the
-/// step being Job.steps_completed then and the time of day UTC; no ": "
-/// part when the change set no message. PrintableText: the message is the
+/// step being Job.steps_completed then and the time of day UTC (none when
+/// unset); no ": " part when the change set no message. PrintableText: the message is the
 /// coordinator's (a worker's error inside) and may hold control bytes.
 std::string TransitionLine(const v1::JobTransition& transition);
 

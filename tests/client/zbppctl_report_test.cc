@@ -291,6 +291,11 @@ TEST(Report, ListsTheStateChangesOldestFirst) {
                                       "steps_completed": 15,
                                       "message": "degraded to 1 replicas at step 15"})"));
   EXPECT_EQ(json["transitions"][2]["message"], "");
+  // A change without a time (none the coordinator records): no time.
+  TrainingReport untimed = r;
+  untimed.transitions[2].clear_time();
+  EXPECT_THAT(ReportTable(untimed), testing::EndsWith("  DEGRADED -> RUNNING at step 30\n"));
+  EXPECT_TRUE(nlohmann::json::parse(ReportJson(untimed))["transitions"][2]["time"].is_null());
 
   // None listed: no list in the text, an empty one in the JSON.
   const TrainingReport none = *BuildReport(TwoStageJob(), Steps());

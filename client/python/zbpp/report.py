@@ -8,7 +8,6 @@ JSON object.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -139,19 +138,19 @@ class VersionRan:
 class StateChange:
     """One change of the job's state as the report's JSON has it (zbppctl_json.h
     ReportJson: `types.Transition`, its time as text to the whole second,
-    RFC 3339 UTC: "2001-09-09T01:46:40Z")."""
+    RFC 3339 UTC: "2001-09-09T01:46:40Z"; None when unset)."""
 
     previous_state: str
     state: str
-    time: str
+    time: str | None
     steps_completed: int
     message: str
 
     @classmethod
     def from_proto(cls, t: job_pb2.JobTransition) -> StateChange:
         change = Transition.from_proto(t)
-        stamp = change.time or dt.datetime.fromtimestamp(0, dt.timezone.utc)
-        return cls(change.previous_state, change.state, stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        return cls(change.previous_state, change.state,
+                   change.time.strftime("%Y-%m-%dT%H:%M:%SZ") if change.time else None,
                    change.steps_completed, change.message)
 
 

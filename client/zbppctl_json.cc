@@ -5,7 +5,10 @@
 
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "absl/time/time.h"
+#include "api/job_state.h"
 #include "api/step_breakdown.h"
+#include "api/time_proto.h"
 
 namespace zbpp::ctl {
 namespace {
@@ -146,6 +149,23 @@ Json VersionRanJson(const std::optional<VersionRan>& v) {
           {"predicted_bubble_rate", NumberOrNull(v->predicted_bubble_rate)}};
 }
 
+// Job.transitions as objects: states by short name ("DEGRADED"), the time
+// in whole seconds, RFC 3339 UTC ("2001-09-09T01:46:40Z"; null when unset).
+Json TransitionsJson(const std::vector<v1::JobTransition>& transitions) {
+  Json list = Json::array();
+  for (const v1::JobTransition& t : transitions) {
+    list.push_back({{"previous_state", JobStateName(t.from())},
+                    {"state", JobStateName(t.to())},
+                    {"time", t.has_time() ? Json(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  FromTimestamp(t.time()),
+                                                                  absl::UTCTimeZone()))
+                                          : Json(nullptr)},
+                    {"steps_completed", t.steps_completed()},
+                    {"message", t.message()}});
+  }
+  return list;
+}
+
 }  // namespace
 
 std::string ReportJson(const TrainingReport& r) {
@@ -192,7 +212,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"last_version_step_seconds", r.last_version_step_seconds},
                {"history_complete", r.history_complete},
                {"missing_steps", r.missing_steps},
-               {"param_checksum", NumberOrNull(r.param_checksum)}};
+               {"param_checksum", NumberOrNull(r.param_checksum)},
+               {"transitions", TransitionsJson(r.transitions)}};
   return json.dump() + "\n";
 }
 

@@ -43,7 +43,11 @@ absl::StatusOr<std::string> JobStatusJson(const v1::Job& job);
 /// `activation_memory` is null when the steps carry no peak, else
 /// {measured, stages: [{stage, peak_bytes, predicted_peak_bytes, peak_mib,
 /// predicted_peak_mib, ratio}], over_prediction: {stage, ratio} or null};
-/// an unmeasured stage's peak and ratio are null.
+/// an unmeasured stage's peak and ratio are null. `transitions` is a list,
+/// oldest first, of {previous_state, state (Job.transitions' from and to,
+/// by short name: "DEGRADED"; not "from", a Python keyword, so that the
+/// Python client's dataclass has these keys), time (whole seconds, RFC 3339
+/// UTC: "2001-09-09T01:46:40Z"; null when unset), steps_completed, message}.
 std::string ReportJson(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

@@ -133,6 +133,7 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.skipped_steps = job.skipped_steps_total();
   r.clipped_steps = job.clipped_steps_total();
   if (job.has_param_checksum()) r.param_checksum = job.param_checksum();
+  r.transitions.assign(job.transitions().begin(), job.transitions().end());
   // One summary per completed step from the first the job ran (a resumed
   // job starts after its resume step).
   const int64_t first_step = job.spec().checkpoint().has_resume_step()
@@ -255,8 +256,15 @@ std::string ReportTable(const TrainingReport& r) {
                           Number("%.4f", r.exposed_reduce_seconds[w])});
     }
   }
-  return text + FormatTable(rows) + ActivationMemoryText(r.activation_memory) +
-         BreakdownText(r.breakdown, r.replicas);
+  text += FormatTable(rows) + ActivationMemoryText(r.activation_memory) +
+          BreakdownText(r.breakdown, r.replicas);
+  if (!r.transitions.empty()) {
+    absl::StrAppend(&text, "state changes:\n");
+    for (const v1::JobTransition& t : r.transitions) {
+      absl::StrAppend(&text, "  ", TransitionLine(t), "\n");
+    }
+  }
+  return text;
 }
 
 }  // namespace zbpp::ctl

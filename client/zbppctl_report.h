@@ -139,6 +139,10 @@ struct TrainingReport {
   /// Sum of every parameter of every stage after the last step
   /// (Job.param_checksum), to compare two runs; unset until the last step.
   std::optional<double> param_checksum;
+  /// The job's state changes, oldest first (Job.transitions: the newest
+  /// 100), e.g. RUNNING -> RECOVERING -> DEGRADED -> RUNNING for a lost
+  /// worker and its replacement (docs/elastic.md).
+  std::vector<v1::JobTransition> transitions;
 };
 
 /// Builds the report. FailedPrecondition when the job has no completed step
@@ -161,7 +165,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
 /// each stage's reduction and exposed reduction seconds), the activation
 /// memory's table and line (ActivationMemoryText) when the steps carry a
 /// peak, then the breakdown's tables and lines (BreakdownText) when they
-/// carry one.
+/// carry one, and last a "state changes:" list, one TransitionLine each,
+/// when the job has any.
 std::string ReportTable(const TrainingReport& report);
 
 }  // namespace zbpp::ctl

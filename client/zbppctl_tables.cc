@@ -90,6 +90,20 @@ std::string ValidationSummary(const std::string& mode,
   return text;
 }
 
+std::string TransitionLine(const v1::JobTransition& transition) {
+  std::string line = absl::StrCat(JobStateName(transition.from()), " -> ",
+                                  JobStateName(transition.to()), " at step ",
+                                  transition.steps_completed());
+  if (transition.has_time()) {
+    absl::StrAppend(&line, " (",
+                    absl::FormatTime("%H:%M:%S", FromTimestamp(transition.time()),
+                                     absl::UTCTimeZone()),
+                    ")");
+  }
+  if (!transition.message().empty()) absl::StrAppend(&line, ": ", transition.message());
+  return PrintableText(line);
+}
+
 std::string Age(absl::Time then, absl::Time now) {
   if (then == absl::InfinitePast()) return "-";
   const int64_t seconds =
@@ -174,6 +188,14 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
                        ? absl::StrCat(", ", job.degraded_steps(), " steps degraded")
                        : std::string(),
                    ")"));
+  if (job.transitions_size() > 0) {
+    const int listed = job.transitions_size();
+    add("last change",
+        absl::StrCat(TransitionLine(job.transitions(listed - 1)),
+                     listed > 1 ? absl::StrCat(" (the newest of ", listed,
+                                               "; zbppctl report lists them)")
+                                : std::string()));
+  }
   if (job.has_param_checksum()) {
     add("checksum", absl::StrFormat("%.17g", job.param_checksum()));
   }

@@ -53,6 +53,13 @@ std::string ValidationSummary(const std::string& mode,
                               const std::string& policy, int64_t rollbacks,
                               int64_t skipped_steps, int64_t clipped_steps);
 
+/// One state change of a job (Job.transitions) on one line:
+/// "RUNNING -> DEGRADED at step 15 (12:03:04): worker w-3 lost ...", the
+/// step being Job.steps_completed then and the time of day UTC (none when
+/// unset); no ": " part when the change set no message. PrintableText: the message is the
+/// coordinator's (a worker's error inside) and may hold control bytes.
+std::string TransitionLine(const v1::JobTransition& transition);
+
 /// `now - then` rounded down to one unit: "42s", "5m", "3h", "2d"; "-" when
 /// `then` is absl::InfinitePast().
 std::string Age(absl::Time then, absl::Time now);
@@ -67,7 +74,9 @@ std::string JobsTable(const std::vector<v1::Job>& jobs, absl::Time now);
 /// bubble rates, schedule with the reason for its version (and its
 /// detail), validation as the mode in force, the spec's policy where it
 /// differs and the rollback / skipped / clipped counts on one line,
-/// precision, transport (TransportSummary), recoveries, the parameter checksum once set, checkpoint, age),
+/// precision, transport (TransportSummary), recoveries, the newest state
+/// change (TransitionLine) with how many are listed, the parameter
+/// checksum once set, checkpoint, age),
 /// then a table of the last step's per-stage measurements when the job has
 /// any (with D > 1 also each stage's REDUCE_S and EXPOSED_S seconds).
 std::string JobStatusTable(const v1::Job& job, absl::Time now);

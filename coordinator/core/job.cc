@@ -108,6 +108,7 @@ absl::Status Job::ChangeState(zbpp::v1::JobState state, const std::string& messa
     *job_.mutable_end_time() = ToTimestamp(now);
     job_.clear_assignments();
   }
+  RecordTransition(old, state, message, now);
   // 4. The store, 5. the watchers and metrics.
   Persist();
   EmitStateChange(old, state, message);
@@ -134,6 +135,18 @@ absl::Status Job::Cancel(const std::string& message) {
   }
   return ChangeState(zbpp::v1::JOB_STATE_CANCELLED, message,
                      absl::StrCat("job cancelled: ", message));
+}
+
+void Job::RecordTransition(zbpp::v1::JobState from, zbpp::v1::JobState to,
+                           const std::string& message, absl::Time now) {
+  zbpp::v1::JobTransition* transition = job_.add_transitions();
+  transition->set_from(from);
+  transition->set_to(to);
+  *transition->mutable_time() = ToTimestamp(now);
+  transition->set_steps_completed(job_.steps_completed());
+  transition->set_message(message);
+  const int excess = job_.transitions_size() - kMaxTransitions;
+  if (excess > 0) job_.mutable_transitions()->DeleteSubrange(0, excess);
 }
 
 void Job::Persist() { effects_.writes.push_back(job_); }

@@ -81,8 +81,12 @@ class Job {
   /// The job as the API shows it: `full` adds the latest schedule version;
   /// otherwise (BASIC) step summaries lose their per-stage rows, the last
   /// step's timeline and the spec's schedule file text are dropped
-  /// (job.proto JobView).
+  /// (job.proto JobView). Both keep Job.transitions: at most
+  /// kMaxTransitions small entries, what a watcher's snapshot or a list
+  /// needs to tell how a job got where it is.
   zbpp::v1::Job View(bool full) const;
+  /// The newest state changes the record keeps (job.proto Job.transitions).
+  static constexpr int kMaxTransitions = 100;
 
   /// Everything decided since the last call (or construction), in
   /// decision order, for the caller to apply (ApplyJobEffects); the job
@@ -98,7 +102,8 @@ class Job {
   // registry, its rendezvous scope's deletion); the record changes (state,
   // message, start/end times, recoveries); its store write, the watchers'
   // event (and, when terminal, their closing and the metrics' OnJobFinished)
-  // are decided. The public transitions below are the only callers.
+  // are decided; the record keeps the change in Job.transitions (the newest
+  // kMaxTransitions). The public transitions below are the only callers.
 
   /// FAILED with `why`, ending the attempt if one is active (its workers
   /// told `why`): the job cannot run. Returns FailedPrecondition
@@ -393,6 +398,12 @@ class Job {
   /// step) unless every version from that step on has that many. The
   /// planner's refusal otherwise (nothing published).
   absl::Status PublishReplicasVersion(int replicas, int microbatches);
+  /// ChangeState's entry in Job.transitions: `from` -> `to` at `now`, with
+  /// the steps completed then and the state message `message`; the oldest
+  /// entries dropped past kMaxTransitions. A RECOVERING job that "goes"
+  /// RECOVERING again is listed too (its message names the new fault).
+  void RecordTransition(zbpp::v1::JobState from, zbpp::v1::JobState to,
+                        const std::string& message, absl::Time now);
   /// Decides storing the job's record as it is now: by ChangeState, and for
   /// changes of the record that are no transition (a waiting job's message,
   /// a new attempt of a recovering job, a published re-solve, a step

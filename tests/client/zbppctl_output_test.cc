@@ -184,6 +184,32 @@ TEST(ZbppctlTables, StatusTableShowsADegradedJobsReplicasAndRestarts) {
   EXPECT_THAT(degraded, HasSubstr("recoveries:   2 (1 restart, 3 steps degraded)\n"));
 }
 
+// The newest state change (Job.transitions), and how many the report lists.
+TEST(ZbppctlTables, StatusTableShowsTheNewestStateChange) {
+  v1::Job job = RunningJob("job-1");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              Not(HasSubstr("last change:")));
+  v1::JobTransition* first = job.add_transitions();
+  first->set_from(v1::JOB_STATE_PENDING);
+  first->set_to(v1::JOB_STATE_ASSIGNING);
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("last change:  PENDING -> ASSIGNING at step 0\n"));
+  v1::JobTransition* lost = job.add_transitions();
+  lost->set_from(v1::JOB_STATE_RUNNING);
+  lost->set_to(v1::JOB_STATE_RECOVERING);
+  lost->mutable_time()->set_seconds(1000000000);
+  lost->set_steps_completed(15);
+  lost->set_message("worker w-3 lost");
+  EXPECT_THAT(JobStatusTable(job, absl::FromUnixSeconds(1000000000)),
+              HasSubstr("last change:  RUNNING -> RECOVERING at step 15 (01:46:40): worker w-3 "
+                        "lost (the newest of 2; zbppctl report lists them)\n"));
+  // The JSON is the whole Job: every change.
+  nlohmann::json json = nlohmann::json::parse(*JobStatusJson(job));
+  ASSERT_EQ(json["transitions"].size(), 2u);
+  EXPECT_EQ(json["transitions"][1]["to"], "JOB_STATE_RECOVERING");
+  EXPECT_EQ(json["transitions"][1]["steps_completed"], "15");
+}
+
 // A job name and message are the submitter's and the coordinator's text: no
 // escape sequence of theirs reaches the terminal (one cleared the screen and
 // set the window title).

@@ -250,6 +250,59 @@ TEST(Report, UnsetChecksumAndModeAreNull) {
   EXPECT_THAT(ReportTable(r), testing::Not(testing::HasSubstr("checksum:")));
 }
 
+// Job.transitions: a lost worker, the degrade and the heal (docs/elastic.md),
+// listed oldest first in the text (the time of day UTC, the message's
+// control bytes escaped) and in the JSON.
+TEST(Report, ListsTheStateChangesOldestFirst) {
+  v1::Job job = TwoStageJob();
+  struct Change {
+    v1::JobState from, to;
+    int64_t seconds, steps;
+    const char* message;
+  };
+  for (const Change& c : std::vector<Change>{
+           {v1::JOB_STATE_RUNNING, v1::JOB_STATE_RECOVERING, 1000000000, 15,
+            "worker w-3 lost: no heartbeat for 10s\x1b[2J"},
+           {v1::JOB_STATE_RECOVERING, v1::JOB_STATE_DEGRADED, 1000000002, 15,
+            "degraded to 1 replicas at step 15"},
+           {v1::JOB_STATE_DEGRADED, v1::JOB_STATE_RUNNING, 1000003600, 30, ""}}) {
+    v1::JobTransition* t = job.add_transitions();
+    t->set_from(c.from);
+    t->set_to(c.to);
+    t->mutable_time()->set_seconds(c.seconds);
+    t->set_steps_completed(c.steps);
+    t->set_message(c.message);
+  }
+  const TrainingReport r = *BuildReport(job, Steps());
+  ASSERT_EQ(r.transitions.size(), 3u);
+  EXPECT_THAT(ReportTable(r),
+              testing::EndsWith(
+                  "state changes:\n"
+                  "  RUNNING -> RECOVERING at step 15 (01:46:40): worker w-3 lost: no heartbeat "
+                  "for 10s\\x1b[2J\n"
+                  "  RECOVERING -> DEGRADED at step 15 (01:46:42): degraded to 1 replicas at "
+                  "step 15\n"
+                  "  DEGRADED -> RUNNING at step 30 (02:46:40)\n"));
+  nlohmann::json json = nlohmann::json::parse(ReportJson(r));
+  ASSERT_EQ(json["transitions"].size(), 3u);
+  EXPECT_EQ(json["transitions"][1],
+            nlohmann::json::parse(R"({"previous_state": "RECOVERING", "state": "DEGRADED",
+                                      "time": "2001-09-09T01:46:42Z",
+                                      "steps_completed": 15,
+                                      "message": "degraded to 1 replicas at step 15"})"));
+  EXPECT_EQ(json["transitions"][2]["message"], "");
+  // A change without a time (none the coordinator records): no time.
+  TrainingReport untimed = r;
+  untimed.transitions[2].clear_time();
+  EXPECT_THAT(ReportTable(untimed), testing::EndsWith("  DEGRADED -> RUNNING at step 30\n"));
+  EXPECT_TRUE(nlohmann::json::parse(ReportJson(untimed))["transitions"][2]["time"].is_null());
+
+  // None listed: no list in the text, an empty one in the JSON.
+  const TrainingReport none = *BuildReport(TwoStageJob(), Steps());
+  EXPECT_THAT(ReportTable(none), testing::Not(testing::HasSubstr("state changes:")));
+  EXPECT_TRUE(nlohmann::json::parse(ReportJson(none))["transitions"].empty());
+}
+
 TEST(Report, NoStepYetIsFailedPrecondition) {
   absl::StatusOr<TrainingReport> r = BuildReport(TwoStageJob(), {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -16,11 +16,12 @@ from zbpp.errors import Error, JobFailed, NotFound, PermissionDenied, SpecError,
 from zbpp.report import Report
 from zbpp.spec import job_spec
 from zbpp.types import (TERMINAL_STATES, Assignment, Event, Job, ScheduleChange, StageStats,
-                        Step, Validation)
+                        Step, Transition, Validation)
 
 __all__ = [
     "Assignment", "Client", "DEFAULT_COORDINATOR", "DeadlineExceeded", "Error", "Event", "Job",
     "JobFailed", "NotFound", "PermissionDenied", "Report", "ScheduleChange", "SpecError",
-    "StageStats", "Step", "TERMINAL_STATES", "Tls", "Unavailable", "Validation", "cost_file",
+    "StageStats", "Step", "TERMINAL_STATES", "Tls", "Transition", "Unavailable", "Validation",
+    "cost_file",
     "job_spec", "read_token_file",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zbpp.types import enum_name, finite
+from zbpp.types import Transition, enum_name, finite
 from zbpp.v1 import job_pb2, job_spec_pb2, schedule_pb2
 
 #: The step span's parts (StepBreakdown) and their names in words, in
@@ -135,6 +135,26 @@ class VersionRan:
 
 
 @dataclass(frozen=True)
+class StateChange:
+    """One change of the job's state as the report's JSON has it (zbppctl_json.h
+    ReportJson: `types.Transition`, its time as text to the whole second,
+    RFC 3339 UTC: "2001-09-09T01:46:40Z"; None when unset)."""
+
+    previous_state: str
+    state: str
+    time: str | None
+    steps_completed: int
+    message: str
+
+    @classmethod
+    def from_proto(cls, t: job_pb2.JobTransition) -> StateChange:
+        change = Transition.from_proto(t)
+        return cls(change.previous_state, change.state,
+                   change.time.strftime("%Y-%m-%dT%H:%M:%SZ") if change.time else None,
+                   change.steps_completed, change.message)
+
+
+@dataclass(frozen=True)
 class Report:
     """What a job achieved (`zbppctl report --format json`, field for field).
 
@@ -211,6 +231,8 @@ class Report:
     missing_steps: int
     #: Sum of every parameter after the last step; None before it.
     param_checksum: float | None
+    #: The job's state changes, oldest first (Job.transitions: the newest 100).
+    transitions: list[StateChange]
 
 
 def _median(values: Sequence[float]) -> float:
@@ -422,5 +444,6 @@ def build_report(job: job_pb2.Job, steps: Sequence[job_pb2.StepSummary],
         last_version_step_seconds=_median(
             [s.step_seconds for s in window if s.schedule_version == last_version]),
         history_complete=missing == 0, missing_steps=missing,
-        param_checksum=finite(job.param_checksum) if job.HasField("param_checksum") else None)
+        param_checksum=finite(job.param_checksum) if job.HasField("param_checksum") else None,
+        transitions=[StateChange.from_proto(t) for t in job.transitions])
 

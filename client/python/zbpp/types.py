@@ -121,6 +121,27 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class Transition:
+    """One change of a job's state (JobTransition): `previous_state` ->
+    `state` ("RUNNING" -> "DEGRADED"; job.proto's `from` and `to`, a
+    Python keyword among them)."""
+
+    previous_state: str
+    state: str
+    time: dt.datetime | None
+    #: Steps completed when it happened.
+    steps_completed: int
+    #: The job's state_message as the change set it ("" for none).
+    message: str
+
+    @classmethod
+    def from_proto(cls, t: job_pb2.JobTransition) -> Transition:
+        return cls(enum_name(job_pb2.JobState, getattr(t, "from"), "JOB_STATE_"),
+                   enum_name(job_pb2.JobState, t.to, "JOB_STATE_"),
+                   time_of(t.time, t.HasField("time")), t.steps_completed, t.message)
+
+
+@dataclass(frozen=True)
 class Job:
     """A job as the coordinator knows it (job.proto Job)."""
 
@@ -181,6 +202,10 @@ class Job:
     create_time: dt.datetime | None
     start_time: dt.datetime | None
     end_time: dt.datetime | None
+    #: The job's state changes, oldest first (the newest 100), e.g.
+    #: RUNNING -> RECOVERING -> DEGRADED -> RUNNING for a lost worker and its
+    #: replacement (docs/elastic.md).
+    transitions: list[Transition]
     #: The spec as submitted, as a dict (proto field names, defaults absent).
     spec: dict[str, Any] = field(repr=False)
     #: The message itself, for what the fields above leave out.
@@ -229,6 +254,7 @@ class Job:
             create_time=time_of(j.create_time, j.HasField("create_time")),
             start_time=time_of(j.start_time, j.HasField("start_time")),
             end_time=time_of(j.end_time, j.HasField("end_time")),
+            transitions=[Transition.from_proto(t) for t in j.transitions],
             spec=message_dict(j.spec), proto=j)
 
 

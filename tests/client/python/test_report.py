@@ -6,9 +6,12 @@ excess (client/zbppctl_report.h, zbppctl_breakdown.h, zbppctl_memory.h)."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import math
 
 from zbpp.report import build_report
+from zbpp.types import Job, Transition
 from zbpp.v1 import job_pb2, job_spec_pb2, schedule_pb2
 
 
@@ -72,3 +75,31 @@ def test_report_rules() -> None:
     assert (b.bubble_excess.part, b.bubble_excess.stage) == ("input waits", 1)
     assert math.isclose(b.bubble_excess.share, 0.4)
     assert b.largest_gap_part is not None and b.largest_gap_part.part == "grant latency"
+
+
+def test_state_changes_as_the_report_and_the_job_show_them() -> None:
+    """Job.transitions: the report's entries as zbppctl's JSON has them (the
+    time as text, whole seconds), the Job's with an aware datetime; `from`,
+    a Python keyword, is `previous_state`."""
+    job = job_pb2.Job(id="j", state=job_pb2.JOB_STATE_RUNNING, steps_completed=20)
+    lost = job.transitions.add(to=job_pb2.JOB_STATE_RECOVERING, steps_completed=15,
+                               message="worker w-3 lost")
+    setattr(lost, "from", job_pb2.JOB_STATE_RUNNING)
+    lost.time.seconds = 1000000000
+    lost.time.nanos = 750000000
+    healed = job.transitions.add(to=job_pb2.JOB_STATE_RUNNING, steps_completed=18)
+    setattr(healed, "from", job_pb2.JOB_STATE_DEGRADED)
+
+    r = build_report(job, [step(n, 1.0) for n in range(20)], [])
+    assert [dataclasses.asdict(t) for t in r.transitions] == [
+        {"previous_state": "RUNNING", "state": "RECOVERING", "time": "2001-09-09T01:46:40Z",
+         "steps_completed": 15, "message": "worker w-3 lost"},
+        {"previous_state": "DEGRADED", "state": "RUNNING", "time": None,
+         "steps_completed": 18, "message": ""}]
+
+    changes = Job.from_proto(job).transitions
+    assert changes[0] == Transition(
+        "RUNNING", "RECOVERING",
+        dt.datetime(2001, 9, 9, 1, 46, 40, 750000, tzinfo=dt.timezone.utc), 15,
+        "worker w-3 lost")
+    assert changes[1].time is None and changes[1].previous_state == "DEGRADED"

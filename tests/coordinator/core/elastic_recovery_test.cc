@@ -146,6 +146,19 @@ TEST_F(ElasticTest, ALostWorkerDegradesTheJobOntoTheCompleteReplica) {
   EXPECT_THAT(job->state_message(),
               HasSubstr("degraded to 1 replicas at step 3 (8 microbatches each)"));
   EXPECT_EQ(job->assignments_size(), 2);
+  // Its last changes (Job.transitions): the fault after 3 steps, the degrade.
+  const int changes = job->transitions_size();
+  ASSERT_GE(changes, 2);
+  const v1::JobTransition& fault = job->transitions(changes - 2);
+  EXPECT_EQ(fault.from(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(fault.to(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(fault.steps_completed(), 3);
+  EXPECT_THAT(fault.message(), HasSubstr(workers[lost].id));
+  const v1::JobTransition& degrade = job->transitions(changes - 1);
+  EXPECT_EQ(degrade.from(), v1::JOB_STATE_RECOVERING);
+  EXPECT_EQ(degrade.to(), v1::JOB_STATE_DEGRADED);
+  EXPECT_EQ(degrade.steps_completed(), 3);
+  EXPECT_EQ(degrade.message(), job->state_message());
 
   // Steps go on on one replica; each counts as degraded.
   std::vector<FakeWorker> replica0 = {workers[kept0], workers[kept1]};

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "api/time_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/coordinator/core/job_harness.h"
@@ -72,6 +74,70 @@ TEST_F(JobTest, EachTransitionStoresTheRecordAndTellsWatchers) {
   EXPECT_THAT(StateChanges(events), ElementsAre("PENDING->ASSIGNING", "ASSIGNING->RUNNING",
                                                 "RUNNING->RECOVERING"));
   EXPECT_EQ(events.back().sequence(), static_cast<int64_t>(events.size()));
+}
+
+// Job.transitions: every change, oldest first, with its time, the steps
+// completed and the message it set; stored with the record (so a restarted
+// coordinator reads them back) and kept in the BASIC view; past
+// Job::kMaxTransitions the oldest are dropped.
+TEST_F(JobTest, EachTransitionIsListedAndTheNewestHundredKept) {
+  std::unique_ptr<Job> job = NewJob(TestSpec(/*stages=*/2));
+  EXPECT_EQ(job->proto().transitions_size(), 0) << "submission is no change";
+  std::vector<FakeWorker> workers = AddWorkers(2);
+  const absl::Time began = clock_.Now();
+  ASSERT_TRUE(StartAttempt(*job, workers).ok());
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(job->AfterWorkerLost("lost 0").ok());
+  Apply(*job);
+  ASSERT_EQ(job->proto().transitions_size(), 2);
+  const v1::JobTransition& first = job->proto().transitions(0);
+  EXPECT_EQ(first.from(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(first.to(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(FromTimestamp(first.time()), began);
+  EXPECT_EQ(first.message(), "");
+  const v1::JobTransition& second = job->proto().transitions(1);
+  EXPECT_EQ(second.from(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(second.to(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(FromTimestamp(second.time()), began + absl::Seconds(5));
+  EXPECT_EQ(second.message(), "lost 0");
+  ASSERT_TRUE(writer_->Flush().ok());
+  EXPECT_EQ(store_->GetJob(job->id())->transitions_size(), 2);
+
+  // 59 more attempts lost while assigning: 120 changes, the newest 100 kept.
+  for (int i = 1; i < 60; ++i) {
+    for (FakeWorker& w : workers) w.Drain();
+    ASSERT_TRUE(StartAttempt(*job, workers).ok()) << i;
+    ASSERT_TRUE(job->AfterWorkerLost(absl::StrCat("lost ", i)).ok());
+    Apply(*job);
+  }
+  ASSERT_EQ(job->proto().transitions_size(), Job::kMaxTransitions);
+  EXPECT_EQ(Job::kMaxTransitions, 100);
+  // Dropped: the changes of attempts 0-9; kept from attempt 10's start on.
+  EXPECT_EQ(job->proto().transitions(0).to(), v1::JOB_STATE_ASSIGNING);
+  EXPECT_EQ(job->proto().transitions(1).message(), "lost 10");
+  EXPECT_EQ(job->proto().transitions(99).message(), "lost 59");
+  EXPECT_EQ(job->View(/*full=*/false).transitions_size(), Job::kMaxTransitions);
+  ASSERT_TRUE(writer_->Flush().ok());
+  const absl::StatusOr<v1::Job> stored = store_->GetJob(job->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->transitions_size(), Job::kMaxTransitions);
+  EXPECT_EQ(stored->transitions(99).message(), "lost 59");
+
+  // The steps completed when a change happened.
+  const v1::JobSpec spec = Uncalibrated(TestSpec(/*stages=*/2));
+  std::unique_ptr<Job> ran = NewJob(spec, /*seq=*/2);
+  std::vector<FakeWorker> running = AddWorkers(2);
+  ASSERT_TRUE(StartAttempt(*ran, running).ok());
+  AcknowledgeAll(*ran, running);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(ran->ReportStep(running[i].Report(0, truth), i).ok());
+  ASSERT_EQ(ran->proto().steps_completed(), 1);
+  ASSERT_TRUE(ran->Cancel("enough").ok());
+  const v1::JobTransition& cancelled = *ran->proto().transitions().rbegin();
+  EXPECT_EQ(cancelled.from(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(cancelled.to(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(cancelled.steps_completed(), 1);
+  EXPECT_EQ(cancelled.message(), "enough");
 }
 
 // An attempt holds its workers, its rendezvous scope and the job's record;

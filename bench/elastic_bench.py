@@ -1,9 +1,10 @@
 """What a lost worker costs a data x pipeline job (docs/elastic.md).
 
-Starts a coordinator and 2 x 2 CPU workers, runs the demo's GPT job (2 stages
-x 2 replicas) once without a fault, then again with one worker lost after
---fault-after steps: SIGKILLed (a broken connection) or SIGSTOPped (a silent
-peer, killed at the end). After --degraded-steps steps on one replica a
+Starts a coordinator and 2 x p CPU workers, runs the demo's GPT job (p =
+--stages stages, 2 by default, x 2 replicas) once without a fault, then
+again with stage p/2's worker of replica 1 lost after --fault-after steps:
+SIGKILLed (a broken connection) or SIGSTOPped (a silent peer, killed at the
+end). After --degraded-steps steps on one replica a
 replacement worker starts; the job heals. Prints a markdown table: the time
 from the fault to the coordinator's reaction (RECOVERING seen) and to the job
 DEGRADED, to the first step completed without the lost worker, tokens/s
@@ -16,7 +17,8 @@ Run from the repository root after scripts/build.sh and
 scripts/python-client-install.sh, with the client's virtual environment:
 
     $(bash scripts/python-env.sh)/bin/python bench/elastic_bench.py \
-        [--fault kill|stop] [--steps 60] [--fault-after 15] [--degraded-steps 15]
+        [--fault kill|stop] [--steps 60] [--fault-after 15] [--degraded-steps 15] \
+        [--stages P] [--synthetic SCALE[:NOISE]]
     $(bash scripts/python-env.sh)/bin/python bench/elastic_bench.py --replicas 1 \
         [--steps 60] [--fault-after 15] [--checkpoint-interval 20]
 
@@ -24,6 +26,11 @@ With --replicas 1 (docs/elastic.md, "Snapshots") it runs 2 stages x 1 replica
 instead: fault-free without and with snapshots every step, then a SIGKILLed
 stage-1 worker with and without snapshots, and prints the snapshots' cost in
 tokens/s, where each restart resumed from and the steps it ran again.
+
+--synthetic runs the workers in synthetic compute (zbpp-worker
+--synthetic-compute: each pass waits its cost-model time x SCALE instead of
+computing), so that 2p workers fit on a few cores and tokens/s show what the
+lost replica costs; the parameters then do not move (no checksum).
 
 Times are wall-clock on this machine, polled every 20 ms (the resolution of
 the state times).
@@ -48,15 +55,16 @@ import zbpp
 POLL_SECONDS = 0.02
 
 
-def spec(steps: int, checkpoints: Path) -> dict:
-    """The demo's GPT (8 layers, h = 128, s = 128) on 2 stages x 2 replicas."""
+def spec(steps: int, checkpoints: Path, stages: int = 2) -> dict:
+    """The demo's GPT (4 layers a stage, h = 128, s = 128) on `stages` stages
+    x 2 replicas of m = 8 (2 stages) or 2p microbatches."""
     return {
         "name": "elastic-bench",
-        "model": {"architecture": "gpt", "layers": 8, "hidden": 128, "heads": 4,
+        "model": {"architecture": "gpt", "layers": 4 * stages, "hidden": 128, "heads": 4,
                   "vocab": 256, "seq_len": 128},
         "dataset": {"builtin": "bible-kjv"},
-        "pipeline": {"stages": 2, "data_parallel": 2, "microbatches": 8,
-                     "microbatch_size": 4},
+        "pipeline": {"stages": stages, "data_parallel": 2,
+                     "microbatches": max(8, 2 * stages), "microbatch_size": 4},
         "schedule": {"name": "zb-h1"},
         "optimizer": {"learning_rate": 2.0e-3, "warmup_steps": 20, "weight_decay": 0.1,
                       "max_grad_norm": 1.0},
@@ -69,8 +77,9 @@ def spec(steps: int, checkpoints: Path) -> dict:
 class Cluster:
     """A coordinator and workers under `out`, stopped at exit."""
 
-    def __init__(self, build: Path, out: Path) -> None:
+    def __init__(self, build: Path, out: Path, worker_flags: list[str] | None = None) -> None:
         self.build, self.out = build, out
+        self.worker_flags = worker_flags or []
         self.processes: list[subprocess.Popen] = []
         log = open(out / "coordinator.log", "w")
         stdout = out / "coordinator.out"
@@ -96,7 +105,7 @@ class Cluster:
         process = subprocess.Popen(
             [str(self.build / "worker/daemon/zbpp-worker"), "--coordinator", self.address,
              "--threads", "1", "--cache-dir", str(self.out / "cache"), "--name", name,
-             "--data-root", str(self.out), "--comm-timeout", "20"],
+             "--data-root", str(self.out), "--comm-timeout", "20", *self.worker_flags],
             stdout=open(stdout, "w"), stderr=open(self.out / f"{name}.log", "w"))
         self.processes.append(process)
         return process
@@ -128,21 +137,24 @@ def median_rate(steps: list[zbpp.Step]) -> float:
 
 def run(args: argparse.Namespace) -> None:
     out = Path(tempfile.mkdtemp(prefix="elastic-bench-", dir=args.scratch))
-    cluster = Cluster(Path(args.build), out)
+    synthetic = ["--synthetic-compute", args.synthetic] if args.synthetic else []
+    cluster = Cluster(Path(args.build), out, synthetic)
+    p = args.stages
+    victim_stage = p // 2  # The middle one; stage 1 of 2.
     try:
-        names = [f"elastic-{i}" for i in range(4)]
+        names = [f"elastic-{i}" for i in range(2 * p)]
         processes = {name: cluster.start_worker(name) for name in names}
         ids = {cluster.registered(name)[0]: name for name in names}
         client = zbpp.Client(cluster.address)
 
-        reference_id = client.submit(spec(args.steps, out / "reference"))
+        reference_id = client.submit(spec(args.steps, out / "reference", p))
         reference = client.wait_for_job(reference_id, timeout=1800)
         healthy = median_rate(client.steps(reference_id)[2:])
 
-        job_id = client.submit(spec(args.steps, out / "interrupted"))
+        job_id = client.submit(spec(args.steps, out / "interrupted", p))
         running = wait(client, job_id, lambda j: j.steps_completed > args.fault_after)
         victim = next(a.worker_id for a in running.assignments
-                      if a.stage == 1 and a.replica == 1)
+                      if a.stage == victim_stage and a.replica == 1)
         at_fault = running.steps_completed
         fault = time.monotonic()
         fault_wall = dt.datetime.now(dt.timezone.utc)
@@ -173,13 +185,16 @@ def run(args: argparse.Namespace) -> None:
         degraded_steps = [s for s in after_fault if s.complete_time <= registered_wall]
         healed_steps = [s for s in steps if s.complete_time > healed_wall]
         first_healed = min((s.complete_time for s in healed_steps), default=None)
-        relative = abs(final.param_checksum - reference.param_checksum) / abs(
-            reference.param_checksum)
+        relative = (f"{abs(final.param_checksum - reference.param_checksum) / abs(reference.param_checksum):.2e}"
+                    if not synthetic else "n/a (synthetic compute trains nothing)")
+        m = spec(1, out, p)["pipeline"]["microbatches"]
 
-        print(f"| fault | {args.fault} (stage 1, replica 1) after step {at_fault - 1} |")
+        print(f"| fault | {args.fault} (stage {victim_stage}, replica 1) after step "
+              f"{at_fault - 1}; {p} stages x 2 replicas"
+              + (f", synthetic compute x{args.synthetic}" if synthetic else "") + " |")
         print("| --- | --- |")
         print(f"| coordinator reacts (RECOVERING seen) | {t_reacted:.2f} s after the fault |")
-        print(f"| DEGRADED (1 replica, m' = 16) | {t_degraded:.2f} s after the fault; "
+        print(f"| DEGRADED (1 replica, m' = {2 * m}) | {t_degraded:.2f} s after the fault; "
               f"{t_degraded - t_reacted:.2f} s after the reaction |")
         print(f"| first step completed without the lost worker | "
               f"{(first_without - fault_wall).total_seconds():.2f} s after the fault |")
@@ -190,7 +205,7 @@ def run(args: argparse.Namespace) -> None:
                  if first_healed else "no step after the heal |"))
         print(f"| recoveries / restarts / degraded steps | {final.recoveries} / "
               f"{final.restarts} / {final.degraded_steps} |")
-        print(f"| final state; checksum relative difference | {final.state}; {relative:.2e} |")
+        print(f"| final state; checksum relative difference | {final.state}; {relative} |")
         print(f"| healed as reported | {healed.state}, {healed.replicas_active} replicas, "
               f"registered {registered - fault:.2f} s after the fault |")
     finally:
@@ -271,6 +286,10 @@ def main() -> int:
     parser.add_argument("--degraded-steps", type=int, default=15)
     parser.add_argument("--build", default=os.environ.get("ZBPP_BUILD_DIR", "build"))
     parser.add_argument("--scratch", default=None, help="parent of the run's directory")
+    parser.add_argument("--stages", type=int, default=2,
+                        help="pipeline stages of the 2-replica job (2 x stages workers)")
+    parser.add_argument("--synthetic", default=None, metavar="SCALE[:NOISE]",
+                        help="workers in synthetic compute (zbpp-worker --synthetic-compute)")
     parser.add_argument("--replicas", type=int, choices=[1, 2], default=2,
                         help="1: the restart of a one-replica job, with and without snapshots")
     parser.add_argument("--checkpoint-interval", type=int, default=20,

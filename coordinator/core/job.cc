@@ -374,9 +374,10 @@ absl::StatusOr<bool> Job::Acknowledge(const std::string& worker_id) {
        (state() != zbpp::v1::JOB_STATE_DEGRADED || degraded))) {
     return false;
   }
+  // RUNNING says how the job came back (Job.transitions), and only then.
   if (absl::Status st = ChangeState(
           degraded ? zbpp::v1::JOB_STATE_DEGRADED : zbpp::v1::JOB_STATE_RUNNING,
-          degraded ? job_.state_message() : "", std::nullopt);
+          degraded ? job_.state_message() : std::exchange(recovered_how_, ""), std::nullopt);
       !st.ok()) {
     return st;
   }

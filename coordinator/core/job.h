@@ -493,6 +493,10 @@ class Job {
   bool relayout_pending_ = false;
   /// The attempt a fault ended, while the recovery waits to decide.
   std::optional<EndedAttempt> awaited_;
+  /// How the last recovery or heal brought the job back ("restarted from
+  /// the snapshot of step 41", "healed to 2 replicas at step 30 (...)"):
+  /// the message of the RUNNING it leads to (Acknowledge), then cleared.
+  std::string recovered_how_;
   /// See spares().
   std::map<std::string, int64_t> spares_;
   /// DecideRecovery's shape for the next attempt (BeginAttempt takes it).

@@ -211,6 +211,7 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
                                              choice.restart_reason, ")");
     DropHeld(absl::StrCat("job ", id(), " is ", restart));
     job_.set_state_message(absl::StrCat(job_.state_message(), "; ", restart));
+    recovered_how_ = absl::StrCat("restarted from ", NewestRestorePoint(job_).Describe());
     Persist();
     ObserveReplicas();
     return std::nullopt;
@@ -224,15 +225,16 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   resume_ = AttemptShape{running, choice.microbatches, /*from_memory=*/true,
                          /*live_replicas=*/heals ? kept : 0};
   const int64_t start = choice.held_step + 1;
-  job_.set_state_message(absl::StrCat(
-      ended.heal ? "" : absl::StrCat(job_.state_message(), "; "),
+  recovered_how_ =
       heals ? absl::StrCat("healed to ", replicas(), " replicas at step ", start, " (",
                            (replicas() - kept) * stages(),
                            " workers receive their state from replica 0)")
       : kept < replicas()
           ? absl::StrCat("degraded to ", kept, " replicas at step ", start, " (",
                          choice.microbatches, " microbatches each)")
-          : absl::StrCat("resuming from memory at step ", start)));
+          : absl::StrCat("resumed from memory at step ", start);
+  job_.set_state_message(absl::StrCat(
+      ended.heal ? "" : absl::StrCat(job_.state_message(), "; "), recovered_how_));
   Persist();
   ObserveReplicas();
   return workers;

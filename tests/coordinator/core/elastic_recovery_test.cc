@@ -322,7 +322,7 @@ TEST_F(ElasticTest, EveryStageHeldResumesAtFullWidthWithoutRestart) {
   EXPECT_EQ(job->schedule_version(), version_before);
   EXPECT_EQ(job->recoveries_total(), 1);
   EXPECT_EQ(job->restarts_total(), 0);
-  EXPECT_THAT(job->state_message(), ::testing::IsEmpty());
+  EXPECT_EQ(job->state_message(), "resumed from memory at step 3") << "RUNNING says how";
   ASSERT_TRUE(ReportStepOnAll(workers, truth, 3));
   EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 4);
 }
@@ -559,8 +559,15 @@ TEST_F(ElasticTest, ARestartResumesFromTheNewestStepEveryStageHasASnapshotOf) {
     EXPECT_EQ(w.assignment->restore().step(), 4);
   }
   // What the attempt restored is each stage's newest snapshot now.
+  HeartbeatAll(workers);
   job = coordinator_->GetJob(job_id, {});
   EXPECT_THAT(job->snapshot_steps(), ::testing::ElementsAre(4, 4));
+  // RUNNING again says from where, in the list of state changes too.
+  EXPECT_EQ(job->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job->state_message(), "restarted from the snapshot of step 4");
+  ASSERT_GT(job->transitions_size(), 0);
+  EXPECT_EQ(job->transitions(job->transitions_size() - 1).message(),
+            "restarted from the snapshot of step 4");
   EXPECT_EQ(job->restarts_total(), 1);
 }
 

@@ -129,6 +129,7 @@ class AttemptRun {
     const int64_t step = held->step;
     held_.trainer = std::move(trainer_);
     held_.virtual_stages.assign(a_.virtual_stages().begin(), a_.virtual_stages().end());
+    held_.owner = checkpoint_owner_;
     held_.state.set_job_id(a_.job_id());
     held_.state.set_attempt(a_.attempt());
     held_.state.set_stage(a_.stage());
@@ -189,12 +190,14 @@ class AttemptRun {
     const v1::HeldState& h = held_.state;
     const std::vector<int> wanted(a_.virtual_stages().begin(), a_.virtual_stages().end());
     if (held_.trainer == nullptr || h.job_id() != a_.job_id() || h.stage() != a_.stage() ||
-        h.step() != a_.start_step() - 1 || held_.virtual_stages != wanted) {
+        h.step() != a_.start_step() - 1 || held_.virtual_stages != wanted ||
+        held_.owner != checkpoint_owner_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "resume_from_memory: this worker holds ",
           held_.trainer == nullptr
               ? std::string("no stage state")
-              : absl::StrCat("stage ", h.stage(), " of job ", h.job_id(), " at step ", h.step()),
+              : absl::StrCat("stage ", h.stage(), " of job ", h.job_id(), " at step ", h.step(),
+                             held_.owner != checkpoint_owner_ ? " under another spec" : ""),
           ", not stage ", a_.stage(), " of job ", a_.job_id(), " at step ",
           a_.start_step() - 1));
     }

@@ -112,6 +112,10 @@ struct AttemptEnvironment {
 struct HeldStage {
   v1::HeldState state;              ///< Reported in heartbeats (ControlState::SetHeld).
   std::vector<int> virtual_stages;  ///< The trainer's, in model order.
+  /// The job's id and spec fingerprint (as its checkpoints' owner files):
+  /// a job of the same id from another coordinator database does not
+  /// resume from it.
+  std::string owner;
   std::unique_ptr<StageTrainer> trainer;  ///< Null: nothing held.
 };
 

@@ -30,21 +30,41 @@ TEST_F(AttemptRunnerTest, AnAttemptResumedFromMemoryEndsAsIfUninterrupted) {
     EXPECT_NE(workers_[r]->held.trainer, nullptr);
   }
 
+  // A job of the same id under another spec (a coordinator on another
+  // database) does not take it, and the state stays held for its own job.
+  {
+    v1::JobSpec other = spec;
+    other.set_seed(spec.seed() + 1);
+    v1::Assignment wrong = AssignmentOf(other, 3, 0);
+    wrong.set_start_step(2);
+    wrong.set_resume_from_memory(true);
+    Worker& w = *workers_[0];
+    w.state.Apply(Assign(wrong));
+    ASSERT_TRUE(w.state.WaitForAssignment(absl::Seconds(5)).has_value());
+    const AttemptOutcome outcome = RunAttempt(wrong, w.env, w.held);
+    EXPECT_TRUE(absl::IsFailedPrecondition(outcome.status)) << outcome.status;
+    EXPECT_THAT(std::string(outcome.status.message()),
+                HasSubstr("holds stage 0 of job job-1 at step 1 under another spec"));
+    EXPECT_FALSE(outcome.job_error);
+    EXPECT_NE(w.held.trainer, nullptr);
+    w.state.Finish(kJob, 3);
+  }
+
   for (int r = 0; r < kStages; ++r) {
-    v1::Assignment next = AssignmentOf(spec, 3, r);
+    v1::Assignment next = AssignmentOf(spec, 4, r);
     next.set_start_step(2);
     next.set_resume_from_memory(true);
     workers_[r]->state.Apply(Assign(next));
   }
-  Broadcast(Grant(3, 3));
+  Broadcast(Grant(4, 3));
   StartAll();
   JoinAll();
   for (int r = 0; r < kStages; ++r) {
     SCOPED_TRACE(r);
     ASSERT_TRUE(outcomes_[r].status.ok()) << outcomes_[r].status;
-    EXPECT_FALSE(workers_[r]->state.Heartbeat().has_held()) << "taken by attempt 3";
+    EXPECT_FALSE(workers_[r]->state.Heartbeat().has_held()) << "taken by attempt 4";
   }
-  const std::map<int64_t, v1::ReportStepRequest> resumed = Reports(kStages - 1, 3);
+  const std::map<int64_t, v1::ReportStepRequest> resumed = Reports(kStages - 1, 4);
   ASSERT_EQ(resumed.size(), 2u);
   for (int64_t step : {2, 3}) {
     SCOPED_TRACE(step);

@@ -325,8 +325,8 @@ TEST_F(ElasticEndToEnd, AWorkerKilledInTheSpeculativePrefixCostsNoRestart) {
 // step (its state copy from the live replica may be under way): the heal's
 // attempt ends like any other, the live replica still holds its step, so
 // the job degrades again rather than restarting (the spare that joined the
-// heal holds nothing then: docs/elastic.md), and a second replacement heals
-// it.
+// heal holds nothing then: docs/elastic.md), and the second replacement,
+// registered with the first, heals it.
 TEST_F(ElasticEndToEnd, AReplacementLostWhileItJoinsDegradesAgainAndASecondOneHeals) {
   const int stage = std::uniform_int_distribution<int>(0, kStages - 1)(rng_);
   std::cout << "killing the worker of stage " << stage << ", replica 1 after step 2\n";
@@ -336,37 +336,42 @@ TEST_F(ElasticEndToEnd, AReplacementLostWhileItJoinsDegradesAgainAndASecondOneHe
   const v1::Job degraded = WaitForState(running.id(), v1::JOB_STATE_DEGRADED);
   ASSERT_EQ(degraded.state(), v1::JOB_STATE_DEGRADED) << degraded.state_message();
 
-  absl::StatusOr<RunningWorker*> first = cluster_->AddWorker();
-  ASSERT_TRUE(first.ok()) << first.status();
-  const std::string newcomer = (*first)->worker_id;
+  // Two replacements at once: the heal takes one, and the other is there to
+  // heal the job again at once (one started after the loss could come after
+  // the job's last step on a loaded machine).
+  std::vector<std::string> newcomers;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<RunningWorker*> added = cluster_->AddWorker();
+    ASSERT_TRUE(added.ok()) << added.status();
+    newcomers.push_back((*added)->worker_id);
+  }
+  std::string newcomer;
   const v1::Job joining = WaitUntil(
       running.id(),
-      [&newcomer](const v1::Job& job) {
-        return std::any_of(job.assignments().begin(), job.assignments().end(),
-                           [&newcomer](const v1::StageAssignment& a) {
-                             return a.worker_id() == newcomer;
-                           });
+      [&newcomers, &newcomer](const v1::Job& job) {
+        for (const v1::StageAssignment& a : job.assignments()) {
+          if (std::find(newcomers.begin(), newcomers.end(), a.worker_id()) != newcomers.end()) {
+            newcomer = a.worker_id();
+          }
+        }
+        return !newcomer.empty();
       },
-      "assigned to " + newcomer);
+      "a replacement assigned");
   ASSERT_FALSE(HasFailure());
   ASSERT_FALSE(IsTerminal(joining.state())) << joining.state_message();
   ASSERT_NO_FATAL_FAILURE(KillWorker(newcomer));
   std::cout << "killed " << newcomer << " when assigned, " << joining.steps_completed()
             << " steps completed\n";
 
+  // DEGRADED again (the next heal may follow at once: the state changes
+  // say it, whatever the state when polled).
   const v1::Job again = WaitUntil(
       running.id(),
-      [](const v1::Job& job) {
-        return job.state() == v1::JOB_STATE_DEGRADED &&
-               ChangesInto(job, v1::JOB_STATE_DEGRADED) >= 2;
-      },
+      [](const v1::Job& job) { return ChangesInto(job, v1::JOB_STATE_DEGRADED) >= 2; },
       "DEGRADED again");
-  ASSERT_EQ(again.state(), v1::JOB_STATE_DEGRADED) << again.state_message();
+  ASSERT_EQ(ChangesInto(again, v1::JOB_STATE_DEGRADED), 2) << again.state_message();
   EXPECT_EQ(again.restarts_total(), 0) << again.state_message();
-  EXPECT_EQ(again.replicas_active(), 1);
 
-  absl::StatusOr<RunningWorker*> second = cluster_->AddWorker();
-  ASSERT_TRUE(second.ok()) << second.status();
   const JobOutcome outcome = ExpectEndedWithoutRestart(running.id());
   PrintTransitions(outcome.job);
   EXPECT_EQ(ChangesInto(outcome.job, v1::JOB_STATE_DEGRADED), 2);

@@ -206,12 +206,12 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
     }
   }
   if (!choice.resume) {
-    const std::string restart = absl::StrCat("restarting from ",
-                                             NewestRestorePoint(job_).Describe(), " (",
-                                             choice.restart_reason, ")");
+    const std::string point = NewestRestorePoint(job_).Describe();
+    const std::string restart =
+        absl::StrCat("restarting from ", point, " (", choice.restart_reason, ")");
     DropHeld(absl::StrCat("job ", id(), " is ", restart));
     job_.set_state_message(absl::StrCat(job_.state_message(), "; ", restart));
-    recovered_how_ = absl::StrCat("restarted from ", NewestRestorePoint(job_).Describe());
+    recovered_how_ = absl::StrCat("restarted from ", point);
     Persist();
     ObserveReplicas();
     return std::nullopt;

@@ -212,6 +212,27 @@ class AttemptRun {
     env_.state->SetHeld(std::nullopt);
   }
 
+  // Replica 0's writes every `interval` steps (none when 0) into
+  // `directory`: the steps must be free of other jobs' files, and the
+  // unfinished writes an earlier attempt's crash left of this stage are
+  // removed (PrepareCheckpointDirectory). A refusal is a job error, its
+  // message led by `what`.
+  absl::Status PrepareWrites(const std::string& directory, int64_t interval,
+                             const std::string& what) {
+    if (interval <= 0 || a_.replica() != 0) return absl::OkStatus();
+    absl::StatusOr<int> removed = PrepareCheckpointDirectory(
+        directory, a_.stage(), spec_.pipeline().stages(), checkpoint_owner_,
+        CheckpointSteps{a_.start_step(), spec_.steps(), interval});
+    if (!removed.ok()) {
+      return JobError(WithContext(removed.status(), absl::StrCat(what, directory)));
+    }
+    if (*removed > 0) {
+      std::cerr << "zbpp-worker: removed " << *removed << " unfinished write(s) in "
+                << directory << " of an earlier attempt\n";
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Prepare() {
     env_.state->SetPhase(v1::WORKER_PHASE_PREPARING);
     CorpusOptions corpus_options;
@@ -243,30 +264,21 @@ class AttemptRun {
     // groups are joined: a refusal then reaches the coordinator as this job's
     // error, not as a peer's broken connection to a worker that gave up.
     const v1::CheckpointSpec& ckpt = spec_.checkpoint();
-    if (ckpt.interval_steps() > 0 && a_.replica() == 0) {
-      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
-          ckpt.directory(), a_.stage(), p, checkpoint_owner_,
-          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.interval_steps()});
-      if (!removed.ok()) {
-        return JobError(WithContext(removed.status(),
-                                    absl::StrCat("checkpoint.directory ", ckpt.directory())));
-      }
-      if (*removed > 0) {
-        std::cerr << "zbpp-worker: removed " << *removed
-                  << " unfinished checkpoint write(s) of an earlier attempt\n";
-      }
+    if (absl::Status st = PrepareWrites(ckpt.directory(), ckpt.interval_steps(),
+                                        "checkpoint.directory ");
+        !st.ok()) {
+      return st;
     }
     // Snapshots: the same checks in their own directory (api/snapshots.h).
+    if (absl::Status st = PrepareWrites(SnapshotDirectory(ckpt.directory()),
+                                        ckpt.snapshot_interval_steps(),
+                                        "checkpoint.snapshot_interval_steps: ");
+        !st.ok()) {
+      return st;
+    }
     if (ckpt.snapshot_interval_steps() > 0 && a_.replica() == 0) {
-      const std::string directory = SnapshotDirectory(ckpt.directory());
-      absl::StatusOr<int> removed = PrepareCheckpointDirectory(
-          directory, a_.stage(), p, checkpoint_owner_,
-          CheckpointSteps{a_.start_step(), spec_.steps(), ckpt.snapshot_interval_steps()});
-      if (!removed.ok()) {
-        return JobError(WithContext(
-            removed.status(), absl::StrCat("checkpoint.snapshot_interval_steps: ", directory)));
-      }
-      snapshots_ = std::make_unique<SnapshotWriter>(directory, a_.stage(), p, checkpoint_owner_);
+      snapshots_ = std::make_unique<SnapshotWriter>(SnapshotDirectory(ckpt.directory()),
+                                                    a_.stage(), p, checkpoint_owner_);
     }
     absl::StatusOr<const CommunicatorFactory*> factory = Transport();
     if (!factory.ok()) return factory.status();
@@ -513,24 +525,13 @@ class AttemptRun {
     // One copy per stage: replica 0's (the replicas' parameters and
     // optimizer states are equal).
     if (checkpoints && a_.replica() == 0) {
-      // The owner file first: a checkpoint file is never without one. Both
-      // are durable when these return, so the report below never names a
-      // checkpoint a crash could lose.
-      if (absl::Status st = ClaimCheckpoint(ckpt.directory(), step, a_.stage(), checkpoint_owner_);
+      if (absl::Status st = WriteOwnedCheckpoint(
+              ckpt.directory(), step, a_.stage(), spec_.pipeline().stages(), checkpoint_owner_,
+              trainer_->OptimizerState(), ckpt.keep_last());
           !st.ok()) {
         return WithContext(st, "writing the checkpoint");
       }
-      if (absl::Status st = trainer_->SaveCheckpoint(ckpt.directory(), step); !st.ok()) {
-        return WithContext(st, "writing the checkpoint");
-      }
       report.set_checkpoint_written(true);
-      if (ckpt.keep_last() > 0) {
-        // A failed clean-up costs disk, not the checkpoint just written.
-        absl::StatusOr<int> pruned =
-            PruneCheckpoints(ckpt.directory(), a_.stage(), spec_.pipeline().stages(),
-                             ckpt.keep_last(), checkpoint_owner_, step);
-        if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
-      }
       trainer_->MarkBetweenSteps(GapPhase::kCheckpoint);
     }
     if (snapshots) {
@@ -580,7 +581,7 @@ class AttemptRun {
     report.set_idle_seconds(std::max(0.0, t.step_seconds - span.compute_seconds));
     report.set_comm_seconds(
         std::min(span.input_wait_seconds + span.send_wait_seconds, report.idle_seconds()));
-    FillBreakdown(span, result.gap, *report.mutable_breakdown());
+    FillStepBreakdown(span, result.gap, *report.mutable_breakdown());
     if (result.loss.has_value()) report.set_loss(*result.loss);
     report.set_local_grad_norm_sq(result.local_grad_norm_sq);
     report.set_found_inf_nan(result.found_inf_nan);
@@ -606,28 +607,6 @@ class AttemptRun {
       hop->set_one_way_seconds(*next_hop_latency_);
       next_hop_latency_.reset();  // One sample per attempt.
     }
-  }
-
-  // ReportStepRequest.breakdown: the step's span and the gap before it
-  // (none before an attempt's first step).
-  static void FillBreakdown(const SpanBreakdown& span, const std::optional<StepGap>& gap,
-                            v1::StepBreakdown& out) {
-    out.set_compute_seconds(span.compute_seconds);
-    out.set_input_wait_seconds(span.input_wait_seconds);
-    out.set_send_wait_seconds(span.send_wait_seconds);
-    out.set_validation_check_seconds(span.validation_check_seconds);
-    out.set_reduction_wait_seconds(span.reduction_wait_seconds);
-    out.set_overhead_seconds(span.overhead_seconds);
-    if (!gap.has_value()) return;
-    out.set_gap_seconds(gap->total_seconds);
-    out.set_drain_seconds(gap->seconds(GapPhase::kDrain));
-    out.set_validation_seconds(gap->seconds(GapPhase::kValidation));
-    out.set_optimizer_seconds(gap->seconds(GapPhase::kOptimizer));
-    out.set_evaluation_seconds(gap->seconds(GapPhase::kEvaluation));
-    out.set_checkpoint_seconds(gap->seconds(GapPhase::kCheckpoint));
-    out.set_report_seconds(gap->seconds(GapPhase::kReport));
-    out.set_grant_seconds(gap->seconds(GapPhase::kGrant));
-    out.set_other_seconds(gap->seconds(GapPhase::kOther));
   }
 
   absl::Status Report(const v1::ReportStepRequest& report) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -654,6 +655,19 @@ absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int stage, in
     ::rmdir(step_directory.c_str());
   }
   return removed;
+}
+
+absl::Status WriteOwnedCheckpoint(const std::string& directory, int64_t step, int stage,
+                                  int stages, const std::string& owner,
+                                  const NamedTensors& tensors, int keep_last) {
+  if (absl::Status st = ClaimCheckpoint(directory, step, stage, owner); !st.ok()) return st;
+  if (absl::Status st = WriteCheckpoint(directory, step, stage, tensors); !st.ok()) return st;
+  if (keep_last >= 1) {
+    absl::StatusOr<int> pruned =
+        PruneCheckpoints(directory, stage, stages, keep_last, owner, step);
+    if (!pruned.ok()) std::cerr << "zbpp-worker: " << pruned.status().message() << "\n";
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zbpp::worker

@@ -174,6 +174,19 @@ absl::StatusOr<int> PruneCheckpoints(const std::string& directory, int stage, in
                                      int keep_last, const std::string& owner,
                                      int64_t written_step);
 
+/// A stage's write of its own file at `step`, as a job writes its
+/// checkpoints (and snapshots): ClaimCheckpoint for `owner` first (a file
+/// is never without its owner file), WriteCheckpoint, then, when keep_last
+/// >= 1, PruneCheckpoints of the stage's older steps. Both files are durable
+/// when it returns OK, so a report of the write never names a file a crash
+/// could lose. A failed prune costs disk, not the file just written: it is
+/// logged to stderr and not returned. Errors: ClaimCheckpoint's and
+/// WriteCheckpoint's. Blocking; thread-safe for different (directory,
+/// stage).
+absl::Status WriteOwnedCheckpoint(const std::string& directory, int64_t step, int stage,
+                                  int stages, const std::string& owner,
+                                  const NamedTensors& tensors, int keep_last);
+
 }  // namespace zbpp::worker
 
 #endif  // ZBPP_WORKER_DATA_CHECKPOINT_H_

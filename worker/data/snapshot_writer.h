@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/status/status.h"
 #include "worker/data/checkpoint.h"
 
 namespace zbpp::worker {
@@ -45,8 +44,6 @@ class SnapshotWriter {
   std::optional<int64_t> durable_step() const;
 
  private:
-  absl::Status Write(int64_t step, const NamedTensors& state);
-
   const std::string directory_;
   const int stage_;
   const int stages_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "zbpp/v1/job.pb.h"
+
 namespace zbpp::worker {
 namespace {
 
@@ -56,6 +58,26 @@ std::optional<StepGap> GapClock::Close(Clock::time_point until) {
   gap.total_seconds = Seconds(until - *since_);
   since_.reset();
   return gap;
+}
+
+void FillStepBreakdown(const SpanBreakdown& span, const std::optional<StepGap>& gap,
+                       v1::StepBreakdown& out) {
+  out.set_compute_seconds(span.compute_seconds);
+  out.set_input_wait_seconds(span.input_wait_seconds);
+  out.set_send_wait_seconds(span.send_wait_seconds);
+  out.set_validation_check_seconds(span.validation_check_seconds);
+  out.set_reduction_wait_seconds(span.reduction_wait_seconds);
+  out.set_overhead_seconds(span.overhead_seconds);
+  if (!gap.has_value()) return;
+  out.set_gap_seconds(gap->total_seconds);
+  out.set_drain_seconds(gap->seconds(GapPhase::kDrain));
+  out.set_validation_seconds(gap->seconds(GapPhase::kValidation));
+  out.set_optimizer_seconds(gap->seconds(GapPhase::kOptimizer));
+  out.set_evaluation_seconds(gap->seconds(GapPhase::kEvaluation));
+  out.set_checkpoint_seconds(gap->seconds(GapPhase::kCheckpoint));
+  out.set_report_seconds(gap->seconds(GapPhase::kReport));
+  out.set_grant_seconds(gap->seconds(GapPhase::kGrant));
+  out.set_other_seconds(gap->seconds(GapPhase::kOther));
 }
 
 }  // namespace zbpp::worker

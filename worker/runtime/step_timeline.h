@@ -15,6 +15,10 @@
 
 #include "scheduler/schedule.h"
 
+namespace zbpp::v1 {
+class StepBreakdown;
+}  // namespace zbpp::v1
+
 namespace zbpp::worker {
 
 /// What one stage measured running one step's actions. Times are seconds
@@ -122,6 +126,12 @@ class GapClock {
   Clock::time_point last_;                  // The last mark (or Open).
   StepGap gap_;
 };
+
+/// ReportStepRequest.breakdown (job.proto StepBreakdown) into `out`: the
+/// step's span and, when given, the gap before it (none before an
+/// attempt's first step). Seconds, as measured.
+void FillStepBreakdown(const SpanBreakdown& span, const std::optional<StepGap>& gap,
+                       v1::StepBreakdown& out);
 
 }  // namespace zbpp::worker
 

@@ -43,6 +43,21 @@ struct VirtualStageCost {
   double transient_bytes = 0.0;
 };
 
+/// Cost of one stage's vocabulary passes (PassKind::kS, kT) for one
+/// microbatch: its shard of the LM head and the loss (Yeung et al., MLSys
+/// 2025). The virtual stage cost of the last virtual stage then counts its
+/// blocks and the final norm only.
+struct VocabularyCost {
+  double s_seconds = 0.0;  ///< T_S: the shard's logits and softmax statistics; > 0.
+  double t_seconds = 0.0;  ///< T_T: the loss and the shard's gradients; > 0.
+  /// Held from the end of S until the end of T (the hidden state and the
+  /// shard's logits), bytes; >= 0.
+  double m_bytes = 0.0;
+  /// Working memory of S or T above what is held at their ends, bytes (as
+  /// VirtualStageCost::transient_bytes); >= 0.
+  double transient_bytes = 0.0;
+};
+
 /// T_BW of `cost`: VirtualStageCost::bw_seconds when set (> 0), else
 /// T_B + T_W. Pure.
 inline double FusedBackwardSeconds(const VirtualStageCost& cost) {
@@ -71,6 +86,10 @@ struct Problem {
   /// Activation memory limit of each stage, in bytes. Empty means no
   /// limit; otherwise size `stages`.
   std::vector<double> memory_limit_bytes;
+  /// Vocabulary parallelism: per stage (size `stages`), the cost of its
+  /// vocabulary passes (PassKind::kS, kT). Empty: the LM head is part of the
+  /// last virtual stage, and a schedule holding S or T passes is refused.
+  std::vector<VocabularyCost> vocabulary;
 
   /// Number of virtual stages, `stages * chunks`.
   int num_virtual_stages() const { return stages * chunks; }

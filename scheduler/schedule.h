@@ -30,7 +30,30 @@ namespace zbpp::sched {
 /// ones — the one way to hide a virtual stage's reduction behind its own W passes.
 /// K is the number of buckets the schedule names for the virtual stage (1 + the
 /// largest bucket index); 1, the whole virtual stage, when it names none.
-enum class PassKind { kF, kB, kW, kBW, kReduce };
+///
+/// Vocabulary parallelism (Yeung et al., "Balancing Pipeline Parallelism with
+/// Vocabulary Parallelism", MLSys 2025; docs/schedules.md, "Vocabulary
+/// passes"): the LM head and the loss are split by vocabulary over all p
+/// stages, and each stage runs two passes of its own shard per microbatch,
+/// kS and kT. Their `virtual_stage` is the last one (the head's: its F's
+/// output, the final norm's, is their input) whatever stage runs them, and
+/// every stage runs exactly one S and one T per microbatch.
+///  * kS (S pass): the shard's logits for the hidden state of the last
+///    virtual stage's F of the microbatch, and their softmax statistics
+///    (largest logit, sum of exponentials, the target's logit). Needs that F
+///    (a message from its stage to every other one).
+///  * kT (T pass): the loss and the shard's gradients (the logits' gradient,
+///    the head shard's weight gradient, the shard's part of the hidden
+///    state's gradient). Needs the S of the microbatch on every stage (the
+///    statistics, one message from each other stage).
+/// The last virtual stage's B (or BW) of the microbatch then needs the T of
+/// every stage (it sums their parts of the gradient), not the loss of its
+/// own F: in a schedule holding S and T passes, the last virtual stage ends
+/// at the final norm.
+enum class PassKind { kF, kB, kW, kBW, kReduce, kS, kT };
+
+/// Whether `kind` is a vocabulary pass (kS or kT). Pure.
+inline bool IsVocabularyPass(PassKind kind) { return kind == PassKind::kS || kind == PassKind::kT; }
 
 /// Bucket index of an action that covers every bucket of its virtual stage.
 inline constexpr int kAllBuckets = -1;
@@ -104,6 +127,8 @@ inline Action TimelineUnit(const std::vector<Action>& actions, size_t i) {
 /// Text form of one action, as PyTorch pipelining writes it:
 /// `{virtual stage}{F|I|W|B}{microbatch}` where I is the input-gradient pass (our B)
 /// and B the fused backward (our BW); a reduction is `{virtual stage}REDUCE_GRAD`.
+/// The vocabulary passes are `{virtual stage}S{microbatch}` and
+/// `{virtual stage}T{microbatch}` (zbpp's own; PyTorch pipelining has none).
 /// A bucket is a suffix `@{bucket}` on W and REDUCE_GRAD (zbpp's own
 /// extension: PyTorch pipelining has no partial W).
 /// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`, `1W3@0`,

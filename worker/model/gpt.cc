@@ -33,7 +33,7 @@ void GptChunkImpl::AddParameters() {
     AddParameter(name + ".bias", {h}, /*std=*/0.0);
   };
   if (is_first()) {
-    AddTokenEmbedding("embed.token");
+    AddTokenEmbedding();
     AddParameter("embed.position", {config_.seq_len, h}, 0.02);
   }
   for (int l = first_layer_; l < end_layer_; ++l) {
@@ -47,7 +47,7 @@ void GptChunkImpl::AddParameters() {
   }
   if (is_last()) {
     layer_norm("final_ln");
-    AddHead("head.weight", "embed.token");
+    AddHead();
   }
 }
 

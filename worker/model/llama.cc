@@ -38,7 +38,7 @@ void LlamaChunk::AddParameters() {
   const int64_t d = h / config_.heads;
   const int64_t kv = config_.kv_heads * d;
   const int64_t f = config_.ffn_hidden;
-  if (is_first()) AddTokenEmbedding("model.embed_tokens.weight");
+  if (is_first()) AddTokenEmbedding();
   for (int l = first_layer_; l < end_layer_; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     AddParameter(p + "input_layernorm.weight", {h}, /*std=*/0.0, /*fill=*/1.0);
@@ -53,7 +53,7 @@ void LlamaChunk::AddParameters() {
   }
   if (is_last()) {
     AddParameter("model.norm.weight", {h}, /*std=*/0.0, /*fill=*/1.0);
-    AddHead("lm_head.weight", "model.embed_tokens.weight");
+    AddHead();
   }
 }
 

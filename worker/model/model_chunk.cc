@@ -20,6 +20,9 @@ namespace {
 // coordinator/core/model_costs.h).
 struct Architecture {
   const char* name;
+  // The token embedding's and the LM head's global names (VocabularyNames).
+  const char* embedding;
+  const char* head;
   // The family's own rules on a spec whose common fields are valid.
   absl::Status (*check)(const v1::ModelSpec& spec);
   std::unique_ptr<ModelChunk> (*make)(const ModelConfig& config, int virtual_stage, int num_virtual_stages,
@@ -27,8 +30,8 @@ struct Architecture {
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"gpt", CheckGptSpec, MakeGptChunk},
-    {"llama", CheckLlamaSpec, MakeLlamaChunk},
+    {"gpt", "embed.token", "head.weight", CheckGptSpec, MakeGptChunk},
+    {"llama", "model.embed_tokens.weight", "lm_head.weight", CheckLlamaSpec, MakeLlamaChunk},
 };
 
 const Architecture* FindArchitecture(const std::string& name) {
@@ -47,6 +50,11 @@ uint64_t NameSeed(uint64_t seed, const std::string& name) {
 }
 
 }  // namespace
+
+VocabularyNames VocabularyNamesOf(const std::string& architecture) {
+  const Architecture* a = FindArchitecture(architecture);
+  return a == nullptr ? VocabularyNames{} : VocabularyNames{a->embedding, a->head};
+}
 
 at::ScalarType ComputeTypeOf(v1::Precision precision) {
   switch (precision) {
@@ -179,6 +187,7 @@ absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig
   if (!config.ok()) return config.status();
   config->compute_type = given.compute_type;
   config->layout = given.layout;
+  config->vocab_parallel = given.vocab_parallel;
   if (num_virtual_stages < 1 || virtual_stage < 0 || virtual_stage >= num_virtual_stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("virtual stage ", virtual_stage, " is not in [0, ", num_virtual_stages, ")"));
@@ -190,17 +199,22 @@ absl::StatusOr<std::unique_ptr<ModelChunk>> ModelChunk::Create(const ModelConfig
   return chunk;
 }
 
-void ModelChunk::AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
-                              double fill, const std::string& init_name) {
-  at::Generator gen =
-      at::detail::createCPUGenerator(NameSeed(seed_, init_name.empty() ? name : init_name));
+at::Tensor InitialParameter(uint64_t seed, const std::string& init_name,
+                            const std::vector<int64_t>& shape, double std, double fill) {
+  at::Generator gen = at::detail::createCPUGenerator(NameSeed(seed, init_name));
   at::Tensor t = at::empty(shape, at::kFloat);
   if (std > 0) {
     t.normal_(0.0, std, gen);
   } else {
     t.fill_(fill);
   }
-  t = t.to(device_);
+  return t;
+}
+
+void ModelChunk::AddParameter(const std::string& name, std::vector<int64_t> shape, double std,
+                              double fill, const std::string& init_name) {
+  at::Tensor t =
+      InitialParameter(seed_, init_name.empty() ? name : init_name, shape, std, fill).to(device_);
   t.set_requires_grad(true);
   index_[name] = parameters_.size();
   parameters_.emplace_back(name, t);
@@ -214,12 +228,19 @@ void ModelChunk::AddLinear(const std::string& name, int64_t out, int64_t in, dou
   linear_layers_.push_back({weight, bias ? parameters_.back().second : at::Tensor()});
 }
 
-void ModelChunk::AddTokenEmbedding(const std::string& name) {
-  AddParameter(name, {config_.vocab, config_.hidden}, 0.02);
-  if (config_.tie_embeddings && !is_last()) tied_ = parameters_.back().second;
+void ModelChunk::AddTokenEmbedding() {
+  AddParameter(VocabularyNamesOf(config_.architecture).embedding,
+               {config_.vocab, config_.hidden}, 0.02);
+  if (config_.tie_embeddings && (!is_last() || config_.vocab_parallel)) {
+    tied_ = parameters_.back().second;
+  }
 }
 
-void ModelChunk::AddHead(const std::string& name, const std::string& embedding_name) {
+void ModelChunk::AddHead() {
+  if (config_.vocab_parallel) return;
+  const VocabularyNames names = VocabularyNamesOf(config_.architecture);
+  const std::string& name = names.head;
+  const std::string& embedding_name = names.embedding;
   if (config_.tie_embeddings && is_first()) {
     // One chunk holds both ends: the head is the embedding itself. Its
     // weight gradient comes from W (SplitLinear) and B (the embedding);
@@ -253,6 +274,7 @@ at::Tensor ModelChunk::Forward(const at::Tensor& input) const {
   at::Tensor x = is_first() ? Embed(input) : input;
   for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
   if (!is_last()) return x;
+  if (config_.vocab_parallel) return FinalNorm(x);
   return SplitLinear(FinalNorm(x), head_, at::Tensor(), config_.compute_type, &copies_);
 }
 

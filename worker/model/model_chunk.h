@@ -42,7 +42,29 @@ struct ModelConfig {
   /// Blocks per virtual stage in the model's order (PipelineSpec.layout);
   /// empty: layers / num_virtual_stages each.
   std::vector<int> layout;
+  /// Vocabulary parallelism (docs/training.md, "Vocabulary parallelism"):
+  /// the LM head and the loss are split by vocabulary over the pipeline's
+  /// stages (VocabularyShard, vocabulary_shard.h), so the last chunk ends at
+  /// the final norm.
+  bool vocab_parallel = false;
 };
+
+/// The global names of a family's token embedding and LM head (e.g. llama:
+/// "model.embed_tokens.weight", "lm_head.weight"), from the architecture
+/// registry; both empty for an unknown architecture.
+struct VocabularyNames {
+  std::string embedding;
+  std::string head;
+};
+VocabularyNames VocabularyNamesOf(const std::string& architecture);
+
+/// The initial value of a parameter of `shape` whose initialisation name is
+/// `init_name` (its own global name, or for a tied LM head the embedding's),
+/// as every chunk draws it: normal(0, std) from a generator seeded with
+/// (seed, init_name) when std > 0, else filled with `fill`. float32 on the
+/// CPU. Pure: the same arguments give the same bits.
+at::Tensor InitialParameter(uint64_t seed, const std::string& init_name,
+                            const std::vector<int64_t>& shape, double std, double fill = 0.0);
 
 /// Former names, still used by the pipeline runtime
 /// (worker/runtime/executor.h) and older tests.
@@ -120,8 +142,13 @@ class ModelChunk {
 
   /// First virtual stage: tokens int64 [b, s] -> hidden float32 [b, s, h].
   /// Others: hidden [b, s, h] -> hidden [b, s, h]; the last one returns
-  /// logits [b, s, vocab] of the compute type instead. s <= seq_len.
+  /// logits [b, s, vocab] of the compute type instead (computes_loss()), or
+  /// under vocabulary parallelism the final norm's output [b, s, h] float32.
+  /// s <= seq_len.
   at::Tensor Forward(const at::Tensor& input) const;
+  /// Whether Forward returns logits, whose loss ends the model: the last
+  /// chunk, unless the head is split by vocabulary (config.vocab_parallel).
+  bool computes_loss() const { return is_last() && !config_.vocab_parallel; }
 
   bool is_first() const { return virtual_stage_ == 0; }
   /// Global index of this chunk's first block, and one past its last.
@@ -142,7 +169,8 @@ class ModelChunk {
   /// With tied embeddings split over two chunks: this chunk's copy of the
   /// tied matrix [vocab, h] (the token embedding on the first chunk, the LM
   /// head on the last); undefined otherwise (untied, a middle chunk, or one
-  /// chunk holding both ends).
+  /// chunk holding both ends). Under vocabulary parallelism the first
+  /// chunk's embedding, whose copies are the stages' head shards.
   const at::Tensor& tied_embedding() const { return tied_; }
 
  protected:
@@ -167,12 +195,14 @@ class ModelChunk {
   // "<name>.weight" [out, in] ~ normal(0, std) and, with `bias`,
   // "<name>.bias" [out] = 0; registered as a linear layer.
   void AddLinear(const std::string& name, int64_t out, int64_t in, double std, bool bias);
-  // `name` [vocab, h] ~ normal(0, 0.02): the token embedding.
-  void AddTokenEmbedding(const std::string& name);
-  // `name` [vocab, h]: the LM head, a linear layer without bias; with tied
-  // embeddings the embedding `embedding_name` itself (same chunk) or a copy
-  // of its initial value.
-  void AddHead(const std::string& name, const std::string& embedding_name);
+  // The token embedding [vocab, h] ~ normal(0, 0.02), under the family's
+  // name (VocabularyNamesOf).
+  void AddTokenEmbedding();
+  // The LM head [vocab, h], a linear layer without bias, under the family's
+  // name; with tied embeddings the embedding itself (same chunk) or a copy
+  // of its initial value. None under vocabulary parallelism (the stages'
+  // VocabularyShards hold it).
+  void AddHead();
   const at::Tensor& Param(const std::string& name) const;
   // SplitLinear through "<name>.weight" (and "<name>.bias" when present).
   at::Tensor Linear(const std::string& name, const at::Tensor& x) const;

@@ -15,7 +15,7 @@ ForwardState ForwardPass(const ModelChunk& chunk, WeightGradStore* store, int mi
   state.input = std::move(input);
   WeightGradScope scope(store, microbatch);
   at::Tensor out = chunk.Forward(state.input);
-  if (!chunk.is_last()) {
+  if (!chunk.computes_loss()) {
     state.output = std::move(out);
     return state;
   }

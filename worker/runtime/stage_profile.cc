@@ -102,7 +102,7 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     return absl::InvalidArgumentError("the profile needs the chunk, its W store and a meter");
   }
   const bool first = o.chunk->is_first();
-  const bool last = o.chunk->is_last();
+  const bool last = o.chunk->computes_loss();
   at::Generator gen = at::detail::createCPUGenerator(o.seed);
   const std::vector<int64_t> tokens_shape{o.microbatch_size, o.seq_len};
   const std::vector<int64_t> hidden_shape{o.microbatch_size, o.seq_len, o.hidden};

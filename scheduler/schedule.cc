@@ -18,6 +18,10 @@ char PassLetter(PassKind kind) {
       return 'W';
     case PassKind::kBW:
       return 'B';
+    case PassKind::kS:
+      return 'S';
+    case PassKind::kT:
+      return 'T';
     case PassKind::kReduce:
       break;
   }
@@ -86,8 +90,14 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     case 'B':
       action.kind = PassKind::kBW;
       break;
+    case 'S':
+      action.kind = PassKind::kS;
+      break;
+    case 'T':
+      action.kind = PassKind::kT;
+      break;
     default:
-      return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
+      return bad("pass must be one of F, I, W, B, S, T, REDUCE_GRAD");
   }
   int virtual_stage = 0;
   if (!ParseDecimalInt(text.substr(0, letter), &virtual_stage)) {

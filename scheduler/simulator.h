@@ -116,7 +116,7 @@ bool HoldsVocabularyPasses(const Schedule& schedule);
 /// A pass reported as kB stands for the B or the BW of its (virtual stage,
 /// microbatch), whichever the schedule holds. Source of the S and T
 /// dependencies: Yeung et al., "Balancing Pipeline Parallelism with
-/// Vocabulary Parallelism" (MLSys 2025), §3; the others, the Zero Bubble
+/// Vocabulary Parallelism" (MLSys 2025); the others, the Zero Bubble
 /// paper §2. Requires `action` and `stage` in range (CheckSchedule). Pure.
 template <typename Fn>
 void ForEachInput(const Schedule& schedule, bool vocabulary_parallel, Stage stage,

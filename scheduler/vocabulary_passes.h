@@ -38,8 +38,8 @@ namespace zbpp::sched {
 /// (SimulationResult::peak_memory_bytes, S's VocabularyCost::m_bytes
 /// counted until its T) within problem.limit_of(stage) on the stages where
 /// `schedule`'s own peak was (moves that lower a peak above the limit are
-/// kept too, for the placement of step 1 to reach it). As the paper notes
-/// (§4), the last virtual stage's B of a microbatch now waits for T of every
+/// kept too, for the placement of step 1 to reach it). As the paper
+/// observes, the last virtual stage's B of a microbatch now waits for T of every
 /// stage, about T_S + T_T + 2·comm_seconds more than after its own F on a
 /// critical path, in exchange for the head's work divided over p stages.
 ///

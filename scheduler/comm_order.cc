@@ -13,23 +13,36 @@
 namespace zbpp::sched {
 namespace {
 
-bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
+// Whether `a` ends a stage's speculative prefix (SpeculativePrefixLengths):
+// a pass that accumulates gradients, B, BW or T.
+bool EndsPrefix(const Action& a) {
+  return a.kind == PassKind::kB || a.kind == PassKind::kBW || a.kind == PassKind::kT;
+}
 
-// Where each stage runs the F and the backward of (virtual stage, microbatch).
-struct PassIndex {
-  // [stage] -> (is backward, virtual stage, microbatch) -> action index.
-  std::vector<std::map<std::tuple<bool, int, int>, int>> of;
-
-  explicit PassIndex(const Schedule& schedule) : of(schedule.stages) {
+// Where each stage runs the passes that produce messages (ForEachInput's
+// inputs: F, B or BW, S, T) of each (virtual stage, microbatch).
+class PassIndex {
+ public:
+  explicit PassIndex(const Schedule& schedule) : of_(schedule.stages) {
     for (int w = 0; w < schedule.stages; ++w) {
       for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
         const Action& a = schedule.actions[w][j];
-        if (a.kind == PassKind::kF || IsBackward(a)) {
-          of[w][{IsBackward(a), a.virtual_stage.value(), a.microbatch}] = j;
-        }
+        if (a.kind != PassKind::kW && a.kind != PassKind::kReduce) of_[w][Key(a)] = j;
       }
     }
   }
+  // The index of `a` in stage `w`'s list; the B of a pair stands for its B
+  // or BW. Requires the pass to be there (Simulate checked it).
+  int At(int w, const Action& a) const { return of_[w].at(Key(a)); }
+
+ private:
+  // (F, backward, S or T, virtual stage, microbatch).
+  static std::tuple<int, int, int> Key(const Action& a) {
+    const int kind = a.kind == PassKind::kBW ? static_cast<int>(PassKind::kB)
+                                             : static_cast<int>(a.kind);
+    return {kind, a.virtual_stage.value(), a.microbatch};
+  }
+  std::vector<std::map<std::tuple<int, int, int>, int>> of_;
 };
 
 // Graph nodes: passes (stage, action index) first, then messages.
@@ -99,30 +112,36 @@ absl::Status CheckInSchedule(const Schedule& schedule, const std::pair<int, int>
 absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
   Problem unit = Problem::Uniform(schedule.stages, schedule.chunks, schedule.microbatches,
                                   VirtualStageCost{}, /*comm_seconds=*/0);
+  const bool vocabulary_parallel = HoldsVocabularyPasses(schedule);
+  if (vocabulary_parallel) {
+    unit.vocabulary.assign(static_cast<size_t>(std::max(0, schedule.stages)),
+                           VocabularyCost{/*s_seconds=*/1, /*t_seconds=*/1});
+  }
   absl::StatusOr<SimulationResult> sim = Simulate(unit, schedule);
   if (!sim.ok()) return sim.status();
   const PassIndex index(schedule);
   const std::vector<int> prefix = SpeculativePrefixLengths(schedule);
   // (outside the sender's speculative prefix, end of producer, sender,
-  // producer index) per message, for the order: the prefix messages lead
-  // (CheckSpeculativePrefixes' rule (b)).
+  // producer index, receiver, consumer index) per message, for the order:
+  // the prefix messages lead (CheckSpeculativePrefixes' rule (b)); one
+  // producer's messages to several stages (F of the last virtual stage and
+  // S, with vocabulary passes) go by receiver.
   std::map<std::pair<int, int>,
-           std::vector<std::pair<std::tuple<bool, double, int, int>, Message>>>
+           std::vector<std::pair<std::tuple<bool, double, int, int, int, int>, Message>>>
       keyed;
-  for (int w = 0; w < schedule.stages; ++w) {
-    for (int j = 0; j < static_cast<int>(schedule.actions[w].size()); ++j) {
-      const Action& a = schedule.actions[w][j];
-      int next_virtual_stage = -1;
-      const int vs = a.virtual_stage.value();
-      if (a.kind == PassKind::kF && vs + 1 < schedule.num_virtual_stages()) next_virtual_stage = vs + 1;
-      if (IsBackward(a) && vs > 0) next_virtual_stage = vs - 1;
-      if (next_virtual_stage < 0) continue;
-      const int to = schedule.StageOf(VirtualStage(next_virtual_stage)).value();
-      if (to == w) continue;
-      // Simulate checked that the consumer is there.
-      const int consumer = index.of[to].at({IsBackward(a), next_virtual_stage, a.microbatch});
-      keyed[{std::min(w, to), std::max(w, to)}].push_back(
-          {{j >= prefix[w], sim->timings[w][j].end_seconds, w, j}, Message{w, to, j, consumer}});
+  for (Stage to : schedule.AllStages()) {
+    const std::vector<Action>& list = schedule.ActionsOf(to);
+    for (int consumer = 0; consumer < static_cast<int>(list.size()); ++consumer) {
+      ForEachInput(schedule, vocabulary_parallel, to, list[consumer],
+                   [&](Stage from_stage, const Action& input) {
+                     if (from_stage == to) return;
+                     const int from = from_stage.value(), w = to.value();
+                     const int producer = index.At(from, input);
+                     keyed[{std::min(from, w), std::max(from, w)}].push_back(
+                         {{producer >= prefix[from], sim->timings[from][producer].end_seconds,
+                           from, producer, w, consumer},
+                          Message{from, w, producer, consumer}});
+                   });
     }
   }
   PairOrders orders;
@@ -209,7 +228,7 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule) {
   std::vector<int> lengths;
   lengths.reserve(schedule.actions.size());
   for (const std::vector<Action>& list : schedule.actions) {
-    lengths.push_back(static_cast<int>(std::find_if(list.begin(), list.end(), IsBackward) -
+    lengths.push_back(static_cast<int>(std::find_if(list.begin(), list.end(), EndsPrefix) -
                                        list.begin()));
   }
   return lengths;
@@ -236,7 +255,8 @@ absl::Status CheckSpeculativePrefixes(const Schedule& schedule, const PairOrders
       const bool produced_in_prefix = m.producer < prefix[m.from];
       const bool consumed_in_prefix = m.consumer < prefix[m.to];
       if (consumed_in_prefix && !produced_in_prefix && not_closed_count++ == 0) {
-        // The producer is not in the prefix, so the sender has a first B.
+        // The producer is not in the prefix, so the sender has a first B
+        // (or T).
         not_closed = absl::StrCat(
             "stage ", m.to, " runs ", text(m.to, m.consumer),
             " in its speculative prefix, but its input comes from stage ", m.from, "'s ",

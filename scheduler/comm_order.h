@@ -25,10 +25,15 @@
 
 namespace zbpp::sched {
 
-/// One message between two stages of a schedule: the activation an F of
-/// virtual stage s sends to the F of virtual stage s+1, or the input gradient a B
-/// (or BW) of virtual stage s sends to the B (or BW) of virtual stage s-1, when the two
-/// virtual stages are on different stages.
+/// One message between two stages of a schedule: an input of a pass
+/// (ForEachInput in scheduler/simulator.h) produced on another stage. The
+/// activation an F of virtual stage s sends to the F of virtual stage s+1,
+/// the input gradient a B (or BW) of virtual stage s sends to the B (or BW)
+/// of virtual stage s-1, and with vocabulary passes (PassKind::kS, kT) the
+/// output of F of the last virtual stage L to the S of every other stage,
+/// an S's softmax statistics to the T of every other stage, and a T's part
+/// of the gradient to B (or BW) of L, on the stage holding L. One pass may
+/// thus produce several messages and consume several.
 struct Message {
   int from = 0;  ///< Sending stage.
   int to = 0;    ///< Receiving stage.
@@ -46,8 +51,9 @@ using PairOrders = std::map<std::pair<int, int>, std::vector<Message>>;
 /// produced inside the sender's speculative prefix
 /// (SpeculativePrefixLengths), then the others; within each group by the
 /// end of the producing pass in the schedule simulated with unit costs
-/// (T_F = T_B = T_W = 1, no communication), then by sender, then by the
-/// producer's position. A stage's sends to one peer thus keep its own pass
+/// (T_F = T_B = T_W = T_S = T_T = 1, no communication), then by sender, then
+/// by the producer's position, then by receiver and the consumer's position
+/// (one pass's messages to several stages). A stage's sends to one peer thus keep its own pass
 /// order, and the prefix messages lead each pair's order, as post-update
 /// validation over NCCL needs (CheckSpeculativePrefixes).
 /// Pairs without messages are absent. Errors: the simulator's, for a
@@ -75,9 +81,11 @@ absl::Status CheckPairOrders(const Schedule& schedule, const PairOrders& orders)
 /// The speculative prefix of each stage under post-update validation
 /// (paper §4; worker/runtime/stage_trainer.h): the leading actions of its list
 /// that it runs in step k+1 before it learns whether step k stands — every
-/// action before its first B or BW (PassKind::kB, kBW). Size
+/// action before its first B, BW or T (PassKind::kB, kBW, kT): the first
+/// pass that accumulates gradients, which a discarded step could not undo.
+/// An S (PassKind::kS) is a forward pass and may stand in a prefix. Size
 /// `schedule.actions.size()` (p); entry r is a number of actions of
-/// `schedule.actions[r]`, all of them for a list without B or BW. Pure; no
+/// `schedule.actions[r]`, all of them for a list without B, BW or T. Pure; no
 /// errors.
 std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 
@@ -107,8 +115,8 @@ std::vector<int> SpeculativePrefixLengths(const Schedule& schedule);
 /// neighbour's last prefix forward end together or in that order.
 /// FailedPrecondition otherwise, naming for each rule that fails its first
 /// offending message (pairs in order, then the pair's order), the stages,
-/// the passes in their text form (where "first B" is the first B or BW:
-/// I or B) and the rule, with "(N messages break this rule)" when more than
+/// the passes in their text form (where "first B" is the action that ends
+/// the prefix: I, B or T) and the rule, with "(N messages break this rule)" when more than
 /// one does, e.g. "stage 0 runs 2F3 in
 /// its speculative prefix, but its input comes from stage 1's 1F3, which
 /// follows that stage's first B (3B0): prefix not closed", or "stages 0

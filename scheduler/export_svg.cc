@@ -41,7 +41,8 @@ struct PassStyle {
 
 // The paper's palette: F blue, B green, W teal; fused BW olive so it never
 // reads as a split pass; a reduction, communication rather than compute,
-// grey. Same hues as the Chrome trace.
+// grey; the vocabulary passes (Yeung et al., MLSys 2025) S orange and T
+// purple. Same hues as the Chrome trace.
 PassStyle StyleOf(PassKind kind) {
   switch (kind) {
     case PassKind::kF:
@@ -54,6 +55,10 @@ PassStyle StyleOf(PassKind kind) {
       return {"BW", "#b5b35c", "#7d7b2e"};
     case PassKind::kReduce:
       return {"reduce", "#9e9e9e", "#6e6e6e"};
+    case PassKind::kS:
+      return {"S", "#f5a623", "#c47d0e"};
+    case PassKind::kT:
+      return {"T", "#9c6ade", "#6b3fa8"};
   }
   return {"?", "#999999", "#666666"};
 }
@@ -119,8 +124,9 @@ std::string EscapeMarkup(std::string_view text) {
 std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
   const int rows = static_cast<int>(
       std::min(schedule.actions.size(), result.timings.size()));
-  constexpr PassKind kKinds[] = {PassKind::kF, PassKind::kB, PassKind::kW,
-                                 PassKind::kBW, PassKind::kReduce};
+  // In PassKind order: `used` is indexed by the kind.
+  constexpr PassKind kKinds[] = {PassKind::kF,      PassKind::kB, PassKind::kW, PassKind::kBW,
+                                 PassKind::kReduce, PassKind::kS, PassKind::kT};
   double t0 = 0, t1 = 0, shortest = 0;
   bool any = false;
   bool used[std::size(kKinds)] = {};
@@ -226,8 +232,9 @@ std::string ToSvg(const Schedule& schedule, const SimulationResult& result) {
         t.end_seconds = result.timings[w][i + 1].end_seconds;
       }
       const PassStyle style = StyleOf(a.kind);
+      // A vocabulary pass is every stage's own, whichever chunk holds L.
       const bool later_chunk =
-          a.virtual_stage.value() >= 0 &&
+          !IsVocabularyPass(a.kind) && a.virtual_stage.value() >= 0 &&
           a.virtual_stage.value() < static_cast<int>(chunk_of.size()) &&
           chunk_of[a.virtual_stage.value()] > 0;
       const double left = kLeft + (t.start_seconds - t0) * scale;

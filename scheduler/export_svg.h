@@ -11,7 +11,8 @@ namespace zbpp::sched {
 
 /// A self-contained SVG Gantt chart of a simulated schedule: one row per
 /// stage, time to the right, one box per action labelled with its
-/// microbatch and coloured by pass as in the paper's figures, idle time
+/// microbatch and coloured by pass as in the paper's figures (the
+/// vocabulary passes S and T in orange and purple), idle time
 /// left blank; a title with the schedule name, makespan and bubble rate.
 /// When the schedule holds reductions (PassKind::kReduce), each stage's
 /// row gets a lower communication row under it where they are drawn, grey,

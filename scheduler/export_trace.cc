@@ -15,7 +15,7 @@ using Json = nlohmann::ordered_json;
 constexpr int kPid = 0;
 
 struct PassLook {
-  const char* name;    // "F", "B", "W", "BW" or "REDUCE"
+  const char* name;    // "F", "B", "W", "BW", "REDUCE", "S" or "T"
   const char* colour;  // a chrome://tracing reserved colour name
 };
 
@@ -24,7 +24,9 @@ struct PassLook {
 // figures: F rgb(67,135,253) blue, B rgb(126,200,148) green,
 // W rgb(0,180,180) teal, BW rgb(100,100,0) olive (green and teal mixed
 // darker, so that a fused pass never reads as a split one); a reduction,
-// which is communication rather than compute, grey.
+// which is communication rather than compute, grey; the vocabulary passes
+// (Yeung et al., MLSys 2025) S rgb(238,142,0) orange and T rgb(180,0,180)
+// purple, as in the SVG.
 PassLook LookOf(PassKind kind) {
   switch (kind) {
     case PassKind::kF:
@@ -37,6 +39,10 @@ PassLook LookOf(PassKind kind) {
       return {"BW", "olive"};
     case PassKind::kReduce:
       return {"REDUCE", "grey"};
+    case PassKind::kS:
+      return {"S", "rail_idle"};
+    case PassKind::kT:
+      return {"T", "detailed_memory_dump"};
   }
   return {"?", "generic_work"};
 }

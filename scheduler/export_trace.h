@@ -12,7 +12,7 @@ namespace zbpp::sched {
 /// chrome://tracing): one thread row per stage, one complete ("X") event
 /// per action named in its text form, timestamps in microseconds, and
 /// colours as in the Zero Bubble paper's figures (F blue, B green, W teal,
-/// fused BW their mix). Reductions (PassKind::kReduce) go on a second
+/// fused BW their mix; the vocabulary passes S orange, T purple). Reductions (PassKind::kReduce) go on a second
 /// thread per stage, "stage W comm" (tid p + W), in grey.
 std::string ToChromeTrace(const Schedule& schedule,
                           const SimulationResult& result);

@@ -75,6 +75,26 @@ absl::Status Problem::Validate() const {
       }
     }
   }
+  if (!vocabulary.empty() && static_cast<int>(vocabulary.size()) != stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vocabulary must be empty or hold one entry per stage (", stages, "), got ",
+        vocabulary.size()));
+  }
+  for (size_t w = 0; w < vocabulary.size(); ++w) {
+    const VocabularyCost& c = vocabulary[w];
+    const std::string at = absl::StrCat("vocabulary[", w, "].");
+    for (auto [value, name] :
+         {std::pair{c.s_seconds, "s_seconds"}, std::pair{c.t_seconds, "t_seconds"}}) {
+      if (!std::isfinite(value) || value <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, name, " must be > 0, got ", value));
+      }
+    }
+    for (auto [value, name] : {std::pair{c.m_bytes, "m_bytes"},
+                               std::pair{c.transient_bytes, "transient_bytes"}}) {
+      if (absl::Status st = CheckNonNegative(value, at + name); !st.ok()) return st;
+    }
+  }
   return absl::OkStatus();
 }
 

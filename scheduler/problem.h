@@ -108,8 +108,11 @@ struct Problem {
     return virtual_stages[static_cast<size_t>(v.value())];
   }
 
-  /// Checks sizes and signs. Returns InvalidArgument naming the field and the
-  /// reason, e.g. "virtual_stages[3].f_seconds must be > 0, got -1".
+  /// Checks sizes and signs (`vocabulary`: empty or one entry per stage,
+  /// s_seconds and t_seconds finite and > 0, the bytes finite and >= 0).
+  /// Returns InvalidArgument naming the field and the reason, e.g.
+  /// "virtual_stages[3].f_seconds must be a finite number >= 0, got -1" or
+  /// "vocabulary[2].t_seconds must be > 0, got 0".
   absl::Status Validate() const;
 
   /// A problem whose virtual stages all cost `cost`, with every stage

@@ -514,6 +514,13 @@ absl::StatusOr<Schedule> PlaceReductions(const Problem& problem,
       }
     }
   }
+  if (placement == ReducePlacement::kSolved && HoldsVocabularyPasses(schedule)) {
+    // The solver re-times a stage's passes alone (StageModel), which the S
+    // and T passes, waiting on every stage, do not fit.
+    return absl::InvalidArgumentError(
+        "the solved reduce placement takes a schedule without vocabulary passes (S, T): "
+        "place the reductions first, then the vocabulary passes (AddVocabularyPasses)");
+  }
   switch (placement) {
     case ReducePlacement::kAfterSchedule:
       return AfterSchedule(schedule);

@@ -100,7 +100,10 @@ absl::StatusOr<ReducePlacement> ParseReducePlacement(std::string_view text);
 /// stage, plus a few simulations per virtual stage of the critical stages; under
 /// 50 ms on every row of bench/dp_bench.
 ///
-/// Errors: InvalidArgument when `schedule` already holds reductions; those
+/// Errors: InvalidArgument when `schedule` already holds reductions, or for
+/// kSolved vocabulary passes (PassKind::kS, kT: the solver times a stage
+/// alone, which they do not allow; AddVocabularyPasses takes a schedule
+/// with reductions); those
 /// of Problem::Validate and CheckSchedule; for kSolved, FailedPrecondition
 /// when `schedule` deadlocks (Simulate). Pure; thread-safe.
 absl::StatusOr<Schedule> PlaceReductions(const Problem& problem, const Schedule& schedule,

@@ -1,7 +1,9 @@
 #include "scheduler/schedule.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,6 +20,10 @@ char PassLetter(PassKind kind) {
       return 'W';
     case PassKind::kBW:
       return 'B';
+    case PassKind::kS:
+      return 'S';
+    case PassKind::kT:
+      return 'T';
     case PassKind::kReduce:
       break;
   }
@@ -73,22 +79,12 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
     return action;
   }
   if (letter + 1 >= text.size()) return bad("must end with the microbatch");
-  switch (text[letter]) {
-    case 'F':
-      action.kind = PassKind::kF;
-      break;
-    case 'I':
-      action.kind = PassKind::kB;
-      break;
-    case 'W':
-      action.kind = PassKind::kW;
-      break;
-    case 'B':
-      action.kind = PassKind::kBW;
-      break;
-    default:
-      return bad("pass must be one of F, I, W, B, REDUCE_GRAD");
-  }
+  constexpr PassKind kLettered[] = {PassKind::kF,  PassKind::kB, PassKind::kW,
+                                     PassKind::kBW, PassKind::kS, PassKind::kT};
+  const PassKind* kind = std::find_if(std::begin(kLettered), std::end(kLettered),
+                                      [&](PassKind k) { return PassLetter(k) == text[letter]; });
+  if (kind == std::end(kLettered)) return bad("pass must be one of F, I, W, B, S, T, REDUCE_GRAD");
+  action.kind = *kind;
   int virtual_stage = 0;
   if (!ParseDecimalInt(text.substr(0, letter), &virtual_stage)) {
     return bad("virtual stage is not a number");

@@ -131,13 +131,13 @@ inline Action TimelineUnit(const std::vector<Action>& actions, size_t i) {
 /// `{virtual stage}T{microbatch}` (zbpp's own; PyTorch pipelining has none).
 /// A bucket is a suffix `@{bucket}` on W and REDUCE_GRAD (zbpp's own
 /// extension: PyTorch pipelining has no partial W).
-/// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3REDUCE_GRAD`, `1W3@0`,
-/// `1REDUCE_GRAD@2`.
+/// Examples: `2F0`, `1I3`, `1W3`, `0B1`, `3S0`, `3T5`, `3REDUCE_GRAD`,
+/// `1W3@0`, `1REDUCE_GRAD@2`.
 std::string ActionToString(const Action& action);
 
 /// Parses the text form. Returns InvalidArgument quoting the text and saying
 /// what is wrong, e.g.
-/// `bad action "3X1": pass must be one of F, I, W, B, REDUCE_GRAD`.
+/// `bad action "3X1": pass must be one of F, I, W, B, S, T, REDUCE_GRAD`.
 absl::StatusOr<Action> ParseAction(std::string_view text);
 
 /// Reads `digits` as a plain non-negative decimal int (digits only, no sign

@@ -19,8 +19,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Checks that `action`, found at `where`, fits the schedule's own header:
-// virtual stage and microbatch in range and the virtual stage held by `stage`. Both
-// readers call it so that a parsed schedule is at least self-consistent.
+// virtual stage and microbatch in range and the virtual stage held by `stage`
+// (a vocabulary pass runs on every stage). Both readers call it so that a
+// parsed schedule is at least self-consistent.
 absl::Status CheckFits(const Schedule& schedule, int stage,
                        const Action& action, const std::string& where) {
   const std::string text = ActionToString(action);
@@ -35,7 +36,7 @@ absl::Status CheckFits(const Schedule& schedule, int stage,
                      " out of range [0, ", schedule.microbatches, ")"));
   }
   const int owner = schedule.StageOf(action.virtual_stage).value();
-  if (owner != stage) {
+  if (!IsVocabularyPass(action.kind) && owner != stage) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, " (", text, "): virtual stage ", action.virtual_stage.value(),
                      " is held by stage ", owner, ", not ", stage));
@@ -212,6 +213,12 @@ absl::StatusOr<Rows> ParseRows(std::string_view csv, bool pytorch) {
         if (!action.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(
               RowName(row), ", cell ", cell, ": ", action.status().message()));
+        }
+        if (pytorch && IsVocabularyPass(action->kind)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              RowName(row), ", cell ", cell, " (", std::string(text),
+              "): PyTorch pipelining has no vocabulary passes (S, T); zbpp's JSON or CSV "
+              "carries them"));
         }
         if (parts.size() > 1 && action->kind == PassKind::kReduce) {
           return absl::InvalidArgumentError(absl::StrCat(

@@ -13,7 +13,9 @@ namespace zbpp::sched {
 
 /// CSV as torchtitan loads it: one row per stage, one action per cell in
 /// the text form of ActionToString (`0F0,0F1,0I0,0W0,...`). Rows may have
-/// different lengths; nothing else is written.
+/// different lengths; nothing else is written. Vocabulary passes are
+/// written in zbpp's own form (`3S0`, `3T0`), which ScheduleFromCsv reads
+/// back and PyTorch pipelining does not.
 std::string ScheduleToCsv(const Schedule& schedule);
 
 /// Parses ScheduleToCsv's form. The CSV carries only actions, so the caller
@@ -58,6 +60,9 @@ struct PytorchCsvImport {
 /// its SEND after the producing action in the sender's row and its RECV
 /// before the consuming action in the receiver's row, exactly once, and no
 /// other SEND or RECV may appear. UNSHARD and RESHARD are ignored.
+///
+/// PyTorch pipelining has no vocabulary passes: a cell holding one (`3S0`)
+/// is refused.
 ///
 /// Errors: InvalidArgument naming the row, the cell and why, e.g.
 /// `row 1 (stage 0), cell 5 (0SEND_F3): virtual stage 1 is on the same stage, no

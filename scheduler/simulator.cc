@@ -25,9 +25,99 @@ struct FlatIndex {
   }
 };
 
+// End times of the passes that other passes consume (ForEachInput): F and
+// the backward (B or BW) per (virtual stage, microbatch), S and T per (stage,
+// microbatch); kNotDone until they run.
+class PassEnds {
+ public:
+  PassEnds(int virtual_stages, int stages, int microbatches)
+      : m_(microbatches),
+        f_(static_cast<size_t>(virtual_stages) * m_, kNotDone),
+        b_(f_.size(), kNotDone),
+        s_(static_cast<size_t>(stages) * m_, kNotDone),
+        t_(s_.size(), kNotDone) {}
+
+  // The slot of `a` run on `stage`; nullptr for W and REDUCE_GRAD, whose
+  // ends no pass waits for.
+  double* Of(Stage stage, const Action& a) {
+    const size_t by_virtual_stage = static_cast<size_t>(a.virtual_stage.value()) * m_ + a.microbatch;
+    const size_t by_stage = static_cast<size_t>(stage.value()) * m_ + a.microbatch;
+    switch (a.kind) {
+      case PassKind::kF:
+        return &f_[by_virtual_stage];
+      case PassKind::kB:
+      case PassKind::kBW:
+        return &b_[by_virtual_stage];
+      case PassKind::kS:
+        return &s_[by_stage];
+      case PassKind::kT:
+        return &t_[by_stage];
+      case PassKind::kW:
+      case PassKind::kReduce:
+        break;
+    }
+    return nullptr;
+  }
+
+ private:
+  size_t m_;
+  std::vector<double> f_, b_, s_, t_;
+};
+
+// Seconds the pass `a` (not a reduction) lasts on `stage`: its virtual
+// stage's cost, or for a vocabulary pass the stage's VocabularyCost.
+double SecondsOf(const Problem& problem, Stage stage, const Action& a,
+                 const std::vector<int>& buckets) {
+  if (IsVocabularyPass(a.kind)) {
+    return PassSeconds(problem.vocabulary[static_cast<size_t>(stage.value())], a);
+  }
+  return PassSeconds(problem.CostOf(a.virtual_stage), a, buckets[a.virtual_stage.value()]);
+}
+
 std::string Where(int stage, size_t position, const Action& action) {
   return absl::StrCat("stage ", stage, ", action #", position, " (",
                       ActionToString(action), ")");
+}
+
+// CheckSchedule's rules for the vocabulary passes of a schedule holding
+// some, from the positions it found: f_pos and b_pos per (virtual stage,
+// microbatch), s_pos and t_pos per (stage, microbatch), -1 when absent.
+absl::Status CheckVocabularyPasses(const Schedule& schedule, const std::vector<int>& f_pos,
+                                   const std::vector<int>& b_pos, const std::vector<int>& s_pos,
+                                   const std::vector<int>& t_pos) {
+  const int m = schedule.microbatches;
+  const VirtualStage last(schedule.num_virtual_stages() - 1);
+  const int holder = schedule.StageOf(last).value();
+  for (int w = 0; w < schedule.stages; ++w) {
+    const std::vector<Action>& list = schedule.actions[w];
+    for (int mb = 0; mb < m; ++mb) {
+      const int s = s_pos[w * m + mb], t = t_pos[w * m + mb];
+      for (auto [pos, kind] : {std::pair{s, PassKind::kS}, std::pair{t, PassKind::kT}}) {
+        if (pos < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "stage ", w, ": missing ", ActionToString({kind, last, mb}),
+              "; a schedule with vocabulary passes needs one S and one T per stage and "
+              "microbatch"));
+        }
+      }
+      if (t < s) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, t, list[t]), ": T before its S (", ActionToString(list[s]), ")"));
+      }
+      if (w != holder) continue;
+      const int f = f_pos[last.value() * m + mb], b = b_pos[last.value() * m + mb];
+      if (s < f) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, s, list[s]), ": S before its F (", ActionToString(list[f]), ")"));
+      }
+      if (b < t) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, b, list[b]), ": backward of the last virtual stage before its stage's T (",
+            ActionToString(list[t]), ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -58,8 +148,15 @@ double PassSeconds(const VirtualStageCost& c, const Action& a, int buckets) {
       return FusedBackwardSeconds(c);
     case PassKind::kReduce:
       return c.reduce_seconds * share;
+    case PassKind::kS:
+    case PassKind::kT:
+      break;
   }
   return 0;
+}
+
+double PassSeconds(const VocabularyCost& c, const Action& a) {
+  return a.kind == PassKind::kS ? c.s_seconds : a.kind == PassKind::kT ? c.t_seconds : 0;
 }
 
 double PassMemoryBytes(const VirtualStageCost& c, const Action& a, int buckets) {
@@ -73,9 +170,24 @@ double PassMemoryBytes(const VirtualStageCost& c, const Action& a, int buckets) 
     case PassKind::kBW:
       return -c.m_b_bytes;
     case PassKind::kReduce:
-      return 0;
+    case PassKind::kS:
+    case PassKind::kT:
+      break;
   }
   return 0;
+}
+
+double PassMemoryBytes(const VocabularyCost& c, const Action& a) {
+  return a.kind == PassKind::kS ? c.m_bytes : a.kind == PassKind::kT ? -c.m_bytes : 0;
+}
+
+bool HoldsVocabularyPasses(const Schedule& schedule) {
+  for (const std::vector<Action>& list : schedule.actions) {
+    for (const Action& a : list) {
+      if (IsVocabularyPass(a.kind)) return true;
+    }
+  }
+  return false;
 }
 
 absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
@@ -139,6 +251,11 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
   std::vector<int> reduce_pos(num_virtual_stages, -1);
   std::vector<int> reduce_bucket_pos(bucket_base[num_virtual_stages], -1);
   bool any_reduce = false;
+  // Position of each stage's S and T of each microbatch (w * m + microbatch),
+  // -1 when absent.
+  std::vector<int> s_pos(static_cast<size_t>(problem.stages) * m, -1);
+  std::vector<int> t_pos(static_cast<size_t>(problem.stages) * m, -1);
+  bool any_vocabulary = false;
   for (int w = 0; w < problem.stages; ++w) {
     const auto& list = schedule.actions[w];
     for (size_t i = 0; i < list.size(); ++i) {
@@ -152,7 +269,12 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(w, i, a), ": microbatch out of range [0, ", m, ")"));
       }
-      if (schedule.StageOf(a.virtual_stage).value() != w) {
+      if (IsVocabularyPass(a.kind) && a.virtual_stage.value() != num_virtual_stages - 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(w, i, a), ": a vocabulary pass belongs to the last virtual stage (",
+            num_virtual_stages - 1, "), got ", a.virtual_stage.value()));
+      }
+      if (!IsVocabularyPass(a.kind) && schedule.StageOf(a.virtual_stage).value() != w) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(w, i, a), ": virtual stage ", a.virtual_stage.value(), " is held by stage ",
             schedule.StageOf(a.virtual_stage).value()));
@@ -179,6 +301,15 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
         }
         slot = static_cast<int>(i);
         any_reduce = true;
+        continue;
+      }
+      if (IsVocabularyPass(a.kind)) {
+        int& slot = (a.kind == PassKind::kS ? s_pos : t_pos)[w * m + a.microbatch];
+        if (slot >= 0) {
+          return absl::InvalidArgumentError(absl::StrCat(Where(w, i, a), ": duplicate pass"));
+        }
+        slot = static_cast<int>(i);
+        any_vocabulary = true;
         continue;
       }
       const int k = at(a.virtual_stage, a.microbatch);
@@ -242,6 +373,11 @@ absl::Status CheckSchedule(const Problem& problem, const Schedule& schedule) {
       }
     }
   }
+  if (any_vocabulary) {
+    if (absl::Status st = CheckVocabularyPasses(schedule, f_pos, b_pos, s_pos, t_pos); !st.ok()) {
+      return st;
+    }
+  }
   if (!any_reduce) return absl::OkStatus();
   for (int s = 0; s < num_virtual_stages; ++s) {
     const int w = schedule.stage_of[s];
@@ -297,17 +433,24 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
                                           const Schedule& schedule) {
   if (absl::Status st = problem.Validate(); !st.ok()) return st;
   if (absl::Status st = CheckSchedule(problem, schedule); !st.ok()) return st;
+  const bool vocabulary_parallel = HoldsVocabularyPasses(schedule);
+  if (vocabulary_parallel && problem.vocabulary.empty()) {
+    return absl::InvalidArgumentError(
+        "the schedule holds vocabulary passes (S, T) but the problem has no vocabulary costs "
+        "(Problem::vocabulary is empty)");
+  }
+  if (!vocabulary_parallel && !problem.vocabulary.empty()) {
+    return absl::InvalidArgumentError(
+        "the problem has vocabulary costs (Problem::vocabulary) but the schedule holds no "
+        "vocabulary passes (S, T): the LM head's cost would be lost (AddVocabularyPasses "
+        "places them)");
+  }
 
   const int p = problem.stages;
   const int num_virtual_stages = problem.num_virtual_stages();
-  const int m = problem.microbatches;
-  const FlatIndex at{m};
   const auto& owner = schedule.stage_of;
   const std::vector<int> buckets = BucketsPerVirtualStage(schedule);
-
-  // End time of each pass; the B slot holds B or BW.
-  std::vector<double> f_end(num_virtual_stages * m, kNotDone);
-  std::vector<double> b_end(num_virtual_stages * m, kNotDone);
+  PassEnds ends(num_virtual_stages, p, problem.microbatches);
 
   SimulationResult result;
   result.timings.resize(p);
@@ -321,18 +464,24 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
   std::deque<int> ready;
   for (int w = 0; w < p; ++w) ready.push_back(w);
 
-  // When a dependency is produced on another stage, it arrives one hop
-  // later; between chunks of the same stage it is handed over at once.
-  auto arrival = [&](int from_virtual_stage, int to_virtual_stage, double end) {
-    return owner[from_virtual_stage] == owner[to_virtual_stage] ? end
-                                                : end + problem.comm_seconds;
-  };
-  auto wake = [&](int virtual_stage) {
-    if (virtual_stage < 0 || virtual_stage >= num_virtual_stages) return;
-    const int w = owner[virtual_stage];
+  auto wake = [&](int w) {
     if (!queued[w]) {
       queued[w] = 1;
       ready.push_back(w);
+    }
+  };
+  // Wakes the stages whose passes may consume `a`, just run (ForEachInput).
+  auto wake_consumers = [&](const Action& a) {
+    const int v = a.virtual_stage.value();
+    const bool last = v == num_virtual_stages - 1;
+    if ((a.kind == PassKind::kF && last && vocabulary_parallel) || a.kind == PassKind::kS) {
+      for (int w = 0; w < p; ++w) wake(w);
+    } else if (a.kind == PassKind::kF && !last) {
+      wake(owner[v + 1]);
+    } else if ((a.kind == PassKind::kB || a.kind == PassKind::kBW) && v > 0) {
+      wake(owner[v - 1]);
+    } else if (a.kind == PassKind::kT) {
+      wake(owner[num_virtual_stages - 1]);
     }
   };
 
@@ -343,76 +492,54 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     const auto& list = schedule.actions[w];
     while (next[w] < list.size()) {
       const Action& a = list[next[w]];
-      const int k = at(a.virtual_stage, a.microbatch);
+      if (a.kind == PassKind::kReduce) {
+        // Issued now (every W of the virtual stage is done: CheckSchedule), it
+        // waits only for the reductions before it; the passes after it
+        // do not wait for it.
+        const double comm_start = std::max(free_at[w], comm_free_at[w]);
+        const double comm_end =
+            comm_start + PassSeconds(problem.CostOf(a.virtual_stage), a, buckets[a.virtual_stage.value()]);
+        result.timings[w][next[w]] = {comm_start, comm_end};
+        comm_free_at[w] = comm_end;
+        ++next[w];
+        continue;
+      }
+      // An input produced on another stage arrives one hop after it ends;
+      // one produced on this stage is handed over at once.
       double start = free_at[w];
       bool blocked = false;
-      switch (a.kind) {
-        case PassKind::kF:
-          if (a.virtual_stage.value() > 0) {
-            const double dep = f_end[at(a.virtual_stage.value() - 1, a.microbatch)];
-            if (dep == kNotDone) {
-              blocked = true;
-            } else {
-              start = std::max(start, arrival(a.virtual_stage.value() - 1, a.virtual_stage.value(), dep));
-            }
-          }
-          break;
-        case PassKind::kB:
-        case PassKind::kBW:
-          // Own F precedes B in the list (CheckSchedule), so it is done.
-          start = std::max(start, f_end[k]);
-          if (a.virtual_stage.value() + 1 < num_virtual_stages) {
-            const double dep = b_end[at(a.virtual_stage.value() + 1, a.microbatch)];
-            if (dep == kNotDone) {
-              blocked = true;
-            } else {
-              start = std::max(start, arrival(a.virtual_stage.value() + 1, a.virtual_stage.value(), dep));
-            }
-          }
-          break;
-        case PassKind::kW:
-          start = std::max(start, b_end[k]);
-          break;
-        case PassKind::kReduce: {
-          // Issued now (every W of the virtual stage is done: CheckSchedule), it
-          // waits only for the reductions before it; the passes after it
-          // do not wait for it.
-          const double comm_start = std::max(free_at[w], comm_free_at[w]);
-          const double comm_end =
-              comm_start + PassSeconds(problem.CostOf(a.virtual_stage), a, buckets[a.virtual_stage.value()]);
-          result.timings[w][next[w]] = {comm_start, comm_end};
-          comm_free_at[w] = comm_end;
-          ++next[w];
-          continue;
-        }
-      }
+      ForEachInput(schedule, vocabulary_parallel, Stage(w), a,
+                   [&](Stage from, const Action& input) {
+                     const double end = *ends.Of(from, input);
+                     if (end == kNotDone) {
+                       blocked = true;
+                     } else {
+                       start = std::max(
+                           start, from.value() == w ? end : end + problem.comm_seconds);
+                     }
+                   });
       if (blocked) break;
-      const VirtualStageCost& cost = problem.CostOf(a.virtual_stage);
       if (MergesWithNext(list, next[w])) {
         // One merged pass of T_BW: its B part, whose input gradient goes out
         // at its end (the runtime sends it before the W part), then the W
         // part, timed as the pair's two actions.
+        const VirtualStageCost& cost = problem.CostOf(a.virtual_stage);
         const double fused = FusedBackwardSeconds(cost);
         const double b_part = start + std::min(cost.b_seconds, fused);
         result.timings[w][next[w]] = {start, b_part};
         result.timings[w][next[w] + 1] = {b_part, start + fused};
         free_at[w] = start + fused;
         next[w] += 2;
-        b_end[k] = b_part;
-        wake(a.virtual_stage.value() - 1);
+        *ends.Of(Stage(w), a) = b_part;
+        wake_consumers(a);
         continue;
       }
-      const double end = start + PassSeconds(cost, a, buckets[a.virtual_stage.value()]);
+      const double end = start + SecondsOf(problem, Stage(w), a, buckets);
       result.timings[w][next[w]] = {start, end};
       free_at[w] = end;
       ++next[w];
-      if (a.kind == PassKind::kF) {
-        f_end[k] = end;
-        wake(a.virtual_stage.value() + 1);
-      } else if (a.kind != PassKind::kW) {
-        b_end[k] = end;
-        wake(a.virtual_stage.value() - 1);
-      }
+      if (double* slot = ends.Of(Stage(w), a)) *slot = end;
+      wake_consumers(a);
     }
   }
 
@@ -421,13 +548,14 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     const auto& list = schedule.actions[w];
     if (next[w] == list.size()) continue;
     const Action& a = list[next[w]];
-    const Action needs =
-        a.kind == PassKind::kF
-            ? Action{PassKind::kF, VirtualStage(a.virtual_stage.value() - 1), a.microbatch}
-            : Action{PassKind::kB, VirtualStage(a.virtual_stage.value() + 1), a.microbatch};
-    stuck.push_back(absl::StrCat(Where(w, next[w], a), " waits for ",
-                                 ActionToString(needs), " on stage ",
-                                 owner[needs.virtual_stage.value()]));
+    std::string needs;
+    ForEachInput(schedule, vocabulary_parallel, Stage(w), a,
+                 [&](Stage from, const Action& input) {
+                   if (needs.empty() && *ends.Of(from, input) == kNotDone) {
+                     needs = absl::StrCat(ActionToString(input), " on stage ", from.value());
+                   }
+                 });
+    stuck.push_back(absl::StrCat(Where(w, next[w], a), " waits for ", needs));
   }
   if (!stuck.empty()) {
     return absl::FailedPreconditionError(
@@ -455,20 +583,25 @@ absl::StatusOr<SimulationResult> Simulate(const Problem& problem,
     double compute_end = stage_start, reduce_end = stage_start;
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      const VirtualStageCost& c = problem.CostOf(a.virtual_stage);
       if (a.kind == PassKind::kReduce) {
         reduce_end = std::max(reduce_end, t[i].end_seconds);
         continue;
       }
       compute_end = std::max(compute_end, t[i].end_seconds);
       result.busy_seconds[w] += t[i].end_seconds - t[i].start_seconds;
+      const bool vocabulary_pass = IsVocabularyPass(a.kind);
       const double before = memory;
-      memory += PassMemoryBytes(c, a, buckets[a.virtual_stage.value()]);
+      memory += vocabulary_pass ? PassMemoryBytes(problem.vocabulary[w], a)
+                                : PassMemoryBytes(problem.CostOf(a.virtual_stage), a,
+                                                  buckets[a.virtual_stage.value()]);
       result.peak_memory_bytes[w] = std::max(result.peak_memory_bytes[w], memory);
       // While the pass runs, it holds the larger of its two ends plus its
-      // working memory (VirtualStageCost::transient_bytes).
-      result.peak_running_memory_bytes[w] = std::max(result.peak_running_memory_bytes[w],
-                                                     std::max(before, memory) + c.transient_bytes);
+      // working memory (VirtualStageCost::transient_bytes, or the vocabulary
+      // pass's VocabularyCost::transient_bytes).
+      const double transient = vocabulary_pass ? problem.vocabulary[w].transient_bytes
+                                               : problem.CostOf(a.virtual_stage).transient_bytes;
+      result.peak_running_memory_bytes[w] =
+          std::max(result.peak_running_memory_bytes[w], std::max(before, memory) + transient);
     }
     const double stage_end = std::max(compute_end, reduce_end);
     result.exposed_reduce_seconds_per_stage[w] = stage_end - compute_end;

@@ -174,7 +174,8 @@ bool FromSchedule(const PassModel& model, const Schedule& schedule,
   orders->assign(schedule.actions.size(), {});
   for (size_t w = 0; w < schedule.actions.size(); ++w) {
     for (const Action& a : schedule.actions[w]) {
-      if (a.kind == PassKind::kBW || a.kind == PassKind::kReduce || a.bucket != kAllBuckets) {
+      if (a.kind == PassKind::kBW || a.kind == PassKind::kReduce || IsVocabularyPass(a.kind) ||
+          a.bucket != kAllBuckets) {
         return false;
       }
       const Pass pass = a.kind == PassKind::kF   ? kF

@@ -141,8 +141,9 @@ class Evaluator {
 Schedule ToSchedule(const PassModel& model, const Orders& orders,
                     const char* name, int chunks);
 
-/// Converts a schedule IR without fused passes, reductions or partial W
-/// passes; false if it has a BW, a REDUCE_GRAD or a W@b.
+/// Converts a schedule IR without fused passes, reductions, partial W
+/// passes or vocabulary passes; false if it has a BW, a REDUCE_GRAD, a W@b,
+/// an S or a T.
 bool FromSchedule(const PassModel& model, const Schedule& schedule,
                   Orders* orders);
 

@@ -236,8 +236,11 @@ std::string TextGrid(const Outcome& o, std::optional<int> width) {
     std::string pass = a.kind == PassKind::kF   ? "F"
                        : a.kind == PassKind::kB ? "B"
                        : a.kind == PassKind::kW ? "W"
+                       : a.kind == PassKind::kS ? "S"
+                       : a.kind == PassKind::kT ? "T"
                                                 : "BW";
-    if (chunk_of[a.virtual_stage.value()] % 2 == 1) {
+    // A vocabulary pass is every stage's own, whichever chunk holds L.
+    if (!IsVocabularyPass(a.kind) && chunk_of[a.virtual_stage.value()] % 2 == 1) {
       for (char& ch : pass) ch = static_cast<char>(ch - 'A' + 'a');
     }
     return pass + std::to_string(a.microbatch);

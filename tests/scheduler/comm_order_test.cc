@@ -160,6 +160,65 @@ TEST(SpeculativePrefixTest, APrefixEndsBeforeTheFirstBOrBWAndIsTheWholeListWitho
   EXPECT_TRUE(SpeculativePrefixLengths(Schedule{}).empty());
 }
 
+// Vocabulary passes (p = 3, L = 2 on stage 2): F of L sends to the S of
+// both other stages, each S to the T of both others, and 2I0 receives one T
+// from each. Unit costs: 0F0 [0,1], 1F0 [1,2], 2F0 [2,3], S [3,4], T [4,5],
+// 2I0 [5,6], 1I0 [6,7]. Every prefix ends at its T (index 2), so the S
+// passes' messages lead.
+TEST(CommOrderTest, VocabularyPassesSendToEveryStageInUnitCostOrder) {
+  const Schedule s = ScheduleFromRows("hand", 3, 1, 1, Placement::kLoop,
+                                      {{"0F0", "2S0", "2T0", "0I0", "0W0"},
+                                       {"1F0", "2S0", "2T0", "1I0", "1W0"},
+                                       {"2F0", "2S0", "2T0", "2I0", "2W0"}});
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{2, 2, 2}));
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(s);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  using Row = std::tuple<int, int, int, int>;  // from, to, producer, consumer
+  std::map<std::pair<int, int>, std::vector<Row>> got;
+  for (const auto& [pair, list] : *orders) {
+    for (const Message& m : list) got[pair].push_back({m.from, m.to, m.producer, m.consumer});
+  }
+  const std::map<std::pair<int, int>, std::vector<Row>> want = {
+      {{0, 1}, {{0, 1, 0, 0}, {0, 1, 1, 2}, {1, 0, 1, 2}, {1, 0, 3, 3}}},
+      {{0, 2}, {{2, 0, 0, 1}, {0, 2, 1, 2}, {2, 0, 1, 2}, {0, 2, 2, 3}}},
+      {{1, 2},
+       {{1, 2, 0, 0}, {2, 1, 0, 1}, {1, 2, 1, 2}, {2, 1, 1, 2}, {1, 2, 2, 3}, {2, 1, 3, 3}}},
+  };
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(CheckPairOrders(s, *orders).ok());
+  EXPECT_TRUE(CheckSpeculativePrefixes(s, *orders).ok());
+}
+
+// A T ends the prefix and an S does not: stage 1 (L's) runs S of
+// microbatch 1 in its prefix, whose input, F of L, is its own; stage 0's
+// prefix runs 1S1 too, fed by stage 1's 1F1 from its prefix, while a
+// stage whose T comes before F of L's next microbatch leaves it out.
+TEST(SpeculativePrefixTest, APrefixHoldsSPassesAndEndsAtTheFirstT) {
+  const Schedule s = ScheduleFromRows(
+      "hand", 2, 1, 2, Placement::kLoop,
+      {{"0F0", "0F1", "1S0", "1S1", "1T0", "0I0", "1T1", "0W0", "0I1", "0W1"},
+       {"1F0", "1S0", "1F1", "1S1", "1T0", "1I0", "1T1", "1W0", "1I1", "1W1"}});
+  EXPECT_EQ(SpeculativePrefixLengths(s), (std::vector<int>{4, 4}));
+  absl::StatusOr<PairOrders> orders = DerivePairOrders(s);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  EXPECT_TRUE(CheckPairOrders(s, *orders).ok());
+  EXPECT_TRUE(CheckSpeculativePrefixes(s, *orders).ok());
+
+  // Stage 1 runs its T of microbatch 0 before F of L for microbatch 1: stage
+  // 0's prefix consumes 1F1, which is not in stage 1's.
+  const Schedule late = ScheduleFromRows(
+      "hand", 2, 1, 2, Placement::kLoop,
+      {{"0F0", "0F1", "1S0", "1S1", "1T0", "0I0", "1T1", "0W0", "0I1", "0W1"},
+       {"1F0", "1S0", "1T0", "1F1", "1S1", "1I0", "1T1", "1W0", "1I1", "1W1"}});
+  EXPECT_EQ(SpeculativePrefixLengths(late), (std::vector<int>{4, 2}));
+  orders = DerivePairOrders(late);
+  ASSERT_TRUE(orders.ok()) << orders.status();
+  EXPECT_THAT(std::string(CheckSpeculativePrefixes(late, *orders).message()),
+              AllOf(HasSubstr("stage 0 runs 1S1 in its speculative prefix, but its input comes "
+                              "from stage 1's 1F1, which follows that stage's first B (1T0)"),
+                    HasSubstr(kNotClosed)));
+}
+
 // Each pair's messages of `orders` produced in a speculative prefix moved,
 // in their order, before the others.
 PairOrders PrefixMessagesFirst(const Schedule& schedule, PairOrders orders) {

@@ -60,5 +60,33 @@ TEST(Problem, ErrorsNameTheField) {
   }
 }
 
+TEST(Problem, VocabularyErrorsNameTheField) {
+  struct Case {
+    void (*mutate)(Problem&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](Problem& p) { p.vocabulary.pop_back(); }, "vocabulary must be empty or hold one"},
+      {[](Problem& p) { p.vocabulary[2].t_seconds = 0; },
+       "vocabulary[2].t_seconds must be > 0, got 0"},
+      {[](Problem& p) { p.vocabulary[0].s_seconds = NAN; }, "vocabulary[0].s_seconds must be > 0"},
+      {[](Problem& p) { p.vocabulary[3].s_seconds = std::numeric_limits<double>::infinity(); },
+       "vocabulary[3].s_seconds must be > 0"},
+      {[](Problem& p) { p.vocabulary[1].m_bytes = -1; }, "vocabulary[1].m_bytes"},
+      {[](Problem& p) { p.vocabulary[1].transient_bytes = NAN; },
+       "vocabulary[1].transient_bytes"},
+  };
+  Problem valid = Problem::Uniform(4, 1, 4, VirtualStageCost{}, 0);
+  valid.vocabulary.assign(4, VocabularyCost{0.5, 0.5, 1, 2});
+  EXPECT_TRUE(valid.Validate().ok()) << valid.Validate();
+  for (const Case& c : cases) {
+    Problem problem = valid;
+    c.mutate(problem);
+    absl::Status status = problem.Validate();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
+  }
+}
+
 }  // namespace
 }  // namespace zbpp::sched

@@ -75,6 +75,26 @@ TEST(ScheduleIoCsv, RoundTripsGeneratedZbH1) {
   ExpectSameShape(*got, *want);
 }
 
+// zbpp's own CSV and JSON carry the vocabulary passes, every stage's S and
+// T naming the last virtual stage; PyTorch pipelining's CSV has none.
+TEST(ScheduleIoCsv, VocabularyPassesRoundTripInZbppFormsAndPyTorchRefusesThem) {
+  const Schedule s = testing::ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
+                                               {{"0F0", "1S0", "1T0", "0I0", "0W0"},
+                                                {"1F0", "1S0", "1T0", "1I0", "1W0"}});
+  EXPECT_EQ(ScheduleToCsv(s), "0F0,1S0,1T0,0I0,0W0\n1F0,1S0,1T0,1I0,1W0\n");
+  absl::StatusOr<Schedule> csv = ScheduleFromCsv(ScheduleToCsv(s), Placement::kLoop);
+  ASSERT_TRUE(csv.ok()) << csv.status();
+  EXPECT_EQ(csv->actions, s.actions);
+  absl::StatusOr<Schedule> json = ScheduleFromJson(ScheduleToJson(s));
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, s);
+  absl::Status status = ScheduleFromPytorchCsv(ScheduleToCsv(s)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("row 1 (stage 0), cell 2 (1S0): PyTorch pipelining has no vocabulary "
+                        "passes"));
+}
+
 TEST(ScheduleIoCsv, AcceptsCrLfSpacesAndEmptyIdleCells) {
   absl::StatusOr<Schedule> got = ScheduleFromCsv(
       " 0F0 ,,0B0\r\n1F0, 1B0\r\n", Placement::kLoop);

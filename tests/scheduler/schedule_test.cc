@@ -15,11 +15,13 @@ TEST(Schedule, TextFormMatchesPyTorchPipelining) {
   EXPECT_EQ(ActionToString({PassKind::kW, VirtualStage(1), 3}), "1W3");
   EXPECT_EQ(ActionToString({PassKind::kBW, VirtualStage(0), 1}), "0B1");
   EXPECT_EQ(ActionToString({PassKind::kF, VirtualStage(12), 345}), "12F345");
+  EXPECT_EQ(ActionToString({PassKind::kS, VirtualStage(3), 0}), "3S0");
+  EXPECT_EQ(ActionToString({PassKind::kT, VirtualStage(3), 5}), "3T5");
 }
 
 TEST(Schedule, ParseRoundTrips) {
-  for (PassKind kind :
-       {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW}) {
+  for (PassKind kind : {PassKind::kF, PassKind::kB, PassKind::kW, PassKind::kBW, PassKind::kS,
+                        PassKind::kT}) {
     for (int virtual_stage : {0, 7, 63}) {
       for (int mb : {0, 9, 511}) {
         const Action action{kind, VirtualStage(virtual_stage), mb};
@@ -40,6 +42,13 @@ TEST(Schedule, ParseRejectsMalformedText) {
     EXPECT_THAT(std::string(parsed.status().message()),
                 HasSubstr(std::string("\"") + text + "\""));
   }
+}
+
+TEST(Schedule, ParseNamesEveryPassLetterAndRefusesABucketOnAVocabularyPass) {
+  EXPECT_THAT(std::string(ParseAction("3X1").status().message()),
+              HasSubstr("pass must be one of F, I, W, B, S, T, REDUCE_GRAD"));
+  EXPECT_THAT(std::string(ParseAction("3S1@0").status().message()),
+              HasSubstr("only W and REDUCE_GRAD take a bucket"));
 }
 
 TEST(Schedule, LoopPlacementIsRoundRobin) {

@@ -39,6 +39,104 @@ TEST(Simulator, FusedBackwardWithCommunicationHandComputed) {
   EXPECT_THAT(result->peak_memory_bytes, ElementsAre(1, 1));
 }
 
+// p = 2, m = 1 with vocabulary passes: F=1, B=2, W=3, one hop 0.5 s;
+// stage 0's S 0.5 s, T 1 s, holding 2 bytes (4 transient), stage 1's S 1 s,
+// T 0.5 s, holding 3 bytes.
+Problem VocabularyProblem() {
+  Problem problem = Problem::Uniform(2, 1, 1, VirtualStageCost{1, 2, 3, 1, 0.5}, 0.5);
+  problem.vocabulary = {VocabularyCost{0.5, 1, 2, 4}, VocabularyCost{1, 0.5, 3, 0}};
+  return problem;
+}
+
+Schedule VocabularySchedule() {
+  return ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
+                          {{"0F0", "1S0", "1T0", "0I0", "0W0"},
+                           {"1F0", "1S0", "1T0", "1I0", "1W0"}});
+}
+
+TEST(Simulator, VocabularyPassesHandComputed) {
+  // 0F0 [0,1]; 1F0 [1.5,2.5]; S: stage 1 at once [2.5,3.5], stage 0 one hop
+  // later [3,3.5]; T: each waits for the other stage's S (3.5 + 0.5): stage
+  // 0 [4,5], stage 1 [4,4.5]; 1I0 waits for stage 0's T (5 + 0.5) [5.5,7.5],
+  // 1W0 [7.5,10.5]; 0I0 [8,10], 0W0 [10,13].
+  absl::StatusOr<SimulationResult> result = Simulate(VocabularyProblem(), VocabularySchedule());
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Starts(result->timings[0]), ElementsAre(0, 3, 4, 8, 10));
+  EXPECT_THAT(Starts(result->timings[1]), ElementsAre(1.5, 2.5, 4, 5.5, 7.5));
+  EXPECT_DOUBLE_EQ(result->timings[0][2].end_seconds, 5);
+  EXPECT_DOUBLE_EQ(result->timings[1][2].end_seconds, 4.5);
+  EXPECT_DOUBLE_EQ(result->makespan_seconds, 13);
+  EXPECT_THAT(result->busy_seconds, ElementsAre(7.5, 7.5));
+  // Held: stage 0 F 1, S +2 = 3, T back to 1; stage 1 F 1, S +3 = 4. Running:
+  // stage 0's S and T add their 4 transient bytes to 3.
+  EXPECT_THAT(result->peak_memory_bytes, ElementsAre(3, 4));
+  EXPECT_THAT(result->peak_running_memory_bytes, ElementsAre(7, 4));
+  // In units of the stage's M_B (1 byte), as without vocabulary passes.
+  EXPECT_THAT(result->peak_memory_m_b, ElementsAre(3, 4));
+}
+
+TEST(Simulator, VocabularyPassesAndVocabularyCostsComeTogether) {
+  Problem without = VocabularyProblem();
+  without.vocabulary.clear();
+  absl::Status status = Simulate(without, VocabularySchedule()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("no vocabulary costs"));
+
+  Schedule plain = ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop,
+                                    {{"0F0", "0I0", "0W0"}, {"1F0", "1I0", "1W0"}});
+  status = Simulate(VocabularyProblem(), plain).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("the LM head's cost would be lost"));
+}
+
+TEST(Simulator, AVocabularyDeadlockNamesTheMissingInput) {
+  // Stage 0 runs S and T of microbatch 1 before S of 0; stage 1 runs T of
+  // 0 before F of L for 1: stage 0's 1S1 waits for 1F1, behind stage 1's
+  // 1T0, which waits for stage 0's 1S0.
+  Problem problem = Problem::Uniform(2, 1, 2, VirtualStageCost{}, 0);
+  problem.vocabulary.assign(2, VocabularyCost{1, 1, 0, 0});
+  Schedule schedule = ScheduleFromRows(
+      "hand", 2, 1, 2, Placement::kLoop,
+      {{"0F0", "0F1", "1S1", "1T1", "1S0", "1T0", "0I0", "0W0", "0I1", "0W1"},
+       {"1F0", "1S0", "1T0", "1F1", "1S1", "1T1", "1I0", "1W0", "1I1", "1W1"}});
+  absl::Status status = Simulate(problem, schedule).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("deadlock: stage 0, action #2 (1S1) waits for 1F1 on stage 1; stage 1, "
+                        "action #2 (1T0) waits for 1S0 on stage 0"));
+}
+
+TEST(CheckSchedule, VocabularyPassRefusals) {
+  struct Case {
+    std::vector<std::vector<std::string>> rows;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{{"0F0", "0S0", "1T0", "0I0", "0W0"}, {"1F0", "1S0", "1T0", "1I0", "1W0"}},
+       "stage 0, action #1 (0S0): a vocabulary pass belongs to the last virtual stage (1), got 0"},
+      {{{"0F0", "1S0", "0I0", "0W0"}, {"1F0", "1S0", "1T0", "1I0", "1W0"}},
+       "stage 0: missing 1T0"},
+      {{{"0F0", "0I0", "0W0"}, {"1F0", "1S0", "1T0", "1I0", "1W0"}}, "stage 0: missing 1S0"},
+      {{{"0F0", "1S0", "1S0", "1T0", "0I0", "0W0"}, {"1F0", "1S0", "1T0", "1I0", "1W0"}},
+       "stage 0, action #2 (1S0): duplicate pass"},
+      {{{"0F0", "1T0", "1S0", "0I0", "0W0"}, {"1F0", "1S0", "1T0", "1I0", "1W0"}},
+       "stage 0, action #1 (1T0): T before its S (1S0)"},
+      {{{"0F0", "1S0", "1T0", "0I0", "0W0"}, {"1S0", "1F0", "1T0", "1I0", "1W0"}},
+       "stage 1, action #0 (1S0): S before its F (1F0)"},
+      {{{"0F0", "1S0", "1T0", "0I0", "0W0"}, {"1F0", "1S0", "1I0", "1T0", "1W0"}},
+       "stage 1, action #2 (1I0): backward of the last virtual stage before its stage's T "
+       "(1T0)"},
+  };
+  const Problem problem = VocabularyProblem();
+  for (const Case& c : cases) {
+    absl::Status status =
+        CheckSchedule(problem, ScheduleFromRows("hand", 2, 1, 1, Placement::kLoop, c.rows));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
+  }
+  EXPECT_TRUE(CheckSchedule(problem, VocabularySchedule()).ok());
+}
+
 TEST(Simulator, VPlacementHandsOffLocallyAndCountsMemoryPerChunk) {
   // Virtual stages 0..3 on stages 0,1,1,0; every pass 1 s, one hop 0.5 s. The
   // hand-offs 1->2 (stage 1) and 3->... (stage 0) cost nothing.

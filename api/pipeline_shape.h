@@ -4,6 +4,8 @@
 // The shape of a job's pipeline with the spec's defaults applied, for every
 // module that reads a PipelineSpec (coordinator, zbppctl, worker).
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,24 @@ inline std::vector<int> BlocksPerVirtualStage(const v1::PipelineSpec& pipeline, 
   }
   if (num_virtual_stages <= 0) return {};
   return sched::MostEvenLayout(layers, num_virtual_stages);
+}
+
+/// Vocabulary parallelism (PipelineSpec.vocab_parallel): the rows
+/// [begin, end) of the vocabulary, and of the LM head, that stage `stage` of
+/// `stages` holds: contiguous, in stage order, sizes differing by at most
+/// one (the first vocab % stages shards one row longer). Pure.
+struct VocabularyRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+inline VocabularyRange VocabularyRangeOf(int64_t vocab, int stages, int stage) {
+  const int64_t base = vocab / stages;
+  const int64_t longer = vocab % stages;
+  VocabularyRange range;
+  range.begin = stage * base + std::min<int64_t>(stage, longer);
+  range.end = range.begin + base + (stage < longer ? 1 : 0);
+  return range;
 }
 
 /// A layout as users write it: "[5, 3]". Pure.

@@ -106,7 +106,7 @@ inline Measured Measure(const std::vector<worker::StepTimeline>& stages,
     m.input_wait_seconds += stages[r].input_wait_seconds / stages.size();
     m.step_seconds = std::max(m.step_seconds, stages[r].step_seconds);
     for (const sched::Action& a : schedule.actions[r]) {
-      asked += worker::SyntheticPassSeconds(synthetic, a, step, 1);
+      asked += worker::SyntheticPassSeconds(synthetic, a, step, 1, static_cast<int>(r));
       ++passes;
     }
   }

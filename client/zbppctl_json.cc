@@ -202,6 +202,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"transport_reason", r.transport_reason},
                {"layout", r.layout},
                {"layout_reason", r.layout_reason},
+               {"better_layout", r.better_layout},
+               {"better_layout_reason", r.better_layout_reason},
                {"rollbacks", r.rollbacks},
                {"skipped_steps", r.skipped_steps},
                {"clipped_steps", r.clipped_steps},

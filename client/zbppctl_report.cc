@@ -129,6 +129,8 @@ absl::StatusOr<TrainingReport> BuildReport(const v1::Job& job,
   r.transport_reason = job.transport_reason();
   r.layout.assign(job.layout().begin(), job.layout().end());
   r.layout_reason = job.layout_reason();
+  r.better_layout.assign(job.better_layout().begin(), job.better_layout().end());
+  r.better_layout_reason = job.better_layout_reason();
   r.rollbacks = job.rollbacks_total();
   r.skipped_steps = job.skipped_steps_total();
   r.clipped_steps = job.clipped_steps_total();
@@ -226,6 +228,10 @@ std::string ReportTable(const TrainingReport& r) {
                   r.transport_reason.empty() ? "" : absl::StrCat(" (", r.transport_reason, ")"),
                   "\n");
   absl::StrAppend(&text, "layout:       ", LayoutSummary(r.layout, r.layout_reason), "\n");
+  if (!r.better_layout.empty()) {
+    absl::StrAppend(&text, "better layout: ",
+                    LayoutSummary(r.better_layout, r.better_layout_reason), "\n");
+  }
   absl::StrAppend(&text, "throughput:   ", Number("%.0f", r.tokens_per_second),
                   " tokens/s (wall clock over the last ", r.window_steps, " steps)\n");
   absl::StrAppend(&text, "step time:    ", Number("%.4f", r.step_seconds), " s (median)\n");

@@ -97,6 +97,10 @@ struct TrainingReport {
   /// (Job.layout, layout_reason).
   std::vector<int> layout;
   std::string layout_reason;
+  /// The layout drift report (Job.better_layout, better_layout_reason):
+  /// empty while the running layout is still the best.
+  std::vector<int> better_layout;
+  std::string better_layout_reason;
 
   /// The job's worker daemons, one per (stage, replica): p * d.
   int workers() const { return stages * replicas; }

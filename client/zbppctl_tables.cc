@@ -179,6 +179,11 @@ std::string JobStatusTable(const v1::Job& job, absl::Time now) {
   add("transport", TransportSummary(job));
   add("layout", LayoutSummary(std::vector<int>(job.layout().begin(), job.layout().end()),
                               job.layout_reason()));
+  if (job.better_layout_size() > 0) {
+    add("better layout",
+        LayoutSummary(std::vector<int>(job.better_layout().begin(), job.better_layout().end()),
+                      job.better_layout_reason()));
+  }
   // A recovery from memory runs no step again; a restart does
   // (docs/elastic.md).
   add("recoveries",

@@ -155,20 +155,45 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule) {
 
 PairOrders ForwardOnlyPairOrders(const Schedule& forward) {
   std::map<std::pair<int, int>, int> index;  // (microbatch, virtual stage) -> action index.
+  // (stage, kind, microbatch) -> index of that stage's S or T.
+  std::map<std::tuple<int, PassKind, int>, int> vocabulary_index;
   for (int w = 0; w < forward.stages; ++w) {
     for (int i = 0; i < static_cast<int>(forward.actions[w].size()); ++i) {
       const Action& a = forward.actions[w][i];
-      index[{a.microbatch, a.virtual_stage.value()}] = i;
+      if (IsVocabularyPass(a.kind)) {
+        vocabulary_index[{w, a.kind, a.microbatch}] = i;
+      } else {
+        index[{a.microbatch, a.virtual_stage.value()}] = i;
+      }
     }
   }
   PairOrders orders;
+  auto add = [&](int from, int to, int producer, int consumer) {
+    orders[{std::min(from, to), std::max(from, to)}].push_back(
+        Message{from, to, producer, consumer});
+  };
+  const int last = forward.num_virtual_stages() - 1;
+  const int last_stage = forward.StageOf(VirtualStage(last)).value();
   for (int mb = 0; mb < forward.microbatches; ++mb) {
     for (int s = 0; s + 1 < forward.num_virtual_stages(); ++s) {
       const int from = forward.StageOf(VirtualStage(s)).value();
       const int to = forward.StageOf(VirtualStage(s + 1)).value();
       if (from == to) continue;
-      orders[{std::min(from, to), std::max(from, to)}].push_back(
-          Message{from, to, index[{mb, s}], index[{mb, s + 1}]});
+      add(from, to, index[{mb, s}], index[{mb, s + 1}]);
+    }
+    if (vocabulary_index.empty()) continue;
+    // The last virtual stage's output to every other stage's S, then every
+    // S's statistics to every other stage's T.
+    for (int to = 0; to < forward.stages; ++to) {
+      if (to == last_stage) continue;
+      add(last_stage, to, index[{mb, last}], vocabulary_index[{to, PassKind::kS, mb}]);
+    }
+    for (int from = 0; from < forward.stages; ++from) {
+      for (int to = 0; to < forward.stages; ++to) {
+        if (from == to) continue;
+        add(from, to, vocabulary_index[{from, PassKind::kS, mb}],
+            vocabulary_index[{to, PassKind::kT, mb}]);
+      }
     }
   }
   return orders;

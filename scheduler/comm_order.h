@@ -64,7 +64,12 @@ absl::StatusOr<PairOrders> DerivePairOrders(const Schedule& schedule);
 /// stage runs its virtual stages in model order for microbatch 0, 1, ...:
 /// each pair's activations by (microbatch, sending virtual stage), the order
 /// every stage's passes follow, so it cannot deadlock. Requires exactly one
-/// F per (virtual stage, microbatch) and no other pass.
+/// F per (virtual stage, microbatch) and no other pass, except under
+/// vocabulary parallelism one S and one T per (stage, microbatch) after the
+/// stage's F passes of that microbatch (the loss from every shard): then
+/// each microbatch's activations are followed by the last virtual stage's
+/// output to every other stage's S, then every S's statistics to every
+/// other stage's T.
 PairOrders ForwardOnlyPairOrders(const Schedule& forward);
 
 /// OK when a transport that runs each pair's messages in `orders` (one at a

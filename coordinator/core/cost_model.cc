@@ -82,6 +82,11 @@ absl::StatusOr<std::vector<VirtualStageTiming>> AverageStepPasses(
       case sched::PassKind::kReduce:
         sums.reduce += pass.seconds, ++sums.nreduce;
         break;
+      case sched::PassKind::kS:
+      case sched::PassKind::kT:
+        // A stage's own vocabulary passes (AddVocabularyTiming).
+        return absl::InvalidArgumentError(
+            "vocabulary passes are measured per stage, not per virtual stage");
     }
   }
   std::vector<VirtualStageTiming> timings;
@@ -292,6 +297,37 @@ double CostModel::Drift() const {
   return drift;
 }
 
+absl::Status CostModel::AddVocabularyTiming(int stage, const sched::VocabularyCost& timing) {
+  if (stage < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("vocabulary timing of stage ", stage));
+  }
+  for (const auto& [seconds, what] :
+       {std::pair{timing.s_seconds, "S"}, std::pair{timing.t_seconds, "T"}}) {
+    if (absl::Status st = CheckSeconds(seconds, absl::StrCat("stage ", stage, " ", what,
+                                                              " pass time"));
+        !st.ok()) {
+      return st;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  PushToWindow(vocabulary_samples_[stage], timing, options_.window_steps);
+  return absl::OkStatus();
+}
+
+absl::Status CostModel::SetVocabularyMemory(int stage, double m_bytes, double transient_bytes) {
+  if (stage < 0 || !std::isfinite(m_bytes) || m_bytes < 0 || !std::isfinite(transient_bytes) ||
+      transient_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("vocabulary memory of stage ", stage, ": ",
+                                                   m_bytes, " and ", transient_bytes,
+                                                   " bytes; both finite and >= 0"));
+  }
+  absl::MutexLock lock(&mu_);
+  sched::VocabularyCost& memory = vocabulary_memory_[stage];
+  memory.m_bytes = m_bytes;
+  memory.transient_bytes = transient_bytes;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<sched::Problem> CostModel::ToProblem(
     const sched::Problem& base) const {
   if (static_cast<int>(base.virtual_stages.size()) != options_.num_virtual_stages) {
@@ -346,6 +382,24 @@ absl::StatusOr<sched::Problem> CostModel::ToProblem(
     ++hops;
   }
   if (hops > 0) measured.comm_seconds = hop_sum / hops;
+  for (size_t r = 0; r < measured.vocabulary.size(); ++r) {
+    sched::VocabularyCost& cost = measured.vocabulary[r];
+    if (auto window = vocabulary_samples_.find(static_cast<int>(r));
+        window != vocabulary_samples_.end() && !window->second.empty()) {
+      std::vector<double> s, t;
+      for (const sched::VocabularyCost& sample : window->second) {
+        s.push_back(sample.s_seconds);
+        t.push_back(sample.t_seconds);
+      }
+      cost.s_seconds = Median(std::move(s));
+      cost.t_seconds = Median(std::move(t));
+    }
+    if (auto memory = vocabulary_memory_.find(static_cast<int>(r));
+        memory != vocabulary_memory_.end()) {
+      cost.m_bytes = memory->second.m_bytes;
+      cost.transient_bytes = memory->second.transient_bytes;
+    }
+  }
   return measured;
 }
 

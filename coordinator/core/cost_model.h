@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_CORE_COST_MODEL_H_
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -118,6 +119,18 @@ class CostModel {
   absl::Status AddVirtualStageTiming(const VirtualStageTiming& timing)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  /// Vocabulary parallelism: one step's (or the profile's) mean S and T of
+  /// stage `stage` (`timing.s_seconds`, `t_seconds`; its bytes are ignored),
+  /// into the stage's window as AddVirtualStageTiming. InvalidArgument for a
+  /// negative stage or a time that is negative or not finite.
+  absl::Status AddVocabularyTiming(int stage, const sched::VocabularyCost& timing)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  /// The bytes of stage `stage`'s vocabulary passes as profiled
+  /// (VocabularyCost::m_bytes, transient_bytes), replacing an earlier value.
+  /// InvalidArgument for a negative stage or a value negative or not finite.
+  absl::Status SetVocabularyMemory(int stage, double m_bytes, double transient_bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   /// As AddVirtualStageTiming for one hop, h in [0, num_virtual_stages - 1).
   absl::Status AddHopTiming(const HopTiming& timing) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -164,7 +177,10 @@ class CostModel {
   /// measured (the simulator has one T_comm; the mean keeps the sum over
   /// the pipeline's hops, which is what the critical path pays); a stage's
   /// m_b_bytes, m_w_bytes and transient_bytes by its measured memory once one was set
-  /// (SetMeasuredMemory), else base's. Limits are kept (a limit relative to
+  /// (SetMeasuredMemory), else base's; with vocabulary costs
+  /// (Problem::vocabulary) each stage's T_S and T_T by the medians of its
+  /// vocabulary window and its bytes by SetVocabularyMemory's, where set,
+  /// else base's. Limits are kept (a limit relative to
   /// M_B is re-expressed by the caller, JobModel). InvalidArgument when `base` does not have
   /// num_virtual_stages stages; FailedPrecondition naming the first stage without a
   /// sample.
@@ -177,6 +193,9 @@ class CostModel {
   const Options options_;
   mutable absl::Mutex mu_;
   std::vector<std::deque<VirtualStageTiming>> virtual_stage_samples_ ABSL_GUARDED_BY(mu_);
+  // By stage: S and T samples (times only) and the profiled bytes.
+  std::map<int, std::deque<sched::VocabularyCost>> vocabulary_samples_ ABSL_GUARDED_BY(mu_);
+  std::map<int, sched::VocabularyCost> vocabulary_memory_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> reduce_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> hop_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::deque<double>> overhead_samples_ ABSL_GUARDED_BY(mu_);

@@ -3,22 +3,29 @@
 #include "coordinator/core/model_costs.h"
 #include "scheduler/reduce_placement.h"
 #include "scheduler/registry.h"
+#include "scheduler/vocabulary_passes.h"
 
 namespace zbpp::coordinator {
 
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int blocks, int stage,
-                           int num_virtual_stages) {
+                           int num_virtual_stages, bool vocab_parallel) {
   return blocks * BlockCostsOf(model, 1).parameters +
-         EndParameters(model, stage, num_virtual_stages);
+         EndParameters(model, stage, num_virtual_stages, vocab_parallel);
 }
 
 absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,
                                                  const sched::Problem& problem,
                                                  int data_parallel) {
-  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, problem);
-  if (!schedule.ok() || data_parallel <= 1) return schedule;
-  return sched::PlaceReductions(problem, *schedule,
-                                sched::ReducePlacement::kSolved);
+  // The generators and the reductions' placement plan the pipeline's own
+  // passes; the vocabulary passes go in last (sched::AddVocabularyPasses).
+  sched::Problem pipeline = problem;
+  pipeline.vocabulary.clear();
+  absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, pipeline);
+  if (schedule.ok() && data_parallel > 1) {
+    schedule = sched::PlaceReductions(pipeline, *schedule, sched::ReducePlacement::kSolved);
+  }
+  if (!schedule.ok() || problem.vocabulary.empty()) return schedule;
+  return sched::AddVocabularyPasses(problem, *schedule);
 }
 
 }  // namespace zbpp::coordinator

@@ -22,20 +22,24 @@ namespace zbpp::coordinator {
 /// `model` (the worker's ModelChunk) holding `blocks` blocks (its entry of
 /// BlocksPerVirtualStage, api/pipeline_shape.h) of its family's
 /// BlockCostsOf(model).parameters each, plus EndParameters (embeddings on
-/// the first stage, final norm and LM head on the last;
-/// coordinator/core/model_costs.h). Requires a model that passed the spec
+/// the first stage, final norm and LM head on the last, the head unless
+/// `vocab_parallel`; coordinator/core/model_costs.h). Requires a model that passed the spec
 /// check. Thread-safe (pure).
 double StageParameterCount(const zbpp::v1::ModelSpec& model, int blocks, int stage,
-                           int num_virtual_stages);
+                           int num_virtual_stages, bool vocab_parallel);
 
 /// The registry schedule `name` generated for `problem`, with, when
 /// `data_parallel` > 1, one reduction per virtual stage placed by the
 /// solver (`sched::PlaceReductions(..., ReducePlacement::kSolved)`, timed by
-/// the problem's VirtualStageCost::reduce_seconds). Every schedule the coordinator
-/// publishes comes from here, so with d > 1 none lacks its reductions and
-/// with d = 1 none has any.
+/// the problem's VirtualStageCost::reduce_seconds), and when the problem
+/// has vocabulary costs (Problem::vocabulary: pipeline.vocab_parallel) the
+/// S and T passes placed last (sched::AddVocabularyPasses). Every schedule
+/// the coordinator publishes comes from here, so with d > 1 none lacks its
+/// reductions and with d = 1 none has any, and a vocabulary-parallel job's
+/// every schedule holds its vocabulary passes.
 ///
-/// Errors: those of sched::Generate and sched::PlaceReductions.
+/// Errors: those of sched::Generate, sched::PlaceReductions and
+/// sched::AddVocabularyPasses.
 /// Thread-safe (pure).
 absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,
                                                  const sched::Problem& problem,

@@ -106,6 +106,13 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
   for (const auto& [stage, timing] : step_costs) {
     LogError(costs_->AddVirtualStageTiming(timing), "cost model");
   }
+  // Vocabulary parallelism runs one replica (the spec check): a worker's
+  // index is its stage.
+  for (const auto& [index, report] : pending.reports) {
+    if (report.vocabulary.has_value()) {
+      LogError(costs_->AddVocabularyTiming(index, *report.vocabulary), "cost model");
+    }
+  }
   // The executor's own time per pass, replica 0's as in the step's timeline.
   const sched::Schedule& ran = versions.schedule(pending.version);
   for (const auto& [index, report] : pending.reports) {
@@ -163,6 +170,9 @@ std::unique_ptr<ResolveTask> JobModel::MaybeResolve(const zbpp::v1::Job& proto,
   std::unique_ptr<ResolveTask> task =
       NewTask(proto, versions, attempt, step, *std::move(measured));
   task->cost_drift = costs_->Drift();
+  if (!parts_.empty() && spec.schedule().file().empty()) {
+    task->drift_input = ResolveTask::LayoutInput{spec, task->policy_name, parts_};
+  }
   resolving_ = true;
   return task;
 }
@@ -261,6 +271,12 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
       }
     }
     for (const HopTiming& hop : profile.hops) AddHop(hop);
+    if (profile.vocabulary.has_value()) {
+      LogError(costs_->AddVocabularyTiming(index, *profile.vocabulary), "cost model");
+      LogError(costs_->SetVocabularyMemory(index, profile.vocabulary->m_bytes,
+                                           profile.vocabulary->transient_bytes),
+               "cost model");
+    }
   }
   for (const auto& [stage, timing] : timings) {
     LogError(costs_->AddVirtualStageTiming(timing), "cost model");
@@ -283,6 +299,7 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
   if (ResolveDisabled(spec)) task->policy_name.clear();
   if (LayoutOpenAtCalibration(proto, start_step)) {
     task->layout_input = LayoutInputOf(spec, schedule_name, profiles);
+    if (task->layout_input.has_value()) parts_ = task->layout_input->stages;
   }
   if (spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET) {
     task->memory_limit_field = LimitField(spec.schedule());

@@ -66,11 +66,18 @@ struct ResolveTask {
     std::vector<StagePartCosts> stages;  ///< By stage, replicas combined.
   };
   std::optional<LayoutInput> layout_input;
+  /// A re-solve of a job whose first calibration profiled its layout parts:
+  /// what the layout drift report (BetterMeasuredLayout, planning.h)
+  /// needs; the measured costs are `measured`.
+  std::optional<LayoutInput> drift_input;
   // --- Outcome (computed outside the mutex) ---
   /// With layout_input: the layout chosen (ChooseProfiledLayout). When it
   /// `changed`, no version is built: the job starts a new attempt on it
   /// (Job::FinishCalibration), whose own calibration builds the version.
   std::optional<ProfiledLayout> layout;
+  /// With drift_input: the better layout and why (Job.better_layout and
+  /// better_layout_reason); unset when the running one stays best.
+  std::optional<std::pair<std::vector<int>, std::string>> better_layout;
   ResolveRecord record;
   std::optional<zbpp::v1::ScheduleVersion> candidate;  ///< To publish.
   std::optional<sched::Schedule> candidate_schedule;
@@ -186,6 +193,9 @@ class JobModel {
   /// switches on the gathered outcomes).
   std::unique_ptr<ValidationPolicy> validation_;
   bool resolving_ = false;  ///< A re-solve runs outside the mutex.
+  /// The first calibration's layout parts by stage (LayoutInputOf), kept
+  /// for the layout drift report of the re-solves; empty without them.
+  std::vector<StagePartCosts> parts_;
   /// The spec's memory limit is relative to M_B (not memory_limit_bytes).
   bool relative_limit_ = true;
 };

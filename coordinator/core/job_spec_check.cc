@@ -274,6 +274,23 @@ absl::Status CheckPipeline(const JobSpec& spec) {
                        "even splits the blocks itself; leave pipeline.layout empty or "
                        "drop layout_policy");
   }
+  if (pipeline.vocab_parallel()) {
+    // Each stage holds at least one row of the head.
+    if (spec.model().vocab() < pipeline.stages()) {
+      return RefuseField("pipeline.vocab_parallel", "needs model.vocab (", spec.model().vocab(),
+                         ") >= pipeline.stages (", pipeline.stages(), ")");
+    }
+    // The shards' gradients are not among the virtual stages' REDUCE_GRAD.
+    if (DataParallelOf(pipeline) > 1) {
+      return RefuseField("pipeline.vocab_parallel", "needs pipeline.data_parallel 1, got ",
+                         pipeline.data_parallel());
+    }
+    // The vocabulary passes are placed by the planner (sched::AddVocabularyPasses).
+    if (!spec.schedule().file().empty()) {
+      return RefuseField("pipeline.vocab_parallel",
+                         "needs a registry schedule (schedule.name), not schedule.file");
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -336,6 +336,16 @@ void Job::FinishResolve(ResolveTask& task) {
 
 void Job::FinishReSolve(ResolveTask& task) {
   model_.EndResolve();
+  if (task.drift_input.has_value() && attempt_.number() == task.attempt) {
+    // The drift report (job.proto Job.better_layout): the latest re-solve's.
+    job_.clear_better_layout();
+    job_.clear_better_layout_reason();
+    if (task.better_layout.has_value()) {
+      job_.mutable_better_layout()->Add(task.better_layout->first.begin(),
+                                        task.better_layout->first.end());
+      job_.set_better_layout_reason(task.better_layout->second);
+    }
+  }
   if (!task.candidate.has_value()) return;
   // Publish only onto what was solved for: the same attempt, still
   // running, and no other schedule published meanwhile (a validation-mode

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "api/pipeline_shape.h"
 #include "common/indices.h"
 #include "coordinator/core/data_parallel.h"
 #include "coordinator/core/model_costs.h"
@@ -52,7 +53,18 @@ std::vector<StageMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int sta
     const Stage s(stage_of[vs.value()]);
     if (!known(s)) continue;
     estimates[s].parameters += StageParameterCount(spec.model(), blocks[vs.value()], vs.value(),
-                                                   num_virtual_stages);
+                                                   num_virtual_stages,
+                                                   spec.pipeline().vocab_parallel());
+  }
+  const bool vocab_parallel = spec.pipeline().vocab_parallel();
+  if (vocab_parallel) {
+    // Every stage holds its rows of the LM head (a copy of the embedding's
+    // with tied embeddings), and its share of the logits.
+    for (const Stage s : estimates.indices()) {
+      const double rows = VocabularyRangeOf(spec.model().vocab(), stages, s.value()).size();
+      estimates[s].parameters += rows * spec.model().hidden();
+      estimates[s].logits_bytes = LogitsBytes(spec) * rows / spec.model().vocab();
+    }
   }
   const double per_parameter =
       kStateBytesPerParameter +
@@ -64,7 +76,7 @@ std::vector<StageMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int sta
       estimates[s].activation_bytes = activation_factor * peak_bytes[s.value()];
     }
   }
-  if (num_virtual_stages > 0) {
+  if (num_virtual_stages > 0 && !vocab_parallel) {
     const Stage last(stage_of[num_virtual_stages - 1]);
     if (known(last)) estimates[last].logits_bytes = LogitsBytes(spec);
   }

@@ -33,7 +33,8 @@ BlockCosts BlockCostsOf(const zbpp::v1::ModelSpec& model, double microbatch_size
   return costs;
 }
 
-double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages) {
+double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages,
+                     bool vocab_parallel) {
   const double h = model.hidden();
   const double vocab = model.vocab();
   const bool llama = IsLlama(model);
@@ -42,7 +43,7 @@ double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtua
   if (stage == num_virtual_stages - 1) {
     count += (llama ? 1 : 2) * h;
     // One stage holding both ends of a tied model has one matrix.
-    if (!(model.tie_embeddings() && stage == 0)) count += vocab * h;
+    if (!(model.tie_embeddings() && stage == 0) && !vocab_parallel) count += vocab * h;
   }
   return count;
 }

@@ -37,9 +37,9 @@ constexpr double kWOverF = 2.0 / 3.0;
 // Layouts ChooseLayout simulates besides the even split (each costs one
 // generation and simulation).
 constexpr int kLayoutCandidates = 6;
-// How much shorter a predicted step must be for auto to leave the even
-// split (job_spec.proto, LAYOUT_POLICY_AUTO).
-constexpr double kLayoutGain = 0.01;
+// How much shorter a layout's predicted step must be for the drift report
+// to name it (job.proto Job.better_layout).
+constexpr double kDriftGain = 0.05;
 
 // The traits InitialProblem plans with: the registry's for a named
 // schedule; a schedule file's own chunks and placement (and no default
@@ -68,7 +68,8 @@ absl::StatusOr<sched::ScheduleTraits> PlanningTraits(const JobSpec& spec) {
 }
 
 // The analytic costs of a virtual stage with `blocks` transformer blocks,
-// plus the LM head when it is the `last`: paper §2 and Megatron-LM's FLOP
+// plus the LM head when it is the `last` (unless the head is split by
+// vocabulary, pipeline.vocab_parallel): paper §2 and Megatron-LM's FLOP
 // count (the header has the formulas).
 sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, int blocks, bool last) {
   const BlockCosts block =
@@ -79,7 +80,7 @@ sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, int blocks, bool 
   cost.w_seconds = cost.f_seconds * kWOverF;
   cost.m_b_bytes = blocks * block.m_b_bytes;
   cost.m_w_bytes = blocks * block.m_w_bytes;
-  if (last) {
+  if (last && !spec.pipeline().vocab_parallel()) {
     // The head is one [h, vocab] GEMM per pass: F, B (input gradient) and W
     // (weight gradient) each 2·b·s·h·vocab FLOPs.
     const double head = HeadForwardFlops(spec) / kNominalFlopsPerSecond;
@@ -357,13 +358,38 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
     cost = AnalyticStageCost(spec, blocks[stage], stage == n - 1);
     if (d > 1) {
       cost.reduce_seconds = RingAllReduceSeconds(
-          4 * StageParameterCount(model, blocks[stage], stage, n), d);
+          4 * StageParameterCount(model, blocks[stage], stage, n, pipeline.vocab_parallel()),
+          d);
     }
   }
+  if (pipeline.vocab_parallel()) problem.vocabulary = AnalyticVocabularyCosts(spec);
   if (absl::Status st = SetMemoryLimit(spec.schedule(), *traits, problem); !st.ok()) {
     return st;
   }
   return problem;
+}
+
+std::vector<sched::VocabularyCost> AnalyticVocabularyCosts(const JobSpec& spec) {
+  const int p = spec.pipeline().stages();
+  const double vocab = spec.model().vocab();
+  const double tokens = double{spec.pipeline().microbatch_size()} * spec.model().seq_len();
+  const double head_seconds = HeadForwardFlops(spec) / kNominalFlopsPerSecond;
+  std::vector<sched::VocabularyCost> costs;
+  for (int r = 0; r < p; ++r) {
+    const double rows = VocabularyRangeOf(spec.model().vocab(), p, r).size();
+    const double share = rows / vocab;
+    sched::VocabularyCost cost;
+    // S: the shard's logits GEMM; T: its input- and weight-gradient GEMMs.
+    cost.s_seconds = share * head_seconds;
+    cost.t_seconds = 2 * share * head_seconds;
+    // From S to T: the hidden state and the shard's logits (float32), the
+    // targets' indices (int64) and their mask (bool).
+    cost.m_bytes = tokens * (4 * (spec.model().hidden() + rows) + 9);
+    // T's gradient of the logits, float32.
+    cost.transient_bytes = tokens * 4 * rows;
+    costs.push_back(cost);
+  }
+  return costs;
 }
 
 JobSpec AutoCandidateSpec(const JobSpec& spec, std::string_view name) {
@@ -483,7 +509,7 @@ StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts) {
   return costs;
 }
 
-absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
+absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSpec& spec,
                                                     std::string_view chosen,
                                                     const std::vector<StagePartCosts>& stages,
                                                     double comm_seconds) {
@@ -493,6 +519,7 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
         "part costs: ", stages.size(), " stages profiled, the job has ", p));
   }
   const int d = DataParallelOf(spec.pipeline());
+  const bool vocab_parallel = spec.pipeline().vocab_parallel();
   const bool relative_limit =
       spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::kMemoryLimitBytes;
   absl::StatusOr<sched::Problem> planned = PlannedProblem(spec, chosen);
@@ -519,15 +546,27 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
         profiled.m_b_bytes += times * part.m_b_bytes;
         profiled.m_w_bytes += times * part.m_w_bytes;
       };
+      // Under vocabulary parallelism the head is the stages' S and T below.
+      const bool head = k == n - 1 && !vocab_parallel;
       add(parts.block, layout[k]);
       if (k == 0) add(parts.embedding, 1);
-      if (k == n - 1) add(parts.head, 1);
+      if (head) add(parts.head, 1);
       // The largest pass's working memory among the virtual stage's parts.
       profiled.transient_bytes = std::max({parts.block.transient_bytes,
                                            k == 0 ? parts.embedding.transient_bytes : 0.0,
-                                           k == n - 1 ? parts.head.transient_bytes : 0.0});
+                                           head ? parts.head.transient_bytes : 0.0});
       profiled.reduce_seconds = reduce;
       cost = profiled;
+    }
+    for (int r = 0; r < static_cast<int>(problem.vocabulary.size()); ++r) {
+      // Each stage's share of its own profiled head: S its forward GEMM, T
+      // the two gradient GEMMs (AnalyticVocabularyCosts counts the same).
+      const sched::VirtualStageCost& whole = stages[r].head;
+      const double share =
+          double(VocabularyRangeOf(spec.model().vocab(), p, r).size()) / spec.model().vocab();
+      problem.vocabulary[r].s_seconds = std::max(share * whole.f_seconds, 1e-9);
+      problem.vocabulary[r].t_seconds =
+          std::max(share * (whole.b_seconds + whole.w_seconds), 1e-9);
     }
     problem.comm_seconds = comm_seconds;
     if (relative_limit) KeepLimitInMb(*analytic, stage_of, problem);
@@ -551,7 +590,7 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
     return c.f_seconds + c.b_seconds + c.w_seconds;
   };
   work.extra_seconds[0] += total(stages[work.stage_of[0]].embedding);
-  work.extra_seconds[n - 1] += total(stages[work.stage_of[n - 1]].head);
+  if (!vocab_parallel) work.extra_seconds[n - 1] += total(stages[work.stage_of[n - 1]].head);
   ProfiledLayout out;
   out.layout = current;
   const LayoutSearch searched =
@@ -561,9 +600,10 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
           : LayoutSearch{};
   const double kept_step = kept->simulation.step_seconds;
   if (searched.best.has_value() &&
-      searched.best->choice.simulation.step_seconds <= (1 - kLayoutGain) * kept_step) {
+      searched.best->choice.simulation.step_seconds <= (1 - min_gain) * kept_step) {
     out.layout = searched.best->layout;
     out.changed = true;
+    out.step_ratio = kept_step / searched.best->choice.simulation.step_seconds;
     out.reason = absl::StrFormat(
         "calibration: %s predicts a step %.2fx shorter than %s under the profiled costs",
         LayoutText(out.layout), kept_step / searched.best->choice.simulation.step_seconds,
@@ -573,6 +613,51 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const JobSpec& spec,
                               NoBetterLayout(searched.simulated), " under the profiled costs)");
   }
   return out;
+}
+
+std::optional<std::pair<std::vector<int>, std::string>> BetterMeasuredLayout(
+    const JobSpec& spec, std::string_view chosen, const std::vector<StagePartCosts>& parts,
+    const sched::Problem& measured, const std::vector<int>& stage_of) {
+  const int p = spec.pipeline().stages();
+  const int n = measured.num_virtual_stages();
+  if (static_cast<int>(parts.size()) != p || static_cast<int>(stage_of.size()) != n) {
+    return std::nullopt;
+  }
+  const std::vector<int> layout = BlocksPerVirtualStage(spec.pipeline(), spec.model().layers(), n);
+  const bool vocab_parallel = spec.pipeline().vocab_parallel();
+  auto total = [](const sched::VirtualStageCost& c) {
+    return c.f_seconds + c.b_seconds + c.w_seconds;
+  };
+  // Each stage's measured work against what its profiled parts predict
+  // for the running layout: how far its device (or the model's parts on
+  // it) drifted since the calibration.
+  std::vector<double> measured_work(p, 0), predicted_work(p, 0);
+  for (int k = 0; k < n; ++k) {
+    const int s = stage_of[k];
+    measured_work[s] += total(measured.virtual_stages[k]);
+    predicted_work[s] += layout[k] * total(parts[s].block);
+    if (k == 0) predicted_work[s] += total(parts[s].embedding);
+    if (k == n - 1 && !vocab_parallel) predicted_work[s] += total(parts[s].head);
+  }
+  std::vector<StagePartCosts> scaled = parts;
+  for (int s = 0; s < p; ++s) {
+    if (!(predicted_work[s] > 0) || !(measured_work[s] > 0)) return std::nullopt;
+    const double ratio = measured_work[s] / predicted_work[s];
+    for (sched::VirtualStageCost* c : {&scaled[s].block, &scaled[s].embedding, &scaled[s].head}) {
+      c->f_seconds *= ratio;
+      c->b_seconds *= ratio;
+      c->w_seconds *= ratio;
+      c->bw_seconds *= ratio;
+    }
+  }
+  absl::StatusOr<ProfiledLayout> best =
+      ChooseProfiledLayout(kDriftGain, spec, chosen, scaled, measured.comm_seconds);
+  if (!best.ok() || !best->changed) return std::nullopt;
+  return std::pair{best->layout,
+                   absl::StrFormat("measured: %s would predict a step %.2fx shorter than the "
+                                   "running %s",
+                                   LayoutText(best->layout), best->step_ratio,
+                                   LayoutText(layout))};
 }
 
 SpecRefusal RefusalOfSchedule(const JobSpec& spec, const absl::Status& refusal) {

@@ -2,8 +2,10 @@
 #define ZBPP_COORDINATOR_CORE_PLANNING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -84,6 +86,17 @@ double RingAllReduceSeconds(double bytes, int replicas);
 /// fields it reads (CheckPlanningFields, chunks, layers, the limit in
 /// bytes); it does not run the scheduler. Thread-safe (pure).
 absl::StatusOr<sched::Problem> InitialProblem(const zbpp::v1::JobSpec& spec);
+
+/// Vocabulary parallelism (pipeline.vocab_parallel): per stage, the analytic
+/// costs of its S and T passes on its VocabularyRangeOf rows of the LM head:
+/// T_S the shard's logits GEMM (2·b·s·h·rows FLOPs), T_T its input- and
+/// weight-gradient GEMMs (twice that), at the nominal FLOP rate; held from
+/// S to T the hidden state and the logits in float32 plus the targets'
+/// index and mask, b·s·(4(h + rows) + 9) bytes; T's working memory the
+/// logits' gradient, 4·b·s·rows bytes. What InitialProblem sets as
+/// Problem::vocabulary (Yeung et al., MLSys 2025, count the same GEMMs).
+/// Requires a spec that passed the spec check. Thread-safe (pure).
+std::vector<sched::VocabularyCost> AnalyticVocabularyCosts(const zbpp::v1::JobSpec& spec);
 
 /// `spec` (schedule.name "auto") as auto's candidate `name`, a registry
 /// schedule: schedule.name = `name` and, unless the spec sets
@@ -231,6 +244,9 @@ struct ProfiledLayout {
   /// than [7, 1] under the profiled costs" or "calibration: [4, 4] kept
   /// (...)".
   std::string reason;
+  /// The current layout's predicted step over `layout`'s (1.10 above); 1
+  /// when unchanged.
+  double step_ratio = 1;
 };
 
 /// Chooses the layout of the job `spec` (its stored spec: the layout it
@@ -240,19 +256,42 @@ struct ProfiledLayout {
 /// replicas combined. Each candidate layout's problem is PlannedProblem's
 /// (its limit, its reductions) with every virtual stage's costs replaced by
 /// those of its parts on its stage (blocks × block, plus the embedding on
-/// the first, plus the head on the last), `comm_seconds` for T_comm, and a
+/// the first, plus the head on the last; under vocabulary parallelism each
+/// stage's S and T its rows' share of its own head part instead), `comm_seconds` for T_comm, and a
 /// limit in M_B re-expressed in the profiled M_B (as re-solves do); its
 /// schedule is `chosen`'s generator's (GenerateSchedule), simulated. The
 /// candidates are the current layout and those sched::BalancedLayouts
 /// proposes from the profiled work (the mean block over the stages, the
 /// embedding and head on their virtual stages); another layout replaces
-/// the current one only when it predicts a step at least 1 % shorter, as
-/// at submission. Costs up to 7 generations and simulations.
+/// the current one only when it predicts a step at least `min_gain` shorter
+/// (a fraction: at calibration kLayoutGain, 1 %, as at submission). Costs up
+/// to 7 generations and simulations.
 ///
 /// Errors: InvalidArgument when `stages` does not hold pipeline.stages
 /// entries; the current layout's own refusal (PlannedProblem's, the
 /// generator's). Thread-safe (pure).
-absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(const zbpp::v1::JobSpec& spec,
+/// How much shorter a predicted step must be for auto to leave the even
+/// split (job_spec.proto, LAYOUT_POLICY_AUTO), and for the calibration to
+/// change the layout (ChooseProfiledLayout): a fraction.
+inline constexpr double kLayoutGain = 0.01;
+
+/// The layout drift report (job.proto Job.better_layout; docs/training.md,
+/// "Layout drift"): the profiled parts of every stage (`parts`, from the
+/// first calibration) scaled, per stage, by the stage's measured work
+/// (`measured`, the cost model's problem of the running schedule, whose
+/// virtual stages `stage_of` places) over what its parts predict for the
+/// running layout, then ChooseProfiledLayout with a gain of 5 %: the layout
+/// and its reason ("measured: [5, 3] would predict a step 1.12x shorter than
+/// the running [6, 2]") when one predicts a step at least 5 % shorter;
+/// nullopt otherwise, or when the sizes do not match or a stage has no
+/// work. Thread-safe (pure).
+std::optional<std::pair<std::vector<int>, std::string>> BetterMeasuredLayout(
+    const zbpp::v1::JobSpec& spec, std::string_view chosen,
+    const std::vector<StagePartCosts>& parts, const sched::Problem& measured,
+    const std::vector<int>& stage_of);
+
+absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain,
+                                                    const zbpp::v1::JobSpec& spec,
                                                     std::string_view chosen,
                                                     const std::vector<StagePartCosts>& stages,
                                                     double comm_seconds);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +148,29 @@ absl::StatusOr<MeasuredProfile> MeasureProfile(const zbpp::v1::ReportProfileRequ
     measured.layout_parts.push_back({part.f_seconds(), part.b_seconds(), part.w_seconds(),
                                      part.m_b_bytes(), part.m_w_bytes(), 0.0,
                                      part.bw_seconds(), part.transient_bytes()});
+  }
+  if (profile.has_vocabulary() != sched::HoldsVocabularyPasses(schedule)) {
+    return absl::InvalidArgumentError(
+        profile.has_vocabulary()
+            ? "vocabulary: set, but the schedule has no vocabulary passes"
+            : "vocabulary: required, the schedule has vocabulary passes (S, T)");
+  }
+  if (profile.has_vocabulary()) {
+    const zbpp::v1::VocabularyCost& v = profile.vocabulary();
+    for (const auto& [value, field, positive] :
+         {std::tuple{v.s_seconds(), "vocabulary.s_seconds", true},
+          std::tuple{v.t_seconds(), "vocabulary.t_seconds", true},
+          std::tuple{v.m_bytes(), "vocabulary.m_bytes", false},
+          std::tuple{v.transient_bytes(), "vocabulary.transient_bytes", false}}) {
+      if (!std::isfinite(value) || value < 0 || (positive && value == 0) ||
+          (positive && value > kMaxReportedSeconds)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": must be finite and ", positive ? "> 0 (at most the longest step)" : ">= 0",
+            ", got ", value));
+      }
+    }
+    measured.vocabulary =
+        sched::VocabularyCost{v.s_seconds(), v.t_seconds(), v.m_bytes(), v.transient_bytes()};
   }
   absl::StatusOr<std::vector<HopTiming>> hops =
       HopTimingsOf(stage, profile.hop_latencies(), schedule);

@@ -2,6 +2,7 @@
 #define ZBPP_COORDINATOR_CORE_PROFILE_CHECK_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,6 +34,9 @@ struct MeasuredProfile {
   /// (virtual stage k of the model cut into three one-block virtual
   /// stages: the embedding and a block, a block, a block and the head).
   std::vector<sched::VirtualStageCost> layout_parts;
+  /// ReportProfileRequest.vocabulary: the stage's S and T medians and bytes
+  /// under vocabulary parallelism; unset otherwise.
+  std::optional<sched::VocabularyCost> vocabulary;
 };
 
 /// How many parts ReportProfileRequest.layout_parts holds.

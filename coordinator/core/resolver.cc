@@ -62,7 +62,7 @@ void SolveCalibration(ResolveTask& task) {
   if (task.layout_input.has_value()) {
     const ResolveTask::LayoutInput& in = *task.layout_input;
     absl::StatusOr<ProfiledLayout> layout = ChooseProfiledLayout(
-        in.spec, in.schedule_name, in.stages, task.measured.comm_seconds);
+        kLayoutGain, in.spec, in.schedule_name, in.stages, task.measured.comm_seconds);
     if (layout.ok() && layout->changed) {
       // The workers rebuild their chunks in a new attempt, whose own
       // calibration builds the version.
@@ -148,6 +148,11 @@ void SolveResolve(ResolveTask& task) {
     return;
   }
   ResolveRecord& record = task.record;
+  if (task.drift_input.has_value()) {
+    task.better_layout =
+        BetterMeasuredLayout(task.drift_input->spec, task.drift_input->schedule_name,
+                             task.drift_input->stages, task.measured, task.current.stage_of);
+  }
   absl::StatusOr<ResolveDecision> decision = task.policy->Decide(
       task.policy_name, task.current, task.current_version, task.measured,
       task.cost_drift);

@@ -118,6 +118,8 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
   int counts[4] = {0, 0, 0, 0};
   double last_pass_end = 0;
   double last_reduce_end = 0;
+  double vocabulary_sums[2] = {0, 0};  // S, T.
+  int vocabulary_counts[2] = {0, 0};
   // A partial W or reduction (one gradient bucket of K) stands for 1/K of
   // the whole one the cost model and the report speak of.
   const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
@@ -128,6 +130,16 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
       return absl::InvalidArgumentError(absl::StrCat(
           "action_end_seconds[", i, "]: action ",
           sched::ActionToString(actions[i]), " has duration ", seconds));
+    }
+    if (sched::IsVocabularyPass(actions[i].kind)) {
+      // The stage's own passes on its shard of the head (cost_model.h,
+      // AddVocabularyTiming), not the last virtual stage's.
+      const int k = actions[i].kind == sched::PassKind::kS ? 0 : 1;
+      vocabulary_sums[k] += seconds;
+      ++vocabulary_counts[k];
+      stage.busy_seconds += seconds;
+      last_pass_end = std::max(last_pass_end, report.action_end_seconds(i));
+      continue;
     }
     const double whole =
         seconds * (actions[i].bucket == sched::kAllBuckets ? 1 : buckets[actions[i].virtual_stage.value()]);
@@ -163,6 +175,12 @@ absl::Status MeasurePasses(const zbpp::v1::ReportStepRequest& report,
   stage.b_seconds = counts[1] ? sums[1] / counts[1] : 0;
   stage.w_seconds = counts[2] ? sums[2] / counts[2] : 0;
   stage.reduce_seconds = counts[3] ? sums[3] / counts[3] : 0;
+  if (vocabulary_counts[0] > 0 && vocabulary_counts[1] > 0) {
+    sched::VocabularyCost vocabulary;
+    vocabulary.s_seconds = vocabulary_sums[0] / vocabulary_counts[0];
+    vocabulary.t_seconds = vocabulary_sums[1] / vocabulary_counts[1];
+    stage.vocabulary = vocabulary;
+  }
   if (counts[3] > 0) {
     stage.exposed_reduce_seconds = std::max(0.0, last_reduce_end - last_pass_end);
   }

@@ -34,6 +34,9 @@ struct StageReport {
   double w_seconds = 0;
   /// Mean REDUCE_GRAD duration; 0 without reductions.
   double reduce_seconds = 0;
+  /// Vocabulary parallelism: the stage's mean S and T passes, seconds
+  /// (s_seconds, t_seconds; the bytes unset); unset without S and T.
+  std::optional<sched::VocabularyCost> vocabulary;
   /// max(0, last reduction end - last pass end); 0 without reductions.
   double exposed_reduce_seconds = 0;
   std::optional<double> loss;

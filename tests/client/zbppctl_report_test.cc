@@ -224,6 +224,20 @@ TEST(Report, ShowsTheLayoutAndWhy) {
   nlohmann::json json = nlohmann::json::parse(ReportJson(r));
   EXPECT_EQ(json["layout"], nlohmann::json::array({6, 2}));
   EXPECT_EQ(json["layout_reason"], job.layout_reason());
+  // No drift report: no line, an empty layout in JSON.
+  EXPECT_THAT(ReportTable(r), testing::Not(testing::HasSubstr("better layout")));
+  EXPECT_EQ(json["better_layout"], nlohmann::json::array());
+  job.add_better_layout(5);
+  job.add_better_layout(3);
+  job.set_better_layout_reason("measured: [5, 3] would predict a step 1.12x shorter than the "
+                               "running [6, 2]");
+  r = *BuildReport(job, Steps());
+  EXPECT_THAT(ReportTable(r), testing::HasSubstr("better layout: [5, 3] (measured: [5, 3] would "
+                                                 "predict a step 1.12x shorter than the running "
+                                                 "[6, 2])\n"));
+  json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_EQ(json["better_layout"], nlohmann::json::array({5, 3}));
+  EXPECT_EQ(json["better_layout_reason"], job.better_layout_reason());
   // A job stored before layouts were recorded.
   job.clear_layout();
   r = *BuildReport(job, Steps());

@@ -424,6 +424,18 @@ class AttemptRun {
       v->set_transient_bytes(static_cast<double>(p.transient_bytes));
     };
     for (const StageProfile& p : *profiles) add(p, request.add_virtual_stages());
+    absl::StatusOr<std::optional<sched::VocabularyCost>> vocabulary =
+        trainer_->ProfileVocabulary(kProfileRepetitions);
+    if (!vocabulary.ok()) {
+      return JobError(WithContext(vocabulary.status(), "calibration profile"));
+    }
+    if (vocabulary->has_value()) {
+      v1::VocabularyCost* v = request.mutable_vocabulary();
+      v->set_s_seconds((*vocabulary)->s_seconds);
+      v->set_t_seconds((*vocabulary)->t_seconds);
+      v->set_m_bytes((*vocabulary)->m_bytes);
+      v->set_transient_bytes((*vocabulary)->transient_bytes);
+    }
     if (a_.profile_layout_parts()) {
       // Synthetic compute has no model to cut: the coordinator then keeps
       // the layout it planned (FailedPrecondition, no job error).

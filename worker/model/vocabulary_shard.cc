@@ -9,13 +9,8 @@
 
 namespace zbpp::worker {
 
-VocabularyRange VocabularyRangeOf(int64_t vocab, int stages, int stage) {
-  const int64_t base = vocab / stages;
-  const int64_t longer = vocab % stages;  // The first `longer` shards hold base + 1 rows.
-  VocabularyRange range;
-  range.begin = stage * base + std::min<int64_t>(stage, longer);
-  range.end = range.begin + base + (stage < longer ? 1 : 0);
-  return range;
+std::string VocabularyShardName(const std::string& head, const VocabularyRange& range) {
+  return absl::StrCat(head, "[", range.begin, ":", range.end, "]");
 }
 
 absl::StatusOr<std::unique_ptr<VocabularyShard>> VocabularyShard::Create(
@@ -41,7 +36,8 @@ absl::StatusOr<std::unique_ptr<VocabularyShard>> VocabularyShard::Create(
                        {config.vocab, config.hidden}, 0.02);
   at::Tensor weight = full.narrow(0, range.begin, range.size()).clone().to(device);
   weight.set_requires_grad(true);
-  return std::unique_ptr<VocabularyShard>(new VocabularyShard(config, range, std::move(weight)));
+  return std::unique_ptr<VocabularyShard>(new VocabularyShard(
+      config, range, VocabularyShardName(names.head, range), std::move(weight)));
 }
 
 at::Tensor VocabularyShard::Forward(const at::Tensor& hidden, const at::Tensor& targets,
@@ -62,16 +58,42 @@ at::Tensor VocabularyShard::Forward(const at::Tensor& hidden, const at::Tensor& 
   return at::stack({max, sum_exp, target_logit});
 }
 
+namespace {
+
+// The softmax over the whole vocabulary from every shard's statistics
+// (VocabularyShard::Forward), per token [b, s]: its largest logit, the sum
+// of exp(logit - that largest) and the target's logit.
+struct Softmax {
+  at::Tensor max;
+  at::Tensor normaliser;
+  at::Tensor target_logit;
+
+  explicit Softmax(const std::vector<at::Tensor>& statistics) {
+    const at::Tensor all = at::stack(statistics);  // [stages, 3, b, s]
+    const at::Tensor maxes = all.select(1, 0);
+    max = std::get<0>(maxes.max(0));
+    normaliser = (all.select(1, 1) * (maxes - max).exp()).sum(0);
+    target_logit = all.select(1, 2).sum(0);
+  }
+  // The mean cross-entropy: log(sum exp(logits)) - target logit.
+  at::Tensor MeanLoss() const { return (normaliser.log() + max - target_logit).mean(); }
+};
+
+}  // namespace
+
+at::Tensor VocabularyShard::Loss(const std::vector<at::Tensor>& statistics) {
+  at::NoGradGuard no_grad;
+  return Softmax(statistics).MeanLoss();
+}
+
 at::Tensor VocabularyShard::Backward(const VocabularyForward& state,
                                      const std::vector<at::Tensor>& statistics, double scale,
                                      at::Tensor* loss) const {
   at::NoGradGuard no_grad;
-  const at::Tensor all = at::stack(statistics);  // [stages, 3, b, s]
-  const at::Tensor maxes = all.select(1, 0);
-  const at::Tensor global_max = std::get<0>(maxes.max(0));  // [b, s]
-  const at::Tensor normaliser = (all.select(1, 1) * (maxes - global_max).exp()).sum(0);
-  const at::Tensor target_logit = all.select(1, 2).sum(0);
-  if (loss != nullptr) *loss = (normaliser.log() + global_max - target_logit).mean();
+  const Softmax softmax(statistics);
+  const at::Tensor& global_max = softmax.max;
+  const at::Tensor& normaliser = softmax.normaliser;
+  if (loss != nullptr) *loss = softmax.MeanLoss();
   // d(mean loss)/d(logits) = (softmax - one-hot) / tokens, on this shard's
   // columns of the softmax.
   const int64_t tokens = state.index.numel();

@@ -3,25 +3,23 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
+#include "api/pipeline_shape.h"
 #include "worker/model/model_chunk.h"
 
 namespace zbpp::worker {
 
-/// The rows [begin, end) of the vocabulary that stage `stage` of `stages`
-/// holds: contiguous, in stage order, sizes differing by at most one (the
-/// first vocab % stages shards one row longer).
-struct VocabularyRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-};
-VocabularyRange VocabularyRangeOf(int64_t vocab, int stages, int stage);
+// The rows each stage holds: VocabularyRangeOf (api/pipeline_shape.h).
+
+/// The name of rows `range` of the LM head named `head`:
+/// "<head>[<begin>:<end>]", e.g. "lm_head.weight[0:4096]".
+std::string VocabularyShardName(const std::string& head, const VocabularyRange& range);
 
 /// What an S pass leaves for its T: the hidden state it read, the shard's
 /// logits and where each target falls in the shard.
@@ -56,6 +54,9 @@ class VocabularyShard {
       c10::Device device = c10::Device(c10::kCPU));
 
   const VocabularyRange& range() const { return range_; }
+  /// The shard's name in checkpoints and parameter lists: the head's global
+  /// name and the rows, e.g. "lm_head.weight[0:4096]" (VocabularyShardName).
+  const std::string& name() const { return name_; }
   /// The shard [n, h] float32, a leaf with requires_grad.
   const at::Tensor& weight() const { return weight_; }
 
@@ -78,12 +79,19 @@ class VocabularyShard {
   at::Tensor Backward(const VocabularyForward& state, const std::vector<at::Tensor>& statistics,
                       double scale, at::Tensor* loss) const;
 
+  /// The mean next-token loss in nats (a float32 scalar) from every stage's
+  /// S statistics in stage order: what Backward reports, without the
+  /// gradients (evaluation). Pure.
+  static at::Tensor Loss(const std::vector<at::Tensor>& statistics);
+
  private:
-  VocabularyShard(const ModelConfig& config, VocabularyRange range, at::Tensor weight)
-      : config_(config), range_(range), weight_(std::move(weight)) {}
+  VocabularyShard(const ModelConfig& config, VocabularyRange range, std::string name,
+                  at::Tensor weight)
+      : config_(config), range_(range), name_(std::move(name)), weight_(std::move(weight)) {}
 
   const ModelConfig config_;
   const VocabularyRange range_;
+  const std::string name_;
   at::Tensor weight_;
 };
 

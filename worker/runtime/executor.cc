@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "scheduler/comm_order.h"
 #include "scheduler/simulator.h"
+#include "worker/model/vocabulary_shard.h"
 #include "worker/runtime/device.h"
 #include "worker/runtime/passes.h"
 
@@ -54,6 +55,10 @@ struct PostedRecv {
 // B or fused BW: a pass that needs the next stage's gradient.
 bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
 
+// Where the speculative prefix ends (sched::SpeculativePrefixLengths): the
+// first B, BW or T, the first pass that computes a gradient.
+bool EndsSpeculativePrefix(const Action& a) { return IsBackward(a) || a.kind == PassKind::kT; }
+
 // "1F0 (pass F, virtual stage 1, microbatch 0)": an error names the pass
 // and the microbatch in words, not only in the schedule's compact form.
 std::string DescribeAction(const Action& a) {
@@ -64,6 +69,8 @@ std::string DescribeAction(const Action& a) {
   const char* pass = a.kind == PassKind::kF   ? "F"
                      : a.kind == PassKind::kB ? "B"
                      : a.kind == PassKind::kW ? "W"
+                     : a.kind == PassKind::kS ? "S, vocabulary shard"
+                     : a.kind == PassKind::kT ? "T, vocabulary shard"
                                               : "BW";
   return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage.value(),
                       ", microbatch ", a.microbatch, ")");
@@ -84,6 +91,7 @@ class StepRun {
           const BeforeFirstBackward* check)
       : o_(options), step_(step), generation_(generation), schedule_(schedule),
         actions_(schedule.actions[options.stage]), forward_only_(forward_only),
+        vocabulary_parallel_(sched::HoldsVocabularyPasses(schedule)),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
         last_pass_(LastPass(actions_)),
         start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
@@ -149,7 +157,7 @@ class StepRun {
   }
 
   static size_t FirstBackward(const std::vector<Action>& actions) {
-    return std::find_if(actions.begin(), actions.end(), IsBackward) - actions.begin();
+    return std::find_if(actions.begin(), actions.end(), EndsSpeculativePrefix) - actions.begin();
   }
   // The index of the last action that is a pass, not a reduction.
   static size_t LastPass(const std::vector<Action>& actions) {
@@ -204,11 +212,12 @@ class StepRun {
         }
       }
     }
-    for (auto& [action, posted] : posted_) {
+    for (auto& [input, posted] : posted_) {
       if (absl::Status st = posted.op->Wait(o_.recv_timeout); !st.ok()) {
         return absl::Status(st.code(),
                             absl::StrCat("step ", step_, ", draining the discarded message for ",
-                                         DescribeAction(actions_[action]), ": ",
+                                         DescribeAction(actions_[input.first]), " from stage ",
+                                         input.second, ": ",
                                          std::string(st.message())));
       }
     }
@@ -253,10 +262,15 @@ class StepRun {
     return host.pin_memory().to(o_.device, /*non_blocking=*/true);
   }
 
-  // A receive buffer for the tensors between virtual stages.
-  at::Tensor ActivationBuffer() const {
-    return at::empty({o_.microbatch_size, o_.seq_len, o_.hidden},
-                     at::TensorOptions().dtype(at::kFloat).device(o_.device));
+  // A receive buffer for the input of `consumer`: the softmax statistics
+  // of a vocabulary shard [3, b, s] for a T, else a tensor between virtual
+  // stages [b, s, h]; float32.
+  at::Tensor ReceiveBuffer(const Action& consumer) const {
+    const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat).device(o_.device);
+    if (consumer.kind == PassKind::kT) {
+      return at::empty({3, o_.microbatch_size, o_.seq_len}, options);
+    }
+    return at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, options);
   }
 
   int num_virtual_stages() const { return schedule_.num_virtual_stages(); }
@@ -274,15 +288,14 @@ class StepRun {
         PeerMessage message;
         message.send = m.from == o_.stage;
         message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
-        const Action& a = actions_[message.action];
-        // Tags name the receiving virtual stage.
-        const int to_stage = !message.send ? a.virtual_stage.value() : a.kind == PassKind::kF ? a.virtual_stage.value() + 1
-                                                                                : a.virtual_stage.value() - 1;
-        message.tag = Tag(a.kind == PassKind::kF ? MessageKind::kActivation
-                                                 : MessageKind::kGradient,
-                          to_stage, a.microbatch);
+        // Both stages name a message by its consumer, which they both know
+        // from the schedule.
+        const Action& consumer = schedule_.actions[static_cast<size_t>(m.to)]
+                                                  [static_cast<size_t>(m.consumer)];
+        const auto [kind, to_stage] = InputKey(consumer);
+        message.tag = Tag(kind, to_stage, consumer.microbatch);
         message.speculative = check_ != nullptr && m.producer < prefix[m.from];
-        if (!message.send) receive_queue_[message.action] = queues_.size();
+        if (!message.send) receive_queue_[{message.action, queue.peer}] = queues_.size();
         queue.messages.push_back(message);
       }
       queues_.push_back(std::move(queue));
@@ -294,6 +307,25 @@ class StepRun {
   // a device), a receive at once (its buffer waits for its consumer). Before
   // the post-update validation check, only speculative messages: a discarded
   // step must not leave operations a replay would meet.
+  // The kind and receiving virtual stage that name the input of `consumer`
+  // in tags and local hand-offs: an F's or B's own virtual stage; for the
+  // vocabulary passes, one past the last virtual stage (the shards' inputs:
+  // the hidden state for S as an activation, the statistics for T as a
+  // gradient). A B of the last virtual stage receives the T's parts under
+  // its own virtual stage, the one input it has then.
+  std::pair<MessageKind, int> InputKey(const Action& consumer) const {
+    switch (consumer.kind) {
+      case PassKind::kF:
+        return {MessageKind::kActivation, consumer.virtual_stage.value()};
+      case PassKind::kS:
+        return {MessageKind::kActivation, num_virtual_stages()};
+      case PassKind::kT:
+        return {MessageKind::kGradient, num_virtual_stages()};
+      default:
+        return {MessageKind::kGradient, consumer.virtual_stage.value()};
+    }
+  }
+
   absl::Status IssueMessages() {
     for (PeerQueue& queue : queues_) {
       for (; queue.next < queue.messages.size(); ++queue.next) {
@@ -321,21 +353,22 @@ class StepRun {
           o_.communicator->Send(it->second, queue.peer, m.tag);
       timeline_.send_wait_seconds += Seconds() - before;
       if (!op.ok()) return op.status();
-      // The tensor must outlive the send: keep it with the op.
+      // The tensor must outlive the send: keep it with the op. (It stays
+      // in produced_ too: an S's statistics, and the last virtual stage's F
+      // output under vocabulary parallelism, go to every other stage.)
       sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
                                                        DescribeAction(actions_[m.action]),
                                                        " to stage ", queue.peer));
-      send_buffers_.push_back(std::move(it->second));
-      produced_.erase(it);
+      send_buffers_.push_back(it->second);
       return absl::OkStatus();
     }
     PostedRecv posted;
-    posted.buffer = ActivationBuffer();
+    posted.buffer = ReceiveBuffer(actions_[m.action]);
     absl::StatusOr<std::unique_ptr<PendingOp>> op =
         o_.communicator->Recv(posted.buffer, queue.peer, m.tag);
     if (!op.ok()) return op.status();
     posted.op = *std::move(op);
-    posted_.emplace(m.action, std::move(posted));
+    posted_.emplace(std::make_pair(m.action, queue.peer), std::move(posted));
     return absl::OkStatus();
   }
 
@@ -346,11 +379,13 @@ class StepRun {
     return st;
   }
 
-  // The tensor action j consumes from another stage: a posted receive or a
-  // local hand-off.
-  absl::StatusOr<at::Tensor> TakeInput(size_t j, MessageKind kind, int stage, int microbatch) {
-    if (auto queue = receive_queue_.find(j); queue != receive_queue_.end()) {
-      auto it = posted_.find(j);
+  // The tensor action j consumes from stage `from`: a posted receive, or
+  // from this stage a local hand-off.
+  absl::StatusOr<at::Tensor> TakeInputFrom(size_t j, int from) {
+    const auto [kind, stage] = InputKey(actions_[j]);
+    const int microbatch = actions_[j].microbatch;
+    if (auto queue = receive_queue_.find({j, from}); queue != receive_queue_.end()) {
+      auto it = posted_.find({j, from});
       if (it == posted_.end()) {
         // CheckPairOrders refuses a schedule where this can happen.
         const PeerQueue& q = queues_[queue->second];
@@ -375,14 +410,49 @@ class StepRun {
     return t;
   }
 
-  // Hands `tensor`, the output of action j, to virtual stage `to_stage`:
-  // locally, or as a message IssueMessages sends in the pair's order.
-  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
-    if (StageOf(to_stage) == o_.stage) {
+  // The one input of action j (an F's activation, a B's gradient, an S's
+  // hidden state), from the stage that produces it.
+  absl::StatusOr<at::Tensor> TakeInput(size_t j) {
+    const Action& a = actions_[j];
+    const int producer_vs = a.kind == PassKind::kF   ? a.virtual_stage.value() - 1
+                            : a.kind == PassKind::kS ? num_virtual_stages() - 1
+                                                     : a.virtual_stage.value() + 1;
+    return TakeInputFrom(j, StageOf(producer_vs));
+  }
+
+  // The inputs of action j that every stage sends it (a T's statistics, a
+  // B of the last virtual stage's gradient parts under vocabulary
+  // parallelism), in stage order.
+  absl::StatusOr<std::vector<at::Tensor>> TakeInputsFromEveryStage(size_t j) {
+    std::vector<at::Tensor> inputs;
+    for (int r = 0; r < schedule_.stages; ++r) {
+      absl::StatusOr<at::Tensor> in = TakeInputFrom(j, r);
+      if (!in.ok()) return in.status();
+      inputs.push_back(*std::move(in));
+    }
+    return inputs;
+  }
+
+  // Hands `tensor`, the output of action j, to the consumer named by
+  // (kind, to_stage, microbatch) (InputKey) on stage `stage`: locally, or as
+  // a message IssueMessages sends in the pair's order.
+  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch,
+               int stage) {
+    if (stage == o_.stage) {
       local_[{kind, to_stage, microbatch}] = std::move(tensor);
     } else {
       produced_[j] = tensor.contiguous();
     }
+  }
+  // Deliver to the stage holding virtual stage `to_stage`.
+  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
+    Deliver(j, std::move(tensor), kind, to_stage, microbatch, StageOf(to_stage));
+  }
+  // Hands `tensor` to a consumer on every stage (the S passes, the T
+  // passes): locally to this stage's, and as one message per other stage.
+  void DeliverToEveryStage(size_t j, const at::Tensor& tensor, MessageKind kind, int microbatch) {
+    local_[{kind, num_virtual_stages(), microbatch}] = tensor;
+    if (schedule_.stages > 1) produced_[j] = tensor.contiguous();
   }
 
   const LocalChunk* Chunk(int stage) const {
@@ -392,6 +462,14 @@ class StepRun {
 
   absl::Status RunAction(size_t j) {
     const Action& a = actions_[j];
+    if (sched::IsVocabularyPass(a.kind)) {
+      if (o_.synthetic.has_value()) return SyntheticPass(j, a);
+      if (o_.vocabulary == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("stage ", o_.stage, " holds no vocabulary shard"));
+      }
+      return a.kind == PassKind::kS ? VocabularyForwardPass(j, a) : VocabularyBackwardPass(j, a);
+    }
     const LocalChunk* chunk = Chunk(a.virtual_stage.value());
     if (chunk == nullptr) {
       return absl::FailedPreconditionError(
@@ -430,6 +508,9 @@ class StepRun {
         o_.reducer->Issue(std::move(parameters));
         return absl::OkStatus();
       }
+      case PassKind::kS:
+      case PassKind::kT:
+        break;  // Run above.
     }
     return absl::InternalError("unknown pass kind");
   }
@@ -455,14 +536,13 @@ class StepRun {
   // added to it.
   absl::Status SyntheticPass(size_t j, const Action& a) {
     const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
-    if (a.kind == PassKind::kF && a.virtual_stage.value() > 0) {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
-                                                a.microbatch);
+    if ((a.kind == PassKind::kF && a.virtual_stage.value() > 0) || a.kind == PassKind::kS ||
+        (IsBackward(a) && !last)) {
+      absl::StatusOr<at::Tensor> in = TakeInput(j);
       if (!in.ok()) return in.status();
-    } else if (IsBackward(a) && !last) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
-                                               a.microbatch);
-      if (!g.ok()) return g.status();
+    } else if (a.kind == PassKind::kT || (IsBackward(a) && vocabulary_parallel_)) {
+      absl::StatusOr<std::vector<at::Tensor>> in = TakeInputsFromEveryStage(j);
+      if (!in.ok()) return in.status();
     }
     const bool merged_w = MergedW(j);
     timer_.Begin(j);
@@ -472,22 +552,37 @@ class StepRun {
       if (synthetic_buckets_.empty()) synthetic_buckets_ = sched::BucketsPerVirtualStage(schedule_);
       buckets = synthetic_buckets_[a.virtual_stage.value()];
     }
-    double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets);
+    double seconds = SyntheticPassSeconds(*o_.synthetic, a, step_, buckets, o_.stage);
     if (merged_w) {
       // A merged pair waits T_BW in all: T_B in its B part, the rest here.
       const Action fused{PassKind::kBW, a.virtual_stage, a.microbatch};
-      seconds = std::max(0.0, SyntheticPassSeconds(*o_.synthetic, fused, step_, buckets) -
+      seconds = std::max(0.0, SyntheticPassSeconds(*o_.synthetic, fused, step_, buckets,
+                                                   o_.stage) -
                                   SyntheticPassSeconds(*o_.synthetic, actions_[j - 1], step_,
-                                                       buckets));
+                                                       buckets, o_.stage));
     }
     if (a.kind == PassKind::kF) {
-      if (last) {
+      if (last && vocabulary_parallel_) {
+        DeliverToEveryStage(j, ActivationZeros(), MessageKind::kActivation, a.microbatch);
+      } else if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       } else {
         Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       }
     } else if (IsBackward(a) && a.virtual_stage.value() > 0) {
       Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
+    } else if (a.kind == PassKind::kS) {
+      if (!synthetic_statistics_.defined()) {
+        synthetic_statistics_ =
+            at::zeros({3, o_.microbatch_size, o_.seq_len},
+                      at::TensorOptions().dtype(at::kFloat).device(o_.device));
+      }
+      DeliverToEveryStage(j, synthetic_statistics_, MessageKind::kGradient, a.microbatch);
+    } else if (a.kind == PassKind::kT) {
+      if (StageOf(num_virtual_stages() - 1) == o_.stage) {
+        AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
+      }
+      Deliver(j, ActivationZeros(), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
     }
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<SteadyClock::duration>(
@@ -508,7 +603,9 @@ class StepRun {
 
   absl::Status Forward(size_t j, const Action& a, const LocalChunk& chunk) {
     const bool first = a.virtual_stage.value() == 0;
-    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
+    // The pass that ends in the loss; under vocabulary parallelism the T
+    // passes compute it instead.
+    const bool last = a.virtual_stage.value() == num_virtual_stages() - 1 && !vocabulary_parallel_;
     MicrobatchData data;
     if (first || last) {
       data = batches_(step_, a.microbatch);
@@ -519,8 +616,7 @@ class StepRun {
     if (first) {
       input = data.inputs;
     } else {
-      absl::StatusOr<at::Tensor> in = TakeInput(j, MessageKind::kActivation, a.virtual_stage.value(),
-                                                a.microbatch);
+      absl::StatusOr<at::Tensor> in = TakeInput(j);
       if (!in.ok()) return in.status();
       input = in->detach().requires_grad_(true);
     }
@@ -532,15 +628,67 @@ class StepRun {
         AddLoss(LanguageModelLoss(out, data.targets));
         return absl::OkStatus();
       }
-      Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+      SendForward(j, a, out);
       return absl::OkStatus();
     }
     at::Tensor loss;
     ForwardState state = ForwardPass(*chunk.model, chunk.store, a.microbatch, std::move(input),
                                      data.targets, schedule_.microbatches, &loss);
     if (last) AddLoss(loss);
-    if (!last) Deliver(j, state.output.detach(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+    if (!last) SendForward(j, a, state.output.detach());
     forward_.emplace(std::make_pair(a.virtual_stage.value(), a.microbatch), std::move(state));
+    return absl::OkStatus();
+  }
+
+  // An F's output to the next virtual stage, or from the last one (under
+  // vocabulary parallelism: the final norm's output) to every stage's S.
+  void SendForward(size_t j, const Action& a, const at::Tensor& out) {
+    if (a.virtual_stage.value() == num_virtual_stages() - 1) {
+      DeliverToEveryStage(j, out, MessageKind::kActivation, a.microbatch);
+    } else {
+      Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+    }
+  }
+
+  // S (docs/training.md, "Vocabulary parallelism"): this stage's shard of
+  // the logits of the last virtual stage's output, whose statistics go to
+  // every stage's T.
+  absl::Status VocabularyForwardPass(size_t j, const Action& a) {
+    absl::StatusOr<at::Tensor> hidden = TakeInput(j);
+    if (!hidden.ok()) return hidden.status();
+    const at::Tensor targets = ToDevice(batches_(step_, a.microbatch).targets);
+    timer_.Begin(j);
+    VocabularyForward state;
+    const at::Tensor statistics = o_.vocabulary->Forward(*hidden, targets, &state);
+    if (!forward_only_) vocabulary_forward_.emplace(a.microbatch, std::move(state));
+    DeliverToEveryStage(j, statistics, MessageKind::kGradient, a.microbatch);
+    return absl::OkStatus();
+  }
+
+  // T: the loss from every stage's statistics (recorded by the stage that
+  // holds the last virtual stage), and in training the shard's weight
+  // gradient and its part of the last virtual stage's output gradient.
+  absl::Status VocabularyBackwardPass(size_t j, const Action& a) {
+    absl::StatusOr<std::vector<at::Tensor>> statistics = TakeInputsFromEveryStage(j);
+    if (!statistics.ok()) return statistics.status();
+    const bool reports_loss = StageOf(num_virtual_stages() - 1) == o_.stage;
+    if (forward_only_) {
+      timer_.Begin(j);
+      if (reports_loss) AddLoss(VocabularyShard::Loss(*statistics));
+      return absl::OkStatus();
+    }
+    auto it = vocabulary_forward_.find(a.microbatch);
+    if (it == vocabulary_forward_.end()) {
+      return absl::FailedPreconditionError("T before its S on this stage");
+    }
+    const VocabularyForward state = std::move(it->second);
+    vocabulary_forward_.erase(it);
+    timer_.Begin(j);
+    at::Tensor loss;
+    at::Tensor grad = o_.vocabulary->Backward(
+        state, *statistics, o_.loss_scale / schedule_.microbatches, reports_loss ? &loss : nullptr);
+    if (reports_loss) AddLoss(loss);
+    Deliver(j, std::move(grad), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -553,10 +701,16 @@ class StepRun {
     forward_.erase(it);
     at::Tensor grad_output;
     if (a.virtual_stage.value() < num_virtual_stages() - 1) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j, MessageKind::kGradient, a.virtual_stage.value(),
-                                               a.microbatch);
+      absl::StatusOr<at::Tensor> g = TakeInput(j);
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
+    } else if (vocabulary_parallel_) {
+      // The shards' parts of the final norm's output gradient, summed in
+      // stage order.
+      absl::StatusOr<std::vector<at::Tensor>> parts = TakeInputsFromEveryStage(j);
+      if (!parts.ok()) return parts.status();
+      grad_output = (*parts)[0].clone();
+      for (size_t r = 1; r < parts->size(); ++r) grad_output.add_((*parts)[r]);
     }
     timer_.Begin(j);
     at::Tensor input_grad = BackwardPass(state, std::move(grad_output), o_.loss_scale);
@@ -570,6 +724,8 @@ class StepRun {
   const sched::Schedule& schedule_;
   const std::vector<Action>& actions_;
   const bool forward_only_;
+  // The schedule holds S and T passes (sched::HoldsVocabularyPasses).
+  const bool vocabulary_parallel_;
   const BatchFn& batches_;
   const BeforeFirstBackward* check_;  // Null once run (or when none).
   const size_t first_backward_;
@@ -580,16 +736,19 @@ class StepRun {
 
   StepTimeline timeline_;
   std::vector<PeerQueue> queues_;
-  std::map<size_t, size_t> receive_queue_;  // Action -> queues_ index of its input.
-  std::map<size_t, at::Tensor> produced_;   // Action -> its message, not sent yet.
-  std::map<size_t, PostedRecv> posted_;
+  // (Action, sending stage) -> queues_ index of that input.
+  std::map<std::pair<size_t, int>, size_t> receive_queue_;
+  std::map<size_t, at::Tensor> produced_;  // Action -> its output for other stages.
+  std::map<std::pair<size_t, int>, PostedRecv> posted_;  // By (action, sending stage).
   std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
   std::map<std::pair<int, int>, ForwardState> forward_;
+  std::map<int, VocabularyForward> vocabulary_forward_;  // By microbatch: S's for its T.
   std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
   std::vector<at::Tensor> send_buffers_;
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
   std::vector<int> synthetic_buckets_;  // BucketsPerVirtualStage, once a partial W needs it.
   at::Tensor synthetic_zeros_;          // ActivationZeros, once made.
+  at::Tensor synthetic_statistics_;     // An S's zeros, once made.
 };
 
 }  // namespace
@@ -618,10 +777,18 @@ absl::StatusOr<StepTimeline> PipelineExecutor::RunForwardOnly(int64_t tag_step,
   sched::Schedule forward = schedule;
   forward.microbatches = microbatches;
   for (std::vector<Action>& actions : forward.actions) actions.clear();
+  const bool vocabulary_parallel = sched::HoldsVocabularyPasses(schedule);
+  const VirtualStage last(forward.num_virtual_stages() - 1);
   for (int mb = 0; mb < microbatches; ++mb) {
     for (int s = 0; s < forward.num_virtual_stages(); ++s) {
       const VirtualStage vs(s);
       forward.ActionsOf(forward.StageOf(vs)).push_back({PassKind::kF, vs, mb});
+    }
+    if (!vocabulary_parallel) continue;
+    // The loss from every stage's shard (VocabularyShard::Loss in T).
+    for (Stage r : forward.AllStages()) {
+      forward.ActionsOf(r).push_back({PassKind::kS, last, mb});
+      forward.ActionsOf(r).push_back({PassKind::kT, last, mb});
     }
   }
   StepRun run(options_, tag_step, /*generation=*/0, forward, sched::ForwardOnlyPairOrders(forward),

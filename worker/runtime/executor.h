@@ -36,6 +36,8 @@ struct MicrobatchData {
 /// for the same arguments (see worker/data/sampler.h).
 using BatchFn = std::function<MicrobatchData(int64_t step, int microbatch)>;
 
+class VocabularyShard;
+
 /// A model chunk this worker holds and the W work its B passes leave. Under
 /// synthetic compute both may be null (no pass touches them), except for a
 /// chunk whose gradients a REDUCE_GRAD action reduces.
@@ -60,6 +62,11 @@ struct ExecutorOptions {
   GradientReducer* reducer = nullptr;
   /// The chunks this stage holds, by virtual stage.
   std::map<int, LocalChunk> chunks;
+  /// Vocabulary parallelism: this stage's shard of the LM head, which its S
+  /// and T passes run (worker/model/vocabulary_shard.h); not owned. Required
+  /// by a schedule holding S and T (sched::HoldsVocabularyPasses), except
+  /// under synthetic compute; null otherwise.
+  VocabularyShard* vocabulary = nullptr;
   /// Where the passes run: parameters, activations, gradients and received
   /// tensors live there; batches are copied there. Pass times are device
   /// times (PassTimer: CUDA events on a GPU, resolved once at the step's
@@ -136,6 +143,16 @@ using BeforeFirstBackward = std::function<absl::StatusOr<bool>()>;
 /// GradientReducer, and the step ends when every reduction completed: the
 /// gradients are then the average over the d replicas (the global batch's
 /// mean loss, as each replica's loss is already scaled by 1/m).
+///
+/// Vocabulary parallelism (a schedule holding S and T passes,
+/// scheduler/schedule.h; docs/training.md, "Vocabulary parallelism"): the
+/// last virtual stage's F sends its output (the final norm's) to every
+/// stage; each stage's S runs its VocabularyShard on it and sends the
+/// softmax statistics to every stage; each T combines them, records the
+/// loss (on the stage holding the last virtual stage), adds its shard's
+/// weight gradient and sends its part of the output gradient to the last
+/// virtual stage's B, which sums the parts in stage order. These are
+/// messages like the others, in the same pair orders.
 ///
 /// Thread-compatible: one thread per stage.
 class PipelineExecutor {

@@ -49,11 +49,26 @@ absl::Status PipelineExecutor::Validate(const sched::Schedule& schedule) const {
                      "holds (",
                      options_.chunks.size(), "), the schedule has ", reductions));
   }
+  const bool vocabulary_parallel = sched::HoldsVocabularyPasses(schedule);
   if (options_.synthetic.has_value()) {
     if (absl::Status st = CheckSyntheticCompute(*options_.synthetic, schedule.num_virtual_stages());
         !st.ok()) {
       return st;
     }
+    if (vocabulary_parallel &&
+        static_cast<int>(options_.synthetic->vocabulary.size()) != schedule.stages) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "schedule holds vocabulary passes (S, T), but synthetic compute has vocabulary costs "
+          "for ", options_.synthetic->vocabulary.size(), " stages of ", schedule.stages));
+    }
+  } else if (vocabulary_parallel != (options_.vocabulary != nullptr)) {
+    return absl::FailedPreconditionError(
+        vocabulary_parallel
+            ? absl::StrCat("schedule holds vocabulary passes (S, T), but stage ", options_.stage,
+                           " holds no vocabulary shard")
+            : absl::StrCat("stage ", options_.stage,
+                           " holds a vocabulary shard, but the schedule has no S and T passes "
+                           "to run it"));
   }
   const std::vector<int> buckets = sched::BucketsPerVirtualStage(schedule);
   for (const auto& [stage, chunk] : options_.chunks) {

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "worker/model/vocabulary_shard.h"
 #include "worker/runtime/device.h"
 #include "worker/runtime/passes.h"
 
@@ -69,7 +70,8 @@ StageProfile SyntheticProfile(const StageProfileOptions& o) {
   for (int rep = 0; rep < o.repetitions; ++rep) {
     for (int k = 0; k < 4; ++k) {
       const sched::Action action{kinds[k], VirtualStage(o.virtual_stage), 0};
-      const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, /*buckets=*/1);
+      const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, /*buckets=*/1,
+                                                 /*stage=*/0);
       const SteadyClock::time_point begin = SteadyClock::now();
       std::this_thread::sleep_until(begin + std::chrono::duration_cast<SteadyClock::duration>(
                                                 std::chrono::duration<double>(wait)));
@@ -160,6 +162,63 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
     if (rep >= 0) samples.push_back(sample);
   }
   return Summarize(o.virtual_stage, samples);
+}
+
+absl::StatusOr<sched::VocabularyCost> ProfileVocabularyShard(const VocabularyShard* shard,
+                                                             int stage, int stages,
+                                                             const StageProfileOptions& o) {
+  if (o.repetitions < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("repetitions ", o.repetitions, " < 1"));
+  }
+  std::vector<double> s_seconds, t_seconds;
+  sched::VocabularyCost cost;
+  if (o.synthetic != nullptr) {
+    if (stage < 0 || stage >= static_cast<int>(o.synthetic->vocabulary.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage ", stage, " has no synthetic vocabulary cost"));
+    }
+    for (int rep = 0; rep < o.repetitions; ++rep) {
+      for (sched::PassKind kind : {sched::PassKind::kS, sched::PassKind::kT}) {
+        const sched::Action action{kind, VirtualStage(0), 0};
+        const double wait = SyntheticPassSeconds(*o.synthetic, action, -1 - rep, 1, stage);
+        const SteadyClock::time_point begin = SteadyClock::now();
+        std::this_thread::sleep_until(begin + std::chrono::duration_cast<SteadyClock::duration>(
+                                                  std::chrono::duration<double>(wait)));
+        (kind == sched::PassKind::kS ? s_seconds : t_seconds)
+            .push_back(std::chrono::duration<double>(SteadyClock::now() - begin).count());
+      }
+    }
+    cost = o.synthetic->vocabulary[stage];
+  } else {
+    if (shard == nullptr) return absl::InvalidArgumentError("the profile needs the shard");
+    at::Generator gen = at::detail::createCPUGenerator(o.seed);
+    const at::Tensor hidden =
+        at::randn({o.microbatch_size, o.seq_len, o.hidden}, gen, at::kFloat).to(o.device);
+    const at::Tensor targets =
+        at::randint(o.vocab, {o.microbatch_size, o.seq_len}, gen, at::kLong).to(o.device);
+    for (int rep = -1; rep < o.repetitions; ++rep) {  // -1: the warm-up.
+      PassTimer timer(o.device, SteadyClock::now(), 2);
+      VocabularyForward state;
+      timer.Begin(0);
+      const at::Tensor statistics = shard->Forward(hidden, targets, &state);
+      timer.End(0);
+      timer.Begin(1);
+      shard->Backward(state, std::vector<at::Tensor>(static_cast<size_t>(stages), statistics),
+                      o.loss_scale / o.microbatches, nullptr);
+      timer.End(1);
+      std::vector<double> starts(2), ends(2);
+      timer.Resolve(starts, ends);
+      if (rep < 0) continue;
+      s_seconds.push_back(ends[0] - starts[0]);
+      t_seconds.push_back(ends[1] - starts[1]);
+      cost.m_bytes = static_cast<double>(state.hidden.nbytes() + state.logits.nbytes() +
+                                         state.index.nbytes() + state.in_shard.nbytes());
+      cost.transient_bytes = static_cast<double>(state.logits.nbytes());
+    }
+  }
+  cost.s_seconds = Median(std::move(s_seconds));
+  cost.t_seconds = Median(std::move(t_seconds));
+  return cost;
 }
 
 }  // namespace zbpp::worker

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/data/checkpoint.h"
+#include "worker/model/vocabulary_shard.h"
 
 namespace zbpp::worker {
 
@@ -48,15 +49,21 @@ absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerO
   const StageTrainerOptions& o = trainer->options_;
   config->compute_type = ComputeTypeOf(o.spec.precision());
   config->layout.assign(o.spec.pipeline().layout().begin(), o.spec.pipeline().layout().end());
-  std::vector<NamedTensor> parameters;
+  config->vocab_parallel = o.spec.pipeline().vocab_parallel();
   for (int stage : o.virtual_stages) {
     absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =
         ModelChunk::Create(*config, stage, p * v, o.spec.seed(), o.device);
     if (!chunk.ok()) return chunk.status();
-    for (const NamedTensor& t : (*chunk)->parameters()) parameters.push_back(t);
     trainer->stores_.push_back(std::make_unique<WeightGradStore>());
     trainer->chunks_.push_back(*std::move(chunk));
   }
+  if (config->vocab_parallel) {
+    absl::StatusOr<std::unique_ptr<VocabularyShard>> shard =
+        VocabularyShard::Create(*config, o.stage, p, o.spec.seed(), o.device);
+    if (!shard.ok()) return shard.status();
+    trainer->vocabulary_ = *std::move(shard);
+  }
+  std::vector<NamedTensor> parameters = trainer->Parameters();
   if (!o.synthetic.has_value()) {
     // Every gradient buffer exists before the first step (each step's B and
     // W passes give every parameter a gradient, adding 0 + g = g into a
@@ -99,6 +106,7 @@ void StageTrainer::Bind() {
   for (size_t i = 0; i < chunks_.size(); ++i) {
     exec.chunks[o.virtual_stages[i]] = {chunks_[i].get(), stores_[i].get()};
   }
+  exec.vocabulary = vocabulary_.get();
   executor_ = std::make_unique<PipelineExecutor>(std::move(exec));
 }
 
@@ -279,6 +287,33 @@ absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions)
   return profiles;
 }
 
+absl::StatusOr<std::optional<sched::VocabularyCost>> StageTrainer::ProfileVocabulary(
+    int repetitions) {
+  if (!options_.spec.pipeline().vocab_parallel()) return std::nullopt;
+  const StageProfileOptions o =
+      ProfileOptions(*chunks_.front(), *stores_.front(), options_.virtual_stages.front(),
+                     repetitions);
+  at::Tensor saved;  // The shard's gradient, to be put back.
+  if (vocabulary_ != nullptr && vocabulary_->weight().grad().defined()) {
+    saved = vocabulary_->weight().grad().clone();
+  }
+  absl::StatusOr<sched::VocabularyCost> cost = ProfileVocabularyShard(
+      vocabulary_.get(), options_.stage, options_.spec.pipeline().stages(), o);
+  if (vocabulary_ != nullptr) {
+    at::NoGradGuard no_grad;
+    if (saved.defined()) {
+      vocabulary_->weight().mutable_grad().copy_(saved);
+    } else {
+      vocabulary_->weight().mutable_grad().reset();
+    }
+  }
+  if (!cost.ok()) {
+    return absl::Status(cost.status().code(), absl::StrCat("profiling the vocabulary shard: ",
+                                                           cost.status().message()));
+  }
+  return std::optional<sched::VocabularyCost>(*cost);
+}
+
 absl::StatusOr<std::vector<StageProfile>> StageTrainer::ProfileLayoutParts(int repetitions) {
   if (options_.synthetic.has_value()) {
     return absl::FailedPreconditionError(
@@ -340,6 +375,7 @@ StageProfileOptions StageTrainer::ProfileOptions(const ModelChunk& chunk,
 absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
                                                       const sched::Schedule& schedule) {
   if (options_.synthetic.has_value()) return 0.0;  // No pass defines a gradient.
+  if (vocabulary_ != nullptr) return SumVocabularyTiedGradients(step);
   at::Tensor first, last;  // This stage's copies of the tied matrix.
   for (const auto& chunk : chunks_) {
     if (!chunk->tied_embedding().defined()) continue;
@@ -388,6 +424,34 @@ absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
   // copy; the head's copy is the one not to count.
   if (!last.defined()) return 0.0;
   return at::sum(last.grad().square(), at::kDouble).item<double>();
+}
+
+absl::StatusOr<double> StageTrainer::SumVocabularyTiedGradients(int64_t step) {
+  if (!options_.spec.model().tie_embeddings()) return 0.0;
+  at::NoGradGuard no_grad;
+  // The whole matrix's gradient: the embedding's (first stage) plus every
+  // shard's rows, summed over the pipeline group, so that every copy gets
+  // the same bits.
+  const at::Tensor& shard = vocabulary_->weight();
+  const VocabularyRange range = vocabulary_->range();
+  at::Tensor embedding;  // The first virtual stage's token embedding, when held here.
+  for (const auto& chunk : chunks_) {
+    if (chunk->is_first()) embedding = chunk->tied_embedding();
+  }
+  at::Tensor sum = embedding.defined()
+                       ? embedding.grad().clone()
+                       : at::zeros({options_.spec.model().vocab(), shard.size(1)}, shard.options());
+  sum.narrow(0, range.begin, range.size()).add_(shard.grad());
+  if (absl::Status st = options_.communicator->AllReduceSum(sum, options_.timeout); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("step ", step, ", tied embedding gradient "
+                                                "over the vocabulary shards: ",
+                                                std::string(st.message())));
+  }
+  if (embedding.defined()) embedding.mutable_grad().copy_(sum);
+  at::Tensor& shard_grad = shard.mutable_grad();
+  shard_grad.copy_(sum.narrow(0, range.begin, range.size()));
+  // The embedding holds every row: the shard is the copy not to count.
+  return at::sum(shard_grad.square(), at::kDouble).item<double>();
 }
 
 absl::Status StageTrainer::ValidateSynchronously(int64_t step, StepResult& result) {
@@ -626,6 +690,7 @@ std::vector<NamedTensor> StageTrainer::Parameters() const {
   for (const auto& chunk : chunks_) {
     for (const NamedTensor& t : chunk->parameters()) out.push_back(t);
   }
+  if (vocabulary_ != nullptr) out.emplace_back(vocabulary_->name(), vocabulary_->weight());
   return out;
 }
 

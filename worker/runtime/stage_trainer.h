@@ -241,6 +241,11 @@ class StageTrainer {
   /// FailedPrecondition under synthetic compute (no model to measure); the
   /// passes' errors. Thread-compatible, as Profile.
   absl::StatusOr<std::vector<StageProfile>> ProfileLayoutParts(int repetitions = 3);
+  /// Under vocabulary parallelism (PipelineSpec.vocab_parallel): this
+  /// stage's S and T passes on its shard of the LM head, profiled as
+  /// ProfileVocabularyShard says (stage_profile.h), its gradient put back as
+  /// Profile does; nullopt without vocabulary parallelism.
+  absl::StatusOr<std::optional<sched::VocabularyCost>> ProfileVocabulary(int repetitions);
 
   /// Finishes the pending POST step, if any: waits for its full state and
   /// rolls back / redoes / skips as it says (nothing speculative ran, so
@@ -277,7 +282,9 @@ class StageTrainer {
   /// evaluation), and the next RunStep returns the gap as StepResult::gap.
   void MarkBetweenSteps(GapPhase phase) { gaps_.Mark(phase); }
 
-  /// Every parameter of this stage's chunks, by global name.
+  /// Every parameter of this stage's chunks, by global name, and under
+  /// vocabulary parallelism its shard of the LM head
+  /// (VocabularyShard::name).
   std::vector<NamedTensor> Parameters() const;
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
   std::vector<NamedTensor> OptimizerState() const;
@@ -367,6 +374,12 @@ class StageTrainer {
   // copies stay equal. Returns the head copy's squared gradient norm, which
   // the local norm must not count a second time.
   absl::StatusOr<double> SumTiedGradients(int64_t step, const sched::Schedule& schedule);
+  // SumTiedGradients under vocabulary parallelism with tied embeddings: the
+  // first stage's embedding and every stage's shard (rows of the same
+  // matrix) get the sum of all their gradients, by an all-reduce of the
+  // whole matrix's gradient over the pipeline group; returns the shard's
+  // squared gradient norm (the embedding counts those rows already).
+  absl::StatusOr<double> SumVocabularyTiedGradients(int64_t step);
   absl::Status ValidateSynchronously(int64_t step, StepResult& result);
   absl::Status StepOptimistically(int64_t step, StepResult& result);
   // Waits for the pending step's full state and acts on it; sets *replay
@@ -385,6 +398,9 @@ class StageTrainer {
 
   StageTrainerOptions options_;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
+  // This stage's shard of the LM head under vocabulary parallelism
+  // (PipelineSpec.vocab_parallel); null otherwise.
+  std::unique_ptr<VocabularyShard> vocabulary_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<GradientReducer> reducer_;  // Null when d = 1.
   std::unique_ptr<PipelineExecutor> executor_;

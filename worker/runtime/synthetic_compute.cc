@@ -31,7 +31,7 @@ double Noise(uint64_t seed, int64_t step, const sched::Action& a) {
 }  // namespace
 
 double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Action& a,
-                            int64_t step, int buckets) {
+                            int64_t step, int buckets, int stage) {
   const sched::VirtualStageCost& cost = synthetic.stages[a.virtual_stage.value()];
   double seconds = 0;
   switch (a.kind) {
@@ -50,8 +50,20 @@ double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Acti
       break;
     case sched::PassKind::kReduce:
       return 0;
+    case sched::PassKind::kS:
+      seconds = synthetic.vocabulary[static_cast<size_t>(stage)].s_seconds;
+      break;
+    case sched::PassKind::kT:
+      seconds = synthetic.vocabulary[static_cast<size_t>(stage)].t_seconds;
+      break;
   }
-  if (synthetic.noise > 0) seconds *= 1 + synthetic.noise * Noise(synthetic.seed, step, a);
+  if (synthetic.noise > 0) {
+    // S and T of one microbatch run on every stage: the stage is part of the draw.
+    const uint64_t seed =
+        sched::IsVocabularyPass(a.kind) ? synthetic.seed ^ (0x9e3779b97f4a7c15ULL * (stage + 1))
+                                        : synthetic.seed;
+    seconds *= 1 + synthetic.noise * Noise(seed, step, a);
+  }
   return seconds;
 }
 
@@ -75,6 +87,14 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
     cost.m_w_bytes = c.m_w_bytes();
     synthetic.stages.push_back(cost);
   }
+  for (const v1::VocabularyCost& c : cost_model.vocabulary()) {
+    sched::VocabularyCost cost;
+    cost.s_seconds = c.s_seconds() * source.scale;
+    cost.t_seconds = c.t_seconds() * source.scale;
+    cost.m_bytes = c.m_bytes();
+    cost.transient_bytes = c.transient_bytes();
+    synthetic.vocabulary.push_back(cost);
+  }
   if (absl::Status st = CheckSyntheticCompute(synthetic, num_stages); !st.ok()) return st;
   return synthetic;
 }
@@ -91,6 +111,16 @@ absl::Status CheckSyntheticCompute(const SyntheticCompute& synthetic, int num_st
       if (!std::isfinite(t) || t < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "synthetic compute: virtual stage ", s, " has a pass time ", t,
+            " s; pass times are finite and >= 0"));
+      }
+    }
+  }
+  for (size_t s = 0; s < synthetic.vocabulary.size(); ++s) {
+    const sched::VocabularyCost& c = synthetic.vocabulary[s];
+    for (double t : {c.s_seconds, c.t_seconds}) {
+      if (!std::isfinite(t) || t < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "synthetic compute: stage ", s, " has a vocabulary pass time ", t,
             " s; pass times are finite and >= 0"));
       }
     }

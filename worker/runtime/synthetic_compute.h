@@ -35,6 +35,9 @@ struct SyntheticCompute {
   /// echoed by the calibration profile (stage_profile.h): no pass holds
   /// them.
   std::vector<sched::VirtualStageCost> stages;
+  /// Vocabulary parallelism: per stage, T_S and T_T of its S and T passes
+  /// (sched::VocabularyCost); empty without it.
+  std::vector<sched::VocabularyCost> vocabulary;
   /// Multiplicative noise: a pass waits its duration times (1 + noise * u),
   /// u uniform in [-1, 1] drawn from (seed, step, pass, virtual stage,
   /// microbatch), so two runs with one seed wait the same; in [0, 1).
@@ -68,13 +71,15 @@ absl::StatusOr<SyntheticCompute> SyntheticFromCostModel(const v1::CostModel& cos
                                                          int num_stages,
                                                          const SyntheticComputeSource& source);
 
-/// The seconds action `a` of `step` waits under `synthetic`: its stage's
-/// cost for the pass, with noise; `buckets` is the number of gradient
+/// The seconds action `a` of `step`, run on stage `stage`, waits under
+/// `synthetic`: its virtual stage's cost for the pass (an S or T: `stage`'s
+/// vocabulary cost), with noise; `buckets` is the number of gradient
 /// buckets of a's virtual stage (sched::BucketsPerVirtualStage), used by a partial
 /// W. 0 for a reduction (the reducer runs it for real). `a.virtual_stage` must be a
-/// valid index of `synthetic.stages` (CheckSyntheticCompute).
+/// valid index of `synthetic.stages`, and `stage` of `synthetic.vocabulary`
+/// for an S or T (CheckSyntheticCompute).
 double SyntheticPassSeconds(const SyntheticCompute& synthetic, const sched::Action& a,
-                            int64_t step, int buckets);
+                            int64_t step, int buckets, int stage);
 
 /// InvalidArgument unless `synthetic` has one cost per virtual stage
 /// (`num_stages`), finite non-negative times, and noise in [0, 1).

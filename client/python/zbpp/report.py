@@ -214,6 +214,10 @@ class Report:
     #: The blocks of each virtual stage, and how they were chosen.
     layout: list[int]
     layout_reason: str
+    #: The layout drift report: the layout the measured costs predict best
+    #: and why; empty while the running layout still is.
+    better_layout: list[int]
+    better_layout_reason: str
     rollbacks: int
     skipped_steps: int
     clipped_steps: int
@@ -435,6 +439,8 @@ def build_report(job: job_pb2.Job, steps: Sequence[job_pb2.StepSummary],
         transport_reason=job.transport_reason,
         layout=list(job.layout),
         layout_reason=job.layout_reason,
+        better_layout=list(job.better_layout),
+        better_layout_reason=job.better_layout_reason,
         rollbacks=job.rollbacks_total, skipped_steps=job.skipped_steps_total,
         clipped_steps=job.clipped_steps_total,
         schedule_versions=len({s.schedule_version for s in steps}),

@@ -178,6 +178,11 @@ class Job:
     layout: list[int]
     layout_reason: str
     layout_source: str
+    #: The layout drift report: the layout the measured costs now predict
+    #: best ("measured: [5, 3] would predict ...") when it beats the running
+    #: one by 5 %; empty otherwise.
+    better_layout: list[int]
+    better_layout_reason: str
     assignments: list[Assignment]
     first_step: Step | None
     last_step: Step | None
@@ -239,6 +244,8 @@ class Job:
             layout_reason=j.layout_reason,
             layout_source="" if j.layout_source == 0 else enum_name(
                 job_pb2.LayoutSource, j.layout_source, "LAYOUT_SOURCE_"),
+            better_layout=list(j.better_layout),
+            better_layout_reason=j.better_layout_reason,
             assignments=[Assignment(a.stage, a.replica, a.worker_id) for a in j.assignments],
             first_step=Step.from_proto(j.first_step) if j.HasField("first_step") else None,
             last_step=Step.from_proto(j.last_step) if j.HasField("last_step") else None,

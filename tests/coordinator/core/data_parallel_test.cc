@@ -258,7 +258,7 @@ TEST_F(DataParallelTest, EverySchedulePublishedHoldsOneReductionPerVirtualStage)
   for (int s = 0; s < 4; ++s) {
     EXPECT_DOUBLE_EQ(initial.cost_model().virtual_stages(s).reduce_seconds(),
                      RingAllReduceSeconds(
-                         4 * StageParameterCount(spec.model(), spec.model().layers() / 4, s, 4),
+                         4 * StageParameterCount(spec.model(), spec.model().layers() / 4, s, 4, false),
                          2));
   }
   EXPECT_GT(initial.predicted().exposed_reduce_seconds(), 0)

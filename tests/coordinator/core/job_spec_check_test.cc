@@ -195,6 +195,27 @@ std::vector<RefusedSpec> BadCases() {
          s.mutable_pipeline()->set_layout_policy(static_cast<zbpp::v1::LayoutPolicy>(7));
        },
        "pipeline.layout_policy: unknown value 7"},
+      {"vocabulary parallelism over more stages than tokens",
+       [](JobSpec& s) {
+         s.mutable_dataset()->mutable_tokens()->set_path("/data/kjv/train.bin");
+         s.mutable_model()->set_vocab(1);  // Token files are not byte-level.
+         s.mutable_pipeline()->set_vocab_parallel(true);
+       },
+       "pipeline.vocab_parallel: needs model.vocab (1) >= pipeline.stages (2)"},
+      {"vocabulary parallelism with data parallelism",
+       [](JobSpec& s) {
+         s.mutable_pipeline()->set_data_parallel(2);
+         s.mutable_pipeline()->set_vocab_parallel(true);
+       },
+       "pipeline.vocab_parallel: needs pipeline.data_parallel 1, got 2"},
+      {"vocabulary parallelism with a schedule file",
+       [](JobSpec& s) {
+         s.mutable_schedule()->clear_name();
+         s.mutable_schedule()->set_file("s.csv");
+         s.mutable_schedule()->set_file_text("0F0\n");
+         s.mutable_pipeline()->set_vocab_parallel(true);
+       },
+       "pipeline.vocab_parallel: needs a registry schedule (schedule.name), not schedule.file"},
       // Schedule policy fields.
       {"missing schedule", [](JobSpec& s) { s.clear_schedule(); },
        "schedule: required"},

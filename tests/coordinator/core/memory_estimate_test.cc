@@ -40,10 +40,10 @@ TEST(MemoryEstimateTest, CountsEachRanksStagesStateAndActivations) {
   const std::vector<StageMemoryEstimate> ranks =
       EstimateStageMemory(spec, VVersion());
   ASSERT_EQ(ranks.size(), 2u);
-  const double rank0 = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4) +
-                       StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4);
-  const double rank1 = StageParameterCount(spec.model(), spec.model().layers() / 4, 1, 4) +
-                       StageParameterCount(spec.model(), spec.model().layers() / 4, 2, 4);
+  const double rank0 = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4, false) +
+                       StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4, false);
+  const double rank1 = StageParameterCount(spec.model(), spec.model().layers() / 4, 1, 4, false) +
+                       StageParameterCount(spec.model(), spec.model().layers() / 4, 2, 4, false);
   EXPECT_DOUBLE_EQ(ranks[0].parameters, rank0);
   EXPECT_DOUBLE_EQ(ranks[1].parameters, rank1);
   // Default: AUTO validation with exact rollback keeps its copy: 16 + 12.
@@ -57,8 +57,8 @@ TEST(MemoryEstimateTest, CountsEachRanksStagesStateAndActivations) {
 TEST(MemoryEstimateTest, NoRollbackCopyWhenNothingIsRolledBackOrItIsInverted) {
   v1::JobSpec spec = Spec();
   spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);
-  const double params = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4) +
-                        StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4);
+  const double params = StageParameterCount(spec.model(), spec.model().layers() / 4, 0, 4, false) +
+                        StageParameterCount(spec.model(), spec.model().layers() / 4, 3, 4, false);
   EXPECT_DOUBLE_EQ(EstimateStageMemory(spec, VVersion())[0].state_bytes,
                    16 * params);
   spec.set_validation(v1::VALIDATION_MODE_POST);

@@ -101,16 +101,16 @@ TEST(ModelCosts, Llama3_8BHasItsPublishedParameterCount) {
   EXPECT_DOUBLE_EQ(BlockCostsOf(model, 1).parameters, 218112000);
   double total = 0;
   for (int stage = 0; stage < 8; ++stage) {
-    total += StageParameterCount(model, model.layers() / 8, stage, 8);
+    total += StageParameterCount(model, model.layers() / 8, stage, 8, false);
   }
   // 8.03B: 32 layers, embedding and head 128256·4096 each, the final norm.
   EXPECT_DOUBLE_EQ(total, 8030261248.0);
   // Tied on one stage: one matrix fewer; split, the last stage holds a copy.
   zbpp::v1::ModelSpec tied = model;
   tied.set_tie_embeddings(true);
-  EXPECT_DOUBLE_EQ(StageParameterCount(tied, tied.layers(), 0, 1), 8030261248.0 - 128256.0 * 4096);
-  EXPECT_DOUBLE_EQ(StageParameterCount(tied, tied.layers() / 8, 7, 8),
-                   StageParameterCount(model, model.layers() / 8, 7, 8));
+  EXPECT_DOUBLE_EQ(StageParameterCount(tied, tied.layers(), 0, 1, false), 8030261248.0 - 128256.0 * 4096);
+  EXPECT_DOUBLE_EQ(StageParameterCount(tied, tied.layers() / 8, 7, 8, false),
+                   StageParameterCount(model, model.layers() / 8, 7, 8, false));
 }
 
 TEST(ModelCosts, LlamaFlopsAndMemoryFollowItsProjections) {

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/core/model_costs.h"
 #include "coordinator/core/planning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/simulator.h"
 #include "tests/coordinator/core/spec_testing.h"
 
 namespace zbpp::coordinator {
@@ -185,7 +187,7 @@ TEST(ChooseProfiledLayout, PlansTheLayoutFromTheProfiledPartsOfEachStage) {
   const JobPlan plan = Plan(DemoLlama());
   ASSERT_EQ(plan.layout, (std::vector<int>{7, 1})) << plan.layout_reason;
   absl::StatusOr<ProfiledLayout> measured =
-      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 3.5), 0);
+      ChooseProfiledLayout(kLayoutGain, plan.spec, "zb-2p", Parts(2, 0, 3.5), 0);
   ASSERT_TRUE(measured.ok()) << measured.status();
   EXPECT_TRUE(measured->changed);
   EXPECT_EQ(measured->layout, (std::vector<int>{6, 2}));
@@ -193,13 +195,13 @@ TEST(ChooseProfiledLayout, PlansTheLayoutFromTheProfiledPartsOfEachStage) {
   EXPECT_THAT(measured->reason, HasSubstr("x shorter than [7, 1] under the profiled costs"));
 
   absl::StatusOr<ProfiledLayout> free_head =
-      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 0), 0);
+      ChooseProfiledLayout(kLayoutGain, plan.spec, "zb-2p", Parts(2, 0, 0), 0);
   ASSERT_TRUE(free_head.ok()) << free_head.status();
   EXPECT_EQ(free_head->layout, (std::vector<int>{4, 4}));
 
   // The parts agree with the plan: kept, and said so.
   absl::StatusOr<ProfiledLayout> kept =
-      ChooseProfiledLayout(plan.spec, "zb-2p", Parts(2, 0, 6), 0);
+      ChooseProfiledLayout(kLayoutGain, plan.spec, "zb-2p", Parts(2, 0, 6), 0);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_FALSE(kept->changed);
   EXPECT_EQ(kept->layout, (std::vector<int>{7, 1}));
@@ -216,16 +218,80 @@ TEST(ChooseProfiledLayout, ASlowerStageTakesFewerBlocks) {
   for (sched::VirtualStageCost* c : {&slow_first[0].block}) {
     c->f_seconds *= 2, c->b_seconds *= 2, c->w_seconds *= 2;
   }
-  absl::StatusOr<ProfiledLayout> fair = ChooseProfiledLayout(spec, "zb-2p", equal, 0);
-  absl::StatusOr<ProfiledLayout> slow = ChooseProfiledLayout(spec, "zb-2p", slow_first, 0);
+  absl::StatusOr<ProfiledLayout> fair = ChooseProfiledLayout(kLayoutGain, spec, "zb-2p", equal, 0);
+  absl::StatusOr<ProfiledLayout> slow = ChooseProfiledLayout(kLayoutGain, spec, "zb-2p", slow_first, 0);
   ASSERT_TRUE(fair.ok() && slow.ok()) << fair.status() << slow.status();
   EXPECT_EQ(fair->layout, (std::vector<int>{4, 4}));
   EXPECT_LT(slow->layout[0], 4);
 }
 
+// The drift report: the first calibration's parts (equal devices, a head of
+// two blocks, [5, 3] under zb-2p) against the measured costs of the running
+// layout. Costs as the parts predict: no report. The first stage's device
+// twice as slow as profiled: a layout with fewer blocks on it, by more than
+// 5 %.
+TEST(BetterMeasuredLayout, NamesALayoutOnlyWhenTheMeasuredCostsMoveFarFromTheParts) {
+  JobSpec spec = DemoLlama();
+  for (int blocks : {5, 3}) spec.mutable_pipeline()->add_layout(blocks);
+  const std::vector<StagePartCosts> parts = Parts(2, 0, 2);
+  absl::StatusOr<sched::Problem> planned = PlannedProblem(spec, "zb-2p");
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const std::vector<int> stage_of = {0, 1};
+  sched::Problem measured = *planned;
+  // As the parts predict: 5 blocks of 3 s; 3 blocks and a head of 2 blocks.
+  measured.virtual_stages[0].f_seconds = measured.virtual_stages[0].b_seconds =
+      measured.virtual_stages[0].w_seconds = 5;
+  measured.virtual_stages[1].f_seconds = measured.virtual_stages[1].b_seconds =
+      measured.virtual_stages[1].w_seconds = 5;
+  EXPECT_EQ(BetterMeasuredLayout(spec, "zb-2p", parts, measured, stage_of), std::nullopt);
+
+  sched::Problem slow_first = measured;
+  slow_first.virtual_stages[0].f_seconds = slow_first.virtual_stages[0].b_seconds =
+      slow_first.virtual_stages[0].w_seconds = 10;
+  const auto better = BetterMeasuredLayout(spec, "zb-2p", parts, slow_first, stage_of);
+  ASSERT_TRUE(better.has_value());
+  EXPECT_LT(better->first[0], 5);
+  EXPECT_EQ(better->first[0] + better->first[1], 8);
+  EXPECT_THAT(better->second, StartsWith("measured: [" + std::to_string(better->first[0])));
+  EXPECT_THAT(better->second, HasSubstr("x shorter than the running [5, 3]"));
+  // Parts of another number of stages: no report rather than a guess.
+  EXPECT_EQ(BetterMeasuredLayout(spec, "zb-2p", Parts(3, 0, 2), slow_first, stage_of),
+            std::nullopt);
+}
+
+// Vocabulary parallelism: the head is no virtual stage's, so its profiled
+// cost does not push blocks off the last stage; the stages' S and T carry
+// it, each its rows' share.
+TEST(ChooseProfiledLayout, AHeadSplitByVocabularyLeavesTheEvenSplit) {
+  JobSpec spec = DemoLlama();
+  spec.mutable_pipeline()->set_vocab_parallel(true);
+  absl::StatusOr<ProfiledLayout> layout =
+      ChooseProfiledLayout(kLayoutGain, spec, "zb-2p", Parts(2, 0, 3.5), 0);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->layout, (std::vector<int>{4, 4})) << layout->reason;
+}
+
+TEST(PlanJobLayout, VocabularyParallelismPlansTheEvenSplitWithTheVocabularyPasses) {
+  JobSpec spec = DemoLlama();
+  spec.mutable_pipeline()->set_vocab_parallel(true);
+  const JobPlan plan = Plan(spec);
+  EXPECT_THAT(plan.layout, ElementsAre(4, 4)) << plan.layout_reason;
+  const sched::Schedule& schedule = plan.choice.schedule;
+  EXPECT_TRUE(sched::HoldsVocabularyPasses(schedule));
+  ASSERT_EQ(plan.choice.problem.vocabulary.size(), 2u);
+  // 8192 rows over 2 stages: half the head's GEMMs each, S one, T two.
+  const std::vector<sched::VocabularyCost> costs = AnalyticVocabularyCosts(spec);
+  EXPECT_DOUBLE_EQ(costs[0].t_seconds, 2 * costs[0].s_seconds);
+  EXPECT_DOUBLE_EQ(costs[0].s_seconds, costs[1].s_seconds);
+  EXPECT_DOUBLE_EQ(costs[0].s_seconds, 0.5 * HeadForwardFlops(spec) / 1e12);
+  // The last virtual stage costs its blocks only: the same as the first's.
+  EXPECT_DOUBLE_EQ(plan.choice.problem.virtual_stages[1].f_seconds,
+                   plan.choice.problem.virtual_stages[0].f_seconds);
+}
+
 TEST(ChooseProfiledLayout, RefusesPartsOfAnotherNumberOfStages) {
   const absl::StatusOr<ProfiledLayout> refused =
-      ChooseProfiledLayout(DemoLlama(), "zb-2p", Parts(3, 0, 1), 0);
+      ChooseProfiledLayout(kLayoutGain, DemoLlama(), "zb-2p", Parts(3, 0, 1), 0);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.status().message(), "part costs: 3 stages profiled, the job has 2");
 }

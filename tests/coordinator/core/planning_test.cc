@@ -425,8 +425,8 @@ TEST(PlanJob, DataParallelismUpToTheWorkerCapIsPlanned) {
 // 128 + 256 * 64 = 16512.
 TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   JobSpec spec = TinySpec();
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 0, 2), 4 * 49984 + 24576);
-  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 1, 2), 4 * 49984 + 16512);
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 0, 2, false), 4 * 49984 + 24576);
+  EXPECT_DOUBLE_EQ(StageParameterCount(spec.model(), spec.model().layers() / 2, 1, 2, false), 4 * 49984 + 16512);
   for (int d : {0, 1}) {
     spec.mutable_pipeline()->set_data_parallel(d);
     const absl::StatusOr<sched::Problem> one_replica = InitialProblem(spec);
@@ -439,7 +439,7 @@ TEST(InitialProblem, ReplicasCostARingAllReduceOfEachStagesGradients) {
   absl::StatusOr<sched::Problem> problem = InitialProblem(spec);
   ASSERT_TRUE(problem.ok()) << problem.status();
   for (int s = 0; s < 2; ++s) {
-    const double bytes = 4 * StageParameterCount(spec.model(), spec.model().layers() / 2, s, 2);
+    const double bytes = 4 * StageParameterCount(spec.model(), spec.model().layers() / 2, s, 2, false);
     // 2(d-1)/d of the bytes at 1 GB/s, and 2(d-1) hops of 50 us.
     EXPECT_DOUBLE_EQ(problem->virtual_stages[s].reduce_seconds, 1.5 * bytes / 1e9 + 6 * 50e-6)
         << "stage " << s;
@@ -530,7 +530,7 @@ TEST(InitialProblem, ALayoutGivesEachVirtualStageItsOwnBlocks) {
   for (int v = 0; v < 2; ++v) {
     EXPECT_DOUBLE_EQ(problem->virtual_stages[v].reduce_seconds,
                      RingAllReduceSeconds(
-                         4 * StageParameterCount(spec.model(), v == 0 ? 5 : 3, v, 2), 2));
+                         4 * StageParameterCount(spec.model(), v == 0 ? 5 : 3, v, 2, false), 2));
   }
   spec.mutable_pipeline()->set_data_parallel(1);
 

@@ -219,7 +219,7 @@ std::string EquivalenceCaseName(const std::string& schedule, int p, int d,
 
 double ExpectNearReference(const std::map<std::string, at::Tensor>& params,
                            const std::map<std::string, at::Tensor>& reference,
-                           const std::string& label) {
+                           const std::string& label, double tolerance) {
   double worst = 0;
   for (const auto& [name, t] : params) {
     auto want = reference.find(name);
@@ -230,7 +230,7 @@ double ExpectNearReference(const std::map<std::string, at::Tensor>& params,
     const double scale = want->second.abs().max().item<double>();
     const double error = (t - want->second).abs().max().item<double>() / scale;
     worst = std::max(worst, error);
-    EXPECT_LE(error, kEquivalenceTolerance) << label << " " << name;
+    EXPECT_LE(error, tolerance) << label << " " << name;
   }
   return worst;
 }

@@ -81,11 +81,12 @@ std::string EquivalenceCaseName(const std::string& schedule, int p, int d,
                                 v1::Precision precision);
 
 /// Adds a gtest failure for every parameter of `params` further than
-/// kEquivalenceTolerance (relative to its largest entry) from the reference,
+/// `tolerance` (relative to its largest entry) from the reference,
 /// and for one the reference lacks, naming `label`; returns the worst error.
 double ExpectNearReference(const std::map<std::string, at::Tensor>& params,
                            const std::map<std::string, at::Tensor>& reference,
-                           const std::string& label);
+                           const std::string& label,
+                           double tolerance = kEquivalenceTolerance);
 
 }  // namespace zbpp::worker
 

@@ -87,7 +87,7 @@ TEST_P(SyntheticComputeTest, PassesAndStepTakeTheCostModelsTimes) {
         const double asked = sched::MergedIntoPrevious(actions, j)
                                  ? sim.end_seconds - sim.start_seconds
                                  : SyntheticPassSeconds(synthetic, actions[j], step,
-                                                        buckets[actions[j].virtual_stage.value()]);
+                                                        buckets[actions[j].virtual_stage.value()], r);
         const double took = t.action_end_seconds[j] - t.action_start_seconds[j];
         // A sleep never ends early; a loaded machine may wake it late.
         EXPECT_GE(took, asked - 1e-4) << GetParam() << " rank " << r << " action " << j;
@@ -147,8 +147,8 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   double lo = 10, hi = 0;
   for (int mb = 0; mb < 200; ++mb) {
     const sched::Action a{sched::PassKind::kF, VirtualStage(1), mb};
-    const double t = SyntheticPassSeconds(s, a, 3, 1);
-    EXPECT_EQ(t, SyntheticPassSeconds(s, a, 3, 1));
+    const double t = SyntheticPassSeconds(s, a, 3, 1, 0);
+    EXPECT_EQ(t, SyntheticPassSeconds(s, a, 3, 1, 0));
     lo = std::min(lo, t);
     hi = std::max(hi, t);
   }
@@ -157,10 +157,10 @@ TEST(SyntheticComputeNoise, IsDeterministicBoundedAndVaries) {
   EXPECT_GT(hi - lo, 0.2);
   // A fused BW waits T_B + T_W; a partial W its share.
   s.noise = 0;
-  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, VirtualStage(0), 0}, 0, 1), 2.0);
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, {sched::PassKind::kBW, VirtualStage(0), 0}, 0, 1, 0), 2.0);
   sched::Action w{sched::PassKind::kW, VirtualStage(0), 0};
   w.bucket = 1;
-  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4), 0.25);
+  EXPECT_DOUBLE_EQ(SyntheticPassSeconds(s, w, 0, 4, 0), 0.25);
 }
 
 TEST(SyntheticComputeFromCostModel, ScalesTheVersionsCosts) {

@@ -93,6 +93,13 @@ v1::CostModel CostModelToProto(const sched::Problem& problem) {
   for (double limit : problem.memory_limit_bytes) {
     proto.add_memory_limit_bytes(limit);
   }
+  for (const sched::VocabularyCost& cost : problem.vocabulary) {
+    v1::VocabularyCost* out = proto.add_vocabulary();
+    out->set_s_seconds(cost.s_seconds);
+    out->set_t_seconds(cost.t_seconds);
+    out->set_m_bytes(cost.m_bytes);
+    out->set_transient_bytes(cost.transient_bytes);
+  }
   return proto;
 }
 
@@ -124,6 +131,14 @@ absl::StatusOr<sched::Problem> ProblemFromCostModel(
   }
   problem.memory_limit_bytes.assign(cost_model.memory_limit_bytes().begin(),
                                     cost_model.memory_limit_bytes().end());
+  if (cost_model.vocabulary_size() != 0 && cost_model.vocabulary_size() != problem.stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cost model has vocabulary costs for ", cost_model.vocabulary_size(),
+        " stages; the schedule has ", problem.stages));
+  }
+  for (const v1::VocabularyCost& c : cost_model.vocabulary()) {
+    problem.vocabulary.push_back({c.s_seconds(), c.t_seconds(), c.m_bytes(), c.transient_bytes()});
+  }
   return problem;
 }
 

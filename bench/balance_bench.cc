@@ -29,11 +29,18 @@
 //
 //   balance_bench [--in-process] [--stages=8,16] [--vocab=32768,128256]
 //       [--m-per-stage=2] [--schedules=1f1b,zb-2p,zb-v] [--rounds=2]
-//       [--steps=3] [--step-seconds=1]
+//       [--steps=3] [--step-seconds=1] [--vocab-parallel] [--demo-model]
 //
 // --m-per-stage: m = that times p (a list). --rounds: runs of each layout,
 // each of --steps steps. --in-process: CreateInProcessGroup (matches by
-// tag) instead of the order-strict group.
+// tag) instead of the order-strict group. --vocab-parallel adds a third
+// plan, VOCAB: AUTO with the head split by vocabulary over the stages
+// (pipeline.vocab_parallel; its S and T passes placed by
+// sched::AddVocabularyPasses, each waiting its AnalyticVocabularyCosts),
+// run in the same rotation, and prints VOCAB's columns after AUTO's.
+// --demo-model plans scripts/demo's Llama instead (h = 128, 4 heads, 2
+// key/value heads, SwiGLU 352, tied embeddings, s = 128, b = 4, 4 blocks
+// per stage), whose head at a 32K vocabulary costs about 19 blocks.
 
 #include <cstdio>
 #include <string>
@@ -68,6 +75,8 @@ struct Flags {
   int rounds = 2;
   int steps = 3;
   double step_seconds = 1.0;
+  bool vocab_parallel = false;
+  bool demo_model = false;
 };
 
 // Parses "--name=1,2,3" into positive integers; false (after saying which
@@ -97,6 +106,10 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
     bool ok = arg.rfind("--", 0) == 0;
     if (ok && arg == "--in-process") {
       flags.in_process = true;
+    } else if (ok && arg == "--vocab-parallel") {
+      flags.vocab_parallel = true;
+    } else if (ok && arg == "--demo-model") {
+      flags.demo_model = true;
     } else if (ok && name == "stages") {
       ok = ParseInts(name, value, flags.stages);
     } else if (ok && name == "vocab") {
@@ -122,22 +135,32 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
   return true;
 }
 
-// The Llama-3-8B-like job at p stages with `vocab` tokens, m microbatches of
-// one sequence, under `schedule` and `policy`.
-zbpp::v1::JobSpec LlamaSpec(int p, int vocab, int m, const std::string& schedule,
-                            zbpp::v1::LayoutPolicy policy) {
+// The Llama-3-8B-like job (or with `demo`, scripts/demo's Llama) at p stages
+// with `vocab` tokens, m microbatches, under `schedule` and `policy`.
+zbpp::v1::JobSpec LlamaSpec(bool demo, int p, int vocab, int m, const std::string& schedule,
+                            zbpp::v1::LayoutPolicy policy, bool vocab_parallel = false) {
   zbpp::v1::JobSpec spec;
   spec.set_name("balance-bench");
   zbpp::v1::ModelSpec& model = *spec.mutable_model();
   model = zbpp::coordinator::testing::Llama3_8B();
-  model.set_vocab(vocab);
   model.set_seq_len(1024);
+  if (demo) {
+    model.set_layers(4 * p);
+    model.set_hidden(128);
+    model.set_heads(4);
+    model.set_kv_heads(2);
+    model.set_ffn_hidden(352);
+    model.set_seq_len(128);
+    model.set_tie_embeddings(true);
+  }
+  model.set_vocab(vocab);
   spec.mutable_dataset()->mutable_synthetic();
   zbpp::v1::PipelineSpec& pipeline = *spec.mutable_pipeline();
   pipeline.set_stages(p);
   pipeline.set_microbatches(m);
-  pipeline.set_microbatch_size(1);
+  pipeline.set_microbatch_size(demo ? 4 : 1);
   pipeline.set_layout_policy(policy);
+  pipeline.set_vocab_parallel(vocab_parallel);
   spec.mutable_schedule()->set_name(schedule);
   spec.mutable_optimizer()->set_learning_rate(3e-4);
   spec.set_steps(1);
@@ -160,6 +183,7 @@ absl::StatusOr<Run> Prepare(JobPlan plan, double scale) {
   if (!synthetic.ok()) return synthetic.status();
   zbpp::sched::Problem scaled = problem;
   scaled.virtual_stages = synthetic->stages;
+  scaled.vocabulary = synthetic->vocabulary;
   absl::StatusOr<zbpp::sched::SimulationResult> predicted =
       zbpp::sched::Simulate(scaled, plan.choice.schedule);
   if (!predicted.ok()) return predicted.status();
@@ -183,24 +207,36 @@ absl::Status RunSteps(const Flags& flags, Run& run) {
 // PlanJob's, the simulator's, the runtime's.
 absl::Status Row(const Flags& flags, int p, int vocab, int m, const std::string& schedule) {
   absl::StatusOr<JobPlan> even_plan =
-      zbpp::coordinator::PlanJob(LlamaSpec(p, vocab, m, schedule, zbpp::v1::LAYOUT_POLICY_EVEN));
+      zbpp::coordinator::PlanJob(LlamaSpec(flags.demo_model, p, vocab, m, schedule,
+                                           zbpp::v1::LAYOUT_POLICY_EVEN));
   if (!even_plan.ok()) return even_plan.status();
   absl::StatusOr<JobPlan> auto_plan =
-      zbpp::coordinator::PlanJob(LlamaSpec(p, vocab, m, schedule, zbpp::v1::LAYOUT_POLICY_AUTO));
+      zbpp::coordinator::PlanJob(LlamaSpec(flags.demo_model, p, vocab, m, schedule,
+                                           zbpp::v1::LAYOUT_POLICY_AUTO));
   if (!auto_plan.ok()) return auto_plan.status();
   const double scale = flags.step_seconds / even_plan->choice.simulation.step_seconds;
   absl::StatusOr<Run> even = Prepare(*std::move(even_plan), scale);
   if (!even.ok()) return even.status();
   absl::StatusOr<Run> automatic = Prepare(*std::move(auto_plan), scale);
   if (!automatic.ok()) return automatic.status();
-  // Alternating, and each layout first in every other round, so that a
-  // drift in the machine's load (other builds on the same cores) falls on
-  // both alike.
+  std::vector<Run*> runs = {&*even, &*automatic};
+  absl::StatusOr<Run> vocabulary = absl::UnknownError("not planned");
+  if (flags.vocab_parallel) {
+    absl::StatusOr<JobPlan> vocabulary_plan = zbpp::coordinator::PlanJob(LlamaSpec(
+        flags.demo_model, p, vocab, m, schedule, zbpp::v1::LAYOUT_POLICY_AUTO, true));
+    if (!vocabulary_plan.ok()) return vocabulary_plan.status();
+    vocabulary = Prepare(*std::move(vocabulary_plan), scale);
+    if (!vocabulary.ok()) return vocabulary.status();
+    runs.push_back(&*vocabulary);
+  }
+  // In rotation, each plan first in turn, so that a drift in the machine's
+  // load (other builds on the same cores) falls on all alike.
   for (int round = 0; round < flags.rounds; ++round) {
-    Run& first = round % 2 == 0 ? *even : *automatic;
-    Run& second = round % 2 == 0 ? *automatic : *even;
-    if (absl::Status st = RunSteps(flags, first); !st.ok()) return st;
-    if (absl::Status st = RunSteps(flags, second); !st.ok()) return st;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      if (absl::Status st = RunSteps(flags, *runs[(round + k) % runs.size()]); !st.ok()) {
+        return st;
+      }
+    }
   }
   const Measured& even_median = even->steps[zbpp::bench::MedianStep(even->steps)];
   const Measured& auto_median = automatic->steps[zbpp::bench::MedianStep(automatic->steps)];
@@ -210,7 +246,7 @@ absl::Status Row(const Flags& flags, int p, int vocab, int m, const std::string&
       zbpp::bench::LargestStageBubbles(zbpp::bench::TimelinesOf(automatic->predicted));
   std::printf(
       "| %d | %d | %d | %s | %.3g | `%s` | %s | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | "
-      "%.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f (%.3f) |\n",
+      "%.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f (%.3f) |",
       p, vocab, m, schedule.c_str(), scale, zbpp::LayoutText(automatic->plan.layout).c_str(),
       automatic->plan.layout_reason.c_str(), even_median.step_seconds,
       even->predicted.step_seconds, auto_median.step_seconds, automatic->predicted.step_seconds,
@@ -220,6 +256,18 @@ absl::Status Row(const Flags& flags, int p, int vocab, int m, const std::string&
       auto_median.stage_bubbles.of_cost, auto_predicted.of_cost,
       even_median.step_seconds / auto_median.step_seconds,
       even->predicted.step_seconds / automatic->predicted.step_seconds);
+  if (flags.vocab_parallel) {
+    const Measured& median = vocabulary->steps[zbpp::bench::MedianStep(vocabulary->steps)];
+    const zbpp::bench::StageBubbles predicted =
+        zbpp::bench::LargestStageBubbles(zbpp::bench::TimelinesOf(vocabulary->predicted));
+    std::printf(" `%s` | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.3f (%.3f) |",
+                zbpp::LayoutText(vocabulary->plan.layout).c_str(), median.step_seconds,
+                vocabulary->predicted.step_seconds, median.stage_bubbles.own_span,
+                predicted.own_span, median.stage_bubbles.of_cost, predicted.of_cost,
+                auto_median.step_seconds / median.step_seconds,
+                automatic->predicted.step_seconds / vocabulary->predicted.step_seconds);
+  }
+  std::printf("\n");
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -240,8 +288,14 @@ int main(int argc, char** argv) {
       "predicted | AUTO step s measured / predicted | EVEN largest stage bubble (own span) "
       "measured / predicted | AUTO largest stage bubble (own span) measured / predicted | EVEN "
       "largest stage bubble (of cost) measured / predicted | AUTO largest stage bubble (of cost) "
-      "measured / predicted | tokens/s AUTO / EVEN measured (predicted) |\n"
-      "|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "measured / predicted | tokens/s AUTO / EVEN measured (predicted) |%s\n"
+      "|---:|---:|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|%s\n",
+      flags.vocab_parallel
+          ? " VOCAB's layout | VOCAB step s measured / predicted | VOCAB largest stage bubble "
+            "(own span) measured / predicted | VOCAB largest stage bubble (of cost) measured / "
+            "predicted | tokens/s VOCAB / AUTO measured (predicted) |"
+          : "",
+      flags.vocab_parallel ? "---|---:|---:|---:|---:|" : "");
   int failed = 0;
   for (int p : flags.stages) {
     for (int vocab : flags.vocabularies) {

@@ -17,8 +17,14 @@ absl::StatusOr<sched::Schedule> GenerateSchedule(std::string_view name,
                                                  const sched::Problem& problem,
                                                  int data_parallel) {
   // The generators and the reductions' placement plan the pipeline's own
-  // passes; the vocabulary passes go in last (sched::AddVocabularyPasses).
+  // passes, within the limit less room for two microbatches between their
+  // S and T; the vocabulary passes go in last (sched::AddVocabularyPasses).
   sched::Problem pipeline = problem;
+  for (size_t w = 0; w < pipeline.memory_limit_bytes.size() && w < problem.vocabulary.size();
+       ++w) {
+    const double reserved = 2 * problem.vocabulary[w].m_bytes;
+    if (pipeline.memory_limit_bytes[w] > 2 * reserved) pipeline.memory_limit_bytes[w] -= reserved;
+  }
   pipeline.vocabulary.clear();
   absl::StatusOr<sched::Schedule> schedule = sched::Generate(name, pipeline);
   if (schedule.ok() && data_parallel > 1) {

@@ -33,7 +33,9 @@ double StageParameterCount(const zbpp::v1::ModelSpec& model, int blocks, int sta
 /// solver (`sched::PlaceReductions(..., ReducePlacement::kSolved)`, timed by
 /// the problem's VirtualStageCost::reduce_seconds), and when the problem
 /// has vocabulary costs (Problem::vocabulary: pipeline.vocab_parallel) the
-/// S and T passes placed last (sched::AddVocabularyPasses). Every schedule
+/// S and T passes placed last (sched::AddVocabularyPasses), the pipeline's
+/// own passes planned within each limit less two microbatches' VocabularyCost::m_bytes
+/// (unless that would leave less than half of it). Every schedule
 /// the coordinator publishes comes from here, so with d > 1 none lacks its
 /// reductions and with d = 1 none has any, and a vocabulary-parallel job's
 /// every schedule holds its vocabulary passes.

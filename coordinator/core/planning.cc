@@ -91,8 +91,17 @@ sched::VirtualStageCost AnalyticStageCost(const JobSpec& spec, int blocks, bool 
   return cost;
 }
 
+// Under vocabulary parallelism, the room a limit in M_B leaves stage `w`
+// for two microbatches between their S and T passes, as the paper's
+// schedules hold (Yeung et al., MLSys 2025: p + 1 or p + 2 microbatches where
+// 1F1B holds p): 2 · VocabularyCost::m_bytes; 0 without.
+double VocabularyRoom(const sched::Problem& problem, int w) {
+  return problem.vocabulary.empty() ? 0 : 2 * problem.vocabulary[static_cast<size_t>(w)].m_bytes;
+}
+
 // Sets problem.memory_limit_bytes from the spec's limit (or the schedule's
-// default one) in bytes; refuses a byte limit below one microbatch.
+// default one) in bytes, a limit in M_B with VocabularyRoom; refuses a byte
+// limit below one microbatch.
 absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
                             const sched::ScheduleTraits& traits,
                             sched::Problem& problem) {
@@ -114,7 +123,8 @@ absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
     }
     case zbpp::v1::SchedulePolicy::kMemoryLimitMB:
       for (int w = 0; w < p; ++w) {
-        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() * unit[w]);
+        problem.memory_limit_bytes.push_back(policy.memory_limit_m_b() * unit[w] +
+                                             VocabularyRoom(problem, w));
       }
       break;
     case zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET: {
@@ -122,7 +132,7 @@ absl::Status SetMemoryLimit(const zbpp::v1::SchedulePolicy& policy,
       const double limit_m_b = traits.default_limit_m_b(p, problem.microbatches);
       if (!std::isinf(limit_m_b)) {
         for (int w = 0; w < p; ++w) {
-          problem.memory_limit_bytes.push_back(limit_m_b * unit[w]);
+          problem.memory_limit_bytes.push_back(limit_m_b * unit[w] + VocabularyRoom(problem, w));
         }
       }
       break;
@@ -372,7 +382,8 @@ absl::StatusOr<sched::Problem> InitialProblem(const JobSpec& spec) {
 std::vector<sched::VocabularyCost> AnalyticVocabularyCosts(const JobSpec& spec) {
   const int p = spec.pipeline().stages();
   const double vocab = spec.model().vocab();
-  const double tokens = double{spec.pipeline().microbatch_size()} * spec.model().seq_len();
+  const double tokens =
+      static_cast<double>(spec.pipeline().microbatch_size()) * spec.model().seq_len();
   const double head_seconds = HeadForwardFlops(spec) / kNominalFlopsPerSecond;
   std::vector<sched::VocabularyCost> costs;
   for (int r = 0; r < p; ++r) {
@@ -464,7 +475,10 @@ void KeepLimitInMb(const sched::Problem& analytic, const std::vector<int>& stage
   }
   for (int w = 0; w < measured.stages; ++w) {
     if (analytic_unit[w] > 0) {
-      measured.memory_limit_bytes[w] *= measured_unit[w] / analytic_unit[w];
+      const double analytic_room = VocabularyRoom(analytic, w);
+      measured.memory_limit_bytes[w] =
+          (measured.memory_limit_bytes[w] - analytic_room) * measured_unit[w] / analytic_unit[w] +
+          VocabularyRoom(measured, w);
     }
   }
 }

@@ -300,7 +300,10 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain,
 /// ones: each stage's limit in `measured` (set from `analytic`'s M_B)
 /// scaled by its M_B under `measured` over its M_B under `analytic`, M_B of
 /// a stage being summed over its virtual stages (`stage_of[k]`: the stage of
-/// virtual stage k), as SetMemoryLimit's unit is. Both problems have the
+/// virtual stage k), as SetMemoryLimit's unit is. Under vocabulary
+/// parallelism the limit's room for two microbatches' vocabulary passes
+/// (2 · VocabularyCost::m_bytes) is not M_B: it is taken out before the
+/// scaling and `measured`'s own put back. Both problems have the
 /// same virtual stages. Nothing without a limit. Pure.
 void KeepLimitInMb(const sched::Problem& analytic, const std::vector<int>& stage_of,
                    sched::Problem& measured);

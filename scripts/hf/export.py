@@ -182,6 +182,36 @@ def read_parameters(directory, step, stages):
             if name in parameters:
                 raise UsageError(f"{path} holds {name}, which an earlier stage holds too")
             parameters[name] = tensor.detach().to(torch.float32).contiguous()
+    return join_vocabulary_shards(parameters, f"--checkpoint {directory}: step {step}")
+
+
+SHARD = re.compile(r"^(?P<name>.+)\[(?P<begin>[0-9]+):(?P<end>[0-9]+)\]$")
+
+
+def join_vocabulary_shards(parameters, where):
+    """A vocabulary-parallel job's LM head is held as one shard per stage,
+    "<head>[<begin>:<end>]" (rows begin to end: worker/model/vocabulary_shard.h):
+    the shards of each name joined into the whole matrix, which must be covered
+    from row 0 with neither gap nor overlap."""
+    import torch
+
+    shards = {}
+    for key in list(parameters):
+        match = SHARD.match(key)
+        if match:
+            rows = (int(match["begin"]), int(match["end"]))
+            shards.setdefault(match["name"], []).append((rows, parameters.pop(key)))
+    for name, parts in shards.items():
+        if name in parameters:
+            raise UsageError(f"{where} holds {name} both whole and as vocabulary shards")
+        parts.sort(key=lambda part: part[0])
+        expected = 0
+        for (begin, end), tensor in parts:
+            if begin != expected or end <= begin or tensor.shape[0] != end - begin:
+                raise UsageError(f"{where}: the vocabulary shards of {name} do not cover its "
+                                 f"rows: [{begin}:{end}] where row {expected} comes next")
+            expected = end
+        parameters[name] = torch.cat([tensor for _, tensor in parts])
     return parameters
 
 

@@ -99,6 +99,21 @@ TEST(ScheduleProto, CostModelRoundTrips) {
   EXPECT_EQ(back->virtual_stages[0].m_w_bytes, 5);
   EXPECT_EQ(back->virtual_stages[0].reduce_seconds, 0);
   EXPECT_EQ(back->virtual_stages[1].reduce_seconds, 0.75);
+  EXPECT_TRUE(back->vocabulary.empty());
+
+  // Vocabulary parallelism's per-stage S and T costs.
+  problem.vocabulary = {{0.5, 1.0, 64, 32}, {0.25, 0.75, 48, 16}};
+  back = ProblemFromCostModel(shape, CostModelToProto(problem));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->vocabulary.size(), 2u);
+  EXPECT_EQ(back->vocabulary[1].s_seconds, 0.25);
+  EXPECT_EQ(back->vocabulary[1].t_seconds, 0.75);
+  EXPECT_EQ(back->vocabulary[0].m_bytes, 64);
+  EXPECT_EQ(back->vocabulary[0].transient_bytes, 32);
+  v1::CostModel one_stage = CostModelToProto(problem);
+  one_stage.mutable_vocabulary()->RemoveLast();
+  EXPECT_EQ(ProblemFromCostModel(shape, one_stage).status().message(),
+            "cost model has vocabulary costs for 1 stages; the schedule has 2");
 }
 
 TEST(ScheduleProto, CostModelWithoutStagesGivesUnitCosts) {

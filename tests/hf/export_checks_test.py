@@ -117,6 +117,32 @@ class ExportChecksTest(unittest.TestCase):
         self.assertEqual(self.export(gpt_spec(2, 2, self.ckpt)), 0)
         self.assertEqual(sorted(os.listdir(self.out)), ["config.json", "model.safetensors"])
 
+    def test_a_head_split_by_vocabulary_is_joined(self):
+        write_checkpoint(self.ckpt, layers=2, stages=2)
+        # The last stage's head as two stages' shards (pipeline.vocab_parallel).
+        last = gpt_stage_tensors(2, 2, 1)
+        head = last.pop("head.weight")
+        del last["head.weight.exp_avg"]
+        first = gpt_stage_tensors(2, 2, 0)
+        first["head.weight[0:9]"], last["head.weight[9:16]"] = head[:9], head[9:]
+        owner = "job-7 spec 00000000000000aa"
+        write_stage(self.ckpt, 0, first, owner)
+        write_stage(self.ckpt, 1, last, owner)
+        parameters = export.read_parameters(self.ckpt, STEP, 2)
+        self.assertTrue(torch.equal(parameters["head.weight"], head))
+        self.assertNotIn("head.weight[0:9]", parameters)
+        self.assertEqual(self.export(gpt_spec(2, 2, self.ckpt)), 0)
+
+    def test_vocabulary_shards_with_a_gap_are_refused(self):
+        write_checkpoint(self.ckpt, layers=2, stages=2)
+        last = gpt_stage_tensors(2, 2, 1)
+        head = last.pop("head.weight")
+        last["head.weight[0:8]"], last["head.weight[9:16]"] = head[:8], head[9:]
+        write_stage(self.ckpt, 1, last, "job-7 spec 00000000000000aa")
+        message = self.refused(gpt_spec(2, 2, self.ckpt))
+        self.assertIn("the vocabulary shards of head.weight do not cover its rows: [9:16] "
+                      "where row 8 comes next", message)
+
     def test_a_spec_with_fewer_layers_names_the_tensor_it_lacks(self):
         write_checkpoint(self.ckpt, layers=2, stages=1)
         message = self.refused(gpt_spec(1, 1, self.ckpt))

@@ -396,8 +396,10 @@ std::vector<sched::VocabularyCost> AnalyticVocabularyCosts(const JobSpec& spec) 
     // From S to T: the hidden state and the shard's logits (float32), the
     // targets' indices (int64) and their mask (bool).
     cost.m_bytes = tokens * (4 * (spec.model().hidden() + rows) + 9);
-    // T's gradient of the logits, float32.
-    cost.transient_bytes = tokens * 4 * rows;
+    // T's working memory: three logits-sized float32 buffers (the
+    // exponentials, their quotient, the gradient; as the profile meters),
+    // and the shard's weight gradient before it is added.
+    cost.transient_bytes = 3 * tokens * 4 * rows + 4 * rows * spec.model().hidden();
     costs.push_back(cost);
   }
   return costs;

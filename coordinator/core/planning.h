@@ -92,8 +92,9 @@ absl::StatusOr<sched::Problem> InitialProblem(const zbpp::v1::JobSpec& spec);
 /// T_S the shard's logits GEMM (2·b·s·h·rows FLOPs), T_T its input- and
 /// weight-gradient GEMMs (twice that), at the nominal FLOP rate; held from
 /// S to T the hidden state and the logits in float32 plus the targets'
-/// index and mask, b·s·(4(h + rows) + 9) bytes; T's working memory the
-/// logits' gradient, 4·b·s·rows bytes. What InitialProblem sets as
+/// index and mask, b·s·(4(h + rows) + 9) bytes; T's working memory three
+/// logits-sized buffers, 12·b·s·rows bytes, and the shard's weight
+/// gradient, 4·rows·h. What InitialProblem sets as
 /// Problem::vocabulary (Yeung et al., MLSys 2025, count the same GEMMs).
 /// Requires a spec that passed the spec check. Thread-safe (pure).
 std::vector<sched::VocabularyCost> AnalyticVocabularyCosts(const zbpp::v1::JobSpec& spec);

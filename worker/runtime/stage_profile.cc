@@ -190,7 +190,11 @@ absl::StatusOr<sched::VocabularyCost> ProfileVocabularyShard(const VocabularySha
     }
     cost = o.synthetic->vocabulary[stage];
   } else {
-    if (shard == nullptr) return absl::InvalidArgumentError("the profile needs the shard");
+    if (shard == nullptr || o.memory == nullptr) {
+      return absl::InvalidArgumentError("the profile needs the shard and a meter");
+    }
+    MemoryMeterScope scope(o.memory->cpu_meter());
+    std::vector<double> held, transient;
     at::Generator gen = at::detail::createCPUGenerator(o.seed);
     const at::Tensor hidden =
         at::randn({o.microbatch_size, o.seq_len, o.hidden}, gen, at::kFloat).to(o.device);
@@ -198,23 +202,41 @@ absl::StatusOr<sched::VocabularyCost> ProfileVocabularyShard(const VocabularySha
         at::randint(o.vocab, {o.microbatch_size, o.seq_len}, gen, at::kLong).to(o.device);
     for (int rep = -1; rep < o.repetitions; ++rep) {  // -1: the warm-up.
       PassTimer timer(o.device, SteadyClock::now(), 2);
-      VocabularyForward state;
-      timer.Begin(0);
-      const at::Tensor statistics = shard->Forward(hidden, targets, &state);
-      timer.End(0);
-      timer.Begin(1);
-      shard->Backward(state, std::vector<at::Tensor>(static_cast<size_t>(stages), statistics),
-                      o.loss_scale / o.microbatches, nullptr);
-      timer.End(1);
+      // As ProfileVirtualStage meters a pass: what S leaves held for T, and
+      // each pass's peak above the larger of its two ends.
+      const int64_t before = o.memory->current_bytes();
+      o.memory->ResetPeak();
+      at::Tensor statistics;
+      double peak_above = 0;
+      {
+        VocabularyForward state;
+        // A fresh input, as a step's S holds the received hidden state.
+        const at::Tensor input = hidden.clone();
+        timer.Begin(0);
+        statistics = shard->Forward(input, targets, &state);
+        timer.End(0);
+        const int64_t after_s = o.memory->current_bytes();
+        peak_above = static_cast<double>(o.memory->peak_bytes() - std::max(before, after_s));
+        if (rep >= 0) held.push_back(static_cast<double>(after_s - before));
+        o.memory->ResetPeak();
+        timer.Begin(1);
+        const at::Tensor grad = shard->Backward(
+            state, std::vector<at::Tensor>(static_cast<size_t>(stages), statistics),
+            o.loss_scale / o.microbatches, nullptr);
+        timer.End(1);
+        const int64_t after_t = o.memory->current_bytes();
+        peak_above = std::max(peak_above, static_cast<double>(o.memory->peak_bytes() -
+                                                             std::max(after_s, after_t)));
+      }
       std::vector<double> starts(2), ends(2);
       timer.Resolve(starts, ends);
       if (rep < 0) continue;
       s_seconds.push_back(ends[0] - starts[0]);
       t_seconds.push_back(ends[1] - starts[1]);
-      cost.m_bytes = static_cast<double>(state.hidden.nbytes() + state.logits.nbytes() +
-                                         state.index.nbytes() + state.in_shard.nbytes());
-      cost.transient_bytes = static_cast<double>(state.logits.nbytes());
+      transient.push_back(std::max(0.0, peak_above));
     }
+    cost.m_bytes = std::max(0.0, Median(std::move(held)));
+    cost.transient_bytes = Median(std::move(transient));
   }
   cost.s_seconds = Median(std::move(s_seconds));
   cost.t_seconds = Median(std::move(t_seconds));

@@ -100,14 +100,16 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& opti
 /// (VocabularyShard::Forward, Backward) on one microbatch of the job's
 /// shapes (`options`' b, s, h; random hidden state and targets; T combining
 /// this shard's statistics as every stage's), one warm-up then
-/// `options.repetitions` timed: the medians of T_S and T_T, seconds; the
-/// bytes S leaves for T (the VocabularyForward's tensors) as m_bytes and
-/// T's logits gradient, [b, s, rows] float32, as transient_bytes. Under
+/// `options.repetitions` timed: the medians of T_S and T_T, seconds; metered
+/// as ProfileVirtualStage meters (options.memory), the bytes S leaves held
+/// for T as m_bytes and the larger pass's peak above its two ends (the
+/// logits' exponentials, their gradient) as transient_bytes. Under
 /// `options.synthetic` each pass waits the stage's synthetic vocabulary
 /// cost and the bytes are the cost model's. `shard` may be null only under
 /// synthetic compute. Side effect: T adds to the shard's weight gradient
 /// (StageTrainer::Profile saves and restores it). InvalidArgument for
-/// repetitions < 1, a missing shard, or a stage without a synthetic cost.
+/// repetitions < 1, a missing shard or meter, or a stage without a
+/// synthetic cost.
 /// Thread-compatible.
 absl::StatusOr<sched::VocabularyCost> ProfileVocabularyShard(const VocabularyShard* shard,
                                                              int stage, int stages,

@@ -133,6 +133,40 @@ TEST(StageProfileTest, TheHeadsWorkingMemoryGrowsWithTheVocabularyABlocksDoesNot
             << " / " << (*b)[2].transient_bytes << " B (M_B " << (*b)[2].m_b_bytes << " B)\n";
 }
 
+// Vocabulary parallelism on one stage: its S and T are timed and metered,
+// S leaving at least the hidden state and the shard's logits held for T,
+// and T working on at least the logits' gradient; the shard's gradient is
+// put back; a job without it has nothing to profile.
+TEST(StageProfileTest, TheVocabularyShardsPassesAreTimedAndMetered) {
+  constexpr int kVocab = 4096;
+  v1::JobSpec spec = Spec(2, 2, v1::PRECISION_FP32, kVocab);
+  Rank plain(spec, {0});
+  ASSERT_NE(plain.trainer, nullptr);
+  absl::StatusOr<std::optional<sched::VocabularyCost>> none = plain.trainer->ProfileVocabulary(1);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+
+  spec.mutable_pipeline()->set_vocab_parallel(true);
+  Rank rank(spec, {0});
+  ASSERT_NE(rank.trainer, nullptr);
+  const std::map<std::string, at::Tensor> before = Grads(*rank.trainer);
+  absl::StatusOr<std::optional<sched::VocabularyCost>> cost = rank.trainer->ProfileVocabulary(2);
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  ASSERT_TRUE(cost->has_value());
+  const sched::VocabularyCost& c = **cost;
+  EXPECT_GT(c.s_seconds, 0);
+  EXPECT_GT(c.t_seconds, 0);
+  const double tokens = 2 * 16;
+  EXPECT_GE(c.m_bytes, tokens * (32 + kVocab) * 4) << "the hidden state and the logits";
+  EXPECT_GE(c.transient_bytes, tokens * kVocab * 4) << "the logits' gradient";
+  for (const auto& [name, grad] : Grads(*rank.trainer)) {
+    EXPECT_TRUE(at::equal(grad, before.at(name))) << name << "'s gradient was not put back";
+  }
+  std::cout << "vocabulary shard of " << kVocab << ": S " << c.s_seconds << " s, T "
+            << c.t_seconds << " s, held " << c.m_bytes << " B, transient " << c.transient_bytes
+            << " B\n";
+}
+
 TEST(StageProfileTest, ActivationMemoryScalesWithTheMicrobatchSize) {
   Rank one(Spec(3, 2), {0, 1, 2});
   Rank two(Spec(3, 4), {0, 1, 2});

@@ -51,6 +51,13 @@ absl::StatusOr<sched::Schedule> VocabularySchedule(const std::string& name, int 
   return sched::AddVocabularyPasses(problem, *schedule);
 }
 
+// "<architecture>_<schedule>_p<p>", e.g. "llama_zb_2p_p4".
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::get<2>(info.param) + "_" +
+         EquivalenceCaseName(std::get<0>(info.param), std::get<1>(info.param), 1,
+                             v1::PRECISION_FP32);
+}
+
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const std::string name : {"1f1b", "zb-h1", "zb-2p", "zb-v", "1f1b-interleaved"}) {
@@ -216,12 +223,7 @@ TEST_P(VocabularyGradientTest, OneStepsGradientsAndLossMatchAutograd) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, VocabularyGradientTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::get<2>(info.param) + "_" +
-                                  EquivalenceCaseName(std::get<0>(info.param),
-                                                      std::get<1>(info.param), 1,
-                                                      v1::PRECISION_FP32);
-                         });
+                         CaseName);
 
 // After three AdamW steps. The shards' arithmetic differs from one GEMM's in
 // its rounding (VocabularyGradientTest bounds it at 1e-5), and AdamW's
@@ -289,12 +291,7 @@ TEST_P(VocabularyEquivalenceTest, ParametersMatchTheUnshardedHead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, VocabularyEquivalenceTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::get<2>(info.param) + "_" +
-                                  EquivalenceCaseName(std::get<0>(info.param),
-                                                      std::get<1>(info.param), 1,
-                                                      v1::PRECISION_FP32);
-                         });
+                         CaseName);
 
 }  // namespace
 }  // namespace zbpp::worker

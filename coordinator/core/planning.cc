@@ -503,6 +503,27 @@ bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step) {
          job.spec().schedule().file().empty();
 }
 
+sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool embedding,
+                                  bool head) {
+  sched::VirtualStageCost cost{0, 0, 0, 0, 0};
+  auto add = [&cost](const sched::VirtualStageCost& part, double times) {
+    cost.f_seconds += times * part.f_seconds;
+    cost.b_seconds += times * part.b_seconds;
+    cost.w_seconds += times * part.w_seconds;
+    cost.bw_seconds += times * part.bw_seconds;
+    cost.m_b_bytes += times * part.m_b_bytes;
+    cost.m_w_bytes += times * part.m_w_bytes;
+  };
+  add(parts.block, blocks);
+  if (embedding) add(parts.embedding, 1);
+  if (head) add(parts.head, 1);
+  // The largest pass's working memory among the virtual stage's parts.
+  cost.transient_bytes = std::max({parts.block.transient_bytes,
+                                   embedding ? parts.embedding.transient_bytes : 0.0,
+                                   head ? parts.head.transient_bytes : 0.0});
+  return cost;
+}
+
 StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts) {
   const sched::VirtualStageCost& block = parts.at(1);
   auto minus = [&block](const sched::VirtualStageCost& part) {
@@ -551,28 +572,9 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSp
     sched::Problem problem = *analytic;
     for (int k = 0; k < n; ++k) {
       sched::VirtualStageCost& cost = problem.virtual_stages[k];
-      const StagePartCosts& parts = stages[stage_of[k]];
       const double reduce = cost.reduce_seconds;
-      sched::VirtualStageCost profiled{0, 0, 0, 0, 0};
-      auto add = [&profiled](const sched::VirtualStageCost& part, double times) {
-        profiled.f_seconds += times * part.f_seconds;
-        profiled.b_seconds += times * part.b_seconds;
-        profiled.w_seconds += times * part.w_seconds;
-        profiled.bw_seconds += times * part.bw_seconds;
-        profiled.m_b_bytes += times * part.m_b_bytes;
-        profiled.m_w_bytes += times * part.m_w_bytes;
-      };
-      // Under vocabulary parallelism the head is the stages' S and T below.
-      const bool head = k == n - 1 && !vocab_parallel;
-      add(parts.block, layout[k]);
-      if (k == 0) add(parts.embedding, 1);
-      if (head) add(parts.head, 1);
-      // The largest pass's working memory among the virtual stage's parts.
-      profiled.transient_bytes = std::max({parts.block.transient_bytes,
-                                           k == 0 ? parts.embedding.transient_bytes : 0.0,
-                                           head ? parts.head.transient_bytes : 0.0});
-      profiled.reduce_seconds = reduce;
-      cost = profiled;
+      cost = PartsCost(stages[stage_of[k]], layout[k], k == 0, k == n - 1 && !vocab_parallel);
+      cost.reduce_seconds = reduce;
     }
     for (int r = 0; r < static_cast<int>(problem.vocabulary.size()); ++r) {
       // Each stage's share of its own profiled head: S its forward GEMM, T
@@ -651,9 +653,7 @@ std::optional<std::pair<std::vector<int>, std::string>> BetterMeasuredLayout(
   for (int k = 0; k < n; ++k) {
     const int s = stage_of[k];
     measured_work[s] += total(measured.virtual_stages[k]);
-    predicted_work[s] += layout[k] * total(parts[s].block);
-    if (k == 0) predicted_work[s] += total(parts[s].embedding);
-    if (k == n - 1 && !vocab_parallel) predicted_work[s] += total(parts[s].head);
+    predicted_work[s] += total(PartsCost(parts[s], layout[k], k == 0, k == n - 1 && !vocab_parallel));
   }
   std::vector<StagePartCosts> scaled = parts;
   for (int s = 0; s < p; ++s) {

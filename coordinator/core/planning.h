@@ -233,6 +233,15 @@ struct StagePartCosts {
 /// measured it. Pure.
 StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts);
 
+/// The cost of a virtual stage built from `parts` (one stage's): `blocks`
+/// blocks, plus the embedding when `embedding` (the first virtual stage)
+/// and the head when `head` (the last, unless the head is split by
+/// vocabulary); times and M_B/M_W summed, transient_bytes the largest
+/// part's, reduce_seconds 0. What ChooseProfiledLayout plans and
+/// BetterMeasuredLayout predicts with. Pure.
+sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool embedding,
+                                  bool head);
+
 /// The layout the first calibration chooses (job_spec.proto
 /// LAYOUT_POLICY_AUTO; docs/training.md, "Uneven stages").
 struct ProfiledLayout {

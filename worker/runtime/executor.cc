@@ -302,11 +302,6 @@ class StepRun {
     }
   }
 
-  // Issues, for every peer, the messages next in the pair's order that can
-  // go: a send once its producing pass ran (it is queued after that pass on
-  // a device), a receive at once (its buffer waits for its consumer). Before
-  // the post-update validation check, only speculative messages: a discarded
-  // step must not leave operations a replay would meet.
   // The kind and receiving virtual stage that name the input of `consumer`
   // in tags and local hand-offs: an F's or B's own virtual stage; for the
   // vocabulary passes, one past the last virtual stage (the shards' inputs:
@@ -326,6 +321,11 @@ class StepRun {
     }
   }
 
+  // Issues, for every peer, the messages next in the pair's order that can
+  // go: a send once its producing pass ran (it is queued after that pass on
+  // a device), a receive at once (its buffer waits for its consumer). Before
+  // the post-update validation check, only speculative messages: a discarded
+  // step must not leave operations a replay would meet.
   absl::Status IssueMessages() {
     for (PeerQueue& queue : queues_) {
       for (; queue.next < queue.messages.size(); ++queue.next) {

@@ -254,15 +254,29 @@ absl::StatusOr<StepResult> StageTrainer::RunStep(int64_t step, const sched::Sche
   return result;
 }
 
-absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions) {
-  // The gradients B and W add to, to be put back as they were.
-  std::vector<std::pair<at::Tensor, at::Tensor>> saved;  // (parameter, copy of its .grad)
-  if (!options_.synthetic.has_value()) {
-    for (const NamedTensor& t : Parameters()) {
-      const at::Tensor& grad = t.second.grad();
-      saved.emplace_back(t.second, grad.defined() ? grad.clone() : at::Tensor());
+StageTrainer::SavedGradients StageTrainer::SaveGradients() const {
+  SavedGradients saved;
+  if (options_.synthetic.has_value()) return saved;  // No pass defines a gradient.
+  for (const NamedTensor& t : Parameters()) {
+    const at::Tensor& grad = t.second.grad();
+    saved.emplace_back(t.second, grad.defined() ? grad.clone() : at::Tensor());
+  }
+  return saved;
+}
+
+void StageTrainer::RestoreGradients(SavedGradients& saved) {
+  at::NoGradGuard no_grad;
+  for (auto& [param, grad] : saved) {
+    if (grad.defined()) {
+      param.mutable_grad().copy_(grad);
+    } else {
+      param.mutable_grad().reset();
     }
   }
+}
+
+absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions) {
+  SavedGradients saved = SaveGradients();
   std::vector<StageProfile> profiles;
   absl::Status status;
   for (size_t i = 0; i < chunks_.size() && status.ok(); ++i) {
@@ -275,43 +289,9 @@ absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions)
       status = WithVirtualStage(profile.status(), o.virtual_stage);
     }
   }
-  at::NoGradGuard no_grad;
-  for (auto& [param, grad] : saved) {
-    if (grad.defined()) {
-      param.mutable_grad().copy_(grad);
-    } else {
-      param.mutable_grad().reset();
-    }
-  }
+  RestoreGradients(saved);
   if (!status.ok()) return status;
   return profiles;
-}
-
-absl::StatusOr<std::optional<sched::VocabularyCost>> StageTrainer::ProfileVocabulary(
-    int repetitions) {
-  if (!options_.spec.pipeline().vocab_parallel()) return std::nullopt;
-  const StageProfileOptions o =
-      ProfileOptions(*chunks_.front(), *stores_.front(), options_.virtual_stages.front(),
-                     repetitions);
-  at::Tensor saved;  // The shard's gradient, to be put back.
-  if (vocabulary_ != nullptr && vocabulary_->weight().grad().defined()) {
-    saved = vocabulary_->weight().grad().clone();
-  }
-  absl::StatusOr<sched::VocabularyCost> cost = ProfileVocabularyShard(
-      vocabulary_.get(), options_.stage, options_.spec.pipeline().stages(), o);
-  if (vocabulary_ != nullptr) {
-    at::NoGradGuard no_grad;
-    if (saved.defined()) {
-      vocabulary_->weight().mutable_grad().copy_(saved);
-    } else {
-      vocabulary_->weight().mutable_grad().reset();
-    }
-  }
-  if (!cost.ok()) {
-    return absl::Status(cost.status().code(), absl::StrCat("profiling the vocabulary shard: ",
-                                                           cost.status().message()));
-  }
-  return std::optional<sched::VocabularyCost>(*cost);
 }
 
 absl::StatusOr<std::vector<StageProfile>> StageTrainer::ProfileLayoutParts(int repetitions) {
@@ -424,34 +404,6 @@ absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
   // copy; the head's copy is the one not to count.
   if (!last.defined()) return 0.0;
   return at::sum(last.grad().square(), at::kDouble).item<double>();
-}
-
-absl::StatusOr<double> StageTrainer::SumVocabularyTiedGradients(int64_t step) {
-  if (!options_.spec.model().tie_embeddings()) return 0.0;
-  at::NoGradGuard no_grad;
-  // The whole matrix's gradient: the embedding's (first stage) plus every
-  // shard's rows, summed over the pipeline group, so that every copy gets
-  // the same bits.
-  const at::Tensor& shard = vocabulary_->weight();
-  const VocabularyRange range = vocabulary_->range();
-  at::Tensor embedding;  // The first virtual stage's token embedding, when held here.
-  for (const auto& chunk : chunks_) {
-    if (chunk->is_first()) embedding = chunk->tied_embedding();
-  }
-  at::Tensor sum = embedding.defined()
-                       ? embedding.grad().clone()
-                       : at::zeros({options_.spec.model().vocab(), shard.size(1)}, shard.options());
-  sum.narrow(0, range.begin, range.size()).add_(shard.grad());
-  if (absl::Status st = options_.communicator->AllReduceSum(sum, options_.timeout); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("step ", step, ", tied embedding gradient "
-                                                "over the vocabulary shards: ",
-                                                std::string(st.message())));
-  }
-  if (embedding.defined()) embedding.mutable_grad().copy_(sum);
-  at::Tensor& shard_grad = shard.mutable_grad();
-  shard_grad.copy_(sum.narrow(0, range.begin, range.size()));
-  // The embedding holds every row: the shard is the copy not to count.
-  return at::sum(shard_grad.square(), at::kDouble).item<double>();
 }
 
 absl::Status StageTrainer::ValidateSynchronously(int64_t step, StepResult& result) {

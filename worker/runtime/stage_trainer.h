@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -380,6 +381,11 @@ class StageTrainer {
   // whole matrix's gradient over the pipeline group; returns the shard's
   // squared gradient norm (the embedding counts those rows already).
   absl::StatusOr<double> SumVocabularyTiedGradients(int64_t step);
+  // Every parameter's gradient copied (none under synthetic compute), for
+  // RestoreGradients to put back after a profile's passes added to them.
+  using SavedGradients = std::vector<std::pair<at::Tensor, at::Tensor>>;  // (parameter, .grad)
+  SavedGradients SaveGradients() const;
+  static void RestoreGradients(SavedGradients& saved);
   absl::Status ValidateSynchronously(int64_t step, StepResult& result);
   absl::Status StepOptimistically(int64_t step, StepResult& result);
   // Waits for the pending step's full state and acts on it; sets *replay

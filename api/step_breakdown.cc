@@ -39,6 +39,7 @@ const std::vector<BreakdownPart>& GapParts() {
   static const std::vector<BreakdownPart>* parts = new std::vector<BreakdownPart>{
       {"drain_seconds", "send drain"},
       {"validation_seconds", "validation"},
+      {"embedding_exchange_seconds", "embedding exchange"},
       {"optimizer_seconds", "optimizer"},
       {"evaluation_seconds", "evaluation"},
       {"checkpoint_seconds", "checkpoint"},

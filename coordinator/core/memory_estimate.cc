@@ -58,11 +58,12 @@ std::vector<StageMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int sta
   }
   const bool vocab_parallel = spec.pipeline().vocab_parallel();
   if (vocab_parallel) {
-    // Every stage holds its rows of the LM head (a copy of the embedding's
-    // with tied embeddings), and its share of the logits.
+    // Every stage holds its rows of the token embedding and of the LM head
+    // (one matrix with tied embeddings), and its share of the logits.
+    const double matrices = spec.model().tie_embeddings() ? 1 : 2;
     for (const Stage s : estimates.indices()) {
       const double rows = VocabularyRangeOf(spec.model().vocab(), stages, s.value()).size();
-      estimates[s].parameters += rows * spec.model().hidden();
+      estimates[s].parameters += matrices * rows * spec.model().hidden();
       estimates[s].logits_bytes = LogitsBytes(spec) * rows / spec.model().vocab();
     }
   }

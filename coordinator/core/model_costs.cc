@@ -39,7 +39,7 @@ double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtua
   const double vocab = model.vocab();
   const bool llama = IsLlama(model);
   double count = 0;
-  if (stage == 0) count += (vocab + (llama ? 0 : model.seq_len())) * h;
+  if (stage == 0) count += ((vocab_parallel ? 0 : vocab) + (llama ? 0 : model.seq_len())) * h;
   if (stage == num_virtual_stages - 1) {
     count += (llama ? 1 : 2) * h;
     // One stage holding both ends of a tied model has one matrix.

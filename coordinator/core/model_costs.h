@@ -44,8 +44,8 @@ BlockCosts BlockCostsOf(const zbpp::v1::ModelSpec& model, double microbatch_size
 /// holds: on the first, the token embedding (vocab·h) and gpt's position
 /// embedding (seq_len·h); on the last, the final norm (gpt 2h, llama h)
 /// and the LM head (vocab·h: with tie_embeddings the last stage holds a copy
-/// of the embedding, unless it is also the first), unless `vocab_parallel`
-/// (pipeline.vocab_parallel: the stages hold the head's rows instead,
+/// of the embedding, unless it is also the first); under `vocab_parallel`
+/// (pipeline.vocab_parallel) neither matrix (the stages hold their rows,
 /// VocabularyRangeOf). Thread-safe (pure).
 double EndParameters(const zbpp::v1::ModelSpec& model, int stage, int num_virtual_stages,
                      bool vocab_parallel);

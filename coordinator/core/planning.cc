@@ -573,7 +573,8 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSp
     for (int k = 0; k < n; ++k) {
       sched::VirtualStageCost& cost = problem.virtual_stages[k];
       const double reduce = cost.reduce_seconds;
-      cost = PartsCost(stages[stage_of[k]], layout[k], k == 0, k == n - 1 && !vocab_parallel);
+      cost = PartsCost(stages[stage_of[k]], layout[k], k == 0 && !vocab_parallel,
+                       k == n - 1 && !vocab_parallel);
       cost.reduce_seconds = reduce;
     }
     for (int r = 0; r < static_cast<int>(problem.vocabulary.size()); ++r) {
@@ -607,8 +608,9 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSp
   auto total = [](const sched::VirtualStageCost& c) {
     return c.f_seconds + c.b_seconds + c.w_seconds;
   };
-  work.extra_seconds[0] += total(stages[work.stage_of[0]].embedding);
-  if (!vocab_parallel) work.extra_seconds[n - 1] += total(stages[work.stage_of[n - 1]].head);
+  // Under vocabulary parallelism the stages' shards hold the embedding and the head.
+  work.extra_seconds[0] += vocab_parallel ? 0 : total(stages[work.stage_of[0]].embedding);
+  work.extra_seconds[n - 1] += vocab_parallel ? 0 : total(stages[work.stage_of[n - 1]].head);
   ProfiledLayout out;
   out.layout = current;
   const LayoutSearch searched =
@@ -653,7 +655,8 @@ std::optional<std::pair<std::vector<int>, std::string>> BetterMeasuredLayout(
   for (int k = 0; k < n; ++k) {
     const int s = stage_of[k];
     measured_work[s] += total(measured.virtual_stages[k]);
-    predicted_work[s] += total(PartsCost(parts[s], layout[k], k == 0, k == n - 1 && !vocab_parallel));
+    predicted_work[s] += total(PartsCost(parts[s], layout[k], k == 0 && !vocab_parallel,
+                                         k == n - 1 && !vocab_parallel));
   }
   std::vector<StagePartCosts> scaled = parts;
   for (int s = 0; s < p; ++s) {

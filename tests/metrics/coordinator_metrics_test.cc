@@ -184,7 +184,7 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsActivationPeaksAndTheBreakdown) {
   EXPECT_THAT(CoordinatorMetrics::BreakdownPartLabels(),
               ::testing::ElementsAre("compute", "input_wait", "send_wait", "validation_check",
                                      "reduction_wait", "overhead", "drain", "validation",
-                                     "optimizer", "evaluation", "checkpoint", "report", "grant",
+                                     "embedding_exchange", "optimizer", "evaluation", "checkpoint", "report", "grant",
                                      "other"));
   for (const std::string& part : CoordinatorMetrics::BreakdownPartLabels()) {
     for (const char* stage : {"0", "1"}) {

@@ -19,7 +19,7 @@ class GptChunkImpl final : public ModelChunk {
 
  private:
   void AddParameters() override;
-  at::Tensor Embed(const at::Tensor& tokens) const override;
+  at::Tensor AddPositions(const at::Tensor& token_embedding) const override;
   at::Tensor Block(int layer, const at::Tensor& x) const override;
   at::Tensor FinalNorm(const at::Tensor& x) const override;
   at::Tensor LayerNorm(const std::string& name, const at::Tensor& x) const;
@@ -56,9 +56,9 @@ at::Tensor GptChunkImpl::LayerNorm(const std::string& name, const at::Tensor& x)
                         config_.norm_eps);
 }
 
-at::Tensor GptChunkImpl::Embed(const at::Tensor& tokens) const {
-  return at::embedding(Param("embed.token"), tokens) +
-         Param("embed.position").narrow(0, 0, tokens.size(1)).unsqueeze(0);
+at::Tensor GptChunkImpl::AddPositions(const at::Tensor& token_embedding) const {
+  return token_embedding +
+         Param("embed.position").narrow(0, 0, token_embedding.size(1)).unsqueeze(0);
 }
 
 at::Tensor GptChunkImpl::FinalNorm(const at::Tensor& x) const { return LayerNorm("final_ln", x); }

@@ -24,7 +24,10 @@ class LlamaChunk final : public ModelChunk {
 
  private:
   void AddParameters() override;
-  at::Tensor Embed(const at::Tensor& tokens) const override;
+  // Rotary: the blocks rotate queries and keys; nothing to add.
+  at::Tensor AddPositions(const at::Tensor& token_embedding) const override {
+    return token_embedding;
+  }
   at::Tensor Block(int layer, const at::Tensor& x) const override;
   at::Tensor FinalNorm(const at::Tensor& x) const override;
   // transformers' LlamaRMSNorm on a float32 x [..., h].
@@ -60,10 +63,6 @@ void LlamaChunk::AddParameters() {
 at::Tensor LlamaChunk::RmsNorm(const std::string& name, const at::Tensor& x) const {
   at::Tensor variance = x.pow(2).mean({-1}, /*keepdim=*/true);
   return Param(name) * (x * at::rsqrt(variance + config_.norm_eps));
-}
-
-at::Tensor LlamaChunk::Embed(const at::Tensor& tokens) const {
-  return at::embedding(Param("model.embed_tokens.weight"), tokens);
 }
 
 at::Tensor LlamaChunk::FinalNorm(const at::Tensor& x) const {

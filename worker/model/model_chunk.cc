@@ -229,11 +229,10 @@ void ModelChunk::AddLinear(const std::string& name, int64_t out, int64_t in, dou
 }
 
 void ModelChunk::AddTokenEmbedding() {
+  if (config_.vocab_parallel) return;
   AddParameter(VocabularyNamesOf(config_.architecture).embedding,
                {config_.vocab, config_.hidden}, 0.02);
-  if (config_.tie_embeddings && (!is_last() || config_.vocab_parallel)) {
-    tied_ = parameters_.back().second;
-  }
+  if (config_.tie_embeddings && !is_last()) tied_ = parameters_.back().second;
 }
 
 void ModelChunk::AddHead() {
@@ -271,7 +270,13 @@ at::Tensor ModelChunk::Linear(const std::string& name, const at::Tensor& x) cons
 }
 
 at::Tensor ModelChunk::Forward(const at::Tensor& input) const {
-  at::Tensor x = is_first() ? Embed(input) : input;
+  at::Tensor x = input;
+  if (is_first()) {
+    x = AddPositions(config_.vocab_parallel
+                         ? input
+                         : at::embedding(Param(VocabularyNamesOf(config_.architecture).embedding),
+                                         input));
+  }
   for (int l = first_layer_; l < end_layer_; ++l) x = Block(l, x);
   if (!is_last()) return x;
   if (config_.vocab_parallel) return FinalNorm(x);

@@ -96,7 +96,10 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 /// One virtual stage (chunk) of a decoder of the architecture registry: the
 /// blocks of virtual stage v of S (config.layout's v-th run of blocks, or
 /// [v·L/S, (v+1)·L/S) without a layout), plus the token embedding on the
-/// first virtual stage and the final norm and LM head on the last. Blocks
+/// first virtual stage and the final norm and LM head on the last (under
+/// vocabulary parallelism the stages' VocabularyShards hold the token
+/// embedding and the head: the first virtual stage starts after the lookup
+/// and the last ends at the final norm). Blocks
 /// keep their global indices (and names) whatever the layout.
 /// A family (gpt.h, llama.h) is a subclass that adds its parameters and
 /// runs its embedding, blocks and final norm; the runtime sees only this
@@ -140,8 +143,10 @@ class ModelChunk {
   ModelChunk(const ModelChunk&) = delete;
   ModelChunk& operator=(const ModelChunk&) = delete;
 
-  /// First virtual stage: tokens int64 [b, s] -> hidden float32 [b, s, h].
-  /// Others: hidden [b, s, h] -> hidden [b, s, h]; the last one returns
+  /// First virtual stage: tokens int64 [b, s] -> hidden float32 [b, s, h];
+  /// under vocabulary parallelism the token embedding float32 [b, s, h]
+  /// instead (its rows are the stages' VocabularyShards', summed by
+  /// EmbeddingExchange: worker/runtime/embedding_exchange.h). Others: hidden [b, s, h] -> hidden [b, s, h]; the last one returns
   /// logits [b, s, vocab] of the compute type instead (computes_loss()), or
   /// under vocabulary parallelism the final norm's output [b, s, h] float32.
   /// s <= seq_len.
@@ -169,8 +174,8 @@ class ModelChunk {
   /// With tied embeddings split over two chunks: this chunk's copy of the
   /// tied matrix [vocab, h] (the token embedding on the first chunk, the LM
   /// head on the last); undefined otherwise (untied, a middle chunk, or one
-  /// chunk holding both ends). Under vocabulary parallelism the first
-  /// chunk's embedding, whose copies are the stages' head shards.
+  /// chunk holding both ends, or vocabulary parallelism, where the stages'
+  /// VocabularyShards hold the one matrix).
   const at::Tensor& tied_embedding() const { return tied_; }
 
  protected:
@@ -181,8 +186,9 @@ class ModelChunk {
   // chunk's parameters in model order through the helpers below, calling
   // AddTokenEmbedding first on the first chunk and AddHead last on the last.
   virtual void AddParameters() = 0;
-  // tokens [b, s] -> [b, s, h] float32 (first chunk only).
-  virtual at::Tensor Embed(const at::Tensor& tokens) const = 0;
+  // The first chunk's input from the token embedding [b, s, h] float32:
+  // the family's position embedding added, or nothing for rotary ones.
+  virtual at::Tensor AddPositions(const at::Tensor& token_embedding) const = 0;
   // Block `layer` (global index): [b, s, h] float32 -> the same.
   virtual at::Tensor Block(int layer, const at::Tensor& x) const = 0;
   // The final norm before the head (last chunk only).
@@ -196,7 +202,8 @@ class ModelChunk {
   // "<name>.bias" [out] = 0; registered as a linear layer.
   void AddLinear(const std::string& name, int64_t out, int64_t in, double std, bool bias);
   // The token embedding [vocab, h] ~ normal(0, 0.02), under the family's
-  // name (VocabularyNamesOf).
+  // name (VocabularyNamesOf). None under vocabulary parallelism (the stages'
+  // VocabularyShards hold it).
   void AddTokenEmbedding();
   // The LM head [vocab, h], a linear layer without bias, under the family's
   // name; with tied embeddings the embedding itself (same chunk) or a copy

@@ -1,5 +1,6 @@
 #include "worker/model/vocabulary_shard.h"
 
+#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -9,8 +10,8 @@
 
 namespace zbpp::worker {
 
-std::string VocabularyShardName(const std::string& head, const VocabularyRange& range) {
-  return absl::StrCat(head, "[", range.begin, ":", range.end, "]");
+std::string VocabularyShardName(const std::string& matrix, const VocabularyRange& range) {
+  return absl::StrCat(matrix, "[", range.begin, ":", range.end, "]");
 }
 
 absl::StatusOr<std::unique_ptr<VocabularyShard>> VocabularyShard::Create(
@@ -30,14 +31,39 @@ absl::StatusOr<std::unique_ptr<VocabularyShard>> VocabularyShard::Create(
                                                    config.architecture, "\""));
   }
   const VocabularyRange range = VocabularyRangeOf(config.vocab, stages, stage);
-  // The unsharded head's initial value, then this shard's rows of it.
-  const at::Tensor full =
-      InitialParameter(seed, config.tie_embeddings ? names.embedding : names.head,
-                       {config.vocab, config.hidden}, 0.02);
-  at::Tensor weight = full.narrow(0, range.begin, range.size()).clone().to(device);
-  weight.set_requires_grad(true);
-  return std::unique_ptr<VocabularyShard>(new VocabularyShard(
-      config, range, VocabularyShardName(names.head, range), std::move(weight)));
+  // The unsharded matrix's initial value, then this shard's rows of it.
+  auto rows_of = [&](const std::string& name) {
+    const at::Tensor full = InitialParameter(seed, name, {config.vocab, config.hidden}, 0.02);
+    at::Tensor rows = full.narrow(0, range.begin, range.size()).clone().to(device);
+    rows.set_requires_grad(true);
+    return NamedTensor(VocabularyShardName(name, range), rows);
+  };
+  std::vector<NamedTensor> parameters{rows_of(names.embedding)};
+  if (!config.tie_embeddings) parameters.push_back(rows_of(names.head));
+  return std::unique_ptr<VocabularyShard>(
+      new VocabularyShard(config, range, std::move(parameters)));
+}
+
+std::pair<at::Tensor, at::Tensor> VocabularyShard::Rows(const at::Tensor& tokens) const {
+  const at::Tensor local = tokens - range_.begin;
+  return {local.clamp(0, range_.size() - 1), (local >= 0).logical_and(local < range_.size())};
+}
+
+at::Tensor VocabularyShard::Embed(const at::Tensor& tokens) const {
+  at::NoGradGuard no_grad;
+  const auto [row, in_shard] = Rows(tokens);
+  return at::embedding(embedding_.detach(), row) * in_shard.unsqueeze(-1).to(at::kFloat);
+}
+
+void VocabularyShard::AddEmbeddingGradient(const at::Tensor& tokens,
+                                           const at::Tensor& grad) const {
+  at::NoGradGuard no_grad;
+  const auto [row, in_shard] = Rows(tokens.reshape({-1}));
+  const at::Tensor mine = in_shard.nonzero().squeeze(-1);
+  at::Tensor& g = embedding_.mutable_grad();
+  if (!g.defined()) g = at::zeros_like(embedding_);
+  g.index_add_(0, row.index_select(0, mine),
+               grad.reshape({-1, grad.size(-1)}).index_select(0, mine));
 }
 
 at::Tensor VocabularyShard::Forward(const at::Tensor& hidden, const at::Tensor& targets,
@@ -47,9 +73,7 @@ at::Tensor VocabularyShard::Forward(const at::Tensor& hidden, const at::Tensor& 
   state->hidden = hidden.detach();
   state->logits =
       at::matmul(state->hidden.to(compute), weight_.detach().to(compute).t()).to(at::kFloat);
-  const at::Tensor local = targets - range_.begin;
-  state->in_shard = (local >= 0).logical_and(local < range_.size());
-  state->index = local.clamp(0, range_.size() - 1);
+  std::tie(state->index, state->in_shard) = Rows(targets);
   const at::Tensor max = std::get<0>(state->logits.max(-1));
   const at::Tensor sum_exp = (state->logits - max.unsqueeze(-1)).exp().sum(-1);
   const at::Tensor target_logit =

@@ -18,6 +18,7 @@
 #include "worker/model/vocabulary_shard.h"
 #include "worker/runtime/device.h"
 #include "worker/runtime/passes.h"
+#include "worker/runtime/step_messages.h"
 
 namespace zbpp::worker {
 namespace {
@@ -26,55 +27,12 @@ using sched::Action;
 using sched::PassKind;
 using SteadyClock = std::chrono::steady_clock;
 
-// One message of this stage with one peer, in the pair's order
-// (scheduler/comm_order.h).
-struct PeerMessage {
-  bool send = false;
-  // This stage's action producing (send) or consuming (receive) it.
-  size_t action = 0;
-  uint32_t tag = 0;
-  // Produced inside the sender's speculative prefix: the messages a step
-  // exchanges before the post-update validation check, and completes when
-  // that check discards the step (docs/transport.md).
-  bool speculative = false;
-};
-
-// This stage's messages with one peer and how far it has issued them.
-struct PeerQueue {
-  int peer = 0;
-  std::vector<PeerMessage> messages;
-  size_t next = 0;
-};
-
-// A receive posted ahead of its action.
-struct PostedRecv {
-  at::Tensor buffer;
-  std::unique_ptr<PendingOp> op;
-};
-
 // B or fused BW: a pass that needs the next stage's gradient.
 bool IsBackward(const Action& a) { return a.kind == PassKind::kB || a.kind == PassKind::kBW; }
 
 // Where the speculative prefix ends (sched::SpeculativePrefixLengths): the
 // first B, BW or T, the first pass that computes a gradient.
 bool EndsSpeculativePrefix(const Action& a) { return IsBackward(a) || a.kind == PassKind::kT; }
-
-// "1F0 (pass F, virtual stage 1, microbatch 0)": an error names the pass
-// and the microbatch in words, not only in the schedule's compact form.
-std::string DescribeAction(const Action& a) {
-  if (a.kind == PassKind::kReduce) {
-    return absl::StrCat(sched::ActionToString(a),
-                        " (data-parallel gradient reduction, virtual stage ", a.virtual_stage.value(), ")");
-  }
-  const char* pass = a.kind == PassKind::kF   ? "F"
-                     : a.kind == PassKind::kB ? "B"
-                     : a.kind == PassKind::kW ? "W"
-                     : a.kind == PassKind::kS ? "S, vocabulary shard"
-                     : a.kind == PassKind::kT ? "T, vocabulary shard"
-                                              : "BW";
-  return absl::StrCat(sched::ActionToString(a), " (pass ", pass, ", virtual stage ", a.virtual_stage.value(),
-                      ", microbatch ", a.microbatch, ")");
-}
 
 // One stage's execution of one step. Lives for the step only.
 class StepRun {
@@ -89,14 +47,14 @@ class StepRun {
           const sched::Schedule& schedule, const sched::PairOrders& orders,
           const std::vector<int>& prefix, bool forward_only, const BatchFn& batches,
           const BeforeFirstBackward* check)
-      : o_(options), step_(step), generation_(generation), schedule_(schedule),
+      : o_(options), step_(step), schedule_(schedule),
         actions_(schedule.actions[options.stage]), forward_only_(forward_only),
         vocabulary_parallel_(sched::HoldsVocabularyPasses(schedule)),
         batches_(batches), check_(check), first_backward_(FirstBackward(actions_)),
         last_pass_(LastPass(actions_)),
-        start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()) {
-    PlanMessages(orders, prefix);
-  }
+        start_(SteadyClock::now()), timer_(options.device, start_, actions_.size()),
+        messages_(options, step, generation, schedule, orders, prefix, check != nullptr, start_,
+                  timeline_) {}
 
   absl::StatusOr<StepTimeline> Run() {
     timeline_.start = start_;
@@ -115,7 +73,7 @@ class StepRun {
       // part's send went out just before, and nothing else can be issued
       // between the two.
       if (!MergedW(j)) {
-        if (absl::Status st = IssueMessages(); !st.ok()) return st;
+        if (absl::Status st = messages_.Issue(check_ != nullptr); !st.ok()) return st;
       }
       if (absl::Status st = RunAction(j); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("step ", step_, ", action #", j, " ",
@@ -134,7 +92,7 @@ class StepRun {
       // device's) ended. After the last pass that is no send wait of the
       // span's: the reductions' wait or the drain after the step.
       const double sent_before = timeline_.send_wait_seconds;
-      if (absl::Status st = IssueMessages(); !st.ok()) return st;
+      if (absl::Status st = messages_.Issue(check_ != nullptr); !st.ok()) return st;
       if (j >= last_pass_) timeline_.send_wait_seconds = sent_before;
     }
     ResolvePasses();
@@ -145,7 +103,7 @@ class StepRun {
                                              timeline_.action_end_seconds.end());
     // Every receive was consumed; drain the sends so their buffers can go.
     // After the last action: not part of the step's communication time.
-    if (absl::Status st = WaitSends(); !st.ok()) return st;
+    if (absl::Status st = messages_.WaitSends(); !st.ok()) return st;
     return std::move(timeline_);
   }
 
@@ -186,43 +144,12 @@ class StepRun {
     return absl::OkStatus();
   }
 
-  absl::Status WaitSends() {
-    for (auto& [op, what] : sends_) {
-      if (absl::Status st = op->Wait(o_.recv_timeout); !st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("step ", step_, ", sending ", what, ": ",
-                                                    std::string(st.message())));
-      }
-    }
-    sends_.clear();
-    return absl::OkStatus();
-  }
-
   // The step is given up before action `first_backward` (only forwards ran):
-  // complete exactly the messages of the speculative prefixes — issue the
-  // rest of them in each pair's order (every send's producer ran: it is in
-  // this stage's prefix), receive what is addressed to this stage into
-  // buffers nobody reads, and complete this stage's sends — so that every
-  // pair's order stands where both stages expect it for the replay.
+  // the speculative messages are completed (StepMessages::CompleteSpeculative)
+  // so that every pair's order stands where both stages expect it for the
+  // replay.
   absl::StatusOr<StepTimeline> Discard(size_t first_backward) {
-    for (PeerQueue& queue : queues_) {
-      for (; queue.next < queue.messages.size() && queue.messages[queue.next].speculative;
-           ++queue.next) {
-        if (absl::Status st = IssueMessage(queue, queue.messages[queue.next]); !st.ok()) {
-          return st;
-        }
-      }
-    }
-    for (auto& [input, posted] : posted_) {
-      if (absl::Status st = posted.op->Wait(o_.recv_timeout); !st.ok()) {
-        return absl::Status(st.code(),
-                            absl::StrCat("step ", step_, ", draining the discarded message for ",
-                                         DescribeAction(actions_[input.first]), " from stage ",
-                                         input.second, ": ",
-                                         std::string(st.message())));
-      }
-    }
-    posted_.clear();
-    if (absl::Status st = WaitSends(); !st.ok()) return st;
+    if (absl::Status st = messages_.CompleteSpeculative(); !st.ok()) return st;
     ResolvePasses();
     timeline_.discarded = true;
     timeline_.discarded_forwards = static_cast<int>(first_backward);
@@ -232,9 +159,6 @@ class StepRun {
     return std::move(timeline_);
   }
 
-  uint32_t Tag(MessageKind kind, int stage, int microbatch) const {
-    return MakeTag(step_, kind, stage, microbatch, generation_);
-  }
   double Seconds() const {
     return std::chrono::duration<double>(SteadyClock::now() - start_).count();
   }
@@ -258,201 +182,14 @@ class StepRun {
   // asynchronously on a GPU (the copy overlaps the work queued before it);
   // the tensor itself on the CPU.
   at::Tensor ToDevice(const at::Tensor& host) const {
-    if (o_.device.is_cpu()) return host;
+    // Already there: an EmbeddingExchange's input, computed on the device.
+    if (o_.device.is_cpu() || host.device() == o_.device) return host;
     return host.pin_memory().to(o_.device, /*non_blocking=*/true);
-  }
-
-  // A receive buffer for the input of `consumer`: the softmax statistics
-  // of a vocabulary shard [3, b, s] for a T, else a tensor between virtual
-  // stages [b, s, h]; float32.
-  at::Tensor ReceiveBuffer(const Action& consumer) const {
-    const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat).device(o_.device);
-    if (consumer.kind == PassKind::kT) {
-      return at::empty({3, o_.microbatch_size, o_.seq_len}, options);
-    }
-    return at::empty({o_.microbatch_size, o_.seq_len, o_.hidden}, options);
   }
 
   int num_virtual_stages() const { return schedule_.num_virtual_stages(); }
   int StageOf(int virtual_stage) const {
     return schedule_.StageOf(VirtualStage(virtual_stage)).value();
-  }
-
-  // This stage's messages per peer, in the pairs' orders, with their tags.
-  void PlanMessages(const sched::PairOrders& orders, const std::vector<int>& prefix) {
-    for (const auto& [pair, messages] : orders) {
-      if (pair.first != o_.stage && pair.second != o_.stage) continue;
-      PeerQueue queue;
-      queue.peer = pair.first == o_.stage ? pair.second : pair.first;
-      for (const sched::Message& m : messages) {
-        PeerMessage message;
-        message.send = m.from == o_.stage;
-        message.action = static_cast<size_t>(message.send ? m.producer : m.consumer);
-        // Both stages name a message by its consumer, which they both know
-        // from the schedule.
-        const Action& consumer = schedule_.actions[static_cast<size_t>(m.to)]
-                                                  [static_cast<size_t>(m.consumer)];
-        const auto [kind, to_stage] = InputKey(consumer);
-        message.tag = Tag(kind, to_stage, consumer.microbatch);
-        message.speculative = check_ != nullptr && m.producer < prefix[m.from];
-        if (!message.send) receive_queue_[{message.action, queue.peer}] = queues_.size();
-        queue.messages.push_back(message);
-      }
-      queues_.push_back(std::move(queue));
-    }
-  }
-
-  // The kind and receiving virtual stage that name the input of `consumer`
-  // in tags and local hand-offs: an F's or B's own virtual stage; for the
-  // vocabulary passes, one past the last virtual stage (the shards' inputs:
-  // the hidden state for S as an activation, the statistics for T as a
-  // gradient). A B of the last virtual stage receives the T's parts under
-  // its own virtual stage, the one input it has then.
-  std::pair<MessageKind, int> InputKey(const Action& consumer) const {
-    switch (consumer.kind) {
-      case PassKind::kF:
-        return {MessageKind::kActivation, consumer.virtual_stage.value()};
-      case PassKind::kS:
-        return {MessageKind::kActivation, num_virtual_stages()};
-      case PassKind::kT:
-        return {MessageKind::kGradient, num_virtual_stages()};
-      default:
-        return {MessageKind::kGradient, consumer.virtual_stage.value()};
-    }
-  }
-
-  // Issues, for every peer, the messages next in the pair's order that can
-  // go: a send once its producing pass ran (it is queued after that pass on
-  // a device), a receive at once (its buffer waits for its consumer). Before
-  // the post-update validation check, only speculative messages: a discarded
-  // step must not leave operations a replay would meet.
-  absl::Status IssueMessages() {
-    for (PeerQueue& queue : queues_) {
-      for (; queue.next < queue.messages.size(); ++queue.next) {
-        const PeerMessage& m = queue.messages[queue.next];
-        if (check_ != nullptr && !m.speculative) break;
-        if (m.send && produced_.count(m.action) == 0) break;
-        if (absl::Status st = IssueMessage(queue, m); !st.ok()) return st;
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  // Issues one message of `queue`: sends the tensor its producer left, or
-  // posts a receive buffer for its consumer.
-  absl::Status IssueMessage(const PeerQueue& queue, const PeerMessage& m) {
-    if (m.send) {
-      auto it = produced_.find(m.action);
-      if (it == produced_.end()) {
-        return absl::InternalError(absl::StrCat("the message of ",
-                                                DescribeAction(actions_[m.action]),
-                                                " to stage ", queue.peer, " was not produced"));
-      }
-      const double before = Seconds();
-      absl::StatusOr<std::unique_ptr<PendingOp>> op =
-          o_.communicator->Send(it->second, queue.peer, m.tag);
-      timeline_.send_wait_seconds += Seconds() - before;
-      if (!op.ok()) return op.status();
-      // The tensor must outlive the send: keep it with the op. (It stays
-      // in produced_ too: an S's statistics, and the last virtual stage's F
-      // output under vocabulary parallelism, go to every other stage.)
-      sends_.emplace_back(*std::move(op), absl::StrCat("the output of ",
-                                                       DescribeAction(actions_[m.action]),
-                                                       " to stage ", queue.peer));
-      send_buffers_.push_back(it->second);
-      return absl::OkStatus();
-    }
-    PostedRecv posted;
-    posted.buffer = ReceiveBuffer(actions_[m.action]);
-    absl::StatusOr<std::unique_ptr<PendingOp>> op =
-        o_.communicator->Recv(posted.buffer, queue.peer, m.tag);
-    if (!op.ok()) return op.status();
-    posted.op = *std::move(op);
-    posted_.emplace(std::make_pair(m.action, queue.peer), std::move(posted));
-    return absl::OkStatus();
-  }
-
-  absl::Status Timed(PendingOp& op) {
-    const double before = Seconds();
-    absl::Status st = op.Wait(o_.recv_timeout);
-    timeline_.input_wait_seconds += Seconds() - before;
-    return st;
-  }
-
-  // The tensor action j consumes from stage `from`: a posted receive, or
-  // from this stage a local hand-off.
-  absl::StatusOr<at::Tensor> TakeInputFrom(size_t j, int from) {
-    const auto [kind, stage] = InputKey(actions_[j]);
-    const int microbatch = actions_[j].microbatch;
-    if (auto queue = receive_queue_.find({j, from}); queue != receive_queue_.end()) {
-      auto it = posted_.find({j, from});
-      if (it == posted_.end()) {
-        // CheckPairOrders refuses a schedule where this can happen.
-        const PeerQueue& q = queues_[queue->second];
-        return absl::FailedPreconditionError(absl::StrCat(
-            "its input from stage ", q.peer, " comes after message #", q.next,
-            " of the pair's order, which this stage cannot issue yet"));
-      }
-      PostedRecv posted = std::move(it->second);
-      posted_.erase(it);
-      if (absl::Status st = Timed(*posted.op); !st.ok()) return st;
-      return posted.buffer;
-    }
-    auto it = local_.find({kind, stage, microbatch});
-    if (it == local_.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("no local ", kind == MessageKind::kActivation ? "activation" : "gradient",
-                       " for virtual stage ", stage, " microbatch ", microbatch,
-                       " (the producing pass has not run on this stage)"));
-    }
-    at::Tensor t = std::move(it->second);
-    local_.erase(it);
-    return t;
-  }
-
-  // The one input of action j (an F's activation, a B's gradient, an S's
-  // hidden state), from the stage that produces it.
-  absl::StatusOr<at::Tensor> TakeInput(size_t j) {
-    const Action& a = actions_[j];
-    const int producer_vs = a.kind == PassKind::kF   ? a.virtual_stage.value() - 1
-                            : a.kind == PassKind::kS ? num_virtual_stages() - 1
-                                                     : a.virtual_stage.value() + 1;
-    return TakeInputFrom(j, StageOf(producer_vs));
-  }
-
-  // The inputs of action j that every stage sends it (a T's statistics, a
-  // B of the last virtual stage's gradient parts under vocabulary
-  // parallelism), in stage order.
-  absl::StatusOr<std::vector<at::Tensor>> TakeInputsFromEveryStage(size_t j) {
-    std::vector<at::Tensor> inputs;
-    for (int r = 0; r < schedule_.stages; ++r) {
-      absl::StatusOr<at::Tensor> in = TakeInputFrom(j, r);
-      if (!in.ok()) return in.status();
-      inputs.push_back(*std::move(in));
-    }
-    return inputs;
-  }
-
-  // Hands `tensor`, the output of action j, to the consumer named by
-  // (kind, to_stage, microbatch) (InputKey) on stage `stage`: locally, or as
-  // a message IssueMessages sends in the pair's order.
-  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch,
-               int stage) {
-    if (stage == o_.stage) {
-      local_[{kind, to_stage, microbatch}] = std::move(tensor);
-    } else {
-      produced_[j] = tensor.contiguous();
-    }
-  }
-  // Deliver to the stage holding virtual stage `to_stage`.
-  void Deliver(size_t j, at::Tensor tensor, MessageKind kind, int to_stage, int microbatch) {
-    Deliver(j, std::move(tensor), kind, to_stage, microbatch, StageOf(to_stage));
-  }
-  // Hands `tensor` to a consumer on every stage (the S passes, the T
-  // passes): locally to this stage's, and as one message per other stage.
-  void DeliverToEveryStage(size_t j, const at::Tensor& tensor, MessageKind kind, int microbatch) {
-    local_[{kind, num_virtual_stages(), microbatch}] = tensor;
-    if (schedule_.stages > 1) produced_[j] = tensor.contiguous();
   }
 
   const LocalChunk* Chunk(int stage) const {
@@ -538,10 +275,10 @@ class StepRun {
     const bool last = a.virtual_stage.value() == num_virtual_stages() - 1;
     if ((a.kind == PassKind::kF && a.virtual_stage.value() > 0) || a.kind == PassKind::kS ||
         (IsBackward(a) && !last)) {
-      absl::StatusOr<at::Tensor> in = TakeInput(j);
+      absl::StatusOr<at::Tensor> in = messages_.TakeInput(j);
       if (!in.ok()) return in.status();
     } else if (a.kind == PassKind::kT || (IsBackward(a) && vocabulary_parallel_)) {
-      absl::StatusOr<std::vector<at::Tensor>> in = TakeInputsFromEveryStage(j);
+      absl::StatusOr<std::vector<at::Tensor>> in = messages_.TakeInputsFromEveryStage(j);
       if (!in.ok()) return in.status();
     }
     const bool merged_w = MergedW(j);
@@ -563,26 +300,26 @@ class StepRun {
     }
     if (a.kind == PassKind::kF) {
       if (last && vocabulary_parallel_) {
-        DeliverToEveryStage(j, ActivationZeros(), MessageKind::kActivation, a.microbatch);
+        messages_.DeliverToEveryStage(j, ActivationZeros(), MessageKind::kActivation, a.microbatch);
       } else if (last) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       } else {
-        Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+        messages_.Deliver(j, ActivationZeros(), MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
       }
     } else if (IsBackward(a) && a.virtual_stage.value() > 0) {
-      Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
+      messages_.Deliver(j, ActivationZeros(), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     } else if (a.kind == PassKind::kS) {
       if (!synthetic_statistics_.defined()) {
         synthetic_statistics_ =
             at::zeros({3, o_.microbatch_size, o_.seq_len},
                       at::TensorOptions().dtype(at::kFloat).device(o_.device));
       }
-      DeliverToEveryStage(j, synthetic_statistics_, MessageKind::kGradient, a.microbatch);
+      messages_.DeliverToEveryStage(j, synthetic_statistics_, MessageKind::kGradient, a.microbatch);
     } else if (a.kind == PassKind::kT) {
       if (StageOf(num_virtual_stages() - 1) == o_.stage) {
         AddLoss(at::scalar_tensor(o_.synthetic->loss, at::kDouble));
       }
-      Deliver(j, ActivationZeros(), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
+      messages_.Deliver(j, ActivationZeros(), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
     }
     std::this_thread::sleep_until(
         begin + std::chrono::duration_cast<SteadyClock::duration>(
@@ -616,7 +353,7 @@ class StepRun {
     if (first) {
       input = data.inputs;
     } else {
-      absl::StatusOr<at::Tensor> in = TakeInput(j);
+      absl::StatusOr<at::Tensor> in = messages_.TakeInput(j);
       if (!in.ok()) return in.status();
       input = in->detach().requires_grad_(true);
     }
@@ -644,9 +381,9 @@ class StepRun {
   // vocabulary parallelism: the final norm's output) to every stage's S.
   void SendForward(size_t j, const Action& a, const at::Tensor& out) {
     if (a.virtual_stage.value() == num_virtual_stages() - 1) {
-      DeliverToEveryStage(j, out, MessageKind::kActivation, a.microbatch);
+      messages_.DeliverToEveryStage(j, out, MessageKind::kActivation, a.microbatch);
     } else {
-      Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
+      messages_.Deliver(j, out, MessageKind::kActivation, a.virtual_stage.value() + 1, a.microbatch);
     }
   }
 
@@ -654,14 +391,14 @@ class StepRun {
   // the logits of the last virtual stage's output, whose statistics go to
   // every stage's T.
   absl::Status VocabularyForwardPass(size_t j, const Action& a) {
-    absl::StatusOr<at::Tensor> hidden = TakeInput(j);
+    absl::StatusOr<at::Tensor> hidden = messages_.TakeInput(j);
     if (!hidden.ok()) return hidden.status();
     const at::Tensor targets = ToDevice(batches_(step_, a.microbatch).targets);
     timer_.Begin(j);
     VocabularyForward state;
     const at::Tensor statistics = o_.vocabulary->Forward(*hidden, targets, &state);
     if (!forward_only_) vocabulary_forward_.emplace(a.microbatch, std::move(state));
-    DeliverToEveryStage(j, statistics, MessageKind::kGradient, a.microbatch);
+    messages_.DeliverToEveryStage(j, statistics, MessageKind::kGradient, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -669,7 +406,7 @@ class StepRun {
   // holds the last virtual stage), and in training the shard's weight
   // gradient and its part of the last virtual stage's output gradient.
   absl::Status VocabularyBackwardPass(size_t j, const Action& a) {
-    absl::StatusOr<std::vector<at::Tensor>> statistics = TakeInputsFromEveryStage(j);
+    absl::StatusOr<std::vector<at::Tensor>> statistics = messages_.TakeInputsFromEveryStage(j);
     if (!statistics.ok()) return statistics.status();
     const bool reports_loss = StageOf(num_virtual_stages() - 1) == o_.stage;
     if (forward_only_) {
@@ -688,7 +425,7 @@ class StepRun {
     at::Tensor grad = o_.vocabulary->Backward(
         state, *statistics, o_.loss_scale / schedule_.microbatches, reports_loss ? &loss : nullptr);
     if (reports_loss) AddLoss(loss);
-    Deliver(j, std::move(grad), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
+    messages_.Deliver(j, std::move(grad), MessageKind::kGradient, num_virtual_stages() - 1, a.microbatch);
     return absl::OkStatus();
   }
 
@@ -701,26 +438,25 @@ class StepRun {
     forward_.erase(it);
     at::Tensor grad_output;
     if (a.virtual_stage.value() < num_virtual_stages() - 1) {
-      absl::StatusOr<at::Tensor> g = TakeInput(j);
+      absl::StatusOr<at::Tensor> g = messages_.TakeInput(j);
       if (!g.ok()) return g.status();
       grad_output = *std::move(g);
     } else if (vocabulary_parallel_) {
       // The shards' parts of the final norm's output gradient, summed in
       // stage order.
-      absl::StatusOr<std::vector<at::Tensor>> parts = TakeInputsFromEveryStage(j);
+      absl::StatusOr<std::vector<at::Tensor>> parts = messages_.TakeInputsFromEveryStage(j);
       if (!parts.ok()) return parts.status();
       grad_output = (*parts)[0].clone();
       for (size_t r = 1; r < parts->size(); ++r) grad_output.add_((*parts)[r]);
     }
     timer_.Begin(j);
     at::Tensor input_grad = BackwardPass(state, std::move(grad_output), o_.loss_scale);
-    if (a.virtual_stage.value() > 0) Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
+    if (a.virtual_stage.value() > 0) messages_.Deliver(j, std::move(input_grad), MessageKind::kGradient, a.virtual_stage.value() - 1, a.microbatch);
     return absl::OkStatus();
   }
 
   const ExecutorOptions& o_;
   const int64_t step_;
-  const int generation_;
   const sched::Schedule& schedule_;
   const std::vector<Action>& actions_;
   const bool forward_only_;
@@ -735,16 +471,9 @@ class StepRun {
   at::Tensor loss_sum_;  // Double; undefined until the first loss.
 
   StepTimeline timeline_;
-  std::vector<PeerQueue> queues_;
-  // (Action, sending stage) -> queues_ index of that input.
-  std::map<std::pair<size_t, int>, size_t> receive_queue_;
-  std::map<size_t, at::Tensor> produced_;  // Action -> its output for other stages.
-  std::map<std::pair<size_t, int>, PostedRecv> posted_;  // By (action, sending stage).
-  std::map<std::tuple<MessageKind, int, int>, at::Tensor> local_;
+  StepMessages messages_;
   std::map<std::pair<int, int>, ForwardState> forward_;
   std::map<int, VocabularyForward> vocabulary_forward_;  // By microbatch: S's for its T.
-  std::vector<std::pair<std::unique_ptr<PendingOp>, std::string>> sends_;
-  std::vector<at::Tensor> send_buffers_;
   std::map<int, std::vector<std::vector<at::Tensor>>> buckets_;  // By virtual stage.
   std::vector<int> synthetic_buckets_;  // BucketsPerVirtualStage, once a partial W needs it.
   at::Tensor synthetic_zeros_;          // ActivationZeros, once made.

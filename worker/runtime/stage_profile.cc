@@ -103,7 +103,9 @@ absl::StatusOr<StageProfile> ProfileVirtualStage(const StageProfileOptions& o) {
   if (o.chunk == nullptr || o.store == nullptr || o.memory == nullptr) {
     return absl::InvalidArgumentError("the profile needs the chunk, its W store and a meter");
   }
-  const bool first = o.chunk->is_first();
+  // The first chunk reads tokens, or under vocabulary parallelism their
+  // embedding (EmbeddingExchange), a hidden state like the others'.
+  const bool first = o.chunk->is_first() && !o.chunk->config().vocab_parallel;
   const bool last = o.chunk->computes_loss();
   at::Generator gen = at::detail::createCPUGenerator(o.seed);
   const std::vector<int64_t> tokens_shape{o.microbatch_size, o.seq_len};

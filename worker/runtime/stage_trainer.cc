@@ -62,6 +62,12 @@ absl::StatusOr<std::unique_ptr<StageTrainer>> StageTrainer::Create(StageTrainerO
         VocabularyShard::Create(*config, o.stage, p, o.spec.seed(), o.device);
     if (!shard.ok()) return shard.status();
     trainer->vocabulary_ = *std::move(shard);
+    if (!o.synthetic.has_value()) {
+      const bool holds_first = std::any_of(trainer->chunks_.begin(), trainer->chunks_.end(),
+                                           [](const auto& chunk) { return chunk->is_first(); });
+      trainer->embedding_ =
+          std::make_unique<EmbeddingExchange>(trainer->vocabulary_.get(), holds_first);
+    }
   }
   std::vector<NamedTensor> parameters = trainer->Parameters();
   if (!o.synthetic.has_value()) {
@@ -96,9 +102,10 @@ void StageTrainer::Bind() {
   exec.microbatch_size = o.spec.pipeline().microbatch_size();
   exec.seq_len = chunks_.front()->config().seq_len;
   exec.hidden = chunks_.front()->config().hidden;
-  exec.batches = [batches = o.train_batches, first](int64_t step, int microbatch) {
+  step_batches_ = [batches = o.train_batches, first](int64_t step, int microbatch) {
     return batches(step, first + microbatch);
   };
+  exec.batches = embedding_ != nullptr ? embedding_->Batches(step_batches_) : step_batches_;
   exec.recv_timeout = o.timeout;
   exec.loss_scale = loss_scaler_.scale();
   exec.synthetic = o.synthetic;
@@ -189,6 +196,12 @@ absl::StatusOr<StepResult> StageTrainer::RunStep(int64_t step, const sched::Sche
   // The step's activation memory: what the passes allocate on this thread
   // (CPU) or the device (CUDA) above what is held now.
   MemoryMeterScope metered(memory_.cpu_meter());
+  // The gathered embedding is the step's input, held like the parameters
+  // (the activations' peak is above it).
+  if (absl::Status st = GatherEmbedding(step, schedule.microbatches, step_batches_, true);
+      !st.ok()) {
+    return st;
+  }
   memory_.ResetPeak();
   const int64_t held_before = memory_.current_bytes();
   absl::StatusOr<StepTimeline> timeline;
@@ -217,8 +230,13 @@ absl::StatusOr<StepResult> StageTrainer::RunStep(int64_t step, const sched::Sche
       StepValidation& validation = result.validations.back();
       validation.rollback_seconds = timeline->step_seconds;
       validation.replayed_forwards = timeline->discarded_forwards;
-      // The step starts again: the discarded run was validation's.
+      // The step starts again: the discarded run was validation's; its
+      // embedding is gathered again from the parameters rolled back.
       gaps_.Mark(GapPhase::kValidation);
+      if (absl::Status st = GatherEmbedding(step, schedule.microbatches, step_batches_, true);
+          !st.ok()) {
+        return st;
+      }
       timeline = executor_->RunStep(step, schedule, /*generation=*/1);
     }
   }
@@ -235,8 +253,20 @@ absl::StatusOr<StepResult> StageTrainer::RunStep(int64_t step, const sched::Sche
   const bool last_rank = options_.stage == options_.spec.pipeline().stages() - 1;
   if (step == faults.nan_step && last_rank) optimizer_->PoisonGradient();
   if (step == faults.clip_step && last_rank) optimizer_->ScaleGradients(1e4);
+  if (embedding_ != nullptr) {
+    if (absl::Status st = embedding_->Scatter(*options_.communicator, options_.timeout, step);
+        !st.ok()) {
+      return st;
+    }
+  }
   absl::StatusOr<double> tied_copy_norm_sq = SumTiedGradients(step, schedule);
   if (!tied_copy_norm_sq.ok()) return tied_copy_norm_sq.status();
+  const bool holds_tied_copy = std::any_of(chunks_.begin(), chunks_.end(), [](const auto& c) {
+    return c->tied_embedding().defined();
+  });
+  if (embedding_ != nullptr || (holds_tied_copy && !options_.synthetic.has_value())) {
+    gaps_.Mark(GapPhase::kEmbedding);
+  }
   result.timeline = *std::move(timeline);
   if (result.timeline.loss_count > 0) {
     result.loss = result.timeline.loss_sum / result.timeline.loss_count;
@@ -355,7 +385,6 @@ StageProfileOptions StageTrainer::ProfileOptions(const ModelChunk& chunk,
 absl::StatusOr<double> StageTrainer::SumTiedGradients(int64_t step,
                                                       const sched::Schedule& schedule) {
   if (options_.synthetic.has_value()) return 0.0;  // No pass defines a gradient.
-  if (vocabulary_ != nullptr) return SumVocabularyTiedGradients(step);
   at::Tensor first, last;  // This stage's copies of the tied matrix.
   for (const auto& chunk : chunks_) {
     if (!chunk->tied_embedding().defined()) continue;
@@ -625,8 +654,13 @@ absl::StatusOr<std::optional<double>> StageTrainer::Evaluate(int64_t tag_step,
   // remake are then counted when made and when released, so the next step's
   // peak does not see them.
   MemoryMeterScope metered(memory_.cpu_meter());
-  absl::StatusOr<StepTimeline> timeline =
-      executor_->RunForwardOnly(tag_step, schedule, microbatches, options_.eval_batches);
+  if (absl::Status st = GatherEmbedding(tag_step, microbatches, options_.eval_batches, false);
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<StepTimeline> timeline = executor_->RunForwardOnly(
+      tag_step, schedule, microbatches,
+      embedding_ != nullptr ? embedding_->Batches(options_.eval_batches) : options_.eval_batches);
   if (!timeline.ok()) return timeline.status();
   gaps_.Mark(GapPhase::kEvaluation);
   if (timeline->loss_count == 0) return std::optional<double>();
@@ -642,7 +676,9 @@ std::vector<NamedTensor> StageTrainer::Parameters() const {
   for (const auto& chunk : chunks_) {
     for (const NamedTensor& t : chunk->parameters()) out.push_back(t);
   }
-  if (vocabulary_ != nullptr) out.emplace_back(vocabulary_->name(), vocabulary_->weight());
+  if (vocabulary_ != nullptr) {
+    for (const NamedTensor& t : vocabulary_->parameters()) out.push_back(t);
+  }
   return out;
 }
 

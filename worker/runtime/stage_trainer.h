@@ -16,6 +16,7 @@
 #include "worker/model/gpt.h"
 #include "worker/model/weight_grad_store.h"
 #include "worker/runtime/adamw.h"
+#include "worker/runtime/embedding_exchange.h"
 #include "worker/runtime/executor.h"
 #include "worker/runtime/loss_scaler.h"
 #include "worker/runtime/memory_meter.h"
@@ -375,12 +376,11 @@ class StageTrainer {
   // copies stay equal. Returns the head copy's squared gradient norm, which
   // the local norm must not count a second time.
   absl::StatusOr<double> SumTiedGradients(int64_t step, const sched::Schedule& schedule);
-  // SumTiedGradients under vocabulary parallelism with tied embeddings: the
-  // first stage's embedding and every stage's shard (rows of the same
-  // matrix) get the sum of all their gradients, by an all-reduce of the
-  // whole matrix's gradient over the pipeline group; returns the shard's
-  // squared gradient norm (the embedding counts those rows already).
-  absl::StatusOr<double> SumVocabularyTiedGradients(int64_t step);
+  // Under vocabulary parallelism, EmbeddingExchange::Gather of the step's
+  // (or an evaluation's) microbatches over the pipeline group; nothing
+  // otherwise.
+  absl::Status GatherEmbedding(int64_t step, int microbatches, const BatchFn& batches,
+                               bool training);
   // Every parameter's gradient copied (none under synthetic compute), for
   // RestoreGradients to put back after a profile's passes added to them.
   using SavedGradients = std::vector<std::pair<at::Tensor, at::Tensor>>;  // (parameter, .grad)
@@ -407,6 +407,12 @@ class StageTrainer {
   // This stage's shard of the LM head under vocabulary parallelism
   // (PipelineSpec.vocab_parallel); null otherwise.
   std::unique_ptr<VocabularyShard> vocabulary_;
+  // Its token embedding's exchanges (null without vocabulary parallelism
+  // and under synthetic compute, where no pass reads the embedding).
+  std::unique_ptr<EmbeddingExchange> embedding_;
+  // The training microbatches of this replica's steps, by step and index
+  // in [0, m): what the executor runs and GatherEmbedding reads.
+  BatchFn step_batches_;
   std::vector<std::unique_ptr<WeightGradStore>> stores_;
   std::unique_ptr<GradientReducer> reducer_;  // Null when d = 1.
   std::unique_ptr<PipelineExecutor> executor_;

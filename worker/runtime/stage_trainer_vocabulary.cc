@@ -1,13 +1,9 @@
 // StageTrainer under vocabulary parallelism (PipelineSpec.vocab_parallel;
-// docs/training.md, "Vocabulary parallelism"): the tied embedding's gradient
-// summed with every stage's shard, and the shard's passes profiled
-// (stage_trainer.h).
+// docs/training.md, "Vocabulary parallelism"): the token embedding gathered
+// over the shards, and the shard's passes profiled (stage_trainer.h).
 
 #include <optional>
 #include <string>
-
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/vocabulary_shard.h"
@@ -15,32 +11,13 @@
 
 namespace zbpp::worker {
 
-absl::StatusOr<double> StageTrainer::SumVocabularyTiedGradients(int64_t step) {
-  if (!options_.spec.model().tie_embeddings()) return 0.0;
-  at::NoGradGuard no_grad;
-  // The whole matrix's gradient: the embedding's (first stage) plus every
-  // shard's rows, summed over the pipeline group, so that every copy gets
-  // the same bits.
-  const at::Tensor& shard = vocabulary_->weight();
-  const VocabularyRange range = vocabulary_->range();
-  at::Tensor embedding;  // The first virtual stage's token embedding, when held here.
-  for (const auto& chunk : chunks_) {
-    if (chunk->is_first()) embedding = chunk->tied_embedding();
-  }
-  at::Tensor sum = embedding.defined()
-                       ? embedding.grad().clone()
-                       : at::zeros({options_.spec.model().vocab(), shard.size(1)}, shard.options());
-  sum.narrow(0, range.begin, range.size()).add_(shard.grad());
-  if (absl::Status st = options_.communicator->AllReduceSum(sum, options_.timeout); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("step ", step, ", tied embedding gradient "
-                                                "over the vocabulary shards: ",
-                                                std::string(st.message())));
-  }
-  if (embedding.defined()) embedding.mutable_grad().copy_(sum);
-  at::Tensor& shard_grad = shard.mutable_grad();
-  shard_grad.copy_(sum.narrow(0, range.begin, range.size()));
-  // The embedding holds every row: the shard is the copy not to count.
-  return at::sum(shard_grad.square(), at::kDouble).item<double>();
+absl::Status StageTrainer::GatherEmbedding(int64_t step, int microbatches,
+                                           const BatchFn& batches, bool training) {
+  if (embedding_ == nullptr) return absl::OkStatus();
+  absl::Status st = embedding_->Gather(*options_.communicator, options_.timeout, step,
+                                       microbatches, batches, training);
+  gaps_.Mark(GapPhase::kEmbedding);
+  return st;
 }
 
 absl::StatusOr<std::optional<sched::VocabularyCost>> StageTrainer::ProfileVocabulary(

@@ -72,6 +72,7 @@ void FillStepBreakdown(const SpanBreakdown& span, const std::optional<StepGap>& 
   out.set_gap_seconds(gap->total_seconds);
   out.set_drain_seconds(gap->seconds(GapPhase::kDrain));
   out.set_validation_seconds(gap->seconds(GapPhase::kValidation));
+  out.set_embedding_exchange_seconds(gap->seconds(GapPhase::kEmbedding));
   out.set_optimizer_seconds(gap->seconds(GapPhase::kOptimizer));
   out.set_evaluation_seconds(gap->seconds(GapPhase::kEvaluation));
   out.set_checkpoint_seconds(gap->seconds(GapPhase::kCheckpoint));

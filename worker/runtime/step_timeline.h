@@ -82,14 +82,15 @@ SpanBreakdown BreakDownSpan(const StepTimeline& timeline, const std::vector<sche
 enum class GapPhase : int {
   kDrain = 0,   ///< Completing the step's sends.
   kValidation,  ///< Exchanging and awaiting the gradients' validation state.
-  kOptimizer,   ///< Tied-gradient sum, local norm, the AdamW update.
+  kEmbedding,   ///< The token embedding's exchanges with the other stages.
+  kOptimizer,   ///< Local norm, the AdamW update.
   kEvaluation,  ///< The held-out loss.
   kCheckpoint,  ///< Writing the checkpoint.
   kReport,      ///< ReportStep to the coordinator.
   kGrant,       ///< Waiting for the next step's grant.
   kOther,       ///< The rest (bookkeeping, a new schedule version).
 };
-inline constexpr int kGapPhases = 8;
+inline constexpr int kGapPhases = 9;
 
 /// The gap before one step, seconds: `total_seconds` from the previous
 /// step's last action end to this step's start, and its parts by GapPhase,

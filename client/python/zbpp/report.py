@@ -28,6 +28,7 @@ SPAN_PARTS = (
 GAP_PARTS = (
     ("drain_seconds", "send drain"),
     ("validation_seconds", "validation"),
+    ("embedding_exchange_seconds", "embedding exchange"),
     ("optimizer_seconds", "optimizer"),
     ("evaluation_seconds", "evaluation"),
     ("checkpoint_seconds", "checkpoint"),
@@ -54,6 +55,7 @@ class StageBreakdown:
     overhead_seconds: float
     drain_seconds: float
     validation_seconds: float
+    embedding_exchange_seconds: float
     optimizer_seconds: float
     evaluation_seconds: float
     checkpoint_seconds: float

@@ -54,6 +54,33 @@ TEST(MemoryEstimateTest, CountsEachRanksStagesStateAndActivations) {
   EXPECT_DOUBLE_EQ(ranks[1].total_bytes(), 28 * rank1 + 400);
 }
 
+// Under vocabulary parallelism every stage holds its rows of the embedding
+// and of the head (one matrix when tied), and no stage the whole of either:
+// the two stages here hold the same parameters but for GPT's position
+// embedding and final norm, and the total is the unsharded model's less
+// the tied model's one matrix.
+TEST(MemoryEstimateTest, VocabularyParallelismSpreadsTheEmbeddingAndTheHead) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    v1::JobSpec spec = Spec();
+    spec.mutable_model()->set_tie_embeddings(tied);
+    spec.mutable_pipeline()->set_vocab_parallel(true);
+    v1::ScheduleVersion version;
+    version.mutable_schedule()->set_stages(2);
+    version.mutable_schedule()->set_chunks(1);
+    for (int rank : {0, 1}) version.mutable_schedule()->add_stage_of(rank);
+    const std::vector<StageMemoryEstimate> ranks = EstimateStageMemory(spec, version);
+    ASSERT_EQ(ranks.size(), 2u);
+    const double h = spec.model().hidden(), rows = spec.model().vocab() / 2;
+    const double blocks = StageParameterCount(spec.model(), 4, 1, 3, false);  // A middle stage's.
+    const double matrices = tied ? 1 : 2;
+    // Stage 0: its blocks, the position embedding, its rows.
+    EXPECT_DOUBLE_EQ(ranks[0].parameters, blocks + spec.model().seq_len() * h + matrices * rows * h);
+    // Stage 1: its blocks, the final LayerNorm, its rows.
+    EXPECT_DOUBLE_EQ(ranks[1].parameters, blocks + 2 * h + matrices * rows * h);
+  }
+}
+
 TEST(MemoryEstimateTest, NoRollbackCopyWhenNothingIsRolledBackOrItIsInverted) {
   v1::JobSpec spec = Spec();
   spec.set_validation(v1::VALIDATION_MODE_SYNCHRONOUS);

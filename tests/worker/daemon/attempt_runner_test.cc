@@ -114,7 +114,8 @@ TEST_F(AttemptRunnerTest, ReportsWhereEachStepsTimeAndTheGapBeforeItWent) {
                       b.overhead_seconds(),
                   report.step_seconds(), 1e-9);
       const double gap_parts = b.drain_seconds() + b.validation_seconds() +
-                               b.optimizer_seconds() + b.evaluation_seconds() +
+                               b.embedding_exchange_seconds() + b.optimizer_seconds() +
+                               b.evaluation_seconds() +
                                b.checkpoint_seconds() + b.report_seconds() + b.grant_seconds() +
                                b.other_seconds();
       EXPECT_NEAR(gap_parts, b.gap_seconds(), 1e-9);

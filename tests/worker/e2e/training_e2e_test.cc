@@ -67,8 +67,8 @@ TEST(WorkerEndToEnd, TwoWorkersTrainTheBibleToSucceeded) {
     EXPECT_GT(b.validation_seconds(), 0);
     EXPECT_GT(b.optimizer_seconds(), 0);
     EXPECT_GT(b.report_seconds(), 0);
-    EXPECT_NEAR(b.drain_seconds() + b.validation_seconds() + b.optimizer_seconds() +
-                    b.evaluation_seconds() + b.checkpoint_seconds() + b.report_seconds() +
+    EXPECT_NEAR(b.drain_seconds() + b.validation_seconds() + b.embedding_exchange_seconds() +
+                    b.optimizer_seconds() + b.evaluation_seconds() + b.checkpoint_seconds() + b.report_seconds() +
                     b.grant_seconds() + b.other_seconds(),
                 b.gap_seconds(), 1e-9);
     // The last step's timeline carries the stage's own.

@@ -1,9 +1,11 @@
 // Vocabulary parallelism's arithmetic (worker/model/vocabulary_shard.h): the
 // shards' S and T passes give the loss and the gradients of the unsharded
-// head (LanguageModelLoss through at::linear and autograd).
+// head (LanguageModelLoss through at::linear and autograd), and their
+// embedding lookups and gradients those of the unsharded embedding.
 #include "worker/model/vocabulary_shard.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -126,6 +128,50 @@ TEST(VocabularyShardTest, BackwardAccumulatesIntoTheWeightGradient) {
   EXPECT_GT(once.abs().max().item<double>(), 0);
   (*shard)->Backward(state, {other, mine}, 1.0, nullptr);
   EXPECT_TRUE(at::allclose((*shard)->weight().grad(), 2 * once));
+}
+
+// The stages' Embed sum to the whole embedding's lookup, bit for bit, and
+// their AddEmbeddingGradient give its gradient's rows; untied the shard
+// holds the embedding's and the head's rows under their names, tied one
+// tensor under the embedding's name.
+TEST(VocabularyShardTest, EmbeddingShardsSumToTheWholeLookupAndItsGradient) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "tied " << tied);
+    const ModelConfig config = Config(61, tied);
+    const uint64_t seed = 7;
+    const int stages = 3;
+    const VocabularyNames names = VocabularyNamesOf(config.architecture);
+    at::Tensor embedding =
+        InitialParameter(seed, names.embedding, {config.vocab, config.hidden}, 0.02)
+            .requires_grad_(true);
+    at::Generator gen = at::detail::createCPUGenerator(13);
+    // Repeated tokens: a row's gradient sums its tokens' gradients.
+    const at::Tensor tokens = at::randint(config.vocab, {2, 40}, gen, at::kLong);
+    const at::Tensor grad_output = at::randn({2, 40, config.hidden}, gen, at::kFloat);
+    const at::Tensor lookup = at::embedding(embedding, tokens);
+    lookup.backward(grad_output);
+
+    at::Tensor sum = at::zeros_like(lookup);
+    for (int s = 0; s < stages; ++s) {
+      absl::StatusOr<std::unique_ptr<VocabularyShard>> shard =
+          VocabularyShard::Create(config, s, stages, seed);
+      ASSERT_TRUE(shard.ok()) << shard.status();
+      const VocabularyRange r = (*shard)->range();
+      std::vector<std::string> want{VocabularyShardName(names.embedding, r)};
+      if (!tied) want.push_back(VocabularyShardName(names.head, r));
+      std::vector<std::string> got;
+      for (const NamedTensor& t : (*shard)->parameters()) got.push_back(t.first);
+      EXPECT_EQ(got, want);
+      EXPECT_EQ((*shard)->embedding().is_same((*shard)->weight()), tied);
+      EXPECT_TRUE(at::equal((*shard)->embedding(), embedding.detach().narrow(0, r.begin, r.size())));
+      sum += (*shard)->Embed(tokens);
+      (*shard)->AddEmbeddingGradient(tokens, grad_output);
+      EXPECT_TRUE(at::allclose((*shard)->embedding().grad(),
+                               embedding.grad().narrow(0, r.begin, r.size()), 1e-5, 1e-7))
+          << "shard " << s << " embedding gradient";
+    }
+    EXPECT_TRUE(at::equal(sum, lookup.detach()));
+  }
 }
 
 }  // namespace

@@ -192,11 +192,24 @@ absl::StatusOr<std::map<std::string, at::Tensor>> TrainWorker(const sched::Sched
   absl::StatusOr<std::unique_ptr<StageTrainer>> trainer = StageTrainer::Create(o);
   if (!trainer.ok()) return trainer.status();
   if (absl::Status st = (*trainer)->ValidateSchedule(schedule); !st.ok()) return st;
+  // The gap before a step names the embedding's exchange on the stages
+  // that have one: the tied copies' sum, or the vocabulary shards'.
+  const bool exchanges_embedding =
+      spec.pipeline().vocab_parallel() ||
+      (spec.model().tie_embeddings() && schedule.num_virtual_stages() > 1 &&
+       (schedule.stage_of.front() == r || schedule.stage_of.back() == r));
   for (int step = 0; step < kEquivalenceSteps; ++step) {
     absl::StatusOr<StepResult> result = (*trainer)->RunStep(step, schedule, mode);
     if (!result.ok()) return result.status();
     if (absl::Status st = CheckTimeline(result->timeline, schedule.actions[r]); !st.ok()) {
       return st;
+    }
+    if (step > 0 && (!result->gap.has_value() ||
+                     (result->gap->seconds(GapPhase::kEmbedding) > 0) != exchanges_embedding)) {
+      return absl::InternalError(absl::StrCat(
+          "step ", step, " on stage ", r, ": the gap's embedding exchange ",
+          result->gap.has_value() ? result->gap->seconds(GapPhase::kEmbedding) : -1.0,
+          " s, expected ", exchanges_embedding ? "> 0" : "0"));
     }
   }
   if (absl::StatusOr<std::optional<StepValidation>> settled = (*trainer)->Settle();

@@ -4,9 +4,9 @@
 // sched::AddVocabularyPasses, three optimizer steps (clipped, validated
 // post-update where the prefixes allow) leave the parameters of the
 // single-process, unsharded reference (tests/worker/runtime/equivalence.h),
-// the shards equal to the reference head's rows; with tied embeddings the
-// first stage's embedding and every shard stay bit-equal. Ranks are threads
-// over the order-strict communicator (messages matched by order, as NCCL).
+// the shards equal to the reference embedding's and head's rows. Ranks are
+// threads over the order-strict communicator (messages matched by order, as
+// NCCL).
 
 #include <algorithm>
 #include <map>
@@ -29,6 +29,7 @@
 #include "worker/comm/order_strict_communicator.h"
 #include "worker/model/vocabulary_shard.h"
 #include "worker/model/weight_grad_store.h"
+#include "worker/runtime/embedding_exchange.h"
 #include "worker/runtime/executor.h"
 
 namespace zbpp::worker {
@@ -68,12 +69,11 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-// One step's gradients, the tied embedding's excepted, computed by the
-// executor on p ranks with the head split by vocabulary, by name (a shard
-// under its VocabularyShardName), and the loss the stage holding the last
-// virtual stage recorded. With tied embeddings the first stage's embedding
-// gradient is its lookup's alone and each shard's its head rows' (the
-// trainer sums them; StageTrainer::SumTiedGradients).
+// One step's gradients computed by the executor on p ranks with the
+// embedding and the head split by vocabulary (gathered and scattered by
+// EmbeddingExchange, as StageTrainer does), by name (a shard under its
+// VocabularyShardName), and the loss the stage holding the last virtual
+// stage recorded.
 struct PipelineStep {
   std::map<std::string, at::Tensor> gradients;
   double loss = 0;
@@ -91,12 +91,15 @@ absl::StatusOr<PipelineStep> RunOneStep(const sched::Schedule& schedule,
   std::vector<std::vector<std::unique_ptr<ModelChunk>>> chunks(p);
   std::vector<std::vector<std::unique_ptr<WeightGradStore>>> stores(p);
   std::vector<std::unique_ptr<VocabularyShard>> shards;
+  std::vector<std::unique_ptr<EmbeddingExchange>> exchanges;
   std::vector<ExecutorOptions> options(p);
   for (int r = 0; r < p; ++r) {
     absl::StatusOr<std::unique_ptr<VocabularyShard>> shard =
         VocabularyShard::Create(config, r, p, spec.seed());
     if (!shard.ok()) return shard.status();
     shards.push_back(*std::move(shard));
+    exchanges.push_back(
+        std::make_unique<EmbeddingExchange>(shards.back().get(), schedule.stage_of.front() == r));
     ExecutorOptions& o = options[r];
     o.stage = r;
     o.communicator = group.ranks[r].get();
@@ -104,7 +107,7 @@ absl::StatusOr<PipelineStep> RunOneStep(const sched::Schedule& schedule,
     o.microbatch_size = 2;
     o.seq_len = 16;
     o.hidden = spec.model().hidden();
-    o.batches = Batch;
+    o.batches = exchanges.back()->Batches(Batch);
     o.recv_timeout = absl::Seconds(20);
     for (int v = 0; v < schedule.num_virtual_stages(); ++v) {
       if (schedule.stage_of[v] != r) continue;
@@ -126,9 +129,17 @@ absl::StatusOr<PipelineStep> RunOneStep(const sched::Schedule& schedule,
         timelines[r] = st;
         return;
       }
-      timelines[r] = executor.RunStep(0, schedule);
+      EmbeddingExchange& exchange = *exchanges[r];
+      Communicator& pipeline = *group.ranks[r];
+      const absl::Duration timeout = absl::Seconds(20);
+      const int m = schedule.microbatches;
+      absl::Status st = exchange.Gather(pipeline, timeout, 0, m, Batch, /*training=*/true);
+      timelines[r] = st.ok() ? executor.RunStep(0, schedule) : st;
       if (!timelines[r].ok()) return;
-      evaluations[r] = executor.RunForwardOnly(1, schedule, schedule.microbatches, Batch);
+      st = exchange.Scatter(pipeline, timeout, 0);
+      if (st.ok()) st = exchange.Gather(pipeline, timeout, 1, m, Batch, /*training=*/false);
+      evaluations[r] = st.ok() ? executor.RunForwardOnly(1, schedule, m, exchange.Batches(Batch))
+                               : absl::StatusOr<StepTimeline>(st);
     });
   }
   for (std::thread& t : ranks) t.join();
@@ -145,10 +156,18 @@ absl::StatusOr<PipelineStep> RunOneStep(const sched::Schedule& schedule,
     for (const auto& chunk : chunks[r]) {
       for (const auto& [name, t] : chunk->parameters()) out.gradients[name] = t.grad();
     }
-    out.gradients[shards[r]->name()] = shards[r]->weight().grad();
+    for (const auto& [name, t] : shards[r]->parameters()) out.gradients[name] = t.grad();
   }
   if (absl::Status st = group.check_idle(); !st.ok()) return st;
   return out;
+}
+
+// The matrices the stages' shards hold: the token embedding and, untied,
+// the LM head (a tied model's head is the embedding).
+std::vector<std::string> ShardedMatrices(const v1::JobSpec& spec) {
+  const VocabularyNames names = VocabularyNamesOf(spec.model().architecture());
+  if (spec.model().tie_embeddings()) return {names.embedding};
+  return {names.embedding, names.head};
 }
 
 class VocabularyGradientTest : public ::testing::TestWithParam<Case> {};
@@ -190,27 +209,16 @@ TEST_P(VocabularyGradientTest, OneStepsGradientsAndLossMatchAutograd) {
     expected[n] = t.grad();
     largest = std::max(largest, t.grad().abs().max().item<double>());
   }
-  const VocabularyNames names = VocabularyNamesOf(architecture);
-  const bool tied = spec.model().tie_embeddings();
-  std::map<std::string, at::Tensor> got = step->gradients;
-  if (tied) {
-    // The embedding's whole gradient: its lookup's plus every shard's rows.
-    at::Tensor sum = got.at(names.embedding).clone();
+  // The embedding's and the head's rows (one matrix when tied) by shard.
+  for (const std::string& matrix : ShardedMatrices(spec)) {
     for (int r = 0; r < p; ++r) {
       const VocabularyRange range = VocabularyRangeOf(spec.model().vocab(), p, r);
-      const std::string shard = VocabularyShardName(names.head, range);
-      sum.narrow(0, range.begin, range.size()).add_(got.at(shard));
-      got.erase(shard);
+      expected[VocabularyShardName(matrix, range)] =
+          expected.at(matrix).narrow(0, range.begin, range.size());
     }
-    got[names.embedding] = sum;
-  } else {
-    for (int r = 0; r < p; ++r) {
-      const VocabularyRange range = VocabularyRangeOf(spec.model().vocab(), p, r);
-      expected[VocabularyShardName(names.head, range)] =
-          expected.at(names.head).narrow(0, range.begin, range.size());
-    }
-    expected.erase(names.head);
+    expected.erase(matrix);
   }
+  const std::map<std::string, at::Tensor>& got = step->gradients;
   ASSERT_EQ(got.size(), expected.size());
   for (const auto& [n, g] : got) {
     ASSERT_EQ(expected.count(n), 1u) << n;
@@ -255,25 +263,18 @@ TEST_P(VocabularyEquivalenceTest, ParametersMatchTheUnshardedHead) {
   for (int r = 0; r < p; ++r) ASSERT_TRUE(params[r].ok()) << "rank " << r << ": " << params[r].status();
   EXPECT_TRUE(pipeline.check_idle().ok()) << pipeline.check_idle();
 
-  // The reference's head (the embedding, when tied) by rows: what each
-  // stage's shard must hold.
+  // The reference's embedding and head by rows: what each stage's shards
+  // must hold.
   std::map<std::string, at::Tensor> expected = Reference(spec, 1);
+  const std::map<std::string, at::Tensor> reference = expected;
+  const std::vector<std::string> matrices = ShardedMatrices(spec);
   const VocabularyNames names = VocabularyNamesOf(architecture);
-  const std::string& head = spec.model().tie_embeddings() ? names.embedding : names.head;
-  const at::Tensor whole_head = expected.at(head);
-  for (int r = 0; r < p; ++r) {
-    const VocabularyRange range = VocabularyRangeOf(spec.model().vocab(), p, r);
-    const std::string shard = VocabularyShardName(names.head, range);
-    ASSERT_EQ(params[r]->count(shard), 1u) << "rank " << r << " lacks " << shard;
-    expected[shard] = whole_head.narrow(0, range.begin, range.size());
-    if (spec.model().tie_embeddings() && r == schedule->stage_of.front()) {
-      // The embedding and its shards are one matrix: bit-equal copies.
-      for (int q = 0; q < p; ++q) {
-        const VocabularyRange rows = VocabularyRangeOf(spec.model().vocab(), p, q);
-        EXPECT_TRUE(at::equal(params[r]->at(names.embedding).narrow(0, rows.begin, rows.size()),
-                              params[q]->at(VocabularyShardName(names.head, rows))))
-            << "the embedding's rows of stage " << q << " differ from its shard";
-      }
+  for (const std::string& matrix : matrices) {
+    for (int r = 0; r < p; ++r) {
+      const VocabularyRange range = VocabularyRangeOf(spec.model().vocab(), p, r);
+      const std::string shard = VocabularyShardName(matrix, range);
+      ASSERT_EQ(params[r]->count(shard), 1u) << "rank " << r << " lacks " << shard;
+      expected[shard] = reference.at(matrix).narrow(0, range.begin, range.size());
     }
   }
   size_t compared = 0;
@@ -282,12 +283,14 @@ TEST_P(VocabularyEquivalenceTest, ParametersMatchTheUnshardedHead) {
                         absl::StrCat(architecture, " ", name, " p=", p, " rank ", r),
                         kTrainedTolerance);
     compared += params[r]->size();
-    EXPECT_EQ(params[r]->count(names.head), 0u) << "rank " << r << " holds the whole head";
+    for (const std::string& matrix : {names.embedding, names.head}) {
+      EXPECT_EQ(params[r]->count(matrix), 0u) << "rank " << r << " holds the whole " << matrix;
+    }
   }
-  // Every reference parameter on one rank, the head (or the reference's
-  // tied copy of it) as p shards.
-  const std::map<std::string, at::Tensor> reference = Reference(spec, 1);
-  EXPECT_EQ(compared, reference.size() - reference.count(names.head) + p);
+  // Every reference parameter on one rank, the sharded matrices (and the
+  // reference's tied copy of the head) as p shards each.
+  const size_t whole = reference.count(names.embedding) + reference.count(names.head);
+  EXPECT_EQ(compared, reference.size() - whole + p * matrices.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, VocabularyEquivalenceTest, ::testing::ValuesIn(Cases()),

@@ -628,6 +628,12 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSp
         "calibration: %s predicts a step %.2fx shorter than %s under the profiled costs",
         LayoutText(out.layout), kept_step / searched.best->choice.simulation.step_seconds,
         LayoutText(current));
+  } else if (searched.best.has_value()) {
+    out.reason = absl::StrFormat(
+        "calibration: %s kept (%s under the profiled costs; the best of them, %s, predicts "
+        "%.3fx its step)",
+        LayoutText(current), NoBetterLayout(searched.simulated), LayoutText(searched.best->layout),
+        searched.best->choice.simulation.step_seconds / kept_step);
   } else {
     out.reason = absl::StrCat("calibration: ", LayoutText(current), " kept (",
                               NoBetterLayout(searched.simulated), " under the profiled costs)");

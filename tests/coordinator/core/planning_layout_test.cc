@@ -206,6 +206,8 @@ TEST(ChooseProfiledLayout, PlansTheLayoutFromTheProfiledPartsOfEachStage) {
   EXPECT_FALSE(kept->changed);
   EXPECT_EQ(kept->layout, (std::vector<int>{7, 1}));
   EXPECT_THAT(kept->reason, StartsWith("calibration: [7, 1] kept (no other layout of "));
+  EXPECT_THAT(kept->reason, HasSubstr("the best of them, [6, 2], predicts 1."))
+      << "the runner-up and how much longer its step is";
 }
 
 // Stages profile on their own devices: a slower first stage takes fewer

@@ -66,6 +66,12 @@ std::vector<StageMemoryEstimate> Estimate(const zbpp::v1::JobSpec& spec, int sta
       estimates[s].parameters += matrices * rows * spec.model().hidden();
       estimates[s].logits_bytes = LogitsBytes(spec) * rows / spec.model().vocab();
     }
+    const Stage first(num_virtual_stages > 0 ? stage_of[0] : -1);
+    if (known(first)) {
+      estimates[first].embedding_bytes = 2.0 * 4 * spec.pipeline().microbatches() *
+                                         spec.pipeline().microbatch_size() *
+                                         spec.model().seq_len() * spec.model().hidden();
+    }
   }
   const double per_parameter =
       kStateBytesPerParameter +
@@ -103,12 +109,16 @@ std::vector<StageMemoryEstimate> EstimateStageMemory(
 std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate) {
   return absl::StrFormat(
       "stage %d needs about %s (%s of weights and optimizer state for "
-      "%.4g parameters, %s of activations%s)",
+      "%.4g parameters, %s of activations%s%s)",
       stage, HumanBytes(estimate.total_bytes()),
       HumanBytes(estimate.state_bytes), estimate.parameters,
       HumanBytes(estimate.activation_bytes),
       estimate.logits_bytes > 0
           ? absl::StrCat(", ", HumanBytes(estimate.logits_bytes), " of logits")
+          : "",
+      estimate.embedding_bytes > 0
+          ? absl::StrCat(", ", HumanBytes(estimate.embedding_bytes),
+                         " of gathered token embedding")
           : "");
 }
 

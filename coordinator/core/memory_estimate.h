@@ -34,8 +34,17 @@ struct StageMemoryEstimate {
   /// LogitsBytes), which the paper's per-layer M_B does not count and which
   /// dominate for large vocabularies; 0 on the other stages.
   double logits_bytes = 0;
+  /// Under vocabulary parallelism, on the stage holding virtual stage 0:
+  /// the step's token embedding gathered over the stages' shards and its
+  /// gradient, 2 · m · b · s · h float32 (EmbeddingExchange,
+  /// worker/runtime/embedding_exchange.h), held from before the step's
+  /// first F to its end; 0 otherwise. The other stages' exchange buffers
+  /// live only between steps, when no activation is held.
+  double embedding_bytes = 0;
 
-  double total_bytes() const { return state_bytes + activation_bytes + logits_bytes; }
+  double total_bytes() const {
+    return state_bytes + activation_bytes + logits_bytes + embedding_bytes;
+  }
 };
 
 /// The estimate of every stage (size schedule.stages) of a job with
@@ -56,7 +65,8 @@ std::vector<StageMemoryEstimate> EstimateStageMemory(
 /// One line for a job's state message: "stage 2 needs about 1.10 TiB
 /// (4.30 GiB of weights and optimizer state for 2.9e+08 parameters,
 /// 1.10 TiB of activations)", with ", 6.00 GiB of logits" before the
-/// parenthesis closes where logits_bytes > 0. Thread-safe (pure).
+/// parenthesis closes where logits_bytes > 0 and ", 256.00 MiB of gathered
+/// token embedding" where embedding_bytes > 0. Thread-safe (pure).
 std::string DescribeStageMemory(int stage, const StageMemoryEstimate& estimate);
 
 }  // namespace zbpp::coordinator

@@ -336,6 +336,8 @@ void LeaveOnTerminationSignal(const sigset_t& signals, WorkerServer& worker) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  // Steady pass times for the calibration profile and the steps.
+  KeepFreedHostMemory();
   for (int i = 1; i < argc; ++i) {
     if (absl::string_view(argv[i]) == "--help" || absl::string_view(argv[i]) == "-h") {
       std::fputs(kHelp, stdout);

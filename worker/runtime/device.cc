@@ -1,5 +1,6 @@
 #include "worker/runtime/device.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,11 @@ uint64_t DeviceMemoryBytes(const c10::Device& device) {
   const long page = sysconf(_SC_PAGESIZE);
   const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / cores;
+}
+
+void KeepFreedHostMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 void SynchronizeDevice(const c10::Device& device) {

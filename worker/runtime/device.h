@@ -21,6 +21,20 @@ namespace zbpp::worker {
 /// Thread-safe.
 absl::StatusOr<c10::Device> ParseDevice(const std::string& text);
 
+/// Keeps freed host memory in the process for the next pass, as the CUDA
+/// caching allocator keeps device memory: buffers up to glibc's largest mmap
+/// threshold (32 MiB) come from the heap, which is never trimmed; larger
+/// ones are still mapped per allocation. Without it glibc maps buffers above
+/// its adaptive threshold afresh and returns the heap's top to the system,
+/// so passes pay page faults and zeroing for their largest buffers (an LM
+/// head's logits, [b, s, vocab] float32) in proportions that vary from pass
+/// to pass: the calibration profile's LM head then spreads over tens of per
+/// cent (bench/results/calibration.md, "Host memory kept"). Call once at
+/// start, before the passes allocate; the process's resident memory then
+/// stays at its peak. glibc only (mallopt); not thread-safe against
+/// concurrent allocation.
+void KeepFreedHostMemory();
+
 /// Waits until the work queued on `device` has run (a CUDA device
 /// synchronisation); returns at once on the CPU, whose work is never queued.
 void SynchronizeDevice(const c10::Device& device);

@@ -10,6 +10,8 @@
 namespace zbpp::coordinator {
 namespace {
 
+using ::testing::HasSubstr;
+
 v1::JobSpec Spec() {
   v1::JobSpec spec;
   auto* model = spec.mutable_model();
@@ -65,6 +67,8 @@ TEST(MemoryEstimateTest, VocabularyParallelismSpreadsTheEmbeddingAndTheHead) {
     v1::JobSpec spec = Spec();
     spec.mutable_model()->set_tie_embeddings(tied);
     spec.mutable_pipeline()->set_vocab_parallel(true);
+    spec.mutable_pipeline()->set_microbatches(8);
+    spec.mutable_pipeline()->set_microbatch_size(2);
     v1::ScheduleVersion version;
     version.mutable_schedule()->set_stages(2);
     version.mutable_schedule()->set_chunks(1);
@@ -78,7 +82,18 @@ TEST(MemoryEstimateTest, VocabularyParallelismSpreadsTheEmbeddingAndTheHead) {
     EXPECT_DOUBLE_EQ(ranks[0].parameters, blocks + spec.model().seq_len() * h + matrices * rows * h);
     // Stage 1: its blocks, the final LayerNorm, its rows.
     EXPECT_DOUBLE_EQ(ranks[1].parameters, blocks + 2 * h + matrices * rows * h);
+    // Stage 0 holds the step's gathered lookup and its gradient.
+    const double lookup = 4.0 * spec.pipeline().microbatches() *
+                          spec.pipeline().microbatch_size() * spec.model().seq_len() * h;
+    ASSERT_GT(lookup, 0);
+    EXPECT_DOUBLE_EQ(ranks[0].embedding_bytes, 2 * lookup);
+    EXPECT_DOUBLE_EQ(ranks[1].embedding_bytes, 0);
+    EXPECT_THAT(DescribeStageMemory(0, ranks[0]), HasSubstr(" of gathered token embedding)"));
+    EXPECT_DOUBLE_EQ(ranks[0].total_bytes(), ranks[0].state_bytes + ranks[0].activation_bytes +
+                                                 ranks[0].logits_bytes + 2 * lookup);
   }
+  EXPECT_DOUBLE_EQ(EstimateStageMemory(Spec(), VVersion())[0].embedding_bytes, 0)
+      << "the first stage's own embedding is a parameter, not a gathered lookup";
 }
 
 TEST(MemoryEstimateTest, NoRollbackCopyWhenNothingIsRolledBackOrItIsInverted) {

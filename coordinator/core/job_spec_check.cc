@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "common/job_limits.h"
 #include "coordinator/core/checkpoint_directory.h"
 #include "coordinator/core/spec_refusal.h"
+#include "scheduler/refusal.h"
 #include "scheduler/registry.h"
 
 namespace zbpp::coordinator {
@@ -600,6 +602,24 @@ absl::Status CheckJobSpecFields(const JobSpec& spec) {
                        "; known: auto, gloo, nccl");
   }
   return absl::OkStatus();
+}
+
+SpecRefusal RefusalOfSchedule(const JobSpec& spec, const absl::Status& refusal) {
+  std::string field = "schedule.name";
+  if (const std::optional<sched::RefusedInput> input = sched::RefusedInputOf(refusal)) {
+    switch (*input) {
+      case sched::RefusedInput::kMicrobatches:
+        field = "pipeline.microbatches";
+        break;
+      case sched::RefusedInput::kChunks:
+        field = "pipeline.chunks";
+        break;
+      case sched::RefusedInput::kMemoryLimit:
+        field = LimitField(spec.schedule());
+        break;
+    }
+  }
+  return {std::move(field), std::string(refusal.message())};
 }
 
 }  // namespace zbpp::coordinator

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "coordinator/core/spec_refusal.h"
 #include "zbpp/v1/job_spec.pb.h"
 
 namespace zbpp::coordinator {
@@ -78,6 +79,14 @@ absl::Status CheckLayout(const zbpp::v1::JobSpec& spec, int64_t virtual_stages);
 /// "schedule.name" when none is set (the limit is then the schedule's
 /// own). Thread-safe (pure).
 std::string LimitField(const zbpp::v1::SchedulePolicy& schedule);
+
+/// The refusal a user of `spec` reads when the scheduler refuses its
+/// problem with `refusal`: under the field of the input the scheduler
+/// names as data (sched::RefusedInputOf: pipeline.microbatches,
+/// pipeline.chunks, or the limit's field, LimitField), else schedule.name;
+/// the reason is the scheduler's message. Thread-safe (pure).
+SpecRefusal RefusalOfSchedule(const zbpp::v1::JobSpec& spec,
+                              const absl::Status& refusal);
 
 }  // namespace zbpp::coordinator
 

@@ -685,22 +685,4 @@ std::optional<std::pair<std::vector<int>, std::string>> BetterMeasuredLayout(
                                    LayoutText(layout))};
 }
 
-SpecRefusal RefusalOfSchedule(const JobSpec& spec, const absl::Status& refusal) {
-  std::string field = "schedule.name";
-  if (const std::optional<sched::RefusedInput> input = sched::RefusedInputOf(refusal)) {
-    switch (*input) {
-      case sched::RefusedInput::kMicrobatches:
-        field = "pipeline.microbatches";
-        break;
-      case sched::RefusedInput::kChunks:
-        field = "pipeline.chunks";
-        break;
-      case sched::RefusedInput::kMemoryLimit:
-        field = LimitField(spec.schedule());
-        break;
-    }
-  }
-  return {std::move(field), std::string(refusal.message())};
-}
-
 }  // namespace zbpp::coordinator

@@ -185,7 +185,7 @@ struct JobPlan {
 /// Errors: InvalidArgument carrying a SpecRefusal (SpecRefusalOf) whose
 /// message is "field: reason", the first broken rule in proto order; the
 /// scheduler's refusals under the field the user can change
-/// (RefusalOfSchedule); for "auto" with no schedule that runs the job,
+/// (RefusalOfSchedule, job_spec_check.h); for "auto" with no schedule that runs the job,
 /// under the limit's field ("schedule.memory_limit_m_b: schedule \"auto\"
 /// found no schedule that runs this job (gpipe: ...; 1f1b: ...)") listing
 /// every refusal. Thread-safe (pure).
@@ -336,14 +336,6 @@ bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step);
 /// PlanJob(spec).status(): OK when the coordinator accepts `spec`; for
 /// callers that need no plan (zbppctl's tests, fuzzers). Thread-safe (pure).
 absl::Status ValidateJobSpec(const zbpp::v1::JobSpec& spec);
-
-/// The refusal a user of `spec` reads when the scheduler refuses its
-/// problem with `refusal`: under the field of the input the scheduler
-/// names as data (sched::RefusedInputOf: pipeline.microbatches,
-/// pipeline.chunks, or the limit's field, LimitField), else schedule.name;
-/// the reason is the scheduler's message. Thread-safe (pure).
-SpecRefusal RefusalOfSchedule(const zbpp::v1::JobSpec& spec,
-                              const absl::Status& refusal);
 
 }  // namespace zbpp::coordinator
 

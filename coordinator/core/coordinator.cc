@@ -5,9 +5,12 @@
 #include "coordinator/core/coordinator.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -316,6 +319,7 @@ bool Coordinator::DecideRecoveries() {
     if (ended == nullptr) return true;
     const int p = job.stages();
     std::vector<std::optional<int64_t>> held;
+    std::vector<std::optional<zbpp::v1::ReportStepRequest>> step_reports;
     if (ended->restored) {
       // The coordinator restarted: its workers, registered again under new
       // ids, are placed by what they hold (docs/elastic.md, "Coordinator
@@ -323,14 +327,23 @@ bool Coordinator::DecideRecoveries() {
       // attempt down or holds nothing cannot be told: the wait ends when
       // every place is held, or at the bound.
       std::vector<RestoredHolder> holders;
+      std::map<std::string, const zbpp::v1::HeldState*> said;
       for (const WorkerRecord* record : registry_->IdleHolders(job.id())) {
         const zbpp::v1::HeldState& h = record->heartbeat.held();
         holders.push_back({record->id, h.attempt(), h.stage(), h.step()});
+        said[record->id] = &h;
       }
       RestoredPlacement placed = PlaceRestoredHolders(
           p, static_cast<int>(ended->workers.size()) / p, holders);
       if (!placed.complete() && now < ended->ended_at + bound) return true;
       held = std::move(placed.held);
+      // The reports the previous coordinator may not have had.
+      for (const std::string& id : placed.workers) {
+        auto it = said.find(id);
+        step_reports.push_back(it != said.end() && it->second->has_step_report()
+                                   ? std::make_optional(it->second->step_report())
+                                   : std::nullopt);
+      }
       job.PlaceRestoredAttempt(placed.attempt, std::move(placed.workers));
       ended = job.AwaitingHeld();
     } else {
@@ -370,7 +383,7 @@ bool Coordinator::DecideRecoveries() {
       }
     }
     const std::optional<std::vector<std::string>> resumed =
-        job.DecideRecovery(held, newcomers);
+        job.DecideRecovery(held, newcomers, step_reports);
     Apply(job);
     if (!resumed.has_value()) {
       restarting |= job.Waiting();

@@ -265,9 +265,15 @@ class Job {
   /// receiving their state from replica 0 (AttemptShape.live_replicas);
   /// short of newcomers it resumes degraded as before; when the live
   /// replicas cannot resume, the job goes RECOVERING and restarts.
+  ///
+  /// After a coordinator restart, `step_reports[i]` is worker index i's
+  /// report of the step it holds (HeldState.step_report); resuming from
+  /// memory records that step from them first when the record lacks it
+  /// (RecordUnreportedStep).
   std::optional<std::vector<std::string>> DecideRecovery(
       const std::vector<std::optional<int64_t>>& held,
-      const std::vector<std::pair<std::string, int>>& newcomers = {});
+      const std::vector<std::pair<std::string, int>>& newcomers = {},
+      const std::vector<std::optional<zbpp::v1::ReportStepRequest>>& step_reports = {});
   /// A DEGRADED job whose missing replicas can be filled (the caller
   /// checked the spares and idle workers) heals (docs/elastic.md, "Heal"):
   /// no step is granted past the last one it runs, and once every worker
@@ -473,9 +479,22 @@ class Job {
   void CompleteStep(PendingStep& pending, bool* last);
   /// FinishResolve of a re-solve (not a calibration).
   void FinishReSolve(ResolveTask& task);
-  /// CompleteStep's parts.
+  /// CompleteStep's parts. RecordPendingStep: the cost model takes the
+  /// step's reports (`replicas` of `microbatches` each, 0: the spec's m),
+  /// and its summary, timeline and checkpoint are recorded.
+  void RecordPendingStep(PendingStep& pending, int replicas, int microbatches);
   void RecordStep(StepOutcome& outcome, const PendingStep& pending);
   void RecordCheckpoint(const StepOutcome& outcome, int64_t step);
+  /// After a coordinator restart (docs/elastic.md, "Coordinator restart"):
+  /// `step`, held by every kept worker, may be one the previous coordinator
+  /// never recorded (it stopped between the step and its reports). When the
+  /// record ends before `step` and every place of the ended attempt
+  /// (`step_reports` by worker index, over its `ended_replicas`) kept its
+  /// report of `step` (HeldState.step_report), the step and its validations
+  /// are recorded from them, as if they had come in; otherwise nothing is.
+  void RecordUnreportedStep(
+      int64_t step, const std::vector<std::optional<zbpp::v1::ReportStepRequest>>& step_reports,
+      int ended_replicas);
 
   const JobContext& context_;
   const int64_t seq_;

@@ -133,7 +133,8 @@ void Job::MaybeEndForHeal() {
 
 std::optional<std::vector<std::string>> Job::DecideRecovery(
     const std::vector<std::optional<int64_t>>& held,
-    const std::vector<std::pair<std::string, int>>& newcomers) {
+    const std::vector<std::pair<std::string, int>>& newcomers,
+    const std::vector<std::optional<zbpp::v1::ReportStepRequest>>& step_reports) {
   if (!awaited_.has_value()) return std::nullopt;
   const EndedAttempt ended = *std::move(awaited_);
   awaited_.reset();
@@ -147,6 +148,11 @@ std::optional<std::vector<std::string>> Job::DecideRecovery(
   const int64_t steps = job_.spec().steps();
   RecoveryChoice choice = ChooseRecovery(p, replicas(), job_.spec().pipeline().microbatches(),
                                          steps, holding);
+  if (choice.resume && !step_reports.empty() && PrepareModel().ok()) {
+    // After a coordinator restart the model is built here.
+    RecordUnreportedStep(choice.held_step, step_reports,
+                         static_cast<int>(ended.workers.size()) / p);
+  }
   if (choice.resume && choice.held_step + 1 == steps) {
     // Every step's update is held: nothing is left to run.
     job_.set_steps_completed(steps);

@@ -290,9 +290,8 @@ void Job::NoteSnapshot(int stage, int64_t step) {
   job_.set_last_snapshot_step(*std::min_element(steps.begin(), steps.end()));
 }
 
-void Job::CompleteStep(PendingStep& pending, bool* last) {
-  StepReports reports = model_.AddStep(job_.spec(), pending, versions_, attempt_.replicas(),
-                                       attempt_.shape().microbatches);
+void Job::RecordPendingStep(PendingStep& pending, int replicas, int microbatches) {
+  StepReports reports = model_.AddStep(job_.spec(), pending, versions_, replicas, microbatches);
   StepOutcome outcome = SummarizeStep(reports);
   zbpp::v1::StepTimeline* timeline = job_.mutable_last_step_timeline();
   timeline->Clear();
@@ -303,6 +302,10 @@ void Job::CompleteStep(PendingStep& pending, bool* last) {
   }
   RecordStep(outcome, pending);
   RecordCheckpoint(outcome, pending.step);
+}
+
+void Job::CompleteStep(PendingStep& pending, bool* last) {
+  RecordPendingStep(pending, attempt_.replicas(), attempt_.shape().microbatches);
   *last = job_.steps_completed() >= job_.spec().steps();
   // A re-solve whose result no step could run is not started (the solver's
   // time is the workers' CPU on a small machine); FinishResolve checks
@@ -312,6 +315,42 @@ void Job::CompleteStep(PendingStep& pending, bool* last) {
   // none while a degraded attempt runs m' (docs/elastic.md).
   if (attempt_.replicas() != replicas()) return;
   effects_.resolve = model_.MaybeResolve(job_, versions_, attempt_.number(), pending.step);
+}
+
+void Job::RecordUnreportedStep(
+    int64_t step, const std::vector<std::optional<zbpp::v1::ReportStepRequest>>& step_reports,
+    int ended_replicas) {
+  const zbpp::v1::ScheduleVersion* version = versions_.InForce(step);
+  if (step < job_.steps_completed() || step_reports.empty() || ended_replicas < 1 ||
+      version == nullptr) {
+    return;
+  }
+  PendingStep pending{step, version->version(), {}};
+  std::map<int64_t, std::map<int, zbpp::v1::ValidationResult>> validations;
+  for (int index = 0; index < static_cast<int>(step_reports.size()); ++index) {
+    const std::optional<zbpp::v1::ReportStepRequest>& report = step_reports[index];
+    if (!report.has_value() || report->step() != step ||
+        report->schedule_version() != version->version() || report->stage() != stage_of(index) ||
+        report->replica() != replica_of(index)) {
+      return;
+    }
+    absl::StatusOr<MeasuredReport> measured =
+        MeasureStepReport(*report, versions_.schedule(version->version()), version->version(),
+                          model_.base(), /*start_step=*/0);
+    if (!measured.ok()) return;
+    pending.reports[index] = std::move(measured->stage);
+    for (const zbpp::v1::ValidationResult& v : report->validations()) {
+      validations[v.step()][index] = v;
+    }
+  }
+  for (const auto& [at, results] : validations) {
+    if (results.size() != step_reports.size()) continue;
+    absl::StatusOr<zbpp::v1::ValidationOutcome> outcome =
+        GatherValidationOutcome(at, stages(), results);
+    if (outcome.ok()) RecordValidation(*outcome);
+  }
+  const int m = job_.spec().pipeline().microbatches() * replicas() / ended_replicas;
+  RecordPendingStep(pending, ended_replicas, m);
 }
 
 void Job::FinishResolve(ResolveTask& task) {

@@ -135,6 +135,10 @@ class AttemptRun {
     held_.state.set_stage(a_.stage());
     held_.state.set_step(step);
     held_.state.clear_snapshot_step();
+    held_.state.clear_step_report();
+    if (last_report_.has_value() && last_report_->step() == step) {
+      *held_.state.mutable_step_report() = *last_report_;
+    }
     if (snapshots_ != nullptr) {
       // A restart reads what was written: the write in flight ends first.
       snapshots_->Finish();
@@ -566,6 +570,10 @@ class AttemptRun {
     // Nothing blocks on a peer until the next grant: an abort now leaves the
     // groups to StageTrainer::Hold (ControlState::SetQuiet).
     env_.state->SetQuiet();
+    // Kept for the held state (HeldState.step_report): a coordinator that
+    // stops before it has every stage's report records the step from these
+    // once restarted.
+    last_report_ = report;
     if (absl::Status st = Report(report); !st.ok()) return st;
     trainer_->MarkBetweenSteps(GapPhase::kReport);
     env_.state->SetProgress(step, version_number_);
@@ -640,6 +648,8 @@ class AttemptRun {
   int64_t version_number_ = 0;
   v1::ValidationMode validation_mode_ = v1::VALIDATION_MODE_SYNCHRONOUS;
   std::optional<double> next_hop_latency_;
+  // The last step's report, delivered or not.
+  std::optional<v1::ReportStepRequest> last_report_;
   bool job_error_ = false;
   bool finished_ = false;
 };

@@ -58,9 +58,9 @@ class ElasticTest : public CoordinatorTest {
 
   /// `w`, idle after its attempt ended, says it holds `stage` of `job_id`
   /// at `step` from `attempt` (zbpp-worker's heartbeat after an Abort that
-  /// keeps its state).
+  /// keeps its state), with `report` as its report of `step` when set.
   void SayHeld(FakeWorker& w, const std::string& job_id, int64_t attempt, int stage,
-               int64_t step) {
+               int64_t step, const v1::ReportStepRequest* report = nullptr) {
     v1::Heartbeat hb;
     hb.set_phase(v1::WORKER_PHASE_IDLE);
     v1::HeldState* held = hb.mutable_held();
@@ -68,6 +68,7 @@ class ElasticTest : public CoordinatorTest {
     held->set_attempt(attempt);
     held->set_stage(stage);
     held->set_step(step);
+    if (report != nullptr) *held->mutable_step_report() = *report;
     const absl::Status sent = coordinator_->Heartbeat(w.id, hb);
     ASSERT_TRUE(sent.ok()) << sent;
   }

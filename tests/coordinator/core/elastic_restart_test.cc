@@ -128,6 +128,60 @@ TEST_F(ElasticTest, ARestartedCoordinatorResumesADegradedJobFromItsWorkersMemory
   std::remove(path.c_str());
 }
 
+// The coordinator stops between a step and its reports: the workers hold
+// the step's update, and their copies of the reports (HeldState.step_report)
+// record it when the job resumes from their memory, so that no trained step
+// goes unrecorded. Without them the record would end a step short of what
+// the workers hold.
+TEST_F(ElasticTest, ARestartedCoordinatorRecordsTheHeldStepFromTheReportsItNeverHad) {
+  const std::string path = NewDatabasePath();
+  Start(path);
+  const v1::JobSpec spec = ElasticSpec(1, 4);
+  std::string job_id;
+  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
+  HeartbeatAll(workers);
+  const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
+  const int64_t attempt = workers[0].assignment->attempt();
+  std::vector<v1::ReportStepRequest> lost(2);
+  for (FakeWorker& w : workers) {
+    w.Drain();
+    ASSERT_GE(w.granted, 3);
+    v1::ReportStepRequest r = w.Report(3, truth);
+    v1::ValidationResult* v = r.add_validations();
+    v->set_step(3);
+    v->set_mode(w.VersionFor(3).validation());
+    v->set_decision(v1::VALIDATION_DECISION_CLIPPED);
+    v->set_clip_coefficient(0.5);
+    lost[w.assignment->stage()] = r;
+  }
+  ASSERT_EQ(coordinator_->GetJob(job_id, {})->clipped_steps_total(), 0);
+
+  Start(path);
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 3);
+  FakeWorker stage1 = AddWorker(41);
+  FakeWorker stage0 = AddWorker(42);
+  SayHeld(stage1, job_id, attempt, 1, 3, &lost[1]);
+  SayHeld(stage0, job_id, attempt, 0, 3, &lost[0]);
+  auto job = coordinator_->GetJob(job_id, {});
+  EXPECT_EQ(job->steps_completed(), 4) << "step 3 is recorded from the held reports";
+  EXPECT_EQ(job->last_step().step(), 3);
+  EXPECT_GT(job->last_step().step_seconds(), 0);
+  EXPECT_EQ(job->clipped_steps_total(), 1) << "and its validation counts";
+  for (FakeWorker* w : {&stage0, &stage1}) {
+    w->Drain();
+    ASSERT_TRUE(w->assignment.has_value()) << w->id;
+    EXPECT_TRUE(w->assignment->resume_from_memory());
+    EXPECT_EQ(w->assignment->start_step(), 4);
+  }
+  Acknowledge({&stage0, &stage1});
+  std::vector<FakeWorker> resumed = {stage0, stage1};
+  ASSERT_TRUE(ReportStepOnAll(resumed, truth, 4));
+  EXPECT_EQ(coordinator_->GetJob(job_id, {})->steps_completed(), 5);
+  ASSERT_TRUE(coordinator_->FlushStore().ok());
+  std::remove(path.c_str());
+}
+
 // The workers that register with the restarted coordinator hold nothing:
 // once the wait (the heartbeat timeout) is over the job that was DEGRADED
 // restarts from its checkpoint (step 0 here) at full width, under a

@@ -256,6 +256,13 @@ TEST_F(AttemptRunnerTest, FailedReportFailsTheAttemptNamingTheStep) {
   EXPECT_FALSE(failed.job_error);
   EXPECT_EQ(Reports(0, 1).size(), 1u);
   EXPECT_TRUE(outcomes_[1].status.ok()) << outcomes_[1].status;
+  // Rank 0 holds step 1's update and its report of step 1, undelivered,
+  // for a restarted coordinator to record (HeldState.step_report).
+  const v1::HeldState& held = workers_[0]->held.state;
+  EXPECT_EQ(held.step(), 1);
+  ASSERT_TRUE(held.has_step_report());
+  EXPECT_EQ(held.step_report().step(), 1);
+  EXPECT_EQ(held.step_report().stage(), 0);
 }
 
 // A corpus file that is not there fails the attempt as an error of the job,

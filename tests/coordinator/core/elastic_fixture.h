@@ -117,6 +117,19 @@ class ElasticTest : public CoordinatorTest {
     }
   }
 
+  /// Submits `spec` on new workers, which take the attempt and report steps
+  /// 0..`last` with `spec`'s true costs; returns them.
+  std::vector<FakeWorker> RunThroughStep(const v1::JobSpec& spec, int64_t last,
+                                         std::string* job_id) {
+    std::vector<FakeWorker> workers = AssignedPipeline(spec, job_id);
+    HeartbeatAll(workers);
+    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
+    for (int64_t step = 0; step <= last; ++step) {
+      EXPECT_TRUE(ReportStepOnAll(workers, truth, step)) << "step " << step;
+    }
+    return workers;
+  }
+
   /// Where the workers of a degraded 2 x 2 job are (indexes in `workers`).
   struct Degraded {
     size_t lost, spare, kept0, kept1;
@@ -126,10 +139,7 @@ class ElasticTest : public CoordinatorTest {
   /// hold step 2: replica 0 runs on, DEGRADED, from step 3.
   Degraded DegradeAfterStep2(const v1::JobSpec& spec, std::vector<FakeWorker>& workers,
                              std::string* job_id) {
-    workers = AssignedPipeline(spec, job_id);
-    HeartbeatAll(workers);
-    const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-    for (int64_t step = 0; step <= 2; ++step) EXPECT_TRUE(ReportStepOnAll(workers, truth, step));
+    workers = RunThroughStep(spec, 2, job_id);
     const Degraded at{Find(workers, 0, 1), Find(workers, 1, 1), Find(workers, 0, 0),
                       Find(workers, 1, 0)};
     LoseWhileOthersRun(workers, at.lost);

@@ -281,10 +281,9 @@ TEST_F(ElasticTest, ASpareAndANewWorkerHealADegradedJob) {
 TEST_F(ElasticTest, EveryStageHeldResumesAtFullWidthWithoutRestart) {
   const v1::JobSpec spec = ElasticSpec(2, 4);
   std::string job_id;
-  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
-  HeartbeatAll(workers);
+  std::vector<FakeWorker> workers = RunThroughStep(spec, 2, &job_id);
+  ASSERT_FALSE(HasFailure());
   const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
   const int64_t version_before = coordinator_->GetJob(job_id, {})->schedule_version();
   std::map<std::string, std::pair<int, int>> place;
   for (const FakeWorker& w : workers) {
@@ -333,10 +332,9 @@ TEST_F(ElasticTest, EveryStageHeldResumesAtFullWidthWithoutRestart) {
 TEST_F(ElasticTest, DisagreeingHeldStepsRestartFromTheCheckpoint) {
   const v1::JobSpec spec = ElasticSpec(2, 4);
   std::string job_id;
-  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
-  HeartbeatAll(workers);
+  std::vector<FakeWorker> workers = RunThroughStep(spec, 2, &job_id);
+  ASSERT_FALSE(HasFailure());
   const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
   const size_t lost = Find(workers, 0, 1);
   const size_t spare = Find(workers, 1, 1);
   const size_t kept0 = Find(workers, 0, 0);
@@ -404,10 +402,9 @@ TEST_F(ElasticTest, ABatchTheSurvivorsCannotShareEvenlyRestarts) {
 TEST_F(ElasticTest, HeldStateReportedAfterTheWaitRestarts) {
   const v1::JobSpec spec = ElasticSpec(2, 4);
   std::string job_id;
-  std::vector<FakeWorker> workers = AssignedPipeline(spec, &job_id);
-  HeartbeatAll(workers);
+  std::vector<FakeWorker> workers = RunThroughStep(spec, 2, &job_id);
+  ASSERT_FALSE(HasFailure());
   const sched::Problem truth = TrueCosts(spec, 0, 1.0);
-  for (int64_t step = 0; step <= 2; ++step) ASSERT_TRUE(ReportStepOnAll(workers, truth, step));
   const size_t lost = Find(workers, 0, 1);
   std::map<std::string, int> stage_of;
   for (const FakeWorker& w : workers) stage_of[w.id] = w.assignment->stage();

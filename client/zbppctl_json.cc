@@ -212,6 +212,8 @@ std::string ReportJson(const TrainingReport& r) {
                {"first_step_version", VersionRanJson(r.first_step_version)},
                {"last_step_version", VersionRanJson(r.last_step_version)},
                {"last_version_step_seconds", r.last_version_step_seconds},
+               {"last_version_measured_prediction_seconds",
+                r.last_version_measured_prediction_seconds},
                {"history_complete", r.history_complete},
                {"missing_steps", r.missing_steps},
                {"param_checksum", NumberOrNull(r.param_checksum)},

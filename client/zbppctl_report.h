@@ -132,6 +132,10 @@ struct TrainingReport {
   /// predicted_step_seconds, and how many those steps are.
   double last_version_step_seconds = 0;
   int64_t last_version_window_steps = 0;
+  /// Median StepSummary.predicted_step_seconds of the same steps: the
+  /// version's step simulated under the costs measured as they ran (0 when
+  /// the coordinator predates the field).
+  double last_version_measured_prediction_seconds = 0;
   /// Completed steps (from the first the job ran: 0, or its resume step + 1,
   /// up to Job.steps_completed) whose summary the coordinator's store does
   /// not hold. The store keeps every one in order (docs/control-plane.md, "The control

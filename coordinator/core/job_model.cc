@@ -143,6 +143,7 @@ StepReports JobModel::AddStep(const zbpp::v1::JobSpec& spec, PendingStep& pendin
     }
   }
   reports.predicted_bubble_rate = prediction.bubble_rate();
+  reports.predicted_step_seconds = prediction.step_seconds();
   reports.predicted_stage_bubble_rate.assign(prediction.stage_bubble_rate().begin(),
                                             prediction.stage_bubble_rate().end());
   reports.predicted_peak_activation_bytes.assign(prediction.peak_memory_bytes().begin(),

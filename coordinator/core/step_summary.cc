@@ -68,6 +68,7 @@ StepOutcome SummarizeStep(const StepReports& step) {
     summary.set_measured_bubble_rate(Clamp01(1 - busy / (p * d * cost)));
   }
   summary.set_predicted_bubble_rate(step.predicted_bubble_rate);
+  summary.set_predicted_step_seconds(step.predicted_step_seconds);
   for (const Stage s : IndicesOf<Stage>(p)) {
     const int stage = s.value();
     StageReport mean;

@@ -66,6 +66,8 @@ struct StepReports {
   /// `stages`), as predicted under the costs known when the step completed.
   double predicted_bubble_rate = 0;
   std::vector<double> predicted_stage_bubble_rate;
+  /// The same simulation's step time, seconds (StepSummary.predicted_step_seconds).
+  double predicted_step_seconds = 0;
   /// The same simulation's peak activation memory per stage
   /// (SchedulePrediction.peak_memory_bytes, size `stages`), bytes.
   std::vector<double> predicted_peak_activation_bytes;

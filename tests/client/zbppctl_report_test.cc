@@ -621,6 +621,19 @@ TEST(Report, ShowsTheVersionsThatRanWhateverWasPublishedAfterTheLastStep) {
   EXPECT_EQ(json["last_step_version"]["reason"], "RESOLVE");
   EXPECT_DOUBLE_EQ(json["last_step_version"]["predicted_step_seconds"].get<double>(), 0.32);
   EXPECT_DOUBLE_EQ(json["last_version_step_seconds"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(json["last_version_measured_prediction_seconds"].get<double>(), 0)
+      << "summaries without the field";
+
+  // Each summary's prediction under the costs measured as it ran: their
+  // median (0.38 s) beside the version's own.
+  for (v1::StepSummary& s : steps) s.set_predicted_step_seconds(s.step() == 12 ? 0.9 : 0.38);
+  r = *BuildReport(job, steps, {later, ran, calibrated, initial});
+  EXPECT_DOUBLE_EQ(r.last_version_measured_prediction_seconds, 0.38);
+  EXPECT_THAT(ReportTable(r),
+              testing::HasSubstr("1.250x the prediction; 1.053x its prediction under the "
+                                 "measured costs (0.3800 s)\n"));
+  json = nlohmann::json::parse(ReportJson(r));
+  EXPECT_DOUBLE_EQ(json["last_version_measured_prediction_seconds"].get<double>(), 0.38);
 
   // The measured last step is drawn with version 3's actions, though the job
   // holds version 4 now.

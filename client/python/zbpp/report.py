@@ -231,6 +231,9 @@ class Report:
     #: Median step time of the window's steps that ran the last step's
     #: version, seconds (to compare with its predicted_step_seconds).
     last_version_step_seconds: float
+    #: Median predicted step of the same steps under the costs measured as
+    #: they ran (StepSummary.predicted_step_seconds), seconds.
+    last_version_measured_prediction_seconds: float
     #: Whether the coordinator's store holds every completed step's summary,
     #: and how many it lacks.
     history_complete: bool
@@ -451,6 +454,8 @@ def build_report(job: job_pb2.Job, steps: Sequence[job_pb2.StepSummary],
         last_step_version=_version_ran(versions, steps[-1]),
         last_version_step_seconds=_median(
             [s.step_seconds for s in window if s.schedule_version == last_version]),
+        last_version_measured_prediction_seconds=_median(
+            [s.predicted_step_seconds for s in window if s.schedule_version == last_version]),
         history_complete=missing == 0, missing_steps=missing,
         param_checksum=finite(job.param_checksum) if job.HasField("param_checksum") else None,
         transitions=[StateChange.from_proto(t) for t in job.transitions])

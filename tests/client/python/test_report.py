@@ -17,7 +17,8 @@ from zbpp.v1 import job_pb2, job_spec_pb2, schedule_pb2
 
 def step(n: int, seconds: float, loss: float = 2.0) -> job_pb2.StepSummary:
     s = job_pb2.StepSummary(step=n, schedule_version=1 if n < 15 else 2, loss=loss,
-                            step_seconds=seconds, tokens_per_second=7.0)
+                            step_seconds=seconds, tokens_per_second=7.0,
+                            predicted_step_seconds=seconds / 2)
     s.complete_time.seconds = 1000 + 2 * n
     for stage in range(2):
         stats = s.stages.add(stage=stage, measured_bubble_rate=0.2 + 0.1 * stage,
@@ -64,6 +65,7 @@ def test_report_rules() -> None:
     assert r.first_step_version is None  # version 1 was not read back
     assert r.last_step_version is not None and r.last_step_version.reason == "RESOLVE"
     assert r.last_version_step_seconds == 20.0  # steps 15..24: the upper median
+    assert r.last_version_measured_prediction_seconds == 10.0  # half of each step
     memory = r.activation_memory
     assert memory is not None and memory.measured
     assert memory.stages[0].peak_bytes is None and memory.stages[1].peak_mib == 3.0

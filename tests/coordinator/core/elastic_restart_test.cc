@@ -166,6 +166,7 @@ TEST_F(ElasticTest, ARestartedCoordinatorRecordsTheHeldStepFromTheReportsItNever
   EXPECT_EQ(job->steps_completed(), 4) << "step 3 is recorded from the held reports";
   EXPECT_EQ(job->last_step().step(), 3);
   EXPECT_GT(job->last_step().step_seconds(), 0);
+  EXPECT_GT(job->last_step().predicted_step_seconds(), 0) << "simulated under measured costs";
   EXPECT_EQ(job->clipped_steps_total(), 1) << "and its validation counts";
   for (FakeWorker* w : {&stage0, &stage1}) {
     w->Drain();

@@ -1,7 +1,5 @@
 #include "worker/daemon/attempt_runner.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -24,6 +22,7 @@
 #include "worker/data/corpus.h"
 #include "worker/data/sampler.h"
 #include "worker/data/snapshot_writer.h"
+#include "worker/daemon/step_report.h"
 #include "worker/runtime/stage_trainer.h"
 #include "worker/runtime/step_timeline.h"
 
@@ -43,12 +42,6 @@ constexpr absl::Duration kHoldWait = absl::Seconds(2);
 absl::Status WithContext(const absl::Status& st, const std::string& what) {
   if (st.ok()) return st;
   return absl::Status(st.code(), absl::StrCat(what, ": ", std::string(st.message())));
-}
-
-uint64_t PeakResidentBytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
 bool EvaluatesAfter(int64_t step, int64_t start_step, int64_t steps) {
@@ -583,7 +576,6 @@ class AttemptRun {
 
   void Fill(int64_t step, const sched::Schedule& schedule, const StepResult& result,
             v1::ReportStepRequest& report) {
-    const StepTimeline& t = result.timeline;
     report.set_worker_id(env_.reporter->worker_id());
     report.set_job_id(a_.job_id());
     report.set_attempt(a_.attempt());
@@ -591,36 +583,7 @@ class AttemptRun {
     report.set_schedule_version(version_number_);
     report.set_stage(a_.stage());
     report.set_replica(a_.replica());
-    for (size_t i = 0; i < t.action_start_seconds.size(); ++i) {
-      report.add_action_start_seconds(t.action_start_seconds[i]);
-      report.add_action_end_seconds(t.action_end_seconds[i]);
-    }
-    report.set_step_seconds(t.step_seconds);
-    // A reduction is communication, not a pass: not in compute.
-    const SpanBreakdown span = BreakDownSpan(t, schedule.actions[a_.stage()]);
-    report.set_idle_seconds(std::max(0.0, t.step_seconds - span.compute_seconds));
-    report.set_comm_seconds(
-        std::min(span.input_wait_seconds + span.send_wait_seconds, report.idle_seconds()));
-    FillStepBreakdown(span, result.gap, *report.mutable_breakdown());
-    if (result.loss.has_value()) report.set_loss(*result.loss);
-    report.set_local_grad_norm_sq(result.local_grad_norm_sq);
-    report.set_found_inf_nan(result.found_inf_nan);
-    for (const StepValidation& validation : result.validations) {
-      v1::ValidationResult* v = report.add_validations();
-      v->set_step(validation.step);
-      v->set_mode(validation.mode);
-      v->set_found_inf_nan(validation.global_found_inf_nan);
-      v->set_global_grad_norm_sq(validation.global_grad_norm_sq);
-      v->set_decision(validation.clip_coefficient == 0  ? v1::VALIDATION_DECISION_SKIPPED
-                      : validation.clip_coefficient < 1 ? v1::VALIDATION_DECISION_CLIPPED
-                                                        : v1::VALIDATION_DECISION_COMMITTED);
-      v->set_clip_coefficient(validation.clip_coefficient);
-      v->set_rolled_back(validation.rolled_back);
-      v->set_rollback_seconds(validation.rollback_seconds);
-      v->set_replayed_forwards(validation.replayed_forwards);
-    }
-    report.set_peak_memory_bytes(PeakResidentBytes());
-    report.set_peak_activation_bytes(result.peak_activation_bytes);
+    FillStepMeasurements(result, schedule, a_.stage(), report);
     if (next_hop_latency_.has_value()) {
       v1::HopLatency* hop = report.add_hop_latencies();
       hop->set_to_stage(a_.stage() + 1);

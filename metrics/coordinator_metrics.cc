@@ -25,6 +25,7 @@ struct CoordinatorMetrics::Families {
   prometheus::Family<prometheus::Gauge>& stage_breakdown;
   prometheus::Family<prometheus::Histogram>& step_duration;
   prometheus::Family<prometheus::Gauge>& tokens_per_second;
+  prometheus::Family<prometheus::Gauge>& predicted_step;
   prometheus::Family<prometheus::Gauge>& last_step;
   prometheus::Family<prometheus::Gauge>& schedule_version;
   prometheus::Family<prometheus::Counter>& resolves;
@@ -240,6 +241,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorMetrics>> CoordinatorMetrics::Create(
             .Help("Trained tokens per second in the last recorded step.")
             .Register(r),
         BuildGauge()
+            .Name("zbpp_job_predicted_step_seconds")
+            .Help("The simulator's step time for the schedule version of the "
+                  "last recorded step under the costs measured through it, in "
+                  "seconds: what its step duration compares with.")
+            .Register(r),
+        BuildGauge()
             .Name("zbpp_job_last_step")
             .Help("0-based index of the job's last recorded step.")
             .Register(r),
@@ -390,6 +397,10 @@ void CoordinatorMetrics::RecordStep(std::string_view job_id,
   const prometheus::Labels job_labels = {{"job_id", id}};
   Ensure(families_->tokens_per_second, job.tokens_per_second, job_labels)
       .Set(summary.tokens_per_second());
+  if (summary.predicted_step_seconds() > 0) {
+    Ensure(families_->predicted_step, job.predicted_step, job_labels)
+        .Set(summary.predicted_step_seconds());
+  }
   Ensure(families_->last_step, job.last_step, job_labels)
       .Set(static_cast<double>(summary.step()));
   Ensure(families_->schedule_version, job.schedule_version, job_labels)
@@ -592,6 +603,7 @@ void CoordinatorMetrics::RemoveJob(std::string_view job_id) {
   Drop(f.rollbacks, job.rollbacks);
   Drop(f.skipped_steps, job.skipped_steps);
   Drop(f.tokens_per_second, job.tokens_per_second);
+  Drop(f.predicted_step, job.predicted_step);
   Drop(f.last_step, job.last_step);
   Drop(f.schedule_version, job.schedule_version);
   Drop(f.job_info, job.info);

@@ -63,6 +63,7 @@ std::string_view RefusalReasonName(RefusalReason reason);
 /// | `zbpp_stage_breakdown_seconds` | gauge | job_id, stage, part | seconds | Where the stage's time went in the last recorded step and in the gap before it (job.proto StepBreakdown, the mean over its replicas). `part` is a StepBreakdown field without `_seconds`: the step's span (compute, input_wait, send_wait, validation_check, reduction_wait, overhead; they sum to the span) and the gap before it (drain, validation, optimizer, evaluation, checkpoint, report, grant, other; they sum to the gap). |
 /// | `zbpp_step_duration_seconds` | histogram | job_id | seconds | Measured time of each optimizer step: the longest worker's span from its step start to its last action. |
 /// | `zbpp_job_tokens_per_second` | gauge | job_id | tokens per second | Trained tokens per second in the last recorded step. |
+/// | `zbpp_job_predicted_step_seconds` | gauge | job_id | seconds | The simulator's step time for the schedule version of the last recorded step under the costs measured through it (StepSummary.predicted_step_seconds): what the step duration compares with; absent until a step carries it. |
 /// | `zbpp_job_last_step` | gauge | job_id | step index | 0-based index of the last recorded step (to match the gauges to a step). |
 /// | `zbpp_job_schedule_version` | gauge | job_id | version number | Version of the job's current schedule; 0 before the first. |
 /// | `zbpp_resolves_total` | counter | job_id, outcome=published\|kept | re-solves | Adaptive re-solves: `published` when a new schedule version was published, `kept` when the current one stayed. |
@@ -253,6 +254,7 @@ class CoordinatorMetrics {
     prometheus::Counter* rollbacks = nullptr;
     prometheus::Counter* skipped_steps = nullptr;
     prometheus::Gauge* tokens_per_second = nullptr;
+    prometheus::Gauge* predicted_step = nullptr;
     prometheus::Gauge* last_step = nullptr;
     prometheus::Gauge* schedule_version = nullptr;
     prometheus::Gauge* info = nullptr;  // zbpp_job_info

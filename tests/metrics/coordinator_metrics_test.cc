@@ -28,6 +28,7 @@ zbpp::v1::StepSummary TwoStageStep(int64_t step, double step_seconds) {
   summary.set_schedule_version(3);
   summary.set_step_seconds(step_seconds);
   summary.set_tokens_per_second(4096 / step_seconds);
+  summary.set_predicted_step_seconds(0.75 * step_seconds);
   summary.set_measured_bubble_rate(0.2);
   summary.set_predicted_bubble_rate(0.15);
   for (int stage = 0; stage < 2; ++stage) {
@@ -144,6 +145,8 @@ TEST_F(CoordinatorMetricsTest, RecordStepSetsEveryPerStepFamily) {
   EXPECT_THAT(
       FindSample(text, "zbpp_job_tokens_per_second", {{"job_id", "job-a"}}),
       Optional(2048.0));
+  EXPECT_THAT(FindSample(text, "zbpp_job_predicted_step_seconds", {{"job_id", "job-a"}}),
+              Optional(1.5));
   EXPECT_THAT(FindSample(text, "zbpp_job_last_step", {{"job_id", "job-a"}}),
               Optional(1.0));
   EXPECT_THAT(

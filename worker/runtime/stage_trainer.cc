@@ -535,6 +535,10 @@ absl::StatusOr<StageTrainer::Held> StageTrainer::Hold(absl::Duration wait) {
       pending_.reset();
     }
   }
+  // What this stage sent (the last stage's full state above all) is what
+  // its neighbours resolve their pending step with: delivered, within the
+  // same wait, before the groups go.
+  for (auto& [buffer, op] : state_sends_) op->Wait(wait).IgnoreError();
   state_sends_.clear();
   for (auto& store : stores_) store->Clear();
   executor_.reset();

@@ -303,7 +303,9 @@ class StageTrainer {
   /// within `wait`) is resolved as Settle would; one whose full state has
   /// not is rolled back (its optimistic update undone). The step in flight
   /// updated nothing (the optimizer steps after its gradients are
-  /// complete) and its queued W passes and gradients are dropped. Then the
+  /// complete) and its queued W passes and gradients are dropped. The
+  /// validation states this stage sent are waited for, within `wait`, so
+  /// that its neighbours can resolve their own pending step. Then the
   /// executor is released, and the gradient reducer handed back: its
   /// destructor waits for a reduction in flight, which on a silent replica
   /// ends only at the communicator's timeout, so the caller destroys it

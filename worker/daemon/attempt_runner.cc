@@ -563,11 +563,12 @@ class AttemptRun {
     // Nothing blocks on a peer until the next grant: an abort now leaves the
     // groups to StageTrainer::Hold (ControlState::SetQuiet).
     env_.state->SetQuiet();
-    // Kept for the held state (HeldState.step_report): a coordinator that
-    // stops before it has every stage's report records the step from these
-    // once restarted.
-    last_report_ = report;
-    if (absl::Status st = Report(report); !st.ok()) return st;
+    const absl::Status reported = Report(report);
+    // Kept for the held state (HeldState.step_report), delivered or not: a
+    // coordinator that stops before it has every stage's report records the
+    // step from these once restarted.
+    last_report_ = std::move(report);
+    if (!reported.ok()) return reported;
     trainer_->MarkBetweenSteps(GapPhase::kReport);
     env_.state->SetProgress(step, version_number_);
     env_.state->SetPhase(v1::WORKER_PHASE_WAITING);

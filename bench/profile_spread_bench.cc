@@ -1,7 +1,7 @@
 // How repeatable the calibration profile is (bench/results/calibration.md,
-// "Host memory kept"): the layout parts of the demo's Llama (one block; one
-// block with the final norm, the LM head and the loss) profiled again and
-// again by StageTrainer::ProfileLayoutParts, as a worker profiles them
+// "Host memory kept"): the layout parts of the demo's Llama (four blocks;
+// four blocks with the final norm, the LM head and the loss) profiled again
+// and again by StageTrainer::ProfileLayoutParts, as a worker profiles them
 // before its first step, then a few 1F1B steps of the whole model for the
 // pass times a step measures. Each mode runs in a child process of its own,
 // the modes alternating: glibc's default allocation, and
@@ -10,8 +10,9 @@
 //   profile_spread_bench [--runs=3] [--rounds=10] [--vocab=8192]
 //
 // Prints, per mode, the median, smallest and largest profiled T_F + T_B + T_W
-// of a block and of the head (the head part less a block, as the coordinator
-// derives it: coordinator/core/planning.h, PartCostsOf), their ratio, and a
+// of a block and of the head (the middle part over its blocks, and the head
+// part less the middle one, as the coordinator derives them:
+// coordinator/core/planning.h, PartCostsOf), their ratio, and a
 // step's time per microbatch against the whole model's profiled F + B + W.
 // One thread, no daemons; about 30 s per run on the project's 2-core machine.
 
@@ -43,6 +44,9 @@ namespace {
 constexpr int kMicrobatches = 8;
 constexpr int kMicrobatchSize = 4;
 constexpr int kSeqLen = 128;
+// Blocks per layout part: what the coordinator asks of the demo's 8 blocks
+// on 2 stages (coordinator/core/planning.h, LayoutPartBlocks).
+constexpr int kPartBlocks = 4;
 
 struct Flags {
   int runs = 3;
@@ -131,15 +135,16 @@ int Child(const Flags& flags) {
   }
   std::vector<double> whole, steps;
   for (int round = 0; round < flags.rounds; ++round) {
-    absl::StatusOr<std::vector<StageProfile>> parts = (*trainer)->ProfileLayoutParts(1);
+    absl::StatusOr<std::vector<StageProfile>> parts =
+        (*trainer)->ProfileLayoutParts(1, kPartBlocks);
     absl::StatusOr<std::vector<StageProfile>> profile = (*trainer)->Profile(1);
     if (!parts.ok() || !profile.ok()) {
       std::fprintf(stderr, "profile_spread_bench: %s\n",
                    (!parts.ok() ? parts.status() : profile.status()).ToString().c_str());
       return 1;
     }
-    const double block = Total((*parts)[1]);
-    std::printf("part %.9f %.9f\n", block, Total((*parts)[2]) - block);
+    const double blocks = Total((*parts)[1]);
+    std::printf("part %.9f %.9f\n", blocks / kPartBlocks, Total((*parts)[2]) - blocks);
     whole.push_back(Total((*profile)[0]));
     const auto begin = std::chrono::steady_clock::now();
     absl::StatusOr<StepResult> step = (*trainer)->RunStep(round, *schedule);

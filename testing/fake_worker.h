@@ -75,9 +75,9 @@ struct FakeWorker {
   /// costs when set, else the assignment's cost model echoed.
   std::optional<sched::Problem> profile_costs;
   /// What its calibration profiles report as layout parts when the
-  /// assignment asks (Assignment.profile_layout_parts): three entries,
-  /// virtual stages 0, 1 and 2 of the model cut into one-block virtual
-  /// stages; none when unset.
+  /// assignment asks (Assignment.layout_part_blocks >= 1): three entries,
+  /// virtual stages 0, 1 and 2 of the model cut into virtual stages of that
+  /// many blocks; none when unset.
   std::optional<std::vector<sched::VirtualStageCost>> layout_parts;
   /// The attempt whose profile was taken (TakeProfile); 0 for none.
   int64_t profiled_attempt = 0;
@@ -155,7 +155,7 @@ struct FakeWorker {
     for (int s : assignment->virtual_stages()) {
       add(s, costs.virtual_stages[s], r.add_virtual_stages());
     }
-    if (assignment->profile_layout_parts() && layout_parts.has_value()) {
+    if (assignment->layout_part_blocks() > 0 && layout_parts.has_value()) {
       for (int k = 0; k < static_cast<int>(layout_parts->size()); ++k) {
         add(k, (*layout_parts)[k], r.add_layout_parts());
       }

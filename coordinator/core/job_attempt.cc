@@ -30,7 +30,8 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   const int stage = stage_of(index);
   assignment.set_stage(stage);
   assignment.set_replica(replica_of(index));
-  if (const zbpp::v1::ScheduleVersion* version = versions.InForce(start_step_)) {
+  const zbpp::v1::ScheduleVersion* version = versions.InForce(start_step_);
+  if (version != nullptr) {
     const auto& owners = version->schedule().stage_of();
     for (int s = 0; s < owners.size(); ++s) {
       if (owners[s] == stage) assignment.add_virtual_stages(s);
@@ -50,7 +51,10 @@ SessionMessage JobAttempt::AssignmentMessage(int index, const zbpp::v1::Job& job
   assignment.set_transport(job.transport());
   assignment.set_start_step(start_step_);
   assignment.set_profile(calibrating_);
-  assignment.set_profile_layout_parts(calibrating_ && LayoutOpenAtCalibration(job, start_step_));
+  if (calibrating_ && version != nullptr && LayoutOpenAtCalibration(job, start_step_)) {
+    assignment.set_layout_part_blocks(
+        LayoutPartBlocks(job.spec(), version->schedule().stage_of_size()));
+  }
   if (shape_.from_memory) {
     // docs/elastic.md: the same global batch, replica r of d' taking
     // [r·m', (r+1)·m').

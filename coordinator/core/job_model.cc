@@ -217,7 +217,7 @@ absl::StatusOr<sched::Problem> JobModel::MeasuredProblem(
 
 std::optional<ResolveTask::LayoutInput> JobModel::LayoutInputOf(
     const zbpp::v1::JobSpec& spec, const std::string& schedule_name,
-    const std::map<int, MeasuredProfile>& profiles) {
+    const std::map<int, MeasuredProfile>& profiles, int part_blocks) {
   const int p = spec.pipeline().stages();
   // Each stage's parts, its replicas combined as its passes are: the
   // slowest, and the largest memory.
@@ -246,7 +246,7 @@ std::optional<ResolveTask::LayoutInput> JobModel::LayoutInputOf(
   ResolveTask::LayoutInput input{spec, schedule_name, {}};
   for (const std::vector<sched::VirtualStageCost>& stage : parts) {
     if (stage.empty()) return std::nullopt;
-    input.stages.push_back(PartCostsOf(stage));
+    input.stages.push_back(PartCostsOf(stage, part_blocks));
   }
   return input;
 }
@@ -299,7 +299,9 @@ std::unique_ptr<ResolveTask> JobModel::Calibrate(
   const std::string schedule_name = task->policy_name;
   if (ResolveDisabled(spec)) task->policy_name.clear();
   if (LayoutOpenAtCalibration(proto, start_step)) {
-    task->layout_input = LayoutInputOf(spec, schedule_name, profiles);
+    task->layout_input = LayoutInputOf(
+        spec, schedule_name, profiles,
+        LayoutPartBlocks(spec, task->measured.num_virtual_stages()));
     if (task->layout_input.has_value()) parts_ = task->layout_input->stages;
   }
   if (spec.schedule().memory_limit_case() != zbpp::v1::SchedulePolicy::MEMORY_LIMIT_NOT_SET) {

@@ -162,10 +162,11 @@ class JobModel {
  private:
   /// The layout input of a calibration of `spec` running `schedule_name`
   /// (ResolveTask::LayoutInput) from every worker's profile (by worker
-  /// index); nullopt when some worker sent no layout parts.
+  /// index), whose parts hold `part_blocks` blocks each (LayoutPartBlocks);
+  /// nullopt when some worker sent no layout parts.
   static std::optional<ResolveTask::LayoutInput> LayoutInputOf(
       const zbpp::v1::JobSpec& spec, const std::string& schedule_name,
-      const std::map<int, MeasuredProfile>& profiles);
+      const std::map<int, MeasuredProfile>& profiles, int part_blocks);
   /// Sets `base_`; returns version 1's choice when `versions` is empty.
   absl::StatusOr<std::optional<ScheduleChoice>> PrepareProblem(
       const zbpp::v1::JobSpec& spec, const ScheduleVersions& versions);

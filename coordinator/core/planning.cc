@@ -503,6 +503,11 @@ bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step) {
          job.spec().schedule().file().empty();
 }
 
+int LayoutPartBlocks(const zbpp::v1::JobSpec& spec, int virtual_stages) {
+  return std::clamp(spec.model().layers() / std::max(1, virtual_stages), 1,
+                    kMaxLayoutPartBlocks);
+}
+
 sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool embedding,
                                   bool head) {
   sched::VirtualStageCost cost{0, 0, 0, 0, 0};
@@ -524,18 +529,28 @@ sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool 
   return cost;
 }
 
-StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts) {
-  const sched::VirtualStageCost& block = parts.at(1);
-  auto minus = [&block](const sched::VirtualStageCost& part) {
+StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts, int blocks) {
+  const sched::VirtualStageCost& middle = parts.at(1);
+  auto minus = [&middle](const sched::VirtualStageCost& part) {
     sched::VirtualStageCost extra;
-    extra.f_seconds = std::max(0.0, part.f_seconds - block.f_seconds);
-    extra.b_seconds = std::max(0.0, part.b_seconds - block.b_seconds);
-    extra.w_seconds = std::max(0.0, part.w_seconds - block.w_seconds);
-    extra.bw_seconds = std::max(0.0, part.bw_seconds - block.bw_seconds);
-    extra.m_b_bytes = std::max(0.0, part.m_b_bytes - block.m_b_bytes);
-    extra.m_w_bytes = std::max(0.0, part.m_w_bytes - block.m_w_bytes);
+    extra.f_seconds = std::max(0.0, part.f_seconds - middle.f_seconds);
+    extra.b_seconds = std::max(0.0, part.b_seconds - middle.b_seconds);
+    extra.w_seconds = std::max(0.0, part.w_seconds - middle.w_seconds);
+    extra.bw_seconds = std::max(0.0, part.bw_seconds - middle.bw_seconds);
+    extra.m_b_bytes = std::max(0.0, part.m_b_bytes - middle.m_b_bytes);
+    extra.m_w_bytes = std::max(0.0, part.m_w_bytes - middle.m_w_bytes);
     return extra;
   };
+  // One block: the middle part's times and held bytes over its blocks; its
+  // working memory, a pass's peak, stays the part's.
+  sched::VirtualStageCost block = middle;
+  const double k = std::max(1, blocks);
+  block.f_seconds /= k;
+  block.b_seconds /= k;
+  block.w_seconds /= k;
+  block.bw_seconds /= k;
+  block.m_b_bytes /= k;
+  block.m_w_bytes /= k;
   StagePartCosts costs{block, minus(parts.at(0)), minus(parts.at(2))};
   // Working memory is a pass's peak, not a sum: each part keeps its own.
   costs.embedding.transient_bytes = parts[0].transient_bytes;

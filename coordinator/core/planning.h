@@ -210,11 +210,11 @@ absl::StatusOr<ScheduleChoice> PlanReplicas(const zbpp::v1::JobSpec& spec,
                                             int microbatches);
 
 /// What a stage's workers profiled of the model's parts (worker.proto
-/// ReportProfileRequest.layout_parts: the model cut into three one-block
-/// virtual stages), per microbatch: T_F, T_B, T_W, T_BW seconds and M_B, M_W
-/// bytes of each part.
+/// ReportProfileRequest.layout_parts: the model cut into three virtual
+/// stages of LayoutPartBlocks blocks each), per microbatch: T_F, T_B, T_W,
+/// T_BW seconds and M_B, M_W bytes of each part.
 struct StagePartCosts {
-  /// One transformer block (part 1).
+  /// One transformer block: part 1 over its blocks.
   sched::VirtualStageCost block;
   /// The token embedding: part 0 minus part 1, each field at least 0 (a
   /// difference of medians may come out below).
@@ -229,9 +229,9 @@ struct StagePartCosts {
 };
 
 /// StagePartCosts from the three profiled parts (`parts[k]`: virtual stage
-/// k of the three). bw_seconds stays 0 (T_B + T_W) unless every part
-/// measured it. Pure.
-StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts);
+/// k of the three) of `blocks` blocks each (>= 1). bw_seconds stays 0 (T_B +
+/// T_W) unless every part measured it. Pure.
+StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts, int blocks);
 
 /// The cost of a virtual stage built from `parts` (one stage's): `blocks`
 /// blocks, plus the embedding when `embedding` (the first virtual stage)
@@ -332,6 +332,21 @@ void StoreLayout(zbpp::v1::JobSpec& spec, const std::vector<int>& layout);
 /// (a schedule file's order is the user's). Its Assignment then asks for
 /// the layout parts' profile. Pure.
 bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step);
+
+/// The most blocks a layout part holds (LayoutPartBlocks).
+inline constexpr int kMaxLayoutPartBlocks = 4;
+
+/// How many blocks each of the three layout parts holds when the workers
+/// profile them (worker.proto Assignment.layout_part_blocks): the blocks an
+/// average one of the schedule's `virtual_stages` holds (model.layers /
+/// virtual_stages), at least 1 and at most kMaxLayoutPartBlocks. A block
+/// costs more among other blocks than alone (its neighbours' weights and
+/// activations compete for the caches): on the demo's Llama on one CPU core
+/// 7.7 ms per microbatch alone, 8.2–8.3 ms in a chunk of 3 or more, while
+/// the head costs the same either way (bench/results/calibration.md, "A
+/// block among blocks"). The cap bounds the profile's extra memory, one part
+/// at a time. Pure.
+int LayoutPartBlocks(const zbpp::v1::JobSpec& spec, int virtual_stages);
 
 /// PlanJob(spec).status(): OK when the coordinator accepts `spec`; for
 /// callers that need no plan (zbppctl's tests, fuzzers). Thread-safe (pure).

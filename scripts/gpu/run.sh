@@ -57,6 +57,9 @@
 #     ZB-2p and ZB-V (post-validation), two alternating rounds
 #     (bench/speedup.py; a table of median tokens/s, the ratio to 1F1B,
 #     step time and bubble rates; about 5 minutes).
+#  7. balanced stages (step names balance-*, about 6 minutes): the demo's
+#     Llama on 2 CPU workers under its default layout and under [4, 4], and
+#     vocabulary parallelism on cuda:0 over Gloo and NCCL.
 # Arguments, if any, name the steps to run (e.g. worker_comm_tests
 # main-job), or a group of them by the part of their names before the first
 # "-" (e.g. merge), for a short device budget; none: every step. A leading
@@ -149,6 +152,28 @@ step main-job-nccl-fp16 timeout 150 env ZBPP_OUT="$out/main-job-nccl-fp16" "${de
   --precision fp16 --transport nccl --validation post --steps 100 --inject-nan-step 40
 step main-job-nccl-dp timeout 200 env ZBPP_OUT="$out/main-job-nccl-dp" "${demo[@]}" \
   --precision bf16 --transport nccl --workers 4 --data-parallel 2 --steps 60
+# Balanced stages (7. above): the command of bench/results/balance.md on
+# this machine's CPU cores, where the two workers share no core: the demo's
+# Llama with an 8192-token BPE under its defaults (ZB-H1, layout auto)
+# against the even layout [4, 4]; then vocabulary parallelism on cuda:0
+# under [4, 4], over Gloo and over NCCL (the same computation: the losses
+# and param_checksum should agree). scripts/tokenize runs in this machine's
+# Python, whose tokenizers it uses.
+zbpp_home=/tmp/zbpp-home
+mkdir -p "$zbpp_home/venv/bin"
+printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >"$zbpp_home/venv/bin/python"
+chmod +x "$zbpp_home/venv/bin/python"
+# $1: the run's name; the rest: the demo's flags.
+balance() {
+  ZBPP_HOME=$zbpp_home ZBPP_PREBUILT=1 ZBPP_BUILD_DIR=build-gpu ZBPP_OUT="$out/$1" timeout 300 \
+    bash scripts/demo --model llama --bpe 8192 --text-file build-gpu/kjv.txt --json "${@:2}"
+}
+step balance-auto balance balance-auto
+step balance-even balance balance-even --layout 4,4
+step balance-vp-gloo balance balance-vp-gloo --device cuda:0 --transport gloo --vocab-parallel \
+  --schedule zb-2p --steps 60 --layout 4,4
+step balance-vp-nccl balance balance-vp-nccl --device cuda:0 --transport nccl --vocab-parallel \
+  --schedule zb-2p --steps 60 --layout 4,4
 # Merged B+W passes (5. above).
 step merge-tests on_gpu build-gpu/bin/worker_merged_backward_tests
 # model hidden heads
@@ -177,7 +202,7 @@ step cpu-p8-speedup timeout 540 env ZBPP_BUILD_DIR=build-gpu python3 bench/speed
   --workers 8 --hidden 256 --microbatches 16 --steps 16 --rounds 2 --out "$out/cpu-p8-speedup.md" \
   --demo-arg=--text-file --demo-arg=build-gpu/kjv.txt 1f1b/synchronous zb-2p/post zb-v/post
 # The checksums of the Gloo and NCCL runs, side by side.
-grep -o '"param_checksum": *[-0-9.e]*' "$out"/main-job*.txt >"$out/checksums.txt" || true
+grep -o '"param_checksum": *[-0-9.e]*' "$out"/main-job*.txt "$out"/balance-*.txt >"$out/checksums.txt" || true
 cat "$out/checksums.txt"
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/gpu-results.tar.gz" --exclude=checkpoints --exclude='*.db*' "$out"

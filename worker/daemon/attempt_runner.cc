@@ -433,11 +433,11 @@ class AttemptRun {
       v->set_m_bytes((*vocabulary)->m_bytes);
       v->set_transient_bytes((*vocabulary)->transient_bytes);
     }
-    if (a_.profile_layout_parts()) {
+    if (a_.layout_part_blocks() > 0) {
       // Synthetic compute has no model to cut: the coordinator then keeps
       // the layout it planned (FailedPrecondition, no job error).
       absl::StatusOr<std::vector<StageProfile>> parts =
-          trainer_->ProfileLayoutParts(kProfileRepetitions);
+          trainer_->ProfileLayoutParts(kProfileRepetitions, a_.layout_part_blocks());
       if (parts.ok()) {
         for (const StageProfile& p : *parts) add(p, request.add_layout_parts());
       } else if (!absl::IsFailedPrecondition(parts.status())) {

@@ -229,20 +229,22 @@ class StageTrainer {
   absl::StatusOr<std::vector<StageProfile>> Profile(int repetitions = 3);
 
   /// The layout parts' profile (worker.proto ReportProfileRequest.
-  /// layout_parts): the job's model cut into three virtual stages of one
-  /// block each, built on this worker's device from the job's seed (the
-  /// chunks apart from this stage's own, freed on return) and profiled as
-  /// Profile profiles a virtual stage: virtual stage 0 (the token embedding
-  /// and a block), 1 (a block alone) and 2 (a block, the final norm, the LM
-  /// head and the loss), in that order. So every worker measures what one
-  /// block, the embedding and the head cost on it, whatever its own chunks
-  /// hold, and the coordinator can plan any layout from measurement
-  /// (docs/training.md, "Uneven stages"). Touches nothing of this stage's
-  /// model or optimizer; holds the head's [vocab, h] matrix (and its
-  /// gradient) while it runs. Errors: InvalidArgument for repetitions < 1;
-  /// FailedPrecondition under synthetic compute (no model to measure); the
-  /// passes' errors. Thread-compatible, as Profile.
-  absl::StatusOr<std::vector<StageProfile>> ProfileLayoutParts(int repetitions = 3);
+  /// layout_parts): the job's model cut into three virtual stages of
+  /// `blocks` blocks each (Assignment.layout_part_blocks), built on this
+  /// worker's device from the job's seed (the chunks apart from this stage's
+  /// own, freed on return) and profiled as Profile profiles a virtual stage:
+  /// virtual stage 0 (the token embedding and the blocks), 1 (the blocks
+  /// alone) and 2 (the blocks, the final norm, the LM head and the loss), in
+  /// that order. So every worker measures what a block among blocks, the
+  /// embedding and the head cost on it, whatever its own chunks hold, and
+  /// the coordinator can plan any layout from measurement (docs/training.md,
+  /// "Uneven stages"). Touches nothing of this stage's model or optimizer;
+  /// holds one part at a time (up to `blocks` blocks and the head's [vocab,
+  /// h] matrix, with their gradients) while it runs. Errors: InvalidArgument
+  /// for repetitions < 1 or blocks < 1; FailedPrecondition under synthetic
+  /// compute (no model to measure); the passes' errors. Thread-compatible,
+  /// as Profile.
+  absl::StatusOr<std::vector<StageProfile>> ProfileLayoutParts(int repetitions, int blocks);
   /// Under vocabulary parallelism (PipelineSpec.vocab_parallel): this
   /// stage's S and T passes on its shard of the LM head, profiled as
   /// ProfileVocabularyShard says (stage_profile.h), its gradient put back as

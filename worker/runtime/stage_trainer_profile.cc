@@ -63,17 +63,22 @@ absl::StatusOr<std::vector<StageProfile>> StageTrainer::Profile(int repetitions)
   return profiles;
 }
 
-absl::StatusOr<std::vector<StageProfile>> StageTrainer::ProfileLayoutParts(int repetitions) {
+absl::StatusOr<std::vector<StageProfile>> StageTrainer::ProfileLayoutParts(int repetitions,
+                                                                         int blocks) {
+  if (blocks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout parts: blocks per part must be >= 1, got ", blocks));
+  }
   if (options_.synthetic.has_value()) {
     return absl::FailedPreconditionError(
         "layout parts: synthetic compute has no model to profile");
   }
   absl::StatusOr<ModelConfig> config = ModelConfigFromSpec(options_.spec.model());
   if (!config.ok()) return config.status();
-  constexpr int kParts = 3;  // Embedding + block, block, block + head.
+  constexpr int kParts = 3;  // Embedding + blocks, blocks, blocks + head.
   config->compute_type = ComputeTypeOf(options_.spec.precision());
-  config->layers = kParts;
-  config->layout.assign(kParts, 1);
+  config->layers = kParts * blocks;
+  config->layout.assign(kParts, blocks);
   std::vector<StageProfile> profiles;
   for (int part = 0; part < kParts; ++part) {
     absl::StatusOr<std::unique_ptr<ModelChunk>> chunk =

@@ -94,17 +94,18 @@ TEST_F(CoordinatorTest, CalibrationThatFitsNothingFailsTheJobAndFreesItsWorkers)
   }
 }
 
-// The model cut into three one-block virtual stages as a worker profiles
-// it (worker.proto ReportProfileRequest.layout_parts): a block of T_F = T_B
-// = T_W = 1 s, an embedding that costs nothing, and a head `head_blocks`
-// blocks dear.
+// The model cut into three virtual stages of two blocks each as a worker
+// profiles it (worker.proto ReportProfileRequest.layout_parts; TestSpec's
+// 4 blocks over 2 virtual stages give Assignment.layout_part_blocks 2): a
+// block of T_F = T_B = T_W = 1 s, an embedding that costs nothing, and a
+// head `head_blocks` blocks dear.
 std::vector<sched::VirtualStageCost> LayoutParts(double head_blocks) {
-  const sched::VirtualStageCost block{1, 1, 1, 1e6, 5e5};
-  sched::VirtualStageCost last = block;
+  const sched::VirtualStageCost blocks{2, 2, 2, 2e6, 1e6};
+  sched::VirtualStageCost last = blocks;
   last.f_seconds += head_blocks;
   last.b_seconds += head_blocks;
   last.w_seconds += head_blocks;
-  return {block, block, last};
+  return {blocks, blocks, last};
 }
 
 // The analytic model planned the even split (a small vocabulary's head is
@@ -121,6 +122,10 @@ TEST_F(CoordinatorTest, CalibrationLaysTheModelOutAgainFromTheProfiledPartsWitho
   std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
   for (FakeWorker& w : workers) w.layout_parts = LayoutParts(/*head_blocks=*/2);
   HeartbeatAll(workers);  // Assigned; each profiles, parts included.
+  for (FakeWorker& w : workers) {
+    ASSERT_TRUE(w.assignment.has_value());
+    EXPECT_EQ(w.assignment->layout_part_blocks(), 2) << "the blocks of an average virtual stage";
+  }
 
   v1::Job job = *coordinator_->GetJob(submitted.id(), {});
   EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1));
@@ -140,7 +145,7 @@ TEST_F(CoordinatorTest, CalibrationLaysTheModelOutAgainFromTheProfiledPartsWitho
     EXPECT_EQ(w.assignment->attempt(), 2);
     EXPECT_THAT(w.assignment->spec().pipeline().layout(), ::testing::ElementsAre(3, 1));
     EXPECT_TRUE(w.assignment->profile());
-    EXPECT_FALSE(w.assignment->profile_layout_parts()) << "the layout is final";
+    EXPECT_EQ(w.assignment->layout_part_blocks(), 0) << "the layout is final";
   }
   RunSteps(workers, TrueCosts(spec, 1, 1.0), 5);
   job = *coordinator_->GetJob(submitted.id(), {});

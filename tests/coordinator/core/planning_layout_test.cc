@@ -145,7 +145,8 @@ std::vector<StagePartCosts> Parts(int stages, double embedding, double head) {
     part.m_b_bytes += blocks * 1e6;
     return part;
   };
-  return std::vector<StagePartCosts>(stages, PartCostsOf({plus(embedding), block, plus(head)}));
+  return std::vector<StagePartCosts>(stages,
+                                     PartCostsOf({plus(embedding), block, plus(head)}, 1));
 }
 
 // One block per virtual stage leaves no other layout: the reason says so
@@ -164,7 +165,7 @@ TEST(PartCostsOf, TheEmbeddingAndTheHeadAreTheirPartsLessABlockNeverBelowZero) {
   first.bw_seconds = 4.2;
   sched::VirtualStageCost last{4, 5, 6, 300, 150};
   last.bw_seconds = 9;
-  const StagePartCosts parts = PartCostsOf({first, block, last});
+  const StagePartCosts parts = PartCostsOf({first, block, last}, 1);
   EXPECT_DOUBLE_EQ(parts.block.b_seconds, 2);
   EXPECT_DOUBLE_EQ(parts.embedding.f_seconds, 0.5);
   EXPECT_DOUBLE_EQ(parts.embedding.b_seconds, 0) << "1.9 - 2 is noise, not a negative cost";
@@ -174,10 +175,48 @@ TEST(PartCostsOf, TheEmbeddingAndTheHeadAreTheirPartsLessABlockNeverBelowZero) {
   EXPECT_DOUBLE_EQ(parts.head.m_w_bytes, 100);
   last.transient_bytes = 64;
   block.transient_bytes = 8;
-  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}).head.transient_bytes, 64)
+  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}, 1).head.transient_bytes, 64)
       << "a peak, not a difference";
   last.bw_seconds = 0;  // One part without T_BW: none is used.
-  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}).block.bw_seconds, 0);
+  EXPECT_DOUBLE_EQ(PartCostsOf({first, block, last}, 1).block.bw_seconds, 0);
+}
+
+// Parts of two blocks each: a block is the middle part's times and held
+// bytes halved (its working memory, a peak, is the part's); the embedding
+// and the head are still their parts less the middle one.
+TEST(PartCostsOf, ABlockIsTheMiddlePartOverItsBlocks) {
+  sched::VirtualStageCost blocks{2, 4, 6, 200, 100};
+  blocks.bw_seconds = 9;
+  blocks.transient_bytes = 30;
+  sched::VirtualStageCost first{2.5, 4, 6, 220, 100};
+  sched::VirtualStageCost last{5, 7, 9, 500, 300};
+  first.bw_seconds = 9.5;
+  last.bw_seconds = 14;
+  const StagePartCosts parts = PartCostsOf({first, blocks, last}, 2);
+  EXPECT_DOUBLE_EQ(parts.block.f_seconds, 1);
+  EXPECT_DOUBLE_EQ(parts.block.b_seconds, 2);
+  EXPECT_DOUBLE_EQ(parts.block.w_seconds, 3);
+  EXPECT_DOUBLE_EQ(parts.block.bw_seconds, 4.5);
+  EXPECT_DOUBLE_EQ(parts.block.m_b_bytes, 100);
+  EXPECT_DOUBLE_EQ(parts.block.m_w_bytes, 50);
+  EXPECT_DOUBLE_EQ(parts.block.transient_bytes, 30);
+  EXPECT_DOUBLE_EQ(parts.embedding.f_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(parts.head.f_seconds, 3);
+  EXPECT_DOUBLE_EQ(parts.head.m_b_bytes, 300);
+  // A head part built on those blocks costs the head, not the blocks, more.
+  EXPECT_DOUBLE_EQ(PartsCost(parts, 2, false, true).f_seconds, last.f_seconds);
+}
+
+// The parts hold the blocks of an average virtual stage, 1 to 4.
+TEST(LayoutPartBlocks, TheBlocksOfAnAverageVirtualStageFromOneToFour) {
+  JobSpec spec = DemoLlama();  // 8 blocks.
+  EXPECT_EQ(LayoutPartBlocks(spec, 2), 4);
+  EXPECT_EQ(LayoutPartBlocks(spec, 4), 2);
+  EXPECT_EQ(LayoutPartBlocks(spec, 3), 2) << "8 / 3, rounded down";
+  EXPECT_EQ(LayoutPartBlocks(spec, 8), 1);
+  EXPECT_EQ(LayoutPartBlocks(spec, 16), 1) << "at least one";
+  spec.mutable_model()->set_layers(32);
+  EXPECT_EQ(LayoutPartBlocks(spec, 2), kMaxLayoutPartBlocks);
 }
 
 // The demo's Llama planned [7, 1] analytically (its head costs 5.4 blocks

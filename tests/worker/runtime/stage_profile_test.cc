@@ -234,8 +234,9 @@ TEST(StageProfileTest, ProfilingLeavesTheModelAsItFoundItBf16) {
 }
 
 // The layout parts (StageTrainer::ProfileLayoutParts): the model cut into
-// three one-block virtual stages, whatever the stage holds (here all four
-// blocks as one chunk). With a vocabulary of 4096 on h = 32 the head part
+// three virtual stages of one block (then two), whatever the stage holds
+// (here all four blocks as one chunk). With a vocabulary of 4096 on h = 32
+// the head part
 // holds the logits' [b, s, vocab] for its B, which a block never does; the
 // stage's own model and gradients are left as they were.
 TEST(StageProfileTest, LayoutPartsProfileABlockTheEmbeddingAndTheHeadApart) {
@@ -244,7 +245,7 @@ TEST(StageProfileTest, LayoutPartsProfileABlockTheEmbeddingAndTheHeadApart) {
   Rank rank(spec, {0});
   ASSERT_NE(rank.trainer, nullptr);
   const std::map<std::string, at::Tensor> grads = Grads(*rank.trainer);
-  absl::StatusOr<std::vector<StageProfile>> parts = rank.trainer->ProfileLayoutParts(2);
+  absl::StatusOr<std::vector<StageProfile>> parts = rank.trainer->ProfileLayoutParts(2, 1);
   ASSERT_TRUE(parts.ok()) << parts.status();
   ASSERT_EQ(parts->size(), 3u);
   for (int k = 0; k < 3; ++k) {
@@ -265,7 +266,20 @@ TEST(StageProfileTest, LayoutPartsProfileABlockTheEmbeddingAndTheHeadApart) {
   for (const auto& [name, t] : rank.trainer->Parameters()) {
     EXPECT_TRUE(at::equal(t.grad(), grads.at(name))) << name << "'s .grad";
   }
-  EXPECT_EQ(rank.trainer->ProfileLayoutParts(0).status().code(),
+  // Parts of two blocks: the middle part holds two blocks' activations.
+  absl::StatusOr<std::vector<StageProfile>> pairs = rank.trainer->ProfileLayoutParts(2, 2);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  ASSERT_EQ(pairs->size(), 3u);
+  EXPECT_NEAR((*pairs)[1].m_b_bytes / (*parts)[1].m_b_bytes, 2.0, 0.1);
+  EXPECT_NEAR((*pairs)[2].m_b_bytes - (*pairs)[1].m_b_bytes,
+              (*parts)[2].m_b_bytes - (*parts)[1].m_b_bytes, 0.1 * logits_bytes)
+      << "the head part holds the same head on two blocks";
+  for (const auto& [name, t] : rank.trainer->Parameters()) {
+    EXPECT_TRUE(at::equal(t.grad(), grads.at(name))) << name << "'s .grad";
+  }
+  EXPECT_EQ(rank.trainer->ProfileLayoutParts(0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rank.trainer->ProfileLayoutParts(1, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -298,7 +312,7 @@ TEST(StageProfileTest, SyntheticComputeEchoesTheCostModel) {
   EXPECT_EQ(p.m_b_bytes, 5000);
   EXPECT_EQ(p.m_w_bytes, 2000);
   // No model to cut into parts.
-  EXPECT_EQ((*trainer)->ProfileLayoutParts(1).status().code(),
+  EXPECT_EQ((*trainer)->ProfileLayoutParts(1, 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 

@@ -256,7 +256,7 @@ std::string ReportTable(const TrainingReport& r) {
     absl::StrAppend(&text, "last step:    ", VersionRanLine(*r.last_step_version, &r));
   }
   if (r.param_checksum.has_value()) {
-    absl::StrAppendFormat(&text, "checksum:     %.17g (sum of all parameters)\n",
+    absl::StrAppendFormat(&text, "checksum:     %.17g (sum of the model's parameters, each once)\n",
                           *r.param_checksum);
   }
   const bool reduces = r.replicas > 1;

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/core/layout_parts.h"
 #include "coordinator/core/memory_estimate.h"
 #include "coordinator/core/spec_refusal.h"
 #include "scheduler/problem.h"
@@ -209,39 +210,6 @@ absl::StatusOr<ScheduleChoice> PlanReplicas(const zbpp::v1::JobSpec& spec,
                                             std::string_view chosen, int replicas,
                                             int microbatches);
 
-/// What a stage's workers profiled of the model's parts (worker.proto
-/// ReportProfileRequest.layout_parts: the model cut into three virtual
-/// stages of LayoutPartBlocks blocks each), per microbatch: T_F, T_B, T_W,
-/// T_BW seconds and M_B, M_W bytes of each part.
-struct StagePartCosts {
-  /// One transformer block: part 1 over its blocks.
-  sched::VirtualStageCost block;
-  /// The token embedding: part 0 minus part 1, each field at least 0 (a
-  /// difference of medians may come out below).
-  sched::VirtualStageCost embedding;
-  /// The final norm, the LM head and the loss: part 2 minus part 1, each
-  /// field at least 0.
-  sched::VirtualStageCost head;
-  // transient_bytes (a pass's working memory: a peak, not a sum) is each
-  // part's own, the embedding's and the head's with their block; a virtual
-  // stage's is the largest of its parts'.
-
-};
-
-/// StagePartCosts from the three profiled parts (`parts[k]`: virtual stage
-/// k of the three) of `blocks` blocks each (>= 1). bw_seconds stays 0 (T_B +
-/// T_W) unless every part measured it. Pure.
-StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts, int blocks);
-
-/// The cost of a virtual stage built from `parts` (one stage's): `blocks`
-/// blocks, plus the embedding when `embedding` (the first virtual stage)
-/// and the head when `head` (the last, unless the head is split by
-/// vocabulary); times and M_B/M_W summed, transient_bytes the largest
-/// part's, reduce_seconds 0. What ChooseProfiledLayout plans and
-/// BetterMeasuredLayout predicts with. Pure.
-sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool embedding,
-                                  bool head);
-
 /// The layout the first calibration chooses (job_spec.proto
 /// LAYOUT_POLICY_AUTO; docs/training.md, "Uneven stages").
 struct ProfiledLayout {
@@ -287,10 +255,10 @@ inline constexpr double kLayoutGain = 0.01;
 
 /// The layout drift report (job.proto Job.better_layout; docs/training.md,
 /// "Layout drift"): the profiled parts of every stage (`parts`, from the
-/// first calibration) scaled, per stage, by the stage's measured work
-/// (`measured`, the cost model's problem of the running schedule, whose
-/// virtual stages `stage_of` places) over what its parts predict for the
-/// running layout, then ChooseProfiledLayout with a gain of 5 %: the layout
+/// first calibration) scaled to the running schedule's measured costs
+/// (PartsScaledToMeasured: `measured`, the cost model's problem, whose
+/// virtual stages `stage_of` places), then ChooseProfiledLayout with a
+/// gain of 5 %: the layout
 /// and its reason ("measured: [5, 3] would predict a step 1.12x shorter than
 /// the running [6, 2]") when one predicts a step at least 5 % shorter;
 /// nullopt otherwise, or when the sizes do not match or a stage has no
@@ -333,20 +301,6 @@ void StoreLayout(zbpp::v1::JobSpec& spec, const std::vector<int>& layout);
 /// the layout parts' profile. Pure.
 bool LayoutOpenAtCalibration(const zbpp::v1::Job& job, int64_t start_step);
 
-/// The most blocks a layout part holds (LayoutPartBlocks).
-inline constexpr int kMaxLayoutPartBlocks = 4;
-
-/// How many blocks each of the three layout parts holds when the workers
-/// profile them (worker.proto Assignment.layout_part_blocks): the blocks an
-/// average one of the schedule's `virtual_stages` holds (model.layers /
-/// virtual_stages), at least 1 and at most kMaxLayoutPartBlocks. A block
-/// costs more among other blocks than alone (its neighbours' weights and
-/// activations compete for the caches): on the demo's Llama on one CPU core
-/// 7.7 ms per microbatch alone, 8.2–8.3 ms in a chunk of 3 or more, while
-/// the head costs the same either way (bench/results/calibration.md, "A
-/// block among blocks"). The cap bounds the profile's extra memory, one part
-/// at a time. Pure.
-int LayoutPartBlocks(const zbpp::v1::JobSpec& spec, int virtual_stages);
 
 /// PlanJob(spec).status(): OK when the coordinator accepts `spec`; for
 /// callers that need no plan (zbppctl's tests, fuzzers). Thread-safe (pure).

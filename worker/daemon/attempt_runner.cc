@@ -553,11 +553,7 @@ class AttemptRun {
         report.set_snapshot_step(*written);
       }
     }
-    if (last) {
-      double sum = 0;
-      for (const NamedTensor& t : trainer_->Parameters()) sum += t.second.sum().item<double>();
-      report.set_parameter_sum(sum);
-    }
+    if (last) report.set_parameter_sum(trainer_->ParameterSum());
     Fill(step, **schedule, *result, report);
     trainer_->MarkBetweenSteps(GapPhase::kOther);
     // Nothing blocks on a peer until the next grant: an abort now leaves the

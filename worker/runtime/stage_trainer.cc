@@ -583,6 +583,22 @@ std::vector<NamedTensor> StageTrainer::Parameters() const {
   return out;
 }
 
+double StageTrainer::ParameterSum() const {
+  double sum = 0;
+  for (const auto& chunk : chunks_) {
+    // The copy a last chunk holds apart from the first chunk's embedding.
+    const bool copy = chunk->is_last() && !chunk->is_first() && chunk->tied_embedding().defined();
+    for (const NamedTensor& t : chunk->parameters()) {
+      if (copy && t.second.is_same(chunk->tied_embedding())) continue;
+      sum += t.second.sum().item<double>();
+    }
+  }
+  if (vocabulary_ != nullptr) {
+    for (const NamedTensor& t : vocabulary_->parameters()) sum += t.second.sum().item<double>();
+  }
+  return sum;
+}
+
 absl::Status StageTrainer::SaveCheckpoint(const std::string& directory, int64_t step) const {
   return WriteCheckpoint(directory, step, options_.stage, optimizer_->StateForCheckpoint());
 }

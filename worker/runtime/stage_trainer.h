@@ -290,6 +290,14 @@ class StageTrainer {
   /// vocabulary parallelism its shard of the LM head
   /// (VocabularyShard::name).
   std::vector<NamedTensor> Parameters() const;
+  /// The sum of every entry of this stage's parameters, each of the model's
+  /// parameters once: a last virtual stage's copy of a tied token embedding
+  /// (ModelChunk::tied_embedding; the first virtual stage holds the
+  /// original) is left out. So the stages' sums add up to the same checksum
+  /// (ReportStepRequest.parameter_sum) whatever holds the matrix: any
+  /// layout, or its shards under vocabulary parallelism. Each tensor summed
+  /// in its own type, the tensors' sums added in double.
+  double ParameterSum() const;
   /// Parameters and optimizer moments by name (AdamW::StateForCheckpoint).
   std::vector<NamedTensor> OptimizerState() const;
   int stage() const { return options_.stage; }

@@ -108,6 +108,27 @@ std::vector<sched::VirtualStageCost> LayoutParts(double head_blocks) {
   return {blocks, blocks, last};
 }
 
+// The stage profile of `spec` laid out [2, 2] that goes with those parts:
+// each virtual stage's two blocks, the last one's head besides (the
+// analytic memory kept).
+sched::Problem StageProfile(const v1::JobSpec& spec, double head_blocks) {
+  sched::Problem profile = *InitialProblem(spec);
+  for (int k = 0; k < 2; ++k) {
+    sched::VirtualStageCost& c = profile.virtual_stages[k];
+    c.f_seconds = c.b_seconds = c.w_seconds = 2 + (k == 1 ? head_blocks : 0);
+    c.bw_seconds = 0;
+  }
+  return profile;
+}
+
+// Every worker profiles those parts and that stage profile.
+void ProfileWith(std::vector<FakeWorker>& workers, const v1::JobSpec& spec, double head_blocks) {
+  for (FakeWorker& w : workers) {
+    w.layout_parts = LayoutParts(head_blocks);
+    w.profile_costs = StageProfile(spec, head_blocks);
+  }
+}
+
 // The analytic model planned the even split (a small vocabulary's head is
 // cheap by FLOPs); the workers profile a head as dear as two blocks. The
 // first calibration chooses [3, 1] from the profiled parts, ends the
@@ -120,7 +141,7 @@ TEST_F(CoordinatorTest, CalibrationLaysTheModelOutAgainFromTheProfiledPartsWitho
   ASSERT_EQ(submitted.layout_source(), v1::LAYOUT_SOURCE_ANALYTIC) << submitted.layout_reason();
   ASSERT_THAT(submitted.layout(), ::testing::ElementsAre(2, 2)) << submitted.layout_reason();
   std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
-  for (FakeWorker& w : workers) w.layout_parts = LayoutParts(/*head_blocks=*/2);
+  ProfileWith(workers, spec, /*head_blocks=*/2);
   HeartbeatAll(workers);  // Assigned; each profiles, parts included.
   for (FakeWorker& w : workers) {
     ASSERT_TRUE(w.assignment.has_value());
@@ -162,7 +183,7 @@ TEST_F(CoordinatorTest, CalibrationKeepsALayoutTheProfiledPartsAgreeWith) {
   const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 4, 2);
   const std::string job_id = coordinator_->SubmitJob(spec)->id();
   std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
-  for (FakeWorker& w : workers) w.layout_parts = LayoutParts(/*head_blocks=*/0);
+  ProfileWith(workers, spec, /*head_blocks=*/0);
   HeartbeatAll(workers);
   const v1::Job job = *coordinator_->GetJob(job_id, {});
   EXPECT_THAT(job.layout(), ::testing::ElementsAre(2, 2));
@@ -170,6 +191,27 @@ TEST_F(CoordinatorTest, CalibrationKeepsALayoutTheProfiledPartsAgreeWith) {
   EXPECT_THAT(job.layout_reason(), ::testing::StartsWith("calibration: [2, 2] kept"));
   EXPECT_EQ(job.schedule_version(), 2);  // Calibrated on the planned layout.
   for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
+}
+
+// Stage 0's worker profiled its parts twice as slow as its own chunks ran
+// (beside another worker's profile, say). Each stage's parts take their
+// scale from its stage profile (PartsScaledToMeasured), so the choice is
+// that of true parts, [3, 1]; read as they came, stage 0's blocks would
+// look twice as dear and [2, 2] would be kept.
+TEST_F(CoordinatorTest, CalibrationScalesEachStagesPartsToItsOwnProfile) {
+  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 6, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  ProfileWith(workers, spec, /*head_blocks=*/2);
+  for (sched::VirtualStageCost& part : *workers[0].layout_parts) {
+    part.f_seconds *= 2;
+    part.b_seconds *= 2;
+    part.w_seconds *= 2;
+  }
+  HeartbeatAll(workers);
+  const v1::Job job = *coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1)) << job.layout_reason();
+  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_PROFILED);
 }
 
 // A worker that sends no parts (synthetic compute cannot cut the model)

@@ -1,6 +1,7 @@
 // The calibration profile (StageTrainer::Profile) and the steps' peak
 // activation memory, on one rank (p = 1) over the in-process communicator.
 
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -281,6 +282,26 @@ TEST(StageProfileTest, LayoutPartsProfileABlockTheEmbeddingAndTheHeadApart) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(rank.trainer->ProfileLayoutParts(1, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The checksum's sum (StageTrainer::ParameterSum) counts a tied embedding
+// once: one rank holding both chunks of a two-chunk model, whose last chunk
+// keeps a copy of the embedding as its head, sums what the one-chunk model
+// does, where the head is the embedding itself.
+TEST(StageTrainerTest, ParameterSumCountsATiedEmbeddingOnce) {
+  v1::JobSpec whole = Spec(2, 2);
+  whole.mutable_model()->set_tie_embeddings(true);
+  v1::JobSpec split = whole;
+  split.mutable_pipeline()->set_chunks(2);
+  Rank one(whole, {0});
+  Rank two(split, {0, 1});
+  ASSERT_NE(one.trainer, nullptr);
+  ASSERT_NE(two.trainer, nullptr);
+  double all = 0;
+  for (const auto& [name, t] : two.trainer->Parameters()) all += t.sum().item<double>();
+  const double embedding = std::abs(all - one.trainer->ParameterSum());
+  EXPECT_GT(embedding, 1e-3) << "the two-chunk rank holds the embedding twice";
+  EXPECT_NEAR(two.trainer->ParameterSum(), one.trainer->ParameterSum(), 1e-9 * embedding);
 }
 
 // Under synthetic compute the passes wait the cost model's times and the

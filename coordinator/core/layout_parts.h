@@ -65,11 +65,9 @@ sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool 
 /// stages `stage_of` places; spec.pipeline's layout is theirs) over what
 /// its parts predict for that layout; M_B and M_W stay. So the parts keep
 /// their proportions (a block, the embedding, the head) on each stage, and
-/// take their scale from what that stage's own chunks measured: at
-/// calibration its profile, which every worker takes at once, where each
-/// worker's parts ran whenever its profile was done, beside whichever
-/// others still ran (docs/training.md, "Uneven stages"). nullopt when the
-/// sizes do not match or a stage has no work. Thread-safe (pure).
+/// take their scale from what that stage's own chunks measured in steps
+/// (BetterMeasuredLayout, docs/training.md "Layout drift"). nullopt when
+/// the sizes do not match or a stage has no work. Thread-safe (pure).
 std::optional<std::vector<StagePartCosts>> PartsScaledToMeasured(
     const zbpp::v1::JobSpec& spec, const std::vector<StagePartCosts>& parts,
     const sched::Problem& measured, const std::vector<int>& stage_of);

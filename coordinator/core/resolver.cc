@@ -61,12 +61,8 @@ void SolveCalibration(ResolveTask& task) {
   std::string layout_note;
   if (task.layout_input.has_value()) {
     const ResolveTask::LayoutInput& in = *task.layout_input;
-    // The parts in the scale of each stage's own profile.
-    const std::optional<std::vector<StagePartCosts>> scaled =
-        PartsScaledToMeasured(in.spec, in.stages, task.measured, task.current.stage_of);
-    absl::StatusOr<ProfiledLayout> layout =
-        ChooseProfiledLayout(kLayoutGain, in.spec, in.schedule_name, scaled.value_or(in.stages),
-                             task.measured.comm_seconds);
+    absl::StatusOr<ProfiledLayout> layout = ChooseProfiledLayout(
+        kLayoutGain, in.spec, in.schedule_name, in.stages, task.measured.comm_seconds);
     if (layout.ok() && layout->changed) {
       // The workers rebuild their chunks in a new attempt, whose own
       // calibration builds the version.

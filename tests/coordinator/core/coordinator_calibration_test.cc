@@ -193,27 +193,6 @@ TEST_F(CoordinatorTest, CalibrationKeepsALayoutTheProfiledPartsAgreeWith) {
   for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
 }
 
-// Stage 0's worker profiled its parts twice as slow as its own chunks ran
-// (beside another worker's profile, say). Each stage's parts take their
-// scale from its stage profile (PartsScaledToMeasured), so the choice is
-// that of true parts, [3, 1]; read as they came, stage 0's blocks would
-// look twice as dear and [2, 2] would be kept.
-TEST_F(CoordinatorTest, CalibrationScalesEachStagesPartsToItsOwnProfile) {
-  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 6, 2);
-  const std::string job_id = coordinator_->SubmitJob(spec)->id();
-  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
-  ProfileWith(workers, spec, /*head_blocks=*/2);
-  for (sched::VirtualStageCost& part : *workers[0].layout_parts) {
-    part.f_seconds *= 2;
-    part.b_seconds *= 2;
-    part.w_seconds *= 2;
-  }
-  HeartbeatAll(workers);
-  const v1::Job job = *coordinator_->GetJob(job_id, {});
-  EXPECT_THAT(job.layout(), ::testing::ElementsAre(3, 1)) << job.layout_reason();
-  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_PROFILED);
-}
-
 // A worker that sends no parts (synthetic compute cannot cut the model)
 // leaves the layout as planned.
 TEST_F(CoordinatorTest, CalibrationWithoutEveryWorkersPartsKeepsThePlannedLayout) {

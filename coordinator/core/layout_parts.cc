@@ -1,9 +1,12 @@
 #include "coordinator/core/layout_parts.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "api/pipeline_shape.h"
 
 namespace zbpp::coordinator {
@@ -66,6 +69,25 @@ StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts, in
     costs.block.bw_seconds = costs.embedding.bw_seconds = costs.head.bw_seconds = 0;
   }
   return costs;
+}
+
+std::string PartsText(const std::vector<StagePartCosts>& stages, int head_stage) {
+  auto ms = [](const sched::VirtualStageCost& c) {
+    return 1e3 * (c.f_seconds + c.b_seconds + c.w_seconds);
+  };
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const StagePartCosts& stage : stages) {
+    lo = std::min(lo, ms(stage.block));
+    hi = std::max(hi, ms(stage.block));
+  }
+  const std::string block = absl::StrFormat("%.3g", lo) == absl::StrFormat("%.3g", hi)
+                                ? absl::StrFormat("%.3g", lo)
+                                : absl::StrFormat("%.3g–%.3g", lo, hi);
+  const StagePartCosts& last = stages.at(head_stage);
+  const double head = ms(last.head);
+  const double per_block = ms(last.block);
+  return absl::StrFormat("; profiled per microbatch: a block %s ms, the head %.3g ms (%.3g blocks)",
+                         block, head, per_block > 0 ? head / per_block : 0.0);
 }
 
 std::optional<std::vector<StagePartCosts>> PartsScaledToMeasured(

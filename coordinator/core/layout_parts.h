@@ -6,6 +6,7 @@
 // calibration, and the costs of any layout built from them.
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "scheduler/problem.h"
@@ -59,6 +60,13 @@ StagePartCosts PartCostsOf(const std::vector<sched::VirtualStageCost>& parts, in
 /// BetterMeasuredLayout predicts with. Pure.
 sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool embedding,
                                   bool head);
+
+/// What a layout was planned from, for its reason: T_F + T_B + T_W per
+/// microbatch of a block (its range over the stages when they differ) and
+/// of the head on stage `head_stage`, with the head in that stage's blocks,
+/// e.g. "; profiled per microbatch: a block 8.38 ms, the head 38 ms (4.53
+/// blocks)". Requires head_stage in [0, stages.size()). Pure.
+std::string PartsText(const std::vector<StagePartCosts>& stages, int head_stage);
 
 /// `parts` (by stage) with each stage's times scaled by its measured work
 /// (T_F + T_B + T_W of its virtual stages in `measured`, whose virtual

@@ -595,6 +595,7 @@ absl::StatusOr<ProfiledLayout> ChooseProfiledLayout(double min_gain, const JobSp
     out.reason = absl::StrCat("calibration: ", LayoutText(current), " kept (",
                               NoBetterLayout(searched.simulated), " under the profiled costs)");
   }
+  absl::StrAppend(&out.reason, PartsText(stages, work.stage_of[n - 1]));
   return out;
 }
 

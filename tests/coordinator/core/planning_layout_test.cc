@@ -232,6 +232,10 @@ TEST(ChooseProfiledLayout, PlansTheLayoutFromTheProfiledPartsOfEachStage) {
   EXPECT_EQ(measured->layout, (std::vector<int>{6, 2}));
   EXPECT_THAT(measured->reason, StartsWith("calibration: [6, 2] predicts a step "));
   EXPECT_THAT(measured->reason, HasSubstr("x shorter than [7, 1] under the profiled costs"));
+  EXPECT_THAT(measured->reason,
+              HasSubstr("; profiled per microbatch: a block 3e+03 ms, the head 1.05e+04 ms "
+                        "(3.5 blocks)"))
+      << "what the layout was planned from";
 
   absl::StatusOr<ProfiledLayout> free_head =
       ChooseProfiledLayout(kLayoutGain, plan.spec, "zb-2p", Parts(2, 0, 0), 0);

@@ -90,9 +90,10 @@ std::string PartsText(const std::vector<StagePartCosts>& stages, int head_stage)
                          block, head, per_block > 0 ? head / per_block : 0.0);
 }
 
-std::optional<std::vector<StagePartCosts>> PartsScaledToMeasured(
-    const JobSpec& spec, const std::vector<StagePartCosts>& parts,
-    const sched::Problem& measured, const std::vector<int>& stage_of) {
+std::optional<std::vector<double>> MeasuredOverParts(const JobSpec& spec,
+                                                     const std::vector<StagePartCosts>& parts,
+                                                     const sched::Problem& measured,
+                                                     const std::vector<int>& stage_of) {
   const int p = spec.pipeline().stages();
   const int n = measured.num_virtual_stages();
   if (static_cast<int>(parts.size()) != p || static_cast<int>(stage_of.size()) != n) {
@@ -111,15 +112,45 @@ std::optional<std::vector<StagePartCosts>> PartsScaledToMeasured(
     predicted_work[s] += total(PartsCost(parts[s], layout[k], k == 0 && !vocab_parallel,
                                          k == n - 1 && !vocab_parallel));
   }
-  std::vector<StagePartCosts> scaled = parts;
+  std::vector<double> ratios(p);
   for (int s = 0; s < p; ++s) {
     if (!(predicted_work[s] > 0) || !(measured_work[s] > 0)) return std::nullopt;
-    const double ratio = measured_work[s] / predicted_work[s];
+    ratios[s] = measured_work[s] / predicted_work[s];
+  }
+  return ratios;
+}
+
+std::optional<std::string> PartsDisagreement(const JobSpec& spec,
+                                             const std::vector<StagePartCosts>& parts,
+                                             const sched::Problem& measured,
+                                             const std::vector<int>& stage_of) {
+  const std::optional<std::vector<double>> ratios =
+      MeasuredOverParts(spec, parts, measured, stage_of);
+  if (!ratios.has_value()) return std::nullopt;
+  for (size_t s = 0; s < ratios->size(); ++s) {
+    const double r = (*ratios)[s];
+    if (r > kMaxPartsDisagreement || r < 1 / kMaxPartsDisagreement) {
+      return absl::StrFormat(
+          "stage %d's profile reads %.2fx what its layout parts predict, beyond %.2fx either way",
+          s, r, kMaxPartsDisagreement);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<StagePartCosts>> PartsScaledToMeasured(
+    const JobSpec& spec, const std::vector<StagePartCosts>& parts,
+    const sched::Problem& measured, const std::vector<int>& stage_of) {
+  const std::optional<std::vector<double>> ratios =
+      MeasuredOverParts(spec, parts, measured, stage_of);
+  if (!ratios.has_value()) return std::nullopt;
+  std::vector<StagePartCosts> scaled = parts;
+  for (size_t s = 0; s < scaled.size(); ++s) {
     for (sched::VirtualStageCost* c : {&scaled[s].block, &scaled[s].embedding, &scaled[s].head}) {
-      c->f_seconds *= ratio;
-      c->b_seconds *= ratio;
-      c->w_seconds *= ratio;
-      c->bw_seconds *= ratio;
+      c->f_seconds *= (*ratios)[s];
+      c->b_seconds *= (*ratios)[s];
+      c->w_seconds *= (*ratios)[s];
+      c->bw_seconds *= (*ratios)[s];
     }
   }
   return scaled;

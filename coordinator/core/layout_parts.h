@@ -68,10 +68,38 @@ sched::VirtualStageCost PartsCost(const StagePartCosts& parts, int blocks, bool 
 /// blocks)". Requires head_stage in [0, stages.size()). Pure.
 std::string PartsText(const std::vector<StagePartCosts>& stages, int head_stage);
 
-/// `parts` (by stage) with each stage's times scaled by its measured work
-/// (T_F + T_B + T_W of its virtual stages in `measured`, whose virtual
-/// stages `stage_of` places; spec.pipeline's layout is theirs) over what
-/// its parts predict for that layout; M_B and M_W stay. So the parts keep
+/// Each stage's measured work (T_F + T_B + T_W of its virtual stages in
+/// `measured`, whose virtual stages `stage_of` places; spec.pipeline's
+/// layout is theirs) over what its `parts` predict for that layout, by
+/// stage. nullopt when the sizes do not match or a stage has no work.
+/// Thread-safe (pure).
+std::optional<std::vector<double>> MeasuredOverParts(const zbpp::v1::JobSpec& spec,
+                                                     const std::vector<StagePartCosts>& parts,
+                                                     const sched::Problem& measured,
+                                                     const std::vector<int>& stage_of);
+
+/// How far apart a stage's calibration profile and its layout parts may
+/// read (MeasuredOverParts, either way) for the calibration to plan a layout
+/// from the parts: the stage profile's own spread (its step predictions
+/// 0.86–1.08× of the steps on the demo) stays within it, while parts
+/// profiled as the host reclaimed memory read the demo's block at 1.65× its
+/// steps' cost and chose [5, 3], which its report then measured 1.20×
+/// slower than [6, 2] (bench/results/calibration.md, "Parts that
+/// disagree").
+inline constexpr double kMaxPartsDisagreement = 1.25;
+
+/// Why the calibration must not plan a layout from `parts`: e.g. "stage 0's
+/// profile reads 0.59x what its layout parts predict, beyond 1.25x either
+/// way" for the first stage whose MeasuredOverParts is beyond
+/// kMaxPartsDisagreement; nullopt when every stage agrees, or when they
+/// cannot be compared. Thread-safe (pure).
+std::optional<std::string> PartsDisagreement(const zbpp::v1::JobSpec& spec,
+                                             const std::vector<StagePartCosts>& parts,
+                                             const sched::Problem& measured,
+                                             const std::vector<int>& stage_of);
+
+/// `parts` (by stage) with each stage's times scaled by MeasuredOverParts;
+/// M_B and M_W stay. So the parts keep
 /// their proportions (a block, the embedding, the head) on each stage, and
 /// take their scale from what that stage's own chunks measured in steps
 /// (BetterMeasuredLayout, docs/training.md "Layout drift"). nullopt when

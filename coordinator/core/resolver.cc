@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/pipeline_shape.h"
 #include "api/schedule_proto.h"
 #include "scheduler/simulator.h"
 
@@ -61,8 +62,22 @@ void SolveCalibration(ResolveTask& task) {
   std::string layout_note;
   if (task.layout_input.has_value()) {
     const ResolveTask::LayoutInput& in = *task.layout_input;
-    absl::StatusOr<ProfiledLayout> layout = ChooseProfiledLayout(
-        kLayoutGain, in.spec, in.schedule_name, in.stages, task.measured.comm_seconds);
+    const std::optional<std::string> distrust =
+        PartsDisagreement(in.spec, in.stages, task.measured, task.current.stage_of);
+    absl::StatusOr<ProfiledLayout> layout;
+    if (distrust.has_value()) {
+      // Parts that disagree with the stages' own chunks plan nothing: the
+      // layout stays as planned at submission.
+      ProfiledLayout kept;
+      kept.layout = BlocksPerVirtualStage(in.spec.pipeline(), in.spec.model().layers(),
+                                          task.measured.num_virtual_stages());
+      kept.reason = absl::StrCat("calibration: ", LayoutText(kept.layout), " kept (", *distrust,
+                                 ")", PartsText(in.stages, task.current.stage_of.back()));
+      layout = std::move(kept);
+    } else {
+      layout = ChooseProfiledLayout(kLayoutGain, in.spec, in.schedule_name, in.stages,
+                                    task.measured.comm_seconds);
+    }
     if (layout.ok() && layout->changed) {
       // The workers rebuild their chunks in a new attempt, whose own
       // calibration builds the version.

@@ -193,6 +193,28 @@ TEST_F(CoordinatorTest, CalibrationKeepsALayoutTheProfiledPartsAgreeWith) {
   for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
 }
 
+// Stage 0's own chunks profiled twice as dear as its layout parts predict
+// (parts profiled while the host was busy elsewhere, say): the parts are not
+// planned from, the layout stays as planned, and the reason says why.
+TEST_F(CoordinatorTest, CalibrationKeepsTheLayoutWhenTheStageProfileAndThePartsDisagree) {
+  const v1::JobSpec spec = TestSpec(2, 8, "zb-2p", 6, 2);
+  const std::string job_id = coordinator_->SubmitJob(spec)->id();
+  std::vector<FakeWorker> workers = {AddWorker(0), AddWorker(1)};
+  ProfileWith(workers, spec, /*head_blocks=*/2);  // [3, 1] if the parts held.
+  sched::VirtualStageCost& first = workers[0].profile_costs->virtual_stages[0];
+  first.f_seconds *= 2;
+  first.b_seconds *= 2;
+  first.w_seconds *= 2;
+  HeartbeatAll(workers);
+  const v1::Job job = *coordinator_->GetJob(job_id, {});
+  EXPECT_THAT(job.layout(), ::testing::ElementsAre(2, 2));
+  EXPECT_EQ(job.layout_source(), v1::LAYOUT_SOURCE_PROFILED);
+  EXPECT_THAT(job.layout_reason(),
+              ::testing::StartsWith("calibration: [2, 2] kept (stage 0's profile reads 2.00x "
+                                    "what its layout parts predict, beyond 1.25x either way)"));
+  for (FakeWorker& w : workers) EXPECT_EQ(w.aborts, 0);
+}
+
 // A worker that sends no parts (synthetic compute cannot cut the model)
 // leaves the layout as planned.
 TEST_F(CoordinatorTest, CalibrationWithoutEveryWorkersPartsKeepsThePlannedLayout) {

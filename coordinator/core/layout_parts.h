@@ -82,10 +82,10 @@ std::optional<std::vector<double>> MeasuredOverParts(const zbpp::v1::JobSpec& sp
 /// read (MeasuredOverParts, either way) for the calibration to plan a layout
 /// from the parts: the stage profile's own spread (its step predictions
 /// 0.86–1.08× of the steps on the demo) stays within it, while parts
-/// profiled as the host reclaimed memory read the demo's block at 1.65× its
-/// steps' cost and chose [5, 3], which its report then measured 1.20×
-/// slower than [6, 2] (bench/results/calibration.md, "Parts that
-/// disagree").
+/// profiled right after a long build on the same host read the demo's
+/// block at 1.65× its steps' cost and chose [5, 3], which its report then
+/// measured 1.20× slower than [6, 2] (bench/results/calibration.md, "Parts
+/// that disagree").
 inline constexpr double kMaxPartsDisagreement = 1.25;
 
 /// Why the calibration must not plan a layout from `parts`: e.g. "stage 0's
